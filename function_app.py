@@ -1,0 +1,92 @@
+"""OnceGate's Azure Functions app (Python v2 model): one thin function per contract action.
+
+Each function hands its request to ``oncegate.entrypoints.http``; ``oncegate serve`` serves
+this very ``app`` object locally, so the routes below are the only route table.
+"""
+
+import logging
+
+import azure.functions as func
+
+from oncegate.config import ConfigError, Settings
+from oncegate.entrypoints import http
+
+try:
+    Settings.from_environment()
+except ConfigError as exc:
+    # One clear line naming the setting, instead of a stack trace on the first request.
+    logging.getLogger("oncegate").critical("OnceGate cannot start: %s", exc)
+    raise
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+
+
+@app.route(route="claims", methods=["POST"])
+def check_and_claim(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.check_and_claim)
+
+
+@app.route(route="claims/lookup", methods=["POST"])
+def lookup_claim(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.lookup_claim)
+
+
+@app.route(route="claims/{claimId}", methods=["GET"])
+def get_claim(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.get_claim)
+
+
+@app.route(route="claims/{claimId}/result", methods=["POST"])
+def record_result(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.record_result)
+
+
+@app.route(route="claims/{claimId}/release", methods=["POST"])
+def release_claim(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.release_claim)
+
+
+@app.route(route="claims/{claimId}/heartbeat", methods=["POST"])
+def renew_claim(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.renew_claim)
+
+
+@app.route(route="conflicts", methods=["POST"])
+def report_conflict(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.report_conflict)
+
+
+@app.route(route="conflicts", methods=["GET"])
+def list_conflicts(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.list_conflicts)
+
+
+@app.route(route="conflicts/{conflictId}", methods=["GET"])
+def get_conflict(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.get_conflict)
+
+
+@app.route(route="conflicts/{conflictId}/resolve", methods=["POST"])
+def resolve_conflict(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.resolve_conflict)
+
+
+@app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def health(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.health)
+
+
+@app.route(
+    route="{*path}",
+    methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+    auth_level=func.AuthLevel.ANONYMOUS,
+)
+def unknown_route(req: func.HttpRequest) -> func.HttpResponse:
+    """JSON 404/405 for what no action serves, instead of the host's empty answer."""
+    routes = [
+        (str(method.value if hasattr(method, "value") else method), str(function.get_trigger().route))
+        for function in app.get_functions()
+        if function.get_function_name() != "unknown_route"
+        for method in (function.get_trigger().methods or [])
+    ]
+    return http.unknown_route(routes, req)

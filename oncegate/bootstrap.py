@@ -1,0 +1,49 @@
+"""The one place that wires settings to a store and the claim service."""
+
+from __future__ import annotations
+
+import threading
+
+from oncegate.config import Settings, StoreKind, local_key_secret
+from oncegate.domain.keys import KeyHasher
+from oncegate.service.claims import ClaimService
+from oncegate.stores.port import ClaimStore
+from oncegate.stores.sqlite import SqliteStore
+
+_lock = threading.Lock()
+_service: ClaimService | None = None
+
+
+def build_store(settings: Settings) -> ClaimStore:
+    if settings.store is StoreKind.SQLITE:
+        return SqliteStore(settings.sqlite_path)
+    # Imported here so the embedded default runs without touching the Azure SDK.
+    from oncegate.stores.tables import TableStore
+
+    if settings.tables_connection_string:
+        return TableStore.from_connection_string(settings.tables_connection_string, prefix=settings.table_prefix)
+    from azure.identity import DefaultAzureCredential
+
+    assert settings.tables_endpoint is not None
+    return TableStore.from_endpoint(settings.tables_endpoint, DefaultAzureCredential(), prefix=settings.table_prefix)
+
+
+def build_service(settings: Settings) -> ClaimService:
+    secret = settings.key_secret or local_key_secret(settings.sqlite_path)
+    return ClaimService(build_store(settings), KeyHasher(secret))
+
+
+def get_service() -> ClaimService:
+    """The process-wide service, built from the environment on first use."""
+    global _service
+    with _lock:
+        if _service is None:
+            _service = build_service(Settings.from_environment())
+        return _service
+
+
+def use_service(service: ClaimService | None) -> None:
+    """Serve this service from now on (the local server and tests); None rebuilds from the environment."""
+    global _service
+    with _lock:
+        _service = service

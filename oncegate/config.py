@@ -1,0 +1,114 @@
+"""Settings, read once from the environment and checked before the first request.
+
+A missing or contradictory setting raises ``ConfigError`` naming it, so the host logs one
+clear line at start-up instead of a stack trace on the first request.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from oncegate.domain.keys import MIN_SECRET_LENGTH
+
+DEFAULT_SQLITE_PATH = ".oncegate/oncegate.db"
+DEFAULT_TABLE_PREFIX = "OnceGate"
+SECRET_FILE_NAME = "key-secret"
+# Table names are 3-63 letters and digits starting with a letter; the longest suffix is "Conflicts".
+TABLE_PREFIX_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9]{0,49}")
+
+
+class StoreKind(str, Enum):
+    SQLITE = "sqlite"
+    TABLES = "tables"
+
+
+class ConfigError(ValueError):
+    """A setting is missing, malformed or contradicts another; ``setting`` names it."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(f"{setting}: {message}")
+        self.setting = setting
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the service reads from its environment."""
+
+    store: StoreKind
+    sqlite_path: Path
+    tables_connection_string: str | None
+    tables_endpoint: str | None
+    table_prefix: str
+    key_secret: str | None
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+
+        def read(name: str) -> str | None:
+            value = env.get(name, "").strip()
+            return value or None
+
+        settings = cls(
+            store=_store_kind(read("ONCEGATE_STORE")),
+            sqlite_path=Path(read("ONCEGATE_SQLITE_PATH") or DEFAULT_SQLITE_PATH),
+            tables_connection_string=read("ONCEGATE_TABLES_CONNECTION_STRING"),
+            tables_endpoint=read("ONCEGATE_TABLES_ENDPOINT"),
+            table_prefix=read("ONCEGATE_TABLE_PREFIX") or DEFAULT_TABLE_PREFIX,
+            key_secret=read("ONCEGATE_KEY_SECRET"),
+        )
+        settings._validate()
+        return settings
+
+    def _validate(self) -> None:
+        if self.key_secret is not None and len(self.key_secret) < MIN_SECRET_LENGTH:
+            raise ConfigError("ONCEGATE_KEY_SECRET", f"must be at least {MIN_SECRET_LENGTH} characters.")
+        if not TABLE_PREFIX_PATTERN.fullmatch(self.table_prefix):
+            raise ConfigError("ONCEGATE_TABLE_PREFIX", "must be 1-50 letters and digits, starting with a letter.")
+        if self.store is StoreKind.TABLES:
+            self._validate_tables()
+
+    def _validate_tables(self) -> None:
+        if self.tables_connection_string and self.tables_endpoint:
+            raise ConfigError(
+                "ONCEGATE_TABLES_ENDPOINT", "set either it or ONCEGATE_TABLES_CONNECTION_STRING, not both."
+            )
+        if not (self.tables_connection_string or self.tables_endpoint):
+            raise ConfigError(
+                "ONCEGATE_TABLES_ENDPOINT",
+                "ONCEGATE_STORE=tables needs ONCEGATE_TABLES_ENDPOINT (managed identity) "
+                "or ONCEGATE_TABLES_CONNECTION_STRING.",
+            )
+        if self.tables_endpoint and not self.tables_endpoint.startswith("https://"):
+            raise ConfigError("ONCEGATE_TABLES_ENDPOINT", "must be an https:// URL.")
+        if self.key_secret is None:
+            raise ConfigError(
+                "ONCEGATE_KEY_SECRET",
+                "is required with ONCEGATE_STORE=tables: every instance must hash keys with the same secret.",
+            )
+
+
+def _store_kind(value: str | None) -> StoreKind:
+    try:
+        return StoreKind((value or StoreKind.SQLITE.value).lower())
+    except ValueError as exc:
+        raise ConfigError("ONCEGATE_STORE", f"must be 'sqlite' or 'tables', not {value!r}.") from exc
+
+
+def local_key_secret(sqlite_path: Path) -> str:
+    """The embedded store's secret: made once, kept beside the database, readable by its owner only."""
+    path = sqlite_path.parent / SECRET_FILE_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text(encoding="utf-8").strip()
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(secrets.token_urlsafe(48))
+    return path.read_text(encoding="utf-8").strip()

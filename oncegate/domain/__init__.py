@@ -1,0 +1,1 @@
+"""The claim's vocabulary: statuses, records and business keys, free of storage and HTTP."""

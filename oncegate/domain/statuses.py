@@ -1,0 +1,66 @@
+"""The enumerations of the contract, as ``str`` Enums so they serialise as their values."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ClaimStatus(str, Enum):
+    """Where a claim's side effect stands."""
+
+    IN_PROGRESS = "in_progress"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+    RELEASED = "released"
+
+
+class Decision(str, Enum):
+    """What Check and claim tells the flow to do next."""
+
+    PROCEED = "proceed"
+    DUPLICATE = "duplicate"
+    IN_PROGRESS = "in_progress"
+    RECONCILE = "reconcile"
+    CONFLICT = "conflict"
+    BLOCKED = "blocked"
+
+
+class Outcome(str, Enum):
+    """What the flow reports after attempting the side effect."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+class ConflictStatus(str, Enum):
+    """Whether a conflict still waits for its owner."""
+
+    OPEN = "open"
+    RESOLVED = "resolved"
+
+
+class Resolution(str, Enum):
+    """A reviewer's decision on a conflict."""
+
+    ACCEPT_NEW = "accept_new"
+    KEEP_ORIGINAL = "keep_original"
+    DISMISS = "dismiss"
+
+
+class EventKind(str, Enum):
+    """What a history entry records."""
+
+    CLAIM = "claim"
+    RESULT = "result"
+    RELEASE = "release"
+    CONFLICT = "conflict"
+    RESOLUTION = "resolution"
+
+
+class ConflictSource(str, Enum):
+    """Who noticed the conflict: the claim service or the flow itself."""
+
+    CLAIM = "claim"
+    REPORTED = "reported"

@@ -1,0 +1,205 @@
+"""HTTP handling shared by the Azure Functions app and the local server.
+
+Each action is a plain function ``(service, request) -> model``; :func:`respond` parses,
+calls it, and renders either the model or a Microsoft REST API guidelines error body. Bad
+input is rejected here or in the service before any write, and never becomes a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import azure.functions as func
+from pydantic import BaseModel, ValidationError
+
+from oncegate import bootstrap
+from oncegate.errors import InvalidRequest, NotFound, OnceGateError, StoreUnavailable, TooLarge
+from oncegate.models import (
+    ClaimRequest,
+    ClaimResponse,
+    ClaimView,
+    ConflictList,
+    ConflictView,
+    ErrorBody,
+    ErrorDetail,
+    ErrorInfo,
+    Health,
+    HeartbeatRequest,
+    ListConflictsQuery,
+    LookupRequest,
+    RecordResultRequest,
+    ReleaseRequest,
+    ReportConflictRequest,
+    ResolveConflictRequest,
+)
+from oncegate.service.claims import ClaimService
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024
+CLAIM_ID_PATTERN = re.compile(r"[a-z2-7]{52}")
+CONFLICT_ID_PATTERN = re.compile(r"[a-z2-7]{24}")
+JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
+
+Model = TypeVar("Model", bound=BaseModel)
+Action = Callable[[ClaimService, func.HttpRequest], BaseModel]
+
+
+def respond(request: func.HttpRequest, action: Action) -> func.HttpResponse:
+    """Run one action and render its answer or its error."""
+    try:
+        return render(200, action(bootstrap.get_service(), request))
+    except OnceGateError as exc:
+        return render_error(exc)
+    except Exception:
+        logger.exception("Unexpected error in %s %s", request.method, urlsplit(request.url).path)
+        return render_error(OnceGateError("The service failed unexpectedly; nothing more is known."))
+
+
+def render(status: int, model: BaseModel, headers: dict[str, str] | None = None) -> func.HttpResponse:
+    body = model.model_dump_json(by_alias=True, exclude_none=True)
+    return func.HttpResponse(body, status_code=status, headers={**JSON_HEADERS, **(headers or {})})
+
+
+def render_error(exc: OnceGateError) -> func.HttpResponse:
+    raw_details = exc.details if isinstance(exc, InvalidRequest) else ([(exc.target, exc.message)] if exc.target else [])
+    details = [ErrorDetail(target=target, message=message) for target, message in raw_details]
+    body = ErrorBody(error=ErrorInfo(code=exc.code, message=exc.message, details=details))
+    headers = {"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, StoreUnavailable) else None
+    if exc.status >= 500 and not isinstance(exc, StoreUnavailable):
+        logger.error("Answering %s: %s", exc.code, exc.message)
+    return render(exc.status, body, headers)
+
+
+# -- parsing --------------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_body(request: func.HttpRequest, model: type[Model]) -> Model:
+    """The JSON object body as ``model``; 413 when too large, 400 naming each bad field."""
+    raw = request.get_body() or b""
+    if len(raw) > MAX_BODY_BYTES:
+        raise TooLarge(f"The request body is over {MAX_BODY_BYTES} bytes.", target="body")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant) if raw.strip() else None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidRequest(f"The body is not valid UTF-8 JSON: {exc}", target="body") from exc
+    if not isinstance(data, dict):
+        raise InvalidRequest("The body must be a JSON object.", target="body")
+    return validate(model, data)
+
+
+def validate(model: type[Model], data: dict[str, Any]) -> Model:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        details = [(_target(error["loc"]), _message(error)) for error in exc.errors()]
+        too_large = [message for _, message in details if "bytes as JSON" in message]
+        if too_large:
+            raise TooLarge(too_large[0], target=details[0][0]) from exc
+        raise InvalidRequest(f"The request is not valid: {details[0][1]} ({details[0][0]}).", details=details) from exc
+
+
+def _target(location: tuple[int | str, ...]) -> str:
+    # Tagged-union and JSON value internals add location parts a caller never wrote; keep the field path.
+    return ".".join(str(part) for part in location if not str(part).startswith(("function-", "json-"))) or "body"
+
+
+def _message(error: Any) -> str:
+    message = str(error["msg"])
+    return message.removeprefix("Value error, ")
+
+
+def route_id(request: func.HttpRequest, name: str, pattern: re.Pattern[str]) -> str:
+    value = request.route_params.get(name, "")
+    if not pattern.fullmatch(value):
+        raise NotFound(f"No {'claim' if name == 'claimId' else 'conflict'} has the id {value!r}.", target=name)
+    return value
+
+
+def next_link(request: func.HttpRequest, cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    parts = urlsplit(request.url)
+    query = [(name, value) for name, value in parse_qsl(parts.query) if name != "cursor"]
+    return urlunsplit(parts._replace(query=urlencode([*query, ("cursor", cursor)])))
+
+
+# -- actions ----------------------------------------------------------------------------------
+
+
+def check_and_claim(service: ClaimService, request: func.HttpRequest) -> ClaimResponse:
+    return service.check_and_claim(parse_body(request, ClaimRequest))
+
+
+def record_result(service: ClaimService, request: func.HttpRequest) -> ClaimView:
+    claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
+    return service.record_result(claim_id, parse_body(request, RecordResultRequest))
+
+
+def release_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
+    claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
+    return service.release(claim_id, parse_body(request, ReleaseRequest))
+
+
+def renew_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
+    claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
+    return service.heartbeat(claim_id, parse_body(request, HeartbeatRequest))
+
+
+def get_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
+    return service.get_claim(route_id(request, "claimId", CLAIM_ID_PATTERN))
+
+
+def lookup_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
+    return service.lookup(parse_body(request, LookupRequest))
+
+
+def report_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictView:
+    return service.report_conflict(parse_body(request, ReportConflictRequest))
+
+
+def list_conflicts(service: ClaimService, request: func.HttpRequest) -> ConflictList:
+    known = {name: request.params[name] for name in ("status", "scope", "top", "cursor") if name in request.params}
+    if known.get("status") == "all":
+        known["status"] = None  # type: ignore[assignment]
+    query = validate(ListConflictsQuery, known)
+    conflicts, cursor = service.list_conflicts(query)
+    return ConflictList(value=conflicts, next_link=next_link(request, cursor))
+
+
+def get_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictView:
+    return service.get_conflict(route_id(request, "conflictId", CONFLICT_ID_PATTERN))
+
+
+def resolve_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictView:
+    conflict_id = route_id(request, "conflictId", CONFLICT_ID_PATTERN)
+    return service.resolve_conflict(conflict_id, parse_body(request, ResolveConflictRequest))
+
+
+def health(service: ClaimService, request: func.HttpRequest) -> Health:
+    return service.health()
+
+
+def unknown_route(routes: list[tuple[str, str]], request: func.HttpRequest) -> func.HttpResponse:
+    """404 for a path no action serves, 405 naming the allowed methods for a known path."""
+    path = request.route_params.get("path", "")
+    allowed = sorted({method for method, template in routes if _matches(template, path)})
+    if allowed:
+        message = f"{request.method} is not allowed at /api/{path}; use {', '.join(allowed)}."
+        body = ErrorBody(error=ErrorInfo(code="method_not_allowed", message=message))
+        return render(405, body, {"Allow": ", ".join(allowed)})
+    return render_error(NotFound(f"No action is served at /api/{path}.", target="path"))
+
+
+def _matches(template: str, path: str) -> bool:
+    pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template))
+    return re.fullmatch(pattern, path.strip("/")) is not None

@@ -1,0 +1,94 @@
+"""Every error OnceGate raises, in one place.
+
+::
+
+    OnceGateError                 public: each maps to one HTTP status and error code
+    ├── InvalidRequest            400 invalid_request (names the field in ``target``)
+    ├── NotFound                  404 not_found
+    ├── StateConflict             409 stale_claim | claim_busy | conflict_resolved
+    ├── TooLarge                  413 too_large
+    └── StoreUnavailable          503 store_unavailable (with Retry-After)
+
+    StoreRace                     internal: a conditional write lost a race
+    ├── AlreadyExists             a conditional insert found a record (carries it)
+    └── ConcurrentUpdate          a version/ETag-conditional update found a newer record
+
+Store adapters translate their driver's errors into these at the edge
+(``raise ... from exc``); nothing above the adapters sees ``sqlite3`` or
+``azure.core`` exceptions. ``StoreRace`` never leaves the claim service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class OnceGateError(Exception):
+    """An error a caller can act on; rendered as ``{"error": {...}}``."""
+
+    status = 500
+    code = "internal_error"
+
+    def __init__(self, message: str, *, target: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.target = target
+
+
+class InvalidRequest(OnceGateError):
+    """The request is malformed; nothing was stored."""
+
+    status = 400
+    code = "invalid_request"
+
+    def __init__(self, message: str, *, target: str | None = None, details: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message, target=target)
+        self.details = details if details is not None else ([(target, message)] if target else [])
+
+
+class NotFound(OnceGateError):
+    """No claim or conflict has that id."""
+
+    status = 404
+    code = "not_found"
+
+
+class StateConflict(OnceGateError):
+    """The request does not fit the record's current state (a stale claim token, a busy claim...)."""
+
+    status = 409
+
+    def __init__(self, code: str, message: str, *, target: str | None = None) -> None:
+        super().__init__(message, target=target)
+        self.code = code
+
+
+class TooLarge(OnceGateError):
+    """A body or a field is over its size limit."""
+
+    status = 413
+    code = "too_large"
+
+
+class StoreUnavailable(OnceGateError):
+    """The store cannot be reached or is overloaded; the caller should retry later."""
+
+    status = 503
+    code = "store_unavailable"
+    retry_after_seconds = 5
+
+
+class StoreRace(Exception):
+    """A conditional write lost to another writer; the service re-reads and decides again."""
+
+
+class AlreadyExists(StoreRace):
+    """A conditional insert found an existing record, carried in ``existing``."""
+
+    def __init__(self, existing: Any) -> None:
+        super().__init__("record already exists")
+        self.existing = existing
+
+
+class ConcurrentUpdate(StoreRace):
+    """The record changed since it was read (ETag or version mismatch)."""

@@ -1,0 +1,287 @@
+"""Every request and response body of the contract, as pydantic models.
+
+Field names are snake_case in Python and camelCase on the wire (``runId``, ``claimToken``).
+Requests forbid unknown fields, so a misspelt field is a 400 naming it rather than a value
+silently ignored. Size limits are checked on the canonical JSON of a value.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic.alias_generators import to_camel
+
+from oncegate.domain.statuses import ClaimStatus, ConflictSource, ConflictStatus, Decision, EventKind, Outcome, Resolution
+
+DATA_LIMIT_BYTES = 16 * 1024
+DETAILS_LIMIT_BYTES = 8 * 1024
+DEFAULT_LEASE_SECONDS = 300
+MIN_LEASE_SECONDS = 15
+MAX_LEASE_SECONDS = 86_400
+
+
+def json_size(value: Any) -> int:
+    """Bytes of the compact UTF-8 JSON form, the size limits' unit."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+class _Request(_Model):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
+
+
+Text256 = Annotated[str, Field(min_length=1, max_length=256)]
+LeaseSeconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
+
+
+class FlowRef(_Request):
+    """The calling flow, e.g. ``{"name": "Create ERP order", "environment": "Default-contoso"}``."""
+
+    name: Text256
+    environment: Text256
+
+
+Scope = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
+
+
+class _Intent(_Request):
+    """What identifies the business object and what it looks like."""
+
+    scope: Scope
+    key: str = Field(min_length=1, max_length=4096)
+    payload: JsonValue = None
+    fingerprint: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @model_validator(mode="after")
+    def _one_way_to_fingerprint(self) -> _Intent:
+        if self.payload is not None and self.fingerprint is not None:
+            raise ValueError("give either payload or fingerprint, not both")
+        return self
+
+
+class ClaimRequest(_Intent):
+    """Check and claim: may this run do the side effect for this business key?"""
+
+    run_id: Text256
+    flow: FlowRef | None = None
+    lease_seconds: LeaseSeconds = DEFAULT_LEASE_SECONDS
+
+
+class LookupRequest(_Request):
+    """Find a claim by its business key (keys never travel in URLs)."""
+
+    scope: Scope
+    key: str = Field(min_length=1, max_length=4096)
+
+
+def _data_limit(value: JsonValue) -> JsonValue:
+    if json_size(value) > DATA_LIMIT_BYTES:
+        raise ValueError(f"data is over {DATA_LIMIT_BYTES} bytes as JSON")
+    return value
+
+
+def _details_limit(value: JsonValue) -> JsonValue:
+    if json_size(value) > DETAILS_LIMIT_BYTES:
+        raise ValueError(f"details is over {DETAILS_LIMIT_BYTES} bytes as JSON")
+    return value
+
+
+class _Token(_Request):
+    claim_token: str = Field(min_length=1, max_length=128)
+
+
+class RecordResultRequest(_Token):
+    """The outcome of the side effect, with the record the target system really holds."""
+
+    outcome: Outcome
+    target_record_id: str | None = Field(default=None, min_length=1, max_length=512)
+    data: Annotated[JsonValue, AfterValidator(_data_limit)] = None
+    error: str | None = Field(default=None, max_length=4096)
+    retryable: bool = True
+
+
+class ReleaseRequest(_Token):
+    """Give the claim up before any side effect."""
+
+    reason: str | None = Field(default=None, max_length=1024)
+
+
+class HeartbeatRequest(_Token):
+    """Extend the lease of a long side effect."""
+
+    lease_seconds: LeaseSeconds = DEFAULT_LEASE_SECONDS
+
+
+class ReportConflictRequest(_Intent):
+    """A conflict the flow found itself, e.g. the target system holds different data."""
+
+    run_id: Text256
+    flow: FlowRef | None = None
+    reason: str = Field(min_length=1, max_length=1024)
+    details: Annotated[JsonValue, AfterValidator(_details_limit)] = None
+
+
+class ResolveConflictRequest(_Request):
+    """A reviewer's decision on an open conflict."""
+
+    decision: Resolution
+    reviewer: Text256
+    note: str | None = Field(default=None, max_length=2048)
+
+
+class ListConflictsQuery(_Request):
+    """Filters and paging of the conflict list."""
+
+    status: ConflictStatus | None = ConflictStatus.OPEN
+    scope: Scope | None = None
+    top: int = Field(default=50, ge=1, le=200)
+    cursor: str | None = Field(default=None, max_length=2048)
+
+
+class Holder(_Model):
+    """The run holding a live lease."""
+
+    run_id: str
+    flow: FlowRef | None = None
+    lease_expires_at: datetime | None = None
+
+
+class ClaimResult(_Model):
+    """What the first successful run recorded: reuse it instead of repeating the side effect."""
+
+    target_record_id: str | None = None
+    data: JsonValue = None
+    completed_at: datetime | None = None
+    run_id: str
+    flow: FlowRef | None = None
+
+
+class LastAttempt(_Model):
+    """The attempt whose outcome is in doubt: check the target system for its record."""
+
+    attempt: int
+    run_id: str
+    flow: FlowRef | None = None
+    status: ClaimStatus
+    started_at: datetime
+    lease_expires_at: datetime | None = None
+    error: str | None = None
+
+
+class ClaimResponse(_Model):
+    """The answer to Check and claim: branch on ``decision``."""
+
+    decision: Decision
+    claim_id: str
+    status: ClaimStatus
+    attempt: int
+    reason: str
+    warnings: list[str] = Field(default_factory=list)
+    claim_token: str | None = None
+    lease_expires_at: datetime | None = None
+    result: ClaimResult | None = None
+    retry_after_seconds: int | None = None
+    holder: Holder | None = None
+    last_attempt: LastAttempt | None = None
+    conflict_id: str | None = None
+
+
+class HistoryEntry(_Model):
+    """One line of a claim's history and how it was recognised."""
+
+    at: datetime
+    event: EventKind
+    outcome: str
+    attempt: int
+    run_id: str | None = None
+    flow: FlowRef | None = None
+    fingerprint: str | None = None
+    recognised_by: str
+    details: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class ClaimView(_Model):
+    """The processing record of one business key (never the key itself, nor the claim token)."""
+
+    claim_id: str
+    scope: str
+    status: ClaimStatus
+    attempt: int
+    fingerprint: str | None = None
+    first_received_at: datetime
+    last_attempt_at: datetime
+    lease_expires_at: datetime | None = None
+    run_id: str
+    flow: FlowRef | None = None
+    target_record_id: str | None = None
+    data: JsonValue = None
+    completed_at: datetime | None = None
+    error: str | None = None
+    retryable: bool | None = None
+    reviewer: str | None = None
+    history: list[HistoryEntry] | None = None
+
+
+class ConflictResolution(_Model):
+    """How a reviewer closed a conflict."""
+
+    decision: Resolution
+    reviewer: str
+    note: str | None = None
+    resolved_at: datetime
+
+
+class ConflictView(_Model):
+    """A conflict waiting for (or closed by) its owner."""
+
+    conflict_id: str
+    claim_id: str
+    scope: str
+    status: ConflictStatus
+    source: ConflictSource
+    fingerprint: str | None = None
+    claim_fingerprint: str | None = None
+    reason: str
+    details: JsonValue = None
+    run_id: str
+    flow: FlowRef | None = None
+    created_at: datetime
+    resolution: ConflictResolution | None = None
+
+
+class ConflictList(_Model):
+    """A page of conflicts; follow ``nextLink`` for the next."""
+
+    value: list[ConflictView]
+    next_link: str | None = None
+
+
+class Health(_Model):
+    """Liveness of the service and its store."""
+
+    status: str
+    store: str
+    version: str
+
+
+class ErrorDetail(_Model):
+    target: str | None = None
+    message: str
+
+
+class ErrorInfo(_Model):
+    code: str
+    message: str
+    details: list[ErrorDetail] = Field(default_factory=list)
+
+
+class ErrorBody(_Model):
+    """Microsoft REST API guidelines error body."""
+
+    error: ErrorInfo

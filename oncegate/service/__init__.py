@@ -1,0 +1,1 @@
+"""The claim service: the contract's decision table, over any store."""

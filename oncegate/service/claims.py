@@ -1,0 +1,659 @@
+"""The claim state machine: every decision of the contract, in one place, over the store port.
+
+Writes come first and reads only on a lost race (the store's conditional insert carries the
+existing claim back), so a new claim costs one storage round trip. Every answer leaves a
+history event saying how the request was recognised. A lost race (``StoreRace``) means
+another run changed the claim in between: the service re-reads and decides again, so two
+runs can never both be told ``proceed`` for one attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from oncegate import __version__
+from oncegate.domain.keys import KeyHasher, normalise_scope, payload_fingerprint
+from oncegate.domain.keys import conflict_id as make_conflict_id
+from oncegate.domain.records import AppliedResolution, Claim, Conflict, Flow, HistoryEvent
+from oncegate.domain.statuses import (
+    ClaimStatus,
+    ConflictSource,
+    ConflictStatus,
+    Decision,
+    EventKind,
+    Outcome,
+    Resolution,
+)
+from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StateConflict, StoreRace, StoreUnavailable
+from oncegate.models import (
+    ClaimRequest,
+    ClaimResponse,
+    ClaimView,
+    ConflictList,
+    ConflictView,
+    Health,
+    HeartbeatRequest,
+    Holder,
+    LastAttempt,
+    ListConflictsQuery,
+    LookupRequest,
+    RecordResultRequest,
+    ReleaseRequest,
+    ReportConflictRequest,
+    ResolveConflictRequest,
+    _Intent,
+)
+from oncegate.service.views import claim_result, claim_view, conflict_view, flow_ref
+from oncegate.stores.port import ClaimStore
+
+logger = logging.getLogger(__name__)
+
+# Each lost race means another writer made progress, so a handful of rounds always settles.
+RACE_LIMIT = 8
+MAX_RETRY_AFTER_SECONDS = 60
+ANOTHER_FLOW_COPY = "another_flow_copy"
+NO_FINGERPRINT = "no_fingerprint"
+NO_FLOW = "no_flow"
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _short(fingerprint: str | None) -> str:
+    if fingerprint is None:
+        return "(none)"
+    return fingerprint if len(fingerprint) <= 24 else fingerprint[:23] + "…"
+
+
+def _flow_text(flow: Flow | None) -> str:
+    return f"flow '{flow.name}' in '{flow.environment}'" if flow else "an unnamed flow"
+
+
+def _attempt_of(token: str) -> str:
+    return token.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """One Check and claim request, normalised: the business key is already reduced to its claim id."""
+
+    claim_id: str
+    scope: str
+    fingerprint: str | None
+    run_id: str
+    flow: Flow | None
+    lease: timedelta
+    now: datetime
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def lease_expires_at(self) -> datetime:
+        return self.now + self.lease
+
+
+class ClaimService:
+    """Check and claim, record results, and route changed business data to the conflict queue."""
+
+    def __init__(
+        self,
+        store: ClaimStore,
+        hasher: KeyHasher,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        token_factory: Callable[[], str] = lambda: secrets.token_urlsafe(18),
+    ) -> None:
+        self.store = store
+        self._hasher = hasher
+        self._clock = clock
+        self._token_factory = token_factory
+
+    # -- Check and claim -------------------------------------------------------------------
+
+    def check_and_claim(self, request: ClaimRequest) -> ClaimResponse:
+        """Decide whether this run may do the side effect; see the contract's decision table."""
+        caller = self._caller(request)
+        for _ in range(RACE_LIMIT):
+            try:
+                return self._claim_once(caller)
+            except StoreRace:
+                continue
+        raise StoreUnavailable("the claim kept changing under this request; retry shortly.")
+
+    def _caller(self, request: ClaimRequest) -> Caller:
+        claim_id, scope, fingerprint = self._identify(request)
+        flow = Flow(request.flow.name, request.flow.environment) if request.flow else None
+        warnings = [NO_FINGERPRINT] if fingerprint is None else []
+        if flow is None:
+            warnings.append(NO_FLOW)
+        return Caller(
+            claim_id=claim_id,
+            scope=scope,
+            fingerprint=fingerprint,
+            run_id=request.run_id,
+            flow=flow,
+            lease=timedelta(seconds=request.lease_seconds),
+            now=self._clock(),
+            warnings=warnings,
+        )
+
+    def _identify(self, intent: _Intent) -> tuple[str, str, str | None]:
+        claim_id = self._hasher.claim_id(intent.scope, intent.key)
+        fingerprint = intent.fingerprint
+        if intent.payload is not None:
+            fingerprint = payload_fingerprint(intent.payload)
+        return claim_id, normalise_scope(intent.scope), fingerprint
+
+    def _claim_once(self, caller: Caller) -> ClaimResponse:
+        claim = Claim(
+            claim_id=caller.claim_id,
+            scope=caller.scope,
+            status=ClaimStatus.IN_PROGRESS,
+            attempt=1,
+            fingerprint=caller.fingerprint,
+            claim_token=self._new_token(1),
+            run_id=caller.run_id,
+            flow=caller.flow,
+            first_received_at=caller.now,
+            last_attempt_at=caller.now,
+            updated_at=caller.now,
+            lease_expires_at=caller.lease_expires_at,
+        )
+        event = self._claim_event(claim, caller, Decision.PROCEED, "No claim existed for this key: first attempt.")
+        try:
+            stored = self.store.create_claim(claim, event)
+        except AlreadyExists as exc:
+            return self._decide(exc.existing, caller)
+        return self._granted(Decision.PROCEED, stored, caller, "First time this key is seen: do the side effect.")
+
+    def _decide(self, claim: Claim, caller: Caller) -> ClaimResponse:
+        if self._is_changed(claim, caller.fingerprint):
+            return self._conflict(claim, caller)
+        if claim.status is ClaimStatus.IN_PROGRESS:
+            return self._held(claim, caller)
+        if claim.status is ClaimStatus.UNKNOWN:
+            return self._reconcile(claim, caller, f"attempt {claim.attempt} was sent but its outcome is unknown")
+        if claim.status is ClaimStatus.SUCCEEDED:
+            return self._duplicate(claim, caller)
+        if claim.status is ClaimStatus.FAILED and not claim.retryable:
+            return self._blocked(claim, caller)
+        previous = "was released" if claim.status is ClaimStatus.RELEASED else "failed and may be retried"
+        return self._next_attempt(claim, caller, f"Attempt {claim.attempt} {previous}: do the side effect.")
+
+    @staticmethod
+    def _is_changed(claim: Claim, fingerprint: str | None) -> bool:
+        # Without two fingerprints there is nothing to compare; a released claim has no result to protect.
+        if fingerprint is None or claim.fingerprint is None or claim.status is ClaimStatus.RELEASED:
+            return False
+        return fingerprint not in claim.accepted_fingerprints()
+
+    def _held(self, claim: Claim, caller: Caller) -> ClaimResponse:
+        lease = claim.lease_expires_at
+        if lease is None or lease <= caller.now:
+            return self._reconcile(claim, caller, f"the lease of attempt {claim.attempt} expired at {lease} without a result")
+        if claim.run_id == caller.run_id:
+            self._answered(claim, caller, Decision.PROCEED, "The same run asked again while holding the lease.")
+            return self._granted(
+                Decision.PROCEED, claim, caller, "This run already holds the claim (its first answer was lost): go on."
+            )
+        recognised = f"Run {claim.run_id} holds the lease until {lease.isoformat()}."
+        self._answered(claim, caller, Decision.IN_PROGRESS, recognised, flow_warning=True)
+        remaining = math.ceil((lease - caller.now).total_seconds())
+        return self._answer(
+            Decision.IN_PROGRESS,
+            claim,
+            caller,
+            f"Another run is doing the side effect now; retry in {remaining} s or stop.",
+            retry_after_seconds=max(1, min(MAX_RETRY_AFTER_SECONDS, remaining)),
+            holder=Holder(run_id=claim.run_id, flow=flow_ref(claim.flow), lease_expires_at=lease),
+        )
+
+    def _duplicate(self, claim: Claim, caller: Caller) -> ClaimResponse:
+        if caller.fingerprint is None:
+            how = f"No fingerprint was given, so only the key was compared; attempt {claim.attempt} succeeded."
+        elif caller.fingerprint == claim.fingerprint or claim.fingerprint is None:
+            how = f"Same key and fingerprint {_short(caller.fingerprint)} as attempt {claim.attempt}, which succeeded."
+        else:
+            how = f"Fingerprint {_short(caller.fingerprint)} was accepted by a reviewer as the same business intent."
+        self._answered(claim, caller, Decision.DUPLICATE, how, flow_warning=True)
+        return self._answer(
+            Decision.DUPLICATE,
+            claim,
+            caller,
+            f"Already done by run {claim.run_id}: skip the side effect and reuse the result.",
+            result=claim_result(claim),
+        )
+
+    def _blocked(self, claim: Claim, caller: Caller) -> ClaimResponse:
+        self._answered(claim, caller, Decision.BLOCKED, f"Attempt {claim.attempt} failed and is not retryable.")
+        return self._answer(
+            Decision.BLOCKED,
+            claim,
+            caller,
+            f"Attempt {claim.attempt} failed and was marked not retryable ({claim.error_reason or 'no reason given'}): "
+            "a person must act.",
+        )
+
+    def _next_attempt(self, claim: Claim, caller: Caller, reason: str) -> ClaimResponse:
+        renewed = self._take_over(claim, caller)
+        stored = self.store.update_claim(renewed, self._claim_event(renewed, caller, Decision.PROCEED, reason))
+        return self._granted(Decision.PROCEED, stored, caller, reason)
+
+    def _reconcile(self, claim: Claim, caller: Caller, why: str) -> ClaimResponse:
+        renewed = self._take_over(claim, caller)
+        recognised = f"Reconcile: {why}."
+        stored = self.store.update_claim(renewed, self._claim_event(renewed, caller, Decision.RECONCILE, recognised))
+        last = LastAttempt(
+            attempt=claim.attempt,
+            run_id=claim.run_id,
+            flow=flow_ref(claim.flow),
+            status=claim.status,
+            started_at=claim.last_attempt_at,
+            lease_expires_at=claim.lease_expires_at,
+            error=claim.error_reason,
+        )
+        reason = (
+            f"The earlier attempt may have done the side effect ({why}): look the record up in the target system; "
+            "record succeeded with its id if it is there, else do the side effect."
+        )
+        return self._granted(Decision.RECONCILE, stored, caller, reason, last_attempt=last)
+
+    def _take_over(self, claim: Claim, caller: Caller) -> Claim:
+        attempt = claim.attempt + 1
+        return replace(
+            claim,
+            status=ClaimStatus.IN_PROGRESS,
+            attempt=attempt,
+            fingerprint=caller.fingerprint or claim.fingerprint,
+            claim_token=self._new_token(attempt),
+            run_id=caller.run_id,
+            flow=caller.flow,
+            last_attempt_at=caller.now,
+            updated_at=caller.now,
+            lease_expires_at=caller.lease_expires_at,
+            target_record_id=None,
+            result_data=None,
+            completed_at=None,
+            error_reason=None,
+            retryable=None,
+        )
+
+    def _conflict(self, claim: Claim, caller: Caller) -> ClaimResponse:
+        reason = f"Fingerprint {_short(caller.fingerprint)} differs from the claim's {_short(claim.fingerprint)}."
+        conflict = self._open_conflict(claim, caller.fingerprint, ConflictSource.CLAIM, reason, caller.run_id, caller.flow)
+        if conflict.status is ConflictStatus.RESOLVED:
+            # Resolved, but the claim never heard of it (a crash between the two writes): repair, then decide again.
+            # A new version cannot be accepted while an attempt runs; then the conflict answer stands.
+            try:
+                return self._decide(self._apply_resolution(claim, conflict, caller.now), caller)
+            except StateConflict:
+                pass
+        self._answered(claim, caller, Decision.CONFLICT, f"{reason} Conflict {conflict.conflict_id} is open.")
+        return self._answer(
+            Decision.CONFLICT,
+            claim,
+            caller,
+            f"This key was already claimed with different business data ({reason}) Nothing was done; "
+            "the conflict waits for its owner.",
+            conflict_id=conflict.conflict_id,
+        )
+
+    # -- answers and events -----------------------------------------------------------------
+
+    def _new_token(self, attempt: int) -> str:
+        # The attempt number up front lets a stale-token error say which attempt the token came from.
+        return f"{attempt}.{self._token_factory()}"
+
+    def _answer(self, decision: Decision, claim: Claim, caller: Caller, reason: str, **extra: Any) -> ClaimResponse:
+        return ClaimResponse(
+            decision=decision,
+            claim_id=claim.claim_id,
+            status=claim.status,
+            attempt=claim.attempt,
+            reason=reason,
+            warnings=[*caller.warnings, *self._flow_warnings(claim, caller, decision)],
+            **extra,
+        )
+
+    def _granted(self, decision: Decision, claim: Claim, caller: Caller, reason: str, **extra: Any) -> ClaimResponse:
+        return self._answer(
+            decision, claim, caller, reason, claim_token=claim.claim_token, lease_expires_at=claim.lease_expires_at, **extra
+        )
+
+    @staticmethod
+    def _flow_warnings(claim: Claim, caller: Caller, decision: Decision) -> list[str]:
+        if decision not in (Decision.DUPLICATE, Decision.IN_PROGRESS) or claim.flow is None or caller.flow is None:
+            return []
+        return [ANOTHER_FLOW_COPY] if claim.flow != caller.flow else []
+
+    def _answered(
+        self, claim: Claim, caller: Caller, decision: Decision, recognised_by: str, *, flow_warning: bool = False
+    ) -> None:
+        if flow_warning and self._flow_warnings(claim, caller, decision):
+            recognised_by += f" The claim belongs to {_flow_text(claim.flow)}, not {_flow_text(caller.flow)}."
+        self.store.add_event(self._claim_event(claim, caller, decision, recognised_by))
+
+    def _claim_event(self, claim: Claim, caller: Caller, decision: Decision, recognised_by: str) -> HistoryEvent:
+        return self._event(
+            claim,
+            EventKind.CLAIM,
+            decision.value,
+            recognised_by,
+            at=caller.now,
+            run_id=caller.run_id,
+            flow=caller.flow,
+            fingerprint=caller.fingerprint,
+        )
+
+    @staticmethod
+    def _event(claim: Claim, kind: EventKind, outcome: str, recognised_by: str, *, at: datetime, **fields: Any) -> HistoryEvent:
+        # The timestamp first makes event ids sort in time order; the random tail keeps them unique.
+        event_id = f"{at.strftime('%Y%m%dT%H%M%S%fZ')}-{secrets.token_hex(4)}"
+        return HistoryEvent(
+            claim_id=claim.claim_id,
+            event_id=event_id,
+            at=at,
+            kind=kind,
+            outcome=outcome,
+            attempt=claim.attempt,
+            recognised_by=recognised_by,
+            **fields,
+        )
+
+    # -- Record result, release, heartbeat ---------------------------------------------------
+
+    def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
+        """Store the side effect's outcome; the same result sent again is a no-op."""
+        return self._with_token(claim_id, request.claim_token, lambda claim, now: self._record(claim, request, now))
+
+    def release(self, claim_id: str, request: ReleaseRequest) -> ClaimView:
+        """Give up the claim before any side effect, so the next run may proceed."""
+        return self._with_token(claim_id, request.claim_token, lambda claim, now: self._release(claim, request, now))
+
+    def heartbeat(self, claim_id: str, request: HeartbeatRequest) -> ClaimView:
+        """Extend the lease of the run holding the claim."""
+        return self._with_token(claim_id, request.claim_token, lambda claim, now: self._renew(claim, request, now))
+
+    def _with_token(self, claim_id: str, token: str, change: Callable[[Claim, datetime], Claim]) -> ClaimView:
+        for _ in range(RACE_LIMIT):
+            claim = self.store.get_claim(claim_id)
+            if token != claim.claim_token:
+                raise StateConflict(
+                    "stale_claim",
+                    f"This claim token is from attempt {_attempt_of(token)}; attempt {claim.attempt} "
+                    f"(run {claim.run_id}) now holds the claim, with status {claim.status.value}.",
+                    target="claimToken",
+                )
+            try:
+                return claim_view(change(claim, self._clock()))
+            except ConcurrentUpdate:
+                continue
+        raise StoreUnavailable("the claim kept changing under this request; retry shortly.")
+
+    def _record(self, claim: Claim, request: RecordResultRequest, now: datetime) -> Claim:
+        if self._same_result(claim, request):
+            return claim
+        if claim.status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
+            raise StateConflict(
+                "stale_claim",
+                f"Attempt {claim.attempt} already ended as {claim.status.value}; only the same result may be sent again.",
+                target="outcome",
+            )
+        succeeded = request.outcome is Outcome.SUCCEEDED
+        failed = request.outcome is Outcome.FAILED
+        recorded = replace(
+            claim,
+            status=ClaimStatus(request.outcome.value),
+            target_record_id=request.target_record_id,
+            result_data=request.data,
+            completed_at=now if succeeded else None,
+            error_reason=request.error,
+            retryable=request.retryable if failed else None,
+            lease_expires_at=None,
+            updated_at=now,
+        )
+        details = {
+            "targetRecordId": request.target_record_id,
+            "data": request.data,
+            "error": request.error,
+            "retryable": request.retryable if failed else None,
+        }
+        target = f" (target record {request.target_record_id})" if request.target_record_id else ""
+        event = self._event(
+            claim,
+            EventKind.RESULT,
+            request.outcome.value,
+            f"Run {claim.run_id} recorded {request.outcome.value}{target}.",
+            at=now,
+            run_id=claim.run_id,
+            flow=claim.flow,
+            fingerprint=claim.fingerprint,
+            details={name: value for name, value in details.items() if value is not None},
+        )
+        return self.store.update_claim(recorded, event)
+
+    @staticmethod
+    def _same_result(claim: Claim, request: RecordResultRequest) -> bool:
+        return (
+            claim.status.value == request.outcome.value
+            and claim.target_record_id == request.target_record_id
+            and claim.result_data == request.data
+            and claim.error_reason == request.error
+            and (request.outcome is not Outcome.FAILED or claim.retryable == request.retryable)
+        )
+
+    def _release(self, claim: Claim, request: ReleaseRequest, now: datetime) -> Claim:
+        if claim.status is ClaimStatus.RELEASED:
+            return claim
+        self._require_in_progress(claim, "released")
+        released = replace(claim, status=ClaimStatus.RELEASED, lease_expires_at=None, updated_at=now)
+        event = self._event(
+            claim,
+            EventKind.RELEASE,
+            ClaimStatus.RELEASED.value,
+            f"Run {claim.run_id} released the claim before any side effect: {request.reason or 'no reason given'}.",
+            at=now,
+            run_id=claim.run_id,
+            flow=claim.flow,
+            details={"reason": request.reason} if request.reason else {},
+        )
+        return self.store.update_claim(released, event)
+
+    def _renew(self, claim: Claim, request: HeartbeatRequest, now: datetime) -> Claim:
+        self._require_in_progress(claim, "renewed")
+        renewed = replace(claim, lease_expires_at=now + timedelta(seconds=request.lease_seconds), updated_at=now)
+        return self.store.update_claim(renewed, None)
+
+    @staticmethod
+    def _require_in_progress(claim: Claim, verb: str) -> None:
+        if claim.status is not ClaimStatus.IN_PROGRESS:
+            raise StateConflict(
+                "stale_claim",
+                f"Attempt {claim.attempt} already ended as {claim.status.value}; it can no longer be {verb}.",
+                target="claimToken",
+            )
+
+    # -- Reading claims --------------------------------------------------------------------
+
+    def get_claim(self, claim_id: str) -> ClaimView:
+        """The processing record with its whole history."""
+        claim = self.store.get_claim(claim_id)
+        return claim_view(claim, self.store.list_events(claim_id))
+
+    def lookup(self, request: LookupRequest) -> ClaimView:
+        """The processing record of a business key, found through its digest."""
+        return self.get_claim(self._hasher.claim_id(request.scope, request.key))
+
+    def health(self) -> Health:
+        """Raises ``StoreUnavailable`` when the store does not answer."""
+        self.store.ping()
+        return Health(status="ok", store=self.store.kind, version=__version__)
+
+    # -- Conflicts ---------------------------------------------------------------------------
+
+    def report_conflict(self, request: ReportConflictRequest) -> ConflictView:
+        """A conflict the flow found itself; the same open conflict comes back for the same fingerprint."""
+        claim_id, _, fingerprint = self._identify(request)
+        flow = Flow(request.flow.name, request.flow.environment) if request.flow else None
+        now = self._clock()
+        for _ in range(RACE_LIMIT):
+            try:
+                claim = self.store.get_claim(claim_id)
+            except NotFound as exc:
+                raise NotFound("No claim exists for this key in this scope: check and claim first.", target="key") from exc
+            conflict = self._open_conflict(claim, fingerprint, ConflictSource.REPORTED, request.reason, request.run_id, flow, request.details)
+            if conflict.status is ConflictStatus.OPEN:
+                event = self._event(
+                    claim,
+                    EventKind.CONFLICT,
+                    Decision.CONFLICT.value,
+                    f"Run {request.run_id} reported a conflict: {request.reason} Conflict {conflict.conflict_id} is open.",
+                    at=now,
+                    run_id=request.run_id,
+                    flow=flow,
+                    fingerprint=fingerprint,
+                    details={"conflictId": conflict.conflict_id},
+                )
+                self.store.add_event(event)
+                return conflict_view(conflict)
+            try:
+                self._apply_resolution(claim, conflict, now)
+            except StoreRace:
+                continue
+        raise StoreUnavailable("the claim kept changing under this request; retry shortly.")
+
+    def _open_conflict(
+        self,
+        claim: Claim,
+        fingerprint: str | None,
+        source: ConflictSource,
+        reason: str,
+        run_id: str,
+        flow: Flow | None,
+        details: Any = None,
+    ) -> Conflict:
+        conflict = Conflict(
+            conflict_id=make_conflict_id(claim.claim_id, fingerprint, claim.resolution_round(fingerprint)),
+            claim_id=claim.claim_id,
+            scope=claim.scope,
+            status=ConflictStatus.OPEN,
+            source=source,
+            fingerprint=fingerprint,
+            claim_fingerprint=claim.fingerprint,
+            reason=reason,
+            run_id=run_id,
+            flow=flow,
+            created_at=self._clock(),
+            details=details,
+        )
+        try:
+            return self.store.create_conflict(conflict)
+        except AlreadyExists as exc:
+            existing: Conflict = exc.existing
+            return existing
+
+    def get_conflict(self, conflict_id: str) -> ConflictView:
+        return conflict_view(self.store.get_conflict(conflict_id))
+
+    def list_conflicts(self, query: ListConflictsQuery) -> tuple[list[ConflictView], str | None]:
+        """One page of conflicts and the cursor of the next page."""
+        scope = normalise_scope(query.scope) if query.scope else None
+        page = self.store.list_conflicts(status=query.status, scope=scope, limit=query.top, cursor=query.cursor)
+        return [conflict_view(conflict) for conflict in page.items], page.cursor
+
+    def resolve_conflict(self, conflict_id: str, request: ResolveConflictRequest) -> ConflictView:
+        """Close a conflict and apply the reviewer's decision to the claim; resolving again the same way is a no-op."""
+        for _ in range(RACE_LIMIT):
+            now = self._clock()
+            try:
+                conflict = self._close(self.store.get_conflict(conflict_id), request, now)
+                claim = self.store.get_claim(conflict.claim_id)
+                self._apply_resolution(claim, conflict, now)
+            except StoreRace:
+                continue
+            return conflict_view(conflict)
+        raise StoreUnavailable("the conflict kept changing under this request; retry shortly.")
+
+    def _close(self, conflict: Conflict, request: ResolveConflictRequest, now: datetime) -> Conflict:
+        if conflict.status is ConflictStatus.RESOLVED:
+            if conflict.decision is not request.decision:
+                decision = conflict.decision.value if conflict.decision else "?"
+                raise StateConflict(
+                    "conflict_resolved",
+                    f"Conflict {conflict.conflict_id} was already resolved as {decision} by {conflict.reviewer}.",
+                    target="decision",
+                )
+            return conflict
+        if request.decision is Resolution.ACCEPT_NEW:
+            self._require_settled(self.store.get_claim(conflict.claim_id))
+        closed = replace(
+            conflict,
+            status=ConflictStatus.RESOLVED,
+            decision=request.decision,
+            reviewer=request.reviewer,
+            note=request.note,
+            resolved_at=now,
+        )
+        return self.store.update_conflict(closed)
+
+    @staticmethod
+    def _require_settled(claim: Claim) -> None:
+        # Accepting a new version while an attempt is running or in doubt would orphan that attempt's result.
+        if claim.status in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
+            raise StateConflict(
+                "claim_busy",
+                f"Attempt {claim.attempt} of this claim is {claim.status.value}: record its result or reconcile it "
+                "before accepting the new version.",
+                target="decision",
+            )
+
+    def _apply_resolution(self, claim: Claim, conflict: Conflict, now: datetime) -> Claim:
+        if claim.has_applied(conflict.conflict_id) or conflict.decision is None:
+            return claim
+        applied = AppliedResolution(conflict.conflict_id, conflict.fingerprint, conflict.decision)
+        changed = replace(claim, resolutions=(*claim.resolutions, applied), reviewer=conflict.reviewer, updated_at=now)
+        explanation = {
+            Resolution.KEEP_ORIGINAL: "the new fingerprint counts as the same business intent; its claims are duplicates",
+            Resolution.DISMISS: "closed; the next mismatch opens a new conflict",
+            Resolution.ACCEPT_NEW: "the new fingerprint is now the claim's version; its next claim may proceed",
+        }[conflict.decision]
+        details: dict[str, Any] = {"conflictId": conflict.conflict_id, "note": conflict.note}
+        if conflict.decision is Resolution.ACCEPT_NEW:
+            self._require_settled(claim)
+            details["previous"] = {
+                "status": claim.status.value,
+                "fingerprint": claim.fingerprint,
+                "targetRecordId": claim.target_record_id,
+                "data": claim.result_data,
+            }
+            changed = replace(
+                changed,
+                status=ClaimStatus.RELEASED,
+                fingerprint=conflict.fingerprint,
+                lease_expires_at=None,
+                target_record_id=None,
+                result_data=None,
+                completed_at=None,
+                error_reason=None,
+                retryable=None,
+            )
+        event = self._event(
+            claim,
+            EventKind.RESOLUTION,
+            conflict.decision.value,
+            f"Reviewer {conflict.reviewer} resolved conflict {conflict.conflict_id} as {conflict.decision.value}: "
+            f"{explanation}.",
+            at=now,
+            run_id=conflict.run_id,
+            flow=conflict.flow,
+            fingerprint=conflict.fingerprint,
+            details={name: value for name, value in details.items() if value is not None},
+        )
+        logger.info("Conflict %s resolved as %s", conflict.conflict_id, conflict.decision.value)
+        return self.store.update_claim(changed, event)

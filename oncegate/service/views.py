@@ -1,0 +1,82 @@
+"""Records turned into the contract's response models."""
+
+from __future__ import annotations
+
+from oncegate.domain.records import Claim, Conflict, Flow, HistoryEvent
+from oncegate.models import ClaimResult, ClaimView, ConflictResolution, ConflictView, FlowRef, HistoryEntry
+
+
+def flow_ref(flow: Flow | None) -> FlowRef | None:
+    return FlowRef(name=flow.name, environment=flow.environment) if flow else None
+
+
+def claim_result(claim: Claim) -> ClaimResult:
+    return ClaimResult(
+        target_record_id=claim.target_record_id,
+        data=claim.result_data,
+        completed_at=claim.completed_at,
+        run_id=claim.run_id,
+        flow=flow_ref(claim.flow),
+    )
+
+
+def history_entry(event: HistoryEvent) -> HistoryEntry:
+    return HistoryEntry(
+        at=event.at,
+        event=event.kind,
+        outcome=event.outcome,
+        attempt=event.attempt,
+        run_id=event.run_id,
+        flow=flow_ref(event.flow),
+        fingerprint=event.fingerprint,
+        recognised_by=event.recognised_by,
+        details=event.details,
+    )
+
+
+def claim_view(claim: Claim, history: list[HistoryEvent] | None = None) -> ClaimView:
+    return ClaimView(
+        claim_id=claim.claim_id,
+        scope=claim.scope,
+        status=claim.status,
+        attempt=claim.attempt,
+        fingerprint=claim.fingerprint,
+        first_received_at=claim.first_received_at,
+        last_attempt_at=claim.last_attempt_at,
+        lease_expires_at=claim.lease_expires_at,
+        run_id=claim.run_id,
+        flow=flow_ref(claim.flow),
+        target_record_id=claim.target_record_id,
+        data=claim.result_data,
+        completed_at=claim.completed_at,
+        error=claim.error_reason,
+        retryable=claim.retryable,
+        reviewer=claim.reviewer,
+        history=None if history is None else [history_entry(event) for event in history],
+    )
+
+
+def conflict_view(conflict: Conflict) -> ConflictView:
+    resolution = None
+    if conflict.decision is not None and conflict.resolved_at is not None:
+        resolution = ConflictResolution(
+            decision=conflict.decision,
+            reviewer=conflict.reviewer or "",
+            note=conflict.note,
+            resolved_at=conflict.resolved_at,
+        )
+    return ConflictView(
+        conflict_id=conflict.conflict_id,
+        claim_id=conflict.claim_id,
+        scope=conflict.scope,
+        status=conflict.status,
+        source=conflict.source,
+        fingerprint=conflict.fingerprint,
+        claim_fingerprint=conflict.claim_fingerprint,
+        reason=conflict.reason,
+        details=conflict.details,
+        run_id=conflict.run_id,
+        flow=flow_ref(conflict.flow),
+        created_at=conflict.created_at,
+        resolution=resolution,
+    )

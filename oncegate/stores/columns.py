@@ -1,0 +1,199 @@
+"""Records as flat, named columns, shared by every adapter.
+
+The same PascalCase names are SQLite columns and Table Storage properties, so a claim reads
+the same in ``sqlite3`` and in the Azure portal's storage browser. Values are plain scalars
+(str, int, bool, datetime); JSON values travel as text. Adapters add only their own keys and
+their own spelling of datetimes.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from oncegate.domain.records import AppliedResolution, Claim, Conflict, Flow, HistoryEvent
+from oncegate.domain.statuses import (
+    ClaimStatus,
+    ConflictSource,
+    ConflictStatus,
+    EventKind,
+    Resolution,
+)
+
+Row = dict[str, Any]
+
+CLAIM_COLUMNS = (
+    "ClaimId", "Scope", "Status", "Attempt", "Fingerprint", "ClaimToken", "RunId", "FlowName",
+    "FlowEnvironment", "FirstReceivedAt", "LastAttemptAt", "UpdatedAt", "LeaseExpiresAt",
+    "TargetRecordId", "ResultData", "CompletedAt", "ErrorReason", "Retryable", "Reviewer", "Resolutions",
+)
+EVENT_COLUMNS = (
+    "ClaimId", "EventId", "At", "Kind", "Outcome", "Attempt", "RecognisedBy", "RunId", "FlowName",
+    "FlowEnvironment", "Fingerprint", "Details",
+)
+CONFLICT_COLUMNS = (
+    "ConflictId", "ClaimId", "Scope", "Status", "Source", "Fingerprint", "ClaimFingerprint", "Reason",
+    "RunId", "FlowName", "FlowEnvironment", "CreatedAt", "Details", "Decision", "Reviewer", "Note",
+    "ResolvedAt",
+)
+
+
+def _json_text(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_value(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _when(value: datetime | str | None) -> datetime | None:
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return parsed.astimezone(timezone.utc)
+
+
+def _required_when(value: datetime | str) -> datetime:
+    parsed = _when(value)
+    assert parsed is not None, "a required timestamp column is empty"
+    return parsed
+
+
+def _flow_columns(flow: Flow | None) -> Row:
+    return {"FlowName": flow.name if flow else None, "FlowEnvironment": flow.environment if flow else None}
+
+
+def _flow(row: Row) -> Flow | None:
+    name = row.get("FlowName")
+    return Flow(name, row.get("FlowEnvironment") or "") if name else None
+
+
+def claim_to_row(claim: Claim) -> Row:
+    resolutions = [[r.conflict_id, r.fingerprint, r.decision.value] for r in claim.resolutions]
+    return {
+        "ClaimId": claim.claim_id,
+        "Scope": claim.scope,
+        "Status": claim.status.value,
+        "Attempt": claim.attempt,
+        "Fingerprint": claim.fingerprint,
+        "ClaimToken": claim.claim_token,
+        "RunId": claim.run_id,
+        **_flow_columns(claim.flow),
+        "FirstReceivedAt": claim.first_received_at,
+        "LastAttemptAt": claim.last_attempt_at,
+        "UpdatedAt": claim.updated_at,
+        "LeaseExpiresAt": claim.lease_expires_at,
+        "TargetRecordId": claim.target_record_id,
+        "ResultData": _json_text(claim.result_data),
+        "CompletedAt": claim.completed_at,
+        "ErrorReason": claim.error_reason,
+        "Retryable": claim.retryable,
+        "Reviewer": claim.reviewer,
+        "Resolutions": _json_text(resolutions) if resolutions else None,
+    }
+
+
+def claim_from_row(row: Row, version: str) -> Claim:
+    retryable = row.get("Retryable")
+    return Claim(
+        claim_id=row["ClaimId"],
+        scope=row["Scope"],
+        status=ClaimStatus(row["Status"]),
+        attempt=int(row["Attempt"]),
+        fingerprint=row.get("Fingerprint"),
+        claim_token=row["ClaimToken"],
+        run_id=row["RunId"],
+        flow=_flow(row),
+        first_received_at=_required_when(row["FirstReceivedAt"]),
+        last_attempt_at=_required_when(row["LastAttemptAt"]),
+        updated_at=_required_when(row["UpdatedAt"]),
+        lease_expires_at=_when(row.get("LeaseExpiresAt")),
+        target_record_id=row.get("TargetRecordId"),
+        result_data=_json_value(row.get("ResultData")),
+        completed_at=_when(row.get("CompletedAt")),
+        error_reason=row.get("ErrorReason"),
+        retryable=None if retryable is None else bool(retryable),
+        reviewer=row.get("Reviewer"),
+        resolutions=tuple(
+            AppliedResolution(conflict_id, fingerprint, Resolution(decision))
+            for conflict_id, fingerprint, decision in _json_value(row.get("Resolutions")) or []
+        ),
+        version=version,
+    )
+
+
+def event_to_row(event: HistoryEvent) -> Row:
+    return {
+        "ClaimId": event.claim_id,
+        "EventId": event.event_id,
+        "At": event.at,
+        "Kind": event.kind.value,
+        "Outcome": event.outcome,
+        "Attempt": event.attempt,
+        "RecognisedBy": event.recognised_by,
+        "RunId": event.run_id,
+        **_flow_columns(event.flow),
+        "Fingerprint": event.fingerprint,
+        "Details": _json_text(event.details) if event.details else None,
+    }
+
+
+def event_from_row(row: Row) -> HistoryEvent:
+    return HistoryEvent(
+        claim_id=row["ClaimId"],
+        event_id=row["EventId"],
+        at=_required_when(row["At"]),
+        kind=EventKind(row["Kind"]),
+        outcome=row["Outcome"],
+        attempt=int(row["Attempt"]),
+        recognised_by=row["RecognisedBy"],
+        run_id=row.get("RunId"),
+        flow=_flow(row),
+        fingerprint=row.get("Fingerprint"),
+        details=_json_value(row.get("Details")) or {},
+    )
+
+
+def conflict_to_row(conflict: Conflict) -> Row:
+    return {
+        "ConflictId": conflict.conflict_id,
+        "ClaimId": conflict.claim_id,
+        "Scope": conflict.scope,
+        "Status": conflict.status.value,
+        "Source": conflict.source.value,
+        "Fingerprint": conflict.fingerprint,
+        "ClaimFingerprint": conflict.claim_fingerprint,
+        "Reason": conflict.reason,
+        "RunId": conflict.run_id,
+        **_flow_columns(conflict.flow),
+        "CreatedAt": conflict.created_at,
+        "Details": _json_text(conflict.details),
+        "Decision": conflict.decision.value if conflict.decision else None,
+        "Reviewer": conflict.reviewer,
+        "Note": conflict.note,
+        "ResolvedAt": conflict.resolved_at,
+    }
+
+
+def conflict_from_row(row: Row, version: str) -> Conflict:
+    decision = row.get("Decision")
+    return Conflict(
+        conflict_id=row["ConflictId"],
+        claim_id=row["ClaimId"],
+        scope=row["Scope"],
+        status=ConflictStatus(row["Status"]),
+        source=ConflictSource(row["Source"]),
+        fingerprint=row.get("Fingerprint"),
+        claim_fingerprint=row.get("ClaimFingerprint"),
+        reason=row["Reason"],
+        run_id=row["RunId"],
+        flow=_flow(row),
+        created_at=_required_when(row["CreatedAt"]),
+        details=_json_value(row.get("Details")),
+        decision=Resolution(decision) if decision else None,
+        reviewer=row.get("Reviewer"),
+        note=row.get("Note"),
+        resolved_at=_when(row.get("ResolvedAt")),
+        version=version,
+    )

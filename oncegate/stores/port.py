@@ -1,0 +1,60 @@
+"""The store port: the few primitives the claim service needs from any backend.
+
+Adapters only translate records to rows and driver errors to :mod:`oncegate.errors`;
+every decision lives in :mod:`oncegate.service`. One contract suite
+(``tests/stores/contract.py``) holds every adapter to the same behaviour.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from oncegate.domain.records import Claim, Conflict, HistoryEvent, Page
+from oncegate.domain.statuses import ConflictStatus
+
+
+class ClaimStore(Protocol):
+    """Conditional writes over claims, their history and conflicts."""
+
+    kind: str
+
+    def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
+        """Insert the claim and its first event together, only if no claim has that id.
+
+        Raises ``AlreadyExists`` carrying the stored claim otherwise.
+        """
+
+    def get_claim(self, claim_id: str) -> Claim:
+        """The stored claim; raises ``NotFound``."""
+
+    def update_claim(self, claim: Claim, event: HistoryEvent | None) -> Claim:
+        """Replace the claim if ``claim.version`` is still current, with its event in the same commit.
+
+        Raises ``ConcurrentUpdate`` when another writer got there first.
+        """
+
+    def add_event(self, event: HistoryEvent) -> None:
+        """Append a history event that changes nothing else (a duplicate, an in-progress answer)."""
+
+    def list_events(self, claim_id: str) -> list[HistoryEvent]:
+        """The claim's history, oldest first; empty when there is none."""
+
+    def create_conflict(self, conflict: Conflict) -> Conflict:
+        """Insert the conflict only if its id is new; raises ``AlreadyExists`` carrying the stored one."""
+
+    def get_conflict(self, conflict_id: str) -> Conflict:
+        """The stored conflict; raises ``NotFound``."""
+
+    def update_conflict(self, conflict: Conflict) -> Conflict:
+        """Replace the conflict if ``conflict.version`` is current; raises ``ConcurrentUpdate``."""
+
+    def list_conflicts(
+        self, *, status: ConflictStatus | None, scope: str | None, limit: int, cursor: str | None
+    ) -> Page[Conflict]:
+        """Conflicts oldest first, filtered by status and scope, without reading the claims."""
+
+    def ping(self) -> None:
+        """Raise ``StoreUnavailable`` if the store cannot be reached."""
+
+    def close(self) -> None:
+        """Release connections."""

@@ -1,0 +1,215 @@
+"""The embedded default store: one SQLite file, safe for many threads and processes.
+
+A claim is a row whose primary key is the claim id, so a second insert fails; every update
+says ``WHERE Version = ?`` and bumps it, so a writer holding an old copy changes nothing.
+Writes take the write lock up front (``BEGIN IMMEDIATE``) so a claim change and its history
+event commit together, and WAL lets readers go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from oncegate.domain.records import Claim, Conflict, HistoryEvent, Page
+from oncegate.domain.statuses import ConflictStatus
+from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreUnavailable
+from oncegate.stores import columns
+from oncegate.stores.columns import Row
+from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
+
+logger = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 10_000
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS claims (
+    ClaimId TEXT PRIMARY KEY, Scope TEXT NOT NULL, Status TEXT NOT NULL, Attempt INTEGER NOT NULL,
+    Fingerprint TEXT, ClaimToken TEXT NOT NULL, RunId TEXT NOT NULL, FlowName TEXT, FlowEnvironment TEXT,
+    FirstReceivedAt TEXT NOT NULL, LastAttemptAt TEXT NOT NULL, UpdatedAt TEXT NOT NULL, LeaseExpiresAt TEXT,
+    TargetRecordId TEXT, ResultData TEXT, CompletedAt TEXT, ErrorReason TEXT, Retryable INTEGER,
+    Reviewer TEXT, Resolutions TEXT, Version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS history (
+    ClaimId TEXT NOT NULL, EventId TEXT NOT NULL, At TEXT NOT NULL, Kind TEXT NOT NULL, Outcome TEXT NOT NULL,
+    Attempt INTEGER NOT NULL, RecognisedBy TEXT NOT NULL, RunId TEXT, FlowName TEXT, FlowEnvironment TEXT,
+    Fingerprint TEXT, Details TEXT, PRIMARY KEY (ClaimId, EventId)
+);
+CREATE TABLE IF NOT EXISTS conflicts (
+    ConflictId TEXT PRIMARY KEY, ClaimId TEXT NOT NULL, Scope TEXT NOT NULL, Status TEXT NOT NULL,
+    Source TEXT NOT NULL, Fingerprint TEXT, ClaimFingerprint TEXT, Reason TEXT NOT NULL, RunId TEXT NOT NULL,
+    FlowName TEXT, FlowEnvironment TEXT, CreatedAt TEXT NOT NULL, Details TEXT, Decision TEXT, Reviewer TEXT,
+    Note TEXT, ResolvedAt TEXT, Version INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conflicts_by_status ON conflicts (Status, Scope, CreatedAt, ConflictId);
+"""
+
+
+def _sql_value(value: Any) -> Any:
+    # Fixed-width UTC text sorts in time order, which the conflict cursor relies on.
+    if isinstance(value, datetime):
+        return utc_text(value)
+    return value
+
+
+def _sql_row(row: Row) -> Row:
+    return {name: _sql_value(value) for name, value in row.items()}
+
+
+def _insert(table: str, row: Row) -> tuple[str, list[Any]]:
+    names = ", ".join(row)
+    marks = ", ".join("?" for _ in row)
+    return f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values())
+
+
+class SqliteStore:
+    """Claims in one SQLite file; a connection per thread."""
+
+    kind = "sqlite"
+
+    def __init__(self, path: str | Path) -> None:
+        self._path = str(path)
+        if self._path != ":memory:":
+            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        with self._translated():
+            self._connection().executescript(SCHEMA)
+
+    def _connection(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            connection.row_factory = sqlite3.Row
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            self._local.connection = connection
+            with self._lock:
+                self._connections.append(connection)
+        return connection
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            logger.warning("SQLite store unavailable: %s", exc)
+            raise StoreUnavailable(f"the SQLite store is unavailable: {exc}") from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._translated():
+            connection = self._connection()
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield connection
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+
+    def _select_one(self, sql: str, parameters: tuple[Any, ...]) -> sqlite3.Row | None:
+        with self._translated():
+            row: sqlite3.Row | None = self._connection().execute(sql, parameters).fetchone()
+            return row
+
+    def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
+        try:
+            with self._write() as connection:
+                connection.execute(*_insert("claims", {**_sql_row(columns.claim_to_row(claim)), "Version": 1}))
+                connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
+        except sqlite3.IntegrityError as exc:
+            raise AlreadyExists(self.get_claim(claim.claim_id)) from exc
+        return self.get_claim(claim.claim_id)
+
+    def get_claim(self, claim_id: str) -> Claim:
+        row = self._select_one("SELECT * FROM claims WHERE ClaimId = ?", (claim_id,))
+        if row is None:
+            raise NotFound(f"no claim has the id {claim_id}.", target="claimId")
+        return columns.claim_from_row(dict(row), str(row["Version"]))
+
+    def update_claim(self, claim: Claim, event: HistoryEvent | None) -> Claim:
+        row = _sql_row(columns.claim_to_row(claim))
+        assignments = ", ".join(f"{name} = ?" for name in row)
+        with self._write() as connection:
+            changed = connection.execute(
+                f"UPDATE claims SET {assignments}, Version = Version + 1 WHERE ClaimId = ? AND Version = ?",
+                [*row.values(), claim.claim_id, int(claim.version or 0)],
+            ).rowcount
+            if changed != 1:
+                raise ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}")
+            if event is not None:
+                connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
+        return self.get_claim(claim.claim_id)
+
+    def add_event(self, event: HistoryEvent) -> None:
+        with self._write() as connection:
+            connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
+
+    def list_events(self, claim_id: str) -> list[HistoryEvent]:
+        with self._translated():
+            rows = self._connection().execute(
+                "SELECT * FROM history WHERE ClaimId = ? ORDER BY EventId", (claim_id,)
+            ).fetchall()
+        return [columns.event_from_row(dict(row)) for row in rows]
+
+    def create_conflict(self, conflict: Conflict) -> Conflict:
+        try:
+            with self._write() as connection:
+                row = {**_sql_row(columns.conflict_to_row(conflict)), "Version": 1}
+                connection.execute(*_insert("conflicts", row))
+        except sqlite3.IntegrityError as exc:
+            raise AlreadyExists(self.get_conflict(conflict.conflict_id)) from exc
+        return self.get_conflict(conflict.conflict_id)
+
+    def get_conflict(self, conflict_id: str) -> Conflict:
+        row = self._select_one("SELECT * FROM conflicts WHERE ConflictId = ?", (conflict_id,))
+        if row is None:
+            raise NotFound(f"no conflict has the id {conflict_id}.", target="conflictId")
+        return columns.conflict_from_row(dict(row), str(row["Version"]))
+
+    def update_conflict(self, conflict: Conflict) -> Conflict:
+        row = _sql_row(columns.conflict_to_row(conflict))
+        assignments = ", ".join(f"{name} = ?" for name in row)
+        with self._write() as connection:
+            changed = connection.execute(
+                f"UPDATE conflicts SET {assignments}, Version = Version + 1 WHERE ConflictId = ? AND Version = ?",
+                [*row.values(), conflict.conflict_id, int(conflict.version or 0)],
+            ).rowcount
+            if changed != 1:
+                raise ConcurrentUpdate(f"conflict {conflict.conflict_id} changed since version {conflict.version}")
+        return self.get_conflict(conflict.conflict_id)
+
+    def list_conflicts(
+        self, *, status: ConflictStatus | None, scope: str | None, limit: int, cursor: str | None
+    ) -> Page[Conflict]:
+        after = decode_cursor(cursor) if cursor else ("", "")
+        status_value = status.value if status else None
+        with self._translated():
+            rows = self._connection().execute(
+                "SELECT * FROM conflicts WHERE (:status IS NULL OR Status = :status)"
+                " AND (:scope IS NULL OR Scope = :scope) AND (CreatedAt, ConflictId) > (:at, :id)"
+                " ORDER BY CreatedAt, ConflictId LIMIT :limit",
+                {"status": status_value, "scope": scope, "at": after[0], "id": after[1], "limit": limit + 1},
+            ).fetchall()
+        items = [columns.conflict_from_row(dict(row), str(row["Version"])) for row in rows[:limit]]
+        last = rows[limit - 1] if len(rows) > limit else None
+        return Page(items, encode_cursor(last["CreatedAt"], last["ConflictId"]) if last else None)
+
+    def ping(self) -> None:
+        self._select_one("SELECT 1", ())
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._connections:
+                connection.close()
+            self._connections.clear()
+        self._local = threading.local()

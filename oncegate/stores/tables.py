@@ -1,0 +1,246 @@
+"""The Azure store: claims and conflicts in Azure Table Storage.
+
+Each claim is its own partition: the claim row (RowKey ``claim``) and its history rows
+(``history-<event id>``) sit together, so a claim change and its event commit in one
+entity-group transaction. Two runs of the same flow cannot both win::
+
+    run A                                Table Storage                 run B
+    create claim + event       ------>   no row: both inserted, ETag e1
+                                         row exists: 409, nothing   <------  create claim + event
+                                         written; B reads A's claim          (AlreadyExists)
+    read claim (e1)                                                          read claim (e1)
+    replace If-Match e1 + event ------>  e1 current: both written, e2
+                                         e2 != e1: 412, nothing     <------  replace If-Match e1 + event
+                                         written                             (ConcurrentUpdate)
+
+The insert fails if the row exists and the replace fails unless the ETag is unchanged, and the
+event rides in the same transaction, so the loser leaves no trace.
+Conflicts live in one partition of their own table, so listing them never scans claims.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.core.credentials import TokenCredential
+from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+from azure.data.tables import TableEntity, TableServiceClient, TransactionOperation, UpdateMode
+
+from oncegate.domain.records import Claim, Conflict, HistoryEvent, Page
+from oncegate.domain.statuses import ConflictStatus
+from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreRace, StoreUnavailable
+from oncegate.stores import columns
+from oncegate.stores.columns import Row
+from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
+
+logger = logging.getLogger(__name__)
+
+CLAIM_ROW = "claim"
+HISTORY_PREFIX = "history-"
+# The first character after "-": every history row key sorts below it.
+HISTORY_END = "history."
+CONFLICT_PARTITION = "conflict"
+
+# Filter clauses are fixed text; values only ever travel as query parameters.
+CONFLICT_CLAUSES = {"pk": "PartitionKey eq @pk", "status": "Status eq @status", "scope": "Scope eq @scope"}
+EVENTS_FILTER = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
+
+EXISTS = 409
+# 404: the row the caller read is gone, which for a conditional update is the same lost race.
+STALE = (404, 412)
+
+
+def table_names(prefix: str) -> tuple[str, str]:
+    """The claims table and the conflicts table for a prefix."""
+    return f"{prefix}Claims", f"{prefix}Conflicts"
+
+
+def _entity(partition_key: str, row_key: str, row: Row) -> dict[str, Any]:
+    # Table Storage has no nulls: a missing property reads back as None through row.get().
+    return {"PartitionKey": partition_key, "RowKey": row_key, **{k: v for k, v in row.items() if v is not None}}
+
+
+def _claim_entity(claim: Claim) -> dict[str, Any]:
+    return _entity(claim.claim_id, CLAIM_ROW, columns.claim_to_row(claim))
+
+
+def _event_entity(event: HistoryEvent) -> dict[str, Any]:
+    return _entity(event.claim_id, HISTORY_PREFIX + event.event_id, columns.event_to_row(event))
+
+
+def _conflict_entity(conflict: Conflict) -> dict[str, Any]:
+    return _entity(CONFLICT_PARTITION, conflict.conflict_id, columns.conflict_to_row(conflict))
+
+
+def _conflict(entity: TableEntity) -> Conflict:
+    return columns.conflict_from_row(entity, entity.metadata["etag"])
+
+
+def _etag(metadata: Mapping[str, Any]) -> str:
+    # Every insert and update answers with the new ETag, so the written record needs no re-read.
+    etag = metadata.get("etag")
+    assert etag, "Table Storage answered a write without an ETag"
+    return str(etag)
+
+
+def _position(conflict: Conflict) -> tuple[str, str]:
+    return utc_text(conflict.created_at), conflict.conflict_id
+
+
+def _if_unchanged(version: str | None) -> dict[str, Any]:
+    return {"mode": UpdateMode.REPLACE, "etag": version, "match_condition": MatchConditions.IfNotModified}
+
+
+def _unavailable(exc: Exception) -> StoreUnavailable:
+    logger.warning("Table Storage unavailable: %s", exc)
+    return StoreUnavailable(f"Table Storage is unavailable: {type(exc).__name__}")
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Outages and throttling become ``StoreUnavailable``; every other error passes through."""
+    try:
+        yield
+    except (ServiceRequestError, ServiceResponseError) as exc:
+        raise _unavailable(exc) from exc
+    except HttpResponseError as exc:
+        if exc.status_code is not None and (exc.status_code >= 500 or exc.status_code == 429):
+            raise _unavailable(exc) from exc
+        raise
+
+
+@contextmanager
+def _conditional(statuses: tuple[int, ...], lost: Callable[[], StoreRace]) -> Iterator[None]:
+    """A conditional write whose failure status means another writer won: raise ``lost()``.
+
+    Azure reports a failed transaction as ``TableTransactionError`` with the failed
+    operation's status, and a failed single write as ``ResourceExistsError`` (409) or
+    ``ResourceModifiedError`` (412): the status code tells them apart in both cases.
+    """
+    try:
+        with _translated():
+            yield
+    except HttpResponseError as exc:
+        if exc.status_code in statuses:
+            raise lost() from exc
+        raise
+
+
+class TableStore:
+    """Claims, their history and conflicts in two Azure tables."""
+
+    kind = "tables"
+
+    def __init__(self, service: TableServiceClient, *, prefix: str = "OnceGate") -> None:
+        self._service = service
+        claims_table, conflicts_table = table_names(prefix)
+        with _translated():
+            self._claims = service.create_table_if_not_exists(claims_table)
+            self._conflicts = service.create_table_if_not_exists(conflicts_table)
+        logger.info("Table Storage store ready: %s, %s", claims_table, conflicts_table)
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, *, prefix: str = "OnceGate") -> TableStore:
+        """A store on a storage account's connection string (Azurite in development)."""
+        return cls(TableServiceClient.from_connection_string(conn_str), prefix=prefix)
+
+    @classmethod
+    def from_endpoint(cls, endpoint: str, credential: TokenCredential, *, prefix: str = "OnceGate") -> TableStore:
+        """A store on an account endpoint with an Entra ID credential (a managed identity in Azure)."""
+        return cls(TableServiceClient(endpoint=endpoint, credential=credential), prefix=prefix)
+
+    def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
+        """Insert the claim and its first event in one transaction; ``AlreadyExists`` if the claim exists."""
+        with _conditional((EXISTS,), lambda: AlreadyExists(self.get_claim(claim.claim_id))):
+            result = self._claims.submit_transaction(
+                [
+                    (TransactionOperation.CREATE, _claim_entity(claim)),
+                    (TransactionOperation.CREATE, _event_entity(event)),
+                ]
+            )
+        return columns.claim_from_row(columns.claim_to_row(claim), _etag(result[0]))
+
+    def get_claim(self, claim_id: str) -> Claim:
+        """The stored claim; raises ``NotFound``."""
+        with _conditional((404,), lambda: NotFound(f"no claim has the id {claim_id}.", target="claimId")):
+            entity = self._claims.get_entity(claim_id, CLAIM_ROW)
+        return columns.claim_from_row(entity, entity.metadata["etag"])
+
+    def update_claim(self, claim: Claim, event: HistoryEvent | None) -> Claim:
+        """Replace the claim if its ETag is current, with its event in the same transaction."""
+        entity = _claim_entity(claim)
+        lost = lambda: ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}")  # noqa: E731
+        with _conditional(STALE, lost):
+            if event is None:
+                metadata = self._claims.update_entity(entity, **_if_unchanged(claim.version))
+            else:
+                metadata = self._claims.submit_transaction(
+                    [
+                        (TransactionOperation.UPDATE, entity, _if_unchanged(claim.version)),
+                        (TransactionOperation.CREATE, _event_entity(event)),
+                    ]
+                )[0]
+        return columns.claim_from_row(columns.claim_to_row(claim), _etag(metadata))
+
+    def add_event(self, event: HistoryEvent) -> None:
+        """Append a history event to its claim's partition."""
+        with _translated():
+            self._claims.create_entity(_event_entity(event))
+
+    def list_events(self, claim_id: str) -> list[HistoryEvent]:
+        """The claim's history, oldest first: a partition reads in RowKey order and event ids sort by time."""
+        parameters = {"pk": claim_id, "lo": HISTORY_PREFIX, "hi": HISTORY_END}
+        with _translated():
+            entities = list(self._claims.query_entities(EVENTS_FILTER, parameters=parameters))
+        return [columns.event_from_row(entity) for entity in entities]
+
+    def create_conflict(self, conflict: Conflict) -> Conflict:
+        """Insert the conflict if its id is new; raises ``AlreadyExists`` carrying the stored one."""
+        with _conditional((EXISTS,), lambda: AlreadyExists(self.get_conflict(conflict.conflict_id))):
+            metadata = self._conflicts.create_entity(_conflict_entity(conflict))
+        return columns.conflict_from_row(columns.conflict_to_row(conflict), _etag(metadata))
+
+    def get_conflict(self, conflict_id: str) -> Conflict:
+        """The stored conflict; raises ``NotFound``."""
+        with _conditional((404,), lambda: NotFound(f"no conflict has the id {conflict_id}.", target="conflictId")):
+            return _conflict(self._conflicts.get_entity(CONFLICT_PARTITION, conflict_id))
+
+    def update_conflict(self, conflict: Conflict) -> Conflict:
+        """Replace the conflict if its ETag is current; raises ``ConcurrentUpdate``."""
+        lost = lambda: ConcurrentUpdate(  # noqa: E731
+            f"conflict {conflict.conflict_id} changed since version {conflict.version}"
+        )
+        with _conditional(STALE, lost):
+            metadata = self._conflicts.update_entity(_conflict_entity(conflict), **_if_unchanged(conflict.version))
+        return columns.conflict_from_row(columns.conflict_to_row(conflict), _etag(metadata))
+
+    def list_conflicts(
+        self, *, status: ConflictStatus | None, scope: str | None, limit: int, cursor: str | None
+    ) -> Page[Conflict]:
+        """Conflicts oldest first, filtered by status and scope, a page at a time."""
+        after = decode_cursor(cursor) if cursor else ("", "")
+        wanted = {"pk": CONFLICT_PARTITION, "status": status.value if status else None, "scope": scope}
+        parameters = {name: value for name, value in wanted.items() if value is not None}
+        with _translated():
+            entities = self._conflicts.query_entities(
+                " and ".join(CONFLICT_CLAUSES[name] for name in parameters), parameters=parameters
+            )
+            # The partition comes back in RowKey (conflict id) order, not time order. Conflicts are
+            # few, so sorting the filtered partition here beats keeping a second, time-keyed copy.
+            ordered = sorted(map(_conflict, entities), key=_position)
+        rest = [conflict for conflict in ordered if _position(conflict) > after]
+        next_cursor = encode_cursor(*_position(rest[limit - 1])) if len(rest) > limit else None
+        return Page(rest[:limit], next_cursor)
+
+    def ping(self) -> None:
+        """One small query on the claims table; raises ``StoreUnavailable`` if it cannot be reached."""
+        with _translated():
+            next(self._claims.list_entities(results_per_page=1, select="PartitionKey").by_page())
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._service.close()

@@ -61,6 +61,11 @@ def list_conflicts(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.list_conflicts)
 
 
+@app.route(route="conflicts/poll", methods=["GET"])
+def on_conflict_reported(req: func.HttpRequest) -> func.HttpResponse:
+    return http.poll_conflicts(req)
+
+
 @app.route(route="conflicts/{conflictId}", methods=["GET"])
 def get_conflict(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.get_conflict)
@@ -83,10 +88,4 @@ def health(req: func.HttpRequest) -> func.HttpResponse:
 )
 def unknown_route(req: func.HttpRequest) -> func.HttpResponse:
     """JSON 404/405 for what no action serves, instead of the host's empty answer."""
-    routes = [
-        (str(method.value if hasattr(method, "value") else method), str(function.get_trigger().route))
-        for function in app.get_functions()
-        if function.get_function_name() != "unknown_route"
-        for method in (function.get_trigger().methods or [])
-    ]
-    return http.unknown_route(routes, req)
+    return http.unknown_route(app, req)

@@ -11,7 +11,7 @@ import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 from oncegate.domain.keys import MIN_SECRET_LENGTH
@@ -23,7 +23,7 @@ SECRET_FILE_NAME = "key-secret"
 TABLE_PREFIX_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9]{0,49}")
 
 
-class StoreKind(str, Enum):
+class StoreKind(StrEnum):
     SQLITE = "sqlite"
     TABLES = "tables"
 

@@ -41,7 +41,9 @@ class InvalidRequest(OnceGateError):
     status = 400
     code = "invalid_request"
 
-    def __init__(self, message: str, *, target: str | None = None, details: list[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self, message: str, *, target: str | None = None, details: list[tuple[str, str]] | None = None
+    ) -> None:
         super().__init__(message, target=target)
         self.details = details if details is not None else ([(target, message)] if target else [])
 

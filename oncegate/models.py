@@ -14,7 +14,15 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.alias_generators import to_camel
 
-from oncegate.domain.statuses import ClaimStatus, ConflictSource, ConflictStatus, Decision, EventKind, Outcome, Resolution
+from oncegate.domain.statuses import (
+    ClaimStatus,
+    ConflictSource,
+    ConflictStatus,
+    Decision,
+    EventKind,
+    Outcome,
+    Resolution,
+)
 
 DATA_LIMIT_BYTES = 16 * 1024
 DETAILS_LIMIT_BYTES = 8 * 1024
@@ -260,6 +268,13 @@ class ConflictList(_Model):
 
     value: list[ConflictView]
     next_link: str | None = None
+
+
+class PollConflictsQuery(_Request):
+    """The polling trigger's filter and its state (handed back in ``Location``)."""
+
+    scope: Scope | None = None
+    state: str | None = Field(default=None, max_length=2048)
 
 
 class Health(_Model):

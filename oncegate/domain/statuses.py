@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class ClaimStatus(str, Enum):
+class ClaimStatus(StrEnum):
     """Where a claim's side effect stands."""
 
     IN_PROGRESS = "in_progress"
@@ -15,7 +15,7 @@ class ClaimStatus(str, Enum):
     RELEASED = "released"
 
 
-class Decision(str, Enum):
+class Decision(StrEnum):
     """What Check and claim tells the flow to do next."""
 
     PROCEED = "proceed"
@@ -26,7 +26,7 @@ class Decision(str, Enum):
     BLOCKED = "blocked"
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """What the flow reports after attempting the side effect."""
 
     SUCCEEDED = "succeeded"
@@ -34,14 +34,14 @@ class Outcome(str, Enum):
     UNKNOWN = "unknown"
 
 
-class ConflictStatus(str, Enum):
+class ConflictStatus(StrEnum):
     """Whether a conflict still waits for its owner."""
 
     OPEN = "open"
     RESOLVED = "resolved"
 
 
-class Resolution(str, Enum):
+class Resolution(StrEnum):
     """A reviewer's decision on a conflict."""
 
     ACCEPT_NEW = "accept_new"
@@ -49,7 +49,7 @@ class Resolution(str, Enum):
     DISMISS = "dismiss"
 
 
-class EventKind(str, Enum):
+class EventKind(StrEnum):
     """What a history entry records."""
 
     CLAIM = "claim"
@@ -59,7 +59,7 @@ class EventKind(str, Enum):
     RESOLUTION = "resolution"
 
 
-class ConflictSource(str, Enum):
+class ConflictSource(StrEnum):
     """Who noticed the conflict: the claim service or the flow itself."""
 
     CLAIM = "claim"

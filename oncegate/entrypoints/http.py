@@ -7,14 +7,17 @@ input is rejected here or in the service before any write, and never becomes a 5
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import azure.functions as func
+from azure.functions.decorators.http import HttpTrigger
 from pydantic import BaseModel, ValidationError
 
 from oncegate import bootstrap
@@ -32,6 +35,7 @@ from oncegate.models import (
     HeartbeatRequest,
     ListConflictsQuery,
     LookupRequest,
+    PollConflictsQuery,
     RecordResultRequest,
     ReleaseRequest,
     ReportConflictRequest,
@@ -44,6 +48,8 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
 CLAIM_ID_PATTERN = re.compile(r"[a-z2-7]{52}")
 CONFLICT_ID_PATTERN = re.compile(r"[a-z2-7]{24}")
+POLL_BATCH_SIZE = 50
+POLL_INTERVAL_SECONDS = 60
 JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -67,7 +73,9 @@ def render(status: int, model: BaseModel, headers: dict[str, str] | None = None)
 
 
 def render_error(exc: OnceGateError) -> func.HttpResponse:
-    raw_details = exc.details if isinstance(exc, InvalidRequest) else ([(exc.target, exc.message)] if exc.target else [])
+    raw_details = (
+        exc.details if isinstance(exc, InvalidRequest) else ([(exc.target, exc.message)] if exc.target else [])
+    )
     details = [ErrorDetail(target=target, message=message) for target, message in raw_details]
     body = ErrorBody(error=ErrorInfo(code=exc.code, message=exc.message, details=details))
     headers = {"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, StoreUnavailable) else None
@@ -119,18 +127,26 @@ def _message(error: Any) -> str:
 
 
 def route_id(request: func.HttpRequest, name: str, pattern: re.Pattern[str]) -> str:
-    value = request.route_params.get(name, "")
+    value = str(request.route_params.get(name, ""))
     if not pattern.fullmatch(value):
         raise NotFound(f"No {'claim' if name == 'claimId' else 'conflict'} has the id {value!r}.", target=name)
     return value
 
 
 def next_link(request: func.HttpRequest, cursor: str | None) -> str | None:
-    if cursor is None:
-        return None
+    return None if cursor is None else _with_param(request, "cursor", cursor)
+
+
+def _with_param(request: func.HttpRequest, name: str, value: str) -> str:
+    """The request's own URL with one query parameter set, e.g. the next page's cursor."""
     parts = urlsplit(request.url)
-    query = [(name, value) for name, value in parse_qsl(parts.query) if name != "cursor"]
-    return urlunsplit(parts._replace(query=urlencode([*query, ("cursor", cursor)])))
+    query = [(key, kept) for key, kept in parse_qsl(parts.query) if key != name]
+    return str(urlunsplit(parts._replace(query=urlencode([*query, (name, value)]))))
+
+
+def _known_params(request: func.HttpRequest, *names: str) -> dict[str, Any]:
+    # Only the action's own parameters: others (a function key in ``code``) are not the caller's input.
+    return {name: request.params[name] for name in names if name in request.params}
 
 
 # -- actions ----------------------------------------------------------------------------------
@@ -168,12 +184,30 @@ def report_conflict(service: ClaimService, request: func.HttpRequest) -> Conflic
 
 
 def list_conflicts(service: ClaimService, request: func.HttpRequest) -> ConflictList:
-    known = {name: request.params[name] for name in ("status", "scope", "top", "cursor") if name in request.params}
+    known = _known_params(request, "status", "scope", "top", "cursor")
     if known.get("status") == "all":
-        known["status"] = None  # type: ignore[assignment]
+        known["status"] = None
     query = validate(ListConflictsQuery, known)
     conflicts, cursor = service.list_conflicts(query)
     return ConflictList(value=conflicts, next_link=next_link(request, cursor))
+
+
+def poll_conflicts(request: func.HttpRequest) -> func.HttpResponse:
+    """The Logic Apps polling contract: 202 while nothing is new, 200 with the new conflicts.
+
+    Either way ``Location`` carries the state to poll with next, so each conflict is delivered once.
+    """
+    try:
+        query = validate(PollConflictsQuery, _known_params(request, "scope", "state"))
+        conflicts, state = bootstrap.get_service().poll_conflicts(
+            scope=query.scope, state=query.state, limit=POLL_BATCH_SIZE
+        )
+    except OnceGateError as exc:
+        return render_error(exc)
+    headers = {"Location": _with_param(request, "state", state), "Retry-After": str(POLL_INTERVAL_SECONDS)}
+    if not conflicts:
+        return func.HttpResponse(status_code=202, headers=headers)
+    return render(200, ConflictList(value=conflicts), headers)
 
 
 def get_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictView:
@@ -189,10 +223,42 @@ def health(service: ClaimService, request: func.HttpRequest) -> Health:
     return service.health()
 
 
-def unknown_route(routes: list[tuple[str, str]], request: func.HttpRequest) -> func.HttpResponse:
+@dataclass(frozen=True)
+class FunctionRoute:
+    """One HTTP function of the app: the only route table, read from the app itself."""
+
+    name: str
+    route: str
+    methods: frozenset[str]
+    function: Callable[[func.HttpRequest], func.HttpResponse]
+
+
+@functools.cache
+def function_routes(app: func.FunctionApp) -> list[FunctionRoute]:
+    """The app's HTTP functions, read once per process."""
+    # get_functions() records the names it has seen and refuses a second call; the Python worker
+    # has already made the first one while indexing, so keep its record as it was.
+    seen = app.functions_bindings
+    app.functions_bindings = None
+    try:
+        functions = app.get_functions()
+    finally:
+        app.functions_bindings = seen
+    routes = []
+    for function in functions:
+        trigger = function.get_trigger()
+        name = function.get_function_name()
+        if isinstance(trigger, HttpTrigger) and trigger.route is not None and name is not None:
+            methods = frozenset(str(getattr(method, "value", method)) for method in trigger.methods or [])
+            routes.append(FunctionRoute(name, trigger.route, methods, function.get_user_function()))
+    return routes
+
+
+def unknown_route(app: func.FunctionApp, request: func.HttpRequest) -> func.HttpResponse:
     """404 for a path no action serves, 405 naming the allowed methods for a known path."""
     path = request.route_params.get("path", "")
-    allowed = sorted({method for method, template in routes if _matches(template, path)})
+    routes = [route for route in function_routes(app) if "{*" not in route.route]
+    allowed = sorted({method for route in routes if _matches(route.route, path) for method in route.methods})
     if allowed:
         message = f"{request.method} is not allowed at /api/{path}; use {', '.join(allowed)}."
         body = ErrorBody(error=ErrorInfo(code="method_not_allowed", message=message))

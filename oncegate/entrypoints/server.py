@@ -16,6 +16,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import azure.functions as func
 
+from oncegate.entrypoints.http import function_routes
+
 logger = logging.getLogger(__name__)
 
 ROUTE_PREFIX = "/api/"
@@ -50,13 +52,9 @@ def _compile(template: str) -> tuple[re.Pattern[str], tuple[int, int]]:
 def routes_of(app: func.FunctionApp) -> list[Route]:
     """The app's HTTP functions, most specific first."""
     routes = []
-    for function in app.get_functions():
-        trigger = function.get_trigger()
-        if getattr(trigger, "route", None) is None:
-            continue
-        pattern, specificity = _compile(trigger.route)
-        methods = frozenset(str(getattr(method, "value", method)) for method in trigger.methods or [])
-        routes.append(Route(function.get_function_name(), methods, pattern, specificity, function.get_user_function()))
+    for function in function_routes(app):
+        pattern, specificity = _compile(function.route)
+        routes.append(Route(function.name, function.methods, pattern, specificity, function.function))
     return sorted(routes, key=lambda route: route.specificity, reverse=True)
 
 
@@ -91,7 +89,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        host = self.headers.get("Host") or f"{self.server.server_address[0]}:{self.server.server_address[1]}"
+        host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
         response = dispatch(
             self.server.routes, self.command, f"http://{host}{self.path}", dict(self.headers.items()), body
         )

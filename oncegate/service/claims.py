@@ -14,7 +14,7 @@ import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from oncegate import __version__
@@ -35,7 +35,6 @@ from oncegate.models import (
     ClaimRequest,
     ClaimResponse,
     ClaimView,
-    ConflictList,
     ConflictView,
     Health,
     HeartbeatRequest,
@@ -50,6 +49,7 @@ from oncegate.models import (
     _Intent,
 )
 from oncegate.service.views import claim_result, claim_view, conflict_view, flow_ref
+from oncegate.stores.paging import encode_cursor, utc_text
 from oncegate.stores.port import ClaimStore
 
 logger = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ NO_FLOW = "no_flow"
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _short(fingerprint: str | None) -> str:
@@ -196,7 +196,9 @@ class ClaimService:
     def _held(self, claim: Claim, caller: Caller) -> ClaimResponse:
         lease = claim.lease_expires_at
         if lease is None or lease <= caller.now:
-            return self._reconcile(claim, caller, f"the lease of attempt {claim.attempt} expired at {lease} without a result")
+            return self._reconcile(
+                claim, caller, f"the lease of attempt {claim.attempt} expired at {lease} without a result"
+            )
         if claim.run_id == caller.run_id:
             self._answered(claim, caller, Decision.PROCEED, "The same run asked again while holding the lease.")
             return self._granted(
@@ -286,7 +288,9 @@ class ClaimService:
 
     def _conflict(self, claim: Claim, caller: Caller) -> ClaimResponse:
         reason = f"Fingerprint {_short(caller.fingerprint)} differs from the claim's {_short(claim.fingerprint)}."
-        conflict = self._open_conflict(claim, caller.fingerprint, ConflictSource.CLAIM, reason, caller.run_id, caller.flow)
+        conflict = self._open_conflict(
+            claim, caller.fingerprint, ConflictSource.CLAIM, reason, caller.run_id, caller.flow
+        )
         if conflict.status is ConflictStatus.RESOLVED:
             # Resolved, but the claim never heard of it (a crash between the two writes): repair, then decide again.
             # A new version cannot be accepted while an attempt runs; then the conflict answer stands.
@@ -323,7 +327,13 @@ class ClaimService:
 
     def _granted(self, decision: Decision, claim: Claim, caller: Caller, reason: str, **extra: Any) -> ClaimResponse:
         return self._answer(
-            decision, claim, caller, reason, claim_token=claim.claim_token, lease_expires_at=claim.lease_expires_at, **extra
+            decision,
+            claim,
+            caller,
+            reason,
+            claim_token=claim.claim_token,
+            lease_expires_at=claim.lease_expires_at,
+            **extra,
         )
 
     @staticmethod
@@ -352,7 +362,9 @@ class ClaimService:
         )
 
     @staticmethod
-    def _event(claim: Claim, kind: EventKind, outcome: str, recognised_by: str, *, at: datetime, **fields: Any) -> HistoryEvent:
+    def _event(
+        claim: Claim, kind: EventKind, outcome: str, recognised_by: str, *, at: datetime, **fields: Any
+    ) -> HistoryEvent:
         # The timestamp first makes event ids sort in time order; the random tail keeps them unique.
         event_id = f"{at.strftime('%Y%m%dT%H%M%S%fZ')}-{secrets.token_hex(4)}"
         return HistoryEvent(
@@ -402,7 +414,8 @@ class ClaimService:
         if claim.status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
             raise StateConflict(
                 "stale_claim",
-                f"Attempt {claim.attempt} already ended as {claim.status.value}; only the same result may be sent again.",
+                f"Attempt {claim.attempt} already ended as {claim.status.value}; "
+                "only the same result may be sent again.",
                 target="outcome",
             )
         succeeded = request.outcome is Outcome.SUCCEEDED
@@ -506,14 +519,19 @@ class ClaimService:
             try:
                 claim = self.store.get_claim(claim_id)
             except NotFound as exc:
-                raise NotFound("No claim exists for this key in this scope: check and claim first.", target="key") from exc
-            conflict = self._open_conflict(claim, fingerprint, ConflictSource.REPORTED, request.reason, request.run_id, flow, request.details)
+                raise NotFound(
+                    "No claim exists for this key in this scope: check and claim first.", target="key"
+                ) from exc
+            conflict = self._open_conflict(
+                claim, fingerprint, ConflictSource.REPORTED, request.reason, request.run_id, flow, request.details
+            )
             if conflict.status is ConflictStatus.OPEN:
                 event = self._event(
                     claim,
                     EventKind.CONFLICT,
                     Decision.CONFLICT.value,
-                    f"Run {request.run_id} reported a conflict: {request.reason} Conflict {conflict.conflict_id} is open.",
+                    f"Run {request.run_id} reported a conflict: {request.reason} "
+                    f"Conflict {conflict.conflict_id} is open.",
                     at=now,
                     run_id=request.run_id,
                     flow=flow,
@@ -567,6 +585,20 @@ class ClaimService:
         page = self.store.list_conflicts(status=query.status, scope=scope, limit=query.top, cursor=query.cursor)
         return [conflict_view(conflict) for conflict in page.items], page.cursor
 
+    def poll_conflicts(self, *, scope: str | None, state: str | None, limit: int) -> tuple[list[ConflictView], str]:
+        """Conflicts created after ``state`` (from now when absent), and the state to poll with next.
+
+        The state is the place of the last conflict delivered, so each is delivered once.
+        """
+        state = state or encode_cursor(utc_text(self._clock()), "")
+        page = self.store.list_conflicts(
+            status=None, scope=normalise_scope(scope) if scope else None, limit=limit, cursor=state
+        )
+        if page.items:
+            last = page.items[-1]
+            state = encode_cursor(utc_text(last.created_at), last.conflict_id)
+        return [conflict_view(conflict) for conflict in page.items], state
+
     def resolve_conflict(self, conflict_id: str, request: ResolveConflictRequest) -> ConflictView:
         """Close a conflict and apply the reviewer's decision to the claim; resolving again the same way is a no-op."""
         for _ in range(RACE_LIMIT):
@@ -619,7 +651,7 @@ class ClaimService:
         applied = AppliedResolution(conflict.conflict_id, conflict.fingerprint, conflict.decision)
         changed = replace(claim, resolutions=(*claim.resolutions, applied), reviewer=conflict.reviewer, updated_at=now)
         explanation = {
-            Resolution.KEEP_ORIGINAL: "the new fingerprint counts as the same business intent; its claims are duplicates",
+            Resolution.KEEP_ORIGINAL: "the new fingerprint counts as the same intent; its claims are duplicates",
             Resolution.DISMISS: "closed; the next mismatch opens a new conflict",
             Resolution.ACCEPT_NEW: "the new fingerprint is now the claim's version; its next claim may proceed",
         }[conflict.decision]

@@ -9,7 +9,7 @@ their own spelling of datetimes.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from oncegate.domain.records import AppliedResolution, Claim, Conflict, Flow, HistoryEvent
@@ -51,7 +51,7 @@ def _when(value: datetime | str | None) -> datetime | None:
     if value is None:
         return None
     parsed = datetime.fromisoformat(value) if isinstance(value, str) else value
-    return parsed.astimezone(timezone.utc)
+    return parsed.astimezone(UTC)
 
 
 def _required_when(value: datetime | str) -> datetime:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from oncegate.errors import InvalidRequest
 
 
 def utc_text(value: datetime) -> str:
     """Fixed-width UTC ISO text: compares as strings in time order."""
-    return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def encode_cursor(created_at: str, conflict_id: str) -> str:

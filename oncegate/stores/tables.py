@@ -32,7 +32,7 @@ from azure.data.tables import TableEntity, TableServiceClient, TransactionOperat
 
 from oncegate.domain.records import Claim, Conflict, HistoryEvent, Page
 from oncegate.domain.statuses import ConflictStatus
-from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreRace, StoreUnavailable
+from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreUnavailable
 from oncegate.stores import columns
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
@@ -49,7 +49,8 @@ CONFLICT_PARTITION = "conflict"
 CONFLICT_CLAUSES = {"pk": "PartitionKey eq @pk", "status": "Status eq @status", "scope": "Scope eq @scope"}
 EVENTS_FILTER = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
 
-EXISTS = 409
+EXISTS = (409,)
+MISSING = (404,)
 # 404: the row the caller read is gone, which for a conditional update is the same lost race.
 STALE = (404, 412)
 
@@ -77,13 +78,13 @@ def _conflict_entity(conflict: Conflict) -> dict[str, Any]:
 
 
 def _conflict(entity: TableEntity) -> Conflict:
-    return columns.conflict_from_row(entity, entity.metadata["etag"])
+    return columns.conflict_from_row(entity, _etag(entity.metadata))
 
 
 def _etag(metadata: Mapping[str, Any]) -> str:
-    # Every insert and update answers with the new ETag, so the written record needs no re-read.
+    # Reads and writes alike answer with the entity's ETag, so a write needs no re-read.
     etag = metadata.get("etag")
-    assert etag, "Table Storage answered a write without an ETag"
+    assert etag, "Table Storage answered without an ETag"
     return str(etag)
 
 
@@ -114,19 +115,19 @@ def _translated() -> Iterator[None]:
 
 
 @contextmanager
-def _conditional(statuses: tuple[int, ...], lost: Callable[[], StoreRace]) -> Iterator[None]:
-    """A conditional write whose failure status means another writer won: raise ``lost()``.
+def _on_status(statuses: tuple[int, ...], error: Callable[[], Exception]) -> Iterator[None]:
+    """Like ``_translated``, and a response with one of ``statuses`` raises ``error()``.
 
-    Azure reports a failed transaction as ``TableTransactionError`` with the failed
-    operation's status, and a failed single write as ``ResourceExistsError`` (409) or
-    ``ResourceModifiedError`` (412): the status code tells them apart in both cases.
+    A failed transaction is a ``TableTransactionError`` carrying the failed operation's status;
+    a failed single call is ``ResourceExistsError`` (409), ``ResourceModifiedError`` (412) or
+    ``ResourceNotFoundError`` (404). The status code reads the same in both.
     """
     try:
         with _translated():
             yield
     except HttpResponseError as exc:
         if exc.status_code in statuses:
-            raise lost() from exc
+            raise error() from exc
         raise
 
 
@@ -155,7 +156,7 @@ class TableStore:
 
     def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
         """Insert the claim and its first event in one transaction; ``AlreadyExists`` if the claim exists."""
-        with _conditional((EXISTS,), lambda: AlreadyExists(self.get_claim(claim.claim_id))):
+        with _on_status(EXISTS, lambda: AlreadyExists(self.get_claim(claim.claim_id))):
             result = self._claims.submit_transaction(
                 [
                     (TransactionOperation.CREATE, _claim_entity(claim)),
@@ -166,15 +167,15 @@ class TableStore:
 
     def get_claim(self, claim_id: str) -> Claim:
         """The stored claim; raises ``NotFound``."""
-        with _conditional((404,), lambda: NotFound(f"no claim has the id {claim_id}.", target="claimId")):
+        with _on_status(MISSING, lambda: NotFound(f"no claim has the id {claim_id}.", target="claimId")):
             entity = self._claims.get_entity(claim_id, CLAIM_ROW)
-        return columns.claim_from_row(entity, entity.metadata["etag"])
+        return columns.claim_from_row(entity, _etag(entity.metadata))
 
     def update_claim(self, claim: Claim, event: HistoryEvent | None) -> Claim:
         """Replace the claim if its ETag is current, with its event in the same transaction."""
         entity = _claim_entity(claim)
-        lost = lambda: ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}")  # noqa: E731
-        with _conditional(STALE, lost):
+        metadata: Mapping[str, Any]
+        with _on_status(STALE, lambda: ConcurrentUpdate(f"claim {claim.claim_id} changed since {claim.version}")):
             if event is None:
                 metadata = self._claims.update_entity(entity, **_if_unchanged(claim.version))
             else:
@@ -200,21 +201,19 @@ class TableStore:
 
     def create_conflict(self, conflict: Conflict) -> Conflict:
         """Insert the conflict if its id is new; raises ``AlreadyExists`` carrying the stored one."""
-        with _conditional((EXISTS,), lambda: AlreadyExists(self.get_conflict(conflict.conflict_id))):
+        with _on_status(EXISTS, lambda: AlreadyExists(self.get_conflict(conflict.conflict_id))):
             metadata = self._conflicts.create_entity(_conflict_entity(conflict))
         return columns.conflict_from_row(columns.conflict_to_row(conflict), _etag(metadata))
 
     def get_conflict(self, conflict_id: str) -> Conflict:
         """The stored conflict; raises ``NotFound``."""
-        with _conditional((404,), lambda: NotFound(f"no conflict has the id {conflict_id}.", target="conflictId")):
+        with _on_status(MISSING, lambda: NotFound(f"no conflict has the id {conflict_id}.", target="conflictId")):
             return _conflict(self._conflicts.get_entity(CONFLICT_PARTITION, conflict_id))
 
     def update_conflict(self, conflict: Conflict) -> Conflict:
         """Replace the conflict if its ETag is current; raises ``ConcurrentUpdate``."""
-        lost = lambda: ConcurrentUpdate(  # noqa: E731
-            f"conflict {conflict.conflict_id} changed since version {conflict.version}"
-        )
-        with _conditional(STALE, lost):
+        stale = f"conflict {conflict.conflict_id} changed since {conflict.version}"
+        with _on_status(STALE, lambda: ConcurrentUpdate(stale)):
             metadata = self._conflicts.update_entity(_conflict_entity(conflict), **_if_unchanged(conflict.version))
         return columns.conflict_from_row(columns.conflict_to_row(conflict), _etag(metadata))
 

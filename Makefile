@@ -29,5 +29,8 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+bench: install
+	$(BIN)/python -m bench.claims
+
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -85,6 +85,8 @@ def dispatch(routes: list[Route], method: str, url: str, headers: dict[str, str]
 class _Handler(BaseHTTPRequestHandler):
     server: _AppServer
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as separate writes; with Nagle on, each response waits for a delayed ACK.
+    disable_nagle_algorithm = True
 
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

@@ -1,0 +1,1 @@
+"""Benchmarks: run with `make bench`, never part of `make test`."""

@@ -1,0 +1,301 @@
+"""The behaviour every claim store must show, whatever the backend.
+
+A backend's test module mixes :class:`StoreContract` into a ``Test...`` class and provides one
+fixture, ``make_store``: each call returns another store instance on the same backing data (so
+multi-instance races are real), and the fixture closes them all at teardown.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import timedelta
+from typing import TypeVar
+
+import pytest
+
+from oncegate.domain.records import Claim, Conflict
+from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
+from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreRace
+from oncegate.stores.port import ClaimStore
+from tests.support import records
+from tests.support.records import T0
+
+RACERS = 16
+T = TypeVar("T")
+
+
+def race(attempt: Callable[[int], T]) -> list[T | StoreRace]:
+    """Run ``attempt(i)`` in RACERS threads released together; each result or lost race, in order."""
+    barrier = threading.Barrier(RACERS)
+
+    def run(index: int) -> T | StoreRace:
+        barrier.wait(timeout=30)
+        try:
+            return attempt(index)
+        except StoreRace as exc:
+            return exc
+
+    with ThreadPoolExecutor(RACERS) as pool:
+        return list(pool.map(run, range(RACERS)))
+
+
+def unversioned(record: Claim | Conflict) -> Claim | Conflict:
+    return replace(record, version=None)
+
+
+class StoreContract:
+    """Tests every ClaimStore adapter must pass."""
+
+    @pytest.fixture
+    def store(self, make_store: Callable[[], ClaimStore]) -> ClaimStore:
+        return make_store()
+
+    # Claims
+
+    @pytest.mark.parametrize("build", [records.claim, records.full_claim], ids=["minimal", "full"])
+    def test_create_then_get_round_trips_every_field(self, store: ClaimStore, build: Callable[[], Claim]) -> None:
+        claim = build()
+
+        created = store.create_claim(claim, records.event(claim.claim_id))
+
+        assert created.version
+        assert unversioned(created) == claim
+        assert store.get_claim(claim.claim_id) == created
+
+    def test_retryable_false_and_none_stay_apart(self, store: ClaimStore) -> None:
+        for retryable in (False, None, True):
+            claim = records.claim(retryable=retryable)
+            store.create_claim(claim, records.event(claim.claim_id))
+            assert store.get_claim(claim.claim_id).retryable is retryable
+
+    def test_second_create_raises_already_exists_with_the_stored_claim(self, store: ClaimStore) -> None:
+        first = records.claim(run_id="run-1")
+        first_event = records.event(first.claim_id, run_id="run-1")
+        stored = store.create_claim(first, first_event)
+        second = records.claim(first.claim_id, run_id="run-2")
+
+        with pytest.raises(AlreadyExists) as raised:
+            store.create_claim(second, records.event(first.claim_id, at=T0 + timedelta(seconds=1), run_id="run-2"))
+
+        assert raised.value.existing == stored
+        assert store.list_events(first.claim_id) == [first_event]
+
+    @pytest.mark.parametrize("instances", ["one store", "a store per thread"])
+    def test_concurrent_creates_have_exactly_one_winner(
+        self, store: ClaimStore, make_store: Callable[[], ClaimStore], instances: str
+    ) -> None:
+        stores = [store] * RACERS if instances == "one store" else [make_store() for _ in range(RACERS)]
+        claim_id = records.new_id()
+        events = [records.event(claim_id, run_id=f"run-{i}") for i in range(RACERS)]
+
+        outcomes = race(lambda i: stores[i].create_claim(records.claim(claim_id, run_id=f"run-{i}"), events[i]))
+
+        winners = [outcome for outcome in outcomes if isinstance(outcome, Claim)]
+        losers = [outcome for outcome in outcomes if isinstance(outcome, AlreadyExists)]
+        assert len(winners) == 1
+        assert len(losers) == RACERS - 1
+        assert all(loser.existing == winners[0] for loser in losers)
+        assert store.list_events(claim_id) == [e for e in events if e.run_id == winners[0].run_id]
+
+    def test_update_with_current_version_replaces_the_claim(self, store: ClaimStore) -> None:
+        claim = records.full_claim(status=ClaimStatus.IN_PROGRESS, completed_at=None, result_data=None)
+        first_event = records.event(claim.claim_id)
+        created = store.create_claim(claim, first_event)
+        # Cleared fields must disappear: a store that merges instead of replacing keeps them.
+        done = replace(
+            created,
+            status=ClaimStatus.SUCCEEDED,
+            completed_at=T0 + timedelta(minutes=1),
+            result_data={"orderId": "SO-1"},
+            lease_expires_at=None,
+            error_reason=None,
+            retryable=None,
+            flow=None,
+            resolutions=(),
+        )
+        result_event = records.event(claim.claim_id, at=T0 + timedelta(minutes=1), kind=EventKind.RESULT)
+
+        updated = store.update_claim(done, result_event)
+
+        assert updated.version
+        assert updated.version != created.version
+        assert unversioned(updated) == unversioned(done)
+        assert store.get_claim(claim.claim_id) == updated
+        assert store.list_events(claim.claim_id) == [first_event, result_event]
+
+    @pytest.mark.parametrize("with_event", [True, False], ids=["with event", "without event"])
+    def test_update_with_stale_version_changes_nothing(self, store: ClaimStore, with_event: bool) -> None:
+        claim = records.claim()
+        first_event = records.event(claim.claim_id)
+        created = store.create_claim(claim, first_event)
+        current = store.update_claim(replace(created, attempt=2), None)
+        late_event = records.event(claim.claim_id, at=T0 + timedelta(seconds=5), run_id="run-late")
+
+        with pytest.raises(ConcurrentUpdate):
+            store.update_claim(replace(created, run_id="run-late"), late_event if with_event else None)
+
+        assert store.get_claim(claim.claim_id) == current
+        assert store.list_events(claim.claim_id) == [first_event]
+
+    def test_concurrent_updates_from_one_version_have_exactly_one_winner(
+        self, store: ClaimStore, make_store: Callable[[], ClaimStore]
+    ) -> None:
+        claim = records.claim()
+        first_event = records.event(claim.claim_id)
+        created = store.create_claim(claim, first_event)
+        stores = [make_store() for _ in range(RACERS)]
+        events = [records.event(claim.claim_id, at=T0 + timedelta(seconds=1), run_id=f"run-{i}") for i in range(RACERS)]
+
+        outcomes = race(lambda i: stores[i].update_claim(replace(created, run_id=f"run-{i}", attempt=2), events[i]))
+
+        winners = [outcome for outcome in outcomes if isinstance(outcome, Claim)]
+        assert len(winners) == 1
+        assert sum(isinstance(outcome, ConcurrentUpdate) for outcome in outcomes) == RACERS - 1
+        assert store.get_claim(claim.claim_id) == winners[0]
+        assert store.list_events(claim.claim_id) == [first_event, *(e for e in events if e.run_id == winners[0].run_id)]
+
+    def test_get_unknown_claim_raises_not_found(self, store: ClaimStore) -> None:
+        with pytest.raises(NotFound) as raised:
+            store.get_claim(records.new_id())
+        assert raised.value.target == "claimId"
+
+    def test_another_instance_reads_what_one_wrote(
+        self, store: ClaimStore, make_store: Callable[[], ClaimStore]
+    ) -> None:
+        claim = records.full_claim()
+        created = store.create_claim(claim, records.event(claim.claim_id))
+
+        assert make_store().get_claim(claim.claim_id) == created
+
+    # History
+
+    def test_events_list_oldest_first_and_per_claim(self, store: ClaimStore) -> None:
+        claim, other = records.claim(), records.claim()
+        first = records.event(claim.claim_id, details={})
+        store.create_claim(claim, first)
+        store.create_claim(other, records.event(other.claim_id))
+        later = [records.event(claim.claim_id, at=T0 + timedelta(seconds=s), kind=EventKind.RESULT) for s in (3, 1, 2)]
+
+        for added in later:
+            store.add_event(added)
+
+        assert store.list_events(claim.claim_id) == [first, *sorted(later, key=lambda e: e.event_id)]
+        assert [e.claim_id for e in store.list_events(other.claim_id)] == [other.claim_id]
+
+    def test_events_of_an_unknown_claim_are_empty(self, store: ClaimStore) -> None:
+        assert store.list_events(records.new_id()) == []
+
+    # Conflicts
+
+    @pytest.mark.parametrize("build", [records.conflict, records.resolved_conflict], ids=["open", "resolved"])
+    def test_create_then_get_conflict_round_trips_every_field(
+        self, store: ClaimStore, build: Callable[[], Conflict]
+    ) -> None:
+        conflict = build()
+
+        created = store.create_conflict(conflict)
+
+        assert created.version
+        assert unversioned(created) == conflict
+        assert store.get_conflict(conflict.conflict_id) == created
+
+    def test_second_create_conflict_raises_already_exists_with_the_stored_one(self, store: ClaimStore) -> None:
+        stored = store.create_conflict(records.conflict(run_id="run-1"))
+
+        with pytest.raises(AlreadyExists) as raised:
+            store.create_conflict(records.conflict(stored.conflict_id, run_id="run-2"))
+
+        assert raised.value.existing == stored
+
+    def test_update_conflict_needs_the_current_version(self, store: ClaimStore) -> None:
+        created = store.create_conflict(records.conflict())
+        resolved = replace(
+            created, status=ConflictStatus.RESOLVED, decision=Resolution.DISMISS, reviewer="kim", resolved_at=T0
+        )
+
+        updated = store.update_conflict(resolved)
+        with pytest.raises(ConcurrentUpdate):
+            store.update_conflict(replace(created, note="too late"))
+
+        assert updated.version
+        assert updated.version != created.version
+        assert unversioned(updated) == unversioned(resolved)
+        assert store.get_conflict(created.conflict_id) == updated
+
+    def test_get_unknown_conflict_raises_not_found(self, store: ClaimStore) -> None:
+        with pytest.raises(NotFound) as raised:
+            store.get_conflict(records.new_id())
+        assert raised.value.target == "conflictId"
+
+    def test_list_conflicts_filters_by_status_and_scope_oldest_first(self, store: ClaimStore) -> None:
+        # Ids run against time, and two share a timestamp: the order must come from (CreatedAt, ConflictId).
+        specs = [
+            ("e", 0, "a", ConflictStatus.OPEN),
+            ("d", 1, "b", ConflictStatus.OPEN),
+            ("c", 2, "a", None),
+            ("a", 3, "a", ConflictStatus.OPEN),
+            ("b", 3, "a", ConflictStatus.OPEN),
+        ]
+        for letter, minutes, scope, status in specs:
+            store.create_conflict(
+                records.resolved_conflict(letter * 8, scope=scope, created_at=T0 + timedelta(minutes=minutes))
+                if status is None
+                else records.conflict(letter * 8, scope=scope, created_at=T0 + timedelta(minutes=minutes))
+            )
+
+        def ids(status: ConflictStatus | None, scope: str | None) -> str:
+            page = store.list_conflicts(status=status, scope=scope, limit=50, cursor=None)
+            assert page.cursor is None
+            return "".join(conflict.conflict_id[0] for conflict in page.items)
+
+        assert ids(None, None) == "edcab"
+        assert ids(ConflictStatus.OPEN, None) == "edab"
+        assert ids(ConflictStatus.RESOLVED, None) == "c"
+        assert ids(None, "a") == "ecab"
+        assert ids(ConflictStatus.OPEN, "a") == "eab"
+        assert ids(ConflictStatus.OPEN, "nope") == ""
+
+    @pytest.mark.parametrize(("count", "sizes"), [(4, [2, 2]), (5, [2, 2, 1])])
+    def test_list_conflicts_pages_lose_and_repeat_nothing(
+        self, store: ClaimStore, count: int, sizes: list[int]
+    ) -> None:
+        # Pairs share a timestamp and page boundaries fall inside the pairs.
+        created = [
+            store.create_conflict(records.conflict(created_at=T0 + timedelta(seconds=(s + 1) // 2)))
+            for s in range(count)
+        ]
+        pages: list[list[Conflict]] = []
+        cursor = None
+        while len(pages) <= count:
+            page = store.list_conflicts(status=ConflictStatus.OPEN, scope=None, limit=2, cursor=cursor)
+            pages.append(page.items)
+            cursor = page.cursor
+            if cursor is None:
+                break
+
+        assert [len(items) for items in pages] == sizes
+        listed = [conflict for items in pages for conflict in items]
+        assert listed == sorted(created, key=lambda c: (c.created_at, c.conflict_id))
+
+    @pytest.mark.parametrize(
+        "cursor",
+        [
+            "not a cursor",
+            "bm90IGpzb24",
+            base64.urlsafe_b64encode(b"42").decode(),
+            base64.urlsafe_b64encode(b"[1]").decode(),
+        ],
+    )
+    def test_list_conflicts_rejects_a_cursor_it_did_not_hand_out(self, store: ClaimStore, cursor: str) -> None:
+        with pytest.raises(InvalidRequest) as raised:
+            store.list_conflicts(status=None, scope=None, limit=2, cursor=cursor)
+        assert raised.value.target == "cursor"
+
+    # Health
+
+    def test_ping_on_a_healthy_store_passes(self, store: ClaimStore) -> None:
+        store.ping()

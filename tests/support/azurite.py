@@ -1,0 +1,166 @@
+"""Pytest plugin: the Azurite Table Storage emulator, started once per session.
+
+The ``azurite`` fixture runs ``node_modules/.bin/azurite-table`` (``npm ci`` installs it) on a
+free port, or, when ``ONCEGATE_TEST_TABLES_CONNECTION_STRING`` is set, uses that emulator or
+account and starts nothing. ``table_store_factory`` makes ``TableStore`` instances on tables of
+their own per test. Mark tests that use them ``pytest.mark.azurite``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.data.tables import TableServiceClient
+
+from oncegate.stores.tables import TableStore, table_names
+
+CONNECTION_STRING_VARIABLE = "ONCEGATE_TEST_TABLES_CONNECTION_STRING"
+AZURITE = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "azurite-table"
+# Azurite's fixed, public development account.
+ACCOUNT = "devstoreaccount1"
+ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+HOST = "127.0.0.1"
+START_SECONDS = 30.0
+STOP_SECONDS = 10.0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection((HOST, port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
+class Azurite:
+    """An Azurite process on a fixed port, which tests may stop and start again.
+
+    Data is kept in memory only (``--inMemoryPersistence``): after ``stop()`` and ``start()``
+    every table and entity is gone, so a store made before the restart finds no tables.
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = _free_port()
+        self.connection_string = (
+            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};"
+            f"TableEndpoint=http://{HOST}:{self.port}/{ACCOUNT};"
+        )
+        self._workdir = workdir
+        self._log = workdir / "azurite.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the emulator on the same port and return once it accepts connections."""
+        if not AZURITE.exists():
+            pytest.fail(f"{AZURITE} is missing: run `npm ci` in the repository root.")
+        command = [
+            str(AZURITE), "--inMemoryPersistence", "--disableTelemetry", "--skipApiVersionCheck",
+            "--tableHost", HOST, "--tablePort", str(self.port),
+        ]  # fmt: skip
+        # A file, not a pipe: nobody reads Azurite's access log while tests run, and a full pipe would block it.
+        with self._log.open("ab") as log:
+            self._process = subprocess.Popen(command, cwd=self._workdir, stdout=log, stderr=subprocess.STDOUT)
+        self._wait_until_listening(self._process)
+
+    def _wait_until_listening(self, process: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + START_SECONDS
+        while not _listening(self.port):
+            if process.poll() is not None:
+                pytest.fail(f"Azurite exited with code {process.returncode}:\n{self.output()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(
+                    f"Azurite did not listen on port {self.port} within {START_SECONDS:.0f} s:\n{self.output()}"
+                )
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop the emulator: terminate, then kill if it lingers."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        process.terminate()
+        try:
+            process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def output(self) -> str:
+        """Everything Azurite wrote to stdout and stderr this session."""
+        return self._log.read_text(errors="replace") if self._log.exists() else ""
+
+
+class ExternalTables:
+    """An emulator or account the suite did not start, named by the environment."""
+
+    def __init__(self, connection_string: str) -> None:
+        self.connection_string = connection_string
+
+    def stop(self) -> None:
+        pytest.skip(f"{CONNECTION_STRING_VARIABLE} names an emulator this suite cannot stop")
+
+    def start(self) -> None:
+        pytest.skip(f"{CONNECTION_STRING_VARIABLE} names an emulator this suite cannot start")
+
+
+class TableStoreFactory:
+    """Makes TableStores that share one test's own tables, and cleans up after the test."""
+
+    def __init__(self, connection_string: str) -> None:
+        self.connection_string = connection_string
+        # Table names are letters and digits, starting with a letter.
+        self.prefix = "T" + uuid.uuid4().hex[:10]
+        self._stores: list[TableStore] = []
+
+    def __call__(self, **client_options: Any) -> TableStore:
+        """A store on this test's tables; ``client_options`` go to the SDK client (e.g. ``retry_total``)."""
+        service = TableServiceClient.from_connection_string(self.connection_string, **client_options)
+        store = TableStore(service, prefix=self.prefix)
+        self._stores.append(store)
+        return store
+
+    def close(self) -> None:
+        """Close the stores and drop the test's tables (they would pile up in an external account)."""
+        for store in self._stores:
+            store.close()
+        if self._stores:
+            with TableServiceClient.from_connection_string(self.connection_string) as service:
+                for name in table_names(self.prefix):
+                    service.delete_table(name)
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite | ExternalTables]:
+    """The Table Storage emulator for the session: ``.connection_string``, ``.stop()``, ``.start()``."""
+    external = os.environ.get(CONNECTION_STRING_VARIABLE)
+    if external:
+        yield ExternalTables(external)
+        return
+    emulator = Azurite(tmp_path_factory.mktemp("azurite"))
+    emulator.start()
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def table_store_factory(azurite: Azurite | ExternalTables) -> Iterator[TableStoreFactory]:
+    """Call it for a TableStore; every call in one test shares that test's own tables."""
+    factory = TableStoreFactory(azurite.connection_string)
+    yield factory
+    factory.close()

@@ -1,0 +1,130 @@
+"""Builders for claims, history events and conflicts, shared by the store and service tests."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from oncegate.domain.records import AppliedResolution, Claim, Conflict, Flow, HistoryEvent
+from oncegate.domain.statuses import (
+    ClaimStatus,
+    ConflictSource,
+    ConflictStatus,
+    EventKind,
+    Resolution,
+)
+
+# Microseconds on purpose: a store that truncates timestamps fails the round-trip tests.
+T0 = datetime(2024, 5, 1, 8, 30, 15, 123456, tzinfo=UTC)
+FLOW = Flow("Create order in ERP", "Production")
+
+
+def new_id() -> str:
+    """A fresh unique id that is safe as a table key, like the service's ids."""
+    return secrets.token_hex(16)
+
+
+def event_id(at: datetime) -> str:
+    """An event id as the service makes them: the timestamp first, so ids sort in time order."""
+    return f"{at.strftime('%Y%m%dT%H%M%S%fZ')}-{secrets.token_hex(4)}"
+
+
+def claim(claim_id: str | None = None, **changes: Any) -> Claim:
+    """A fresh in-progress claim with only the required fields."""
+    minimal = Claim(
+        claim_id=claim_id or new_id(),
+        scope="erp.create-order",
+        status=ClaimStatus.IN_PROGRESS,
+        attempt=1,
+        fingerprint=None,
+        claim_token=new_id(),
+        run_id="run-1",
+        flow=None,
+        first_received_at=T0,
+        last_attempt_at=T0,
+        updated_at=T0,
+    )
+    return replace(minimal, **changes)
+
+
+def full_claim(claim_id: str | None = None, **changes: Any) -> Claim:
+    """A claim with every optional field set, including ones that are easy to lose (False, nested JSON)."""
+    later = T0 + timedelta(minutes=5, microseconds=1)
+    full = claim(
+        claim_id,
+        status=ClaimStatus.FAILED,
+        attempt=3,
+        fingerprint="sha256:" + "ab" * 32,
+        flow=FLOW,
+        # A non-UTC offset: the store may normalise it, but must keep the instant.
+        last_attempt_at=later.astimezone(timezone(timedelta(hours=2))),
+        updated_at=later,
+        lease_expires_at=later + timedelta(minutes=10),
+        target_record_id="SO-10042",
+        result_data={"order": {"id": 42, "lines": [1.5, None, True]}, "note": "café ✓"},
+        completed_at=later,
+        error_reason="ERP answered 409",
+        retryable=False,
+        reviewer="alex@example.com",
+        resolutions=(
+            AppliedResolution(new_id(), "sha256:" + "cd" * 32, Resolution.KEEP_ORIGINAL),
+            AppliedResolution(new_id(), None, Resolution.DISMISS),
+        ),
+    )
+    return replace(full, **changes)
+
+
+def event(claim_id: str, *, at: datetime = T0, **changes: Any) -> HistoryEvent:
+    """A history event of the claim at ``at``."""
+    made = HistoryEvent(
+        claim_id=claim_id,
+        event_id=event_id(at),
+        at=at,
+        kind=EventKind.CLAIM,
+        outcome="proceed",
+        attempt=1,
+        recognised_by="new key",
+        run_id="run-1",
+        flow=FLOW,
+        fingerprint="sha256:" + "ab" * 32,
+        details={"leaseSeconds": 300, "warnings": ["another_flow_copy"]},
+    )
+    return replace(made, **changes)
+
+
+def conflict(conflict_id: str | None = None, **changes: Any) -> Conflict:
+    """An open conflict with only the required fields."""
+    minimal = Conflict(
+        conflict_id=conflict_id or new_id(),
+        claim_id=new_id(),
+        scope="erp.create-order",
+        status=ConflictStatus.OPEN,
+        source=ConflictSource.CLAIM,
+        fingerprint=None,
+        claim_fingerprint=None,
+        reason="Fingerprint differs from the claim's.",
+        run_id="run-2",
+        flow=None,
+        created_at=T0,
+    )
+    return replace(minimal, **changes)
+
+
+def resolved_conflict(conflict_id: str | None = None, **changes: Any) -> Conflict:
+    """A resolved conflict with every optional field set."""
+    full = conflict(
+        conflict_id,
+        status=ConflictStatus.RESOLVED,
+        source=ConflictSource.REPORTED,
+        fingerprint="sha256:" + "ef" * 32,
+        claim_fingerprint="sha256:" + "ab" * 32,
+        flow=FLOW,
+        details={"target": {"total": "120.50"}, "seen": [1, 2]},
+        decision=Resolution.ACCEPT_NEW,
+        reviewer="alex@example.com",
+        note="The customer changed the order.",
+        resolved_at=T0 + timedelta(hours=1, microseconds=7),
+    )
+    return replace(full, **changes)

@@ -61,7 +61,7 @@ def list_conflicts(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.list_conflicts)
 
 
-@app.route(route="conflicts/poll", methods=["GET"])
+@app.route(route="conflict-events", methods=["GET"])
 def on_conflict_reported(req: func.HttpRequest) -> func.HttpResponse:
     return http.poll_conflicts(req)
 

@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
 from oncegate.domain.statuses import (
@@ -66,11 +66,13 @@ class _Intent(_Request):
     payload: JsonValue = None
     fingerprint: str | None = Field(default=None, min_length=1, max_length=128)
 
-    @model_validator(mode="after")
-    def _one_way_to_fingerprint(self) -> _Intent:
-        if self.payload is not None and self.fingerprint is not None:
+    @field_validator("fingerprint")
+    @classmethod
+    def _one_way_to_fingerprint(cls, fingerprint: str | None, info: ValidationInfo) -> str | None:
+        # On the field, not the model, so the 400 names it; payload is declared (and validated) first.
+        if fingerprint is not None and info.data.get("payload") is not None:
             raise ValueError("give either payload or fingerprint, not both")
-        return self
+        return fingerprint
 
 
 class ClaimRequest(_Intent):

@@ -1,1 +1,78 @@
+"""Fixtures shared by the service and HTTP suites: a clock moved by hand and the claim service on each store.
+
+``store_kind`` runs a test once on SQLite and once on Table Storage (Azurite); a suite that needs
+only one store overrides it. ``new_service`` makes further service instances over the same stored
+data, as several Functions instances or server threads would be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from oncegate.domain.keys import KeyHasher
+from oncegate.service.claims import ClaimService
+from oncegate.stores.port import ClaimStore
+from oncegate.stores.sqlite import SqliteStore
+
 pytest_plugins = ["tests.support.azurite"]
+
+KEY_SECRET = "test-secret-" + "x" * 32
+SQLITE_FILE = "oncegate.db"
+
+
+class FakeClock:
+    """A UTC clock that only moves when the test says so: leases expire without anyone sleeping."""
+
+    def __init__(self) -> None:
+        # Microseconds on purpose: a store that truncates timestamps shows up as a wrong lease.
+        self.now = datetime(2024, 5, 1, 8, 30, 15, 123456, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> datetime:
+        self.now += timedelta(seconds=seconds)
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("tables", marks=pytest.mark.azurite)])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
+
+
+@pytest.fixture
+def open_store(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], ClaimStore]]:
+    """Each call opens another store instance on this test's data (one SQLite file, or one set of tables)."""
+    if store_kind == "tables":
+        yield request.getfixturevalue("table_store_factory")
+        return
+    stores: list[SqliteStore] = []
+
+    def open_sqlite() -> SqliteStore:
+        stores.append(SqliteStore(tmp_path / SQLITE_FILE))
+        return stores[-1]
+
+    yield open_sqlite
+    for store in stores:
+        store.close()
+
+
+@pytest.fixture
+def new_service(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[], ClaimService]:
+    """Another ClaimService over the same data, clock and key secret."""
+    return lambda: ClaimService(open_store(), KeyHasher(KEY_SECRET), clock=clock)
+
+
+@pytest.fixture
+def service(new_service: Callable[[], ClaimService]) -> ClaimService:
+    return new_service()

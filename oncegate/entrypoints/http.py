@@ -98,7 +98,8 @@ def parse_body(request: func.HttpRequest, model: type[Model]) -> Model:
         raise TooLarge(f"The request body is over {MAX_BODY_BYTES} bytes.", target="body")
     try:
         data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant) if raw.strip() else None
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # RecursionError: arrays nested a few thousand deep fit in 64 KiB and exhaust the decoder's stack.
         raise InvalidRequest(f"The body is not valid UTF-8 JSON: {exc}", target="body") from exc
     if not isinstance(data, dict):
         raise InvalidRequest("The body must be a JSON object.", target="body")

@@ -69,7 +69,7 @@ def dispatch(routes: list[Route], method: str, url: str, headers: dict[str, str]
                 method,
                 url,
                 headers=headers,
-                params=dict(parse_qsl(parts.query)),
+                params=dict(parse_qsl(parts.query, keep_blank_values=True)),
                 route_params={name: value or "" for name, value in match.groupdict().items()},
                 body=body,
             )

@@ -183,7 +183,10 @@ class ClaimService:
             return self._duplicate(claim, caller)
         if claim.status is ClaimStatus.FAILED and not claim.retryable:
             return self._blocked(claim, caller)
-        previous = "was released" if claim.status is ClaimStatus.RELEASED else "failed and may be retried"
+        if claim.status is ClaimStatus.RELEASED:
+            previous = "was released"
+        else:
+            previous = f"failed and may be retried ({claim.error_reason or 'no reason given'})"
         return self._next_attempt(claim, caller, f"Attempt {claim.attempt} {previous}: do the side effect.")
 
     @staticmethod
@@ -664,16 +667,19 @@ class ClaimService:
                 "targetRecordId": claim.target_record_id,
                 "data": claim.result_data,
             }
+            # "Failed, confirmed safe to retry" under the new fingerprint: its next claim proceeds, while the
+            # old version, already done, is a mismatch again (a released claim would let any version through).
             changed = replace(
                 changed,
-                status=ClaimStatus.RELEASED,
+                status=ClaimStatus.FAILED,
+                retryable=True,
+                error_reason=f"Superseded: reviewer {conflict.reviewer} accepted a new version (conflict "
+                f"{conflict.conflict_id}); its next claim may proceed.",
                 fingerprint=conflict.fingerprint,
                 lease_expires_at=None,
                 target_record_id=None,
                 result_data=None,
                 completed_at=None,
-                error_reason=None,
-                retryable=None,
             )
         event = self._event(
             claim,

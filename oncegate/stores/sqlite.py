@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -68,6 +69,13 @@ def _insert(table: str, row: Row) -> tuple[str, list[Any]]:
     return f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values())
 
 
+class _Slot:
+    """A thread's connection, held by that thread's local storage only: it is dropped when the thread ends."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+
 class SqliteStore:
     """Claims in one SQLite file; a connection per thread."""
 
@@ -78,23 +86,26 @@ class SqliteStore:
         if self._path != ":memory:":
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._closers: list[weakref.finalize[Any, Any]] = []
         self._lock = threading.Lock()
         with self._translated():
             self._connection().executescript(SCHEMA)
 
     def _connection(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
-        if connection is None:
+        slot: _Slot | None = getattr(self._local, "slot", None)
+        if slot is None:
             connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
             connection.row_factory = sqlite3.Row
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
-            self._local.connection = connection
+            slot = self._local.slot = _Slot(connection)
+            # The local server runs each request on a new thread: a connection must end with its thread,
+            # or every request would keep two file handles open until the store closes.
             with self._lock:
-                self._connections.append(connection)
-        return connection
+                self._closers = [closer for closer in self._closers if closer.alive]
+                self._closers.append(weakref.finalize(slot, connection.close))
+        return slot.connection
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -209,7 +220,7 @@ class SqliteStore:
 
     def close(self) -> None:
         with self._lock:
-            for connection in self._connections:
-                connection.close()
-            self._connections.clear()
+            for closer in self._closers:
+                closer()
+            self._closers.clear()
         self._local = threading.local()

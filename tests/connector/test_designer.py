@@ -1,0 +1,187 @@
+"""What makers see in the designer: titles, help text, visibility, pickers, enums and the trigger."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from oncegate.domain.statuses import Decision
+from tests.connector.spec import (
+    descriptions,
+    operation,
+    operations,
+    parameter,
+    properties,
+    resolve,
+    schemas,
+    success_schema,
+)
+
+SMALL_WORDS = {"a", "an", "and", "at", "by", "for", "in", "of", "on", "or", "the", "to"}
+VISIBILITIES = {"important", "advanced", "internal"}
+ACTIONS = {
+    "CheckAndClaim",
+    "RecordResult",
+    "ReleaseClaim",
+    "RenewClaim",
+    "GetClaim",
+    "LookupClaim",
+    "ReportConflict",
+    "ListConflicts",
+    "GetConflict",
+    "ResolveConflict",
+}
+
+
+def is_sentence(text: str) -> bool:
+    return bool(re.fullmatch(r"[A-Z0-9].*\S[.!?]", text, re.DOTALL)) and len(text.split()) >= 4
+
+
+def is_title_case(text: str) -> bool:
+    words = text.split()
+    return words[0][0].isupper() and all(word[0].isupper() or word in SMALL_WORDS for word in words)
+
+
+def test_every_action_of_the_contract_is_there(definition: dict[str, Any]) -> None:
+    ids = {op.id for op in operations(definition)}
+    assert ids >= ACTIONS | {"OnConflictReported"}
+    assert ids - ACTIONS - {"OnConflictReported"} <= {"GetHealth"}
+
+
+def test_summaries_are_sentence_case(any_definition: dict[str, Any]) -> None:
+    for op in operations(any_definition):
+        first, *rest = op.spec["summary"].split()
+        assert first[0].isupper(), op.id
+        assert all(word.islower() for word in rest), f"{op.id}: {op.spec['summary']!r}"
+
+
+def test_every_description_is_a_sentence(any_definition: dict[str, Any]) -> None:
+    assert [f"{where}: {text!r}" for where, text in descriptions(any_definition) if not is_sentence(text)] == []
+
+
+def test_descriptions_carry_no_addresses(any_definition: dict[str, Any]) -> None:
+    # Links belong in the README: the designer shows descriptions as plain text.
+    assert [where for where, text in descriptions(any_definition) if "://" in text] == []
+
+
+def test_definitions_carry_no_defaults(any_definition: dict[str, Any]) -> None:
+    # A default in a body definition pre-fills the designer; the service applies its own when a field is absent.
+    assert [where for where, node in schemas(any_definition) if "default" in node] == []
+
+
+def test_every_parameter_has_a_summary_and_a_description(any_definition: dict[str, Any]) -> None:
+    for op in operations(any_definition):
+        for param in op.spec["parameters"]:
+            assert param.get("x-ms-summary"), f"{op.id} {param['name']}"
+            assert param.get("description"), f"{op.id} {param['name']}"
+            assert is_title_case(param["x-ms-summary"]), f"{op.id} {param['name']}"
+
+
+def test_every_property_has_a_summary_and_a_description(any_definition: dict[str, Any]) -> None:
+    # Request fields and response fields alike: every one is a field or dynamic content in the designer.
+    for where, node in properties(any_definition):
+        assert node.get("x-ms-summary"), where
+        assert node.get("description"), where
+        assert is_title_case(node["x-ms-summary"]), f"{where}: {node['x-ms-summary']!r}"
+
+
+def test_every_response_header_has_a_summary(any_definition: dict[str, Any]) -> None:
+    for op in operations(any_definition):
+        for response in op.spec["responses"].values():
+            for name, header in response.get("headers", {}).items():
+                assert header.get("x-ms-summary"), f"{op.id} {name}"
+
+
+def test_every_operation_and_parameter_has_a_visibility(any_definition: dict[str, Any]) -> None:
+    for op in operations(any_definition):
+        assert op.spec.get("x-ms-visibility") in VISIBILITIES, op.id
+        for param in op.spec["parameters"]:
+            if param["in"] != "body":
+                assert param.get("x-ms-visibility") in VISIBILITIES, f"{op.id} {param['name']}"
+    request_bodies = [name for name in any_definition["definitions"] if name.endswith("Request")]
+    for name in request_bodies:
+        for field, node in any_definition["definitions"][name]["properties"].items():
+            assert node.get("x-ms-visibility") in VISIBILITIES, f"{name}.{field}"
+
+
+def test_the_run_and_the_flow_are_advanced(definition: dict[str, Any]) -> None:
+    claim = definition["definitions"]["ClaimRequest"]["properties"]
+    assert claim["runId"]["x-ms-visibility"] == "advanced"
+    assert claim["flow"]["x-ms-visibility"] == "advanced"
+    assert claim["flow"]["properties"]["name"]["x-ms-visibility"] == "advanced"
+
+
+def test_decision_claim_id_and_claim_token_come_first(definition: dict[str, Any]) -> None:
+    answer = definition["definitions"]["ClaimResponse"]["properties"]
+    for name in ("decision", "claimId", "claimToken"):
+        assert answer[name]["x-ms-visibility"] == "important", name
+    assert (
+        definition["definitions"]["RecordResultRequest"]["properties"]["claimToken"]["x-ms-visibility"] == "important"
+    )
+    for op in operations(definition):
+        if "{claimId}" in op.path:
+            assert parameter(op, "claimId")["x-ms-visibility"] == "important", op.id
+
+
+def test_decision_is_documented_value_by_value(definition: dict[str, Any]) -> None:
+    decision = definition["definitions"]["ClaimResponse"]["properties"]["decision"]
+    assert decision["enum"] == [value.value for value in Decision]
+    for value in Decision:
+        assert re.search(rf"\b{value.value}: ", decision["description"]), f"what {value.value} means for the flow"
+
+
+def test_every_enum_has_display_names(any_definition: dict[str, Any]) -> None:
+    nodes = [node for _, node in properties(any_definition)]
+    nodes += [param for op in operations(any_definition) for param in op.spec["parameters"]]
+    enums = [node for node in nodes if "enum" in node]
+    assert enums
+    for node in enums:
+        assert [item["value"] for item in node["x-ms-enum-values"]] == node["enum"]
+
+
+def test_conflict_ids_are_picked_from_the_open_conflicts(definition: dict[str, Any]) -> None:
+    for operation_id in ("ResolveConflict", "GetConflict"):
+        picker = parameter(operation(definition, operation_id), "conflictId")["x-ms-dynamic-values"]
+        assert picker["operationId"] == "ListConflicts"
+        assert (picker["value-collection"], picker["value-path"]) == ("value", "conflictId")
+        # InvokedOperationShouldProduceArray / InvokedOperationShouldProduceProperty:
+        listed = success_schema(definition, operation(definition, "ListConflicts"))["properties"]
+        items = listed[picker["value-collection"]]
+        assert items["type"] == "array"
+        assert {picker["value-path"], picker["value-title"]} <= set(items["items"]["properties"])
+
+
+def test_conflict_list_is_pageable(definition: dict[str, Any]) -> None:
+    listed = operation(definition, "ListConflicts")
+    assert listed.spec["x-ms-pageable"] == {"nextLinkName": "nextLink"}
+    status = parameter(listed, "status")
+    assert status["enum"] == ["open", "resolved", "all"]
+    assert status["default"] == "open"
+    assert parameter(listed, "cursor")["x-ms-visibility"] == "internal"
+    assert (parameter(listed, "top")["minimum"], parameter(listed, "top")["maximum"]) == (1, 200)
+
+
+def test_trigger_follows_the_polling_contract(definition: dict[str, Any]) -> None:
+    trigger = operation(definition, "OnConflictReported")
+    assert trigger.method == "get"
+    assert trigger.spec["x-ms-trigger"] == "batch"
+    assert trigger.spec["summary"] == "When a conflict is reported"
+    responses = trigger.spec["responses"]
+    for status in ("200", "202"):
+        assert set(responses[status]["headers"]) == {"Location", "Retry-After"}, status
+    assert "schema" not in responses["202"]
+    batch = success_schema(definition, trigger)
+    assert batch["properties"]["value"]["type"] == "array"
+    assert "nextLink" not in batch["properties"]
+    assert parameter(trigger, "state")["x-ms-visibility"] == "internal"
+    assert parameter(trigger, "scope")["required"] is False
+
+
+def test_bodies_are_flattened_by_the_designer(definition: dict[str, Any]) -> None:
+    # One body parameter, a reference to a named definition: the designer shows its fields one by one.
+    for op in operations(definition):
+        bodies = [param for param in op.spec["parameters"] if param["in"] == "body"]
+        if op.method == "post":
+            assert len(bodies) == 1, op.id
+            assert resolve(definition, bodies[0]["schema"])["type"] == "object"
+            assert bodies[0]["required"] is True

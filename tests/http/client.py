@@ -1,0 +1,121 @@
+"""Two ways to reach the app's functions: directly, as the Functions host calls them, and over real HTTP."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import azure.functions as func
+
+import function_app
+
+Route = dict[str, str]
+FUNCTIONS = {function.get_function_name(): function for function in function_app.app.get_functions()}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An HTTP answer: status, headers with lower-case names, and the JSON body."""
+
+    status: int
+    headers: dict[str, str]
+    body: Any
+
+    @property
+    def code(self) -> str:
+        code: str = self.body["error"]["code"]
+        return code
+
+    @property
+    def targets(self) -> list[str | None]:
+        return [detail.get("target") for detail in self.body["error"]["details"]]
+
+
+def _reply(status: int, headers: list[tuple[str, str]], raw: bytes) -> Reply:
+    names = {name.lower(): value for name, value in headers}
+    assert names.get("content-type", "").startswith("application/json"), f"{status} without a JSON body: {raw[:200]!r}"
+    return Reply(status, names, json.loads(raw))
+
+
+def _raw(body: Any) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    return b"" if body is None else json.dumps(body).encode()
+
+
+class Api:
+    """Calls one function of the app by name; a subclass carries the request there."""
+
+    def call(
+        self,
+        name: str,
+        body: Any = None,
+        *,
+        route: Route | None = None,
+        params: Route | None = None,
+        method: str | None = None,
+    ) -> Reply:
+        trigger: Any = FUNCTIONS[name].get_trigger()
+        method = method or str(trigger.methods[0].value)
+        path = str(trigger.route).replace("{*", "{").format(**(route or {}))
+        return self.send(name, method, path, route or {}, params or {}, _raw(body))
+
+    def follow(self, link: str) -> Reply:
+        """GET a link the service handed out (a ``nextLink``)."""
+        parts = urlsplit(link)
+        assert parts.path == "/api/conflicts", link
+        return self.call("list_conflicts", params=dict(parse_qsl(parts.query)))
+
+    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes) -> Reply:
+        raise NotImplementedError
+
+
+class FunctionsApi(Api):
+    """Calls the user function itself, as the Functions host would."""
+
+    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes) -> Reply:
+        query = f"?{urlencode(params)}" if params else ""
+        request = func.HttpRequest(
+            method,
+            f"http://localhost:7071/api/{path}{query}",
+            headers={"Content-Type": "application/json"},
+            params=params,
+            route_params=route,
+            body=raw,
+        )
+        response: func.HttpResponse = FUNCTIONS[name].get_user_function()(request)
+        return _reply(response.status_code, list(response.headers.items()), response.get_body())
+
+
+class ServerApi(Api):
+    """Real HTTP to the local server, one connection per request."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.host, self.port = address
+
+    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes) -> Reply:
+        query = f"?{urlencode(params)}" if params else ""
+        return self.request(method, f"/api/{path}{query}", raw)
+
+    def follow(self, link: str) -> Reply:
+        parts = urlsplit(link)
+        assert (parts.hostname, parts.port) == (self.host, self.port), link
+        return self.request("GET", f"{parts.path}?{parts.query}")
+
+    def request(self, method: str, target: str, raw: bytes = b"") -> Reply:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        try:
+            connection.request(method, target, body=raw, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            return _reply(response.status, response.getheaders(), response.read())
+        finally:
+            connection.close()
+
+
+def succeed(api: Api, answer: dict[str, Any], **fields: Any) -> Reply:
+    """Record ``succeeded`` for the attempt a Check and claim answer granted."""
+    body = {"claimToken": answer["claimToken"], "outcome": "succeeded", **fields}
+    return api.call("record_result", body, route={"claimId": answer["claimId"]})

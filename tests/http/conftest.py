@@ -1,0 +1,53 @@
+"""The HTTP suite: the Functions app's own functions, called directly and through the local server.
+
+``api`` runs a test twice: once calling the user functions of ``function_app.app`` with an
+``azure.functions.HttpRequest``, as the Functions host does, and once over real HTTP through
+``oncegate serve``'s server. Both reach the service under test, wired with ``bootstrap.use_service``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import function_app
+from oncegate import bootstrap
+from oncegate.entrypoints.server import make_server
+from oncegate.service.claims import ClaimService
+from tests.http.client import Api, FunctionsApi, ServerApi
+
+
+@pytest.fixture
+def store_kind() -> str:
+    """HTTP tests run on SQLite; the service suite covers both stores."""
+    return "sqlite"
+
+
+@pytest.fixture(autouse=True)
+def wired(service: ClaimService) -> Iterator[ClaimService]:
+    """The service every request of this test reaches."""
+    bootstrap.use_service(service)
+    yield service
+    bootstrap.use_service(None)
+
+
+@pytest.fixture(scope="session")
+def local_server() -> Iterator[tuple[str, int]]:
+    """``oncegate serve``'s server on a free port; it asks bootstrap for the service on every request."""
+    server = make_server(function_app.app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    yield str(host), int(port)
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+@pytest.fixture(params=["functions", "server"])
+def api(request: pytest.FixtureRequest) -> Api:
+    if request.param == "server":
+        return ServerApi(request.getfixturevalue("local_server"))
+    return FunctionsApi()

@@ -1,0 +1,94 @@
+"""The service called as a flow calls it: short builders for the requests the tests repeat."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome, Resolution
+from oncegate.models import (
+    ClaimRequest,
+    ClaimResponse,
+    ClaimView,
+    ConflictView,
+    FlowRef,
+    HeartbeatRequest,
+    RecordResultRequest,
+    ReleaseRequest,
+    ReportConflictRequest,
+    ResolveConflictRequest,
+)
+from oncegate.service.claims import ClaimService
+
+SCOPE = "erp.create-order"
+KEY = "ORDER-1001"
+FLOW = FlowRef(name="Create ERP order", environment="Default-contoso")
+# The same flow copied into another environment: another flow for the contract.
+FLOW_COPY = FlowRef(name="Create ERP order", environment="Test-contoso")
+
+
+def claim(
+    service: ClaimService,
+    *,
+    run: str = "run-1",
+    key: str = KEY,
+    scope: str = SCOPE,
+    flow: FlowRef | None = FLOW,
+    **fields: Any,
+) -> ClaimResponse:
+    """Check and claim; ``fingerprint="v1"`` unless a payload or fingerprint is given."""
+    if "payload" not in fields:
+        fields.setdefault("fingerprint", "v1")
+    return service.check_and_claim(ClaimRequest(scope=scope, key=key, run_id=run, flow=flow, **fields))
+
+
+def record(service: ClaimService, answer: ClaimResponse, outcome: str = "succeeded", **fields: Any) -> ClaimView:
+    """Record the result of the attempt ``answer`` granted, with its token."""
+    return record_with(service, answer.claim_id, answer.claim_token, outcome, **fields)
+
+
+def record_with(service: ClaimService, claim_id: str, token: str | None, outcome: str, **fields: Any) -> ClaimView:
+    assert token is not None, "this answer granted no claim token"
+    request = RecordResultRequest(claim_token=token, outcome=Outcome(outcome), **fields)
+    return service.record_result(claim_id, request)
+
+
+def release(service: ClaimService, answer: ClaimResponse, reason: str = "nothing to do") -> ClaimView:
+    assert answer.claim_token is not None
+    return service.release(answer.claim_id, ReleaseRequest(claim_token=answer.claim_token, reason=reason))
+
+
+def heartbeat(service: ClaimService, answer: ClaimResponse, lease_seconds: int) -> ClaimView:
+    assert answer.claim_token is not None
+    return service.heartbeat(
+        answer.claim_id, HeartbeatRequest(claim_token=answer.claim_token, lease_seconds=lease_seconds)
+    )
+
+
+def resolve(
+    service: ClaimService, conflict_id: str | None, decision: str, reviewer: str = "ops@contoso"
+) -> ConflictView:
+    assert conflict_id is not None, "this answer opened no conflict"
+    request = ResolveConflictRequest(decision=Resolution(decision), reviewer=reviewer, note="checked in the ERP")
+    return service.resolve_conflict(conflict_id, request)
+
+
+def report(service: ClaimService, *, run: str = "run-9", key: str = KEY, **fields: Any) -> ConflictView:
+    """Report a conflict the flow found itself; ``fingerprint="v2"`` unless a payload or fingerprint is given."""
+    if "payload" not in fields:
+        fields.setdefault("fingerprint", "v2")
+    fields.setdefault("reason", "The ERP holds another amount for this order.")
+    return service.report_conflict(ReportConflictRequest(scope=SCOPE, key=key, run_id=run, flow=FLOW, **fields))
+
+
+def succeeded(service: ClaimService, *, target: str = "SO-1", run: str = "run-1", **fields: Any) -> ClaimResponse:
+    """A claim whose first attempt succeeded with the target record ``target``."""
+    answer = claim(service, run=run, **fields)
+    assert answer.decision is Decision.PROCEED
+    assert record(service, answer, target_record_id=target).status is ClaimStatus.SUCCEEDED
+    return answer
+
+
+def history(service: ClaimService, claim_id: str) -> list[tuple[EventKind, str]]:
+    """The claim's history as (event, outcome) pairs, oldest first."""
+    entries = service.get_claim(claim_id).history or []
+    return [(entry.event, entry.outcome) for entry in entries]

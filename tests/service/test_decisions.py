@@ -1,0 +1,290 @@
+"""Every row of the contract's decision table, on SQLite and on Table Storage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+
+from oncegate.domain.statuses import ClaimStatus, Decision
+from oncegate.errors import StateConflict
+from oncegate.models import ClaimResponse, ClaimResult
+from oncegate.service.claims import ClaimService
+from tests.conftest import FakeClock
+from tests.service.calls import FLOW, FLOW_COPY, claim, record, release, succeeded
+
+# -- proceed ------------------------------------------------------------------------------------
+
+
+def test_a_new_key_proceeds_with_a_token_and_a_lease(service: ClaimService, clock: FakeClock) -> None:
+    answer = claim(service, lease_seconds=120)
+
+    assert answer.decision is Decision.PROCEED
+    assert (answer.status, answer.attempt) == (ClaimStatus.IN_PROGRESS, 1)
+    assert answer.claim_token
+    assert answer.lease_expires_at == clock.now + timedelta(seconds=120)
+    assert answer.warnings == []
+    stored = service.get_claim(answer.claim_id)
+    assert (stored.status, stored.run_id, stored.lease_expires_at) == (
+        ClaimStatus.IN_PROGRESS,
+        "run-1",
+        answer.lease_expires_at,
+    )
+
+
+def test_the_default_lease_is_300_seconds(service: ClaimService, clock: FakeClock) -> None:
+    assert claim(service).lease_expires_at == clock.now + timedelta(seconds=300)
+
+
+def test_a_retryable_failure_lets_the_next_run_proceed_with_a_new_token(
+    service: ClaimService, clock: FakeClock
+) -> None:
+    first = claim(service, run="run-1")
+    record(service, first, "failed", error="ERP timed out", retryable=True)
+    clock.advance(30)
+
+    second = claim(service, run="run-2")
+
+    assert second.decision is Decision.PROCEED
+    assert (second.status, second.attempt) == (ClaimStatus.IN_PROGRESS, 2)
+    assert second.claim_token not in (None, first.claim_token)
+    assert second.lease_expires_at == clock.now + timedelta(seconds=300)
+
+
+def test_a_released_claim_lets_the_next_run_proceed(service: ClaimService) -> None:
+    first = claim(service, run="run-1")
+    release(service, first, "the order was cancelled before sending")
+
+    second = claim(service, run="run-2")
+
+    assert (second.decision, second.attempt) == (Decision.PROCEED, 2)
+    assert second.claim_token != first.claim_token
+
+
+def test_the_same_run_asking_again_while_holding_the_lease_gets_the_same_token(
+    service: ClaimService, clock: FakeClock
+) -> None:
+    first = claim(service, run="run-1")
+    clock.advance(10)
+
+    again = claim(service, run="run-1")
+
+    assert again.decision is Decision.PROCEED
+    assert (again.claim_token, again.attempt) == (first.claim_token, 1)
+    assert again.lease_expires_at == first.lease_expires_at
+    # The token it got twice is the live one: its result is accepted.
+    assert record(service, again, target_record_id="SO-1").status is ClaimStatus.SUCCEEDED
+
+
+# -- duplicate ------------------------------------------------------------------------------------
+
+
+def test_a_succeeded_claim_answers_duplicate_with_the_original_result(service: ClaimService, clock: FakeClock) -> None:
+    first = claim(service, run="run-1")
+    clock.advance(5)
+    record(service, first, target_record_id="SO-1001", data={"orderNumber": "SO-1001", "lines": 2})
+    completed_at = clock.now
+    clock.advance(3600)
+
+    again = claim(service, run="run-2", flow=FLOW)
+
+    assert again.decision is Decision.DUPLICATE
+    assert (again.status, again.attempt) == (ClaimStatus.SUCCEEDED, 1)
+    assert again.claim_token is None
+    assert again.result == ClaimResult(
+        target_record_id="SO-1001",
+        data={"orderNumber": "SO-1001", "lines": 2},
+        completed_at=completed_at,
+        run_id="run-1",
+        flow=FLOW,
+    )
+    assert again.warnings == []
+
+
+def test_the_run_that_succeeded_asking_again_gets_duplicate(service: ClaimService) -> None:
+    first = succeeded(service, run="run-1")
+
+    again = claim(service, run="run-1")
+
+    assert again.decision is Decision.DUPLICATE
+    assert again.claim_id == first.claim_id
+
+
+# -- in_progress ----------------------------------------------------------------------------------
+
+
+def test_another_run_during_a_live_lease_is_told_in_progress_with_the_holder(
+    service: ClaimService, clock: FakeClock
+) -> None:
+    first = claim(service, run="run-1", lease_seconds=300)
+    clock.advance(280)
+
+    other = claim(service, run="run-2")
+
+    assert other.decision is Decision.IN_PROGRESS
+    assert (other.status, other.attempt) == (ClaimStatus.IN_PROGRESS, 1)
+    assert other.claim_token is None
+    assert other.holder is not None
+    assert (other.holder.run_id, other.holder.flow) == ("run-1", FLOW)
+    # Waiting as told never runs past the holder's lease.
+    assert other.retry_after_seconds is not None
+    assert 1 <= other.retry_after_seconds <= 20
+    # The holder's token still holds.
+    assert record(service, first).status is ClaimStatus.SUCCEEDED
+
+
+def test_one_second_before_the_lease_ends_it_is_still_held(service: ClaimService, clock: FakeClock) -> None:
+    claim(service, run="run-1", lease_seconds=60)
+    clock.advance(59)
+
+    assert claim(service, run="run-2").decision is Decision.IN_PROGRESS
+
+
+# -- reconcile ------------------------------------------------------------------------------------
+
+
+def test_an_expired_lease_without_a_result_is_reconciled_never_proceeded(
+    service: ClaimService, clock: FakeClock
+) -> None:
+    first = claim(service, run="run-1", lease_seconds=60)
+    clock.advance(61)
+
+    second = claim(service, run="run-2", flow=FLOW_COPY)
+
+    assert second.decision is Decision.RECONCILE
+    assert (second.status, second.attempt) == (ClaimStatus.IN_PROGRESS, 2)
+    assert second.claim_token not in (None, first.claim_token)
+    assert second.lease_expires_at == clock.now + timedelta(seconds=300)
+    last = second.last_attempt
+    assert last is not None
+    assert (last.attempt, last.run_id, last.flow, last.status) == (1, "run-1", FLOW, ClaimStatus.IN_PROGRESS)
+    assert last.lease_expires_at == first.lease_expires_at
+
+
+def test_after_reconcile_the_earlier_token_is_stale(service: ClaimService, clock: FakeClock) -> None:
+    first = claim(service, run="run-1", lease_seconds=60)
+    clock.advance(61)
+    second = claim(service, run="run-2")
+
+    with pytest.raises(StateConflict) as stale:
+        record(service, first, target_record_id="SO-late")
+
+    assert stale.value.code == "stale_claim"
+    assert service.get_claim(first.claim_id).status is ClaimStatus.IN_PROGRESS
+    assert record(service, second, target_record_id="SO-found").target_record_id == "SO-found"
+
+
+def test_even_the_same_run_is_reconciled_once_its_lease_expired(service: ClaimService, clock: FakeClock) -> None:
+    first = claim(service, run="run-1", lease_seconds=60)
+    clock.advance(61)
+
+    again = claim(service, run="run-1")
+
+    assert again.decision is Decision.RECONCILE
+    assert again.claim_token != first.claim_token
+
+
+def test_an_unknown_outcome_is_reconciled_with_its_last_attempt(service: ClaimService, clock: FakeClock) -> None:
+    first = claim(service, run="run-1")
+    record(service, first, "unknown", error="the ERP call timed out after sending")
+    clock.advance(5)
+
+    second = claim(service, run="run-2")
+
+    assert second.decision is Decision.RECONCILE
+    assert second.last_attempt is not None
+    assert (second.last_attempt.status, second.last_attempt.error) == (
+        ClaimStatus.UNKNOWN,
+        "the ERP call timed out after sending",
+    )
+
+
+def test_a_reconciled_claim_recorded_as_found_answers_duplicate_with_that_record(
+    service: ClaimService, clock: FakeClock
+) -> None:
+    claim(service, run="run-1", lease_seconds=60)
+    clock.advance(61)
+    second = claim(service, run="run-2")
+    record(service, second, target_record_id="SO-found-in-erp")
+
+    third = claim(service, run="run-3")
+
+    assert third.decision is Decision.DUPLICATE
+    assert third.result is not None
+    assert (third.result.target_record_id, third.result.run_id) == ("SO-found-in-erp", "run-2")
+
+
+# -- conflict -------------------------------------------------------------------------------------
+
+
+def _leave_in_progress(service: ClaimService, answer: ClaimResponse) -> None:
+    return None
+
+
+SETTLED: dict[str, Callable[[ClaimService, ClaimResponse], object]] = {
+    "in_progress": _leave_in_progress,
+    "succeeded": lambda service, answer: record(service, answer, target_record_id="SO-1"),
+    "failed_retryable": lambda service, answer: record(service, answer, "failed", retryable=True),
+    "failed_final": lambda service, answer: record(service, answer, "failed", retryable=False),
+    "unknown": lambda service, answer: record(service, answer, "unknown"),
+}
+
+
+@pytest.mark.parametrize("settle", SETTLED.values(), ids=SETTLED.keys())
+def test_a_different_fingerprint_is_a_conflict_in_every_unreleased_status(
+    service: ClaimService, settle: Callable[[ClaimService, ClaimResponse], object]
+) -> None:
+    first = claim(service, run="run-1", fingerprint="v1")
+    settle(service, first)
+    before = service.get_claim(first.claim_id)
+
+    changed = claim(service, run="run-2", fingerprint="v2")
+
+    assert changed.decision is Decision.CONFLICT
+    assert changed.conflict_id
+    assert (changed.claim_token, changed.result) == (None, None)
+    after = service.get_claim(first.claim_id)
+    assert (after.status, after.attempt, after.fingerprint) == (before.status, before.attempt, "v1")
+    conflict = service.get_conflict(changed.conflict_id)
+    assert (conflict.fingerprint, conflict.claim_fingerprint, conflict.claim_id) == ("v2", "v1", first.claim_id)
+
+
+def test_the_conflict_id_is_stable_for_the_same_key_and_fingerprint_while_open(service: ClaimService) -> None:
+    succeeded(service, fingerprint="v1")
+
+    first = claim(service, run="run-2", fingerprint="v2")
+    again = claim(service, run="run-3", fingerprint="v2")
+    other = claim(service, run="run-4", fingerprint="v3")
+    other_key = succeeded(service, key="ORDER-2002", fingerprint="v1")
+    other_key_conflict = claim(service, run="run-5", key="ORDER-2002", fingerprint="v2")
+
+    assert first.conflict_id == again.conflict_id
+    assert other.conflict_id not in (None, first.conflict_id)
+    assert other_key.claim_id != first.claim_id
+    assert other_key_conflict.conflict_id not in (None, first.conflict_id)
+
+
+def test_a_released_claim_with_a_new_fingerprint_proceeds(service: ClaimService) -> None:
+    first = claim(service, run="run-1", fingerprint="v1")
+    release(service, first)
+
+    changed = claim(service, run="run-2", fingerprint="v2")
+
+    assert (changed.decision, changed.attempt) == (Decision.PROCEED, 2)
+    assert service.get_claim(first.claim_id).fingerprint == "v2"
+
+
+# -- blocked --------------------------------------------------------------------------------------
+
+
+def test_a_final_failure_blocks_every_later_run(service: ClaimService, clock: FakeClock) -> None:
+    first = claim(service, run="run-1")
+    record(service, first, "failed", error="customer account closed", retryable=False)
+
+    for run in ("run-2", "run-3"):
+        clock.advance(600)
+        blocked = claim(service, run=run)
+        assert blocked.decision is Decision.BLOCKED
+        assert (blocked.status, blocked.attempt, blocked.claim_token) == (ClaimStatus.FAILED, 1, None)
+    assert "customer account closed" in blocked.reason

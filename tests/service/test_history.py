@@ -1,0 +1,87 @@
+"""The claim's history: every answer, result and resolution, and how each request was recognised."""
+
+from __future__ import annotations
+
+from oncegate.domain.statuses import EventKind
+from oncegate.service.claims import ClaimService
+from tests.conftest import FakeClock
+from tests.service.calls import FLOW, FLOW_COPY, claim, record, resolve
+
+
+def test_the_history_tells_the_whole_story_in_order(service: ClaimService, clock: FakeClock) -> None:
+    first = claim(service, run="run-1", fingerprint="v1")
+    clock.advance(1)
+    claim(service, run="run-2", fingerprint="v1", flow=FLOW_COPY)
+    clock.advance(1)
+    record(service, first, target_record_id="SO-1")
+    clock.advance(1)
+    claim(service, run="run-3", fingerprint="v1")
+    clock.advance(1)
+    conflict = claim(service, run="run-4", fingerprint="v1b")
+    clock.advance(1)
+    resolve(service, conflict.conflict_id, "keep_original")
+    clock.advance(1)
+    claim(service, run="run-5", fingerprint="v1b")
+    clock.advance(1)
+    claim(service, run="run-6", fingerprint=None)
+
+    entries = service.get_claim(first.claim_id).history or []
+
+    assert [(entry.event.value, entry.outcome, entry.run_id) for entry in entries] == [
+        ("claim", "proceed", "run-1"),
+        ("claim", "in_progress", "run-2"),
+        ("result", "succeeded", "run-1"),
+        ("claim", "duplicate", "run-3"),
+        ("claim", "conflict", "run-4"),
+        ("resolution", "keep_original", "run-4"),
+        ("claim", "duplicate", "run-5"),
+        ("claim", "duplicate", "run-6"),
+    ]
+    assert [entry.at for entry in entries] == sorted(entry.at for entry in entries)
+    assert len({entry.at for entry in entries}) == len(entries)
+    assert entries[1].flow == FLOW_COPY
+    assert entries[0].flow == entries[3].flow == FLOW
+    assert all(entry.recognised_by.strip() for entry in entries)
+    assert entries[2].details["targetRecordId"] == "SO-1"
+    assert entries[5].details["conflictId"] == conflict.conflict_id
+
+
+def test_each_duplicate_says_how_it_was_recognised(service: ClaimService, clock: FakeClock) -> None:
+    first = claim(service, run="run-1", fingerprint="v1")
+    record(service, first, target_record_id="SO-1")
+    conflict = claim(service, run="run-2", fingerprint="v1b")
+    resolve(service, conflict.conflict_id, "keep_original")
+    for run, fingerprint in (("run-3", "v1"), ("run-4", "v1b"), ("run-5", None)):
+        clock.advance(1)
+        claim(service, run=run, fingerprint=fingerprint)
+
+    entries = service.get_claim(first.claim_id).history or []
+    same, accepted, key_only = [entry.recognised_by for entry in entries if entry.outcome == "duplicate"]
+
+    assert "fingerprint" in same.lower()
+    assert "reviewer" in accepted.lower()
+    assert "no fingerprint" in key_only.lower()
+    assert len({same, accepted, key_only}) == 3
+
+
+def test_a_duplicate_from_another_flow_copy_names_both_flows_in_the_history(
+    service: ClaimService, clock: FakeClock
+) -> None:
+    first = claim(service, run="run-1", flow=FLOW)
+    record(service, first)
+    clock.advance(1)
+    claim(service, run="run-2", flow=FLOW_COPY)
+
+    last = (service.get_claim(first.claim_id).history or [])[-1]
+
+    assert (last.event, last.outcome, last.flow) == (EventKind.CLAIM, "duplicate", FLOW_COPY)
+    assert FLOW.environment in last.recognised_by
+    assert FLOW_COPY.environment in last.recognised_by
+
+
+def test_a_claim_that_was_never_answered_twice_has_one_entry(service: ClaimService) -> None:
+    first = claim(service)
+
+    entries = service.get_claim(first.claim_id).history or []
+
+    assert [(entry.event, entry.outcome, entry.attempt) for entry in entries] == [(EventKind.CLAIM, "proceed", 1)]

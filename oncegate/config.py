@@ -67,6 +67,10 @@ class Settings:
         return settings
 
     def _validate(self) -> None:
+        if self.key_secret is not None and self.key_secret.startswith("@Microsoft.KeyVault("):
+            # The platform hands the reference over verbatim when it cannot read the vault; hashing keys with
+            # that text would orphan every claim made until the reference resolves.
+            raise ConfigError("ONCEGATE_KEY_SECRET", "the Key Vault reference did not resolve; check the app's access.")
         if self.key_secret is not None and len(self.key_secret) < MIN_SECRET_LENGTH:
             raise ConfigError("ONCEGATE_KEY_SECRET", f"must be at least {MIN_SECRET_LENGTH} characters.")
         if not TABLE_PREFIX_PATTERN.fullmatch(self.table_prefix):

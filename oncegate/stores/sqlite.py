@@ -167,9 +167,11 @@ class SqliteStore:
 
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
         with self._translated():
-            rows = self._connection().execute(
-                "SELECT * FROM history WHERE ClaimId = ? ORDER BY EventId", (claim_id,)
-            ).fetchall()
+            rows = (
+                self._connection()
+                .execute("SELECT * FROM history WHERE ClaimId = ? ORDER BY EventId", (claim_id,))
+                .fetchall()
+            )
         return [columns.event_from_row(dict(row)) for row in rows]
 
     def create_conflict(self, conflict: Conflict) -> Conflict:
@@ -205,12 +207,16 @@ class SqliteStore:
         after = decode_cursor(cursor) if cursor else ("", "")
         status_value = status.value if status else None
         with self._translated():
-            rows = self._connection().execute(
-                "SELECT * FROM conflicts WHERE (:status IS NULL OR Status = :status)"
-                " AND (:scope IS NULL OR Scope = :scope) AND (CreatedAt, ConflictId) > (:at, :id)"
-                " ORDER BY CreatedAt, ConflictId LIMIT :limit",
-                {"status": status_value, "scope": scope, "at": after[0], "id": after[1], "limit": limit + 1},
-            ).fetchall()
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT * FROM conflicts WHERE (:status IS NULL OR Status = :status)"
+                    " AND (:scope IS NULL OR Scope = :scope) AND (CreatedAt, ConflictId) > (:at, :id)"
+                    " ORDER BY CreatedAt, ConflictId LIMIT :limit",
+                    {"status": status_value, "scope": scope, "at": after[0], "id": after[1], "limit": limit + 1},
+                )
+                .fetchall()
+            )
         items = [columns.conflict_from_row(dict(row), str(row["Version"])) for row in rows[:limit]]
         last = rows[limit - 1] if len(rows) > limit else None
         return Page(items, encode_cursor(last["CreatedAt"], last["ConflictId"]) if last else None)

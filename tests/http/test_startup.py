@@ -36,8 +36,21 @@ def import_fresh_function_app() -> None:
         ({"ONCEGATE_STORE": "tables", "ONCEGATE_KEY_SECRET": "s" * 40}, "ONCEGATE_TABLES_ENDPOINT"),
         ({"ONCEGATE_KEY_SECRET": "too-short"}, "ONCEGATE_KEY_SECRET"),
         ({"ONCEGATE_TABLE_PREFIX": "1-bad"}, "ONCEGATE_TABLE_PREFIX"),
+        (
+            {
+                "ONCEGATE_KEY_SECRET": "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/oncegate-key-secret)"
+            },
+            "ONCEGATE_KEY_SECRET",
+        ),
     ],
-    ids=["unknown-store", "tables-without-secret", "tables-without-endpoint", "short-secret", "bad-prefix"],
+    ids=[
+        "unknown-store",
+        "tables-without-secret",
+        "tables-without-endpoint",
+        "short-secret",
+        "bad-prefix",
+        "unresolved-key-vault-reference",
+    ],
 )
 def test_a_bad_setting_fails_the_import_with_one_critical_line_naming_it(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, environment: dict[str, str], setting: str

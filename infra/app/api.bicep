@@ -1,0 +1,204 @@
+// The OnceGate function app on the Flex Consumption plan (Linux, Python 3.11). It signs in to
+// storage, Application Insights and Key Vault with its user-assigned identity: no connection string
+// or key reaches its settings. In Entra mode, App Service authentication checks a Microsoft Entra ID
+// token on every route but the health probe before a request reaches the app.
+
+@description('Name of the function app, unique in Azure.')
+param name string
+
+@description('Region of the function app.')
+param location string
+
+@description('Tags of the function app; azd finds the app by its azd-service-name tag.')
+param tags object
+
+@description('Resource ID of the Flex Consumption plan.')
+param planId string
+
+@description('Resource ID of the user-assigned identity.')
+param identityId string
+
+@description('Client ID of the user-assigned identity.')
+param identityClientId string
+
+@description('Name of the storage account holding the host storage, the deployment package and the claim tables.')
+param storageAccountName string
+
+@description('Blob container Flex Consumption deploys the app package from.')
+param deploymentContainerName string
+
+@description('Name of the Application Insights component.')
+param applicationInsightsName string
+
+@description('Versionless URI of the HMAC key secret in Key Vault.')
+#disable-next-line secure-secrets-in-params // the secret's address, not its value
+param keySecretUri string
+
+@description('ONCEGATE_TABLE_PREFIX: prefix of the claim tables.')
+param tablePrefix string
+
+@allowed([
+  'key'
+  'entra'
+])
+@description('ONCEGATE_AUTH: key (function keys) or entra (App Service authentication with Microsoft Entra ID).')
+param authMode string
+
+@description('Entra mode: application (client) ID of the OnceGate API app registration.')
+param entraClientId string
+
+@description('Entra mode: token audiences accepted besides the client ID and api://<client ID>.')
+param entraAllowedAudiences array
+
+@description('Entra mode: client IDs of the applications allowed to call; empty admits any application of the tenant.')
+param entraAllowedApplications array
+
+@minValue(40)
+@maxValue(1000)
+@description('Flex Consumption: the most instances the app scales out to.')
+param maximumInstanceCount int
+
+@allowed([
+  2048
+  4096
+])
+@description('Flex Consumption: memory of each instance, in MB.')
+param instanceMemoryMB int
+
+resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: storageAccountName
+}
+
+resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: applicationInsightsName
+}
+
+var endpoints = storage.properties.primaryEndpoints
+// The account's endpoints end in '/'; the README writes ONCEGATE_TABLES_ENDPOINT without it.
+var tablesEndpoint = endsWith(endpoints.table, '/') ? take(endpoints.table, length(endpoints.table) - 1) : endpoints.table
+
+var appSettings = {
+  // Host storage through the identity (no connection string: the account takes no shared keys).
+  AzureWebJobsStorage__credential: 'managedidentity'
+  AzureWebJobsStorage__clientId: identityClientId
+  AzureWebJobsStorage__blobServiceUri: endpoints.blob
+  AzureWebJobsStorage__queueServiceUri: endpoints.queue
+  AzureWebJobsStorage__tableServiceUri: endpoints.table
+  // Telemetry signed in with the identity: the component refuses the instrumentation key alone.
+  APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
+  APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+  // DefaultAzureCredential (the Table Storage client) picks the user-assigned identity by this client ID.
+  AZURE_CLIENT_ID: identityClientId
+  // OnceGate's own settings: oncegate/config.py and the README's configuration table.
+  ONCEGATE_STORE: 'tables'
+  ONCEGATE_TABLES_ENDPOINT: tablesEndpoint
+  ONCEGATE_TABLE_PREFIX: tablePrefix
+  ONCEGATE_KEY_SECRET: '@Microsoft.KeyVault(SecretUri=${keySecretUri})'
+  ONCEGATE_AUTH: authMode
+}
+
+var entraAudiences = union([entraClientId, 'api://${entraClientId}'], entraAllowedAudiences)
+var entraApplicationPolicy = empty(entraAllowedApplications)
+  ? {}
+  : {
+      defaultAuthorizationPolicy: {
+        allowedApplications: entraAllowedApplications
+      }
+    }
+
+// The issuer is the v2.0 endpoint: the app registration asks for v2 access tokens
+// (api.requestedAccessTokenVersion = 2, docs/deploy.md), whose iss claim is this URL.
+var entraAuthSettings = {
+  platform: {
+    enabled: true
+  }
+  globalValidation: {
+    requireAuthentication: true
+    unauthenticatedClientAction: 'Return401'
+    excludedPaths: [
+      '/api/health'
+    ]
+  }
+  httpSettings: {
+    requireHttps: true
+  }
+  identityProviders: {
+    azureActiveDirectory: {
+      enabled: true
+      registration: {
+        clientId: entraClientId
+        openIdIssuer: '${environment().authentication.loginEndpoint}${tenant().tenantId}/v2.0'
+      }
+      validation: union({ allowedAudiences: entraAudiences }, entraApplicationPolicy)
+    }
+  }
+  login: {
+    tokenStore: {
+      enabled: false
+    }
+  }
+}
+
+resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
+  name: name
+  location: location
+  tags: tags
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: planId
+    httpsOnly: true
+    keyVaultReferenceIdentity: identityId
+    siteConfig: {
+      minTlsVersion: '1.2'
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: '${endpoints.blob}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+      }
+      runtime: {
+        name: 'python'
+        version: '3.11'
+      }
+    }
+  }
+}
+
+resource appSettingsConfig 'Microsoft.Web/sites/config@2024-04-01' = {
+  parent: functionApp
+  name: 'appsettings'
+  properties: appSettings
+}
+
+// Deployed in key mode too, switched off, so moving from entra back to key really turns it off.
+resource authSettingsConfig 'Microsoft.Web/sites/config@2024-04-01' = {
+  parent: functionApp
+  name: 'authsettingsV2'
+  properties: authMode == 'entra' ? entraAuthSettings : { platform: { enabled: false } }
+  // Two config writes to one site at once can conflict; one after the other.
+  dependsOn: [
+    appSettingsConfig
+  ]
+}
+
+@description('Name of the function app.')
+output name string = functionApp.name
+
+@description('Default host name of the function app.')
+output defaultHostName string = functionApp.properties.defaultHostName

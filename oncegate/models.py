@@ -58,7 +58,7 @@ class FlowRef(_Request):
 Scope = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
 
 
-class _Intent(_Request):
+class BusinessIntent(_Request):
     """What identifies the business object and what it looks like."""
 
     scope: Scope
@@ -75,7 +75,7 @@ class _Intent(_Request):
         return fingerprint
 
 
-class ClaimRequest(_Intent):
+class ClaimRequest(BusinessIntent):
     """Check and claim: may this run do the side effect for this business key?"""
 
     run_id: Text256
@@ -128,7 +128,7 @@ class HeartbeatRequest(_Token):
     lease_seconds: LeaseSeconds = DEFAULT_LEASE_SECONDS
 
 
-class ReportConflictRequest(_Intent):
+class ReportConflictRequest(BusinessIntent):
     """A conflict the flow found itself, e.g. the target system holds different data."""
 
     run_id: Text256

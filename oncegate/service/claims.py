@@ -32,6 +32,7 @@ from oncegate.domain.statuses import (
 )
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StateConflict, StoreRace, StoreUnavailable
 from oncegate.models import (
+    BusinessIntent,
     ClaimRequest,
     ClaimResponse,
     ClaimView,
@@ -46,7 +47,6 @@ from oncegate.models import (
     ReleaseRequest,
     ReportConflictRequest,
     ResolveConflictRequest,
-    _Intent,
 )
 from oncegate.service.views import claim_result, claim_view, conflict_view, flow_ref
 from oncegate.stores.paging import encode_cursor, utc_text
@@ -143,7 +143,7 @@ class ClaimService:
             warnings=warnings,
         )
 
-    def _identify(self, intent: _Intent) -> tuple[str, str, str | None]:
+    def _identify(self, intent: BusinessIntent) -> tuple[str, str, str | None]:
         claim_id = self._hasher.claim_id(intent.scope, intent.key)
         fingerprint = intent.fingerprint
         if intent.payload is not None:

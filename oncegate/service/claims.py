@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from oncegate import __version__
 from oncegate.domain.keys import KeyHasher, normalise_scope, payload_fingerprint
@@ -30,13 +30,14 @@ from oncegate.domain.statuses import (
     Outcome,
     Resolution,
 )
-from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StateConflict, StoreRace, StoreUnavailable
+from oncegate.errors import AlreadyExists, NotFound, StateConflict, StoreRace, StoreUnavailable
 from oncegate.models import (
     BusinessIntent,
     ClaimRequest,
     ClaimResponse,
     ClaimView,
     ConflictView,
+    FlowRef,
     Health,
     HeartbeatRequest,
     Holder,
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 # Each lost race means another writer made progress, so a handful of rounds always settles.
 RACE_LIMIT = 8
+T = TypeVar("T")
 MAX_RETRY_AFTER_SECONDS = 60
 ANOTHER_FLOW_COPY = "another_flow_copy"
 NO_FINGERPRINT = "no_fingerprint"
@@ -78,6 +80,20 @@ def _flow_text(flow: Flow | None) -> str:
 
 def _attempt_of(token: str) -> str:
     return token.split(".", 1)[0]
+
+
+def _flow(ref: FlowRef | None) -> Flow | None:
+    return Flow(ref.name, ref.environment) if ref else None
+
+
+def _settled(attempt: Callable[[], T]) -> T:
+    """Run ``attempt`` again each time it loses a race to another writer (it re-reads what changed)."""
+    for _ in range(RACE_LIMIT):
+        try:
+            return attempt()
+        except StoreRace:
+            continue
+    raise StoreUnavailable("the record kept changing under this request; retry shortly.")
 
 
 @dataclass(frozen=True)
@@ -119,16 +135,11 @@ class ClaimService:
     def check_and_claim(self, request: ClaimRequest) -> ClaimResponse:
         """Decide whether this run may do the side effect; see the contract's decision table."""
         caller = self._caller(request)
-        for _ in range(RACE_LIMIT):
-            try:
-                return self._claim_once(caller)
-            except StoreRace:
-                continue
-        raise StoreUnavailable("the claim kept changing under this request; retry shortly.")
+        return _settled(lambda: self._claim_once(caller))
 
     def _caller(self, request: ClaimRequest) -> Caller:
         claim_id, scope, fingerprint = self._identify(request)
-        flow = Flow(request.flow.name, request.flow.environment) if request.flow else None
+        flow = _flow(request.flow)
         warnings = [NO_FINGERPRINT] if fingerprint is None else []
         if flow is None:
             warnings.append(NO_FLOW)
@@ -396,7 +407,7 @@ class ClaimService:
         return self._with_token(claim_id, request.claim_token, lambda claim, now: self._renew(claim, request, now))
 
     def _with_token(self, claim_id: str, token: str, change: Callable[[Claim, datetime], Claim]) -> ClaimView:
-        for _ in range(RACE_LIMIT):
+        def attempt() -> ClaimView:
             claim = self.store.get_claim(claim_id)
             if token != claim.claim_token:
                 raise StateConflict(
@@ -405,11 +416,9 @@ class ClaimService:
                     f"(run {claim.run_id}) now holds the claim, with status {claim.status.value}.",
                     target="claimToken",
                 )
-            try:
-                return claim_view(change(claim, self._clock()))
-            except ConcurrentUpdate:
-                continue
-        raise StoreUnavailable("the claim kept changing under this request; retry shortly.")
+            return claim_view(change(claim, self._clock()))
+
+        return _settled(attempt)
 
     def _record(self, claim: Claim, request: RecordResultRequest, now: datetime) -> Claim:
         if self._same_result(claim, request):
@@ -516,38 +525,37 @@ class ClaimService:
     def report_conflict(self, request: ReportConflictRequest) -> ConflictView:
         """A conflict the flow found itself; the same open conflict comes back for the same fingerprint."""
         claim_id, _, fingerprint = self._identify(request)
-        flow = Flow(request.flow.name, request.flow.environment) if request.flow else None
-        now = self._clock()
-        for _ in range(RACE_LIMIT):
-            try:
-                claim = self.store.get_claim(claim_id)
-            except NotFound as exc:
-                raise NotFound(
-                    "No claim exists for this key in this scope: check and claim first.", target="key"
-                ) from exc
-            conflict = self._open_conflict(
-                claim, fingerprint, ConflictSource.REPORTED, request.reason, request.run_id, flow, request.details
-            )
-            if conflict.status is ConflictStatus.OPEN:
-                event = self._event(
-                    claim,
-                    EventKind.CONFLICT,
-                    Decision.CONFLICT.value,
-                    f"Run {request.run_id} reported a conflict: {request.reason} "
-                    f"Conflict {conflict.conflict_id} is open.",
-                    at=now,
-                    run_id=request.run_id,
-                    flow=flow,
-                    fingerprint=fingerprint,
-                    details={"conflictId": conflict.conflict_id},
-                )
-                self.store.add_event(event)
-                return conflict_view(conflict)
-            try:
-                self._apply_resolution(claim, conflict, now)
-            except StoreRace:
-                continue
-        raise StoreUnavailable("the claim kept changing under this request; retry shortly.")
+        return _settled(lambda: self._report_once(claim_id, fingerprint, request, self._clock()))
+
+    def _report_once(
+        self, claim_id: str, fingerprint: str | None, request: ReportConflictRequest, now: datetime
+    ) -> ConflictView:
+        try:
+            claim = self.store.get_claim(claim_id)
+        except NotFound as exc:
+            raise NotFound("No claim exists for this key in this scope: check and claim first.", target="key") from exc
+        flow = _flow(request.flow)
+        conflict = self._open_conflict(
+            claim, fingerprint, ConflictSource.REPORTED, request.reason, request.run_id, flow, request.details
+        )
+        if conflict.status is ConflictStatus.RESOLVED:
+            # Resolved but never applied (a crash between two writes): applying it moves this fingerprint to a
+            # new resolution round, so the report opens a new conflict.
+            self._apply_resolution(claim, conflict, now)
+            return self._report_once(claim_id, fingerprint, request, now)
+        event = self._event(
+            claim,
+            EventKind.CONFLICT,
+            Decision.CONFLICT.value,
+            f"Run {request.run_id} reported a conflict: {request.reason} Conflict {conflict.conflict_id} is open.",
+            at=now,
+            run_id=request.run_id,
+            flow=flow,
+            fingerprint=fingerprint,
+            details={"conflictId": conflict.conflict_id},
+        )
+        self.store.add_event(event)
+        return conflict_view(conflict)
 
     def _open_conflict(
         self,
@@ -604,16 +612,14 @@ class ClaimService:
 
     def resolve_conflict(self, conflict_id: str, request: ResolveConflictRequest) -> ConflictView:
         """Close a conflict and apply the reviewer's decision to the claim; resolving again the same way is a no-op."""
-        for _ in range(RACE_LIMIT):
+
+        def attempt() -> ConflictView:
             now = self._clock()
-            try:
-                conflict = self._close(self.store.get_conflict(conflict_id), request, now)
-                claim = self.store.get_claim(conflict.claim_id)
-                self._apply_resolution(claim, conflict, now)
-            except StoreRace:
-                continue
+            conflict = self._close(self.store.get_conflict(conflict_id), request, now)
+            self._apply_resolution(self.store.get_claim(conflict.claim_id), conflict, now)
             return conflict_view(conflict)
-        raise StoreUnavailable("the conflict kept changing under this request; retry shortly.")
+
+        return _settled(attempt)
 
     def _close(self, conflict: Conflict, request: ResolveConflictRequest, now: datetime) -> Conflict:
         if conflict.status is ConflictStatus.RESOLVED:

@@ -51,7 +51,7 @@ def test_after_accept_new_the_old_version_does_not_proceed_and_the_new_one_still
     new_version = claim(service, run="run-4", fingerprint="v2")
 
     # v1 differs from the claim's current version v2 (a conflict by the table), and its side effect was done once.
-    assert old_version.decision is not Decision.PROCEED
+    assert old_version.decision is Decision.CONFLICT
     assert new_version.decision is Decision.PROCEED
 
 

@@ -8,17 +8,22 @@ import logging
 
 import azure.functions as func
 
-from oncegate.config import ConfigError, Settings
+from oncegate.config import AuthMode, ConfigError, Settings
 from oncegate.entrypoints import http
+from oncegate.entrypoints.principal import Role
 
 try:
-    Settings.from_environment()
+    settings = Settings.from_environment()
 except ConfigError as exc:
     # One clear line naming the setting, instead of a stack trace on the first request.
     logging.getLogger("oncegate").critical("OnceGate cannot start: %s", exc)
     raise
 
-app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+# Behind App Service authentication (entra) the platform is the gate and the app checks app roles;
+# otherwise the host checks a function key on every action.
+app = func.FunctionApp(
+    http_auth_level=func.AuthLevel.ANONYMOUS if settings.auth is AuthMode.ENTRA else func.AuthLevel.FUNCTION
+)
 
 
 @app.route(route="claims", methods=["POST"])
@@ -73,12 +78,12 @@ def get_conflict(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route="conflicts/{conflictId}/resolve", methods=["POST"])
 def resolve_conflict(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.resolve_conflict)
+    return http.respond(req, http.resolve_conflict, role=Role.REVIEWER)
 
 
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def health(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.health)
+    return http.respond(req, http.health, role=None)
 
 
 @app.route(

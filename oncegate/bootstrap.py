@@ -12,6 +12,7 @@ from oncegate.stores.sqlite import SqliteStore
 
 _lock = threading.Lock()
 _service: ClaimService | None = None
+_settings: Settings | None = None
 
 
 def build_store(settings: Settings) -> ClaimStore:
@@ -33,17 +34,28 @@ def build_service(settings: Settings) -> ClaimService:
     return ClaimService(build_store(settings), KeyHasher(secret))
 
 
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment on first use."""
+    global _settings
+    with _lock:
+        if _settings is None:
+            _settings = Settings.from_environment()
+        return _settings
+
+
 def get_service() -> ClaimService:
-    """The process-wide service, built from the environment on first use."""
+    """The process-wide service, built from the settings on first use."""
     global _service
+    settings = get_settings()
     with _lock:
         if _service is None:
-            _service = build_service(Settings.from_environment())
+            _service = build_service(settings)
         return _service
 
 
-def use_service(service: ClaimService | None) -> None:
-    """Serve this service from now on (the local server and tests); None rebuilds from the environment."""
-    global _service
+def use_service(service: ClaimService | None, *, settings: Settings | None = None) -> None:
+    """Serve this service (and these settings) from now on; None rebuilds from the environment."""
+    global _service, _settings
     with _lock:
         _service = service
+        _settings = settings

@@ -28,6 +28,13 @@ class StoreKind(StrEnum):
     TABLES = "tables"
 
 
+class AuthMode(StrEnum):
+    """How callers prove who they are: function keys, or Entra ID through App Service authentication."""
+
+    KEY = "key"
+    ENTRA = "entra"
+
+
 class ConfigError(ValueError):
     """A setting is missing, malformed or contradicts another; ``setting`` names it."""
 
@@ -46,6 +53,7 @@ class Settings:
     tables_endpoint: str | None
     table_prefix: str
     key_secret: str | None
+    auth: AuthMode = AuthMode.KEY
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -62,6 +70,7 @@ class Settings:
             tables_endpoint=read("ONCEGATE_TABLES_ENDPOINT"),
             table_prefix=read("ONCEGATE_TABLE_PREFIX") or DEFAULT_TABLE_PREFIX,
             key_secret=read("ONCEGATE_KEY_SECRET"),
+            auth=_auth_mode(read("ONCEGATE_AUTH")),
         )
         settings._validate()
         return settings
@@ -103,6 +112,13 @@ def _store_kind(value: str | None) -> StoreKind:
         return StoreKind((value or StoreKind.SQLITE.value).lower())
     except ValueError as exc:
         raise ConfigError("ONCEGATE_STORE", f"must be 'sqlite' or 'tables', not {value!r}.") from exc
+
+
+def _auth_mode(value: str | None) -> AuthMode:
+    try:
+        return AuthMode((value or AuthMode.KEY.value).lower())
+    except ValueError as exc:
+        raise ConfigError("ONCEGATE_AUTH", f"must be 'key' or 'entra', not {value!r}.") from exc
 
 
 def local_key_secret(sqlite_path: Path) -> str:

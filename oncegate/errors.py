@@ -4,6 +4,7 @@
 
     OnceGateError                 public: each maps to one HTTP status and error code
     ├── InvalidRequest            400 invalid_request (names the field in ``target``)
+    ├── AccessDenied              401 unauthorized | 403 forbidden (Entra ID mode only)
     ├── NotFound                  404 not_found
     ├── StateConflict             409 stale_claim | claim_busy | conflict_resolved
     ├── TooLarge                  413 too_large
@@ -46,6 +47,15 @@ class InvalidRequest(OnceGateError):
     ) -> None:
         super().__init__(message, target=target)
         self.details = details if details is not None else ([(target, message)] if target else [])
+
+
+class AccessDenied(OnceGateError):
+    """The caller is not signed in (401) or lacks the app role the action needs (403)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
 
 
 class NotFound(OnceGateError):

@@ -141,7 +141,8 @@ class ResolveConflictRequest(_Request):
     """A reviewer's decision on an open conflict."""
 
     decision: Resolution
-    reviewer: Text256
+    # Required with function keys; with Entra ID the signed-in caller is recorded instead.
+    reviewer: Text256 | None = None
     note: str | None = Field(default=None, max_length=2048)
 
 

@@ -21,7 +21,9 @@ from azure.functions.decorators.http import HttpTrigger
 from pydantic import BaseModel, ValidationError
 
 from oncegate import bootstrap
-from oncegate.errors import InvalidRequest, NotFound, OnceGateError, StoreUnavailable, TooLarge
+from oncegate.config import AuthMode
+from oncegate.entrypoints.principal import Principal, Role, read_principal
+from oncegate.errors import AccessDenied, InvalidRequest, NotFound, OnceGateError, StoreUnavailable, TooLarge
 from oncegate.models import (
     ClaimRequest,
     ClaimResponse,
@@ -56,9 +58,10 @@ Model = TypeVar("Model", bound=BaseModel)
 Action = Callable[[ClaimService, func.HttpRequest], BaseModel]
 
 
-def respond(request: func.HttpRequest, action: Action) -> func.HttpResponse:
-    """Run one action and render its answer or its error."""
+def respond(request: func.HttpRequest, action: Action, *, role: Role | None = Role.FLOW) -> func.HttpResponse:
+    """Run one action for a caller holding ``role`` (None: anyone) and render its answer or its error."""
     try:
+        authorize(request, role)
         return render(200, action(bootstrap.get_service(), request))
     except OnceGateError as exc:
         return render_error(exc)
@@ -82,6 +85,25 @@ def render_error(exc: OnceGateError) -> func.HttpResponse:
     if exc.status >= 500 and not isinstance(exc, StoreUnavailable):
         logger.error("Answering %s: %s", exc.code, exc.message)
     return render(exc.status, body, headers)
+
+
+# -- who is calling -----------------------------------------------------------------------
+
+
+def authorize(request: func.HttpRequest, role: Role | None) -> Principal | None:
+    """The signed-in caller in Entra ID mode, checked for ``role``; None with function keys or no role.
+
+    With function keys the host has already checked the key, and the principal header, which
+    nobody strips in that mode, is ignored: it could be forged.
+    """
+    if role is None or bootstrap.get_settings().auth is not AuthMode.ENTRA:
+        return None
+    principal = read_principal(request.headers)
+    if principal is None:
+        raise AccessDenied(401, "unauthorized", "Sign in with Microsoft Entra ID: no authenticated caller was found.")
+    if not principal.may(role):
+        raise AccessDenied(403, "forbidden", f"{principal.name} lacks the app role {role.value} for this action.")
+    return principal
 
 
 # -- parsing --------------------------------------------------------------------------------
@@ -199,6 +221,7 @@ def poll_conflicts(request: func.HttpRequest) -> func.HttpResponse:
     Either way ``Location`` carries the state to poll with next, so each conflict is delivered once.
     """
     try:
+        authorize(request, Role.FLOW)
         query = validate(PollConflictsQuery, _known_params(request, "scope", "state"))
         conflicts, state = bootstrap.get_service().poll_conflicts(
             scope=query.scope, state=query.state, limit=POLL_BATCH_SIZE
@@ -217,7 +240,12 @@ def get_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictVi
 
 def resolve_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictView:
     conflict_id = route_id(request, "conflictId", CONFLICT_ID_PATTERN)
-    return service.resolve_conflict(conflict_id, parse_body(request, ResolveConflictRequest))
+    resolution = parse_body(request, ResolveConflictRequest)
+    principal = authorize(request, Role.REVIEWER)
+    if principal is not None:
+        # Signed in, the reviewer on record is who signed in, whatever the body says.
+        resolution = resolution.model_copy(update={"reviewer": principal.name})
+    return service.resolve_conflict(conflict_id, resolution)
 
 
 def health(service: ClaimService, request: func.HttpRequest) -> Health:

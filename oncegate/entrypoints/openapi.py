@@ -222,7 +222,8 @@ FIELDS: dict[str, Label] = {
     ),
     "ResolveConflictRequest.reviewer": Label(
         "Reviewer",
-        "Who decided, such as the approver's email address.",
+        "Who decided, such as the approver's email address. Required with a function key connection; with "
+        "Microsoft Entra ID the signed-in reviewer is recorded instead.",
         IMPORTANT,
     ),
     "ResolveConflictRequest.note": Label(

@@ -30,7 +30,7 @@ from oncegate.domain.statuses import (
     Outcome,
     Resolution,
 )
-from oncegate.errors import AlreadyExists, NotFound, StateConflict, StoreRace, StoreUnavailable
+from oncegate.errors import AlreadyExists, InvalidRequest, NotFound, StateConflict, StoreRace, StoreUnavailable
 from oncegate.models import (
     BusinessIntent,
     ClaimRequest,
@@ -612,6 +612,8 @@ class ClaimService:
 
     def resolve_conflict(self, conflict_id: str, request: ResolveConflictRequest) -> ConflictView:
         """Close a conflict and apply the reviewer's decision to the claim; resolving again the same way is a no-op."""
+        if request.reviewer is None:
+            raise InvalidRequest("reviewer is required: who decided.", target="reviewer")
 
         def attempt() -> ConflictView:
             now = self._clock()

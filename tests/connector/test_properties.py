@@ -59,10 +59,9 @@ def test_entra_id_connection() -> None:
     assert settings["identityProvider"] == "aad"
     assert settings["customParameters"]["resourceUri"]["value"]
     assert load(DEFINITIONS["entra"])["securityDefinitions"]["oauth2_auth"]["type"] == "oauth2"
-    header = policies(properties)["setheader"]["parameters"]
-    assert header["x-ms-apimTemplateParameter.name"] == "x-functions-key"
-    assert header["x-ms-apimTemplateParameter.value"] == "@connectionParameters('functionKey')"
-    assert connection_parameters(properties)["functionKey"]["type"] == "securestring"
+    # Behind App Service authentication the functions are anonymous: no function key travels beside the token.
+    assert "setheader" not in policies(properties)
+    assert "functionKey" not in connection_parameters(properties)
 
 
 def test_no_secret_is_committed(any_properties: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from oncegate.config import ConfigError
 
 SETTINGS = (
     "ONCEGATE_STORE", "ONCEGATE_SQLITE_PATH", "ONCEGATE_TABLES_CONNECTION_STRING", "ONCEGATE_TABLES_ENDPOINT",
-    "ONCEGATE_TABLE_PREFIX", "ONCEGATE_KEY_SECRET",
+    "ONCEGATE_TABLE_PREFIX", "ONCEGATE_KEY_SECRET", "ONCEGATE_AUTH",
 )  # fmt: skip
 
 
@@ -36,6 +36,7 @@ def import_fresh_function_app() -> None:
         ({"ONCEGATE_STORE": "tables", "ONCEGATE_KEY_SECRET": "s" * 40}, "ONCEGATE_TABLES_ENDPOINT"),
         ({"ONCEGATE_KEY_SECRET": "too-short"}, "ONCEGATE_KEY_SECRET"),
         ({"ONCEGATE_TABLE_PREFIX": "1-bad"}, "ONCEGATE_TABLE_PREFIX"),
+        ({"ONCEGATE_AUTH": "password"}, "ONCEGATE_AUTH"),
         (
             {
                 "ONCEGATE_KEY_SECRET": "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/oncegate-key-secret)"
@@ -49,6 +50,7 @@ def import_fresh_function_app() -> None:
         "tables-without-endpoint",
         "short-secret",
         "bad-prefix",
+        "unknown-auth",
         "unresolved-key-vault-reference",
     ],
 )

@@ -25,10 +25,6 @@ LOCAL_ONLY = {
         "and the code refuses both at once"
     ),
 }
-# Deployed, not read by the code yet. Remove an entry once the code reads it.
-PENDING = {
-    "ONCEGATE_AUTH": "set by Bicep from authMode (key | entra), to be read by the code (issue 4)",
-}
 # Deployed for a library the code uses.
 READ_BY_LIBRARIES = {
     "AZURE_CLIENT_ID": "azure-identity's DefaultAzureCredential: the user-assigned identity to sign in to tables with",
@@ -82,7 +78,7 @@ def test_every_deployed_setting_has_a_reader(root: Path, bicep: dict[str, BicepF
     unread = sorted(
         name
         for name in deployed_settings(bicep["app/api.bicep"])
-        if name not in read | PENDING.keys() | READ_BY_LIBRARIES.keys() and not name.startswith(PLATFORM_PREFIXES)
+        if name not in read | READ_BY_LIBRARIES.keys() and not name.startswith(PLATFORM_PREFIXES)
     )
     assert not unread, f"deployed but read by nobody: {unread}"
 
@@ -93,10 +89,3 @@ def test_local_only_settings_are_read_and_not_deployed(root: Path, bicep: dict[s
     for name in LOCAL_ONLY:
         assert name in read, f"{name} is no longer read: drop it from LOCAL_ONLY"
         assert name not in deployed, f"{name} is local-only but deployed"
-
-
-def test_pending_settings_are_still_pending(root: Path, bicep: dict[str, BicepFile]) -> None:
-    deployed = deployed_settings(bicep["app/api.bicep"])
-    for name, reason in PENDING.items():
-        assert name in deployed, f"{name} ({reason}) is no longer deployed"
-        assert name not in code_settings(root), f"the code reads {name} now: move it out of PENDING in {__file__}"

@@ -31,7 +31,7 @@ def build_store(settings: Settings) -> ClaimStore:
 
 def build_service(settings: Settings) -> ClaimService:
     secret = settings.key_secret or local_key_secret(settings.sqlite_path)
-    return ClaimService(build_store(settings), KeyHasher(secret))
+    return ClaimService(build_store(settings), KeyHasher(secret), sensitive_keys=settings.sensitive_keys)
 
 
 def get_settings() -> Settings:

@@ -15,6 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from oncegate.domain.keys import MIN_SECRET_LENGTH
+from oncegate.domain.sensitive import SensitiveKeyPolicy
 
 DEFAULT_SQLITE_PATH = ".oncegate/oncegate.db"
 DEFAULT_TABLE_PREFIX = "OnceGate"
@@ -54,6 +55,7 @@ class Settings:
     table_prefix: str
     key_secret: str | None
     auth: AuthMode = AuthMode.KEY
+    sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -71,6 +73,7 @@ class Settings:
             table_prefix=read("ONCEGATE_TABLE_PREFIX") or DEFAULT_TABLE_PREFIX,
             key_secret=read("ONCEGATE_KEY_SECRET"),
             auth=_auth_mode(read("ONCEGATE_AUTH")),
+            sensitive_keys=_sensitive_keys(read("ONCEGATE_SENSITIVE_KEYS")),
         )
         settings._validate()
         return settings
@@ -119,6 +122,13 @@ def _auth_mode(value: str | None) -> AuthMode:
         return AuthMode((value or AuthMode.KEY.value).lower())
     except ValueError as exc:
         raise ConfigError("ONCEGATE_AUTH", f"must be 'key' or 'entra', not {value!r}.") from exc
+
+
+def _sensitive_keys(value: str | None) -> SensitiveKeyPolicy:
+    try:
+        return SensitiveKeyPolicy((value or SensitiveKeyPolicy.REJECT.value).lower())
+    except ValueError as exc:
+        raise ConfigError("ONCEGATE_SENSITIVE_KEYS", f"must be 'reject', 'warn' or 'off', not {value!r}.") from exc
 
 
 def local_key_secret(sqlite_path: Path) -> str:

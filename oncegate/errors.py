@@ -4,6 +4,7 @@
 
     OnceGateError                 public: each maps to one HTTP status and error code
     ├── InvalidRequest            400 invalid_request (names the field in ``target``)
+    │   └── SensitiveKey          400 sensitive_key (the key seems to carry personal data)
     ├── AccessDenied              401 unauthorized | 403 forbidden (Entra ID mode only)
     ├── NotFound                  404 not_found
     ├── StateConflict             409 stale_claim | claim_busy | conflict_resolved
@@ -47,6 +48,12 @@ class InvalidRequest(OnceGateError):
     ) -> None:
         super().__init__(message, target=target)
         self.details = details if details is not None else ([(target, message)] if target else [])
+
+
+class SensitiveKey(InvalidRequest):
+    """The business key seems to carry personal data; the message names what, never the value."""
+
+    code = "sensitive_key"
 
 
 class AccessDenied(OnceGateError):

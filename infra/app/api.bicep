@@ -95,6 +95,7 @@ var appSettings = {
   ONCEGATE_TABLE_PREFIX: tablePrefix
   ONCEGATE_KEY_SECRET: '@Microsoft.KeyVault(SecretUri=${keySecretUri})'
   ONCEGATE_AUTH: authMode
+  ONCEGATE_SENSITIVE_KEYS: 'reject'
 }
 
 var entraAudiences = union([entraClientId, 'api://${entraClientId}'], entraAllowedAudiences)

@@ -643,7 +643,8 @@ RESPONSE_MODELS: dict[str, type[BaseModel]] = {
 BATCH_DEFINITION, BATCH_SOURCE = "ConflictBatch", "ConflictList"
 
 ERRORS = {
-    400: "The request is not valid: the error names each field that is wrong, and nothing was stored.",
+    400: "The request is not valid (invalid_request), or the key seems to carry personal data (sensitive_key): the "
+    "error names the field, and nothing was stored.",
     404: "No claim or conflict has this id, or no claim exists for this key.",
     409: "The request does not fit the claim's or the conflict's current state.",
     413: "The request body or one of its fields is over its size limit.",

@@ -21,6 +21,7 @@ from oncegate import __version__
 from oncegate.domain.keys import KeyHasher, normalise_scope, payload_fingerprint
 from oncegate.domain.keys import conflict_id as make_conflict_id
 from oncegate.domain.records import AppliedResolution, Claim, Conflict, Flow, HistoryEvent
+from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
 from oncegate.domain.statuses import (
     ClaimStatus,
     ConflictSource,
@@ -30,7 +31,15 @@ from oncegate.domain.statuses import (
     Outcome,
     Resolution,
 )
-from oncegate.errors import AlreadyExists, InvalidRequest, NotFound, StateConflict, StoreRace, StoreUnavailable
+from oncegate.errors import (
+    AlreadyExists,
+    InvalidRequest,
+    NotFound,
+    SensitiveKey,
+    StateConflict,
+    StoreRace,
+    StoreUnavailable,
+)
 from oncegate.models import (
     BusinessIntent,
     ClaimRequest,
@@ -62,6 +71,7 @@ MAX_RETRY_AFTER_SECONDS = 60
 ANOTHER_FLOW_COPY = "another_flow_copy"
 NO_FINGERPRINT = "no_fingerprint"
 NO_FLOW = "no_flow"
+SENSITIVE_KEY = "sensitive_key"
 
 
 def utc_now() -> datetime:
@@ -124,9 +134,11 @@ class ClaimService:
         *,
         clock: Callable[[], datetime] = utc_now,
         token_factory: Callable[[], str] = lambda: secrets.token_urlsafe(18),
+        sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT,
     ) -> None:
         self.store = store
         self._hasher = hasher
+        self._sensitive_keys = sensitive_keys
         self._clock = clock
         self._token_factory = token_factory
 
@@ -138,9 +150,10 @@ class ClaimService:
         return _settled(lambda: self._claim_once(caller))
 
     def _caller(self, request: ClaimRequest) -> Caller:
-        claim_id, scope, fingerprint = self._identify(request)
+        claim_id, scope, fingerprint, warnings = self._identify(request)
         flow = _flow(request.flow)
-        warnings = [NO_FINGERPRINT] if fingerprint is None else []
+        if fingerprint is None:
+            warnings.append(NO_FINGERPRINT)
         if flow is None:
             warnings.append(NO_FLOW)
         return Caller(
@@ -154,12 +167,24 @@ class ClaimService:
             warnings=warnings,
         )
 
-    def _identify(self, intent: BusinessIntent) -> tuple[str, str, str | None]:
-        claim_id = self._hasher.claim_id(intent.scope, intent.key)
+    def _identify(self, intent: BusinessIntent) -> tuple[str, str, str | None, list[str]]:
+        """Claim id, scope, fingerprint, and the warnings the key earned."""
+        claim_id, warnings = self._claim_id(intent.scope, intent.key)
         fingerprint = intent.fingerprint
         if intent.payload is not None:
             fingerprint = payload_fingerprint(intent.payload)
-        return claim_id, normalise_scope(intent.scope), fingerprint
+        return claim_id, normalise_scope(intent.scope), fingerprint, warnings
+
+    def _claim_id(self, scope: str, key: str) -> tuple[str, list[str]]:
+        """The claim id of a business key checked for personal data, and the warning when it is let through."""
+        findings = [] if self._sensitive_keys is SensitiveKeyPolicy.OFF else sensitive_findings(key)
+        if findings and self._sensitive_keys is SensitiveKeyPolicy.REJECT:
+            raise SensitiveKey(
+                f"The key seems to contain {' and '.join(findings)}: use an internal record id instead. "
+                "Nothing was stored.",
+                target="key",
+            )
+        return self._hasher.claim_id(scope, key), [SENSITIVE_KEY] if findings else []
 
     def _claim_once(self, caller: Caller) -> ClaimResponse:
         claim = Claim(
@@ -513,7 +538,7 @@ class ClaimService:
 
     def lookup(self, request: LookupRequest) -> ClaimView:
         """The processing record of a business key, found through its digest."""
-        return self.get_claim(self._hasher.claim_id(request.scope, request.key))
+        return self.get_claim(self._claim_id(request.scope, request.key)[0])
 
     def health(self) -> Health:
         """Raises ``StoreUnavailable`` when the store does not answer."""
@@ -524,7 +549,7 @@ class ClaimService:
 
     def report_conflict(self, request: ReportConflictRequest) -> ConflictView:
         """A conflict the flow found itself; the same open conflict comes back for the same fingerprint."""
-        claim_id, _, fingerprint = self._identify(request)
+        claim_id, _, fingerprint, _ = self._identify(request)
         return _settled(lambda: self._report_once(claim_id, fingerprint, request, self._clock()))
 
     def _report_once(

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from oncegate.domain.keys import KeyHasher
+from oncegate.domain.sensitive import SensitiveKeyPolicy
+from oncegate.errors import NotFound
+from oncegate.models import LookupRequest
 from oncegate.service.claims import ClaimService
-from tests.conftest import FakeClock
+from tests.conftest import KEY_SECRET, FakeClock
 from tests.http.client import Api, Reply, ServerApi, succeed
 from tests.service.calls import claim
 
@@ -332,3 +337,15 @@ def test_no_junk_body_gets_a_500(api: Api, held: tuple[str, str], name: str) -> 
             failures.append((junk[:60], reply.status, reply.body))
 
     assert failures == []
+
+
+def test_a_key_with_personal_data_is_a_400_sensitive_key_that_stores_nothing(api: Api, service: ClaimService) -> None:
+    body = {"scope": "erp.create-order", "key": "11010519491231002X", "runId": "run-1"}
+
+    refused = api.call("check_and_claim", body)
+
+    assert (refused.status, refused.code, refused.targets) == (400, "sensitive_key", ["key"])
+    assert "11010519491231002X" not in json.dumps(refused.body)
+    unchecked = ClaimService(service.store, KeyHasher(KEY_SECRET), sensitive_keys=SensitiveKeyPolicy.OFF)
+    with pytest.raises(NotFound):
+        unchecked.lookup(LookupRequest(scope="erp.create-order", key="11010519491231002X"))

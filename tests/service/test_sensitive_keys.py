@@ -1,0 +1,90 @@
+"""Keys that carry personal data are refused (or flagged) before anything is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from oncegate.domain.keys import KeyHasher
+from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
+from oncegate.domain.statuses import Decision
+from oncegate.errors import NotFound, SensitiveKey
+from oncegate.models import LookupRequest, ReportConflictRequest
+from oncegate.service.claims import ClaimService
+from oncegate.stores.port import ClaimStore
+from tests.conftest import KEY_SECRET, FakeClock
+from tests.service.calls import SCOPE, claim
+
+PERSONAL = {
+    "ana.lopez@contoso.com": "an e-mail address",
+    "order for ana+shop@mail.example.cn": "an e-mail address",
+    "11010519491231002X": "a resident identity number",
+    "claim-440524198001010013-2026": "a resident identity number",
+    "4111111111111111": "a payment card number",
+    "card 5555 5555 5555 4444": "a payment card number",
+    "378282246310005": "a payment card number",
+    "6212-3456-7890-1232": "a payment card number",
+}
+BUSINESS = [
+    "SO-1001",
+    "shop-eu/SO-2026-000123",
+    "4500012345",  # an SAP purchase order: ten digits
+    "PO4711-0042",
+    "INV-2026-000004711",
+    "110105194912310021",  # eighteen digits, wrong check digit
+    "110105209912310018",  # valid check digit, born in 2099
+    "4111111111111112",  # a Visa prefix that fails Luhn
+    "9111111111111111",  # Luhn-valid but no known issuer
+    "ticket 12345678901234567",
+    "release@2.0",
+]
+
+
+@pytest.mark.parametrize(("key", "found"), PERSONAL.items())
+def test_personal_data_is_found_and_named(key: str, found: str) -> None:
+    assert sensitive_findings(key) == [found]
+
+
+@pytest.mark.parametrize("key", BUSINESS)
+def test_business_keys_are_not_flagged(key: str) -> None:
+    assert sensitive_findings(key) == []
+
+
+def test_a_key_with_personal_data_is_refused_by_every_entrance_and_nothing_is_stored(service: ClaimService) -> None:
+    key = "order for ana.lopez@contoso.com"
+
+    with pytest.raises(SensitiveKey) as refused:
+        claim(service, key=key)
+    with pytest.raises(SensitiveKey):
+        service.lookup(LookupRequest(scope=SCOPE, key=key))
+    with pytest.raises(SensitiveKey):
+        service.report_conflict(ReportConflictRequest(scope=SCOPE, key=key, run_id="r", reason="differs"))
+
+    assert refused.value.target == "key"
+    assert "an e-mail address" in refused.value.message
+    assert "ana.lopez" not in refused.value.message
+    unchecked = ClaimService(service.store, KeyHasher(KEY_SECRET), sensitive_keys=SensitiveKeyPolicy.OFF)
+    with pytest.raises(NotFound):
+        unchecked.lookup(LookupRequest(scope=SCOPE, key=key))
+
+
+@pytest.fixture
+def service_with(
+    open_store: Callable[[], ClaimStore], clock: FakeClock
+) -> Callable[[SensitiveKeyPolicy], ClaimService]:
+    return lambda policy: ClaimService(open_store(), KeyHasher(KEY_SECRET), clock=clock, sensitive_keys=policy)
+
+
+def test_warn_lets_the_key_through_with_a_warning(service_with: Callable[[SensitiveKeyPolicy], ClaimService]) -> None:
+    answer = claim(service_with(SensitiveKeyPolicy.WARN), key="4111 1111 1111 1111")
+
+    assert answer.decision is Decision.PROCEED
+    assert "sensitive_key" in answer.warnings
+
+
+def test_off_checks_nothing(service_with: Callable[[SensitiveKeyPolicy], ClaimService]) -> None:
+    answer = claim(service_with(SensitiveKeyPolicy.OFF), key="ana@contoso.com")
+
+    assert answer.decision is Decision.PROCEED
+    assert "sensitive_key" not in answer.warnings

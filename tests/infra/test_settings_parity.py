@@ -24,6 +24,18 @@ LOCAL_ONLY = {
         "Azurite in development; in Azure the identity signs in at ONCEGATE_TABLES_ENDPOINT, "
         "and the code refuses both at once"
     ),
+    **{
+        name: "read by the oncegate command on an operator's machine, never by the app"
+        for name in (
+            "ONCEGATE_URL",
+            "ONCEGATE_FUNCTION_KEY",
+            "ONCEGATE_TENANT_ID",
+            "ONCEGATE_CLIENT_ID",
+            "ONCEGATE_API_SCOPE",
+            "ONCEGATE_CLIENT_SECRET",
+            "ONCEGATE_TOKEN_CACHE",
+        )
+    },
 }
 # Deployed for a library the code uses.
 READ_BY_LIBRARIES = {

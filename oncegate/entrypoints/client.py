@@ -1,0 +1,222 @@
+"""A small HTTP client of a OnceGate deployment: what the ``oncegate`` command calls.
+
+Answers are parsed with the service's own wire models, and the raw JSON is kept beside
+them for ``--json``. Every failure the command expects is a ``ClientError``::
+
+    ClientError          the command cannot do what was asked; printed without a traceback
+    ├── ApiError         the service answered with an error status (4xx: exit 2, 5xx: exit 3)
+    ├── Unreachable      no usable answer: refused, DNS, TLS, timeout, not JSON (exit 3)
+    └── SignInError      Microsoft Entra ID refused, or a sign-in setting is missing (exit 2)
+
+Credentials go to the ``--url`` host only: redirects are not followed, and a ``nextLink``
+is followed on that host whatever host name the service wrote into it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from email.message import Message
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote, urlencode, urlsplit
+
+from pydantic import BaseModel, ValidationError
+
+from oncegate.models import ClaimView, ConflictList, ConflictView, ErrorBody, Health
+
+DEFAULT_URL = "http://127.0.0.1:7071"
+TIMEOUT_SECONDS = 30.0
+USAGE_EXIT = 2
+SERVICE_EXIT = 3
+SNIPPET_CHARS = 200
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class ClientError(Exception):
+    """A failure the command reports on stderr and turns into its exit status."""
+
+    exit_code = USAGE_EXIT
+
+    def report(self) -> str:
+        """The lines printed on stderr."""
+        return str(self)
+
+
+class ApiError(ClientError):
+    """The service answered with an error status; ``code`` is its ``error.code`` when it sent one."""
+
+    def __init__(
+        self, status: int, code: str | None, message: str, details: list[tuple[str | None, str]] | None = None
+    ) -> None:
+        super().__init__(f"{code or f'HTTP {status}'}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or []
+        self.exit_code = SERVICE_EXIT if status >= 500 else USAGE_EXIT
+
+    def report(self) -> str:
+        lines = [str(self)]
+        lines += [f"  {target or 'body'}: {message}" for target, message in self.details]
+        return "\n".join(lines)
+
+
+class Unreachable(ClientError):
+    """No usable answer from the service."""
+
+    exit_code = SERVICE_EXIT
+
+
+class SignInError(ClientError):
+    """Signing in to Microsoft Entra ID failed, or a sign-in setting is missing."""
+
+
+@dataclass(frozen=True)
+class Answer(Generic[Model]):
+    """A successful answer: the JSON as received and the same parsed as the service's model."""
+
+    raw: Any
+    model: Model
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    # A redirect would carry the function key or token to wherever it points: report it instead.
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False
+
+
+def base_url(url: str) -> str:
+    """``scheme://host[:port]`` of a deployment; ``/api`` after it is allowed and dropped."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path.rstrip("/") not in ("", "/api"):
+        raise ClientError(f"--url must be the function app's address, like https://<function app host>, not {url!r}.")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class Client:
+    """Calls one deployment's actions, with a function key or an Entra ID token.
+
+    ``token`` is called once, before the first request, so a command that fails earlier signs nobody in.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        function_key: str | None = None,
+        token: Callable[[], str] | None = None,
+        timeout: float = TIMEOUT_SECONDS,
+    ) -> None:
+        self.url = base_url(url)
+        parts = urlsplit(self.url)
+        if (function_key or token) and parts.scheme == "http" and not _is_loopback(parts.hostname):
+            raise ClientError(f"Refusing to send credentials to {parts.hostname} over plain http: use https://.")
+        self._headers = {"Accept": "application/json"}
+        if function_key:
+            self._headers["x-functions-key"] = function_key
+        self._token = token
+        self._timeout = timeout
+        self._opener = urllib.request.build_opener(_NoRedirect)
+
+    def get_claim(self, claim_id: str) -> Answer[ClaimView]:
+        return self._call(ClaimView, "GET", f"/api/claims/{quote(claim_id, safe='')}")
+
+    def lookup_claim(self, scope: str, key: str) -> Answer[ClaimView]:
+        """The claim of a business key: the key travels in the body, never in the URL."""
+        return self._call(ClaimView, "POST", "/api/claims/lookup", {"scope": scope, "key": key})
+
+    def conflict_pages(self, *, status: str, scope: str | None, top: int | None) -> Iterator[Answer[ConflictList]]:
+        """The conflict list page by page, following ``nextLink`` as far as the caller iterates."""
+        wanted = {"status": status, "scope": scope, "top": None if top is None else str(top)}
+        query = urlencode({name: value for name, value in wanted.items() if value is not None})
+        page = self._call(ConflictList, "GET", f"/api/conflicts?{query}")
+        yield page
+        while page.model.next_link:
+            link = urlsplit(page.model.next_link)
+            page = self._call(ConflictList, "GET", f"{link.path}?{link.query}")
+            yield page
+
+    def get_conflict(self, conflict_id: str) -> Answer[ConflictView]:
+        return self._call(ConflictView, "GET", f"/api/conflicts/{quote(conflict_id, safe='')}")
+
+    def resolve_conflict(
+        self, conflict_id: str, *, decision: str, reviewer: str | None, note: str | None
+    ) -> Answer[ConflictView]:
+        wanted = {"decision": decision, "reviewer": reviewer, "note": note}
+        body = {name: value for name, value in wanted.items() if value is not None}
+        return self._call(ConflictView, "POST", f"/api/conflicts/{quote(conflict_id, safe='')}/resolve", body)
+
+    def health(self) -> Answer[Health]:
+        return self._call(Health, "GET", "/api/health")
+
+    def _call(self, model: type[Model], method: str, target: str, body: Any = None) -> Answer[Model]:
+        raw = self._send(method, target, body)
+        try:
+            return Answer(raw, model.model_validate(raw))
+        except ValidationError as exc:
+            raise Unreachable(f"{self.url}{target} answered JSON that is not a OnceGate {model.__name__}.") from exc
+
+    def _send(self, method: str, target: str, body: Any) -> Any:
+        if self._token is not None:
+            self._headers["Authorization"] = f"Bearer {self._token()}"
+            self._token = None
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = self._headers if data is None else {**self._headers, "Content-Type": "application/json"}
+        request = urllib.request.Request(self.url + target, data=data, headers=headers, method=method)
+        try:
+            with self._opener.open(request, timeout=self._timeout) as response:
+                return _json(response.read(), f"{self.url}{target}")
+        except urllib.error.HTTPError as exc:
+            with exc:
+                raise _api_error(exc.code, exc.reason, exc.headers, exc.read()) from exc
+        except (OSError, http.client.HTTPException) as exc:
+            # URLError (refused, DNS, TLS) and timeouts are OSErrors; a broken answer is an HTTPException.
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            raise Unreachable(
+                f"Cannot reach {self.url}: {reason}. Is the service running there (oncegate serve), and is --url right?"
+            ) from exc
+
+
+def _json(raw: bytes, where: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise Unreachable(f"{where} did not answer JSON: {raw[:SNIPPET_CHARS]!r}") from exc
+
+
+def _api_error(status: int, reason: str, headers: Message, raw: bytes) -> ApiError:
+    try:
+        error = ErrorBody.model_validate_json(raw).error
+    except ValidationError:
+        return ApiError(status, None, _without_error_body(status, reason, headers, raw))
+    details = [(detail.target, detail.message) for detail in error.details]
+    retry_after = headers.get("Retry-After")
+    message = f"{error.message} (retry after {retry_after} s)" if retry_after else error.message
+    return ApiError(status, error.code, message, details)
+
+
+def _without_error_body(status: int, reason: str, headers: Message, raw: bytes) -> str:
+    # The Functions host (a wrong function key) and App Service authentication answer without OnceGate's body.
+    if status in (401, 403):
+        return (
+            f"{reason}: the deployment did not accept the credentials; give a function key "
+            "(--key or ONCEGATE_FUNCTION_KEY) or sign in with --entra."
+        )
+    if 300 <= status < 400:
+        return f"{reason}: redirected to {headers.get('Location')}; use that address as --url."
+    return f"{reason}: {raw[:SNIPPET_CHARS]!r}" if raw else str(reason)

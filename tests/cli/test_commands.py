@@ -1,0 +1,253 @@
+"""``oncegate`` against a running service: each command's text and JSON output, and its exit status."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+import azure.functions as func
+import pytest
+
+from oncegate.entrypoints import server
+from oncegate.entrypoints.cli import main
+from oncegate.errors import StoreUnavailable
+from oncegate.service.claims import ClaimService
+from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
+from tests.conftest import FakeClock
+from tests.http.client import ServerApi, succeed
+from tests.http.test_actions import claim_body, ok, open_conflict
+
+KEY = "shop-eu/SO-1001"
+UNKNOWN_CLAIM = "a" * 52
+
+
+def claimed(api: ServerApi, key: str = KEY) -> dict[str, Any]:
+    """A claim whose attempt succeeded with target record ERP-778812."""
+    answer = ok(api.call("check_and_claim", claim_body(key=key)))
+    ok(succeed(api, answer, targetRecordId="ERP-778812", data={"lines": 2}))
+    return answer
+
+
+def test_claims_show_prints_the_claim_and_its_history(api: ServerApi, oncegate: Oncegate) -> None:
+    claim_id = claimed(api)["claimId"]
+
+    run = oncegate("claims", "show", claim_id)
+
+    assert run.code == 0, run.err
+    assert claim_id in run.out
+    assert "succeeded (attempt 1)" in run.out
+    assert "ERP-778812" in run.out
+    assert "run-1, flow Create ERP order (Default-contoso)" in run.out
+    assert "History (2)" in run.out
+    assert "proceed" in run.out
+
+
+def test_claims_find_sends_the_business_key_in_the_body_only(
+    api: ServerApi, oncegate: Oncegate, seen: list[Seen]
+) -> None:
+    claim_id = claimed(api)["claimId"]
+    seen.clear()
+
+    run = oncegate("claims", "find", "--scope", "erp.create-order", "--key", KEY)
+
+    assert run.code == 0, run.err
+    assert claim_id in run.out
+    assert [(request.method, request.url.split("/api/")[1]) for request in seen] == [("POST", "claims/lookup")]
+
+
+@pytest.mark.parametrize("command", ["show", "find"])
+def test_claims_json_is_the_services_answer(api: ServerApi, oncegate: Oncegate, command: str) -> None:
+    claim_id = claimed(api)["claimId"]
+    by_id = ["claims", "show", claim_id]
+    by_key = ["claims", "find", "--scope", "erp.create-order", "--key", KEY]
+
+    run = oncegate(*(by_id if command == "show" else by_key), "--json")
+
+    assert run.code == 0, run.err
+    assert json.loads(run.out) == ok(api.call("get_claim", route={"claimId": claim_id}))
+
+
+def test_conflicts_list_follows_next_link_to_the_last_page(
+    api: ServerApi, oncegate: Oncegate, clock: FakeClock, seen: list[Seen]
+) -> None:
+    opened = []
+    for index in range(5):
+        opened.append(open_conflict(api, f"ORDER-{index}"))
+        clock.advance(1)
+    seen.clear()
+
+    run = oncegate("--json", "conflicts", "list", "--top", "2", "--all-pages")
+
+    assert run.code == 0, run.err
+    assert [conflict["conflictId"] for conflict in json.loads(run.out)["value"]] == opened
+    assert "nextLink" not in json.loads(run.out)
+    assert [request.url.split("/api/")[1].split("?")[0] for request in seen] == ["conflicts"] * 3
+    assert {request.headers.get("x-functions-key") for request in seen} == {FUNCTION_KEY}
+
+
+def test_conflicts_list_without_all_pages_shows_one_page_and_says_there_is_more(
+    api: ServerApi, oncegate: Oncegate
+) -> None:
+    opened = [open_conflict(api, f"ORDER-{index}") for index in range(3)]
+    first_page = ok(api.call("list_conflicts", params={"status": "open", "top": "2"}))
+
+    text = oncegate("conflicts", "list", "--top", "2")
+    raw = oncegate("conflicts", "list", "--top", "2", "--json")
+
+    assert text.code == raw.code == 0
+    rows = text.out.splitlines()
+    assert rows[0].split() == ["CONFLICT", "CREATED", "STATUS", "SCOPE", "SOURCE", "RUN", "REASON"]
+    assert [row.split()[0] for row in rows[1:]] == [conflict["conflictId"] for conflict in first_page["value"]]
+    assert set(opened) > {row.split()[0] for row in rows[1:]}
+    assert "--all-pages" in text.err
+    assert json.loads(raw.out) == first_page
+
+
+def test_conflicts_list_filters_by_status_and_scope(api: ServerApi, oncegate: Oncegate) -> None:
+    open_conflict(api, "MAIL-1", scope="mail.send-invoice")
+
+    resolved = oncegate("conflicts", "list", "--status", "resolved")
+    other_scope = oncegate("conflicts", "list", "--scope", "erp.create-order")
+    every = oncegate("conflicts", "list", "--status", "all", "--scope", "mail.send-invoice")
+
+    assert (resolved.code, resolved.out) == (0, "No resolved conflicts.\n")
+    assert (other_scope.code, other_scope.out) == (0, "No open conflicts.\n")
+    assert "mail.send-invoice" in every.out
+
+
+def test_conflicts_show_then_resolve_and_the_service_has_it_resolved(api: ServerApi, oncegate: Oncegate) -> None:
+    conflict_id = open_conflict(api, "ORDER-7")
+
+    shown = oncegate("conflicts", "show", conflict_id, "--json")
+    decision = ["--decision", "keep_original", "--reviewer", "ana@contoso.com", "--note", "rounding in the shop"]
+    resolved = oncegate("conflicts", "resolve", conflict_id, *decision)
+    after = ok(api.call("get_conflict", route={"conflictId": conflict_id}))
+
+    assert shown.code == 0, shown.err
+    assert json.loads(shown.out)["status"] == "open"
+    assert resolved.code == 0, resolved.err
+    assert "keep_original" in resolved.out
+    assert "rounding in the shop" in resolved.out
+    assert after["status"] == "resolved"
+    assert after["resolution"]["decision"] == "keep_original"
+    assert after["resolution"]["reviewer"] == "ana@contoso.com"
+    assert after["resolution"]["note"] == "rounding in the shop"
+
+
+def test_health(api: ServerApi, oncegate: Oncegate) -> None:
+    text = oncegate("health")
+    raw = oncegate("health", "--json")
+
+    assert text.code == raw.code == 0
+    assert text.out.split() == ["Status", "ok", "Store", "sqlite", "Version", ok(api.call("health"))["version"]]
+    assert json.loads(raw.out) == ok(api.call("health"))
+
+
+def test_the_deployment_and_function_key_come_from_the_environment(
+    url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], seen: list[Seen]
+) -> None:
+    monkeypatch.setenv("ONCEGATE_URL", url + "/api/")
+    monkeypatch.setenv("ONCEGATE_FUNCTION_KEY", "from-the-environment")
+
+    code = main(["health"])
+
+    assert code == 0, capsys.readouterr().err
+    assert [request.headers.get("x-functions-key") for request in seen] == ["from-the-environment"]
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+def test_an_unknown_claim_is_exit_2_with_the_services_error(oncegate: Oncegate) -> None:
+    run = oncegate("claims", "show", UNKNOWN_CLAIM)
+
+    assert run.code == 2
+    assert run.out == ""
+    assert run.err.startswith(f"not_found: no claim has the id {UNKNOWN_CLAIM}.")
+    assert "  claimId: " in run.err
+
+
+def test_an_invalid_request_names_its_field(oncegate: Oncegate) -> None:
+    run = oncegate("conflicts", "list", "--top", "0")
+
+    assert run.code == 2
+    assert run.err.startswith("invalid_request: ")
+    assert "  top: " in run.err
+
+
+def test_resolving_a_resolved_conflict_another_way_is_exit_2(api: ServerApi, oncegate: Oncegate) -> None:
+    conflict_id = open_conflict(api, "ORDER-8")
+    oncegate("conflicts", "resolve", conflict_id, "--decision", "dismiss", "--reviewer", "ana")
+
+    run = oncegate("conflicts", "resolve", conflict_id, "--decision", "keep_original", "--reviewer", "ana")
+
+    assert run.code == 2
+    assert run.err.startswith("conflict_resolved: ")
+
+
+def test_without_entra_the_reviewer_is_required(api: ServerApi, oncegate: Oncegate) -> None:
+    conflict_id = open_conflict(api, "ORDER-9")
+
+    run = oncegate("conflicts", "resolve", conflict_id, "--decision", "dismiss")
+
+    assert run.code == 2
+    assert run.err.startswith("invalid_request: reviewer is required")
+    assert ok(api.call("get_conflict", route={"conflictId": conflict_id}))["status"] == "open"
+
+
+def test_a_store_outage_is_exit_3_with_retry_after(
+    oncegate: Oncegate, wired: ClaimService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unavailable() -> None:
+        raise StoreUnavailable("the SQLite store is unavailable: disk I/O error")
+
+    monkeypatch.setattr(wired, "health", unavailable)
+
+    run = oncegate("health")
+
+    assert run.code == 3
+    assert run.err.startswith("store_unavailable: the SQLite store is unavailable: disk I/O error (retry after 5 s)")
+
+
+def test_a_rejected_function_key_is_exit_2_with_a_hint(oncegate: Oncegate, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the Functions host answers for a wrong key: 401 and no body.
+    monkeypatch.setattr(server, "dispatch", lambda *args: func.HttpResponse(status_code=401))
+
+    run = oncegate("conflicts", "list")
+
+    assert run.code == 2
+    assert run.err.startswith("HTTP 401: Unauthorized: ")
+    assert "ONCEGATE_FUNCTION_KEY" in run.err
+
+
+def test_a_service_that_is_down_is_exit_3(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # Nothing listens on the port any more: the connection is refused at once.
+
+    code = main(["--url", f"http://127.0.0.1:{port}", "health"])
+
+    err = capsys.readouterr().err
+    assert code == 3
+    assert err.startswith(f"Cannot reach http://127.0.0.1:{port}: ")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--url", "example.com", "health"], "--url must be the function app's address"),
+        (["--url", "https://example.com/api/claims", "health"], "--url must be the function app's address"),
+        (["--url", "http://example.com", "--key", "k", "health"], "Refusing to send credentials to example.com"),
+        (["--entra", "--tenant", "contoso", "health"], "--entra needs --client-id"),
+    ],
+)
+def test_bad_settings_are_exit_2_before_any_request(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(argv)
+
+    assert code == 2
+    assert capsys.readouterr().err.startswith(message)

@@ -81,6 +81,31 @@ def resolve_conflict(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.resolve_conflict, role=Role.REVIEWER)
 
 
+@app.route(route="flows", methods=["GET"])
+def list_flows(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.list_flows)
+
+
+@app.route(route="flows", methods=["PUT"])
+def register_flow(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.register_flow, role=Role.REVIEWER)
+
+
+@app.route(route="flows/overlaps", methods=["GET"])
+def list_flow_overlaps(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.list_flow_overlaps)
+
+
+@app.route(route="scopes", methods=["GET"])
+def list_scopes(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.list_scopes)
+
+
+@app.route(route="scopes", methods=["PUT"])
+def set_scope(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.set_scope, role=Role.REVIEWER)
+
+
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def health(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.health, role=None)

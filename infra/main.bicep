@@ -24,7 +24,7 @@ param location string = resourceGroup().location
 
 @minLength(1)
 @maxLength(50)
-@description('ONCEGATE_TABLE_PREFIX: the claim tables are <prefix>Claims and <prefix>Conflicts. Letters and digits, starting with a letter.')
+@description('ONCEGATE_TABLE_PREFIX: the tables are <prefix>Claims, <prefix>Conflicts, <prefix>Flows, <prefix>Scopes and <prefix>Overlaps. Letters and digits, starting with a letter.')
 param tablePrefix string = 'OnceGate'
 
 // No default on purpose: a newGuid() default would be drawn again on every deployment, and a new
@@ -89,6 +89,9 @@ var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(t
 var tableNames = [
   '${tablePrefix}Claims'
   '${tablePrefix}Conflicts'
+  '${tablePrefix}Flows'
+  '${tablePrefix}Scopes'
+  '${tablePrefix}Overlaps'
 ]
 var keySecretName = 'oncegate-key-secret'
 

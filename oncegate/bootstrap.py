@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import threading
 
 from oncegate.config import Settings, StoreKind, local_key_secret
@@ -31,7 +32,12 @@ def build_store(settings: Settings) -> ClaimStore:
 
 def build_service(settings: Settings) -> ClaimService:
     secret = settings.key_secret or local_key_secret(settings.sqlite_path)
-    return ClaimService(build_store(settings), KeyHasher(secret), sensitive_keys=settings.sensitive_keys)
+    return ClaimService(
+        build_store(settings),
+        KeyHasher(secret),
+        sensitive_keys=settings.sensitive_keys,
+        require_registered_flows=settings.require_registered_flows,
+    )
 
 
 def get_settings() -> Settings:
@@ -50,6 +56,8 @@ def get_service() -> ClaimService:
     with _lock:
         if _service is None:
             _service = build_service(settings)
+            # The inventory's counts of the last interval reach the store when the worker shuts down.
+            atexit.register(_service.close)
         return _service
 
 

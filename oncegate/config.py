@@ -56,6 +56,7 @@ class Settings:
     key_secret: str | None
     auth: AuthMode = AuthMode.KEY
     sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT
+    require_registered_flows: bool = False
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -74,6 +75,9 @@ class Settings:
             key_secret=read("ONCEGATE_KEY_SECRET"),
             auth=_auth_mode(read("ONCEGATE_AUTH")),
             sensitive_keys=_sensitive_keys(read("ONCEGATE_SENSITIVE_KEYS")),
+            require_registered_flows=_flag(
+                "ONCEGATE_REQUIRE_REGISTERED_FLOWS", read("ONCEGATE_REQUIRE_REGISTERED_FLOWS")
+            ),
         )
         settings._validate()
         return settings
@@ -129,6 +133,14 @@ def _sensitive_keys(value: str | None) -> SensitiveKeyPolicy:
         return SensitiveKeyPolicy((value or SensitiveKeyPolicy.REJECT.value).lower())
     except ValueError as exc:
         raise ConfigError("ONCEGATE_SENSITIVE_KEYS", f"must be 'reject', 'warn' or 'off', not {value!r}.") from exc
+
+
+def _flag(setting: str, value: str | None) -> bool:
+    """A true/false setting, false when unset."""
+    text = (value or "false").lower()
+    if text not in ("true", "false"):
+        raise ConfigError(setting, f"must be 'true' or 'false', not {value!r}.")
+    return text == "true"
 
 
 def local_key_secret(sqlite_path: Path) -> str:

@@ -29,6 +29,9 @@ DETAILS_LIMIT_BYTES = 8 * 1024
 DEFAULT_LEASE_SECONDS = 300
 MIN_LEASE_SECONDS = 15
 MAX_LEASE_SECONDS = 86_400
+DEFAULT_RETENTION_DAYS = 90
+MIN_RETENTION_DAYS = 1
+MAX_RETENTION_DAYS = 3650
 
 
 def json_size(value: Any) -> int:
@@ -80,7 +83,8 @@ class ClaimRequest(BusinessIntent):
 
     run_id: Text256
     flow: FlowRef | None = None
-    lease_seconds: LeaseSeconds = DEFAULT_LEASE_SECONDS
+    # None: the scope's default lease (PUT /api/scopes), else DEFAULT_LEASE_SECONDS.
+    lease_seconds: LeaseSeconds | None = None
 
 
 class LookupRequest(_Request):
@@ -125,7 +129,8 @@ class ReleaseRequest(_Token):
 class HeartbeatRequest(_Token):
     """Extend the lease of a long side effect."""
 
-    lease_seconds: LeaseSeconds = DEFAULT_LEASE_SECONDS
+    # None: the scope's default lease, as for Check and claim.
+    lease_seconds: LeaseSeconds | None = None
 
 
 class ReportConflictRequest(BusinessIntent):
@@ -151,6 +156,36 @@ class ListConflictsQuery(_Request):
 
     status: ConflictStatus | None = ConflictStatus.OPEN
     scope: Scope | None = None
+    top: int = Field(default=50, ge=1, le=200)
+    cursor: str | None = Field(default=None, max_length=2048)
+
+
+class RegisterFlowRequest(_Request):
+    """Register a flow in the inventory, or change its registration: owner, enabled, notes.
+
+    It replaces the registration: a field left out is cleared (``enabled`` becomes true).
+    """
+
+    name: Text256
+    environment: Text256
+    owner: Text256 | None = None
+    enabled: bool = True
+    notes: str | None = Field(default=None, max_length=2048)
+
+
+class SetScopeRequest(_Request):
+    """Set a scope's owner, default lease, retention and description; a field left out gets its default."""
+
+    scope: Scope
+    owner: Text256 | None = None
+    lease_seconds: LeaseSeconds | None = None
+    retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=MIN_RETENTION_DAYS, le=MAX_RETENTION_DAYS)
+    description: str | None = Field(default=None, max_length=1024)
+
+
+class ListPageQuery(_Request):
+    """Paging of the inventory's lists."""
+
     top: int = Field(default=50, ge=1, le=200)
     cursor: str | None = Field(default=None, max_length=2048)
 
@@ -190,7 +225,8 @@ class ClaimResponse(_Model):
 
     decision: Decision
     claim_id: str
-    status: ClaimStatus
+    # Absent when the inventory blocked the flow before any claim existed (attempt is then 0).
+    status: ClaimStatus | None = None
     attempt: int
     reason: str
     warnings: list[str] = Field(default_factory=list)
@@ -270,6 +306,79 @@ class ConflictList(_Model):
     """A page of conflicts; follow ``nextLink`` for the next."""
 
     value: list[ConflictView]
+    next_link: str | None = None
+
+
+class FlowView(_Model):
+    """A flow in the inventory: its registration, and how often it claimed (counts lag by up to a minute)."""
+
+    name: str
+    environment: str
+    registered: bool
+    enabled: bool
+    owner: str | None = None
+    notes: str | None = None
+    registered_at: datetime | None = None
+    first_seen_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    claims: int
+    duplicates: int
+
+
+class FlowList(_Model):
+    """A page of the flow inventory; follow ``nextLink`` for the next."""
+
+    value: list[FlowView]
+    next_link: str | None = None
+
+
+class OverlapView(_Model):
+    """Two flows answering for the same claims: one made them, the other met them as duplicate or in progress."""
+
+    flow: FlowRef
+    other_flow: FlowRef
+    count: int
+    first_seen_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    example_claim_id: str | None = None
+
+
+class OverlapList(_Model):
+    """A page of overlapping flows; follow ``nextLink`` for the next."""
+
+    value: list[OverlapView]
+    next_link: str | None = None
+
+
+class ClaimCounts(_Model):
+    """Claims of a scope by status."""
+
+    in_progress: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    unknown: int = 0
+    released: int = 0
+
+
+class ScopeView(_Model):
+    """A side effect in the catalogue: its settings, claims by status and open conflicts."""
+
+    scope: str
+    owner: str | None = None
+    lease_seconds: int
+    retention_days: int
+    description: str | None = None
+    registered_at: datetime | None = None
+    first_seen_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    claims: ClaimCounts
+    open_conflicts: int
+
+
+class ScopeList(_Model):
+    """A page of the side-effect catalogue; follow ``nextLink`` for the next."""
+
+    value: list[ScopeView]
     next_link: str | None = None
 
 

@@ -96,6 +96,7 @@ var appSettings = {
   ONCEGATE_KEY_SECRET: '@Microsoft.KeyVault(SecretUri=${keySecretUri})'
   ONCEGATE_AUTH: authMode
   ONCEGATE_SENSITIVE_KEYS: 'reject'
+  ONCEGATE_REQUIRE_REGISTERED_FLOWS: 'false'
 }
 
 var entraAudiences = union([entraClientId, 'api://${entraClientId}'], entraAllowedAudiences)

@@ -6,6 +6,7 @@ Table Storage): the service hands it back unchanged on the next conditional upda
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -19,7 +20,7 @@ from oncegate.domain.statuses import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Flow:
     """The calling flow: a copy of the same flow in another environment is another Flow."""
 
@@ -135,3 +136,58 @@ class Page(Generic[T]):
 
     items: list[T]
     cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class FlowRecord:
+    """A flow in the inventory: what a person registered about it, and how much it has claimed.
+
+    ``registered_at`` is None for a flow that was only seen (it claimed, nobody registered it).
+    The counts are totals over every instance of the service, merged from their in-memory deltas.
+    """
+
+    flow: Flow
+    owner: str | None = None
+    enabled: bool = True
+    notes: str | None = None
+    registered_at: datetime | None = None
+    first_seen_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    claims: int = 0
+    duplicates: int = 0
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class ScopeRecord:
+    """A side effect in the catalogue: its settings, and its claims by status.
+
+    ``lease_seconds`` and ``retention_days`` are None until someone sets them; the service then
+    applies its own defaults. A retention job reads ``retention_days`` from here.
+    """
+
+    scope: str
+    owner: str | None = None
+    lease_seconds: int | None = None
+    retention_days: int | None = None
+    description: str | None = None
+    registered_at: datetime | None = None
+    first_seen_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    claims_by_status: Mapping[ClaimStatus, int] = field(default_factory=dict)
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Two flows answering for the same claims: one made a claim, the other met it (duplicate or in progress).
+
+    The pair is unordered; ``flows`` holds it sorted, so each pair has one record.
+    """
+
+    flows: tuple[Flow, Flow]
+    count: int = 0
+    first_seen_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    example_claim_id: str | None = None
+    version: str | None = None

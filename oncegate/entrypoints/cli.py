@@ -7,10 +7,17 @@
     conflicts list [--status open|resolved|all] [--scope SCOPE] [--top N] [--all-pages]
     conflicts show CONFLICT_ID
     conflicts resolve CONFLICT_ID --decision accept_new|keep_original|dismiss [--reviewer R] [--note N]
+    flows list [--top N] [--all-pages]
+    flows overlaps [--top N] [--all-pages]
+    flows register --name NAME --environment ENV [--owner O] [--enabled | --disabled] [--notes T]
+    scopes list [--top N] [--all-pages]
+    scopes set SCOPE [--owner O] [--lease-seconds S] [--retention-days D] [--description T]
+    drill [--scope SCOPE] [--concurrency N]
     health
 
-Exit status: 0 done; 2 bad usage, a failed sign-in or a request the service refused (4xx);
-3 the service failed (5xx) or could not be reached.
+Exit status: 0 done; 1 the drill found the service deviating from the contract; 2 bad usage, a
+failed sign-in or a request the service refused (4xx); 3 the service failed (5xx) or could not
+be reached.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,12 +36,26 @@ from typing import Any
 
 from oncegate import __version__
 from oncegate.domain.statuses import ConflictStatus, Resolution
-from oncegate.entrypoints.client import DEFAULT_URL, Answer, Client, ClientError, Model
+from oncegate.entrypoints.client import DEFAULT_URL, Answer, Client, ClientError, Model, Page
+from oncegate.entrypoints.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE, Lookup, Report, run_drill
 from oncegate.entrypoints.signin import AppFactory, EntraSettings, access_token, msal_app
-from oncegate.models import ClaimView, ConflictView, FlowRef, Health, HistoryEntry
+from oncegate.models import (
+    ClaimCounts,
+    ClaimView,
+    ConflictView,
+    FlowRef,
+    FlowView,
+    Health,
+    HistoryEntry,
+    OverlapView,
+    ScopeView,
+)
 
+DEVIATION_EXIT = 1
 INTERRUPTED_EXIT = 130
 REASON_CHARS = 60
+MIN_CONCURRENCY = 2
+MAX_CONCURRENCY = 128
 
 
 def _load_app(app_dir: Path) -> object:
@@ -74,6 +95,7 @@ class Output:
     raw: Any
     text: str
     note: str | None = None
+    exit_code: int = 0
 
 
 Command = Callable[[Client, argparse.Namespace], Output]
@@ -91,14 +113,19 @@ def claims_find(client: Client, args: argparse.Namespace) -> Output:
     return _shown(client.lookup_claim(args.scope, args.business_key), _claim_text)
 
 
+def _listed(pages: Iterator[Answer[Page]], all_pages: bool, noun: str, render: Callable[[list[Any]], str]) -> Output:
+    """The first page of a list, or every page with ``--all-pages``; a note says when more pages were left."""
+    taken = list(pages) if all_pages else [next(pages)]
+    items = [item for page in taken for item in page.model.value]
+    raw = {"value": [item for page in taken for item in page.raw["value"]]} if all_pages else taken[0].raw
+    more = taken[-1].model.next_link is not None
+    note = f"More {noun} than shown: add --all-pages, or a larger --top." if more else None
+    return Output(raw, render(items), note)
+
+
 def conflicts_list(client: Client, args: argparse.Namespace) -> Output:
     pages = client.conflict_pages(status=args.status, scope=args.scope, top=args.top)
-    taken = list(pages) if args.all_pages else [next(pages)]
-    conflicts = [conflict for page in taken for conflict in page.model.value]
-    raw = {"value": [item for page in taken for item in page.raw["value"]]} if args.all_pages else taken[0].raw
-    more = taken[-1].model.next_link is not None
-    note = "More conflicts than shown: add --all-pages, or a larger --top." if more else None
-    return Output(raw, _conflicts_table(conflicts, args.status), note)
+    return _listed(pages, args.all_pages, "conflicts", lambda conflicts: _conflicts_table(conflicts, args.status))
 
 
 def conflicts_show(client: Client, args: argparse.Namespace) -> Output:
@@ -108,6 +135,44 @@ def conflicts_show(client: Client, args: argparse.Namespace) -> Output:
 def conflicts_resolve(client: Client, args: argparse.Namespace) -> Output:
     answer = client.resolve_conflict(args.conflict_id, decision=args.decision, reviewer=args.reviewer, note=args.note)
     return _shown(answer, _conflict_text)
+
+
+def flows_list(client: Client, args: argparse.Namespace) -> Output:
+    return _listed(client.flow_pages(top=args.top), args.all_pages, "flows", _flows_table)
+
+
+def flows_overlaps(client: Client, args: argparse.Namespace) -> Output:
+    return _listed(client.overlap_pages(top=args.top), args.all_pages, "overlapping flows", _overlaps_table)
+
+
+def flows_register(client: Client, args: argparse.Namespace) -> Output:
+    answer = client.register_flow(
+        name=args.name, environment=args.environment, owner=args.owner, enabled=args.enabled, notes=args.notes
+    )
+    return _shown(answer, _flow_text)
+
+
+def scopes_list(client: Client, args: argparse.Namespace) -> Output:
+    return _listed(client.scope_pages(top=args.top), args.all_pages, "scopes", _scopes_table)
+
+
+def scopes_set(client: Client, args: argparse.Namespace) -> Output:
+    answer = client.set_scope(
+        args.scope_name,
+        owner=args.owner,
+        lease_seconds=args.lease_seconds,
+        retention_days=args.retention_days,
+        description=args.description,
+    )
+    return _shown(answer, _scope_text)
+
+
+def drill(client: Client, args: argparse.Namespace) -> Output:
+    report = run_drill(client, scope=args.drill_scope, concurrency=args.concurrency)
+    if report.passed:
+        return Output(report.as_json(), _drill_text(report))
+    note = f"The drill found {len(report.deviations)} deviation(s) from the contract."
+    return Output(report.as_json(), _drill_text(report), note, DEVIATION_EXIT)
 
 
 def health(client: Client, args: argparse.Namespace) -> Output:
@@ -145,14 +210,18 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
     print(json.dumps(output.raw, indent=2, ensure_ascii=False) if args.json else output.text)
     if output.note:
         print(output.note, file=sys.stderr)
-    return 0
+    return output.exit_code
 
 
 # -- text output --------------------------------------------------------------------------------
 
 
-def _when(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+def _when(value: datetime | None, timespec: str = "seconds") -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"
 
 
 def _flow(flow: FlowRef | None) -> str:
@@ -187,7 +256,7 @@ def _clip(text: str, limit: int = REASON_CHARS) -> str:
 
 
 def _claim_text(claim: ClaimView) -> str:
-    retryable = None if claim.retryable is None else ("yes" if claim.retryable else "no")
+    retryable = None if claim.retryable is None else _yes(claim.retryable)
     fields = _fields(
         [
             ("Claim", claim.claim_id),
@@ -268,6 +337,159 @@ def _conflict_text(conflict: ConflictView) -> str:
     )
 
 
+def _flows_table(flows: list[FlowView]) -> str:
+    if not flows:
+        return "No flows."
+    rows = [
+        [
+            flow.name,
+            flow.environment,
+            _yes(flow.registered),
+            _yes(flow.enabled),
+            flow.owner or "",
+            str(flow.claims),
+            str(flow.duplicates),
+            _when(flow.last_seen_at) or "",
+            _clip(flow.notes or ""),
+        ]
+        for flow in flows
+    ]
+    headers = ["FLOW", "ENVIRONMENT", "REGISTERED", "ENABLED", "OWNER", "CLAIMS", "DUPLICATES", "LAST SEEN", "NOTES"]
+    return _table(headers, rows)
+
+
+def _flow_text(flow: FlowView) -> str:
+    return _fields(
+        [
+            ("Flow", flow.name),
+            ("Environment", flow.environment),
+            ("Registered", _when(flow.registered_at) or "no"),
+            ("Enabled", _yes(flow.enabled)),
+            ("Owner", flow.owner),
+            ("Notes", flow.notes),
+            ("First seen", _when(flow.first_seen_at)),
+            ("Last seen", _when(flow.last_seen_at)),
+            ("Claims", flow.claims),
+            ("Duplicates", flow.duplicates),
+        ]
+    )
+
+
+def _overlaps_table(overlaps: list[OverlapView]) -> str:
+    if not overlaps:
+        return "No overlapping flows."
+    rows = [
+        [
+            _flow(overlap.flow),
+            _flow(overlap.other_flow),
+            str(overlap.count),
+            _when(overlap.last_seen_at) or "",
+            overlap.example_claim_id or "",
+        ]
+        for overlap in overlaps
+    ]
+    return _table(["FLOW", "OTHER FLOW", "COUNT", "LAST SEEN", "EXAMPLE CLAIM"], rows)
+
+
+def _claim_counts(counts: ClaimCounts) -> str:
+    return ", ".join(f"{status} {count}" for status, count in counts.model_dump().items() if count) or "none"
+
+
+def _scopes_table(scopes: list[ScopeView]) -> str:
+    if not scopes:
+        return "No scopes."
+    rows = [
+        [
+            scope.scope,
+            scope.owner or "",
+            f"{scope.lease_seconds} s",
+            f"{scope.retention_days} d",
+            _claim_counts(scope.claims),
+            str(scope.open_conflicts),
+            _when(scope.last_seen_at) or "",
+            _clip(scope.description or ""),
+        ]
+        for scope in scopes
+    ]
+    headers = ["SCOPE", "OWNER", "LEASE", "RETENTION", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "DESCRIPTION"]
+    return _table(headers, rows)
+
+
+def _scope_text(scope: ScopeView) -> str:
+    return _fields(
+        [
+            ("Scope", scope.scope),
+            ("Owner", scope.owner),
+            ("Description", scope.description),
+            ("Default lease", f"{scope.lease_seconds} s"),
+            ("Retention", f"{scope.retention_days} days"),
+            ("Registered", _when(scope.registered_at) or "no"),
+            ("First seen", _when(scope.first_seen_at)),
+            ("Last seen", _when(scope.last_seen_at)),
+            ("Claims", _claim_counts(scope.claims)),
+            ("Open conflicts", scope.open_conflicts),
+        ]
+    )
+
+
+def _drill_text(report: Report) -> str:
+    header = _fields(
+        [
+            ("Drill", f"{report.url}, scope {report.scope}, {report.concurrency} runs at once"),
+            ("Flow", _flow(report.flow)),
+            *((f"Key {label}", key) for label, key in report.keys.items()),
+        ]
+    )
+    calls = [
+        [
+            call.step,
+            call.key,
+            call.action,
+            call.run_id or "",
+            call.answer if call.refused is None else f"{call.answer} ({call.refused})",
+            "" if call.attempt is None else str(call.attempt),
+            call.target_record_id or call.conflict_id or "",
+            f"{call.ms:.0f}",
+        ]
+        for call in report.calls
+    ]
+    headers = ["STEP", "KEY", "CALL", "RUN", "ANSWER", "ATTEMPT", "TARGET RECORD / CONFLICT", "MS"]
+    checks = [f"  {'ok  ' if check.passed else 'FAIL'}  {check.name}" for check in report.checks]
+    if report.passed:
+        verdict = "Passed: each business result happened once, and every repeat was recognised."
+    else:
+        verdict = f"FAILED: {len(report.deviations)} deviation(s)\n" + "\n".join(
+            f"  - {deviation}" for deviation in report.deviations
+        )
+    sections = [
+        header,
+        f"Calls ({len(calls)})\n" + _table(headers, calls),
+        *(_drill_history(lookup) for lookup in report.lookups),
+        "Checks\n" + "\n".join(checks),
+        *(f"Note: {note}" for note in report.notes),
+        verdict,
+    ]
+    return "\n\n".join(sections)
+
+
+def _drill_history(lookup: Lookup) -> str:
+    if lookup.claim is None:
+        return f"History of key {lookup.key}: not available ({lookup.error})"
+    history = lookup.claim.history or []
+    rows = [
+        [
+            _when(entry.at, "milliseconds") or "",
+            entry.event.value,
+            entry.outcome,
+            entry.run_id or "",
+            entry.recognised_by,
+        ]
+        for entry in history
+    ]
+    title = f"History of key {lookup.key}, claim {lookup.claim.claim_id} ({len(rows)})"
+    return f"{title}\n" + _table(["TIME", "EVENT", "OUTCOME", "RUN", "RECOGNISED BY"], rows)
+
+
 def _health_text(answer: Health) -> str:
     return _fields([("Status", answer.status), ("Store", answer.store), ("Version", answer.version)])
 
@@ -328,8 +550,7 @@ def _add_conflicts(commands: Any) -> None:
     statuses = [status.value for status in ConflictStatus]
     listing.add_argument("--status", choices=[*statuses, "all"], default=ConflictStatus.OPEN.value)
     listing.add_argument("--scope", help="only this scope")
-    listing.add_argument("--top", type=int, help="conflicts per page (the service's default when absent)")
-    listing.add_argument("--all-pages", action="store_true", help="follow nextLink to the last page")
+    _add_paging(listing, "conflicts")
     show = _command(conflicts, "show", conflicts_show, "one conflict")
     show.add_argument("conflict_id", metavar="CONFLICT_ID")
     resolve = _command(conflicts, "resolve", conflicts_resolve, "close a conflict with a reviewer's decision")
@@ -337,6 +558,82 @@ def _add_conflicts(commands: Any) -> None:
     resolve.add_argument("--decision", required=True, choices=[decision.value for decision in Resolution])
     resolve.add_argument("--reviewer", help="who decided, e.g. an e-mail address (with --entra: who signed in)")
     resolve.add_argument("--note", help="why")
+
+
+def _add_paging(parser: argparse.ArgumentParser, noun: str) -> None:
+    parser.add_argument("--top", type=int, help=f"{noun} per page (the service's default when absent)")
+    parser.add_argument("--all-pages", action="store_true", help="follow nextLink to the last page")
+
+
+def _add_flows(commands: Any) -> None:
+    flows = commands.add_parser("flows", help="the flow inventory").add_subparsers(dest="action", required=True)
+    _add_paging(_command(flows, "list", flows_list, "every flow seen or registered, with its counts"), "flows")
+    overlaps = _command(flows, "overlaps", flows_overlaps, "pairs of flows that met each other's claims")
+    _add_paging(overlaps, "pairs")
+    register = _command(
+        flows,
+        "register",
+        flows_register,
+        "register a flow, or replace its registration: an option left out is cleared (the flow is enabled)",
+    )
+    register.add_argument("--name", required=True, help="the flow's display name, e.g. 'Create ERP order'")
+    register.add_argument("--environment", required=True, help="its environment, e.g. Default-contoso")
+    register.add_argument("--owner", help="who answers for the flow")
+    enabled = register.add_mutually_exclusive_group()
+    enabled.add_argument("--enabled", dest="enabled", action="store_true", default=True, help="may claim (default)")
+    enabled.add_argument(
+        "--disabled", dest="enabled", action="store_false", help="answered blocked, before any claim is made"
+    )
+    register.add_argument("--notes", help="why, e.g. 'replaced by the v2 flow'; shown in the blocked reason")
+
+
+def _add_scopes(commands: Any) -> None:
+    scopes = commands.add_parser("scopes", help="the side-effect catalogue").add_subparsers(
+        dest="action", required=True
+    )
+    _add_paging(_command(scopes, "list", scopes_list, "every scope, with its claims by status"), "scopes")
+    setting = _command(
+        scopes, "set", scopes_set, "set a scope's settings: an option left out gets the service's default"
+    )
+    setting.add_argument("scope_name", metavar="SCOPE", help="the scope, e.g. erp.create-order")
+    setting.add_argument("--owner", help="who answers for the side effect")
+    setting.add_argument("--lease-seconds", type=int, help="the lease of a claim that asks for none (default 300)")
+    setting.add_argument("--retention-days", type=int, help="how long its claims are kept (default 90)")
+    setting.add_argument("--description", help="what the side effect is")
+
+
+def _concurrency(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not MIN_CONCURRENCY <= number <= MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(f"give a whole number from {MIN_CONCURRENCY} to {MAX_CONCURRENCY}")
+    return number
+
+
+def _add_drill(commands: Any) -> None:
+    runner = _command(
+        commands,
+        "drill",
+        drill,
+        "act as flows would on two fresh test keys (triggered twice, in bursts, with a changed payload) and check "
+        "that each business result happens once; exit 1 on any deviation",
+    )
+    runner.add_argument(
+        "--scope",
+        dest="drill_scope",
+        metavar="SCOPE",
+        default=DEFAULT_SCOPE,
+        help=f"the scope the drill claims in ({DEFAULT_SCOPE})",
+    )
+    runner.add_argument(
+        "--concurrency",
+        type=_concurrency,
+        metavar="N",
+        default=DEFAULT_CONCURRENCY,
+        help=f"runs fired at once in each burst ({DEFAULT_CONCURRENCY})",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -353,6 +650,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.set_defaults(handler=serve)
     _add_claims(commands)
     _add_conflicts(commands)
+    _add_flows(commands)
+    _add_scopes(commands)
+    _add_drill(commands)
     _command(commands, "health", health, "whether the service and its store answer")
     return parser
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -27,7 +28,20 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from oncegate.models import ClaimView, ConflictList, ConflictView, ErrorBody, Health
+from oncegate.models import (
+    ClaimResponse,
+    ClaimView,
+    ConflictList,
+    ConflictView,
+    ErrorBody,
+    FlowList,
+    FlowRef,
+    FlowView,
+    Health,
+    OverlapList,
+    ScopeList,
+    ScopeView,
+)
 
 DEFAULT_URL = "http://127.0.0.1:7071"
 TIMEOUT_SECONDS = 30.0
@@ -36,6 +50,7 @@ SERVICE_EXIT = 3
 SNIPPET_CHARS = 200
 
 Model = TypeVar("Model", bound=BaseModel)
+Page = TypeVar("Page", ConflictList, FlowList, OverlapList, ScopeList)
 
 
 class ClientError(Exception):
@@ -112,6 +127,8 @@ class Client:
     """Calls one deployment's actions, with a function key or an Entra ID token.
 
     ``token`` is called once, before the first request, so a command that fails earlier signs nobody in.
+    Threads may share one client: each request opens its own connection, and the first sign-in is
+    made once under a lock.
     """
 
     def __init__(
@@ -130,6 +147,7 @@ class Client:
         if function_key:
             self._headers["x-functions-key"] = function_key
         self._token = token
+        self._token_lock = threading.Lock()
         self._timeout = timeout
         self._opener = urllib.request.build_opener(_NoRedirect)
 
@@ -140,16 +158,60 @@ class Client:
         """The claim of a business key: the key travels in the body, never in the URL."""
         return self._call(ClaimView, "POST", "/api/claims/lookup", {"scope": scope, "key": key})
 
+    def check_and_claim(
+        self, *, scope: str, key: str, payload: Any, run_id: str, flow: FlowRef
+    ) -> Answer[ClaimResponse]:
+        """Check and claim, as a flow asks it before its side effect."""
+        body = {"scope": scope, "key": key, "payload": payload, "runId": run_id, "flow": flow.model_dump()}
+        return self._call(ClaimResponse, "POST", "/api/claims", body)
+
+    def record_result(
+        self, claim_id: str, *, claim_token: str, outcome: str, target_record_id: str | None
+    ) -> Answer[ClaimView]:
+        wanted = {"claimToken": claim_token, "outcome": outcome, "targetRecordId": target_record_id}
+        return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/result", _present(wanted))
+
     def conflict_pages(self, *, status: str, scope: str | None, top: int | None) -> Iterator[Answer[ConflictList]]:
         """The conflict list page by page, following ``nextLink`` as far as the caller iterates."""
-        wanted = {"status": status, "scope": scope, "top": None if top is None else str(top)}
-        query = urlencode({name: value for name, value in wanted.items() if value is not None})
-        page = self._call(ConflictList, "GET", f"/api/conflicts?{query}")
-        yield page
-        while page.model.next_link:
-            link = urlsplit(page.model.next_link)
-            page = self._call(ConflictList, "GET", f"{link.path}?{link.query}")
-            yield page
+        return self._pages(ConflictList, "/api/conflicts", {"status": status, "scope": scope, "top": top})
+
+    def flow_pages(self, *, top: int | None) -> Iterator[Answer[FlowList]]:
+        """The flow inventory page by page."""
+        return self._pages(FlowList, "/api/flows", {"top": top})
+
+    def overlap_pages(self, *, top: int | None) -> Iterator[Answer[OverlapList]]:
+        """The pairs of flows that met each other's claims, page by page."""
+        return self._pages(OverlapList, "/api/flows/overlaps", {"top": top})
+
+    def scope_pages(self, *, top: int | None) -> Iterator[Answer[ScopeList]]:
+        """The side-effect catalogue page by page."""
+        return self._pages(ScopeList, "/api/scopes", {"top": top})
+
+    def register_flow(
+        self, *, name: str, environment: str, owner: str | None, enabled: bool, notes: str | None
+    ) -> Answer[FlowView]:
+        """Register a flow or replace its registration: a field left out is cleared."""
+        wanted = {"name": name, "environment": environment, "owner": owner, "enabled": enabled, "notes": notes}
+        return self._call(FlowView, "PUT", "/api/flows", _present(wanted))
+
+    def set_scope(
+        self,
+        scope: str,
+        *,
+        owner: str | None,
+        lease_seconds: int | None,
+        retention_days: int | None,
+        description: str | None,
+    ) -> Answer[ScopeView]:
+        """Set a scope's settings: a field left out gets its default."""
+        wanted = {
+            "scope": scope,
+            "owner": owner,
+            "leaseSeconds": lease_seconds,
+            "retentionDays": retention_days,
+            "description": description,
+        }
+        return self._call(ScopeView, "PUT", "/api/scopes", _present(wanted))
 
     def get_conflict(self, conflict_id: str) -> Answer[ConflictView]:
         return self._call(ConflictView, "GET", f"/api/conflicts/{quote(conflict_id, safe='')}")
@@ -158,11 +220,22 @@ class Client:
         self, conflict_id: str, *, decision: str, reviewer: str | None, note: str | None
     ) -> Answer[ConflictView]:
         wanted = {"decision": decision, "reviewer": reviewer, "note": note}
-        body = {name: value for name, value in wanted.items() if value is not None}
-        return self._call(ConflictView, "POST", f"/api/conflicts/{quote(conflict_id, safe='')}/resolve", body)
+        return self._call(
+            ConflictView, "POST", f"/api/conflicts/{quote(conflict_id, safe='')}/resolve", _present(wanted)
+        )
 
     def health(self) -> Answer[Health]:
         return self._call(Health, "GET", "/api/health")
+
+    def _pages(self, model: type[Page], path: str, params: dict[str, str | int | None]) -> Iterator[Answer[Page]]:
+        """A list page by page, following ``nextLink`` (on this client's host) as far as the caller iterates."""
+        query = urlencode(_present(params))
+        page = self._call(model, "GET", f"{path}?{query}" if query else path)
+        yield page
+        while page.model.next_link:
+            link = urlsplit(page.model.next_link)
+            page = self._call(model, "GET", f"{link.path}?{link.query}")
+            yield page
 
     def _call(self, model: type[Model], method: str, target: str, body: Any = None) -> Answer[Model]:
         raw = self._send(method, target, body)
@@ -171,12 +244,18 @@ class Client:
         except ValidationError as exc:
             raise Unreachable(f"{self.url}{target} answered JSON that is not a OnceGate {model.__name__}.") from exc
 
+    def _signed_in(self) -> dict[str, str]:
+        """The headers of every request, with the bearer token once the first request has signed in."""
+        with self._token_lock:
+            if self._token is not None:
+                self._headers["Authorization"] = f"Bearer {self._token()}"
+                self._token = None
+        return self._headers
+
     def _send(self, method: str, target: str, body: Any) -> Any:
-        if self._token is not None:
-            self._headers["Authorization"] = f"Bearer {self._token()}"
-            self._token = None
         data = None if body is None else json.dumps(body).encode("utf-8")
-        headers = self._headers if data is None else {**self._headers, "Content-Type": "application/json"}
+        headers = self._signed_in()
+        headers = headers if data is None else {**headers, "Content-Type": "application/json"}
         request = urllib.request.Request(self.url + target, data=data, headers=headers, method=method)
         try:
             with self._opener.open(request, timeout=self._timeout) as response:
@@ -190,6 +269,11 @@ class Client:
             raise Unreachable(
                 f"Cannot reach {self.url}: {reason}. Is the service running there (oncegate serve), and is --url right?"
             ) from exc
+
+
+def _present(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields that have a value: the service applies its own default to one left out."""
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def _json(raw: bytes, where: str) -> Any:

@@ -33,15 +33,23 @@ from oncegate.models import (
     ErrorBody,
     ErrorDetail,
     ErrorInfo,
+    FlowList,
+    FlowView,
     Health,
     HeartbeatRequest,
     ListConflictsQuery,
+    ListPageQuery,
     LookupRequest,
+    OverlapList,
     PollConflictsQuery,
     RecordResultRequest,
+    RegisterFlowRequest,
     ReleaseRequest,
     ReportConflictRequest,
     ResolveConflictRequest,
+    ScopeList,
+    ScopeView,
+    SetScopeRequest,
 )
 from oncegate.service.claims import ClaimService
 
@@ -246,6 +254,33 @@ def resolve_conflict(service: ClaimService, request: func.HttpRequest) -> Confli
         # Signed in, the reviewer on record is who signed in, whatever the body says.
         resolution = resolution.model_copy(update={"reviewer": principal.name})
     return service.resolve_conflict(conflict_id, resolution)
+
+
+def list_flows(service: ClaimService, request: func.HttpRequest) -> FlowList:
+    flows, cursor = service.inventory.list_flows(_page_query(request))
+    return FlowList(value=flows, next_link=next_link(request, cursor))
+
+
+def register_flow(service: ClaimService, request: func.HttpRequest) -> FlowView:
+    return service.inventory.register_flow(parse_body(request, RegisterFlowRequest))
+
+
+def list_flow_overlaps(service: ClaimService, request: func.HttpRequest) -> OverlapList:
+    overlaps, cursor = service.inventory.list_overlaps(_page_query(request))
+    return OverlapList(value=overlaps, next_link=next_link(request, cursor))
+
+
+def list_scopes(service: ClaimService, request: func.HttpRequest) -> ScopeList:
+    scopes, cursor = service.inventory.list_scopes(_page_query(request))
+    return ScopeList(value=scopes, next_link=next_link(request, cursor))
+
+
+def set_scope(service: ClaimService, request: func.HttpRequest) -> ScopeView:
+    return service.inventory.set_scope(parse_body(request, SetScopeRequest))
+
+
+def _page_query(request: func.HttpRequest) -> ListPageQuery:
+    return validate(ListPageQuery, _known_params(request, "top", "cursor"))
 
 
 def health(service: ClaimService, request: func.HttpRequest) -> Health:

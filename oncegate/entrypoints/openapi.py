@@ -44,15 +44,23 @@ from oncegate.models import (
     ClaimView,
     ConflictList,
     ConflictView,
+    FlowList,
+    FlowView,
     Health,
     HeartbeatRequest,
     ListConflictsQuery,
+    ListPageQuery,
     LookupRequest,
+    OverlapList,
     PollConflictsQuery,
     RecordResultRequest,
+    RegisterFlowRequest,
     ReleaseRequest,
     ReportConflictRequest,
     ResolveConflictRequest,
+    ScopeList,
+    ScopeView,
+    SetScopeRequest,
 )
 
 Schema = dict[str, Any]
@@ -163,8 +171,8 @@ FIELDS: dict[str, Label] = {
     ),
     "leaseSeconds": Label(
         "Lease Seconds",
-        "How long this run holds the claim, from 15 to 86400 seconds (300 when left empty). A run that asks "
-        "after the lease ended without a result is told to reconcile.",
+        "How long this run holds the claim, from 15 to 86400 seconds (the scope's default lease when left empty, "
+        "else 300). A run that asks after the lease ended without a result is told to reconcile.",
         ADVANCED,
     ),
     # -- writes to a claim ---------------------------------------------------------------------------
@@ -257,6 +265,14 @@ FIELDS: dict[str, Label] = {
         "Where the claim's side effect stands: in_progress, succeeded, failed, unknown or released.",
     ),
     "attempt": Label("Attempt", "The number of the attempt, counted from 1."),
+    "ClaimResponse.status": Label(
+        "Claim Status",
+        "Where the claim's side effect stands: in_progress, succeeded, failed, unknown or released. It is absent when "
+        "the flow inventory blocked the flow before any claim existed.",
+    ),
+    "ClaimResponse.attempt": Label(
+        "Attempt", "The number of the attempt, counted from 1; 0 when the flow was blocked before any claim existed."
+    ),
     "ClaimResponse.reason": Label("Reason", "Why the service decided this way, in one sentence."),
     "warnings": Label(
         "Warnings",
@@ -353,6 +369,71 @@ FIELDS: dict[str, Label] = {
     "resolvedAt": Label("Resolved At", "When the conflict was resolved, in UTC."),
     "ConflictList.value": Label("Conflicts", "The conflicts, oldest first."),
     "nextLink": Label("Next Link", "The address of the next page, absent on the last page.", INTERNAL),
+    # -- the flow inventory ---------------------------------------------------------------------
+    "RegisterFlowRequest.name": Label(
+        "Flow Name", "The name of the flow, as the flow sends it in the Flow Name field of Check and claim.", IMPORTANT
+    ),
+    "RegisterFlowRequest.environment": Label(
+        "Flow Environment", "The environment the flow runs in, as the flow sends it with Check and claim.", IMPORTANT
+    ),
+    "RegisterFlowRequest.owner": Label("Owner", "Who answers for the flow, such as an email address.", IMPORTANT),
+    "RegisterFlowRequest.enabled": Label(
+        "Enabled",
+        "Whether the flow may claim (yes when left empty). When it is no, the flow's Check and claim answers blocked "
+        "until a person enables it again.",
+        IMPORTANT,
+    ),
+    "RegisterFlowRequest.notes": Label(
+        "Notes", "Why the flow is registered or disabled; a blocked answer quotes it.", ADVANCED
+    ),
+    "FlowList.value": Label("Flows", "The flows, by name and environment."),
+    "FlowView.name": Label("Flow Name", "The name of the flow."),
+    "FlowView.environment": Label("Flow Environment", "The environment the flow runs in."),
+    "registered": Label("Registered", "Whether a person registered the flow; if not, it was only seen claiming."),
+    "FlowView.enabled": Label("Enabled", "Whether the flow may claim; a disabled flow is answered blocked."),
+    "FlowView.owner": Label("Owner", "Who answers for the flow."),
+    "FlowView.notes": Label("Notes", "What the person who registered the flow noted."),
+    "registeredAt": Label("Registered At", "When a person first registered it, in UTC."),
+    "firstSeenAt": Label("First Seen At", "When the service first saw it, in UTC."),
+    "lastSeenAt": Label("Last Seen At", "When the service last saw it, in UTC. Counts may lag by a minute."),
+    "FlowView.claims": Label("Claims", "How many times the flow asked Check and claim."),
+    "duplicates": Label("Duplicates", "How many of the flow's Check and claim requests were answered duplicate."),
+    "OverlapList.value": Label("Overlaps", "The pairs of flows that met each other's claims."),
+    "OverlapView.flow": Label("Flow", "One flow of the pair."),
+    "otherFlow": Label("Other Flow", "The other flow of the pair."),
+    "OverlapView.count": Label(
+        "Overlap Count",
+        "How many times one flow of the pair met a claim of the other, answered duplicate or in_progress.",
+    ),
+    "exampleClaimId": Label("Example Claim ID", "One claim that both flows met; Get claim shows its history."),
+    # -- the side-effect catalogue ---------------------------------------------------------------
+    "SetScopeRequest.owner": Label(
+        "Owner", "Who answers for the side effect and its conflicts, such as a team's email address.", IMPORTANT
+    ),
+    "SetScopeRequest.leaseSeconds": Label(
+        "Default Lease Seconds",
+        "The lease of the scope's claims that do not ask for one, from 15 to 86400 seconds (300 when left empty).",
+        ADVANCED,
+    ),
+    "SetScopeRequest.retentionDays": Label(
+        "Retention Days", "How many days the scope's claims are kept, from 1 to 3650 (90 when left empty).", ADVANCED
+    ),
+    "SetScopeRequest.description": Label("Description", "What the side effect does, in one sentence.", ADVANCED),
+    "ScopeList.value": Label("Scopes", "The scopes, by name."),
+    "ScopeView.scope": Label("Scope", "The scope, in lowercase."),
+    "ScopeView.owner": Label("Owner", "Who answers for the side effect and its conflicts."),
+    "ScopeView.leaseSeconds": Label(
+        "Default Lease Seconds", "The lease of the scope's claims that do not ask for one."
+    ),
+    "ScopeView.retentionDays": Label("Retention Days", "How many days the scope's claims are kept."),
+    "ScopeView.description": Label("Description", "What the side effect does."),
+    "ScopeView.claims": Label("Claims", "The scope's claims by status. Counts may lag by a minute."),
+    "inProgress": Label("In Progress Claims", "Claims held under a lease now."),
+    "ClaimCounts.succeeded": Label("Succeeded Claims", "Claims whose side effect succeeded."),
+    "ClaimCounts.failed": Label("Failed Claims", "Claims whose last attempt failed."),
+    "ClaimCounts.unknown": Label("Unknown Claims", "Claims whose last attempt has an unknown outcome."),
+    "ClaimCounts.released": Label("Released Claims", "Claims given up before any side effect."),
+    "openConflicts": Label("Open Conflicts", "How many conflicts of the scope wait for their owner."),
     # -- health ---------------------------------------------------------------------------------
     "Health.status": Label("Service Status", "The word ok when the service and its store answer."),
     "store": Label("Store Kind", "The store the service runs on: sqlite or tables."),
@@ -363,6 +444,9 @@ FIELDS: dict[str, Label] = {
     ),
     "ListConflictsQuery.scope": Label("Scope", "Only list the conflicts of this scope.", ADVANCED),
     "top": Label("Page Size", "How many conflicts one page holds, from 1 to 200 (50 when left empty).", ADVANCED),
+    "ListPageQuery.top": Label(
+        "Page Size", "How many items one page holds, from 1 to 200 (50 when left empty).", ADVANCED
+    ),
     "cursor": Label("Cursor", "Where the page starts; the next link carries it.", INTERNAL),
     "PollConflictsQuery.scope": Label(
         "Scope", "Only start the flow for conflicts of this scope; leave it empty for every scope.", IMPORTANT
@@ -424,7 +508,7 @@ class Operation:
     """One action or trigger of the connector and the route that serves it."""
 
     operation_id: str
-    method: Literal["get", "post"]
+    method: Literal["get", "post", "put"]
     route: str
     summary: str
     description: str
@@ -620,6 +704,86 @@ OPERATIONS: tuple[Operation, ...] = (
         ),
     ),
     Operation(
+        "ListFlows",
+        "get",
+        "flows",
+        summary="List flows",
+        description=(
+            "Lists every flow that claimed or was registered, with its owner, whether it may claim, and how often it "
+            "claimed and was answered duplicate."
+        ),
+        visibility=ADVANCED,
+        response="FlowList",
+        success="One page of flows, with the link to the next page.",
+        errors=(400, 503),
+        query=ListPageQuery,
+        extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
+    ),
+    Operation(
+        "RegisterFlow",
+        "put",
+        "flows",
+        summary="Register flow",
+        description=(
+            "Registers a flow in the inventory, or changes its registration: its owner, its notes and whether it may "
+            "claim. Check and claim answers blocked to a disabled flow."
+        ),
+        visibility=ADVANCED,
+        response="FlowView",
+        success="The flow with its registration.",
+        errors=(400, 413, 503),
+        body=RegisterFlowRequest,
+        body_description="The flow and its registration.",
+    ),
+    Operation(
+        "ListFlowOverlaps",
+        "get",
+        "flows/overlaps",
+        summary="List flow overlaps",
+        description=(
+            "Lists the pairs of flows that met each other's claims, such as copies of one flow left running in two "
+            "environments."
+        ),
+        visibility=ADVANCED,
+        response="OverlapList",
+        success="One page of overlapping pairs of flows, with the link to the next page.",
+        errors=(400, 503),
+        query=ListPageQuery,
+        extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
+    ),
+    Operation(
+        "ListScopes",
+        "get",
+        "scopes",
+        summary="List scopes",
+        description=(
+            "Lists every scope that was claimed or set up, with its owner, default lease, retention, claims by status "
+            "and open conflicts."
+        ),
+        visibility=ADVANCED,
+        response="ScopeList",
+        success="One page of scopes, with the link to the next page.",
+        errors=(400, 503),
+        query=ListPageQuery,
+        extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
+    ),
+    Operation(
+        "SetScope",
+        "put",
+        "scopes",
+        summary="Set scope",
+        description=(
+            "Sets the owner, default lease, retention and description of a scope. Claims of the scope that ask for "
+            "no lease get its default lease."
+        ),
+        visibility=ADVANCED,
+        response="ScopeView",
+        success="The scope with its settings.",
+        errors=(400, 413, 503),
+        body=SetScopeRequest,
+        body_description="The scope and its settings.",
+    ),
+    Operation(
         "GetHealth",
         "get",
         "health",
@@ -637,6 +801,11 @@ RESPONSE_MODELS: dict[str, type[BaseModel]] = {
     "ClaimView": ClaimView,
     "ConflictView": ConflictView,
     "ConflictList": ConflictList,
+    "FlowList": FlowList,
+    "FlowView": FlowView,
+    "OverlapList": OverlapList,
+    "ScopeList": ScopeList,
+    "ScopeView": ScopeView,
     "Health": Health,
 }
 # The trigger answers a ConflictList that never has a next page: ConflictList without nextLink.

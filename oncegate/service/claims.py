@@ -58,6 +58,7 @@ from oncegate.models import (
     ReportConflictRequest,
     ResolveConflictRequest,
 )
+from oncegate.service.inventory import ANOTHER_FLOW_COPY, FLUSH_INTERVAL, REGISTRY_TTL, Inventory
 from oncegate.service.views import claim_result, claim_view, conflict_view, flow_ref
 from oncegate.stores.paging import encode_cursor, utc_text
 from oncegate.stores.port import ClaimStore
@@ -68,9 +69,9 @@ logger = logging.getLogger(__name__)
 RACE_LIMIT = 8
 T = TypeVar("T")
 MAX_RETRY_AFTER_SECONDS = 60
-ANOTHER_FLOW_COPY = "another_flow_copy"
 NO_FINGERPRINT = "no_fingerprint"
 NO_FLOW = "no_flow"
+LAST_ATTEMPT = "lastAttempt"
 SENSITIVE_KEY = "sensitive_key"
 
 
@@ -135,19 +136,45 @@ class ClaimService:
         clock: Callable[[], datetime] = utc_now,
         token_factory: Callable[[], str] = lambda: secrets.token_urlsafe(18),
         sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT,
+        require_registered_flows: bool = False,
+        registry_ttl: timedelta = REGISTRY_TTL,
+        flush_interval: timedelta = FLUSH_INTERVAL,
     ) -> None:
         self.store = store
         self._hasher = hasher
         self._sensitive_keys = sensitive_keys
         self._clock = clock
         self._token_factory = token_factory
+        # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts
+        # flushed every ``flush_interval`` (see oncegate.service.inventory).
+        self.inventory = Inventory(
+            store,
+            clock=clock,
+            ttl=registry_ttl,
+            flush_interval=flush_interval,
+            require_registered=require_registered_flows,
+        )
 
     # -- Check and claim -------------------------------------------------------------------
 
     def check_and_claim(self, request: ClaimRequest) -> ClaimResponse:
         """Decide whether this run may do the side effect; see the contract's decision table."""
         caller = self._caller(request)
-        return _settled(lambda: self._claim_once(caller))
+        refusal = self.inventory.refusal(caller.flow)
+        answer = self._refused(caller, refusal) if refusal else _settled(lambda: self._claim_once(caller))
+        self.inventory.answered(caller.scope, caller.flow, answer, caller.now)
+        return answer
+
+    def _refused(self, caller: Caller, reason: str) -> ClaimResponse:
+        """Blocked by the inventory before any claim is made or taken over; an existing claim's history says why."""
+        try:
+            claim = self.store.get_claim(caller.claim_id)
+        except NotFound:
+            return ClaimResponse(
+                decision=Decision.BLOCKED, claim_id=caller.claim_id, attempt=0, reason=reason, warnings=caller.warnings
+            )
+        self._answered(claim, caller, Decision.BLOCKED, reason)
+        return self._answer(Decision.BLOCKED, claim, caller, reason)
 
     def _caller(self, request: ClaimRequest) -> Caller:
         claim_id, scope, fingerprint, warnings = self._identify(request)
@@ -162,7 +189,7 @@ class ClaimService:
             fingerprint=fingerprint,
             run_id=request.run_id,
             flow=flow,
-            lease=timedelta(seconds=request.lease_seconds),
+            lease=timedelta(seconds=request.lease_seconds or self.inventory.lease_seconds(scope)),
             now=self._clock(),
             warnings=warnings,
         )
@@ -203,7 +230,7 @@ class ClaimService:
         )
         event = self._claim_event(claim, caller, Decision.PROCEED, "No claim existed for this key: first attempt.")
         try:
-            stored = self.store.create_claim(claim, event)
+            stored = self._counted(None, self.store.create_claim(claim, event))
         except AlreadyExists as exc:
             return self._decide(exc.existing, caller)
         return self._granted(Decision.PROCEED, stored, caller, "First time this key is seen: do the side effect.")
@@ -239,10 +266,7 @@ class ClaimService:
                 claim, caller, f"the lease of attempt {claim.attempt} expired at {lease} without a result"
             )
         if claim.run_id == caller.run_id:
-            self._answered(claim, caller, Decision.PROCEED, "The same run asked again while holding the lease.")
-            return self._granted(
-                Decision.PROCEED, claim, caller, "This run already holds the claim (its first answer was lost): go on."
-            )
+            return self._granted_again(claim, caller)
         recognised = f"Run {claim.run_id} holds the lease until {lease.isoformat()}."
         self._answered(claim, caller, Decision.IN_PROGRESS, recognised, flow_warning=True)
         remaining = math.ceil((lease - caller.now).total_seconds())
@@ -254,6 +278,33 @@ class ClaimService:
             retry_after_seconds=max(1, min(MAX_RETRY_AFTER_SECONDS, remaining)),
             holder=Holder(run_id=claim.run_id, flow=flow_ref(claim.flow), lease_expires_at=lease),
         )
+
+    def _granted_again(self, claim: Claim, caller: Caller) -> ClaimResponse:
+        # The run's first answer was lost. An attempt granted as reconcile must be answered reconcile again:
+        # told "proceed", the run would skip looking in the target system for what the earlier attempt did.
+        last = self._reconciled(claim)
+        if last is None:
+            self._answered(claim, caller, Decision.PROCEED, "The same run asked again while holding the lease.")
+            return self._granted(
+                Decision.PROCEED, claim, caller, "This run already holds the claim (its first answer was lost): go on."
+            )
+        recognised = "The same run asked again while holding the lease granted to reconcile."
+        self._answered(claim, caller, Decision.RECONCILE, recognised)
+        reason = (
+            "This run already holds the claim to reconcile (its first answer was lost): look the record up in the "
+            "target system; record succeeded with its id if it is there, else do the side effect."
+        )
+        return self._granted(Decision.RECONCILE, claim, caller, reason, last_attempt=last)
+
+    def _reconciled(self, claim: Claim) -> LastAttempt | None:
+        """The attempt the current one reconciles, read from the event that granted it; None if it was a proceed."""
+        if claim.attempt == 1:
+            return None  # a first attempt has nothing before it to reconcile: no need to read the history
+        for event in self.store.list_events(claim.claim_id):
+            grant = event.kind is EventKind.CLAIM and event.attempt == claim.attempt and event.run_id == claim.run_id
+            if grant and event.outcome == Decision.RECONCILE and LAST_ATTEMPT in event.details:
+                return LastAttempt.model_validate(event.details[LAST_ATTEMPT])
+        return None
 
     def _duplicate(self, claim: Claim, caller: Caller) -> ClaimResponse:
         if caller.fingerprint is None:
@@ -283,13 +334,12 @@ class ClaimService:
 
     def _next_attempt(self, claim: Claim, caller: Caller, reason: str) -> ClaimResponse:
         renewed = self._take_over(claim, caller)
-        stored = self.store.update_claim(renewed, self._claim_event(renewed, caller, Decision.PROCEED, reason))
+        event = self._claim_event(renewed, caller, Decision.PROCEED, reason)
+        stored = self._counted(claim, self.store.update_claim(renewed, event))
         return self._granted(Decision.PROCEED, stored, caller, reason)
 
     def _reconcile(self, claim: Claim, caller: Caller, why: str) -> ClaimResponse:
         renewed = self._take_over(claim, caller)
-        recognised = f"Reconcile: {why}."
-        stored = self.store.update_claim(renewed, self._claim_event(renewed, caller, Decision.RECONCILE, recognised))
         last = LastAttempt(
             attempt=claim.attempt,
             run_id=claim.run_id,
@@ -299,6 +349,12 @@ class ClaimService:
             lease_expires_at=claim.lease_expires_at,
             error=claim.error_reason,
         )
+        # Kept on the event so that a retry of this run, whose answer was lost, is told reconcile again.
+        event = replace(
+            self._claim_event(renewed, caller, Decision.RECONCILE, f"Reconcile: {why}."),
+            details={LAST_ATTEMPT: last.model_dump(mode="json", by_alias=True, exclude_none=True)},
+        )
+        stored = self._counted(claim, self.store.update_claim(renewed, event))
         reason = (
             f"The earlier attempt may have done the side effect ({why}): look the record up in the target system; "
             "record succeeded with its id if it is there, else do the side effect."
@@ -348,6 +404,11 @@ class ClaimService:
         )
 
     # -- answers and events -----------------------------------------------------------------
+
+    def _counted(self, before: Claim | None, after: Claim) -> Claim:
+        """``after`` as stored, its change of status counted for the scope catalogue."""
+        self.inventory.status_changed(after.scope, before.status if before else None, after.status)
+        return after
 
     def _new_token(self, attempt: int) -> str:
         # The attempt number up front lets a stale-token error say which attempt the token came from.
@@ -486,7 +547,7 @@ class ClaimService:
             fingerprint=claim.fingerprint,
             details={name: value for name, value in details.items() if value is not None},
         )
-        return self.store.update_claim(recorded, event)
+        return self._counted(claim, self.store.update_claim(recorded, event))
 
     @staticmethod
     def _same_result(claim: Claim, request: RecordResultRequest) -> bool:
@@ -513,11 +574,12 @@ class ClaimService:
             flow=claim.flow,
             details={"reason": request.reason} if request.reason else {},
         )
-        return self.store.update_claim(released, event)
+        return self._counted(claim, self.store.update_claim(released, event))
 
     def _renew(self, claim: Claim, request: HeartbeatRequest, now: datetime) -> Claim:
         self._require_in_progress(claim, "renewed")
-        renewed = replace(claim, lease_expires_at=now + timedelta(seconds=request.lease_seconds), updated_at=now)
+        lease = timedelta(seconds=request.lease_seconds or self.inventory.lease_seconds(claim.scope))
+        renewed = replace(claim, lease_expires_at=now + lease, updated_at=now)
         return self.store.update_claim(renewed, None)
 
     @staticmethod
@@ -539,6 +601,11 @@ class ClaimService:
     def lookup(self, request: LookupRequest) -> ClaimView:
         """The processing record of a business key, found through its digest."""
         return self.get_claim(self._claim_id(request.scope, request.key)[0])
+
+    def close(self) -> None:
+        """Flush the inventory's counts, then close the store."""
+        self.inventory.close()
+        self.store.close()
 
     def health(self) -> Health:
         """Raises ``StoreUnavailable`` when the store does not answer."""
@@ -727,4 +794,4 @@ class ClaimService:
             details={name: value for name, value in details.items() if value is not None},
         )
         logger.info("Conflict %s resolved as %s", conflict.conflict_id, conflict.decision.value)
-        return self.store.update_claim(changed, event)
+        return self._counted(claim, self.store.update_claim(changed, event))

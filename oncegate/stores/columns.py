@@ -8,11 +8,21 @@ their own spelling of datetimes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any
 
-from oncegate.domain.records import AppliedResolution, Claim, Conflict, Flow, HistoryEvent
+from oncegate.domain.records import (
+    AppliedResolution,
+    Claim,
+    Conflict,
+    Flow,
+    FlowRecord,
+    HistoryEvent,
+    Overlap,
+    ScopeRecord,
+)
 from oncegate.domain.statuses import (
     ClaimStatus,
     ConflictSource,
@@ -236,5 +246,111 @@ def conflict_from_row(row: Row, version: str) -> Conflict:
         reviewer=row.get("Reviewer"),
         note=row.get("Note"),
         resolved_at=_when(row.get("ResolvedAt")),
+        version=version,
+    )
+
+
+# -- the inventory: flows, scopes and overlaps -----------------------------------------------------------
+
+# One column per claim status, e.g. InProgressClaims: the portal shows counts, not a JSON blob.
+STATUS_COLUMNS = {status: status.value.title().replace("_", "") + "Claims" for status in ClaimStatus}
+
+
+def flow_id(flow: Flow) -> str:
+    """The flow's key in every store: flow names may hold characters a table key forbids (/ \\ # ?)."""
+    return hashlib.sha256(f"{flow.name}\n{flow.environment}".encode()).hexdigest()[:32]
+
+
+def overlap_id(flows: tuple[Flow, Flow]) -> str:
+    """The key of an unordered pair of flows."""
+    return hashlib.sha256("".join(sorted(map(flow_id, flows))).encode()).hexdigest()[:32]
+
+
+def flow_to_row(record: FlowRecord) -> Row:
+    return {
+        "FlowId": flow_id(record.flow),
+        "FlowName": record.flow.name,
+        "FlowEnvironment": record.flow.environment,
+        "Owner": record.owner,
+        "Enabled": record.enabled,
+        "Notes": record.notes,
+        "RegisteredAt": record.registered_at,
+        "FirstSeenAt": record.first_seen_at,
+        "LastSeenAt": record.last_seen_at,
+        "Claims": record.claims,
+        "Duplicates": record.duplicates,
+    }
+
+
+def flow_from_row(row: Row, version: str) -> FlowRecord:
+    return FlowRecord(
+        flow=Flow(row["FlowName"], row["FlowEnvironment"]),
+        owner=row.get("Owner"),
+        enabled=bool(row["Enabled"]),
+        notes=row.get("Notes"),
+        registered_at=_when(row.get("RegisteredAt")),
+        first_seen_at=_when(row.get("FirstSeenAt")),
+        last_seen_at=_when(row.get("LastSeenAt")),
+        claims=int(row["Claims"]),
+        duplicates=int(row["Duplicates"]),
+        version=version,
+    )
+
+
+def scope_to_row(record: ScopeRecord) -> Row:
+    return {
+        "Scope": record.scope,
+        "Owner": record.owner,
+        "LeaseSeconds": record.lease_seconds,
+        "RetentionDays": record.retention_days,
+        "Description": record.description,
+        "RegisteredAt": record.registered_at,
+        "FirstSeenAt": record.first_seen_at,
+        "LastSeenAt": record.last_seen_at,
+        **{column: record.claims_by_status.get(status, 0) for status, column in STATUS_COLUMNS.items()},
+    }
+
+
+def scope_from_row(row: Row, version: str) -> ScopeRecord:
+    lease, retention = row.get("LeaseSeconds"), row.get("RetentionDays")
+    return ScopeRecord(
+        scope=row["Scope"],
+        owner=row.get("Owner"),
+        lease_seconds=None if lease is None else int(lease),
+        retention_days=None if retention is None else int(retention),
+        description=row.get("Description"),
+        registered_at=_when(row.get("RegisteredAt")),
+        first_seen_at=_when(row.get("FirstSeenAt")),
+        last_seen_at=_when(row.get("LastSeenAt")),
+        claims_by_status={status: int(row[column]) for status, column in STATUS_COLUMNS.items() if row.get(column)},
+        version=version,
+    )
+
+
+def overlap_to_row(record: Overlap) -> Row:
+    first, second = record.flows
+    return {
+        "OverlapId": overlap_id(record.flows),
+        "FlowName": first.name,
+        "FlowEnvironment": first.environment,
+        "OtherFlowName": second.name,
+        "OtherFlowEnvironment": second.environment,
+        "Count": record.count,
+        "FirstSeenAt": record.first_seen_at,
+        "LastSeenAt": record.last_seen_at,
+        "ExampleClaimId": record.example_claim_id,
+    }
+
+
+def overlap_from_row(row: Row, version: str) -> Overlap:
+    return Overlap(
+        flows=(
+            Flow(row["FlowName"], row["FlowEnvironment"]),
+            Flow(row["OtherFlowName"], row["OtherFlowEnvironment"]),
+        ),
+        count=int(row["Count"]),
+        first_seen_at=_when(row.get("FirstSeenAt")),
+        last_seen_at=_when(row.get("LastSeenAt")),
+        example_claim_id=row.get("ExampleClaimId"),
         version=version,
     )

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from oncegate.domain.records import Claim, Conflict, HistoryEvent, Page
+from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
 from oncegate.domain.statuses import ConflictStatus
 
 
 class ClaimStore(Protocol):
-    """Conditional writes over claims, their history and conflicts."""
+    """Conditional writes over claims, their history and conflicts, and the flow inventory."""
 
     kind: str
 
@@ -52,6 +52,29 @@ class ClaimStore(Protocol):
         self, *, status: ConflictStatus | None, scope: str | None, limit: int, cursor: str | None
     ) -> Page[Conflict]:
         """Conflicts oldest first, filtered by status and scope, without reading the claims."""
+
+    # The inventory: a few small tables, read whole and written by read-modify-write.
+
+    def list_flows(self) -> list[FlowRecord]:
+        """Every flow in the inventory, in no particular order."""
+
+    def save_flow(self, record: FlowRecord) -> FlowRecord:
+        """Insert the flow when ``record.version`` is None, else replace it if that version is current.
+
+        Raises ``ConcurrentUpdate`` when the flow exists already (insert) or changed since it was read.
+        """
+
+    def list_scopes(self) -> list[ScopeRecord]:
+        """Every scope in the catalogue, in no particular order."""
+
+    def save_scope(self, record: ScopeRecord) -> ScopeRecord:
+        """Insert or replace the scope as ``save_flow`` does a flow."""
+
+    def list_overlaps(self) -> list[Overlap]:
+        """Every pair of overlapping flows, in no particular order."""
+
+    def save_overlap(self, record: Overlap) -> Overlap:
+        """Insert or replace the overlap as ``save_flow`` does a flow."""
 
     def ping(self) -> None:
         """Raise ``StoreUnavailable`` if the store cannot be reached."""

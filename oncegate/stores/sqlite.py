@@ -12,13 +12,14 @@ import logging
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from oncegate.domain.records import Claim, Conflict, HistoryEvent, Page
+from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
 from oncegate.domain.statuses import ConflictStatus
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreUnavailable
 from oncegate.stores import columns
@@ -28,6 +29,7 @@ from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 10_000
+R = TypeVar("R")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims (
@@ -49,6 +51,22 @@ CREATE TABLE IF NOT EXISTS conflicts (
     Note TEXT, ResolvedAt TEXT, Version INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS conflicts_by_status ON conflicts (Status, Scope, CreatedAt, ConflictId);
+CREATE TABLE IF NOT EXISTS flows (
+    FlowId TEXT PRIMARY KEY, FlowName TEXT NOT NULL, FlowEnvironment TEXT NOT NULL, Owner TEXT,
+    Enabled INTEGER NOT NULL, Notes TEXT, RegisteredAt TEXT, FirstSeenAt TEXT, LastSeenAt TEXT,
+    Claims INTEGER NOT NULL, Duplicates INTEGER NOT NULL, Version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS scopes (
+    Scope TEXT PRIMARY KEY, Owner TEXT, LeaseSeconds INTEGER, RetentionDays INTEGER, Description TEXT,
+    RegisteredAt TEXT, FirstSeenAt TEXT, LastSeenAt TEXT, InProgressClaims INTEGER NOT NULL,
+    SucceededClaims INTEGER NOT NULL, FailedClaims INTEGER NOT NULL, UnknownClaims INTEGER NOT NULL,
+    ReleasedClaims INTEGER NOT NULL, Version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS overlaps (
+    OverlapId TEXT PRIMARY KEY, FlowName TEXT NOT NULL, FlowEnvironment TEXT NOT NULL, OtherFlowName TEXT NOT NULL,
+    OtherFlowEnvironment TEXT NOT NULL, Count INTEGER NOT NULL, FirstSeenAt TEXT, LastSeenAt TEXT,
+    ExampleClaimId TEXT, Version INTEGER NOT NULL
+);
 """
 
 
@@ -220,6 +238,49 @@ class SqliteStore:
         items = [columns.conflict_from_row(dict(row), str(row["Version"])) for row in rows[:limit]]
         last = rows[limit - 1] if len(rows) > limit else None
         return Page(items, encode_cursor(last["CreatedAt"], last["ConflictId"]) if last else None)
+
+    def list_flows(self) -> list[FlowRecord]:
+        return self._list("flows", columns.flow_from_row)
+
+    def save_flow(self, record: FlowRecord) -> FlowRecord:
+        return replace(record, version=self._save("flows", "FlowId", columns.flow_to_row(record), record.version))
+
+    def list_scopes(self) -> list[ScopeRecord]:
+        return self._list("scopes", columns.scope_from_row)
+
+    def save_scope(self, record: ScopeRecord) -> ScopeRecord:
+        return replace(record, version=self._save("scopes", "Scope", columns.scope_to_row(record), record.version))
+
+    def list_overlaps(self) -> list[Overlap]:
+        return self._list("overlaps", columns.overlap_from_row)
+
+    def save_overlap(self, record: Overlap) -> Overlap:
+        row = columns.overlap_to_row(record)
+        return replace(record, version=self._save("overlaps", "OverlapId", row, record.version))
+
+    def _list(self, table: str, from_row: Callable[[Row, str], R]) -> list[R]:
+        with self._translated():
+            rows = self._connection().execute(f"SELECT * FROM {table}").fetchall()
+        return [from_row(dict(row), str(row["Version"])) for row in rows]
+
+    def _save(self, table: str, key: str, row: Row, version: str | None) -> str:
+        """Insert the row (no version) or replace it at that version; the row's new version."""
+        values = _sql_row(row)
+        try:
+            with self._write() as connection:
+                if version is None:
+                    connection.execute(*_insert(table, {**values, "Version": 1}))
+                    return "1"
+                assignments = ", ".join(f"{name} = ?" for name in values)
+                changed = connection.execute(
+                    f"UPDATE {table} SET {assignments}, Version = Version + 1 WHERE {key} = ? AND Version = ?",
+                    [*values.values(), row[key], int(version)],
+                ).rowcount
+                if changed != 1:
+                    raise ConcurrentUpdate(f"{table} row {row[key]} changed since version {version}")
+                return str(int(version) + 1)
+        except sqlite3.IntegrityError as exc:
+            raise ConcurrentUpdate(f"{table} row {row[key]} exists already") from exc
 
     def ping(self) -> None:
         self._select_one("SELECT 1", ())

@@ -16,21 +16,25 @@ entity-group transaction. Two runs of the same flow cannot both win::
 The insert fails if the row exists and the replace fails unless the ETag is unchanged, and the
 event rides in the same transaction, so the loser leaves no trace.
 Conflicts live in one partition of their own table, so listing them never scans claims.
+The inventory's flows, scopes and overlaps each fill one partition of a small table of their
+own; a flow's RowKey is a digest of its name and environment, which may hold characters a
+RowKey forbids (``/ \\ # ?``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from typing import Any
+from contextlib import contextmanager, suppress
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from azure.core import MatchConditions
 from azure.core.credentials import TokenCredential
-from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
-from azure.data.tables import TableEntity, TableServiceClient, TransactionOperation, UpdateMode
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ServiceRequestError, ServiceResponseError
+from azure.data.tables import TableClient, TableEntity, TableServiceClient, TransactionOperation, UpdateMode
 
-from oncegate.domain.records import Claim, Conflict, HistoryEvent, Page
+from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
 from oncegate.domain.statuses import ConflictStatus
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreUnavailable
 from oncegate.stores import columns
@@ -38,12 +42,17 @@ from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 
 logger = logging.getLogger(__name__)
+R = TypeVar("R")
 
 CLAIM_ROW = "claim"
 HISTORY_PREFIX = "history-"
 # The first character after "-": every history row key sorts below it.
 HISTORY_END = "history."
 CONFLICT_PARTITION = "conflict"
+FLOW_PARTITION = "flow"
+SCOPE_PARTITION = "scope"
+OVERLAP_PARTITION = "overlap"
+PARTITION_FILTER = "PartitionKey eq @pk"
 
 # Filter clauses are fixed text; values only ever travel as query parameters.
 CONFLICT_CLAUSES = {"pk": "PartitionKey eq @pk", "status": "Status eq @status", "scope": "Scope eq @scope"}
@@ -53,11 +62,12 @@ EXISTS = (409,)
 MISSING = (404,)
 # 404: the row the caller read is gone, which for a conditional update is the same lost race.
 STALE = (404, 412)
+SUFFIXES = ("Claims", "Conflicts", "Flows", "Scopes", "Overlaps")
 
 
-def table_names(prefix: str) -> tuple[str, str]:
-    """The claims table and the conflicts table for a prefix."""
-    return f"{prefix}Claims", f"{prefix}Conflicts"
+def table_names(prefix: str) -> tuple[str, ...]:
+    """The claims, conflicts, flows, scopes and overlaps tables for a prefix."""
+    return tuple(prefix + suffix for suffix in SUFFIXES)
 
 
 def _entity(partition_key: str, row_key: str, row: Row) -> dict[str, Any]:
@@ -132,17 +142,18 @@ def _on_status(statuses: tuple[int, ...], error: Callable[[], Exception]) -> Ite
 
 
 class TableStore:
-    """Claims, their history and conflicts in two Azure tables."""
+    """Claims, their history and conflicts, and the flow inventory in five Azure tables."""
 
     kind = "tables"
 
     def __init__(self, service: TableServiceClient, *, prefix: str = "OnceGate") -> None:
         self._service = service
-        claims_table, conflicts_table = table_names(prefix)
+        names = table_names(prefix)
         with _translated():
-            self._claims = service.create_table_if_not_exists(claims_table)
-            self._conflicts = service.create_table_if_not_exists(conflicts_table)
-        logger.info("Table Storage store ready: %s, %s", claims_table, conflicts_table)
+            self._claims, self._conflicts, self._flows, self._scopes, self._overlaps = (
+                service.create_table_if_not_exists(name) for name in names
+            )
+        logger.info("Table Storage store ready: %s", ", ".join(names))
 
     @classmethod
     def from_connection_string(cls, conn_str: str, *, prefix: str = "OnceGate") -> TableStore:
@@ -189,7 +200,9 @@ class TableStore:
 
     def add_event(self, event: HistoryEvent) -> None:
         """Append a history event to its claim's partition."""
-        with _translated():
+        # Event ids are unique, so a row already there is this very event: the SDK retried an insert whose
+        # first answer was lost (a 500 "operation timed out" may come after the write landed).
+        with suppress(ResourceExistsError), _translated():
             self._claims.create_entity(_event_entity(event))
 
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
@@ -234,6 +247,52 @@ class TableStore:
         rest = [conflict for conflict in ordered if _position(conflict) > after]
         next_cursor = encode_cursor(*_position(rest[limit - 1])) if len(rest) > limit else None
         return Page(rest[:limit], next_cursor)
+
+    def list_flows(self) -> list[FlowRecord]:
+        """Every flow in the inventory: one partition query."""
+        return self._list(self._flows, FLOW_PARTITION, columns.flow_from_row)
+
+    def save_flow(self, record: FlowRecord) -> FlowRecord:
+        """Insert the flow (no version) or replace it if its ETag is current; raises ``ConcurrentUpdate``."""
+        row = columns.flow_to_row(record)
+        return replace(record, version=self._save(self._flows, FLOW_PARTITION, row["FlowId"], row, record.version))
+
+    def list_scopes(self) -> list[ScopeRecord]:
+        """Every scope in the catalogue: one partition query."""
+        return self._list(self._scopes, SCOPE_PARTITION, columns.scope_from_row)
+
+    def save_scope(self, record: ScopeRecord) -> ScopeRecord:
+        """Insert the scope (no version) or replace it if its ETag is current; raises ``ConcurrentUpdate``."""
+        row = columns.scope_to_row(record)
+        return replace(record, version=self._save(self._scopes, SCOPE_PARTITION, record.scope, row, record.version))
+
+    def list_overlaps(self) -> list[Overlap]:
+        """Every pair of overlapping flows: one partition query."""
+        return self._list(self._overlaps, OVERLAP_PARTITION, columns.overlap_from_row)
+
+    def save_overlap(self, record: Overlap) -> Overlap:
+        """Insert the overlap (no version) or replace it if its ETag is current; raises ``ConcurrentUpdate``."""
+        row = columns.overlap_to_row(record)
+        version = self._save(self._overlaps, OVERLAP_PARTITION, row["OverlapId"], row, record.version)
+        return replace(record, version=version)
+
+    @staticmethod
+    def _list(table: TableClient, partition: str, from_row: Callable[[Row, str], R]) -> list[R]:
+        with _translated():
+            entities = list(table.query_entities(PARTITION_FILTER, parameters={"pk": partition}))
+        return [from_row(entity, _etag(entity.metadata)) for entity in entities]
+
+    @staticmethod
+    def _save(table: TableClient, partition: str, row_key: str, row: Row, version: str | None) -> str:
+        """Create the entity (no version) or replace it at that ETag; the new ETag."""
+        stale = f"{table.table_name} row {row_key} exists already or changed since {version}"
+        metadata: Mapping[str, Any]
+        with _on_status(EXISTS + STALE, lambda: ConcurrentUpdate(stale)):
+            if version is None:
+                metadata = table.create_entity(_entity(partition, row_key, row))
+            else:
+                metadata = table.update_entity(_entity(partition, row_key, row), **_if_unchanged(version))
+        return _etag(metadata)
 
     def ping(self) -> None:
         """One small query on the claims table; raises ``StoreUnavailable`` if it cannot be reached."""

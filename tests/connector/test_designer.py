@@ -30,6 +30,11 @@ ACTIONS = {
     "ListConflicts",
     "GetConflict",
     "ResolveConflict",
+    "ListFlows",
+    "RegisterFlow",
+    "ListFlowOverlaps",
+    "ListScopes",
+    "SetScope",
 }
 
 

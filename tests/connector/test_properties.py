@@ -38,9 +38,10 @@ def test_policies_name_existing_parameters_and_operations(any_properties: dict[s
             assert set(re.findall(r"@connectionParameters\('([^']+)'\)", str(value))) <= names, policy["title"]
 
 
-def test_conflict_list_pages_through_the_gateway(any_properties: dict[str, Any]) -> None:
+def test_every_list_pages_through_the_gateway(any_properties: dict[str, Any]) -> None:
     paging = policies(any_properties)["updatenextlink"]["parameters"]
-    assert paging["x-ms-apimTemplate-operationName"] == ["ListConflicts"]
+    pageable = [op.id for op in operations(load(DEFINITIONS["key"])) if "x-ms-pageable" in op.spec]
+    assert paging["x-ms-apimTemplate-operationName"] == pageable
     assert paging["x-ms-apimTemplateParameter.nextLinkPropertyName"] == "nextLink"
 
 

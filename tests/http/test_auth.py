@@ -143,6 +143,23 @@ def test_entra_mode_reviewers_may_do_what_flows_do_and_health_stays_anonymous() 
     assert call("health")[0] == 200
 
 
+@pytest.mark.usefixtures("entra")
+def test_entra_mode_lets_only_reviewers_change_the_inventory() -> None:
+    flow = {"name": "Create ERP order", "environment": "Default-contoso", "enabled": False}
+
+    refused = [
+        call(name, body, headers=FLOW)[0] for name, body in (("register_flow", flow), ("set_scope", {"scope": "s"}))
+    ]
+    registered, _ = call("register_flow", flow, headers=REVIEWER)
+    scoped, _ = call("set_scope", {"scope": "s"}, headers=REVIEWER)
+    status, flows = call("list_flows", headers=FLOW)
+
+    assert refused == [403, 403]
+    assert (registered, scoped, status) == (200, 200, 200)
+    assert [(item["name"], item["enabled"]) for item in flows["value"]] == [("Create ERP order", False)]
+    assert call("list_scopes", headers=FLOW)[0] == call("list_flow_overlaps", headers=FLOW)[0] == 200
+
+
 def auth_levels(monkeypatch: pytest.MonkeyPatch, mode: str, tmp_path: Path) -> dict[str, str]:
     """Import function_app afresh, as the host would, and read each function's authorization level."""
     monkeypatch.setenv("ONCEGATE_AUTH", mode)

@@ -13,7 +13,7 @@ from oncegate.config import ConfigError
 
 SETTINGS = (
     "ONCEGATE_STORE", "ONCEGATE_SQLITE_PATH", "ONCEGATE_TABLES_CONNECTION_STRING", "ONCEGATE_TABLES_ENDPOINT",
-    "ONCEGATE_TABLE_PREFIX", "ONCEGATE_KEY_SECRET", "ONCEGATE_AUTH",
+    "ONCEGATE_TABLE_PREFIX", "ONCEGATE_KEY_SECRET", "ONCEGATE_AUTH", "ONCEGATE_REQUIRE_REGISTERED_FLOWS",
 )  # fmt: skip
 
 
@@ -37,6 +37,7 @@ def import_fresh_function_app() -> None:
         ({"ONCEGATE_KEY_SECRET": "too-short"}, "ONCEGATE_KEY_SECRET"),
         ({"ONCEGATE_TABLE_PREFIX": "1-bad"}, "ONCEGATE_TABLE_PREFIX"),
         ({"ONCEGATE_AUTH": "password"}, "ONCEGATE_AUTH"),
+        ({"ONCEGATE_REQUIRE_REGISTERED_FLOWS": "yes"}, "ONCEGATE_REQUIRE_REGISTERED_FLOWS"),
         (
             {
                 "ONCEGATE_KEY_SECRET": "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/oncegate-key-secret)"
@@ -51,6 +52,7 @@ def import_fresh_function_app() -> None:
         "short-secret",
         "bad-prefix",
         "unknown-auth",
+        "require-registered-not-true-or-false",
         "unresolved-key-vault-reference",
     ],
 )

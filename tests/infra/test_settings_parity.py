@@ -24,9 +24,8 @@ LOCAL_ONLY = {
         "Azurite in development; in Azure the identity signs in at ONCEGATE_TABLES_ENDPOINT, "
         "and the code refuses both at once"
     ),
-    **{
-        name: "read by the oncegate command on an operator's machine, never by the app"
-        for name in (
+    **dict.fromkeys(
+        (
             "ONCEGATE_URL",
             "ONCEGATE_FUNCTION_KEY",
             "ONCEGATE_TENANT_ID",
@@ -34,8 +33,9 @@ LOCAL_ONLY = {
             "ONCEGATE_API_SCOPE",
             "ONCEGATE_CLIENT_SECRET",
             "ONCEGATE_TOKEN_CACHE",
-        )
-    },
+        ),
+        "read by the oncegate command on an operator's machine, never by the app",
+    ),
 }
 # Deployed for a library the code uses.
 READ_BY_LIBRARIES = {

@@ -11,11 +11,17 @@ from oncegate.models import (
     ClaimView,
     ConflictView,
     FlowRef,
+    FlowView,
     HeartbeatRequest,
+    ListPageQuery,
+    OverlapView,
     RecordResultRequest,
+    RegisterFlowRequest,
     ReleaseRequest,
     ReportConflictRequest,
     ResolveConflictRequest,
+    ScopeView,
+    SetScopeRequest,
 )
 from oncegate.service.claims import ClaimService
 
@@ -57,7 +63,7 @@ def release(service: ClaimService, answer: ClaimResponse, reason: str = "nothing
     return service.release(answer.claim_id, ReleaseRequest(claim_token=answer.claim_token, reason=reason))
 
 
-def heartbeat(service: ClaimService, answer: ClaimResponse, lease_seconds: int) -> ClaimView:
+def heartbeat(service: ClaimService, answer: ClaimResponse, lease_seconds: int | None) -> ClaimView:
     assert answer.claim_token is not None
     return service.heartbeat(
         answer.claim_id, HeartbeatRequest(claim_token=answer.claim_token, lease_seconds=lease_seconds)
@@ -92,3 +98,32 @@ def history(service: ClaimService, claim_id: str) -> list[tuple[EventKind, str]]
     """The claim's history as (event, outcome) pairs, oldest first."""
     entries = service.get_claim(claim_id).history or []
     return [(entry.event, entry.outcome) for entry in entries]
+
+
+def register(service: ClaimService, flow: FlowRef = FLOW, **fields: Any) -> FlowView:
+    """Register ``flow`` in the inventory (enabled unless ``enabled=False``)."""
+    return service.inventory.register_flow(RegisterFlowRequest(name=flow.name, environment=flow.environment, **fields))
+
+
+def flows(service: ClaimService) -> dict[tuple[str, str], FlowView]:
+    """The whole flow inventory by (name, environment), this instance's counts flushed first."""
+    listed, cursor = service.inventory.list_flows(ListPageQuery(top=200))
+    assert cursor is None
+    return {(view.name, view.environment): view for view in listed}
+
+
+def overlaps(service: ClaimService) -> list[OverlapView]:
+    listed, cursor = service.inventory.list_overlaps(ListPageQuery(top=200))
+    assert cursor is None
+    return listed
+
+
+def set_scope(service: ClaimService, scope: str = SCOPE, **fields: Any) -> ScopeView:
+    return service.inventory.set_scope(SetScopeRequest(scope=scope, **fields))
+
+
+def scopes(service: ClaimService) -> dict[str, ScopeView]:
+    """The whole scope catalogue by scope, this instance's counts flushed first."""
+    listed, cursor = service.inventory.list_scopes(ListPageQuery(top=200))
+    assert cursor is None
+    return {view.scope: view for view in listed}

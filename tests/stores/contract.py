@@ -13,11 +13,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
-from oncegate.domain.records import Claim, Conflict
+from oncegate.domain.records import Claim, Conflict, FlowRecord, Overlap, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreRace
 from oncegate.stores.port import ClaimStore
@@ -43,8 +43,40 @@ def race(attempt: Callable[[int], T]) -> list[T | StoreRace]:
         return list(pool.map(run, range(RACERS)))
 
 
-def unversioned(record: Claim | Conflict) -> Claim | Conflict:
+Record = TypeVar("Record", Claim, Conflict, FlowRecord, ScopeRecord, Overlap)
+INVENTORY = ("flow", "scope", "overlap")
+BUILDERS: dict[str, Callable[[], FlowRecord | ScopeRecord | Overlap]] = {
+    "flow": records.flow_record,
+    "scope": records.scope_record,
+    "overlap": records.overlap,
+}
+
+
+def unversioned(record: Record) -> Record:
     return replace(record, version=None)
+
+
+def kind_of(record: FlowRecord | ScopeRecord | Overlap) -> str:
+    return {FlowRecord: "flow", ScopeRecord: "scope", Overlap: "overlap"}[type(record)]
+
+
+def saved_as(store: ClaimStore, record: Record) -> Record:
+    """``record`` through the store's save primitive of its kind."""
+    saved: Record = getattr(store, f"save_{kind_of(record)}")(record)
+    return saved
+
+
+def listed(store: ClaimStore, kind: str) -> list[Any]:
+    return list(getattr(store, f"list_{kind}s")())
+
+
+def counted(record: FlowRecord | ScopeRecord | Overlap, count: int) -> Any:
+    """The record with a count changed, whatever its kind."""
+    if isinstance(record, FlowRecord):
+        return replace(record, claims=count)
+    if isinstance(record, ScopeRecord):
+        return replace(record, claims_by_status={ClaimStatus.SUCCEEDED: count})
+    return replace(record, count=count)
 
 
 class StoreContract:
@@ -294,6 +326,62 @@ class StoreContract:
         with pytest.raises(InvalidRequest) as raised:
             store.list_conflicts(status=None, scope=None, limit=2, cursor=cursor)
         assert raised.value.target == "cursor"
+
+    # The inventory: flows, scopes and overlaps
+
+    @pytest.mark.parametrize("kind", INVENTORY)
+    def test_inventory_lists_are_empty_at_first(self, store: ClaimStore, kind: str) -> None:
+        assert listed(store, kind) == []
+
+    @pytest.mark.parametrize(
+        "build",
+        [records.flow_record, records.registered_flow, records.scope_record, records.configured_scope, records.overlap],
+        ids=["seen flow", "registered flow", "seen scope", "configured scope", "overlap"],
+    )
+    def test_save_then_list_round_trips_every_field(
+        self, store: ClaimStore, make_store: Callable[[], ClaimStore], build: Callable[[], Record]
+    ) -> None:
+        record = build()
+        kind = kind_of(record)
+
+        saved = saved_as(store, record)
+
+        assert saved.version
+        assert unversioned(saved) == record
+        assert listed(store, kind) == [saved]
+        assert listed(make_store(), kind) == [saved]
+
+    @pytest.mark.parametrize("kind", INVENTORY)
+    def test_a_record_is_saved_once_then_replaced_at_its_current_version(self, store: ClaimStore, kind: str) -> None:
+        first = saved_as(store, BUILDERS[kind]())
+        second = saved_as(store, counted(first, 5))
+
+        with pytest.raises(ConcurrentUpdate):
+            saved_as(store, counted(first, 7))
+        with pytest.raises(ConcurrentUpdate):
+            saved_as(store, replace(counted(first, 9), version=None))
+
+        assert second.version not in (None, first.version)
+        assert listed(store, kind) == [second]
+
+    @pytest.mark.parametrize("kind", INVENTORY)
+    def test_records_list_apart(self, store: ClaimStore, kind: str) -> None:
+        saved = [saved_as(store, BUILDERS[kind]()) for _ in range(3)]
+
+        assert sorted(listed(store, kind), key=repr) == sorted(saved, key=repr)
+
+    def test_concurrent_saves_from_one_version_have_exactly_one_winner(
+        self, store: ClaimStore, make_store: Callable[[], ClaimStore]
+    ) -> None:
+        first = store.save_flow(records.flow_record())
+        stores = [make_store() for _ in range(RACERS)]
+
+        outcomes = race(lambda i: stores[i].save_flow(replace(first, claims=i + 1)))
+
+        winners = [outcome for outcome in outcomes if isinstance(outcome, FlowRecord)]
+        assert len(winners) == 1
+        assert sum(isinstance(outcome, ConcurrentUpdate) for outcome in outcomes) == RACERS - 1
+        assert store.list_flows() == winners
 
     # Health
 

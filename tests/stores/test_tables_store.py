@@ -43,6 +43,27 @@ def test_claims_are_plain_pascalcase_properties_in_their_own_partition(
     assert rows["history-" + event.event_id]["Kind"] == event.kind.value
 
 
+def test_inventory_rows_are_pascalcase_properties_and_a_flow_is_keyed_by_a_digest(
+    table_store_factory: TableStoreFactory, azurite: Azurite | ExternalTables
+) -> None:
+    store = table_store_factory()
+    flow = store.save_flow(records.registered_flow())
+    scope = store.save_scope(records.configured_scope())
+    _, _, flows_table, scopes_table, _ = table_names(table_store_factory.prefix)
+
+    with TableClient.from_connection_string(azurite.connection_string, flows_table) as table:
+        (flow_row,) = table.list_entities()
+    with TableClient.from_connection_string(azurite.connection_string, scopes_table) as table:
+        (scope_row,) = table.list_entities()
+
+    # The flow's name holds / \ # ?, which a RowKey may not: the key is a digest, the name a column.
+    assert (flow_row["PartitionKey"], flow_row["RowKey"]) == ("flow", flow_row["FlowId"])
+    assert len(flow_row["RowKey"]) == 32
+    assert (flow_row["FlowName"], flow_row["Enabled"], flow_row["Claims"]) == (flow.flow.name, False, 12)
+    assert (scope_row["PartitionKey"], scope_row["RowKey"], scope_row["Scope"]) == ("scope", scope.scope, scope.scope)
+    assert (scope_row["RetentionDays"], scope_row["LeaseSeconds"], scope_row["SucceededClaims"]) == (30, 900, 7)
+
+
 def test_an_unreachable_store_raises_store_unavailable_and_recovers(
     table_store_factory: TableStoreFactory, azurite: Azurite | ExternalTables
 ) -> None:

@@ -1,4 +1,4 @@
-"""Builders for claims, history events and conflicts, shared by the store and service tests."""
+"""Builders for claims, history events, conflicts and inventory records, shared by the store and service tests."""
 
 from __future__ import annotations
 
@@ -7,7 +7,16 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from oncegate.domain.records import AppliedResolution, Claim, Conflict, Flow, HistoryEvent
+from oncegate.domain.records import (
+    AppliedResolution,
+    Claim,
+    Conflict,
+    Flow,
+    FlowRecord,
+    HistoryEvent,
+    Overlap,
+    ScopeRecord,
+)
 from oncegate.domain.statuses import (
     ClaimStatus,
     ConflictSource,
@@ -128,3 +137,56 @@ def resolved_conflict(conflict_id: str | None = None, **changes: Any) -> Conflic
         resolved_at=T0 + timedelta(hours=1, microseconds=7),
     )
     return replace(full, **changes)
+
+
+def flow_record(**changes: Any) -> FlowRecord:
+    """A flow seen but never registered, named as only a digest can key it (/ \\ # ? are not RowKey characters)."""
+    return replace(FlowRecord(Flow(f"Orders/EU \\ #1? {new_id()[:6]}", "Default-contoso")), **changes)
+
+
+def registered_flow(**changes: Any) -> FlowRecord:
+    """A registered, disabled flow with every optional field set."""
+    later = T0 + timedelta(minutes=3, microseconds=9)
+    full = flow_record(
+        owner="ana@contoso.com",
+        enabled=False,
+        notes="Copy left in Test: disabled until the owner decides. café ✓",
+        registered_at=T0,
+        first_seen_at=T0,
+        last_seen_at=later,
+        claims=12,
+        duplicates=3,
+    )
+    return replace(full, **changes)
+
+
+def scope_record(**changes: Any) -> ScopeRecord:
+    """A scope seen but never set up."""
+    return replace(ScopeRecord(f"erp.create-order-{new_id()[:6]}"), **changes)
+
+
+def configured_scope(**changes: Any) -> ScopeRecord:
+    """A scope with every optional field set, and some claims in each status (one count negative, as deltas may be)."""
+    full = scope_record(
+        owner="erp-team@contoso.com",
+        lease_seconds=900,
+        retention_days=30,
+        description="Creates the sales order in the ERP.",
+        registered_at=T0,
+        first_seen_at=T0,
+        last_seen_at=T0 + timedelta(hours=1),
+        claims_by_status=dict(zip(ClaimStatus, (-1, 7, 2, 1, 4), strict=True)),
+    )
+    return replace(full, **changes)
+
+
+def overlap(**changes: Any) -> Overlap:
+    """Two copies of a flow answering for the same claims."""
+    made = Overlap(
+        flows=(Flow("Create order", "Default-contoso"), Flow(f"Create order #{new_id()[:6]}", "Test/contoso")),
+        count=2,
+        first_seen_at=T0,
+        last_seen_at=T0 + timedelta(seconds=5),
+        example_claim_id=new_id(),
+    )
+    return replace(made, **changes)

@@ -16,7 +16,7 @@ param tags object
 @description('Name of the blob container Flex Consumption deploys the app package from.')
 param deploymentContainerName string
 
-@description('Tables created up front for OnceGate\'s claims and conflicts.')
+@description('Tables created up front for OnceGate\'s claims, conflicts and flow inventory.')
 param tableNames array
 
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {

@@ -1,0 +1,482 @@
+"""The drill: act as flows would against a deployment, and check that each business result happens once.
+
+``oncegate drill`` claims two fresh test keys in the scope ``drill.check``, the way flows do:
+
+1. Key A is triggered twice in a row. The first run is told ``proceed``, "does" the side effect
+   (it only makes up a record id, ``DRILL-<hex>``) and records it; the second, with the same
+   payload, must be told ``duplicate`` with that record id.
+2. N runs fire at once on key A: all ``duplicate``. Then N runs fire at once on key B, before
+   any result exists: exactly one ``proceed``, the rest ``in_progress``. The winner records its
+   result, and one more run is told ``duplicate``.
+3. Key A comes once more with a changed amount: ``conflict``. The drill dismisses that conflict,
+   so that it does not wait in the owner's queue; a caller who may not resolve conflicts (Entra
+   ID without the reviewer role) leaves it open, which the report notes.
+
+Every run told ``proceed`` does the side effect and records it, as a flow would: a service that
+tells two runs to proceed shows up as a side effect done twice. Last, each key's claim is read
+back (``POST /api/claims/lookup``) and its history must hold every answer the drill was given.
+
+:func:`run_drill` does all of it over a :class:`~oncegate.entrypoints.client.Client` and
+returns a :class:`Report`; printing it is the command's business. Refusals the drill can
+explain (a stale claim token, a conflict it may not dismiss) become calls in the report;
+others (a rejected key, an unreachable service) are raised as the client's errors.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome, Resolution
+from oncegate.entrypoints.client import ApiError, Client
+from oncegate.models import ClaimResponse, ClaimView, FlowRef
+
+DEFAULT_SCOPE = "drill.check"
+DEFAULT_CONCURRENCY = 32
+FLOW_NAME = "OnceGate drill"
+REVIEWER = "oncegate drill"
+DISMISS_NOTE = "Opened on purpose by oncegate drill to check that a changed payload is a conflict."
+PAYLOAD = {"order": "drill", "amount": 120.5, "lines": [{"sku": "DRILL-1", "qty": 2}]}
+CHANGED_PAYLOAD = {**PAYLOAD, "amount": 121.5}
+# Key A is done once and then repeated; key B is raced for before any result exists.
+KEYS = ("A", "B")
+# The slowest thread of a burst must be ready within this, or the burst is not simultaneous anyway.
+BARRIER_SECONDS = 30.0
+FORBIDDEN = 403
+
+CHECK_AND_CLAIM = "check and claim"
+RECORD_RESULT = "record result"
+DISMISS = "dismiss conflict"
+
+FIRST, AGAIN, BURST, RACE, AFTER, CHANGED = "1 first", "1 again", "2 burst", "2 race", "2 after", "3 changed"
+EXPECTED: dict[str, frozenset[Decision]] = {
+    FIRST: frozenset({Decision.PROCEED}),
+    AGAIN: frozenset({Decision.DUPLICATE}),
+    BURST: frozenset({Decision.DUPLICATE}),
+    # Exactly one of them proceeds: counted apart.
+    RACE: frozenset({Decision.PROCEED, Decision.IN_PROGRESS}),
+    AFTER: frozenset({Decision.DUPLICATE}),
+    CHANGED: frozenset({Decision.CONFLICT}),
+}
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request of the drill and its answer: a decision, the claim's status after a result, or a refusal."""
+
+    step: str
+    key: str
+    action: str
+    run_id: str | None
+    answer: str
+    ms: float
+    attempt: int | None = None
+    target_record_id: str | None = None
+    conflict_id: str | None = None
+    reason: str | None = None
+    # The HTTP status when the service refused the request; ``answer`` is then its error code.
+    refused: int | None = None
+
+    def is_claim(self, *decisions: Decision) -> bool:
+        return self.action == CHECK_AND_CLAIM and (not decisions or self.answer in decisions)
+
+    def as_json(self) -> dict[str, Any]:
+        fields = {
+            "step": self.step,
+            "key": self.key,
+            "call": self.action,
+            "runId": self.run_id,
+            "answer": self.answer,
+            "attempt": self.attempt,
+            "targetRecordId": self.target_record_id,
+            "conflictId": self.conflict_id,
+            "ms": self.ms,
+            "reason": self.reason,
+            "refused": self.refused,
+        }
+        return {name: value for name, value in fields.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A drill key's claim as read back after the drill, with its history; ``error`` when it could not be read."""
+
+    key: str
+    claim: ClaimView | None
+    raw: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing the contract promises, and every way the drill saw it broken."""
+
+    name: str
+    deviations: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.deviations
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the drill did, what it was answered, and what it found."""
+
+    url: str
+    scope: str
+    concurrency: int
+    flow: FlowRef
+    keys: dict[str, str]
+    calls: Sequence[Call]
+    lookups: list[Lookup]
+    checks: list[Check]
+    notes: list[str]
+
+    @property
+    def deviations(self) -> list[str]:
+        return [deviation for check in self.checks for deviation in check.deviations]
+
+    @property
+    def passed(self) -> bool:
+        return not self.deviations
+
+    def as_json(self) -> dict[str, Any]:
+        """The machine-readable report (``--json``)."""
+        return {
+            "passed": self.passed,
+            "url": self.url,
+            "scope": self.scope,
+            "concurrency": self.concurrency,
+            "flow": self.flow.model_dump(),
+            "keys": self.keys,
+            "calls": [call.as_json() for call in self.calls],
+            "checks": [
+                {"name": check.name, "passed": check.passed, "deviations": list(check.deviations)}
+                for check in self.checks
+            ],
+            "deviations": self.deviations,
+            "notes": self.notes,
+            "claims": {
+                lookup.key: lookup.raw if lookup.claim is not None else {"error": lookup.error}
+                for lookup in self.lookups
+            },
+        }
+
+
+@dataclass(frozen=True)
+class _Drill:
+    client: Client
+    scope: str
+    flow: FlowRef
+    keys: dict[str, str]
+    numbers: Iterator[int]
+
+
+def new_key(now: datetime) -> str:
+    """A fresh test key, e.g. ``drill-20250301T090000Z-3f9a1c2e``: no personal data, never seen before."""
+    return f"drill-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+
+
+def run_drill(client: Client, *, scope: str = DEFAULT_SCOPE, concurrency: int = DEFAULT_CONCURRENCY) -> Report:
+    """Run the three steps against the client's deployment, read the claims back and check them."""
+    now = datetime.now(UTC)
+    flow = FlowRef(name=FLOW_NAME, environment=urlsplit(client.url).hostname or client.url)
+    drill = _Drill(client, scope, flow, {key: new_key(now) for key in KEYS}, itertools.count(1))
+    calls = [
+        *_fire(drill, FIRST, "A", PAYLOAD),
+        *_fire(drill, AGAIN, "A", PAYLOAD),
+        *_fire(drill, BURST, "A", PAYLOAD, concurrency),
+        *_fire(drill, RACE, "B", PAYLOAD, concurrency),
+        *_fire(drill, AFTER, "B", PAYLOAD),
+    ]
+    changed = _fire(drill, CHANGED, "A", CHANGED_PAYLOAD)
+    calls += [*changed, *_dismiss(drill, changed)]
+    lookups = [_lookup(drill, key) for key in drill.keys]
+    return Report(
+        url=client.url,
+        scope=scope,
+        concurrency=concurrency,
+        flow=flow,
+        keys=drill.keys,
+        calls=calls,
+        lookups=lookups,
+        checks=_checks(calls, lookups, concurrency),
+        notes=_notes(calls, flow),
+    )
+
+
+# -- acting as flows ----------------------------------------------------------------------------
+
+
+def _ms(started: float) -> float:
+    return round((perf_counter() - started) * 1000, 1)
+
+
+def _explained(exc: ApiError) -> bool:
+    """A refusal the report can show as a call: a 4xx on a request the service should have accepted.
+
+    Not a rejected credential (401, 403): the command reports that as it does for every command.
+    """
+    return 400 <= exc.status < 500 and exc.status not in (401, FORBIDDEN)
+
+
+def _at_once(count: int, work: Callable[[int], T]) -> list[T]:
+    """``work(0..count-1)`` on ``count`` threads released together by a barrier, in index order."""
+    barrier = threading.Barrier(count, timeout=BARRIER_SECONDS)
+
+    def together(index: int) -> T:
+        barrier.wait()
+        return work(index)
+
+    with ThreadPoolExecutor(max_workers=count, thread_name_prefix="drill") as pool:
+        return list(pool.map(together, range(count)))
+
+
+def _fire(drill: _Drill, step: str, key: str, payload: Any, count: int = 1) -> list[Call]:
+    """``count`` runs ask Check and claim at once; each one told ``proceed`` then does the side effect, records it."""
+    run_ids = [f"drill-run-{next(drill.numbers)}" for _ in range(count)]
+    answers = _at_once(count, lambda index: _claim(drill, step, key, payload, run_ids[index]))
+    claims = [call for call, _ in answers]
+    records = [_record(drill, call, answer) for call, answer in answers if call.is_claim(Decision.PROCEED)]
+    return claims + records
+
+
+def _claim(drill: _Drill, step: str, key: str, payload: Any, run_id: str) -> tuple[Call, ClaimResponse]:
+    started = perf_counter()
+    answer = drill.client.check_and_claim(
+        scope=drill.scope, key=drill.keys[key], payload=payload, run_id=run_id, flow=drill.flow
+    ).model
+    call = Call(
+        step,
+        key,
+        CHECK_AND_CLAIM,
+        run_id,
+        answer.decision.value,
+        _ms(started),
+        attempt=answer.attempt,
+        target_record_id=answer.result.target_record_id if answer.result else None,
+        conflict_id=answer.conflict_id,
+        reason=answer.reason,
+    )
+    return call, answer
+
+
+def _record(drill: _Drill, claimed: Call, answer: ClaimResponse) -> Call:
+    # The side effect: a record the target system would hold. Nothing is created anywhere.
+    target = f"DRILL-{secrets.token_hex(6).upper()}"
+    started = perf_counter()
+    try:
+        view = drill.client.record_result(
+            answer.claim_id,
+            claim_token=answer.claim_token or "",
+            outcome=Outcome.SUCCEEDED.value,
+            target_record_id=target,
+        ).model
+    except ApiError as exc:
+        if not _explained(exc):
+            raise
+        return _refusal(claimed, RECORD_RESULT, exc, started, target_record_id=target)
+    return Call(
+        claimed.step,
+        claimed.key,
+        RECORD_RESULT,
+        claimed.run_id,
+        view.status.value,
+        _ms(started),
+        attempt=view.attempt,
+        target_record_id=view.target_record_id,
+    )
+
+
+def _refusal(context: Call, action: str, exc: ApiError, started: float, **ids: Any) -> Call:
+    """The call ``action`` (in the step, key and run of ``context``) as the service refused it."""
+    code = exc.code or f"HTTP {exc.status}"
+    return Call(
+        context.step,
+        context.key,
+        action,
+        context.run_id,
+        code,
+        _ms(started),
+        reason=exc.message,
+        refused=exc.status,
+        **ids,
+    )
+
+
+def _dismiss(drill: _Drill, changed: list[Call]) -> list[Call]:
+    """Dismiss the conflicts the changed payload opened; a caller without the reviewer role leaves them open."""
+    return [_dismiss_one(drill, call) for call in changed if call.conflict_id]
+
+
+def _dismiss_one(drill: _Drill, changed: Call) -> Call:
+    started = perf_counter()
+    conflict_id = changed.conflict_id or ""
+    try:
+        conflict = drill.client.resolve_conflict(
+            conflict_id, decision=Resolution.DISMISS.value, reviewer=REVIEWER, note=DISMISS_NOTE
+        ).model
+    except ApiError as exc:
+        if not (_explained(exc) or exc.status == FORBIDDEN):
+            raise
+        return _refusal(changed, DISMISS, exc, started, conflict_id=conflict_id)
+    decision = conflict.resolution.decision.value if conflict.resolution else conflict.status.value
+    return Call(changed.step, changed.key, DISMISS, changed.run_id, decision, _ms(started), conflict_id=conflict_id)
+
+
+def _lookup(drill: _Drill, key: str) -> Lookup:
+    try:
+        answer = drill.client.lookup_claim(drill.scope, drill.keys[key])
+    except ApiError as exc:
+        if not _explained(exc):
+            raise
+        return Lookup(key, None, error=str(exc))
+    return Lookup(key, answer.model, answer.raw)
+
+
+def _notes(calls: Sequence[Call], flow: FlowRef) -> list[str]:
+    notes = [
+        f"Conflict {call.conflict_id} was left open: this caller may not resolve conflicts (Entra ID: the "
+        f"OnceGate.Reviewer role). Dismiss it with `oncegate conflicts resolve {call.conflict_id} --decision "
+        "dismiss`, or leave it to the scope's owner."
+        for call in calls
+        if call.action == DISMISS and call.refused == FORBIDDEN
+    ]
+    if any(call.is_claim(Decision.BLOCKED) for call in calls):
+        notes.append(
+            "The drill's flow was blocked by the flow inventory (see the reasons below). Where only registered "
+            f"flows may claim, register it: `oncegate flows register --name '{flow.name}' --environment "
+            f"'{flow.environment}'`."
+        )
+    return notes
+
+
+# -- checking what was answered -----------------------------------------------------------------
+
+
+def _checks(calls: Sequence[Call], lookups: list[Lookup], concurrency: int) -> list[Check]:
+    """Each promise of the contract the drill exercised, with the deviations it saw."""
+    recorded = {key: _recorded(calls, key) for key in KEYS}
+    return [
+        Check(
+            "Triggered twice in a row: the first run proceeds, the second is a duplicate",
+            _decisions(calls, FIRST, AGAIN),
+        ),
+        Check(f"{concurrency} runs at once on the done record: all duplicate", _decisions(calls, BURST)),
+        Check(
+            f"{concurrency} runs at once on a new record: one proceeds, the rest are in_progress; then a duplicate",
+            (*_decisions(calls, RACE, AFTER), *_one_proceed(calls, RACE)),
+        ),
+        Check("The changed payload is a conflict, which the drill dismisses (or may not)", _conflict(calls)),
+        Check(
+            "The business result happened once per key, and every duplicate returned it",
+            tuple(deviation for key in KEYS for deviation in _once(calls, key, recorded[key])),
+        ),
+        Check(
+            "Each claim, read back, succeeded once and its history holds every answer",
+            tuple(deviation for lookup in lookups for deviation in _history(calls, lookup, recorded[lookup.key])),
+        ),
+    ]
+
+
+def _who(call: Call) -> str:
+    return f"{call.step}: {call.run_id} (key {call.key})"
+
+
+def _decisions(calls: Sequence[Call], *steps: str) -> tuple[str, ...]:
+    return tuple(
+        f"{_who(call)} was told {call.answer}, expected {' or '.join(sorted(EXPECTED[call.step]))}: {call.reason}"
+        for call in calls
+        if call.is_claim() and call.step in steps and call.answer not in EXPECTED[call.step]
+    )
+
+
+def _one_proceed(calls: Sequence[Call], step: str) -> tuple[str, ...]:
+    proceeded = [call.run_id or "" for call in calls if call.step == step and call.is_claim(Decision.PROCEED)]
+    if len(proceeded) == 1:
+        return ()
+    runs = f" ({', '.join(proceeded)})" if proceeded else ""
+    return (f"{step}: {len(proceeded)} runs were told proceed{runs}; exactly one must be.",)
+
+
+def _conflict(calls: Sequence[Call]) -> tuple[str, ...]:
+    deviations = list(_decisions(calls, CHANGED))
+    for call in calls:
+        if call.step == CHANGED and call.is_claim(Decision.CONFLICT) and not call.conflict_id:
+            deviations.append(f"{_who(call)} was told conflict without a conflictId.")
+        if call.action == DISMISS and call.refused not in (None, FORBIDDEN):
+            deviations.append(f"Dismissing conflict {call.conflict_id} was refused: {call.answer}: {call.reason}")
+    return tuple(deviations)
+
+
+def _recorded(calls: Sequence[Call], key: str) -> str | None:
+    """The record id of the key's first result recorded as succeeded."""
+    return next(
+        (
+            call.target_record_id
+            for call in calls
+            if call.key == key and call.action == RECORD_RESULT and call.answer == ClaimStatus.SUCCEEDED
+        ),
+        None,
+    )
+
+
+def _once(calls: Sequence[Call], key: str, recorded: str | None) -> Iterator[str]:
+    mine = [call for call in calls if call.key == key]
+    records = [call for call in mine if call.action == RECORD_RESULT]
+    if len(records) != 1:
+        done = ", ".join(f"{call.run_id} made {call.target_record_id}" for call in records) or "no run proceeded"
+        yield f"key {key}: the side effect was done {len(records)} times ({done}); once expected."
+    for call in records:
+        if call.refused is not None:
+            yield (
+                f"{_who(call)} did the side effect ({call.target_record_id}), but Record result was refused: "
+                f"{call.answer}: {call.reason}"
+            )
+        elif call.answer != ClaimStatus.SUCCEEDED:
+            yield f"{_who(call)} recorded succeeded, but the claim is {call.answer}."
+    for call in mine:
+        if call.is_claim(Decision.DUPLICATE) and call.target_record_id != recorded:
+            yield (
+                f"{_who(call)} was told duplicate with target record {call.target_record_id}, "
+                f"not the recorded {recorded}."
+            )
+
+
+def _answered(calls: Sequence[Call], key: str) -> Counter[tuple[str, str]]:
+    """The history entries the key's answers should have left, by event and outcome."""
+    events = {CHECK_AND_CLAIM: EventKind.CLAIM, RECORD_RESULT: EventKind.RESULT, DISMISS: EventKind.RESOLUTION}
+    answered = [call for call in calls if call.key == key and call.refused is None]
+    return Counter((events[call.action].value, call.answer) for call in answered)
+
+
+def _history(calls: Sequence[Call], lookup: Lookup, recorded: str | None) -> Iterator[str]:
+    claim = lookup.claim
+    if claim is None:
+        yield f"key {lookup.key}: its claim could not be read back: {lookup.error}"
+        return
+    if claim.status is not ClaimStatus.SUCCEEDED or claim.target_record_id != recorded:
+        yield (
+            f"key {lookup.key}: the claim is {claim.status.value} with target record {claim.target_record_id}; "
+            f"expected succeeded with {recorded}."
+        )
+    expected = _answered(calls, lookup.key)
+    held = Counter((entry.event.value, entry.outcome) for entry in claim.history or [])
+    for event, outcome in sorted(expected.keys() | held.keys()):
+        if expected[event, outcome] != held[event, outcome]:
+            yield (
+                f"key {lookup.key}: the history holds {held[event, outcome]} '{event} {outcome}' entries; "
+                f"the drill was answered that {expected[event, outcome]} times."
+            )

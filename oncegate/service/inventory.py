@@ -1,0 +1,312 @@
+"""The flow inventory and the side-effect catalogue: which flows claim, for which scopes, how often.
+
+A person registers a flow (owner, enabled, notes) and sets up a scope (owner, default lease,
+retention, description); the service records every flow and scope it sees, with counts. The
+claim path pays no storage round trip for any of it:
+
+- **Registrations** are read from an in-process snapshot of the (small) flows and scopes tables,
+  loaded by one list query of each when it is older than ``ttl`` (30 s unless told otherwise).
+  A change (``PUT``) takes effect at once on the instance that handled it and within the TTL
+  on every other instance: disabling a flow stops its claims everywhere within 30 s.
+- **Counts** accumulate in memory and are merged into the store now and then: see
+  :mod:`oncegate.service.usage`. The lists flush this process's counts before they read.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+from oncegate.domain.keys import normalise_scope
+from oncegate.domain.records import Flow, FlowRecord, Overlap, ScopeRecord
+from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
+from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
+from oncegate.models import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_RETENTION_DAYS,
+    ClaimCounts,
+    ClaimResponse,
+    FlowRef,
+    FlowView,
+    ListPageQuery,
+    OverlapView,
+    RegisterFlowRequest,
+    ScopeView,
+    SetScopeRequest,
+)
+from oncegate.service.usage import Usage
+from oncegate.stores.paging import decode_cursor, encode_cursor
+from oncegate.stores.port import ClaimStore
+
+logger = logging.getLogger(__name__)
+
+REGISTRY_TTL = timedelta(seconds=30)
+FLUSH_INTERVAL = timedelta(seconds=60)
+ANOTHER_FLOW_COPY = "another_flow_copy"
+# Open conflicts are counted per scope a page at a time.
+CONFLICT_PAGE = 1000
+SAVE_ROUNDS = 8
+T = TypeVar("T")
+
+
+def _flow_text(flow: Flow) -> str:
+    return f"Flow '{flow.name}' in '{flow.environment}'"
+
+
+def _page(
+    items: Iterable[T], place: Callable[[T], tuple[str, str]], query: ListPageQuery
+) -> tuple[list[T], str | None]:
+    """One page of ``items`` in the order of their place, and the cursor after its last item."""
+    after = decode_cursor(query.cursor) if query.cursor else None
+    rest = sorted((item for item in items if after is None or place(item) > after), key=place)
+    more = len(rest) > query.top
+    return rest[: query.top], encode_cursor(*place(rest[query.top - 1])) if more else None
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """The registrations as one instance last read them."""
+
+    loaded_at: datetime
+    flows: dict[Flow, FlowRecord]
+    scopes: dict[str, ScopeRecord]
+
+
+class Inventory:
+    """Registrations read through a short-lived cache, counts merged now and then, and the inventory's lists."""
+
+    def __init__(
+        self,
+        store: ClaimStore,
+        *,
+        clock: Callable[[], datetime],
+        ttl: timedelta = REGISTRY_TTL,
+        flush_interval: timedelta = FLUSH_INTERVAL,
+        require_registered: bool = False,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._ttl = ttl
+        self._require_registered = require_registered
+        self._lock = threading.Lock()
+        self._snapshot: _Snapshot | None = None
+        self.usage = Usage(store, clock=clock, interval=flush_interval)
+
+    # -- the claim path: memory only, but for one refresh per TTL -------------------------------
+
+    def _current(self) -> _Snapshot:
+        with self._lock:
+            snapshot = self._snapshot
+            if snapshot is None or self._clock() - snapshot.loaded_at >= self._ttl:
+                flows = {record.flow: record for record in self._store.list_flows()}
+                scopes = {record.scope: record for record in self._store.list_scopes()}
+                snapshot = self._snapshot = _Snapshot(self._clock(), flows, scopes)
+            return snapshot
+
+    def refusal(self, flow: Flow | None) -> str | None:
+        """Why the inventory blocks this flow from claiming; None when it may claim."""
+        record = self._current().flows.get(flow) if flow else None
+        if flow is not None and record is not None and not record.enabled:
+            known = "; ".join(
+                f"{name}: {value}" for name, value in (("owner", record.owner), ("notes", record.notes)) if value
+            )
+            why = f" ({known})" if known else ""
+            return (
+                f"{_flow_text(flow)} is disabled in the flow inventory{why}: nothing was done, and a person must "
+                "enable the flow before it may claim."
+            )
+        if not self._require_registered or (record is not None and record.registered_at is not None):
+            return None
+        if flow is None:
+            return "Only registered flows may claim, and this request names no flow: nothing was done; send flow."
+        return (
+            f"{_flow_text(flow)} is not registered in the flow inventory, and only registered flows may claim: "
+            "nothing was done, and a person must register the flow first."
+        )
+
+    def lease_seconds(self, scope: str) -> int:
+        """The lease of a claim of ``scope`` that does not ask for one."""
+        record = self._current().scopes.get(scope)
+        return record.lease_seconds if record and record.lease_seconds else DEFAULT_LEASE_SECONDS
+
+    def answered(self, scope: str, flow: Flow | None, answer: ClaimResponse, at: datetime) -> None:
+        """Count a Check and claim answer; flush the counts when the interval is over."""
+        self.usage.scope_seen(scope, at)
+        if flow is not None:
+            self.usage.flow_seen(flow, at, duplicate=answer.decision is Decision.DUPLICATE)
+        holder = answer.holder.flow if answer.holder else answer.result.flow if answer.result else None
+        if flow is not None and holder is not None and ANOTHER_FLOW_COPY in answer.warnings:
+            self.usage.overlap_seen(Flow(holder.name, holder.environment), flow, answer.claim_id, at)
+        self.usage.flush_if_due()
+
+    def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus) -> None:
+        self.usage.status_changed(scope, before, after)
+
+    def close(self) -> None:
+        """Flush the counts; a failure is logged, and those counts are lost."""
+        try:
+            self.usage.flush()
+        except OnceGateError as exc:
+            logger.warning("Inventory counts lost at close: %s", exc.message)
+
+    # -- flows -------------------------------------------------------------------------------------
+
+    def list_flows(self, query: ListPageQuery) -> tuple[list[FlowView], str | None]:
+        """One page of the flows, by name and environment, with this process's counts flushed first."""
+        self.usage.flush()
+        page, cursor = _page(self._store.list_flows(), lambda r: (r.flow.name, r.flow.environment), query)
+        return [_flow_view(record) for record in page], cursor
+
+    def register_flow(self, request: RegisterFlowRequest) -> FlowView:
+        """Register the flow or replace its registration; its counts stay."""
+        flow = Flow(request.name, request.environment)
+
+        def registered(record: FlowRecord) -> FlowRecord:
+            return replace(
+                record,
+                owner=request.owner,
+                enabled=request.enabled,
+                notes=request.notes,
+                registered_at=record.registered_at or self._clock(),
+            )
+
+        saved = self._saved(
+            self._store.list_flows, self._store.save_flow, lambda r: r.flow == flow, FlowRecord(flow), registered
+        )
+        logger.info("%s registered: enabled=%s", _flow_text(flow), saved.enabled)
+        self._remember(saved)
+        return _flow_view(saved)
+
+    def list_overlaps(self, query: ListPageQuery) -> tuple[list[OverlapView], str | None]:
+        """One page of the pairs of flows that met each other's claims, with this process's counts flushed first."""
+        self.usage.flush()
+        page, cursor = _page(self._store.list_overlaps(), _overlap_place, query)
+        return [_overlap_view(record) for record in page], cursor
+
+    # -- scopes ------------------------------------------------------------------------------------
+
+    def list_scopes(self, query: ListPageQuery) -> tuple[list[ScopeView], str | None]:
+        """One page of the scopes, by name, with their open conflicts and this process's counts flushed first."""
+        self.usage.flush()
+        page, cursor = _page(self._store.list_scopes(), lambda r: (r.scope, ""), query)
+        open_conflicts = self._open_conflicts()
+        return [_scope_view(record, open_conflicts[record.scope]) for record in page], cursor
+
+    def set_scope(self, request: SetScopeRequest) -> ScopeView:
+        """Set the scope's owner, default lease, retention and description; its counts stay."""
+        scope = normalise_scope(request.scope)
+
+        def configured(record: ScopeRecord) -> ScopeRecord:
+            return replace(
+                record,
+                owner=request.owner,
+                lease_seconds=request.lease_seconds,
+                retention_days=request.retention_days,
+                description=request.description,
+                registered_at=record.registered_at or self._clock(),
+            )
+
+        saved = self._saved(
+            self._store.list_scopes, self._store.save_scope, lambda r: r.scope == scope, ScopeRecord(scope), configured
+        )
+        self._remember(saved)
+        return _scope_view(saved, self._open_conflicts()[scope])
+
+    def _open_conflicts(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        cursor = None
+        while True:
+            page = self._store.list_conflicts(
+                status=ConflictStatus.OPEN, scope=None, limit=CONFLICT_PAGE, cursor=cursor
+            )
+            counts.update(conflict.scope for conflict in page.items)
+            cursor = page.cursor
+            if cursor is None:
+                return counts
+
+    # -- shared --------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _saved(
+        read: Callable[[], list[T]],
+        save: Callable[[T], T],
+        this: Callable[[T], bool],
+        blank: T,
+        change: Callable[[T], T],
+    ) -> T:
+        """``change`` applied to the stored record (or to ``blank``), re-read when a counts merge got there first."""
+        for _ in range(SAVE_ROUNDS):
+            stored = next((record for record in read() if this(record)), blank)
+            try:
+                return save(change(stored))
+            except ConcurrentUpdate:
+                continue
+        raise StoreUnavailable("the inventory kept changing under this request; retry shortly.")
+
+    def _remember(self, record: FlowRecord | ScopeRecord) -> None:
+        """Put a registration in this instance's snapshot at once; other instances read it within the TTL."""
+        with self._lock:
+            current = self._snapshot
+            if current is None:
+                return
+            flows, scopes = dict(current.flows), dict(current.scopes)
+            if isinstance(record, FlowRecord):
+                flows[record.flow] = record
+            else:
+                scopes[record.scope] = record
+            self._snapshot = _Snapshot(current.loaded_at, flows, scopes)
+
+
+def _overlap_place(record: Overlap) -> tuple[str, str]:
+    first, second = record.flows
+    return f"{first.name}\n{first.environment}", f"{second.name}\n{second.environment}"
+
+
+def _flow_view(record: FlowRecord) -> FlowView:
+    return FlowView(
+        name=record.flow.name,
+        environment=record.flow.environment,
+        registered=record.registered_at is not None,
+        enabled=record.enabled,
+        owner=record.owner,
+        notes=record.notes,
+        registered_at=record.registered_at,
+        first_seen_at=record.first_seen_at,
+        last_seen_at=record.last_seen_at,
+        claims=record.claims,
+        duplicates=record.duplicates,
+    )
+
+
+def _overlap_view(record: Overlap) -> OverlapView:
+    flow, other = (FlowRef(name=flow.name, environment=flow.environment) for flow in record.flows)
+    return OverlapView(
+        flow=flow,
+        other_flow=other,
+        count=record.count,
+        first_seen_at=record.first_seen_at,
+        last_seen_at=record.last_seen_at,
+        example_claim_id=record.example_claim_id,
+    )
+
+
+def _scope_view(record: ScopeRecord, open_conflicts: int) -> ScopeView:
+    # Counts are deltas from every instance: until all have flushed, one may show below zero for a while.
+    counts = {status.value: max(0, record.claims_by_status.get(status, 0)) for status in ClaimStatus}
+    return ScopeView(
+        scope=record.scope,
+        owner=record.owner,
+        lease_seconds=record.lease_seconds or DEFAULT_LEASE_SECONDS,
+        retention_days=record.retention_days or DEFAULT_RETENTION_DAYS,
+        description=record.description,
+        registered_at=record.registered_at,
+        first_seen_at=record.first_seen_at,
+        last_seen_at=record.last_seen_at,
+        claims=ClaimCounts.model_validate(counts),
+        open_conflicts=open_conflicts,
+    )

@@ -1,0 +1,292 @@
+"""``oncegate drill`` against the local server: it passes on SQLite and on Table Storage, and names what a broken
+service gets wrong.
+
+The broken services are the real one with one promise undone: a second run told ``proceed`` while the first
+holds the claim, or a result that is acknowledged and never stored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import azure.functions as func
+import pytest
+
+from oncegate import bootstrap
+from oncegate.domain.keys import KeyHasher
+from oncegate.domain.statuses import ClaimStatus, Decision
+from oncegate.entrypoints import server
+from oncegate.models import ClaimRequest, ClaimResponse, ClaimView, RecordResultRequest
+from oncegate.service.claims import ClaimService
+from oncegate.stores.port import ClaimStore
+from tests.cli.conftest import Oncegate, Seen
+from tests.cli.test_signin import SIGN_IN, FakeMsal
+from tests.conftest import KEY_SECRET, FakeClock
+from tests.http.client import ServerApi
+from tests.http.test_actions import ok
+
+CONCURRENCY = 16
+BURST = ["--concurrency", str(CONCURRENCY)]
+DRILL_KEY = re.compile(r"drill-\d{8}T\d{6}Z-[0-9a-f]{8}")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("tables", marks=pytest.mark.azurite)])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """The drill runs on both stores, as it would against a deployment of either."""
+    kind: str = request.param
+    return kind
+
+
+def rows(out: str, step: str) -> list[list[str]]:
+    """The call table's rows of one step, split into cells (no cell holds a double space)."""
+    return [re.split(r"\s{2,}", line) for line in out.splitlines() if line.startswith(step + " ")]
+
+
+def report(run_out: str) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(run_out)
+    return parsed
+
+
+def test_the_drill_passes_and_shows_every_call_and_how_each_repeat_was_recognised(oncegate: Oncegate) -> None:
+    run = oncegate("drill", *BURST)
+
+    assert run.code == 0, run.out + run.err
+    assert run.err == ""
+    assert run.out.rstrip().endswith("Passed: each business result happened once, and every repeat was recognised.")
+    assert run.out.count("  ok    ") == 6
+    assert "FAIL" not in run.out
+    keys = DRILL_KEY.findall(run.out)
+    assert len(set(keys)) == 2
+
+    first, recorded = rows(run.out, "1 first")
+    target = recorded[6]
+    assert first[2:5] == ["check and claim", "drill-run-1", "proceed"]
+    assert recorded[2:5] == ["record result", "drill-run-1", "succeeded"]
+    assert target.startswith("DRILL-")
+    assert [row[4:7] for row in rows(run.out, "1 again")] == [["duplicate", "1", target]]
+    assert [row[4:7] for row in rows(run.out, "2 burst")] == [["duplicate", "1", target]] * CONCURRENCY
+    race = rows(run.out, "2 race")
+    answers = sorted(row[4] for row in race if row[2] == "check and claim")
+    assert answers == ["in_progress"] * (CONCURRENCY - 1) + ["proceed"]
+    (winner,) = [row for row in race if row[2] == "record result"]
+    assert [row[4:7] for row in rows(run.out, "2 after")] == [["duplicate", "1", winner[6]]]
+    changed, dismissed = rows(run.out, "3 changed")
+    assert changed[4] == "conflict"
+    assert dismissed[2:5] == ["dismiss conflict", changed[3], "dismiss"]
+    run_ids = [row[3] for step in ("1", "2", "3") for row in rows(run.out, step) if row[2] == "check and claim"]
+    assert len(run_ids) == len(set(run_ids)) == 2 * CONCURRENCY + 4
+
+    assert run.out.count("which succeeded.") == CONCURRENCY + 2
+    assert run.out.count(f"Run {winner[3]} holds the lease until") == CONCURRENCY - 1
+    assert f"Run drill-run-1 recorded succeeded (target record {target})." in run.out
+    assert f"Reviewer oncegate drill resolved conflict {changed[6]} as dismiss" in run.out
+
+
+def test_the_json_report_has_the_calls_the_checks_and_each_claim_with_its_history(
+    oncegate: Oncegate, api: ServerApi
+) -> None:
+    run = oncegate("drill", *BURST, "--json")
+
+    assert run.code == 0, run.out + run.err
+    drill = report(run.out)
+    assert drill["passed"] is True
+    assert drill["deviations"] == []
+    assert [check["passed"] for check in drill["checks"]] == [True] * 6
+    assert drill["flow"] == {"name": "OnceGate drill", "environment": "127.0.0.1"}
+    assert (drill["scope"], drill["concurrency"]) == ("drill.check", CONCURRENCY)
+    assert len(drill["calls"]) == 2 * CONCURRENCY + 7
+    assert {call["call"] for call in drill["calls"]} == {"check and claim", "record result", "dismiss conflict"}
+    assert all(call["ms"] >= 0 for call in drill["calls"])
+    history = {key: claim["history"] for key, claim in drill["claims"].items()}
+    assert [len(history["A"]), len(history["B"])] == [CONCURRENCY + 5, CONCURRENCY + 2]
+    assert drill["claims"]["B"] == ok(api.call("lookup_claim", {"scope": "drill.check", "key": drill["keys"]["B"]}))
+    (conflict_id,) = [call["conflictId"] for call in drill["calls"] if call["call"] == "dismiss conflict"]
+    conflict = ok(api.call("get_conflict", route={"conflictId": conflict_id}))
+    assert conflict["status"] == "resolved"
+    assert conflict["resolution"]["reviewer"] == "oncegate drill"
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_the_drill_claims_in_the_scope_it_is_given(oncegate: Oncegate, api: ServerApi) -> None:
+    run = oncegate("drill", "--scope", "Drill.Nightly", "--concurrency", "2", "--json")
+
+    assert run.code == 0, run.out + run.err
+    key = report(run.out)["keys"]["A"]
+    assert ok(api.call("lookup_claim", {"scope": "drill.nightly", "key": key}))["status"] == "succeeded"
+
+
+# -- a service that breaks its promises -----------------------------------------------------------
+
+
+class ProceedsTwice(ClaimService):
+    """Tells the first run it would have answered ``in_progress`` to proceed as well, with a token of its own."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._forged = False
+
+    def check_and_claim(self, request: ClaimRequest) -> ClaimResponse:
+        answer = super().check_and_claim(request)
+        with self._lock:
+            if answer.decision is not Decision.IN_PROGRESS or self._forged:
+                return answer
+            self._forged = True
+        return answer.model_copy(update={"decision": Decision.PROCEED, "claim_token": "1.forged", "holder": None})
+
+
+class LosesResults(ClaimService):
+    """Acknowledges every result as stored, and stores none."""
+
+    def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
+        claim = self.get_claim(claim_id)
+        update = {"status": ClaimStatus.SUCCEEDED, "target_record_id": request.target_record_id, "history": None}
+        return claim.model_copy(update=update)
+
+
+Broken = Callable[..., ClaimService]
+
+
+@pytest.fixture
+def broken(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[Broken], None]:
+    """Serve a broken service, over this test's store, to the local server from now on."""
+
+    def serve(kind: Broken) -> None:
+        bootstrap.use_service(kind(open_store(), KeyHasher(KEY_SECRET), clock=clock))
+
+    return serve
+
+
+def test_a_service_that_tells_two_runs_to_proceed_fails_the_drill_naming_them(
+    oncegate: Oncegate, broken: Callable[[Broken], None]
+) -> None:
+    broken(ProceedsTwice)
+
+    run = oncegate("drill", *BURST)
+
+    assert run.code == 1, run.out + run.err
+    assert run.err == "The drill found 5 deviation(s) from the contract.\n", run.out
+    assert f"  FAIL  {CONCURRENCY} runs at once on a new record: one proceeds" in run.out
+    assert "  FAIL  The business result happened once per key" in run.out
+    assert "  FAIL  Each claim, read back" in run.out
+    assert "  ok    Triggered twice in a row" in run.out
+    deviations = run.out.split("FAILED: 5 deviation(s)\n")[1].splitlines()
+    proceeded = sorted(row[3] for row in rows(run.out, "2 race") if row[4] == "proceed")
+    assert len(proceeded) == 2
+    assert deviations[0] == f"  - 2 race: 2 runs were told proceed ({', '.join(proceeded)}); exactly one must be."
+    assert re.fullmatch(r"  - key B: the side effect was done 2 times \(.*\); once expected\.", deviations[1])
+    assert re.fullmatch(
+        r"  - 2 race: drill-run-\d+ \(key B\) did the side effect \(DRILL-[0-9A-F]{12}\), but Record result was "
+        r"refused: stale_claim: This claim token is from attempt 1; attempt 1 .*",
+        deviations[2],
+    )
+    # The service's own history says what it really decided: in_progress for the run it told to proceed.
+    assert deviations[3:] == [
+        f"  - key B: the history holds {CONCURRENCY - 1} 'claim in_progress' entries; the drill was answered that "
+        f"{CONCURRENCY - 2} times.",
+        "  - key B: the history holds 1 'claim proceed' entries; the drill was answered that 2 times.",
+    ]
+    assert "stale_claim (409)" in run.out
+
+
+def test_a_service_that_loses_results_fails_the_drill_naming_each_wrong_answer(
+    oncegate: Oncegate, broken: Callable[[Broken], None]
+) -> None:
+    broken(LosesResults)
+
+    run = oncegate("drill", *BURST, "--json")
+
+    assert run.code == 1, run.out + run.err
+    drill = report(run.out)
+    assert drill["passed"] is False
+    # The drill did the side effect once per key: what went wrong is every later answer, and the claims read back.
+    assert [check["passed"] for check in drill["checks"]] == [False, False, False, True, True, False]
+    deviations = drill["deviations"]
+    assert deviations[0].startswith(
+        "1 again: drill-run-2 (key A) was told in_progress, expected duplicate: Another run is doing the side effect"
+    )
+    told_in_progress = [
+        deviation for deviation in deviations if "was told in_progress, expected duplicate" in deviation
+    ]
+    assert len(told_in_progress) == 1 + CONCURRENCY + 1
+    lost = r"key A: the claim is in_progress with target record None; expected succeeded with DRILL-\w+\."
+    assert any(re.fullmatch(lost, deviation) for deviation in deviations)
+    assert "key A: the history holds 0 'result succeeded' entries; the drill was answered that 1 times." in deviations
+    assert "key B: the history holds 0 'result succeeded' entries; the drill was answered that 1 times." in deviations
+    assert drill["claims"]["A"]["status"] == "in_progress"
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_drill_flow_disabled_in_the_inventory_fails_and_says_how_to_register_it(oncegate: Oncegate) -> None:
+    oncegate("flows", "register", "--name", "OnceGate drill", "--environment", "127.0.0.1", "--disabled")
+
+    run = oncegate("drill", "--concurrency", "2")
+
+    assert run.code == 1, run.out + run.err
+    assert "  - 1 first: drill-run-1 (key A) was told blocked, expected proceed: Flow 'OnceGate drill' in " in run.out
+    assert "register it: `oncegate flows register --name 'OnceGate drill' --environment '127.0.0.1'`" in run.out
+    assert "key A: its claim could not be read back: not_found: " in run.out
+
+
+# -- refusals and usage -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_caller_who_may_not_resolve_leaves_the_conflict_open_and_the_drill_passes(
+    oncegate: Oncegate, api: ServerApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dispatch = server.dispatch
+    forbidden = '{"error": {"code": "forbidden", "message": "drill lacks the app role OnceGate.Reviewer."}}'
+
+    def without_reviewer_role(routes: list[server.Route], method: str, url: str, *rest: Any) -> func.HttpResponse:
+        # What an Entra ID deployment answers a caller holding OnceGate.Flow only.
+        if url.endswith("/resolve"):
+            return func.HttpResponse(forbidden, status_code=403, headers={"Content-Type": "application/json"})
+        return dispatch(routes, method, url, *rest)
+
+    monkeypatch.setattr(server, "dispatch", without_reviewer_role)
+
+    run = oncegate("drill", "--concurrency", "2")
+
+    assert run.code == 0, run.out + run.err
+    (_, dismissed) = rows(run.out, "3 changed")
+    assert dismissed[4] == "forbidden (403)"
+    conflict_id = dismissed[5]
+    assert f"Note: Conflict {conflict_id} was left open: this caller may not resolve conflicts" in run.out
+    assert ok(api.call("get_conflict", route={"conflictId": conflict_id}))["status"] == "open"
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_with_entra_the_burst_signs_in_once(oncegate: Oncegate, seen: list[Seen]) -> None:
+    fake = FakeMsal(token="drill-token")
+
+    run = oncegate(*SIGN_IN, "drill", "--concurrency", "8", app_factory=fake.factory)
+
+    assert run.code == 0, run.out + run.err
+    assert [name for name, _ in fake.calls].count("acquire_token_by_device_flow") == 1
+    assert {request.headers.get("authorization") for request in seen} == {"Bearer drill-token"}
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_scope_the_service_refuses_is_exit_2_before_anything_is_claimed(oncegate: Oncegate) -> None:
+    run = oncegate("drill", "--scope", "not a scope")
+
+    assert (run.code, run.out) == (2, "")
+    assert run.err.startswith("invalid_request: ")
+    assert "  scope: " in run.err
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+@pytest.mark.parametrize("concurrency", ["1", "129", "many"])
+def test_a_burst_of_fewer_than_two_runs_is_bad_usage(
+    oncegate: Oncegate, concurrency: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        oncegate("drill", "--concurrency", concurrency)
+
+    assert exited.value.code == 2
+    assert "--concurrency: give a whole number from 2 to 128" in capsys.readouterr().err

@@ -1,0 +1,142 @@
+"""``oncegate flows`` and ``oncegate scopes`` against the local server: tables, ``--json``, paging and refusals."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+import pytest
+
+from tests.cli.conftest import Oncegate, Seen
+from tests.conftest import FakeClock
+from tests.http.client import ServerApi, succeed
+from tests.http.test_actions import FLOW, claim_body, ok, utc
+
+ERP = ["--name", FLOW["name"], "--environment", FLOW["environment"]]
+PROD_COPY = {"name": FLOW["name"], "environment": "Prod-contoso"}
+
+
+def cells(line: str) -> list[str]:
+    """A table row's cells (no cell holds a double space)."""
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_flows_register_then_list_shows_registered_and_seen_flows(api: ServerApi, oncegate: Oncegate) -> None:
+    ok(api.call("check_and_claim", claim_body(flow=PROD_COPY)))
+
+    registered = oncegate("flows", "register", *ERP, "--owner", "ana@contoso.com", "--notes", "the v1 flow")
+    listed = oncegate("flows", "list")
+    raw = oncegate("flows", "list", "--json")
+
+    assert registered.code == listed.code == raw.code == 0, registered.err + listed.err + raw.err
+    assert "Owner        ana@contoso.com" in registered.out
+    assert "Enabled      yes" in registered.out
+    header, *rows = listed.out.splitlines()
+    assert cells(header) == [
+        "FLOW", "ENVIRONMENT", "REGISTERED", "ENABLED", "OWNER", "CLAIMS", "DUPLICATES", "LAST SEEN", "NOTES",
+    ]  # fmt: skip
+    # The registered flow never claimed (no counts, no last seen); the other was only seen (no owner, no notes).
+    assert [cells(row) for row in rows] == [
+        ["Create ERP order", "Default-contoso", "yes", "yes", "ana@contoso.com", "0", "0", "the v1 flow"],
+        ["Create ERP order", "Prod-contoso", "no", "yes", "1", "0", "2024-05-01T08:30:15Z"],
+    ]
+    assert json.loads(raw.out) == ok(api.call("list_flows"))
+
+
+def test_a_flow_registered_disabled_is_blocked_with_its_notes(api: ServerApi, oncegate: Oncegate) -> None:
+    run = oncegate("flows", "register", *ERP, "--disabled", "--notes", "replaced by the v2 flow", "--json")
+
+    answer = ok(api.call("check_and_claim", claim_body()))
+
+    assert run.code == 0, run.err
+    assert (json.loads(run.out)["enabled"], json.loads(run.out)["registered"]) == (False, True)
+    assert answer["decision"] == "blocked"
+    assert "replaced by the v2 flow" in answer["reason"]
+
+
+def test_registering_again_replaces_the_registration(oncegate: Oncegate) -> None:
+    oncegate("flows", "register", *ERP, "--owner", "ana@contoso.com", "--disabled")
+
+    run = oncegate("flows", "register", *ERP, "--json")
+
+    assert run.code == 0, run.err
+    flow = json.loads(run.out)
+    assert (flow["enabled"], flow.get("owner")) == (True, None)
+
+
+def test_flows_list_follows_next_link_with_all_pages(api: ServerApi, oncegate: Oncegate, seen: list[Seen]) -> None:
+    names = [f"Flow {index}" for index in range(5)]
+    for name in names:
+        oncegate("flows", "register", "--name", name, "--environment", "Default-contoso")
+    seen.clear()
+
+    every = oncegate("flows", "list", "--top", "2", "--all-pages", "--json")
+    first = oncegate("flows", "list", "--top", "2")
+
+    assert every.code == first.code == 0, every.err + first.err
+    assert [flow["name"] for flow in json.loads(every.out)["value"]] == names
+    assert "nextLink" not in json.loads(every.out)
+    assert [request.url.split("/api/")[1].split("?")[0] for request in seen] == ["flows"] * 4
+    assert [cells(row)[0] for row in first.out.splitlines()[1:]] == names[:2]
+    assert first.err == "More flows than shown: add --all-pages, or a larger --top.\n"
+
+
+def test_flows_overlaps_lists_a_copy_of_a_flow_meeting_its_claims(api: ServerApi, oncegate: Oncegate) -> None:
+    ok(succeed(api, ok(api.call("check_and_claim", claim_body())), targetRecordId="ERP-1"))
+    duplicate = ok(api.call("check_and_claim", claim_body(run="run-2", flow=PROD_COPY)))
+
+    listed = oncegate("flows", "overlaps")
+    raw = oncegate("flows", "overlaps", "--json")
+
+    assert listed.code == raw.code == 0, listed.err + raw.err
+    assert "another_flow_copy" in duplicate["warnings"]
+    header, row = listed.out.splitlines()
+    assert cells(header) == ["FLOW", "OTHER FLOW", "COUNT", "LAST SEEN", "EXAMPLE CLAIM"]
+    first, other, count, _, example = cells(row)
+    assert {first, other} == {"Create ERP order (Default-contoso)", "Create ERP order (Prod-contoso)"}
+    assert (count, example) == ("1", duplicate["claimId"])
+    assert json.loads(raw.out) == ok(api.call("list_flow_overlaps"))
+
+
+def test_scopes_set_then_list_with_claims_by_status(api: ServerApi, oncegate: Oncegate, clock: FakeClock) -> None:
+    ok(succeed(api, ok(api.call("check_and_claim", claim_body())), targetRecordId="ERP-1"))
+    ok(api.call("check_and_claim", claim_body(key="ORDER-2")))
+    setting = ["--owner", "team-erp", "--lease-seconds", "60", "--retention-days", "30"]
+
+    done = oncegate("scopes", "set", "erp.create-order", *setting, "--description", "Orders in the ERP")
+    listed = oncegate("scopes", "list")
+    raw = oncegate("scopes", "list", "--json")
+    served = ok(api.call("list_scopes"))
+    claimed = ok(api.call("check_and_claim", claim_body(key="ORDER-3")))
+
+    assert done.code == listed.code == raw.code == 0, done.err + listed.err + raw.err
+    assert "Default lease   60 s" in done.out
+    assert "Retention       30 days" in done.out
+    header, row = listed.out.splitlines()
+    assert cells(header) == [
+        "SCOPE", "OWNER", "LEASE", "RETENTION", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "DESCRIPTION",
+    ]  # fmt: skip
+    scope = cells(row)
+    assert scope[:6] == ["erp.create-order", "team-erp", "60 s", "30 d", "in_progress 1, succeeded 1", "0"]
+    assert scope[-1] == "Orders in the ERP"
+    assert json.loads(raw.out) == served
+    assert utc(claimed["leaseExpiresAt"]) == clock.now + timedelta(seconds=60)
+
+
+def test_a_setting_the_service_refuses_is_exit_2_naming_it(oncegate: Oncegate) -> None:
+    run = oncegate("scopes", "set", "erp.create-order", "--lease-seconds", "5")
+
+    assert (run.code, run.out) == (2, "")
+    assert run.err.startswith("invalid_request: ")
+    assert "  leaseSeconds: " in run.err
+
+
+@pytest.mark.parametrize(
+    ("command", "empty"),
+    [("flows list", "No flows."), ("flows overlaps", "No overlapping flows."), ("scopes list", "No scopes.")],
+)
+def test_empty_lists_say_so(oncegate: Oncegate, command: str, empty: str) -> None:
+    run = oncegate(*command.split())
+
+    assert (run.code, run.out, run.err) == (0, empty + "\n", "")

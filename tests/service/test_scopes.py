@@ -1,0 +1,156 @@
+"""The side-effect catalogue on both stores: claims by status, open conflicts, default leases and retention."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from oncegate.domain.statuses import ClaimStatus, Decision
+from oncegate.models import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS, ClaimCounts
+from oncegate.service.claims import ClaimService
+from oncegate.service.inventory import REGISTRY_TTL
+from tests.conftest import FakeClock
+from tests.service.calls import (
+    SCOPE,
+    claim,
+    heartbeat,
+    record,
+    release,
+    resolve,
+    scopes,
+    set_scope,
+    succeeded,
+)
+
+OTHER_SCOPE = "mail.send-invoice"
+
+
+def test_claims_by_status_follow_every_transition(service: ClaimService, clock: FakeClock) -> None:
+    first_seen = clock.now
+    claim(service, run="run-1", key="held")
+    succeeded(service, run="run-2", key="done")
+    failed = claim(service, run="run-3", key="failed")
+    record(service, failed, "failed", error="ERP said no", retryable=True)
+    release(service, claim(service, run="run-4", key="released"))
+    record(service, claim(service, run="run-5", key="unknown"), "unknown", error="timed out")
+    changed = claim(service, run="run-6", key="done", fingerprint="v2")
+    claim(service, run="run-1", key="other", scope=OTHER_SCOPE)
+    last_seen = clock.advance(5)
+    claim(service, run="run-7", key="ORDER-late")
+
+    catalogue = scopes(service)
+
+    view = catalogue[SCOPE]
+    assert changed.decision is Decision.CONFLICT
+    assert view.claims == ClaimCounts(in_progress=2, succeeded=1, failed=1, unknown=1, released=1)
+    assert view.open_conflicts == 1
+    assert (view.first_seen_at, view.last_seen_at) == (first_seen, last_seen)
+    assert catalogue[OTHER_SCOPE].claims == ClaimCounts(in_progress=1)
+    assert catalogue[OTHER_SCOPE].open_conflicts == 0
+    assert (view.lease_seconds, view.retention_days, view.owner) == (
+        DEFAULT_LEASE_SECONDS,
+        DEFAULT_RETENTION_DAYS,
+        None,
+    )
+
+    # Taking over (a retry of the failure, a reconcile of the unknown) and accepting new data move claims too.
+    assert claim(service, run="run-8", key="failed").decision is Decision.PROCEED
+    assert claim(service, run="run-9", key="unknown").decision is Decision.RECONCILE
+    resolve(service, changed.conflict_id, "accept_new")
+
+    view = scopes(service)[SCOPE]
+    assert view.claims == ClaimCounts(in_progress=4, succeeded=0, failed=1, unknown=0, released=1)
+    assert view.open_conflicts == 0
+
+
+def test_counts_of_two_instances_add_up(new_service: Callable[[], ClaimService]) -> None:
+    one, two = new_service(), new_service()
+    answer = claim(one, run="run-1")
+    record(two, answer, target_record_id="SO-1")
+
+    one.inventory.usage.flush()
+    assert scopes(two)[SCOPE].claims == ClaimCounts(succeeded=1)
+
+
+def test_a_scope_default_lease_applies_when_a_claim_asks_for_none(service: ClaimService, clock: FakeClock) -> None:
+    set_scope(service, lease_seconds=900)
+
+    default = claim(service, run="run-1", key="ORDER-1")
+    explicit = claim(service, run="run-2", key="ORDER-2", lease_seconds=60)
+    elsewhere = claim(service, run="run-3", key="ORDER-3", scope=OTHER_SCOPE)
+    clock.advance(30)
+    renewed = heartbeat(service, default, lease_seconds=None)
+
+    assert default.lease_expires_at == clock.now - timedelta(seconds=30) + timedelta(seconds=900)
+    assert explicit.lease_expires_at == default.lease_expires_at - timedelta(seconds=840)
+    assert elsewhere.lease_expires_at == default.lease_expires_at - timedelta(seconds=600)
+    assert renewed.lease_expires_at == clock.now + timedelta(seconds=900)
+
+
+def test_a_scope_is_matched_whatever_its_case(service: ClaimService, clock: FakeClock) -> None:
+    set_scope(service, "ERP.Create-Order", lease_seconds=120)
+
+    assert claim(service, scope="erp.CREATE-order").lease_expires_at == clock.now + timedelta(seconds=120)
+    assert list(scopes(service)) == [SCOPE]
+
+
+def test_a_new_default_lease_reaches_other_instances_within_the_ttl(
+    new_service: Callable[[], ClaimService], clock: FakeClock
+) -> None:
+    here, there = new_service(), new_service()
+    for service in (here, there):  # each loads its registry
+        claim(service, run="run-0", key="ORDER-0")
+
+    set_scope(here, lease_seconds=600)
+
+    assert claim(here, run="run-1", key="ORDER-1").lease_expires_at == clock.now + timedelta(seconds=600)
+    assert claim(there, run="run-2", key="ORDER-2").lease_expires_at == clock.now + timedelta(seconds=300)
+    clock.advance(REGISTRY_TTL.total_seconds())
+    assert claim(there, run="run-3", key="ORDER-3").lease_expires_at == clock.now + timedelta(seconds=600)
+
+
+def test_settings_are_stored_and_returned_and_the_counts_stay(service: ClaimService, clock: FakeClock) -> None:
+    claim(service)
+    scopes(service)
+    set_at = clock.advance(5)
+
+    first = set_scope(
+        service, owner="erp-team@contoso.com", lease_seconds=600, retention_days=30, description="Creates the order."
+    )
+    clock.advance(5)
+    second = set_scope(service, owner="ops@contoso.com")
+
+    assert (first.owner, first.lease_seconds, first.retention_days, first.description) == (
+        "erp-team@contoso.com",
+        600,
+        30,
+        "Creates the order.",
+    )
+    assert (first.registered_at, first.claims) == (set_at, ClaimCounts(in_progress=1))
+    # Settings are replaced whole: what the second call left out is back to its default.
+    assert (second.owner, second.lease_seconds, second.retention_days, second.description) == (
+        "ops@contoso.com",
+        DEFAULT_LEASE_SECONDS,
+        DEFAULT_RETENTION_DAYS,
+        None,
+    )
+    assert second.registered_at == set_at
+    assert scopes(service)[SCOPE] == second
+
+
+def test_a_retention_job_reads_each_scope_retention_from_the_store(service: ClaimService) -> None:
+    set_scope(service, retention_days=7)
+    set_scope(service, OTHER_SCOPE)
+    claim(service, scope="seen.only")
+    service.inventory.usage.flush()
+
+    retention = {record.scope: record.retention_days for record in service.store.list_scopes()}
+
+    assert retention == {SCOPE: 7, OTHER_SCOPE: DEFAULT_RETENTION_DAYS, "seen.only": None}
+
+
+def test_a_new_scope_is_in_progress_only(service: ClaimService) -> None:
+    answer = claim(service)
+
+    assert answer.status is ClaimStatus.IN_PROGRESS
+    assert scopes(service)[SCOPE].claims == ClaimCounts(in_progress=1)

@@ -29,8 +29,10 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Not part of `make test`: about 5 minutes on 2 cores. Prints the figures and writes them into
+# docs/performance.md (between its markers) and docs/latency.png. `python -m bench --quick` checks it.
 bench: install
-	$(BIN)/python -m bench.claims
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,9 @@
 """OnceGate's Azure Functions app (Python v2 model): one thin function per contract action.
 
 Each function hands its request to ``oncegate.entrypoints.http``; ``oncegate serve`` serves
-this very ``app`` object locally, so the routes below are the only route table.
+this very ``app`` object locally, so the routes below are the only route table. Two timer
+functions (``oncegate.entrypoints.timers``) purge finished claims after their retention and
+watch for claims needing attention; their schedules are app settings, which the host reads.
 """
 
 import logging
@@ -9,7 +11,7 @@ import logging
 import azure.functions as func
 
 from oncegate.config import AuthMode, ConfigError, Settings
-from oncegate.entrypoints import http
+from oncegate.entrypoints import http, timers
 from oncegate.entrypoints.principal import Role
 
 try:
@@ -29,6 +31,11 @@ app = func.FunctionApp(
 @app.route(route="claims", methods=["POST"])
 def check_and_claim(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.check_and_claim)
+
+
+@app.route(route="claims", methods=["GET"])
+def list_claims_needing_attention(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.list_claims)
 
 
 @app.route(route="claims/lookup", methods=["POST"])
@@ -54,6 +61,11 @@ def release_claim(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="claims/{claimId}/heartbeat", methods=["POST"])
 def renew_claim(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.renew_claim)
+
+
+@app.route(route="claims/{claimId}/review", methods=["POST"])
+def review_claim(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.review_claim, role=Role.REVIEWER)
 
 
 @app.route(route="conflicts", methods=["POST"])
@@ -109,6 +121,17 @@ def set_scope(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def health(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.health, role=None)
+
+
+# NCRONTAB with seconds; the %NAME% syntax makes the host read the app setting (set in infra/app/api.bicep).
+@app.timer_trigger(schedule="%ONCEGATE_RETENTION_SCHEDULE%", arg_name="timer", run_on_startup=False, use_monitor=True)
+def purge_finished_claims(timer: func.TimerRequest) -> None:
+    timers.purge(timer)
+
+
+@app.timer_trigger(schedule="%ONCEGATE_ATTENTION_SCHEDULE%", arg_name="timer", run_on_startup=False, use_monitor=True)
+def watch_claims_needing_attention(timer: func.TimerRequest) -> None:
+    timers.watch_attention(timer)
 
 
 @app.route(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+from datetime import timedelta
 
 from oncegate.config import Settings, StoreKind, local_key_secret
 from oncegate.domain.keys import KeyHasher
@@ -37,6 +38,7 @@ def build_service(settings: Settings) -> ClaimService:
         KeyHasher(secret),
         sensitive_keys=settings.sensitive_keys,
         require_registered_flows=settings.require_registered_flows,
+        unknown_alert=timedelta(minutes=settings.unknown_alert_minutes),
     )
 
 

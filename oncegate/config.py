@@ -20,6 +20,8 @@ from oncegate.domain.sensitive import SensitiveKeyPolicy
 DEFAULT_SQLITE_PATH = ".oncegate/oncegate.db"
 DEFAULT_TABLE_PREFIX = "OnceGate"
 SECRET_FILE_NAME = "key-secret"
+DEFAULT_UNKNOWN_ALERT_MINUTES = 15
+MAX_UNKNOWN_ALERT_MINUTES = 7 * 24 * 60
 # Table names are 3-63 letters and digits starting with a letter; the longest suffix is "Conflicts".
 TABLE_PREFIX_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9]{0,49}")
 
@@ -57,6 +59,7 @@ class Settings:
     auth: AuthMode = AuthMode.KEY
     sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT
     require_registered_flows: bool = False
+    unknown_alert_minutes: int = DEFAULT_UNKNOWN_ALERT_MINUTES
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -78,6 +81,7 @@ class Settings:
             require_registered_flows=_flag(
                 "ONCEGATE_REQUIRE_REGISTERED_FLOWS", read("ONCEGATE_REQUIRE_REGISTERED_FLOWS")
             ),
+            unknown_alert_minutes=_unknown_alert_minutes(read("ONCEGATE_UNKNOWN_ALERT_MINUTES")),
         )
         settings._validate()
         return settings
@@ -141,6 +145,18 @@ def _flag(setting: str, value: str | None) -> bool:
     if text not in ("true", "false"):
         raise ConfigError(setting, f"must be 'true' or 'false', not {value!r}.")
     return text == "true"
+
+
+def _unknown_alert_minutes(value: str | None) -> int:
+    """After how many minutes an unknown outcome needs attention: 1 to a week, 15 when unset."""
+    if value is None:
+        return DEFAULT_UNKNOWN_ALERT_MINUTES
+    if not value.isdigit() or not 1 <= int(value) <= MAX_UNKNOWN_ALERT_MINUTES:
+        raise ConfigError(
+            "ONCEGATE_UNKNOWN_ALERT_MINUTES",
+            f"must be a whole number of minutes from 1 to {MAX_UNKNOWN_ALERT_MINUTES}, not {value!r}.",
+        )
+    return int(value)
 
 
 def local_key_secret(sqlite_path: Path) -> str:

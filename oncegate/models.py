@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, Va
 from pydantic.alias_generators import to_camel
 
 from oncegate.domain.statuses import (
+    AttentionReason,
     ClaimStatus,
     ConflictSource,
     ConflictStatus,
@@ -151,6 +152,25 @@ class ResolveConflictRequest(_Request):
     note: str | None = Field(default=None, max_length=2048)
 
 
+class ReviewClaimRequest(_Request):
+    """A reviewer acknowledges a failure that is not retryable: the key stays blocked."""
+
+    # Required with function keys; with Entra ID the signed-in caller is recorded instead.
+    reviewer: Text256 | None = None
+    note: str | None = Field(default=None, max_length=2048)
+
+
+class ListClaimsQuery(_Request):
+    """The claims that need a person, and their paging: a list of every claim is not offered."""
+
+    # Required, so that a bare GET /api/claims is refused naming it. The schema's default is for the
+    # connector, which sends an internal parameter only when it has one.
+    attention: bool = Field(json_schema_extra={"default": True})
+    scope: Scope | None = None
+    top: int = Field(default=50, ge=1, le=200)
+    cursor: str | None = Field(default=None, max_length=2048)
+
+
 class ListConflictsQuery(_Request):
     """Filters and paging of the conflict list."""
 
@@ -273,6 +293,21 @@ class ClaimView(_Model):
     retryable: bool | None = None
     reviewer: str | None = None
     history: list[HistoryEntry] | None = None
+
+
+class ClaimNeedingAttention(_Model):
+    """A claim that nothing settles by itself: why it needs a person, since when, and the claim."""
+
+    why: AttentionReason
+    since: datetime
+    claim: ClaimView
+
+
+class ClaimAttentionList(_Model):
+    """A page of the claims needing attention, oldest first; follow ``nextLink`` for the next."""
+
+    value: list[ClaimNeedingAttention]
+    next_link: str | None = None
 
 
 class ConflictResolution(_Model):

@@ -97,6 +97,12 @@ var appSettings = {
   ONCEGATE_AUTH: authMode
   ONCEGATE_SENSITIVE_KEYS: 'reject'
   ONCEGATE_REQUIRE_REGISTERED_FLOWS: 'false'
+  // Governance: when an unknown outcome needs attention, and the two timer functions' NCRONTAB schedules
+  // (seconds first, UTC), which function_app.py reads as %ONCEGATE_..._SCHEDULE%: the host refuses a timer
+  // function whose setting is missing.
+  ONCEGATE_UNKNOWN_ALERT_MINUTES: '15'
+  ONCEGATE_RETENTION_SCHEDULE: '0 30 2 * * *'
+  ONCEGATE_ATTENTION_SCHEDULE: '0 */15 * * * *'
 }
 
 var entraAudiences = union([entraClientId, 'api://${entraClientId}'], entraAllowedAudiences)

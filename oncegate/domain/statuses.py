@@ -57,6 +57,7 @@ class EventKind(StrEnum):
     RELEASE = "release"
     CONFLICT = "conflict"
     RESOLUTION = "resolution"
+    REVIEW = "review"
 
 
 class ConflictSource(StrEnum):
@@ -64,3 +65,11 @@ class ConflictSource(StrEnum):
 
     CLAIM = "claim"
     REPORTED = "reported"
+
+
+class AttentionReason(StrEnum):
+    """Why a claim needs a person: nothing settles it by itself."""
+
+    LEASE_EXPIRED = "lease_expired"
+    UNKNOWN = "unknown"
+    FAILED_UNREVIEWED = "failed_unreviewed"

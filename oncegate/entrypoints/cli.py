@@ -1,9 +1,12 @@
 """The oncegate command: serve the Functions app locally, or look at and act on a deployment.
 
   oncegate serve [--host H] [--port P] [--app-dir D]
+  oncegate purge [--dry-run] [--page-size N] [--max-pages N] [--resume CURSOR] [--json]
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
     claims show CLAIM_ID
     claims find --scope SCOPE --key KEY
+    claims attention [--scope SCOPE] [--top N] [--all-pages]
+    claims review CLAIM_ID [--reviewer R] [--note N]
     conflicts list [--status open|resolved|all] [--scope SCOPE] [--top N] [--all-pages]
     conflicts show CONFLICT_ID
     conflicts resolve CONFLICT_ID --decision accept_new|keep_original|dismiss [--reviewer R] [--note N]
@@ -15,9 +18,12 @@
     drill [--scope SCOPE] [--concurrency N]
     health
 
+``serve`` and ``purge`` work on the store the environment's settings name (ONCEGATE_STORE...), as the
+app does; every other command talks to a deployment over its HTTP API.
+
 Exit status: 0 done; 1 the drill found the service deviating from the contract; 2 bad usage, a
-failed sign-in or a request the service refused (4xx); 3 the service failed (5xx) or could not
-be reached.
+failed sign-in or a request the service refused (4xx); 3 the service or its store failed (5xx) or
+could not be reached.
 """
 
 from __future__ import annotations
@@ -36,11 +42,21 @@ from typing import Any
 
 from oncegate import __version__
 from oncegate.domain.statuses import ConflictStatus, Resolution
-from oncegate.entrypoints.client import DEFAULT_URL, Answer, Client, ClientError, Model, Page
+from oncegate.entrypoints.client import (
+    DEFAULT_URL,
+    SERVICE_EXIT,
+    USAGE_EXIT,
+    Answer,
+    Client,
+    ClientError,
+    Model,
+    Page,
+)
 from oncegate.entrypoints.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE, Lookup, Report, run_drill
 from oncegate.entrypoints.signin import AppFactory, EntraSettings, access_token, msal_app
 from oncegate.models import (
     ClaimCounts,
+    ClaimNeedingAttention,
     ClaimView,
     ConflictView,
     FlowRef,
@@ -50,9 +66,11 @@ from oncegate.models import (
     OverlapView,
     ScopeView,
 )
+from oncegate.service.retention import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PurgeReport
 
 DEVIATION_EXIT = 1
 INTERRUPTED_EXIT = 130
+LOCAL_COMMANDS = ("serve", "purge")
 REASON_CHARS = 60
 MIN_CONCURRENCY = 2
 MAX_CONCURRENCY = 128
@@ -85,6 +103,58 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def purge(args: argparse.Namespace) -> int:
+    """Retention's purge on the store of the environment's settings, a progress line per page on stderr."""
+    from oncegate.bootstrap import build_service
+    from oncegate.config import ConfigError, Settings
+    from oncegate.errors import OnceGateError
+
+    def progress(report: PurgeReport) -> None:
+        print(_progress_line(report), file=sys.stderr, flush=True)
+
+    try:
+        service = build_service(Settings.from_environment())
+    except ConfigError as exc:
+        print(f"oncegate purge: {exc}", file=sys.stderr)
+        return USAGE_EXIT
+    try:
+        report = service.retention.purge(
+            dry_run=args.dry_run,
+            page_size=args.page_size,
+            on_progress=progress,
+            resume_cursor=args.resume,
+            max_pages=args.max_pages,
+        )
+    except OnceGateError as exc:
+        print(f"oncegate purge: {exc.message}", file=sys.stderr)
+        return SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT
+    except KeyboardInterrupt:
+        return INTERRUPTED_EXIT
+    finally:
+        service.close()
+    print(json.dumps(report.as_json(), indent=2) if args.json else _purge_text(report))
+    if report.error is not None:
+        print(f"The store failed ({report.error}): resume with --resume {report.cursor or '(none)'}.", file=sys.stderr)
+        return SERVICE_EXIT
+    if report.stopped_early:
+        print(f"Stopped after {report.pages} pages: resume with --resume {report.cursor}.", file=sys.stderr)
+    return 0
+
+
+def _progress_line(report: PurgeReport) -> str:
+    verb = "would delete" if report.dry_run else "deleted"
+    return f"page {report.pages}: {report.examined} examined, {report.deleted_total} {verb}"
+
+
+def _purge_text(report: PurgeReport) -> str:
+    verb = "Would delete" if report.dry_run else "Deleted"
+    rows = [[scope, status.value, str(count)] for (scope, status), count in sorted(report.deleted.items())]
+    table = _table(["SCOPE", "STATUS", verb.upper()], rows) if rows else f"{verb} no claim."
+    kept = ", ".join(f"{reason.value} {count}" for reason, count in sorted(report.kept.items())) or "none"
+    examined = f"{report.examined} claims examined in {report.pages} pages; {verb.lower()} {report.deleted_total}."
+    return f"{table}\n\nKept: {kept}\n{examined}"
+
+
 # -- talking to a deployment -----------------------------------------------------------------
 
 
@@ -111,6 +181,15 @@ def claims_show(client: Client, args: argparse.Namespace) -> Output:
 
 def claims_find(client: Client, args: argparse.Namespace) -> Output:
     return _shown(client.lookup_claim(args.scope, args.business_key), _claim_text)
+
+
+def claims_attention(client: Client, args: argparse.Namespace) -> Output:
+    pages = client.attention_pages(scope=args.scope, top=args.top)
+    return _listed(pages, args.all_pages, "claims needing attention", _attention_table)
+
+
+def claims_review(client: Client, args: argparse.Namespace) -> Output:
+    return _shown(client.review_claim(args.claim_id, reviewer=args.reviewer, note=args.note), _claim_text)
 
 
 def _listed(pages: Iterator[Answer[Page]], all_pages: bool, noun: str, render: Callable[[list[Any]], str]) -> Output:
@@ -275,7 +354,8 @@ def _claim_text(claim: ClaimView) -> str:
             ("Reviewer", claim.reviewer),
         ]
     )
-    return f"{fields}\n\n{_history_table(claim.history or [])}"
+    # An action's answer (a review) carries no history: say nothing of it rather than "History (0)".
+    return fields if claim.history is None else f"{fields}\n\n{_history_table(claim.history)}"
 
 
 def _history_table(history: list[HistoryEntry]) -> str:
@@ -294,6 +374,24 @@ def _history_table(history: list[HistoryEntry]) -> str:
     return f"History ({len(rows)})\n" + _table(
         ["AT", "EVENT", "OUTCOME", "ATTEMPT", "RUN", "FLOW", "RECOGNISED BY"], rows
     )
+
+
+def _attention_table(claims: list[ClaimNeedingAttention]) -> str:
+    if not claims:
+        return "No claims need attention."
+    rows = [
+        [
+            _when(item.since) or "",
+            item.why.value,
+            item.claim.scope,
+            str(item.claim.attempt),
+            item.claim.run_id,
+            _flow(item.claim.flow),
+            item.claim.claim_id,
+        ]
+        for item in claims
+    ]
+    return _table(["SINCE", "WHY", "SCOPE", "ATTEMPT", "RUN", "FLOW", "CLAIM"], rows)
 
 
 def _conflicts_table(conflicts: list[ConflictView], status: str) -> str:
@@ -540,6 +638,20 @@ def _add_claims(commands: Any) -> None:
     find = _command(claims, "find", claims_find, "a claim and its history, by scope and business key")
     find.add_argument("--scope", required=True, help="the claim's scope, e.g. erp.create-order")
     find.add_argument("--key", dest="business_key", required=True, metavar="KEY", help="the business key, in clear")
+    attention = _command(
+        claims,
+        "attention",
+        claims_attention,
+        "claims that need a person, oldest first: leases run out, outcomes unknown too long, failures nobody reviewed",
+    )
+    attention.add_argument("--scope", help="only this scope")
+    _add_paging(attention, "claims")
+    review = _command(
+        claims, "review", claims_review, "acknowledge a failure that is not retryable (the key stays blocked)"
+    )
+    review.add_argument("claim_id", metavar="CLAIM_ID")
+    review.add_argument("--reviewer", help="who reviewed, e.g. an e-mail address (with --entra: who signed in)")
+    review.add_argument("--note", help="what you found or did")
 
 
 def _add_conflicts(commands: Any) -> None:
@@ -602,14 +714,39 @@ def _add_scopes(commands: Any) -> None:
     setting.add_argument("--description", help="what the side effect is")
 
 
-def _concurrency(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if not MIN_CONCURRENCY <= number <= MAX_CONCURRENCY:
-        raise argparse.ArgumentTypeError(f"give a whole number from {MIN_CONCURRENCY} to {MAX_CONCURRENCY}")
-    return number
+def _whole_number(low: int, high: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        number = int(value) if value.isdigit() else 0
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"give a whole number from {low} to {high}")
+        return number
+
+    return parse
+
+
+def _add_purge(commands: Any) -> None:
+    description = (
+        "delete the finished claims whose scope's retention is over, with their history, on the store the "
+        "environment's settings name (as serve does): what the app's daily timer does"
+    )
+    parser = commands.add_parser("purge", help=description, description=description)
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the report as JSON")
+    parser.add_argument("--dry-run", action="store_true", help="delete nothing; count what would be deleted")
+    parser.add_argument(
+        "--page-size",
+        type=_whole_number(1, MAX_PAGE_SIZE),
+        default=DEFAULT_PAGE_SIZE,
+        metavar="N",
+        help=f"claims read per page ({DEFAULT_PAGE_SIZE})",
+    )
+    parser.add_argument(
+        "--max-pages", type=_whole_number(1, 10**9), metavar="N", help="stop after N pages (the report says where)"
+    )
+    parser.add_argument("--resume", metavar="CURSOR", help="go on where a purge that stopped early left off")
+    parser.set_defaults(handler=purge)
+
+
+_concurrency = _whole_number(MIN_CONCURRENCY, MAX_CONCURRENCY)
 
 
 def _add_drill(commands: Any) -> None:
@@ -648,6 +785,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--port", type=int, default=7071)
     serve_parser.add_argument("--app-dir", default=".", help="the folder holding function_app.py")
     serve_parser.set_defaults(handler=serve)
+    _add_purge(commands)
     _add_claims(commands)
     _add_conflicts(commands)
     _add_flows(commands)
@@ -660,8 +798,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -> int:
     """Run the command; ``app_factory`` makes the MSAL application for ``--entra`` (tests pass a fake)."""
     args = build_parser().parse_args(argv)
-    if args.command == "serve":
-        return serve(args)
+    if args.command in LOCAL_COMMANDS:
+        code: int = args.handler(args)
+        return code
     return run_remote(args.handler, args, app_factory)
 
 

@@ -29,6 +29,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from pydantic import BaseModel, ValidationError
 
 from oncegate.models import (
+    ClaimAttentionList,
     ClaimResponse,
     ClaimView,
     ConflictList,
@@ -50,7 +51,7 @@ SERVICE_EXIT = 3
 SNIPPET_CHARS = 200
 
 Model = TypeVar("Model", bound=BaseModel)
-Page = TypeVar("Page", ConflictList, FlowList, OverlapList, ScopeList)
+Page = TypeVar("Page", ClaimAttentionList, ConflictList, FlowList, OverlapList, ScopeList)
 
 
 class ClientError(Exception):
@@ -170,6 +171,15 @@ class Client:
     ) -> Answer[ClaimView]:
         wanted = {"claimToken": claim_token, "outcome": outcome, "targetRecordId": target_record_id}
         return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/result", _present(wanted))
+
+    def attention_pages(self, *, scope: str | None, top: int | None) -> Iterator[Answer[ClaimAttentionList]]:
+        """The claims needing attention page by page, oldest first."""
+        return self._pages(ClaimAttentionList, "/api/claims", {"attention": "true", "scope": scope, "top": top})
+
+    def review_claim(self, claim_id: str, *, reviewer: str | None, note: str | None) -> Answer[ClaimView]:
+        """Acknowledge a failure that is not retryable."""
+        wanted = {"reviewer": reviewer, "note": note}
+        return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/review", _present(wanted))
 
     def conflict_pages(self, *, status: str, scope: str | None, top: int | None) -> Iterator[Answer[ConflictList]]:
         """The conflict list page by page, following ``nextLink`` as far as the caller iterates."""

@@ -25,6 +25,7 @@ from oncegate.config import AuthMode
 from oncegate.entrypoints.principal import Principal, Role, read_principal
 from oncegate.errors import AccessDenied, InvalidRequest, NotFound, OnceGateError, StoreUnavailable, TooLarge
 from oncegate.models import (
+    ClaimAttentionList,
     ClaimRequest,
     ClaimResponse,
     ClaimView,
@@ -37,6 +38,7 @@ from oncegate.models import (
     FlowView,
     Health,
     HeartbeatRequest,
+    ListClaimsQuery,
     ListConflictsQuery,
     ListPageQuery,
     LookupRequest,
@@ -47,6 +49,7 @@ from oncegate.models import (
     ReleaseRequest,
     ReportConflictRequest,
     ResolveConflictRequest,
+    ReviewClaimRequest,
     ScopeList,
     ScopeView,
     SetScopeRequest,
@@ -112,6 +115,12 @@ def authorize(request: func.HttpRequest, role: Role | None) -> Principal | None:
     if not principal.may(role):
         raise AccessDenied(403, "forbidden", f"{principal.name} lacks the app role {role.value} for this action.")
     return principal
+
+
+def signed_reviewer(request: func.HttpRequest, body: Model) -> Model:
+    """``body`` with its ``reviewer`` set to who signed in (Entra ID mode), whatever the body says."""
+    principal = authorize(request, Role.REVIEWER)
+    return body if principal is None else body.model_copy(update={"reviewer": principal.name})
 
 
 # -- parsing --------------------------------------------------------------------------------
@@ -210,6 +219,24 @@ def lookup_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
     return service.lookup(parse_body(request, LookupRequest))
 
 
+def list_claims(service: ClaimService, request: func.HttpRequest) -> ClaimAttentionList:
+    known = _known_params(request, "attention", "scope", "top", "cursor")
+    query = validate(ListClaimsQuery, {"attention": "false", **known})
+    if not query.attention:
+        raise InvalidRequest(
+            "Only the claims that need attention are listed: add attention=true. "
+            "Get claim and Look up claim show any one claim.",
+            target="attention",
+        )
+    claims, cursor = service.attention.page(query)
+    return ClaimAttentionList(value=claims, next_link=next_link(request, cursor))
+
+
+def review_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
+    claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
+    return service.review(claim_id, signed_reviewer(request, parse_body(request, ReviewClaimRequest)))
+
+
 def report_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictView:
     return service.report_conflict(parse_body(request, ReportConflictRequest))
 
@@ -248,12 +275,7 @@ def get_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictVi
 
 def resolve_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictView:
     conflict_id = route_id(request, "conflictId", CONFLICT_ID_PATTERN)
-    resolution = parse_body(request, ResolveConflictRequest)
-    principal = authorize(request, Role.REVIEWER)
-    if principal is not None:
-        # Signed in, the reviewer on record is who signed in, whatever the body says.
-        resolution = resolution.model_copy(update={"reviewer": principal.name})
-    return service.resolve_conflict(conflict_id, resolution)
+    return service.resolve_conflict(conflict_id, signed_reviewer(request, parse_body(request, ResolveConflictRequest)))
 
 
 def list_flows(service: ClaimService, request: func.HttpRequest) -> FlowList:

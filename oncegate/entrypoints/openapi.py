@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from oncegate import __version__
 from oncegate.domain.statuses import (
+    AttentionReason,
     ClaimStatus,
     ConflictSource,
     ConflictStatus,
@@ -39,6 +40,7 @@ from oncegate.domain.statuses import (
 )
 from oncegate.entrypoints.http import CLAIM_ID_PATTERN, CONFLICT_ID_PATTERN
 from oncegate.models import (
+    ClaimAttentionList,
     ClaimRequest,
     ClaimResponse,
     ClaimView,
@@ -48,6 +50,7 @@ from oncegate.models import (
     FlowView,
     Health,
     HeartbeatRequest,
+    ListClaimsQuery,
     ListConflictsQuery,
     ListPageQuery,
     LookupRequest,
@@ -58,6 +61,7 @@ from oncegate.models import (
     ReleaseRequest,
     ReportConflictRequest,
     ResolveConflictRequest,
+    ReviewClaimRequest,
     ScopeList,
     ScopeView,
     SetScopeRequest,
@@ -325,7 +329,11 @@ FIELDS: dict[str, Label] = {
     "ClaimView.data": Label("Result Data", "The data recorded with the result."),
     "ClaimView.error": Label("Error Message", "The error recorded with a failed or unknown outcome."),
     "ClaimView.retryable": Label("Retryable", "Whether the next run may try the failed side effect again."),
-    "ClaimView.reviewer": Label("Reviewer", "Who last resolved a conflict on this claim."),
+    "ClaimView.reviewer": Label(
+        "Reviewer",
+        "Who last reviewed the claim: acknowledged its failure or resolved a conflict on it. A failure that is "
+        "not retryable clears it until someone reviews that failure.",
+    ),
     "history": Label(
         "History",
         "Every attempt, result, duplicate and resolution, oldest first. Get claim and Look up claim return it.",
@@ -343,6 +351,28 @@ FIELDS: dict[str, Label] = {
     "HistoryEntry.details": Label(
         "Event Details", "More about the event, such as the conflict id or the result it replaced."
     ),
+    # -- claims needing attention and reviews ---------------------------------------------------
+    "ClaimAttentionList.value": Label("Claims Needing Attention", "The claims that need a person, oldest first."),
+    "ClaimNeedingAttention.why": Label(
+        "Why",
+        "Why the claim needs a person. lease_expired: the run's lease ran out without a result. unknown: the "
+        "outcome has been unknown for too long. failed_unreviewed: the attempt failed for good and nobody has "
+        "reviewed it, so the key stays blocked.",
+        IMPORTANT,
+    ),
+    "ClaimNeedingAttention.since": Label(
+        "Needs Attention Since",
+        "Since when, in UTC: when the lease ran out, or when the unknown or failed outcome was recorded.",
+        IMPORTANT,
+    ),
+    "ClaimNeedingAttention.claim": Label("Claim", "The claim, without its history; Get claim shows that."),
+    "ReviewClaimRequest.reviewer": Label(
+        "Reviewer",
+        "Who reviewed the failure, such as the reviewer's email address. Required with a function key "
+        "connection; with Microsoft Entra ID the signed-in reviewer is recorded instead.",
+        IMPORTANT,
+    ),
+    "ReviewClaimRequest.note": Label("Note", "What the reviewer found or did, kept in the claim's history.", ADVANCED),
     # -- conflicts -------------------------------------------------------------------------------
     "ConflictView.conflictId": Label(
         "Conflict ID", "The conflict's id. Resolve conflict and Get conflict take it.", IMPORTANT
@@ -443,6 +473,13 @@ FIELDS: dict[str, Label] = {
         "Status", "Which conflicts to list: open (when left empty), resolved or all.", IMPORTANT
     ),
     "ListConflictsQuery.scope": Label("Scope", "Only list the conflicts of this scope.", ADVANCED),
+    "ListClaimsQuery.attention": Label(
+        "Needing Attention", "Lists only the claims that need a person, which is always the case.", INTERNAL
+    ),
+    "ListClaimsQuery.scope": Label("Scope", "Only list the claims of this scope.", ADVANCED),
+    "ListClaimsQuery.top": Label(
+        "Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED
+    ),
     "top": Label("Page Size", "How many conflicts one page holds, from 1 to 200 (50 when left empty).", ADVANCED),
     "ListPageQuery.top": Label(
         "Page Size", "How many items one page holds, from 1 to 200 (50 when left empty).", ADVANCED
@@ -495,6 +532,12 @@ ENUM_NAMES: dict[type[StrEnum], dict[str, str]] = {
         "release": "Release",
         "conflict": "Conflict",
         "resolution": "Resolution",
+        "review": "Review",
+    },
+    AttentionReason: {
+        "lease_expired": "Lease expired without a result",
+        "unknown": "Outcome unknown for too long",
+        "failed_unreviewed": "Failed for good, not reviewed",
     },
     ConflictSource: {"claim": "Found by Check and claim", "reported": "Reported by a flow"},
 }
@@ -592,6 +635,42 @@ OPERATIONS: tuple[Operation, ...] = (
         body=HeartbeatRequest,
         body_description="The claim token and the new lease.",
         conflict_description=STALE,
+    ),
+    Operation(
+        "ReviewClaim",
+        "post",
+        "claims/{claimId}/review",
+        summary="Review failed claim",
+        description=(
+            "Records that a reviewer looked at a failure that is not retryable. The key stays blocked; the claim "
+            "leaves the list of claims needing attention, and retention may delete it once its time is up."
+        ),
+        visibility=ADVANCED,
+        response="ClaimView",
+        success="The claim, with its reviewer.",
+        errors=(400, 404, 409, 413, 503),
+        body=ReviewClaimRequest,
+        body_description="Who reviewed the failure, and a note.",
+        conflict_description=(
+            "The claim's attempt did not fail for good: only a failure that is not retryable is reviewed "
+            "(claim_not_blocked)."
+        ),
+    ),
+    Operation(
+        "ListClaimsNeedingAttention",
+        "get",
+        "claims",
+        summary="List claims needing attention",
+        description=(
+            "Lists the claims that need a person, oldest first: leases that ran out without a result, outcomes "
+            "unknown for too long, and failures that are not retryable and nobody has reviewed."
+        ),
+        visibility=ADVANCED,
+        response="ClaimAttentionList",
+        success="One page of claims needing attention, with the link to the next page.",
+        errors=(400, 503),
+        query=ListClaimsQuery,
+        extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
     ),
     Operation(
         "GetClaim",
@@ -797,6 +876,7 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 
 RESPONSE_MODELS: dict[str, type[BaseModel]] = {
+    "ClaimAttentionList": ClaimAttentionList,
     "ClaimResponse": ClaimResponse,
     "ClaimView": ClaimView,
     "ConflictView": ConflictView,

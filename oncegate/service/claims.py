@@ -57,8 +57,11 @@ from oncegate.models import (
     ReleaseRequest,
     ReportConflictRequest,
     ResolveConflictRequest,
+    ReviewClaimRequest,
 )
+from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.inventory import ANOTHER_FLOW_COPY, FLUSH_INTERVAL, REGISTRY_TTL, Inventory
+from oncegate.service.retention import Retention
 from oncegate.service.views import claim_result, claim_view, conflict_view, flow_ref
 from oncegate.stores.paging import encode_cursor, utc_text
 from oncegate.stores.port import ClaimStore
@@ -139,6 +142,7 @@ class ClaimService:
         require_registered_flows: bool = False,
         registry_ttl: timedelta = REGISTRY_TTL,
         flush_interval: timedelta = FLUSH_INTERVAL,
+        unknown_alert: timedelta = UNKNOWN_ALERT,
     ) -> None:
         self.store = store
         self._hasher = hasher
@@ -154,6 +158,9 @@ class ClaimService:
             flush_interval=flush_interval,
             require_registered=require_registered_flows,
         )
+        # Governance: the claims that need a person, and the deletion of finished ones after their retention.
+        self.attention = Attention(store, clock=clock, unknown_alert=unknown_alert)
+        self.retention = Retention(store, self.inventory, clock=clock)
 
     # -- Check and claim -------------------------------------------------------------------
 
@@ -526,6 +533,8 @@ class ClaimService:
             completed_at=now if succeeded else None,
             error_reason=request.error,
             retryable=request.retryable if failed else None,
+            # A failure for good waits for a review of its own: an earlier reviewer saw another attempt.
+            reviewer=None if failed and not request.retryable else claim.reviewer,
             lease_expires_at=None,
             updated_at=now,
         )
@@ -590,6 +599,44 @@ class ClaimService:
                 f"Attempt {claim.attempt} already ended as {claim.status.value}; it can no longer be {verb}.",
                 target="claimToken",
             )
+
+    # -- Reviewing a failure -----------------------------------------------------------------
+
+    def review(self, claim_id: str, request: ReviewClaimRequest) -> ClaimView:
+        """Acknowledge a failure that is not retryable: the key stays blocked, the claim leaves the attention list.
+
+        Reviewed, the claim may be deleted once its scope's retention is over. The same reviewer again is a no-op.
+        """
+        if request.reviewer is None:
+            raise InvalidRequest("reviewer is required: who reviewed the failure.", target="reviewer")
+
+        def attempt() -> ClaimView:
+            claim = self.store.get_claim(claim_id)
+            if claim.status is not ClaimStatus.FAILED or claim.retryable is not False:
+                state = "a retryable failure" if claim.status is ClaimStatus.FAILED else claim.status.value
+                raise StateConflict(
+                    "claim_not_blocked",
+                    f"Attempt {claim.attempt} of this claim is {state}: only a failure that is not retryable "
+                    "is reviewed.",
+                    target="claimId",
+                )
+            if claim.reviewer == request.reviewer:
+                return claim_view(claim)
+            now = self._clock()
+            event = self._event(
+                claim,
+                EventKind.REVIEW,
+                "acknowledged",
+                f"Reviewer {request.reviewer} acknowledged the failure of attempt {claim.attempt}: the key stays "
+                "blocked.",
+                at=now,
+                details={"note": request.note} if request.note else {},
+            )
+            reviewed = replace(claim, reviewer=request.reviewer, updated_at=now)
+            logger.info("Claim %s reviewed by %s", claim_id, request.reviewer)
+            return claim_view(self.store.update_claim(reviewed, event))
+
+        return _settled(attempt)
 
     # -- Reading claims --------------------------------------------------------------------
 

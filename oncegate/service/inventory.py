@@ -17,13 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 
 from oncegate.domain.keys import normalise_scope
-from oncegate.domain.records import Flow, FlowRecord, Overlap, ScopeRecord
+from oncegate.domain.records import Conflict, Flow, FlowRecord, Overlap, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.models import (
@@ -40,7 +40,7 @@ from oncegate.models import (
     SetScopeRequest,
 )
 from oncegate.service.usage import Usage
-from oncegate.stores.paging import decode_cursor, encode_cursor
+from oncegate.stores.paging import every_item, page_of
 from oncegate.stores.port import ClaimStore
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 REGISTRY_TTL = timedelta(seconds=30)
 FLUSH_INTERVAL = timedelta(seconds=60)
 ANOTHER_FLOW_COPY = "another_flow_copy"
-# Open conflicts are counted per scope a page at a time.
+# Open conflicts are read a page at a time.
 CONFLICT_PAGE = 1000
 SAVE_ROUNDS = 8
 T = TypeVar("T")
@@ -62,10 +62,7 @@ def _page(
     items: Iterable[T], place: Callable[[T], tuple[str, str]], query: ListPageQuery
 ) -> tuple[list[T], str | None]:
     """One page of ``items`` in the order of their place, and the cursor after its last item."""
-    after = decode_cursor(query.cursor) if query.cursor else None
-    rest = sorted((item for item in items if after is None or place(item) > after), key=place)
-    more = len(rest) > query.top
-    return rest[: query.top], encode_cursor(*place(rest[query.top - 1])) if more else None
+    return page_of(items, place, top=query.top, cursor=query.cursor)
 
 
 @dataclass(frozen=True)
@@ -144,7 +141,7 @@ class Inventory:
             self.usage.overlap_seen(Flow(holder.name, holder.environment), flow, answer.claim_id, at)
         self.usage.flush_if_due()
 
-    def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus) -> None:
+    def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus | None) -> None:
         self.usage.status_changed(scope, before, after)
 
     def close(self) -> None:
@@ -218,16 +215,7 @@ class Inventory:
         return _scope_view(saved, self._open_conflicts()[scope])
 
     def _open_conflicts(self) -> Counter[str]:
-        counts: Counter[str] = Counter()
-        cursor = None
-        while True:
-            page = self._store.list_conflicts(
-                status=ConflictStatus.OPEN, scope=None, limit=CONFLICT_PAGE, cursor=cursor
-            )
-            counts.update(conflict.scope for conflict in page.items)
-            cursor = page.cursor
-            if cursor is None:
-                return counts
+        return Counter(conflict.scope for conflict in open_conflicts(self._store))
 
     # -- shared --------------------------------------------------------------------------------------
 
@@ -260,6 +248,13 @@ class Inventory:
             else:
                 scopes[record.scope] = record
             self._snapshot = _Snapshot(current.loaded_at, flows, scopes)
+
+
+def open_conflicts(store: ClaimStore) -> Iterator[Conflict]:
+    """Every open conflict, read a page at a time."""
+    return every_item(
+        lambda cursor: store.list_conflicts(status=ConflictStatus.OPEN, scope=None, limit=CONFLICT_PAGE, cursor=cursor)
+    )
 
 
 def _overlap_place(record: Overlap) -> tuple[str, str]:

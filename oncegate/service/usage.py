@@ -155,11 +155,11 @@ class Usage:
         with self._lock:
             self._scope_kind.keep(self._scopes, ScopeRecord(scope, first_seen_at=at, last_seen_at=at))
 
-    def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus) -> None:
-        """A claim of ``scope`` went from ``before`` (None: it is new) to ``after``."""
+    def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus | None) -> None:
+        """A claim of ``scope`` went from ``before`` (None: it is new) to ``after`` (None: it was deleted)."""
         if before is after:
             return
-        by_status = {after: 1} if before is None else {after: 1, before: -1}
+        by_status = {status: delta for status, delta in ((after, 1), (before, -1)) if status is not None}
         with self._lock:
             self._scope_kind.keep(self._scopes, ScopeRecord(scope, claims_by_status=by_status))
 

@@ -1,16 +1,23 @@
-"""The conflict list's order and its opaque cursor, the same in every adapter.
+"""Lists' opaque cursors, the same in every adapter and in the service.
 
 Conflicts list oldest first by ``(CreatedAt, ConflictId)``. A cursor is the place of a page's
-last item: its time as fixed-width UTC text, which sorts in time order, and its id.
+last item: two strings, such as its time as fixed-width UTC text, which sorts in time order,
+and its id. Lists read whole and sorted in memory page with :func:`page_of`; :func:`every_item`
+reads a store's list page after page.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from typing import TypeVar
 
+from oncegate.domain.records import Page
 from oncegate.errors import InvalidRequest
+
+T = TypeVar("T")
 
 
 def utc_text(value: datetime) -> str:
@@ -30,3 +37,24 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
         return str(created_at), str(conflict_id)
     except (ValueError, TypeError) as exc:
         raise InvalidRequest("cursor is not one this service handed out.", target="cursor") from exc
+
+
+def page_of(
+    items: Iterable[T], place: Callable[[T], tuple[str, str]], *, top: int, cursor: str | None
+) -> tuple[list[T], str | None]:
+    """One page of ``items`` in the order of their place, and the cursor after its last item (None at the end)."""
+    after = decode_cursor(cursor) if cursor else None
+    rest = sorted((item for item in items if after is None or place(item) > after), key=place)
+    more = len(rest) > top
+    return rest[:top], encode_cursor(*place(rest[top - 1])) if more else None
+
+
+def every_item(read: Callable[[str | None], Page[T]]) -> Iterator[T]:
+    """Every item of a paged list: ``read(cursor)`` is called for each page, from None to the last."""
+    cursor = None
+    while True:
+        page = read(cursor)
+        yield from page.items
+        cursor = page.cursor
+        if cursor is None:
+            return

@@ -7,10 +7,12 @@ every decision lives in :mod:`oncegate.service`. One contract suite
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from datetime import datetime
 from typing import Protocol
 
 from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
-from oncegate.domain.statuses import ConflictStatus
+from oncegate.domain.statuses import ClaimStatus, ConflictStatus
 
 
 class ClaimStore(Protocol):
@@ -31,6 +33,31 @@ class ClaimStore(Protocol):
         """Replace the claim if ``claim.version`` is still current, with its event in the same commit.
 
         Raises ``ConcurrentUpdate`` when another writer got there first.
+        """
+
+    def list_claims(
+        self,
+        *,
+        statuses: Collection[ClaimStatus],
+        scope: str | None = None,
+        changed_before: datetime | None = None,
+        limit: int,
+        cursor: str | None = None,
+    ) -> Page[Claim]:
+        """Claims in one of ``statuses`` (at least one), of ``scope``, last changed before ``changed_before``.
+
+        A page holds at most ``limit`` claims, possibly fewer (even none) while ``cursor`` says more may
+        follow. The order is the store's own (oldest change first in SQLite, claim id order in Table
+        Storage); the cursor is a place in it, so claims deleted meanwhile neither shift nor repeat a page.
+        Raises ``InvalidRequest`` for a cursor the store did not hand out.
+        """
+
+    def delete_claim(self, claim: Claim) -> None:
+        """Delete the claim and its whole history if ``claim.version`` is still current.
+
+        Raises ``ConcurrentUpdate`` when the claim changed since it was read, or is gone. The claim row
+        goes last: a delete cut short leaves the claim with part of its history, which the next purge
+        finds again, never history without its claim, which nothing would ever find.
         """
 
     def add_event(self, event: HistoryEvent) -> None:

@@ -12,7 +12,7 @@ import logging
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
-from oncegate.domain.statuses import ConflictStatus
+from oncegate.domain.statuses import ClaimStatus, ConflictStatus
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreUnavailable
 from oncegate.stores import columns
 from oncegate.stores.columns import Row
@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS claims (
     TargetRecordId TEXT, ResultData TEXT, CompletedAt TEXT, ErrorReason TEXT, Retryable INTEGER,
     Reviewer TEXT, Resolutions TEXT, Version INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS claims_by_change ON claims (UpdatedAt, ClaimId);
 CREATE TABLE IF NOT EXISTS history (
     ClaimId TEXT NOT NULL, EventId TEXT NOT NULL, At TEXT NOT NULL, Kind TEXT NOT NULL, Outcome TEXT NOT NULL,
     Attempt INTEGER NOT NULL, RecognisedBy TEXT NOT NULL, RunId TEXT, FlowName TEXT, FlowEnvironment TEXT,
@@ -85,6 +86,13 @@ def _insert(table: str, row: Row) -> tuple[str, list[Any]]:
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
     return f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values())
+
+
+def _page(rows: list[sqlite3.Row], limit: int, from_row: Callable[[Row, str], R], place: tuple[str, str]) -> Page[R]:
+    """A keyset page from ``limit + 1`` rows: the extra row only says that more follow the last one kept."""
+    items = [from_row(dict(row), str(row["Version"])) for row in rows[:limit]]
+    last = rows[limit - 1] if len(rows) > limit else None
+    return Page(items, encode_cursor(last[place[0]], last[place[1]]) if last else None)
 
 
 class _Slot:
@@ -179,6 +187,41 @@ class SqliteStore:
                 connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
         return self.get_claim(claim.claim_id)
 
+    def list_claims(
+        self,
+        *,
+        statuses: Collection[ClaimStatus],
+        scope: str | None = None,
+        changed_before: datetime | None = None,
+        limit: int,
+        cursor: str | None = None,
+    ) -> Page[Claim]:
+        after = decode_cursor(cursor) if cursor else ("", "")
+        wanted = {f"status{index}": status.value for index, status in enumerate(statuses)}
+        before = utc_text(changed_before) if changed_before else None
+        with self._translated():
+            rows = (
+                self._connection()
+                .execute(
+                    f"SELECT * FROM claims WHERE Status IN ({', '.join(':' + name for name in wanted)})"
+                    " AND (:scope IS NULL OR Scope = :scope) AND (:before IS NULL OR UpdatedAt < :before)"
+                    " AND (UpdatedAt, ClaimId) > (:at, :id) ORDER BY UpdatedAt, ClaimId LIMIT :limit",
+                    {**wanted, "scope": scope, "before": before, "at": after[0], "id": after[1], "limit": limit + 1},
+                )
+                .fetchall()
+            )
+        return _page(rows, limit, columns.claim_from_row, ("UpdatedAt", "ClaimId"))
+
+    def delete_claim(self, claim: Claim) -> None:
+        # One transaction: the claim and its history go together, or not at all.
+        with self._write() as connection:
+            changed = connection.execute(
+                "DELETE FROM claims WHERE ClaimId = ? AND Version = ?", (claim.claim_id, int(claim.version or 0))
+            ).rowcount
+            if changed != 1:
+                raise ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}, or is gone")
+            connection.execute("DELETE FROM history WHERE ClaimId = ?", (claim.claim_id,))
+
     def add_event(self, event: HistoryEvent) -> None:
         with self._write() as connection:
             connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
@@ -235,9 +278,7 @@ class SqliteStore:
                 )
                 .fetchall()
             )
-        items = [columns.conflict_from_row(dict(row), str(row["Version"])) for row in rows[:limit]]
-        last = rows[limit - 1] if len(rows) > limit else None
-        return Page(items, encode_cursor(last["CreatedAt"], last["ConflictId"]) if last else None)
+        return _page(rows, limit, columns.conflict_from_row, ("CreatedAt", "ConflictId"))
 
     def list_flows(self) -> list[FlowRecord]:
         return self._list("flows", columns.flow_from_row)

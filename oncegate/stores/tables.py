@@ -14,7 +14,10 @@ entity-group transaction. Two runs of the same flow cannot both win::
                                          written                             (ConcurrentUpdate)
 
 The insert fails if the row exists and the replace fails unless the ETag is unchanged, and the
-event rides in the same transaction, so the loser leaves no trace.
+event rides in the same transaction, so the loser leaves no trace. Deleting a claim (retention)
+removes its history and then, last, the claim row, every transaction conditioned on the claim's
+ETag: a claim that changed meanwhile is left alone, and a delete cut short leaves a claim the next
+purge finds again, never history without its claim.
 Conflicts live in one partition of their own table, so listing them never scans claims.
 The inventory's flows, scopes and overlaps each fill one partition of a small table of their
 own; a flow's RowKey is a digest of its name and environment, which may hold characters a
@@ -24,9 +27,10 @@ RowKey forbids (``/ \\ # ?``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
@@ -35,8 +39,8 @@ from azure.core.exceptions import HttpResponseError, ResourceExistsError, Servic
 from azure.data.tables import TableClient, TableEntity, TableServiceClient, TransactionOperation, UpdateMode
 
 from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
-from oncegate.domain.statuses import ConflictStatus
-from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreUnavailable
+from oncegate.domain.statuses import ClaimStatus, ConflictStatus
+from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreUnavailable
 from oncegate.stores import columns
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
@@ -57,7 +61,11 @@ PARTITION_FILTER = "PartitionKey eq @pk"
 # Filter clauses are fixed text; values only ever travel as query parameters.
 CONFLICT_CLAUSES = {"pk": "PartitionKey eq @pk", "status": "Status eq @status", "scope": "Scope eq @scope"}
 EVENTS_FILTER = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
+CLAIM_CLAUSES = {"rk": "RowKey eq @rk", "scope": "Scope eq @scope", "before": "UpdatedAt lt @before"}
+# A transaction holds at most 100 operations: a batch of history rows and the claim row's own.
+HISTORY_BATCH = 99
 
+BAD_REQUEST = (400,)
 EXISTS = (409,)
 MISSING = (404,)
 # 404: the row the caller read is gone, which for a conditional update is the same lost race.
@@ -102,8 +110,29 @@ def _position(conflict: Conflict) -> tuple[str, str]:
     return utc_text(conflict.created_at), conflict.conflict_id
 
 
-def _if_unchanged(version: str | None) -> dict[str, Any]:
-    return {"mode": UpdateMode.REPLACE, "etag": version, "match_condition": MatchConditions.IfNotModified}
+def _if_unchanged(version: str | None, mode: UpdateMode = UpdateMode.REPLACE) -> dict[str, Any]:
+    return {"mode": mode, "etag": version, "match_condition": MatchConditions.IfNotModified}
+
+
+def _claim_keys(claim_id: str, row_key: str = CLAIM_ROW) -> dict[str, str]:
+    return {"PartitionKey": claim_id, "RowKey": row_key}
+
+
+def _status_clause(count: int) -> str:
+    # The SDK substitutes parameters word by word: a parenthesis must not touch a parameter's name.
+    return "( " + " or ".join(f"Status eq @status{index}" for index in range(count)) + " )"
+
+
+def _continuation(cursor: str | None) -> dict[str, str | None] | None:
+    """The SDK's continuation token kept in a cursor: the next partition and row key, opaque to us."""
+    if cursor is None:
+        return None
+    partition, row = decode_cursor(cursor)
+    return {"PartitionKey": partition or None, "RowKey": row or None}
+
+
+def _cursor(token: Mapping[str, str | None] | None) -> str | None:
+    return encode_cursor(token.get("PartitionKey") or "", token.get("RowKey") or "") if token else None
 
 
 def _unavailable(exc: Exception) -> StoreUnavailable:
@@ -197,6 +226,66 @@ class TableStore:
                     ]
                 )[0]
         return columns.claim_from_row(columns.claim_to_row(claim), _etag(metadata))
+
+    def list_claims(
+        self,
+        *,
+        statuses: Collection[ClaimStatus],
+        scope: str | None = None,
+        changed_before: datetime | None = None,
+        limit: int,
+        cursor: str | None = None,
+    ) -> Page[Claim]:
+        """Claim rows by status, scope and age, in claim id order; the cursor carries the SDK's continuation token.
+
+        The filter is not on a key, so Table Storage reads through the table to answer it, page by page.
+        """
+        wanted: dict[str, Any] = {"rk": CLAIM_ROW, "scope": scope, "before": changed_before}
+        parameters = {name: value for name, value in wanted.items() if value is not None}
+        query = " and ".join([*(CLAIM_CLAUSES[name] for name in parameters), _status_clause(len(statuses))])
+        parameters.update({f"status{index}": status.value for index, status in enumerate(statuses)})
+        refused = BAD_REQUEST if cursor else ()
+        with _on_status(refused, lambda: InvalidRequest("cursor is not one this service handed out.", target="cursor")):
+            # The SDK types the token as str; for entities it is the dict it hands out itself.
+            pages: Any = self._claims.query_entities(query, parameters=parameters, results_per_page=limit).by_page(
+                continuation_token=_continuation(cursor)  # type: ignore[arg-type]
+            )
+            entities = list(next(pages))
+            token = pages.continuation_token
+        return Page([columns.claim_from_row(entity, _etag(entity.metadata)) for entity in entities], _cursor(token))
+
+    def delete_claim(self, claim: Claim) -> None:
+        """Delete the claim's history, then its row, in transactions conditioned on the claim's ETag.
+
+        Every transaction carries the claim row: each but the last touches it (a merge of nothing, which
+        changes its ETag), the last deletes it. A claim that changes meanwhile fails the next transaction
+        and keeps what is left; only a history of more than 99 rows needs more than one transaction.
+        """
+        stale = f"claim {claim.claim_id} changed since {claim.version}, or is gone"
+        with _on_status(STALE, lambda: ConcurrentUpdate(stale)):
+            rows = list(
+                self._claims.query_entities(PARTITION_FILTER, parameters={"pk": claim.claim_id}, select=["RowKey"])
+            )
+            if next((_etag(row.metadata) for row in rows if row["RowKey"] == CLAIM_ROW), None) != claim.version:
+                raise ConcurrentUpdate(stale)
+            history = [
+                (TransactionOperation.DELETE, _claim_keys(claim.claim_id, row["RowKey"]))
+                for row in rows
+                if row["RowKey"] != CLAIM_ROW
+            ]
+            etag = claim.version
+            while len(history) > HISTORY_BATCH:
+                batch, history = history[:HISTORY_BATCH], history[HISTORY_BATCH:]
+                touch = (
+                    TransactionOperation.UPDATE,
+                    _claim_keys(claim.claim_id),
+                    _if_unchanged(etag, UpdateMode.MERGE),
+                )
+                etag = _etag(self._claims.submit_transaction([touch, *batch])[0])
+            delete = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
+            self._claims.submit_transaction(
+                [(TransactionOperation.DELETE, _claim_keys(claim.claim_id), delete), *history]
+            )
 
     def add_event(self, event: HistoryEvent) -> None:
         """Append a history event to its claim's partition."""

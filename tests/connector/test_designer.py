@@ -26,6 +26,8 @@ ACTIONS = {
     "RenewClaim",
     "GetClaim",
     "LookupClaim",
+    "ListClaimsNeedingAttention",
+    "ReviewClaim",
     "ReportConflict",
     "ListConflicts",
     "GetConflict",

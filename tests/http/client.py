@@ -14,6 +14,8 @@ import function_app
 
 Route = dict[str, str]
 FUNCTIONS = {function.get_function_name(): function for function in function_app.app.get_functions()}
+# The function serving each list whose nextLink a test follows.
+LISTS = {"/api/conflicts": "list_conflicts", "/api/claims": "list_claims_needing_attention"}
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,8 @@ class Api:
     def follow(self, link: str) -> Reply:
         """GET a link the service handed out (a ``nextLink``)."""
         parts = urlsplit(link)
-        assert parts.path == "/api/conflicts", link
-        return self.call("list_conflicts", params=dict(parse_qsl(parts.query)))
+        assert parts.path in LISTS, link
+        return self.call(LISTS[parts.path], params=dict(parse_qsl(parts.query)))
 
     def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes) -> Reply:
         raise NotImplementedError

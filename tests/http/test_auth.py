@@ -12,6 +12,7 @@ from typing import Any
 
 import azure.functions as func
 import pytest
+from azure.functions.decorators.http import HttpTrigger
 
 import function_app
 from oncegate import bootstrap
@@ -136,6 +137,21 @@ def test_entra_mode_lets_only_reviewers_resolve_and_records_the_signed_in_review
 
 
 @pytest.mark.usefixtures("entra")
+def test_entra_mode_lets_only_reviewers_review_a_failure_and_records_the_signed_in_reviewer() -> None:
+    base = {"scope": "erp.create-order", "key": "ORDER-9", "runId": "r1", "fingerprint": "v1"}
+    claimed = call("check_and_claim", base, headers=FLOW)[1]
+    result = {"claimToken": claimed["claimToken"], "outcome": "failed", "retryable": False}
+    assert call("record_result", result, headers=FLOW, claimId=claimed["claimId"])[0] == 200
+    body = {"reviewer": "somebody-else@contoso.com", "note": "ERP refused the customer"}
+
+    refused, error = call("review_claim", body, headers=FLOW, claimId=claimed["claimId"])
+    reviewed, claim = call("review_claim", body, headers=REVIEWER, claimId=claimed["claimId"])
+
+    assert (refused, error["error"]["code"]) == (403, "forbidden")
+    assert (reviewed, claim["reviewer"]) == (200, "ana@contoso.com")
+
+
+@pytest.mark.usefixtures("entra")
 def test_entra_mode_reviewers_may_do_what_flows_do_and_health_stays_anonymous() -> None:
     status, answer = call("check_and_claim", {"scope": "s", "key": "k", "runId": "r"}, headers=REVIEWER)
 
@@ -172,6 +188,7 @@ def auth_levels(monkeypatch: pytest.MonkeyPatch, mode: str, tmp_path: Path) -> d
     return {
         str(function.get_function_name()): str(function.get_trigger().auth_level.value).upper()
         for function in module.app.get_functions()
+        if isinstance(function.get_trigger(), HttpTrigger)
     }
 
 

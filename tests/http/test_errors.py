@@ -217,7 +217,7 @@ def test_a_path_outside_api_is_a_json_404_from_the_local_server(local_server: tu
 @pytest.mark.parametrize(
     ("method", "path", "allow"),
     [
-        ("DELETE", "claims", "POST"),
+        ("DELETE", "claims", "GET, POST"),
         ("GET", "claims/" + "a" * 52 + "/result", "POST"),
         ("PUT", "conflicts", "GET, POST"),
         ("POST", "health", "GET"),

@@ -14,6 +14,7 @@ from oncegate.config import ConfigError
 SETTINGS = (
     "ONCEGATE_STORE", "ONCEGATE_SQLITE_PATH", "ONCEGATE_TABLES_CONNECTION_STRING", "ONCEGATE_TABLES_ENDPOINT",
     "ONCEGATE_TABLE_PREFIX", "ONCEGATE_KEY_SECRET", "ONCEGATE_AUTH", "ONCEGATE_REQUIRE_REGISTERED_FLOWS",
+    "ONCEGATE_UNKNOWN_ALERT_MINUTES",
 )  # fmt: skip
 
 
@@ -38,6 +39,8 @@ def import_fresh_function_app() -> None:
         ({"ONCEGATE_TABLE_PREFIX": "1-bad"}, "ONCEGATE_TABLE_PREFIX"),
         ({"ONCEGATE_AUTH": "password"}, "ONCEGATE_AUTH"),
         ({"ONCEGATE_REQUIRE_REGISTERED_FLOWS": "yes"}, "ONCEGATE_REQUIRE_REGISTERED_FLOWS"),
+        ({"ONCEGATE_UNKNOWN_ALERT_MINUTES": "0"}, "ONCEGATE_UNKNOWN_ALERT_MINUTES"),
+        ({"ONCEGATE_UNKNOWN_ALERT_MINUTES": "15m"}, "ONCEGATE_UNKNOWN_ALERT_MINUTES"),
         (
             {
                 "ONCEGATE_KEY_SECRET": "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/oncegate-key-secret)"
@@ -53,6 +56,8 @@ def import_fresh_function_app() -> None:
         "bad-prefix",
         "unknown-auth",
         "require-registered-not-true-or-false",
+        "unknown-alert-zero",
+        "unknown-alert-not-a-number",
         "unresolved-key-vault-reference",
     ],
 )

@@ -79,6 +79,21 @@ def counted(record: FlowRecord | ScopeRecord | Overlap, count: int) -> Any:
     return replace(record, count=count)
 
 
+def claim_pages(store: ClaimStore, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> list[list[Claim]]:
+    """Every page of ``store.list_claims`` from ``cursor`` on."""
+    pages: list[list[Claim]] = []
+    while True:
+        page = store.list_claims(limit=limit, cursor=cursor, **filters)
+        pages.append(page.items)
+        cursor = page.cursor
+        if cursor is None:
+            return pages
+
+
+def every_claim(store: ClaimStore, **filters: Any) -> list[Claim]:
+    return [claim for page in claim_pages(store, **filters) for claim in page]
+
+
 class StoreContract:
     """Tests every ClaimStore adapter must pass."""
 
@@ -220,6 +235,145 @@ class StoreContract:
 
     def test_events_of_an_unknown_claim_are_empty(self, store: ClaimStore) -> None:
         assert store.list_events(records.new_id()) == []
+
+    # Listing and deleting claims (retention, claims needing attention)
+
+    def test_list_claims_filters_by_status_scope_and_last_change(self, store: ClaimStore) -> None:
+        specs = {
+            "old-done": ("a", ClaimStatus.SUCCEEDED, 0),
+            "old-failed": ("a", ClaimStatus.FAILED, 1),
+            "old-held": ("a", ClaimStatus.IN_PROGRESS, 2),
+            "other-scope": ("b", ClaimStatus.SUCCEEDED, 3),
+            "new-done": ("a", ClaimStatus.SUCCEEDED, 10),
+        }
+        ids = {}
+        for name, (scope, status, days) in specs.items():
+            claim = records.claim(scope=scope, status=status, updated_at=T0 + timedelta(days=days))
+            store.create_claim(claim, records.event(claim.claim_id))
+            ids[claim.claim_id] = name
+
+        def names(statuses: tuple[ClaimStatus, ...], **filters: Any) -> set[str]:
+            return {ids[claim.claim_id] for claim in every_claim(store, statuses=statuses, **filters)}
+
+        finished = (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
+        assert names(finished) == {"old-done", "old-failed", "other-scope", "new-done"}
+        assert names((ClaimStatus.IN_PROGRESS,)) == {"old-held"}
+        assert names(finished, scope="a") == {"old-done", "old-failed", "new-done"}
+        assert names(finished, changed_before=T0 + timedelta(days=3)) == {"old-done", "old-failed"}
+        # Strictly before: a claim changed at that very instant is not listed.
+        assert names(finished, changed_before=T0 + timedelta(days=1)) == {"old-done"}
+        assert names((ClaimStatus.UNKNOWN, ClaimStatus.RELEASED)) == set()
+
+    def test_listed_claims_round_trip_with_their_version(self, store: ClaimStore) -> None:
+        claim = records.full_claim()
+        created = store.create_claim(claim, records.event(claim.claim_id))
+
+        assert every_claim(store, statuses=(claim.status,)) == [created]
+
+    @pytest.mark.parametrize("count", [5, 6])
+    def test_list_claims_pages_lose_and_repeat_nothing(self, store: ClaimStore, count: int) -> None:
+        # Pairs share a timestamp, so a page boundary falls between two claims changed at the same instant.
+        created = [
+            store.create_claim(claim, records.event(claim.claim_id))
+            for claim in (records.claim(updated_at=T0 + timedelta(seconds=s // 2)) for s in range(count))
+        ]
+
+        pages = claim_pages(store, statuses=(ClaimStatus.IN_PROGRESS,), limit=2)
+
+        assert all(len(page) <= 2 for page in pages)
+        listed = [claim.claim_id for page in pages for claim in page]
+        assert sorted(listed) == sorted(claim.claim_id for claim in created)
+
+    def test_list_claims_goes_on_from_a_cursor_while_claims_are_deleted(
+        self, store: ClaimStore, make_store: Callable[[], ClaimStore]
+    ) -> None:
+        created: list[Claim] = []
+        for seconds in range(6):
+            claim = records.claim(updated_at=T0 + timedelta(seconds=seconds))
+            created.append(store.create_claim(claim, records.event(claim.claim_id)))
+        seen: list[Claim] = []
+        page = store.list_claims(statuses=(ClaimStatus.IN_PROGRESS,), limit=3)
+        while not page.items and page.cursor:
+            page = store.list_claims(statuses=(ClaimStatus.IN_PROGRESS,), limit=3, cursor=page.cursor)
+        assert page.cursor is not None
+        for claim in page.items:
+            store.delete_claim(claim)
+        seen += page.items
+
+        # Another instance (a purge resumed in another process) goes on from the cursor.
+        rest = claim_pages(make_store(), statuses=(ClaimStatus.IN_PROGRESS,), limit=3, cursor=page.cursor)
+
+        seen += [claim for items in rest for claim in items]
+        assert sorted(claim.claim_id for claim in seen) == sorted(claim.claim_id for claim in created)
+
+    @pytest.mark.parametrize("cursor", ["not a cursor", base64.urlsafe_b64encode(b"42").decode()])
+    def test_list_claims_rejects_a_cursor_it_did_not_hand_out(self, store: ClaimStore, cursor: str) -> None:
+        with pytest.raises(InvalidRequest) as raised:
+            store.list_claims(statuses=(ClaimStatus.SUCCEEDED,), limit=2, cursor=cursor)
+        assert raised.value.target == "cursor"
+
+    @pytest.mark.parametrize("events", [1, 3, 250], ids=["one event", "a few", "more than a transaction holds"])
+    def test_delete_claim_removes_the_claim_and_its_whole_history(self, store: ClaimStore, events: int) -> None:
+        claim, kept = records.claim(status=ClaimStatus.SUCCEEDED), records.claim(status=ClaimStatus.SUCCEEDED)
+        store.create_claim(claim, records.event(claim.claim_id))
+        for seconds in range(1, events):
+            store.add_event(records.event(claim.claim_id, at=T0 + timedelta(seconds=seconds)))
+        stored = store.create_claim(kept, records.event(kept.claim_id))
+
+        store.delete_claim(store.get_claim(claim.claim_id))
+
+        with pytest.raises(NotFound):
+            store.get_claim(claim.claim_id)
+        assert store.list_events(claim.claim_id) == []
+        assert store.get_claim(kept.claim_id) == stored
+        assert len(store.list_events(kept.claim_id)) == 1
+        assert every_claim(store, statuses=(ClaimStatus.SUCCEEDED,)) == [stored]
+
+    def test_delete_claim_with_a_stale_version_changes_nothing(self, store: ClaimStore) -> None:
+        claim = records.claim(status=ClaimStatus.SUCCEEDED)
+        first_event = records.event(claim.claim_id)
+        listed = store.create_claim(claim, first_event)
+        changed = store.update_claim(replace(listed, status=ClaimStatus.IN_PROGRESS, attempt=2), None)
+
+        with pytest.raises(ConcurrentUpdate):
+            store.delete_claim(listed)
+
+        assert store.get_claim(claim.claim_id) == changed
+        assert store.list_events(claim.claim_id) == [first_event]
+
+    def test_delete_claim_already_gone_raises_concurrent_update(self, store: ClaimStore) -> None:
+        claim = records.claim()
+        listed = store.create_claim(claim, records.event(claim.claim_id))
+        store.delete_claim(listed)
+
+        with pytest.raises(ConcurrentUpdate):
+            store.delete_claim(listed)
+
+    def test_concurrent_delete_and_update_have_exactly_one_winner(
+        self, store: ClaimStore, make_store: Callable[[], ClaimStore]
+    ) -> None:
+        claim = records.claim(status=ClaimStatus.SUCCEEDED)
+        listed = store.create_claim(claim, records.event(claim.claim_id))
+        stores = [make_store() for _ in range(RACERS)]
+        late = records.event(claim.claim_id, at=T0 + timedelta(seconds=1), run_id="run-late")
+
+        def attempt(index: int) -> Claim | None:
+            if index % 2:
+                return stores[index].update_claim(replace(listed, run_id=f"run-{index}"), late)
+            stores[index].delete_claim(listed)
+            return None
+
+        outcomes = race(attempt)
+
+        winners = [outcome for outcome in outcomes if not isinstance(outcome, StoreRace)]
+        assert len(winners) == 1
+        if winners[0] is None:
+            with pytest.raises(NotFound):
+                store.get_claim(claim.claim_id)
+            assert store.list_events(claim.claim_id) == []
+        else:
+            assert store.get_claim(claim.claim_id) == winners[0]
+            assert len(store.list_events(claim.claim_id)) == 2
 
     # Conflicts
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
 import pytest
+from azure.core.exceptions import ServiceResponseError
 from azure.data.tables import TableClient
 
-from oncegate.errors import StoreUnavailable
-from oncegate.stores.tables import table_names
+from oncegate.domain.records import Claim
+from oncegate.domain.statuses import ClaimStatus
+from oncegate.errors import ConcurrentUpdate, NotFound, StoreUnavailable
+from oncegate.stores.tables import HISTORY_BATCH, TableStore, table_names
 from tests.stores.contract import StoreContract
 from tests.support import records
 from tests.support.azurite import Azurite, ExternalTables, TableStoreFactory
+from tests.support.records import T0
 
 pytestmark = pytest.mark.azurite
 
@@ -80,3 +88,68 @@ def test_an_unreachable_store_raises_store_unavailable_and_recovers(
         azurite.start()
     # In-memory Azurite lost the tables; a new store creates them again.
     table_store_factory().create_claim(claim, records.event(claim.claim_id))
+
+
+def _with_history(store: TableStore, events: int) -> Claim:
+    claim = records.claim(status=ClaimStatus.SUCCEEDED)
+    store.create_claim(claim, records.event(claim.claim_id))
+    for seconds in range(1, events):
+        store.add_event(records.event(claim.claim_id, at=T0 + timedelta(seconds=seconds)))
+    return store.get_claim(claim.claim_id)
+
+
+def _after_first_transaction(monkeypatch: pytest.MonkeyPatch, store: TableStore, then: Any) -> None:
+    """Run ``then()`` once the first transaction of the store's claims table has gone through."""
+    table = store._claims
+    submit = table.submit_transaction
+    calls: list[object] = []
+
+    def submitting(*args: Any, **kwargs: Any) -> Any:
+        if calls:
+            then()
+        calls.append(args)
+        return submit(*args, **kwargs)
+
+    monkeypatch.setattr(table, "submit_transaction", submitting)
+
+
+def test_a_delete_cut_short_leaves_the_claim_with_part_of_its_history_and_the_next_finishes_it(
+    table_store_factory: TableStoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = table_store_factory()
+    claim = _with_history(store, HISTORY_BATCH + 11)
+
+    def outage() -> None:
+        raise ServiceResponseError("connection reset")
+
+    _after_first_transaction(monkeypatch, store, outage)
+    with pytest.raises(StoreUnavailable):
+        store.delete_claim(claim)
+
+    # Nothing resurrects and nothing is orphaned: the claim is still there, still finished, with the rest.
+    reader = table_store_factory()
+    left = reader.get_claim(claim.claim_id)
+    assert (left.status, left.attempt, left.updated_at) == (claim.status, claim.attempt, claim.updated_at)
+    assert len(reader.list_events(claim.claim_id)) == 11
+    reader.delete_claim(left)
+    with pytest.raises(NotFound):
+        reader.get_claim(claim.claim_id)
+    assert reader.list_events(claim.claim_id) == []
+
+
+def test_a_claim_changed_between_two_transactions_keeps_itself_and_the_rest_of_its_history(
+    table_store_factory: TableStoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, writer = table_store_factory(), table_store_factory()
+    claim = _with_history(store, HISTORY_BATCH + 11)
+
+    def another_attempt() -> None:
+        current = writer.get_claim(claim.claim_id)
+        writer.update_claim(replace(current, status=ClaimStatus.IN_PROGRESS, attempt=2), None)
+
+    _after_first_transaction(monkeypatch, store, another_attempt)
+    with pytest.raises(ConcurrentUpdate):
+        store.delete_claim(claim)
+
+    assert writer.get_claim(claim.claim_id).attempt == 2
+    assert len(writer.list_events(claim.claim_id)) == 11

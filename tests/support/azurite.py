@@ -9,6 +9,7 @@ their own per test. Mark tests that use them ``pytest.mark.azurite``.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -50,17 +51,24 @@ def _listening(port: int) -> bool:
 class Azurite:
     """An Azurite process on a fixed port, which tests may stop and start again.
 
-    Data is kept in memory only (``--inMemoryPersistence``): after ``stop()`` and ``start()``
-    every table and entity is gone, so a store made before the restart finds no tables.
+    By default data is kept in memory only (``--inMemoryPersistence``): after ``stop()`` and
+    ``start()`` every table and entity is gone, so a store made before the restart finds no
+    tables. With ``location`` it is kept on disk there (``--location``) and survives a restart,
+    as an account's data survives an outage; ``stop()`` then interrupts Azurite (SIGINT) so that
+    it writes its database out before it exits. ``keep_alive_seconds`` replaces Azurite's 5 s
+    keep-alive timeout: a client reusing a connection just as Azurite closes it gets "remote end
+    closed connection", which a benchmark pausing between phases would otherwise meet.
     """
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, location: Path | None = None, keep_alive_seconds: int | None = None) -> None:
         self.port = _free_port()
         self.connection_string = (
             f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};"
             f"TableEndpoint=http://{HOST}:{self.port}/{ACCOUNT};"
         )
         self._workdir = workdir
+        self._location = location
+        self._keep_alive = ["--tableKeepAliveTimeout", str(keep_alive_seconds)] if keep_alive_seconds else []
         self._log = workdir / "azurite.log"
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -68,8 +76,9 @@ class Azurite:
         """Start the emulator on the same port and return once it accepts connections."""
         if not AZURITE.exists():
             pytest.fail(f"{AZURITE} is missing: run `npm ci` in the repository root.")
+        persistence = ["--location", str(self._location)] if self._location else ["--inMemoryPersistence"]
         command = [
-            str(AZURITE), "--inMemoryPersistence", "--disableTelemetry", "--skipApiVersionCheck",
+            str(AZURITE), *persistence, *self._keep_alive, "--disableTelemetry", "--skipApiVersionCheck",
             "--tableHost", HOST, "--tablePort", str(self.port),
         ]  # fmt: skip
         # A file, not a pipe: nobody reads Azurite's access log while tests run, and a full pipe would block it.
@@ -90,11 +99,12 @@ class Azurite:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        """Stop the emulator: terminate, then kill if it lingers."""
+        """Stop the emulator: terminate (interrupt, when it keeps data on disk), then kill if it lingers."""
         process, self._process = self._process, None
         if process is None:
             return
-        process.terminate()
+        # Azurite saves its on-disk database when interrupted; SIGTERM ends it without saving.
+        process.send_signal(signal.SIGINT if self._location else signal.SIGTERM)
         try:
             process.wait(STOP_SECONDS)
         except subprocess.TimeoutExpired:

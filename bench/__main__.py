@@ -1,0 +1,100 @@
+"""``python -m bench`` (``make bench``): every figure of docs/performance.md, measured on this machine.
+
+Storage round trips per action, claim latency next to the bare store operation (in process and
+over HTTP, 1, 8 and 32 callers at once), today's "look up, then add a row" pattern against
+OnceGate under the same duplicate triggers, and the issue's load (64 clients x 500 keys x 4
+triggers) with its audit, on SQLite and on Table Storage (Azurite) side by side. Writes the
+figures into docs/performance.md and the plot docs/latency.png. ``--quick`` checks the
+benchmark itself with small sizes and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+from bench import latency, load, makers, report, roundtrips
+from bench.rig import Rig
+from tests.load.workload import Workload
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each part measures."""
+
+    latency_rounds: int
+    latency_calls: int
+    pattern_rounds: int
+    pattern_keys: int
+    pattern_parallel: int
+    load: Workload
+    triggers_per_key: int = 4
+
+    def described(self) -> dict[str, str]:
+        load = self.load
+        return {
+            "latency": f"{self.latency_rounds} rounds x {self.latency_calls} calls per path and concurrency",
+            "patterns": f"{self.pattern_rounds} rounds x {self.pattern_keys} keys x {self.triggers_per_key} "
+            f"triggers, {self.pattern_parallel} keys at a time",
+            "load": f"{load.clients} clients x {load.keys} keys x {load.duplicates} triggers, once",
+        }
+
+
+FULL = Sizes(5, 300, 5, 100, 8, Workload(clients=64, keys=500, duplicates=4))
+QUICK = Sizes(2, 40, 2, 10, 4, Workload(clients=8, keys=20, duplicates=4))
+
+
+def step(name: str, measure: Callable[[], T]) -> T:
+    print(f"bench: {name}...", file=sys.stderr, flush=True)
+    began = time.monotonic()
+    value = measure()
+    print(f"bench: {name} took {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
+    return value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, to check the benchmark; writes nothing")
+    quick = parser.parse_args().quick
+    sizes = QUICK if quick else FULL
+    results = report.Results(
+        machine=report.Machine.now(), started=datetime.now(UTC), sizes=sizes.described(), load_workload=sizes.load
+    )
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory() as workdir, Rig(Path(workdir)) as rig:
+        results.round_trips = step("round trips", lambda: roundtrips.measure(rig))
+        results.latency = step(
+            "latency", lambda: latency.measure(rig, rounds=sizes.latency_rounds, calls=sizes.latency_calls)
+        )
+        results.makers = step(
+            "today's pattern against OnceGate",
+            lambda: makers.measure(
+                rig,
+                rounds=sizes.pattern_rounds,
+                keys=sizes.pattern_keys,
+                duplicates=sizes.triggers_per_key,
+                parallel=sizes.pattern_parallel,
+            ),
+        )
+        results.load = step("load", lambda: load.measure(rig, sizes.load))
+    results.seconds = time.monotonic() - began
+    results.load_after = report.Machine.now().load_before
+    print(report.markdown(results))
+    if not quick:
+        report.write_docs(results, DOCS / "performance.md")
+        report.plot(results.latency, DOCS / "latency.png")
+        print(f"bench: wrote {DOCS / 'performance.md'} and {DOCS / 'latency.png'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Claims that need a person: nothing in OnceGate settles them by itself.
+
+- **lease_expired**: ``in_progress`` with its lease run out and no result. The run stopped, or works on
+  without a heartbeat; the next Check and claim for the key is answered ``reconcile``.
+- **unknown**: the outcome was recorded ``unknown`` at least ``unknown_alert`` ago (15 minutes unless told
+  otherwise): a flow usually reconciles sooner, so one left longer is waiting for a person.
+- **failed_unreviewed**: ``failed`` and not retryable, with no reviewer: the key is blocked until a person
+  looks. A reviewer acknowledges it with :meth:`ClaimService.review` (or resolves a conflict on it).
+
+The list reads every ``in_progress``, ``unknown`` and ``failed`` claim through the store's
+``list_claims``, a page at a time, and sorts what needs attention oldest first in memory; finished
+claims (``succeeded``, ``released``) are not read. In a healthy deployment these are few.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from oncegate.domain.keys import normalise_scope
+from oncegate.domain.records import Claim
+from oncegate.domain.statuses import AttentionReason, ClaimStatus
+from oncegate.models import ClaimNeedingAttention, ListClaimsQuery
+from oncegate.service.views import claim_view
+from oncegate.stores.paging import every_item, page_of, utc_text
+from oncegate.stores.port import ClaimStore
+
+UNKNOWN_ALERT = timedelta(minutes=15)
+WATCHED = (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN, ClaimStatus.FAILED)
+READ_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class NeedsAttention:
+    """A claim that needs a person, why, and since when."""
+
+    claim: Claim
+    why: AttentionReason
+    since: datetime
+
+    @property
+    def place(self) -> tuple[str, str]:
+        """Oldest first: the list's order and its cursor."""
+        return utc_text(self.since), self.claim.claim_id
+
+
+def needs_attention(claim: Claim, now: datetime, unknown_alert: timedelta) -> NeedsAttention | None:
+    """Why ``claim`` needs a person at ``now``, or None when it does not."""
+    lease = claim.lease_expires_at
+    # Expired as Check and claim sees it: a lease ending now is over.
+    if claim.status is ClaimStatus.IN_PROGRESS and (lease is None or lease <= now):
+        return NeedsAttention(claim, AttentionReason.LEASE_EXPIRED, lease or claim.updated_at)
+    if claim.status is ClaimStatus.UNKNOWN and claim.updated_at <= now - unknown_alert:
+        return NeedsAttention(claim, AttentionReason.UNKNOWN, claim.updated_at)
+    if claim.status is ClaimStatus.FAILED and claim.retryable is False and claim.reviewer is None:
+        return NeedsAttention(claim, AttentionReason.FAILED_UNREVIEWED, claim.updated_at)
+    return None
+
+
+class Attention:
+    """The claims needing attention: a page of them, or their count per scope."""
+
+    def __init__(
+        self, store: ClaimStore, *, clock: Callable[[], datetime], unknown_alert: timedelta = UNKNOWN_ALERT
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self.unknown_alert = unknown_alert
+
+    def page(self, query: ListClaimsQuery) -> tuple[list[ClaimNeedingAttention], str | None]:
+        """One page of the claims needing attention, oldest first, and the cursor of the next page."""
+        scope = normalise_scope(query.scope) if query.scope else None
+        found, cursor = page_of(self._all(scope), lambda item: item.place, top=query.top, cursor=query.cursor)
+        views = [ClaimNeedingAttention(why=item.why, since=item.since, claim=claim_view(item.claim)) for item in found]
+        return views, cursor
+
+    def counts(self) -> dict[str, Counter[AttentionReason]]:
+        """How many claims of each scope need attention, by why; empty when all is well."""
+        counts: dict[str, Counter[AttentionReason]] = {}
+        for item in self._all(None):
+            counts.setdefault(item.claim.scope, Counter())[item.why] += 1
+        return counts
+
+    def _all(self, scope: str | None) -> Iterator[NeedsAttention]:
+        now = self._clock()
+        claims = every_item(
+            lambda cursor: self._store.list_claims(statuses=WATCHED, scope=scope, limit=READ_PAGE, cursor=cursor)
+        )
+        for claim in claims:
+            item = needs_attention(claim, now, self.unknown_alert)
+            if item is not None:
+                yield item

@@ -1,0 +1,244 @@
+"""Retention: finished claims are deleted, with their history, once their scope's retention is over.
+
+A claim is deleted when its last change (``UpdatedAt``) is older than its scope's ``retentionDays``
+(``PUT /api/scopes``; 90 days when not set) and it is finished:
+
+- ``succeeded`` or ``released``;
+- ``failed`` and not retryable, **after review**: a reviewer acknowledged the failure
+  (``POST /api/claims/{claimId}/review``) or resolved a conflict on the claim since it failed, so
+  its ``reviewer`` is set. An unreviewed one waits in the attention list instead.
+
+Never an ``in_progress`` or ``unknown`` claim, never a retryable failure (its next run retries it),
+never a claim with an open conflict. Once deleted, the key is forgotten: its next Check and claim is
+answered ``proceed``, as for a key never seen.
+
+The claims are listed a page at a time (``list_claims``: finished and changed before the shortest
+retention of any scope), each is checked against its own scope's retention and the open conflicts
+(read again for each page), and the deletable ones are deleted a few at a time in parallel. Each
+delete is conditioned on the version listed: a claim that changed in between is kept ("changed").
+A purge may stop early, after ``max_pages`` or ``time_budget``, or when the store fails; its report
+then carries the cursor to resume from, and a purge resumed there does not examine again what the
+first one examined.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from oncegate.domain.records import Claim
+from oncegate.domain.statuses import ClaimStatus
+from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
+from oncegate.models import DEFAULT_RETENTION_DAYS
+from oncegate.service.inventory import Inventory, open_conflicts
+from oncegate.stores.port import ClaimStore
+
+logger = logging.getLogger(__name__)
+
+FINISHED = (ClaimStatus.SUCCEEDED, ClaimStatus.RELEASED, ClaimStatus.FAILED)
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+# Each claim is its own partition in Table Storage, so deletes in parallel do not contend.
+DELETE_WORKERS = 8
+
+
+class Kept(StrEnum):
+    """Why a claim the purge examined was not deleted."""
+
+    WITHIN_RETENTION = "within_retention"
+    RETRYABLE = "retryable"
+    UNREVIEWED = "unreviewed"
+    OPEN_CONFLICT = "open_conflict"
+    CHANGED = "changed"
+
+
+@dataclass
+class PurgeReport:
+    """What a purge did: running totals while it goes (``on_progress``), its outcome at the end.
+
+    ``deleted`` counts claims by scope and status: deleted, or that would be deleted in a dry run.
+    ``cursor`` is where a purge resumes; ``finished`` says the list was read to its end.
+    """
+
+    dry_run: bool
+    cursor: str | None = None
+    finished: bool = False
+    pages: int = 0
+    examined: int = 0
+    deleted: Counter[tuple[str, ClaimStatus]] = field(default_factory=Counter)
+    kept: Counter[Kept] = field(default_factory=Counter)
+    error: str | None = None
+
+    @property
+    def deleted_total(self) -> int:
+        return sum(self.deleted.values())
+
+    @property
+    def stopped_early(self) -> bool:
+        return not self.finished
+
+    def summary(self) -> str:
+        """One line: what was examined, deleted and kept."""
+        verb = "would delete" if self.dry_run else "deleted"
+        by_scope = ", ".join(
+            f"{scope} {status.value} {count}" for (scope, status), count in sorted(self.deleted.items())
+        )
+        kept = ", ".join(f"{reason.value} {count}" for reason, count in sorted(self.kept.items()))
+        return (
+            f"{self.pages} pages, {self.examined} claims examined, {verb} {self.deleted_total}"
+            f"{f' ({by_scope})' if by_scope else ''}, kept {sum(self.kept.values())}"
+            f"{f' ({kept})' if kept else ''}"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "dryRun": self.dry_run,
+            "finished": self.finished,
+            "pages": self.pages,
+            "examined": self.examined,
+            "deleted": self.deleted_total,
+            "byScope": [
+                {"scope": scope, "status": status.value, "claims": count}
+                for (scope, status), count in sorted(self.deleted.items())
+            ],
+            "kept": {reason.value: count for reason, count in sorted(self.kept.items())},
+            "cursor": self.cursor,
+            "error": self.error,
+        }
+
+
+def kept_because(claim: Claim, *, now: datetime, retention_days: int, open_conflict: bool) -> Kept | None:
+    """Why a listed claim must stay; None when it may be deleted."""
+    if claim.status is ClaimStatus.FAILED and claim.retryable is not False:
+        return Kept.RETRYABLE
+    if claim.status is ClaimStatus.FAILED and claim.reviewer is None:
+        return Kept.UNREVIEWED
+    if claim.updated_at >= now - timedelta(days=retention_days):
+        return Kept.WITHIN_RETENTION
+    if open_conflict:
+        return Kept.OPEN_CONFLICT
+    return None
+
+
+class Retention:
+    """Deletes finished claims whose scope's retention is over; see the module's docstring."""
+
+    def __init__(
+        self,
+        store: ClaimStore,
+        inventory: Inventory,
+        *,
+        clock: Callable[[], datetime],
+        workers: int = DELETE_WORKERS,
+    ) -> None:
+        self._store = store
+        self._inventory = inventory
+        self._clock = clock
+        self._workers = workers
+
+    def purge(
+        self,
+        *,
+        dry_run: bool = False,
+        now: datetime | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        on_progress: Callable[[PurgeReport], None] | None = None,
+        resume_cursor: str | None = None,
+        max_pages: int | None = None,
+        time_budget: timedelta | None = None,
+    ) -> PurgeReport:
+        """Delete (or with ``dry_run`` only count) the claims whose retention is over, a page at a time.
+
+        ``on_progress`` gets the running report after each page. The purge stops early after
+        ``max_pages`` pages or once ``time_budget`` is spent (after at least one page), or when the
+        store fails (``error``); the report's ``cursor`` then resumes it. Raises ``InvalidRequest`` for
+        a ``resume_cursor`` the store did not hand out, and ``StoreUnavailable`` when the store fails
+        before the first page (reading the scopes' retention).
+        """
+        now = now or self._clock()
+        retention = {
+            record.scope: record.retention_days or DEFAULT_RETENTION_DAYS for record in self._store.list_scopes()
+        }
+        # One list for every scope: from the shortest retention on, each claim is then held to its own.
+        changed_before = now - timedelta(days=min([DEFAULT_RETENTION_DAYS, *retention.values()]))
+        deadline = None if time_budget is None else time.monotonic() + time_budget.total_seconds()
+        report = PurgeReport(dry_run=dry_run, cursor=resume_cursor)
+        with ThreadPoolExecutor(self._workers, thread_name_prefix="oncegate-purge") as pool:
+            while not report.finished:
+                try:
+                    self._page(
+                        report, pool, now=now, changed_before=changed_before, retention=retention, size=page_size
+                    )
+                except StoreUnavailable as exc:
+                    report.error = exc.message
+                    break
+                if on_progress is not None:
+                    on_progress(report)
+                if (max_pages is not None and report.pages >= max_pages) or (
+                    deadline is not None and time.monotonic() >= deadline
+                ):
+                    break
+        if not dry_run:
+            self._flush_counts()
+        return report
+
+    def _page(
+        self,
+        report: PurgeReport,
+        pool: Executor,
+        *,
+        now: datetime,
+        changed_before: datetime,
+        retention: Mapping[str, int],
+        size: int,
+    ) -> None:
+        page = self._store.list_claims(
+            statuses=FINISHED, changed_before=changed_before, limit=size, cursor=report.cursor
+        )
+        # Read for each page, so that a conflict opened while a long purge runs still keeps its claim.
+        disputed = {conflict.claim_id for conflict in open_conflicts(self._store)} if page.items else set()
+        doomed = []
+        for claim in page.items:
+            kept = kept_because(
+                claim,
+                now=now,
+                retention_days=retention.get(claim.scope, DEFAULT_RETENTION_DAYS),
+                open_conflict=claim.claim_id in disputed,
+            )
+            if kept is None:
+                doomed.append(claim)
+            else:
+                report.kept[kept] += 1
+        report.examined += len(page.items)
+        outcomes = [True] * len(doomed) if report.dry_run else pool.map(self._deleted, doomed)
+        for claim, deleted in zip(doomed, outcomes, strict=True):
+            if deleted:
+                report.deleted[claim.scope, claim.status] += 1
+            else:
+                report.kept[Kept.CHANGED] += 1
+        report.pages += 1
+        report.cursor = page.cursor
+        report.finished = page.cursor is None
+
+    def _deleted(self, claim: Claim) -> bool:
+        """Delete the claim as listed; False when it changed since (it is kept, and examined again next time)."""
+        try:
+            self._store.delete_claim(claim)
+        except ConcurrentUpdate:
+            return False
+        self._inventory.status_changed(claim.scope, claim.status, None)
+        return True
+
+    def _flush_counts(self) -> None:
+        # The scope catalogue's counts drop with the deleted claims; a failure leaves them for the next flush.
+        try:
+            self._inventory.usage.flush()
+        except OnceGateError as exc:
+            logger.warning("Scope counts of the purge kept for the next flush: %s", exc.message)

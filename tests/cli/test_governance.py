@@ -1,0 +1,196 @@
+"""``oncegate claims attention``, ``claims review`` against the service, and ``oncegate purge`` on a SQLite file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oncegate.config import local_key_secret
+from oncegate.domain.keys import KeyHasher
+from oncegate.domain.statuses import ClaimStatus
+from oncegate.entrypoints.cli import main
+from oncegate.service.claims import ClaimService
+from oncegate.stores.sqlite import SqliteStore
+from tests.cli.conftest import Oncegate, Run, Seen
+from tests.conftest import FakeClock
+from tests.http.client import ServerApi
+from tests.http.test_actions import claim_body, ok
+from tests.service.calls import claim, record, succeeded
+
+STORE_SETTINGS = (
+    "ONCEGATE_STORE",
+    "ONCEGATE_KEY_SECRET",
+    "ONCEGATE_TABLES_CONNECTION_STRING",
+    "ONCEGATE_TABLES_ENDPOINT",
+)
+
+
+def failed_for_good(api: ServerApi, key: str) -> dict[str, Any]:
+    answer = ok(api.call("check_and_claim", claim_body(key=key, run=f"run-{key}")))
+    result = {"claimToken": answer["claimToken"], "outcome": "failed", "retryable": False, "error": "ERP said no"}
+    ok(api.call("record_result", result, route={"claimId": answer["claimId"]}))
+    return answer
+
+
+# -- against the service ------------------------------------------------------------------------
+
+
+def test_claims_attention_lists_them_oldest_first(api: ServerApi, oncegate: Oncegate, clock: FakeClock) -> None:
+    first = failed_for_good(api, "ORDER-1")
+    clock.advance(1)
+    second = failed_for_good(api, "ORDER-2")
+
+    text = oncegate("claims", "attention")
+    raw = oncegate("claims", "attention", "--json")
+
+    assert text.code == raw.code == 0
+    header, *rows = text.out.splitlines()
+    assert header.split() == ["SINCE", "WHY", "SCOPE", "ATTEMPT", "RUN", "FLOW", "CLAIM"]
+    assert [row.split()[-1] for row in rows] == [first["claimId"], second["claimId"]]
+    assert all(row.split()[1] == "failed_unreviewed" for row in rows)
+    assert json.loads(raw.out) == ok(api.call("list_claims_needing_attention", params={"attention": "true"}))
+
+
+def test_claims_attention_follows_next_link_with_all_pages(
+    api: ServerApi, oncegate: Oncegate, clock: FakeClock, seen: list[Seen]
+) -> None:
+    ids = []
+    for index in range(3):
+        ids.append(failed_for_good(api, f"ORDER-{index}")["claimId"])
+        clock.advance(1)
+    seen.clear()
+
+    run = oncegate("--json", "claims", "attention", "--scope", "erp.create-order", "--top", "2", "--all-pages")
+
+    assert run.code == 0, run.err
+    assert [item["claim"]["claimId"] for item in json.loads(run.out)["value"]] == ids
+    assert [request.url.split("/api/")[1].split("?")[0] for request in seen] == ["claims"] * 2
+    assert all("attention=true" in request.url for request in seen)
+
+
+def test_claims_attention_says_when_all_is_well(oncegate: Oncegate) -> None:
+    run = oncegate("claims", "attention")
+
+    assert (run.code, run.out) == (0, "No claims need attention.\n")
+
+
+def test_claims_review_acknowledges_a_failure(api: ServerApi, oncegate: Oncegate) -> None:
+    blocked = failed_for_good(api, "ORDER-1")
+
+    run = oncegate("claims", "review", blocked["claimId"], "--reviewer", "ana@contoso.com", "--note", "closed")
+    refused = oncegate("claims", "review", blocked["claimId"])
+
+    assert run.code == 0, run.err
+    assert re.search(r"^Reviewer\s+ana@contoso.com$", run.out, re.MULTILINE)
+    assert "History" not in run.out
+    assert oncegate("claims", "attention").out == "No claims need attention.\n"
+    assert refused.code == 2
+    assert "reviewer" in refused.err
+
+
+# -- oncegate purge on the local store ---------------------------------------------------------------
+
+
+@pytest.fixture
+def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A SQLite file of old claims (made in 2024), named by the environment as `oncegate serve` reads it.
+
+    Five succeeded claims and two failures that may be retried, which retention keeps.
+    """
+    path = tmp_path / "purged" / "oncegate.db"
+    for name in STORE_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(path))
+    clock = FakeClock()
+    service = ClaimService(SqliteStore(path), KeyHasher(local_key_secret(path)), clock=clock)
+    for index in range(5):
+        succeeded(service, key=f"ORDER-{index}", run=f"run-{index}")
+        clock.advance(1)
+    for index in range(2):
+        record(service, claim(service, key=f"RETRY-{index}", run=f"run-r{index}"), "failed", retryable=True)
+    service.close()
+    return path
+
+
+def purge(capsys: pytest.CaptureFixture[str], *argv: str) -> Run:
+    code = main(["purge", *argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    return Run(code, out, err)
+
+
+def claims_in(path: Path) -> int:
+    store = SqliteStore(path)
+    try:
+        return len(store.list_claims(statuses=tuple(ClaimStatus), limit=100).items)
+    finally:
+        store.close()
+
+
+def test_purge_deletes_page_by_page_with_a_progress_line_each(
+    database: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = purge(capsys, "--page-size", "2")
+
+    assert run.code == 0, run.err
+    assert run.err.splitlines() == [
+        "page 1: 2 examined, 2 deleted",
+        "page 2: 4 examined, 4 deleted",
+        "page 3: 6 examined, 5 deleted",
+        "page 4: 7 examined, 5 deleted",
+    ]
+    table, totals = run.out.strip().split("\n\n")
+    assert [row.split() for row in table.splitlines()] == [
+        ["SCOPE", "STATUS", "DELETED"],
+        ["erp.create-order", "succeeded", "5"],
+    ]
+    assert totals.splitlines() == ["Kept: retryable 2", "7 claims examined in 4 pages; deleted 5."]
+    assert claims_in(database) == 2
+
+
+def test_purge_dry_run_in_json_counts_and_deletes_nothing(database: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = purge(capsys, "--dry-run", "--json")
+
+    assert run.code == 0, run.err
+    report = json.loads(run.out)
+    assert (report["dryRun"], report["finished"], report["examined"], report["deleted"]) == (True, True, 7, 5)
+    assert report["byScope"] == [{"scope": "erp.create-order", "status": "succeeded", "claims": 5}]
+    assert report["kept"] == {"retryable": 2}
+    assert run.err.splitlines() == ["page 1: 7 examined, 5 would delete"]
+    assert claims_in(database) == 7
+
+
+def test_purge_stopped_by_max_pages_resumes_where_it_left_off(
+    database: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = purge(capsys, "--page-size", "3", "--max-pages", "1")
+    cursor = re.search(r"--resume (\S+)\.$", first.err, re.MULTILINE)
+    assert cursor is not None, first.err
+    second = purge(capsys, "--page-size", "3", "--resume", cursor.group(1), "--json")
+
+    assert first.code == second.code == 0
+    assert "Stopped after 1 pages" in first.err
+    report = json.loads(second.out)
+    assert (report["examined"], report["deleted"], report["finished"]) == (4, 2, True)
+    assert claims_in(database) == 2
+
+
+def test_purge_refuses_a_cursor_it_did_not_hand_out(database: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = purge(capsys, "--resume", "not-a-cursor")
+
+    assert run.code == 2
+    assert "cursor" in run.err
+    assert claims_in(database) == 7
+
+
+def test_purge_names_a_bad_setting(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("ONCEGATE_STORE", "bogus")
+
+    run = purge(capsys)
+
+    assert run.code == 2
+    assert "ONCEGATE_STORE" in run.err

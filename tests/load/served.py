@@ -1,0 +1,29 @@
+"""The local server (``oncegate serve``'s) on a free port, answering from a given service."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import function_app
+from oncegate import bootstrap
+from oncegate.entrypoints.server import make_server
+from oncegate.service.claims import ClaimService
+
+
+@contextmanager
+def served(service: ClaimService) -> Iterator[tuple[str, int]]:
+    """Serve the Functions app over HTTP on 127.0.0.1 with ``service`` wired in; yields (host, port)."""
+    bootstrap.use_service(service)
+    server = make_server(function_app.app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        yield str(host), int(port)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+        bootstrap.use_service(None)

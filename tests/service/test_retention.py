@@ -1,0 +1,222 @@
+"""Retention on both stores: which finished claims a purge deletes, with their history, and how it pages and resumes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from oncegate.domain.statuses import ClaimStatus, Decision, EventKind
+from oncegate.errors import NotFound, StoreUnavailable
+from oncegate.models import ClaimCounts, ReviewClaimRequest
+from oncegate.service.claims import ClaimService
+from oncegate.service.retention import Kept, PurgeReport
+from tests.conftest import FakeClock
+from tests.service.calls import SCOPE, claim, record, release, resolve, scopes, set_scope, succeeded
+
+SHORT = "mail.send-reminder"
+DAY = 24 * 3600
+
+
+def review(service: ClaimService, claim_id: str, reviewer: str = "ana@contoso.com") -> None:
+    service.review(claim_id, ReviewClaimRequest(reviewer=reviewer, note="checked in the ERP"))
+
+
+def failed(service: ClaimService, key: str, *, retryable: bool, scope: str = SCOPE) -> str:
+    answer = claim(service, run=f"run-{key}", key=key, scope=scope)
+    record(service, answer, "failed", error="ERP said no", retryable=retryable)
+    return answer.claim_id
+
+
+def gone(service: ClaimService, claim_id: str) -> bool:
+    """The claim and every history row of it are deleted."""
+    try:
+        service.store.get_claim(claim_id)
+    except NotFound:
+        return service.store.list_events(claim_id) == []
+    return False
+
+
+def every_case(service: ClaimService) -> dict[str, str]:
+    """One claim of each kind, made now, by name."""
+    set_scope(service, SHORT, retention_days=1)
+    disputed = succeeded(service, key="disputed", run="run-d")
+    opened = claim(service, run="run-d2", key="disputed", fingerprint="v2")
+    settled = succeeded(service, key="settled", run="run-s")
+    resolve(service, claim(service, run="run-s2", key="settled", fingerprint="v2").conflict_id, "dismiss")
+    reviewed = failed(service, "reviewed", retryable=False)
+    review(service, reviewed)
+    ids = {
+        "succeeded": succeeded(service, key="succeeded").claim_id,
+        "released": release(service, claim(service, run="run-r", key="released")).claim_id,
+        "reviewed": reviewed,
+        "settled": settled.claim_id,
+        "retryable": failed(service, "retryable", retryable=True),
+        "unreviewed": failed(service, "unreviewed", retryable=False),
+        "disputed": disputed.claim_id,
+        "in_progress": claim(service, run="run-h", key="in-progress").claim_id,
+        "unknown": record(service, claim(service, run="run-u", key="unknown"), "unknown").claim_id,
+        "short": succeeded(service, key="short", scope=SHORT).claim_id,
+    }
+    assert opened.decision is Decision.CONFLICT
+    return ids
+
+
+def test_purge_deletes_exactly_the_finished_claims_past_their_scope_retention(
+    service: ClaimService, clock: FakeClock
+) -> None:
+    ids = every_case(service)
+
+    clock.advance(2 * DAY)
+    early = service.retention.purge()
+    clock.advance(89 * DAY)
+    late = service.retention.purge()
+
+    assert {name for name, claim_id in ids.items() if gone(service, claim_id)} == {
+        "short",
+        "succeeded",
+        "released",
+        "reviewed",
+        "settled",
+    }
+    assert early.deleted == Counter({(SHORT, ClaimStatus.SUCCEEDED): 1})
+    assert late.deleted == Counter(
+        {(SCOPE, ClaimStatus.SUCCEEDED): 2, (SCOPE, ClaimStatus.RELEASED): 1, (SCOPE, ClaimStatus.FAILED): 1}
+    )
+    assert late.kept == Counter({Kept.RETRYABLE: 1, Kept.UNREVIEWED: 1, Kept.OPEN_CONFLICT: 1})
+    assert (late.finished, late.cursor, late.error, late.examined) == (True, None, None, 7)
+    # The catalogue's counts drop with the claims, and a forgotten key is claimed afresh.
+    assert scopes(service)[SCOPE].claims == ClaimCounts(in_progress=1, unknown=1, failed=2, succeeded=1)
+    assert claim(service, run="run-again", key="succeeded").attempt == 1
+
+
+def test_within_its_scope_retention_nothing_is_deleted(service: ClaimService, clock: FakeClock) -> None:
+    ids = every_case(service)
+
+    clock.advance(DAY - 1)
+    report = service.retention.purge()
+
+    assert [name for name, claim_id in ids.items() if gone(service, claim_id)] == []
+    assert report.deleted_total == 0
+    assert report.examined == 0  # nothing changed before the shortest retention began
+
+
+def test_retention_counts_from_the_last_change_such_as_the_review(service: ClaimService, clock: FakeClock) -> None:
+    claim_id = failed(service, "late-review", retryable=False)
+    clock.advance(60 * DAY)
+    review(service, claim_id)
+
+    clock.advance(31 * DAY)
+    kept = service.retention.purge()
+    clock.advance(60 * DAY)
+    deleted = service.retention.purge()
+
+    # 91 days after the failure but 31 after the review: not even listed.
+    assert (kept.examined, kept.deleted_total) == (0, 0)
+    assert deleted.deleted == Counter({(SCOPE, ClaimStatus.FAILED): 1})
+    assert gone(service, claim_id)
+
+
+def test_a_dry_run_deletes_nothing_and_counts_the_same(service: ClaimService, clock: FakeClock) -> None:
+    ids = every_case(service)
+    clock.advance(91 * DAY)
+
+    dry = service.retention.purge(dry_run=True)
+    still_there = [name for name, claim_id in ids.items() if not gone(service, claim_id)]
+    real = service.retention.purge()
+
+    assert sorted(still_there) == sorted(ids)
+    assert (dry.dry_run, real.dry_run) == (True, False)
+    assert (dry.deleted, dry.kept, dry.examined, dry.pages) == (real.deleted, real.kept, real.examined, real.pages)
+    assert dry.deleted_total == 5
+
+
+def test_a_purge_stopped_after_a_page_limit_resumes_without_examining_anything_again(
+    new_service: Callable[[], ClaimService], clock: FakeClock
+) -> None:
+    service = new_service()
+    set_scope(service, SHORT, retention_days=1)
+    for index in range(5):
+        succeeded(service, key=f"kept-{index}", run=f"run-k{index}")
+        clock.advance(1)
+    for index in range(4):
+        succeeded(service, key=f"short-{index}", run=f"run-s{index}", scope=SHORT)
+        clock.advance(1)
+    clock.advance(2 * DAY)
+
+    first = service.retention.purge(page_size=2, max_pages=2)
+    # Resumed by another instance, as `oncegate purge --resume` would.
+    second = new_service().retention.purge(page_size=2, resume_cursor=first.cursor)
+
+    assert (first.pages, first.finished, second.finished) == (2, False, True)
+    assert first.cursor is not None
+    assert first.examined + second.examined == 9
+    assert first.kept + second.kept == Counter({Kept.WITHIN_RETENTION: 5})
+    assert first.deleted + second.deleted == Counter({(SHORT, ClaimStatus.SUCCEEDED): 4})
+
+
+def test_a_time_budget_stops_the_purge_after_a_page(service: ClaimService, clock: FakeClock) -> None:
+    for index in range(3):
+        succeeded(service, key=f"ORDER-{index}", run=f"run-{index}")
+    clock.advance(91 * DAY)
+    pages: list[int] = []
+
+    report = service.retention.purge(page_size=1, time_budget=timedelta(0), on_progress=lambda r: pages.append(r.pages))
+
+    assert pages == [1]
+    assert (report.pages, report.finished) == (1, False)
+    assert report.cursor is not None
+
+
+def test_a_claim_changed_between_listing_and_deleting_is_kept_with_its_history(
+    service: ClaimService, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = succeeded(service)
+    clock.advance(91 * DAY)
+    list_claims = service.store.list_claims
+
+    def listed_then_changed(**filters: Any) -> Any:
+        page = list_claims(**filters)
+        # Another instance resolves a conflict on the claim: its version moves on.
+        changed = claim(service, run="run-2", fingerprint="v2")
+        resolve(service, changed.conflict_id, "keep_original")
+        return page
+
+    monkeypatch.setattr(service.store, "list_claims", listed_then_changed)
+    report = service.retention.purge()
+
+    assert report.kept == Counter({Kept.CHANGED: 1})
+    assert report.deleted_total == 0
+    history = [entry.event for entry in service.get_claim(answer.claim_id).history or []]
+    assert history.count(EventKind.RESOLUTION) == 1
+    assert len(history) == 4
+
+
+def test_a_store_failure_stops_the_purge_with_the_cursor_to_resume_from(
+    service: ClaimService, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for index in range(3):
+        succeeded(service, key=f"ORDER-{index}", run=f"run-{index}")
+    clock.advance(91 * DAY)
+    list_claims = service.store.list_claims
+    calls = Counter[str]()
+
+    def failing_second_time(**filters: Any) -> Any:
+        calls["list"] += 1
+        if calls["list"] == 2:
+            raise StoreUnavailable("the SQLite store is unavailable: disk I/O error")
+        return list_claims(**filters)
+
+    monkeypatch.setattr(service.store, "list_claims", failing_second_time)
+    stopped: PurgeReport = service.retention.purge(page_size=2)
+    monkeypatch.setattr(service.store, "list_claims", list_claims)
+    resumed = service.retention.purge(page_size=2, resume_cursor=stopped.cursor)
+
+    assert stopped.error is not None
+    assert "disk I/O error" in stopped.error
+    assert (stopped.finished, stopped.pages) == (False, 1)
+    assert stopped.deleted_total + resumed.deleted_total == 3
+    assert resumed.finished

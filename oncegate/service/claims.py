@@ -96,6 +96,14 @@ def _attempt_of(token: str) -> str:
     return token.split(".", 1)[0]
 
 
+RELEASED_IN_DOUBT = "Released while reconciling:"
+
+
+def _released_in_doubt(claim: Claim) -> bool:
+    """Released by a run that was reconciling: in doubt still, and already as released as it gets."""
+    return claim.status is ClaimStatus.UNKNOWN and (claim.error_reason or "").startswith(RELEASED_IN_DOUBT)
+
+
 def _flow(ref: FlowRef | None) -> Flow | None:
     return Flow(ref.name, ref.environment) if ref else None
 
@@ -569,15 +577,33 @@ class ClaimService:
         )
 
     def _release(self, claim: Claim, request: ReleaseRequest, now: datetime) -> Claim:
-        if claim.status is ClaimStatus.RELEASED:
+        if claim.status is ClaimStatus.RELEASED or _released_in_doubt(claim):
             return claim
         self._require_in_progress(claim, "released")
-        released = replace(claim, status=ClaimStatus.RELEASED, lease_expires_at=None, updated_at=now)
+        reason = request.reason or "no reason given"
+        doubted = self._reconciled(claim)
+        if doubted is None:
+            released = replace(claim, status=ClaimStatus.RELEASED, lease_expires_at=None, updated_at=now)
+            recognised = f"Run {claim.run_id} released the claim before any side effect: {reason}."
+        else:
+            # This run did nothing, but the attempt it was reconciling may have: the doubt stays, so the
+            # next run is told reconcile again, never proceed.
+            released = replace(
+                claim,
+                status=ClaimStatus.UNKNOWN,
+                lease_expires_at=None,
+                updated_at=now,
+                error_reason=f"{RELEASED_IN_DOUBT} attempt {doubted.attempt}'s outcome is still unknown.",
+            )
+            recognised = (
+                f"Run {claim.run_id} released the claim while reconciling ({reason}); the outcome of attempt "
+                f"{doubted.attempt} is still unknown, so the next run reconciles."
+            )
         event = self._event(
             claim,
             EventKind.RELEASE,
-            ClaimStatus.RELEASED.value,
-            f"Run {claim.run_id} released the claim before any side effect: {request.reason or 'no reason given'}.",
+            released.status.value,
+            recognised,
             at=now,
             run_id=claim.run_id,
             flow=claim.flow,

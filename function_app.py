@@ -80,7 +80,7 @@ def list_conflicts(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route="conflict-events", methods=["GET"])
 def on_conflict_reported(req: func.HttpRequest) -> func.HttpResponse:
-    return http.poll_conflicts(req)
+    return http.respond(req, http.poll_conflicts)
 
 
 @app.route(route="conflicts/{conflictId}", methods=["GET"])

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import atexit
+import secrets
 import threading
 from datetime import timedelta
 
 from oncegate.config import Settings, StoreKind, local_key_secret
+from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher
 from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
@@ -15,6 +17,7 @@ from oncegate.stores.sqlite import SqliteStore
 _lock = threading.Lock()
 _service: ClaimService | None = None
 _settings: Settings | None = None
+_cursor_seal: CursorSeal | None = None
 
 
 def build_store(settings: Settings) -> ClaimStore:
@@ -31,11 +34,15 @@ def build_store(settings: Settings) -> ClaimStore:
     return TableStore.from_endpoint(settings.tables_endpoint, DefaultAzureCredential(), prefix=settings.table_prefix)
 
 
-def build_service(settings: Settings) -> ClaimService:
-    secret = settings.key_secret or local_key_secret(settings.sqlite_path)
+def key_secret(settings: Settings) -> str:
+    """The secret business keys are hashed with, and the cursor seal's key is derived from."""
+    return settings.key_secret or local_key_secret(settings.sqlite_path)
+
+
+def build_service(settings: Settings, *, secret: str | None = None) -> ClaimService:
     return ClaimService(
         build_store(settings),
-        KeyHasher(secret),
+        KeyHasher(secret or key_secret(settings)),
         sensitive_keys=settings.sensitive_keys,
         require_registered_flows=settings.require_registered_flows,
         unknown_alert=timedelta(minutes=settings.unknown_alert_minutes),
@@ -53,19 +60,34 @@ def get_settings() -> Settings:
 
 def get_service() -> ClaimService:
     """The process-wide service, built from the settings on first use."""
-    global _service
+    global _service, _cursor_seal
     settings = get_settings()
     with _lock:
         if _service is None:
-            _service = build_service(settings)
+            secret = key_secret(settings)
+            _service = build_service(settings, secret=secret)
+            _cursor_seal = CursorSeal.from_secret(secret)
             # The inventory's counts of the last interval reach the store when the worker shuts down.
             atexit.register(_service.close)
         return _service
 
 
+def get_cursor_seal() -> CursorSeal:
+    """The seal of the cursors the HTTP layer hands out, keyed from the service's secret."""
+    global _cursor_seal
+    get_service()
+    with _lock:
+        if _cursor_seal is None:
+            # A service wired in by hand (tests, the drill) came without its secret: cursors are then
+            # good in this process only, which is all such a service serves.
+            _cursor_seal = CursorSeal(secrets.token_bytes(32))
+        return _cursor_seal
+
+
 def use_service(service: ClaimService | None, *, settings: Settings | None = None) -> None:
     """Serve this service (and these settings) from now on; None rebuilds from the environment."""
-    global _service, _settings
+    global _service, _settings, _cursor_seal
     with _lock:
         _service = service
         _settings = settings
+        _cursor_seal = None

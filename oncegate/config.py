@@ -6,6 +6,7 @@ clear line at start-up instead of a stack trace on the first request.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -97,6 +98,9 @@ class Settings:
             raise ConfigError("ONCEGATE_TABLE_PREFIX", "must be 1-50 letters and digits, starting with a letter.")
         if self.store is StoreKind.TABLES:
             self._validate_tables()
+        elif self.key_secret is None and os.path.lexists(self.sqlite_path.parent / SECRET_FILE_NAME):
+            # Refused at start with one line, not as a 500 on the first request that builds the service.
+            _read_local_secret(self.sqlite_path.parent / SECRET_FILE_NAME)
 
     def _validate_tables(self) -> None:
         if self.tables_connection_string and self.tables_endpoint:
@@ -162,11 +166,61 @@ def _unknown_alert_minutes(value: str | None) -> int:
 def local_key_secret(sqlite_path: Path) -> str:
     """The embedded store's secret: made once, kept beside the database, readable by its owner only."""
     path = sqlite_path.parent / SECRET_FILE_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not os.path.lexists(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _publish_new_secret(path)
+    return _read_local_secret(path)
+
+
+def _publish_new_secret(path: Path) -> None:
+    """Write a fresh secret whole under a private name, then link it into place unless one is already there.
+
+    A link never replaces an existing name, so of processes starting together on a new folder the
+    first to link wins and the others read its file; nobody can see the name before it is complete.
+    """
+    temporary = path.with_name(f".{SECRET_FILE_NAME}.{secrets.token_hex(8)}.tmp")
+    # O_EXCL with 0600: the secret is never readable by others, not even for a moment.
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text(encoding="utf-8").strip()
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(secrets.token_urlsafe(48))
-    return path.read_text(encoding="utf-8").strip()
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(secrets.token_urlsafe(48))
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileExistsError):  # another process published first: its secret stands
+            os.link(temporary, path)
+    finally:
+        temporary.unlink()
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the new name durable: after a power cut, a lost name would mean a new secret and orphaned claims."""
+    if os.name != "posix":
+        return
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _read_local_secret(path: Path) -> str:
+    """The stored secret, or a ConfigError naming the file: never a new one, which would orphan every claim."""
+    try:
+        secret = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unusable_secret_file(path, f"cannot be read ({type(exc).__name__})") from exc
+    if not secret:
+        raise _unusable_secret_file(path, "is empty")
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise _unusable_secret_file(path, f"is shorter than {MIN_SECRET_LENGTH} characters")
+    return secret
+
+
+def _unusable_secret_file(path: Path, problem: str) -> ConfigError:
+    return ConfigError(
+        "ONCEGATE_KEY_SECRET",
+        f"unset, and the local secret file {path} {problem}; restore it from the backup that goes with the database, "
+        "or set ONCEGATE_KEY_SECRET to the secret it held. Delete it only if the database holds no claims: "
+        "a new secret orphans every claim.",
+    )

@@ -211,9 +211,12 @@ class ListPageQuery(_Request):
 
 
 class Holder(_Model):
-    """The run holding a live lease."""
+    """The run holding a live lease: its flow, never its run id.
 
-    run_id: str
+    Earlier releases showed the run id, which let another caller pass for the holder (issue 9);
+    operators find the run with ``oncegate claims show``.
+    """
+
     flow: FlowRef | None = None
     lease_expires_at: datetime | None = None
 

@@ -1,7 +1,11 @@
-"""Business keys, claim ids and fingerprints.
+"""Business keys, claim ids, fingerprints and claim tokens: everything keyed with the secret.
 
 The business key is never stored: only ``claim id = HMAC-SHA256(secret, scope + "\\n" + key)``,
-so a leaked table reveals neither order numbers nor anything a key may carry.
+so a leaked table reveals neither order numbers nor anything a key may carry. Fingerprints are
+keyed too (a plain hash of a guessable payload, such as a customer id with an e-mail, can be
+confirmed by hashing guesses), and a claim token is a MAC that only the service can make, so a
+reader of the table cannot take over a live claim. Each use has its own sub-key derived from the
+secret, so a value made for one purpose never verifies for another.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import hashlib
 import hmac
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import Any
 
 import rfc8785
@@ -21,6 +26,9 @@ SCOPE_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 MAX_KEY_LENGTH = 512
 MAX_FINGERPRINT_LENGTH = 128
 MIN_SECRET_LENGTH = 32
+KEYED_FINGERPRINT_PREFIX = "hmac:"
+# 18 bytes of MAC: 144 bits, as many as the random tokens of earlier releases.
+TOKEN_MAC_BYTES = 18
 
 
 def normalise_scope(scope: str) -> str:
@@ -42,18 +50,58 @@ def _b32(digest: bytes) -> str:
     return base64.b32encode(digest).decode("ascii").rstrip("=").lower()
 
 
+@dataclass(frozen=True)
+class Fingerprint:
+    """A request's fingerprint as it is stored now (keyed) and as releases before it was keyed stored it.
+
+    Rows written by those releases hold the plain form, so a request matches a stored fingerprint in
+    either form: an upgrade neither turns every retried key into a conflict nor needs a migration.
+    """
+
+    keyed: str
+    plain: str
+
+    def matches(self, stored: str | None) -> bool:
+        return stored is not None and stored in (self.keyed, self.plain)
+
+
+def _derive(secret: bytes, purpose: str) -> bytes:
+    return hmac.new(secret, f"oncegate {purpose} v1".encode(), hashlib.sha256).digest()
+
+
 class KeyHasher:
-    """Turns scope + business key into the claim id with a secret the store never sees."""
+    """Turns business keys, fingerprints and grants into values keyed with a secret the store never sees."""
 
     def __init__(self, secret: str) -> None:
         if len(secret) < MIN_SECRET_LENGTH:
             raise ValueError(f"the key secret must be at least {MIN_SECRET_LENGTH} characters")
         self._secret = secret.encode("utf-8")
+        self._fingerprint_key = _derive(self._secret, "fingerprint")
+        self._token_key = _derive(self._secret, "claim token")
 
     def claim_id(self, scope: str, key: str) -> str:
         """The claim's address: 52 lowercase base32 characters, stable for the same scope and key."""
         message = f"{normalise_scope(scope)}\n{normalise_key(key)}".encode()
         return _b32(hmac.new(self._secret, message, hashlib.sha256).digest())
+
+    def fingerprint(self, *, supplied: str | None, payload: Any) -> Fingerprint | None:
+        """The payload's fingerprint (it wins over a supplied one), or the supplied one keyed; None without either."""
+        plain = payload_fingerprint(payload) if payload is not None else supplied
+        if plain is None:
+            return None
+        digest = hmac.new(self._fingerprint_key, plain.encode(), hashlib.sha256).digest()
+        return Fingerprint(keyed=KEYED_FINGERPRINT_PREFIX + _b32(digest), plain=plain)
+
+    def claim_token(self, claim_id: str, attempt: int, grant_id: str) -> str:
+        """The token of one grant: the attempt number (so errors can name it), then a MAC over the grant."""
+        message = f"{claim_id}\n{attempt}\n{grant_id}".encode()
+        mac = hmac.new(self._token_key, message, hashlib.sha256).digest()[:TOKEN_MAC_BYTES]
+        return f"{attempt}.{base64.urlsafe_b64encode(mac).decode('ascii')}"
+
+    def token_matches(self, token: str, claim_id: str, attempt: int, grant_id: str) -> bool:
+        """Whether ``token`` is the one this grant was given, compared in constant time."""
+        expected = self.claim_token(claim_id, attempt, grant_id)
+        return hmac.compare_digest(token.encode(), expected.encode())
 
 
 def payload_fingerprint(payload: Any) -> str:

@@ -6,7 +6,7 @@ Table Storage): the service hands it back unchanged on the next conditional upda
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -30,7 +30,11 @@ class Flow:
 
 @dataclass(frozen=True)
 class AppliedResolution:
-    """A conflict resolution already applied to the claim, kept so it is never applied twice."""
+    """A resolution applied by releases that listed them on the claim row; read, never written any more.
+
+    The list grew with every resolution until the row was too large to write (issue 9), so resolutions
+    now go to :class:`FingerprintRecord` rows. Claims written before keep their list as it was.
+    """
 
     conflict_id: str
     fingerprint: str | None
@@ -39,14 +43,21 @@ class AppliedResolution:
 
 @dataclass(frozen=True)
 class Claim:
-    """The processing record of one business key in one scope."""
+    """The processing record of one business key in one scope.
+
+    ``grant_id`` names the current attempt's grant: the claim token is a MAC over it that only the
+    service can make, so the row holds nothing that lets a reader act as the run. ``generation``
+    counts the new versions a reviewer accepted (``accept_new``): a fingerprint kept as the same
+    intent (``keep_original``) counts only within the generation it was kept in. ``legacy_token``
+    and ``legacy_resolutions`` are what rows written by earlier releases hold instead.
+    """
 
     claim_id: str
     scope: str
     status: ClaimStatus
     attempt: int
     fingerprint: str | None
-    claim_token: str
+    grant_id: str | None
     run_id: str
     flow: Flow | None
     first_received_at: datetime
@@ -59,29 +70,59 @@ class Claim:
     error_reason: str | None = None
     retryable: bool | None = None
     reviewer: str | None = None
-    resolutions: tuple[AppliedResolution, ...] = ()
+    generation: int = 0
+    legacy_token: str | None = None
+    legacy_resolutions: tuple[AppliedResolution, ...] = ()
     version: str | None = None
 
-    def accepted_fingerprints(self) -> set[str | None]:
-        """Fingerprints that count as this claim's business intent.
+    def accepts(self, forms: Collection[str], records: Collection[FingerprintRecord]) -> bool:
+        """Whether a fingerprint (in any of its ``forms``) counts as this claim's business intent."""
+        if self.fingerprint in forms:
+            return True
+        if any(record.alias_generation == self.generation for record in records):
+            return True
+        return self.generation == 0 and bool(set(forms) & self._legacy_aliases())
 
-        A reviewer's ``keep_original`` adds one; ``accept_new`` starts a new version, so
-        the aliases of the old version no longer count.
-        """
-        accepted: set[str | None] = {self.fingerprint}
-        for applied in self.resolutions:
+    def _legacy_aliases(self) -> set[str | None]:
+        accepted: set[str | None] = set()
+        for applied in self.legacy_resolutions:
             if applied.decision is Resolution.ACCEPT_NEW:
-                accepted = {self.fingerprint}
+                accepted = set()
             elif applied.decision is Resolution.KEEP_ORIGINAL:
                 accepted.add(applied.fingerprint)
         return accepted
 
-    def resolution_round(self, fingerprint: str | None) -> int:
+    def resolved_rounds(self, fingerprint: str | None, records: Collection[FingerprintRecord]) -> int:
         """How many conflicts for this fingerprint were resolved: part of the next conflict's id."""
-        return sum(1 for applied in self.resolutions if applied.fingerprint == fingerprint)
+        legacy = sum(1 for applied in self.legacy_resolutions if applied.fingerprint == fingerprint)
+        return legacy + sum(record.resolved for record in records if record.fingerprint == (fingerprint or ""))
 
-    def has_applied(self, conflict_id: str) -> bool:
-        return any(applied.conflict_id == conflict_id for applied in self.resolutions)
+    def applied_legacy(self, conflict_id: str) -> bool:
+        return any(applied.conflict_id == conflict_id for applied in self.legacy_resolutions)
+
+
+@dataclass(frozen=True)
+class FingerprintRecord:
+    """What reviewers decided about one fingerprint of a claim: a row of its own beside the claim.
+
+    One row per fingerprint keeps the claim row bounded however many conflicts are resolved.
+    ``resolved`` counts the conflicts resolved for it (the next conflict's id depends on it, so a
+    dismissed mismatch opens a new conflict); ``alias_generation`` is the claim generation in which a
+    reviewer kept the original for it. The last resolution is kept whole, so that a conflict whose
+    claim was changed but whose own row was not (a crash between the two writes) is closed as decided.
+    ``fingerprint`` is "" for a conflict reported without one.
+    """
+
+    claim_id: str
+    fingerprint: str
+    resolved: int = 0
+    alias_generation: int | None = None
+    conflict_id: str | None = None
+    decision: Resolution | None = None
+    reviewer: str | None = None
+    note: str | None = None
+    resolved_at: datetime | None = None
+    version: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,18 @@
 """HTTP handling shared by the Azure Functions app and the local server.
 
-Each action is a plain function ``(service, request) -> model``; :func:`respond` parses,
-calls it, and renders either the model or a Microsoft REST API guidelines error body. Bad
-input is rejected here or in the service before any write, and never becomes a 500.
+Each action is a plain function ``(service, request) -> model`` (or a whole response, for the
+polling trigger); :func:`respond` calls it and renders the model or a Microsoft REST API
+guidelines error body. Bad input is rejected here or in the service before any write, and
+never becomes a 500: bodies are strict JSON (see ``strict_json``), an action refuses query
+parameters it does not take, and cursors are sealed here, at the edge (see ``oncegate.cursors``).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from oncegate import bootstrap
 from oncegate.config import AuthMode
 from oncegate.entrypoints.principal import Principal, Role, read_principal
+from oncegate.entrypoints.strict_json import read_object
 from oncegate.errors import AccessDenied, InvalidRequest, NotFound, OnceGateError, StoreUnavailable, TooLarge
 from oncegate.models import (
     ClaimAttentionList,
@@ -64,16 +66,31 @@ CONFLICT_ID_PATTERN = re.compile(r"[a-z2-7]{24}")
 POLL_BATCH_SIZE = 50
 POLL_INTERVAL_SECONDS = 60
 JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
+# The host reads the function key from ``code`` (ONCEGATE_AUTH=key): every action takes it, none reads it.
+HOST_PARAMS = frozenset({"code"})
+# Query parameters holding a sealed cursor.
+CURSOR_PARAMS = ("cursor", "state")
 
 Model = TypeVar("Model", bound=BaseModel)
-Action = Callable[[ClaimService, func.HttpRequest], BaseModel]
+Action = Callable[[ClaimService, func.HttpRequest], BaseModel | func.HttpResponse]
+A = TypeVar("A", bound=Action)
+_READS_QUERY: set[Action] = set()
+
+
+def reads_query(action: A) -> A:
+    """Mark an action that reads and checks its own query parameters; the others take none."""
+    _READS_QUERY.add(action)
+    return action
 
 
 def respond(request: func.HttpRequest, action: Action, *, role: Role | None = Role.FLOW) -> func.HttpResponse:
     """Run one action for a caller holding ``role`` (None: anyone) and render its answer or its error."""
     try:
         authorize(request, role)
-        return render(200, action(bootstrap.get_service(), request))
+        if action not in _READS_QUERY:
+            own_params(request, ())
+        answer = action(bootstrap.get_service(), request)
+        return answer if isinstance(answer, func.HttpResponse) else render(200, answer)
     except OnceGateError as exc:
         return render_error(exc)
     except Exception:
@@ -126,23 +143,14 @@ def signed_reviewer(request: func.HttpRequest, body: Model) -> Model:
 # -- parsing --------------------------------------------------------------------------------
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def parse_body(request: func.HttpRequest, model: type[Model]) -> Model:
     """The JSON object body as ``model``; 413 when too large, 400 naming each bad field."""
     raw = request.get_body() or b""
     if len(raw) > MAX_BODY_BYTES:
         raise TooLarge(f"The request body is over {MAX_BODY_BYTES} bytes.", target="body")
-    try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant) if raw.strip() else None
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        # RecursionError: arrays nested a few thousand deep fit in 64 KiB and exhaust the decoder's stack.
-        raise InvalidRequest(f"The body is not valid UTF-8 JSON: {exc}", target="body") from exc
-    if not isinstance(data, dict):
+    if not raw.strip():
         raise InvalidRequest("The body must be a JSON object.", target="body")
-    return validate(model, data)
+    return validate(model, read_object(raw))
 
 
 def validate(model: type[Model], data: dict[str, Any]) -> Model:
@@ -173,8 +181,34 @@ def route_id(request: func.HttpRequest, name: str, pattern: re.Pattern[str]) -> 
     return value
 
 
-def next_link(request: func.HttpRequest, cursor: str | None) -> str | None:
-    return None if cursor is None else _with_param(request, "cursor", cursor)
+def own_params(request: func.HttpRequest, taken: Collection[str]) -> dict[str, Any]:
+    """The caller's query parameters; 400 naming any the action does not take, so none is silently ignored."""
+    params = {name: value for name, value in request.params.items() if name.lower() not in HOST_PARAMS}
+    unknown = sorted(set(params) - set(taken))
+    if unknown:
+        takes = ", ".join(sorted(taken)) or "none"
+        raise InvalidRequest(
+            f"{unknown[0]!r} is not a parameter of this action, which takes {takes}.",
+            details=[(name, "not a parameter of this action") for name in unknown],
+        )
+    return params
+
+
+def query_params(request: func.HttpRequest, model: type[BaseModel], list_name: str) -> dict[str, Any]:
+    """The parameters ``model`` declares, its cursor opened: only a cursor this list handed out gets through."""
+    params = own_params(request, [field.alias or name for name, field in model.model_fields.items()])
+    seal = bootstrap.get_cursor_seal()
+    for name in CURSOR_PARAMS:
+        if params.get(name):  # blank means none, as it did before cursors were sealed
+            params[name] = seal.open(params[name], list_name, target=name)
+    return params
+
+
+def next_link(request: func.HttpRequest, cursor: str | None, list_name: str) -> str | None:
+    """The next page's URL, its cursor sealed for this list; None on the last page."""
+    if cursor is None:
+        return None
+    return _with_param(request, "cursor", bootstrap.get_cursor_seal().seal(cursor, list_name))
 
 
 def _with_param(request: func.HttpRequest, name: str, value: str) -> str:
@@ -182,11 +216,6 @@ def _with_param(request: func.HttpRequest, name: str, value: str) -> str:
     parts = urlsplit(request.url)
     query = [(key, kept) for key, kept in parse_qsl(parts.query) if key != name]
     return str(urlunsplit(parts._replace(query=urlencode([*query, (name, value)]))))
-
-
-def _known_params(request: func.HttpRequest, *names: str) -> dict[str, Any]:
-    # Only the action's own parameters: others (a function key in ``code``) are not the caller's input.
-    return {name: request.params[name] for name in names if name in request.params}
 
 
 # -- actions ----------------------------------------------------------------------------------
@@ -219,9 +248,9 @@ def lookup_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
     return service.lookup(parse_body(request, LookupRequest))
 
 
+@reads_query
 def list_claims(service: ClaimService, request: func.HttpRequest) -> ClaimAttentionList:
-    known = _known_params(request, "attention", "scope", "top", "cursor")
-    query = validate(ListClaimsQuery, {"attention": "false", **known})
+    query = validate(ListClaimsQuery, {"attention": "false", **query_params(request, ListClaimsQuery, "claims")})
     if not query.attention:
         raise InvalidRequest(
             "Only the claims that need attention are listed: add attention=true. "
@@ -229,7 +258,7 @@ def list_claims(service: ClaimService, request: func.HttpRequest) -> ClaimAttent
             target="attention",
         )
     claims, cursor = service.attention.page(query)
-    return ClaimAttentionList(value=claims, next_link=next_link(request, cursor))
+    return ClaimAttentionList(value=claims, next_link=next_link(request, cursor, "claims"))
 
 
 def review_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
@@ -241,29 +270,25 @@ def report_conflict(service: ClaimService, request: func.HttpRequest) -> Conflic
     return service.report_conflict(parse_body(request, ReportConflictRequest))
 
 
+@reads_query
 def list_conflicts(service: ClaimService, request: func.HttpRequest) -> ConflictList:
-    known = _known_params(request, "status", "scope", "top", "cursor")
-    if known.get("status") == "all":
-        known["status"] = None
-    query = validate(ListConflictsQuery, known)
-    conflicts, cursor = service.list_conflicts(query)
-    return ConflictList(value=conflicts, next_link=next_link(request, cursor))
+    params = query_params(request, ListConflictsQuery, "conflicts")
+    if params.get("status") == "all":
+        params["status"] = None
+    conflicts, cursor = service.list_conflicts(validate(ListConflictsQuery, params))
+    return ConflictList(value=conflicts, next_link=next_link(request, cursor, "conflicts"))
 
 
-def poll_conflicts(request: func.HttpRequest) -> func.HttpResponse:
+@reads_query
+def poll_conflicts(service: ClaimService, request: func.HttpRequest) -> func.HttpResponse:
     """The Logic Apps polling contract: 202 while nothing is new, 200 with the new conflicts.
 
     Either way ``Location`` carries the state to poll with next, so each conflict is delivered once.
     """
-    try:
-        authorize(request, Role.FLOW)
-        query = validate(PollConflictsQuery, _known_params(request, "scope", "state"))
-        conflicts, state = bootstrap.get_service().poll_conflicts(
-            scope=query.scope, state=query.state, limit=POLL_BATCH_SIZE
-        )
-    except OnceGateError as exc:
-        return render_error(exc)
-    headers = {"Location": _with_param(request, "state", state), "Retry-After": str(POLL_INTERVAL_SECONDS)}
+    query = validate(PollConflictsQuery, query_params(request, PollConflictsQuery, "conflict-events"))
+    conflicts, state = service.poll_conflicts(scope=query.scope, state=query.state, limit=POLL_BATCH_SIZE)
+    sealed = bootstrap.get_cursor_seal().seal(state, "conflict-events")
+    headers = {"Location": _with_param(request, "state", sealed), "Retry-After": str(POLL_INTERVAL_SECONDS)}
     if not conflicts:
         return func.HttpResponse(status_code=202, headers=headers)
     return render(200, ConflictList(value=conflicts), headers)
@@ -278,31 +303,34 @@ def resolve_conflict(service: ClaimService, request: func.HttpRequest) -> Confli
     return service.resolve_conflict(conflict_id, signed_reviewer(request, parse_body(request, ResolveConflictRequest)))
 
 
+@reads_query
 def list_flows(service: ClaimService, request: func.HttpRequest) -> FlowList:
-    flows, cursor = service.inventory.list_flows(_page_query(request))
-    return FlowList(value=flows, next_link=next_link(request, cursor))
+    flows, cursor = service.inventory.list_flows(_page_query(request, "flows"))
+    return FlowList(value=flows, next_link=next_link(request, cursor, "flows"))
 
 
 def register_flow(service: ClaimService, request: func.HttpRequest) -> FlowView:
     return service.inventory.register_flow(parse_body(request, RegisterFlowRequest))
 
 
+@reads_query
 def list_flow_overlaps(service: ClaimService, request: func.HttpRequest) -> OverlapList:
-    overlaps, cursor = service.inventory.list_overlaps(_page_query(request))
-    return OverlapList(value=overlaps, next_link=next_link(request, cursor))
+    overlaps, cursor = service.inventory.list_overlaps(_page_query(request, "flows/overlaps"))
+    return OverlapList(value=overlaps, next_link=next_link(request, cursor, "flows/overlaps"))
 
 
+@reads_query
 def list_scopes(service: ClaimService, request: func.HttpRequest) -> ScopeList:
-    scopes, cursor = service.inventory.list_scopes(_page_query(request))
-    return ScopeList(value=scopes, next_link=next_link(request, cursor))
+    scopes, cursor = service.inventory.list_scopes(_page_query(request, "scopes"))
+    return ScopeList(value=scopes, next_link=next_link(request, cursor, "scopes"))
 
 
 def set_scope(service: ClaimService, request: func.HttpRequest) -> ScopeView:
     return service.inventory.set_scope(parse_body(request, SetScopeRequest))
 
 
-def _page_query(request: func.HttpRequest) -> ListPageQuery:
-    return validate(ListPageQuery, _known_params(request, "top", "cursor"))
+def _page_query(request: func.HttpRequest, list_name: str) -> ListPageQuery:
+    return validate(ListPageQuery, query_params(request, ListPageQuery, list_name))
 
 
 def health(service: ClaimService, request: func.HttpRequest) -> Health:

@@ -296,7 +296,6 @@ FIELDS: dict[str, Label] = {
         "Retry After Seconds", "How many seconds to wait before asking again, present with in_progress."
     ),
     "holder": Label("Holder", "The run that holds the claim now, present with in_progress."),
-    "Holder.runId": Label("Holder Run ID", "The run that holds the lease."),
     "Holder.flow": Label("Holder Flow", "The flow of the run that holds the lease."),
     "Holder.leaseExpiresAt": Label("Holder Lease Expires At", "When the holder's lease ends, in UTC."),
     "lastAttempt": Label("Last Attempt", "The earlier attempt whose outcome is in doubt, present with reconcile."),

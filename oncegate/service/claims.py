@@ -9,6 +9,7 @@ runs can never both be told ``proceed`` for one attempt.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import math
 import secrets
@@ -18,9 +19,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from oncegate import __version__
-from oncegate.domain.keys import KeyHasher, normalise_scope, payload_fingerprint
+from oncegate.domain.keys import Fingerprint, KeyHasher, normalise_scope
 from oncegate.domain.keys import conflict_id as make_conflict_id
-from oncegate.domain.records import AppliedResolution, Claim, Conflict, Flow, HistoryEvent
+from oncegate.domain.records import Claim, Conflict, FingerprintRecord, Flow, HistoryEvent
 from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
 from oncegate.domain.statuses import (
     ClaimStatus,
@@ -82,10 +83,15 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def _short(fingerprint: str | None) -> str:
+def _short(fingerprint: Fingerprint | str | None) -> str:
     if fingerprint is None:
         return "(none)"
-    return fingerprint if len(fingerprint) <= 24 else fingerprint[:23] + "…"
+    text = fingerprint.keyed if isinstance(fingerprint, Fingerprint) else fingerprint
+    return text if len(text) <= 24 else text[:23] + "…"
+
+
+def _keyed(fingerprint: Fingerprint | None) -> str | None:
+    return fingerprint.keyed if fingerprint else None
 
 
 def _flow_text(flow: Flow | None) -> str:
@@ -94,6 +100,11 @@ def _flow_text(flow: Flow | None) -> str:
 
 def _attempt_of(token: str) -> str:
     return token.split(".", 1)[0]
+
+
+def _new_grant_id() -> str:
+    # Random per grant: the claim token is a MAC over it, so a claim deleted and made again gets new tokens.
+    return secrets.token_urlsafe(12)
 
 
 RELEASED_IN_DOUBT = "Released while reconciling:"
@@ -124,7 +135,7 @@ class Caller:
 
     claim_id: str
     scope: str
-    fingerprint: str | None
+    fingerprint: Fingerprint | None
     run_id: str
     flow: Flow | None
     lease: timedelta
@@ -134,6 +145,19 @@ class Caller:
     @property
     def lease_expires_at(self) -> datetime:
         return self.now + self.lease
+
+    def is_holder_of(self, claim: Claim) -> bool:
+        """Whether this is the very run that holds the claim, asking again because its answer was lost.
+
+        The run id alone is not enough: makers set it by hand, so two flows (or two runs of one flow)
+        may send the same one. Only the same run id from the same flow with the same business data
+        gets the lease back; anything else is another run (issue 9).
+        """
+        if claim.run_id != self.run_id or claim.flow != self.flow:
+            return False
+        if self.fingerprint is None:
+            return claim.fingerprint is None
+        return self.fingerprint.matches(claim.fingerprint)
 
 
 class ClaimService:
@@ -145,7 +169,6 @@ class ClaimService:
         hasher: KeyHasher,
         *,
         clock: Callable[[], datetime] = utc_now,
-        token_factory: Callable[[], str] = lambda: secrets.token_urlsafe(18),
         sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT,
         require_registered_flows: bool = False,
         registry_ttl: timedelta = REGISTRY_TTL,
@@ -156,7 +179,6 @@ class ClaimService:
         self._hasher = hasher
         self._sensitive_keys = sensitive_keys
         self._clock = clock
-        self._token_factory = token_factory
         # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts
         # flushed every ``flush_interval`` (see oncegate.service.inventory).
         self.inventory = Inventory(
@@ -209,12 +231,10 @@ class ClaimService:
             warnings=warnings,
         )
 
-    def _identify(self, intent: BusinessIntent) -> tuple[str, str, str | None, list[str]]:
+    def _identify(self, intent: BusinessIntent) -> tuple[str, str, Fingerprint | None, list[str]]:
         """Claim id, scope, fingerprint, and the warnings the key earned."""
         claim_id, warnings = self._claim_id(intent.scope, intent.key)
-        fingerprint = intent.fingerprint
-        if intent.payload is not None:
-            fingerprint = payload_fingerprint(intent.payload)
+        fingerprint = self._hasher.fingerprint(supplied=intent.fingerprint, payload=intent.payload)
         return claim_id, normalise_scope(intent.scope), fingerprint, warnings
 
     def _claim_id(self, scope: str, key: str) -> tuple[str, list[str]]:
@@ -234,8 +254,8 @@ class ClaimService:
             scope=caller.scope,
             status=ClaimStatus.IN_PROGRESS,
             attempt=1,
-            fingerprint=caller.fingerprint,
-            claim_token=self._new_token(1),
+            fingerprint=_keyed(caller.fingerprint),
+            grant_id=_new_grant_id(),
             run_id=caller.run_id,
             flow=caller.flow,
             first_received_at=caller.now,
@@ -267,12 +287,15 @@ class ClaimService:
             previous = f"failed and may be retried ({claim.error_reason or 'no reason given'})"
         return self._next_attempt(claim, caller, f"Attempt {claim.attempt} {previous}: do the side effect.")
 
-    @staticmethod
-    def _is_changed(claim: Claim, fingerprint: str | None) -> bool:
+    def _is_changed(self, claim: Claim, fingerprint: Fingerprint | None) -> bool:
         # Without two fingerprints there is nothing to compare; a released claim has no result to protect.
         if fingerprint is None or claim.fingerprint is None or claim.status is ClaimStatus.RELEASED:
             return False
-        return fingerprint not in claim.accepted_fingerprints()
+        if fingerprint.matches(claim.fingerprint):
+            return False
+        # A mismatch: only now read what reviewers decided about this fingerprint (one read, off the common path).
+        forms = (fingerprint.keyed, fingerprint.plain)
+        return not claim.accepts(forms, self.store.get_fingerprints(claim.claim_id, forms))
 
     def _held(self, claim: Claim, caller: Caller) -> ClaimResponse:
         lease = claim.lease_expires_at
@@ -280,7 +303,7 @@ class ClaimService:
             return self._reconcile(
                 claim, caller, f"the lease of attempt {claim.attempt} expired at {lease} without a result"
             )
-        if claim.run_id == caller.run_id:
+        if caller.is_holder_of(claim):
             return self._granted_again(claim, caller)
         recognised = f"Run {claim.run_id} holds the lease until {lease.isoformat()}."
         self._answered(claim, caller, Decision.IN_PROGRESS, recognised, flow_warning=True)
@@ -291,7 +314,8 @@ class ClaimService:
             caller,
             f"Another run is doing the side effect now; retry in {remaining} s or stop.",
             retry_after_seconds=max(1, min(MAX_RETRY_AFTER_SECONDS, remaining)),
-            holder=Holder(run_id=claim.run_id, flow=flow_ref(claim.flow), lease_expires_at=lease),
+            # Not the holder's run id: with it, another caller could pass for the holder (issue 9).
+            holder=Holder(flow=flow_ref(claim.flow), lease_expires_at=lease),
         )
 
     def _granted_again(self, claim: Claim, caller: Caller) -> ClaimResponse:
@@ -324,7 +348,7 @@ class ClaimService:
     def _duplicate(self, claim: Claim, caller: Caller) -> ClaimResponse:
         if caller.fingerprint is None:
             how = f"No fingerprint was given, so only the key was compared; attempt {claim.attempt} succeeded."
-        elif caller.fingerprint == claim.fingerprint or claim.fingerprint is None:
+        elif caller.fingerprint.matches(claim.fingerprint) or claim.fingerprint is None:
             how = f"Same key and fingerprint {_short(caller.fingerprint)} as attempt {claim.attempt}, which succeeded."
         else:
             how = f"Fingerprint {_short(caller.fingerprint)} was accepted by a reviewer as the same business intent."
@@ -382,8 +406,9 @@ class ClaimService:
             claim,
             status=ClaimStatus.IN_PROGRESS,
             attempt=attempt,
-            fingerprint=caller.fingerprint or claim.fingerprint,
-            claim_token=self._new_token(attempt),
+            fingerprint=_keyed(caller.fingerprint) or claim.fingerprint,
+            grant_id=_new_grant_id(),
+            legacy_token=None,
             run_id=caller.run_id,
             flow=caller.flow,
             last_attempt_at=caller.now,
@@ -398,14 +423,15 @@ class ClaimService:
 
     def _conflict(self, claim: Claim, caller: Caller) -> ClaimResponse:
         reason = f"Fingerprint {_short(caller.fingerprint)} differs from the claim's {_short(claim.fingerprint)}."
-        conflict = self._open_conflict(
-            claim, caller.fingerprint, ConflictSource.CLAIM, reason, caller.run_id, caller.flow
+        conflict, record = self._open_conflict(
+            claim, _keyed(caller.fingerprint), ConflictSource.CLAIM, reason, caller.run_id, caller.flow
         )
         if conflict.status is ConflictStatus.RESOLVED:
-            # Resolved, but the claim never heard of it (a crash between the two writes): repair, then decide again.
-            # A new version cannot be accepted while an attempt runs; then the conflict answer stands.
+            # Resolved by an earlier release that wrote the conflict before the claim, and the claim never heard
+            # of it: repair, then decide again. A new version cannot be accepted while an attempt runs; then the
+            # conflict answer stands.
             try:
-                return self._decide(self._apply_resolution(claim, conflict, caller.now), caller)
+                return self._decide(self._apply_resolution(claim, conflict, record, caller.now), caller)
             except StateConflict:
                 pass
         self._answered(claim, caller, Decision.CONFLICT, f"{reason} Conflict {conflict.conflict_id} is open.")
@@ -425,9 +451,17 @@ class ClaimService:
         self.inventory.status_changed(after.scope, before.status if before else None, after.status)
         return after
 
-    def _new_token(self, attempt: int) -> str:
-        # The attempt number up front lets a stale-token error say which attempt the token came from.
-        return f"{attempt}.{self._token_factory()}"
+    def _token(self, claim: Claim) -> str:
+        """The current grant's claim token: made again from the grant, never read from the store."""
+        if claim.grant_id is None:
+            assert claim.legacy_token is not None, "a claim has a grant id or a token of an earlier release"
+            return claim.legacy_token
+        return self._hasher.claim_token(claim.claim_id, claim.attempt, claim.grant_id)
+
+    def _holds(self, claim: Claim, token: str) -> bool:
+        if claim.grant_id is None:
+            return claim.legacy_token is not None and hmac.compare_digest(token.encode(), claim.legacy_token.encode())
+        return self._hasher.token_matches(token, claim.claim_id, claim.attempt, claim.grant_id)
 
     def _answer(self, decision: Decision, claim: Claim, caller: Caller, reason: str, **extra: Any) -> ClaimResponse:
         return ClaimResponse(
@@ -446,7 +480,7 @@ class ClaimService:
             claim,
             caller,
             reason,
-            claim_token=claim.claim_token,
+            claim_token=self._token(claim),
             lease_expires_at=claim.lease_expires_at,
             **extra,
         )
@@ -473,7 +507,7 @@ class ClaimService:
             at=caller.now,
             run_id=caller.run_id,
             flow=caller.flow,
-            fingerprint=caller.fingerprint,
+            fingerprint=_keyed(caller.fingerprint),
         )
 
     @staticmethod
@@ -510,7 +544,7 @@ class ClaimService:
     def _with_token(self, claim_id: str, token: str, change: Callable[[Claim, datetime], Claim]) -> ClaimView:
         def attempt() -> ClaimView:
             claim = self.store.get_claim(claim_id)
-            if token != claim.claim_token:
+            if not self._holds(claim, token):
                 raise StateConflict(
                     "stale_claim",
                     f"This claim token is from attempt {_attempt_of(token)}; attempt {claim.attempt} "
@@ -693,20 +727,20 @@ class ClaimService:
         return _settled(lambda: self._report_once(claim_id, fingerprint, request, self._clock()))
 
     def _report_once(
-        self, claim_id: str, fingerprint: str | None, request: ReportConflictRequest, now: datetime
+        self, claim_id: str, fingerprint: Fingerprint | None, request: ReportConflictRequest, now: datetime
     ) -> ConflictView:
         try:
             claim = self.store.get_claim(claim_id)
         except NotFound as exc:
             raise NotFound("No claim exists for this key in this scope: check and claim first.", target="key") from exc
         flow = _flow(request.flow)
-        conflict = self._open_conflict(
-            claim, fingerprint, ConflictSource.REPORTED, request.reason, request.run_id, flow, request.details
+        conflict, record = self._open_conflict(
+            claim, _keyed(fingerprint), ConflictSource.REPORTED, request.reason, request.run_id, flow, request.details
         )
         if conflict.status is ConflictStatus.RESOLVED:
-            # Resolved but never applied (a crash between two writes): applying it moves this fingerprint to a
-            # new resolution round, so the report opens a new conflict.
-            self._apply_resolution(claim, conflict, now)
+            # Resolved by an earlier release but never applied: applying it moves this fingerprint to a new
+            # resolution round, so the report opens a new conflict.
+            self._apply_resolution(claim, conflict, record, now)
             return self._report_once(claim_id, fingerprint, request, now)
         event = self._event(
             claim,
@@ -716,7 +750,7 @@ class ClaimService:
             at=now,
             run_id=request.run_id,
             flow=flow,
-            fingerprint=fingerprint,
+            fingerprint=_keyed(fingerprint),
             details={"conflictId": conflict.conflict_id},
         )
         self.store.add_event(event)
@@ -731,9 +765,12 @@ class ClaimService:
         run_id: str,
         flow: Flow | None,
         details: Any = None,
-    ) -> Conflict:
+    ) -> tuple[Conflict, FingerprintRecord | None]:
+        """The open conflict of this fingerprint in its current round (made now, or found), and its record."""
+        record = self._fingerprint_record(claim.claim_id, fingerprint)
+        rounds = claim.resolved_rounds(fingerprint, [record] if record else [])
         conflict = Conflict(
-            conflict_id=make_conflict_id(claim.claim_id, fingerprint, claim.resolution_round(fingerprint)),
+            conflict_id=make_conflict_id(claim.claim_id, fingerprint, rounds),
             claim_id=claim.claim_id,
             scope=claim.scope,
             status=ConflictStatus.OPEN,
@@ -747,13 +784,27 @@ class ClaimService:
             details=details,
         )
         try:
-            return self.store.create_conflict(conflict)
+            return self.store.create_conflict(conflict), record
         except AlreadyExists as exc:
             existing: Conflict = exc.existing
-            return existing
+            return existing, record
+
+    def _fingerprint_record(self, claim_id: str, fingerprint: str | None) -> FingerprintRecord | None:
+        records = self.store.get_fingerprints(claim_id, [fingerprint or ""])
+        return records[0] if records else None
 
     def get_conflict(self, conflict_id: str) -> ConflictView:
-        return conflict_view(self.store.get_conflict(conflict_id))
+        """The conflict; one left open by a resolution cut short after changing the claim is closed first."""
+
+        def attempt() -> ConflictView:
+            conflict = self.store.get_conflict(conflict_id)
+            if conflict.status is ConflictStatus.RESOLVED:
+                return conflict_view(conflict)
+            claim = self.store.get_claim(conflict.claim_id)
+            record = self._fingerprint_record(claim.claim_id, conflict.fingerprint)
+            return conflict_view(self._repaired(conflict, claim, record, None, self._clock()))
+
+        return _settled(attempt)
 
     def list_conflicts(self, query: ListConflictsQuery) -> tuple[list[ConflictView], str | None]:
         """One page of conflicts and the cursor of the next page."""
@@ -776,20 +827,34 @@ class ClaimService:
         return [conflict_view(conflict) for conflict in page.items], state
 
     def resolve_conflict(self, conflict_id: str, request: ResolveConflictRequest) -> ConflictView:
-        """Close a conflict and apply the reviewer's decision to the claim; resolving again the same way is a no-op."""
-        if request.reviewer is None:
+        """Apply the reviewer's decision to the claim, then close the conflict; the same way again is a no-op.
+
+        The claim is written first, conditioned on the version read: a refused resolution (``claim_busy``,
+        ``conflict_resolved``) or one that lost a race to a new attempt has written nothing (issue 9). A
+        crash between the two writes leaves the claim changed and the conflict open, which every later
+        read or resolution of the conflict closes as decided (the decision is kept on the fingerprint record).
+        """
+        reviewer = request.reviewer
+        if reviewer is None:
             raise InvalidRequest("reviewer is required: who decided.", target="reviewer")
 
         def attempt() -> ConflictView:
             now = self._clock()
-            conflict = self._close(self.store.get_conflict(conflict_id), request, now)
-            self._apply_resolution(self.store.get_claim(conflict.claim_id), conflict, now)
-            return conflict_view(conflict)
-
-        return _settled(attempt)
-
-    def _close(self, conflict: Conflict, request: ResolveConflictRequest, now: datetime) -> Conflict:
-        if conflict.status is ConflictStatus.RESOLVED:
+            conflict = self.store.get_conflict(conflict_id)
+            claim = self.store.get_claim(conflict.claim_id)
+            record = self._fingerprint_record(claim.claim_id, conflict.fingerprint)
+            if conflict.status is ConflictStatus.OPEN and not self._applied(claim, conflict, record):
+                closed = replace(
+                    conflict,
+                    status=ConflictStatus.RESOLVED,
+                    decision=request.decision,
+                    reviewer=reviewer,
+                    note=request.note,
+                    resolved_at=now,
+                )
+                self._apply_resolution(claim, closed, record, now)
+                return conflict_view(self.store.update_conflict(closed))
+            conflict = self._repaired(conflict, claim, record, request.decision, now)
             if conflict.decision is not request.decision:
                 decision = conflict.decision.value if conflict.decision else "?"
                 raise StateConflict(
@@ -797,18 +862,49 @@ class ClaimService:
                     f"Conflict {conflict.conflict_id} was already resolved as {decision} by {conflict.reviewer}.",
                     target="decision",
                 )
-            return conflict
-        if request.decision is Resolution.ACCEPT_NEW:
-            self._require_settled(self.store.get_claim(conflict.claim_id))
-        closed = replace(
-            conflict,
-            status=ConflictStatus.RESOLVED,
-            decision=request.decision,
-            reviewer=request.reviewer,
-            note=request.note,
-            resolved_at=now,
+            return conflict_view(conflict)
+
+        return _settled(attempt)
+
+    @staticmethod
+    def _applied(claim: Claim, conflict: Conflict, record: FingerprintRecord | None) -> bool:
+        """Whether the claim already took this conflict's resolution: its round is one the fingerprint passed."""
+        if claim.applied_legacy(conflict.conflict_id):
+            return True
+        rounds = claim.resolved_rounds(conflict.fingerprint, [record] if record else [])
+        return any(
+            make_conflict_id(claim.claim_id, conflict.fingerprint, r) == conflict.conflict_id for r in range(rounds)
         )
-        return self.store.update_conflict(closed)
+
+    def _repaired(
+        self,
+        conflict: Conflict,
+        claim: Claim,
+        record: FingerprintRecord | None,
+        fallback: Resolution | None,
+        now: datetime,
+    ) -> Conflict:
+        """The conflict with its stored state made whole: closed when its claim took it, applied when resolved."""
+        applied = self._applied(claim, conflict, record)
+        if conflict.status is ConflictStatus.OPEN and applied:
+            decided = record is not None and record.conflict_id == conflict.conflict_id
+            decision = record.decision if decided and record else fallback
+            if decision is None:
+                return conflict
+            closed = replace(
+                conflict,
+                status=ConflictStatus.RESOLVED,
+                decision=decision,
+                reviewer=record.reviewer if decided and record else None,
+                note=record.note if decided and record else None,
+                resolved_at=record.resolved_at if decided and record else now,
+            )
+            logger.warning("Conflict %s was applied to its claim but left open: closed now", conflict.conflict_id)
+            return self.store.update_conflict(closed)
+        if conflict.status is ConflictStatus.RESOLVED and not applied:
+            # Resolved by an earlier release, which wrote the conflict before the claim, and never applied.
+            self._apply_resolution(claim, conflict, record, now)
+        return conflict
 
     @staticmethod
     def _require_settled(claim: Claim) -> None:
@@ -821,19 +917,33 @@ class ClaimService:
                 target="decision",
             )
 
-    def _apply_resolution(self, claim: Claim, conflict: Conflict, now: datetime) -> Claim:
-        if claim.has_applied(conflict.conflict_id) or conflict.decision is None:
-            return claim
-        applied = AppliedResolution(conflict.conflict_id, conflict.fingerprint, conflict.decision)
-        changed = replace(claim, resolutions=(*claim.resolutions, applied), reviewer=conflict.reviewer, updated_at=now)
+    def _apply_resolution(
+        self, claim: Claim, conflict: Conflict, record: FingerprintRecord | None, now: datetime
+    ) -> Claim:
+        """Write the resolved ``conflict``'s decision to its claim and fingerprint record, in one commit."""
+        decision = conflict.decision
+        assert decision is not None, "only a resolved conflict is applied"
+        if decision is Resolution.ACCEPT_NEW:
+            self._require_settled(claim)
+        base = record or FingerprintRecord(claim_id=claim.claim_id, fingerprint=conflict.fingerprint or "")
+        kept = replace(
+            base,
+            resolved=base.resolved + 1,
+            alias_generation=claim.generation if decision is Resolution.KEEP_ORIGINAL else base.alias_generation,
+            conflict_id=conflict.conflict_id,
+            decision=decision,
+            reviewer=conflict.reviewer,
+            note=conflict.note,
+            resolved_at=conflict.resolved_at or now,
+        )
+        changed = replace(claim, reviewer=conflict.reviewer, updated_at=now)
         explanation = {
             Resolution.KEEP_ORIGINAL: "the new fingerprint counts as the same intent; its claims are duplicates",
             Resolution.DISMISS: "closed; the next mismatch opens a new conflict",
             Resolution.ACCEPT_NEW: "the new fingerprint is now the claim's version; its next claim may proceed",
-        }[conflict.decision]
+        }[decision]
         details: dict[str, Any] = {"conflictId": conflict.conflict_id, "note": conflict.note}
-        if conflict.decision is Resolution.ACCEPT_NEW:
-            self._require_settled(claim)
+        if decision is Resolution.ACCEPT_NEW:
             details["previous"] = {
                 "status": claim.status.value,
                 "fingerprint": claim.fingerprint,
@@ -842,6 +952,7 @@ class ClaimService:
             }
             # "Failed, confirmed safe to retry" under the new fingerprint: its next claim proceeds, while the
             # old version, already done, is a mismatch again (a released claim would let any version through).
+            # A new generation: fingerprints kept as the old version's intent no longer count.
             changed = replace(
                 changed,
                 status=ClaimStatus.FAILED,
@@ -849,6 +960,7 @@ class ClaimService:
                 error_reason=f"Superseded: reviewer {conflict.reviewer} accepted a new version (conflict "
                 f"{conflict.conflict_id}); its next claim may proceed.",
                 fingerprint=conflict.fingerprint,
+                generation=claim.generation + 1,
                 lease_expires_at=None,
                 target_record_id=None,
                 result_data=None,
@@ -857,8 +969,8 @@ class ClaimService:
         event = self._event(
             claim,
             EventKind.RESOLUTION,
-            conflict.decision.value,
-            f"Reviewer {conflict.reviewer} resolved conflict {conflict.conflict_id} as {conflict.decision.value}: "
+            decision.value,
+            f"Reviewer {conflict.reviewer} resolved conflict {conflict.conflict_id} as {decision.value}: "
             f"{explanation}.",
             at=now,
             run_id=conflict.run_id,
@@ -866,5 +978,6 @@ class ClaimService:
             fingerprint=conflict.fingerprint,
             details={name: value for name, value in details.items() if value is not None},
         )
-        logger.info("Conflict %s resolved as %s", conflict.conflict_id, conflict.decision.value)
-        return self._counted(claim, self.store.update_claim(changed, event))
+        stored = self._counted(claim, self.store.update_claim(changed, event, fingerprint=kept))
+        logger.info("Conflict %s resolved as %s", conflict.conflict_id, decision.value)
+        return stored

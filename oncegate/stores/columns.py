@@ -17,6 +17,7 @@ from oncegate.domain.records import (
     AppliedResolution,
     Claim,
     Conflict,
+    FingerprintRecord,
     Flow,
     FlowRecord,
     HistoryEvent,
@@ -39,6 +40,7 @@ CLAIM_COLUMNS = (
     "Status",
     "Attempt",
     "Fingerprint",
+    "GrantId",
     "ClaimToken",
     "RunId",
     "FlowName",
@@ -53,7 +55,19 @@ CLAIM_COLUMNS = (
     "ErrorReason",
     "Retryable",
     "Reviewer",
+    "Generation",
     "Resolutions",
+)
+FINGERPRINT_COLUMNS = (
+    "ClaimId",
+    "Fingerprint",
+    "Resolved",
+    "AliasGeneration",
+    "ConflictId",
+    "Decision",
+    "Reviewer",
+    "Note",
+    "ResolvedAt",
 )
 EVENT_COLUMNS = (
     "ClaimId",
@@ -121,14 +135,17 @@ def _flow(row: Row) -> Flow | None:
 
 
 def claim_to_row(claim: Claim) -> Row:
-    resolutions = [[r.conflict_id, r.fingerprint, r.decision.value] for r in claim.resolutions]
+    # ClaimToken and Resolutions are written back only as earlier releases left them: a token in clear
+    # stays valid until its attempt ends, and a resolution list no longer grows (see AppliedResolution).
+    resolutions = [[r.conflict_id, r.fingerprint, r.decision.value] for r in claim.legacy_resolutions]
     return {
         "ClaimId": claim.claim_id,
         "Scope": claim.scope,
         "Status": claim.status.value,
         "Attempt": claim.attempt,
         "Fingerprint": claim.fingerprint,
-        "ClaimToken": claim.claim_token,
+        "GrantId": claim.grant_id,
+        "ClaimToken": claim.legacy_token,
         "RunId": claim.run_id,
         **_flow_columns(claim.flow),
         "FirstReceivedAt": claim.first_received_at,
@@ -141,6 +158,7 @@ def claim_to_row(claim: Claim) -> Row:
         "ErrorReason": claim.error_reason,
         "Retryable": claim.retryable,
         "Reviewer": claim.reviewer,
+        "Generation": claim.generation,
         "Resolutions": _json_text(resolutions) if resolutions else None,
     }
 
@@ -153,7 +171,7 @@ def claim_from_row(row: Row, version: str) -> Claim:
         status=ClaimStatus(row["Status"]),
         attempt=int(row["Attempt"]),
         fingerprint=row.get("Fingerprint"),
-        claim_token=row["ClaimToken"],
+        grant_id=row.get("GrantId"),
         run_id=row["RunId"],
         flow=_flow(row),
         first_received_at=_required_when(row["FirstReceivedAt"]),
@@ -166,10 +184,42 @@ def claim_from_row(row: Row, version: str) -> Claim:
         error_reason=row.get("ErrorReason"),
         retryable=None if retryable is None else bool(retryable),
         reviewer=row.get("Reviewer"),
-        resolutions=tuple(
+        generation=int(row.get("Generation") or 0),
+        legacy_token=row.get("ClaimToken") or None,
+        legacy_resolutions=tuple(
             AppliedResolution(conflict_id, fingerprint, Resolution(decision))
             for conflict_id, fingerprint, decision in _json_value(row.get("Resolutions")) or []
         ),
+        version=version,
+    )
+
+
+def fingerprint_to_row(record: FingerprintRecord) -> Row:
+    return {
+        "ClaimId": record.claim_id,
+        "Fingerprint": record.fingerprint,
+        "Resolved": record.resolved,
+        "AliasGeneration": record.alias_generation,
+        "ConflictId": record.conflict_id,
+        "Decision": record.decision.value if record.decision else None,
+        "Reviewer": record.reviewer,
+        "Note": record.note,
+        "ResolvedAt": record.resolved_at,
+    }
+
+
+def fingerprint_from_row(row: Row, version: str) -> FingerprintRecord:
+    alias, decision = row.get("AliasGeneration"), row.get("Decision")
+    return FingerprintRecord(
+        claim_id=row["ClaimId"],
+        fingerprint=row["Fingerprint"],
+        resolved=int(row["Resolved"]),
+        alias_generation=None if alias is None else int(alias),
+        conflict_id=row.get("ConflictId"),
+        decision=Resolution(decision) if decision else None,
+        reviewer=row.get("Reviewer"),
+        note=row.get("Note"),
+        resolved_at=_when(row.get("ResolvedAt")),
         version=version,
     )
 

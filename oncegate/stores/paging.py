@@ -31,12 +31,18 @@ def encode_cursor(created_at: str, conflict_id: str) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[str, str]:
-    """The place a cursor resumes after; raises ``InvalidRequest`` for one not handed out here."""
+    """The place a cursor resumes after; raises ``InvalidRequest`` for one not handed out here.
+
+    The HTTP layer only passes on cursors whose seal verified; this still refuses anything else
+    (arrays nested past the decoder's recursion limit, huge integers, other shapes) as a 400.
+    """
     try:
-        created_at, conflict_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return str(created_at), str(conflict_id)
-    except (ValueError, TypeError) as exc:
+        place = json.loads(base64.urlsafe_b64decode(cursor.encode("utf-8", "surrogatepass")))
+    except (ValueError, TypeError, RecursionError) as exc:
         raise InvalidRequest("cursor is not one this service handed out.", target="cursor") from exc
+    if not (isinstance(place, list) and len(place) == 2 and all(isinstance(part, str) for part in place)):
+        raise InvalidRequest("cursor is not one this service handed out.", target="cursor")
+    return place[0], place[1]
 
 
 def page_of(

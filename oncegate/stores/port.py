@@ -11,7 +11,16 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Protocol
 
-from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
+from oncegate.domain.records import (
+    Claim,
+    Conflict,
+    FingerprintRecord,
+    FlowRecord,
+    HistoryEvent,
+    Overlap,
+    Page,
+    ScopeRecord,
+)
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus
 
 
@@ -29,11 +38,18 @@ class ClaimStore(Protocol):
     def get_claim(self, claim_id: str) -> Claim:
         """The stored claim; raises ``NotFound``."""
 
-    def update_claim(self, claim: Claim, event: HistoryEvent | None) -> Claim:
+    def update_claim(
+        self, claim: Claim, event: HistoryEvent | None, *, fingerprint: FingerprintRecord | None = None
+    ) -> Claim:
         """Replace the claim if ``claim.version`` is still current, with its event in the same commit.
 
-        Raises ``ConcurrentUpdate`` when another writer got there first.
+        ``fingerprint`` is saved in the same commit too: inserted when its version is None, else
+        replaced if that version is current. Raises ``ConcurrentUpdate`` when another writer got
+        to the claim or the fingerprint record first; then nothing was written.
         """
+
+    def get_fingerprints(self, claim_id: str, fingerprints: Collection[str]) -> list[FingerprintRecord]:
+        """The claim's fingerprint records for these fingerprints, in no particular order; none is not an error."""
 
     def list_claims(
         self,
@@ -53,7 +69,7 @@ class ClaimStore(Protocol):
         """
 
     def delete_claim(self, claim: Claim) -> None:
-        """Delete the claim and its whole history if ``claim.version`` is still current.
+        """Delete the claim, its whole history and its fingerprint records if ``claim.version`` is still current.
 
         Raises ``ConcurrentUpdate`` when the claim changed since it was read, or is gone. The claim row
         goes last: a delete cut short leaves the claim with part of its history, which the next purge

@@ -9,20 +9,30 @@ event commit together, and WAL lets readers go on meanwhile.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
+from oncegate.domain.records import (
+    Claim,
+    Conflict,
+    FingerprintRecord,
+    FlowRecord,
+    HistoryEvent,
+    Overlap,
+    Page,
+    ScopeRecord,
+)
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreUnavailable
-from oncegate.stores import columns
+from oncegate.stores import columns, large_values
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 
@@ -38,6 +48,11 @@ CREATE TABLE IF NOT EXISTS claims (
     FirstReceivedAt TEXT NOT NULL, LastAttemptAt TEXT NOT NULL, UpdatedAt TEXT NOT NULL, LeaseExpiresAt TEXT,
     TargetRecordId TEXT, ResultData TEXT, CompletedAt TEXT, ErrorReason TEXT, Retryable INTEGER,
     Reviewer TEXT, Resolutions TEXT, Version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fingerprints (
+    ClaimId TEXT NOT NULL, Fingerprint TEXT NOT NULL, Resolved INTEGER NOT NULL, AliasGeneration INTEGER,
+    ConflictId TEXT, Decision TEXT, Reviewer TEXT, Note TEXT, ResolvedAt TEXT, Version INTEGER NOT NULL,
+    PRIMARY KEY (ClaimId, Fingerprint)
 );
 CREATE INDEX IF NOT EXISTS claims_by_change ON claims (UpdatedAt, ClaimId);
 CREATE TABLE IF NOT EXISTS history (
@@ -78,8 +93,42 @@ def _sql_value(value: Any) -> Any:
     return value
 
 
+# Columns added after the first release: a file made before gets them when it is opened.
+ADDED_COLUMNS = {"claims": ("GrantId TEXT", "Generation INTEGER")}
+# Files made by the first release declare ClaimToken NOT NULL; claims no longer keep a token, so "" says none.
+NO_TOKEN = ""
+
+
 def _sql_row(row: Row) -> Row:
+    # SQLite would hold more, but the stores hold the same: a row Table Storage could not hold is refused here too.
+    large_values.check(row)
     return {name: _sql_value(value) for name, value in row.items()}
+
+
+def _claim_row(claim: Claim) -> Row:
+    row = _sql_row(columns.claim_to_row(claim))
+    return {**row, "ClaimToken": row["ClaimToken"] or NO_TOKEN}
+
+
+def _private_file(path: Path) -> None:
+    """Create the database file readable by its owner only; SQLite gives its -wal and -shm files the same mode."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        if path.stat().st_mode & 0o077:
+            # Files made by earlier releases were 0644: claims, history and conflicts are nobody else's to read.
+            logger.warning("Making %s readable by its owner only (it was %o)", path, path.stat().st_mode & 0o777)
+            with suppress(OSError):  # a file of another owner: SQLite still opens it, as before
+                path.chmod(0o600)
+
+
+def _add_columns(connection: sqlite3.Connection) -> None:
+    for table, added in ADDED_COLUMNS.items():
+        present = {row["name"] for row in connection.execute(f"PRAGMA table_info({table})")}
+        for column in added:
+            if column.split()[0] not in present:
+                connection.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
 
 def _insert(table: str, row: Row) -> tuple[str, list[Any]]:
@@ -110,12 +159,14 @@ class SqliteStore:
     def __init__(self, path: str | Path) -> None:
         self._path = str(path)
         if self._path != ":memory:":
-            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+            _private_file(Path(self._path))
         self._local = threading.local()
         self._closers: list[weakref.finalize[Any, Any]] = []
         self._lock = threading.Lock()
         with self._translated():
             self._connection().executescript(SCHEMA)
+        with self._write() as connection:
+            _add_columns(connection)
 
     def _connection(self) -> sqlite3.Connection:
         slot: _Slot | None = getattr(self._local, "slot", None)
@@ -161,7 +212,7 @@ class SqliteStore:
     def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
         try:
             with self._write() as connection:
-                connection.execute(*_insert("claims", {**_sql_row(columns.claim_to_row(claim)), "Version": 1}))
+                connection.execute(*_insert("claims", {**_claim_row(claim), "Version": 1}))
                 connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
         except sqlite3.IntegrityError as exc:
             raise AlreadyExists(self.get_claim(claim.claim_id)) from exc
@@ -173,8 +224,10 @@ class SqliteStore:
             raise NotFound(f"no claim has the id {claim_id}.", target="claimId")
         return columns.claim_from_row(dict(row), str(row["Version"]))
 
-    def update_claim(self, claim: Claim, event: HistoryEvent | None) -> Claim:
-        row = _sql_row(columns.claim_to_row(claim))
+    def update_claim(
+        self, claim: Claim, event: HistoryEvent | None, *, fingerprint: FingerprintRecord | None = None
+    ) -> Claim:
+        row = _claim_row(claim)
         assignments = ", ".join(f"{name} = ?" for name in row)
         with self._write() as connection:
             changed = connection.execute(
@@ -185,7 +238,42 @@ class SqliteStore:
                 raise ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}")
             if event is not None:
                 connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
+            if fingerprint is not None:
+                self._save_fingerprint(connection, fingerprint)
         return self.get_claim(claim.claim_id)
+
+    @staticmethod
+    def _save_fingerprint(connection: sqlite3.Connection, record: FingerprintRecord) -> None:
+        values = _sql_row(columns.fingerprint_to_row(record))
+        if record.version is None:
+            try:
+                connection.execute(*_insert("fingerprints", {**values, "Version": 1}))
+            except sqlite3.IntegrityError as exc:
+                raise ConcurrentUpdate(f"fingerprint {record.fingerprint} of claim {record.claim_id} exists") from exc
+            return
+        assignments = ", ".join(f"{name} = ?" for name in values)
+        changed = connection.execute(
+            f"UPDATE fingerprints SET {assignments}, Version = Version + 1"
+            " WHERE ClaimId = ? AND Fingerprint = ? AND Version = ?",
+            [*values.values(), record.claim_id, record.fingerprint, int(record.version)],
+        ).rowcount
+        if changed != 1:
+            raise ConcurrentUpdate(f"fingerprint {record.fingerprint} of claim {record.claim_id} changed")
+
+    def get_fingerprints(self, claim_id: str, fingerprints: Collection[str]) -> list[FingerprintRecord]:
+        wanted = list(dict.fromkeys(fingerprints))
+        if not wanted:
+            return []
+        marks = ", ".join("?" for _ in wanted)
+        with self._translated():
+            rows = (
+                self._connection()
+                .execute(
+                    f"SELECT * FROM fingerprints WHERE ClaimId = ? AND Fingerprint IN ({marks})", [claim_id, *wanted]
+                )
+                .fetchall()
+            )
+        return [columns.fingerprint_from_row(dict(row), str(row["Version"])) for row in rows]
 
     def list_claims(
         self,
@@ -221,6 +309,7 @@ class SqliteStore:
             if changed != 1:
                 raise ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}, or is gone")
             connection.execute("DELETE FROM history WHERE ClaimId = ?", (claim.claim_id,))
+            connection.execute("DELETE FROM fingerprints WHERE ClaimId = ?", (claim.claim_id,))
 
     def add_event(self, event: HistoryEvent) -> None:
         with self._write() as connection:

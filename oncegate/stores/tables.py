@@ -35,13 +35,28 @@ from typing import Any, TypeVar
 
 from azure.core import MatchConditions
 from azure.core.credentials import TokenCredential
-from azure.core.exceptions import HttpResponseError, ResourceExistsError, ServiceRequestError, ServiceResponseError
+from azure.core.exceptions import (
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
 from azure.data.tables import TableClient, TableEntity, TableServiceClient, TransactionOperation, UpdateMode
 
-from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
+from oncegate.domain.records import (
+    Claim,
+    Conflict,
+    FingerprintRecord,
+    FlowRecord,
+    HistoryEvent,
+    Overlap,
+    Page,
+    ScopeRecord,
+)
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreUnavailable
-from oncegate.stores import columns
+from oncegate.stores import columns, large_values
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 
@@ -49,6 +64,7 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
 CLAIM_ROW = "claim"
+FINGERPRINT_PREFIX = "fingerprint-"
 HISTORY_PREFIX = "history-"
 # The first character after "-": every history row key sorts below it.
 HISTORY_END = "history."
@@ -80,7 +96,9 @@ def table_names(prefix: str) -> tuple[str, ...]:
 
 def _entity(partition_key: str, row_key: str, row: Row) -> dict[str, Any]:
     # Table Storage has no nulls: a missing property reads back as None through row.get().
-    return {"PartitionKey": partition_key, "RowKey": row_key, **{k: v for k, v in row.items() if v is not None}}
+    entity = {"PartitionKey": partition_key, "RowKey": row_key, **{k: v for k, v in row.items() if v is not None}}
+    # A value over 32K UTF-16 code units goes in numbered pieces; a row too big even so is refused unsent.
+    return large_values.spread(entity)
 
 
 def _claim_entity(claim: Claim) -> dict[str, Any]:
@@ -91,12 +109,27 @@ def _event_entity(event: HistoryEvent) -> dict[str, Any]:
     return _entity(event.claim_id, HISTORY_PREFIX + event.event_id, columns.event_to_row(event))
 
 
+def _fingerprint_entity(record: FingerprintRecord) -> dict[str, Any]:
+    return _entity(record.claim_id, FINGERPRINT_PREFIX + record.fingerprint, columns.fingerprint_to_row(record))
+
+
+def _fingerprint_operation(record: FingerprintRecord) -> tuple[Any, ...]:
+    """Insert a new fingerprint record, or replace one at the ETag it was read with."""
+    if record.version is None:
+        return (TransactionOperation.CREATE, _fingerprint_entity(record))
+    return (TransactionOperation.UPDATE, _fingerprint_entity(record), _if_unchanged(record.version))
+
+
 def _conflict_entity(conflict: Conflict) -> dict[str, Any]:
     return _entity(CONFLICT_PARTITION, conflict.conflict_id, columns.conflict_to_row(conflict))
 
 
+def _claim(entity: TableEntity) -> Claim:
+    return columns.claim_from_row(large_values.gather(entity), _etag(entity.metadata))
+
+
 def _conflict(entity: TableEntity) -> Conflict:
-    return columns.conflict_from_row(entity, _etag(entity.metadata))
+    return columns.conflict_from_row(large_values.gather(entity), _etag(entity.metadata))
 
 
 def _etag(metadata: Mapping[str, Any]) -> str:
@@ -209,23 +242,39 @@ class TableStore:
         """The stored claim; raises ``NotFound``."""
         with _on_status(MISSING, lambda: NotFound(f"no claim has the id {claim_id}.", target="claimId")):
             entity = self._claims.get_entity(claim_id, CLAIM_ROW)
-        return columns.claim_from_row(entity, _etag(entity.metadata))
+        return _claim(entity)
 
-    def update_claim(self, claim: Claim, event: HistoryEvent | None) -> Claim:
-        """Replace the claim if its ETag is current, with its event in the same transaction."""
+    def update_claim(
+        self, claim: Claim, event: HistoryEvent | None, *, fingerprint: FingerprintRecord | None = None
+    ) -> Claim:
+        """Replace the claim if its ETag is current, with its event and fingerprint record in the same transaction.
+
+        A fingerprint record inserted by another writer meanwhile fails the transaction with 409, one
+        replaced meanwhile with 412: both are the same lost race as a changed claim.
+        """
         entity = _claim_entity(claim)
         metadata: Mapping[str, Any]
-        with _on_status(STALE, lambda: ConcurrentUpdate(f"claim {claim.claim_id} changed since {claim.version}")):
-            if event is None:
+        stale = f"claim {claim.claim_id} or its fingerprint record changed since {claim.version}"
+        with _on_status(STALE + EXISTS, lambda: ConcurrentUpdate(stale)):
+            if event is None and fingerprint is None:
                 metadata = self._claims.update_entity(entity, **_if_unchanged(claim.version))
             else:
-                metadata = self._claims.submit_transaction(
-                    [
-                        (TransactionOperation.UPDATE, entity, _if_unchanged(claim.version)),
-                        (TransactionOperation.CREATE, _event_entity(event)),
-                    ]
-                )[0]
+                operations: list[Any] = [(TransactionOperation.UPDATE, entity, _if_unchanged(claim.version))]
+                if event is not None:
+                    operations.append((TransactionOperation.CREATE, _event_entity(event)))
+                if fingerprint is not None:
+                    operations.append(_fingerprint_operation(fingerprint))
+                metadata = self._claims.submit_transaction(operations)[0]
         return columns.claim_from_row(columns.claim_to_row(claim), _etag(metadata))
+
+    def get_fingerprints(self, claim_id: str, fingerprints: Collection[str]) -> list[FingerprintRecord]:
+        """The claim's fingerprint records: point reads, one per fingerprint (there are at most two forms)."""
+        found = []
+        for fingerprint in dict.fromkeys(fingerprints):
+            with suppress(ResourceNotFoundError), _translated():
+                entity = self._claims.get_entity(claim_id, FINGERPRINT_PREFIX + fingerprint)
+                found.append(columns.fingerprint_from_row(large_values.gather(entity), _etag(entity.metadata)))
+        return found
 
     def list_claims(
         self,
@@ -252,7 +301,7 @@ class TableStore:
             )
             entities = list(next(pages))
             token = pages.continuation_token
-        return Page([columns.claim_from_row(entity, _etag(entity.metadata)) for entity in entities], _cursor(token))
+        return Page([_claim(entity) for entity in entities], _cursor(token))
 
     def delete_claim(self, claim: Claim) -> None:
         """Delete the claim's history, then its row, in transactions conditioned on the claim's ETag.
@@ -299,7 +348,7 @@ class TableStore:
         parameters = {"pk": claim_id, "lo": HISTORY_PREFIX, "hi": HISTORY_END}
         with _translated():
             entities = list(self._claims.query_entities(EVENTS_FILTER, parameters=parameters))
-        return [columns.event_from_row(entity) for entity in entities]
+        return [columns.event_from_row(large_values.gather(entity)) for entity in entities]
 
     def create_conflict(self, conflict: Conflict) -> Conflict:
         """Insert the conflict if its id is new; raises ``AlreadyExists`` carrying the stored one."""
@@ -369,7 +418,7 @@ class TableStore:
     def _list(table: TableClient, partition: str, from_row: Callable[[Row, str], R]) -> list[R]:
         with _translated():
             entities = list(table.query_entities(PARTITION_FILTER, parameters={"pk": partition}))
-        return [from_row(entity, _etag(entity.metadata)) for entity in entities]
+        return [from_row(large_values.gather(entity), _etag(entity.metadata)) for entity in entities]
 
     @staticmethod
     def _save(table: TableClient, partition: str, row_key: str, row: Row, version: str | None) -> str:

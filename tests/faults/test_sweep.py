@@ -35,8 +35,9 @@ from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.faults.lossy_proxy import LossyProxy
-from tests.service.calls import claim, heartbeat, record, release, resolve
+from tests.service.calls import claim, heartbeat, keyed, record, release, resolve
 from tests.support.azurite import ExternalTables, TableStoreFactory
+from tests.support.records import current_token
 
 T = TypeVar("T")
 KEY = "ORDER-1"
@@ -143,7 +144,7 @@ class World:
 
     def succeed(self, answer: ClaimResponse, record_id: str) -> ClaimView:
         view = record(self.service, answer, target_record_id=record_id)
-        self.succeeded[view.fingerprint or ""] = record_id
+        self.succeeded[version_of(view.fingerprint)] = record_id
         return view
 
     # -- what must hold ----------------------------------------------------------------------
@@ -155,11 +156,11 @@ class World:
         """``run`` holds the claim with the token in ``answer``: a lost answer's retry got the same attempt."""
         stored = self.service.store.get_claim(self.claim_id)
         assert (stored.status, stored.run_id, stored.attempt) == (ClaimStatus.IN_PROGRESS, run, attempt)
-        assert (answer.attempt, answer.claim_token) == (attempt, stored.claim_token)
+        assert (answer.attempt, answer.claim_token) == (attempt, current_token(stored))
 
     def assert_results_kept(self, stored: ClaimView) -> None:
         """Every succeeded a result call answered 200 for is the claim's result while its version is current."""
-        recorded = self.succeeded.get(stored.fingerprint or "")
+        recorded = self.succeeded.get(version_of(stored.fingerprint))
         if recorded is not None:
             assert (stored.status, stored.target_record_id) == (ClaimStatus.SUCCEEDED, recorded)
         results = {
@@ -176,7 +177,7 @@ class World:
         except NotFound:
             version, held = self.version, False  # the first request never landed
         else:
-            version, held = before.fingerprint or "", before.status is ClaimStatus.IN_PROGRESS
+            version, held = version_of(before.fingerprint), before.status is ClaimStatus.IN_PROGRESS
             self.assert_results_kept(before)
         # A caller that retried knows where its request ended; one that is gone may have moved the claim on or not.
         assert self.gives_up or version == self.version
@@ -187,7 +188,7 @@ class World:
         stored = self.stored()
         assert stored.status is ClaimStatus.SUCCEEDED, stored
         assert stored.fingerprint is not None
-        assert self.target.records[stored.fingerprint] == [stored.target_record_id]
+        assert self.target.records[version_of(stored.fingerprint)] == [stored.target_record_id]
         done_twice = {version: ids for version, ids in self.target.records.items() if len(ids) > 1}
         assert not done_twice, f"side effect done more than once: {done_twice}"
         self.assert_results_kept(stored)
@@ -195,11 +196,16 @@ class World:
 
     def assert_fenced(self) -> None:
         """No token but the current one is accepted: at most one run holds the claim at a time."""
-        current = self.service.store.get_claim(self.claim_id).claim_token
+        current = current_token(self.service.store.get_claim(self.claim_id))
         for token in set(self.holders) - {current}:
             with pytest.raises(StateConflict) as stale:
                 self.service.heartbeat(self.claim_id, HeartbeatRequest(claim_token=token, lease_seconds=60))
             assert stale.value.code == "stale_claim"
+
+
+def version_of(fingerprint: str | None) -> str:
+    """The version ("v1", "v2") whose keyed fingerprint the claim stores; "" for none."""
+    return {keyed(version): version for version in ("v1", "v2")}.get(fingerprint or "", "")
 
 
 # -- the actions under test: each builds its starting state, runs one action faulted, goes on --------
@@ -233,7 +239,7 @@ def claim_in_progress(world: World) -> None:
     answer = world.faulted(lambda: world.ask("run-A"))
     assert answer.decision is Decision.IN_PROGRESS
     assert answer.holder is not None
-    assert answer.holder.run_id == "run-0"
+    assert answer.holder.lease_expires_at == holder.lease_expires_at
     world.act(holder)
     assert world.ask("run-A").decision is Decision.DUPLICATE
 

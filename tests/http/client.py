@@ -38,6 +38,8 @@ class Reply:
 
 def _reply(status: int, headers: list[tuple[str, str]], raw: bytes) -> Reply:
     names = {name.lower(): value for name, value in headers}
+    if status == 202 and not raw:
+        return Reply(status, names, None)  # the polling trigger's "nothing new": only Location and Retry-After
     assert names.get("content-type", "").startswith("application/json"), f"{status} without a JSON body: {raw[:200]!r}"
     return Reply(status, names, json.loads(raw))
 

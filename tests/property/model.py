@@ -138,7 +138,9 @@ class ExpectedClaim:
             assert self.granted is not None
             if self.lease_expires_at <= now:
                 return Decision.RECONCILE
-            return self.granted if run_id == self.run_id else Decision.IN_PROGRESS
+            # The very same run asking again: its run id (which names its flow here) and its version.
+            same_run = run_id == self.run_id and fingerprint == self.fingerprint
+            return self.granted if same_run else Decision.IN_PROGRESS
         if self.status is ClaimStatus.UNKNOWN:
             return Decision.RECONCILE
         if self.status is ClaimStatus.SUCCEEDED:

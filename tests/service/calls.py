@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome, Resolution
 from oncegate.models import (
     ClaimRequest,
@@ -24,12 +25,20 @@ from oncegate.models import (
     SetScopeRequest,
 )
 from oncegate.service.claims import ClaimService
+from tests.conftest import KEY_SECRET
 
 SCOPE = "erp.create-order"
 KEY = "ORDER-1001"
 FLOW = FlowRef(name="Create ERP order", environment="Default-contoso")
 # The same flow copied into another environment: another flow for the contract.
 FLOW_COPY = FlowRef(name="Create ERP order", environment="Test-contoso")
+
+
+def keyed(fingerprint: str) -> str:
+    """A supplied fingerprint as the service stores it: keyed with the test secret."""
+    made = KeyHasher(KEY_SECRET).fingerprint(supplied=fingerprint, payload=None)
+    assert made is not None
+    return made.keyed
 
 
 def claim(

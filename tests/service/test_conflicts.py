@@ -9,7 +9,7 @@ from oncegate.errors import NotFound, StateConflict
 from oncegate.models import ListConflictsQuery
 from oncegate.service.claims import ClaimService
 from tests.conftest import FakeClock
-from tests.service.calls import claim, history, record, report, resolve, succeeded
+from tests.service.calls import claim, history, keyed, record, report, resolve, succeeded
 
 # -- resolve --------------------------------------------------------------------------------------
 
@@ -33,7 +33,7 @@ def test_accept_new_lets_the_new_version_proceed_and_keeps_the_earlier_result(
     assert new_version.attempt == 2
     record(service, new_version, target_record_id="SO-2")
     view = service.get_claim(first.claim_id)
-    assert (view.fingerprint, view.target_record_id) == ("v2", "SO-2")
+    assert (view.fingerprint, view.target_record_id) == (keyed("v2"), "SO-2")
     results = [entry.details.get("targetRecordId") for entry in view.history or [] if entry.event is EventKind.RESULT]
     assert results == ["SO-1", "SO-2"]
     assert (EventKind.RESOLUTION, "accept_new") in history(service, first.claim_id)
@@ -133,7 +133,7 @@ def test_accept_new_while_an_attempt_runs_or_is_in_doubt_is_rejected(
 
     assert busy.value.code == "claim_busy"
     assert service.get_conflict(conflict.conflict_id).status is ConflictStatus.OPEN
-    assert service.get_claim(first.claim_id).fingerprint == "v1"
+    assert service.get_claim(first.claim_id).fingerprint == keyed("v1")
     # Once the attempt has its result, the same decision goes through.
     if outcome is None:
         record(service, first, target_record_id="SO-1")

@@ -12,7 +12,7 @@ from oncegate.errors import StateConflict
 from oncegate.models import ClaimResponse, ClaimResult
 from oncegate.service.claims import ClaimService
 from tests.conftest import FakeClock
-from tests.service.calls import FLOW, FLOW_COPY, claim, record, release, succeeded
+from tests.service.calls import FLOW, FLOW_COPY, claim, keyed, record, release, succeeded
 
 # -- proceed ------------------------------------------------------------------------------------
 
@@ -126,12 +126,51 @@ def test_another_run_during_a_live_lease_is_told_in_progress_with_the_holder(
     assert (other.status, other.attempt) == (ClaimStatus.IN_PROGRESS, 1)
     assert other.claim_token is None
     assert other.holder is not None
-    assert (other.holder.run_id, other.holder.flow) == ("run-1", FLOW)
+    assert other.holder.flow == FLOW
+    # Never the holder's run id: with it, another caller could pass for the holder.
+    assert "runId" not in other.model_dump_json(by_alias=True)
     # Waiting as told never runs past the holder's lease.
     assert other.retry_after_seconds is not None
     assert 1 <= other.retry_after_seconds <= 20
     # The holder's token still holds.
     assert record(service, first).status is ClaimStatus.SUCCEEDED
+
+
+def test_another_flow_sending_the_holders_run_id_is_in_progress_and_cannot_take_the_claim(
+    service: ClaimService,
+) -> None:
+    # Issue 9: flow B reused flow A's run id (a constant typed by hand) and was handed A's live token.
+    holder = claim(service, run="run-A", flow=FLOW, fingerprint="v1")
+    other = claim(service, run="run-A", flow=FLOW_COPY, fingerprint="v1")
+
+    assert (other.decision, other.claim_token) == (Decision.IN_PROGRESS, None)
+    assert record(service, holder).status is ClaimStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    "asks_again",
+    [
+        pytest.param({"flow": None, "fingerprint": "v1"}, id="no flow"),
+        pytest.param({"flow": FLOW, "fingerprint": None}, id="no fingerprint"),
+    ],
+)
+def test_the_holders_run_id_without_its_flow_and_fingerprint_is_in_progress(
+    service: ClaimService, asks_again: dict[str, object]
+) -> None:
+    holder = claim(service, run="run-A", flow=FLOW, fingerprint="v1")
+
+    other = claim(service, run="run-A", **asks_again)
+
+    assert (other.decision, other.claim_token) == (Decision.IN_PROGRESS, None)
+    assert record(service, holder).status is ClaimStatus.SUCCEEDED
+
+
+def test_the_very_same_run_asking_again_gets_its_lease_and_token_back(service: ClaimService) -> None:
+    first = claim(service, run="run-A", flow=FLOW, fingerprint="v1")
+
+    again = claim(service, run="run-A", flow=FLOW, fingerprint="v1")
+
+    assert (again.decision, again.claim_token, again.attempt) == (Decision.PROCEED, first.claim_token, 1)
 
 
 def test_one_second_before_the_lease_ends_it_is_still_held(service: ClaimService, clock: FakeClock) -> None:
@@ -245,9 +284,13 @@ def test_a_different_fingerprint_is_a_conflict_in_every_unreleased_status(
     assert changed.conflict_id
     assert (changed.claim_token, changed.result) == (None, None)
     after = service.get_claim(first.claim_id)
-    assert (after.status, after.attempt, after.fingerprint) == (before.status, before.attempt, "v1")
+    assert (after.status, after.attempt, after.fingerprint) == (before.status, before.attempt, keyed("v1"))
     conflict = service.get_conflict(changed.conflict_id)
-    assert (conflict.fingerprint, conflict.claim_fingerprint, conflict.claim_id) == ("v2", "v1", first.claim_id)
+    assert (conflict.fingerprint, conflict.claim_fingerprint, conflict.claim_id) == (
+        keyed("v2"),
+        keyed("v1"),
+        first.claim_id,
+    )
 
 
 def test_the_conflict_id_is_stable_for_the_same_key_and_fingerprint_while_open(service: ClaimService) -> None:
@@ -272,7 +315,7 @@ def test_a_released_claim_with_a_new_fingerprint_proceeds(service: ClaimService)
     changed = claim(service, run="run-2", fingerprint="v2")
 
     assert (changed.decision, changed.attempt) == (Decision.PROCEED, 2)
-    assert service.get_claim(first.claim_id).fingerprint == "v2"
+    assert service.get_claim(first.claim_id).fingerprint == keyed("v2")
 
 
 # -- blocked --------------------------------------------------------------------------------------

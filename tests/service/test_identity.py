@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from oncegate.domain.keys import payload_fingerprint
 from oncegate.domain.statuses import Decision
 from oncegate.errors import InvalidRequest
 from oncegate.models import LookupRequest
@@ -35,14 +36,18 @@ def test_a_changed_payload_is_a_conflict(service: ClaimService) -> None:
     assert changed.decision is Decision.CONFLICT
 
 
-def test_a_payload_fingerprint_is_a_sha256_and_the_payload_is_not_kept(service: ClaimService) -> None:
+def test_a_payload_fingerprint_is_keyed_and_the_payload_is_not_kept(service: ClaimService) -> None:
     answer = claim(service, payload=ORDER)
 
     stored = service.get_claim(answer.claim_id)
 
+    # A plain SHA-256 of a guessable payload could be confirmed by hashing guesses (issue 9): never stored.
     assert stored.fingerprint is not None
-    assert stored.fingerprint.startswith("sha256:")
-    assert "C-7" not in stored.model_dump_json()
+    assert stored.fingerprint.startswith("hmac:")
+    assert stored.fingerprint != payload_fingerprint(ORDER)
+    history = stored.model_dump_json()
+    assert "C-7" not in history
+    assert payload_fingerprint(ORDER) not in history
 
 
 def test_a_payload_that_json_cannot_canonicalise_is_rejected_before_any_write(service: ClaimService) -> None:

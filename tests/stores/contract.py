@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from oncegate.domain.records import Claim, Conflict, FlowRecord, Overlap, ScopeRecord
+from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
-from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreRace
+from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreRace, TooLarge
+from oncegate.models import DATA_LIMIT_BYTES, RecordResultRequest, json_size
 from oncegate.stores.port import ClaimStore
 from tests.support import records
 from tests.support.records import T0
@@ -94,6 +95,63 @@ def every_claim(store: ClaimStore, **filters: Any) -> list[Claim]:
     return [claim for page in claim_pages(store, **filters) for claim in page]
 
 
+# Table Storage's documented limits. Every store keeps them, so a record one store holds, any other holds too.
+PROPERTY_UNITS = 32 * 1024  # a string property: 64 KiB of UTF-16
+ENTITY_BYTES = 1024 * 1024  # a whole row, property names included
+# The characters that grow most when stored: 6 characters once JSON-escaped, and 2 UTF-16 code units.
+CONTROL, EMOJI = "\u0001", "\U0001f600"
+# One value over the entity limit by itself, whatever column it lands in.
+OVER_ENTITY = "x" * (ENTITY_BYTES // 2)
+
+
+def api_max_length(field: str) -> int:
+    """The longest text ``field`` of a result may hold, as the API validates it."""
+    (limit,) = (
+        item.max_length for item in RecordResultRequest.model_fields[field].metadata if hasattr(item, "max_length")
+    )
+    return int(limit)
+
+
+def api_max_data() -> dict[str, str]:
+    """Result data exactly at the API's size limit, made of escaped characters and emoji as well as plain text."""
+    data = {"escaped": CONTROL * 2000, "emoji": EMOJI * 500, "text": ""}
+    data["text"] = "x" * (DATA_LIMIT_BYTES - json_size(data))
+    assert json_size(data) == DATA_LIMIT_BYTES
+    return data
+
+
+API_MAX_ERRORS = {
+    "control characters": CONTROL * api_max_length("error"),
+    "emoji": EMOJI * api_max_length("error"),
+}
+
+
+def api_max_event(claim_id: str, error: str) -> HistoryEvent:
+    """The largest result event the API can cause: its details hold data, error and target record at their limits."""
+    details = {
+        "targetRecordId": CONTROL * api_max_length("target_record_id"),
+        "data": api_max_data(),
+        "error": error,
+        "retryable": False,
+    }
+    return records.event(
+        claim_id, at=T0 + timedelta(minutes=1), kind=EventKind.RESULT, outcome="failed", details=details
+    )
+
+
+def api_max_result(claim: Claim, error: str) -> Claim:
+    """``claim`` failed for good with a result at the API's limits."""
+    return replace(
+        claim,
+        status=ClaimStatus.FAILED,
+        target_record_id=CONTROL * api_max_length("target_record_id"),
+        result_data=api_max_data(),
+        error_reason=error,
+        retryable=False,
+        lease_expires_at=None,
+    )
+
+
 class StoreContract:
     """Tests every ClaimStore adapter must pass."""
 
@@ -162,7 +220,7 @@ class StoreContract:
             error_reason=None,
             retryable=None,
             flow=None,
-            resolutions=(),
+            legacy_resolutions=(),
         )
         result_event = records.event(claim.claim_id, at=T0 + timedelta(minutes=1), kind=EventKind.RESULT)
 
@@ -536,6 +594,121 @@ class StoreContract:
         assert len(winners) == 1
         assert sum(isinstance(outcome, ConcurrentUpdate) for outcome in outcomes) == RACERS - 1
         assert store.list_flows() == winners
+
+    # Sizes: whatever the API takes, every store holds; past Table Storage's limits, every store refuses
+
+    @pytest.mark.parametrize("error", API_MAX_ERRORS.values(), ids=API_MAX_ERRORS.keys())
+    def test_an_event_at_the_api_limits_round_trips(self, store: ClaimStore, error: str) -> None:
+        claim = records.claim()
+        first = records.event(claim.claim_id)
+        store.create_claim(claim, first)
+        largest = api_max_event(claim.claim_id, error)
+
+        store.add_event(largest)
+
+        assert store.list_events(claim.claim_id) == [first, largest]
+
+    @pytest.mark.parametrize("error", API_MAX_ERRORS.values(), ids=API_MAX_ERRORS.keys())
+    def test_a_claim_at_the_api_limits_round_trips_with_its_event(self, store: ClaimStore, error: str) -> None:
+        claim = api_max_result(records.full_claim(), error)
+        event = api_max_event(claim.claim_id, error)
+
+        created = store.create_claim(claim, event)
+
+        assert unversioned(created) == claim
+        assert store.get_claim(claim.claim_id) == created
+        assert store.list_events(claim.claim_id) == [event]
+
+    @pytest.mark.parametrize("error", API_MAX_ERRORS.values(), ids=API_MAX_ERRORS.keys())
+    def test_an_update_at_the_api_limits_round_trips_with_its_event(self, store: ClaimStore, error: str) -> None:
+        claim = records.claim()
+        first = records.event(claim.claim_id)
+        failed = api_max_result(store.create_claim(claim, first), error)
+        event = api_max_event(claim.claim_id, error)
+
+        updated = store.update_claim(failed, event)
+
+        assert unversioned(updated) == unversioned(failed)
+        assert store.get_claim(claim.claim_id) == updated
+        assert every_claim(store, statuses=(ClaimStatus.FAILED,)) == [updated]
+        assert store.list_events(claim.claim_id) == [first, event]
+
+    def test_values_longer_than_a_property_holds_round_trip_whole(self, store: ClaimStore) -> None:
+        # As JSON the text starts with a quote, so an emoji straddles the first 32K boundary: a cut there
+        # would leave half a character at the end of one piece and the other half at the start of the next.
+        text = "x" * (PROPERTY_UNITS - 2) + EMOJI * 3 + "y" * PROPERTY_UNITS
+        claim = records.full_claim(result_data=text, error_reason=text)
+        event = records.event(claim.claim_id, details={"text": text})
+        conflict = records.resolved_conflict(details=text, note=text)
+
+        created = store.create_claim(claim, event)
+        stored = store.create_conflict(conflict)
+
+        assert store.get_claim(claim.claim_id) == created
+        assert unversioned(created) == claim
+        assert store.list_events(claim.claim_id) == [event]
+        assert store.get_conflict(conflict.conflict_id) == stored
+        assert unversioned(stored) == conflict
+        assert store.list_conflicts(status=None, scope=None, limit=50, cursor=None).items == [stored]
+
+    def test_a_claim_just_under_the_entity_limit_round_trips(self, store: ClaimStore) -> None:
+        claim = records.claim(result_data="x" * (ENTITY_BYTES // 2 - 8 * 1024))
+
+        created = store.create_claim(claim, records.event(claim.claim_id))
+
+        assert store.get_claim(claim.claim_id) == created
+        assert unversioned(created) == claim
+
+    @pytest.mark.parametrize(
+        "write",
+        [
+            "create claim",
+            "create claim with event",
+            "update claim",
+            "update claim with event",
+            "add event",
+            "create conflict",
+            "update conflict",
+        ],
+    )
+    def test_a_record_over_the_entity_limit_is_refused_and_nothing_is_written(
+        self, store: ClaimStore, write: str
+    ) -> None:
+        claim, other = records.claim(), records.claim()
+        first = records.event(claim.claim_id)
+        created = store.create_claim(claim, first)
+        conflict = store.create_conflict(records.conflict(claim_id=claim.claim_id))
+        later = T0 + timedelta(seconds=1)
+        writes: dict[str, Callable[[], object]] = {
+            "create claim": lambda: store.create_claim(
+                replace(other, result_data=OVER_ENTITY), records.event(other.claim_id)
+            ),
+            "create claim with event": lambda: store.create_claim(
+                other, records.event(other.claim_id, details={"text": OVER_ENTITY})
+            ),
+            "update claim": lambda: store.update_claim(
+                replace(created, error_reason=OVER_ENTITY), records.event(claim.claim_id, at=later)
+            ),
+            "update claim with event": lambda: store.update_claim(
+                replace(created, attempt=2), records.event(claim.claim_id, at=later, details={"text": OVER_ENTITY})
+            ),
+            "add event": lambda: store.add_event(
+                records.event(claim.claim_id, at=later, details={"text": OVER_ENTITY})
+            ),
+            "create conflict": lambda: store.create_conflict(records.conflict(details=OVER_ENTITY)),
+            "update conflict": lambda: store.update_conflict(replace(conflict, note=OVER_ENTITY)),
+        }
+
+        with pytest.raises(TooLarge) as raised:
+            writes[write]()
+
+        assert "1 MiB" in raised.value.message
+        assert store.get_claim(claim.claim_id) == created
+        assert store.list_events(claim.claim_id) == [first]
+        with pytest.raises(NotFound):
+            store.get_claim(other.claim_id)
+        assert store.list_events(other.claim_id) == []
+        assert store.list_conflicts(status=None, scope=None, limit=50, cursor=None).items == [conflict]
 
     # Health
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import stat
 from collections.abc import Callable, Iterator
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
@@ -70,3 +71,17 @@ def test_processes_sharing_the_file_have_exactly_one_winner(tmp_path: Path) -> N
     store = SqliteStore(path)
     assert [event.run_id for event in store.list_events(claim_id)] == winners
     store.close()
+
+
+def test_a_new_database_and_its_journal_are_readable_by_their_owner_only(tmp_path: Path) -> None:
+    # Claims, history and conflicts are nobody else's to read (issue 9: the file was 0644).
+    path = tmp_path / "data" / "claims.db"
+    store = SqliteStore(path)
+    made = records.claim()
+    store.create_claim(made, records.event(made.claim_id))
+
+    modes = {file.name: stat.S_IMODE(file.stat().st_mode) for file in path.parent.iterdir()}
+    store.close()
+
+    assert modes["claims.db"] == 0o600
+    assert modes.get("claims.db-wal", 0o600) == 0o600

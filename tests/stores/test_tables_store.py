@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -11,7 +12,7 @@ from azure.core.exceptions import ServiceResponseError
 from azure.data.tables import TableClient
 
 from oncegate.domain.records import Claim
-from oncegate.domain.statuses import ClaimStatus
+from oncegate.domain.statuses import ClaimStatus, EventKind
 from oncegate.errors import ConcurrentUpdate, NotFound, StoreUnavailable
 from oncegate.stores.tables import HISTORY_BATCH, TableStore, table_names
 from tests.stores.contract import StoreContract
@@ -153,3 +154,21 @@ def test_a_claim_changed_between_two_transactions_keeps_itself_and_the_rest_of_i
 
     assert writer.get_claim(claim.claim_id).attempt == 2
     assert len(writer.list_events(claim.claim_id)) == 11
+
+
+def test_a_value_longer_than_a_property_is_stored_in_numbered_pieces(
+    table_store_factory: TableStoreFactory, azurite: Azurite | ExternalTables
+) -> None:
+    # Issue 9's result: 40,598 characters once JSON-escaped, where a property holds 32,768 UTF-16 code units.
+    details = {"data": "x" * 16000, "error": "\u0001" * 4096}
+    claim = records.claim()
+    event = records.event(claim.claim_id, kind=EventKind.RESULT, outcome="failed", details=details)
+    table_store_factory().create_claim(claim, event)
+    claims_table = table_names(table_store_factory.prefix)[0]
+
+    with TableClient.from_connection_string(azurite.connection_string, claims_table) as table:
+        row = table.get_entity(claim.claim_id, "history-" + event.event_id)
+
+    assert len(row["Details"]) == 32 * 1024
+    assert row["Details"] + row["Details__2"] == json.dumps(details, separators=(",", ":"), ensure_ascii=False)
+    assert "Details__3" not in row

@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import (
     AppliedResolution,
     Claim,
@@ -48,7 +49,7 @@ def claim(claim_id: str | None = None, **changes: Any) -> Claim:
         status=ClaimStatus.IN_PROGRESS,
         attempt=1,
         fingerprint=None,
-        claim_token=new_id(),
+        grant_id=new_id(),
         run_id="run-1",
         flow=None,
         first_received_at=T0,
@@ -77,7 +78,7 @@ def full_claim(claim_id: str | None = None, **changes: Any) -> Claim:
         error_reason="ERP answered 409",
         retryable=False,
         reviewer="alex@example.com",
-        resolutions=(
+        legacy_resolutions=(
             AppliedResolution(new_id(), "sha256:" + "cd" * 32, Resolution.KEEP_ORIGINAL),
             AppliedResolution(new_id(), None, Resolution.DISMISS),
         ),
@@ -190,3 +191,11 @@ def overlap(**changes: Any) -> Overlap:
         example_claim_id=new_id(),
     )
     return replace(made, **changes)
+
+
+def current_token(stored: Claim) -> str:
+    """The claim token of the stored grant, made as the service makes it with the test secret."""
+    from tests.conftest import KEY_SECRET
+
+    assert stored.grant_id is not None
+    return KeyHasher(KEY_SECRET).claim_token(stored.claim_id, stored.attempt, stored.grant_id)

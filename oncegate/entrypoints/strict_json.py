@@ -1,0 +1,98 @@
+"""Request bodies read as strict JSON: one object, unique members, finite numbers.
+
+Python's ``json`` accepts what the contract refuses: ``NaN`` and ``Infinity``, numbers that
+overflow to infinity (``1e400``, which would be stored as ``null``: data silently altered), and
+a member given twice (the last one silently wins). The decoder's hooks mark each where it occurs,
+and a walk over the decoded body names the first by its path, as a validation error names a field.
+Done once here, it holds for every field of every body, whatever its model declares.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, TypeAlias
+
+from oncegate.errors import InvalidRequest
+
+# A path into the body as a linked list (parent, part): extending one costs the same at any depth.
+Path: TypeAlias = tuple["Path", str] | None
+
+
+class _NonFinite(str):
+    """A number that is not finite, as it was written."""
+
+
+class _Duplicated(dict[str, Any]):
+    """An object that gave ``member`` more than once."""
+
+    member = ""
+
+
+def read_object(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object; 400 naming the body, or the field at fault, for anything else."""
+    marked: list[bool] = []
+
+    def number(literal: str) -> float | str:
+        value = float(literal)
+        if math.isfinite(value):
+            return value
+        marked.append(True)
+        return _NonFinite(literal)
+
+    def constant(name: str) -> str:
+        marked.append(True)
+        return _NonFinite(name)
+
+    def members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found = dict(pairs)
+        if len(found) == len(pairs):
+            return found
+        marked.append(True)
+        return _duplicated(found, pairs)
+
+    try:
+        text = raw.decode("utf-8")
+        data = json.loads(text, parse_float=number, parse_constant=constant, object_pairs_hook=members)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # RecursionError: arrays nested a few thousand deep fit in 64 KiB and exhaust the decoder's stack.
+        raise InvalidRequest(f"The body is not valid UTF-8 JSON: {exc}", target="body") from exc
+    if marked:
+        raise _first_defect(data)
+    if not isinstance(data, dict):
+        raise InvalidRequest("The body must be a JSON object.", target="body")
+    return data
+
+
+def _duplicated(found: dict[str, Any], pairs: list[tuple[str, Any]]) -> _Duplicated:
+    seen: set[str] = set()
+    duplicated = _Duplicated(found)
+    for name, _ in pairs:
+        if name in seen:
+            duplicated.member = name
+            break
+        seen.add(name)
+    return duplicated
+
+
+def _first_defect(data: Any) -> InvalidRequest:
+    """The refusal of the first marked value, in document order."""
+    stack: list[tuple[Any, Path]] = [(data, None)]
+    while stack:  # iterative: the body may be nested as deep as the decoder allows
+        node, path = stack.pop()
+        if isinstance(node, _NonFinite):
+            return _refusal(path, f"{node} is not a finite number")
+        if isinstance(node, _Duplicated):
+            return _refusal((path, node.member), f"the member {node.member!r} is given more than once")
+        parts = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        stack.extend((child, (path, str(part))) for part, child in reversed(list(parts)))
+    return InvalidRequest("The body is not valid JSON for this service.", target="body")
+
+
+def _refusal(path: Path, message: str) -> InvalidRequest:
+    parts: list[str] = []
+    while path is not None:
+        path, part = path
+        parts.append(part)
+    target = ".".join(reversed(parts)) or "body"
+    return InvalidRequest(f"The request is not valid: {message} ({target}).", details=[(target, message)])

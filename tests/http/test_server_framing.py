@@ -1,0 +1,202 @@
+"""The local server's HTTP framing, over raw sockets: every refusal is an answer in the error format.
+
+A request whose body cannot be framed (a bad or missing Content-Length, a chunked or too large
+body) is refused and its connection closed; a method no function takes gets 405 with ``Allow``
+and keeps the connection. Nothing hangs, and nothing closes without an answer. Each exchange is
+bounded by the socket's timeout, never by a sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import pytest
+
+from oncegate.entrypoints.http import MAX_BODY_BYTES
+
+TIMEOUT = 5
+HEALTH = b"GET /api/health HTTP/1.1\r\nHost: test\r\n\r\n"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One HTTP answer as read off the wire: status, headers with lower-case names, raw body."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def error(self) -> dict[str, Any]:
+        """The error of a body in the project's error format."""
+        assert self.headers.get("content-type", "").startswith("application/json"), self
+        error: dict[str, Any] = json.loads(self.body)["error"]
+        assert {"code", "message"} <= error.keys(), error
+        return error
+
+
+@contextmanager
+def connected(server: tuple[str, int]) -> Iterator[tuple[socket.socket, BinaryIO]]:
+    with socket.create_connection(server, timeout=TIMEOUT) as sock, sock.makefile("rb") as reader:
+        yield sock, reader
+
+
+def read_answer(reader: BinaryIO, *, head: bool = False) -> Answer:
+    """The next answer; an answer to HEAD ends with its headers (RFC 9110 §9.3.2)."""
+    status_line = reader.readline()
+    assert status_line, "the server closed the connection without an answer"
+    headers = {}
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = 0 if head else int(headers.get("content-length", "0"))
+    return Answer(int(status_line.split()[1]), headers, reader.read(length))
+
+
+def refused(server: tuple[str, int], raw: bytes) -> Answer:
+    """The answer to ``raw``, after which the server must close the connection cleanly."""
+    with connected(server) as (sock, reader):
+        sock.sendall(raw)
+        answer = read_answer(reader)
+        assert answer.headers.get("connection") == "close", answer
+        assert reader.read() == b"", "the connection stayed open after a framing error"
+    return answer
+
+
+def post(length_headers: bytes, body: bytes = b"") -> bytes:
+    head = b"POST /api/claims HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+    return head + length_headers + b"\r\n" + body
+
+
+@pytest.mark.parametrize(
+    "length",
+    [b"abc", b"-1", b"+5", b"0x10", b"1_0", b"5, 5", b"\xb2"],
+    ids=["letters", "negative", "signed", "hex", "underscore", "list", "superscript-two"],
+)
+def test_a_content_length_that_is_not_a_decimal_number_is_a_400(local_server: tuple[str, int], length: bytes) -> None:
+    # Headers are read as Latin-1, where "\xb2" is "²": str.isdigit() accepts it, int() does not.
+    answer = refused(local_server, post(b"Content-Length: " + length + b"\r\n", b"{}"))
+
+    assert answer.status == 400
+    assert answer.error["code"] == "invalid_request"
+    assert [detail["target"] for detail in answer.error["details"]] == ["Content-Length"]
+
+
+def test_two_different_content_lengths_are_a_400(local_server: tuple[str, int]) -> None:
+    answer = refused(local_server, post(b"Content-Length: 2\r\nContent-Length: 40\r\n", b"{}"))
+
+    assert (answer.status, answer.error["code"]) == (400, "invalid_request")
+
+
+def test_a_post_without_content_length_is_a_411(local_server: tuple[str, int]) -> None:
+    answer = refused(local_server, post(b""))
+
+    assert (answer.status, answer.error["code"]) == (411, "length_required")
+
+
+def test_a_chunked_body_is_a_411_and_never_read_as_the_next_request(local_server: tuple[str, int]) -> None:
+    # A server that ignored the chunks would read "2\r\n{}..." as the next request on this connection.
+    answer = refused(local_server, post(b"Transfer-Encoding: chunked\r\n", b"2\r\n{}\r\n0\r\n\r\n"))
+
+    assert (answer.status, answer.error["code"]) == (411, "length_required")
+
+
+def test_a_chunked_body_with_a_content_length_too_is_a_411(local_server: tuple[str, int]) -> None:
+    answer = refused(local_server, post(b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", b"{}"))
+
+    assert answer.status == 411
+
+
+def test_a_body_over_the_limit_is_a_413_without_waiting_for_it(local_server: tuple[str, int]) -> None:
+    # Only the headers and the first bytes are sent: an answer proves the body was never awaited.
+    answer = refused(local_server, post(b"Content-Length: %d\r\n" % (100 * MAX_BODY_BYTES), b"{" * 1024))
+
+    assert (answer.status, answer.error["code"]) == (413, "too_large")
+
+
+def test_a_content_length_of_thousands_of_digits_is_a_413(local_server: tuple[str, int]) -> None:
+    # int() refuses a string of 4,300 digits or more (CVE-2020-10735); the digits alone show it is too large.
+    answer = refused(local_server, post(b"Content-Length: " + b"9" * 5000 + b"\r\n", b"{}"))
+
+    assert (answer.status, answer.error["code"]) == (413, "too_large")
+
+
+def test_a_body_over_the_limit_is_refused_before_100_continue(local_server: tuple[str, int]) -> None:
+    answer = refused(local_server, post(b"Content-Length: %d\r\nExpect: 100-continue\r\n" % (MAX_BODY_BYTES + 1)))
+
+    assert answer.status == 413
+
+
+def test_a_body_within_the_limit_still_gets_100_continue(local_server: tuple[str, int]) -> None:
+    with connected(local_server) as (sock, reader):
+        sock.sendall(post(b"Content-Length: 2\r\nExpect: 100-continue\r\n"))
+        assert read_answer(reader).status == 100
+        sock.sendall(b"{}")
+        answer = read_answer(reader)
+
+    assert (answer.status, answer.error["code"]) == (400, "invalid_request")
+
+
+@pytest.mark.parametrize(("path", "allow"), [("claims", "GET, POST"), ("health", "GET")])
+def test_head_is_a_405_with_allow_and_no_body_on_a_connection_kept_open(
+    local_server: tuple[str, int], path: str, allow: str
+) -> None:
+    with connected(local_server) as (sock, reader):
+        sock.sendall(f"HEAD /api/{path} HTTP/1.1\r\nHost: test\r\n\r\n".encode() + HEALTH)
+        head = read_answer(reader, head=True)
+        # Had the HEAD answer carried a body, it would be read here in place of the next status line.
+        after = read_answer(reader)
+
+    assert (head.status, head.headers.get("allow")) == (405, allow)
+    assert head.headers.get("content-type", "").startswith("application/json")
+    assert after.status == 200
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "TRACE"])
+def test_options_and_trace_are_a_405_with_allow_in_the_error_format(local_server: tuple[str, int], method: str) -> None:
+    with connected(local_server) as (sock, reader):
+        sock.sendall(f"{method} /api/claims HTTP/1.1\r\nHost: test\r\n\r\n".encode() + HEALTH)
+        answer = read_answer(reader)
+        after = read_answer(reader)
+
+    assert (answer.status, answer.headers.get("allow")) == (405, "GET, POST")
+    assert answer.error["code"] == "method_not_allowed"
+    assert after.status == 200
+
+
+def test_a_method_http_does_not_define_is_a_501_in_the_error_format(local_server: tuple[str, int]) -> None:
+    answer = refused(local_server, b"PROPFIND /api/claims HTTP/1.1\r\nHost: test\r\n\r\n")
+
+    assert (answer.status, answer.error["code"]) == (501, "not_implemented")
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"GET /api/health HTTP/2.0\r\n\r\n", 505),
+        (b"GET /api/health HTTP/1.1\r\nX-Long: " + b"x" * 70_000 + b"\r\n\r\n", 431),
+        (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", 414),
+    ],
+    ids=["request-line", "version", "header-line", "target"],
+)
+def test_a_request_the_parser_refuses_is_answered_in_the_error_format(
+    local_server: tuple[str, int], raw: bytes, status: int
+) -> None:
+    answer = refused(local_server, raw)
+
+    assert answer.status == status
+    assert answer.error["message"]
+
+
+def test_a_path_outside_api_says_where_routes_live(local_server: tuple[str, int]) -> None:
+    with connected(local_server) as (sock, reader):
+        sock.sendall(b"GET /claims HTTP/1.1\r\nHost: test\r\n\r\n")
+        answer = read_answer(reader)
+
+    assert (answer.status, answer.error["message"]) == (404, "Routes live under /api.")

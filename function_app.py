@@ -10,21 +10,28 @@ import logging
 
 import azure.functions as func
 
-from oncegate.config import AuthMode, ConfigError, Settings
+from oncegate.config import AuthMode, ConfigError, Settings, read_auth_mode
 from oncegate.entrypoints import http, timers
 from oncegate.entrypoints.principal import Role
 
 try:
-    settings = Settings.from_environment()
+    auth_mode = Settings.from_environment().auth
 except ConfigError as exc:
-    # One clear line naming the setting, instead of a stack trace on the first request.
-    logging.getLogger("oncegate").critical("OnceGate cannot start: %s", exc)
-    raise
+    # One clear line naming the setting, instead of a stack trace on the first request. The app still loads
+    # every function, so that health says what is wrong and each action answers 503 not_configured naming the
+    # setting (http.respond), instead of the app having no function at all until someone restarts it (an
+    # unresolved Key Vault reference at the first start after a deployment, for one).
+    logging.getLogger("oncegate").critical("OnceGate is not configured, every action answers 503: %s", exc)
+    # The gate still follows ONCEGATE_AUTH when it can be read on its own: an Entra ID caller then gets the
+    # 503 that says what is wrong, not the host's bare 401 for a missing key. When ONCEGATE_AUTH itself is
+    # unreadable, function keys: the stricter gate, which lets in only those holding a key of this app.
+    auth_mode = read_auth_mode() or AuthMode.KEY
 
-# Behind App Service authentication (entra) the platform is the gate and the app checks app roles;
-# otherwise the host checks a function key on every action.
+# In entra mode the app validates each caller's access token itself (oncegate.entrypoints.bearer) and
+# checks its app roles, so the host lets requests through; App Service authentication may stand in front
+# as an outer gate. Otherwise the host checks a function key on every action.
 app = func.FunctionApp(
-    http_auth_level=func.AuthLevel.ANONYMOUS if settings.auth is AuthMode.ENTRA else func.AuthLevel.FUNCTION
+    http_auth_level=func.AuthLevel.ANONYMOUS if auth_mode is AuthMode.ENTRA else func.AuthLevel.FUNCTION
 )
 
 

@@ -24,24 +24,15 @@ param location string = resourceGroup().location
 
 @minLength(1)
 @maxLength(50)
-@description('ONCEGATE_TABLE_PREFIX: the tables are <prefix>Claims, <prefix>Conflicts, <prefix>Flows, <prefix>Scopes and <prefix>Overlaps. Letters and digits, starting with a letter.')
+@description('ONCEGATE_TABLE_PREFIX: the tables are <prefix>Claims, <prefix>Conflicts, <prefix>Flows, <prefix>Scopes, <prefix>Overlaps and <prefix>Keys. Letters and digits, starting with a letter.')
 param tablePrefix string = 'OnceGate'
 
-// No default on purpose: a newGuid() default would be drawn again on every deployment, and a new
-// secret orphans every existing claim. azd generates the value once and keeps it in its environment.
+// Written into Key Vault only when given. No generated value and no newGuid() default: either would
+// be drawn again by a deployment from another clone, machine or pipeline, and a new secret orphans
+// every existing claim. The first deployment gives it; every later one leaves it empty (docs/deploy.md).
 @secure()
-@minLength(32)
-@description('ONCEGATE_KEY_SECRET, stored in Key Vault: the HMAC secret of claim ids, at least 32 characters. azd generates it once and keeps it in the environment; with az, generate it once and pass the same value on every deployment. A different value orphans every existing claim.')
-@metadata({
-  azd: {
-    type: 'generate'
-    config: {
-      length: 64
-      noSpecial: true
-    }
-  }
-})
-param keySecret string
+@description('A value for ONCEGATE_KEY_SECRET (the HMAC secret of claim ids, at least 32 characters) to write into the vault as oncegate-key-secret. Give it on the first deployment only, or to put back a lost secret. Empty, the default: the vault\'s secret stays as it is, so a redeploy from any clone, machine or pipeline keeps it. A value given to a deployment that holds claims replaces the secret and orphans every claim.')
+param newKeySecret string = ''
 
 @allowed([
   'key'
@@ -50,7 +41,7 @@ param keySecret string
 @description('ONCEGATE_AUTH: how callers prove who they are. key: a function key in x-functions-key. entra: a Microsoft Entra ID access token, checked by App Service authentication before the app sees the request.')
 param authMode string = 'key'
 
-@description('Entra mode: application (client) ID of the OnceGate API app registration (docs/deploy.md creates it). Ignored in key mode.')
+@description('Entra mode: application (client) ID of the OnceGate API app registration (docs/deploy.md creates it). Required in entra mode: the deployment fails without it. Ignored in key mode.')
 param entraClientId string = ''
 
 @description('Entra mode: token audiences accepted besides the API\'s client ID and api://<client ID>.')
@@ -70,6 +61,17 @@ param maximumInstanceCount int = 100
 ])
 @description('Flex Consumption: memory of each instance, in MB.')
 param instanceMemoryMB int = 2048
+
+@description('Principal (object) ID of the deployer or of an operators\' group, given Storage Table Data Reader on the table service so that claims can be read in the portal. azd passes the signed-in principal (AZURE_PRINCIPAL_ID). Empty: no one.')
+param principalId string = ''
+
+@allowed([
+  'User'
+  'Group'
+  'ServicePrincipal'
+])
+@description('What principalId is: User, Group, or ServicePrincipal (a pipeline\'s identity).')
+param principalType string = 'User'
 
 @description('Key Vault purge protection. Irreversible once on: a deleted vault and its secret stay recoverable, and cannot be purged, for the retention period.')
 param enablePurgeProtection bool = true
@@ -92,8 +94,18 @@ var tableNames = [
   '${tablePrefix}Flows'
   '${tablePrefix}Scopes'
   '${tablePrefix}Overlaps'
+  '${tablePrefix}Keys'
 ]
 var keySecretName = 'oncegate-key-secret'
+// fail() stops the deployment with its message. Both depend on parameters only, so ARM can evaluate them
+// at validation, before it deploys anything (not observed: docs/deploy.md, "What could not be verified").
+// An empty newKeySecret writes nothing (core/security/keyvault.bicep).
+var keySecretToWrite = empty(newKeySecret) || length(newKeySecret) >= 32
+  ? newKeySecret
+  : fail('newKeySecret must be at least 32 characters (ONCEGATE_KEY_SECRET).')
+var checkedEntraClientId = authMode == 'entra' && empty(entraClientId)
+  ? fail('authMode entra needs entraClientId: the application (client) ID of the OnceGate API app registration (docs/deploy.md, step 2).')
+  : entraClientId
 
 resource apiIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
   name: 'id-oncegate-${resourceToken}'
@@ -143,7 +155,7 @@ module keyVault 'core/security/keyvault.bicep' = {
     location: location
     tags: tags
     keySecretName: keySecretName
-    keySecret: keySecret
+    newKeySecret: keySecretToWrite
     enablePurgeProtection: enablePurgeProtection
     softDeleteRetentionInDays: softDeleteRetentionInDays
   }
@@ -155,7 +167,10 @@ module rbac 'app/rbac.bicep' = {
     storageAccountName: storage.outputs.name
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     keyVaultName: keyVault.outputs.name
+    keySecretName: keySecretName
     principalId: apiIdentity.properties.principalId
+    operatorPrincipalId: principalId
+    operatorPrincipalType: principalType
   }
 }
 
@@ -174,13 +189,13 @@ module api 'app/api.bicep' = {
     keySecretUri: keyVault.outputs.keySecretUri
     tablePrefix: tablePrefix
     authMode: authMode
-    entraClientId: entraClientId
+    entraClientId: checkedEntraClientId
     entraAllowedAudiences: entraAllowedAudiences
     entraAllowedApplications: entraAllowedApplications
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
   }
-  // The host reads storage, the Key Vault reference and App Insights with the identity from its first start.
+  // The host reads storage, the Key Vault references and App Insights with the identity from its first start.
   dependsOn: [
     rbac
   ]
@@ -197,3 +212,6 @@ output storageAccountName string = storage.outputs.name
 
 @description('Name of the Key Vault holding oncegate-key-secret.')
 output keyVaultName string = keyVault.outputs.name
+
+@description('Principal (object) ID of the app\'s identity: the assignee of Key Vault Secrets User on a new key secret (docs/deploy.md).')
+output identityPrincipalId string = apiIdentity.properties.principalId

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from oncegate.config import Settings, StoreKind, local_key_secret
 from oncegate.cursors import CursorSeal
-from oncegate.domain.keys import KeyHasher
+from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
@@ -39,11 +39,22 @@ def key_secret(settings: Settings) -> str:
     return settings.key_secret or local_key_secret(settings.sqlite_path)
 
 
+def key_ring(settings: Settings, secret: str) -> KeyRing:
+    """The current secret, and the other one while a rotation is under way."""
+    previous, next_ = settings.key_secret_previous, settings.key_secret_next
+    return KeyRing(
+        KeyHasher(secret),
+        previous=KeyHasher(previous) if previous else None,
+        next_=KeyHasher(next_) if next_ else None,
+    )
+
+
 def build_service(settings: Settings, *, secret: str | None = None) -> ClaimService:
     return ClaimService(
         build_store(settings),
-        KeyHasher(secret or key_secret(settings)),
+        key_ring(settings, secret or key_secret(settings)),
         sensitive_keys=settings.sensitive_keys,
+        sensitive_data=settings.sensitive_data,
         require_registered_flows=settings.require_registered_flows,
         unknown_alert=timedelta(minutes=settings.unknown_alert_minutes),
     )

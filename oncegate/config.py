@@ -1,19 +1,23 @@
 """Settings, read once from the environment and checked before the first request.
 
 A missing or contradictory setting raises ``ConfigError`` naming it, so the host logs one
-clear line at start-up instead of a stack trace on the first request.
+clear line at start-up instead of a stack trace on the first request; the app still loads, and
+health and every action answer ``503 not_configured`` naming the setting (``function_app.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import secrets
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
+from urllib.parse import urlsplit
+from uuid import UUID
 
 from oncegate.domain.keys import MIN_SECRET_LENGTH
 from oncegate.domain.sensitive import SensitiveKeyPolicy
@@ -33,7 +37,7 @@ class StoreKind(StrEnum):
 
 
 class AuthMode(StrEnum):
-    """How callers prove who they are: function keys, or Entra ID through App Service authentication."""
+    """How callers prove who they are: function keys, or a Microsoft Entra ID access token the app validates."""
 
     KEY = "key"
     ENTRA = "entra"
@@ -47,6 +51,28 @@ class ConfigError(ValueError):
         self.setting = setting
 
 
+DEFAULT_ENTRA_AUTHORITY = "https://login.microsoftonline.com"
+# Tenant-independent sign-in names: their tokens' issuer is any tenant, so they cannot pin one.
+MULTI_TENANT_NAMES = frozenset({"common", "organizations", "consumers"})
+TENANT_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+@dataclass(frozen=True)
+class EntraApi:
+    """Entra mode: whose access tokens the app accepts (``oncegate.entrypoints.bearer`` validates them)."""
+
+    tenant_id: str
+    client_id: str
+    authority: str = DEFAULT_ENTRA_AUTHORITY
+    extra_audiences: tuple[str, ...] = ()
+
+    @property
+    def audiences(self) -> tuple[str, ...]:
+        """A v2 token's ``aud`` is the client id; a v1 token's is the App ID URI the caller asked for."""
+        return (self.client_id, f"api://{self.client_id}", *self.extra_audiences)
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the service reads from its environment."""
@@ -58,9 +84,14 @@ class Settings:
     table_prefix: str
     key_secret: str | None
     auth: AuthMode = AuthMode.KEY
+    # A rotation (docs/operations.md): the secret being replaced, or the one about to replace it.
+    key_secret_previous: str | None = None
+    key_secret_next: str | None = None
     sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT
+    sensitive_data: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT
     require_registered_flows: bool = False
     unknown_alert_minutes: int = DEFAULT_UNKNOWN_ALERT_MINUTES
+    entra: EntraApi | None = None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -77,23 +108,34 @@ class Settings:
             tables_endpoint=read("ONCEGATE_TABLES_ENDPOINT"),
             table_prefix=read("ONCEGATE_TABLE_PREFIX") or DEFAULT_TABLE_PREFIX,
             key_secret=read("ONCEGATE_KEY_SECRET"),
+            key_secret_previous=read("ONCEGATE_KEY_SECRET_PREVIOUS"),
+            key_secret_next=read("ONCEGATE_KEY_SECRET_NEXT"),
             auth=_auth_mode(read("ONCEGATE_AUTH")),
-            sensitive_keys=_sensitive_keys(read("ONCEGATE_SENSITIVE_KEYS")),
+            sensitive_keys=_sensitive_policy("ONCEGATE_SENSITIVE_KEYS", read("ONCEGATE_SENSITIVE_KEYS")),
+            # What is stored follows the key's policy unless it has its own (README, Configuration).
+            sensitive_data=_sensitive_policy(
+                "ONCEGATE_SENSITIVE_DATA", read("ONCEGATE_SENSITIVE_DATA") or read("ONCEGATE_SENSITIVE_KEYS")
+            ),
             require_registered_flows=_flag(
                 "ONCEGATE_REQUIRE_REGISTERED_FLOWS", read("ONCEGATE_REQUIRE_REGISTERED_FLOWS")
             ),
             unknown_alert_minutes=_unknown_alert_minutes(read("ONCEGATE_UNKNOWN_ALERT_MINUTES")),
         )
         settings._validate()
+        if settings.auth is AuthMode.ENTRA:
+            # Read in Entra mode only: key mode ignores them, as the Bicep deploys them empty there.
+            settings = replace(settings, entra=_entra_api(read))
         return settings
 
     def _validate(self) -> None:
-        if self.key_secret is not None and self.key_secret.startswith("@Microsoft.KeyVault("):
-            # The platform hands the reference over verbatim when it cannot read the vault; hashing keys with
-            # that text would orphan every claim made until the reference resolves.
-            raise ConfigError("ONCEGATE_KEY_SECRET", "the Key Vault reference did not resolve; check the app's access.")
-        if self.key_secret is not None and len(self.key_secret) < MIN_SECRET_LENGTH:
-            raise ConfigError("ONCEGATE_KEY_SECRET", f"must be at least {MIN_SECRET_LENGTH} characters.")
+        secrets_given = {
+            "ONCEGATE_KEY_SECRET": self.key_secret,
+            "ONCEGATE_KEY_SECRET_PREVIOUS": self.key_secret_previous,
+            "ONCEGATE_KEY_SECRET_NEXT": self.key_secret_next,
+        }
+        for setting, secret in secrets_given.items():
+            _check_secret(setting, secret)
+        self._validate_rotation()
         if not TABLE_PREFIX_PATTERN.fullmatch(self.table_prefix):
             raise ConfigError("ONCEGATE_TABLE_PREFIX", "must be 1-50 letters and digits, starting with a letter.")
         if self.store is StoreKind.TABLES:
@@ -101,6 +143,18 @@ class Settings:
         elif self.key_secret is None and os.path.lexists(self.sqlite_path.parent / SECRET_FILE_NAME):
             # Refused at start with one line, not as a 500 on the first request that builds the service.
             _read_local_secret(self.sqlite_path.parent / SECRET_FILE_NAME)
+
+    def _validate_rotation(self) -> None:
+        if (self.key_secret_previous or self.key_secret_next) and self.key_secret is None:
+            raise ConfigError("ONCEGATE_KEY_SECRET", "a rotation needs the current secret set as well.")
+        if self.key_secret_previous and self.key_secret_next:
+            raise ConfigError(
+                "ONCEGATE_KEY_SECRET_NEXT", "set either it or ONCEGATE_KEY_SECRET_PREVIOUS: a rotation has two secrets."
+            )
+        other = self.key_secret_previous or self.key_secret_next
+        if other is not None and other == self.key_secret:
+            setting = "ONCEGATE_KEY_SECRET_PREVIOUS" if self.key_secret_previous else "ONCEGATE_KEY_SECRET_NEXT"
+            raise ConfigError(setting, "is the same as ONCEGATE_KEY_SECRET.")
 
     def _validate_tables(self) -> None:
         if self.tables_connection_string and self.tables_endpoint:
@@ -122,6 +176,17 @@ class Settings:
             )
 
 
+def _check_secret(setting: str, secret: str | None) -> None:
+    if secret is None:
+        return
+    if secret.startswith("@Microsoft.KeyVault("):
+        # The platform hands the reference over verbatim when it cannot read the vault; hashing keys with
+        # that text would orphan every claim made until the reference resolves.
+        raise ConfigError(setting, "the Key Vault reference did not resolve; check the app's access.")
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigError(setting, f"must be at least {MIN_SECRET_LENGTH} characters.")
+
+
 def _store_kind(value: str | None) -> StoreKind:
     try:
         return StoreKind((value or StoreKind.SQLITE.value).lower())
@@ -136,11 +201,11 @@ def _auth_mode(value: str | None) -> AuthMode:
         raise ConfigError("ONCEGATE_AUTH", f"must be 'key' or 'entra', not {value!r}.") from exc
 
 
-def _sensitive_keys(value: str | None) -> SensitiveKeyPolicy:
+def _sensitive_policy(setting: str, value: str | None) -> SensitiveKeyPolicy:
     try:
         return SensitiveKeyPolicy((value or SensitiveKeyPolicy.REJECT.value).lower())
     except ValueError as exc:
-        raise ConfigError("ONCEGATE_SENSITIVE_KEYS", f"must be 'reject', 'warn' or 'off', not {value!r}.") from exc
+        raise ConfigError(setting, f"must be 'reject', 'warn' or 'off', not {value!r}.") from exc
 
 
 def _flag(setting: str, value: str | None) -> bool:
@@ -163,13 +228,68 @@ def _unknown_alert_minutes(value: str | None) -> int:
     return int(value)
 
 
+def read_auth_mode(environ: Mapping[str, str] | None = None) -> AuthMode | None:
+    """ONCEGATE_AUTH read on its own, None when it is unreadable: the gate of an app whose other settings are not."""
+    value = (os.environ if environ is None else environ).get("ONCEGATE_AUTH", "").strip()
+    try:
+        return _auth_mode(value or None)
+    except ConfigError:
+        return None
+
+
+def _entra_api(read: Callable[[str], str | None]) -> EntraApi:
+    """The Entra mode settings: the tenant and API whose tokens are accepted, and where its keys are published."""
+    tenant = read("ONCEGATE_ENTRA_TENANT_ID")
+    if tenant is None or not TENANT_PATTERN.fullmatch(tenant) or tenant.lower() in MULTI_TENANT_NAMES:
+        raise ConfigError(
+            "ONCEGATE_ENTRA_TENANT_ID",
+            f"ONCEGATE_AUTH=entra needs the tenant id (a GUID) or domain, not {tenant!r}: only its tokens pass.",
+        )
+    client_id = read("ONCEGATE_ENTRA_CLIENT_ID")
+    if client_id is None or not _is_guid(client_id):
+        raise ConfigError(
+            "ONCEGATE_ENTRA_CLIENT_ID",
+            f"ONCEGATE_AUTH=entra needs the application (client) id of the API's app registration, not {client_id!r}.",
+        )
+    authority = (read("ONCEGATE_ENTRA_AUTHORITY") or DEFAULT_ENTRA_AUTHORITY).rstrip("/")
+    parts = urlsplit(authority)
+    # Plain http only on this machine (a test's or a developer's key server): elsewhere it would let anyone
+    # on the path swap the keys tokens are checked with.
+    secure = parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS)
+    if not (secure and parts.hostname and not parts.path and not parts.query and not parts.fragment):
+        raise ConfigError(
+            "ONCEGATE_ENTRA_AUTHORITY",
+            f"must be the https:// sign-in host, such as {DEFAULT_ENTRA_AUTHORITY}, not {authority!r}.",
+        )
+    audiences = tuple(item.strip() for item in (read("ONCEGATE_ENTRA_AUDIENCES") or "").split(",") if item.strip())
+    return EntraApi(tenant_id=tenant, client_id=client_id, authority=authority, extra_audiences=audiences)
+
+
+def _is_guid(value: str) -> bool:
+    try:
+        UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
 def local_key_secret(sqlite_path: Path) -> str:
     """The embedded store's secret: made once, kept beside the database, readable by its owner only."""
     path = sqlite_path.parent / SECRET_FILE_NAME
     if not os.path.lexists(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         _publish_new_secret(path)
-    return _read_local_secret(path)
+    secret = _read_local_secret(path)
+    _make_private(path)
+    return secret
+
+
+def _make_private(path: Path) -> None:
+    """Files made by earlier releases (or copied in) may be readable by others: the secret is nobody else's."""
+    with contextlib.suppress(OSError):
+        if path.stat().st_mode & 0o077:
+            logging.getLogger(__name__).warning("Making %s readable by its owner only", path)
+            path.chmod(0o600)
 
 
 def _publish_new_secret(path: Path) -> None:

@@ -4,12 +4,15 @@
 
     OnceGateError                 public: each maps to one HTTP status and error code
     ├── InvalidRequest            400 invalid_request (names the field in ``target``)
-    │   └── SensitiveKey          400 sensitive_key (the key seems to carry personal data)
-    ├── AccessDenied              401 unauthorized | 403 forbidden (Entra ID mode only)
+    │   ├── SensitiveKey          400 sensitive_key (the key seems to carry personal data)
+    │   └── SensitiveData         400 sensitive_data (a field the request would store seems to; names each field)
+    ├── AccessDenied              401 unauthorized (with WWW-Authenticate) | 403 forbidden (Entra ID mode only)
     ├── NotFound                  404 not_found
     ├── StateConflict             409 stale_claim | claim_busy | conflict_resolved
     ├── TooLarge                  413 too_large
-    └── StoreUnavailable          503 store_unavailable (with Retry-After)
+    ├── StoreUnavailable          503 store_unavailable (with Retry-After)
+    │   └── SignInUnavailable     503 signin_unavailable (the tenant's signing keys could not be fetched)
+    └── NotConfigured             503 not_configured (names the setting in ``target``)
 
     StoreRace                     internal: a conditional write lost a race
     ├── AlreadyExists             a conditional insert found a record (carries it)
@@ -56,13 +59,23 @@ class SensitiveKey(InvalidRequest):
     code = "sensitive_key"
 
 
-class AccessDenied(OnceGateError):
-    """The caller is not signed in (401) or lacks the app role the action needs (403)."""
+class SensitiveData(InvalidRequest):
+    """A field the request would store seems to carry personal data; ``details`` name each field, never the value."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    code = "sensitive_data"
+
+
+class AccessDenied(OnceGateError):
+    """The caller is not signed in (401) or lacks the app role the action needs (403).
+
+    ``challenge`` is the ``WWW-Authenticate`` value a 401 carries (RFC 6750), e.g. ``Bearer``.
+    """
+
+    def __init__(self, status: int, code: str, message: str, *, challenge: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
+        self.challenge = challenge
 
 
 class NotFound(OnceGateError):
@@ -95,6 +108,19 @@ class StoreUnavailable(OnceGateError):
     status = 503
     code = "store_unavailable"
     retry_after_seconds = 5
+
+
+class SignInUnavailable(StoreUnavailable):
+    """Entra ID mode: the tenant's published signing keys could not be fetched, so no token can be checked."""
+
+    code = "signin_unavailable"
+
+
+class NotConfigured(OnceGateError):
+    """A setting is missing, wrong or does not fit the store (another key secret); ``target`` names it."""
+
+    status = 503
+    code = "not_configured"
 
 
 class StoreRace(Exception):

@@ -30,6 +30,9 @@ DETAILS_LIMIT_BYTES = 8 * 1024
 DEFAULT_LEASE_SECONDS = 300
 MIN_LEASE_SECONDS = 15
 MAX_LEASE_SECONDS = 86_400
+# The longest cursor handed out: the place of a flow whose name and environment are 256 characters
+# of four UTF-8 bytes each, in base64, sealed.
+MAX_CURSOR_LENGTH = 4096
 DEFAULT_RETENTION_DAYS = 90
 MIN_RETENTION_DAYS = 1
 MAX_RETENTION_DAYS = 3650
@@ -168,7 +171,7 @@ class ListClaimsQuery(_Request):
     attention: bool = Field(json_schema_extra={"default": True})
     scope: Scope | None = None
     top: int = Field(default=50, ge=1, le=200)
-    cursor: str | None = Field(default=None, max_length=2048)
+    cursor: str | None = Field(default=None, max_length=MAX_CURSOR_LENGTH)
 
 
 class ListConflictsQuery(_Request):
@@ -177,7 +180,7 @@ class ListConflictsQuery(_Request):
     status: ConflictStatus | None = ConflictStatus.OPEN
     scope: Scope | None = None
     top: int = Field(default=50, ge=1, le=200)
-    cursor: str | None = Field(default=None, max_length=2048)
+    cursor: str | None = Field(default=None, max_length=MAX_CURSOR_LENGTH)
 
 
 class RegisterFlowRequest(_Request):
@@ -207,7 +210,7 @@ class ListPageQuery(_Request):
     """Paging of the inventory's lists."""
 
     top: int = Field(default=50, ge=1, le=200)
-    cursor: str | None = Field(default=None, max_length=2048)
+    cursor: str | None = Field(default=None, max_length=MAX_CURSOR_LENGTH)
 
 
 class Holder(_Model):
@@ -296,6 +299,8 @@ class ClaimView(_Model):
     retryable: bool | None = None
     reviewer: str | None = None
     history: list[HistoryEntry] | None = None
+    # With ONCEGATE_SENSITIVE_DATA=warn: sensitive_data when a stored field seems to carry personal data.
+    warnings: list[str] | None = None
 
 
 class ClaimNeedingAttention(_Model):
@@ -338,6 +343,9 @@ class ConflictView(_Model):
     flow: FlowRef | None = None
     created_at: datetime
     resolution: ConflictResolution | None = None
+    # sensitive_data with ONCEGATE_SENSITIVE_DATA=warn (a stored field seems to carry personal data), and
+    # sensitive_key with ONCEGATE_SENSITIVE_KEYS=warn (the reported key does).
+    warnings: list[str] | None = None
 
 
 class ConflictList(_Model):
@@ -361,6 +369,8 @@ class FlowView(_Model):
     last_seen_at: datetime | None = None
     claims: int
     duplicates: int
+    # With ONCEGATE_SENSITIVE_DATA=warn: sensitive_data when a stored field seems to carry personal data.
+    warnings: list[str] | None = None
 
 
 class FlowList(_Model):
@@ -411,6 +421,8 @@ class ScopeView(_Model):
     last_seen_at: datetime | None = None
     claims: ClaimCounts
     open_conflicts: int
+    # With ONCEGATE_SENSITIVE_DATA=warn: sensitive_data when a stored field seems to carry personal data.
+    warnings: list[str] | None = None
 
 
 class ScopeList(_Model):
@@ -424,7 +436,7 @@ class PollConflictsQuery(_Request):
     """The polling trigger's filter and its state (handed back in ``Location``)."""
 
     scope: Scope | None = None
-    state: str | None = Field(default=None, max_length=2048)
+    state: str | None = Field(default=None, max_length=MAX_CURSOR_LENGTH)
 
 
 class Health(_Model):

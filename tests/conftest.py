@@ -18,7 +18,7 @@ from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 
-pytest_plugins = ["tests.support.azurite"]
+pytest_plugins = ["tests.support.azurite", "tests.support.entra"]
 
 KEY_SECRET = "test-secret-" + "x" * 32
 SQLITE_FILE = "oncegate.db"

@@ -30,7 +30,7 @@ param deploymentContainerName string
 @description('Name of the Application Insights component.')
 param applicationInsightsName string
 
-@description('Versionless URI of the HMAC key secret in Key Vault.')
+@description('Versionless URI of the HMAC key secret in Key Vault: ONCEGATE_KEY_SECRET on the first deployment.')
 #disable-next-line secure-secrets-in-params // the secret's address, not its value
 param keySecretUri string
 
@@ -93,9 +93,16 @@ var appSettings = {
   ONCEGATE_STORE: 'tables'
   ONCEGATE_TABLES_ENDPOINT: tablesEndpoint
   ONCEGATE_TABLE_PREFIX: tablePrefix
-  ONCEGATE_KEY_SECRET: '@Microsoft.KeyVault(SecretUri=${keySecretUri})'
+  // ONCEGATE_KEY_SECRET and its rotation settings: keySecretSettings below.
   ONCEGATE_AUTH: authMode
+  // Entra mode: the app validates each bearer token itself, against this tenant's published keys, for this
+  // API's audiences (read only when ONCEGATE_AUTH is entra). The sign-in host follows the cloud deployed to.
+  ONCEGATE_ENTRA_TENANT_ID: tenant().tenantId
+  ONCEGATE_ENTRA_CLIENT_ID: entraClientId
+  ONCEGATE_ENTRA_AUTHORITY: environment().authentication.loginEndpoint
+  ONCEGATE_ENTRA_AUDIENCES: join(entraAllowedAudiences, ',')
   ONCEGATE_SENSITIVE_KEYS: 'reject'
+  ONCEGATE_SENSITIVE_DATA: 'reject'
   ONCEGATE_REQUIRE_REGISTERED_FLOWS: 'false'
   // Governance: when an unknown outcome needs attention, and the two timer functions' NCRONTAB schedules
   // (seconds first, UTC), which function_app.py reads as %ONCEGATE_..._SCHEDULE%: the host refuses a timer
@@ -188,10 +195,23 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
   }
 }
 
+// The key secret settings stay as the app has them: a redeploy, from any clone, machine or pipeline,
+// never changes which secret the app hashes keys with. ONCEGATE_KEY_SECRET, and during a rotation
+// ONCEGATE_KEY_SECRET_NEXT or ONCEGATE_KEY_SECRET_PREVIOUS (docs/operations.md), are changed on the app
+// by an operator (docs/deploy.md). Only a site that has none yet, the first deployment, gets the vault's
+// oncegate-key-secret; an empty setting is an unset one to the app. list() reads the settings when this
+// resource deploys, after the site exists (the pattern of Azure Verified Modules' web/site/config).
+var liveSettings = list('${functionApp.id}/config/appsettings', '2024-04-01').properties
+var keySecretSettings = {
+  ONCEGATE_KEY_SECRET: liveSettings.?ONCEGATE_KEY_SECRET ?? '@Microsoft.KeyVault(SecretUri=${keySecretUri})'
+  ONCEGATE_KEY_SECRET_NEXT: liveSettings.?ONCEGATE_KEY_SECRET_NEXT ?? ''
+  ONCEGATE_KEY_SECRET_PREVIOUS: liveSettings.?ONCEGATE_KEY_SECRET_PREVIOUS ?? ''
+}
+
 resource appSettingsConfig 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: functionApp
   name: 'appsettings'
-  properties: appSettings
+  properties: union(appSettings, keySecretSettings)
 }
 
 // Deployed in key mode too, switched off, so moving from entra back to key really turns it off.
@@ -202,6 +222,30 @@ resource authSettingsConfig 'Microsoft.Web/sites/config@2024-04-01' = {
   // Two config writes to one site at once can conflict; one after the other.
   dependsOn: [
     appSettingsConfig
+  ]
+}
+
+// No basic (username and password) publishing credentials: deployments sign in with Microsoft Entra ID
+// (azd and Core Tools do), and neither FTP nor the SCM site accepts a publishing password.
+resource ftpPublishingCredentials 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: functionApp
+  name: 'ftp'
+  properties: {
+    allow: false
+  }
+  dependsOn: [
+    authSettingsConfig
+  ]
+}
+
+resource scmPublishingCredentials 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: functionApp
+  name: 'scm'
+  properties: {
+    allow: false
+  }
+  dependsOn: [
+    ftpPublishingCredentials
   ]
 }
 

@@ -1,6 +1,15 @@
-// What the function app's identity may do, each role scoped to the one resource it is for: nothing
-// at resource group or subscription scope. Role IDs are Azure built-in roles, the same IDs the Flex
-// Consumption samples assign (role assignment names are deterministic, so redeploying is idempotent).
+// What the function app's identity may do, each role scoped as narrowly as the platform allows:
+// nothing at resource group or subscription scope. Role IDs are Azure built-in roles, the same IDs the
+// Flex Consumption samples assign (role assignment names are deterministic, so redeploying is idempotent).
+//
+// - Tables: Storage Table Data Contributor on the table service, not the account. Not on each table:
+//   the app creates its tables at start when missing, and the Functions host keeps its own tables in
+//   the same account (AzureWebJobsStorage__tableServiceUri).
+// - Blobs and queues (host storage, the deployment package): on the account, as in the samples.
+// - Key Vault Secrets User on oncegate-key-secret, not on the vault. A rotation's new secret gets its
+//   own assignment from the operator who creates it (docs/deploy.md); a redeploy does not remove it.
+// - The operators' principal (optional): Storage Table Data Reader on the table service, to read claims
+//   in the portal. Nothing else: it reads no secret and writes nothing.
 
 @description('Name of the storage account holding the host storage, the deployment package and the claim tables.')
 param storageAccountName string
@@ -11,17 +20,32 @@ param applicationInsightsName string
 @description('Name of the Key Vault holding the HMAC key secret.')
 param keyVaultName string
 
+@description('Name of the Key Vault secret holding ONCEGATE_KEY_SECRET. It must exist.')
+#disable-next-line secure-secrets-in-params // the secret's name, not its value
+param keySecretName string
+
 @description('Principal (object) ID of the function app\'s user-assigned identity.')
 param principalId string
 
-var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3' // OnceGate's claims and conflicts
+@description('Principal (object) ID of the deployer or an operators\' group, to read the claim tables; empty for none.')
+param operatorPrincipalId string
+
+@allowed([
+  'User'
+  'Group'
+  'ServicePrincipal'
+])
+@description('What operatorPrincipalId is.')
+param operatorPrincipalType string
+
+var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3' // OnceGate's tables and the host's
+var storageTableDataReader = '76199698-9eea-4c19-bc75-cec21354c6b6' // the operators: claims in the portal
 var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b' // host storage and the deployment package
 var storageQueueDataContributor = '974c5e8b-45b9-4653-ba55-5f855dd0fb88' // host storage queues
 var monitoringMetricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb' // telemetry signed in with Entra ID
 var keyVaultSecretsUser = '4633458b-17de-408a-b874-0445c86b69e6' // the ONCEGATE_KEY_SECRET reference
 
 var storageRoles = [
-  storageTableDataContributor
   storageBlobDataOwner
   storageQueueDataContributor
 ]
@@ -30,12 +54,24 @@ resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: storageAccountName
 }
 
+resource tableService 'Microsoft.Storage/storageAccounts/tableServices@2023-05-01' existing = {
+  parent: storage
+  name: 'default'
+}
+
 resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
   name: applicationInsightsName
 }
 
 resource keyVault 'Microsoft.KeyVault/vaults@2023-07-01' existing = {
   name: keyVaultName
+}
+
+// Assigning a role on a secret that does not exist fails the deployment: the first deployment must
+// write oncegate-key-secret (newKeySecret).
+resource keySecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' existing = {
+  parent: keyVault
+  name: keySecretName
 }
 
 resource storageAssignments 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
@@ -50,6 +86,16 @@ resource storageAssignments 'Microsoft.Authorization/roleAssignments@2022-04-01'
   }
 ]
 
+resource tableAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(tableService.id, principalId, storageTableDataContributor)
+  scope: tableService
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataContributor)
+    principalId: principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
 resource monitoringAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(applicationInsights.id, principalId, monitoringMetricsPublisher)
   scope: applicationInsights
@@ -60,12 +106,22 @@ resource monitoringAssignment 'Microsoft.Authorization/roleAssignments@2022-04-0
   }
 }
 
-resource keyVaultAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(keyVault.id, principalId, keyVaultSecretsUser)
-  scope: keyVault
+resource keySecretAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(keySecret.id, principalId, keyVaultSecretsUser)
+  scope: keySecret
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', keyVaultSecretsUser)
     principalId: principalId
     principalType: 'ServicePrincipal'
+  }
+}
+
+resource operatorTableAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(operatorPrincipalId)) {
+  name: guid(tableService.id, operatorPrincipalId, storageTableDataReader)
+  scope: tableService
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataReader)
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
   }
 }

@@ -79,6 +79,15 @@ class KeyHasher:
         self._fingerprint_key = _derive(self._secret, "fingerprint")
         self._token_key = _derive(self._secret, "claim token")
 
+    @property
+    def key_id(self) -> str:
+        """A check value of the secret, safe to store: an HMAC of a fixed label, never the secret itself.
+
+        The store remembers the key ids it was used with, so a service started with another secret
+        is refused before it answers ``proceed`` for every key already done.
+        """
+        return _b32(_derive(self._secret, "key check"))[:16]
+
     def claim_id(self, scope: str, key: str) -> str:
         """The claim's address: 52 lowercase base32 characters, stable for the same scope and key."""
         message = f"{normalise_scope(scope)}\n{normalise_key(key)}".encode()
@@ -117,3 +126,26 @@ def conflict_id(claim_id: str, fingerprint: str | None, round_: int) -> str:
     """Same claim + fingerprint + resolution round gives the same id, so an open conflict is found again."""
     message = f"{claim_id}\n{fingerprint or ''}\n{round_}".encode()
     return _b32(hashlib.sha256(message).digest()[:15])
+
+
+class KeyRing:
+    """The secrets a service knows: the one new claims are made with, and the others of a rotation.
+
+    During a rotation a business key may have been claimed under the previous secret (or, on an
+    instance already switched, under the next one), so every secret is looked up. ``lookup_order``
+    puts the older secret first, the same on every instance of every phase, so that where two
+    claims of one key exist (a race between instances on both sides of the switch) every instance
+    decides on the same one.
+    """
+
+    def __init__(self, current: KeyHasher, *, previous: KeyHasher | None = None, next_: KeyHasher | None = None):
+        self.current = current
+        self.lookup_order: tuple[KeyHasher, ...] = tuple(k for k in (previous, current, next_) if k is not None)
+
+    @property
+    def rotating(self) -> bool:
+        return len(self.lookup_order) > 1
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(hasher.key_id for hasher in self.lookup_order)

@@ -1,49 +1,132 @@
-"""Personal data in business keys: e-mail addresses, PRC resident identity numbers, payment cards.
+"""Personal data in what flows send: e-mail addresses, PRC resident ids, payment cards, IBANs, phone numbers.
 
-A key is hashed before it is stored, but it still travels through flows, logs and run
-histories; a key that carries personal data leaks it there. The checks aim at what is
-certainly personal data (a valid check digit, a known card issuer), so that order numbers
-and ticket ids pass.
+A key is hashed before it is stored, but it still travels through flows, logs and run histories;
+result data, target record ids, error texts and notes are stored as sent. The checks aim at what
+is certainly personal data (a valid check digit, a known card issuer, a number valid in its
+country's phone plan), so that order numbers, ticket ids, dates and amounts pass.
+
+Text is read as people see it, not as it is encoded: NFKC (a fullwidth at sign or digit is the
+plain one, a no-break space is a space), invisible format characters dropped, and percent-encoding
+undone as a second reading (``ana%40contoso.com``). Digits may be grouped by spaces, tabs, dots,
+dashes or underscores, and stand next to letters (``PAY-4111…``). A number counts only when it
+starts and ends on the edges of such groups, grouped the way such numbers are written, and never
+inside a GUID or a hash: a long reference is not searched digit by digit for something that
+happens to pass a check.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
+import unicodedata
+from collections.abc import Callable, Iterator
 from datetime import date
 from enum import StrEnum
+from urllib.parse import unquote
 
-EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
-RESIDENT_ID = re.compile(r"(?<![0-9A-Za-z])(\d{17}[\dXx])(?![0-9A-Za-z])")
-# Card numbers are written together or in groups separated by single spaces or dashes.
-CARD = re.compile(r"(?<![\d-])(\d(?:[ -]?\d){12,18})(?![\d])")
-RESIDENT_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-RESIDENT_ID_CHECK = "10X98765432"
-# Issuer prefixes (IIN ranges) with the lengths those issuers use.
-CARD_ISSUERS: tuple[tuple[range, int, frozenset[int]], ...] = (
-    (range(4, 5), 1, frozenset({13, 16, 19})),  # Visa
-    (range(51, 56), 2, frozenset({16})),  # Mastercard
-    (range(2221, 2721), 4, frozenset({16})),  # Mastercard 2-series
-    (range(34, 35), 2, frozenset({15})),  # American Express
-    (range(37, 38), 2, frozenset({15})),
-    (range(6011, 6012), 4, frozenset({16, 19})),  # Discover
-    (range(644, 660), 3, frozenset({16, 19})),  # Discover 644-659
-    (range(3528, 3590), 4, frozenset({16, 19})),  # JCB
-    (range(62, 63), 2, frozenset({16, 17, 18, 19})),  # UnionPay
-    (range(36, 37), 2, frozenset({14})),  # Diners Club
-    (range(300, 306), 3, frozenset({14})),
-)
+import phonenumbers
 
 
 class SensitiveKeyPolicy(StrEnum):
-    """What to do with a key that carries personal data (``ONCEGATE_SENSITIVE_KEYS``)."""
+    """What to do with personal data in a key (``ONCEGATE_SENSITIVE_KEYS``) or in stored data (``…_DATA``)."""
 
     REJECT = "reject"
     WARN = "warn"
     OFF = "off"
 
 
+# -- reading the text ------------------------------------------------------------------------------------
+
+# Between two groups of a number: up to three spaces, tabs, dots, dashes or underscores ("4111 - 1111").
+SEPARATOR = re.compile(r"[\s._\-]{1,3}")
+DIGIT_RUN = re.compile(rf"[0-9]+(?:{SEPARATOR.pattern}[0-9]+)*")
+# A resident id may end in the check character X.
+RESIDENT_RUN = re.compile(rf"[0-9]+(?:{SEPARATOR.pattern}[0-9]+)*[Xx]?")
+
+
+def _canonical(text: str) -> str:
+    """NFKC, without invisible format characters (zero-width spaces, soft hyphens), with ASCII digits."""
+    text = unicodedata.normalize("NFKC", text)
+    if text.isascii():
+        return text
+    kept = (char for char in text if unicodedata.category(char) != "Cf")
+    # Other scripts' decimal digits (Arabic-Indic, Devanagari...) write the same number.
+    return "".join(str(unicodedata.decimal(char)) if char.isdecimal() else char for char in kept)
+
+
+def _readings(text: str) -> list[str]:
+    """The text as it reads, and as it reads once percent-encoding is undone (when that changes it)."""
+    plain = _canonical(text)
+    if "%" not in plain:
+        return [plain]
+    decoded = _canonical(unquote(plain))
+    return [plain] if decoded == plain else [plain, decoded]
+
+
+# GUIDs (with dashes, or 32 hex digits) and other long hexadecimal ids and hashes: their digits come in long
+# runs by chance, and such a run is no card or id number.
+HEX_ID = re.compile(
+    r"(?<![0-9A-Za-z])(?:\{?[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}\}?|[0-9A-Fa-f]{24,})(?![0-9A-Za-z])"
+)
+
+
+def _without_hex_ids(text: str) -> str:
+    # A mark, not a space: spaces around the id must not join the numbers on either side into one.
+    return HEX_ID.sub("#", text) if len(text) >= 24 else text
+
+
+def _grouped(run: str, inner: range, longest: int) -> Iterator[str]:
+    """Each group of ``run``, and each stretch of groups written the way such a number is written.
+
+    In a stretch, every group but the last is ``inner`` long and the last no longer; ``longest``
+    bounds the whole, separators left out. Not any grouping: "12 345 67 8901 23 45" in a table of
+    counts is no card, nor are the groups of an order id like "113-4829547-2231462" a card's.
+    """
+    groups = SEPARATOR.split(run)
+    for start, first in enumerate(groups):
+        yield first
+        joined = first
+        for previous, group in itertools.pairwise(groups[start:]):
+            if len(previous) not in inner or len(group) > inner[-1] or len(joined) + len(group) > longest:
+                break
+            joined += group
+            yield joined
+
+
+# -- e-mail addresses ----------------------------------------------------------------------------------------
+
+# Letters of any script (``\w``), so that internationalised addresses (ana@bücher.de) are found too. The
+# bounded repeats keep a long string without an address linear to search.
+EMAIL = re.compile(
+    r"[\w.!#$%&'*+/=?^`{|}~-]{1,64}@"
+    r"(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.){1,8}"
+    r"(?:[^\W\d_]{2,63}|[Xx][Nn]--[A-Za-z0-9-]{1,59})"
+)
+
+
+def _has_email(text: str) -> bool:
+    return "@" in text and EMAIL.search(text) is not None
+
+
+# -- PRC resident identity numbers ---------------------------------------------------------------------------
+
+RESIDENT_ID = re.compile(r"[0-9]{17}[0-9X]")
+RESIDENT_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+RESIDENT_ID_CHECK = "10X98765432"
+# Written in groups: region, birth date, sequence and check (6-8-4), or in fours (4-4-4-4-2).
+RESIDENT_GROUP = range(4, 9)
+# The first two digits name a province (GB/T 2260), or Hong Kong, Macao, Taiwan and foreigners' permits.
+PROVINCES = frozenset(
+    {11, 12, 13, 14, 15, 21, 22, 23, 31, 32, 33, 34, 35, 36, 37, 41, 42, 43, 44, 45, 46, 50, 51, 52, 53, 54}
+    | {61, 62, 63, 64, 65, 71, 81, 82, 83, 91}
+)
+
+
 def _is_resident_id(candidate: str) -> bool:
     digits = candidate.upper()
+    if not RESIDENT_ID.fullmatch(digits) or int(digits[:2]) not in PROVINCES:
+        return False
     total = sum(int(digit) * weight for digit, weight in zip(digits[:17], RESIDENT_ID_WEIGHTS, strict=True))
     if RESIDENT_ID_CHECK[total % 11] != digits[17]:
         return False
@@ -54,6 +137,36 @@ def _is_resident_id(candidate: str) -> bool:
     return born.year >= 1900 and born <= date.today()
 
 
+def _has_resident_id(text: str) -> bool:
+    runs = RESIDENT_RUN.findall(_without_hex_ids(text))
+    return any(_is_resident_id(number) for run in runs for number in _grouped(run, RESIDENT_GROUP, 18))
+
+
+# -- payment cards -------------------------------------------------------------------------------------------
+
+# Issuer prefixes (IIN ranges) with the lengths those issuers use. Not Visa's 13 digits, no longer
+# issued: every GTIN-13 of a German product (400-440) that happened to pass Luhn would be a "card".
+CARD_ISSUERS: tuple[tuple[range, frozenset[int]], ...] = (
+    (range(4, 5), frozenset({16, 19})),  # Visa
+    (range(51, 56), frozenset({16})),  # Mastercard
+    (range(2221, 2721), frozenset({16})),  # Mastercard 2-series
+    (range(34, 35), frozenset({15})),  # American Express
+    (range(37, 38), frozenset({15})),
+    (range(6011, 6012), frozenset({16, 19})),  # Discover
+    (range(644, 660), frozenset({16, 19})),  # Discover 644-659
+    (range(3528, 3590), frozenset({16, 19})),  # JCB
+    (range(62, 63), frozenset({16, 17, 18, 19})),  # UnionPay
+    (range(36, 37), frozenset({14})),  # Diners Club
+    (range(300, 306), frozenset({14})),
+)
+# A card written in groups: of 4 to 6 digits (4-4-4-4, 4-6-5), but the last, which may be shorter (4-4-4-4-3).
+CARD_GROUP = range(4, 7)
+# The same by prefix as written ("4", "51", "2221"...): one lookup per prefix width, not a scan of the table.
+CARD_PREFIXES: dict[str, frozenset[int]] = {
+    str(prefix): lengths for prefixes, lengths in CARD_ISSUERS for prefix in prefixes
+}
+
+
 def _luhn(number: str) -> bool:
     total = 0
     for position, digit in enumerate(int(char) for char in reversed(number)):
@@ -62,21 +175,119 @@ def _luhn(number: str) -> bool:
     return total % 10 == 0
 
 
-def _is_card(candidate: str) -> bool:
-    number = re.sub(r"[ -]", "", candidate)
-    issued = any(
-        int(number[:width]) in prefixes and len(number) in lengths for prefixes, width, lengths in CARD_ISSUERS
-    )
-    return issued and _luhn(number)
+def _gtin(number: str) -> bool:
+    """Whether the number passes the GS1 check digit (GTIN-8 to -14: product and shipping-case codes)."""
+    total = sum(int(digit) * (3 if position % 2 else 1) for position, digit in enumerate(reversed(number)))
+    return total % 10 == 0
 
 
-def sensitive_findings(key: str) -> list[str]:
-    """What personal data the key seems to carry, named but never quoted."""
-    findings = []
-    if EMAIL.search(key):
-        findings.append("an e-mail address")
-    if any(_is_resident_id(match) for match in RESIDENT_ID.findall(key)):
-        findings.append("a resident identity number")
-    if any(_is_card(match) for match in CARD.findall(key)):
-        findings.append("a payment card number")
-    return findings
+def _is_card(number: str) -> bool:
+    issued = any(len(number) in CARD_PREFIXES.get(number[:width], ()) for width in range(1, 5))
+    # A GTIN-14 of a case of Chinese goods (indicator 3, prefix 69x) looks like a 14-digit Diners Club number;
+    # passing the GS1 check it is taken for the product code (one Diners number in ten is missed for it).
+    return issued and number.isdigit() and _luhn(number) and not (len(number) == 14 and _gtin(number))
+
+
+def _has_card(text: str) -> bool:
+    runs = DIGIT_RUN.findall(_without_hex_ids(text))
+    return any(_is_card(number) for run in runs for number in _grouped(run, CARD_GROUP, 19))
+
+
+# -- IBANs ---------------------------------------------------------------------------------------------------
+
+# Each country's IBAN length, from the SWIFT IBAN registry.
+IBAN_LENGTHS = {
+    **dict.fromkeys(("NO",), 15),
+    **dict.fromkeys(("BE",), 16),
+    **dict.fromkeys(("DK", "FI", "FK", "FO", "GL", "NL", "SD"), 18),
+    **dict.fromkeys(("MK", "SI"), 19),
+    **dict.fromkeys(("AT", "BA", "EE", "KZ", "LT", "LU", "MN", "XK"), 20),
+    **dict.fromkeys(("CH", "HR", "LI", "LV"), 21),
+    **dict.fromkeys(("BG", "BH", "CR", "DE", "GB", "GE", "IE", "ME", "RS", "VA"), 22),
+    **dict.fromkeys(("AE", "GI", "IL", "IQ", "OM", "SO", "TL"), 23),
+    **dict.fromkeys(("AD", "CZ", "ES", "MD", "PK", "RO", "SA", "SE", "SK", "TN", "VG"), 24),
+    **dict.fromkeys(("LY", "PT", "ST"), 25),
+    **dict.fromkeys(("IS", "TR"), 26),
+    **dict.fromkeys(("BI", "DJ", "FR", "GR", "IT", "MC", "MR", "SM"), 27),
+    **dict.fromkeys(("AL", "AZ", "BY", "CY", "DO", "GT", "HN", "HU", "LB", "NI", "PL", "SV"), 28),
+    **dict.fromkeys(("BR", "EG", "PS", "QA", "UA"), 29),
+    **dict.fromkeys(("JO", "KW", "MU", "YE"), 30),
+    **dict.fromkeys(("MT", "SC"), 31),
+    **dict.fromkeys(("LC",), 32),
+    **dict.fromkeys(("RU",), 33),
+}
+# A country code and two check digits, not glued to a word before them.
+IBAN_START = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}")
+
+
+@functools.cache
+def _iban_of_length(length: int) -> re.Pattern[str]:
+    """``length`` letters and digits, single separators allowed between them, ending at the end of a word."""
+    return re.compile(rf"[A-Za-z0-9](?:[\s._\-]?[A-Za-z0-9]){{{length - 1}}}(?![A-Za-z0-9])")
+
+
+def _is_iban(compact: str) -> bool:
+    code = compact.upper()
+    if not 2 <= int(code[2:4]) <= 98:  # ISO 13616 never issues check digits 00, 01 or 99
+        return False
+    # ISO 7064 mod 97-10: the country and check digits moved to the end, letters as 10-35.
+    digits = "".join(str(int(char, 36)) for char in code[4:] + code[:4])
+    return int(digits) % 97 == 1
+
+
+def _has_iban(text: str) -> bool:
+    # Not without hex ids: an Andorran IBAN (AD and 22 digits) is one, and IBANs' own check is strict enough.
+    for start in IBAN_START.finditer(text):
+        length = IBAN_LENGTHS.get(start.group()[:2].upper())
+        written = _iban_of_length(length).match(text, start.start()) if length else None
+        if written and _is_iban(re.sub(r"[\s._\-]", "", written.group())):
+            return True
+    return False
+
+
+# -- phone numbers in the international (E.164) form -----------------------------------------------------------
+
+# A "+", a country code, then digits in groups: a single space, tab, dot or dash between them, or a
+# group in parentheses ("+44 (0)20 7946 0958", "+1 (212) 555-0123"). Not after a digit or a "+" ("1+49").
+PHONE = re.compile(r"(?<![0-9+])\+[1-9][0-9]*(?:(?:[ \t.\-]|[ \t.\-]?\([0-9]{1,4}\)[ \t.\-]?)[0-9]+)*")
+PHONE_DIGITS = range(8, 16)  # E.164 allows 15 at most; below 8 too many short codes and counts look alike
+# "+1234567.89" is a signed amount: a single dot before the last one or two digits.
+SIGNED_AMOUNT = re.compile(r"\+[0-9]+\.[0-9]{1,2}")
+
+
+def _is_phone(candidate: str) -> bool:
+    if sum(char.isdigit() for char in candidate) not in PHONE_DIGITS or SIGNED_AMOUNT.fullmatch(candidate):
+        return False
+    try:
+        number = phonenumbers.parse(candidate.replace("\t", " "), None)  # it reads no tabs
+    except phonenumbers.NumberParseException:
+        return False
+    # Valid in its country's numbering plan: the country code exists, the length and the prefix fit.
+    return bool(phonenumbers.is_valid_number(number))
+
+
+def _has_phone(text: str) -> bool:
+    for match in PHONE.finditer(text):
+        candidate = match.group()
+        # The number may run into digits after it ("+49 30 1234567 - 2026"): try it ending at each group.
+        ends = [end.end() for end in re.finditer(r"[0-9]+(?![0-9)])", candidate)]
+        if any(_is_phone(candidate[:end]) for end in reversed(ends)):
+            return True
+    return False
+
+
+# -- all of them ---------------------------------------------------------------------------------------------
+
+DETECTORS: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("an e-mail address", _has_email),
+    ("a resident identity number", _has_resident_id),
+    ("a payment card number", _has_card),
+    ("an IBAN", _has_iban),
+    ("a phone number", _has_phone),
+)
+
+
+def sensitive_findings(text: str) -> list[str]:
+    """What personal data the text seems to carry, named but never quoted."""
+    readings = _readings(text)
+    return [finding for finding, found in DETECTORS if any(found(reading) for reading in readings)]

@@ -83,14 +83,12 @@ def _load_app(app_dir: Path) -> object:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from oncegate.config import ConfigError
     from oncegate.entrypoints.server import make_server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        app = _load_app(Path(args.app_dir))
-    except ConfigError:
-        return 2
+    # A bad setting does not stop the app: it logs one CRITICAL line naming it, and health and every
+    # action answer 503 not_configured until it is fixed, as in Azure.
+    app = _load_app(Path(args.app_dir))
     server = make_server(app, args.host, args.port)  # type: ignore[arg-type]
     host, port = server.server_address[:2]
     print(f"OnceGate {__version__} serving on http://{host!s}:{port}/api (Ctrl+C to stop)", flush=True)

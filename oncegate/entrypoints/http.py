@@ -22,10 +22,19 @@ from azure.functions.decorators.http import HttpTrigger
 from pydantic import BaseModel, ValidationError
 
 from oncegate import bootstrap
-from oncegate.config import AuthMode
-from oncegate.entrypoints.principal import Principal, Role, read_principal
+from oncegate.config import AuthMode, ConfigError
+from oncegate.entrypoints import bearer
+from oncegate.entrypoints.principal import Principal, Role
 from oncegate.entrypoints.strict_json import read_object
-from oncegate.errors import AccessDenied, InvalidRequest, NotFound, OnceGateError, StoreUnavailable, TooLarge
+from oncegate.errors import (
+    AccessDenied,
+    InvalidRequest,
+    NotConfigured,
+    NotFound,
+    OnceGateError,
+    StoreUnavailable,
+    TooLarge,
+)
 from oncegate.models import (
     ClaimAttentionList,
     ClaimRequest,
@@ -93,6 +102,10 @@ def respond(request: func.HttpRequest, action: Action, *, role: Role | None = Ro
         return answer if isinstance(answer, func.HttpResponse) else render(200, answer)
     except OnceGateError as exc:
         return render_error(exc)
+    except ConfigError as exc:
+        # function_app.py logged it once at start and loaded every function anyway: each answers this
+        # until the setting is fixed (the platform restarts the app when a setting changes).
+        return render_error(NotConfigured(f"OnceGate is not configured: {exc}", target=exc.setting))
     except Exception:
         logger.exception("Unexpected error in %s %s", request.method, urlsplit(request.url).path)
         return render_error(OnceGateError("The service failed unexpectedly; nothing more is known."))
@@ -109,7 +122,9 @@ def render_error(exc: OnceGateError) -> func.HttpResponse:
     )
     details = [ErrorDetail(target=target, message=message) for target, message in raw_details]
     body = ErrorBody(error=ErrorInfo(code=exc.code, message=exc.message, details=details))
-    headers = {"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, StoreUnavailable) else None
+    headers = {"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, StoreUnavailable) else {}
+    if isinstance(exc, AccessDenied) and exc.challenge:
+        headers["WWW-Authenticate"] = exc.challenge
     if exc.status >= 500 and not isinstance(exc, StoreUnavailable):
         logger.error("Answering %s: %s", exc.code, exc.message)
     return render(exc.status, body, headers)
@@ -121,14 +136,16 @@ def render_error(exc: OnceGateError) -> func.HttpResponse:
 def authorize(request: func.HttpRequest, role: Role | None) -> Principal | None:
     """The signed-in caller in Entra ID mode, checked for ``role``; None with function keys or no role.
 
-    With function keys the host has already checked the key, and the principal header, which
-    nobody strips in that mode, is ignored: it could be forged.
+    With function keys the host has already checked the key. In Entra ID mode the caller is who the
+    bearer token names, validated here (``bearer``); ``X-MS-CLIENT-PRINCIPAL`` is never read, in
+    either mode: it proves nothing where the platform does not block unauthenticated callers.
     """
-    if role is None or bootstrap.get_settings().auth is not AuthMode.ENTRA:
+    settings = bootstrap.get_settings()
+    if role is None or settings.auth is not AuthMode.ENTRA:
         return None
-    principal = read_principal(request.headers)
-    if principal is None:
-        raise AccessDenied(401, "unauthorized", "Sign in with Microsoft Entra ID: no authenticated caller was found.")
+    if settings.entra is None:
+        raise ConfigError("ONCEGATE_ENTRA_TENANT_ID", "ONCEGATE_AUTH=entra needs the Entra ID settings.")
+    principal = bearer.validator(settings.entra).principal(request.headers.get("Authorization"))
     if not principal.may(role):
         raise AccessDenied(403, "forbidden", f"{principal.name} lacks the app role {role.value} for this action.")
     return principal

@@ -280,8 +280,10 @@ FIELDS: dict[str, Label] = {
     "ClaimResponse.reason": Label("Reason", "Why the service decided this way, in one sentence."),
     "warnings": Label(
         "Warnings",
-        "Codes worth a look: no_fingerprint (changed data cannot be detected), no_flow (the flow was not named) "
-        "and another_flow_copy (the claim was made by another flow or environment).",
+        "Codes worth a look: no_fingerprint (changed data cannot be detected), no_flow (the flow was not named), "
+        "another_flow_copy (the claim was made by another flow or environment), and sensitive_key or sensitive_data "
+        "(the key, or a field stored as sent, seems to carry personal data and was accepted because the service only "
+        "warns).",
     ),
     "leaseExpiresAt": Label("Lease Expires At", "When the lease ends unless it is renewed, in UTC."),
     "result": Label("Result", "What the first successful run recorded, present with duplicate."),
@@ -891,8 +893,8 @@ RESPONSE_MODELS: dict[str, type[BaseModel]] = {
 BATCH_DEFINITION, BATCH_SOURCE = "ConflictBatch", "ConflictList"
 
 ERRORS = {
-    400: "The request is not valid (invalid_request), or the key seems to carry personal data (sensitive_key): the "
-    "error names the field, and nothing was stored.",
+    400: "The request is not valid (invalid_request), or the key (sensitive_key) or a field it would store "
+    "(sensitive_data) seems to carry personal data: the error names the field, and nothing was stored.",
     404: "No claim or conflict has this id, or no claim exists for this key.",
     409: "The request does not fit the claim's or the conflict's current state.",
     413: "The request body or one of its fields is over its size limit.",

@@ -1,33 +1,22 @@
-"""Who is calling, as App Service authentication (Easy Auth) tells the app.
+"""Who is calling, read from the claims of an access token the app has validated itself.
 
-With ``ONCEGATE_AUTH=entra`` the platform validates the caller's Microsoft Entra ID token
-before the request reaches the app, and passes its claims in ``X-MS-CLIENT-PRINCIPAL``
-(base64 JSON), a header it strips from outside requests. With function keys nobody strips
-it, so the header is read only in ``entra`` mode.
+Only ``oncegate.entrypoints.bearer`` makes a ``Principal``, and only from a token whose signature,
+issuer, audience and lifetime it checked. ``X-MS-CLIENT-PRINCIPAL``, which App Service authentication
+adds, is never read: where the platform does not block unauthenticated callers (Flex Consumption
+has been documented not to) anyone can send it, and where it does, the same platform passes the
+token on in ``Authorization``, so the header would add nothing the token does not prove.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-PRINCIPAL_HEADER = "x-ms-client-principal"
-PRINCIPAL_NAME_HEADER = "x-ms-client-principal-name"
-ROLE_CLAIM_TYPES = ("roles", "http://schemas.microsoft.com/ws/2008/06/identity/claims/role")
-# Most readable first: a person's sign-in name, else the calling application's id.
-NAME_CLAIM_TYPES = (
-    "preferred_username",
-    "http://schemas.xmlsoap.org/ws/2005/05/identity/claims/upn",
-    "name",
-    "azp",
-    "appid",
-    "http://schemas.microsoft.com/identity/claims/objectidentifier",
-)
+# Most readable first: a person's sign-in name (v2, then v1 tokens), else the calling application's id.
+# A display name ("name") is left out: two people may share one, and the record names its reviewer.
+NAME_CLAIMS = ("preferred_username", "upn", "unique_name", "azp", "appid", "oid", "sub")
 
 
 class Role(StrEnum):
@@ -49,23 +38,12 @@ class Principal:
         return role in self.roles or Role.REVIEWER in self.roles
 
 
-def read_principal(headers: Mapping[str, str]) -> Principal | None:
-    """The principal the platform passed, or None when the header is absent or unreadable."""
-    lowered = {name.lower(): value for name, value in headers.items()}
-    encoded = lowered.get(PRINCIPAL_HEADER)
-    if not encoded:
-        return None
-    try:
-        document: Any = json.loads(base64.b64decode(encoded, validate=True))
-        claims = [(str(claim["typ"]), str(claim["val"])) for claim in document.get("claims") or []]
-        name_type = str(document.get("name_typ") or "")
-        role_type = str(document.get("role_typ") or "")
-    except (binascii.Error, ValueError, TypeError, KeyError, AttributeError):
-        return None
-    roles = frozenset(value for kind, value in claims if kind in ROLE_CLAIM_TYPES or (role_type and kind == role_type))
-    for wanted in (name_type, *NAME_CLAIM_TYPES):
-        name = next((value for kind, value in claims if wanted and kind == wanted and value), None)
-        if name:
-            return Principal(name, roles)
-    fallback = lowered.get(PRINCIPAL_NAME_HEADER)
-    return Principal(fallback, roles) if fallback else None
+def principal_from_claims(claims: Mapping[str, Any]) -> Principal | None:
+    """The caller a validated token names, with its app roles; None when it names nobody."""
+    listed = claims.get("roles")
+    roles = frozenset(role for role in listed if isinstance(role, str)) if isinstance(listed, list) else frozenset()
+    for claim in NAME_CLAIMS:
+        name = claims.get(claim)
+        if isinstance(name, str) and name.strip():
+            return Principal(name.strip(), roles)
+    return None

@@ -31,6 +31,7 @@ ROUTE_PREFIX = "/api/"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # More digits than this cannot be under MAX_BODY_BYTES, and int() refuses 4,300 and more.
 LENGTH_DIGITS = len(str(MAX_BODY_BYTES))
+IDLE_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -107,12 +108,20 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body go out as separate writes; with Nagle on, each response waits for a delayed ACK.
     disable_nagle_algorithm = True
+    # A client that stops sending mid-request (or opens a connection and says nothing) would hold a
+    # thread for ever; after this long without a byte its connection is closed (see make_server).
+    timeout = IDLE_SECONDS
 
     def _serve(self) -> None:
         length = self._body_length()
         if length is None:
             return
         body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            # The client closed before sending all it declared: acting on a part would act on a guess.
+            message = f"The body ended after {len(body)} of the {length} bytes Content-Length declared."
+            self._refuse(render_error(InvalidRequest(message, target="Content-Length")))
+            return
         host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
         response = dispatch(
             self.server.routes, self.command, f"http://{host}{self.path}", dict(self.headers.items()), body
@@ -196,11 +205,17 @@ class _AppServer(ThreadingHTTPServer):
     # Flows fire in bursts; a deep accept queue keeps 32+ simultaneous callers from being refused.
     request_queue_size = 256
 
-    def __init__(self, address: tuple[str, int], routes: list[Route]) -> None:
-        super().__init__(address, _Handler)
+    def __init__(self, address: tuple[str, int], routes: list[Route], idle_seconds: float) -> None:
+        handler = type("_IdleBoundHandler", (_Handler,), {"timeout": idle_seconds})
+        super().__init__(address, handler)
         self.routes = routes
 
 
-def make_server(app: func.FunctionApp, host: str = "127.0.0.1", port: int = 7071) -> ThreadingHTTPServer:
-    """A threaded HTTP server for ``app``; port 0 picks a free port (see ``server_address``)."""
-    return _AppServer((host, port), routes_of(app))
+def make_server(
+    app: func.FunctionApp, host: str = "127.0.0.1", port: int = 7071, *, idle_seconds: float = IDLE_SECONDS
+) -> ThreadingHTTPServer:
+    """A threaded HTTP server for ``app``; port 0 picks a free port (see ``server_address``).
+
+    A connection that sends nothing for ``idle_seconds`` (mid-request, or between requests) is closed.
+    """
+    return _AppServer((host, port), routes_of(app), idle_seconds)

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from oncegate import __version__
-from oncegate.domain.keys import Fingerprint, KeyHasher, normalise_scope
+from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope
 from oncegate.domain.keys import conflict_id as make_conflict_id
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord, Flow, HistoryEvent
 from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
@@ -34,7 +34,9 @@ from oncegate.domain.statuses import (
 )
 from oncegate.errors import (
     AlreadyExists,
+    ConcurrentUpdate,
     InvalidRequest,
+    NotConfigured,
     NotFound,
     SensitiveKey,
     StateConflict,
@@ -62,6 +64,7 @@ from oncegate.models import (
 )
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.inventory import ANOTHER_FLOW_COPY, FLUSH_INTERVAL, REGISTRY_TTL, Inventory
+from oncegate.service.privacy import StoredDataGuard, warned
 from oncegate.service.retention import Retention
 from oncegate.service.views import claim_result, claim_view, conflict_view, flow_ref
 from oncegate.stores.paging import encode_cursor, utc_text
@@ -72,6 +75,7 @@ logger = logging.getLogger(__name__)
 # Each lost race means another writer made progress, so a handful of rounds always settles.
 RACE_LIMIT = 8
 T = TypeVar("T")
+C = TypeVar("C", Claim, None)
 MAX_RETRY_AFTER_SECONDS = 60
 NO_FINGERPRINT = "no_fingerprint"
 NO_FLOW = "no_flow"
@@ -98,8 +102,13 @@ def _flow_text(flow: Flow | None) -> str:
     return f"flow '{flow.name}' in '{flow.environment}'" if flow else "an unnamed flow"
 
 
-def _attempt_of(token: str) -> str:
-    return token.split(".", 1)[0]
+def _stale_token_message(token: str, claim: Claim) -> str:
+    # Never the holder's run id: with it, another caller could pass for the holder (issue 9).
+    attempt = token.split(".", 1)[0]
+    now = f"attempt {claim.attempt} now holds the claim, with status {claim.status.value}"
+    if attempt.isdigit() and 0 < int(attempt) < claim.attempt:
+        return f"This claim token is from attempt {attempt}; {now}."
+    return f"This claim token does not match this claim: {now}. Send the token Check and claim gave this run."
 
 
 def _new_grant_id() -> str:
@@ -130,12 +139,28 @@ def _settled(attempt: Callable[[], T]) -> T:
 
 
 @dataclass(frozen=True)
+class Identity:
+    """A business key and fingerprint as one secret makes them: the claim id and the keyed fingerprint."""
+
+    hasher: KeyHasher
+    claim_id: str
+    fingerprint: Fingerprint | None
+
+
+@dataclass(frozen=True)
 class Caller:
-    """One Check and claim request, normalised: the business key is already reduced to its claim id."""
+    """One Check and claim request, normalised: the business key is already reduced to its claim id.
+
+    ``claim_id``, ``fingerprint`` and ``hasher`` are the key as the secret of the claim being decided
+    makes it: the current secret's, or during a rotation another secret's, under which the key was
+    found. ``identities`` holds the key under every secret known, older secrets first.
+    """
 
     claim_id: str
     scope: str
     fingerprint: Fingerprint | None
+    hasher: KeyHasher
+    identities: tuple[Identity, ...]
     run_id: str
     flow: Flow | None
     lease: timedelta
@@ -146,6 +171,20 @@ class Caller:
     def lease_expires_at(self) -> datetime:
         return self.now + self.lease
 
+    def as_(self, identity: Identity) -> Caller:
+        """This request as the secret of ``identity`` names it."""
+        return replace(self, claim_id=identity.claim_id, fingerprint=identity.fingerprint, hasher=identity.hasher)
+
+    @property
+    def older_identities(self) -> tuple[Identity, ...]:
+        """The identities looked up before this one's claim is made: the older secrets' (see ``KeyRing``)."""
+        mine = next(index for index, identity in enumerate(self.identities) if identity.hasher is self.hasher)
+        return self.identities[:mine]
+
+    @property
+    def other_identities(self) -> tuple[Identity, ...]:
+        return tuple(identity for identity in self.identities if identity.hasher is not self.hasher)
+
     def is_holder_of(self, claim: Claim) -> bool:
         """Whether this is the very run that holds the claim, asking again because its answer was lost.
 
@@ -153,11 +192,11 @@ class Caller:
         may send the same one. Only the same run id from the same flow with the same business data
         gets the lease back; anything else is another run (issue 9).
         """
-        if claim.run_id != self.run_id or claim.flow != self.flow:
+        # A request that names no flow or no business data cannot be told from another run of the same
+        # run id (two items of one key in an "Apply to each" share the run's name): never the same run.
+        if self.flow is None or self.fingerprint is None:
             return False
-        if self.fingerprint is None:
-            return claim.fingerprint is None
-        return self.fingerprint.matches(claim.fingerprint)
+        return claim.run_id == self.run_id and claim.flow == self.flow and self.fingerprint.matches(claim.fingerprint)
 
 
 class ClaimService:
@@ -166,18 +205,22 @@ class ClaimService:
     def __init__(
         self,
         store: ClaimStore,
-        hasher: KeyHasher,
+        keys: KeyHasher | KeyRing,
         *,
         clock: Callable[[], datetime] = utc_now,
         sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT,
+        sensitive_data: SensitiveKeyPolicy | None = None,
         require_registered_flows: bool = False,
         registry_ttl: timedelta = REGISTRY_TTL,
         flush_interval: timedelta = FLUSH_INTERVAL,
         unknown_alert: timedelta = UNKNOWN_ALERT,
     ) -> None:
         self.store = store
-        self._hasher = hasher
+        self._keys = keys if isinstance(keys, KeyRing) else KeyRing(keys)
+        self._secret_checked = False
         self._sensitive_keys = sensitive_keys
+        # Everything else a request stores (oncegate.service.privacy): the key's policy unless it has its own.
+        self._stored_data = StoredDataGuard(sensitive_keys if sensitive_data is None else sensitive_data)
         self._clock = clock
         # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts
         # flushed every ``flush_interval`` (see oncegate.service.inventory).
@@ -187,6 +230,7 @@ class ClaimService:
             ttl=registry_ttl,
             flush_interval=flush_interval,
             require_registered=require_registered_flows,
+            stored_data=self._stored_data,
         )
         # Governance: the claims that need a person, and the deletion of finished ones after their retention.
         self.attention = Attention(store, clock=clock, unknown_alert=unknown_alert)
@@ -196,6 +240,7 @@ class ClaimService:
 
     def check_and_claim(self, request: ClaimRequest) -> ClaimResponse:
         """Decide whether this run may do the side effect; see the contract's decision table."""
+        self.require_known_secret()
         caller = self._caller(request)
         refusal = self.inventory.refusal(caller.flow)
         answer = self._refused(caller, refusal) if refusal else _settled(lambda: self._claim_once(caller))
@@ -204,26 +249,30 @@ class ClaimService:
 
     def _refused(self, caller: Caller, reason: str) -> ClaimResponse:
         """Blocked by the inventory before any claim is made or taken over; an existing claim's history says why."""
-        try:
-            claim = self.store.get_claim(caller.claim_id)
-        except NotFound:
+        found = self._find(caller.identities)
+        if found is None:
             return ClaimResponse(
                 decision=Decision.BLOCKED, claim_id=caller.claim_id, attempt=0, reason=reason, warnings=caller.warnings
             )
+        claim, identity = found
+        caller = caller.as_(identity)
         self._answered(claim, caller, Decision.BLOCKED, reason)
         return self._answer(Decision.BLOCKED, claim, caller, reason)
 
     def _caller(self, request: ClaimRequest) -> Caller:
-        claim_id, scope, fingerprint, warnings = self._identify(request)
+        identities, scope, warnings = self._identify(request)
+        current = next(identity for identity in identities if identity.hasher is self._keys.current)
         flow = _flow(request.flow)
-        if fingerprint is None:
+        if current.fingerprint is None:
             warnings.append(NO_FINGERPRINT)
         if flow is None:
             warnings.append(NO_FLOW)
         return Caller(
-            claim_id=claim_id,
+            claim_id=current.claim_id,
             scope=scope,
-            fingerprint=fingerprint,
+            fingerprint=current.fingerprint,
+            hasher=current.hasher,
+            identities=identities,
             run_id=request.run_id,
             flow=flow,
             lease=timedelta(seconds=request.lease_seconds or self.inventory.lease_seconds(scope)),
@@ -231,14 +280,22 @@ class ClaimService:
             warnings=warnings,
         )
 
-    def _identify(self, intent: BusinessIntent) -> tuple[str, str, Fingerprint | None, list[str]]:
-        """Claim id, scope, fingerprint, and the warnings the key earned."""
-        claim_id, warnings = self._claim_id(intent.scope, intent.key)
-        fingerprint = self._hasher.fingerprint(supplied=intent.fingerprint, payload=intent.payload)
-        return claim_id, normalise_scope(intent.scope), fingerprint, warnings
+    def _identify(self, intent: BusinessIntent | LookupRequest) -> tuple[tuple[Identity, ...], str, list[str]]:
+        """The key under every secret known (older first), the scope, and the warnings the key earned."""
+        warnings = self._check_key(intent.key)
+        supplied, payload = (intent.fingerprint, intent.payload) if isinstance(intent, BusinessIntent) else (None, None)
+        identities = tuple(
+            Identity(
+                hasher=hasher,
+                claim_id=hasher.claim_id(intent.scope, intent.key),
+                fingerprint=hasher.fingerprint(supplied=supplied, payload=payload),
+            )
+            for hasher in self._keys.lookup_order
+        )
+        return identities, normalise_scope(intent.scope), warnings
 
-    def _claim_id(self, scope: str, key: str) -> tuple[str, list[str]]:
-        """The claim id of a business key checked for personal data, and the warning when it is let through."""
+    def _check_key(self, key: str) -> list[str]:
+        """The warning a business key earned for personal data, unless it is refused for it."""
         findings = [] if self._sensitive_keys is SensitiveKeyPolicy.OFF else sensitive_findings(key)
         if findings and self._sensitive_keys is SensitiveKeyPolicy.REJECT:
             raise SensitiveKey(
@@ -246,9 +303,47 @@ class ClaimService:
                 "Nothing was stored.",
                 target="key",
             )
-        return self._hasher.claim_id(scope, key), [SENSITIVE_KEY] if findings else []
+        return [SENSITIVE_KEY] if findings else []
+
+    def _find(self, identities: tuple[Identity, ...]) -> tuple[Claim, Identity] | None:
+        """The claim of the first of these identities that has one (older secrets first), or None."""
+        for identity in identities:
+            try:
+                return self.store.get_claim(identity.claim_id), identity
+            except NotFound:
+                continue
+        return None
+
+    # -- the key secret ----------------------------------------------------------------------
+
+    def require_known_secret(self) -> None:
+        """Refuse to act with a secret this store was never used with; remember the secrets it is used with.
+
+        A new secret would give every business key a new claim id, and every key already done would
+        be answered ``proceed`` again: a redeploy that regenerated the secret must stop here, not there.
+        """
+        if self._secret_checked:
+            return
+        known = self.store.key_ids()
+        if known and not known & set(self._keys.key_ids):
+            raise NotConfigured(
+                "This store's claims were made with another key secret: every key already done would be "
+                "claimed again. Set ONCEGATE_KEY_SECRET to the secret the store was used with (Key Vault keeps "
+                "its earlier versions), or during a rotation set ONCEGATE_KEY_SECRET_PREVIOUS to it.",
+                target="ONCEGATE_KEY_SECRET",
+            )
+        # The current secret first: an instance of a neighbouring phase that reads the store between two of
+        # these writes must find a secret it knows, and every phase knows its neighbours' current secrets.
+        for key_id in sorted(self._keys.key_ids, key=lambda key_id: key_id != self._keys.current.key_id):
+            if key_id not in known:
+                self.store.add_key_id(key_id)
+        self._secret_checked = True
 
     def _claim_once(self, caller: Caller) -> ClaimResponse:
+        # During a rotation the key may be claimed under an older secret: look there first.
+        found = self._find(caller.older_identities)
+        if found is not None:
+            return self._decide(found[0], caller.as_(found[1]))
         claim = Claim(
             claim_id=caller.claim_id,
             scope=caller.scope,
@@ -268,7 +363,32 @@ class ClaimService:
             stored = self._counted(None, self.store.create_claim(claim, event))
         except AlreadyExists as exc:
             return self._decide(exc.existing, caller)
+        except NotFound as exc:
+            # The claim in the way was gone when read back (withdrawn during a rotation, or purged): ask again.
+            raise ConcurrentUpdate(f"claim {claim.claim_id} existed and is gone") from exc
+        if caller.other_identities and self._find(caller.other_identities) is not None:
+            return self._withdrawn(stored, caller)
         return self._granted(Decision.PROCEED, stored, caller, "First time this key is seen: do the side effect.")
+
+    def _withdrawn(self, made: Claim, caller: Caller) -> ClaimResponse:
+        """During a rotation, a claim made while another secret's claim of the key exists is withdrawn.
+
+        Two instances on both sides of the switch may each make a claim under their own secret. Each
+        looks for the other's after making its own, so the later of the two always sees the earlier
+        and withdraws: at most one proceeds. Both may withdraw; both are told to retry shortly, as
+        in_progress, rather than racing again at once. See the rotation runbook in docs/operations.md.
+        """
+        logger.info("Claim %s made during a rotation meets a claim under another secret: withdrawn", made.claim_id)
+        self.store.delete_claim(made)
+        self._counted(made, None)
+        return ClaimResponse(
+            decision=Decision.IN_PROGRESS,
+            claim_id=made.claim_id,
+            attempt=0,
+            reason="Another instance claimed this key at the same moment during a key secret rotation; retry shortly.",
+            retry_after_seconds=1,
+            warnings=caller.warnings,
+        )
 
     def _decide(self, claim: Claim, caller: Caller) -> ClaimResponse:
         if self._is_changed(claim, caller.fingerprint):
@@ -446,22 +566,29 @@ class ClaimService:
 
     # -- answers and events -----------------------------------------------------------------
 
-    def _counted(self, before: Claim | None, after: Claim) -> Claim:
-        """``after`` as stored, its change of status counted for the scope catalogue."""
-        self.inventory.status_changed(after.scope, before.status if before else None, after.status)
+    def _counted(self, before: Claim | None, after: C) -> C:
+        """``after`` as stored (None: deleted), its change of status counted for the scope catalogue."""
+        claim = after or before
+        assert claim is not None, "a change has a claim before or after it"
+        self.inventory.status_changed(claim.scope, before.status if before else None, after.status if after else None)
         return after
 
-    def _token(self, claim: Claim) -> str:
+    @staticmethod
+    def _token(claim: Claim, hasher: KeyHasher) -> str:
         """The current grant's claim token: made again from the grant, never read from the store."""
         if claim.grant_id is None:
             assert claim.legacy_token is not None, "a claim has a grant id or a token of an earlier release"
             return claim.legacy_token
-        return self._hasher.claim_token(claim.claim_id, claim.attempt, claim.grant_id)
+        return hasher.claim_token(claim.claim_id, claim.attempt, claim.grant_id)
 
     def _holds(self, claim: Claim, token: str) -> bool:
-        if claim.grant_id is None:
+        """Whether ``token`` is the current grant's, made with any secret known (a rotation may be under way)."""
+        grant_id = claim.grant_id
+        if grant_id is None:
             return claim.legacy_token is not None and hmac.compare_digest(token.encode(), claim.legacy_token.encode())
-        return self._hasher.token_matches(token, claim.claim_id, claim.attempt, claim.grant_id)
+        return any(
+            hasher.token_matches(token, claim.claim_id, claim.attempt, grant_id) for hasher in self._keys.lookup_order
+        )
 
     def _answer(self, decision: Decision, claim: Claim, caller: Caller, reason: str, **extra: Any) -> ClaimResponse:
         return ClaimResponse(
@@ -480,7 +607,7 @@ class ClaimService:
             claim,
             caller,
             reason,
-            claim_token=self._token(claim),
+            claim_token=self._token(claim, caller.hasher),
             lease_expires_at=claim.lease_expires_at,
             **extra,
         )
@@ -530,27 +657,31 @@ class ClaimService:
     # -- Record result, release, heartbeat ---------------------------------------------------
 
     def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
-        """Store the side effect's outcome; the same result sent again is a no-op."""
-        return self._with_token(claim_id, request.claim_token, lambda claim, now: self._record(claim, request, now))
+        """Store the side effect's outcome; the same result sent again is a no-op.
+
+        Refused for personal data, the result is not stored and the run keeps its lease: it may send it again without.
+        """
+        warnings = self._stored_data.check(request, f"claim {claim_id}")
+        view = self._with_token(claim_id, request.claim_token, lambda claim, now: self._record(claim, request, now))
+        return warned(view, warnings)
 
     def release(self, claim_id: str, request: ReleaseRequest) -> ClaimView:
         """Give up the claim before any side effect, so the next run may proceed."""
-        return self._with_token(claim_id, request.claim_token, lambda claim, now: self._release(claim, request, now))
+        warnings = self._stored_data.check(request, f"claim {claim_id}")
+        view = self._with_token(claim_id, request.claim_token, lambda claim, now: self._release(claim, request, now))
+        return warned(view, warnings)
 
     def heartbeat(self, claim_id: str, request: HeartbeatRequest) -> ClaimView:
         """Extend the lease of the run holding the claim."""
         return self._with_token(claim_id, request.claim_token, lambda claim, now: self._renew(claim, request, now))
 
     def _with_token(self, claim_id: str, token: str, change: Callable[[Claim, datetime], Claim]) -> ClaimView:
+        self.require_known_secret()
+
         def attempt() -> ClaimView:
             claim = self.store.get_claim(claim_id)
             if not self._holds(claim, token):
-                raise StateConflict(
-                    "stale_claim",
-                    f"This claim token is from attempt {_attempt_of(token)}; attempt {claim.attempt} "
-                    f"(run {claim.run_id}) now holds the claim, with status {claim.status.value}.",
-                    target="claimToken",
-                )
+                raise StateConflict("stale_claim", _stale_token_message(token, claim), target="claimToken")
             return claim_view(change(claim, self._clock()))
 
         return _settled(attempt)
@@ -669,6 +800,8 @@ class ClaimService:
         """
         if request.reviewer is None:
             raise InvalidRequest("reviewer is required: who reviewed the failure.", target="reviewer")
+        warnings = self._stored_data.check(request, f"claim {claim_id}")
+        self.require_known_secret()
 
         def attempt() -> ClaimView:
             claim = self.store.get_claim(claim_id)
@@ -696,7 +829,7 @@ class ClaimService:
             logger.info("Claim %s reviewed by %s", claim_id, request.reviewer)
             return claim_view(self.store.update_claim(reviewed, event))
 
-        return _settled(attempt)
+        return warned(_settled(attempt), warnings)
 
     # -- Reading claims --------------------------------------------------------------------
 
@@ -706,8 +839,13 @@ class ClaimService:
         return claim_view(claim, self.store.list_events(claim_id))
 
     def lookup(self, request: LookupRequest) -> ClaimView:
-        """The processing record of a business key, found through its digest."""
-        return self.get_claim(self._claim_id(request.scope, request.key)[0])
+        """The processing record of a business key, found through its digest (under any secret known)."""
+        self.require_known_secret()
+        identities, _, _ = self._identify(request)
+        found = self._find(identities)
+        if found is None:
+            raise NotFound("No claim exists for this key in this scope.", target="key")
+        return self.get_claim(found[0].claim_id)
 
     def close(self) -> None:
         """Flush the inventory's counts, then close the store."""
@@ -715,24 +853,28 @@ class ClaimService:
         self.store.close()
 
     def health(self) -> Health:
-        """Raises ``StoreUnavailable`` when the store does not answer."""
+        """Raises ``StoreUnavailable`` when the store does not answer, ``NotConfigured`` for another secret."""
         self.store.ping()
+        self.require_known_secret()
         return Health(status="ok", store=self.store.kind, version=__version__)
 
     # -- Conflicts ---------------------------------------------------------------------------
 
     def report_conflict(self, request: ReportConflictRequest) -> ConflictView:
         """A conflict the flow found itself; the same open conflict comes back for the same fingerprint."""
-        claim_id, _, fingerprint, _ = self._identify(request)
-        return _settled(lambda: self._report_once(claim_id, fingerprint, request, self._clock()))
+        self.require_known_secret()
+        identities, _, key_warnings = self._identify(request)
+        warnings = [*key_warnings, *self._stored_data.check(request, f"a conflict reported by run {request.run_id}")]
+        return warned(_settled(lambda: self._report_once(identities, request, self._clock())), warnings)
 
     def _report_once(
-        self, claim_id: str, fingerprint: Fingerprint | None, request: ReportConflictRequest, now: datetime
+        self, identities: tuple[Identity, ...], request: ReportConflictRequest, now: datetime
     ) -> ConflictView:
-        try:
-            claim = self.store.get_claim(claim_id)
-        except NotFound as exc:
-            raise NotFound("No claim exists for this key in this scope: check and claim first.", target="key") from exc
+        found = self._find(identities)
+        if found is None:
+            raise NotFound("No claim exists for this key in this scope: check and claim first.", target="key")
+        claim, identity = found
+        fingerprint = identity.fingerprint
         flow = _flow(request.flow)
         conflict, record = self._open_conflict(
             claim, _keyed(fingerprint), ConflictSource.REPORTED, request.reason, request.run_id, flow, request.details
@@ -741,7 +883,7 @@ class ClaimService:
             # Resolved by an earlier release but never applied: applying it moves this fingerprint to a new
             # resolution round, so the report opens a new conflict.
             self._apply_resolution(claim, conflict, record, now)
-            return self._report_once(claim_id, fingerprint, request, now)
+            return self._report_once(identities, request, now)
         event = self._event(
             claim,
             EventKind.CONFLICT,
@@ -837,6 +979,8 @@ class ClaimService:
         reviewer = request.reviewer
         if reviewer is None:
             raise InvalidRequest("reviewer is required: who decided.", target="reviewer")
+        warnings = self._stored_data.check(request, f"conflict {conflict_id}")
+        self.require_known_secret()
 
         def attempt() -> ConflictView:
             now = self._clock()
@@ -864,7 +1008,7 @@ class ClaimService:
                 )
             return conflict_view(conflict)
 
-        return _settled(attempt)
+        return warned(_settled(attempt), warnings)
 
     @staticmethod
     def _applied(claim: Claim, conflict: Conflict, record: FingerprintRecord | None) -> bool:

@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.records import Conflict, Flow, FlowRecord, Overlap, ScopeRecord
+from oncegate.domain.sensitive import SensitiveKeyPolicy
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.models import (
@@ -39,6 +40,7 @@ from oncegate.models import (
     ScopeView,
     SetScopeRequest,
 )
+from oncegate.service.privacy import StoredDataGuard, warned
 from oncegate.service.usage import Usage
 from oncegate.stores.paging import every_item, page_of
 from oncegate.stores.port import ClaimStore
@@ -85,9 +87,12 @@ class Inventory:
         ttl: timedelta = REGISTRY_TTL,
         flush_interval: timedelta = FLUSH_INTERVAL,
         require_registered: bool = False,
+        stored_data: StoredDataGuard | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
+        # Notes and descriptions are free text kept for as long as the registration: checked like result data.
+        self._stored_data = stored_data or StoredDataGuard(SensitiveKeyPolicy.REJECT)
         self._ttl = ttl
         self._require_registered = require_registered
         self._lock = threading.Lock()
@@ -162,6 +167,7 @@ class Inventory:
     def register_flow(self, request: RegisterFlowRequest) -> FlowView:
         """Register the flow or replace its registration; its counts stay."""
         flow = Flow(request.name, request.environment)
+        warnings = self._stored_data.check(request, _flow_text(flow))
 
         def registered(record: FlowRecord) -> FlowRecord:
             return replace(
@@ -177,7 +183,7 @@ class Inventory:
         )
         logger.info("%s registered: enabled=%s", _flow_text(flow), saved.enabled)
         self._remember(saved)
-        return _flow_view(saved)
+        return warned(_flow_view(saved), warnings)
 
     def list_overlaps(self, query: ListPageQuery) -> tuple[list[OverlapView], str | None]:
         """One page of the pairs of flows that met each other's claims, with this process's counts flushed first."""
@@ -197,6 +203,7 @@ class Inventory:
     def set_scope(self, request: SetScopeRequest) -> ScopeView:
         """Set the scope's owner, default lease, retention and description; its counts stay."""
         scope = normalise_scope(request.scope)
+        warnings = self._stored_data.check(request, f"scope {scope}")
 
         def configured(record: ScopeRecord) -> ScopeRecord:
             return replace(
@@ -212,7 +219,7 @@ class Inventory:
             self._store.list_scopes, self._store.save_scope, lambda r: r.scope == scope, ScopeRecord(scope), configured
         )
         self._remember(saved)
-        return _scope_view(saved, self._open_conflicts()[scope])
+        return warned(_scope_view(saved, self._open_conflicts()[scope]), warnings)
 
     def _open_conflicts(self) -> Counter[str]:
         return Counter(conflict.scope for conflict in open_conflicts(self._store))

@@ -27,7 +27,9 @@ def utc_text(value: datetime) -> str:
 
 def encode_cursor(created_at: str, conflict_id: str) -> str:
     """The cursor that resumes after the conflict at this place."""
-    return base64.urlsafe_b64encode(json.dumps([created_at, conflict_id]).encode()).decode()
+    # UTF-8 rather than \u escapes: a place of long non-ASCII names stays within the cursor limit.
+    text = json.dumps([created_at, conflict_id], ensure_ascii=False)
+    return base64.urlsafe_b64encode(text.encode("utf-8", "surrogatepass")).decode()
 
 
 def decode_cursor(cursor: str) -> tuple[str, str]:

@@ -119,6 +119,14 @@ class ClaimStore(Protocol):
     def save_overlap(self, record: Overlap) -> Overlap:
         """Insert or replace the overlap as ``save_flow`` does a flow."""
 
+    # The key secrets the store was used with, by their check values (``KeyHasher.key_id``).
+
+    def key_ids(self) -> set[str]:
+        """The check values of every key secret this store's claims were made with; empty for a new store."""
+
+    def add_key_id(self, key_id: str) -> None:
+        """Remember a key secret's check value; one already known is no error."""
+
     def ping(self) -> None:
         """Raise ``StoreUnavailable`` if the store cannot be reached."""
 

@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS claims (
     TargetRecordId TEXT, ResultData TEXT, CompletedAt TEXT, ErrorReason TEXT, Retryable INTEGER,
     Reviewer TEXT, Resolutions TEXT, Version INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS key_ids (KeyId TEXT PRIMARY KEY, AddedAt TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS fingerprints (
     ClaimId TEXT NOT NULL, Fingerprint TEXT NOT NULL, Resolved INTEGER NOT NULL, AliasGeneration INTEGER,
     ConflictId TEXT, Decision TEXT, Reviewer TEXT, Note TEXT, ResolvedAt TEXT, Version INTEGER NOT NULL,
@@ -411,6 +412,16 @@ class SqliteStore:
                 return str(int(version) + 1)
         except sqlite3.IntegrityError as exc:
             raise ConcurrentUpdate(f"{table} row {row[key]} exists already") from exc
+
+    def key_ids(self) -> set[str]:
+        with self._translated():
+            return {row["KeyId"] for row in self._connection().execute("SELECT KeyId FROM key_ids")}
+
+    def add_key_id(self, key_id: str) -> None:
+        with self._write() as connection:
+            connection.execute(
+                "INSERT OR IGNORE INTO key_ids (KeyId, AddedAt) VALUES (?, ?)", (key_id, utc_text(datetime.now(UTC)))
+            )
 
     def ping(self) -> None:
         self._select_one("SELECT 1", ())

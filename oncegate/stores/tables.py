@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
@@ -86,7 +86,8 @@ EXISTS = (409,)
 MISSING = (404,)
 # 404: the row the caller read is gone, which for a conditional update is the same lost race.
 STALE = (404, 412)
-SUFFIXES = ("Claims", "Conflicts", "Flows", "Scopes", "Overlaps")
+SUFFIXES = ("Claims", "Conflicts", "Flows", "Scopes", "Overlaps", "Keys")
+KEY_PARTITION = "key"
 
 
 def table_names(prefix: str) -> tuple[str, ...]:
@@ -212,7 +213,7 @@ class TableStore:
         self._service = service
         names = table_names(prefix)
         with _translated():
-            self._claims, self._conflicts, self._flows, self._scopes, self._overlaps = (
+            self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
                 service.create_table_if_not_exists(name) for name in names
             )
         logger.info("Table Storage store ready: %s", ", ".join(names))
@@ -431,6 +432,17 @@ class TableStore:
             else:
                 metadata = table.update_entity(_entity(partition, row_key, row), **_if_unchanged(version))
         return _etag(metadata)
+
+    def key_ids(self) -> set[str]:
+        """The key ids: one partition of their own table."""
+        with _translated():
+            entities = self._keys.query_entities(PARTITION_FILTER, parameters={"pk": KEY_PARTITION}, select=["RowKey"])
+            return {entity["RowKey"] for entity in entities}
+
+    def add_key_id(self, key_id: str) -> None:
+        """Insert the key id's row; one already there (another instance, a retried insert) is the same fact."""
+        with suppress(ResourceExistsError), _translated():
+            self._keys.create_entity({"PartitionKey": KEY_PARTITION, "RowKey": key_id, "AddedAt": datetime.now(UTC)})
 
     def ping(self) -> None:
         """One small query on the claims table; raises ``StoreUnavailable`` if it cannot be reached."""

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import azure.functions as func
 import pytest
 
+from oncegate import bootstrap
+from oncegate.domain.keys import KeyHasher
 from oncegate.entrypoints import server
 from oncegate.entrypoints.cli import main
 from oncegate.errors import StoreUnavailable
 from oncegate.service.claims import ClaimService
+from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
 from tests.conftest import FakeClock
 from tests.http.client import ServerApi, succeed
@@ -142,6 +146,19 @@ def test_health(api: ServerApi, oncegate: Oncegate) -> None:
     assert text.code == raw.code == 0
     assert text.out.split() == ["Status", "ok", "Store", "sqlite", "Version", ok(api.call("health"))["version"]]
     assert json.loads(raw.out) == ok(api.call("health"))
+
+
+def test_health_says_when_the_service_runs_with_another_key_secret(
+    api: ServerApi, oncegate: Oncegate, open_store: Callable[[], ClaimStore], clock: FakeClock
+) -> None:
+    api.call("check_and_claim", {"scope": "erp", "key": "SO-1", "runId": "run-1"})
+    bootstrap.use_service(ClaimService(open_store(), KeyHasher("another-secret-" + "z" * 32), clock=clock))
+
+    answer = oncegate("health")
+
+    assert answer.code != 0
+    assert "not_configured" in answer.err
+    assert "ONCEGATE_KEY_SECRET" in answer.err
 
 
 def test_the_deployment_and_function_key_come_from_the_environment(

@@ -181,7 +181,7 @@ def test_a_service_that_tells_two_runs_to_proceed_fails_the_drill_naming_them(
     assert re.fullmatch(r"  - key B: the side effect was done 2 times \(.*\); once expected\.", deviations[1])
     assert re.fullmatch(
         r"  - 2 race: drill-run-\d+ \(key B\) did the side effect \(DRILL-[0-9A-F]{12}\), but Record result was "
-        r"refused: stale_claim: This claim token is from attempt 1; attempt 1 .*",
+        r"refused: stale_claim: This claim token does not match this claim: attempt 1 .*",
         deviations[2],
     )
     # The service's own history says what it really decided: in_progress for the run it told to proceed.

@@ -61,11 +61,12 @@ class Api:
         route: Route | None = None,
         params: Route | None = None,
         method: str | None = None,
+        headers: Route | None = None,
     ) -> Reply:
         trigger: Any = FUNCTIONS[name].get_trigger()
         method = method or str(trigger.methods[0].value)
         path = str(trigger.route).replace("{*", "{").format(**(route or {}))
-        return self.send(name, method, path, route or {}, params or {}, _raw(body))
+        return self.send(name, method, path, route or {}, params or {}, _raw(body), headers or {})
 
     def follow(self, link: str) -> Reply:
         """GET a link the service handed out (a ``nextLink``)."""
@@ -73,19 +74,19 @@ class Api:
         assert parts.path in LISTS, link
         return self.call(LISTS[parts.path], params=dict(parse_qsl(parts.query)))
 
-    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes) -> Reply:
+    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes, headers: Route) -> Reply:
         raise NotImplementedError
 
 
 class FunctionsApi(Api):
     """Calls the user function itself, as the Functions host would."""
 
-    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes) -> Reply:
+    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes, headers: Route) -> Reply:
         query = f"?{urlencode(params)}" if params else ""
         request = func.HttpRequest(
             method,
             f"http://localhost:7071/api/{path}{query}",
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **headers},
             params=params,
             route_params=route,
             body=raw,
@@ -100,19 +101,21 @@ class ServerApi(Api):
     def __init__(self, address: tuple[str, int]) -> None:
         self.host, self.port = address
 
-    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes) -> Reply:
+    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes, headers: Route) -> Reply:
         query = f"?{urlencode(params)}" if params else ""
-        return self.request(method, f"/api/{path}{query}", raw)
+        return self.request(method, f"/api/{path}{query}", raw, headers)
 
     def follow(self, link: str) -> Reply:
         parts = urlsplit(link)
         assert (parts.hostname, parts.port) == (self.host, self.port), link
         return self.request("GET", f"{parts.path}?{parts.query}")
 
-    def request(self, method: str, target: str, raw: bytes = b"") -> Reply:
+    def request(self, method: str, target: str, raw: bytes = b"", headers: Route | None = None) -> Reply:
         connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
         try:
-            connection.request(method, target, body=raw, headers={"Content-Type": "application/json"})
+            connection.request(
+                method, target, body=raw, headers={"Content-Type": "application/json", **(headers or {})}
+            )
             response = connection.getresponse()
             return _reply(response.status, response.getheaders(), response.read())
         finally:

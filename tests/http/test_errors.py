@@ -349,3 +349,21 @@ def test_a_key_with_personal_data_is_a_400_sensitive_key_that_stores_nothing(api
     unchecked = ClaimService(service.store, KeyHasher(KEY_SECRET), sensitive_keys=SensitiveKeyPolicy.OFF)
     with pytest.raises(NotFound):
         unchecked.lookup(LookupRequest(scope="erp.create-order", key="11010519491231002X"))
+
+
+def test_result_data_with_personal_data_is_a_400_sensitive_data_naming_the_field(
+    api: Api, service: ClaimService, held: tuple[str, str]
+) -> None:
+    claim_id, _ = held
+    before = service.get_claim(claim_id)
+    data = {"customer": {"id": "C-100234", "phone": "+34\u00a0612\u00a0345\u00a0678"}, "lines": ["ana%40contoso.com"]}
+
+    refused = send(api, "record_result", {**RESULT, "data": data}, held)
+
+    assert (refused.status, refused.code) == (400, "sensitive_data")
+    assert refused.targets == ["data.customer.phone", "data.lines.0"]
+    assert "612" not in json.dumps(refused.body)
+    assert "contoso" not in json.dumps(refused.body)
+    assert "Nothing was stored" in refused.body["error"]["message"]
+    assert service.get_claim(claim_id) == before
+    assert service.get_claim(claim_id).status.value == "in_progress"

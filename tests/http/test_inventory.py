@@ -199,3 +199,14 @@ def test_the_setting_requiring_registered_flows_reaches_the_service(tmp_path: Pa
         service.close()
 
     assert (refused["decision"], allowed["decision"]) == ("blocked", "proceed")
+
+
+def test_flows_with_the_longest_non_ascii_names_page_to_the_end(api: Api) -> None:
+    # A cursor holds the place of the last flow: its name and environment must fit the cursor's limit.
+    names = ["é" * 256, "😀" * 256, "漢" * 256]
+    for name in names:
+        register(api, {"name": name, "environment": "😀" * 256})
+
+    listed_names = [flow["name"] for flow in listed(api, "list_flows", top="1")]
+
+    assert sorted(listed_names) == sorted(names)

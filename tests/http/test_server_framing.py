@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,7 +18,12 @@ from typing import Any, BinaryIO
 
 import pytest
 
+import function_app
 from oncegate.entrypoints.http import MAX_BODY_BYTES
+from oncegate.entrypoints.server import make_server
+from oncegate.errors import NotFound
+from oncegate.models import LookupRequest
+from oncegate.service.claims import ClaimService
 
 TIMEOUT = 5
 HEALTH = b"GET /api/health HTTP/1.1\r\nHost: test\r\n\r\n"
@@ -200,3 +206,35 @@ def test_a_path_outside_api_says_where_routes_live(local_server: tuple[str, int]
         answer = read_answer(reader)
 
     assert (answer.status, answer.error["message"]) == (404, "Routes live under /api.")
+
+
+def test_a_body_cut_short_by_the_client_is_a_400_and_nothing_is_claimed(
+    local_server: tuple[str, int], wired: ClaimService
+) -> None:
+    # A complete JSON object, but shorter than declared, then the client stops sending.
+    body = b'{"scope":"s","key":"SO-cut","runId":"r"}'
+    with connected(local_server) as (sock, reader):
+        sock.sendall(post(b"Content-Length: %d\r\n" % (len(body) + 20), body))
+        sock.shutdown(socket.SHUT_WR)
+        answer = read_answer(reader)
+
+    assert answer.status == 400
+    assert answer.error["details"][0]["target"] == "Content-Length"
+    with pytest.raises(NotFound):
+        wired.lookup(LookupRequest(scope="s", key="SO-cut"))
+
+
+def test_a_client_that_stops_mid_request_is_disconnected_after_the_idle_time() -> None:
+    server = make_server(function_app.app, "127.0.0.1", 0, idle_seconds=0.2)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        with connected((str(host), int(port))) as (sock, reader):
+            sock.sendall(post(b"Content-Length: 100\r\n", b'{"scope":'))
+            # Bounded by the socket's own timeout: the server closes well before it.
+            assert reader.read() == b""
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

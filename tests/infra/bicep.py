@@ -1,223 +1,534 @@
-"""A small reader of the Bicep in ``infra/``, for tests that cannot run the Bicep CLI.
+"""The Bicep under ``infra/``, read with the tree-sitter Bicep grammar (``tree-sitter-bicep``).
 
-It knows just enough of the language for the templates here: comments and ``#disable-next-line``
-directives, single-quoted strings with ``${...}`` interpolation, multi-line ``'''`` strings, and
-top-level statements (decorators, ``param``, ``var``, ``resource``, ``module``, ``output``) that
-start in the first column. It keeps two copies of the text at the same offsets: ``code`` (comments
-blanked) and ``mask`` (string contents blanked too), so brackets and keys are found in the mask and
-values read from the code.
+The Bicep CLI is not run here; this gives the tests a real syntax tree of each file: its
+declarations (``param``, ``var``, ``resource``, ``module``, ``output``) with their decorators,
+and the expressions inside them. ``tests/infra/typecheck.py`` checks that tree against
+Microsoft's type definitions. A file the grammar cannot parse fails loudly instead of being
+half-read.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
-OPENERS = "([{"
-CLOSERS = ")]}"
-RESOURCE = re.compile(r"resource\s+(\w+)\s+'([^'@]+)@([^']+)'(\s+existing)?")
-MODULE = re.compile(r"module\s+(\w+)\s+'([^']+)'")
-IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
+import tree_sitter_bicep
+from tree_sitter import Language, Node, Parser
+
+LANGUAGE = Language(tree_sitter_bicep.language())
+KEYWORDS = {
+    "parameter_declaration": "param",
+    "variable_declaration": "var",
+    "resource_declaration": "resource",
+    "module_declaration": "module",
+    "output_declaration": "output",
+}
+ESCAPES = {"\\'": "'", "\\\\": "\\", "\\n": "\n", "\\r": "\r", "\\t": "\t", "\\$": "$"}
 
 
-def _string_end(text: str, start: int) -> int:
-    """Index just past the string literal opening at ``start``."""
-    if text.startswith("'''", start):
-        return text.index("'''", start + 3) + 3
-    i = start + 1
-    while text[i] != "'":
-        if text[i] == "\\":
-            i += 2
-        elif text.startswith("${", i):
-            i = _interpolation_end(text, i + 2)
+class NotLiteral(ValueError):
+    """The expression's value is known only at deployment (a parameter, a function, a reference)."""
+
+
+def text(node: Node) -> str:
+    return (node.text or b"").decode()
+
+
+def line(node: Node) -> int:
+    return node.start_point[0] + 1
+
+
+def parse(source: str) -> Node:
+    tree = Parser(LANGUAGE).parse(source.encode())
+    return tree.root_node
+
+
+def errors(root: Node) -> list[str]:
+    """Where the grammar could not parse: ERROR and MISSING nodes."""
+    found = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            found.append(f"line {line(node)}: cannot parse {text(node)[:60]!r}")
+        elif node.has_error:
+            stack.extend(node.children)
+    return found
+
+
+def unwrap(node: Node) -> Node:
+    while node.type == "parenthesized_expression":
+        node = node.named_children[0]
+    return node
+
+
+def string_value(node: Node) -> str | None:
+    """The value of a string literal without interpolation, else None."""
+    node = unwrap(node)
+    if node.type != "string":
+        return None
+    parts = []
+    for child in node.named_children:
+        if child.type == "string_content":
+            parts.append(text(child))
+        elif child.type == "escape_sequence":
+            parts.append(ESCAPES.get(text(child), text(child)))
         else:
-            i += 1
-    return i + 1
+            return None  # an interpolation
+    return "".join(parts)
 
 
-def _interpolation_end(text: str, start: int) -> int:
-    """Index just past the ``}`` closing an interpolation whose expression starts at ``start``."""
-    depth, i = 0, start
-    while True:
-        char = text[i]
-        if char == "'":
-            i = _string_end(text, i)
+def literal(node: Node) -> Any:
+    """The Python value of a literal expression; ``NotLiteral`` for anything decided at deployment."""
+    node = unwrap(node)
+    kind = node.type
+    if kind == "string":
+        value = string_value(node)
+        if value is None:
+            raise NotLiteral(text(node))
+        return value
+    if kind == "number":
+        return int(text(node))
+    if kind == "boolean":
+        return text(node) == "true"
+    if kind == "null":
+        return None
+    if kind == "unary_expression" and text(node.children[0]) == "-":
+        return -literal(node.named_children[0])
+    if kind == "array":
+        return [literal(item) for item in node.named_children if item.type != "comment"]
+    if kind == "object":
+        return {key: literal(value) for key, _, value in properties(node)}
+    raise NotLiteral(text(node))
+
+
+def property_key(node: Node) -> str | None:
+    """The key of an ``object_property``: an identifier or a plain string; None when interpolated."""
+    key = node.named_children[0]
+    return text(key) if key.type == "identifier" else string_value(key)
+
+
+def properties(obj: Node) -> Iterator[tuple[str | None, Node, Node]]:
+    """``(key, key node, value node)`` of each property of an object literal, in order."""
+    for child in obj.named_children:
+        if child.type == "object_property":
+            key_node, value = [c for c in child.named_children if c.type != "comment"][:2]
+            yield property_key(child), key_node, value
+
+
+def get(obj: Node | None, *path: str) -> Node | None:
+    """The value at ``path`` in nested object literals, or None."""
+    node = obj
+    for key in path:
+        if node is None or unwrap(node).type != "object":
+            return None
+        node = next((value for name, _, value in properties(unwrap(node)) if name == key), None)
+    return node
+
+
+def walk(node: Node) -> Iterator[Node]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+def find_values(node: Node, key: str) -> list[Node]:
+    """Values of every ``key: value`` property anywhere under ``node``, in source order."""
+    return [value for n in walk(node) if n.type == "object" for name, _, value in properties(n) if name == key]
+
+
+def references(node: Node) -> Iterator[Node]:
+    """Identifiers used as values under ``node`` (not property keys, names of members or functions)."""
+    for n in walk(node):
+        if n.type != "identifier" or n.parent is None:
             continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            if depth == 0:
-                return i + 1
-            depth -= 1
-        i += 1
+        parent = n.parent
+        if parent.type == "object_property" and parent.named_children[0] == n:
+            continue
+        if parent.type == "call_expression" and parent.child_by_field_name("function") == n:
+            continue
+        if parent.type == "member_expression" and parent.child_by_field_name("property") == n:
+            continue
+        if parent.type in ("lambda_expression", "for_loop_parameters", "decorator"):
+            continue
+        if parent.type == "for_statement" and parent.child_by_field_name("initializer") == n:
+            continue  # [for item in items: ...] declares item
+        if parent.type in KEYWORDS and parent.named_children[0] == n:
+            continue  # the name a declaration declares
+        yield n
 
 
-def _blank(text: str) -> str:
-    """Spaces for every character but line breaks, so offsets and line numbers survive."""
-    return re.sub(r"[^\n]", " ", text)
+def loop_variables(root: Node) -> set[str]:
+    """Names declared by ``for`` loops and lambdas anywhere under ``root``."""
+    names = set()
+    for n in walk(root):
+        if n.type in ("loop_variable", "loop_enumerator"):
+            names.add(text(n))
+        elif n.type == "for_statement":
+            initializer = n.child_by_field_name("initializer")
+            if initializer is not None and initializer.type == "identifier":
+                names.add(text(initializer))
+        elif n.type == "lambda_expression":
+            names.update(text(c) for c in n.named_children[:-1] if c.type == "identifier")
+    return names
 
 
-def scan(text: str) -> tuple[str, str]:
-    """``(code, mask)``: the text without comments, and that again without string contents."""
-    code, mask = [], []
-    i = 0
-    while i < len(text):
-        if text.startswith(("//", "#"), i):
-            end = text.find("\n", i)
-            end = len(text) if end < 0 else end
-            code.append(_blank(text[i:end]))
-            mask.append(_blank(text[i:end]))
-        elif text.startswith("/*", i):
-            end = text.index("*/", i) + 2
-            code.append(_blank(text[i:end]))
-            mask.append(_blank(text[i:end]))
-        elif text[i] == "'":
-            end = _string_end(text, i)
-            code.append(text[i:end])
-            mask.append("'" + re.sub(r"[^\n]", "x", text[i + 1 : end - 1]) + "'")
-        else:
-            end = i + 1
-            code.append(text[i])
-            mask.append(text[i])
-        i = end
-    return "".join(code), "".join(mask)
+def call_name(node: Node) -> str | None:
+    """``union`` for ``union(...)`` and ``sys.union(...)``; None when ``node`` is not a call."""
+    node = unwrap(node)
+    if node.type != "call_expression":
+        return None
+    function = node.child_by_field_name("function") or node.named_children[0]
+    if function.type == "member_expression":
+        return text(function.child_by_field_name("property") or function.named_children[-1])
+    return text(function)
+
+
+def arguments(node: Node) -> list[Node]:
+    args = node.child_by_field_name("arguments") or next(c for c in node.named_children if c.type == "arguments")
+    return [c for c in args.named_children if c.type != "comment"]
 
 
 @dataclass(frozen=True)
-class Statement:
-    """One top-level declaration, with the decorators written directly above it."""
+class Decorator:
+    name: str
+    arguments: tuple[Node, ...]
 
-    code: str
-    mask: str
-    line: int
-    decorators: tuple[str, ...]
+    def value(self) -> Any:
+        (argument,) = self.arguments
+        return literal(argument)
 
-    @property
-    def keyword(self) -> str:
-        return self.code.split(None, 1)[0]
+
+@dataclass(frozen=True)
+class Declaration:
+    """One top-level declaration and the decorators written above it."""
+
+    keyword: str
+    node: Node
+    decorators: tuple[Decorator, ...]
 
     @property
     def name(self) -> str:
-        return self.code.split()[1]
+        return text(self._parts[0])
 
     @property
-    def value(self) -> str:
-        """The expression after the declaration's ``=`` (empty when it has none)."""
-        position = self.mask.find("=")
-        return self.code[position + 1 :].strip() if position >= 0 else ""
+    def line(self) -> int:
+        return line(self.node)
+
+    @property
+    def code(self) -> str:
+        return text(self.node)
+
+    @cached_property
+    def _parts(self) -> list[Node]:
+        return [c for c in self.node.named_children if c.type not in ("comment", "diagnostic_comment")]
+
+    @property
+    def declared_type(self) -> str:
+        """``string``, ``int``, ... of a param or output; ``Type@version`` of a resource; the path of a module."""
+        part = self._parts[1]
+        return string_value(part) or "" if part.type == "string" else text(part)
+
+    @property
+    def existing(self) -> bool:
+        return any(c.type == "existing" for c in self.node.children)
+
+    @cached_property
+    def _expression(self) -> Node | None:
+        """The expression after ``=``: a default value, a variable's value, a resource's body."""
+        after = False
+        for child in self.node.children:
+            if after and child.is_named and child.type not in ("comment", "diagnostic_comment"):
+                return child
+            after = after or child.type == "="
+        return None
+
+    @property
+    def value(self) -> Node | None:
+        """A param's default, a var's or output's value, or the body object of a resource or module."""
+        node = self._expression
+        if node is None or self.keyword not in ("resource", "module"):
+            return node
+        while node.type in ("if_statement", "for_statement"):
+            node = [c for c in node.named_children if c.type != "comment"][-1]
+        return node
+
+    @property
+    def condition(self) -> Node | None:
+        """The ``if (...)`` condition of a conditional resource or module."""
+        node = self._expression
+        while node is not None and node.type in ("if_statement", "for_statement"):
+            if node.type == "if_statement":
+                return unwrap(node.named_children[0])
+            node = [c for c in node.named_children if c.type != "comment"][-1]
+        return None
+
+    @property
+    def loop(self) -> Node | None:
+        node = self._expression
+        return node if node is not None and node.type == "for_statement" else None
+
+    def decorator(self, name: str) -> Decorator | None:
+        return next((d for d in self.decorators if d.name in (name, f"sys.{name}")), None)
 
     def has_decorator(self, name: str) -> bool:
-        return any(re.match(rf"@(sys\.)?{name}\(", decorator) for decorator in self.decorators)
+        return self.decorator(name) is not None
 
-    def property_values(self, key: str) -> list[str]:
-        """Values of ``key: value`` lines anywhere in the statement's body."""
-        return [match.group(1).strip() for match in re.finditer(rf"^[ \t]*{key}:[ \t]*(.+)$", self.code, re.M)]
+    def get(self, *path: str) -> Node | None:
+        """The value at ``path`` in this declaration's object (a resource or module body, an object var)."""
+        return get(self.value, *path)
 
-    def object_keys(self) -> list[str]:
-        """Keys of the object literal this statement's value is, at its first level."""
-        start = self.mask.index("{", self.mask.find("="))
-        keys, depth = [], 0
-        for offset in range(start, len(self.mask)):
-            char = self.mask[offset]
-            if char in OPENERS:
-                depth += 1
-            elif char in CLOSERS:
-                depth -= 1
-            elif char == "\n" and depth == 1:
-                match = re.match(r"[ \t]*([A-Za-z_]\w*)[ \t]*:", self.code[offset + 1 :])
-                if match:
-                    keys.append(match.group(1))
-        return keys
+    def values(self, key: str) -> list[Node]:
+        """Values of ``key: ...`` anywhere in this declaration's value."""
+        return find_values(self.value, key) if self.value is not None else []
+
+    def texts(self, key: str) -> list[str]:
+        return [text(node) for node in self.values(key)]
 
 
-def _lines(mask: str) -> list[tuple[int, int, int]]:
-    """``(start, end, depth)`` of each line, ``depth`` being the bracket depth where it begins."""
-    lines, depth, start = [], 0, 0
-    for line in mask.splitlines(keepends=True):
-        lines.append((start, start + len(line), depth))
-        depth += sum(line.count(c) for c in OPENERS) - sum(line.count(c) for c in CLOSERS)
-        start += len(line)
-    return lines
+def _decorators(node: Node) -> tuple[Decorator, ...]:
+    found = []
+    for decorator in node.named_children:
+        if decorator.type != "decorator":
+            continue
+        call = decorator.named_children[0]
+        if call.type == "call_expression":
+            found.append(Decorator(call_name(call) or "", tuple(arguments(call))))
+        else:
+            found.append(Decorator(text(call), ()))
+    return tuple(found)
 
 
 class BicepFile:
-    """One ``.bicep`` file, read as top-level statements."""
+    """One ``.bicep`` file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, source: str | None = None) -> None:
         self.path = path
-        self.text = path.read_text(encoding="utf-8")
-        self.code, self.mask = scan(self.text)
+        self.text = path.read_text(encoding="utf-8") if source is None else source
+        self.root = parse(self.text)
+        problems = errors(self.root)
+        if problems:
+            raise ValueError(f"{path}: {'; '.join(problems)}")
 
     @cached_property
-    def statements(self) -> list[Statement]:
-        chunks: list[tuple[int, int, int]] = []
-        for number, (start, end, depth) in enumerate(_lines(self.mask), start=1):
-            text = self.mask[start:end]
-            if depth > 0 or (text.strip() and text[0].isspace()):
-                chunks[-1] = (chunks[-1][0], end, chunks[-1][2])  # inside a statement, or its next line
-            elif text.strip() or not self.text[start:end].strip():
-                chunks.append((start, end, number))  # a statement starts, or a blank line separates
-            # else a comment or directive line between statements: it neither starts nor separates
-        statements: list[Statement] = []
-        decorators: list[str] = []
-        for start, end, line in chunks:
-            code = self.code[start:end].strip()
-            if not code:
-                decorators = []
-            elif code.startswith("@"):
-                decorators.append(code)
-            else:
-                statements.append(Statement(code, self.mask[start:end].strip(), line, tuple(decorators)))
-                decorators = []
-        return statements
+    def statements(self) -> list[Declaration]:
+        found: list[Declaration] = []
+        pending: tuple[Decorator, ...] = ()
+        for child in self.root.named_children:
+            if child.type == "decorators":
+                pending = _decorators(child)
+            elif child.type in KEYWORDS:
+                found.append(Declaration(KEYWORDS[child.type], child, pending))
+                pending = ()
+            elif child.type not in ("comment", "diagnostic_comment"):
+                pending = ()
+        return found
 
-    def declarations(self, keyword: str) -> list[Statement]:
+    def declarations(self, keyword: str) -> list[Declaration]:
         return [statement for statement in self.statements if statement.keyword == keyword]
 
-    def declaration(self, keyword: str, name: str) -> Statement:
+    def declaration(self, keyword: str, name: str) -> Declaration:
         (found,) = [statement for statement in self.declarations(keyword) if statement.name == name]
         return found
 
+    def symbol(self, name: str) -> Declaration | None:
+        """The param, var, resource or module named ``name`` (outputs are not referable)."""
+        return next((s for s in self.statements if s.name == name and s.keyword != "output"), None)
+
     @property
     def target_scope(self) -> str:
-        match = re.search(r"^targetScope\s*=\s*'(\w+)'", self.code, re.M)
-        return match.group(1) if match else "resourceGroup"
+        for child in self.root.named_children:
+            if child.type == "target_scope_assignment":
+                return string_value(child.named_children[-1]) or text(child.named_children[-1])
+        return "resourceGroup"
 
     def resources(self) -> dict[str, tuple[str, str, bool]]:
         """Symbol -> (type, API version, existing) of every resource declaration."""
         found = {}
-        for statement in self.declarations("resource"):
-            match = RESOURCE.match(statement.code)
-            assert match, f"{self.path.name}:{statement.line}: unreadable resource declaration"
-            found[match.group(1)] = (match.group(2), match.group(3), bool(match.group(4)))
+        for resource in self.declarations("resource"):
+            kind, _, version = resource.declared_type.partition("@")
+            found[resource.name] = (kind, version, resource.existing)
         return found
 
     def modules(self) -> dict[str, str]:
         """Symbol -> path of every module declaration."""
-        found = {}
-        for statement in self.declarations("module"):
-            match = MODULE.match(statement.code)
-            assert match, f"{self.path.name}:{statement.line}: unreadable module declaration"
-            found[match.group(1)] = match.group(2)
-        return found
+        return {module.name: module.declared_type for module in self.declarations("module")}
 
-    def resolved(self, text: str) -> str:
-        """``text`` followed by the values of the variables it names, and of theirs, transitively."""
-        variables = {statement.name: statement.value for statement in self.declarations("var")}
+    def resolve(self, node: Node) -> Node:
+        """Follow a variable reference (and parentheses) to the expression it names."""
         seen: set[str] = set()
-        pending = [text]
-        parts = []
-        while pending:
-            part = pending.pop()
-            parts.append(part)
-            for name in IDENTIFIER.findall(part):
-                if name in variables and name not in seen:
-                    seen.add(name)
-                    pending.append(variables[name])
-        return "\n".join(parts)
+        node = unwrap(node)
+        while node.type == "identifier" and text(node) not in seen:
+            seen.add(text(node))
+            symbol = self.symbol(text(node))
+            if symbol is None or symbol.keyword != "var" or symbol.value is None:
+                break
+            node = unwrap(symbol.value)
+        return node
+
+    def object_keys(self, node: Node) -> set[str]:
+        """Every key an object expression may have: through variables, ``union()`` and both sides of ``?:``."""
+        node = self.resolve(node)
+        if node.type == "object":
+            return {key for key, _, _ in properties(node) if key is not None}
+        if node.type == "ternary_expression":
+            consequence = node.child_by_field_name("consequence")
+            alternative = node.child_by_field_name("alternative")
+            return {key for branch in (consequence, alternative) if branch for key in self.object_keys(branch)}
+        if call_name(node) == "union":
+            return {key for argument in arguments(node) for key in self.object_keys(argument)}
+        return set()
+
+    def object_values(self, node: Node, key: str) -> list[Node]:
+        """The values ``key`` may take in an object expression, read as ``object_keys`` reads it."""
+        node = self.resolve(node)
+        if node.type == "object":
+            return [value for name, _, value in properties(node) if name == key]
+        if node.type == "ternary_expression":
+            branches = [node.child_by_field_name("consequence"), node.child_by_field_name("alternative")]
+            return [value for branch in branches if branch for value in self.object_values(branch, key)]
+        if call_name(node) == "union":
+            return [value for argument in arguments(node) for value in self.object_values(argument, key)]
+        return []
 
 
 def read_all(folder: Path) -> list[BicepFile]:
     return [BicepFile(path) for path in sorted(folder.rglob("*.bicep"))]
+
+
+class Fail(Exception):
+    """``fail('...')`` was evaluated: the deployment stops with this message."""
+
+
+class Evaluator:
+    """Evaluates the expressions of one file for given parameter values, as ARM would at deployment.
+
+    Enough of the language for the decisions the templates make from their parameters: literals and
+    interpolation, parameters (given or their defaults) and variables (a variable given by name stands
+    for its value, like a parameter), ``?:`` (only the chosen branch is evaluated, as ARM's ``if()``),
+    ``&&``/``||`` (short-circuit), comparisons, ``!``, ``??``, ``.`` and ``.?`` on objects, and the
+    functions ``empty``, ``length``, ``union``, ``concat``, ``contains``, ``toLower``, ``fail``. Anything
+    else (a reference to a deployed resource, a module's output) raises ``NotLiteral``.
+    """
+
+    def __init__(self, file: BicepFile, params: dict[str, Any] | None = None) -> None:
+        self.file = file
+        self.params = dict(params or {})
+
+    def __call__(self, node: Node) -> Any:
+        return self.evaluate(node, 0)
+
+    def symbol(self, name: str, depth: int) -> Any:
+        if name in self.params:
+            return self.params[name]
+        declaration = self.file.symbol(name)
+        if declaration is None or declaration.keyword not in ("param", "var") or declaration.value is None:
+            raise NotLiteral(name)
+        return self.evaluate(declaration.value, depth + 1)
+
+    def evaluate(self, node: Node, depth: int) -> Any:
+        if depth > 50:
+            raise NotLiteral("too deep")
+        node = unwrap(node)
+        kind = node.type
+        if kind == "string":
+            parts = []
+            for child in node.named_children:
+                if child.type == "interpolation":
+                    parts.append(self.text_of(self.evaluate(child.named_children[0], depth + 1)))
+                elif child.type == "escape_sequence":
+                    parts.append(ESCAPES.get(text(child), text(child)))
+                else:
+                    parts.append(text(child))
+            return "".join(parts)
+        if kind in ("number", "boolean", "null"):
+            return literal(node)
+        if kind == "array":
+            return [self.evaluate(item, depth + 1) for item in node.named_children if item.type != "comment"]
+        if kind == "object":
+            return {key: self.evaluate(value, depth + 1) for key, _, value in properties(node)}
+        if kind == "identifier":
+            return self.symbol(text(node), depth)
+        if kind == "ternary_expression":
+            condition = self.evaluate(node.child_by_field_name("condition") or node.named_children[0], depth + 1)
+            branch = node.child_by_field_name("consequence" if condition else "alternative")
+            assert branch is not None
+            return self.evaluate(branch, depth + 1)
+        if kind == "unary_expression":
+            operator = text(node.children[0])
+            value = self.evaluate(node.named_children[-1], depth + 1)
+            return (not value) if operator == "!" else -value
+        if kind == "binary_expression":
+            return self.binary(node, depth)
+        if kind == "member_expression":
+            obj = self.evaluate(node.child_by_field_name("object") or node.named_children[0], depth + 1)
+            name = text(node.child_by_field_name("property") or node.named_children[-1])
+            if any(child.type == ".?" for child in node.children):  # safe dereference: null when missing
+                return obj.get(name) if isinstance(obj, dict) else None
+            if isinstance(obj, dict) and name in obj:
+                return obj[name]
+            raise NotLiteral(text(node))
+        if kind == "call_expression":
+            return self.call(node, depth)
+        raise NotLiteral(text(node))
+
+    def binary(self, node: Node, depth: int) -> Any:
+        left_node, right_node = node.child_by_field_name("left"), node.child_by_field_name("right")
+        assert left_node is not None
+        assert right_node is not None
+        operator = text(node.child_by_field_name("operator") or node.children[1])
+        left = self.evaluate(left_node, depth + 1)
+        if operator == "&&":
+            return bool(left) and bool(self.evaluate(right_node, depth + 1))
+        if operator == "||":
+            return bool(left) or bool(self.evaluate(right_node, depth + 1))
+        if operator == "??":
+            return left if left is not None else self.evaluate(right_node, depth + 1)
+        right = self.evaluate(right_node, depth + 1)
+        operations: dict[str, Callable[[], Any]] = {
+            "==": lambda: left == right,
+            "!=": lambda: left != right,
+            "=~": lambda: str(left).lower() == str(right).lower(),
+            "!~": lambda: str(left).lower() != str(right).lower(),
+            "<": lambda: left < right,
+            "<=": lambda: left <= right,
+            ">": lambda: left > right,
+            ">=": lambda: left >= right,
+            "+": lambda: left + right,
+            "-": lambda: left - right,
+        }
+        if operator not in operations:
+            raise NotLiteral(text(node))
+        return operations[operator]()
+
+    def call(self, node: Node, depth: int) -> Any:
+        name = call_name(node)
+        values = [self.evaluate(argument, depth + 1) for argument in arguments(node)]
+        if name == "fail":
+            raise Fail(values[0])
+        if name == "empty":
+            return values[0] is None or len(values[0]) == 0
+        if name == "length":
+            return len(values[0])
+        if name == "union":
+            if all(isinstance(value, dict) for value in values):
+                return {key: value for part in values for key, value in part.items()}
+            return list(dict.fromkeys(item for part in values for item in part))
+        if name == "concat":
+            return "".join(values) if all(isinstance(v, str) for v in values) else [i for v in values for i in v]
+        if name == "contains":
+            return values[1] in values[0]
+        if name == "toLower":
+            return str(values[0]).lower()
+        raise NotLiteral(text(node))
+
+    @staticmethod
+    def text_of(value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)

@@ -12,7 +12,7 @@ from oncegate.errors import StateConflict
 from oncegate.models import ClaimResponse, ClaimResult
 from oncegate.service.claims import ClaimService
 from tests.conftest import FakeClock
-from tests.service.calls import FLOW, FLOW_COPY, claim, keyed, record, release, succeeded
+from tests.service.calls import FLOW, FLOW_COPY, claim, keyed, record, record_with, release, succeeded
 
 # -- proceed ------------------------------------------------------------------------------------
 
@@ -331,3 +331,22 @@ def test_a_final_failure_blocks_every_later_run(service: ClaimService, clock: Fa
         assert blocked.decision is Decision.BLOCKED
         assert (blocked.status, blocked.attempt, blocked.claim_token) == (ClaimStatus.FAILED, 1, None)
     assert "customer account closed" in blocked.reason
+
+
+def test_a_run_that_names_no_flow_or_no_business_data_never_gets_a_live_claim_back(service: ClaimService) -> None:
+    # Two items of one key in an "Apply to each" share the run's name: with nothing more, they are two runs.
+    bare = claim(service, run="run-A", flow=None, fingerprint=None)
+
+    again = claim(service, run="run-A", flow=None, fingerprint=None)
+
+    assert (bare.decision, again.decision, again.claim_token) == (Decision.PROCEED, Decision.IN_PROGRESS, None)
+
+
+def test_a_wrong_token_is_refused_without_naming_the_holder(service: ClaimService) -> None:
+    holder = claim(service, run="run-holder")
+
+    with pytest.raises(StateConflict) as refused:
+        record_with(service, holder.claim_id, "hello", "succeeded")
+
+    assert "run-holder" not in refused.value.message
+    assert "does not match" in refused.value.message

@@ -182,3 +182,12 @@ def test_a_temporary_file_left_by_a_crash_does_not_break_the_next_start(tmp_path
     assert local_key_secret(tmp_path / DATABASE) == secret
     assert secret_file(tmp_path).read_text(encoding="utf-8").strip() == secret
     assert leftover.read_bytes() == content
+
+
+def test_a_secret_file_readable_by_others_is_made_private(tmp_path: Path) -> None:
+    path = tmp_path / "key-secret"
+    path.write_text("s" * 40)
+    path.chmod(0o644)
+
+    assert local_key_secret(tmp_path / "oncegate.db") == "s" * 40
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

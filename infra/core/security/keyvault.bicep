@@ -1,5 +1,7 @@
 // The Key Vault holding OnceGate's HMAC key secret. Access is by Azure RBAC only (no access
 // policies); the app reads the secret through a Key Vault reference with its user-assigned identity.
+// The secret's value is written only when a new one is given (the first deployment): a redeploy
+// leaves the secret, and every version of it, as it is.
 
 @minLength(3)
 @maxLength(24)
@@ -17,9 +19,8 @@ param tags object
 param keySecretName string
 
 @secure()
-@minLength(32)
-@description('Value of the HMAC key secret, at least 32 characters.')
-param keySecret string
+@description('A new value for the secret, at least 32 characters, written as its latest version. Empty: the secret is not written, and the one in the vault stays.')
+param newKeySecret string = ''
 
 @description('Purge protection; irreversible once on.')
 param enablePurgeProtection bool
@@ -52,11 +53,13 @@ resource keyVault 'Microsoft.KeyVault/vaults@2023-07-01' = {
   }
 }
 
-resource keySecretEntry 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
+// Conditional on a value: a deployment that declares the secret writes the declared value (a new
+// version), so a deployment without a value must not declare it at all.
+resource keySecretEntry 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = if (!empty(newKeySecret)) {
   parent: keyVault
   name: keySecretName
   properties: {
-    value: keySecret
+    value: newKeySecret
     contentType: 'text/plain'
   }
 }
@@ -64,5 +67,6 @@ resource keySecretEntry 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
 @description('Name of the Key Vault.')
 output name string = keyVault.name
 
+// Built from the vault, not read from keySecretEntry, which a redeploy does not declare.
 @description('Versionless URI of the key secret, for the app setting\'s Key Vault reference (the app follows the latest version).')
-output keySecretUri string = keySecretEntry.properties.secretUri
+output keySecretUri string = '${keyVault.properties.vaultUri}secrets/${keySecretName}'

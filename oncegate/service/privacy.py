@@ -1,0 +1,140 @@
+"""Personal data in what a request stores besides its key: one walk of its stored fields, under one policy.
+
+Flows store result data, target record ids, error texts, release reasons and conflict reports as
+sent; people store review and resolution notes, a flow's notes and a scope's description. Each
+string there (in JSON, every member's name and value and every array item, however nested) is read
+by the detectors of :mod:`oncegate.domain.sensitive`, under ``ONCEGATE_SENSITIVE_DATA``:
+
+- ``reject``: the request is refused before the service reads or writes anything for it, with
+  ``400 sensitive_data`` naming each field (``data.customer.email``), never the value;
+- ``warn``: it is stored, and the answer carries the warning ``sensitive_data``;
+- ``off``: nothing is looked at.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
+from oncegate.errors import SensitiveData
+from oncegate.models import (
+    ClaimView,
+    ConflictView,
+    FlowView,
+    RecordResultRequest,
+    RegisterFlowRequest,
+    ReleaseRequest,
+    ReportConflictRequest,
+    ResolveConflictRequest,
+    ReviewClaimRequest,
+    ScopeView,
+    SetScopeRequest,
+)
+
+logger = logging.getLogger(__name__)
+
+SENSITIVE_DATA = "sensitive_data"
+# In a target, a member name that is itself personal data: the target must not quote it.
+HIDDEN_NAME = "*"
+
+# The fields each request stores as sent. Left out on purpose, and listed in NOT_LOOKED_AT:
+# - the key: only its HMAC is stored, and it has its own check (ONCEGATE_SENSITIVE_KEYS);
+# - the payload: only its keyed fingerprint is stored;
+# - the reviewer: the processing record names who decided, on purpose; a flow's or scope's owner is
+#   the contact who answers for it, on purpose too;
+# - the run id and flow: the caller's run as Power Automate names it, kept to recognise the run;
+# - tokens, outcomes, decisions, flags, numbers and scope names: no free text.
+STORED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
+    RecordResultRequest: ("target_record_id", "data", "error"),
+    ReleaseRequest: ("reason",),
+    ReviewClaimRequest: ("note",),
+    ReportConflictRequest: ("reason", "details"),
+    ResolveConflictRequest: ("note",),
+    RegisterFlowRequest: ("notes",),
+    SetScopeRequest: ("description",),
+}
+NOT_LOOKED_AT = frozenset(
+    {"key", "payload", "fingerprint", "reviewer", "owner", "run_id", "flow", "name", "environment", "scope"}
+    | {"claim_token", "outcome", "retryable", "decision", "enabled", "lease_seconds", "retention_days"}
+)
+View = TypeVar("View", ClaimView, ConflictView, FlowView, ScopeView)
+
+
+def stored_findings(request: BaseModel) -> list[tuple[str, str]]:
+    """Each place in ``request``'s stored fields that seems to carry personal data: (target, what), in order."""
+    fields = type(request).model_fields
+    return [
+        found
+        for name in STORED_FIELDS.get(type(request), ())
+        for found in _walk(getattr(request, name), fields[name].alias or name)
+    ]
+
+
+def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """The personal data in every string of ``value``: members' names and values, array items, however nested."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:  # iterative: data may be nested as deep as the JSON decoder allows
+        node, where = stack.pop()
+        if isinstance(node, str):
+            if found := sensitive_findings(node):
+                yield where, f"{where} seems to contain {_listed(found)}"
+        elif isinstance(node, dict):
+            children = []
+            for name, child in node.items():
+                named = sensitive_findings(name)
+                if named:
+                    yield where, f"a member name in {where} seems to contain {_listed(named)}"
+                children.append((child, f"{where}.{HIDDEN_NAME if named else name}"))
+            stack.extend(reversed(children))
+        elif isinstance(node, list):
+            stack.extend(reversed([(child, f"{where}.{index}") for index, child in enumerate(node)]))
+
+
+def _listed(findings: list[str]) -> str:
+    return " and ".join(findings)
+
+
+class StoredDataGuard:
+    """The one check of what a request stores; each action calls it first, before any read or write."""
+
+    def __init__(self, policy: SensitiveKeyPolicy) -> None:
+        self.policy = policy
+
+    def check(self, request: BaseModel, subject: str) -> list[str]:
+        """The warnings ``request`` earned; under ``reject``, ``SensitiveData`` (nothing is stored yet).
+
+        ``subject`` names what the request is about (``claim <id>``) in the warning logged under ``warn``.
+        """
+        if self.policy is SensitiveKeyPolicy.OFF:
+            return []
+        found = stored_findings(request)
+        if not found:
+            return []
+        if self.policy is SensitiveKeyPolicy.REJECT:
+            raise SensitiveData(_refusal(found), target=found[0][0], details=found)
+        # Named, never quoted: where personal data is stored, for whoever means to turn reject on.
+        logger.warning(
+            "Personal data stored as sent for %s (ONCEGATE_SENSITIVE_DATA=warn): %s",
+            subject,
+            "; ".join(what for _, what in found),
+        )
+        return [SENSITIVE_DATA]
+
+
+def _refusal(found: list[tuple[str, str]]) -> str:
+    more = f" (and {len(found) - 1} more, listed in details)" if len(found) > 1 else ""
+    return (
+        f"This request would store personal data: {found[0][1]}{more}. Keep it out of what OnceGate stores "
+        "(an internal record id instead). Nothing was stored."
+    )
+
+
+def warned(view: View, warnings: list[str]) -> View:
+    """``view`` with ``warnings`` added to those it carries."""
+    if not warnings:
+        return view
+    return view.model_copy(update={"warnings": [*(view.warnings or []), *warnings]})

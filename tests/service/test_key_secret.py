@@ -1,0 +1,239 @@
+"""The key secret cannot change by accident, and can be rotated without a key proceeding twice (issue 10).
+
+Claim ids are HMACs of the business key with the secret, so a service started with another secret
+would answer ``proceed`` for every key already done. The store remembers a check value of every
+secret it was used with; another secret is refused with 503. A rotation follows the runbook in
+docs/operations.md: every instance first learns the next secret (``ONCEGATE_KEY_SECRET_NEXT``),
+then the secrets swap (``ONCEGATE_KEY_SECRET_PREVIOUS``), and the previous one goes only once
+no claim made with it is left. Instances of two neighbouring phases run side by side here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oncegate import bootstrap
+from oncegate.config import ConfigError, Settings
+from oncegate.domain.keys import KeyHasher, KeyRing
+from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
+from oncegate.errors import NotConfigured
+from oncegate.models import LookupRequest, ReportConflictRequest
+from oncegate.service.claims import ClaimService
+from oncegate.stores.port import ClaimStore
+from tests.conftest import FakeClock
+from tests.service.calls import KEY, SCOPE, claim, record, release, resolve
+
+OLD = "old-secret-" + "o" * 32
+NEW = "new-secret-" + "n" * 32
+OTHER = "other-secret-" + "x" * 32
+# The runbook's phases, in order: the keys each instance knows, and which one it makes claims with.
+PHASES = {
+    "before": lambda: KeyRing(KeyHasher(OLD)),
+    "next": lambda: KeyRing(KeyHasher(OLD), next_=KeyHasher(NEW)),
+    "switched": lambda: KeyRing(KeyHasher(NEW), previous=KeyHasher(OLD)),
+    "after": lambda: KeyRing(KeyHasher(NEW)),
+}
+# Neighbouring phases run side by side while a setting change rolls over the instances.
+ROLLOUTS = [("before", "next"), ("next", "switched"), ("switched", "after")]
+RACE_ROUNDS = 15
+RACERS = 6
+
+
+@pytest.fixture
+def service_in(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[str], ClaimService]:
+    """A service instance in one phase of the rotation, over the test's store."""
+    return lambda phase: ClaimService(open_store(), PHASES[phase](), clock=clock)
+
+
+def _count_rows(service: ClaimService) -> int:
+    statuses = list(ClaimStatus)
+    return len(service.store.list_claims(statuses=statuses, limit=200).items)
+
+
+# -- another secret is refused ----------------------------------------------------------------------
+
+
+def test_a_service_with_another_secret_refuses_every_claim_action_and_writes_nothing(
+    open_store: Callable[[], ClaimStore], clock: FakeClock
+) -> None:
+    first = ClaimService(open_store(), KeyHasher(OLD), clock=clock)
+    done = claim(first, run="run-1")
+    record(first, done)
+    changed = claim(first, run="run-2", fingerprint="v2")
+    assert changed.conflict_id is not None
+    before = _count_rows(first)
+    wrong = ClaimService(open_store(), KeyHasher(OTHER), clock=clock)
+
+    actions: dict[str, Callable[[], Any]] = {
+        "check and claim": lambda: claim(wrong, run="run-3"),
+        "record result": lambda: record(wrong, done),
+        "release": lambda: release(wrong, done),
+        "lookup": lambda: wrong.lookup(LookupRequest(scope=SCOPE, key=KEY)),
+        "report conflict": lambda: wrong.report_conflict(
+            ReportConflictRequest(scope=SCOPE, key=KEY, run_id="run-4", reason="the ERP differs")
+        ),
+        "resolve": lambda: resolve(wrong, str(changed.conflict_id), "dismiss"),
+        "health": wrong.health,
+    }
+    for name, action in actions.items():
+        with pytest.raises(NotConfigured) as refused:
+            action()
+        assert refused.value.target == "ONCEGATE_KEY_SECRET", name
+        assert "ONCEGATE_KEY_SECRET_PREVIOUS" in refused.value.message, name
+
+    assert _count_rows(first) == before
+    assert claim(first, run="run-5").decision is Decision.DUPLICATE
+    assert first.get_conflict(changed.conflict_id).status is ConflictStatus.OPEN
+
+
+def test_a_new_store_remembers_the_secret_it_is_first_used_with(
+    open_store: Callable[[], ClaimStore], clock: FakeClock
+) -> None:
+    store = open_store()
+    assert store.key_ids() == set()
+
+    claim(ClaimService(store, KeyHasher(OLD), clock=clock))
+
+    assert open_store().key_ids() == {KeyHasher(OLD).key_id}
+    assert OLD not in repr(open_store().key_ids())
+
+
+# -- keys claimed under the previous secret ---------------------------------------------------------
+
+
+def test_keys_claimed_before_the_switch_are_answered_as_before_after_it(
+    service_in: Callable[[str], ClaimService], clock: FakeClock
+) -> None:
+    before = service_in("before")
+    done = claim(before, key="SO-done", run="run-1")
+    record(before, done)
+    held = claim(before, key="SO-held", run="run-2", lease_seconds=600)
+    changed_base = claim(before, key="SO-changed", run="run-3")
+    record(before, changed_base)
+    expiring = claim(before, key="SO-expiring", run="run-4", lease_seconds=60)
+    clock.advance(120)
+    switched = service_in("switched")
+
+    assert claim(switched, key="SO-done", run="run-5").decision is Decision.DUPLICATE
+    assert claim(switched, key="SO-held", run="run-6").decision is Decision.IN_PROGRESS
+    assert claim(switched, key="SO-changed", run="run-7", fingerprint="v2").decision is Decision.CONFLICT
+    reconciled = claim(switched, key="SO-expiring", run="run-8")
+    assert (reconciled.decision, reconciled.claim_id) == (Decision.RECONCILE, expiring.claim_id)
+    # The holder's token, granted before the switch, still holds after it.
+    assert record(switched, held).status is ClaimStatus.SUCCEEDED
+    assert switched.lookup(LookupRequest(scope=SCOPE, key="SO-done")).claim_id == done.claim_id
+
+
+def test_new_keys_after_the_switch_are_claimed_with_the_new_secret(
+    service_in: Callable[[str], ClaimService],
+) -> None:
+    answer = claim(service_in("switched"), key="SO-new")
+
+    assert answer.claim_id == KeyHasher(NEW).claim_id(SCOPE, "SO-new")
+    assert claim(service_in("after"), key="SO-new", run="run-2").decision is Decision.IN_PROGRESS
+
+
+# -- the rollouts ----------------------------------------------------------------------------------
+
+
+def _race(services: list[ClaimService], key: str) -> list[Any]:
+    barrier = threading.Barrier(len(services))
+    answers: list[Any] = [None] * len(services)
+
+    def ask(index: int) -> None:
+        barrier.wait(timeout=30)
+        try:
+            answers[index] = claim(services[index], key=key, run=f"run-{index}").decision
+        except Exception as error:  # every outcome, an error too, is counted by the test
+            answers[index] = type(error).__name__
+
+    threads = [threading.Thread(target=ask, args=(index,)) for index in range(len(services))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return answers
+
+
+@pytest.mark.parametrize("rollout", ROLLOUTS, ids="+".join)
+def test_instances_on_both_sides_of_a_rollout_never_both_proceed(
+    service_in: Callable[[str], ClaimService], rollout: tuple[str, str]
+) -> None:
+    services = [service_in(rollout[index % 2]) for index in range(RACERS)]
+    proceeds: Counter[int] = Counter()
+    for round_ in range(RACE_ROUNDS):
+        key = f"SO-race-{round_}"
+        answers = _race(services, key)
+        assert set(answers) <= {Decision.PROCEED, Decision.IN_PROGRESS}, answers
+        # Both sides may withdraw at once (told in_progress, retry shortly): then a retry proceeds, once.
+        retries = [claim(service, key=key, run=f"run-retry-{index}").decision for index, service in enumerate(services)]
+        total = answers.count(Decision.PROCEED) + retries.count(Decision.PROCEED)
+        proceeds[total] += 1
+
+    assert set(proceeds) == {1}, f"rounds by number of proceed answers: {dict(proceeds)}"
+
+
+def test_skipping_the_next_phase_lets_a_key_proceed_twice(service_in: Callable[[str], ClaimService]) -> None:
+    # Why the runbook's first step exists: an instance that knows only the old secret never looks for a
+    # claim made with the new one. This interleaving is the one that step prevents.
+    switched, before = service_in("switched"), service_in("before")
+
+    first = claim(switched, key="SO-skipped", run="run-1")
+    second = claim(before, key="SO-skipped", run="run-2")
+
+    assert (first.decision, second.decision) == (Decision.PROCEED, Decision.PROCEED)
+    assert first.claim_id != second.claim_id
+
+
+# -- the settings of a rotation ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("environment", "setting"),
+    [
+        pytest.param({"ONCEGATE_KEY_SECRET_PREVIOUS": OLD}, "ONCEGATE_KEY_SECRET", id="previous without current"),
+        pytest.param(
+            {"ONCEGATE_KEY_SECRET": NEW, "ONCEGATE_KEY_SECRET_PREVIOUS": OLD, "ONCEGATE_KEY_SECRET_NEXT": OTHER},
+            "ONCEGATE_KEY_SECRET_NEXT",
+            id="three secrets",
+        ),
+        pytest.param(
+            {"ONCEGATE_KEY_SECRET": NEW, "ONCEGATE_KEY_SECRET_PREVIOUS": NEW},
+            "ONCEGATE_KEY_SECRET_PREVIOUS",
+            id="previous is current",
+        ),
+        pytest.param(
+            {"ONCEGATE_KEY_SECRET": NEW, "ONCEGATE_KEY_SECRET_PREVIOUS": "@Microsoft.KeyVault(SecretUri=https://v)"},
+            "ONCEGATE_KEY_SECRET_PREVIOUS",
+            id="unresolved reference",
+        ),
+        pytest.param(
+            {"ONCEGATE_KEY_SECRET": NEW, "ONCEGATE_KEY_SECRET_NEXT": "short"}, "ONCEGATE_KEY_SECRET_NEXT", id="short"
+        ),
+    ],
+)
+def test_a_rotation_setting_that_cannot_work_is_refused_naming_it(environment: dict[str, str], setting: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_environment(environment)
+
+    assert refused.value.setting == setting
+
+
+def test_the_settings_of_each_phase_build_its_key_ring(tmp_path: Path) -> None:
+    base = {"ONCEGATE_SQLITE_PATH": str(tmp_path / "db" / "claims.db")}
+    phases = {
+        "next": {"ONCEGATE_KEY_SECRET": OLD, "ONCEGATE_KEY_SECRET_NEXT": NEW},
+        "switched": {"ONCEGATE_KEY_SECRET": NEW, "ONCEGATE_KEY_SECRET_PREVIOUS": OLD},
+    }
+    for phase, environment in phases.items():
+        ring = bootstrap.key_ring(
+            Settings.from_environment({**base, **environment}), environment["ONCEGATE_KEY_SECRET"]
+        )
+        assert ring.key_ids == PHASES[phase]().key_ids, phase
+        assert ring.current.key_id == PHASES[phase]().current.key_id, phase

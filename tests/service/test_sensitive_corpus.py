@@ -1,0 +1,115 @@
+"""The detectors against two corpora: what they must never flag, and what they must always catch.
+
+``corpus/business.json`` holds a few hundred realistic business identifiers and texts, by kind:
+order and invoice numbers, GUIDs, SharePoint and Dataverse ids, ERP document numbers, dates,
+timestamps, amounts, SKUs and GTINs, Power Automate run ids, phone-like strings that are not E.164
+numbers, VAT ids and payment references, and error texts and notes. None may be flagged, as a key
+or as stored data: a false positive refuses a flow's real work.
+
+``corpus/personal.json`` holds each detector's hits by finding, including every bypass an
+adversarial run found in the key check (a card after a dash or letters, digits split by dots,
+no-break spaces, tabs or underscores, ``%40``, a fullwidth at sign (U+FF20), an internationalised domain, PRC
+ids with spaces or dashes). Every one must be found, with the right finding. Invisible and
+fullwidth characters are written as ``\\uXXXX`` escapes in the files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import phonenumbers
+import pytest
+
+from oncegate.domain.sensitive import sensitive_findings
+from oncegate.domain.statuses import Outcome
+from oncegate.models import RecordResultRequest
+from oncegate.service.privacy import stored_findings
+
+CORPUS = Path(__file__).parent / "corpus"
+BUSINESS: dict[str, list[str]] = json.loads((CORPUS / "business.json").read_text(encoding="utf-8"))
+PERSONAL: dict[str, list[str]] = json.loads((CORPUS / "personal.json").read_text(encoding="utf-8"))
+
+
+def test_the_corpora_are_large_enough_to_mean_something() -> None:
+    assert sum(map(len, BUSINESS.values())) >= 300
+    assert len(BUSINESS) >= 10
+    assert set(PERSONAL) == {
+        "an e-mail address",
+        "a resident identity number",
+        "a payment card number",
+        "an IBAN",
+        "a phone number",
+    }
+    assert all(len(hits) >= 15 for hits in PERSONAL.values())
+
+
+@pytest.mark.parametrize("kind", BUSINESS)
+def test_no_business_identifier_is_flagged(kind: str) -> None:
+    flagged = {text: sensitive_findings(text) for text in BUSINESS[kind] if sensitive_findings(text)}
+
+    assert flagged == {}
+
+
+@pytest.mark.parametrize("finding", PERSONAL)
+def test_every_hit_is_found_with_its_finding(finding: str) -> None:
+    missed = [text for text in PERSONAL[finding] if finding not in sensitive_findings(text)]
+
+    assert missed == []
+
+
+def test_stored_data_made_of_the_business_corpus_passes_untouched() -> None:
+    # As a flow would store them: values, member names and array items of result data, and the other fields.
+    for kind, texts in BUSINESS.items():
+        request = RecordResultRequest(
+            claim_token="1.x",
+            outcome=Outcome.FAILED,
+            target_record_id=texts[0],
+            data={kind: texts, "byName": {text: text for text in texts[:20]}},
+            error="; ".join(texts[:10]),
+        )
+        assert stored_findings(request) == [], kind
+
+
+def _example_numbers() -> list[str]:
+    """Every region's example mobile and fixed-line number, as people write them and in E.164."""
+    found = []
+    for region in sorted(phonenumbers.SUPPORTED_REGIONS):
+        for kind in (phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE):
+            number = phonenumbers.example_number_for_type(region, kind)
+            if number is None:
+                continue
+            digits = len(str(number.country_code)) + len(phonenumbers.national_significant_number(number))
+            if 8 <= digits <= 15:  # E.164's longest; the detector leaves the shortest (a few islands') alone
+                for style in (phonenumbers.PhoneNumberFormat.INTERNATIONAL, phonenumbers.PhoneNumberFormat.E164):
+                    found.append(phonenumbers.format_number(number, style))
+    return found
+
+
+def test_every_region_s_example_numbers_are_found() -> None:
+    examples = _example_numbers()
+    missed = [text for text in examples if "a phone number" not in sensitive_findings(text)]
+
+    assert len(examples) > 400
+    assert missed == []
+
+
+HOSTILE = {
+    "digit groups": "4 " * 8_000,
+    "dotted digits": "4.4_" * 4_000,
+    "at signs": ("a" * 70 + "@") * 220,
+    "domain labels": "a@" + "a-a." * 4_000,
+    "plus signs": "+1 " * 5_000,
+    "country codes": "DE12 " * 3_200,
+    "percent signs": "%41" * 5_000,
+}
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE)
+def test_a_long_hostile_string_is_read_in_bounded_time(text: str) -> None:
+    # 16 KB, the result data's limit, made of what the patterns look for: no regular expression may backtrack.
+    started = time.perf_counter()
+    sensitive_findings(text)
+
+    assert time.perf_counter() - started < 2.0

@@ -2,21 +2,32 @@
 
 ::
 
-    OnceGateError                 public: each maps to one HTTP status and error code
+    OnceGateError                 500 internal_error (what nobody expected); public, like each below:
+    │                             one HTTP status and error code, rendered as ``{"error": {...}}``
     ├── InvalidRequest            400 invalid_request (names the field in ``target``)
     │   ├── SensitiveKey          400 sensitive_key (the key seems to carry personal data)
     │   └── SensitiveData         400 sensitive_data (a field the request would store seems to; names each field)
     ├── AccessDenied              401 unauthorized (with WWW-Authenticate) | 403 forbidden (Entra ID mode only)
     ├── NotFound                  404 not_found
-    ├── StateConflict             409 stale_claim | claim_busy | conflict_resolved
+    ├── MethodNotAllowed          405 method_not_allowed (with Allow: the methods the path takes)
+    ├── StateConflict             409 stale_claim | claim_busy | conflict_resolved | claim_not_blocked
     ├── TooLarge                  413 too_large
     ├── StoreUnavailable          503 store_unavailable (with Retry-After)
     │   └── SignInUnavailable     503 signin_unavailable (the tenant's signing keys could not be fetched)
     └── NotConfigured             503 not_configured (names the setting in ``target``)
 
+    Framing refusals              answered by the local server (``oncegate serve``) to a request it cannot
+                                  read as HTTP, before any action; the Functions host answers those itself:
+                                  400 invalid_request | 411 length_required | 414 request_uri_too_long |
+                                  431 request_header_fields_too_large | 501 not_implemented |
+                                  505 http_version_not_supported
+
     StoreRace                     internal: a conditional write lost a race
     ├── AlreadyExists             a conditional insert found a record (carries it)
     └── ConcurrentUpdate          a version/ETag-conditional update found a newer record
+
+Every code above is in the README's list of errors, and no other code is answered
+(``tests/http/test_error_codes.py`` checks both against the code).
 
 Store adapters translate their driver's errors into these at the edge
 (``raise ... from exc``); nothing above the adapters sees ``sqlite3`` or
@@ -83,6 +94,17 @@ class NotFound(OnceGateError):
 
     status = 404
     code = "not_found"
+
+
+class MethodNotAllowed(OnceGateError):
+    """No action at the path takes the request's method; ``allowed`` names those that do (the ``Allow`` header)."""
+
+    status = 405
+    code = "method_not_allowed"
+
+    def __init__(self, message: str, *, allowed: list[str]) -> None:
+        super().__init__(message)
+        self.allowed = allowed
 
 
 class StateConflict(OnceGateError):

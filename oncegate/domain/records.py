@@ -42,6 +42,19 @@ class AppliedResolution:
 
 
 @dataclass(frozen=True)
+class EarlierAttempt:
+    """The attempt a reconciling run must look up in the target system: it may have done the side effect."""
+
+    attempt: int
+    run_id: str
+    flow: Flow | None
+    status: ClaimStatus
+    started_at: datetime
+    lease_expires_at: datetime | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Claim:
     """The processing record of one business key in one scope.
 
@@ -50,6 +63,12 @@ class Claim:
     counts the new versions a reviewer accepted (``accept_new``): a fingerprint kept as the same
     intent (``keep_original``) counts only within the generation it was kept in. ``legacy_token``
     and ``legacy_resolutions`` are what rows written by earlier releases hold instead.
+
+    ``reconciling`` is the earlier attempt the current one was granted to reconcile (None for an
+    attempt granted ``proceed``); ``released_in_doubt`` says its run released it without knowing what
+    that earlier attempt did, so the claim stays ``unknown``. Rows written before these were fields
+    kept them in the history and in the error text: ``state_in_history`` marks such a claim until
+    the service has read them from there.
     """
 
     claim_id: str
@@ -70,6 +89,9 @@ class Claim:
     error_reason: str | None = None
     retryable: bool | None = None
     reviewer: str | None = None
+    reconciling: EarlierAttempt | None = None
+    released_in_doubt: bool = False
+    state_in_history: bool = False
     generation: int = 0
     legacy_token: str | None = None
     legacy_resolutions: tuple[AppliedResolution, ...] = ()
@@ -79,7 +101,7 @@ class Claim:
         """Whether a fingerprint (in any of its ``forms``) counts as this claim's business intent."""
         if self.fingerprint in forms:
             return True
-        if any(record.alias_generation == self.generation for record in records):
+        if any(record.fingerprint in forms and record.alias_generation == self.generation for record in records):
             return True
         return self.generation == 0 and bool(set(forms) & self._legacy_aliases())
 

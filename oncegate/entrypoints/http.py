@@ -9,26 +9,25 @@ parameters it does not take, and cursors are sealed here, at the edge (see ``onc
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import azure.functions as func
-from azure.functions.decorators.http import HttpTrigger
 from pydantic import BaseModel, ValidationError
 
 from oncegate import bootstrap
 from oncegate.config import AuthMode, ConfigError
 from oncegate.entrypoints import bearer
 from oncegate.entrypoints.principal import Principal, Role
+from oncegate.entrypoints.routes import allowed_methods, function_routes
 from oncegate.entrypoints.strict_json import read_object
 from oncegate.errors import (
     AccessDenied,
     InvalidRequest,
+    MethodNotAllowed,
     NotConfigured,
     NotFound,
     OnceGateError,
@@ -125,6 +124,8 @@ def render_error(exc: OnceGateError) -> func.HttpResponse:
     headers = {"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, StoreUnavailable) else {}
     if isinstance(exc, AccessDenied) and exc.challenge:
         headers["WWW-Authenticate"] = exc.challenge
+    if isinstance(exc, MethodNotAllowed):
+        headers["Allow"] = ", ".join(exc.allowed)
     if exc.status >= 500 and not isinstance(exc, StoreUnavailable):
         logger.error("Answering %s: %s", exc.code, exc.message)
     return render(exc.status, body, headers)
@@ -354,49 +355,15 @@ def health(service: ClaimService, request: func.HttpRequest) -> Health:
     return service.health()
 
 
-@dataclass(frozen=True)
-class FunctionRoute:
-    """One HTTP function of the app: the only route table, read from the app itself."""
-
-    name: str
-    route: str
-    methods: frozenset[str]
-    function: Callable[[func.HttpRequest], func.HttpResponse]
-
-
-@functools.cache
-def function_routes(app: func.FunctionApp) -> list[FunctionRoute]:
-    """The app's HTTP functions, read once per process."""
-    # get_functions() records the names it has seen and refuses a second call; the Python worker
-    # has already made the first one while indexing, so keep its record as it was.
-    seen = app.functions_bindings
-    app.functions_bindings = None
-    try:
-        functions = app.get_functions()
-    finally:
-        app.functions_bindings = seen
-    routes = []
-    for function in functions:
-        trigger = function.get_trigger()
-        name = function.get_function_name()
-        if isinstance(trigger, HttpTrigger) and trigger.route is not None and name is not None:
-            methods = frozenset(str(getattr(method, "value", method)) for method in trigger.methods or [])
-            routes.append(FunctionRoute(name, trigger.route, methods, function.get_user_function()))
-    return routes
-
-
 def unknown_route(app: func.FunctionApp, request: func.HttpRequest) -> func.HttpResponse:
-    """404 for a path no action serves, 405 naming the allowed methods for a known path."""
+    """404 for a path no action serves, 405 naming the allowed methods for a known path.
+
+    Not an action, so not through :func:`respond`: it reads neither the service nor the caller, and
+    answers the same whether or not the app is configured.
+    """
     path = request.route_params.get("path", "")
-    routes = [route for route in function_routes(app) if "{*" not in route.route]
-    allowed = sorted({method for route in routes if _matches(route.route, path) for method in route.methods})
+    allowed = allowed_methods(function_routes(app), path.strip("/"))
     if allowed:
         message = f"{request.method} is not allowed at /api/{path}; use {', '.join(allowed)}."
-        body = ErrorBody(error=ErrorInfo(code="method_not_allowed", message=message))
-        return render(405, body, {"Allow": ", ".join(allowed)})
+        return render_error(MethodNotAllowed(message, allowed=allowed))
     return render_error(NotFound(f"No action is served at /api/{path}.", target="path"))
-
-
-def _matches(template: str, path: str) -> bool:
-    pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template))
-    return re.fullmatch(pattern, path.strip("/")) is not None

@@ -1,8 +1,8 @@
 """Serves the Azure Functions app locally, as Core Tools would, without Core Tools.
 
-The routes come from ``app.get_functions()`` of the very ``FunctionApp`` that Azure runs,
-so there is no second route table to drift. Function keys are not checked, as Core Tools
-does not check them locally either.
+The routes come from ``app.get_functions()`` of the very ``FunctionApp`` that Azure runs, and are
+matched by the same matcher as the catch-all's 404 and 405 (``routes``), so there is no second
+route table to drift. Function keys are not checked, as Core Tools does not check them locally either.
 
 Every answer, refusals of the HTTP framing included, is in the app's error format: a body whose
 length cannot be known is refused and its connection closed, never waited for.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,7 +20,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import azure.functions as func
 
-from oncegate.entrypoints.http import MAX_BODY_BYTES, function_routes, render, render_error
+from oncegate.entrypoints.http import MAX_BODY_BYTES, render, render_error
+from oncegate.entrypoints.routes import FunctionRoute, function_routes, match
 from oncegate.errors import InvalidRequest, NotFound, TooLarge
 from oncegate.models import ErrorBody, ErrorInfo
 
@@ -34,73 +35,34 @@ LENGTH_DIGITS = len(str(MAX_BODY_BYTES))
 IDLE_SECONDS = 30
 
 
-@dataclass(frozen=True)
-class Route:
-    """One function of the app, matched by method and route template."""
-
-    name: str
-    methods: frozenset[str]
-    pattern: re.Pattern[str]
-    specificity: tuple[int, int]
-    function: Any
-
-
-def _compile(template: str) -> tuple[re.Pattern[str], tuple[int, int]]:
-    parts, literals, catch_all = [], 0, 0
-    for segment in template.strip("/").split("/"):
-        if segment.startswith("{*"):
-            parts.append(f"(?P<{segment[2:-1]}>.*)")
-            catch_all = 1
-        elif segment.startswith("{"):
-            parts.append(f"(?P<{segment[1:-1]}>[^/]+)")
-        else:
-            parts.append(re.escape(segment))
-            literals += 1
-    # Literal segments win over parameters and a catch-all loses to everything, as in ASP.NET routing.
-    return re.compile("/".join(parts)), (-catch_all, literals)
-
-
-def routes_of(app: func.FunctionApp) -> list[Route]:
-    """The app's HTTP functions, most specific first."""
-    routes = []
-    for function in function_routes(app):
-        pattern, specificity = _compile(function.route)
-        routes.append(Route(function.name, function.methods, pattern, specificity, function.function))
-    return sorted(routes, key=lambda route: route.specificity, reverse=True)
-
-
-def dispatch(routes: list[Route], method: str, url: str, headers: dict[str, str], body: bytes) -> func.HttpResponse:
+def dispatch(
+    routes: Sequence[FunctionRoute], method: str, url: str, headers: dict[str, str], body: bytes
+) -> func.HttpResponse:
     """Call the function whose route and method match, exactly as the Functions host would."""
     parts = urlsplit(url)
     if not parts.path.startswith(ROUTE_PREFIX):
         return render_error(NotFound("Routes live under /api."))
-    path = parts.path[len(ROUTE_PREFIX) :].rstrip("/")
-    for route in routes:
-        match = route.pattern.fullmatch(path) if method in route.methods else None
-        if match:
-            return _call(route, match, method, url, parts.query, headers, body)
-    # Only a method no function takes (HEAD, OPTIONS...) gets here: the catch-all answers it as it
-    # answers any wrong method, 405 naming what the path allows, or 404.
-    for route in routes:
-        match = route.pattern.fullmatch(path) if route.specificity[0] < 0 else None
-        if match:
-            return _call(route, match, method, url, parts.query, headers, body)
-    return render_error(NotFound(f"No action is served at {parts.path}."))
-
-
-def _call(
-    route: Route, match: re.Match[str], method: str, url: str, query: str, headers: dict[str, str], body: bytes
-) -> func.HttpResponse:
+    found = match(routes, method, parts.path[len(ROUTE_PREFIX) :].rstrip("/"))
+    if found is None:
+        return render_error(NotFound(f"No action is served at {parts.path}."))
+    route, params = found
     request = func.HttpRequest(
         method,
         url,
         headers=headers,
-        params=dict(parse_qsl(query, keep_blank_values=True)),
-        route_params={name: value or "" for name, value in match.groupdict().items()},
+        params=dict(parse_qsl(parts.query, keep_blank_values=True)),
+        route_params={name: value or "" for name, value in params.groupdict().items()},
         body=body,
     )
-    response: func.HttpResponse = route.function(request)
-    return response
+    return route.function(request)
+
+
+def refusal_code(status: HTTPStatus) -> str:
+    """The error code refusing a request that cannot be read as HTTP: ``invalid_request`` for 400, else the status.
+
+    For example ``length_required`` (411) or ``not_implemented`` (501); ``errors`` lists every one.
+    """
+    return InvalidRequest.code if status is HTTPStatus.BAD_REQUEST else re.sub(r"\W+", "_", status.phrase.lower())
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -168,8 +130,8 @@ class _Handler(BaseHTTPRequestHandler):
         """The stdlib's own refusals (a bad request line, too long a header...) in the app's error format."""
         status = HTTPStatus(code)
         self.log_error("code %d, message %s", code, message)
-        name = InvalidRequest.code if status is HTTPStatus.BAD_REQUEST else re.sub(r"\W+", "_", status.phrase.lower())
-        self._refuse(render(status.value, ErrorBody(error=ErrorInfo(code=name, message=message or status.description))))
+        body = ErrorBody(error=ErrorInfo(code=refusal_code(status), message=message or status.description))
+        self._refuse(render(status.value, body))
 
     def _refuse(self, response: func.HttpResponse) -> None:
         # What follows a refused request (its body, or a request line that did not parse) cannot be
@@ -205,7 +167,7 @@ class _AppServer(ThreadingHTTPServer):
     # Flows fire in bursts; a deep accept queue keeps 32+ simultaneous callers from being refused.
     request_queue_size = 256
 
-    def __init__(self, address: tuple[str, int], routes: list[Route], idle_seconds: float) -> None:
+    def __init__(self, address: tuple[str, int], routes: Sequence[FunctionRoute], idle_seconds: float) -> None:
         handler = type("_IdleBoundHandler", (_Handler,), {"timeout": idle_seconds})
         super().__init__(address, handler)
         self.routes = routes
@@ -218,4 +180,4 @@ def make_server(
 
     A connection that sends nothing for ``idle_seconds`` (mid-request, or between requests) is closed.
     """
-    return _AppServer((host, port), routes_of(app), idle_seconds)
+    return _AppServer((host, port), function_routes(app), idle_seconds)

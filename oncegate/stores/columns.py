@@ -17,6 +17,7 @@ from oncegate.domain.records import (
     AppliedResolution,
     Claim,
     Conflict,
+    EarlierAttempt,
     FingerprintRecord,
     Flow,
     FlowRecord,
@@ -55,9 +56,14 @@ CLAIM_COLUMNS = (
     "ErrorReason",
     "Retryable",
     "Reviewer",
+    "Reconciling",
+    "ReleasedInDoubt",
     "Generation",
     "Resolutions",
+    "SchemaVersion",
 )
+# 2: the reconciling attempt and the release in doubt are columns (1 kept them in the history).
+CLAIM_SCHEMA = 2
 FINGERPRINT_COLUMNS = (
     "ClaimId",
     "Fingerprint",
@@ -158,9 +164,45 @@ def claim_to_row(claim: Claim) -> Row:
         "ErrorReason": claim.error_reason,
         "Retryable": claim.retryable,
         "Reviewer": claim.reviewer,
+        "Reconciling": _json_text(_earlier_attempt_row(claim.reconciling)),
+        "ReleasedInDoubt": claim.released_in_doubt,
         "Generation": claim.generation,
         "Resolutions": _json_text(resolutions) if resolutions else None,
+        "SchemaVersion": CLAIM_SCHEMA,
     }
+
+
+def _earlier_attempt_row(earlier: EarlierAttempt | None) -> Row | None:
+    # The store's own names, not the API's: renaming an API field must not break rows already written.
+    if earlier is None:
+        return None
+    return {
+        "Attempt": earlier.attempt,
+        "RunId": earlier.run_id,
+        **_flow_columns(earlier.flow),
+        "Status": earlier.status.value,
+        "StartedAt": utc_iso(earlier.started_at),
+        "LeaseExpiresAt": utc_iso(earlier.lease_expires_at),
+        "Error": earlier.error,
+    }
+
+
+def _earlier_attempt(row: Row | None) -> EarlierAttempt | None:
+    if row is None:
+        return None
+    return EarlierAttempt(
+        attempt=int(row["Attempt"]),
+        run_id=row["RunId"],
+        flow=_flow(row),
+        status=ClaimStatus(row["Status"]),
+        started_at=_required_when(row["StartedAt"]),
+        lease_expires_at=_when(row.get("LeaseExpiresAt")),
+        error=row.get("Error"),
+    )
+
+
+def utc_iso(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat()
 
 
 def claim_from_row(row: Row, version: str) -> Claim:
@@ -184,6 +226,9 @@ def claim_from_row(row: Row, version: str) -> Claim:
         error_reason=row.get("ErrorReason"),
         retryable=None if retryable is None else bool(retryable),
         reviewer=row.get("Reviewer"),
+        reconciling=_earlier_attempt(_json_value(row.get("Reconciling"))),
+        released_in_doubt=bool(row.get("ReleasedInDoubt")),
+        state_in_history=int(row.get("SchemaVersion") or 1) < CLAIM_SCHEMA,
         generation=int(row.get("Generation") or 0),
         legacy_token=row.get("ClaimToken") or None,
         legacy_resolutions=tuple(

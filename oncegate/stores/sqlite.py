@@ -95,7 +95,15 @@ def _sql_value(value: Any) -> Any:
 
 
 # Columns added after the first release: a file made before gets them when it is opened.
-ADDED_COLUMNS = {"claims": ("GrantId TEXT", "Generation INTEGER")}
+ADDED_COLUMNS = {
+    "claims": (
+        "GrantId TEXT",
+        "Generation INTEGER",
+        "Reconciling TEXT",
+        "ReleasedInDoubt INTEGER",
+        "SchemaVersion INTEGER",
+    )
+}
 # Files made by the first release declare ClaimToken NOT NULL; claims no longer keep a token, so "" says none.
 NO_TOKEN = ""
 

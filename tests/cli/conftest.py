@@ -6,15 +6,16 @@ The server, its wiring to this test's service and the SQLite-only store come fro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from oncegate.cli import main
 from oncegate.entrypoints import server
-from oncegate.entrypoints.cli import main
+from oncegate.entrypoints.routes import FunctionRoute
 from tests.http.client import ServerApi
 from tests.http.conftest import local_server, store_kind, wired
 
@@ -91,7 +92,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[Seen]:
     requests: list[Seen] = []
     dispatch = server.dispatch
 
-    def recording(routes: list[server.Route], method: str, url: str, headers: dict[str, str], body: bytes) -> Any:
+    def recording(routes: Sequence[FunctionRoute], method: str, url: str, headers: dict[str, str], body: bytes) -> Any:
         requests.append(Seen(method, url, {name.lower(): value for name, value in headers.items()}))
         return dispatch(routes, method, url, headers, body)
 

@@ -11,9 +11,9 @@ import azure.functions as func
 import pytest
 
 from oncegate import bootstrap
+from oncegate.cli import main
 from oncegate.domain.keys import KeyHasher
 from oncegate.entrypoints import server
-from oncegate.entrypoints.cli import main
 from oncegate.errors import StoreUnavailable
 from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import azure.functions as func
@@ -20,6 +20,7 @@ from oncegate import bootstrap
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.entrypoints import server
+from oncegate.entrypoints.routes import FunctionRoute
 from oncegate.models import ClaimRequest, ClaimResponse, ClaimView, RecordResultRequest
 from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
@@ -242,7 +243,7 @@ def test_a_caller_who_may_not_resolve_leaves_the_conflict_open_and_the_drill_pas
     dispatch = server.dispatch
     forbidden = '{"error": {"code": "forbidden", "message": "drill lacks the app role OnceGate.Reviewer."}}'
 
-    def without_reviewer_role(routes: list[server.Route], method: str, url: str, *rest: Any) -> func.HttpResponse:
+    def without_reviewer_role(routes: Sequence[FunctionRoute], method: str, url: str, *rest: Any) -> func.HttpResponse:
         # What an Entra ID deployment answers a caller holding OnceGate.Flow only.
         if url.endswith("/resolve"):
             return func.HttpResponse(forbidden, status_code=403, headers={"Content-Type": "application/json"})

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from oncegate.cli import main
 from oncegate.config import local_key_secret
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus
-from oncegate.entrypoints.cli import main
 from oncegate.service.claims import ClaimService
 from oncegate.stores.sqlite import SqliteStore
 from tests.cli.conftest import Oncegate, Run, Seen

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from oncegate.entrypoints.cli import main
-from oncegate.entrypoints.client import SignInError, Unreachable
-from oncegate.entrypoints.signin import (
+from oncegate.cli import main
+from oncegate.cli.client import SignInError, Unreachable
+from oncegate.cli.signin import (
     EntraSettings,
     TokenCache,
     access_token,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from oncegate import bootstrap
+from oncegate.cli.signin import EntraSettings, TokenCache
 from oncegate.config import AuthMode, Settings
-from oncegate.entrypoints.signin import EntraSettings, TokenCache
 from oncegate.service.claims import ClaimService
 from tests.cli.conftest import Oncegate, Seen
 from tests.support.entra import CLI_APP_ID, CLIENT_ID, TENANT_ID, LocalEntra

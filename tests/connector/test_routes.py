@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oncegate.entrypoints.http import function_routes
+from oncegate.entrypoints.routes import function_routes
 from tests.connector.spec import operations
 
 CATCH_ALL = "unknown_route"

@@ -6,14 +6,16 @@ import json
 from typing import Any
 
 import pytest
+from azure.functions.decorators.http import HttpTrigger
 
+from oncegate import bootstrap
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.sensitive import SensitiveKeyPolicy
 from oncegate.errors import NotFound
 from oncegate.models import LookupRequest
 from oncegate.service.claims import ClaimService
 from tests.conftest import KEY_SECRET, FakeClock
-from tests.http.client import Api, Reply, ServerApi, succeed
+from tests.http.client import FUNCTIONS, Api, Reply, ServerApi, succeed
 from tests.service.calls import claim
 
 CLAIM: dict[str, Any] = {
@@ -28,6 +30,7 @@ RESULT: dict[str, Any] = {"claimToken": TOKEN, "outcome": "succeeded", "targetRe
 CONFLICT: dict[str, Any] = {**CLAIM, "reason": "the ERP holds another amount"}
 RESOLVE: dict[str, Any] = {"decision": "dismiss", "reviewer": "ops@contoso"}
 CLAIM_ROUTES = {"record_result", "release_claim", "renew_claim"}
+CATCH_ALL = "unknown_route"
 POST_ROUTES = ["check_and_claim", "lookup_claim", *sorted(CLAIM_ROUTES), "report_conflict", "resolve_conflict"]
 
 
@@ -337,6 +340,31 @@ def test_no_junk_body_gets_a_500(api: Api, held: tuple[str, str], name: str) -> 
             failures.append((junk[:60], reply.status, reply.body))
 
     assert failures == []
+
+
+# -- what nobody expected is a JSON 500 ------------------------------------------------------------
+
+ACTIONS = sorted(
+    name
+    for name, function in FUNCTIONS.items()
+    if isinstance(function.get_trigger(), HttpTrigger) and name != CATCH_ALL
+)
+
+
+@pytest.mark.parametrize("name", ACTIONS)
+def test_every_action_answers_an_unexpected_failure_with_a_json_500(
+    api: Api, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each function hands its request to http.respond, the one place that renders what nobody expected.
+    def broken() -> ClaimService:
+        raise RuntimeError("the wiring fell over in a way nobody expected")
+
+    monkeypatch.setattr(bootstrap, "get_service", broken)
+
+    reply = api.call(name, route={"claimId": "a" * 52, "conflictId": "a" * 24})
+
+    assert (reply.status, reply.code) == (500, "internal_error")
+    assert "fell over" not in reply.body["error"]["message"]
 
 
 def test_a_key_with_personal_data_is_a_400_sensitive_key_that_stores_nothing(api: Api, service: ClaimService) -> None:

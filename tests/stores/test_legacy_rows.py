@@ -1,18 +1,19 @@
 """Rows written by release 0.1.0 stay readable and keep their meaning, with no migration step.
 
-``tests/fixtures/legacy/claims-0.1.0.sqlite`` was written by that release's own code (the
-manifest beside it says what each claim holds). Since then the claim token is no longer stored
-(a MAC over a grant id instead), fingerprints are keyed, and conflict resolutions live in rows
-of their own instead of a growing ``Resolutions`` column (issue 9). An upgrade must not turn a
-finished key into ``proceed``, a live token into ``stale_claim``, or a kept alias into a conflict.
+``tests/fixtures/legacy/claims-0.1.0.sqlite`` was written by that release's own code, run from a
+checkout of it with ``make_0.1.0.py`` beside it (the manifest says what each claim holds). Since
+then the claim token is no longer stored (a MAC over a grant id instead), fingerprints are keyed,
+conflict resolutions live in rows of their own instead of a growing ``Resolutions`` column
+(issue 9), and the reconciling state is in columns, not the history (issue 11). An upgrade must
+not turn a finished key into ``proceed``, a live token into ``stale_claim``, a kept alias into a
+conflict, or a reconcile into a proceed.
 """
-
 from __future__ import annotations
 
 import json
 import shutil
 import stat
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from oncegate.stores.sqlite import SqliteStore
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "legacy"
 MANIFEST: dict[str, Any] = json.loads((FIXTURES / "claims-0.1.0.json").read_text())
-WRITTEN = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+WRITTEN = datetime.fromisoformat(MANIFEST["written_at"])
 FLOW = FlowRef(name="Create order in ERP", environment="Production")
 
 
@@ -124,3 +125,21 @@ def test_a_new_grant_on_an_old_claim_stores_no_token(database: Path, service: Cl
     assert (stored.legacy_token, stored.grant_id is not None) == (None, True)
     assert granted.claim_token is not None
     assert granted.claim_token not in database.read_bytes().decode("latin-1")
+
+
+def test_a_claim_granted_to_reconcile_before_the_upgrade_is_still_reconcile(service: ClaimService) -> None:
+    # Schema 1 kept "granted to reconcile" in the history only: the same run asking again must not be told proceed.
+    reconciling = MANIFEST["reconciling"]
+
+    again = ask(service, "reconciling", reconciling["run"])
+
+    assert (again.decision, again.claim_token) == (Decision.RECONCILE, reconciling["token"])
+    assert again.last_attempt is not None
+    assert (again.last_attempt.attempt, again.last_attempt.run_id) == (1, "run-old")
+
+
+def test_a_claim_released_in_doubt_before_the_upgrade_is_reconciled_not_proceeded(service: ClaimService) -> None:
+    # Schema 1 kept "released while reconciling" in the error text only.
+    answer = ask(service, "in_doubt", "run-next")
+
+    assert answer.decision is Decision.RECONCILE

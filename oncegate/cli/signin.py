@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from oncegate.entrypoints.client import SignInError, Unreachable
+from oncegate.cli.client import SignInError, Unreachable
 
 DEFAULT_CACHE_PATH = Path("~/.oncegate/msal-cache.json")
 AUTHORITY_HOST = "https://login.microsoftonline.com"

@@ -16,10 +16,13 @@ Every run told ``proceed`` does the side effect and records it, as a flow would:
 tells two runs to proceed shows up as a side effect done twice. Last, each key's claim is read
 back (``POST /api/claims/lookup``) and its history must hold every answer the drill was given.
 
-:func:`run_drill` does all of it over a :class:`~oncegate.entrypoints.client.Client` and
+:func:`run_drill` does all of it over a :class:`~oncegate.cli.client.Client` and
 returns a :class:`Report`; printing it is the command's business. Refusals the drill can
 explain (a stale claim token, a conflict it may not dismiss) become calls in the report;
 others (a rejected key, an unreachable service) are raised as the client's errors.
+
+The module runs past 400 lines on purpose: each check (the end of the file) reads against the
+step constants and ``EXPECTED`` table at the top, and apart they would be two halves of one table.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from time import perf_counter
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from oncegate.cli.client import ApiError, Client
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome, Resolution
-from oncegate.entrypoints.client import ApiError, Client
 from oncegate.models import ClaimResponse, ClaimView, FlowRef
 
 DEFAULT_SCOPE = "drill.check"

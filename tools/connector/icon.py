@@ -1,7 +1,7 @@
 """Draws connector/icon.png: a white gate with a check mark on the brand colour, 230 x 230 pixels.
 
 Run from the repository root with Pillow installed (``pip install -e '.[dev]'``):
-``python connector/tools/make_icon.py``. The brand colour is read from apiProperties.json, so the
+``python -m tools.connector.icon``. The brand colour is read from apiProperties.json, so the
 icon and the connector's ``iconBrandColor`` stay the same colour.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-CONNECTOR = Path(__file__).resolve().parents[1]
+CONNECTOR = Path(__file__).resolve().parents[2] / "connector"
 SIZE = 230
 SCALE = 4  # drawn large and scaled down, for smooth edges
 WHITE = (255, 255, 255)

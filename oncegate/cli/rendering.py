@@ -1,0 +1,340 @@
+"""How the ``oncegate`` command prints what the service answered: aligned fields and tables, in UTC.
+
+Each ``*_text`` function renders one record as ``Label  value`` lines, each ``*_table`` a list as
+columns; a field without a value is left out. ``--json`` bypasses all of this (see ``commands``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from oncegate.cli.drill import Lookup, Report
+from oncegate.models import (
+    ClaimCounts,
+    ClaimNeedingAttention,
+    ClaimView,
+    ConflictView,
+    FlowRef,
+    FlowView,
+    Health,
+    HistoryEntry,
+    OverlapView,
+    ScopeView,
+)
+from oncegate.service.retention import PurgeReport
+
+REASON_CHARS = 60
+
+
+def _when(value: datetime | None, timespec: str = "seconds") -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def _flow(flow: FlowRef | None) -> str:
+    return f"{flow.name} ({flow.environment})" if flow else ""
+
+
+def _run(run_id: str | None, flow: FlowRef | None) -> str:
+    return f"{run_id}, flow {_flow(flow)}" if flow else str(run_id)
+
+
+def _json_text(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def _fields(rows: Iterable[tuple[str, object]]) -> str:
+    """``Label  value`` lines, aligned; a field without a value is left out."""
+    present = [(label, str(value)) for label, value in rows if value is not None and value != ""]
+    width = max(len(label) for label, _ in present)
+    return "\n".join(f"{label.ljust(width)}  {value}" for label, value in present)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=False)]
+    lines = [headers, *rows]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in lines
+    )
+
+
+def _clip(text: str, limit: int = REASON_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def claim_text(claim: ClaimView) -> str:
+    retryable = None if claim.retryable is None else _yes(claim.retryable)
+    fields = _fields(
+        [
+            ("Claim", claim.claim_id),
+            ("Scope", claim.scope),
+            ("Status", f"{claim.status.value} (attempt {claim.attempt})"),
+            ("Fingerprint", claim.fingerprint),
+            ("Run", _run(claim.run_id, claim.flow)),
+            ("First received", _when(claim.first_received_at)),
+            ("Last attempt", _when(claim.last_attempt_at)),
+            ("Lease expires", _when(claim.lease_expires_at)),
+            ("Target record", claim.target_record_id),
+            ("Data", _json_text(claim.data)),
+            ("Completed", _when(claim.completed_at)),
+            ("Error", claim.error),
+            ("Retryable", retryable),
+            ("Reviewer", claim.reviewer),
+        ]
+    )
+    # An action's answer (a review) carries no history: say nothing of it rather than "History (0)".
+    return fields if claim.history is None else f"{fields}\n\n{_history_table(claim.history)}"
+
+
+def _history_table(history: list[HistoryEntry]) -> str:
+    rows = [
+        [
+            _when(entry.at) or "",
+            entry.event.value,
+            entry.outcome,
+            str(entry.attempt),
+            entry.run_id or "",
+            _flow(entry.flow),
+            entry.recognised_by,
+        ]
+        for entry in history
+    ]
+    return f"History ({len(rows)})\n" + _table(
+        ["AT", "EVENT", "OUTCOME", "ATTEMPT", "RUN", "FLOW", "RECOGNISED BY"], rows
+    )
+
+
+def attention_table(claims: list[ClaimNeedingAttention]) -> str:
+    if not claims:
+        return "No claims need attention."
+    rows = [
+        [
+            _when(item.since) or "",
+            item.why.value,
+            item.claim.scope,
+            str(item.claim.attempt),
+            item.claim.run_id,
+            _flow(item.claim.flow),
+            item.claim.claim_id,
+        ]
+        for item in claims
+    ]
+    return _table(["SINCE", "WHY", "SCOPE", "ATTEMPT", "RUN", "FLOW", "CLAIM"], rows)
+
+
+def conflicts_table(conflicts: list[ConflictView], status: str) -> str:
+    if not conflicts:
+        return f"No {'' if status == 'all' else status + ' '}conflicts."
+    rows = [
+        [
+            conflict.conflict_id,
+            _when(conflict.created_at) or "",
+            conflict.status.value,
+            conflict.scope,
+            conflict.source.value,
+            conflict.run_id,
+            _clip(conflict.reason),
+        ]
+        for conflict in conflicts
+    ]
+    return _table(["CONFLICT", "CREATED", "STATUS", "SCOPE", "SOURCE", "RUN", "REASON"], rows)
+
+
+def conflict_text(conflict: ConflictView) -> str:
+    resolution = conflict.resolution
+    return _fields(
+        [
+            ("Conflict", conflict.conflict_id),
+            ("Status", conflict.status.value),
+            ("Claim", conflict.claim_id),
+            ("Scope", conflict.scope),
+            ("Source", conflict.source.value),
+            ("Fingerprint", conflict.fingerprint),
+            ("Claim fingerprint", conflict.claim_fingerprint),
+            ("Reason", conflict.reason),
+            ("Details", _json_text(conflict.details)),
+            ("Run", _run(conflict.run_id, conflict.flow)),
+            ("Created", _when(conflict.created_at)),
+            ("Decision", resolution and resolution.decision.value),
+            ("Reviewer", resolution and resolution.reviewer),
+            ("Note", resolution and resolution.note),
+            ("Resolved", resolution and _when(resolution.resolved_at)),
+        ]
+    )
+
+
+def flows_table(flows: list[FlowView]) -> str:
+    if not flows:
+        return "No flows."
+    rows = [
+        [
+            flow.name,
+            flow.environment,
+            _yes(flow.registered),
+            _yes(flow.enabled),
+            flow.owner or "",
+            str(flow.claims),
+            str(flow.duplicates),
+            _when(flow.last_seen_at) or "",
+            _clip(flow.notes or ""),
+        ]
+        for flow in flows
+    ]
+    headers = ["FLOW", "ENVIRONMENT", "REGISTERED", "ENABLED", "OWNER", "CLAIMS", "DUPLICATES", "LAST SEEN", "NOTES"]
+    return _table(headers, rows)
+
+
+def flow_text(flow: FlowView) -> str:
+    return _fields(
+        [
+            ("Flow", flow.name),
+            ("Environment", flow.environment),
+            ("Registered", _when(flow.registered_at) or "no"),
+            ("Enabled", _yes(flow.enabled)),
+            ("Owner", flow.owner),
+            ("Notes", flow.notes),
+            ("First seen", _when(flow.first_seen_at)),
+            ("Last seen", _when(flow.last_seen_at)),
+            ("Claims", flow.claims),
+            ("Duplicates", flow.duplicates),
+        ]
+    )
+
+
+def overlaps_table(overlaps: list[OverlapView]) -> str:
+    if not overlaps:
+        return "No overlapping flows."
+    rows = [
+        [
+            _flow(overlap.flow),
+            _flow(overlap.other_flow),
+            str(overlap.count),
+            _when(overlap.last_seen_at) or "",
+            overlap.example_claim_id or "",
+        ]
+        for overlap in overlaps
+    ]
+    return _table(["FLOW", "OTHER FLOW", "COUNT", "LAST SEEN", "EXAMPLE CLAIM"], rows)
+
+
+def _claim_counts(counts: ClaimCounts) -> str:
+    return ", ".join(f"{status} {count}" for status, count in counts.model_dump().items() if count) or "none"
+
+
+def scopes_table(scopes: list[ScopeView]) -> str:
+    if not scopes:
+        return "No scopes."
+    rows = [
+        [
+            scope.scope,
+            scope.owner or "",
+            f"{scope.lease_seconds} s",
+            f"{scope.retention_days} d",
+            _claim_counts(scope.claims),
+            str(scope.open_conflicts),
+            _when(scope.last_seen_at) or "",
+            _clip(scope.description or ""),
+        ]
+        for scope in scopes
+    ]
+    headers = ["SCOPE", "OWNER", "LEASE", "RETENTION", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "DESCRIPTION"]
+    return _table(headers, rows)
+
+
+def scope_text(scope: ScopeView) -> str:
+    return _fields(
+        [
+            ("Scope", scope.scope),
+            ("Owner", scope.owner),
+            ("Description", scope.description),
+            ("Default lease", f"{scope.lease_seconds} s"),
+            ("Retention", f"{scope.retention_days} days"),
+            ("Registered", _when(scope.registered_at) or "no"),
+            ("First seen", _when(scope.first_seen_at)),
+            ("Last seen", _when(scope.last_seen_at)),
+            ("Claims", _claim_counts(scope.claims)),
+            ("Open conflicts", scope.open_conflicts),
+        ]
+    )
+
+
+def drill_text(report: Report) -> str:
+    header = _fields(
+        [
+            ("Drill", f"{report.url}, scope {report.scope}, {report.concurrency} runs at once"),
+            ("Flow", _flow(report.flow)),
+            *((f"Key {label}", key) for label, key in report.keys.items()),
+        ]
+    )
+    calls = [
+        [
+            call.step,
+            call.key,
+            call.action,
+            call.run_id or "",
+            call.answer if call.refused is None else f"{call.answer} ({call.refused})",
+            "" if call.attempt is None else str(call.attempt),
+            call.target_record_id or call.conflict_id or "",
+            f"{call.ms:.0f}",
+        ]
+        for call in report.calls
+    ]
+    headers = ["STEP", "KEY", "CALL", "RUN", "ANSWER", "ATTEMPT", "TARGET RECORD / CONFLICT", "MS"]
+    checks = [f"  {'ok  ' if check.passed else 'FAIL'}  {check.name}" for check in report.checks]
+    if report.passed:
+        verdict = "Passed: each business result happened once, and every repeat was recognised."
+    else:
+        verdict = f"FAILED: {len(report.deviations)} deviation(s)\n" + "\n".join(
+            f"  - {deviation}" for deviation in report.deviations
+        )
+    sections = [
+        header,
+        f"Calls ({len(calls)})\n" + _table(headers, calls),
+        *(_drill_history(lookup) for lookup in report.lookups),
+        "Checks\n" + "\n".join(checks),
+        *(f"Note: {note}" for note in report.notes),
+        verdict,
+    ]
+    return "\n\n".join(sections)
+
+
+def _drill_history(lookup: Lookup) -> str:
+    if lookup.claim is None:
+        return f"History of key {lookup.key}: not available ({lookup.error})"
+    history = lookup.claim.history or []
+    rows = [
+        [
+            _when(entry.at, "milliseconds") or "",
+            entry.event.value,
+            entry.outcome,
+            entry.run_id or "",
+            entry.recognised_by,
+        ]
+        for entry in history
+    ]
+    title = f"History of key {lookup.key}, claim {lookup.claim.claim_id} ({len(rows)})"
+    return f"{title}\n" + _table(["TIME", "EVENT", "OUTCOME", "RUN", "RECOGNISED BY"], rows)
+
+
+def health_text(answer: Health) -> str:
+    return _fields([("Status", answer.status), ("Store", answer.store), ("Version", answer.version)])
+
+
+def progress_line(report: PurgeReport) -> str:
+    verb = "would delete" if report.dry_run else "deleted"
+    return f"page {report.pages}: {report.examined} examined, {report.deleted_total} {verb}"
+
+
+def purge_text(report: PurgeReport) -> str:
+    verb = "Would delete" if report.dry_run else "Deleted"
+    rows = [[scope, status.value, str(count)] for (scope, status), count in sorted(report.deleted.items())]
+    table = _table(["SCOPE", "STATUS", verb.upper()], rows) if rows else f"{verb} no claim."
+    kept = ", ".join(f"{reason.value} {count}" for reason, count in sorted(report.kept.items())) or "none"
+    examined = f"{report.examined} claims examined in {report.pages} pages; {verb.lower()} {report.deleted_total}."
+    return f"{table}\n\nKept: {kept}\n{examined}"

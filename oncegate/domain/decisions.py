@@ -1,0 +1,197 @@
+"""The contract's decision table as one pure function: the stored claim, the caller's intent and now in,
+the decision and the change to make out.
+
+The claim service does only the I/O around it: it reads the claim (and, on a fingerprint mismatch,
+what reviewers decided about that fingerprint), calls :func:`decide`, and writes what the verdict
+says. The property tests compare this function with their own model of the contract.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from oncegate.domain.keys import Fingerprint
+from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow
+from oncegate.domain.statuses import ClaimStatus, Decision
+
+MAX_RETRY_AFTER_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What a run asks: its run id and flow, its business data's fingerprint (as the claim's secret keys it)."""
+
+    run_id: str
+    flow: Flow | None
+    fingerprint: Fingerprint | None
+    now: datetime
+
+    def is_holder_of(self, claim: Claim) -> bool:
+        """Whether this is the very run that holds the claim, asking again because its answer was lost.
+
+        The run id alone is not enough: makers set it by hand, so two flows (or two runs of one flow)
+        may send the same one. Only the same run id from the same flow with the same business data
+        gets the lease back; anything else is another run (issue 9). A request that names no flow or
+        no business data cannot be told from another run of the same run id (two items of one key in
+        an "Apply to each" share the run's name): never the same run.
+        """
+        if self.flow is None or self.fingerprint is None:
+            return False
+        return claim.run_id == self.run_id and claim.flow == self.flow and self.fingerprint.matches(claim.fingerprint)
+
+
+class Change(StrEnum):
+    """What the service writes for a verdict, besides the history line every answer leaves."""
+
+    NONE = "none"
+    NEW_ATTEMPT = "new_attempt"  # the run takes the claim over: a new attempt, grant and lease
+    OPEN_CONFLICT = "open_conflict"  # the conflict queue gets (or finds) this fingerprint's conflict
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A decision, how the request was recognised (the history line) and what to tell the run."""
+
+    decision: Decision
+    recognised_by: str
+    reason: str
+    change: Change = Change.NONE
+    # The attempt a reconcile looks up: the one taken over, or the one the holder was granted to reconcile.
+    reconciles: EarlierAttempt | None = None
+    retry_after_seconds: int | None = None
+
+    @property
+    def grants(self) -> bool:
+        """Whether the answer hands the run the claim token: a new attempt, or the current one again."""
+        return self.decision in (Decision.PROCEED, Decision.RECONCILE)
+
+
+def needs_fingerprint_records(claim: Claim, fingerprint: Fingerprint | None) -> bool:
+    """Whether :func:`decide` needs what reviewers decided about this fingerprint: only on a mismatch."""
+    return _comparable(claim, fingerprint) and fingerprint is not None and not fingerprint.matches(claim.fingerprint)
+
+
+def decide(claim: Claim, intent: Intent, records: Collection[FingerprintRecord] = ()) -> Verdict:
+    """The contract's decision table for a claim that exists (a new key is always ``proceed``)."""
+    if _is_changed(claim, intent.fingerprint, records):
+        return _conflict(claim, intent)
+    if claim.status is ClaimStatus.IN_PROGRESS:
+        return _held(claim, intent)
+    if claim.status is ClaimStatus.UNKNOWN:
+        return _reconcile(claim, f"attempt {claim.attempt} was sent but its outcome is unknown")
+    if claim.status is ClaimStatus.SUCCEEDED:
+        return _duplicate(claim, intent)
+    if claim.status is ClaimStatus.FAILED and not claim.retryable:
+        return _blocked(claim)
+    if claim.status is ClaimStatus.RELEASED:
+        previous = "was released"
+    else:
+        previous = f"failed and may be retried ({claim.error_reason or 'no reason given'})"
+    reason = f"Attempt {claim.attempt} {previous}: do the side effect."
+    return Verdict(Decision.PROCEED, reason, reason, Change.NEW_ATTEMPT)
+
+
+def earlier_attempt(claim: Claim) -> EarlierAttempt:
+    """The claim's current attempt, as the next run must look it up."""
+    return EarlierAttempt(
+        attempt=claim.attempt,
+        run_id=claim.run_id,
+        flow=claim.flow,
+        status=claim.status,
+        started_at=claim.last_attempt_at,
+        lease_expires_at=claim.lease_expires_at,
+        error=claim.error_reason,
+    )
+
+
+def short(fingerprint: Fingerprint | str | None) -> str:
+    if fingerprint is None:
+        return "(none)"
+    text = fingerprint.keyed if isinstance(fingerprint, Fingerprint) else fingerprint
+    return text if len(text) <= 24 else text[:23] + "…"
+
+
+def _comparable(claim: Claim, fingerprint: Fingerprint | None) -> bool:
+    # Without two fingerprints there is nothing to compare; a released claim has no result to protect.
+    return fingerprint is not None and claim.fingerprint is not None and claim.status is not ClaimStatus.RELEASED
+
+
+def _is_changed(claim: Claim, fingerprint: Fingerprint | None, records: Collection[FingerprintRecord]) -> bool:
+    if fingerprint is None or not _comparable(claim, fingerprint) or fingerprint.matches(claim.fingerprint):
+        return False
+    return not claim.accepts((fingerprint.keyed, fingerprint.plain), records)
+
+
+def _conflict(claim: Claim, intent: Intent) -> Verdict:
+    reason = f"Fingerprint {short(intent.fingerprint)} differs from the claim's {short(claim.fingerprint)}."
+    return Verdict(Decision.CONFLICT, reason, reason, Change.OPEN_CONFLICT)
+
+
+def _held(claim: Claim, intent: Intent) -> Verdict:
+    lease = claim.lease_expires_at
+    if lease is None or lease <= intent.now:
+        return _reconcile(claim, f"the lease of attempt {claim.attempt} expired at {lease} without a result")
+    if intent.is_holder_of(claim):
+        return _granted_again(claim)
+    remaining = math.ceil((lease - intent.now).total_seconds())
+    retry_after = max(1, min(MAX_RETRY_AFTER_SECONDS, remaining))
+    return Verdict(
+        Decision.IN_PROGRESS,
+        f"Run {claim.run_id} holds the lease until {lease.isoformat()}.",
+        f"Another run is doing the side effect now; retry in {retry_after} s or stop.",
+        retry_after_seconds=retry_after,
+    )
+
+
+def _granted_again(claim: Claim) -> Verdict:
+    # The run's first answer was lost. An attempt granted as reconcile must be answered reconcile again:
+    # told "proceed", the run would skip looking in the target system for what the earlier attempt did.
+    if claim.reconciling is None:
+        return Verdict(
+            Decision.PROCEED,
+            "The same run asked again while holding the lease.",
+            "This run already holds the claim (its first answer was lost): go on.",
+        )
+    return Verdict(
+        Decision.RECONCILE,
+        "The same run asked again while holding the lease granted to reconcile.",
+        "This run already holds the claim to reconcile (its first answer was lost): look the record up in the "
+        "target system; record succeeded with its id if it is there, else do the side effect.",
+        reconciles=claim.reconciling,
+    )
+
+
+def _reconcile(claim: Claim, why: str) -> Verdict:
+    return Verdict(
+        Decision.RECONCILE,
+        f"Reconcile: {why}.",
+        f"The earlier attempt may have done the side effect ({why}): look the record up in the target system; "
+        "record succeeded with its id if it is there, else do the side effect.",
+        Change.NEW_ATTEMPT,
+        reconciles=earlier_attempt(claim),
+    )
+
+
+def _duplicate(claim: Claim, intent: Intent) -> Verdict:
+    if intent.fingerprint is None:
+        how = f"No fingerprint was given, so only the key was compared; attempt {claim.attempt} succeeded."
+    elif intent.fingerprint.matches(claim.fingerprint) or claim.fingerprint is None:
+        how = f"Same key and fingerprint {short(intent.fingerprint)} as attempt {claim.attempt}, which succeeded."
+    else:
+        how = f"Fingerprint {short(intent.fingerprint)} was accepted by a reviewer as the same business intent."
+    return Verdict(
+        Decision.DUPLICATE, how, f"Already done by run {claim.run_id}: skip the side effect and reuse the result."
+    )
+
+
+def _blocked(claim: Claim) -> Verdict:
+    why = claim.error_reason or "no reason given"
+    return Verdict(
+        Decision.BLOCKED,
+        f"Attempt {claim.attempt} failed and is not retryable.",
+        f"Attempt {claim.attempt} failed and was marked not retryable ({why}): a person must act.",
+    )

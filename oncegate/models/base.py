@@ -1,0 +1,97 @@
+"""What every model of the contract shares: wire names, size limits, field types and designer text.
+
+Field names are snake_case in Python and camelCase on the wire (``runId``, ``claimToken``).
+Requests forbid unknown fields, so a misspelt field is a 400 naming it rather than a value
+silently ignored. Size limits are checked on the canonical JSON of a value.
+
+Every field that the connector sends or shows carries its designer text (:func:`designer`), which
+``tools/connector`` writes into the connector's definition: renaming a field takes its text along.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic.alias_generators import to_camel
+from pydantic.fields import FieldInfo
+
+DATA_LIMIT_BYTES = 16 * 1024
+DETAILS_LIMIT_BYTES = 8 * 1024
+DEFAULT_LEASE_SECONDS = 300
+MIN_LEASE_SECONDS = 15
+MAX_LEASE_SECONDS = 86_400
+# The longest cursor handed out: the place of a flow whose name and environment are 256 characters
+# of four UTF-8 bytes each, in base64, sealed.
+MAX_CURSOR_LENGTH = 4096
+DEFAULT_RETENTION_DAYS = 90
+MIN_RETENTION_DAYS = 1
+MAX_RETENTION_DAYS = 3650
+
+# Where the designer shows a field: up front, behind "Show advanced options", or not at all.
+Visibility = Literal["important", "advanced", "internal"]
+IMPORTANT: Visibility = "important"
+ADVANCED: Visibility = "advanced"
+INTERNAL: Visibility = "internal"
+
+
+def json_size(value: Any) -> int:
+    """Bytes of the compact UTF-8 JSON form, the size limits' unit."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def designer(
+    summary: str, description: str, visibility: Visibility | None = None, *, null: tuple[str, str] | None = None
+) -> FieldInfo:
+    """The connector designer's title (title case), help text (sentences) and, if set, visibility of a field.
+
+    Put it in the field's ``Annotated``. ``null`` is the value and display name by which a query
+    parameter spells "none" (``status=all``), when the action reads it so.
+    """
+    extra: dict[str, JsonValue] = {"x-ms-summary": summary}
+    if visibility:
+        extra["x-ms-visibility"] = visibility
+    if null:
+        extra["x-null-value"] = {"value": null[0], "displayName": null[1]}
+    info: FieldInfo = Field(description=description, json_schema_extra=extra)
+    return info
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+class _Request(_Model):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
+
+
+Text256 = Annotated[str, Field(min_length=1, max_length=256)]
+LeaseSeconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
+Scope = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
+
+# Fields that several models share, with the same designer text.
+ScopeInput = Annotated[
+    Scope,
+    designer(
+        "Scope",
+        "The side effect being protected, such as erp.create-order: 1 to 64 letters, digits, dots, underscores "
+        "or hyphens, compared case-insensitively. The same key in two scopes is two independent claims.",
+        IMPORTANT,
+    ),
+]
+Cursor = Annotated[
+    str | None,
+    Field(max_length=MAX_CURSOR_LENGTH),
+    designer("Cursor", "Where the page starts; the next link carries it.", INTERNAL),
+]
+NextLink = Annotated[
+    str | None, designer("Next Link", "The address of the next page, absent on the last page.", INTERNAL)
+]
+WARNINGS = designer(
+    "Warnings",
+    "Codes worth a look: no_fingerprint (changed data cannot be detected), no_flow (the flow was not named), "
+    "another_flow_copy (the claim was made by another flow or environment), and sensitive_key or sensitive_data "
+    "(the key, or a field stored as sent, seems to carry personal data and was accepted because the service only "
+    "warns).",
+)

@@ -1,0 +1,242 @@
+"""What flows and reviewers send about claims: Check and claim, Look up, the writes to a claim, the attention list."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, JsonValue, ValidationInfo, field_validator
+
+from oncegate.domain.statuses import Outcome
+from oncegate.models.base import (
+    ADVANCED,
+    DATA_LIMIT_BYTES,
+    IMPORTANT,
+    INTERNAL,
+    Cursor,
+    LeaseSeconds,
+    Scope,
+    ScopeInput,
+    Text256,
+    _Request,
+    designer,
+    json_size,
+)
+
+
+class FlowRef(_Request):
+    """The calling flow, e.g. ``{"name": "Create ERP order", "environment": "Default-contoso"}``."""
+
+    name: Annotated[
+        Text256,
+        designer(
+            "Flow Name",
+            "The name of the flow, such as Create ERP order. "
+            "Use the expression workflow()?['tags']?['flowDisplayName'].",
+            ADVANCED,
+        ),
+    ]
+    environment: Annotated[
+        Text256,
+        designer(
+            "Flow Environment",
+            "The environment the flow runs in. Use the expression workflow()?['tags']?['environmentName'].",
+            ADVANCED,
+        ),
+    ]
+
+
+BusinessKey = Annotated[
+    str,
+    Field(min_length=1, max_length=4096),
+    designer(
+        "Business Key",
+        "The business key from the source system, such as an order number or source system plus record id. "
+        "It is compared after trimming and Unicode normalisation, and never stored in clear.",
+        IMPORTANT,
+    ),
+]
+RunId = Annotated[
+    Text256,
+    designer(
+        "Run ID",
+        "The run of this flow, which identifies one execution and never the business object. Use the "
+        "expression workflow()?['run']?['name'].",
+        ADVANCED,
+    ),
+]
+CallingFlow = Annotated[
+    FlowRef | None,
+    designer(
+        "Flow",
+        "The calling flow by name and environment, so that copies of a flow in other environments are told apart.",
+        ADVANCED,
+    ),
+]
+# None: the scope's default lease (PUT /api/scopes), else DEFAULT_LEASE_SECONDS.
+RequestedLease = Annotated[
+    LeaseSeconds | None,
+    designer(
+        "Lease Seconds",
+        "How long this run holds the claim, from 15 to 86400 seconds (the scope's default lease when left empty, "
+        "else 300). A run that asks after the lease ended without a result is told to reconcile.",
+        ADVANCED,
+    ),
+]
+
+
+class BusinessIntent(_Request):
+    """What identifies the business object and what it looks like."""
+
+    scope: ScopeInput
+    key: BusinessKey
+    payload: Annotated[
+        JsonValue,
+        designer(
+            "Payload",
+            "The business data as any JSON value, such as the order being created. The service compares its "
+            "fingerprint with the claim's to detect changed data and never stores it; give this or Fingerprint.",
+            IMPORTANT,
+        ),
+    ] = None
+    fingerprint: Annotated[
+        str | None,
+        designer(
+            "Fingerprint",
+            "A version of the business data that you compute yourself, such as a document version, at most 128 "
+            "characters. Give this or Payload, not both.",
+            ADVANCED,
+        ),
+    ] = Field(default=None, min_length=1, max_length=128)
+
+    @field_validator("fingerprint")
+    @classmethod
+    def _one_way_to_fingerprint(cls, fingerprint: str | None, info: ValidationInfo) -> str | None:
+        # On the field, not the model, so the 400 names it; payload is declared (and validated) first.
+        if fingerprint is not None and info.data.get("payload") is not None:
+            raise ValueError("give either payload or fingerprint, not both")
+        return fingerprint
+
+
+class ClaimRequest(BusinessIntent):
+    """Check and claim: may this run do the side effect for this business key?"""
+
+    run_id: RunId
+    flow: CallingFlow = None
+    lease_seconds: RequestedLease = None
+
+
+class LookupRequest(_Request):
+    """Find a claim by its business key (keys never travel in URLs)."""
+
+    scope: ScopeInput
+    key: BusinessKey
+
+
+def _data_limit(value: JsonValue) -> JsonValue:
+    if json_size(value) > DATA_LIMIT_BYTES:
+        raise ValueError(f"data is over {DATA_LIMIT_BYTES} bytes as JSON")
+    return value
+
+
+class _Token(_Request):
+    claim_token: Annotated[
+        str,
+        Field(min_length=1, max_length=128),
+        designer(
+            "Claim Token",
+            "The claim token that Check and claim gave this run. It proves that the run still holds the claim.",
+            IMPORTANT,
+        ),
+    ]
+
+
+class RecordResultRequest(_Token):
+    """The outcome of the side effect, with the record the target system really holds."""
+
+    outcome: Annotated[
+        Outcome,
+        designer(
+            "Outcome",
+            "How the side effect ended: succeeded, failed, or unknown when it was attempted and its outcome is not "
+            "known.",
+            IMPORTANT,
+        ),
+    ]
+    target_record_id: Annotated[
+        str | None,
+        designer(
+            "Target Record ID",
+            "The id of the record that the target system really holds, read back after the write.",
+            IMPORTANT,
+        ),
+    ] = Field(default=None, min_length=1, max_length=512)
+    data: Annotated[
+        JsonValue,
+        AfterValidator(_data_limit),
+        designer(
+            "Result Data",
+            "Small JSON, at most 16 KiB, that later duplicates get back instead of repeating the side effect.",
+            ADVANCED,
+        ),
+    ] = None
+    error: Annotated[
+        str | None, designer("Error Message", "What went wrong, when the outcome is failed or unknown.", ADVANCED)
+    ] = Field(default=None, max_length=4096)
+    retryable: Annotated[
+        bool,
+        designer(
+            "Retryable",
+            "Whether the next run may try a failed side effect again (yes when left empty). When it is no, the "
+            "next Check and claim answers blocked until a person acts.",
+            ADVANCED,
+        ),
+    ] = True
+
+
+class ReleaseRequest(_Token):
+    """Give the claim up before any side effect."""
+
+    reason: Annotated[
+        str | None, designer("Reason", "Why this run gives the claim up before any side effect.", ADVANCED)
+    ] = Field(default=None, max_length=1024)
+
+
+class HeartbeatRequest(_Token):
+    """Extend the lease of a long side effect."""
+
+    # None: the scope's default lease, as for Check and claim.
+    lease_seconds: RequestedLease = None
+
+
+class ReviewClaimRequest(_Request):
+    """A reviewer acknowledges a failure that is not retryable: the key stays blocked."""
+
+    # Required with function keys; with Entra ID the signed-in caller is recorded instead.
+    reviewer: Annotated[
+        Text256 | None,
+        designer(
+            "Reviewer",
+            "Who reviewed the failure, such as the reviewer's email address. Required with a function key "
+            "connection; with Microsoft Entra ID the signed-in reviewer is recorded instead.",
+            IMPORTANT,
+        ),
+    ] = None
+    note: Annotated[
+        str | None, designer("Note", "What the reviewer found or did, kept in the claim's history.", ADVANCED)
+    ] = Field(default=None, max_length=2048)
+
+
+class ListClaimsQuery(_Request):
+    """The claims that need a person, and their paging: a list of every claim is not offered."""
+
+    # Required, so that a bare GET /api/claims is refused naming it. The schema's default is for the
+    # connector, which sends an internal parameter only when it has one.
+    attention: Annotated[
+        bool,
+        designer("Needing Attention", "Lists only the claims that need a person, which is always the case.", INTERNAL),
+    ] = Field(json_schema_extra={"default": True})
+    scope: Annotated[Scope | None, designer("Scope", "Only list the claims of this scope.", ADVANCED)] = None
+    top: Annotated[
+        int, designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
+    ] = Field(default=50, ge=1, le=200)
+    cursor: Cursor = None

@@ -1,0 +1,250 @@
+"""Claims as the service shows them: the answer to Check and claim, the processing record, the attention list."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field, JsonValue
+
+from oncegate.domain.statuses import AttentionReason, ClaimStatus, Decision, EventKind
+from oncegate.models.base import IMPORTANT, WARNINGS, NextLink, _Model, designer
+from oncegate.models.claim_requests import FlowRef
+
+
+class Holder(_Model):
+    """The run holding a live lease: its flow, never its run id.
+
+    Earlier releases showed the run id, which let another caller pass for the holder (issue 9);
+    operators find the run with ``oncegate claims show``.
+    """
+
+    flow: Annotated[FlowRef | None, designer("Holder Flow", "The flow of the run that holds the lease.")] = None
+    lease_expires_at: Annotated[
+        datetime | None, designer("Holder Lease Expires At", "When the holder's lease ends, in UTC.")
+    ] = None
+
+
+ClaimId = Annotated[
+    str,
+    designer(
+        "Claim ID",
+        "The claim's id, the same for the same scope and key. The other claim actions take it.",
+        IMPORTANT,
+    ),
+]
+LeaseExpiresAt = Annotated[
+    datetime | None, designer("Lease Expires At", "When the lease ends unless it is renewed, in UTC.")
+]
+CompletedAt = Annotated[datetime | None, designer("Completed At", "When the side effect succeeded, in UTC.")]
+
+
+class ClaimResult(_Model):
+    """What the first successful run recorded: reuse it instead of repeating the side effect."""
+
+    target_record_id: Annotated[
+        str | None,
+        designer("Result Record ID", "The id of the record in the target system that the successful run recorded."),
+    ] = None
+    data: Annotated[JsonValue, designer("Result Data", "The data that the successful run recorded.")] = None
+    completed_at: CompletedAt = None
+    run_id: Annotated[str, designer("Result Run ID", "The run that did the side effect.")]
+    flow: Annotated[FlowRef | None, designer("Result Flow", "The flow that did the side effect.")] = None
+
+
+class LastAttempt(_Model):
+    """The attempt whose outcome is in doubt: check the target system for its record."""
+
+    attempt: Annotated[int, designer("Last Attempt Number", "The number of the attempt whose outcome is in doubt.")]
+    run_id: Annotated[str, designer("Last Attempt Run ID", "The run that made the attempt.")]
+    flow: Annotated[FlowRef | None, designer("Last Attempt Flow", "The flow that made the attempt.")] = None
+    status: Annotated[
+        ClaimStatus,
+        designer(
+            "Last Attempt Status",
+            "How the attempt stood: unknown, or in_progress when its lease ended without a result.",
+        ),
+    ]
+    started_at: Annotated[datetime, designer("Last Attempt Started At", "When the attempt started, in UTC.")]
+    lease_expires_at: Annotated[
+        datetime | None, designer("Last Attempt Lease Expired At", "When the attempt's lease ended, in UTC.")
+    ] = None
+    error: Annotated[str | None, designer("Last Attempt Error", "The error that the attempt recorded, if any.")] = None
+
+
+class ClaimResponse(_Model):
+    """The answer to Check and claim: branch on ``decision``."""
+
+    decision: Annotated[
+        Decision,
+        designer(
+            "Decision",
+            "What the flow should do next; build a Switch on it. proceed: do the side effect, read the record back "
+            "and record the result. duplicate: skip the side effect and reuse Result. in_progress: another run holds "
+            "the claim, so wait Retry After Seconds and ask again, or stop. reconcile: an earlier attempt may have "
+            "done it, so look the record up in the target system first. conflict: do nothing and route Conflict ID "
+            "to the owner. blocked: stop, because a person must act.",
+            IMPORTANT,
+        ),
+    ]
+    claim_id: ClaimId
+    # Absent when the inventory blocked the flow before any claim existed (attempt is then 0).
+    status: Annotated[
+        ClaimStatus | None,
+        designer(
+            "Claim Status",
+            "Where the claim's side effect stands: in_progress, succeeded, failed, unknown or released. It is absent "
+            "when the flow inventory blocked the flow before any claim existed.",
+        ),
+    ] = None
+    attempt: Annotated[
+        int,
+        designer(
+            "Attempt",
+            "The number of the attempt, counted from 1; 0 when the flow was blocked before any claim existed.",
+        ),
+    ]
+    reason: Annotated[str, designer("Reason", "Why the service decided this way, in one sentence.")]
+    warnings: Annotated[list[str], WARNINGS] = Field(default_factory=list)
+    claim_token: Annotated[
+        str | None,
+        designer(
+            "Claim Token",
+            "The token that proves this run holds the claim, present with proceed and reconcile. Pass it to Record "
+            "result, Release claim or Renew claim lease.",
+            IMPORTANT,
+        ),
+    ] = None
+    lease_expires_at: LeaseExpiresAt = None
+    result: Annotated[
+        ClaimResult | None, designer("Result", "What the first successful run recorded, present with duplicate.")
+    ] = None
+    retry_after_seconds: Annotated[
+        int | None,
+        designer("Retry After Seconds", "How many seconds to wait before asking again, present with in_progress."),
+    ] = None
+    holder: Annotated[
+        Holder | None, designer("Holder", "The run that holds the claim now, present with in_progress.")
+    ] = None
+    last_attempt: Annotated[
+        LastAttempt | None,
+        designer("Last Attempt", "The earlier attempt whose outcome is in doubt, present with reconcile."),
+    ] = None
+    conflict_id: Annotated[
+        str | None,
+        designer(
+            "Conflict ID",
+            "The conflict waiting for its owner, present with conflict. The same changed data for the same key "
+            "gives the same conflict while it is open.",
+            IMPORTANT,
+        ),
+    ] = None
+
+
+class HistoryEntry(_Model):
+    """One line of a claim's history and how it was recognised."""
+
+    at: Annotated[datetime, designer("Event Time", "When the event happened, in UTC.")]
+    event: Annotated[
+        EventKind, designer("Event", "What the entry records: a claim, result, release, conflict or resolution.")
+    ]
+    outcome: Annotated[
+        str, designer("Event Outcome", "The decision or outcome of the event, such as proceed, duplicate or succeeded.")
+    ]
+    attempt: Annotated[int, designer("Event Attempt", "The attempt that the event belongs to.")]
+    run_id: Annotated[str | None, designer("Event Run ID", "The run that caused the event.")] = None
+    flow: Annotated[FlowRef | None, designer("Event Flow", "The flow that caused the event.")] = None
+    fingerprint: Annotated[str | None, designer("Event Fingerprint", "The fingerprint that the run presented.")] = None
+    recognised_by: Annotated[str, designer("Recognised By", "How the service recognised the request, in one sentence.")]
+    details: Annotated[
+        dict[str, JsonValue],
+        designer("Event Details", "More about the event, such as the conflict id or the result it replaced."),
+    ] = Field(default_factory=dict)
+
+
+class ClaimView(_Model):
+    """The processing record of one business key (never the key itself, nor the claim token)."""
+
+    claim_id: ClaimId
+    scope: Annotated[str, designer("Scope", "The scope of the claim, in lowercase.")]
+    status: Annotated[
+        ClaimStatus,
+        designer(
+            "Claim Status",
+            "Where the claim's side effect stands: in_progress, succeeded, failed, unknown or released.",
+        ),
+    ]
+    attempt: Annotated[int, designer("Attempt", "The number of the attempt, counted from 1.")]
+    fingerprint: Annotated[
+        str | None, designer("Fingerprint", "The fingerprint of the business data that the claim holds.")
+    ] = None
+    first_received_at: Annotated[datetime, designer("First Received At", "When the key was first claimed, in UTC.")]
+    last_attempt_at: Annotated[
+        datetime, designer("Last Attempt At", "When the current or last attempt started, in UTC.")
+    ]
+    lease_expires_at: LeaseExpiresAt = None
+    run_id: Annotated[str, designer("Run ID", "The run of the current or last attempt.")]
+    flow: Annotated[FlowRef | None, designer("Flow", "The flow of the current or last attempt.")] = None
+    target_record_id: Annotated[
+        str | None,
+        designer("Target Record ID", "The id of the record in the target system, once a result is recorded."),
+    ] = None
+    data: Annotated[JsonValue, designer("Result Data", "The data recorded with the result.")] = None
+    completed_at: CompletedAt = None
+    error: Annotated[str | None, designer("Error Message", "The error recorded with a failed or unknown outcome.")] = (
+        None
+    )
+    retryable: Annotated[
+        bool | None, designer("Retryable", "Whether the next run may try the failed side effect again.")
+    ] = None
+    reviewer: Annotated[
+        str | None,
+        designer(
+            "Reviewer",
+            "Who last reviewed the claim: acknowledged its failure or resolved a conflict on it. A failure that is "
+            "not retryable clears it until someone reviews that failure.",
+        ),
+    ] = None
+    history: Annotated[
+        list[HistoryEntry] | None,
+        designer(
+            "History",
+            "Every attempt, result, duplicate and resolution, oldest first. Get claim and Look up claim return it.",
+        ),
+    ] = None
+    # With ONCEGATE_SENSITIVE_DATA=warn: sensitive_data when a stored field seems to carry personal data.
+    warnings: Annotated[list[str] | None, WARNINGS] = None
+
+
+class ClaimNeedingAttention(_Model):
+    """A claim that nothing settles by itself: why it needs a person, since when, and the claim."""
+
+    why: Annotated[
+        AttentionReason,
+        designer(
+            "Why",
+            "Why the claim needs a person. lease_expired: the run's lease ran out without a result. unknown: the "
+            "outcome has been unknown for too long. failed_unreviewed: the attempt failed for good and nobody has "
+            "reviewed it, so the key stays blocked.",
+            IMPORTANT,
+        ),
+    ]
+    since: Annotated[
+        datetime,
+        designer(
+            "Needs Attention Since",
+            "Since when, in UTC: when the lease ran out, or when the unknown or failed outcome was recorded.",
+            IMPORTANT,
+        ),
+    ]
+    claim: Annotated[ClaimView, designer("Claim", "The claim, without its history; Get claim shows that.")]
+
+
+class ClaimAttentionList(_Model):
+    """A page of the claims needing attention, oldest first; follow ``nextLink`` for the next."""
+
+    value: Annotated[
+        list[ClaimNeedingAttention],
+        designer("Claims Needing Attention", "The claims that need a person, oldest first."),
+    ]
+    next_link: NextLink = None

@@ -1,0 +1,203 @@
+"""The flow inventory and the scope catalogue: registrations, settings, lists and overlaps."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field
+
+from oncegate.models.base import (
+    ADVANCED,
+    DEFAULT_RETENTION_DAYS,
+    IMPORTANT,
+    MAX_RETENTION_DAYS,
+    MIN_RETENTION_DAYS,
+    WARNINGS,
+    Cursor,
+    LeaseSeconds,
+    NextLink,
+    ScopeInput,
+    Text256,
+    _Model,
+    _Request,
+    designer,
+)
+from oncegate.models.claim_requests import FlowRef
+
+
+class RegisterFlowRequest(_Request):
+    """Register a flow in the inventory, or change its registration: owner, enabled, notes.
+
+    It replaces the registration: a field left out is cleared (``enabled`` becomes true).
+    """
+
+    name: Annotated[
+        Text256,
+        designer(
+            "Flow Name",
+            "The name of the flow, as the flow sends it in the Flow Name field of Check and claim.",
+            IMPORTANT,
+        ),
+    ]
+    environment: Annotated[
+        Text256,
+        designer(
+            "Flow Environment",
+            "The environment the flow runs in, as the flow sends it with Check and claim.",
+            IMPORTANT,
+        ),
+    ]
+    owner: Annotated[
+        Text256 | None, designer("Owner", "Who answers for the flow, such as an email address.", IMPORTANT)
+    ] = None
+    enabled: Annotated[
+        bool,
+        designer(
+            "Enabled",
+            "Whether the flow may claim (yes when left empty). When it is no, the flow's Check and claim answers "
+            "blocked until a person enables it again.",
+            IMPORTANT,
+        ),
+    ] = True
+    notes: Annotated[
+        str | None, designer("Notes", "Why the flow is registered or disabled; a blocked answer quotes it.", ADVANCED)
+    ] = Field(default=None, max_length=2048)
+
+
+class SetScopeRequest(_Request):
+    """Set a scope's owner, default lease, retention and description; a field left out gets its default."""
+
+    scope: ScopeInput
+    owner: Annotated[
+        Text256 | None,
+        designer(
+            "Owner", "Who answers for the side effect and its conflicts, such as a team's email address.", IMPORTANT
+        ),
+    ] = None
+    lease_seconds: Annotated[
+        LeaseSeconds | None,
+        designer(
+            "Default Lease Seconds",
+            "The lease of the scope's claims that do not ask for one, from 15 to 86400 seconds (300 when left empty).",
+            ADVANCED,
+        ),
+    ] = None
+    retention_days: Annotated[
+        int,
+        designer(
+            "Retention Days",
+            "How many days the scope's claims are kept, from 1 to 3650 (90 when left empty).",
+            ADVANCED,
+        ),
+    ] = Field(default=DEFAULT_RETENTION_DAYS, ge=MIN_RETENTION_DAYS, le=MAX_RETENTION_DAYS)
+    description: Annotated[
+        str | None, designer("Description", "What the side effect does, in one sentence.", ADVANCED)
+    ] = Field(default=None, max_length=1024)
+
+
+class ListPageQuery(_Request):
+    """Paging of the inventory's lists."""
+
+    top: Annotated[
+        int, designer("Page Size", "How many items one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
+    ] = Field(default=50, ge=1, le=200)
+    cursor: Cursor = None
+
+
+RegisteredAt = Annotated[datetime | None, designer("Registered At", "When a person first registered it, in UTC.")]
+FirstSeenAt = Annotated[datetime | None, designer("First Seen At", "When the service first saw it, in UTC.")]
+LastSeenAt = Annotated[
+    datetime | None, designer("Last Seen At", "When the service last saw it, in UTC. Counts may lag by a minute.")
+]
+
+
+class FlowView(_Model):
+    """A flow in the inventory: its registration, and how often it claimed (counts lag by up to a minute)."""
+
+    name: Annotated[str, designer("Flow Name", "The name of the flow.")]
+    environment: Annotated[str, designer("Flow Environment", "The environment the flow runs in.")]
+    registered: Annotated[
+        bool, designer("Registered", "Whether a person registered the flow; if not, it was only seen claiming.")
+    ]
+    enabled: Annotated[bool, designer("Enabled", "Whether the flow may claim; a disabled flow is answered blocked.")]
+    owner: Annotated[str | None, designer("Owner", "Who answers for the flow.")] = None
+    notes: Annotated[str | None, designer("Notes", "What the person who registered the flow noted.")] = None
+    registered_at: RegisteredAt = None
+    first_seen_at: FirstSeenAt = None
+    last_seen_at: LastSeenAt = None
+    claims: Annotated[int, designer("Claims", "How many times the flow asked Check and claim.")]
+    duplicates: Annotated[
+        int, designer("Duplicates", "How many of the flow's Check and claim requests were answered duplicate.")
+    ]
+    # With ONCEGATE_SENSITIVE_DATA=warn: sensitive_data when a stored field seems to carry personal data.
+    warnings: Annotated[list[str] | None, WARNINGS] = None
+
+
+class FlowList(_Model):
+    """A page of the flow inventory; follow ``nextLink`` for the next."""
+
+    value: Annotated[list[FlowView], designer("Flows", "The flows, by name and environment.")]
+    next_link: NextLink = None
+
+
+class OverlapView(_Model):
+    """Two flows answering for the same claims: one made them, the other met them as duplicate or in progress."""
+
+    flow: Annotated[FlowRef, designer("Flow", "One flow of the pair.")]
+    other_flow: Annotated[FlowRef, designer("Other Flow", "The other flow of the pair.")]
+    count: Annotated[
+        int,
+        designer(
+            "Overlap Count",
+            "How many times one flow of the pair met a claim of the other, answered duplicate or in_progress.",
+        ),
+    ]
+    first_seen_at: FirstSeenAt = None
+    last_seen_at: LastSeenAt = None
+    example_claim_id: Annotated[
+        str | None, designer("Example Claim ID", "One claim that both flows met; Get claim shows its history.")
+    ] = None
+
+
+class OverlapList(_Model):
+    """A page of overlapping flows; follow ``nextLink`` for the next."""
+
+    value: Annotated[list[OverlapView], designer("Overlaps", "The pairs of flows that met each other's claims.")]
+    next_link: NextLink = None
+
+
+class ClaimCounts(_Model):
+    """Claims of a scope by status."""
+
+    in_progress: Annotated[int, designer("In Progress Claims", "Claims held under a lease now.")] = 0
+    succeeded: Annotated[int, designer("Succeeded Claims", "Claims whose side effect succeeded.")] = 0
+    failed: Annotated[int, designer("Failed Claims", "Claims whose last attempt failed.")] = 0
+    unknown: Annotated[int, designer("Unknown Claims", "Claims whose last attempt has an unknown outcome.")] = 0
+    released: Annotated[int, designer("Released Claims", "Claims given up before any side effect.")] = 0
+
+
+class ScopeView(_Model):
+    """A side effect in the catalogue: its settings, claims by status and open conflicts."""
+
+    scope: Annotated[str, designer("Scope", "The scope, in lowercase.")]
+    owner: Annotated[str | None, designer("Owner", "Who answers for the side effect and its conflicts.")] = None
+    lease_seconds: Annotated[
+        int, designer("Default Lease Seconds", "The lease of the scope's claims that do not ask for one.")
+    ]
+    retention_days: Annotated[int, designer("Retention Days", "How many days the scope's claims are kept.")]
+    description: Annotated[str | None, designer("Description", "What the side effect does.")] = None
+    registered_at: RegisteredAt = None
+    first_seen_at: FirstSeenAt = None
+    last_seen_at: LastSeenAt = None
+    claims: Annotated[ClaimCounts, designer("Claims", "The scope's claims by status. Counts may lag by a minute.")]
+    open_conflicts: Annotated[int, designer("Open Conflicts", "How many conflicts of the scope wait for their owner.")]
+    # With ONCEGATE_SENSITIVE_DATA=warn: sensitive_data when a stored field seems to carry personal data.
+    warnings: Annotated[list[str] | None, WARNINGS] = None
+
+
+class ScopeList(_Model):
+    """A page of the side-effect catalogue; follow ``nextLink`` for the next."""
+
+    value: Annotated[list[ScopeView], designer("Scopes", "The scopes, by name.")]
+    next_link: NextLink = None

@@ -1,0 +1,317 @@
+"""What the claim, result and conflict services share: who is asking, under which key secret, and the
+writes every one of them makes (history lines, status changes counted for the scope catalogue).
+
+A lost race (``StoreRace``) means another run changed the claim in between: :func:`settled` runs an
+attempt again, which re-reads and decides again, so two runs can never both be told ``proceed``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from oncegate.domain.decisions import Intent, Verdict
+from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope
+from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow, HistoryEvent
+from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
+from oncegate.domain.statuses import (
+    ClaimStatus,
+    Decision,
+    EventKind,
+)
+from oncegate.errors import (
+    NotConfigured,
+    NotFound,
+    SensitiveKey,
+    StoreRace,
+    StoreUnavailable,
+)
+from oncegate.models import (
+    BusinessIntent,
+    FlowRef,
+    LastAttempt,
+    LookupRequest,
+)
+from oncegate.service.inventory import Inventory
+from oncegate.service.privacy import StoredDataGuard
+from oncegate.service.views import flow_ref
+from oncegate.stores.port import ClaimStore
+
+logger = logging.getLogger(__name__)
+
+# Each lost race means another writer made progress, so a handful of rounds always settles.
+RACE_LIMIT = 8
+T = TypeVar("T")
+C = TypeVar("C", Claim, None)
+NO_FINGERPRINT = "no_fingerprint"
+NO_FLOW = "no_flow"
+SENSITIVE_KEY = "sensitive_key"
+# How rows of schema 1 kept the reconciling state: the granting event's details, the release's error text.
+LEGACY_LAST_ATTEMPT = "lastAttempt"
+LEGACY_IN_DOUBT = "Released while reconciling:"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def keyed(fingerprint: Fingerprint | None) -> str | None:
+    return fingerprint.keyed if fingerprint else None
+
+
+def flow_text(flow: Flow | None) -> str:
+    return f"flow '{flow.name}' in '{flow.environment}'" if flow else "an unnamed flow"
+
+
+def stale_token_message(token: str, claim: Claim) -> str:
+    # Never the holder's run id: with it, another caller could pass for the holder (issue 9).
+    attempt = token.split(".", 1)[0]
+    now = f"attempt {claim.attempt} now holds the claim, with status {claim.status.value}"
+    if attempt.isdigit() and 0 < int(attempt) < claim.attempt:
+        return f"This claim token is from attempt {attempt}; {now}."
+    return f"This claim token does not match this claim: {now}. Send the token Check and claim gave this run."
+
+
+def new_grant_id() -> str:
+    # Random per grant: the claim token is a MAC over it, so a claim deleted and made again gets new tokens.
+    return secrets.token_urlsafe(12)
+
+
+def last_attempt_of(verdict: Verdict) -> LastAttempt | None:
+    """The attempt a reconcile answer asks the run to look up, as the API shows it."""
+    earlier = verdict.reconciles
+    if earlier is None:
+        return None
+    return LastAttempt(
+        attempt=earlier.attempt,
+        run_id=earlier.run_id,
+        flow=flow_ref(earlier.flow),
+        status=earlier.status,
+        started_at=earlier.started_at,
+        lease_expires_at=earlier.lease_expires_at,
+        error=earlier.error,
+    )
+
+
+def legacy_earlier_attempt(details: dict[str, Any]) -> EarlierAttempt:
+    """The reconciled attempt as schema-1 rows kept it: the API's LastAttempt, in its wire spelling."""
+    last = LastAttempt.model_validate(details)
+    return EarlierAttempt(
+        attempt=last.attempt,
+        run_id=last.run_id,
+        flow=flow_of(last.flow),
+        status=last.status,
+        started_at=last.started_at,
+        lease_expires_at=last.lease_expires_at,
+        error=last.error,
+    )
+
+
+def flow_of(ref: FlowRef | None) -> Flow | None:
+    return Flow(ref.name, ref.environment) if ref else None
+
+
+def settled(attempt: Callable[[], T]) -> T:
+    """Run ``attempt`` again each time it loses a race to another writer (it re-reads what changed)."""
+    for _ in range(RACE_LIMIT):
+        try:
+            return attempt()
+        except StoreRace:
+            continue
+    raise StoreUnavailable("the record kept changing under this request; retry shortly.")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A business key and fingerprint as one secret makes them: the claim id and the keyed fingerprint."""
+
+    hasher: KeyHasher
+    claim_id: str
+    fingerprint: Fingerprint | None
+
+
+@dataclass(frozen=True)
+class Caller:
+    """One Check and claim request, normalised: the business key is already reduced to its claim id.
+
+    ``claim_id``, ``fingerprint`` and ``hasher`` are the key as the secret of the claim being decided
+    makes it: the current secret's, or during a rotation another secret's, under which the key was
+    found. ``identities`` holds the key under every secret known, older secrets first.
+    """
+
+    claim_id: str
+    scope: str
+    fingerprint: Fingerprint | None
+    hasher: KeyHasher
+    identities: tuple[Identity, ...]
+    run_id: str
+    flow: Flow | None
+    lease: timedelta
+    now: datetime
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def lease_expires_at(self) -> datetime:
+        return self.now + self.lease
+
+    def as_(self, identity: Identity) -> Caller:
+        """This request as the secret of ``identity`` names it."""
+        return replace(self, claim_id=identity.claim_id, fingerprint=identity.fingerprint, hasher=identity.hasher)
+
+    @property
+    def older_identities(self) -> tuple[Identity, ...]:
+        """The identities looked up before this one's claim is made: the older secrets' (see ``KeyRing``)."""
+        mine = next(index for index, identity in enumerate(self.identities) if identity.hasher is self.hasher)
+        return self.identities[:mine]
+
+    @property
+    def other_identities(self) -> tuple[Identity, ...]:
+        return tuple(identity for identity in self.identities if identity.hasher is not self.hasher)
+
+    @property
+    def intent(self) -> Intent:
+        return Intent(run_id=self.run_id, flow=self.flow, fingerprint=self.fingerprint, now=self.now)
+
+
+class ClaimsCore:
+    """The store, the key secrets, the clock and the policies every claim service works with."""
+
+    def __init__(
+        self,
+        store: ClaimStore,
+        keys: KeyRing,
+        *,
+        clock: Callable[[], datetime],
+        inventory: Inventory,
+        stored_data: StoredDataGuard,
+        sensitive_keys: SensitiveKeyPolicy,
+    ) -> None:
+        self.store = store
+        self.keys = keys
+        self.clock = clock
+        self.inventory = inventory
+        self.stored_data = stored_data
+        self.sensitive_keys = sensitive_keys
+        self.secret_checked = False
+
+    def identify(self, intent: BusinessIntent | LookupRequest) -> tuple[tuple[Identity, ...], str, list[str]]:
+        """The key under every secret known (older first), the scope, and the warnings the key earned."""
+        warnings = self.check_key(intent.key)
+        supplied, payload = (intent.fingerprint, intent.payload) if isinstance(intent, BusinessIntent) else (None, None)
+        identities = tuple(
+            Identity(
+                hasher=hasher,
+                claim_id=hasher.claim_id(intent.scope, intent.key),
+                fingerprint=hasher.fingerprint(supplied=supplied, payload=payload),
+            )
+            for hasher in self.keys.lookup_order
+        )
+        return identities, normalise_scope(intent.scope), warnings
+
+    def check_key(self, key: str) -> list[str]:
+        """The warning a business key earned for personal data, unless it is refused for it."""
+        findings = [] if self.sensitive_keys is SensitiveKeyPolicy.OFF else sensitive_findings(key)
+        if findings and self.sensitive_keys is SensitiveKeyPolicy.REJECT:
+            raise SensitiveKey(
+                f"The key seems to contain {' and '.join(findings)}: use an internal record id instead. "
+                "Nothing was stored.",
+                target="key",
+            )
+        return [SENSITIVE_KEY] if findings else []
+
+    def find(self, identities: tuple[Identity, ...]) -> tuple[Claim, Identity] | None:
+        """The claim of the first of these identities that has one (older secrets first), or None."""
+        for identity in identities:
+            try:
+                return self.store.get_claim(identity.claim_id), identity
+            except NotFound:
+                continue
+        return None
+
+    def require_known_secret(self) -> None:
+        """Refuse to act with a secret this store was never used with; remember the secrets it is used with.
+
+        A new secret would give every business key a new claim id, and every key already done would
+        be answered ``proceed`` again: a redeploy that regenerated the secret must stop here, not there.
+        """
+        if self.secret_checked:
+            return
+        known = self.store.key_ids()
+        if known and not known & set(self.keys.key_ids):
+            raise NotConfigured(
+                "This store's claims were made with another key secret: every key already done would be "
+                "claimed again. Set ONCEGATE_KEY_SECRET to the secret the store was used with (Key Vault keeps "
+                "its earlier versions), or during a rotation set ONCEGATE_KEY_SECRET_PREVIOUS to it.",
+                target="ONCEGATE_KEY_SECRET",
+            )
+        # The current secret first: an instance of a neighbouring phase that reads the store between two of
+        # these writes must find a secret it knows, and every phase knows its neighbours' current secrets.
+        for key_id in sorted(self.keys.key_ids, key=lambda key_id: key_id != self.keys.current.key_id):
+            if key_id not in known:
+                self.store.add_key_id(key_id)
+        self.secret_checked = True
+
+    def explicit(self, claim: Claim) -> Claim:
+        """The claim with its reconciling state as fields, read from the history for rows written before they were."""
+        if not claim.state_in_history:
+            return claim
+        reconciling = None
+        if claim.attempt > 1:
+            for event in self.store.list_events(claim.claim_id):
+                grant = (
+                    event.kind is EventKind.CLAIM and event.attempt == claim.attempt and event.run_id == claim.run_id
+                )
+                if grant and event.outcome == Decision.RECONCILE and LEGACY_LAST_ATTEMPT in event.details:
+                    reconciling = legacy_earlier_attempt(event.details[LEGACY_LAST_ATTEMPT])
+        in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error_reason or "").startswith(LEGACY_IN_DOUBT)
+        return replace(claim, reconciling=reconciling, released_in_doubt=in_doubt, state_in_history=False)
+
+    def counted(self, before: Claim | None, after: C) -> C:
+        """``after`` as stored (None: deleted), its change of status counted for the scope catalogue."""
+        claim = after or before
+        assert claim is not None, "a change has a claim before or after it"
+        self.inventory.status_changed(claim.scope, before.status if before else None, after.status if after else None)
+        return after
+
+    @staticmethod
+    def token(claim: Claim, hasher: KeyHasher) -> str:
+        """The current grant's claim token: made again from the grant, never read from the store."""
+        if claim.grant_id is None:
+            assert claim.legacy_token is not None, "a claim has a grant id or a token of an earlier release"
+            return claim.legacy_token
+        return hasher.claim_token(claim.claim_id, claim.attempt, claim.grant_id)
+
+    def holds(self, claim: Claim, token: str) -> bool:
+        """Whether ``token`` is the current grant's, made with any secret known (a rotation may be under way)."""
+        grant_id = claim.grant_id
+        if grant_id is None:
+            return claim.legacy_token is not None and hmac.compare_digest(token.encode(), claim.legacy_token.encode())
+        return any(
+            hasher.token_matches(token, claim.claim_id, claim.attempt, grant_id) for hasher in self.keys.lookup_order
+        )
+
+    @staticmethod
+    def event(
+        claim: Claim, kind: EventKind, outcome: str, recognised_by: str, *, at: datetime, **fields: Any
+    ) -> HistoryEvent:
+        # The timestamp first makes event ids sort in time order; the random tail keeps them unique.
+        event_id = f"{at.strftime('%Y%m%dT%H%M%S%fZ')}-{secrets.token_hex(4)}"
+        return HistoryEvent(
+            claim_id=claim.claim_id,
+            event_id=event_id,
+            at=at,
+            kind=kind,
+            outcome=outcome,
+            attempt=claim.attempt,
+            recognised_by=recognised_by,
+            **fields,
+        )
+
+    def fingerprint_record(self, claim_id: str, fingerprint: str | None) -> FingerprintRecord | None:
+        records = self.store.get_fingerprints(claim_id, [fingerprint or ""])
+        return records[0] if records else None

@@ -1,0 +1,220 @@
+"""Results of the side effect: record result, release and heartbeat with the claim token, and the review of
+a failure that is not retryable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from oncegate.domain.records import Claim
+from oncegate.domain.statuses import (
+    ClaimStatus,
+    EventKind,
+    Outcome,
+)
+from oncegate.errors import (
+    InvalidRequest,
+    StateConflict,
+)
+from oncegate.models import (
+    ClaimView,
+    HeartbeatRequest,
+    RecordResultRequest,
+    ReleaseRequest,
+    ReviewClaimRequest,
+)
+from oncegate.service.common import (
+    ClaimsCore,
+    settled,
+    stale_token_message,
+)
+from oncegate.service.privacy import warned
+from oncegate.service.views import claim_view
+
+logger = logging.getLogger(__name__)
+
+
+class ResultService:
+    """What the run holding a claim reports, and the review a failure for good waits for."""
+
+    def __init__(self, core: ClaimsCore) -> None:
+        self._core = core
+
+    def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
+        """Store the side effect's outcome; the same result sent again is a no-op.
+
+        Refused for personal data, the result is not stored and the run keeps its lease: it may send it again without.
+        """
+        warnings = self._core.stored_data.check(request, f"claim {claim_id}")
+        view = self._with_token(claim_id, request.claim_token, lambda claim, now: self._record(claim, request, now))
+        return warned(view, warnings)
+
+    def release(self, claim_id: str, request: ReleaseRequest) -> ClaimView:
+        """Give up the claim before any side effect, so the next run may proceed."""
+        warnings = self._core.stored_data.check(request, f"claim {claim_id}")
+        view = self._with_token(claim_id, request.claim_token, lambda claim, now: self._release(claim, request, now))
+        return warned(view, warnings)
+
+    def heartbeat(self, claim_id: str, request: HeartbeatRequest) -> ClaimView:
+        """Extend the lease of the run holding the claim."""
+        return self._with_token(claim_id, request.claim_token, lambda claim, now: self._renew(claim, request, now))
+
+    def _with_token(self, claim_id: str, token: str, change: Callable[[Claim, datetime], Claim]) -> ClaimView:
+        self._core.require_known_secret()
+
+        def attempt() -> ClaimView:
+            claim = self._core.store.get_claim(claim_id)
+            if not self._core.holds(claim, token):
+                raise StateConflict("stale_claim", stale_token_message(token, claim), target="claimToken")
+            return claim_view(change(claim, self._core.clock()))
+
+        return settled(attempt)
+
+    def _record(self, claim: Claim, request: RecordResultRequest, now: datetime) -> Claim:
+        if self._same_result(claim, request):
+            return claim
+        if claim.status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
+            raise StateConflict(
+                "stale_claim",
+                f"Attempt {claim.attempt} already ended as {claim.status.value}; "
+                "only the same result may be sent again.",
+                target="outcome",
+            )
+        succeeded = request.outcome is Outcome.SUCCEEDED
+        failed = request.outcome is Outcome.FAILED
+        recorded = replace(
+            claim,
+            status=ClaimStatus(request.outcome.value),
+            target_record_id=request.target_record_id,
+            result_data=request.data,
+            completed_at=now if succeeded else None,
+            error_reason=request.error,
+            retryable=request.retryable if failed else None,
+            # A failure for good waits for a review of its own: an earlier reviewer saw another attempt.
+            reviewer=None if failed and not request.retryable else claim.reviewer,
+            lease_expires_at=None,
+            updated_at=now,
+        )
+        details = {
+            "targetRecordId": request.target_record_id,
+            "data": request.data,
+            "error": request.error,
+            "retryable": request.retryable if failed else None,
+        }
+        target = f" (target record {request.target_record_id})" if request.target_record_id else ""
+        event = self._core.event(
+            claim,
+            EventKind.RESULT,
+            request.outcome.value,
+            f"Run {claim.run_id} recorded {request.outcome.value}{target}.",
+            at=now,
+            run_id=claim.run_id,
+            flow=claim.flow,
+            fingerprint=claim.fingerprint,
+            details={name: value for name, value in details.items() if value is not None},
+        )
+        return self._core.counted(claim, self._core.store.update_claim(recorded, event))
+
+    @staticmethod
+    def _same_result(claim: Claim, request: RecordResultRequest) -> bool:
+        return (
+            claim.status.value == request.outcome.value
+            and claim.target_record_id == request.target_record_id
+            and claim.result_data == request.data
+            and claim.error_reason == request.error
+            and (request.outcome is not Outcome.FAILED or claim.retryable == request.retryable)
+        )
+
+    def _release(self, claim: Claim, request: ReleaseRequest, now: datetime) -> Claim:
+        if claim.status is ClaimStatus.RELEASED or claim.released_in_doubt:
+            return claim
+        self._require_in_progress(claim, "released")
+        reason = request.reason or "no reason given"
+        doubted = claim.reconciling
+        if doubted is None:
+            released = replace(claim, status=ClaimStatus.RELEASED, lease_expires_at=None, updated_at=now)
+            recognised = f"Run {claim.run_id} released the claim before any side effect: {reason}."
+        else:
+            # This run did nothing, but the attempt it was reconciling may have: the doubt stays, so the
+            # next run is told reconcile again, never proceed.
+            released = replace(
+                claim,
+                status=ClaimStatus.UNKNOWN,
+                lease_expires_at=None,
+                updated_at=now,
+                error_reason=f"Released while reconciling: attempt {doubted.attempt}'s outcome is still unknown.",
+                released_in_doubt=True,
+            )
+            recognised = (
+                f"Run {claim.run_id} released the claim while reconciling ({reason}); the outcome of attempt "
+                f"{doubted.attempt} is still unknown, so the next run reconciles."
+            )
+        event = self._core.event(
+            claim,
+            EventKind.RELEASE,
+            released.status.value,
+            recognised,
+            at=now,
+            run_id=claim.run_id,
+            flow=claim.flow,
+            details={"reason": request.reason} if request.reason else {},
+        )
+        return self._core.counted(claim, self._core.store.update_claim(released, event))
+
+    def _renew(self, claim: Claim, request: HeartbeatRequest, now: datetime) -> Claim:
+        self._require_in_progress(claim, "renewed")
+        lease = timedelta(seconds=request.lease_seconds or self._core.inventory.lease_seconds(claim.scope))
+        renewed = replace(claim, lease_expires_at=now + lease, updated_at=now)
+        return self._core.store.update_claim(renewed, None)
+
+    @staticmethod
+    def _require_in_progress(claim: Claim, verb: str) -> None:
+        if claim.status is not ClaimStatus.IN_PROGRESS:
+            raise StateConflict(
+                "stale_claim",
+                f"Attempt {claim.attempt} already ended as {claim.status.value}; it can no longer be {verb}.",
+                target="claimToken",
+            )
+
+    # -- Reviewing a failure -----------------------------------------------------------------
+
+    def review(self, claim_id: str, request: ReviewClaimRequest) -> ClaimView:
+        """Acknowledge a failure that is not retryable: the key stays blocked, the claim leaves the attention list.
+
+        Reviewed, the claim may be deleted once its scope's retention is over. The same reviewer again is a no-op.
+        """
+        if request.reviewer is None:
+            raise InvalidRequest("reviewer is required: who reviewed the failure.", target="reviewer")
+        warnings = self._core.stored_data.check(request, f"claim {claim_id}")
+        self._core.require_known_secret()
+
+        def attempt() -> ClaimView:
+            claim = self._core.store.get_claim(claim_id)
+            if claim.status is not ClaimStatus.FAILED or claim.retryable is not False:
+                state = "a retryable failure" if claim.status is ClaimStatus.FAILED else claim.status.value
+                raise StateConflict(
+                    "claim_not_blocked",
+                    f"Attempt {claim.attempt} of this claim is {state}: only a failure that is not retryable "
+                    "is reviewed.",
+                    target="claimId",
+                )
+            if claim.reviewer == request.reviewer:
+                return claim_view(claim)
+            now = self._core.clock()
+            event = self._core.event(
+                claim,
+                EventKind.REVIEW,
+                "acknowledged",
+                f"Reviewer {request.reviewer} acknowledged the failure of attempt {claim.attempt}: the key stays "
+                "blocked.",
+                at=now,
+                details={"note": request.note} if request.note else {},
+            )
+            reviewed = replace(claim, reviewer=request.reviewer, updated_at=now)
+            logger.info("Claim %s reviewed by %s", claim_id, request.reviewer)
+            return claim_view(self._core.store.update_claim(reviewed, event))
+
+        return warned(settled(attempt), warnings)

@@ -1,0 +1,279 @@
+"""The connector's whole definition: every operation the app serves, with its parameters and answers.
+
+``python -m tools.connector`` writes ``connector/apiDefinition.swagger.json`` (function key
+connection) and ``connector/entra/apiDefinition.swagger.json`` (Microsoft Entra ID connection);
+``--check`` writes nothing and exits 1 when a committed file differs, so the definition cannot drift
+from the code. The tests run the same check.
+
+The operations are the HTTP functions of ``function_app.app`` (route, method, function name) with
+the designer text of ``operations``; the bodies are the models' JSON schemas (``schemas``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from pydantic import BaseModel
+
+from oncegate import __version__, models
+from oncegate.entrypoints.routes import FunctionRoute, function_routes
+from oncegate.models import IMPORTANT
+from tools.connector import operations
+from tools.connector.operations import ERRORS, OPERATIONS, PATH_PARAMETERS, Operation
+from tools.connector.schemas import Schema, model_definition, query_parameters
+
+Auth = Literal["key", "entra"]
+
+COMMAND = "python -m tools.connector"
+DEFINITION_FILE = "apiDefinition.swagger.json"
+# Where each connection type's definition lives, relative to the connector folder.
+VARIANTS: dict[Auth, Path] = {"key": Path(DEFINITION_FILE), "entra": Path("entra") / DEFINITION_FILE}
+
+# The host is replaced at run time by the `dynamichosturl` policy (the connection's Function App
+# host). A reserved example name keeps a connector imported without that policy from calling a
+# stranger's host with the maker's key. Paths keep their /api prefix and the base path stays "/",
+# so the URL is right whether or not the policy's URL replaces the base path too.
+PLACEHOLDER_HOST = "oncegate.example.com"
+ROUTE_PREFIX = "/api/"
+
+# Publisher facts for the certification metadata: replace with the publisher's own pages before
+# submitting the connector (see connector/README.md).
+TITLE = "OnceGate"
+DESCRIPTION = (
+    "Check and claim for Power Automate and Logic Apps: however often a flow is triggered, the business "
+    "result happens once. Ask before every side effect, branch on the decision, record the real result, "
+    "and route changed business data to its owner instead of silently repeating or skipping it."
+)
+CONTACT = {
+    "name": "OnceGate support",
+    "url": "https://oncegate.example.com/support",
+    "email": "support@oncegate.example.com",
+}
+WEBSITE = "https://oncegate.example.com"
+PRIVACY_POLICY = "https://oncegate.example.com/privacy"
+CATEGORIES = ("IT Operations", "Productivity")
+
+SECURITY_DEFINITIONS: dict[Auth, Schema] = {
+    # The gateway sends the connection's key in the header Azure Functions reads.
+    "key": {"api_key": {"type": "apiKey", "in": "header", "name": "x-functions-key"}},
+    "entra": {
+        "oauth2_auth": {
+            "type": "oauth2",
+            "flow": "accessCode",
+            "authorizationUrl": "https://login.microsoftonline.com/common/oauth2/authorize",
+            "tokenUrl": "https://login.microsoftonline.com/common/oauth2/token",
+            "scopes": {},
+        }
+    },
+}
+
+# The trigger answers a ConflictList that never has a next page: ConflictList without nextLink.
+BATCH_DEFINITION, BATCH_SOURCE = "ConflictBatch", "ConflictList"
+RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
+    models.ClaimAttentionList,
+    models.ClaimResponse,
+    models.ClaimView,
+    models.ConflictView,
+    models.ConflictList,
+    models.FlowList,
+    models.FlowView,
+    models.OverlapList,
+    models.ScopeList,
+    models.ScopeView,
+    models.Health,
+)
+
+RETRY_AFTER_HEADER = {
+    "Retry-After": {
+        "type": "integer",
+        "x-ms-summary": "Retry After",
+        "description": "How many seconds to wait before calling again.",
+    }
+}
+LOCATION_HEADER = {
+    "Location": {
+        "type": "string",
+        "x-ms-summary": "Location",
+        "description": "The address to poll next, carrying the trigger state.",
+    }
+}
+NO_NEW_CONFLICT = "No new conflict yet: poll the Location address again after the given seconds."
+
+
+class Served(NamedTuple):
+    """An operation at the route and method where the app serves it."""
+
+    route: str
+    method: str
+    operation: Operation
+
+
+def app_routes() -> Sequence[FunctionRoute]:
+    """The HTTP functions of the app that Azure runs."""
+    import function_app  # reads the app's settings at import, so only when a definition is built
+
+    return function_routes(function_app.app)
+
+
+def served(routes: Sequence[FunctionRoute]) -> list[Served]:
+    """Each operation with its route and method, in the order of OPERATIONS; the catch-all is no operation."""
+    by_name = {route.name: route for route in routes if not route.catch_all}
+    table = f"{operations.__name__}.OPERATIONS"
+    unserved = sorted(set(OPERATIONS) - set(by_name))
+    if unserved:
+        raise KeyError(f"{table} names {unserved[0]}, which is no function of function_app.app")
+    undescribed = sorted(set(by_name) - set(OPERATIONS))
+    if undescribed:
+        raise KeyError(f"function_app.{undescribed[0]} has no operation: add it to {table}")
+    result = []
+    for name, operation in OPERATIONS.items():
+        route = by_name[name]
+        if len(route.methods) != 1:
+            raise ValueError(f"function_app.{name} takes {sorted(route.methods)}: an operation has one method")
+        (method,) = route.methods
+        result.append(Served(route.route, method.lower(), operation))
+    return result
+
+
+def definitions() -> dict[str, Schema]:
+    """Every request and response body: requests as the service parses them, responses as it writes them."""
+    result = {
+        operation.body.__name__: model_definition(operation.body.__name__, operation.body, "validation")
+        for operation in OPERATIONS.values()
+        if operation.body is not None
+    }
+    for model in RESPONSE_MODELS:
+        result[model.__name__] = model_definition(model.__name__, model, "serialization")
+    batch = copy.deepcopy(result[BATCH_SOURCE])
+    del batch["properties"]["nextLink"]
+    result[BATCH_DEFINITION] = batch
+    return dict(sorted(result.items()))
+
+
+def path_parameter(name: str) -> Schema:
+    if name not in PATH_PARAMETERS:
+        raise KeyError(f"the route parameter {name} has no designer text in PATH_PARAMETERS")
+    spec = PATH_PARAMETERS[name]
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "type": "string",
+        "pattern": f"^{spec.pattern.pattern}$",
+        "x-ms-url-encoding": "single",
+        "x-ms-summary": spec.summary,
+        "description": spec.description,
+        "x-ms-visibility": IMPORTANT,  # the action cannot run without it
+        **spec.extra,
+    }
+
+
+def parameters_of(route: str, operation: Operation) -> list[Schema]:
+    names = [segment[1:-1] for segment in route.split("/") if segment.startswith("{")]
+    parameters = [path_parameter(name) for name in names]
+    if operation.query is not None:
+        parameters += query_parameters(operation.query)
+    if operation.body is not None:
+        parameters.append(
+            {
+                "name": "body",
+                "in": "body",
+                "required": True,
+                "schema": {"$ref": f"#/definitions/{operation.body.__name__}"},
+                "x-ms-summary": "Request",
+                "description": operation.body_description,
+            }
+        )
+    return parameters
+
+
+def responses_of(operation: Operation) -> Schema:
+    success: Schema = {"description": operation.success, "schema": {"$ref": f"#/definitions/{operation.response}"}}
+    responses: Schema = {"200": success}
+    if operation.extra.get("x-ms-trigger"):
+        # The Logic Apps polling contract: Location carries the state, Retry-After the interval.
+        success["headers"] = {**LOCATION_HEADER, **RETRY_AFTER_HEADER}
+        responses["202"] = {"description": NO_NEW_CONFLICT, "headers": {**LOCATION_HEADER, **RETRY_AFTER_HEADER}}
+    for status in operation.errors:
+        description = operation.conflict_description if status == 409 else ERRORS[status]
+        responses[str(status)] = {"description": description}
+        if status == 503:
+            responses[str(status)]["headers"] = RETRY_AFTER_HEADER
+    return responses
+
+
+def operation_object(route: str, operation: Operation) -> Schema:
+    return {
+        "operationId": operation.operation_id,
+        "summary": operation.summary,
+        "description": operation.description,
+        "x-ms-visibility": operation.visibility,
+        **operation.extra,
+        "parameters": parameters_of(route, operation),
+        "responses": responses_of(operation),
+    }
+
+
+def paths() -> dict[str, Schema]:
+    result: dict[str, Schema] = {}
+    for route, method, operation in served(app_routes()):
+        result.setdefault(ROUTE_PREFIX + route, {})[method] = operation_object(route, operation)
+    return result
+
+
+def build(auth: Auth = "key") -> Schema:
+    """The whole Swagger 2.0 document of the connector for one connection type."""
+    security_definitions = SECURITY_DEFINITIONS[auth]
+    return {
+        "swagger": "2.0",
+        "info": {"title": TITLE, "description": DESCRIPTION, "version": __version__, "contact": CONTACT},
+        "host": PLACEHOLDER_HOST,
+        "basePath": "/",
+        "schemes": ["https"],
+        "consumes": ["application/json"],
+        "produces": ["application/json"],
+        "paths": paths(),
+        "definitions": definitions(),
+        "securityDefinitions": security_definitions,
+        "security": [{name: []} for name in security_definitions],
+        "x-ms-connector-metadata": [
+            {"propertyName": "Website", "propertyValue": WEBSITE},
+            {"propertyName": "Privacy policy", "propertyValue": PRIVACY_POLICY},
+            {"propertyName": "Categories", "propertyValue": ";".join(CATEGORIES)},
+        ],
+    }
+
+
+def render(document: Schema) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def rendered(connector_dir: Path) -> dict[Path, str]:
+    """Each definition file under ``connector_dir`` and the text it should have."""
+    return {connector_dir / path: render(build(auth)) for auth, path in VARIANTS.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=COMMAND, description="Write or check the connector's definitions.")
+    parser.add_argument("--connector-dir", type=Path, default=Path("connector"), help="default: ./connector")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in rendered(args.connector_dir).items():
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current == text:
+            continue
+        stale.append(path)
+        if not args.check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    for path in stale:
+        verb = f"is out of date: run {COMMAND}" if args.check else "written"
+        print(f"{path} {verb}", file=sys.stderr)
+    return 1 if args.check and stale else 0

@@ -1,0 +1,348 @@
+"""What the designer shows for each action and trigger: the text that no model field can carry.
+
+Keyed by the name of the app's function (``function_app.py``), which gives the route and method:
+the generator stops when a function has no entry here, or an entry names no function. The
+operation id is spelled out rather than derived from the function's name because flows refer to
+it: renaming a Python function must not rename an action under the flows that use it. The text
+is kept here, not in the functions' docstrings, because it is structured (visibility, answers,
+errors, paging) and ``function_app.py``, which Azure runs, stays one thin function per route.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel
+
+from oncegate import models
+from oncegate.entrypoints.http import CLAIM_ID_PATTERN, CONFLICT_ID_PATTERN
+from oncegate.models import ADVANCED, IMPORTANT, INTERNAL, Visibility
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One action or trigger of the connector: its designer text, its body or query and its answers."""
+
+    operation_id: str
+    summary: str
+    description: str
+    visibility: Visibility
+    response: str
+    success: str
+    errors: Sequence[int]
+    body: type[BaseModel] | None = None
+    body_description: str = ""
+    query: type[BaseModel] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    conflict_description: str = ""
+
+
+class PathParameter(NamedTuple):
+    """A parameter of a route template, which is no field of a model."""
+
+    summary: str
+    description: str
+    pattern: re.Pattern[str]
+    extra: Mapping[str, Any] = {}
+
+
+PATH_PARAMETERS = {
+    "claimId": PathParameter("Claim ID", "The claim's id, from Check and claim.", CLAIM_ID_PATTERN),
+    "conflictId": PathParameter(
+        "Conflict ID",
+        "The conflict's id, from Check and claim or the list of open conflicts.",
+        CONFLICT_ID_PATTERN,
+        # A picker of the open conflicts, titled by what differs.
+        {
+            "x-ms-dynamic-values": {
+                "operationId": "ListConflicts",
+                "value-collection": "value",
+                "value-path": "conflictId",
+                "value-title": "reason",
+            }
+        },
+    ),
+}
+
+ERRORS = {
+    400: "The request is not valid (invalid_request), or the key (sensitive_key) or a field it would store "
+    "(sensitive_data) seems to carry personal data: the error names the field, and nothing was stored.",
+    404: "No claim or conflict has this id, or no claim exists for this key.",
+    409: "The request does not fit the claim's or the conflict's current state.",
+    413: "The request body or one of its fields is over its size limit.",
+    503: "The store cannot be reached or is busy: nothing was changed, so retry after the given seconds.",
+}
+STALE = "The claim token is stale: another attempt now holds the claim, or this attempt already ended (stale_claim)."
+
+# In the order of the definition, which groups the actions as makers look for them.
+OPERATIONS: dict[str, Operation] = {
+    "check_and_claim": Operation(
+        "CheckAndClaim",
+        summary="Check and claim",
+        description=(
+            "Asks whether this run may do the side effect for a business key, and claims the key when it may. The "
+            "answer is always a decision to branch on: proceed, duplicate, in_progress, reconcile, conflict or blocked."
+        ),
+        visibility=IMPORTANT,
+        response="ClaimResponse",
+        success="The decision, and what the flow needs to act on it.",
+        errors=(400, 413, 503),
+        body=models.ClaimRequest,
+        body_description="The business key, its data and the calling run.",
+    ),
+    "record_result": Operation(
+        "RecordResult",
+        summary="Record result",
+        description=(
+            "Records how the side effect ended, with the id of the record that the target system really holds. "
+            "Sending the same result again with the same claim token changes nothing, so the action is safe to retry."
+        ),
+        visibility=IMPORTANT,
+        response="ClaimView",
+        success="The claim, with the result now recorded.",
+        errors=(400, 404, 409, 413, 503),
+        body=models.RecordResultRequest,
+        body_description="The outcome of the side effect and the record it made.",
+        conflict_description=STALE,
+    ),
+    "release_claim": Operation(
+        "ReleaseClaim",
+        summary="Release claim",
+        description=(
+            "Gives the claim up before any side effect, so that the next run may proceed. Use it when the flow "
+            "decides not to go on."
+        ),
+        visibility=ADVANCED,
+        response="ClaimView",
+        success="The claim, released so that the next run may proceed.",
+        errors=(400, 404, 409, 413, 503),
+        body=models.ReleaseRequest,
+        body_description="The claim token and why the run gives the claim up.",
+        conflict_description=STALE,
+    ),
+    "renew_claim": Operation(
+        "RenewClaim",
+        summary="Renew claim lease",
+        description=(
+            "Extends the lease of a long side effect, so that no other run is told to reconcile while this run is "
+            "still working."
+        ),
+        visibility=ADVANCED,
+        response="ClaimView",
+        success="The claim, with its lease extended.",
+        errors=(400, 404, 409, 413, 503),
+        body=models.HeartbeatRequest,
+        body_description="The claim token and the new lease.",
+        conflict_description=STALE,
+    ),
+    "review_claim": Operation(
+        "ReviewClaim",
+        summary="Review failed claim",
+        description=(
+            "Records that a reviewer looked at a failure that is not retryable. The key stays blocked; the claim "
+            "leaves the list of claims needing attention, and retention may delete it once its time is up."
+        ),
+        visibility=ADVANCED,
+        response="ClaimView",
+        success="The claim, with its reviewer.",
+        errors=(400, 404, 409, 413, 503),
+        body=models.ReviewClaimRequest,
+        body_description="Who reviewed the failure, and a note.",
+        conflict_description=(
+            "The claim's attempt did not fail for good: only a failure that is not retryable is reviewed "
+            "(claim_not_blocked)."
+        ),
+    ),
+    "list_claims_needing_attention": Operation(
+        "ListClaimsNeedingAttention",
+        summary="List claims needing attention",
+        description=(
+            "Lists the claims that need a person, oldest first: leases that ran out without a result, outcomes "
+            "unknown for too long, and failures that are not retryable and nobody has reviewed."
+        ),
+        visibility=ADVANCED,
+        response="ClaimAttentionList",
+        success="One page of claims needing attention, with the link to the next page.",
+        errors=(400, 503),
+        query=models.ListClaimsQuery,
+        extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
+    ),
+    "get_claim": Operation(
+        "GetClaim",
+        summary="Get claim",
+        description=(
+            "Gets the processing record of a claim by its id, with the history of every attempt, result, duplicate "
+            "and resolution."
+        ),
+        visibility=ADVANCED,
+        response="ClaimView",
+        success="The claim, with its whole history.",
+        errors=(404, 503),
+    ),
+    "lookup_claim": Operation(
+        "LookupClaim",
+        summary="Look up claim by key",
+        description=(
+            "Gets the processing record of a claim by its scope and business key, with its history. The key travels "
+            "in the request body, never in the address."
+        ),
+        visibility=ADVANCED,
+        response="ClaimView",
+        success="The claim, with its whole history.",
+        errors=(400, 404, 413, 503),
+        body=models.LookupRequest,
+        body_description="The scope and business key of the claim.",
+    ),
+    "report_conflict": Operation(
+        "ReportConflict",
+        summary="Report conflict",
+        description=(
+            "Opens a conflict that the flow found itself, such as a target record that holds different data. "
+            "Reporting the same data for the same key again returns the same open conflict."
+        ),
+        visibility=ADVANCED,
+        response="ConflictView",
+        success="The conflict, open until its owner resolves it.",
+        errors=(400, 404, 413, 503),
+        body=models.ReportConflictRequest,
+        body_description="The business key, the data the flow has and what differs.",
+    ),
+    "list_conflicts": Operation(
+        "ListConflicts",
+        summary="List conflicts",
+        description="Lists conflicts, the open ones unless another status is chosen, optionally for one scope only.",
+        visibility=ADVANCED,
+        response="ConflictList",
+        success="One page of conflicts, with the link to the next page.",
+        errors=(400, 503),
+        query=models.ListConflictsQuery,
+        extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
+    ),
+    "on_conflict_reported": Operation(
+        "OnConflictReported",
+        summary="When a conflict is reported",
+        description=(
+            "Starts the flow for each new conflict, whether Check and claim found it or a flow reported it. Each "
+            "conflict is delivered once; conflicts opened before the flow was turned on are not delivered."
+        ),
+        visibility=IMPORTANT,
+        response="ConflictBatch",
+        success="The new conflicts, oldest first.",
+        errors=(400, 503),
+        query=models.PollConflictsQuery,
+        extra={
+            "x-ms-trigger": "batch",
+            "x-ms-trigger-hint": "To see it work now, claim a key again with changed data.",
+        },
+    ),
+    "get_conflict": Operation(
+        "GetConflict",
+        summary="Get conflict",
+        description="Gets one conflict, with the owner's resolution once it has one.",
+        visibility=ADVANCED,
+        response="ConflictView",
+        success="The conflict, with its resolution once it has one.",
+        errors=(404, 503),
+    ),
+    "resolve_conflict": Operation(
+        "ResolveConflict",
+        summary="Resolve conflict",
+        description=(
+            "Records the owner's decision on an open conflict and applies it to the claim: accept the new data so "
+            "that its next claim may proceed, keep the original so that the new data counts as a duplicate, or "
+            "dismiss the conflict."
+        ),
+        visibility=IMPORTANT,
+        response="ConflictView",
+        success="The conflict, resolved with the owner's decision.",
+        errors=(400, 404, 409, 413, 503),
+        body=models.ResolveConflictRequest,
+        body_description="The owner's decision and who made it.",
+        conflict_description=(
+            "The conflict was already resolved another way (conflict_resolved), or the claim's attempt is still "
+            "in progress or unknown, so new data cannot be accepted yet (claim_busy)."
+        ),
+    ),
+    "list_flows": Operation(
+        "ListFlows",
+        summary="List flows",
+        description=(
+            "Lists every flow that claimed or was registered, with its owner, whether it may claim, and how often it "
+            "claimed and was answered duplicate."
+        ),
+        visibility=ADVANCED,
+        response="FlowList",
+        success="One page of flows, with the link to the next page.",
+        errors=(400, 503),
+        query=models.ListPageQuery,
+        extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
+    ),
+    "register_flow": Operation(
+        "RegisterFlow",
+        summary="Register flow",
+        description=(
+            "Registers a flow in the inventory, or changes its registration: its owner, its notes and whether it may "
+            "claim. Check and claim answers blocked to a disabled flow."
+        ),
+        visibility=ADVANCED,
+        response="FlowView",
+        success="The flow with its registration.",
+        errors=(400, 413, 503),
+        body=models.RegisterFlowRequest,
+        body_description="The flow and its registration.",
+    ),
+    "list_flow_overlaps": Operation(
+        "ListFlowOverlaps",
+        summary="List flow overlaps",
+        description=(
+            "Lists the pairs of flows that met each other's claims, such as copies of one flow left running in two "
+            "environments."
+        ),
+        visibility=ADVANCED,
+        response="OverlapList",
+        success="One page of overlapping pairs of flows, with the link to the next page.",
+        errors=(400, 503),
+        query=models.ListPageQuery,
+        extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
+    ),
+    "list_scopes": Operation(
+        "ListScopes",
+        summary="List scopes",
+        description=(
+            "Lists every scope that was claimed or set up, with its owner, default lease, retention, claims by status "
+            "and open conflicts."
+        ),
+        visibility=ADVANCED,
+        response="ScopeList",
+        success="One page of scopes, with the link to the next page.",
+        errors=(400, 503),
+        query=models.ListPageQuery,
+        extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
+    ),
+    "set_scope": Operation(
+        "SetScope",
+        summary="Set scope",
+        description=(
+            "Sets the owner, default lease, retention and description of a scope. Claims of the scope that ask for "
+            "no lease get its default lease."
+        ),
+        visibility=ADVANCED,
+        response="ScopeView",
+        success="The scope with its settings.",
+        errors=(400, 413, 503),
+        body=models.SetScopeRequest,
+        body_description="The scope and its settings.",
+    ),
+    "health": Operation(
+        "GetHealth",
+        summary="Get service health",
+        description="Tells whether the service and its store answer. It is meant for monitoring, not for flows.",
+        visibility=INTERNAL,
+        response="Health",
+        success="The service and its store answer.",
+        errors=(503,),
+    ),
+}

@@ -8,28 +8,43 @@ conflict resolutions live in rows of their own instead of a growing ``Resolution
 not turn a finished key into ``proceed``, a live token into ``stale_claim``, a kept alias into a
 conflict, or a reconcile into a proceed.
 """
+
 from __future__ import annotations
 
 import json
 import shutil
 import stat
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.data.tables import EdmType, EntityProperty, TableServiceClient
 
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, Resolution
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimRequest, ClaimResponse, FlowRef, RecordResultRequest, ResolveConflictRequest
 from oncegate.service.claims import ClaimService
+from oncegate.stores import columns
+from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
+from tests.support.azurite import TableStoreFactory
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "legacy"
-MANIFEST: dict[str, Any] = json.loads((FIXTURES / "claims-0.1.0.json").read_text())
-WRITTEN = datetime.fromisoformat(MANIFEST["written_at"])
+SQLITE_MANIFEST: dict[str, Any] = json.loads((FIXTURES / "claims-0.1.0.json").read_text())
+TABLES_DUMP: dict[str, Any] = json.loads((FIXTURES / "tables-0.1.0.json").read_text())
 FLOW = FlowRef(name="Create order in ERP", environment="Production")
+EDM = {"Edm.Boolean": EdmType.BOOLEAN, "Edm.Int32": EdmType.INT32, "Edm.Double": EdmType.DOUBLE}
+
+
+@dataclass(frozen=True)
+class Legacy:
+    """Today's service over the claims 0.1.0 wrote, and the manifest of what they hold."""
+
+    service: ClaimService
+    manifest: dict[str, Any]
 
 
 @pytest.fixture
@@ -40,106 +55,133 @@ def database(tmp_path: Path) -> Path:
     return copy
 
 
-@pytest.fixture
-def service(database: Path) -> ClaimService:
-    # Minutes after the fixture was written, so its live claim is still within its lease.
-    return ClaimService(
-        SqliteStore(database), KeyHasher(MANIFEST["secret"]), clock=lambda: WRITTEN + timedelta(minutes=5)
-    )
+def _service(store: ClaimStore, manifest: dict[str, Any]) -> ClaimService:
+    # Minutes after the fixture was written, so its live claims are still within their leases.
+    written = datetime.fromisoformat(manifest["written_at"])
+    return ClaimService(store, KeyHasher(manifest["secret"]), clock=lambda: written + timedelta(minutes=5))
 
 
-def ask(service: ClaimService, case: str, run: str, payload: Any = None) -> ClaimResponse:
-    fixture = MANIFEST[case]
+def _entity(row: dict[str, list[Any]]) -> dict[str, Any]:
+    """An entity as 0.1.0 wrote it, every property with its EDM type."""
+    entity: dict[str, Any] = {}
+    for name, (edm, value) in row.items():
+        if edm == "Edm.DateTime":
+            entity[name] = datetime.fromisoformat(value)
+        elif edm in EDM:
+            entity[name] = EntityProperty(value, EDM[edm])
+        else:
+            entity[name] = value
+    return entity
+
+
+@pytest.fixture(params=["sqlite", pytest.param("tables", marks=pytest.mark.azurite)])
+def legacy(request: pytest.FixtureRequest, database: Path) -> Legacy:
+    if request.param == "sqlite":
+        return Legacy(_service(SqliteStore(database), SQLITE_MANIFEST), SQLITE_MANIFEST)
+    factory: TableStoreFactory = request.getfixturevalue("table_store_factory")
+    store = factory()  # creates the test's tables
+    with TableServiceClient.from_connection_string(factory.connection_string) as client:
+        for suffix, rows in TABLES_DUMP["entities"].items():
+            table = client.get_table_client(factory.prefix + suffix)
+            for row in rows:
+                table.create_entity(_entity(row))
+    return Legacy(_service(store, TABLES_DUMP["manifest"]), TABLES_DUMP["manifest"])
+
+
+def ask(legacy: Legacy, case: str, run: str, payload: Any = None) -> ClaimResponse:
+    fixture = legacy.manifest[case]
     request = ClaimRequest(
         scope="erp.create-order", key=fixture["key"], run_id=run, flow=FLOW, payload=payload or fixture["payload"]
     )
-    return service.check_and_claim(request)
+    return legacy.service.check_and_claim(request)
 
 
-def test_the_database_file_is_made_private_when_opened(database: Path, service: ClaimService) -> None:
+def test_the_database_file_is_made_private_when_opened(database: Path) -> None:
+    SqliteStore(database).close()
+
     assert stat.S_IMODE(database.stat().st_mode) == 0o600
 
 
-def test_a_live_claim_keeps_its_clear_token_until_its_attempt_ends(service: ClaimService) -> None:
-    held = MANIFEST["held"]
+def test_a_live_claim_keeps_its_clear_token_until_its_attempt_ends(legacy: Legacy) -> None:
+    held = legacy.manifest["held"]
 
-    again = ask(service, "held", held["run"])
-    other = ask(service, "held", "run-other")
+    again = ask(legacy, "held", held["run"])
+    other = ask(legacy, "held", "run-other")
 
     assert (again.decision, again.claim_token) == (Decision.PROCEED, held["token"])
     assert other.decision is Decision.IN_PROGRESS
     with pytest.raises(StateConflict):
-        service.record_result(
+        legacy.service.record_result(
             again.claim_id, RecordResultRequest(claim_token="1.forged", outcome="succeeded", target_record_id="X")
         )
-    view = service.record_result(
+    view = legacy.service.record_result(
         again.claim_id, RecordResultRequest(claim_token=held["token"], outcome="succeeded", target_record_id="ERP-1")
     )
     assert view.status is ClaimStatus.SUCCEEDED
 
 
-def test_a_finished_key_is_still_a_duplicate_and_a_changed_one_a_conflict(service: ClaimService) -> None:
-    done = MANIFEST["done"]
+def test_a_finished_key_is_still_a_duplicate_and_a_changed_one_a_conflict(legacy: Legacy) -> None:
+    done = legacy.manifest["done"]
 
-    same = ask(service, "done", "run-late")
-    changed = ask(service, "done", "run-late", payload={"amount": 21})
+    same = ask(legacy, "done", "run-late")
+    changed = ask(legacy, "done", "run-late", payload={"amount": 21})
 
     assert same.result is not None
     assert (same.decision, same.result.target_record_id) == (Decision.DUPLICATE, done["target"])
     assert changed.decision is Decision.CONFLICT
 
 
-def test_an_alias_kept_in_the_resolutions_column_still_counts(service: ClaimService) -> None:
-    aliased = MANIFEST["aliased"]
+def test_an_alias_kept_in_the_resolutions_column_still_counts(legacy: Legacy) -> None:
+    aliased = legacy.manifest["aliased"]
 
-    alias = ask(service, "aliased", "run-late", payload=aliased["alias"])
-    changed = ask(service, "aliased", "run-late", payload=aliased["changed"])
+    alias = ask(legacy, "aliased", "run-late", payload=aliased["alias"])
+    changed = ask(legacy, "aliased", "run-late", payload=aliased["changed"])
 
     assert alias.decision is Decision.DUPLICATE
     assert changed.decision is Decision.CONFLICT
 
 
-def test_a_conflict_open_at_the_upgrade_is_resolved_and_then_holds(service: ClaimService) -> None:
-    opened = MANIFEST["open"]
+def test_a_conflict_open_at_the_upgrade_is_resolved_and_then_holds(legacy: Legacy) -> None:
+    opened = legacy.manifest["open"]
 
-    resolved = service.resolve_conflict(
+    resolved = legacy.service.resolve_conflict(
         opened["conflictId"], ResolveConflictRequest(decision=Resolution.KEEP_ORIGINAL, reviewer="ops@contoso")
     )
-    again = ask(service, "open", "run-late", payload=opened["changed"])
+    again = ask(legacy, "open", "run-late", payload=opened["changed"])
 
     assert resolved.status is ConflictStatus.RESOLVED
     assert again.decision is Decision.DUPLICATE
 
 
-def test_a_new_grant_on_an_old_claim_stores_no_token(database: Path, service: ClaimService) -> None:
-    done = ask(service, "done", "run-late", payload={"amount": 22})
+def test_a_new_grant_on_an_old_claim_stores_no_token(legacy: Legacy) -> None:
+    done = ask(legacy, "done", "run-late", payload={"amount": 22})
     assert done.conflict_id is not None
-    service.resolve_conflict(
+    legacy.service.resolve_conflict(
         done.conflict_id, ResolveConflictRequest(decision=Resolution.ACCEPT_NEW, reviewer="ops@contoso")
     )
 
-    granted = ask(service, "done", "run-new", payload={"amount": 22})
+    granted = ask(legacy, "done", "run-new", payload={"amount": 22})
 
     assert granted.decision is Decision.PROCEED
-    stored = SqliteStore(database).get_claim(granted.claim_id)
+    stored = legacy.service.store.get_claim(granted.claim_id)
     assert (stored.legacy_token, stored.grant_id is not None) == (None, True)
     assert granted.claim_token is not None
-    assert granted.claim_token not in database.read_bytes().decode("latin-1")
+    assert granted.claim_token.split(".", 1)[1] not in repr(columns.claim_to_row(stored))
 
 
-def test_a_claim_granted_to_reconcile_before_the_upgrade_is_still_reconcile(service: ClaimService) -> None:
+def test_a_claim_granted_to_reconcile_before_the_upgrade_is_still_reconcile(legacy: Legacy) -> None:
     # Schema 1 kept "granted to reconcile" in the history only: the same run asking again must not be told proceed.
-    reconciling = MANIFEST["reconciling"]
+    reconciling = legacy.manifest["reconciling"]
 
-    again = ask(service, "reconciling", reconciling["run"])
+    again = ask(legacy, "reconciling", reconciling["run"])
 
     assert (again.decision, again.claim_token) == (Decision.RECONCILE, reconciling["token"])
     assert again.last_attempt is not None
     assert (again.last_attempt.attempt, again.last_attempt.run_id) == (1, "run-old")
 
 
-def test_a_claim_released_in_doubt_before_the_upgrade_is_reconciled_not_proceeded(service: ClaimService) -> None:
+def test_a_claim_released_in_doubt_before_the_upgrade_is_reconciled_not_proceeded(legacy: Legacy) -> None:
     # Schema 1 kept "released while reconciling" in the error text only.
-    answer = ask(service, "in_doubt", "run-next")
+    answer = ask(legacy, "in_doubt", "run-next")
 
     assert answer.decision is Decision.RECONCILE

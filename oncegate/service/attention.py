@@ -25,7 +25,7 @@ from oncegate.domain.statuses import AttentionReason, ClaimStatus
 from oncegate.models import ClaimNeedingAttention, ListClaimsQuery
 from oncegate.service.views import claim_view
 from oncegate.stores.paging import every_item, page_of, utc_text
-from oncegate.stores.port import ClaimStore
+from oncegate.stores.port import ClaimRecords
 
 UNKNOWN_ALERT = timedelta(minutes=15)
 WATCHED = (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN, ClaimStatus.FAILED)
@@ -63,7 +63,7 @@ class Attention:
     """The claims needing attention: a page of them, or their count per scope."""
 
     def __init__(
-        self, store: ClaimStore, *, clock: Callable[[], datetime], unknown_alert: timedelta = UNKNOWN_ALERT
+        self, store: ClaimRecords, *, clock: Callable[[], datetime], unknown_alert: timedelta = UNKNOWN_ALERT
     ) -> None:
         self._store = store
         self._clock = clock

@@ -149,6 +149,10 @@ class Inventory:
     def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus | None) -> None:
         self.usage.status_changed(scope, before, after)
 
+    def flush(self) -> None:
+        """Write the counts gathered in memory to the store now; raises ``StoreUnavailable``, keeping them."""
+        self.usage.flush()
+
     def close(self) -> None:
         """Flush the counts; a failure is logged, and those counts are lost."""
         try:

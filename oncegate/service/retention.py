@@ -239,6 +239,6 @@ class Retention:
     def _flush_counts(self) -> None:
         # The scope catalogue's counts drop with the deleted claims; a failure leaves them for the next flush.
         try:
-            self._inventory.usage.flush()
+            self._inventory.flush()
         except OnceGateError as exc:
             logger.warning("Scope counts of the purge kept for the next flush: %s", exc.message)

@@ -27,7 +27,7 @@ from typing import Generic, TypeVar
 from oncegate.domain.records import Flow, FlowRecord, Overlap, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
-from oncegate.stores.port import ClaimStore
+from oncegate.stores.port import InventoryRecords
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class _Kind(Generic[K, R]):
 class Usage:
     """Deltas of the inventory's counts in this process, merged into the store by :meth:`flush`."""
 
-    def __init__(self, store: ClaimStore, *, clock: Callable[[], datetime], interval: timedelta) -> None:
+    def __init__(self, store: InventoryRecords, *, clock: Callable[[], datetime], interval: timedelta) -> None:
         self._clock = clock
         self._interval = interval
         self._lock = threading.Lock()

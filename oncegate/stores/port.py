@@ -24,10 +24,8 @@ from oncegate.domain.records import (
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus
 
 
-class ClaimStore(Protocol):
-    """Conditional writes over claims, their history and conflicts, and the flow inventory."""
-
-    kind: str
+class ClaimRecords(Protocol):
+    """Claims, their history and their fingerprint records, and the key secrets they were made with."""
 
     def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
         """Insert the claim and its first event together, only if no claim has that id.
@@ -77,10 +75,25 @@ class ClaimStore(Protocol):
         """
 
     def add_event(self, event: HistoryEvent) -> None:
-        """Append a history event that changes nothing else (a duplicate, an in-progress answer)."""
+        """Append a history event that changes nothing else (a duplicate, an in-progress answer).
+
+        An event whose id is stored already is this very event sent again: no error, nothing changes.
+        """
 
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
         """The claim's history, oldest first; empty when there is none."""
+
+    # The key secrets the store was used with, by their check values (``KeyHasher.key_id``).
+
+    def key_ids(self) -> set[str]:
+        """The check values of every key secret this store's claims were made with; empty for a new store."""
+
+    def add_key_id(self, key_id: str) -> None:
+        """Remember a key secret's check value; one already known is no error."""
+
+
+class ConflictRecords(Protocol):
+    """The conflict queue: conflicts written and read without reading the claims."""
 
     def create_conflict(self, conflict: Conflict) -> Conflict:
         """Insert the conflict only if its id is new; raises ``AlreadyExists`` carrying the stored one."""
@@ -96,7 +109,9 @@ class ClaimStore(Protocol):
     ) -> Page[Conflict]:
         """Conflicts oldest first, filtered by status and scope, without reading the claims."""
 
-    # The inventory: a few small tables, read whole and written by read-modify-write.
+
+class InventoryRecords(Protocol):
+    """The flow inventory and the side-effect catalogue: a few small tables, read whole."""
 
     def list_flows(self) -> list[FlowRecord]:
         """Every flow in the inventory, in no particular order."""
@@ -119,13 +134,11 @@ class ClaimStore(Protocol):
     def save_overlap(self, record: Overlap) -> Overlap:
         """Insert or replace the overlap as ``save_flow`` does a flow."""
 
-    # The key secrets the store was used with, by their check values (``KeyHasher.key_id``).
 
-    def key_ids(self) -> set[str]:
-        """The check values of every key secret this store's claims were made with; empty for a new store."""
+class ClaimStore(ClaimRecords, ConflictRecords, InventoryRecords, Protocol):
+    """One backend holding all three: what bootstrap builds and every adapter implements."""
 
-    def add_key_id(self, key_id: str) -> None:
-        """Remember a key secret's check value; one already known is no error."""
+    kind: str
 
     def ping(self) -> None:
         """Raise ``StoreUnavailable`` if the store cannot be reached."""

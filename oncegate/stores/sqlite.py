@@ -8,6 +8,7 @@ event commit together, and WAL lets readers go on meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -321,7 +322,8 @@ class SqliteStore:
             connection.execute("DELETE FROM fingerprints WHERE ClaimId = ?", (claim.claim_id,))
 
     def add_event(self, event: HistoryEvent) -> None:
-        with self._write() as connection:
+        # Event ids are unique, so a row already there is this very event sent again: the same as on Tables.
+        with contextlib.suppress(sqlite3.IntegrityError), self._write() as connection:
             connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
 
     def list_events(self, claim_id: str) -> list[HistoryEvent]:

@@ -291,6 +291,18 @@ class StoreContract:
         assert store.list_events(claim.claim_id) == [first, *sorted(later, key=lambda e: e.event_id)]
         assert [e.claim_id for e in store.list_events(other.claim_id)] == [other.claim_id]
 
+    def test_an_event_added_twice_is_stored_once_without_an_error(self, store: ClaimStore) -> None:
+        # A retried request (an SDK retry whose first answer was lost) sends the very same event again.
+        claim = records.claim()
+        first = records.event(claim.claim_id)
+        store.create_claim(claim, first)
+        added = records.event(claim.claim_id, at=T0 + timedelta(seconds=1))
+
+        store.add_event(added)
+        store.add_event(added)
+
+        assert store.list_events(claim.claim_id) == [first, added]
+
     def test_events_of_an_unknown_claim_are_empty(self, store: ClaimStore) -> None:
         assert store.list_events(records.new_id()) == []
 

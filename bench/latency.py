@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from bench.rig import STORES, Rig, claim, claim_request, new_key
-from oncegate.service.claims import ClaimService
+from tests.gate import Gate
 
 CONCURRENCY = (1, 8, 32)
 PATHS = ("bare", "bare-txn", "service", "http")
@@ -82,7 +82,7 @@ def http_session(address: tuple[str, int]) -> Iterator[Call]:
         connection.close()
 
 
-def service_call(service: ClaimService) -> Call:
+def service_call(service: Gate) -> Call:
     def call(key: str) -> None:
         decision = claim(service, key, "run-1").decision.value
         if decision != "proceed":

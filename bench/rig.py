@@ -22,10 +22,10 @@ from azure.data.tables import TableClient, TableServiceClient
 
 from oncegate.domain.keys import KeyHasher
 from oncegate.models import ClaimRequest, ClaimResponse, RecordResultRequest
-from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import BUSY_TIMEOUT_MS, SqliteStore
 from oncegate.stores.tables import TableStore
+from tests.gate import Gate
 from tests.load.served import served
 from tests.support.azurite import Azurite
 
@@ -44,12 +44,12 @@ def claim_request(key: str, run: str, *, amount: float = 10.0) -> dict[str, Any]
     return {"scope": SCOPE, "key": key, "payload": {"order": key, "amount": amount}, "runId": run, "flow": FLOW}
 
 
-def claim(service: ClaimService, key: str, run: str, *, amount: float = 10.0) -> ClaimResponse:
+def claim(service: Gate, key: str, run: str, *, amount: float = 10.0) -> ClaimResponse:
     """Check and claim through the service."""
     return service.check_and_claim(ClaimRequest.model_validate(claim_request(key, run, amount=amount)))
 
 
-def record_succeeded(service: ClaimService, answer: ClaimResponse) -> None:
+def record_succeeded(service: Gate, answer: ClaimResponse) -> None:
     """Record result ``succeeded`` for the attempt ``answer`` granted."""
     request = {"claimToken": answer.claim_token, "outcome": "succeeded", "targetRecordId": f"ERP-{answer.claim_id[:8]}"}
     service.record_result(answer.claim_id, RecordResultRequest.model_validate(request))
@@ -122,8 +122,8 @@ class Rig:
         self._closers.append(store.close)
         return store
 
-    def service(self, kind: str, name: str, **options: Any) -> ClaimService:
-        return ClaimService(self.store(kind, name), KeyHasher(SECRET), **options)
+    def service(self, kind: str, name: str, **options: Any) -> Gate:
+        return Gate(self.store(kind, name), KeyHasher(SECRET), **options)
 
     def bare_insert(self, kind: str, name: str) -> Callable[[str], object]:
         """The operation a claim stands on, without OnceGate: insert one row of claim size under ``key``."""
@@ -208,7 +208,7 @@ class Rig:
 def _serve(kind: str, target: str, prefix: str, ports: Any, stop: Event) -> None:
     store: ClaimStore
     store = SqliteStore(target) if kind == "sqlite" else TableStore.from_connection_string(target, prefix=prefix)
-    with served(ClaimService(store, KeyHasher(SECRET))) as (_, port):
+    with served(Gate(store, KeyHasher(SECRET))) as (_, port):
         ports.put(port)
         stop.wait()
     store.close()

@@ -26,7 +26,7 @@ from oncegate.models import (
     ReportConflictRequest,
     ResolveConflictRequest,
 )
-from oncegate.service.claims import ClaimService
+from tests.gate import Gate
 
 REPEATS = 3
 
@@ -48,7 +48,7 @@ class Clock:
 class Flows:
     """The calls a flow makes, on one service and one clock."""
 
-    service: ClaimService
+    service: Gate
     clock: Clock
 
     def claim(self, key: str, run: str, *, amount: float = 10.0, lease: int = 300) -> ClaimResponse:
@@ -139,7 +139,7 @@ def measure(rig: Rig) -> dict[str, dict[str, RoundTrips]]:
     for kind in STORES:
         calls = Calls()
         clock = Clock()
-        flows = Flows(ClaimService(rig.store(kind, "roundtrips", calls=calls), KeyHasher(SECRET), clock=clock), clock)
+        flows = Flows(Gate(rig.store(kind, "roundtrips", calls=calls), KeyHasher(SECRET), clock=clock), clock)
         for name, setup, measured in ACTIONS:
             counts = []
             for _ in range(REPEATS):

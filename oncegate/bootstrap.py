@@ -1,21 +1,35 @@
-"""The one place that wires settings to a store and the claim service."""
+"""The one place that wires settings to a store and the services over it.
+
+:func:`wire` builds every service over one store, once; the entry points are given the bundle
+(:class:`Services`) and each action calls the one service it needs.
+"""
 
 from __future__ import annotations
 
 import atexit
 import secrets
 import threading
-from datetime import timedelta
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from oncegate.config import Settings, StoreKind, local_key_secret
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
+from oncegate.domain.sensitive import SensitiveKeyPolicy
+from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.claims import ClaimService
+from oncegate.service.common import ClaimsCore, utc_now
+from oncegate.service.conflicts import ConflictService
+from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
+from oncegate.service.privacy import StoredDataGuard
+from oncegate.service.results import ResultService
+from oncegate.service.retention import Retention
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 
 _lock = threading.Lock()
-_service: ClaimService | None = None
+_services: Services | None = None
 _settings: Settings | None = None
 _cursor_seal: CursorSeal | None = None
 
@@ -49,8 +63,73 @@ def key_ring(settings: Settings, secret: str) -> KeyRing:
     )
 
 
-def build_service(settings: Settings, *, secret: str | None = None) -> ClaimService:
-    return ClaimService(
+@dataclass(frozen=True)
+class Services:
+    """Every service over one store, built once by :func:`wire`; an entry point calls the one it needs."""
+
+    claims: ClaimService
+    results: ResultService
+    conflicts: ConflictService
+    inventory: Inventory
+    attention: Attention
+    retention: Retention
+    store: ClaimStore
+
+    def close(self) -> None:
+        """Flush the inventory's counts, then close the store."""
+        self.inventory.close()
+        self.store.close()
+
+
+def wire(
+    store: ClaimStore,
+    keys: KeyHasher | KeyRing,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT,
+    sensitive_data: SensitiveKeyPolicy | None = None,
+    require_registered_flows: bool = False,
+    registry_ttl: timedelta = REGISTRY_TTL,
+    flush_interval: timedelta = FLUSH_INTERVAL,
+    unknown_alert: timedelta = UNKNOWN_ALERT,
+) -> Services:
+    """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
+    # Everything else a request stores (oncegate.service.privacy): the key's policy unless it has its own.
+    stored_data = StoredDataGuard(sensitive_keys if sensitive_data is None else sensitive_data)
+    # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts
+    # flushed every ``flush_interval`` (see oncegate.service.inventory).
+    inventory = Inventory(
+        store,
+        clock=clock,
+        ttl=registry_ttl,
+        flush_interval=flush_interval,
+        require_registered=require_registered_flows,
+        stored_data=stored_data,
+    )
+    core = ClaimsCore(
+        store,
+        keys if isinstance(keys, KeyRing) else KeyRing(keys),
+        clock=clock,
+        inventory=inventory,
+        stored_data=stored_data,
+        sensitive_keys=sensitive_keys,
+    )
+    conflicts = ConflictService(core)
+    return Services(
+        claims=ClaimService(core, conflicts),
+        results=ResultService(core),
+        conflicts=conflicts,
+        inventory=inventory,
+        # Governance: the claims that need a person, and the deletion of finished ones after their retention.
+        attention=Attention(store, clock=clock, unknown_alert=unknown_alert),
+        retention=Retention(store, inventory, clock=clock),
+        store=store,
+    )
+
+
+def build_services(settings: Settings, *, secret: str | None = None) -> Services:
+    """The services over the store the settings name."""
+    return wire(
         build_store(settings),
         key_ring(settings, secret or key_secret(settings)),
         sensitive_keys=settings.sensitive_keys,
@@ -69,36 +148,36 @@ def get_settings() -> Settings:
         return _settings
 
 
-def get_service() -> ClaimService:
-    """The process-wide service, built from the settings on first use."""
-    global _service, _cursor_seal
+def get_services() -> Services:
+    """The process-wide services, built from the settings on first use."""
+    global _services, _cursor_seal
     settings = get_settings()
     with _lock:
-        if _service is None:
+        if _services is None:
             secret = key_secret(settings)
-            _service = build_service(settings, secret=secret)
+            _services = build_services(settings, secret=secret)
             _cursor_seal = CursorSeal.from_secret(secret)
             # The inventory's counts of the last interval reach the store when the worker shuts down.
-            atexit.register(_service.close)
-        return _service
+            atexit.register(_services.close)
+        return _services
 
 
 def get_cursor_seal() -> CursorSeal:
-    """The seal of the cursors the HTTP layer hands out, keyed from the service's secret."""
+    """The seal of the cursors the HTTP layer hands out, keyed from the services' secret."""
     global _cursor_seal
-    get_service()
+    get_services()
     with _lock:
         if _cursor_seal is None:
-            # A service wired in by hand (tests, the drill) came without its secret: cursors are then
-            # good in this process only, which is all such a service serves.
+            # Services wired in by hand (tests, the drill) came without their secret: cursors are then
+            # good in this process only, which is all such services serve.
             _cursor_seal = CursorSeal(secrets.token_bytes(32))
         return _cursor_seal
 
 
-def use_service(service: ClaimService | None, *, settings: Settings | None = None) -> None:
-    """Serve this service (and these settings) from now on; None rebuilds from the environment."""
-    global _service, _settings, _cursor_seal
+def use_services(services: Services | None, *, settings: Settings | None = None) -> None:
+    """Serve these services (and these settings) from now on; None rebuilds from the environment."""
+    global _services, _settings, _cursor_seal
     with _lock:
-        _service = service
+        _services = services
         _settings = settings
         _cursor_seal = None

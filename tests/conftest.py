@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from oncegate.domain.keys import KeyHasher
-from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
+from tests.gate import Gate
 
 pytest_plugins = ["tests.support.azurite", "tests.support.entra"]
 
@@ -68,11 +68,11 @@ def open_store(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) 
 
 
 @pytest.fixture
-def new_service(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[], ClaimService]:
-    """Another ClaimService over the same data, clock and key secret."""
-    return lambda: ClaimService(open_store(), KeyHasher(KEY_SECRET), clock=clock)
+def new_service(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[], Gate]:
+    """Another Gate over the same data, clock and key secret."""
+    return lambda: Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock)
 
 
 @pytest.fixture
-def service(new_service: Callable[[], ClaimService]) -> ClaimService:
+def service(new_service: Callable[[], Gate]) -> Gate:
     return new_service()

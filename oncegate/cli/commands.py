@@ -55,7 +55,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def purge(args: argparse.Namespace) -> int:
     """Retention's purge on the store of the environment's settings, a progress line per page on stderr."""
-    from oncegate.bootstrap import build_service
+    from oncegate.bootstrap import build_services
     from oncegate.config import ConfigError, Settings
     from oncegate.errors import OnceGateError
 
@@ -63,12 +63,12 @@ def purge(args: argparse.Namespace) -> int:
         print(rendering.progress_line(report), file=sys.stderr, flush=True)
 
     try:
-        service = build_service(Settings.from_environment())
+        services = build_services(Settings.from_environment())
     except ConfigError as exc:
         print(f"oncegate purge: {exc}", file=sys.stderr)
         return USAGE_EXIT
     try:
-        report = service.retention.purge(
+        report = services.retention.purge(
             dry_run=args.dry_run,
             page_size=args.page_size,
             on_progress=progress,
@@ -81,7 +81,7 @@ def purge(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return INTERRUPTED_EXIT
     finally:
-        service.close()
+        services.close()
     print(json.dumps(report.as_json(), indent=2) if args.json else rendering.purge_text(report))
     if report.error is not None:
         print(f"The store failed ({report.error}): resume with --resume {report.cursor or '(none)'}.", file=sys.stderr)

@@ -1,10 +1,11 @@
 """HTTP handling shared by the Azure Functions app and the local server.
 
-Each action is a plain function ``(service, request) -> model`` (or a whole response, for the
-polling trigger); :func:`respond` calls it and renders the model or a Microsoft REST API
-guidelines error body. Bad input is rejected here or in the service before any write, and
-never becomes a 500: bodies are strict JSON (see ``strict_json``), an action refuses query
-parameters it does not take, and cursors are sealed here, at the edge (see ``oncegate.cursors``).
+Each action is a plain function ``(services, request) -> model`` (or a whole response, for the
+polling trigger) that calls the one service it needs; :func:`respond` calls it with the services
+``oncegate.bootstrap`` built, and renders the model or a Microsoft REST API guidelines error
+body. Bad input is rejected here or in the services before any write, and never becomes a 500:
+bodies are strict JSON (see ``strict_json``), an action refuses query parameters it does not take,
+and cursors are sealed here, at the edge (see ``oncegate.cursors``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
 from oncegate import bootstrap
+from oncegate.bootstrap import Services
 from oncegate.config import AuthMode, ConfigError
 from oncegate.entrypoints import bearer
 from oncegate.entrypoints.principal import Principal, Role
@@ -64,7 +66,6 @@ from oncegate.models import (
     ScopeView,
     SetScopeRequest,
 )
-from oncegate.service.claims import ClaimService
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ HOST_PARAMS = frozenset({"code"})
 CURSOR_PARAMS = ("cursor", "state")
 
 Model = TypeVar("Model", bound=BaseModel)
-Action = Callable[[ClaimService, func.HttpRequest], BaseModel | func.HttpResponse]
+Action = Callable[[Services, func.HttpRequest], BaseModel | func.HttpResponse]
 A = TypeVar("A", bound=Action)
 _READS_QUERY: set[Action] = set()
 
@@ -97,7 +98,7 @@ def respond(request: func.HttpRequest, action: Action, *, role: Role | None = Ro
         authorize(request, role)
         if action not in _READS_QUERY:
             own_params(request, ())
-        answer = action(bootstrap.get_service(), request)
+        answer = action(bootstrap.get_services(), request)
         return answer if isinstance(answer, func.HttpResponse) else render(200, answer)
     except OnceGateError as exc:
         return render_error(exc)
@@ -239,35 +240,35 @@ def _with_param(request: func.HttpRequest, name: str, value: str) -> str:
 # -- actions ----------------------------------------------------------------------------------
 
 
-def check_and_claim(service: ClaimService, request: func.HttpRequest) -> ClaimResponse:
-    return service.check_and_claim(parse_body(request, ClaimRequest))
+def check_and_claim(services: Services, request: func.HttpRequest) -> ClaimResponse:
+    return services.claims.check_and_claim(parse_body(request, ClaimRequest))
 
 
-def record_result(service: ClaimService, request: func.HttpRequest) -> ClaimView:
+def record_result(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    return service.record_result(claim_id, parse_body(request, RecordResultRequest))
+    return services.results.record_result(claim_id, parse_body(request, RecordResultRequest))
 
 
-def release_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
+def release_claim(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    return service.release(claim_id, parse_body(request, ReleaseRequest))
+    return services.results.release(claim_id, parse_body(request, ReleaseRequest))
 
 
-def renew_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
+def renew_claim(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    return service.heartbeat(claim_id, parse_body(request, HeartbeatRequest))
+    return services.results.heartbeat(claim_id, parse_body(request, HeartbeatRequest))
 
 
-def get_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
-    return service.get_claim(route_id(request, "claimId", CLAIM_ID_PATTERN))
+def get_claim(services: Services, request: func.HttpRequest) -> ClaimView:
+    return services.claims.get_claim(route_id(request, "claimId", CLAIM_ID_PATTERN))
 
 
-def lookup_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
-    return service.lookup(parse_body(request, LookupRequest))
+def lookup_claim(services: Services, request: func.HttpRequest) -> ClaimView:
+    return services.claims.lookup(parse_body(request, LookupRequest))
 
 
 @reads_query
-def list_claims(service: ClaimService, request: func.HttpRequest) -> ClaimAttentionList:
+def list_claims(services: Services, request: func.HttpRequest) -> ClaimAttentionList:
     query = validate(ListClaimsQuery, {"attention": "false", **query_params(request, ListClaimsQuery, "claims")})
     if not query.attention:
         raise InvalidRequest(
@@ -275,36 +276,36 @@ def list_claims(service: ClaimService, request: func.HttpRequest) -> ClaimAttent
             "Get claim and Look up claim show any one claim.",
             target="attention",
         )
-    claims, cursor = service.attention.page(query)
+    claims, cursor = services.attention.page(query)
     return ClaimAttentionList(value=claims, next_link=next_link(request, cursor, "claims"))
 
 
-def review_claim(service: ClaimService, request: func.HttpRequest) -> ClaimView:
+def review_claim(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    return service.review(claim_id, signed_reviewer(request, parse_body(request, ReviewClaimRequest)))
+    return services.results.review(claim_id, signed_reviewer(request, parse_body(request, ReviewClaimRequest)))
 
 
-def report_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictView:
-    return service.report_conflict(parse_body(request, ReportConflictRequest))
+def report_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
+    return services.conflicts.report_conflict(parse_body(request, ReportConflictRequest))
 
 
 @reads_query
-def list_conflicts(service: ClaimService, request: func.HttpRequest) -> ConflictList:
+def list_conflicts(services: Services, request: func.HttpRequest) -> ConflictList:
     params = query_params(request, ListConflictsQuery, "conflicts")
     if params.get("status") == "all":
         params["status"] = None
-    conflicts, cursor = service.list_conflicts(validate(ListConflictsQuery, params))
+    conflicts, cursor = services.conflicts.list_conflicts(validate(ListConflictsQuery, params))
     return ConflictList(value=conflicts, next_link=next_link(request, cursor, "conflicts"))
 
 
 @reads_query
-def poll_conflicts(service: ClaimService, request: func.HttpRequest) -> func.HttpResponse:
+def poll_conflicts(services: Services, request: func.HttpRequest) -> func.HttpResponse:
     """The Logic Apps polling contract: 202 while nothing is new, 200 with the new conflicts.
 
     Either way ``Location`` carries the state to poll with next, so each conflict is delivered once.
     """
     query = validate(PollConflictsQuery, query_params(request, PollConflictsQuery, "conflict-events"))
-    conflicts, state = service.poll_conflicts(scope=query.scope, state=query.state, limit=POLL_BATCH_SIZE)
+    conflicts, state = services.conflicts.poll_conflicts(scope=query.scope, state=query.state, limit=POLL_BATCH_SIZE)
     sealed = bootstrap.get_cursor_seal().seal(state, "conflict-events")
     headers = {"Location": _with_param(request, "state", sealed), "Retry-After": str(POLL_INTERVAL_SECONDS)}
     if not conflicts:
@@ -312,53 +313,54 @@ def poll_conflicts(service: ClaimService, request: func.HttpRequest) -> func.Htt
     return render(200, ConflictList(value=conflicts), headers)
 
 
-def get_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictView:
-    return service.get_conflict(route_id(request, "conflictId", CONFLICT_ID_PATTERN))
+def get_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
+    return services.conflicts.get_conflict(route_id(request, "conflictId", CONFLICT_ID_PATTERN))
 
 
-def resolve_conflict(service: ClaimService, request: func.HttpRequest) -> ConflictView:
+def resolve_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
     conflict_id = route_id(request, "conflictId", CONFLICT_ID_PATTERN)
-    return service.resolve_conflict(conflict_id, signed_reviewer(request, parse_body(request, ResolveConflictRequest)))
+    resolution = signed_reviewer(request, parse_body(request, ResolveConflictRequest))
+    return services.conflicts.resolve_conflict(conflict_id, resolution)
 
 
 @reads_query
-def list_flows(service: ClaimService, request: func.HttpRequest) -> FlowList:
-    flows, cursor = service.inventory.list_flows(_page_query(request, "flows"))
+def list_flows(services: Services, request: func.HttpRequest) -> FlowList:
+    flows, cursor = services.inventory.list_flows(_page_query(request, "flows"))
     return FlowList(value=flows, next_link=next_link(request, cursor, "flows"))
 
 
-def register_flow(service: ClaimService, request: func.HttpRequest) -> FlowView:
-    return service.inventory.register_flow(parse_body(request, RegisterFlowRequest))
+def register_flow(services: Services, request: func.HttpRequest) -> FlowView:
+    return services.inventory.register_flow(parse_body(request, RegisterFlowRequest))
 
 
 @reads_query
-def list_flow_overlaps(service: ClaimService, request: func.HttpRequest) -> OverlapList:
-    overlaps, cursor = service.inventory.list_overlaps(_page_query(request, "flows/overlaps"))
+def list_flow_overlaps(services: Services, request: func.HttpRequest) -> OverlapList:
+    overlaps, cursor = services.inventory.list_overlaps(_page_query(request, "flows/overlaps"))
     return OverlapList(value=overlaps, next_link=next_link(request, cursor, "flows/overlaps"))
 
 
 @reads_query
-def list_scopes(service: ClaimService, request: func.HttpRequest) -> ScopeList:
-    scopes, cursor = service.inventory.list_scopes(_page_query(request, "scopes"))
+def list_scopes(services: Services, request: func.HttpRequest) -> ScopeList:
+    scopes, cursor = services.inventory.list_scopes(_page_query(request, "scopes"))
     return ScopeList(value=scopes, next_link=next_link(request, cursor, "scopes"))
 
 
-def set_scope(service: ClaimService, request: func.HttpRequest) -> ScopeView:
-    return service.inventory.set_scope(parse_body(request, SetScopeRequest))
+def set_scope(services: Services, request: func.HttpRequest) -> ScopeView:
+    return services.inventory.set_scope(parse_body(request, SetScopeRequest))
 
 
 def _page_query(request: func.HttpRequest, list_name: str) -> ListPageQuery:
     return validate(ListPageQuery, query_params(request, ListPageQuery, list_name))
 
 
-def health(service: ClaimService, request: func.HttpRequest) -> Health:
-    return service.health()
+def health(services: Services, request: func.HttpRequest) -> Health:
+    return services.claims.health()
 
 
 def unknown_route(app: func.FunctionApp, request: func.HttpRequest) -> func.HttpResponse:
     """404 for a path no action serves, 405 naming the allowed methods for a known path.
 
-    Not an action, so not through :func:`respond`: it reads neither the service nor the caller, and
+    Not an action, so not through :func:`respond`: it reads neither the services nor the caller, and
     answers the same whether or not the app is configured.
     """
     path = request.route_params.get("path", "")

@@ -26,7 +26,7 @@ ATTENTION_HINT = "list them with GET /api/claims?attention=true or `oncegate cla
 
 def purge(timer: func.TimerRequest) -> PurgeReport:
     """Delete the finished claims whose retention is over, within the time budget."""
-    report = bootstrap.get_service().retention.purge(page_size=PURGE_PAGE_SIZE, time_budget=PURGE_TIME_BUDGET)
+    report = bootstrap.get_services().retention.purge(page_size=PURGE_PAGE_SIZE, time_budget=PURGE_TIME_BUDGET)
     logger.info("Retention purge%s: %s", " (late run)" if timer.past_due else "", report.summary())
     if report.error is not None:
         logger.warning("Retention purge stopped early: the store failed (%s); the next run goes on.", report.error)
@@ -43,7 +43,7 @@ def purge(timer: func.TimerRequest) -> PurgeReport:
 
 def watch_attention(timer: func.TimerRequest) -> None:
     """One WARNING line with the claims needing attention per scope; nothing when there are none."""
-    counts = bootstrap.get_service().attention.counts()
+    counts = bootstrap.get_services().attention.counts()
     if not counts:
         return
     total = sum(sum(reasons.values()) for reasons in counts.values())

@@ -6,19 +6,21 @@ and ``claim_views``, ``conflicts``, ``inventory``, ``health`` (with the error bo
 what they share: wire naming, size limits, field types and :func:`~oncegate.models.base.designer`.
 """
 
-from oncegate.models.base import (
-    ADVANCED,
+from oncegate.domain.limits import (
     DATA_LIMIT_BYTES,
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RETENTION_DAYS,
     DETAILS_LIMIT_BYTES,
-    IMPORTANT,
-    INTERNAL,
-    MAX_CURSOR_LENGTH,
     MAX_LEASE_SECONDS,
     MAX_RETENTION_DAYS,
     MIN_LEASE_SECONDS,
     MIN_RETENTION_DAYS,
+)
+from oncegate.models.base import (
+    ADVANCED,
+    IMPORTANT,
+    INTERNAL,
+    MAX_CURSOR_LENGTH,
     LeaseSeconds,
     Scope,
     Text256,

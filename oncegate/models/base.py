@@ -17,17 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 from pydantic.fields import FieldInfo
 
-DATA_LIMIT_BYTES = 16 * 1024
-DETAILS_LIMIT_BYTES = 8 * 1024
-DEFAULT_LEASE_SECONDS = 300
-MIN_LEASE_SECONDS = 15
-MAX_LEASE_SECONDS = 86_400
+# The contract's bounds live in the domain; the models check requests against them.
+from oncegate.domain.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+
 # The longest cursor handed out: the place of a flow whose name and environment are 256 characters
 # of four UTF-8 bytes each, in base64, sealed.
 MAX_CURSOR_LENGTH = 4096
-DEFAULT_RETENTION_DAYS = 90
-MIN_RETENTION_DAYS = 1
-MAX_RETENTION_DAYS = 3650
 
 # Where the designer shows a field: up front, behind "Show advanced options", or not at all.
 Visibility = Literal["important", "advanced", "internal"]

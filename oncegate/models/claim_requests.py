@@ -6,10 +6,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, JsonValue, ValidationInfo, field_validator
 
+from oncegate.domain.limits import DATA_LIMIT_BYTES
 from oncegate.domain.statuses import Outcome
 from oncegate.models.base import (
     ADVANCED,
-    DATA_LIMIT_BYTES,
     IMPORTANT,
     INTERNAL,
     Cursor,

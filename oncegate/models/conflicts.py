@@ -7,10 +7,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, JsonValue
 
+from oncegate.domain.limits import DETAILS_LIMIT_BYTES
 from oncegate.domain.statuses import ConflictSource, ConflictStatus, Resolution
 from oncegate.models.base import (
     ADVANCED,
-    DETAILS_LIMIT_BYTES,
     IMPORTANT,
     INTERNAL,
     MAX_CURSOR_LENGTH,

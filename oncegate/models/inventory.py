@@ -7,12 +7,10 @@ from typing import Annotated
 
 from pydantic import Field
 
+from oncegate.domain.limits import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS, MIN_RETENTION_DAYS
 from oncegate.models.base import (
     ADVANCED,
-    DEFAULT_RETENTION_DAYS,
     IMPORTANT,
-    MAX_RETENTION_DAYS,
-    MIN_RETENTION_DAYS,
     WARNINGS,
     Cursor,
     LeaseSeconds,

@@ -11,16 +11,13 @@ runs can never both be told ``proceed`` for one attempt.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from oncegate import __version__
 from oncegate.domain.decisions import Change, Verdict, decide, needs_fingerprint_records
-from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
-from oncegate.domain.sensitive import SensitiveKeyPolicy
 from oncegate.domain.statuses import (
     ClaimStatus,
     ConflictSource,
@@ -38,19 +35,10 @@ from oncegate.models import (
     ClaimRequest,
     ClaimResponse,
     ClaimView,
-    ConflictView,
     Health,
-    HeartbeatRequest,
     Holder,
-    ListConflictsQuery,
     LookupRequest,
-    RecordResultRequest,
-    ReleaseRequest,
-    ReportConflictRequest,
-    ResolveConflictRequest,
-    ReviewClaimRequest,
 )
-from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.common import (
     NO_FINGERPRINT,
     NO_FLOW,
@@ -62,66 +50,25 @@ from oncegate.service.common import (
     last_attempt_of,
     new_grant_id,
     settled,
-    utc_now,
 )
 from oncegate.service.conflicts import ConflictService
-from oncegate.service.inventory import ANOTHER_FLOW_COPY, FLUSH_INTERVAL, REGISTRY_TTL, Inventory
-from oncegate.service.privacy import StoredDataGuard
-from oncegate.service.results import ResultService
-from oncegate.service.retention import Retention
+from oncegate.service.inventory import ANOTHER_FLOW_COPY
 from oncegate.service.views import claim_result, claim_view, flow_ref
-from oncegate.stores.port import ClaimStore
 
 logger = logging.getLogger(__name__)
 
 
 class ClaimService:
-    """Check and claim, and the service the entry points are given.
+    """Check and claim, and reading claims back (get and lookup), over the core the other services share.
 
-    Results (``oncegate.service.results``) and conflicts (``oncegate.service.conflicts``) are
-    services of their own over the same core; their actions are reachable here too, so that the
-    HTTP layer and the tests keep one object to call.
+    ``oncegate.bootstrap`` builds it with the other services; results (``oncegate.service.results``)
+    and conflicts (``oncegate.service.conflicts``) are services of their own over the same core. It
+    opens a conflict through the conflict service when a key comes back with other business data.
     """
 
-    def __init__(
-        self,
-        store: ClaimStore,
-        keys: KeyHasher | KeyRing,
-        *,
-        clock: Callable[[], datetime] = utc_now,
-        sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT,
-        sensitive_data: SensitiveKeyPolicy | None = None,
-        require_registered_flows: bool = False,
-        registry_ttl: timedelta = REGISTRY_TTL,
-        flush_interval: timedelta = FLUSH_INTERVAL,
-        unknown_alert: timedelta = UNKNOWN_ALERT,
-    ) -> None:
-        self.store = store
-        stored_data = StoredDataGuard(sensitive_keys if sensitive_data is None else sensitive_data)
-        # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts
-        # flushed every ``flush_interval`` (see oncegate.service.inventory).
-        self.inventory = Inventory(
-            store,
-            clock=clock,
-            ttl=registry_ttl,
-            flush_interval=flush_interval,
-            require_registered=require_registered_flows,
-            stored_data=stored_data,
-        )
-        # Everything else a request stores (oncegate.service.privacy): the key's policy unless it has its own.
-        self._core = ClaimsCore(
-            store,
-            keys if isinstance(keys, KeyRing) else KeyRing(keys),
-            clock=clock,
-            inventory=self.inventory,
-            stored_data=stored_data,
-            sensitive_keys=sensitive_keys,
-        )
-        self.results = ResultService(self._core)
-        self.conflicts = ConflictService(self._core)
-        # Governance: the claims that need a person, and the deletion of finished ones after their retention.
-        self.attention = Attention(store, clock=clock, unknown_alert=unknown_alert)
-        self.retention = Retention(store, self.inventory, clock=clock)
+    def __init__(self, core: ClaimsCore, conflicts: ConflictService) -> None:
+        self._core = core
+        self._conflicts = conflicts
 
     def check_and_claim(self, request: ClaimRequest) -> ClaimResponse:
         """Decide whether this run may do the side effect; see the contract's decision table."""
@@ -129,7 +76,7 @@ class ClaimService:
         caller = self._caller(request)
         refusal = self._core.inventory.refusal(caller.flow)
         answer = self._refused(caller, refusal) if refusal else settled(lambda: self._claim_once(caller))
-        self._core.inventory.answered(caller.scope, caller.flow, answer, caller.now)
+        self._core.inventory.answered(caller.scope, caller.flow, answer.decision, caller.now)
         return answer
 
     def _refused(self, caller: Caller, reason: str) -> ClaimResponse:
@@ -276,7 +223,7 @@ class ClaimService:
 
     def _conflict(self, claim: Claim, caller: Caller, verdict: Verdict) -> ClaimResponse:
         reason = verdict.reason
-        conflict, record = self.conflicts.open_conflict(
+        conflict, record = self._conflicts.open_conflict(
             claim, keyed(caller.fingerprint), ConflictSource.CLAIM, reason, caller.run_id, caller.flow
         )
         if conflict.status is ConflictStatus.RESOLVED:
@@ -284,7 +231,7 @@ class ClaimService:
             # of it: repair, then decide again. A new version cannot be accepted while an attempt runs; then the
             # conflict answer stands.
             try:
-                return self._decide(self.conflicts.apply_resolution(claim, conflict, record, caller.now), caller)
+                return self._decide(self._conflicts.apply_resolution(claim, conflict, record, caller.now), caller)
             except StateConflict:
                 pass
         self._answered(claim, caller, Decision.CONFLICT, f"{reason} Conflict {conflict.conflict_id} is open.")
@@ -332,6 +279,8 @@ class ClaimService:
     ) -> None:
         if flow_warning and self._flow_warnings(claim, caller, decision):
             recognised_by += f" The claim belongs to {flow_text(claim.flow)}, not {flow_text(caller.flow)}."
+            if claim.flow is not None and caller.flow is not None:  # always, with a flow warning
+                self._core.inventory.copy_met(claim.flow, caller.flow, claim.claim_id, caller.now)
         self._core.store.add_event(self._claim_event(claim, caller, decision, recognised_by))
 
     def _claim_event(self, claim: Claim, caller: Caller, decision: Decision, recognised_by: str) -> HistoryEvent:
@@ -345,38 +294,6 @@ class ClaimService:
             flow=caller.flow,
             fingerprint=keyed(caller.fingerprint),
         )
-
-    # -- The actions of the other services, reachable here so that callers keep one object ----------
-
-    def require_known_secret(self) -> None:
-        self._core.require_known_secret()
-
-    def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
-        return self.results.record_result(claim_id, request)
-
-    def release(self, claim_id: str, request: ReleaseRequest) -> ClaimView:
-        return self.results.release(claim_id, request)
-
-    def heartbeat(self, claim_id: str, request: HeartbeatRequest) -> ClaimView:
-        return self.results.heartbeat(claim_id, request)
-
-    def review(self, claim_id: str, request: ReviewClaimRequest) -> ClaimView:
-        return self.results.review(claim_id, request)
-
-    def report_conflict(self, request: ReportConflictRequest) -> ConflictView:
-        return self.conflicts.report_conflict(request)
-
-    def get_conflict(self, conflict_id: str) -> ConflictView:
-        return self.conflicts.get_conflict(conflict_id)
-
-    def list_conflicts(self, query: ListConflictsQuery) -> tuple[list[ConflictView], str | None]:
-        return self.conflicts.list_conflicts(query)
-
-    def poll_conflicts(self, *, scope: str | None, state: str | None, limit: int) -> tuple[list[ConflictView], str]:
-        return self.conflicts.poll_conflicts(scope=scope, state=state, limit=limit)
-
-    def resolve_conflict(self, conflict_id: str, request: ResolveConflictRequest) -> ConflictView:
-        return self.conflicts.resolve_conflict(conflict_id, request)
 
     # -- Reading claims --------------------------------------------------------------------
 
@@ -393,11 +310,6 @@ class ClaimService:
         if found is None:
             raise NotFound("No claim exists for this key in this scope.", target="key")
         return self.get_claim(found[0].claim_id)
-
-    def close(self) -> None:
-        """Flush the inventory's counts, then close the store."""
-        self._core.inventory.close()
-        self._core.store.close()
 
     def health(self) -> Health:
         """Raises ``StoreUnavailable`` when the store does not answer, ``NotConfigured`` for another secret."""

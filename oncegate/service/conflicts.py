@@ -45,7 +45,6 @@ from oncegate.service.common import (
 )
 from oncegate.service.privacy import warned
 from oncegate.service.views import conflict_view
-from oncegate.stores.paging import encode_cursor, utc_text
 
 logger = logging.getLogger(__name__)
 
@@ -154,13 +153,13 @@ class ConflictService:
 
         The state is the place of the last conflict delivered, so each is delivered once.
         """
-        state = state or encode_cursor(utc_text(self._core.clock()), "")
+        state = state or self._core.store.conflicts_after(self._core.clock())
         page = self._core.store.list_conflicts(
             status=None, scope=normalise_scope(scope) if scope else None, limit=limit, cursor=state
         )
         if page.items:
             last = page.items[-1]
-            state = encode_cursor(utc_text(last.created_at), last.conflict_id)
+            state = self._core.store.conflicts_after(last.created_at, last.conflict_id)
         return [conflict_view(conflict) for conflict in page.items], state
 
     def resolve_conflict(self, conflict_id: str, request: ResolveConflictRequest) -> ConflictView:

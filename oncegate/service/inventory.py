@@ -23,15 +23,13 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from oncegate.domain.keys import normalise_scope
+from oncegate.domain.limits import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
 from oncegate.domain.records import Conflict, Flow, FlowRecord, Overlap, ScopeRecord
 from oncegate.domain.sensitive import SensitiveKeyPolicy
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.models import (
-    DEFAULT_LEASE_SECONDS,
-    DEFAULT_RETENTION_DAYS,
     ClaimCounts,
-    ClaimResponse,
     FlowRef,
     FlowView,
     ListPageQuery,
@@ -136,15 +134,16 @@ class Inventory:
         record = self._current().scopes.get(scope)
         return record.lease_seconds if record and record.lease_seconds else DEFAULT_LEASE_SECONDS
 
-    def answered(self, scope: str, flow: Flow | None, answer: ClaimResponse, at: datetime) -> None:
+    def answered(self, scope: str, flow: Flow | None, decision: Decision, at: datetime) -> None:
         """Count a Check and claim answer; flush the counts when the interval is over."""
         self.usage.scope_seen(scope, at)
         if flow is not None:
-            self.usage.flow_seen(flow, at, duplicate=answer.decision is Decision.DUPLICATE)
-        holder = answer.holder.flow if answer.holder else answer.result.flow if answer.result else None
-        if flow is not None and holder is not None and ANOTHER_FLOW_COPY in answer.warnings:
-            self.usage.overlap_seen(Flow(holder.name, holder.environment), flow, answer.claim_id, at)
+            self.usage.flow_seen(flow, at, duplicate=decision is Decision.DUPLICATE)
         self.usage.flush_if_due()
+
+    def copy_met(self, holder: Flow, caller: Flow, claim_id: str, at: datetime) -> None:
+        """``caller`` met a claim that another flow, ``holder``, made: the two overlap."""
+        self.usage.overlap_seen(holder, caller, claim_id, at)
 
     def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus | None) -> None:
         self.usage.status_changed(scope, before, after)

@@ -33,10 +33,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from oncegate.domain.limits import DEFAULT_RETENTION_DAYS
 from oncegate.domain.records import Claim
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
-from oncegate.models import DEFAULT_RETENTION_DAYS
 from oncegate.service.inventory import Inventory, open_conflicts
 from oncegate.stores.port import ClaimStore
 

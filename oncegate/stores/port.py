@@ -109,6 +109,11 @@ class ConflictRecords(Protocol):
     ) -> Page[Conflict]:
         """Conflicts oldest first, filtered by status and scope, without reading the claims."""
 
+    def conflicts_after(self, created_at: datetime, conflict_id: str = "") -> str:
+        """A cursor of ``list_conflicts`` that resumes after this conflict (or, with no id, after every
+        conflict created before ``created_at``): where the polling trigger starts and goes on.
+        """
+
 
 class InventoryRecords(Protocol):
     """The flow inventory and the side-effect catalogue: a few small tables, read whole."""

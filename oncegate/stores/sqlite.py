@@ -380,6 +380,9 @@ class SqliteStore:
             )
         return _page(rows, limit, columns.conflict_from_row, ("CreatedAt", "ConflictId"))
 
+    def conflicts_after(self, created_at: datetime, conflict_id: str = "") -> str:
+        return encode_cursor(utc_text(created_at), conflict_id)
+
     def list_flows(self) -> list[FlowRecord]:
         return self._list("flows", columns.flow_from_row)
 

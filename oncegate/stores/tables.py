@@ -387,6 +387,9 @@ class TableStore:
         next_cursor = encode_cursor(*_position(rest[limit - 1])) if len(rest) > limit else None
         return Page(rest[:limit], next_cursor)
 
+    def conflicts_after(self, created_at: datetime, conflict_id: str = "") -> str:
+        return encode_cursor(utc_text(created_at), conflict_id)
+
     def list_flows(self) -> list[FlowRecord]:
         """Every flow in the inventory: one partition query."""
         return self._list(self._flows, FLOW_PARTITION, columns.flow_from_row)

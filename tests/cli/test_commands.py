@@ -15,10 +15,10 @@ from oncegate.cli import main
 from oncegate.domain.keys import KeyHasher
 from oncegate.entrypoints import server
 from oncegate.errors import StoreUnavailable
-from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.http.client import ServerApi, succeed
 from tests.http.test_actions import claim_body, ok, open_conflict
 
@@ -152,7 +152,7 @@ def test_health_says_when_the_service_runs_with_another_key_secret(
     api: ServerApi, oncegate: Oncegate, open_store: Callable[[], ClaimStore], clock: FakeClock
 ) -> None:
     api.call("check_and_claim", {"scope": "erp", "key": "SO-1", "runId": "run-1"})
-    bootstrap.use_service(ClaimService(open_store(), KeyHasher("another-secret-" + "z" * 32), clock=clock))
+    bootstrap.use_services(Gate(open_store(), KeyHasher("another-secret-" + "z" * 32), clock=clock).services)
 
     answer = oncegate("health")
 
@@ -214,12 +214,12 @@ def test_without_entra_the_reviewer_is_required(api: ServerApi, oncegate: Oncega
 
 
 def test_a_store_outage_is_exit_3_with_retry_after(
-    oncegate: Oncegate, wired: ClaimService, monkeypatch: pytest.MonkeyPatch
+    oncegate: Oncegate, wired: Gate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def unavailable() -> None:
         raise StoreUnavailable("the SQLite store is unavailable: disk I/O error")
 
-    monkeypatch.setattr(wired, "health", unavailable)
+    monkeypatch.setattr(wired.services.claims, "health", unavailable)
 
     run = oncegate("health")
 

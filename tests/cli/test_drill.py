@@ -7,6 +7,7 @@ holds the claim, or a result that is acknowledged and never stored.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -17,12 +18,14 @@ import azure.functions as func
 import pytest
 
 from oncegate import bootstrap
+from oncegate.bootstrap import Services, wire
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.entrypoints import server
 from oncegate.entrypoints.routes import FunctionRoute
 from oncegate.models import ClaimRequest, ClaimResponse, ClaimView, RecordResultRequest
 from oncegate.service.claims import ClaimService
+from oncegate.service.results import ResultService
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import Oncegate, Seen
 from tests.cli.test_signin import SIGN_IN, FakeMsal
@@ -123,16 +126,19 @@ def test_the_drill_claims_in_the_scope_it_is_given(oncegate: Oncegate, api: Serv
 # -- a service that breaks its promises -----------------------------------------------------------
 
 
-class ProceedsTwice(ClaimService):
-    """Tells the first run it would have answered ``in_progress`` to proceed as well, with a token of its own."""
+class ProceedsTwice:
+    """The claim service, but it tells the first run it would have answered ``in_progress`` to proceed as well."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, claims: ClaimService) -> None:
+        self._claims = claims
         self._lock = threading.Lock()
         self._forged = False
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._claims, name)
+
     def check_and_claim(self, request: ClaimRequest) -> ClaimResponse:
-        answer = super().check_and_claim(request)
+        answer = self._claims.check_and_claim(request)
         with self._lock:
             if answer.decision is not Decision.IN_PROGRESS or self._forged:
                 return answer
@@ -140,24 +146,39 @@ class ProceedsTwice(ClaimService):
         return answer.model_copy(update={"decision": Decision.PROCEED, "claim_token": "1.forged", "holder": None})
 
 
-class LosesResults(ClaimService):
-    """Acknowledges every result as stored, and stores none."""
+class LosesResults:
+    """The result service, but it acknowledges every result as stored, and stores none."""
+
+    def __init__(self, results: ResultService, claims: ClaimService) -> None:
+        self._results = results
+        self._claims = claims
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._results, name)
 
     def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
-        claim = self.get_claim(claim_id)
+        claim = self._claims.get_claim(claim_id)
         update = {"status": ClaimStatus.SUCCEEDED, "target_record_id": request.target_record_id, "history": None}
         return claim.model_copy(update=update)
 
 
-Broken = Callable[..., ClaimService]
+def proceeds_twice(services: Services) -> Services:
+    return dataclasses.replace(services, claims=ProceedsTwice(services.claims))
+
+
+def loses_results(services: Services) -> Services:
+    return dataclasses.replace(services, results=LosesResults(services.results, services.claims))
+
+
+Broken = Callable[[Services], Services]
 
 
 @pytest.fixture
 def broken(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[Broken], None]:
-    """Serve a broken service, over this test's store, to the local server from now on."""
+    """Serve broken services, over this test's store, to the local server from now on."""
 
-    def serve(kind: Broken) -> None:
-        bootstrap.use_service(kind(open_store(), KeyHasher(KEY_SECRET), clock=clock))
+    def serve(breaking: Broken) -> None:
+        bootstrap.use_services(breaking(wire(open_store(), KeyHasher(KEY_SECRET), clock=clock)))
 
     return serve
 
@@ -165,7 +186,7 @@ def broken(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[
 def test_a_service_that_tells_two_runs_to_proceed_fails_the_drill_naming_them(
     oncegate: Oncegate, broken: Callable[[Broken], None]
 ) -> None:
-    broken(ProceedsTwice)
+    broken(proceeds_twice)
 
     run = oncegate("drill", *BURST)
 
@@ -197,7 +218,7 @@ def test_a_service_that_tells_two_runs_to_proceed_fails_the_drill_naming_them(
 def test_a_service_that_loses_results_fails_the_drill_naming_each_wrong_answer(
     oncegate: Oncegate, broken: Callable[[Broken], None]
 ) -> None:
-    broken(LosesResults)
+    broken(loses_results)
 
     run = oncegate("drill", *BURST, "--json")
 

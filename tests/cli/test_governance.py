@@ -13,10 +13,10 @@ from oncegate.cli import main
 from oncegate.config import local_key_secret
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus
-from oncegate.service.claims import ClaimService
 from oncegate.stores.sqlite import SqliteStore
 from tests.cli.conftest import Oncegate, Run, Seen
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.http.client import ServerApi
 from tests.http.test_actions import claim_body, ok
 from tests.service.calls import claim, record, succeeded
@@ -106,7 +106,7 @@ def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(path))
     clock = FakeClock()
-    service = ClaimService(SqliteStore(path), KeyHasher(local_key_secret(path)), clock=clock)
+    service = Gate(SqliteStore(path), KeyHasher(local_key_secret(path)), clock=clock)
     for index in range(5):
         succeeded(service, key=f"ORDER-{index}", run=f"run-{index}")
         clock.advance(1)

@@ -15,8 +15,8 @@ import pytest
 from oncegate import bootstrap
 from oncegate.cli.signin import EntraSettings, TokenCache
 from oncegate.config import AuthMode, Settings
-from oncegate.service.claims import ClaimService
 from tests.cli.conftest import Oncegate, Seen
+from tests.gate import Gate
 from tests.support.entra import CLI_APP_ID, CLIENT_ID, TENANT_ID, LocalEntra
 
 DELEGATED_SCOPE = f"api://{CLIENT_ID}/user_impersonation"
@@ -57,9 +57,11 @@ class IssuingMsal:
 
 
 @pytest.fixture(autouse=True)
-def entra_mode(service: ClaimService, local_entra: LocalEntra, tmp_path: Path) -> None:
+def entra_mode(service: Gate, local_entra: LocalEntra, tmp_path: Path) -> None:
     settings = Settings.from_environment({"ONCEGATE_SQLITE_PATH": str(tmp_path / "unused.db")})
-    bootstrap.use_service(service, settings=dataclasses.replace(settings, auth=AuthMode.ENTRA, entra=local_entra.api))
+    bootstrap.use_services(
+        service.services, settings=dataclasses.replace(settings, auth=AuthMode.ENTRA, entra=local_entra.api)
+    )
 
 
 def sign_in(scope: str) -> list[str]:

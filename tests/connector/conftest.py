@@ -11,9 +11,9 @@ import pytest
 from oncegate import bootstrap
 from oncegate.domain.keys import KeyHasher
 from oncegate.entrypoints.server import make_server
-from oncegate.service.claims import ClaimService
 from oncegate.stores.sqlite import SqliteStore
 from tests.connector.spec import DEFINITIONS, PROPERTIES, load
+from tests.gate import Gate
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +42,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     import function_app  # reads the settings at import, so only once a test needs the app
 
     store = SqliteStore(tmp_path_factory.mktemp("connector") / "oncegate.db")
-    bootstrap.use_service(ClaimService(store, KeyHasher("s" * 40)))
+    bootstrap.use_services(Gate(store, KeyHasher("s" * 40)).services)
     server = make_server(function_app.app, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, name="connector-test-server", daemon=True)
     thread.start()
@@ -52,5 +52,5 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-        bootstrap.use_service(None)
+        bootstrap.use_services(None)
         store.close()

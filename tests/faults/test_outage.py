@@ -15,9 +15,9 @@ import pytest
 from azure.data.tables import TableServiceClient
 
 from oncegate.domain.keys import KeyHasher
-from oncegate.service.claims import ClaimService
 from oncegate.stores.tables import TableStore
 from tests.conftest import KEY_SECRET
+from tests.gate import Gate
 from tests.http.client import Reply, ServerApi
 from tests.load.served import served
 from tests.support.azurite import CONNECTION_STRING_VARIABLE, Azurite
@@ -43,7 +43,7 @@ def emulator(tmp_path: Path) -> Iterator[Azurite]:
 def api(emulator: Azurite) -> Iterator[ServerApi]:
     # No SDK retries: each request during the outage fails at once instead of backing off for seconds.
     store = TableStore(TableServiceClient.from_connection_string(emulator.connection_string, retry_total=0))
-    with served(ClaimService(store, KeyHasher(KEY_SECRET))) as address:
+    with served(Gate(store, KeyHasher(KEY_SECRET))) as address:
         yield ServerApi(address)
     store.close()
 

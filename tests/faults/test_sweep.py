@@ -30,11 +30,11 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, EventKind, Resolution
 from oncegate.errors import NotFound, StateConflict, StoreUnavailable
 from oncegate.models import ClaimResponse, ClaimView, HeartbeatRequest, ListConflictsQuery, ReportConflictRequest
-from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.faults.lossy_proxy import LossyProxy
+from tests.gate import Gate
 from tests.service.calls import claim, heartbeat, keyed, record, release, resolve
 from tests.support.azurite import ExternalTables, TableStoreFactory
 from tests.support.records import current_token
@@ -80,7 +80,7 @@ class Injector(Protocol):
 class World:
     """One business key in its own scope, the flows calling the service for it, and what they did."""
 
-    def __init__(self, service: ClaimService, faults: Injector, clock: FakeClock, round_: int, then: str) -> None:
+    def __init__(self, service: Gate, faults: Injector, clock: FakeClock, round_: int, then: str) -> None:
         self.service, self.faults, self.clock, self.round = service, faults, clock, round_
         self.gives_up = then == GONE
         self.scope = f"faults.round-{round_}"
@@ -399,18 +399,18 @@ CASES = [
 @pytest.fixture
 def rig(
     fault: str, open_store: Callable[[], ClaimStore], clock: FakeClock, request: pytest.FixtureRequest
-) -> Iterator[tuple[ClaimService, Injector]]:
+) -> Iterator[tuple[Gate, Injector]]:
     """The service under test and what fails under it: the store port, or Table Storage's HTTP answers."""
     if fault != LOST_500:
         store = FaultyStore(open_store(), Fault(fault))
-        yield ClaimService(store, KeyHasher(KEY_SECRET), clock=clock), store
+        yield Gate(store, KeyHasher(KEY_SECRET), clock=clock), store
         return
     azurite = request.getfixturevalue("azurite")
     if isinstance(azurite, ExternalTables):
         pytest.skip("the lossy proxy speaks plain HTTP to the emulator this suite starts")
     proxy = LossyProxy(azurite.connection_string)
     factory = TableStoreFactory(proxy.connection_string)
-    yield ClaimService(factory(), KeyHasher(KEY_SECRET), clock=clock), proxy
+    yield Gate(factory(), KeyHasher(KEY_SECRET), clock=clock), proxy
     factory.close()
     proxy.close()
 
@@ -418,7 +418,7 @@ def rig(
 @pytest.mark.parametrize(("store_kind", "fault", "then"), CASES)
 @pytest.mark.parametrize("action", list(SCENARIOS))
 def test_a_fault_at_every_storage_call_of_the_action_leaves_the_claim_safe(
-    rig: tuple[ClaimService, Injector], clock: FakeClock, action: str, then: str
+    rig: tuple[Gate, Injector], clock: FakeClock, action: str, then: str
 ) -> None:
     service, faults = rig
     fired: list[str] = []

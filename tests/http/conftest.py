@@ -2,7 +2,7 @@
 
 ``api`` runs a test twice: once calling the user functions of ``function_app.app`` with an
 ``azure.functions.HttpRequest``, as the Functions host does, and once over real HTTP through
-``oncegate serve``'s server. Both reach the service under test, wired with ``bootstrap.use_service``.
+``oncegate serve``'s server. Both reach the service under test, wired with ``bootstrap.use_services``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import function_app
 from oncegate import bootstrap
 from oncegate.entrypoints.server import make_server
-from oncegate.service.claims import ClaimService
+from tests.gate import Gate
 from tests.http.client import Api, FunctionsApi, ServerApi
 
 
@@ -26,11 +26,11 @@ def store_kind() -> str:
 
 
 @pytest.fixture(autouse=True)
-def wired(service: ClaimService) -> Iterator[ClaimService]:
+def wired(service: Gate) -> Iterator[Gate]:
     """The service every request of this test reaches."""
-    bootstrap.use_service(service)
+    bootstrap.use_services(service.services)
     yield service
-    bootstrap.use_service(None)
+    bootstrap.use_services(None)
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from oncegate import bootstrap
 from oncegate.config import AuthMode, Settings
 from oncegate.entrypoints import bearer
-from oncegate.service.claims import ClaimService
 from tests.conftest import SQLITE_FILE
+from tests.gate import Gate
 from tests.http.client import Api, Reply
 from tests.http.test_auth import principal_header
 from tests.support.entra import CLIENT_ID, FLOW_APP_ID, LocalEntra, new_key
@@ -37,10 +37,10 @@ CLAIM = {"scope": "erp.create-order", "key": "ORDER-1", "runId": "r1", "fingerpr
 
 
 @pytest.fixture(autouse=True)
-def entra_mode(service: ClaimService, local_entra: LocalEntra, tmp_path: Path) -> None:
+def entra_mode(service: Gate, local_entra: LocalEntra, tmp_path: Path) -> None:
     settings = Settings.from_environment({"ONCEGATE_SQLITE_PATH": str(tmp_path / "unused.db")})
     entra = dataclasses.replace(settings, auth=AuthMode.ENTRA, entra=local_entra.api)
-    bootstrap.use_service(service, settings=entra)
+    bootstrap.use_services(service.services, settings=entra)
 
 
 def bearer_header(token: str) -> dict[str, str]:

@@ -13,8 +13,8 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.sensitive import SensitiveKeyPolicy
 from oncegate.errors import NotFound
 from oncegate.models import LookupRequest
-from oncegate.service.claims import ClaimService
 from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
 from tests.http.client import FUNCTIONS, Api, Reply, ServerApi, succeed
 from tests.service.calls import claim
 
@@ -41,7 +41,7 @@ def changed(body: dict[str, Any], **fields: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def held(service: ClaimService) -> tuple[str, str]:
+def held(service: Gate) -> tuple[str, str]:
     """A live claim: its id and token."""
     answer = claim(service)
     assert answer.claim_token is not None
@@ -356,10 +356,10 @@ def test_every_action_answers_an_unexpected_failure_with_a_json_500(
     api: Api, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each function hands its request to http.respond, the one place that renders what nobody expected.
-    def broken() -> ClaimService:
+    def broken() -> Gate:
         raise RuntimeError("the wiring fell over in a way nobody expected")
 
-    monkeypatch.setattr(bootstrap, "get_service", broken)
+    monkeypatch.setattr(bootstrap, "get_services", broken)
 
     reply = api.call(name, route={"claimId": "a" * 52, "conflictId": "a" * 24})
 
@@ -367,20 +367,20 @@ def test_every_action_answers_an_unexpected_failure_with_a_json_500(
     assert "fell over" not in reply.body["error"]["message"]
 
 
-def test_a_key_with_personal_data_is_a_400_sensitive_key_that_stores_nothing(api: Api, service: ClaimService) -> None:
+def test_a_key_with_personal_data_is_a_400_sensitive_key_that_stores_nothing(api: Api, service: Gate) -> None:
     body = {"scope": "erp.create-order", "key": "11010519491231002X", "runId": "run-1"}
 
     refused = api.call("check_and_claim", body)
 
     assert (refused.status, refused.code, refused.targets) == (400, "sensitive_key", ["key"])
     assert "11010519491231002X" not in json.dumps(refused.body)
-    unchecked = ClaimService(service.store, KeyHasher(KEY_SECRET), sensitive_keys=SensitiveKeyPolicy.OFF)
+    unchecked = Gate(service.store, KeyHasher(KEY_SECRET), sensitive_keys=SensitiveKeyPolicy.OFF)
     with pytest.raises(NotFound):
         unchecked.lookup(LookupRequest(scope="erp.create-order", key="11010519491231002X"))
 
 
 def test_result_data_with_personal_data_is_a_400_sensitive_data_naming_the_field(
-    api: Api, service: ClaimService, held: tuple[str, str]
+    api: Api, service: Gate, held: tuple[str, str]
 ) -> None:
     claim_id, _ = held
     before = service.get_claim(claim_id)

@@ -19,10 +19,10 @@ from oncegate import bootstrap
 from oncegate.config import Settings
 from oncegate.cursors import CursorSeal
 from oncegate.errors import InvalidRequest
-from oncegate.service.claims import ClaimService
 from oncegate.stores.paging import decode_cursor, encode_cursor
 from tests.conftest import FakeClock
 from tests.connector.spec import DEFINITIONS, load
+from tests.gate import Gate
 from tests.http.client import FUNCTIONS, Api, Reply
 from tests.http.test_actions import claim_body, ok, open_conflict
 from tests.http.test_inventory import register
@@ -127,12 +127,12 @@ def test_the_trigger_state_in_location_is_sealed_and_polls_on(api: Api, clock: F
 
 
 def test_an_unexpected_error_in_the_trigger_is_a_json_500(
-    api: Api, service: ClaimService, monkeypatch: pytest.MonkeyPatch
+    api: Api, service: Gate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(**_: Any) -> Any:
         raise RuntimeError("the store fell over in a way nobody expected")
 
-    monkeypatch.setattr(service, "poll_conflicts", broken)
+    monkeypatch.setattr(service.services.conflicts, "poll_conflicts", broken)
 
     reply = api.call(POLL)
 
@@ -166,12 +166,12 @@ def test_a_built_service_seals_cursors_with_a_key_derived_from_its_secret(tmp_pa
     settings = Settings.from_environment(
         {"ONCEGATE_SQLITE_PATH": str(tmp_path / "oncegate.db"), "ONCEGATE_KEY_SECRET": secret}
     )
-    bootstrap.use_service(None, settings=settings)
+    bootstrap.use_services(None, settings=settings)
     try:
         sealed = bootstrap.get_cursor_seal().seal("abc=", "flows")
     finally:
-        bootstrap.get_service().close()
-        bootstrap.use_service(None)
+        bootstrap.get_services().close()
+        bootstrap.use_services(None)
 
     assert CursorSeal.from_secret(secret).open(sealed, "flows", target="cursor") == "abc="
     assert secret not in sealed

@@ -188,8 +188,8 @@ def test_the_setting_requiring_registered_flows_reaches_the_service(tmp_path: Pa
     settings = Settings.from_environment(
         {"ONCEGATE_SQLITE_PATH": str(tmp_path / "oncegate.db"), "ONCEGATE_REQUIRE_REGISTERED_FLOWS": "True"}
     )
-    service = bootstrap.build_service(settings)
-    bootstrap.use_service(service, settings=settings)
+    service = bootstrap.build_services(settings)
+    bootstrap.use_services(service, settings=settings)
     api = FunctionsApi()
     try:
         refused = ok(api.call("check_and_claim", claim_body()))

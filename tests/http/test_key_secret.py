@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 from oncegate import bootstrap
 from oncegate.domain.keys import KeyHasher
-from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.http.client import Api
 from tests.http.test_actions import claim_body
 
@@ -19,7 +19,7 @@ def test_another_secret_is_a_503_naming_the_setting(
     api: Api, open_store: Callable[[], ClaimStore], clock: FakeClock
 ) -> None:
     assert api.call("check_and_claim", claim_body()).status == 200
-    bootstrap.use_service(ClaimService(open_store(), KeyHasher(OTHER), clock=clock))
+    bootstrap.use_services(Gate(open_store(), KeyHasher(OTHER), clock=clock).services)
 
     claimed = api.call("check_and_claim", claim_body(run="run-2"))
     health = api.call("health")

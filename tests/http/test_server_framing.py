@@ -23,7 +23,7 @@ from oncegate.entrypoints.http import MAX_BODY_BYTES
 from oncegate.entrypoints.server import make_server
 from oncegate.errors import NotFound
 from oncegate.models import LookupRequest
-from oncegate.service.claims import ClaimService
+from tests.gate import Gate
 
 TIMEOUT = 5
 HEALTH = b"GET /api/health HTTP/1.1\r\nHost: test\r\n\r\n"
@@ -209,7 +209,7 @@ def test_a_path_outside_api_says_where_routes_live(local_server: tuple[str, int]
 
 
 def test_a_body_cut_short_by_the_client_is_a_400_and_nothing_is_claimed(
-    local_server: tuple[str, int], wired: ClaimService
+    local_server: tuple[str, int], wired: Gate
 ) -> None:
     # A complete JSON object, but shorter than declared, then the client stops sending.
     body = b'{"scope":"s","key":"SO-cut","runId":"r"}'

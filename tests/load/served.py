@@ -9,13 +9,13 @@ from contextlib import contextmanager
 import function_app
 from oncegate import bootstrap
 from oncegate.entrypoints.server import make_server
-from oncegate.service.claims import ClaimService
+from tests.gate import Gate
 
 
 @contextmanager
-def served(service: ClaimService) -> Iterator[tuple[str, int]]:
+def served(service: Gate) -> Iterator[tuple[str, int]]:
     """Serve the Functions app over HTTP on 127.0.0.1 with ``service`` wired in; yields (host, port)."""
-    bootstrap.use_service(service)
+    bootstrap.use_services(service.services)
     server = make_server(function_app.app, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -26,4 +26,4 @@ def served(service: ClaimService) -> Iterator[tuple[str, int]]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
-        bootstrap.use_service(None)
+        bootstrap.use_services(None)

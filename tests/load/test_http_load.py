@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from oncegate.domain.keys import KeyHasher
-from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET
+from tests.gate import Gate
 from tests.load.served import served
 from tests.load.workload import Workload, audit, run
 
@@ -22,7 +22,7 @@ def test_concurrent_duplicate_triggers_over_http_leave_one_success_per_key_and_a
     open_store: Callable[[], ClaimStore],
 ) -> None:
     # The real clock: leases must not expire while the load runs, and nothing here moves time by hand.
-    service = ClaimService(open_store(), KeyHasher(KEY_SECRET))
+    service = Gate(open_store(), KeyHasher(KEY_SECRET))
     with served(service) as address:
         report = run(address, LOAD)
         problems = audit(address, report)

@@ -48,11 +48,11 @@ from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, Even
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimRequest, ClaimResponse, HeartbeatRequest, ReleaseRequest, ReportConflictRequest
 from oncegate.models import ResolveConflictRequest as Resolve
-from oncegate.service.claims import ClaimService
 from oncegate.service.inventory import ANOTHER_FLOW_COPY
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
 from tests.property.model import (
     BUSY,
     FAILED_FINAL,
@@ -143,7 +143,7 @@ class Interleavings(RuleBasedStateMachine):
         self.stores = stores
         self.clock = FakeClock()
         hasher = KeyHasher(KEY_SECRET)
-        self.services = [ClaimService(stores(), hasher, clock=self.clock) for _ in range(INSTANCES)]
+        self.services = [Gate(stores(), hasher, clock=self.clock) for _ in range(INSTANCES)]
         self.claims = {key: ExpectedClaim(hasher.claim_id(SCOPE, key)) for key in KEYS}
         self.holdings: dict[tuple[str, str], Holding] = {}  # (run id, key) -> the run's latest grant
         self.tokens: dict[str, tuple[str, int]] = {}  # every token handed out -> (key, attempt)
@@ -159,7 +159,7 @@ class Interleavings(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.stores.close()
 
-    def _service(self, run_id: str) -> ClaimService:
+    def _service(self, run_id: str) -> Gate:
         return self.services[RUNS[run_id].instance]
 
     # -- runs asking ---------------------------------------------------------------------------
@@ -599,7 +599,7 @@ def test_runs_told_reconcile_may_release_before_looking(tmp_path: Path) -> None:
     _run(lambda: ReleasingReconcilers(SqliteFiles(tmp_path)), *BUDGET["releasing"])
 
 
-def test_a_released_reconcile_attempt_stays_in_doubt(service: ClaimService, clock: FakeClock) -> None:
+def test_a_released_reconcile_attempt_stays_in_doubt(service: Gate, clock: FakeClock) -> None:
     """The shortest sequence the property above found, on both stores."""
     first = claim(service, run="run-1", lease_seconds=60)
     assert first.decision is Decision.PROCEED  # run-1 creates the order in the ERP; its result never arrives

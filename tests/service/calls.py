@@ -24,8 +24,8 @@ from oncegate.models import (
     ScopeView,
     SetScopeRequest,
 )
-from oncegate.service.claims import ClaimService
 from tests.conftest import KEY_SECRET
+from tests.gate import Gate
 
 SCOPE = "erp.create-order"
 KEY = "ORDER-1001"
@@ -42,7 +42,7 @@ def keyed(fingerprint: str) -> str:
 
 
 def claim(
-    service: ClaimService,
+    service: Gate,
     *,
     run: str = "run-1",
     key: str = KEY,
@@ -56,38 +56,36 @@ def claim(
     return service.check_and_claim(ClaimRequest(scope=scope, key=key, run_id=run, flow=flow, **fields))
 
 
-def record(service: ClaimService, answer: ClaimResponse, outcome: str = "succeeded", **fields: Any) -> ClaimView:
+def record(service: Gate, answer: ClaimResponse, outcome: str = "succeeded", **fields: Any) -> ClaimView:
     """Record the result of the attempt ``answer`` granted, with its token."""
     return record_with(service, answer.claim_id, answer.claim_token, outcome, **fields)
 
 
-def record_with(service: ClaimService, claim_id: str, token: str | None, outcome: str, **fields: Any) -> ClaimView:
+def record_with(service: Gate, claim_id: str, token: str | None, outcome: str, **fields: Any) -> ClaimView:
     assert token is not None, "this answer granted no claim token"
     request = RecordResultRequest(claim_token=token, outcome=Outcome(outcome), **fields)
     return service.record_result(claim_id, request)
 
 
-def release(service: ClaimService, answer: ClaimResponse, reason: str = "nothing to do") -> ClaimView:
+def release(service: Gate, answer: ClaimResponse, reason: str = "nothing to do") -> ClaimView:
     assert answer.claim_token is not None
     return service.release(answer.claim_id, ReleaseRequest(claim_token=answer.claim_token, reason=reason))
 
 
-def heartbeat(service: ClaimService, answer: ClaimResponse, lease_seconds: int | None) -> ClaimView:
+def heartbeat(service: Gate, answer: ClaimResponse, lease_seconds: int | None) -> ClaimView:
     assert answer.claim_token is not None
     return service.heartbeat(
         answer.claim_id, HeartbeatRequest(claim_token=answer.claim_token, lease_seconds=lease_seconds)
     )
 
 
-def resolve(
-    service: ClaimService, conflict_id: str | None, decision: str, reviewer: str = "ops@contoso"
-) -> ConflictView:
+def resolve(service: Gate, conflict_id: str | None, decision: str, reviewer: str = "ops@contoso") -> ConflictView:
     assert conflict_id is not None, "this answer opened no conflict"
     request = ResolveConflictRequest(decision=Resolution(decision), reviewer=reviewer, note="checked in the ERP")
     return service.resolve_conflict(conflict_id, request)
 
 
-def report(service: ClaimService, *, run: str = "run-9", key: str = KEY, **fields: Any) -> ConflictView:
+def report(service: Gate, *, run: str = "run-9", key: str = KEY, **fields: Any) -> ConflictView:
     """Report a conflict the flow found itself; ``fingerprint="v2"`` unless a payload or fingerprint is given."""
     if "payload" not in fields:
         fields.setdefault("fingerprint", "v2")
@@ -95,7 +93,7 @@ def report(service: ClaimService, *, run: str = "run-9", key: str = KEY, **field
     return service.report_conflict(ReportConflictRequest(scope=SCOPE, key=key, run_id=run, flow=FLOW, **fields))
 
 
-def succeeded(service: ClaimService, *, target: str = "SO-1", run: str = "run-1", **fields: Any) -> ClaimResponse:
+def succeeded(service: Gate, *, target: str = "SO-1", run: str = "run-1", **fields: Any) -> ClaimResponse:
     """A claim whose first attempt succeeded with the target record ``target``."""
     answer = claim(service, run=run, **fields)
     assert answer.decision is Decision.PROCEED
@@ -103,35 +101,35 @@ def succeeded(service: ClaimService, *, target: str = "SO-1", run: str = "run-1"
     return answer
 
 
-def history(service: ClaimService, claim_id: str) -> list[tuple[EventKind, str]]:
+def history(service: Gate, claim_id: str) -> list[tuple[EventKind, str]]:
     """The claim's history as (event, outcome) pairs, oldest first."""
     entries = service.get_claim(claim_id).history or []
     return [(entry.event, entry.outcome) for entry in entries]
 
 
-def register(service: ClaimService, flow: FlowRef = FLOW, **fields: Any) -> FlowView:
+def register(service: Gate, flow: FlowRef = FLOW, **fields: Any) -> FlowView:
     """Register ``flow`` in the inventory (enabled unless ``enabled=False``)."""
     return service.inventory.register_flow(RegisterFlowRequest(name=flow.name, environment=flow.environment, **fields))
 
 
-def flows(service: ClaimService) -> dict[tuple[str, str], FlowView]:
+def flows(service: Gate) -> dict[tuple[str, str], FlowView]:
     """The whole flow inventory by (name, environment), this instance's counts flushed first."""
     listed, cursor = service.inventory.list_flows(ListPageQuery(top=200))
     assert cursor is None
     return {(view.name, view.environment): view for view in listed}
 
 
-def overlaps(service: ClaimService) -> list[OverlapView]:
+def overlaps(service: Gate) -> list[OverlapView]:
     listed, cursor = service.inventory.list_overlaps(ListPageQuery(top=200))
     assert cursor is None
     return listed
 
 
-def set_scope(service: ClaimService, scope: str = SCOPE, **fields: Any) -> ScopeView:
+def set_scope(service: Gate, scope: str = SCOPE, **fields: Any) -> ScopeView:
     return service.inventory.set_scope(SetScopeRequest(scope=scope, **fields))
 
 
-def scopes(service: ClaimService) -> dict[str, ScopeView]:
+def scopes(service: Gate) -> dict[str, ScopeView]:
     """The whole scope catalogue by scope, this instance's counts flushed first."""
     listed, cursor = service.inventory.list_scopes(ListPageQuery(top=200))
     assert cursor is None

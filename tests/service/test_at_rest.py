@@ -12,20 +12,20 @@ from oncegate.domain.keys import payload_fingerprint
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import StateConflict
 from oncegate.models import RecordResultRequest
-from oncegate.service.claims import ClaimService
 from oncegate.stores import columns
+from tests.gate import Gate
 from tests.service.calls import claim, record, release
 
 PAYLOAD = {"customer": "C-7", "email": "ana@contoso.com", "amount": 12.5}
 
 
-def _everything_stored(service: ClaimService, claim_id: str) -> str:
+def _everything_stored(service: Gate, claim_id: str) -> str:
     stored = service.store.get_claim(claim_id)
     rows = [columns.claim_to_row(stored), *(columns.event_to_row(e) for e in service.store.list_events(claim_id))]
     return repr(rows)
 
 
-def test_no_stored_value_holds_the_claim_token_or_a_plain_fingerprint(service: ClaimService) -> None:
+def test_no_stored_value_holds_the_claim_token_or_a_plain_fingerprint(service: Gate) -> None:
     answer = claim(service, payload=PAYLOAD)
     supplied = claim(service, key="SO-2", fingerprint="customer C-7 amount 12.5")
 
@@ -37,7 +37,7 @@ def test_no_stored_value_holds_the_claim_token_or_a_plain_fingerprint(service: C
         assert plain not in stored
 
 
-def test_a_token_made_up_from_the_stored_row_is_refused_and_changes_nothing(service: ClaimService) -> None:
+def test_a_token_made_up_from_the_stored_row_is_refused_and_changes_nothing(service: Gate) -> None:
     answer = claim(service, payload=PAYLOAD)
     stored = service.store.get_claim(answer.claim_id)
     guesses = [f"{stored.attempt}.{stored.grant_id}", str(stored.grant_id), f"{stored.attempt}.{stored.claim_id}"]
@@ -53,7 +53,7 @@ def test_a_token_made_up_from_the_stored_row_is_refused_and_changes_nothing(serv
     assert record(service, answer).status is ClaimStatus.SUCCEEDED
 
 
-def test_a_new_attempt_gets_a_token_the_old_one_cannot_pass_for(service: ClaimService) -> None:
+def test_a_new_attempt_gets_a_token_the_old_one_cannot_pass_for(service: Gate) -> None:
     first = claim(service, run="run-1")
     release(service, first)
     second = claim(service, run="run-2")

@@ -12,16 +12,16 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import AttentionReason, ClaimStatus, Decision, EventKind
 from oncegate.errors import InvalidRequest, StateConflict
 from oncegate.models import ClaimView, ListClaimsQuery, ReviewClaimRequest
-from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
 from tests.service.calls import SCOPE, claim, history, record, release, resolve, succeeded
 
 OTHER = "mail.send-invoice"
 MINUTE = 60
 
 
-def listed(service: ClaimService, **query: object) -> list[tuple[str, AttentionReason]]:
+def listed(service: Gate, **query: object) -> list[tuple[str, AttentionReason]]:
     """Every claim needing attention as (claim id, why), following the cursor to the end."""
     items: list[tuple[str, AttentionReason]] = []
     cursor = None
@@ -35,18 +35,18 @@ def listed(service: ClaimService, **query: object) -> list[tuple[str, AttentionR
 
 
 def review(
-    service: ClaimService, claim_id: str, reviewer: str | None = "ana@contoso.com", note: str | None = None
+    service: Gate, claim_id: str, reviewer: str | None = "ana@contoso.com", note: str | None = None
 ) -> ClaimView:
     return service.review(claim_id, ReviewClaimRequest(reviewer=reviewer, note=note))
 
 
-def failed(service: ClaimService, key: str, *, retryable: bool, scope: str = SCOPE) -> str:
+def failed(service: Gate, key: str, *, retryable: bool, scope: str = SCOPE) -> str:
     answer = claim(service, run=f"run-{key}", key=key, scope=scope)
     record(service, answer, "failed", error="ERP said no", retryable=retryable)
     return answer.claim_id
 
 
-def test_the_list_holds_what_needs_a_person_oldest_first(service: ClaimService, clock: FakeClock) -> None:
+def test_the_list_holds_what_needs_a_person_oldest_first(service: Gate, clock: FakeClock) -> None:
     expired = claim(service, run="run-held", key="held", lease_seconds=60)
     clock.advance(10)
     unknown = record(service, claim(service, run="run-u", key="unknown"), "unknown", error="timed out")
@@ -82,7 +82,7 @@ def test_the_list_holds_what_needs_a_person_oldest_first(service: ClaimService, 
 def test_an_unknown_outcome_needs_attention_after_the_threshold(
     open_store: Callable[[], ClaimStore], clock: FakeClock
 ) -> None:
-    service = ClaimService(open_store(), KeyHasher(KEY_SECRET), clock=clock, unknown_alert=timedelta(minutes=5))
+    service = Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock, unknown_alert=timedelta(minutes=5))
     answer = record(service, claim(service), "unknown")
 
     clock.advance(5 * MINUTE - 1)
@@ -93,7 +93,7 @@ def test_an_unknown_outcome_needs_attention_after_the_threshold(
     assert listed(service) == [(answer.claim_id, AttentionReason.UNKNOWN)]
 
 
-def test_pages_follow_the_cursor_and_a_scope_narrows_the_list(service: ClaimService, clock: FakeClock) -> None:
+def test_pages_follow_the_cursor_and_a_scope_narrows_the_list(service: Gate, clock: FakeClock) -> None:
     ids = []
     for index in range(5):
         ids.append(failed(service, f"ORDER-{index}", retryable=False, scope=OTHER if index == 2 else SCOPE))
@@ -111,7 +111,7 @@ def test_pages_follow_the_cursor_and_a_scope_narrows_the_list(service: ClaimServ
     assert [claim_id for claim_id, _ in listed(service, scope=SCOPE.upper())] == [ids[0], ids[1], ids[3], ids[4]]
 
 
-def test_counts_per_scope_and_why(service: ClaimService, clock: FakeClock) -> None:
+def test_counts_per_scope_and_why(service: Gate, clock: FakeClock) -> None:
     assert service.attention.counts() == {}
     failed(service, "a", retryable=False)
     failed(service, "b", retryable=False, scope=OTHER)
@@ -124,7 +124,7 @@ def test_counts_per_scope_and_why(service: ClaimService, clock: FakeClock) -> No
     }
 
 
-def test_a_review_takes_the_failure_off_the_list_and_the_key_stays_blocked(service: ClaimService) -> None:
+def test_a_review_takes_the_failure_off_the_list_and_the_key_stays_blocked(service: Gate) -> None:
     claim_id = failed(service, "blocked", retryable=False)
 
     reviewed = review(service, claim_id, note="The customer is closed; nothing to redo.")
@@ -143,7 +143,7 @@ def test_a_review_takes_the_failure_off_the_list_and_the_key_stays_blocked(servi
     assert "ana@contoso.com" in reviews[0].recognised_by
 
 
-def test_another_reviewer_is_recorded_too(service: ClaimService) -> None:
+def test_another_reviewer_is_recorded_too(service: Gate) -> None:
     claim_id = failed(service, "blocked", retryable=False)
     review(service, claim_id)
 
@@ -152,7 +152,7 @@ def test_another_reviewer_is_recorded_too(service: ClaimService) -> None:
 
 
 @pytest.mark.parametrize("state", ["succeeded", "retryable", "in_progress"])
-def test_only_a_failure_that_is_not_retryable_is_reviewed(service: ClaimService, state: str) -> None:
+def test_only_a_failure_that_is_not_retryable_is_reviewed(service: Gate, state: str) -> None:
     if state == "succeeded":
         claim_id = succeeded(service).claim_id
     elif state == "retryable":
@@ -168,7 +168,7 @@ def test_only_a_failure_that_is_not_retryable_is_reviewed(service: ClaimService,
     assert history(service, claim_id) == before
 
 
-def test_a_review_needs_a_reviewer(service: ClaimService) -> None:
+def test_a_review_needs_a_reviewer(service: Gate) -> None:
     claim_id = failed(service, "blocked", retryable=False)
 
     with pytest.raises(InvalidRequest) as refused:
@@ -177,7 +177,7 @@ def test_a_review_needs_a_reviewer(service: ClaimService) -> None:
     assert refused.value.target == "reviewer"
 
 
-def test_a_new_failure_for_good_waits_for_a_review_of_its_own(service: ClaimService) -> None:
+def test_a_new_failure_for_good_waits_for_a_review_of_its_own(service: Gate) -> None:
     # The reviewer of a conflict saw the earlier version: the failure of the new one is not reviewed yet.
     first = succeeded(service)
     changed = claim(service, run="run-2", fingerprint="v2")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from oncegate.domain.statuses import ConflictStatus, Decision
-from oncegate.service.claims import ClaimService
 from oncegate.stores import columns
+from tests.gate import Gate
 from tests.service.calls import claim, resolve, succeeded
 
 ROUNDS = 50
@@ -19,13 +19,13 @@ ROUNDS = 50
 LONG = "f" * 120
 
 
-def _claim_row_size(service: ClaimService, claim_id: str) -> int:
+def _claim_row_size(service: Gate, claim_id: str) -> int:
     return len(repr(columns.claim_to_row(service.store.get_claim(claim_id))))
 
 
 @pytest.mark.parametrize("same_fingerprint", [True, False], ids=["one fingerprint", "a new one each round"])
 def test_many_resolutions_leave_the_claim_row_bounded_and_the_key_working(
-    service: ClaimService, same_fingerprint: bool
+    service: Gate, same_fingerprint: bool
 ) -> None:
     first = succeeded(service, fingerprint=LONG + "-v1")
     sizes = []

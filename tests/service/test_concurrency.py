@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind
-from oncegate.service.claims import ClaimService
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.service.calls import claim, history, record
 
 RACERS = 24
@@ -22,7 +22,7 @@ INSTANCES = 4
 T = TypeVar("T")
 
 
-def race(new_service: Callable[[], ClaimService], attempt: Callable[[ClaimService, int], T]) -> list[T]:
+def race(new_service: Callable[[], Gate], attempt: Callable[[Gate, int], T]) -> list[T]:
     """``attempt(service, i)`` in RACERS threads released together; the results in thread order."""
     services = [new_service() for _ in range(INSTANCES)]
     barrier = threading.Barrier(RACERS)
@@ -35,7 +35,7 @@ def race(new_service: Callable[[], ClaimService], attempt: Callable[[ClaimServic
         return list(pool.map(run, range(RACERS)))
 
 
-def test_runs_claiming_a_new_key_at_once_get_exactly_one_proceed(new_service: Callable[[], ClaimService]) -> None:
+def test_runs_claiming_a_new_key_at_once_get_exactly_one_proceed(new_service: Callable[[], Gate]) -> None:
     answers = race(new_service, lambda service, i: claim(service, run=f"run-{i}"))
 
     assert Counter(answer.decision for answer in answers) == {Decision.PROCEED: 1, Decision.IN_PROGRESS: RACERS - 1}
@@ -52,7 +52,7 @@ def test_runs_claiming_a_new_key_at_once_get_exactly_one_proceed(new_service: Ca
 
 
 def test_runs_finding_an_expired_lease_at_once_get_exactly_one_reconcile(
-    new_service: Callable[[], ClaimService], clock: FakeClock
+    new_service: Callable[[], Gate], clock: FakeClock
 ) -> None:
     first = claim(new_service(), run="run-first", lease_seconds=60)
     clock.advance(61)
@@ -67,7 +67,7 @@ def test_runs_finding_an_expired_lease_at_once_get_exactly_one_reconcile(
     assert (view.run_id, view.attempt, view.status) == (winner_run, 2, ClaimStatus.IN_PROGRESS)
 
 
-def test_the_same_result_sent_at_once_is_recorded_once(new_service: Callable[[], ClaimService]) -> None:
+def test_the_same_result_sent_at_once_is_recorded_once(new_service: Callable[[], Gate]) -> None:
     answer = claim(new_service())
 
     views = race(new_service, lambda service, i: record(service, answer, target_record_id="SO-1"))

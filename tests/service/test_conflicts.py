@@ -7,16 +7,14 @@ import pytest
 from oncegate.domain.statuses import ClaimStatus, ConflictSource, ConflictStatus, Decision, EventKind, Resolution
 from oncegate.errors import NotFound, StateConflict
 from oncegate.models import ListConflictsQuery
-from oncegate.service.claims import ClaimService
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.service.calls import claim, history, keyed, record, report, resolve, succeeded
 
 # -- resolve --------------------------------------------------------------------------------------
 
 
-def test_accept_new_lets_the_new_version_proceed_and_keeps_the_earlier_result(
-    service: ClaimService, clock: FakeClock
-) -> None:
+def test_accept_new_lets_the_new_version_proceed_and_keeps_the_earlier_result(service: Gate, clock: FakeClock) -> None:
     first = succeeded(service, fingerprint="v1", target="SO-1")
     clock.advance(60)
     conflict = claim(service, run="run-2", fingerprint="v2")
@@ -42,7 +40,7 @@ def test_accept_new_lets_the_new_version_proceed_and_keeps_the_earlier_result(
     assert (again.decision, again.result.target_record_id) == (Decision.DUPLICATE, "SO-2")
 
 
-def test_after_accept_new_the_old_version_does_not_proceed_and_the_new_one_still_does(service: ClaimService) -> None:
+def test_after_accept_new_the_old_version_does_not_proceed_and_the_new_one_still_does(service: Gate) -> None:
     succeeded(service, fingerprint="v1", target="SO-1")
     conflict = claim(service, run="run-2", fingerprint="v2")
     resolve(service, conflict.conflict_id, "accept_new")
@@ -55,7 +53,7 @@ def test_after_accept_new_the_old_version_does_not_proceed_and_the_new_one_still
     assert new_version.decision is Decision.PROCEED
 
 
-def test_keep_original_makes_the_new_fingerprint_a_duplicate_of_the_original(service: ClaimService) -> None:
+def test_keep_original_makes_the_new_fingerprint_a_duplicate_of_the_original(service: Gate) -> None:
     succeeded(service, fingerprint="v1", target="SO-1")
     conflict = claim(service, run="run-2", fingerprint="v1-reformatted")
 
@@ -71,7 +69,7 @@ def test_keep_original_makes_the_new_fingerprint_a_duplicate_of_the_original(ser
     assert other.conflict_id != conflict.conflict_id
 
 
-def test_dismiss_closes_the_conflict_and_the_next_mismatch_opens_a_new_one(service: ClaimService) -> None:
+def test_dismiss_closes_the_conflict_and_the_next_mismatch_opens_a_new_one(service: Gate) -> None:
     succeeded(service, fingerprint="v1")
     conflict = claim(service, run="run-2", fingerprint="v2")
 
@@ -89,7 +87,7 @@ def test_dismiss_closes_the_conflict_and_the_next_mismatch_opens_a_new_one(servi
 
 
 @pytest.mark.parametrize("decision", ["accept_new", "keep_original", "dismiss"])
-def test_resolving_again_the_same_way_is_a_no_op(service: ClaimService, clock: FakeClock, decision: str) -> None:
+def test_resolving_again_the_same_way_is_a_no_op(service: Gate, clock: FakeClock, decision: str) -> None:
     first = succeeded(service, fingerprint="v1")
     conflict = claim(service, run="run-2", fingerprint="v2")
     resolved = resolve(service, conflict.conflict_id, decision)
@@ -103,7 +101,7 @@ def test_resolving_again_the_same_way_is_a_no_op(service: ClaimService, clock: F
 
 
 @pytest.mark.parametrize(("first", "second"), [("accept_new", "keep_original"), ("dismiss", "accept_new")])
-def test_resolving_again_another_way_is_rejected(service: ClaimService, first: str, second: str) -> None:
+def test_resolving_again_another_way_is_rejected(service: Gate, first: str, second: str) -> None:
     answer = succeeded(service, fingerprint="v1")
     conflict = claim(service, run="run-2", fingerprint="v2")
     resolved = resolve(service, conflict.conflict_id, first)
@@ -119,9 +117,7 @@ def test_resolving_again_another_way_is_rejected(service: ClaimService, first: s
 
 
 @pytest.mark.parametrize("outcome", [None, "unknown"], ids=["in_progress", "unknown"])
-def test_accept_new_while_an_attempt_runs_or_is_in_doubt_is_rejected(
-    service: ClaimService, outcome: str | None
-) -> None:
+def test_accept_new_while_an_attempt_runs_or_is_in_doubt_is_rejected(service: Gate, outcome: str | None) -> None:
     first = claim(service, run="run-1", fingerprint="v1")
     if outcome:
         record(service, first, outcome)
@@ -143,7 +139,7 @@ def test_accept_new_while_an_attempt_runs_or_is_in_doubt_is_rejected(
     assert resolve(service, conflict.conflict_id, "accept_new").status is ConflictStatus.RESOLVED
 
 
-def test_resolving_a_conflict_that_does_not_exist_is_not_found(service: ClaimService) -> None:
+def test_resolving_a_conflict_that_does_not_exist_is_not_found(service: Gate) -> None:
     with pytest.raises(NotFound):
         resolve(service, "a" * 24, "dismiss")
 
@@ -151,7 +147,7 @@ def test_resolving_a_conflict_that_does_not_exist_is_not_found(service: ClaimSer
 # -- report ---------------------------------------------------------------------------------------
 
 
-def test_a_reported_conflict_is_open_and_the_same_for_the_same_claim_and_fingerprint(service: ClaimService) -> None:
+def test_a_reported_conflict_is_open_and_the_same_for_the_same_claim_and_fingerprint(service: Gate) -> None:
     answer = succeeded(service, fingerprint="v1")
 
     reported = report(service, fingerprint="v2", details={"erpAmount": 12.5})
@@ -171,7 +167,7 @@ def test_a_reported_conflict_is_open_and_the_same_for_the_same_claim_and_fingerp
     assert (EventKind.CONFLICT, "conflict") in history(service, answer.claim_id)
 
 
-def test_a_reported_conflict_for_a_key_never_claimed_is_not_found(service: ClaimService) -> None:
+def test_a_reported_conflict_for_a_key_never_claimed_is_not_found(service: Gate) -> None:
     with pytest.raises(NotFound) as missing:
         report(service, key="ORDER-never-claimed")
 
@@ -179,7 +175,7 @@ def test_a_reported_conflict_for_a_key_never_claimed_is_not_found(service: Claim
     assert service.list_conflicts(ListConflictsQuery(status=None))[0] == []
 
 
-def test_a_reported_conflict_after_dismissal_opens_a_new_one(service: ClaimService) -> None:
+def test_a_reported_conflict_after_dismissal_opens_a_new_one(service: Gate) -> None:
     succeeded(service, fingerprint="v1")
     first = report(service, fingerprint="v2")
     resolve(service, first.conflict_id, "dismiss")
@@ -193,7 +189,7 @@ def test_a_reported_conflict_after_dismissal_opens_a_new_one(service: ClaimServi
 # -- list -----------------------------------------------------------------------------------------
 
 
-def test_conflicts_list_by_status_and_case_insensitive_scope(service: ClaimService, clock: FakeClock) -> None:
+def test_conflicts_list_by_status_and_case_insensitive_scope(service: Gate, clock: FakeClock) -> None:
     succeeded(service, key="ORDER-1", fingerprint="v1")
     succeeded(service, key="MAIL-1", scope="mail.send-invoice", fingerprint="v1")
     order = claim(service, run="run-2", key="ORDER-1", fingerprint="v2")

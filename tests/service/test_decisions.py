@@ -10,14 +10,14 @@ import pytest
 from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimResponse, ClaimResult
-from oncegate.service.claims import ClaimService
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.service.calls import FLOW, FLOW_COPY, claim, keyed, record, record_with, release, succeeded
 
 # -- proceed ------------------------------------------------------------------------------------
 
 
-def test_a_new_key_proceeds_with_a_token_and_a_lease(service: ClaimService, clock: FakeClock) -> None:
+def test_a_new_key_proceeds_with_a_token_and_a_lease(service: Gate, clock: FakeClock) -> None:
     answer = claim(service, lease_seconds=120)
 
     assert answer.decision is Decision.PROCEED
@@ -33,13 +33,11 @@ def test_a_new_key_proceeds_with_a_token_and_a_lease(service: ClaimService, cloc
     )
 
 
-def test_the_default_lease_is_300_seconds(service: ClaimService, clock: FakeClock) -> None:
+def test_the_default_lease_is_300_seconds(service: Gate, clock: FakeClock) -> None:
     assert claim(service).lease_expires_at == clock.now + timedelta(seconds=300)
 
 
-def test_a_retryable_failure_lets_the_next_run_proceed_with_a_new_token(
-    service: ClaimService, clock: FakeClock
-) -> None:
+def test_a_retryable_failure_lets_the_next_run_proceed_with_a_new_token(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1")
     record(service, first, "failed", error="ERP timed out", retryable=True)
     clock.advance(30)
@@ -52,7 +50,7 @@ def test_a_retryable_failure_lets_the_next_run_proceed_with_a_new_token(
     assert second.lease_expires_at == clock.now + timedelta(seconds=300)
 
 
-def test_a_released_claim_lets_the_next_run_proceed(service: ClaimService) -> None:
+def test_a_released_claim_lets_the_next_run_proceed(service: Gate) -> None:
     first = claim(service, run="run-1")
     release(service, first, "the order was cancelled before sending")
 
@@ -62,9 +60,7 @@ def test_a_released_claim_lets_the_next_run_proceed(service: ClaimService) -> No
     assert second.claim_token != first.claim_token
 
 
-def test_the_same_run_asking_again_while_holding_the_lease_gets_the_same_token(
-    service: ClaimService, clock: FakeClock
-) -> None:
+def test_the_same_run_asking_again_while_holding_the_lease_gets_the_same_token(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1")
     clock.advance(10)
 
@@ -80,7 +76,7 @@ def test_the_same_run_asking_again_while_holding_the_lease_gets_the_same_token(
 # -- duplicate ------------------------------------------------------------------------------------
 
 
-def test_a_succeeded_claim_answers_duplicate_with_the_original_result(service: ClaimService, clock: FakeClock) -> None:
+def test_a_succeeded_claim_answers_duplicate_with_the_original_result(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1")
     clock.advance(5)
     record(service, first, target_record_id="SO-1001", data={"orderNumber": "SO-1001", "lines": 2})
@@ -102,7 +98,7 @@ def test_a_succeeded_claim_answers_duplicate_with_the_original_result(service: C
     assert again.warnings == []
 
 
-def test_the_run_that_succeeded_asking_again_gets_duplicate(service: ClaimService) -> None:
+def test_the_run_that_succeeded_asking_again_gets_duplicate(service: Gate) -> None:
     first = succeeded(service, run="run-1")
 
     again = claim(service, run="run-1")
@@ -114,9 +110,7 @@ def test_the_run_that_succeeded_asking_again_gets_duplicate(service: ClaimServic
 # -- in_progress ----------------------------------------------------------------------------------
 
 
-def test_another_run_during_a_live_lease_is_told_in_progress_with_the_holder(
-    service: ClaimService, clock: FakeClock
-) -> None:
+def test_another_run_during_a_live_lease_is_told_in_progress_with_the_holder(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1", lease_seconds=300)
     clock.advance(280)
 
@@ -137,7 +131,7 @@ def test_another_run_during_a_live_lease_is_told_in_progress_with_the_holder(
 
 
 def test_another_flow_sending_the_holders_run_id_is_in_progress_and_cannot_take_the_claim(
-    service: ClaimService,
+    service: Gate,
 ) -> None:
     # Issue 9: flow B reused flow A's run id (a constant typed by hand) and was handed A's live token.
     holder = claim(service, run="run-A", flow=FLOW, fingerprint="v1")
@@ -155,7 +149,7 @@ def test_another_flow_sending_the_holders_run_id_is_in_progress_and_cannot_take_
     ],
 )
 def test_the_holders_run_id_without_its_flow_and_fingerprint_is_in_progress(
-    service: ClaimService, asks_again: dict[str, object]
+    service: Gate, asks_again: dict[str, object]
 ) -> None:
     holder = claim(service, run="run-A", flow=FLOW, fingerprint="v1")
 
@@ -165,7 +159,7 @@ def test_the_holders_run_id_without_its_flow_and_fingerprint_is_in_progress(
     assert record(service, holder).status is ClaimStatus.SUCCEEDED
 
 
-def test_the_very_same_run_asking_again_gets_its_lease_and_token_back(service: ClaimService) -> None:
+def test_the_very_same_run_asking_again_gets_its_lease_and_token_back(service: Gate) -> None:
     first = claim(service, run="run-A", flow=FLOW, fingerprint="v1")
 
     again = claim(service, run="run-A", flow=FLOW, fingerprint="v1")
@@ -173,7 +167,7 @@ def test_the_very_same_run_asking_again_gets_its_lease_and_token_back(service: C
     assert (again.decision, again.claim_token, again.attempt) == (Decision.PROCEED, first.claim_token, 1)
 
 
-def test_one_second_before_the_lease_ends_it_is_still_held(service: ClaimService, clock: FakeClock) -> None:
+def test_one_second_before_the_lease_ends_it_is_still_held(service: Gate, clock: FakeClock) -> None:
     claim(service, run="run-1", lease_seconds=60)
     clock.advance(59)
 
@@ -183,9 +177,7 @@ def test_one_second_before_the_lease_ends_it_is_still_held(service: ClaimService
 # -- reconcile ------------------------------------------------------------------------------------
 
 
-def test_an_expired_lease_without_a_result_is_reconciled_never_proceeded(
-    service: ClaimService, clock: FakeClock
-) -> None:
+def test_an_expired_lease_without_a_result_is_reconciled_never_proceeded(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1", lease_seconds=60)
     clock.advance(61)
 
@@ -201,7 +193,7 @@ def test_an_expired_lease_without_a_result_is_reconciled_never_proceeded(
     assert last.lease_expires_at == first.lease_expires_at
 
 
-def test_after_reconcile_the_earlier_token_is_stale(service: ClaimService, clock: FakeClock) -> None:
+def test_after_reconcile_the_earlier_token_is_stale(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1", lease_seconds=60)
     clock.advance(61)
     second = claim(service, run="run-2")
@@ -214,7 +206,7 @@ def test_after_reconcile_the_earlier_token_is_stale(service: ClaimService, clock
     assert record(service, second, target_record_id="SO-found").target_record_id == "SO-found"
 
 
-def test_even_the_same_run_is_reconciled_once_its_lease_expired(service: ClaimService, clock: FakeClock) -> None:
+def test_even_the_same_run_is_reconciled_once_its_lease_expired(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1", lease_seconds=60)
     clock.advance(61)
 
@@ -224,7 +216,7 @@ def test_even_the_same_run_is_reconciled_once_its_lease_expired(service: ClaimSe
     assert again.claim_token != first.claim_token
 
 
-def test_an_unknown_outcome_is_reconciled_with_its_last_attempt(service: ClaimService, clock: FakeClock) -> None:
+def test_an_unknown_outcome_is_reconciled_with_its_last_attempt(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1")
     record(service, first, "unknown", error="the ERP call timed out after sending")
     clock.advance(5)
@@ -240,7 +232,7 @@ def test_an_unknown_outcome_is_reconciled_with_its_last_attempt(service: ClaimSe
 
 
 def test_a_reconciled_claim_recorded_as_found_answers_duplicate_with_that_record(
-    service: ClaimService, clock: FakeClock
+    service: Gate, clock: FakeClock
 ) -> None:
     claim(service, run="run-1", lease_seconds=60)
     clock.advance(61)
@@ -257,11 +249,11 @@ def test_a_reconciled_claim_recorded_as_found_answers_duplicate_with_that_record
 # -- conflict -------------------------------------------------------------------------------------
 
 
-def _leave_in_progress(service: ClaimService, answer: ClaimResponse) -> None:
+def _leave_in_progress(service: Gate, answer: ClaimResponse) -> None:
     return None
 
 
-SETTLED: dict[str, Callable[[ClaimService, ClaimResponse], object]] = {
+SETTLED: dict[str, Callable[[Gate, ClaimResponse], object]] = {
     "in_progress": _leave_in_progress,
     "succeeded": lambda service, answer: record(service, answer, target_record_id="SO-1"),
     "failed_retryable": lambda service, answer: record(service, answer, "failed", retryable=True),
@@ -272,7 +264,7 @@ SETTLED: dict[str, Callable[[ClaimService, ClaimResponse], object]] = {
 
 @pytest.mark.parametrize("settle", SETTLED.values(), ids=SETTLED.keys())
 def test_a_different_fingerprint_is_a_conflict_in_every_unreleased_status(
-    service: ClaimService, settle: Callable[[ClaimService, ClaimResponse], object]
+    service: Gate, settle: Callable[[Gate, ClaimResponse], object]
 ) -> None:
     first = claim(service, run="run-1", fingerprint="v1")
     settle(service, first)
@@ -293,7 +285,7 @@ def test_a_different_fingerprint_is_a_conflict_in_every_unreleased_status(
     )
 
 
-def test_the_conflict_id_is_stable_for_the_same_key_and_fingerprint_while_open(service: ClaimService) -> None:
+def test_the_conflict_id_is_stable_for_the_same_key_and_fingerprint_while_open(service: Gate) -> None:
     succeeded(service, fingerprint="v1")
 
     first = claim(service, run="run-2", fingerprint="v2")
@@ -308,7 +300,7 @@ def test_the_conflict_id_is_stable_for_the_same_key_and_fingerprint_while_open(s
     assert other_key_conflict.conflict_id not in (None, first.conflict_id)
 
 
-def test_a_released_claim_with_a_new_fingerprint_proceeds(service: ClaimService) -> None:
+def test_a_released_claim_with_a_new_fingerprint_proceeds(service: Gate) -> None:
     first = claim(service, run="run-1", fingerprint="v1")
     release(service, first)
 
@@ -321,7 +313,7 @@ def test_a_released_claim_with_a_new_fingerprint_proceeds(service: ClaimService)
 # -- blocked --------------------------------------------------------------------------------------
 
 
-def test_a_final_failure_blocks_every_later_run(service: ClaimService, clock: FakeClock) -> None:
+def test_a_final_failure_blocks_every_later_run(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1")
     record(service, first, "failed", error="customer account closed", retryable=False)
 
@@ -333,7 +325,7 @@ def test_a_final_failure_blocks_every_later_run(service: ClaimService, clock: Fa
     assert "customer account closed" in blocked.reason
 
 
-def test_a_run_that_names_no_flow_or_no_business_data_never_gets_a_live_claim_back(service: ClaimService) -> None:
+def test_a_run_that_names_no_flow_or_no_business_data_never_gets_a_live_claim_back(service: Gate) -> None:
     # Two items of one key in an "Apply to each" share the run's name: with nothing more, they are two runs.
     bare = claim(service, run="run-A", flow=None, fingerprint=None)
 
@@ -342,7 +334,7 @@ def test_a_run_that_names_no_flow_or_no_business_data_never_gets_a_live_claim_ba
     assert (bare.decision, again.decision, again.claim_token) == (Decision.PROCEED, Decision.IN_PROGRESS, None)
 
 
-def test_a_wrong_token_is_refused_without_naming_the_holder(service: ClaimService) -> None:
+def test_a_wrong_token_is_refused_without_naming_the_holder(service: Gate) -> None:
     holder = claim(service, run="run-holder")
 
     with pytest.raises(StateConflict) as refused:

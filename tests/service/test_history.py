@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from oncegate.domain.statuses import EventKind
-from oncegate.service.claims import ClaimService
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.service.calls import FLOW, FLOW_COPY, claim, record, resolve
 
 
-def test_the_history_tells_the_whole_story_in_order(service: ClaimService, clock: FakeClock) -> None:
+def test_the_history_tells_the_whole_story_in_order(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1", fingerprint="v1")
     clock.advance(1)
     claim(service, run="run-2", fingerprint="v1", flow=FLOW_COPY)
@@ -46,7 +46,7 @@ def test_the_history_tells_the_whole_story_in_order(service: ClaimService, clock
     assert entries[5].details["conflictId"] == conflict.conflict_id
 
 
-def test_each_duplicate_says_how_it_was_recognised(service: ClaimService, clock: FakeClock) -> None:
+def test_each_duplicate_says_how_it_was_recognised(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1", fingerprint="v1")
     record(service, first, target_record_id="SO-1")
     conflict = claim(service, run="run-2", fingerprint="v1b")
@@ -64,9 +64,7 @@ def test_each_duplicate_says_how_it_was_recognised(service: ClaimService, clock:
     assert len({same, accepted, key_only}) == 3
 
 
-def test_a_duplicate_from_another_flow_copy_names_both_flows_in_the_history(
-    service: ClaimService, clock: FakeClock
-) -> None:
+def test_a_duplicate_from_another_flow_copy_names_both_flows_in_the_history(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1", flow=FLOW)
     record(service, first)
     clock.advance(1)
@@ -79,7 +77,7 @@ def test_a_duplicate_from_another_flow_copy_names_both_flows_in_the_history(
     assert FLOW_COPY.environment in last.recognised_by
 
 
-def test_a_claim_that_was_never_answered_twice_has_one_entry(service: ClaimService) -> None:
+def test_a_claim_that_was_never_answered_twice_has_one_entry(service: Gate) -> None:
     first = claim(service)
 
     entries = service.get_claim(first.claim_id).history or []

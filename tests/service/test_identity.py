@@ -8,7 +8,7 @@ from oncegate.domain.keys import payload_fingerprint
 from oncegate.domain.statuses import Decision
 from oncegate.errors import InvalidRequest
 from oncegate.models import LookupRequest
-from oncegate.service.claims import ClaimService
+from tests.gate import Gate
 from tests.service.calls import FLOW, FLOW_COPY, claim, succeeded
 
 ORDER = {"customer": "C-7", "amount": 1.0, "lines": [{"sku": "A-1", "qty": 2}], "note": None}
@@ -19,7 +19,7 @@ ORDER_RESPELT = {"lines": [{"qty": 2.0, "sku": "A-1"}], "note": None, "amount": 
 # -- payload fingerprints -------------------------------------------------------------------------
 
 
-def test_the_same_payload_in_another_key_order_and_number_spelling_is_a_duplicate(service: ClaimService) -> None:
+def test_the_same_payload_in_another_key_order_and_number_spelling_is_a_duplicate(service: Gate) -> None:
     succeeded(service, payload=ORDER)
 
     again = claim(service, run="run-2", payload=ORDER_RESPELT)
@@ -28,7 +28,7 @@ def test_the_same_payload_in_another_key_order_and_number_spelling_is_a_duplicat
     assert again.warnings == []
 
 
-def test_a_changed_payload_is_a_conflict(service: ClaimService) -> None:
+def test_a_changed_payload_is_a_conflict(service: Gate) -> None:
     succeeded(service, payload=ORDER)
 
     changed = claim(service, run="run-2", payload={**ORDER, "amount": 1.5})
@@ -36,7 +36,7 @@ def test_a_changed_payload_is_a_conflict(service: ClaimService) -> None:
     assert changed.decision is Decision.CONFLICT
 
 
-def test_a_payload_fingerprint_is_keyed_and_the_payload_is_not_kept(service: ClaimService) -> None:
+def test_a_payload_fingerprint_is_keyed_and_the_payload_is_not_kept(service: Gate) -> None:
     answer = claim(service, payload=ORDER)
 
     stored = service.get_claim(answer.claim_id)
@@ -50,7 +50,7 @@ def test_a_payload_fingerprint_is_keyed_and_the_payload_is_not_kept(service: Cla
     assert payload_fingerprint(ORDER) not in history
 
 
-def test_a_payload_that_json_cannot_canonicalise_is_rejected_before_any_write(service: ClaimService) -> None:
+def test_a_payload_that_json_cannot_canonicalise_is_rejected_before_any_write(service: Gate) -> None:
     with pytest.raises(InvalidRequest) as rejected:
         claim(service, payload={"amount": 2**60})
 
@@ -58,7 +58,7 @@ def test_a_payload_that_json_cannot_canonicalise_is_rejected_before_any_write(se
     assert claim(service, run="run-2").decision is Decision.PROCEED
 
 
-def test_without_any_fingerprint_only_the_key_is_compared_and_a_warning_says_so(service: ClaimService) -> None:
+def test_without_any_fingerprint_only_the_key_is_compared_and_a_warning_says_so(service: Gate) -> None:
     first = claim(service, fingerprint=None)
     assert first.warnings == ["no_fingerprint"]
 
@@ -70,7 +70,7 @@ def test_without_any_fingerprint_only_the_key_is_compared_and_a_warning_says_so(
     assert (without.decision, without.warnings) == (Decision.IN_PROGRESS, ["no_fingerprint"])
 
 
-def test_a_duplicate_asked_without_a_fingerprint_still_finds_the_result(service: ClaimService) -> None:
+def test_a_duplicate_asked_without_a_fingerprint_still_finds_the_result(service: Gate) -> None:
     succeeded(service, payload=ORDER, target="SO-77")
 
     again = claim(service, run="run-2", fingerprint=None)
@@ -89,7 +89,7 @@ def test_a_duplicate_asked_without_a_fingerprint_still_finds_the_result(service:
     ["  ORDER-1001\t", "\nORDER-1001 "],
     ids=["padded", "newlines"],
 )
-def test_outer_whitespace_does_not_make_another_key(service: ClaimService, spelling: str) -> None:
+def test_outer_whitespace_does_not_make_another_key(service: Gate, spelling: str) -> None:
     first = claim(service, key="ORDER-1001")
 
     again = claim(service, run="run-2", key=spelling)
@@ -98,7 +98,7 @@ def test_outer_whitespace_does_not_make_another_key(service: ClaimService, spell
     assert again.decision is Decision.IN_PROGRESS
 
 
-def test_keys_are_compared_after_unicode_nfc(service: ClaimService) -> None:
+def test_keys_are_compared_after_unicode_nfc(service: Gate) -> None:
     composed = claim(service, key="Caf\u00e9-42")
 
     decomposed = claim(service, run="run-2", key="Cafe\u0301-42")
@@ -107,7 +107,7 @@ def test_keys_are_compared_after_unicode_nfc(service: ClaimService) -> None:
     assert decomposed.decision is Decision.IN_PROGRESS
 
 
-def test_keys_are_case_sensitive(service: ClaimService) -> None:
+def test_keys_are_case_sensitive(service: Gate) -> None:
     upper = claim(service, key="ORDER-ab")
 
     lower = claim(service, run="run-2", key="order-AB")
@@ -116,7 +116,7 @@ def test_keys_are_case_sensitive(service: ClaimService) -> None:
     assert lower.decision is Decision.PROCEED
 
 
-def test_scopes_are_case_insensitive_and_stored_lowercase(service: ClaimService) -> None:
+def test_scopes_are_case_insensitive_and_stored_lowercase(service: Gate) -> None:
     first = claim(service, scope="ERP.Create-Order")
 
     again = claim(service, run="run-2", scope="erp.create-order")
@@ -126,7 +126,7 @@ def test_scopes_are_case_insensitive_and_stored_lowercase(service: ClaimService)
     assert service.get_claim(first.claim_id).scope == "erp.create-order"
 
 
-def test_the_same_key_in_two_scopes_is_two_claims(service: ClaimService) -> None:
+def test_the_same_key_in_two_scopes_is_two_claims(service: Gate) -> None:
     order = claim(service, scope="erp.create-order")
 
     mail = claim(service, run="run-2", scope="mail.send-invoice")
@@ -135,7 +135,7 @@ def test_the_same_key_in_two_scopes_is_two_claims(service: ClaimService) -> None
     assert mail.decision is Decision.PROCEED
 
 
-def test_a_key_of_512_characters_after_trimming_is_accepted_and_513_is_not(service: ClaimService) -> None:
+def test_a_key_of_512_characters_after_trimming_is_accepted_and_513_is_not(service: Gate) -> None:
     assert claim(service, key=" " + "k" * 512 + " ").decision is Decision.PROCEED
 
     with pytest.raises(InvalidRequest) as rejected:
@@ -144,7 +144,7 @@ def test_a_key_of_512_characters_after_trimming_is_accepted_and_513_is_not(servi
     assert rejected.value.target == "key"
 
 
-def test_lookup_finds_the_claim_by_scope_and_key_spelt_as_the_flow_spells_them(service: ClaimService) -> None:
+def test_lookup_finds_the_claim_by_scope_and_key_spelt_as_the_flow_spells_them(service: Gate) -> None:
     first = claim(service, key="Caf\u00e9-42", scope="erp.create-order")
 
     found = service.lookup(LookupRequest(scope="ERP.CREATE-ORDER", key=" Cafe\u0301-42 "))
@@ -156,7 +156,7 @@ def test_lookup_finds_the_claim_by_scope_and_key_spelt_as_the_flow_spells_them(s
 # -- flows ----------------------------------------------------------------------------------------
 
 
-def test_a_duplicate_for_another_flow_copy_carries_a_warning(service: ClaimService) -> None:
+def test_a_duplicate_for_another_flow_copy_carries_a_warning(service: Gate) -> None:
     succeeded(service, flow=FLOW)
 
     same_flow = claim(service, run="run-2", flow=FLOW)
@@ -168,7 +168,7 @@ def test_a_duplicate_for_another_flow_copy_carries_a_warning(service: ClaimServi
     assert renamed.warnings == ["another_flow_copy"]
 
 
-def test_an_in_progress_answer_to_another_flow_copy_carries_a_warning(service: ClaimService) -> None:
+def test_an_in_progress_answer_to_another_flow_copy_carries_a_warning(service: Gate) -> None:
     claim(service, flow=FLOW)
 
     copy = claim(service, run="run-2", flow=FLOW_COPY)
@@ -176,7 +176,7 @@ def test_an_in_progress_answer_to_another_flow_copy_carries_a_warning(service: C
     assert (copy.decision, copy.warnings) == (Decision.IN_PROGRESS, ["another_flow_copy"])
 
 
-def test_a_proceed_for_another_flow_carries_no_copy_warning(service: ClaimService) -> None:
+def test_a_proceed_for_another_flow_carries_no_copy_warning(service: Gate) -> None:
     claim(service, key="ORDER-1", flow=FLOW)
 
     other_key = claim(service, key="ORDER-2", run="run-2", flow=FLOW_COPY)

@@ -13,10 +13,10 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind
 from oncegate.errors import NotFound, StoreUnavailable
 from oncegate.models import FlowRef, LookupRequest
-from oncegate.service.claims import ClaimService
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
 from tests.service.calls import (
     FLOW,
     FLOW_COPY,
@@ -35,15 +35,15 @@ OTHER_FLOW = FlowRef(name="Send invoice / EU #2?", environment="Default-contoso"
 
 
 @pytest.fixture
-def strict_service(open_store: Callable[[], ClaimStore], clock: FakeClock) -> ClaimService:
+def strict_service(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Gate:
     """A service that lets only registered flows claim (ONCEGATE_REQUIRE_REGISTERED_FLOWS=true)."""
-    return ClaimService(open_store(), KeyHasher(KEY_SECRET), clock=clock, require_registered_flows=True)
+    return Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock, require_registered_flows=True)
 
 
 # -- flows seen ------------------------------------------------------------------------------------
 
 
-def test_flows_are_recorded_with_first_and_last_seen_and_counts(service: ClaimService, clock: FakeClock) -> None:
+def test_flows_are_recorded_with_first_and_last_seen_and_counts(service: Gate, clock: FakeClock) -> None:
     first_seen = clock.now
     succeeded(service, run="run-1")
     clock.advance(5)
@@ -64,7 +64,7 @@ def test_flows_are_recorded_with_first_and_last_seen_and_counts(service: ClaimSe
     assert (other.claims, other.duplicates) == (1, 0)
 
 
-def test_counts_stay_in_memory_until_the_flush_interval_is_over(service: ClaimService, clock: FakeClock) -> None:
+def test_counts_stay_in_memory_until_the_flush_interval_is_over(service: Gate, clock: FakeClock) -> None:
     claim(service, run="run-1")
     clock.advance(FLUSH_INTERVAL.total_seconds() - 1)
     claim(service, run="run-2", key="ORDER-2")
@@ -80,7 +80,7 @@ def test_counts_stay_in_memory_until_the_flush_interval_is_over(service: ClaimSe
     assert [scope.scope for scope in service.store.list_scopes()] == [SCOPE]
 
 
-def test_close_flushes_the_counts(new_service: Callable[[], ClaimService]) -> None:
+def test_close_flushes_the_counts(new_service: Callable[[], Gate]) -> None:
     service = new_service()
     claim(service)
     service.inventory.close()
@@ -91,7 +91,7 @@ def test_close_flushes_the_counts(new_service: Callable[[], ClaimService]) -> No
 # -- registering -------------------------------------------------------------------------------------
 
 
-def test_register_keeps_owner_enabled_and_notes_and_the_counts(service: ClaimService, clock: FakeClock) -> None:
+def test_register_keeps_owner_enabled_and_notes_and_the_counts(service: Gate, clock: FakeClock) -> None:
     claim(service)
     flows(service)
     registered_at = clock.advance(10)
@@ -117,7 +117,7 @@ def test_register_keeps_owner_enabled_and_notes_and_the_counts(service: ClaimSer
     assert flows(service)[(FLOW.name, FLOW.environment)] == again
 
 
-def test_a_flow_name_with_characters_a_table_key_forbids_is_registered(service: ClaimService) -> None:
+def test_a_flow_name_with_characters_a_table_key_forbids_is_registered(service: Gate) -> None:
     register(service, OTHER_FLOW, owner="ana@contoso.com")
     claim(service, flow=OTHER_FLOW)
 
@@ -128,7 +128,7 @@ def test_a_flow_name_with_characters_a_table_key_forbids_is_registered(service: 
 # -- disabled flows ----------------------------------------------------------------------------------
 
 
-def test_a_disabled_flow_is_blocked_before_any_claim_is_made(service: ClaimService) -> None:
+def test_a_disabled_flow_is_blocked_before_any_claim_is_made(service: Gate) -> None:
     register(service, owner="ana@contoso.com", enabled=False, notes="Retired: the ERP connector replaced it.")
 
     answer = claim(service)
@@ -143,9 +143,7 @@ def test_a_disabled_flow_is_blocked_before_any_claim_is_made(service: ClaimServi
     assert flows(service)[(FLOW.name, FLOW.environment)].claims == 1
 
 
-def test_a_disabled_flow_takes_over_nothing_and_the_claim_history_says_why(
-    service: ClaimService, clock: FakeClock
-) -> None:
+def test_a_disabled_flow_takes_over_nothing_and_the_claim_history_says_why(service: Gate, clock: FakeClock) -> None:
     held = claim(service, run="run-1", flow=FLOW_COPY, lease_seconds=60)
     done = succeeded(service, run="run-1", key="ORDER-2", flow=FLOW_COPY)
     register(service, enabled=False, notes="Copy in the wrong environment.")
@@ -169,7 +167,7 @@ def test_a_disabled_flow_takes_over_nothing_and_the_claim_history_says_why(
     assert "Copy in the wrong environment." in last.recognised_by
 
 
-def test_a_flow_enabled_again_proceeds(service: ClaimService) -> None:
+def test_a_flow_enabled_again_proceeds(service: Gate) -> None:
     register(service, enabled=False)
     assert claim(service, run="run-1").decision is Decision.BLOCKED
 
@@ -179,7 +177,7 @@ def test_a_flow_enabled_again_proceeds(service: ClaimService) -> None:
 
 
 def test_disabling_applies_at_once_here_and_within_the_ttl_on_other_instances(
-    new_service: Callable[[], ClaimService], clock: FakeClock
+    new_service: Callable[[], Gate], clock: FakeClock
 ) -> None:
     here, there = new_service(), new_service()
     for service in (here, there):  # each loads its registry
@@ -197,7 +195,7 @@ def test_disabling_applies_at_once_here_and_within_the_ttl_on_other_instances(
 # -- only registered flows ---------------------------------------------------------------------------
 
 
-def test_only_registered_flows_may_claim_when_registration_is_required(strict_service: ClaimService) -> None:
+def test_only_registered_flows_may_claim_when_registration_is_required(strict_service: Gate) -> None:
     unknown = claim(strict_service, run="run-1")
     flowless = claim(strict_service, run="run-2", flow=None)
     register(strict_service, owner="ana@contoso.com")
@@ -214,7 +212,7 @@ def test_only_registered_flows_may_claim_when_registration_is_required(strict_se
     assert flows(strict_service)[(FLOW.name, FLOW.environment)].claims == 2
 
 
-def test_a_flow_only_seen_is_not_registered(strict_service: ClaimService) -> None:
+def test_a_flow_only_seen_is_not_registered(strict_service: Gate) -> None:
     claim(strict_service, run="run-1")
     flows(strict_service)  # the flush creates the flow's row, unregistered
 
@@ -224,7 +222,7 @@ def test_a_flow_only_seen_is_not_registered(strict_service: ClaimService) -> Non
 # -- overlaps ----------------------------------------------------------------------------------------
 
 
-def test_another_flow_copy_answers_are_counted_as_one_overlapping_pair(service: ClaimService, clock: FakeClock) -> None:
+def test_another_flow_copy_answers_are_counted_as_one_overlapping_pair(service: Gate, clock: FakeClock) -> None:
     first_seen = clock.now
     held = claim(service, run="run-1")
     busy = claim(service, run="run-2", flow=FLOW_COPY)
@@ -245,7 +243,7 @@ def test_another_flow_copy_answers_are_counted_as_one_overlapping_pair(service: 
     assert pair.example_claim_id in (held.claim_id, copy_first.claim_id)
 
 
-def test_overlaps_from_two_instances_add_up(new_service: Callable[[], ClaimService]) -> None:
+def test_overlaps_from_two_instances_add_up(new_service: Callable[[], Gate]) -> None:
     one, two = new_service(), new_service()
     succeeded(one, run="run-1")
     claim(one, run="run-2", flow=FLOW_COPY)
@@ -268,14 +266,14 @@ INSTANCES = 4
 CLAIMS_EACH = 3
 
 
-def test_counts_of_instances_flushing_at_once_add_up(new_service: Callable[[], ClaimService]) -> None:
+def test_counts_of_instances_flushing_at_once_add_up(new_service: Callable[[], Gate]) -> None:
     services = [new_service() for _ in range(INSTANCES)]
     for number, service in enumerate(services):
         for each in range(CLAIMS_EACH):
             claim(service, run=f"run-{number}-{each}", key=f"ORDER-{number}-{each}")
     barrier = threading.Barrier(INSTANCES)
 
-    def flush(service: ClaimService) -> None:
+    def flush(service: Gate) -> None:
         barrier.wait(timeout=30)
         service.inventory.usage.flush()
 
@@ -288,9 +286,7 @@ def test_counts_of_instances_flushing_at_once_add_up(new_service: Callable[[], C
     assert scope.claims_by_status == {ClaimStatus.IN_PROGRESS: INSTANCES * CLAIMS_EACH}
 
 
-def test_a_flush_that_fails_keeps_its_counts_for_the_next(
-    service: ClaimService, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_flush_that_fails_keeps_its_counts_for_the_next(service: Gate, monkeypatch: pytest.MonkeyPatch) -> None:
     claim(service, run="run-1")
 
     def unavailable() -> list[object]:
@@ -306,7 +302,7 @@ def test_a_flush_that_fails_keeps_its_counts_for_the_next(
 
 
 def test_registration_and_counts_from_two_instances_both_survive(
-    new_service: Callable[[], ClaimService], clock: FakeClock
+    new_service: Callable[[], Gate], clock: FakeClock
 ) -> None:
     counting, registering = new_service(), new_service()
     claim(counting, run="run-1")

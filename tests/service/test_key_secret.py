@@ -24,9 +24,9 @@ from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import NotConfigured
 from oncegate.models import LookupRequest, ReportConflictRequest
-from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.service.calls import KEY, SCOPE, claim, record, release, resolve
 
 OLD = "old-secret-" + "o" * 32
@@ -46,12 +46,12 @@ RACERS = 6
 
 
 @pytest.fixture
-def service_in(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[str], ClaimService]:
+def service_in(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[str], Gate]:
     """A service instance in one phase of the rotation, over the test's store."""
-    return lambda phase: ClaimService(open_store(), PHASES[phase](), clock=clock)
+    return lambda phase: Gate(open_store(), PHASES[phase](), clock=clock)
 
 
-def _count_rows(service: ClaimService) -> int:
+def _count_rows(service: Gate) -> int:
     statuses = list(ClaimStatus)
     return len(service.store.list_claims(statuses=statuses, limit=200).items)
 
@@ -62,13 +62,13 @@ def _count_rows(service: ClaimService) -> int:
 def test_a_service_with_another_secret_refuses_every_claim_action_and_writes_nothing(
     open_store: Callable[[], ClaimStore], clock: FakeClock
 ) -> None:
-    first = ClaimService(open_store(), KeyHasher(OLD), clock=clock)
+    first = Gate(open_store(), KeyHasher(OLD), clock=clock)
     done = claim(first, run="run-1")
     record(first, done)
     changed = claim(first, run="run-2", fingerprint="v2")
     assert changed.conflict_id is not None
     before = _count_rows(first)
-    wrong = ClaimService(open_store(), KeyHasher(OTHER), clock=clock)
+    wrong = Gate(open_store(), KeyHasher(OTHER), clock=clock)
 
     actions: dict[str, Callable[[], Any]] = {
         "check and claim": lambda: claim(wrong, run="run-3"),
@@ -98,7 +98,7 @@ def test_a_new_store_remembers_the_secret_it_is_first_used_with(
     store = open_store()
     assert store.key_ids() == set()
 
-    claim(ClaimService(store, KeyHasher(OLD), clock=clock))
+    claim(Gate(store, KeyHasher(OLD), clock=clock))
 
     assert open_store().key_ids() == {KeyHasher(OLD).key_id}
     assert OLD not in repr(open_store().key_ids())
@@ -108,7 +108,7 @@ def test_a_new_store_remembers_the_secret_it_is_first_used_with(
 
 
 def test_keys_claimed_before_the_switch_are_answered_as_before_after_it(
-    service_in: Callable[[str], ClaimService], clock: FakeClock
+    service_in: Callable[[str], Gate], clock: FakeClock
 ) -> None:
     before = service_in("before")
     done = claim(before, key="SO-done", run="run-1")
@@ -131,7 +131,7 @@ def test_keys_claimed_before_the_switch_are_answered_as_before_after_it(
 
 
 def test_new_keys_after_the_switch_are_claimed_with_the_new_secret(
-    service_in: Callable[[str], ClaimService],
+    service_in: Callable[[str], Gate],
 ) -> None:
     answer = claim(service_in("switched"), key="SO-new")
 
@@ -142,7 +142,7 @@ def test_new_keys_after_the_switch_are_claimed_with_the_new_secret(
 # -- the rollouts ----------------------------------------------------------------------------------
 
 
-def _race(services: list[ClaimService], key: str) -> list[Any]:
+def _race(services: list[Gate], key: str) -> list[Any]:
     barrier = threading.Barrier(len(services))
     answers: list[Any] = [None] * len(services)
 
@@ -163,7 +163,7 @@ def _race(services: list[ClaimService], key: str) -> list[Any]:
 
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids="+".join)
 def test_instances_on_both_sides_of_a_rollout_never_both_proceed(
-    service_in: Callable[[str], ClaimService], rollout: tuple[str, str]
+    service_in: Callable[[str], Gate], rollout: tuple[str, str]
 ) -> None:
     services = [service_in(rollout[index % 2]) for index in range(RACERS)]
     proceeds: Counter[int] = Counter()
@@ -179,7 +179,7 @@ def test_instances_on_both_sides_of_a_rollout_never_both_proceed(
     assert set(proceeds) == {1}, f"rounds by number of proceed answers: {dict(proceeds)}"
 
 
-def test_skipping_the_next_phase_lets_a_key_proceed_twice(service_in: Callable[[str], ClaimService]) -> None:
+def test_skipping_the_next_phase_lets_a_key_proceed_twice(service_in: Callable[[str], Gate]) -> None:
     # Why the runbook's first step exists: an instance that knows only the old secret never looks for a
     # claim made with the new one. This interleaving is the one that step prevents.
     switched, before = service_in("switched"), service_in("before")

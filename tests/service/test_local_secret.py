@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from oncegate.bootstrap import build_service
+from oncegate.bootstrap import build_services
 from oncegate.config import (
     DEFAULT_TABLE_PREFIX,
     SECRET_FILE_NAME,
@@ -124,7 +124,7 @@ def test_the_service_refuses_the_empty_file_a_crash_left_instead_of_failing_ever
     settings = Settings(StoreKind.SQLITE, tmp_path / DATABASE, None, None, DEFAULT_TABLE_PREFIX, key_secret=None)
 
     with pytest.raises(ConfigError) as refused:
-        build_service(settings)
+        build_services(settings)
 
     assert_one_line_naming_the_file(refused.value, secret_file(tmp_path), "empty")
 

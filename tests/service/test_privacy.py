@@ -10,8 +10,8 @@ from azure.data.tables import TableServiceClient
 
 from oncegate.domain.statuses import Decision
 from oncegate.models import LookupRequest
-from oncegate.service.claims import ClaimService
 from tests.conftest import SQLITE_FILE, FakeClock
+from tests.gate import Gate
 from tests.service.calls import SCOPE, claim, record, report, resolve
 
 RAW_KEY = "ORDER-RAWKEY-Zq7"
@@ -33,7 +33,7 @@ def stored_text(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path)
 
 
 def test_no_trace_of_the_key_or_the_payload_is_stored(
-    service: ClaimService, clock: FakeClock, store_kind: str, request: pytest.FixtureRequest, tmp_path: Path
+    service: Gate, clock: FakeClock, store_kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     payload = {"iban": PAYLOAD_SECRET, "amount": 10}
     first = claim(service, key=f"  {RAW_KEY} ", payload=payload)

@@ -18,9 +18,9 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimResponse, ConflictView, ListConflictsQuery
-from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
 from tests.service.calls import claim, keyed, record, resolve
 
 ROUNDS = 12
@@ -48,7 +48,7 @@ class InterleavedStore:
         return getattr(self.inner, name)
 
 
-def _failed_with_open_conflict(service: ClaimService) -> tuple[ClaimResponse, ConflictView]:
+def _failed_with_open_conflict(service: Gate) -> tuple[ClaimResponse, ConflictView]:
     first = claim(service, run="run-1", fingerprint="v1")
     record(service, first, "failed", error="ERP busy", retryable=True)
     changed = claim(service, run="run-2", fingerprint="v2")
@@ -56,7 +56,7 @@ def _failed_with_open_conflict(service: ClaimService) -> tuple[ClaimResponse, Co
     return first, service.get_conflict(changed.conflict_id)
 
 
-def _resolve_or_refusal(service: ClaimService, conflict_id: str) -> str:
+def _resolve_or_refusal(service: Gate, conflict_id: str) -> str:
     try:
         resolve(service, conflict_id, "accept_new")
     except StateConflict as refused:
@@ -64,7 +64,7 @@ def _resolve_or_refusal(service: ClaimService, conflict_id: str) -> str:
     return "resolved"
 
 
-def _check_one_effect_per_version(service: ClaimService, outcome: str, v1: ClaimResponse, conflict_id: str) -> None:
+def _check_one_effect_per_version(service: Gate, outcome: str, v1: ClaimResponse, conflict_id: str) -> None:
     """Whatever the race decided, the state agrees with the answer the reviewer got."""
     conflict = service.get_conflict(conflict_id)
     if outcome == "claim_busy":
@@ -86,7 +86,7 @@ def _check_one_effect_per_version(service: ClaimService, outcome: str, v1: Claim
 
 
 def test_a_resolution_refused_because_a_run_took_the_claim_meanwhile_changes_nothing(
-    new_service: Callable[[], ClaimService], open_store: Callable[[], ClaimStore], clock: FakeClock
+    new_service: Callable[[], Gate], open_store: Callable[[], ClaimStore], clock: FakeClock
 ) -> None:
     setup = new_service()
     _, conflict = _failed_with_open_conflict(setup)
@@ -95,7 +95,7 @@ def test_a_resolution_refused_because_a_run_took_the_claim_meanwhile_changes_not
     store = InterleavedStore(
         open_store(), 1, lambda: answers.append(claim(new_service(), run="run-3", fingerprint="v1"))
     )
-    reviewer = ClaimService(store, KeyHasher(KEY_SECRET), clock=clock)
+    reviewer = Gate(store, KeyHasher(KEY_SECRET), clock=clock)
 
     outcome = _resolve_or_refusal(reviewer, conflict.conflict_id)
 
@@ -107,7 +107,7 @@ def test_a_resolution_refused_because_a_run_took_the_claim_meanwhile_changes_not
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
 def test_a_resolution_and_a_new_attempt_at_the_same_moment_never_disagree(
-    new_service: Callable[[], ClaimService], round_: int
+    new_service: Callable[[], Gate], round_: int
 ) -> None:
     setup = new_service()
     _, conflict = _failed_with_open_conflict(setup)

@@ -8,12 +8,12 @@ import pytest
 
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind
 from oncegate.errors import NotFound, StateConflict
-from oncegate.service.claims import ClaimService
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.service.calls import claim, heartbeat, history, record, record_with, release
 
 
-def test_recording_success_keeps_the_result_and_ends_the_lease(service: ClaimService, clock: FakeClock) -> None:
+def test_recording_success_keeps_the_result_and_ends_the_lease(service: Gate, clock: FakeClock) -> None:
     answer = claim(service)
     clock.advance(7)
 
@@ -28,7 +28,7 @@ def test_recording_success_keeps_the_result_and_ends_the_lease(service: ClaimSer
     assert service.get_claim(answer.claim_id).model_dump(exclude={"history"}) == view.model_dump(exclude={"history"})
 
 
-def test_the_same_result_sent_again_with_the_same_token_is_a_no_op(service: ClaimService, clock: FakeClock) -> None:
+def test_the_same_result_sent_again_with_the_same_token_is_a_no_op(service: Gate, clock: FakeClock) -> None:
     answer = claim(service)
     record(service, answer, target_record_id="SO-1", data={"n": 1})
     before = service.get_claim(answer.claim_id)
@@ -41,7 +41,7 @@ def test_the_same_result_sent_again_with_the_same_token_is_a_no_op(service: Clai
     assert history(service, answer.claim_id).count((EventKind.RESULT, "succeeded")) == 1
 
 
-def test_a_final_failure_sent_again_is_a_no_op_too(service: ClaimService) -> None:
+def test_a_final_failure_sent_again_is_a_no_op_too(service: Gate) -> None:
     answer = claim(service)
     record(service, answer, "failed", error="account closed", retryable=False)
 
@@ -60,7 +60,7 @@ def test_a_final_failure_sent_again_is_a_no_op_too(service: ClaimService) -> Non
     ids=["other-record", "other-outcome", "other-data"],
 )
 def test_a_different_result_with_the_same_token_after_completion_is_rejected(
-    service: ClaimService, change: dict[str, object]
+    service: Gate, change: dict[str, object]
 ) -> None:
     answer = claim(service)
     record(service, answer, target_record_id="SO-1", data={"n": 1})
@@ -75,7 +75,7 @@ def test_a_different_result_with_the_same_token_after_completion_is_rejected(
     assert service.get_claim(answer.claim_id) == before
 
 
-def test_a_token_from_an_earlier_attempt_is_stale(service: ClaimService) -> None:
+def test_a_token_from_an_earlier_attempt_is_stale(service: Gate) -> None:
     first = claim(service, run="run-1")
     record(service, first, "failed", retryable=True)
     second = claim(service, run="run-2")
@@ -87,7 +87,7 @@ def test_a_token_from_an_earlier_attempt_is_stale(service: ClaimService) -> None
     assert service.get_claim(second.claim_id).status is ClaimStatus.IN_PROGRESS
 
 
-def test_a_made_up_token_is_stale(service: ClaimService) -> None:
+def test_a_made_up_token_is_stale(service: Gate) -> None:
     answer = claim(service)
 
     with pytest.raises(StateConflict) as stale:
@@ -97,7 +97,7 @@ def test_a_made_up_token_is_stale(service: ClaimService) -> None:
     assert service.get_claim(answer.claim_id).status is ClaimStatus.IN_PROGRESS
 
 
-def test_a_result_for_a_claim_that_does_not_exist_is_not_found(service: ClaimService) -> None:
+def test_a_result_for_a_claim_that_does_not_exist_is_not_found(service: Gate) -> None:
     with pytest.raises(NotFound):
         record_with(service, "a" * 52, "1.token", "succeeded")
 
@@ -105,7 +105,7 @@ def test_a_result_for_a_claim_that_does_not_exist_is_not_found(service: ClaimSer
 # -- release --------------------------------------------------------------------------------------
 
 
-def test_release_gives_the_claim_up_and_says_why_in_the_history(service: ClaimService, clock: FakeClock) -> None:
+def test_release_gives_the_claim_up_and_says_why_in_the_history(service: Gate, clock: FakeClock) -> None:
     answer = claim(service)
     clock.advance(1)  # events of one instant have no order
 
@@ -117,7 +117,7 @@ def test_release_gives_the_claim_up_and_says_why_in_the_history(service: ClaimSe
     assert "the order was cancelled" in entries[-1].recognised_by
 
 
-def test_release_with_a_stale_token_changes_nothing(service: ClaimService, clock: FakeClock) -> None:
+def test_release_with_a_stale_token_changes_nothing(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1", lease_seconds=60)
     clock.advance(61)
     second = claim(service, run="run-2")
@@ -130,7 +130,7 @@ def test_release_with_a_stale_token_changes_nothing(service: ClaimService, clock
     assert claim(service, run="run-3").decision is Decision.IN_PROGRESS
 
 
-def test_a_succeeded_claim_cannot_be_released(service: ClaimService) -> None:
+def test_a_succeeded_claim_cannot_be_released(service: Gate) -> None:
     answer = claim(service)
     record(service, answer, target_record_id="SO-1")
 
@@ -143,7 +143,7 @@ def test_a_succeeded_claim_cannot_be_released(service: ClaimService) -> None:
 # -- heartbeat ------------------------------------------------------------------------------------
 
 
-def test_heartbeat_extends_the_lease_past_its_first_end(service: ClaimService, clock: FakeClock) -> None:
+def test_heartbeat_extends_the_lease_past_its_first_end(service: Gate, clock: FakeClock) -> None:
     answer = claim(service, run="run-1", lease_seconds=60)
     clock.advance(50)
 
@@ -156,7 +156,7 @@ def test_heartbeat_extends_the_lease_past_its_first_end(service: ClaimService, c
     assert claim(service, run="run-3").decision is Decision.RECONCILE
 
 
-def test_heartbeat_with_a_stale_token_is_rejected_and_extends_nothing(service: ClaimService, clock: FakeClock) -> None:
+def test_heartbeat_with_a_stale_token_is_rejected_and_extends_nothing(service: Gate, clock: FakeClock) -> None:
     first = claim(service, run="run-1", lease_seconds=60)
     clock.advance(61)
     second = claim(service, run="run-2", lease_seconds=60)
@@ -168,7 +168,7 @@ def test_heartbeat_with_a_stale_token_is_rejected_and_extends_nothing(service: C
     assert service.get_claim(second.claim_id).lease_expires_at == second.lease_expires_at
 
 
-def test_heartbeat_after_the_result_is_rejected(service: ClaimService) -> None:
+def test_heartbeat_after_the_result_is_rejected(service: Gate) -> None:
     answer = claim(service)
     record(service, answer, target_record_id="SO-1")
 

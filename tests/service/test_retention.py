@@ -12,26 +12,26 @@ import pytest
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind
 from oncegate.errors import NotFound, StoreUnavailable
 from oncegate.models import ClaimCounts, ReviewClaimRequest
-from oncegate.service.claims import ClaimService
 from oncegate.service.retention import Kept, PurgeReport
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.service.calls import SCOPE, claim, record, release, resolve, scopes, set_scope, succeeded
 
 SHORT = "mail.send-reminder"
 DAY = 24 * 3600
 
 
-def review(service: ClaimService, claim_id: str, reviewer: str = "ana@contoso.com") -> None:
+def review(service: Gate, claim_id: str, reviewer: str = "ana@contoso.com") -> None:
     service.review(claim_id, ReviewClaimRequest(reviewer=reviewer, note="checked in the ERP"))
 
 
-def failed(service: ClaimService, key: str, *, retryable: bool, scope: str = SCOPE) -> str:
+def failed(service: Gate, key: str, *, retryable: bool, scope: str = SCOPE) -> str:
     answer = claim(service, run=f"run-{key}", key=key, scope=scope)
     record(service, answer, "failed", error="ERP said no", retryable=retryable)
     return answer.claim_id
 
 
-def gone(service: ClaimService, claim_id: str) -> bool:
+def gone(service: Gate, claim_id: str) -> bool:
     """The claim and every history row of it are deleted."""
     try:
         service.store.get_claim(claim_id)
@@ -40,7 +40,7 @@ def gone(service: ClaimService, claim_id: str) -> bool:
     return False
 
 
-def every_case(service: ClaimService) -> dict[str, str]:
+def every_case(service: Gate) -> dict[str, str]:
     """One claim of each kind, made now, by name."""
     set_scope(service, SHORT, retention_days=1)
     disputed = succeeded(service, key="disputed", run="run-d")
@@ -65,9 +65,7 @@ def every_case(service: ClaimService) -> dict[str, str]:
     return ids
 
 
-def test_purge_deletes_exactly_the_finished_claims_past_their_scope_retention(
-    service: ClaimService, clock: FakeClock
-) -> None:
+def test_purge_deletes_exactly_the_finished_claims_past_their_scope_retention(service: Gate, clock: FakeClock) -> None:
     ids = every_case(service)
 
     clock.advance(2 * DAY)
@@ -93,7 +91,7 @@ def test_purge_deletes_exactly_the_finished_claims_past_their_scope_retention(
     assert claim(service, run="run-again", key="succeeded").attempt == 1
 
 
-def test_within_its_scope_retention_nothing_is_deleted(service: ClaimService, clock: FakeClock) -> None:
+def test_within_its_scope_retention_nothing_is_deleted(service: Gate, clock: FakeClock) -> None:
     ids = every_case(service)
 
     clock.advance(DAY - 1)
@@ -104,7 +102,7 @@ def test_within_its_scope_retention_nothing_is_deleted(service: ClaimService, cl
     assert report.examined == 0  # nothing changed before the shortest retention began
 
 
-def test_retention_counts_from_the_last_change_such_as_the_review(service: ClaimService, clock: FakeClock) -> None:
+def test_retention_counts_from_the_last_change_such_as_the_review(service: Gate, clock: FakeClock) -> None:
     claim_id = failed(service, "late-review", retryable=False)
     clock.advance(60 * DAY)
     review(service, claim_id)
@@ -120,7 +118,7 @@ def test_retention_counts_from_the_last_change_such_as_the_review(service: Claim
     assert gone(service, claim_id)
 
 
-def test_a_dry_run_deletes_nothing_and_counts_the_same(service: ClaimService, clock: FakeClock) -> None:
+def test_a_dry_run_deletes_nothing_and_counts_the_same(service: Gate, clock: FakeClock) -> None:
     ids = every_case(service)
     clock.advance(91 * DAY)
 
@@ -135,7 +133,7 @@ def test_a_dry_run_deletes_nothing_and_counts_the_same(service: ClaimService, cl
 
 
 def test_a_purge_stopped_after_a_page_limit_resumes_without_examining_anything_again(
-    new_service: Callable[[], ClaimService], clock: FakeClock
+    new_service: Callable[[], Gate], clock: FakeClock
 ) -> None:
     service = new_service()
     set_scope(service, SHORT, retention_days=1)
@@ -158,7 +156,7 @@ def test_a_purge_stopped_after_a_page_limit_resumes_without_examining_anything_a
     assert first.deleted + second.deleted == Counter({(SHORT, ClaimStatus.SUCCEEDED): 4})
 
 
-def test_a_time_budget_stops_the_purge_after_a_page(service: ClaimService, clock: FakeClock) -> None:
+def test_a_time_budget_stops_the_purge_after_a_page(service: Gate, clock: FakeClock) -> None:
     for index in range(3):
         succeeded(service, key=f"ORDER-{index}", run=f"run-{index}")
     clock.advance(91 * DAY)
@@ -172,7 +170,7 @@ def test_a_time_budget_stops_the_purge_after_a_page(service: ClaimService, clock
 
 
 def test_a_claim_changed_between_listing_and_deleting_is_kept_with_its_history(
-    service: ClaimService, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    service: Gate, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     answer = succeeded(service)
     clock.advance(91 * DAY)
@@ -196,7 +194,7 @@ def test_a_claim_changed_between_listing_and_deleting_is_kept_with_its_history(
 
 
 def test_a_store_failure_stops_the_purge_with_the_cursor_to_resume_from(
-    service: ClaimService, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    service: Gate, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for index in range(3):
         succeeded(service, key=f"ORDER-{index}", run=f"run-{index}")

@@ -14,9 +14,9 @@ import pytest
 
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import Decision
-from oncegate.service.claims import ClaimService
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL
 from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
 from tests.service.calls import FLOW_COPY, claim, record, register, set_scope, succeeded
 from tests.support.azurite import TableStoreFactory
 
@@ -45,16 +45,16 @@ def requests() -> Requests:
 
 
 @pytest.fixture
-def service(table_store_factory: TableStoreFactory, requests: Requests, clock: FakeClock) -> ClaimService:
+def service(table_store_factory: TableStoreFactory, requests: Requests, clock: FakeClock) -> Gate:
     """A service on Table Storage whose every request is counted, with a registered flow and a configured scope."""
-    served = ClaimService(table_store_factory(raw_response_hook=requests), KeyHasher(KEY_SECRET), clock=clock)
+    served = Gate(table_store_factory(raw_response_hook=requests), KeyHasher(KEY_SECRET), clock=clock)
     register(served, owner="ana@contoso.com")
     set_scope(served, lease_seconds=600)
     succeeded(served, key="WARM-UP")
     return served
 
 
-def test_a_new_claim_is_one_request_and_a_duplicate_three(service: ClaimService, requests: Requests) -> None:
+def test_a_new_claim_is_one_request_and_a_duplicate_three(service: Gate, requests: Requests) -> None:
     answers = []
 
     new = requests.of(lambda: answers.append(claim(service, run="run-1")))
@@ -67,7 +67,7 @@ def test_a_new_claim_is_one_request_and_a_duplicate_three(service: ClaimService,
     assert (new, duplicate, from_a_copy) == (1, 3, 3)
 
 
-def test_the_registry_is_read_again_once_per_ttl(service: ClaimService, requests: Requests, clock: FakeClock) -> None:
+def test_the_registry_is_read_again_once_per_ttl(service: Gate, requests: Requests, clock: FakeClock) -> None:
     clock.advance(REGISTRY_TTL.total_seconds())
 
     refreshed = requests.of(lambda: claim(service, run="run-1", key="ORDER-1"))
@@ -76,7 +76,7 @@ def test_the_registry_is_read_again_once_per_ttl(service: ClaimService, requests
     assert (refreshed, cached) == (3, 1)
 
 
-def test_counts_are_flushed_once_per_interval(service: ClaimService, requests: Requests, clock: FakeClock) -> None:
+def test_counts_are_flushed_once_per_interval(service: Gate, requests: Requests, clock: FakeClock) -> None:
     clock.advance(FLUSH_INTERVAL.total_seconds())
 
     flushing = requests.of(lambda: claim(service, run="run-1", key="ORDER-1"))

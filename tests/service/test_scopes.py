@@ -7,9 +7,9 @@ from datetime import timedelta
 
 from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.models import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS, ClaimCounts
-from oncegate.service.claims import ClaimService
 from oncegate.service.inventory import REGISTRY_TTL
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.service.calls import (
     SCOPE,
     claim,
@@ -25,7 +25,7 @@ from tests.service.calls import (
 OTHER_SCOPE = "mail.send-invoice"
 
 
-def test_claims_by_status_follow_every_transition(service: ClaimService, clock: FakeClock) -> None:
+def test_claims_by_status_follow_every_transition(service: Gate, clock: FakeClock) -> None:
     first_seen = clock.now
     claim(service, run="run-1", key="held")
     succeeded(service, run="run-2", key="done")
@@ -63,7 +63,7 @@ def test_claims_by_status_follow_every_transition(service: ClaimService, clock: 
     assert view.open_conflicts == 0
 
 
-def test_counts_of_two_instances_add_up(new_service: Callable[[], ClaimService]) -> None:
+def test_counts_of_two_instances_add_up(new_service: Callable[[], Gate]) -> None:
     one, two = new_service(), new_service()
     answer = claim(one, run="run-1")
     record(two, answer, target_record_id="SO-1")
@@ -72,7 +72,7 @@ def test_counts_of_two_instances_add_up(new_service: Callable[[], ClaimService])
     assert scopes(two)[SCOPE].claims == ClaimCounts(succeeded=1)
 
 
-def test_a_scope_default_lease_applies_when_a_claim_asks_for_none(service: ClaimService, clock: FakeClock) -> None:
+def test_a_scope_default_lease_applies_when_a_claim_asks_for_none(service: Gate, clock: FakeClock) -> None:
     set_scope(service, lease_seconds=900)
 
     default = claim(service, run="run-1", key="ORDER-1")
@@ -87,7 +87,7 @@ def test_a_scope_default_lease_applies_when_a_claim_asks_for_none(service: Claim
     assert renewed.lease_expires_at == clock.now + timedelta(seconds=900)
 
 
-def test_a_scope_is_matched_whatever_its_case(service: ClaimService, clock: FakeClock) -> None:
+def test_a_scope_is_matched_whatever_its_case(service: Gate, clock: FakeClock) -> None:
     set_scope(service, "ERP.Create-Order", lease_seconds=120)
 
     assert claim(service, scope="erp.CREATE-order").lease_expires_at == clock.now + timedelta(seconds=120)
@@ -95,7 +95,7 @@ def test_a_scope_is_matched_whatever_its_case(service: ClaimService, clock: Fake
 
 
 def test_a_new_default_lease_reaches_other_instances_within_the_ttl(
-    new_service: Callable[[], ClaimService], clock: FakeClock
+    new_service: Callable[[], Gate], clock: FakeClock
 ) -> None:
     here, there = new_service(), new_service()
     for service in (here, there):  # each loads its registry
@@ -109,7 +109,7 @@ def test_a_new_default_lease_reaches_other_instances_within_the_ttl(
     assert claim(there, run="run-3", key="ORDER-3").lease_expires_at == clock.now + timedelta(seconds=600)
 
 
-def test_settings_are_stored_and_returned_and_the_counts_stay(service: ClaimService, clock: FakeClock) -> None:
+def test_settings_are_stored_and_returned_and_the_counts_stay(service: Gate, clock: FakeClock) -> None:
     claim(service)
     scopes(service)
     set_at = clock.advance(5)
@@ -138,7 +138,7 @@ def test_settings_are_stored_and_returned_and_the_counts_stay(service: ClaimServ
     assert scopes(service)[SCOPE] == second
 
 
-def test_a_retention_job_reads_each_scope_retention_from_the_store(service: ClaimService) -> None:
+def test_a_retention_job_reads_each_scope_retention_from_the_store(service: Gate) -> None:
     set_scope(service, retention_days=7)
     set_scope(service, OTHER_SCOPE)
     claim(service, scope="seen.only")
@@ -149,7 +149,7 @@ def test_a_retention_job_reads_each_scope_retention_from_the_store(service: Clai
     assert retention == {SCOPE: 7, OTHER_SCOPE: DEFAULT_RETENTION_DAYS, "seen.only": None}
 
 
-def test_a_new_scope_is_in_progress_only(service: ClaimService) -> None:
+def test_a_new_scope_is_in_progress_only(service: Gate) -> None:
     answer = claim(service)
 
     assert answer.status is ClaimStatus.IN_PROGRESS

@@ -34,10 +34,10 @@ from oncegate.models import (
     ResolveConflictRequest,
     ReviewClaimRequest,
 )
-from oncegate.service.claims import ClaimService
 from oncegate.service.privacy import NOT_LOOKED_AT, SENSITIVE_DATA, STORED_FIELDS, stored_findings
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
 from tests.service.calls import (
     FLOW,
     claim,
@@ -52,17 +52,15 @@ from tests.service.calls import (
 )
 
 EMAIL = "ana.lopez@contoso.com"
-Policy = Callable[..., ClaimService]
+Policy = Callable[..., Gate]
 
 
 @pytest.fixture
 def service_with(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Policy:
     """A service over this test's store, with the key and data policies given (data follows keys when not given)."""
 
-    def make(
-        data: SensitiveKeyPolicy | None = None, keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT
-    ) -> ClaimService:
-        return ClaimService(open_store(), KeyHasher(KEY_SECRET), clock=clock, sensitive_keys=keys, sensitive_data=data)
+    def make(data: SensitiveKeyPolicy | None = None, keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT) -> Gate:
+        return Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock, sensitive_keys=keys, sensitive_data=data)
 
     return make
 
@@ -79,14 +77,14 @@ class Stored:
     state: Callable[[], Any]
 
 
-def _held(service: ClaimService) -> tuple[str, str]:
+def _held(service: Gate) -> tuple[str, str]:
     answer = claim(service)
     assert answer.claim_token is not None
     return answer.claim_id, answer.claim_token
 
 
-def _record(field: str, target: str, wrap: Callable[[str], Any]) -> Callable[[ClaimService], Stored]:
-    def setup(service: ClaimService) -> Stored:
+def _record(field: str, target: str, wrap: Callable[[str], Any]) -> Callable[[Gate], Stored]:
+    def setup(service: Gate) -> Stored:
         claim_id, token = _held(service)
         outcome = Outcome.FAILED if field == "error" else Outcome.SUCCEEDED
         return Stored(
@@ -100,14 +98,14 @@ def _record(field: str, target: str, wrap: Callable[[str], Any]) -> Callable[[Cl
     return setup
 
 
-def _release(service: ClaimService) -> Stored:
+def _release(service: Gate) -> Stored:
     answer = claim(service)
     return Stored(
         "reason", lambda text: release(service, answer, reason=text), lambda: service.get_claim(answer.claim_id)
     )
 
 
-def _review(service: ClaimService) -> Stored:
+def _review(service: Gate) -> Stored:
     answer = claim(service)
     record(service, answer, "failed", retryable=False, error="The ERP refused the order.")
 
@@ -117,8 +115,8 @@ def _review(service: ClaimService) -> Stored:
     return Stored("note", act, lambda: service.get_claim(answer.claim_id))
 
 
-def _report(field: str) -> Callable[[ClaimService], Stored]:
-    def setup(service: ClaimService) -> Stored:
+def _report(field: str) -> Callable[[Gate], Stored]:
+    def setup(service: Gate) -> Stored:
         answer = claim(service)
         fields: Callable[[str], dict[str, Any]] = (
             (lambda text: {"reason": f"The ERP holds another customer: {text}"})
@@ -134,7 +132,7 @@ def _report(field: str) -> Callable[[ClaimService], Stored]:
     return setup
 
 
-def _resolve(service: ClaimService) -> Stored:
+def _resolve(service: Gate) -> Stored:
     first = claim(service)
     record(service, first)
     conflict_id = claim(service, run="run-2", fingerprint="v2").conflict_id
@@ -147,17 +145,17 @@ def _resolve(service: ClaimService) -> Stored:
     return Stored("note", act, lambda: (service.get_conflict(conflict_id), service.get_claim(first.claim_id)))
 
 
-def _register_flow(service: ClaimService) -> Stored:
+def _register_flow(service: Gate) -> Stored:
     return Stored("notes", lambda text: register(service, notes=f"Ask {text}"), lambda: flows(service))
 
 
-def _set_scope(service: ClaimService) -> Stored:
+def _set_scope(service: Gate) -> Stored:
     return Stored(
         "description", lambda text: set_scope(service, description=f"Orders of {text}"), lambda: scopes(service)
     )
 
 
-ACTIONS: dict[str, Callable[[ClaimService], Stored]] = {
+ACTIONS: dict[str, Callable[[Gate], Stored]] = {
     "record-data": _record(
         "data", "data.order.customer.email", lambda text: {"order": {"customer": {"email": text}}, "amount": 10}
     ),
@@ -241,7 +239,7 @@ def test_business_text_is_stored_without_a_warning(service_with: Policy, action:
 
 
 def test_a_refused_result_leaves_the_lease_so_the_run_records_it_again_without_the_personal_data(
-    service: ClaimService,
+    service: Gate,
 ) -> None:
     answer = claim(service)
 
@@ -302,7 +300,7 @@ def test_a_member_name_is_looked_at_and_never_echoed_in_a_target() -> None:
     assert all("ana.lopez" not in target + message for target, message in found)
 
 
-def test_a_refusal_lists_every_field_and_the_first_is_its_target(service: ClaimService) -> None:
+def test_a_refusal_lists_every_field_and_the_first_is_its_target(service: Gate) -> None:
     answer = claim(service)
 
     with pytest.raises(SensitiveData) as refused:
@@ -314,7 +312,7 @@ def test_a_refusal_lists_every_field_and_the_first_is_its_target(service: ClaimS
     assert "DE89" not in refused.value.message
 
 
-def test_the_reviewer_is_kept_on_purpose_and_never_looked_at(service: ClaimService) -> None:
+def test_the_reviewer_is_kept_on_purpose_and_never_looked_at(service: Gate) -> None:
     first = claim(service)
     record(service, first)
     conflict_id = claim(service, run="run-2", fingerprint="v2").conflict_id
@@ -327,7 +325,7 @@ def test_the_reviewer_is_kept_on_purpose_and_never_looked_at(service: ClaimServi
     assert service.get_claim(first.claim_id).reviewer == EMAIL
 
 
-def test_a_flow_s_owner_is_a_contact_on_purpose_and_never_looked_at(service: ClaimService) -> None:
+def test_a_flow_s_owner_is_a_contact_on_purpose_and_never_looked_at(service: Gate) -> None:
     view = register(service, owner=EMAIL, notes="replaced by the v2 flow")
 
     assert view.owner == EMAIL
@@ -379,7 +377,7 @@ def test_a_bad_setting_is_named(tmp_path: Path) -> None:
 
 
 def test_the_service_is_built_with_the_data_setting(tmp_path: Path) -> None:
-    service = bootstrap.build_service(_settings(tmp_path, ONCEGATE_SENSITIVE_DATA="warn"))
+    service = Gate.of(bootstrap.build_services(_settings(tmp_path, ONCEGATE_SENSITIVE_DATA="warn")))
     try:
         answer = claim(service)
         assert SENSITIVE_DATA in (record(service, answer, error=EMAIL, outcome="failed").warnings or [])
@@ -408,7 +406,7 @@ BYPASSES = [
 
 
 @pytest.mark.parametrize("key", BYPASSES)
-def test_a_bypass_of_the_key_check_is_refused_as_a_key(service: ClaimService, key: str) -> None:
+def test_a_bypass_of_the_key_check_is_refused_as_a_key(service: Gate, key: str) -> None:
     assert sensitive_findings(key)
     with pytest.raises(SensitiveKey) as refused:
         claim(service, key=key)

@@ -11,9 +11,9 @@ from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
 from oncegate.domain.statuses import Decision
 from oncegate.errors import NotFound, SensitiveKey
 from oncegate.models import LookupRequest, ReportConflictRequest
-from oncegate.service.claims import ClaimService
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
 from tests.service.calls import SCOPE, claim
 
 PERSONAL = {
@@ -51,7 +51,7 @@ def test_business_keys_are_not_flagged(key: str) -> None:
     assert sensitive_findings(key) == []
 
 
-def test_a_key_with_personal_data_is_refused_by_every_entrance_and_nothing_is_stored(service: ClaimService) -> None:
+def test_a_key_with_personal_data_is_refused_by_every_entrance_and_nothing_is_stored(service: Gate) -> None:
     key = "order for ana.lopez@contoso.com"
 
     with pytest.raises(SensitiveKey) as refused:
@@ -64,26 +64,24 @@ def test_a_key_with_personal_data_is_refused_by_every_entrance_and_nothing_is_st
     assert refused.value.target == "key"
     assert "an e-mail address" in refused.value.message
     assert "ana.lopez" not in refused.value.message
-    unchecked = ClaimService(service.store, KeyHasher(KEY_SECRET), sensitive_keys=SensitiveKeyPolicy.OFF)
+    unchecked = Gate(service.store, KeyHasher(KEY_SECRET), sensitive_keys=SensitiveKeyPolicy.OFF)
     with pytest.raises(NotFound):
         unchecked.lookup(LookupRequest(scope=SCOPE, key=key))
 
 
 @pytest.fixture
-def service_with(
-    open_store: Callable[[], ClaimStore], clock: FakeClock
-) -> Callable[[SensitiveKeyPolicy], ClaimService]:
-    return lambda policy: ClaimService(open_store(), KeyHasher(KEY_SECRET), clock=clock, sensitive_keys=policy)
+def service_with(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[SensitiveKeyPolicy], Gate]:
+    return lambda policy: Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock, sensitive_keys=policy)
 
 
-def test_warn_lets_the_key_through_with_a_warning(service_with: Callable[[SensitiveKeyPolicy], ClaimService]) -> None:
+def test_warn_lets_the_key_through_with_a_warning(service_with: Callable[[SensitiveKeyPolicy], Gate]) -> None:
     answer = claim(service_with(SensitiveKeyPolicy.WARN), key="4111 1111 1111 1111")
 
     assert answer.decision is Decision.PROCEED
     assert "sensitive_key" in answer.warnings
 
 
-def test_off_checks_nothing(service_with: Callable[[SensitiveKeyPolicy], ClaimService]) -> None:
+def test_off_checks_nothing(service_with: Callable[[SensitiveKeyPolicy], Gate]) -> None:
     answer = claim(service_with(SensitiveKeyPolicy.OFF), key="ana@contoso.com")
 
     assert answer.decision is Decision.PROCEED

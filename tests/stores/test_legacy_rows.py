@@ -26,10 +26,10 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, Resolution
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimRequest, ClaimResponse, FlowRef, RecordResultRequest, ResolveConflictRequest
-from oncegate.service.claims import ClaimService
 from oncegate.stores import columns
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
+from tests.gate import Gate
 from tests.support.azurite import TableStoreFactory
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "legacy"
@@ -43,7 +43,7 @@ EDM = {"Edm.Boolean": EdmType.BOOLEAN, "Edm.Int32": EdmType.INT32, "Edm.Double":
 class Legacy:
     """Today's service over the claims 0.1.0 wrote, and the manifest of what they hold."""
 
-    service: ClaimService
+    service: Gate
     manifest: dict[str, Any]
 
 
@@ -55,10 +55,10 @@ def database(tmp_path: Path) -> Path:
     return copy
 
 
-def _service(store: ClaimStore, manifest: dict[str, Any]) -> ClaimService:
+def _service(store: ClaimStore, manifest: dict[str, Any]) -> Gate:
     # Minutes after the fixture was written, so its live claims are still within their leases.
     written = datetime.fromisoformat(manifest["written_at"])
-    return ClaimService(store, KeyHasher(manifest["secret"]), clock=lambda: written + timedelta(minutes=5))
+    return Gate(store, KeyHasher(manifest["secret"]), clock=lambda: written + timedelta(minutes=5))
 
 
 def _entity(row: dict[str, list[Any]]) -> dict[str, Any]:

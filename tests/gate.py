@@ -66,8 +66,8 @@ class Gate:
 
     # -- claims
 
-    def check_and_claim(self, request: ClaimRequest) -> ClaimResponse:
-        return self.services.claims.check_and_claim(request)
+    def check_and_claim(self, request: ClaimRequest, *, signed_in: str | None = None) -> ClaimResponse:
+        return self.services.claims.check_and_claim(request, signed_in=signed_in)
 
     def get_claim(self, claim_id: str) -> ClaimView:
         return self.services.claims.get_claim(claim_id)

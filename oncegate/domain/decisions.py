@@ -29,6 +29,8 @@ class Intent:
     flow: Flow | None
     fingerprint: Fingerprint | None
     now: datetime
+    # Who signed in (Entra ID), as the claim's secret digests it; None with function keys.
+    signed_in: str | None = None
 
     def is_holder_of(self, claim: Claim) -> bool:
         """Whether this is the very run that holds the claim, asking again because its answer was lost.
@@ -37,9 +39,13 @@ class Intent:
         may send the same one. Only the same run id from the same flow with the same business data
         gets the lease back; anything else is another run (issue 9). A request that names no flow or
         no business data cannot be told from another run of the same run id (two items of one key in
-        an "Apply to each" share the run's name): never the same run.
+        an "Apply to each" share the run's name): never the same run. Where the grant was made to a
+        signed-in caller, only that caller is the same run: the run id and flow can be read from the
+        processing record by anyone allowed to read claims.
         """
         if self.flow is None or self.fingerprint is None:
+            return False
+        if claim.granted_to is not None and claim.granted_to != self.signed_in:
             return False
         return claim.run_id == self.run_id and claim.flow == self.flow and self.fingerprint.matches(claim.fingerprint)
 

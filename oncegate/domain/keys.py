@@ -107,6 +107,11 @@ class KeyHasher:
         mac = hmac.new(self._token_key, message, hashlib.sha256).digest()[:TOKEN_MAC_BYTES]
         return f"{attempt}.{base64.urlsafe_b64encode(mac).decode('ascii')}"
 
+    def signed_in_digest(self, name: str) -> str:
+        """Who a grant was made to (Entra ID sign-in), kept as a keyed digest: the row names nobody."""
+        digest = hmac.new(self._token_key, f"signed in\n{name}".encode(), hashlib.sha256).digest()
+        return KEYED_FINGERPRINT_PREFIX + _b32(digest[:16])
+
     def token_matches(self, token: str, claim_id: str, attempt: int, grant_id: str) -> bool:
         """Whether ``token`` is the one this grant was given, compared in constant time."""
         expected = self.claim_token(claim_id, attempt, grant_id)

@@ -64,6 +64,9 @@ class Claim:
     intent (``keep_original``) counts only within the generation it was kept in. ``legacy_token``
     and ``legacy_resolutions`` are what rows written by earlier releases hold instead.
 
+    ``granted_to`` is a keyed digest of who signed in (Entra ID) when the current attempt was
+    granted: only that caller gets it back as the same run asking again.
+
     ``reconciling`` is the earlier attempt the current one was granted to reconcile (None for an
     attempt granted ``proceed``); ``released_in_doubt`` says its run released it without knowing what
     that earlier attempt did, so the claim stays ``unknown``. Rows written before these were fields
@@ -89,6 +92,7 @@ class Claim:
     error_reason: str | None = None
     retryable: bool | None = None
     reviewer: str | None = None
+    granted_to: str | None = None
     reconciling: EarlierAttempt | None = None
     released_in_doubt: bool = False
     state_in_history: bool = False

@@ -241,7 +241,9 @@ def _with_param(request: func.HttpRequest, name: str, value: str) -> str:
 
 
 def check_and_claim(services: Services, request: func.HttpRequest) -> ClaimResponse:
-    return services.claims.check_and_claim(parse_body(request, ClaimRequest))
+    principal = authorize(request, Role.FLOW)
+    signed_in = principal.name if principal else None
+    return services.claims.check_and_claim(parse_body(request, ClaimRequest), signed_in=signed_in)
 
 
 def record_result(services: Services, request: func.HttpRequest) -> ClaimView:

@@ -70,10 +70,14 @@ class ClaimService:
         self._core = core
         self._conflicts = conflicts
 
-    def check_and_claim(self, request: ClaimRequest) -> ClaimResponse:
-        """Decide whether this run may do the side effect; see the contract's decision table."""
+    def check_and_claim(self, request: ClaimRequest, *, signed_in: str | None = None) -> ClaimResponse:
+        """Decide whether this run may do the side effect; see the contract's decision table.
+
+        ``signed_in`` names the caller Entra ID signed in (None with function keys): a grant made to a
+        signed-in caller is given back to that caller only.
+        """
         self._core.require_known_secret()
-        caller = self._caller(request)
+        caller = replace(self._caller(request), signed_in=signed_in)
         refusal = self._core.inventory.refusal(caller.flow)
         answer = self._refused(caller, refusal) if refusal else settled(lambda: self._claim_once(caller))
         self._core.inventory.answered(caller.scope, caller.flow, answer.decision, caller.now)
@@ -124,6 +128,7 @@ class ClaimService:
             attempt=1,
             fingerprint=keyed(caller.fingerprint),
             grant_id=new_grant_id(),
+            granted_to=caller.granted_to,
             run_id=caller.run_id,
             flow=caller.flow,
             first_received_at=caller.now,
@@ -201,6 +206,7 @@ class ClaimService:
             attempt=attempt,
             fingerprint=keyed(caller.fingerprint) or claim.fingerprint,
             grant_id=new_grant_id(),
+            granted_to=caller.granted_to,
             legacy_token=None,
             run_id=caller.run_id,
             flow=caller.flow,

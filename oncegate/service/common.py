@@ -154,6 +154,11 @@ class Caller:
     lease: timedelta
     now: datetime
     warnings: list[str] = field(default_factory=list)
+    signed_in: str | None = None  # who signed in (Entra ID), in clear: digested per secret when stored
+
+    @property
+    def granted_to(self) -> str | None:
+        return self.hasher.signed_in_digest(self.signed_in) if self.signed_in else None
 
     @property
     def lease_expires_at(self) -> datetime:
@@ -175,7 +180,9 @@ class Caller:
 
     @property
     def intent(self) -> Intent:
-        return Intent(run_id=self.run_id, flow=self.flow, fingerprint=self.fingerprint, now=self.now)
+        return Intent(
+            run_id=self.run_id, flow=self.flow, fingerprint=self.fingerprint, now=self.now, signed_in=self.granted_to
+        )
 
 
 class ClaimsCore:

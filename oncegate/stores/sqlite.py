@@ -103,6 +103,7 @@ ADDED_COLUMNS = {
         "Reconciling TEXT",
         "ReleasedInDoubt INTEGER",
         "SchemaVersion INTEGER",
+        "GrantedTo TEXT",
     )
 }
 # Files made by the first release declare ClaimToken NOT NULL; claims no longer keep a token, so "" says none.

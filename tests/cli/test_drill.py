@@ -137,8 +137,8 @@ class ProceedsTwice:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._claims, name)
 
-    def check_and_claim(self, request: ClaimRequest) -> ClaimResponse:
-        answer = self._claims.check_and_claim(request)
+    def check_and_claim(self, request: ClaimRequest, *, signed_in: str | None = None) -> ClaimResponse:
+        answer = self._claims.check_and_claim(request, signed_in=signed_in)
         with self._lock:
             if answer.decision is not Decision.IN_PROGRESS or self._forged:
                 return answer

@@ -272,3 +272,25 @@ def test_without_a_person_the_reviewer_recorded_is_the_calling_application(api: 
     resolved = api.call("resolve_conflict", {"decision": "dismiss"}, route={"conflictId": conflict_id}, headers=headers)
 
     assert resolved.body["resolution"]["reviewer"] == FLOW_APP_ID
+
+
+def test_a_live_claim_goes_back_only_to_the_caller_it_was_granted_to(api: Api, local_entra: LocalEntra) -> None:
+    # Run id and flow can be read from the processing record by anyone allowed to read claims (issue 9):
+    # the same body from another signed-in caller is another run.
+    body = {
+        "scope": "erp.create-order",
+        "key": "SO-signed",
+        "runId": "08585-run",
+        "flow": {"name": "Create ERP order", "environment": "Default-contoso"},
+        "payload": {"amount": 10},
+    }
+    holder = flow(local_entra, azp="app-of-the-holder", oid="app-of-the-holder")
+    other = flow(local_entra, azp="app-of-another", oid="app-of-another")
+
+    first = api.call("check_and_claim", body, headers=holder)
+    by_other = api.call("check_and_claim", body, headers=other)
+    again = api.call("check_and_claim", body, headers=holder)
+
+    assert (first.status, first.body["decision"]) == (200, "proceed")
+    assert (by_other.body["decision"], by_other.body.get("claimToken")) == ("in_progress", None)
+    assert (again.body["decision"], again.body["claimToken"]) == ("proceed", first.body["claimToken"])

@@ -11,10 +11,10 @@ import pytest
 from oncegate.domain.keys import payload_fingerprint
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import StateConflict
-from oncegate.models import RecordResultRequest
+from oncegate.models import ClaimRequest, RecordResultRequest
 from oncegate.stores import columns
 from tests.gate import Gate
-from tests.service.calls import claim, record, release
+from tests.service.calls import FLOW, SCOPE, claim, record, release
 
 PAYLOAD = {"customer": "C-7", "email": "ana@contoso.com", "amount": 12.5}
 
@@ -60,3 +60,14 @@ def test_a_new_attempt_gets_a_token_the_old_one_cannot_pass_for(service: Gate) -
 
     assert second.claim_token not in (None, first.claim_token)
     assert record(service, second).status is ClaimStatus.SUCCEEDED
+
+
+def test_who_a_claim_was_granted_to_is_kept_as_a_digest(service: Gate) -> None:
+    answer = service.check_and_claim(
+        ClaimRequest(scope=SCOPE, key="SO-3", run_id="run-1", flow=FLOW, payload=PAYLOAD), signed_in="ana@contoso.com"
+    )
+
+    stored = service.store.get_claim(answer.claim_id)
+
+    assert stored.granted_to is not None
+    assert "ana@contoso.com" not in _everything_stored(service, answer.claim_id)

@@ -127,7 +127,7 @@ def _comparable(claim: Claim, fingerprint: Fingerprint | None) -> bool:
 
 
 def _is_changed(claim: Claim, fingerprint: Fingerprint | None, records: Collection[FingerprintRecord]) -> bool:
-    if fingerprint is None or not _comparable(claim, fingerprint) or fingerprint.matches(claim.fingerprint):
+    if fingerprint is None or not needs_fingerprint_records(claim, fingerprint):
         return False
     return not claim.accepts((fingerprint.keyed, fingerprint.plain), records)
 

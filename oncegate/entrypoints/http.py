@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Collection
+from contextvars import ContextVar
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -92,13 +93,21 @@ def reads_query(action: A) -> A:
     return action
 
 
+# Who ``respond`` signed in for the action it runs (None with function keys). Set for each request and
+# without a default: an action run outside ``respond`` fails instead of acting for nobody.
+_SIGNED_IN: ContextVar[Principal | None] = ContextVar("signed_in")
+
+
 def respond(request: func.HttpRequest, action: Action, *, role: Role | None = Role.FLOW) -> func.HttpResponse:
     """Run one action for a caller holding ``role`` (None: anyone) and render its answer or its error."""
     try:
-        authorize(request, role)
-        if action not in _READS_QUERY:
-            own_params(request, ())
-        answer = action(bootstrap.get_services(), request)
+        signed_in = _SIGNED_IN.set(authorize(request, role))
+        try:
+            if action not in _READS_QUERY:
+                own_params(request, ())
+            answer = action(bootstrap.get_services(), request)
+        finally:
+            _SIGNED_IN.reset(signed_in)
         return answer if isinstance(answer, func.HttpResponse) else render(200, answer)
     except OnceGateError as exc:
         return render_error(exc)
@@ -153,9 +162,12 @@ def authorize(request: func.HttpRequest, role: Role | None) -> Principal | None:
     return principal
 
 
-def signed_reviewer(request: func.HttpRequest, body: Model) -> Model:
-    """``body`` with its ``reviewer`` set to who signed in (Entra ID mode), whatever the body says."""
-    principal = authorize(request, Role.REVIEWER)
+def signed_reviewer(body: Model) -> Model:
+    """``body`` with its ``reviewer`` set to who signed in (Entra ID mode), whatever the body says.
+
+    The actions that record a reviewer are served with ``role=Role.REVIEWER``: ``respond`` checked it.
+    """
+    principal = _SIGNED_IN.get()
     return body if principal is None else body.model_copy(update={"reviewer": principal.name})
 
 
@@ -241,7 +253,7 @@ def _with_param(request: func.HttpRequest, name: str, value: str) -> str:
 
 
 def check_and_claim(services: Services, request: func.HttpRequest) -> ClaimResponse:
-    principal = authorize(request, Role.FLOW)
+    principal = _SIGNED_IN.get()
     signed_in = principal.name if principal else None
     return services.claims.check_and_claim(parse_body(request, ClaimRequest), signed_in=signed_in)
 
@@ -284,7 +296,7 @@ def list_claims(services: Services, request: func.HttpRequest) -> ClaimAttention
 
 def review_claim(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    return services.results.review(claim_id, signed_reviewer(request, parse_body(request, ReviewClaimRequest)))
+    return services.results.review(claim_id, signed_reviewer(parse_body(request, ReviewClaimRequest)))
 
 
 def report_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
@@ -321,7 +333,7 @@ def get_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
 
 def resolve_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
     conflict_id = route_id(request, "conflictId", CONFLICT_ID_PATTERN)
-    resolution = signed_reviewer(request, parse_body(request, ResolveConflictRequest))
+    resolution = signed_reviewer(parse_body(request, ResolveConflictRequest))
     return services.conflicts.resolve_conflict(conflict_id, resolution)
 
 

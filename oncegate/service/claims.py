@@ -47,13 +47,12 @@ from oncegate.service.common import (
     flow_of,
     flow_text,
     keyed,
-    last_attempt_of,
     new_grant_id,
     settled,
 )
 from oncegate.service.conflicts import ConflictService
 from oncegate.service.inventory import ANOTHER_FLOW_COPY
-from oncegate.service.views import claim_result, claim_view, flow_ref
+from oncegate.service.views import claim_result, claim_view, flow_ref, last_attempt
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +184,9 @@ class ClaimService:
         flow_warning = verdict.decision in (Decision.DUPLICATE, Decision.IN_PROGRESS)
         self._answered(claim, caller, verdict.decision, verdict.recognised_by, flow_warning=flow_warning)
         if verdict.grants:
-            return self._granted(verdict.decision, claim, caller, verdict.reason, last_attempt=last_attempt_of(verdict))
+            return self._granted(
+                verdict.decision, claim, caller, verdict.reason, last_attempt=last_attempt(verdict.reconciles)
+            )
         extra: dict[str, Any] = {}
         if verdict.decision is Decision.IN_PROGRESS:
             # Not the holder's run id: with it, another caller could pass for the holder (issue 9).
@@ -225,7 +226,9 @@ class ClaimService:
         if verdict.reconciles is not None:
             event = replace(event, details={"reconciles": {"attempt": verdict.reconciles.attempt}})
         stored = self._core.counted(claim, self._core.store.update_claim(renewed, event))
-        return self._granted(verdict.decision, stored, caller, verdict.reason, last_attempt=last_attempt_of(verdict))
+        return self._granted(
+            verdict.decision, stored, caller, verdict.reason, last_attempt=last_attempt(verdict.reconciles)
+        )
 
     def _conflict(self, claim: Claim, caller: Caller, verdict: Verdict) -> ClaimResponse:
         reason = verdict.reason

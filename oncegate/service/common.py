@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from oncegate.domain.decisions import Intent, Verdict
+from oncegate.domain.decisions import Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow, HistoryEvent
 from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
@@ -39,7 +39,6 @@ from oncegate.models import (
 )
 from oncegate.service.inventory import Inventory
 from oncegate.service.privacy import StoredDataGuard
-from oncegate.service.views import flow_ref
 from oncegate.stores.port import ClaimStore
 
 logger = logging.getLogger(__name__)
@@ -80,22 +79,6 @@ def stale_token_message(token: str, claim: Claim) -> str:
 def new_grant_id() -> str:
     # Random per grant: the claim token is a MAC over it, so a claim deleted and made again gets new tokens.
     return secrets.token_urlsafe(12)
-
-
-def last_attempt_of(verdict: Verdict) -> LastAttempt | None:
-    """The attempt a reconcile answer asks the run to look up, as the API shows it."""
-    earlier = verdict.reconciles
-    if earlier is None:
-        return None
-    return LastAttempt(
-        attempt=earlier.attempt,
-        run_id=earlier.run_id,
-        flow=flow_ref(earlier.flow),
-        status=earlier.status,
-        started_at=earlier.started_at,
-        lease_expires_at=earlier.lease_expires_at,
-        error=earlier.error,
-    )
 
 
 def legacy_earlier_attempt(details: dict[str, Any]) -> EarlierAttempt:

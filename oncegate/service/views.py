@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from oncegate.domain.records import Claim, Conflict, Flow, HistoryEvent
-from oncegate.models import ClaimResult, ClaimView, ConflictResolution, ConflictView, FlowRef, HistoryEntry
+from oncegate.domain.records import Claim, Conflict, EarlierAttempt, Flow, HistoryEvent
+from oncegate.models import ClaimResult, ClaimView, ConflictResolution, ConflictView, FlowRef, HistoryEntry, LastAttempt
 
 
 def flow_ref(flow: Flow | None) -> FlowRef | None:
     return FlowRef(name=flow.name, environment=flow.environment) if flow else None
+
+
+def last_attempt(earlier: EarlierAttempt | None) -> LastAttempt | None:
+    """The attempt a reconcile answer asks the run to look up, as the API shows it."""
+    if earlier is None:
+        return None
+    return LastAttempt(
+        attempt=earlier.attempt,
+        run_id=earlier.run_id,
+        flow=flow_ref(earlier.flow),
+        status=earlier.status,
+        started_at=earlier.started_at,
+        lease_expires_at=earlier.lease_expires_at,
+        error=earlier.error,
+    )
 
 
 def claim_result(claim: Claim) -> ClaimResult:

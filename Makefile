@@ -1,37 +1,50 @@
 # The README's two commands: `make run` (the service on the embedded SQLite store) and `make test`.
-# Both install what they need first: a .venv in the repo and Azurite from npm (pinned in package.json).
+# Each installs what it needs first, into the same .venv in the repo: `make run` only what the service
+# runs on; `make test` (and lint, bench) the development tools too, and Azurite from npm (pinned in
+# package.json). A stamp per layer: after `make test`, `make run` installs nothing; after `make run`,
+# `make test` adds the rest.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed-runtime
+DEV := $(VENV)/.installed-dev
 PORT ?= 7071
+WORKERS ?= 1
 
 .PHONY: install run test lint bench clean
 
-install: $(STAMP)
+install: $(DEV)
 
-$(STAMP): pyproject.toml requirements.txt package.json package-lock.json
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# The package and its dependencies, without the [dev] extras; requirements.txt is what Azure installs.
+$(RUNTIME): pyproject.toml requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(DEV): $(RUNTIME) package.json package-lock.json
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	npm ci --no-audit --no-fund --loglevel=error
-	touch $(STAMP)
+	touch $@
 
-run: install
-	$(BIN)/oncegate serve --port $(PORT)
+# PORT=8080 (or `make run PORT=8080`) serves on another port; WORKERS=2 serves from two processes.
+run: $(RUNTIME)
+	$(BIN)/oncegate serve --port $(PORT) --workers $(WORKERS)
 
-test: install
+test: $(DEV)
 	$(BIN)/pytest
 
-lint: install
+lint: $(DEV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 # Not part of `make test`: about 5 minutes on 2 cores. Prints the figures and writes them into
 # docs/performance.md (between its markers) and docs/latency.png. `python -m bench --quick` checks it.
-bench: install
+bench: $(DEV)
 	$(BIN)/python -m bench
 
 clean:

@@ -11,8 +11,10 @@ import logging
 import azure.functions as func
 
 from oncegate.config import AuthMode, ConfigError, Settings, read_auth_mode
-from oncegate.entrypoints import http, timers
+from oncegate.entrypoints import http, logs, timers
 from oncegate.entrypoints.principal import Role
+
+logs.configure()
 
 try:
     auth_mode = Settings.from_environment().auth
@@ -45,6 +47,11 @@ def list_claims_needing_attention(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.list_claims)
 
 
+@app.route(route="claim-list", methods=["GET"])
+def list_claims(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.find_claims)
+
+
 @app.route(route="claims/lookup", methods=["POST"])
 def lookup_claim(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.lookup_claim)
@@ -65,6 +72,8 @@ def release_claim(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.release_claim)
 
 
+# The contract's Heartbeat. The function keeps its first name: the connector's operation (RenewClaim)
+# is named after it, and saved flows refer to their actions by operation.
 @app.route(route="claims/{claimId}/heartbeat", methods=["POST"])
 def renew_claim(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.renew_claim)

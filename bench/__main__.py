@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from bench import latency, load, makers, report, roundtrips
+from bench import client_cpu, latency, load, makers, report, roundtrips, targets
 from bench.rig import Rig
 from tests.load.workload import Workload
 
@@ -34,6 +34,9 @@ class Sizes:
 
     latency_rounds: int
     latency_calls: int
+    target_rounds: int
+    tail_calls: int
+    server_seconds: float
     pattern_rounds: int
     pattern_keys: int
     pattern_parallel: int
@@ -44,14 +47,16 @@ class Sizes:
         load = self.load
         return {
             "latency": f"{self.latency_rounds} rounds x {self.latency_calls} calls per path and concurrency",
+            "targets": f"{self.target_rounds} rounds: {self.tail_calls} claims from 64 callers per store, "
+            f"{self.server_seconds:g} s of 8 callers over HTTP",
             "patterns": f"{self.pattern_rounds} rounds x {self.pattern_keys} keys x {self.triggers_per_key} "
             f"triggers, {self.pattern_parallel} keys at a time",
             "load": f"{load.clients} clients x {load.keys} keys x {load.duplicates} triggers, once",
         }
 
 
-FULL = Sizes(5, 300, 5, 100, 8, Workload(clients=64, keys=500, duplicates=4))
-QUICK = Sizes(2, 40, 2, 10, 4, Workload(clients=8, keys=20, duplicates=4))
+FULL = Sizes(5, 300, 5, 1280, 5.0, 5, 100, 8, Workload(clients=64, keys=500, duplicates=4))
+QUICK = Sizes(2, 40, 2, 128, 1.0, 2, 10, 4, Workload(clients=8, keys=20, duplicates=4))
 
 
 def step(name: str, measure: Callable[[], T]) -> T:
@@ -60,6 +65,21 @@ def step(name: str, measure: Callable[[], T]) -> T:
     value = measure()
     print(f"bench: {name} took {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
     return value
+
+
+def measure_targets(rig: Rig, sizes: Sizes, results: report.Results) -> list[targets.Target]:
+    """The performance targets, judged on figures measured side by side in this run."""
+    tail = targets.sqlite_tail(rig, rounds=sizes.target_rounds, calls=sizes.tail_calls)
+    server = targets.server_rates(rig, rounds=sizes.target_rounds, seconds=sizes.server_seconds)
+    cpu = client_cpu.measure(rig.azurite.connection_string, calls=sizes.latency_calls)
+    recorded = results.round_trips.get("record result", {}).get("tables")
+    return targets.judged(
+        tail,
+        server,
+        record_result_trips=recorded.median if recorded else None,
+        client_cpu=cpu,
+        conflict_pages=targets.conflict_pages(rig),
+    )
 
 
 def main() -> None:
@@ -87,6 +107,7 @@ def main() -> None:
             ),
         )
         results.load = step("load", lambda: load.measure(rig, sizes.load))
+        results.targets = step("targets", lambda: measure_targets(rig, sizes, results))
     results.seconds = time.monotonic() - began
     results.load_after = report.Machine.now().load_before
     print(report.markdown(results))

@@ -21,6 +21,7 @@ from bench import makers
 from bench.latency import CONCURRENCY, Measured
 from bench.load import LoadResult
 from bench.roundtrips import RoundTrips
+from bench.targets import Target
 from tests.load.workload import Workload
 
 BEGIN = "<!-- bench:begin (written by `make bench`; edit the prose outside these markers) -->"
@@ -86,6 +87,7 @@ class Results:
     load_workload: Workload | None = None
     seconds: float = 0.0
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    targets: list[Target] = field(default_factory=list)
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -111,7 +113,10 @@ def _count(trips: RoundTrips) -> str:
 
 def markdown(results: Results) -> str:
     """The generated section of docs/performance.md."""
-    parts = [_machine(results), _round_trips(results)]
+    parts = [_machine(results)]
+    if results.targets:
+        parts.append(_targets(results.targets))
+    parts.append(_round_trips(results))
     if results.latency:
         parts += [_latency(results.latency), _over_http(results.latency)]
     if results.makers:
@@ -121,6 +126,11 @@ def markdown(results: Results) -> str:
     if results.round_trips:
         parts.append(_scale(results))
     return "\n\n".join(parts)
+
+
+def _targets(targets: list[Target]) -> str:
+    rows = [(target.name, target.figure, target.target, "met" if target.met else "**missed**") for target in targets]
+    return "### Targets\n\n" + _table(("what", "measured in this run", "target", ""), rows)
 
 
 def _machine(results: Results) -> str:

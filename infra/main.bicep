@@ -73,6 +73,18 @@ param principalId string = ''
 @description('What principalId is: User, Group, or ServicePrincipal (a pipeline\'s identity).')
 param principalType string = 'User'
 
+@description('E-mail address the OnceGate alerts go to (claims needing attention, conflicts open too long, 503s, a key secret the store does not know). Empty: the alerts show in the portal only. azd: ONCEGATE_ALERT_EMAIL.')
+param alertEmail string = ''
+
+@minValue(1)
+@maxValue(720)
+@description('Hours a conflict may stay open before its alert fires.')
+param conflictAlertHours int = 24
+
+@minValue(1)
+@description('503 answers in 15 minutes beyond which the 503 alert fires.')
+param unavailableAlertThreshold int = 10
+
 @description('Key Vault purge protection. Irreversible once on: a deleted vault and its secret stay recoverable, and cannot be purged, for the retention period.')
 param enablePurgeProtection bool = true
 
@@ -80,6 +92,16 @@ param enablePurgeProtection bool = true
 @maxValue(90)
 @description('Key Vault: days a deleted vault or secret stays recoverable. Fixed when the vault is created.')
 param softDeleteRetentionInDays int = 90
+
+@description('Logic Apps (Consumption): also deploy the OnceGate custom connector, a connection to this app and a sample workflow (app/logicapps.bicep; docs/deploy.md, "Logic Apps in one step"). azd: ONCEGATE_LOGIC_APPS.')
+param deployLogicApps bool = false
+
+@description('Logic Apps in entra mode: application (client) ID of the connector\'s app registration (docs/deploy.md, step 2). Ignored in key mode.')
+param logicAppsConnectorClientId string = ''
+
+@secure()
+@description('Logic Apps in entra mode: a client secret of the connector\'s app registration, for the connection\'s sign-in. Ignored in key mode.')
+param logicAppsConnectorClientSecret string = ''
 
 var resourceToken = toLower(uniqueString(subscription().id, resourceGroup().id, location, environmentName))
 var tags = {
@@ -148,6 +170,29 @@ module monitoring 'core/monitor/monitoring.bicep' = {
   }
 }
 
+// What the portal shows of OnceGate: a workbook of the app's telemetry events and alerts when a person
+// must act (docs/operations.md, "OnceGate in the Azure portal").
+module workbook 'core/monitor/workbook.bicep' = {
+  name: 'workbook'
+  params: {
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    location: location
+    tags: tags
+  }
+}
+
+module alerts 'core/monitor/alerts.bicep' = {
+  name: 'alerts'
+  params: {
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    location: location
+    tags: tags
+    alertEmail: alertEmail
+    conflictAlertHours: conflictAlertHours
+    unavailableAlertThreshold: unavailableAlertThreshold
+  }
+}
+
 module keyVault 'core/security/keyvault.bicep' = {
   name: 'keyvault'
   params: {
@@ -199,6 +244,21 @@ module api 'app/api.bicep' = {
   dependsOn: [
     rbac
   ]
+}
+
+module logicApps 'app/logicapps.bicep' = if (deployLogicApps) {
+  name: 'logicapps'
+  params: {
+    location: location
+    tags: tags
+    resourceToken: resourceToken
+    functionAppName: api.outputs.name
+    authMode: authMode
+    environmentName: environmentName
+    entraClientId: checkedEntraClientId
+    connectorClientId: logicAppsConnectorClientId
+    connectorClientSecret: logicAppsConnectorClientSecret
+  }
 }
 
 @description('Host name of the function app: the connector\'s functionAppHost connection parameter.')

@@ -17,6 +17,7 @@ from oncegate.config import Settings, StoreKind, local_key_secret
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitiveKeyPolicy
+from oncegate.errors import StoreUnavailable
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.claims import ClaimService
 from oncegate.service.common import ClaimsCore, utc_now
@@ -74,6 +75,8 @@ class Services:
     attention: Attention
     retention: Retention
     store: ClaimStore
+    # Where the store is (settings.store_location), for health; None for services wired by hand.
+    store_location: str | None = None
 
     def close(self) -> None:
         """Flush the inventory's counts, then close the store."""
@@ -92,6 +95,7 @@ def wire(
     registry_ttl: timedelta = REGISTRY_TTL,
     flush_interval: timedelta = FLUSH_INTERVAL,
     unknown_alert: timedelta = UNKNOWN_ALERT,
+    store_location: str | None = None,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
     # Everything else a request stores (oncegate.service.privacy): the key's policy unless it has its own.
@@ -124,6 +128,7 @@ def wire(
         attention=Attention(store, clock=clock, unknown_alert=unknown_alert),
         retention=Retention(store, inventory, clock=clock),
         store=store,
+        store_location=store_location,
     )
 
 
@@ -136,6 +141,7 @@ def build_services(settings: Settings, *, secret: str | None = None) -> Services
         sensitive_data=settings.sensitive_data,
         require_registered_flows=settings.require_registered_flows,
         unknown_alert=timedelta(minutes=settings.unknown_alert_minutes),
+        store_location=settings.store_location,
     )
 
 
@@ -155,7 +161,11 @@ def get_services() -> Services:
     with _lock:
         if _services is None:
             secret = key_secret(settings)
-            _services = build_services(settings, secret=secret)
+            try:
+                _services = build_services(settings, secret=secret)
+            except StoreUnavailable as exc:
+                # Table Storage is reached while the store is built: say which store did not answer.
+                raise StoreUnavailable(f"The store ({settings.store_text}) does not answer: {exc.message}") from exc
             _cursor_seal = CursorSeal.from_secret(secret)
             # The inventory's counts of the last interval reach the store when the worker shuts down.
             atexit.register(_services.close)

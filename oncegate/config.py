@@ -112,7 +112,7 @@ class Settings:
             key_secret_next=read("ONCEGATE_KEY_SECRET_NEXT"),
             auth=_auth_mode(read("ONCEGATE_AUTH")),
             sensitive_keys=_sensitive_policy("ONCEGATE_SENSITIVE_KEYS", read("ONCEGATE_SENSITIVE_KEYS")),
-            # What is stored follows the key's policy unless it has its own (README, Configuration).
+            # What is stored follows the key's policy unless it has its own (docs/operations.md, Settings).
             sensitive_data=_sensitive_policy(
                 "ONCEGATE_SENSITIVE_DATA", read("ONCEGATE_SENSITIVE_DATA") or read("ONCEGATE_SENSITIVE_KEYS")
             ),
@@ -126,6 +126,19 @@ class Settings:
             # Read in Entra mode only: key mode ignores them, as the Bicep deploys them empty there.
             settings = replace(settings, entra=_entra_api(read))
         return settings
+
+    @property
+    def store_location(self) -> str:
+        """Where the store is: the SQLite file's absolute path, or the Table Storage endpoint; never a secret."""
+        if self.store is StoreKind.SQLITE:
+            return str(self.sqlite_path.resolve())
+        return self.tables_endpoint or _account_url(self.tables_connection_string or "")
+
+    @property
+    def store_text(self) -> str:
+        """The store for people, e.g. ``sqlite at /srv/oncegate/.oncegate/oncegate.db``."""
+        prefix = f", tables {self.table_prefix}*" if self.store is StoreKind.TABLES else ""
+        return f"{self.store.value} at {self.store_location}{prefix}"
 
     def _validate(self) -> None:
         secrets_given = {
@@ -169,6 +182,9 @@ class Settings:
             )
         if self.tables_endpoint and not self.tables_endpoint.startswith("https://"):
             raise ConfigError("ONCEGATE_TABLES_ENDPOINT", "must be an https:// URL.")
+        if self.tables_connection_string:
+            # Refused here, at start, not as a 500 on every request that would build the store with it.
+            _account_url(self.tables_connection_string)
         if self.key_secret is None:
             raise ConfigError(
                 "ONCEGATE_KEY_SECRET",
@@ -185,6 +201,25 @@ def _check_secret(setting: str, secret: str | None) -> None:
         raise ConfigError(setting, "the Key Vault reference did not resolve; check the app's access.")
     if len(secret) < MIN_SECRET_LENGTH:
         raise ConfigError(setting, f"must be at least {MIN_SECRET_LENGTH} characters.")
+
+
+def _account_url(connection_string: str) -> str:
+    """The Table Storage endpoint a connection string names, without its query (a SAS would be there)."""
+    # Only with ONCEGATE_STORE=tables: the embedded default runs without loading the Azure SDK.
+    from azure.data.tables import TableServiceClient
+
+    try:
+        url = TableServiceClient.from_connection_string(connection_string).url
+    except ValueError as exc:
+        # Never the value, nor the SDK's words about it: the string holds the account key.
+        raise ConfigError(
+            "ONCEGATE_TABLES_CONNECTION_STRING",
+            "is not a storage account connection string: give the account's "
+            "(DefaultEndpointsProtocol=https;AccountName=...;AccountKey=...;EndpointSuffix=core.windows.net), "
+            "UseDevelopmentStorage=true for Azurite, or set ONCEGATE_TABLES_ENDPOINT instead.",
+        ) from exc
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/")
 
 
 def _store_kind(value: str | None) -> StoreKind:

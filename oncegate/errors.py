@@ -26,7 +26,7 @@
     ├── AlreadyExists             a conditional insert found a record (carries it)
     └── ConcurrentUpdate          a version/ETag-conditional update found a newer record
 
-Every code above is in the README's list of errors, and no other code is answered
+Every code above is in docs/contract.md's list of errors, and no other code is answered
 (``tests/http/test_error_codes.py`` checks both against the code).
 
 Store adapters translate their driver's errors into these at the edge

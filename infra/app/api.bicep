@@ -53,6 +53,10 @@ param entraAllowedAudiences array
 @description('Entra mode: client IDs of the applications allowed to call; empty admits any application of the tenant.')
 param entraAllowedApplications array
 
+@description('ONCEGATE_LOG_LEVEL: DEBUG, INFO, WARNING or ERROR. DEBUG adds a line per request and the Azure SDK\'s request logs.')
+@allowed(['DEBUG', 'INFO', 'WARNING', 'ERROR'])
+param logLevel string = 'INFO'
+
 @minValue(40)
 @maxValue(1000)
 @description('Flex Consumption: the most instances the app scales out to.')
@@ -74,7 +78,7 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing
 }
 
 var endpoints = storage.properties.primaryEndpoints
-// The account's endpoints end in '/'; the README writes ONCEGATE_TABLES_ENDPOINT without it.
+// The account's endpoints end in '/'; docs/operations.md writes ONCEGATE_TABLES_ENDPOINT without it.
 var tablesEndpoint = endsWith(endpoints.table, '/') ? take(endpoints.table, length(endpoints.table) - 1) : endpoints.table
 
 var appSettings = {
@@ -89,7 +93,7 @@ var appSettings = {
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
   // DefaultAzureCredential (the Table Storage client) picks the user-assigned identity by this client ID.
   AZURE_CLIENT_ID: identityClientId
-  // OnceGate's own settings: oncegate/config.py and the README's configuration table.
+  // OnceGate's own settings: oncegate/config.py and the settings table of docs/operations.md.
   ONCEGATE_STORE: 'tables'
   ONCEGATE_TABLES_ENDPOINT: tablesEndpoint
   ONCEGATE_TABLE_PREFIX: tablePrefix
@@ -108,6 +112,8 @@ var appSettings = {
   // (seconds first, UTC), which function_app.py reads as %ONCEGATE_..._SCHEDULE%: the host refuses a timer
   // function whose setting is missing.
   ONCEGATE_UNKNOWN_ALERT_MINUTES: '15'
+  // What the app logs (oncegate/entrypoints/logs.py); host.json lets Information through for functions.
+  ONCEGATE_LOG_LEVEL: logLevel
   ONCEGATE_RETENTION_SCHEDULE: '0 30 2 * * *'
   ONCEGATE_ATTENTION_SCHEDULE: '0 */15 * * * *'
 }

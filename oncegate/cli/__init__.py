@@ -6,6 +6,7 @@
     claims show CLAIM_ID
     claims find --scope SCOPE --key KEY
     claims attention [--scope SCOPE] [--top N] [--all-pages]
+    claims list [--source S] [--reference R] [--status STATUS] [--since TIME] [--scope SCOPE] [--top N] [--all-pages]
     claims review CLAIM_ID [--reviewer R] [--note N]
     conflicts list [--status open|resolved|all] [--scope SCOPE] [--top N] [--all-pages]
     conflicts show CONFLICT_ID
@@ -15,67 +16,103 @@
     flows register --name NAME --environment ENV [--owner O] [--enabled | --disabled] [--notes T]
     scopes list [--top N] [--all-pages]
     scopes set SCOPE [--owner O] [--lease-seconds S] [--retention-days D] [--description T]
-    drill [--scope SCOPE] [--concurrency N]
+    drill [--scope SCOPE] [--source SOURCE] [--concurrency N]
     health
 
-``serve`` and ``purge`` work on the store the environment's settings name (ONCEGATE_STORE...), as the
-app does; every other command talks to a deployment over its HTTP API.
+serve and purge work on the store the environment's settings name (ONCEGATE_STORE...), as the
+app does, and say which store that is; every other command talks to a deployment over its HTTP API.
+Tables are for people; --json prints the service's answer for scripts. Progress goes to stderr.
 
 Exit status: 0 done; 1 the drill found the service deviating from the contract; 2 bad usage, a
-failed sign-in or a request the service refused (4xx); 3 the service or its store failed (5xx) or
-could not be reached.
+bad setting, a failed sign-in, a request the service refused (4xx) or a drill blocked by the flow
+inventory; 3 the service or its store failed (5xx) or could not be reached.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from typing import Any
 
 from oncegate import __version__
 from oncegate.cli import commands
-from oncegate.cli.client import DEFAULT_URL
+from oncegate.cli.client import DEFAULT_PORT
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.cli.signin import AppFactory, msal_app
-from oncegate.domain.statuses import ConflictStatus, Resolution
+from oncegate.domain.limits import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_RETENTION_DAYS,
+    MAX_LEASE_SECONDS,
+    MAX_RETENTION_DAYS,
+    MIN_LEASE_SECONDS,
+    MIN_RETENTION_DAYS,
+)
+from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Resolution
 from oncegate.service.retention import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 LOCAL_COMMANDS = ("serve", "purge")
 MIN_CONCURRENCY = 2
 MAX_CONCURRENCY = 128
+# The service's bounds on a list page (the top query parameter of every list).
+MAX_TOP = 200
+MAX_WORKERS = 16
+MAX_PORT = 65_535
+MISPLACED_SCOPE = (
+    "--scope before the command is gone: it was the Entra ID API scope, now --api-scope. "
+    "To choose a claim scope, put --scope after the command, e.g. oncegate conflicts list --scope erp.create-order."
+)
+
+
+def _whole_number(low: int, high: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        number = int(value) if value.isdigit() else -1
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"give a whole number from {low} to {high}, not {value!r}")
+        return number
+
+    return parse
 
 
 def _add_connection_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("deployment (all commands but serve)")
-    group.add_argument("--url", help=f"the function app, e.g. https://<host> (env ONCEGATE_URL; default {DEFAULT_URL})")
+    group = parser.add_argument_group("deployment (every command but serve and purge)")
+    group.add_argument(
+        "--url",
+        help="the function app's address, such as https://contoso-oncegate.azurewebsites.net (env ONCEGATE_URL; "
+        f"default http://127.0.0.1:PORT, which is {DEFAULT_PORT} when PORT is unset, where oncegate serve listens)",
+    )
     credentials = group.add_mutually_exclusive_group()
     credentials.add_argument(
         "--key",
         "--function-key",
         dest="function_key",
         metavar="KEY",
-        help="a function key, sent as x-functions-key (env ONCEGATE_FUNCTION_KEY, which keeps it off the command line)",
+        help="a function key of the app, sent as x-functions-key (env ONCEGATE_FUNCTION_KEY, which keeps it off the "
+        "command line); oncegate serve checks none",
     )
     credentials.add_argument(
         "--entra", action="store_true", help="sign in to Microsoft Entra ID and send a bearer token instead of a key"
     )
-    group.add_argument("--tenant", help="Entra ID tenant id (env ONCEGATE_TENANT_ID)")
+    group.add_argument("--tenant", help="with --entra: the Entra ID tenant, its id or domain (env ONCEGATE_TENANT_ID)")
     group.add_argument(
         "--client-id",
-        help="the CLI's app registration, confidential if ONCEGATE_CLIENT_SECRET is set (env ONCEGATE_CLIENT_ID)",
+        help="with --entra: the application id of the CLI's app registration, confidential when "
+        "ONCEGATE_CLIENT_SECRET is set (env ONCEGATE_CLIENT_ID)",
     )
     group.add_argument(
-        "--scope",
         "--api-scope",
-        dest="api_scope",
-        help="the API's scope, e.g. api://<API client id>/user_impersonation (env ONCEGATE_API_SCOPE)",
+        help="with --entra: the API's scope, such as api://<API client id>/user_impersonation (env ONCEGATE_API_SCOPE)",
     )
-    group.add_argument("--json", action="store_true", help="print the service's JSON answer as it came")
+    # The old spelling of --api-scope, caught so that it is never read as a claim scope (see MISPLACED_SCOPE).
+    parser.add_argument("--scope", dest="misplaced_scope", help=argparse.SUPPRESS)
+    group.add_argument("--json", action="store_true", help="print the service's JSON answer as it came, for scripts")
 
 
-def _command(subparsers: Any, name: str, command: commands.Command, help: str) -> argparse.ArgumentParser:
+def _command(
+    subparsers: Any, name: str, command: commands.Command, help: str, *, aliases: tuple[str, ...] = ()
+) -> argparse.ArgumentParser:
     # --json after the command too; SUPPRESS keeps the global --json when it is not repeated here.
-    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=help)
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=help, aliases=aliases)
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the JSON answer")
     parser.set_defaults(handler=command)
     return parser
@@ -84,24 +121,44 @@ def _command(subparsers: Any, name: str, command: commands.Command, help: str) -
 def _add_claims(subparsers: Any) -> None:
     claims = subparsers.add_parser("claims", help="look at claims").add_subparsers(dest="action", required=True)
     show = _command(claims, "show", commands.claims_show, "a claim and its history, by claim id")
-    show.add_argument("claim_id", metavar="CLAIM_ID")
-    find = _command(claims, "find", commands.claims_find, "a claim and its history, by scope and business key")
-    find.add_argument("--scope", required=True, help="the claim's scope, e.g. erp.create-order")
-    find.add_argument("--key", dest="business_key", required=True, metavar="KEY", help="the business key, in clear")
+    show.add_argument("claim_id", metavar="CLAIM_ID", help="the claim's id, from Check and claim")
+    # Lookup, as the API's action (POST /api/claims/lookup); "find", its first name, still works.
+    by_key = "a claim and its history, by scope and business key"
+    find = _command(claims, "lookup", commands.claims_lookup, by_key, aliases=("find",))
+    find.add_argument("--scope", required=True, help="the claim's scope, such as erp.create-order")
+    find.add_argument(
+        "--key",
+        dest="business_key",
+        required=True,
+        metavar="KEY",
+        help="the business key, in clear; it travels in the request body, never in the address",
+    )
     attention = _command(
         claims,
         "attention",
         commands.claims_attention,
         "claims that need a person, oldest first: leases run out, outcomes unknown too long, failures nobody reviewed",
     )
-    attention.add_argument("--scope", help="only this scope")
+    attention.add_argument("--scope", help="only the claims of this scope")
     _add_paging(attention, "claims")
+    listed = _command(
+        claims,
+        "list",
+        commands.claims_list,
+        "claims by the source system they came from, their reference, status or first received (one at least)",
+    )
+    listed.add_argument("--source", help="the source system, such as shop-eu or sharepoint:expenses")
+    listed.add_argument("--reference", help="the reference the flow gave, such as SO-1001")
+    listed.add_argument("--status", choices=[status.value for status in ClaimStatus], help="the claims' status")
+    listed.add_argument("--since", metavar="TIME", help="first received at or after, such as 2026-12-01T00:00:00Z")
+    listed.add_argument("--scope", help="only the claims of this scope")
+    _add_paging(listed, "claims")
     review = _command(
         claims, "review", commands.claims_review, "acknowledge a failure that is not retryable (the key stays blocked)"
     )
-    review.add_argument("claim_id", metavar="CLAIM_ID")
-    review.add_argument("--reviewer", help="who reviewed, e.g. an e-mail address (with --entra: who signed in)")
-    review.add_argument("--note", help="what you found or did")
+    review.add_argument("claim_id", metavar="CLAIM_ID", help="the failed claim's id")
+    review.add_argument("--reviewer", help="who reviewed, such as an e-mail address (with --entra: who signed in)")
+    review.add_argument("--note", help="what you found or did, kept in the claim's history")
 
 
 def _add_conflicts(subparsers: Any) -> None:
@@ -110,21 +167,40 @@ def _add_conflicts(subparsers: Any) -> None:
     )
     listing = _command(conflicts, "list", commands.conflicts_list, "conflicts, oldest first")
     statuses = [status.value for status in ConflictStatus]
-    listing.add_argument("--status", choices=[*statuses, "all"], default=ConflictStatus.OPEN.value)
-    listing.add_argument("--scope", help="only this scope")
+    listing.add_argument(
+        "--status",
+        choices=[*statuses, "all"],
+        default=ConflictStatus.OPEN.value,
+        help="open: waiting for their owner (default); resolved: closed with a decision; all: both",
+    )
+    listing.add_argument("--scope", help="only the conflicts of this scope")
     _add_paging(listing, "conflicts")
     show = _command(conflicts, "show", commands.conflicts_show, "one conflict")
-    show.add_argument("conflict_id", metavar="CONFLICT_ID")
+    show.add_argument("conflict_id", metavar="CONFLICT_ID", help="the conflict's id: 24 letters and digits")
     resolve = _command(conflicts, "resolve", commands.conflicts_resolve, "close a conflict with a reviewer's decision")
-    resolve.add_argument("conflict_id", metavar="CONFLICT_ID")
-    resolve.add_argument("--decision", required=True, choices=[decision.value for decision in Resolution])
-    resolve.add_argument("--reviewer", help="who decided, e.g. an e-mail address (with --entra: who signed in)")
-    resolve.add_argument("--note", help="why")
+    resolve.add_argument("conflict_id", metavar="CONFLICT_ID", help="the open conflict's id")
+    resolve.add_argument(
+        "--decision",
+        required=True,
+        choices=[decision.value for decision in Resolution],
+        help="accept_new: the new data becomes the claim's, and its next claim may proceed; keep_original: the new "
+        "data counts as the same business intent, answered duplicate; dismiss: close it, and the next change opens "
+        "a new conflict",
+    )
+    resolve.add_argument("--reviewer", help="who decided, such as an e-mail address (with --entra: who signed in)")
+    resolve.add_argument("--note", help="why, kept with the decision")
 
 
 def _add_paging(parser: argparse.ArgumentParser, noun: str) -> None:
-    parser.add_argument("--top", type=int, help=f"{noun} per page (the service's default when absent)")
-    parser.add_argument("--all-pages", action="store_true", help="follow nextLink to the last page")
+    parser.add_argument(
+        "--top",
+        type=_whole_number(1, MAX_TOP),
+        metavar="N",
+        help=f"{noun} per page, 1 to {MAX_TOP} (the service's 50 when absent)",
+    )
+    parser.add_argument(
+        "--all-pages", action="store_true", help="follow each page's next link to the last page (progress on stderr)"
+    )
 
 
 def _add_flows(subparsers: Any) -> None:
@@ -138,15 +214,15 @@ def _add_flows(subparsers: Any) -> None:
         commands.flows_register,
         "register a flow, or replace its registration: an option left out is cleared (the flow is enabled)",
     )
-    register.add_argument("--name", required=True, help="the flow's display name, e.g. 'Create ERP order'")
-    register.add_argument("--environment", required=True, help="its environment, e.g. Default-contoso")
+    register.add_argument("--name", required=True, help="the flow's display name, such as 'Create ERP order'")
+    register.add_argument("--environment", required=True, help="the environment it runs in, such as Default-contoso")
     register.add_argument("--owner", help="who answers for the flow")
     enabled = register.add_mutually_exclusive_group()
     enabled.add_argument("--enabled", dest="enabled", action="store_true", default=True, help="may claim (default)")
     enabled.add_argument(
         "--disabled", dest="enabled", action="store_false", help="answered blocked, before any claim is made"
     )
-    register.add_argument("--notes", help="why, e.g. 'replaced by the v2 flow'; shown in the blocked reason")
+    register.add_argument("--notes", help="why, such as 'replaced by the v2 flow'; shown in the blocked reason")
 
 
 def _add_scopes(subparsers: Any) -> None:
@@ -155,29 +231,59 @@ def _add_scopes(subparsers: Any) -> None:
     )
     _add_paging(_command(scopes, "list", commands.scopes_list, "every scope, with its claims by status"), "scopes")
     setting = _command(
-        scopes, "set", commands.scopes_set, "set a scope's settings: an option left out gets the service's default"
+        scopes, "set", commands.scopes_set, "change a scope's settings: only the options given change, the others stay"
     )
-    setting.add_argument("scope_name", metavar="SCOPE", help="the scope, e.g. erp.create-order")
-    setting.add_argument("--owner", help="who answers for the side effect")
-    setting.add_argument("--lease-seconds", type=int, help="the lease of a claim that asks for none (default 300)")
-    setting.add_argument("--retention-days", type=int, help="how long its claims are kept (default 90)")
-    setting.add_argument("--description", help="what the side effect is")
+    setting.add_argument("scope_name", metavar="SCOPE", help="the scope, such as erp.create-order")
+    setting.add_argument("--owner", help="who answers for the side effect and its conflicts")
+    setting.add_argument(
+        "--lease-seconds",
+        type=_whole_number(MIN_LEASE_SECONDS, MAX_LEASE_SECONDS),
+        metavar="S",
+        help=f"the lease of a claim that asks for none, {MIN_LEASE_SECONDS} to {MAX_LEASE_SECONDS} seconds "
+        f"({DEFAULT_LEASE_SECONDS} until set)",
+    )
+    setting.add_argument(
+        "--retention-days",
+        type=_whole_number(MIN_RETENTION_DAYS, MAX_RETENTION_DAYS),
+        metavar="D",
+        help=f"how long finished claims are kept, {MIN_RETENTION_DAYS} to {MAX_RETENTION_DAYS} days "
+        f"({DEFAULT_RETENTION_DAYS} until set)",
+    )
+    setting.add_argument("--description", help="what the side effect does")
 
 
-def _whole_number(low: int, high: int) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        number = int(value) if value.isdigit() else 0
-        if not low <= number <= high:
-            raise argparse.ArgumentTypeError(f"give a whole number from {low} to {high}")
-        return number
-
-    return parse
+def _add_serve(subparsers: Any) -> None:
+    description = (
+        "serve the Functions app locally, as Core Tools would, on the store the environment's settings name; "
+        "a setting that cannot work, or a port that is taken, stops it with one line"
+    )
+    parser = subparsers.add_parser("serve", help=description, description=description)
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (127.0.0.1: this machine only)")
+    parser.add_argument(
+        "--port",
+        type=_whole_number(0, MAX_PORT),
+        # A string default goes through type= as well, so a bad PORT is refused like a bad --port.
+        default=os.environ.get("PORT", "").strip() or str(DEFAULT_PORT),
+        metavar="P",
+        help=f"the port, 0 to {MAX_PORT} (0: any free port); default PORT from the environment, else {DEFAULT_PORT}",
+    )
+    parser.add_argument("--app-dir", default=".", help="the folder holding function_app.py (default: this folder)")
+    parser.add_argument(
+        "--workers",
+        type=_whole_number(1, MAX_WORKERS),
+        default="1",
+        metavar="N",
+        help=f"processes serving requests, 1 to {MAX_WORKERS}; one runs Python on one core at a time, so on "
+        "SQLite a second one nearly doubles the claims answered per second on two cores (default 1)",
+    )
+    parser.set_defaults(handler=commands.serve)
 
 
 def _add_purge(subparsers: Any) -> None:
     description = (
         "delete the finished claims whose scope's retention is over, with their history, on the store the "
-        "environment's settings name (as serve does): what the app's daily timer does"
+        "environment's settings name (as serve does): what the app's daily timer does. It names the store, "
+        "and refuses a SQLite database that does not exist"
     )
     parser = subparsers.add_parser("purge", help=description, description=description)
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the report as JSON")
@@ -187,16 +293,18 @@ def _add_purge(subparsers: Any) -> None:
         type=_whole_number(1, MAX_PAGE_SIZE),
         default=DEFAULT_PAGE_SIZE,
         metavar="N",
-        help=f"claims read per page ({DEFAULT_PAGE_SIZE})",
+        help=f"claims read per page, 1 to {MAX_PAGE_SIZE} (default {DEFAULT_PAGE_SIZE})",
     )
     parser.add_argument(
-        "--max-pages", type=_whole_number(1, 10**9), metavar="N", help="stop after N pages (the report says where)"
+        "--max-pages",
+        type=_whole_number(1, 10**9),
+        metavar="N",
+        help="stop after N pages, 1 or more; the report says where to resume (default: no limit)",
     )
-    parser.add_argument("--resume", metavar="CURSOR", help="go on where a purge that stopped early left off")
+    parser.add_argument(
+        "--resume", metavar="CURSOR", help="go on where a purge that stopped early left off (the cursor it printed)"
+    )
     parser.set_defaults(handler=commands.purge)
-
-
-_concurrency = _whole_number(MIN_CONCURRENCY, MAX_CONCURRENCY)
 
 
 def _add_drill(subparsers: Any) -> None:
@@ -205,21 +313,29 @@ def _add_drill(subparsers: Any) -> None:
         "drill",
         commands.drill,
         "act as flows would on two fresh test keys (triggered twice, in bursts, with a changed payload) and check "
-        "that each business result happens once; exit 1 on any deviation",
+        "that each business result happens once; exit 1 on any deviation, 2 when the flow inventory blocks it",
     )
     runner.add_argument(
         "--scope",
         dest="drill_scope",
         metavar="SCOPE",
         default=DEFAULT_SCOPE,
-        help=f"the scope the drill claims in ({DEFAULT_SCOPE})",
+        help=f"the scope the drill claims in: 1 to 64 letters, digits, dots, underscores or hyphens "
+        f"(default {DEFAULT_SCOPE})",
+    )
+    runner.add_argument(
+        "--source",
+        dest="drill_source",
+        metavar="SOURCE",
+        help="the source system the drill's claims name, such as drill or shop-eu-test (default: none)",
     )
     runner.add_argument(
         "--concurrency",
-        type=_concurrency,
+        type=_whole_number(MIN_CONCURRENCY, MAX_CONCURRENCY),
         metavar="N",
         default=DEFAULT_CONCURRENCY,
-        help=f"runs fired at once in each burst ({DEFAULT_CONCURRENCY})",
+        help=f"runs fired at once in each burst, {MIN_CONCURRENCY} to {MAX_CONCURRENCY} "
+        f"(default {DEFAULT_CONCURRENCY})",
     )
 
 
@@ -230,24 +346,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"oncegate {__version__}")
     _add_connection_options(parser)
     subparsers = parser.add_subparsers(dest="command", required=True)
-    serve_parser = subparsers.add_parser("serve", help="serve the Functions app locally, as Core Tools would")
-    serve_parser.add_argument("--host", default="127.0.0.1")
-    serve_parser.add_argument("--port", type=int, default=7071)
-    serve_parser.add_argument("--app-dir", default=".", help="the folder holding function_app.py")
-    serve_parser.set_defaults(handler=commands.serve)
+    _add_serve(subparsers)
     _add_purge(subparsers)
     _add_claims(subparsers)
     _add_conflicts(subparsers)
     _add_flows(subparsers)
     _add_scopes(subparsers)
     _add_drill(subparsers)
-    _command(subparsers, "health", commands.health, "whether the service and its store answer")
+    _command(subparsers, "health", commands.health, "whether the service and its store answer, and which store")
     return parser
 
 
 def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -> int:
     """Run the command; ``app_factory`` makes the MSAL application for ``--entra`` (tests pass a fake)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.misplaced_scope is not None:
+        parser.error(MISPLACED_SCOPE)
     if args.command in LOCAL_COMMANDS:
         code: int = args.handler(args)
         return code

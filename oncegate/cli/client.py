@@ -20,7 +20,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.message import Message
 from typing import Any, Generic, TypeVar
@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from oncegate.models import (
     ClaimAttentionList,
+    ClaimList,
     ClaimResponse,
     ClaimView,
     ConflictList,
@@ -44,14 +45,14 @@ from oncegate.models import (
     ScopeView,
 )
 
-DEFAULT_URL = "http://127.0.0.1:7071"
+DEFAULT_PORT = 7071
 TIMEOUT_SECONDS = 30.0
 USAGE_EXIT = 2
 SERVICE_EXIT = 3
 SNIPPET_CHARS = 200
 
 Model = TypeVar("Model", bound=BaseModel)
-Page = TypeVar("Page", ClaimAttentionList, ConflictList, FlowList, OverlapList, ScopeList)
+Page = TypeVar("Page", ClaimAttentionList, ClaimList, ConflictList, FlowList, OverlapList, ScopeList)
 
 
 class ClientError(Exception):
@@ -78,9 +79,10 @@ class ApiError(ClientError):
         self.exit_code = SERVICE_EXIT if status >= 500 else USAGE_EXIT
 
     def report(self) -> str:
-        lines = [str(self)]
-        lines += [f"  {target or 'body'}: {message}" for target, message in self.details]
-        return "\n".join(lines)
+        # One detail repeats the message, which names its field: said once. Several are each listed.
+        repeated = len(self.details) == 1 and self.details[0][1] in self.message
+        details = [] if repeated else self.details
+        return "\n".join([str(self), *(f"  {target or 'body'}: {message}" for target, message in details)])
 
 
 class Unreachable(ClientError):
@@ -114,6 +116,12 @@ def _is_loopback(host: str | None) -> bool:
         return ipaddress.ip_address(host or "").is_loopback
     except ValueError:
         return False
+
+
+def default_url(environ: Mapping[str, str]) -> str:
+    """Where ``oncegate serve`` listens by default: this machine, on PORT when it is set (as ``make run`` does)."""
+    port = environ.get("PORT", "").strip()
+    return f"http://127.0.0.1:{port or DEFAULT_PORT}"
 
 
 def base_url(url: str) -> str:
@@ -160,10 +168,12 @@ class Client:
         return self._call(ClaimView, "POST", "/api/claims/lookup", {"scope": scope, "key": key})
 
     def check_and_claim(
-        self, *, scope: str, key: str, payload: Any, run_id: str, flow: FlowRef
+        self, *, scope: str, key: str, payload: Any, run_id: str, flow: FlowRef, source: str | None = None
     ) -> Answer[ClaimResponse]:
-        """Check and claim, as a flow asks it before its side effect."""
+        """Check and claim, as a flow asks it before its side effect; ``source`` is sent only when given."""
         body = {"scope": scope, "key": key, "payload": payload, "runId": run_id, "flow": flow.model_dump()}
+        if source is not None:
+            body["source"] = source
         return self._call(ClaimResponse, "POST", "/api/claims", body)
 
     def record_result(
@@ -175,6 +185,10 @@ class Client:
     def attention_pages(self, *, scope: str | None, top: int | None) -> Iterator[Answer[ClaimAttentionList]]:
         """The claims needing attention page by page, oldest first."""
         return self._pages(ClaimAttentionList, "/api/claims", {"attention": "true", "scope": scope, "top": top})
+
+    def claim_pages(self, *, filters: dict[str, str | None], top: int | None) -> Iterator[Answer[ClaimList]]:
+        """The claims of a source system, reference, status or first received, page by page (issue 16)."""
+        return self._pages(ClaimList, "/api/claims", {**filters, "top": top})
 
     def review_claim(self, claim_id: str, *, reviewer: str | None, note: str | None) -> Answer[ClaimView]:
         """Acknowledge a failure that is not retryable."""

@@ -7,9 +7,9 @@ runs the command and turns what it expects to go wrong into a message and an exi
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -17,12 +17,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import azure.functions as func
+from rich.console import RenderableType
+
 from oncegate import __version__
 from oncegate.cli import rendering
-from oncegate.cli.client import DEFAULT_URL, SERVICE_EXIT, USAGE_EXIT, Answer, Client, ClientError, Model, Page
+from oncegate.cli.client import (
+    SERVICE_EXIT,
+    USAGE_EXIT,
+    Answer,
+    Client,
+    ClientError,
+    Model,
+    Page,
+    default_url,
+)
 from oncegate.cli.drill import run_drill
 from oncegate.cli.signin import AppFactory, EntraSettings, access_token
-from oncegate.service.retention import PurgeReport
+from oncegate.models import ScopeView
 
 DEVIATION_EXIT = 1
 INTERRUPTED_EXIT = 130
@@ -34,61 +46,108 @@ def _load_app(app_dir: Path) -> object:
     return importlib.import_module("function_app").app
 
 
-def serve(args: argparse.Namespace) -> int:
-    from oncegate.entrypoints.server import make_server
+def refused(command: str, message: str, code: int = USAGE_EXIT) -> int:
+    """One line on stderr saying why ``command`` cannot go on, and its exit status."""
+    print(f"oncegate {command}: {message}", file=sys.stderr)
+    return code
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # A bad setting does not stop the app: it logs one CRITICAL line naming it, and health and every
-    # action answer 503 not_configured until it is fixed, as in Azure.
-    app = _load_app(Path(args.app_dir))
-    server = make_server(app, args.host, args.port)  # type: ignore[arg-type]
-    host, port = server.server_address[:2]
-    print(f"OnceGate {__version__} serving on http://{host!s}:{port}/api (Ctrl+C to stop)", flush=True)
+
+def serve(args: argparse.Namespace) -> int:
+    """Serve the app on the store the environment names; a bad setting or a taken port is one line and exit 2."""
+    from oncegate.config import ConfigError, Settings
+    from oncegate.entrypoints import logs
+    from oncegate.entrypoints.server import listening, serve_in_workers
+
+    # Azure loads the app whatever the settings and answers 503 not_configured (function_app.py); here a
+    # person is watching, so a setting that cannot work stops the server before it says it serves.
     try:
-        server.serve_forever()
+        settings = Settings.from_environment()
+    except ConfigError as exc:
+        return refused("serve", f"{exc} Fix the setting, then start again.")
+    logs.configure(handler=True)
+    try:
+        listener = listening(args.host, args.port)
+    except OSError as exc:
+        return refused("serve", _unbound(args.host, args.port, exc))
+    host, port = listener.getsockname()[:2]
+    workers = f", {args.workers} worker processes" if args.workers > 1 else ""
+    print(f"OnceGate {__version__} serving on http://{host!s}:{port}/api{workers} (Ctrl+C to stop)", flush=True)
+    print(f"Store: {settings.store_text}", flush=True)
+    try:
+        serve_in_workers(load_app, args.app_dir, listener, workers=args.workers)
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
+        listener.close()
     return 0
+
+
+def load_app(app_dir: str) -> func.FunctionApp:
+    """The ``app`` of function_app.py in ``app_dir``: what each worker process serves."""
+    app = _load_app(Path(app_dir))
+    assert isinstance(app, func.FunctionApp), "function_app.py defines app as a FunctionApp"
+    return app
+
+
+def _unbound(host: str, port: int, exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} on {host} is taken, by another oncegate serve or another program. "
+            "Choose another with --port N or PORT=N (the other commands follow PORT too)."
+        )
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}. Choose another --host or --port."
 
 
 def purge(args: argparse.Namespace) -> int:
     """Retention's purge on the store of the environment's settings, a progress line per page on stderr."""
     from oncegate.bootstrap import build_services
-    from oncegate.config import ConfigError, Settings
+    from oncegate.config import ConfigError, Settings, StoreKind
     from oncegate.errors import OnceGateError
 
-    def progress(report: PurgeReport) -> None:
-        print(rendering.progress_line(report), file=sys.stderr, flush=True)
-
     try:
-        services = build_services(Settings.from_environment())
+        settings = Settings.from_environment()
+        if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists():
+            # Opening it would make an empty database and a new key secret here, and report 0 claims.
+            return refused("purge", f"no database at {settings.store_location}: {_where_is_the_store()}")
+        services = build_services(settings)
     except ConfigError as exc:
-        print(f"oncegate purge: {exc}", file=sys.stderr)
-        return USAGE_EXIT
+        return refused("purge", str(exc))
+    except OnceGateError as exc:
+        return refused("purge", f"{settings.store_text}: {exc.message}", SERVICE_EXIT)
+    progress(f"Purging on {settings.store_text}")
     try:
         report = services.retention.purge(
             dry_run=args.dry_run,
             page_size=args.page_size,
-            on_progress=progress,
+            on_progress=lambda report: progress(rendering.progress_line(report)),
             resume_cursor=args.resume,
             max_pages=args.max_pages,
         )
     except OnceGateError as exc:
-        print(f"oncegate purge: {exc.message}", file=sys.stderr)
-        return SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT
+        return refused("purge", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
     except KeyboardInterrupt:
         return INTERRUPTED_EXIT
     finally:
         services.close()
-    print(json.dumps(report.as_json(), indent=2) if args.json else rendering.purge_text(report))
+    if args.json:
+        store = {"kind": settings.store.value, "location": settings.store_location}
+        print(json.dumps({"store": store, **report.as_json()}, indent=2))
+    else:
+        rendering.show(rendering.purge_text(report, settings.store_text), sys.stdout)
     if report.error is not None:
         print(f"The store failed ({report.error}): resume with --resume {report.cursor or '(none)'}.", file=sys.stderr)
         return SERVICE_EXIT
     if report.stopped_early:
-        print(f"Stopped after {report.pages} pages: resume with --resume {report.cursor}.", file=sys.stderr)
+        pages = rendering.plural(report.pages, "page")
+        print(f"Stopped after {pages}: resume with --resume {report.cursor}.", file=sys.stderr)
     return 0
+
+
+def _where_is_the_store() -> str:
+    return (
+        "purge works on the store oncegate serve uses. Run it in the folder where oncegate serve runs, or set "
+        "ONCEGATE_SQLITE_PATH (or ONCEGATE_STORE=tables and its settings) as the app has them."
+    )
 
 
 # -- talking to a deployment -----------------------------------------------------------------
@@ -99,7 +158,7 @@ class Output:
     """What a command prints: ``raw`` with ``--json``, else ``text``; ``note`` goes to stderr either way."""
 
     raw: Any
-    text: str
+    text: RenderableType
     note: str | None = None
     exit_code: int = 0
 
@@ -107,7 +166,12 @@ class Output:
 Command = Callable[[Client, argparse.Namespace], Output]
 
 
-def _shown(answer: Answer[Model], render: Callable[[Model], str]) -> Output:
+def progress(line: str) -> None:
+    """A line on stderr while long work goes on, so that stdout keeps only the answer."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def _shown(answer: Answer[Model], render: Callable[[Model], RenderableType]) -> Output:
     return Output(answer.raw, render(answer.model))
 
 
@@ -115,7 +179,7 @@ def claims_show(client: Client, args: argparse.Namespace) -> Output:
     return _shown(client.get_claim(args.claim_id), rendering.claim_text)
 
 
-def claims_find(client: Client, args: argparse.Namespace) -> Output:
+def claims_lookup(client: Client, args: argparse.Namespace) -> Output:
     return _shown(client.lookup_claim(args.scope, args.business_key), rendering.claim_text)
 
 
@@ -124,18 +188,42 @@ def claims_attention(client: Client, args: argparse.Namespace) -> Output:
     return _listed(pages, args.all_pages, "claims needing attention", rendering.attention_table)
 
 
+def claims_list(client: Client, args: argparse.Namespace) -> Output:
+    filters = {"source": args.source, "reference": args.reference, "status": args.status, "since": args.since}
+    if not any(filters.values()):
+        # Without one the service would read the request as the attention list's, and refuse it.
+        raise ClientError(
+            "claims list: give --source, --reference, --status or --since (a list of every claim is not offered)"
+        )
+    pages = client.claim_pages(filters={**filters, "scope": args.scope}, top=args.top)
+    return _listed(pages, args.all_pages, "claims", rendering.claims_table)
+
+
 def claims_review(client: Client, args: argparse.Namespace) -> Output:
     return _shown(client.review_claim(args.claim_id, reviewer=args.reviewer, note=args.note), rendering.claim_text)
 
 
-def _listed(pages: Iterator[Answer[Page]], all_pages: bool, noun: str, render: Callable[[list[Any]], str]) -> Output:
+def _listed(
+    pages: Iterator[Answer[Page]], all_pages: bool, noun: str, render: Callable[[list[Any]], RenderableType]
+) -> Output:
     """The first page of a list, or every page with ``--all-pages``; a note says when more pages were left."""
-    taken = list(pages) if all_pages else [next(pages)]
+    taken = _every_page(pages, noun) if all_pages else [next(pages)]
     items = [item for page in taken for item in page.model.value]
     raw = {"value": [item for page in taken for item in page.raw["value"]]} if all_pages else taken[0].raw
     more = taken[-1].model.next_link is not None
     note = f"More {noun} than shown: add --all-pages, or a larger --top." if more else None
     return Output(raw, render(items), note)
+
+
+def _every_page(pages: Iterator[Answer[Page]], noun: str) -> list[Answer[Page]]:
+    """Every page, a progress line on stderr before each next one is read."""
+    taken: list[Answer[Page]] = []
+    for page in pages:
+        taken.append(page)
+        if page.model.next_link:
+            listed = sum(len(earlier.model.value) for earlier in taken)
+            progress(f"page {len(taken)}: {listed} {noun} so far, reading the next page")
+    return taken
 
 
 def conflicts_list(client: Client, args: argparse.Namespace) -> Output:
@@ -174,18 +262,34 @@ def scopes_list(client: Client, args: argparse.Namespace) -> Output:
 
 
 def scopes_set(client: Client, args: argparse.Namespace) -> Output:
-    answer = client.set_scope(
-        args.scope_name,
-        owner=args.owner,
-        lease_seconds=args.lease_seconds,
-        retention_days=args.retention_days,
-        description=args.description,
-    )
-    return _shown(answer, rendering.scope_text)
+    """Change the settings given; the service replaces them all, so the others are sent as they are now."""
+    given = {
+        "owner": args.owner,
+        "lease_seconds": args.lease_seconds,
+        "retention_days": args.retention_days,
+        "description": args.description,
+    }
+    current = _registered_scope(client, args.scope_name)
+    kept = {name: getattr(current, name) for name in given} if current else {}
+    wanted = {name: value if value is not None else kept.get(name) for name, value in given.items()}
+    return _shown(client.set_scope(args.scope_name, **wanted), rendering.scope_text)
+
+
+def _registered_scope(client: Client, scope: str) -> ScopeView | None:
+    """The scope's settings as registered now; None when nobody has set them."""
+    for page in client.scope_pages(top=None):
+        for view in page.model.value:
+            if view.scope == scope.lower():
+                return view if view.registered_at is not None else None
+    return None
 
 
 def drill(client: Client, args: argparse.Namespace) -> Output:
-    report = run_drill(client, scope=args.drill_scope, concurrency=args.concurrency)
+    report = run_drill(
+        client, scope=args.drill_scope, source=args.drill_source, concurrency=args.concurrency, on_step=progress
+    )
+    if report.blocked is not None:
+        return Output(report.as_json(), rendering.drill_text(report), exit_code=USAGE_EXIT)
     if report.passed:
         return Output(report.as_json(), rendering.drill_text(report))
     note = f"The drill found {len(report.deviations)} deviation(s) from the contract."
@@ -214,7 +318,7 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
     """
     try:
         client = Client(
-            args.url or os.environ.get("ONCEGATE_URL") or DEFAULT_URL,
+            args.url or os.environ.get("ONCEGATE_URL") or default_url(os.environ),
             function_key=None if args.entra else args.function_key or os.environ.get("ONCEGATE_FUNCTION_KEY"),
             token=entra_token(args, app_factory),
         )
@@ -224,7 +328,10 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
         return exc.exit_code
     except KeyboardInterrupt:
         return INTERRUPTED_EXIT
-    print(json.dumps(output.raw, indent=2, ensure_ascii=False) if args.json else output.text)
+    if args.json:
+        print(json.dumps(output.raw, indent=2, ensure_ascii=False))
+    else:
+        rendering.show(output.text, sys.stdout)
     if output.note:
         print(output.note, file=sys.stderr)
     return output.exit_code

@@ -16,6 +16,10 @@ Every run told ``proceed`` does the side effect and records it, as a flow would:
 tells two runs to proceed shows up as a side effect done twice. Last, each key's claim is read
 back (``POST /api/claims/lookup``) and its history must hold every answer the drill was given.
 
+First the drill asks for the service's health, which names the store the report shows. A run told
+``blocked`` (the flow inventory refuses the drill's flow) stops the drill there: every later answer
+would be ``blocked`` too, and the report ends with the command that registers the flow.
+
 :func:`run_drill` does all of it over a :class:`~oncegate.cli.client.Client` and
 returns a :class:`Report`; printing it is the command's business. Refusals the drill can
 explain (a stale claim token, a conflict it may not dismiss) become calls in the report;
@@ -29,11 +33,12 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import shlex
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any, TypeVar
@@ -135,7 +140,10 @@ class Check:
 
 @dataclass(frozen=True)
 class Report:
-    """What the drill did, what it was answered, and what it found."""
+    """What the drill did, what it was answered, and what it found.
+
+    ``blocked`` is the answer that stopped the drill, and ``fix`` the command that lets its flow claim.
+    """
 
     url: str
     scope: str
@@ -146,6 +154,10 @@ class Report:
     lookups: list[Lookup]
     checks: list[Check]
     notes: list[str]
+    store: str | None = None
+    source: str | None = None
+    blocked: Call | None = None
+    fix: str | None = None
 
     @property
     def deviations(self) -> list[str]:
@@ -153,14 +165,18 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        return not self.deviations
+        return self.blocked is None and not self.deviations
 
     def as_json(self) -> dict[str, Any]:
         """The machine-readable report (``--json``)."""
         return {
             "passed": self.passed,
             "url": self.url,
+            "store": self.store,
+            "blocked": self.blocked.as_json() if self.blocked else None,
+            "fix": self.fix,
             "scope": self.scope,
+            "source": self.source,
             "concurrency": self.concurrency,
             "flow": self.flow.model_dump(),
             "keys": self.keys,
@@ -185,6 +201,7 @@ class _Drill:
     flow: FlowRef
     keys: dict[str, str]
     numbers: Iterator[int]
+    source: str | None = None
 
 
 def new_key(now: datetime) -> str:
@@ -192,32 +209,56 @@ def new_key(now: datetime) -> str:
     return f"drill-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
 
 
-def run_drill(client: Client, *, scope: str = DEFAULT_SCOPE, concurrency: int = DEFAULT_CONCURRENCY) -> Report:
-    """Run the three steps against the client's deployment, read the claims back and check them."""
+def run_drill(
+    client: Client,
+    *,
+    scope: str = DEFAULT_SCOPE,
+    source: str | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    on_step: Callable[[str], None] = lambda _: None,
+) -> Report:
+    """Run the three steps against the client's deployment, read the claims back and check them.
+
+    ``on_step`` hears a line as each step starts; a ``blocked`` answer ends the drill at its step.
+    """
+    health = client.health().model
     now = datetime.now(UTC)
     flow = FlowRef(name=FLOW_NAME, environment=urlsplit(client.url).hostname or client.url)
-    drill = _Drill(client, scope, flow, {key: new_key(now) for key in KEYS}, itertools.count(1))
-    calls = [
-        *_fire(drill, FIRST, "A", PAYLOAD),
-        *_fire(drill, AGAIN, "A", PAYLOAD),
-        *_fire(drill, BURST, "A", PAYLOAD, concurrency),
-        *_fire(drill, RACE, "B", PAYLOAD, concurrency),
-        *_fire(drill, AFTER, "B", PAYLOAD),
-    ]
-    changed = _fire(drill, CHANGED, "A", CHANGED_PAYLOAD)
-    calls += [*changed, *_dismiss(drill, changed)]
-    lookups = [_lookup(drill, key) for key in drill.keys]
-    return Report(
+    drill = _Drill(client, scope, flow, {key: new_key(now) for key in KEYS}, itertools.count(1), source)
+    report = Report(
         url=client.url,
         scope=scope,
+        source=source,
         concurrency=concurrency,
         flow=flow,
         keys=drill.keys,
-        calls=calls,
-        lookups=lookups,
-        checks=_checks(calls, lookups, concurrency),
-        notes=_notes(calls, flow),
+        calls=[],
+        lookups=[],
+        checks=[],
+        notes=[],
+        store=f"{health.store} at {health.store_location}" if health.store_location else health.store,
     )
+    plan = [(FIRST, "A", 1), (AGAIN, "A", 1), (BURST, "A", concurrency), (RACE, "B", concurrency), (AFTER, "B", 1)]
+    calls: list[Call] = []
+    for step, key, count in [*plan, (CHANGED, "A", 1)]:
+        on_step(f"drill {step}: {count} run{'s' if count > 1 else ''} on key {key}")
+        fired = _fire(drill, step, key, CHANGED_PAYLOAD if step == CHANGED else PAYLOAD, count)
+        calls += fired
+        blocked = next((call for call in fired if call.is_claim(Decision.BLOCKED)), None)
+        if blocked is not None:
+            return replace(report, calls=calls, blocked=blocked, fix=_register_command(client.url, flow))
+    calls += _dismiss(drill, [call for call in calls if call.step == CHANGED])
+    on_step("drill: reading each key's claim back")
+    lookups = [_lookup(drill, key) for key in drill.keys]
+    return replace(
+        report, calls=calls, lookups=lookups, checks=_checks(calls, lookups, concurrency), notes=_notes(calls)
+    )
+
+
+def _register_command(url: str, flow: FlowRef) -> str:
+    """The command that registers the drill's flow, enabled: what a blocked drill needs before it runs again."""
+    names = f"--name {shlex.quote(flow.name)} --environment {shlex.quote(flow.environment)}"
+    return f"oncegate --url {shlex.quote(url)} flows register {names}"
 
 
 # -- acting as flows ----------------------------------------------------------------------------
@@ -259,7 +300,7 @@ def _fire(drill: _Drill, step: str, key: str, payload: Any, count: int = 1) -> l
 def _claim(drill: _Drill, step: str, key: str, payload: Any, run_id: str) -> tuple[Call, ClaimResponse]:
     started = perf_counter()
     answer = drill.client.check_and_claim(
-        scope=drill.scope, key=drill.keys[key], payload=payload, run_id=run_id, flow=drill.flow
+        scope=drill.scope, key=drill.keys[key], payload=payload, run_id=run_id, flow=drill.flow, source=drill.source
     ).model
     call = Call(
         step,
@@ -349,21 +390,14 @@ def _lookup(drill: _Drill, key: str) -> Lookup:
     return Lookup(key, answer.model, answer.raw)
 
 
-def _notes(calls: Sequence[Call], flow: FlowRef) -> list[str]:
-    notes = [
+def _notes(calls: Sequence[Call]) -> list[str]:
+    return [
         f"Conflict {call.conflict_id} was left open: this caller may not resolve conflicts (Entra ID: the "
         f"OnceGate.Reviewer role). Dismiss it with `oncegate conflicts resolve {call.conflict_id} --decision "
         "dismiss`, or leave it to the scope's owner."
         for call in calls
         if call.action == DISMISS and call.refused == FORBIDDEN
     ]
-    if any(call.is_claim(Decision.BLOCKED) for call in calls):
-        notes.append(
-            "The drill's flow was blocked by the flow inventory (see the reasons below). Where only registered "
-            f"flows may claim, register it: `oncegate flows register --name '{flow.name}' --environment "
-            f"'{flow.environment}'`."
-        )
-    return notes
 
 
 # -- checking what was answered -----------------------------------------------------------------

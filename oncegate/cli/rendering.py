@@ -1,15 +1,22 @@
-"""How the ``oncegate`` command prints what the service answered: aligned fields and tables, in UTC.
+"""How the ``oncegate`` command shows what the service answered to people: fields and tables, in UTC.
 
 Each ``*_text`` function renders one record as ``Label  value`` lines, each ``*_table`` a list as
-columns; a field without a value is left out. ``--json`` bypasses all of this (see ``commands``).
+columns; a field without a value is left out. :func:`show` prints them with rich: styled and fitted
+to a terminal, plain and never wrapped in a pipe or a file. ``--json`` bypasses all of this (see
+``commands``).
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
 
 from oncegate.cli.drill import Lookup, Report
 from oncegate.models import (
@@ -27,6 +34,39 @@ from oncegate.models import (
 from oncegate.service.retention import PurgeReport
 
 REASON_CHARS = 60
+# Wide enough that no line is ever wrapped when the output goes to a pipe or a file.
+UNWRAPPED = 100_000
+# Colours for the values a person looks for first; a value not listed is plain.
+STYLES = {
+    "ok": "green",
+    "succeeded": "green",
+    "duplicate": "green",
+    "proceed": "green",
+    "resolved": "green",
+    "in_progress": "cyan",
+    "open": "yellow",
+    "unknown": "yellow",
+    "reconcile": "yellow",
+    "conflict": "yellow",
+    "failed": "red",
+    "blocked": "red",
+    "FAIL": "bold red",
+}
+
+
+def show(renderable: RenderableType, stream: TextIO) -> None:
+    """Print for people: styled to the terminal's width there, else plain, unwrapped, no trailing spaces."""
+    if stream.isatty():
+        Console(file=stream, highlight=False).print(renderable)
+        return
+    buffer = io.StringIO()
+    Console(file=buffer, width=UNWRAPPED, highlight=False).print(renderable)
+    stream.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 page``, ``2 pages``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _when(value: datetime | None, timespec: str = "seconds") -> str | None:
@@ -49,31 +89,53 @@ def _json_text(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def _fields(rows: Iterable[tuple[str, object]]) -> str:
+def _cell(value: object) -> Text:
+    # Text, never markup: a reason or a note may hold square brackets.
+    text = str(value)
+    return Text(text, style=STYLES.get(text, ""))
+
+
+def _fields(rows: Iterable[tuple[str, object]]) -> Table:
     """``Label  value`` lines, aligned; a field without a value is left out."""
-    present = [(label, str(value)) for label, value in rows if value is not None and value != ""]
-    width = max(len(label) for label, _ in present)
-    return "\n".join(f"{label.ljust(width)}  {value}" for label, value in present)
+    grid = Table(box=None, show_header=False, pad_edge=False)
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for label, value in rows:
+        if value is not None and value != "":
+            grid.add_row(Text(label), _cell(value))
+    return grid
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=False)]
-    lines = [headers, *rows]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in lines
-    )
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*(_cell(cell) for cell in row))
+    return table
+
+
+def _titled(title: str, body: RenderableType) -> Group:
+    return Group(Text(title, style="bold"), body)
+
+
+def _spaced(*sections: RenderableType) -> Group:
+    """The sections one under the other, an empty line between two."""
+    return Group(*(part for index, section in enumerate(sections) for part in ([""] if index else []) + [section]))
 
 
 def _clip(text: str, limit: int = REASON_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def claim_text(claim: ClaimView) -> str:
+def claim_text(claim: ClaimView) -> RenderableType:
     retryable = None if claim.retryable is None else _yes(claim.retryable)
     fields = _fields(
         [
             ("Claim", claim.claim_id),
             ("Scope", claim.scope),
+            ("Source", claim.source),
+            ("Reference", claim.reference),
             ("Status", f"{claim.status.value} (attempt {claim.attempt})"),
             ("Fingerprint", claim.fingerprint),
             ("Run", _run(claim.run_id, claim.flow)),
@@ -89,10 +151,10 @@ def claim_text(claim: ClaimView) -> str:
         ]
     )
     # An action's answer (a review) carries no history: say nothing of it rather than "History (0)".
-    return fields if claim.history is None else f"{fields}\n\n{_history_table(claim.history)}"
+    return fields if claim.history is None else _spaced(fields, _history_table(claim.history))
 
 
-def _history_table(history: list[HistoryEntry]) -> str:
+def _history_table(history: list[HistoryEntry]) -> Group:
     rows = [
         [
             _when(entry.at) or "",
@@ -105,12 +167,11 @@ def _history_table(history: list[HistoryEntry]) -> str:
         ]
         for entry in history
     ]
-    return f"History ({len(rows)})\n" + _table(
-        ["AT", "EVENT", "OUTCOME", "ATTEMPT", "RUN", "FLOW", "RECOGNISED BY"], rows
-    )
+    table = _table(["AT", "EVENT", "OUTCOME", "ATTEMPT", "RUN", "FLOW", "RECOGNISED BY"], rows)
+    return _titled(f"History ({len(rows)})", table)
 
 
-def attention_table(claims: list[ClaimNeedingAttention]) -> str:
+def attention_table(claims: list[ClaimNeedingAttention]) -> RenderableType:
     if not claims:
         return "No claims need attention."
     rows = [
@@ -128,7 +189,25 @@ def attention_table(claims: list[ClaimNeedingAttention]) -> str:
     return _table(["SINCE", "WHY", "SCOPE", "ATTEMPT", "RUN", "FLOW", "CLAIM"], rows)
 
 
-def conflicts_table(conflicts: list[ConflictView], status: str) -> str:
+def claims_table(claims: list[ClaimView]) -> RenderableType:
+    if not claims:
+        return "No claims found."
+    rows = [
+        [
+            _when(claim.first_received_at) or "",
+            claim.source or "",
+            claim.reference or "",
+            claim.scope,
+            f"{claim.status.value} ({claim.attempt})",
+            claim.target_record_id or "",
+            claim.claim_id,
+        ]
+        for claim in claims
+    ]
+    return _table(["FIRST RECEIVED", "SOURCE", "REFERENCE", "SCOPE", "STATUS", "TARGET RECORD", "CLAIM"], rows)
+
+
+def conflicts_table(conflicts: list[ConflictView], status: str) -> RenderableType:
     if not conflicts:
         return f"No {'' if status == 'all' else status + ' '}conflicts."
     rows = [
@@ -146,7 +225,7 @@ def conflicts_table(conflicts: list[ConflictView], status: str) -> str:
     return _table(["CONFLICT", "CREATED", "STATUS", "SCOPE", "SOURCE", "RUN", "REASON"], rows)
 
 
-def conflict_text(conflict: ConflictView) -> str:
+def conflict_text(conflict: ConflictView) -> RenderableType:
     resolution = conflict.resolution
     return _fields(
         [
@@ -169,7 +248,7 @@ def conflict_text(conflict: ConflictView) -> str:
     )
 
 
-def flows_table(flows: list[FlowView]) -> str:
+def flows_table(flows: list[FlowView]) -> RenderableType:
     if not flows:
         return "No flows."
     rows = [
@@ -190,7 +269,7 @@ def flows_table(flows: list[FlowView]) -> str:
     return _table(headers, rows)
 
 
-def flow_text(flow: FlowView) -> str:
+def flow_text(flow: FlowView) -> RenderableType:
     return _fields(
         [
             ("Flow", flow.name),
@@ -207,7 +286,7 @@ def flow_text(flow: FlowView) -> str:
     )
 
 
-def overlaps_table(overlaps: list[OverlapView]) -> str:
+def overlaps_table(overlaps: list[OverlapView]) -> RenderableType:
     if not overlaps:
         return "No overlapping flows."
     rows = [
@@ -227,7 +306,7 @@ def _claim_counts(counts: ClaimCounts) -> str:
     return ", ".join(f"{status} {count}" for status, count in counts.model_dump().items() if count) or "none"
 
 
-def scopes_table(scopes: list[ScopeView]) -> str:
+def scopes_table(scopes: list[ScopeView]) -> RenderableType:
     if not scopes:
         return "No scopes."
     rows = [
@@ -247,14 +326,14 @@ def scopes_table(scopes: list[ScopeView]) -> str:
     return _table(headers, rows)
 
 
-def scope_text(scope: ScopeView) -> str:
+def scope_text(scope: ScopeView) -> RenderableType:
     return _fields(
         [
             ("Scope", scope.scope),
             ("Owner", scope.owner),
             ("Description", scope.description),
             ("Default lease", f"{scope.lease_seconds} s"),
-            ("Retention", f"{scope.retention_days} days"),
+            ("Retention", plural(scope.retention_days, "day")),
             ("Registered", _when(scope.registered_at) or "no"),
             ("First seen", _when(scope.first_seen_at)),
             ("Last seen", _when(scope.last_seen_at)),
@@ -264,10 +343,12 @@ def scope_text(scope: ScopeView) -> str:
     )
 
 
-def drill_text(report: Report) -> str:
+def drill_text(report: Report) -> RenderableType:
     header = _fields(
         [
             ("Drill", f"{report.url}, scope {report.scope}, {report.concurrency} runs at once"),
+            ("Source", report.source),
+            ("Store", report.store),
             ("Flow", _flow(report.flow)),
             *((f"Key {label}", key) for label, key in report.keys.items()),
         ]
@@ -286,27 +367,33 @@ def drill_text(report: Report) -> str:
         for call in report.calls
     ]
     headers = ["STEP", "KEY", "CALL", "RUN", "ANSWER", "ATTEMPT", "TARGET RECORD / CONFLICT", "MS"]
-    checks = [f"  {'ok  ' if check.passed else 'FAIL'}  {check.name}" for check in report.checks]
-    if report.passed:
-        verdict = "Passed: each business result happened once, and every repeat was recognised."
-    else:
-        verdict = f"FAILED: {len(report.deviations)} deviation(s)\n" + "\n".join(
-            f"  - {deviation}" for deviation in report.deviations
-        )
-    sections = [
-        header,
-        f"Calls ({len(calls)})\n" + _table(headers, calls),
-        *(_drill_history(lookup) for lookup in report.lookups),
-        "Checks\n" + "\n".join(checks),
-        *(f"Note: {note}" for note in report.notes),
-        verdict,
+    calls_table = _titled(f"Calls ({len(calls)})", _table(headers, calls))
+    if report.blocked is not None:
+        # Nothing else was tried: the reason and the command that lets the drill's flow claim are all that matter.
+        return _spaced(header, calls_table, Group(Text(report.blocked.reason or ""), Text(report.fix or "")))
+    checks = [
+        Text.assemble("  ", ("ok  " if check.passed else "FAIL", "green" if check.passed else "bold red"), "  ")
+        + Text(check.name)
+        for check in report.checks
     ]
-    return "\n\n".join(sections)
+    if report.passed:
+        verdict = Text("Passed: each business result happened once, and every repeat was recognised.", style="green")
+    else:
+        lines = [f"FAILED: {len(report.deviations)} deviation(s)", *(f"  - {item}" for item in report.deviations)]
+        verdict = Text("\n".join(lines), style="red")
+    return _spaced(
+        header,
+        calls_table,
+        *(_drill_history(lookup) for lookup in report.lookups),
+        _titled("Checks", Group(*checks)),
+        *(Text(f"Note: {note}") for note in report.notes),
+        verdict,
+    )
 
 
-def _drill_history(lookup: Lookup) -> str:
+def _drill_history(lookup: Lookup) -> RenderableType:
     if lookup.claim is None:
-        return f"History of key {lookup.key}: not available ({lookup.error})"
+        return Text(f"History of key {lookup.key}: not available ({lookup.error})")
     history = lookup.claim.history or []
     rows = [
         [
@@ -319,11 +406,18 @@ def _drill_history(lookup: Lookup) -> str:
         for entry in history
     ]
     title = f"History of key {lookup.key}, claim {lookup.claim.claim_id} ({len(rows)})"
-    return f"{title}\n" + _table(["TIME", "EVENT", "OUTCOME", "RUN", "RECOGNISED BY"], rows)
+    return _titled(title, _table(["TIME", "EVENT", "OUTCOME", "RUN", "RECOGNISED BY"], rows))
 
 
-def health_text(answer: Health) -> str:
-    return _fields([("Status", answer.status), ("Store", answer.store), ("Version", answer.version)])
+def health_text(answer: Health) -> RenderableType:
+    return _fields(
+        [
+            ("Status", answer.status),
+            ("Store", answer.store),
+            ("Store location", answer.store_location),
+            ("Version", answer.version),
+        ]
+    )
 
 
 def progress_line(report: PurgeReport) -> str:
@@ -331,10 +425,13 @@ def progress_line(report: PurgeReport) -> str:
     return f"page {report.pages}: {report.examined} examined, {report.deleted_total} {verb}"
 
 
-def purge_text(report: PurgeReport) -> str:
+def purge_text(report: PurgeReport, store: str) -> RenderableType:
     verb = "Would delete" if report.dry_run else "Deleted"
     rows = [[scope, status.value, str(count)] for (scope, status), count in sorted(report.deleted.items())]
-    table = _table(["SCOPE", "STATUS", verb.upper()], rows) if rows else f"{verb} no claim."
+    table: RenderableType = _table(["SCOPE", "STATUS", verb.upper()], rows) if rows else f"{verb} no claim."
     kept = ", ".join(f"{reason.value} {count}" for reason, count in sorted(report.kept.items())) or "none"
-    examined = f"{report.examined} claims examined in {report.pages} pages; {verb.lower()} {report.deleted_total}."
-    return f"{table}\n\nKept: {kept}\n{examined}"
+    examined = (
+        f"{plural(report.examined, 'claim')} examined in {plural(report.pages, 'page')}; "
+        f"{verb.lower()} {report.deleted_total}."
+    )
+    return _spaced(Text(f"Store: {store}"), table, Group(Text(f"Kept: {kept}"), Text(examined)))

@@ -76,7 +76,7 @@ class EntraSettings:
         scope = scope or environ.get("ONCEGATE_API_SCOPE")
         if not (tenant and client_id and scope):
             options = {"--tenant (ONCEGATE_TENANT_ID)": tenant, "--client-id (ONCEGATE_CLIENT_ID)": client_id}
-            options["--scope (ONCEGATE_API_SCOPE)"] = scope
+            options["--api-scope (ONCEGATE_API_SCOPE)"] = scope
             raise SignInError(f"--entra needs {', '.join(name for name, value in options.items() if not value)}.")
         return cls(
             tenant=tenant,

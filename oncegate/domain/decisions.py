@@ -196,8 +196,7 @@ def _duplicate(claim: Claim, intent: Intent) -> Verdict:
 
 def _blocked(claim: Claim) -> Verdict:
     why = claim.error_reason or "no reason given"
-    return Verdict(
-        Decision.BLOCKED,
-        f"Attempt {claim.attempt} failed and is not retryable.",
-        f"Attempt {claim.attempt} failed and was marked not retryable ({why}): a person must act.",
-    )
+    failed = f"Attempt {claim.attempt} failed and was marked not retryable ({why})"
+    # Once reviewed, a person has acted: the key stays blocked for good, and the flow only stops.
+    then = f"{claim.reviewer} reviewed it and the key stays blocked: stop" if claim.reviewer else "a person must act"
+    return Verdict(Decision.BLOCKED, f"Attempt {claim.attempt} failed and is not retryable.", f"{failed}: {then}.")

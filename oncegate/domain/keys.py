@@ -23,6 +23,8 @@ import rfc8785
 from oncegate.errors import InvalidRequest
 
 SCOPE_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# A source is a label of the same shape as a scope, and may name a list within a system (sharepoint:expenses).
+SOURCE_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 MAX_KEY_LENGTH = 512
 MAX_FINGERPRINT_LENGTH = 128
 MIN_SECRET_LENGTH = 32
@@ -36,6 +38,15 @@ def normalise_scope(scope: str) -> str:
     if not SCOPE_PATTERN.fullmatch(scope):
         raise InvalidRequest("scope must be 1-64 characters of A-Z, a-z, 0-9, '.', '_' or '-'.", target="scope")
     return scope.lower()
+
+
+def normalise_source(source: str | None) -> str | None:
+    """The system a business object comes from, stored lowercase in clear (issue 16); None when not named."""
+    if source is None:
+        return None
+    if not SOURCE_PATTERN.fullmatch(source):
+        raise InvalidRequest("source must be 1-64 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.", target="source")
+    return source.lower()
 
 
 def normalise_key(key: str) -> str:

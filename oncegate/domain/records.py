@@ -64,6 +64,9 @@ class Claim:
     intent (``keep_original``) counts only within the generation it was kept in. ``legacy_token``
     and ``legacy_resolutions`` are what rows written by earlier releases hold instead.
 
+    ``source`` (the system the business object comes from) and ``reference`` (the flow's label to find
+    the claim again) are kept in clear, as the first request naming them gave them (issue 16).
+
     ``granted_to`` is a keyed digest of who signed in (Entra ID) when the current attempt was
     granted: only that caller gets it back as the same run asking again.
 
@@ -93,6 +96,8 @@ class Claim:
     retryable: bool | None = None
     reviewer: str | None = None
     granted_to: str | None = None
+    source: str | None = None
+    reference: str | None = None
     reconciling: EarlierAttempt | None = None
     released_in_doubt: bool = False
     state_in_history: bool = False
@@ -168,12 +173,16 @@ class HistoryEvent:
     run_id: str | None = None
     flow: Flow | None = None
     fingerprint: str | None = None
+    source: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Conflict:
-    """The same key seen with a different fingerprint, waiting for its owner."""
+    """The same key seen with a different fingerprint, waiting for its owner.
+
+    ``source`` says who noticed it; ``source_system`` is the business source the run named (issue 16).
+    """
 
     conflict_id: str
     claim_id: str
@@ -187,6 +196,7 @@ class Conflict:
     flow: Flow | None
     created_at: datetime
     details: Any = None
+    source_system: str | None = None
     decision: Resolution | None = None
     reviewer: str | None = None
     note: str | None = None
@@ -211,6 +221,7 @@ class FlowRecord:
 
     ``registered_at`` is None for a flow that was only seen (it claimed, nobody registered it).
     The counts are totals over every instance of the service, merged from their in-memory deltas.
+    ``claims_by_source`` counts the claims the flow made for each source system named (issue 16).
     """
 
     flow: Flow
@@ -222,6 +233,7 @@ class FlowRecord:
     last_seen_at: datetime | None = None
     claims: int = 0
     duplicates: int = 0
+    claims_by_source: Mapping[str, int] = field(default_factory=dict)
     version: str | None = None
 
 
@@ -231,6 +243,7 @@ class ScopeRecord:
 
     ``lease_seconds`` and ``retention_days`` are None until someone sets them; the service then
     applies its own defaults. A retention job reads ``retention_days`` from here.
+    ``claims_by_source`` counts the claims made for each source system named (issue 16).
     """
 
     scope: str
@@ -242,6 +255,7 @@ class ScopeRecord:
     first_seen_at: datetime | None = None
     last_seen_at: datetime | None = None
     claims_by_status: Mapping[ClaimStatus, int] = field(default_factory=dict)
+    claims_by_source: Mapping[str, int] = field(default_factory=dict)
     version: str | None = None
 
 

@@ -15,6 +15,21 @@ class ClaimStatus(StrEnum):
     RELEASED = "released"
 
 
+class AnswerStatus(StrEnum):
+    """A claim's status as Check and claim answers it: always given, ``none`` when no claim exists.
+
+    That is when the flow inventory blocked the flow before any claim was made, or a claim made during a key
+    secret rotation was withdrawn again (attempt 0 either way). The other values are ClaimStatus's.
+    """
+
+    IN_PROGRESS = ClaimStatus.IN_PROGRESS.value
+    SUCCEEDED = ClaimStatus.SUCCEEDED.value
+    FAILED = ClaimStatus.FAILED.value
+    UNKNOWN = ClaimStatus.UNKNOWN.value
+    RELEASED = ClaimStatus.RELEASED.value
+    NONE = "none"
+
+
 class Decision(StrEnum):
     """What Check and claim tells the flow to do next."""
 

@@ -20,9 +20,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
-from oncegate import bootstrap
+from oncegate import bootstrap, telemetry
 from oncegate.bootstrap import Services
 from oncegate.config import AuthMode, ConfigError
+from oncegate.domain.statuses import ConflictStatus
 from oncegate.entrypoints import bearer
 from oncegate.entrypoints.principal import Principal, Role
 from oncegate.entrypoints.routes import allowed_methods, function_routes
@@ -39,6 +40,7 @@ from oncegate.errors import (
 )
 from oncegate.models import (
     ClaimAttentionList,
+    ClaimList,
     ClaimRequest,
     ClaimResponse,
     ClaimView,
@@ -47,7 +49,9 @@ from oncegate.models import (
     ErrorBody,
     ErrorDetail,
     ErrorInfo,
+    FindClaimsQuery,
     FlowList,
+    FlowRef,
     FlowView,
     Health,
     HeartbeatRequest,
@@ -67,6 +71,7 @@ from oncegate.models import (
     ScopeView,
     SetScopeRequest,
 )
+from oncegate.service.inventory import ANOTHER_FLOW_COPY
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +85,15 @@ JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
 HOST_PARAMS = frozenset({"code"})
 # Query parameters holding a sealed cursor.
 CURSOR_PARAMS = ("cursor", "state")
+# Any of these without ``attention`` makes GET /api/claims find claims by where they came from (issue 16).
+FIND_FILTERS = frozenset({"source", "reference", "status", "since"})
 
 Model = TypeVar("Model", bound=BaseModel)
+Dimensions = dict[str, telemetry.Value | None]
 Action = Callable[[Services, func.HttpRequest], BaseModel | func.HttpResponse]
 A = TypeVar("A", bound=Action)
 _READS_QUERY: set[Action] = set()
+_EVENTS: dict[Action, telemetry.Event] = {}
 
 
 def reads_query(action: A) -> A:
@@ -93,13 +102,33 @@ def reads_query(action: A) -> A:
     return action
 
 
+def sends(event: telemetry.Event) -> Callable[[A], A]:
+    """Mark an action whose every answer but a 503 sends ``event``; the others send only their 503s."""
+
+    def mark(action: A) -> A:
+        _EVENTS[action] = event
+        return action
+
+    return mark
+
+
 # Who ``respond`` signed in for the action it runs (None with function keys). Set for each request and
 # without a default: an action run outside ``respond`` fails instead of acting for nobody.
 _SIGNED_IN: ContextVar[Principal | None] = ContextVar("signed_in")
 
 
 def respond(request: func.HttpRequest, action: Action, *, role: Role | None = Role.FLOW) -> func.HttpResponse:
-    """Run one action for a caller holding ``role`` (None: anyone) and render its answer or its error."""
+    """Run one action for a caller holding ``role`` (None: anyone) and render its answer or its error.
+
+    The answer sends the action's telemetry event, or ``OnceGate.Unavailable`` for a 503 (``oncegate.telemetry``).
+    """
+    with telemetry.answering(_EVENTS.get(action), getattr(action, "__name__", "action")):
+        response = _answer(request, action, role)
+        telemetry.describe({telemetry.HTTP_STATUS: response.status_code})
+        return response
+
+
+def _answer(request: func.HttpRequest, action: Action, role: Role | None) -> func.HttpResponse:
     try:
         signed_in = _SIGNED_IN.set(authorize(request, role))
         try:
@@ -110,14 +139,20 @@ def respond(request: func.HttpRequest, action: Action, *, role: Role | None = Ro
             _SIGNED_IN.reset(signed_in)
         return answer if isinstance(answer, func.HttpResponse) else render(200, answer)
     except OnceGateError as exc:
-        return render_error(exc)
+        return _refused(exc)
     except ConfigError as exc:
         # function_app.py logged it once at start and loaded every function anyway: each answers this
         # until the setting is fixed (the platform restarts the app when a setting changes).
-        return render_error(NotConfigured(f"OnceGate is not configured: {exc}", target=exc.setting))
+        return _refused(NotConfigured(f"OnceGate is not configured: {exc}", target=exc.setting))
     except Exception:
         logger.exception("Unexpected error in %s %s", request.method, urlsplit(request.url).path)
-        return render_error(OnceGateError("The service failed unexpectedly; nothing more is known."))
+        return _refused(OnceGateError("The service failed unexpectedly; nothing more is known."))
+
+
+def _refused(exc: OnceGateError) -> func.HttpResponse:
+    setting = exc.target if isinstance(exc, NotConfigured) else None
+    telemetry.describe({telemetry.ERROR_CODE: exc.code, telemetry.SETTING: setting})
+    return render_error(exc)
 
 
 def render(status: int, model: BaseModel, headers: dict[str, str] | None = None) -> func.HttpResponse:
@@ -185,8 +220,9 @@ def parse_body(request: func.HttpRequest, model: type[Model]) -> Model:
 
 
 def validate(model: type[Model], data: dict[str, Any]) -> Model:
+    """``data`` as ``model``, read by the wire names only: ``run_id`` is an unknown field, as any other is."""
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, by_name=False)
     except ValidationError as exc:
         details = [(_target(error["loc"]), _message(error)) for error in exc.errors()]
         too_large = [message for _, message in details if "bytes as JSON" in message]
@@ -252,15 +288,25 @@ def _with_param(request: func.HttpRequest, name: str, value: str) -> str:
 # -- actions ----------------------------------------------------------------------------------
 
 
+@sends(telemetry.CHECK)
 def check_and_claim(services: Services, request: func.HttpRequest) -> ClaimResponse:
     principal = _SIGNED_IN.get()
     signed_in = principal.name if principal else None
-    return services.claims.check_and_claim(parse_body(request, ClaimRequest), signed_in=signed_in)
+    body = parse_body(request, ClaimRequest)
+    telemetry.describe(_flow_dimensions(body.scope, body.flow))
+    answer = services.claims.check_and_claim(body, signed_in=signed_in)
+    telemetry.describe(_decision_dimensions(answer))
+    return answer
 
 
+@sends(telemetry.RESULT)
 def record_result(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    return services.results.record_result(claim_id, parse_body(request, RecordResultRequest))
+    body = parse_body(request, RecordResultRequest)
+    telemetry.describe({telemetry.OUTCOME: body.outcome.value, telemetry.RETRYABLE: body.retryable})
+    claim = services.results.record_result(claim_id, body)
+    telemetry.describe(_flow_dimensions(claim.scope, claim.flow))
+    return claim
 
 
 def release_claim(services: Services, request: func.HttpRequest) -> ClaimView:
@@ -282,7 +328,10 @@ def lookup_claim(services: Services, request: func.HttpRequest) -> ClaimView:
 
 
 @reads_query
-def list_claims(services: Services, request: func.HttpRequest) -> ClaimAttentionList:
+def list_claims(services: Services, request: func.HttpRequest) -> ClaimAttentionList | ClaimList:
+    """The claims needing attention (``attention=true``), or the claims found by where they came from (issue 16)."""
+    if "attention" not in request.params and FIND_FILTERS & set(request.params):
+        return find_claims(services, request)
     query = validate(ListClaimsQuery, {"attention": "false", **query_params(request, ListClaimsQuery, "claims")})
     if not query.attention:
         raise InvalidRequest(
@@ -294,9 +343,28 @@ def list_claims(services: Services, request: func.HttpRequest) -> ClaimAttention
     return ClaimAttentionList(value=claims, next_link=next_link(request, cursor, "claims"))
 
 
+@reads_query
+def find_claims(services: Services, request: func.HttpRequest) -> ClaimList:
+    """Claims by where they came from, at ``GET /api/claims`` with a filter and at ``GET /api/claim-list``.
+
+    The second route is the connector's List claims: a connector has one action per path and method, and
+    ``GET /api/claims`` is List claims needing attention's.
+    """
+    filters = validate(FindClaimsQuery, query_params(request, FindClaimsQuery, "claims-found"))
+    if not FIND_FILTERS & set(request.params):
+        raise InvalidRequest(
+            "Give source, reference, status or since: a list of every claim is not offered.", target="source"
+        )
+    found, cursor = services.claims.find(filters)
+    return ClaimList(value=found, next_link=next_link(request, cursor, "claims-found"))
+
+
+@sends(telemetry.REVIEW)
 def review_claim(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    return services.results.review(claim_id, signed_reviewer(parse_body(request, ReviewClaimRequest)))
+    claim = services.results.review(claim_id, signed_reviewer(parse_body(request, ReviewClaimRequest)))
+    telemetry.describe({telemetry.SCOPE: claim.scope})
+    return claim
 
 
 def report_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
@@ -306,6 +374,12 @@ def report_conflict(services: Services, request: func.HttpRequest) -> ConflictVi
 @reads_query
 def list_conflicts(services: Services, request: func.HttpRequest) -> ConflictList:
     params = query_params(request, ListConflictsQuery, "conflicts")
+    statuses = [*(status.value for status in ConflictStatus), "all"]
+    if params.get("status") not in (None, *statuses):
+        # Said here: the model's own refusal would not name "all", which only this action reads.
+        raise InvalidRequest(
+            f"status must be {', '.join(statuses[:-1])} or {statuses[-1]}, not {params['status']!r}.", target="status"
+        )
     if params.get("status") == "all":
         params["status"] = None
     conflicts, cursor = services.conflicts.list_conflicts(validate(ListConflictsQuery, params))
@@ -321,7 +395,9 @@ def poll_conflicts(services: Services, request: func.HttpRequest) -> func.HttpRe
     query = validate(PollConflictsQuery, query_params(request, PollConflictsQuery, "conflict-events"))
     conflicts, state = services.conflicts.poll_conflicts(scope=query.scope, state=query.state, limit=POLL_BATCH_SIZE)
     sealed = bootstrap.get_cursor_seal().seal(state, "conflict-events")
-    headers = {"Location": _with_param(request, "state", sealed), "Retry-After": str(POLL_INTERVAL_SECONDS)}
+    # A full batch may have more behind it: poll again at once, so a backlog drains without waiting (issue 13).
+    wait = 0 if len(conflicts) >= POLL_BATCH_SIZE else POLL_INTERVAL_SECONDS
+    headers = {"Location": _with_param(request, "state", sealed), "Retry-After": str(wait)}
     if not conflicts:
         return func.HttpResponse(status_code=202, headers=headers)
     return render(200, ConflictList(value=conflicts), headers)
@@ -331,10 +407,14 @@ def get_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
     return services.conflicts.get_conflict(route_id(request, "conflictId", CONFLICT_ID_PATTERN))
 
 
+@sends(telemetry.CONFLICT_RESOLVED)
 def resolve_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
     conflict_id = route_id(request, "conflictId", CONFLICT_ID_PATTERN)
     resolution = signed_reviewer(parse_body(request, ResolveConflictRequest))
-    return services.conflicts.resolve_conflict(conflict_id, resolution)
+    telemetry.describe({telemetry.RESOLUTION: resolution.decision.value})
+    conflict = services.conflicts.resolve_conflict(conflict_id, resolution)
+    telemetry.describe({telemetry.SCOPE: conflict.scope, telemetry.SOURCE: conflict.source.value})
+    return conflict
 
 
 @reads_query
@@ -367,8 +447,37 @@ def _page_query(request: func.HttpRequest, list_name: str) -> ListPageQuery:
     return validate(ListPageQuery, query_params(request, ListPageQuery, list_name))
 
 
+def _flow_dimensions(scope: str, flow: FlowRef | None) -> Dimensions:
+    """The scope (lowercase, as stored) and the flow of an answer, for its telemetry event."""
+    return {
+        telemetry.SCOPE: scope.lower(),
+        telemetry.FLOW_NAME: flow.name if flow else None,
+        telemetry.FLOW_ENVIRONMENT: flow.environment if flow else None,
+    }
+
+
+def _decision_dimensions(answer: ClaimResponse) -> Dimensions:
+    """The decision and warnings of a Check and claim answer, and the other flow a copy of a flow met."""
+    holder = answer.holder.flow if answer.holder else answer.result.flow if answer.result else None
+    copy = holder if ANOTHER_FLOW_COPY in answer.warnings else None
+    return {
+        telemetry.DECISION: answer.decision.value,
+        telemetry.WARNINGS: ",".join(answer.warnings) or None,
+        telemetry.HOLDER_FLOW_NAME: copy.name if copy else None,
+        telemetry.HOLDER_FLOW_ENVIRONMENT: copy.environment if copy else None,
+    }
+
+
 def health(services: Services, request: func.HttpRequest) -> Health:
-    return services.claims.health()
+    """The service's health, naming the store it runs on (and the store that does not answer)."""
+    where = services.store_location
+    try:
+        answer = services.claims.health()
+    except StoreUnavailable as exc:
+        if where is None:
+            raise
+        raise StoreUnavailable(f"The {services.store.kind} store at {where} does not answer: {exc.message}") from exc
+    return answer.model_copy(update={"store_location": where})
 
 
 def unknown_route(app: func.FunctionApp, request: func.HttpRequest) -> func.HttpResponse:
@@ -378,8 +487,10 @@ def unknown_route(app: func.FunctionApp, request: func.HttpRequest) -> func.Http
     answers the same whether or not the app is configured.
     """
     path = request.route_params.get("path", "")
+    # Named as the caller sent it: the host's route parameter of an empty catch-all is not text (issue 13).
+    sent = urlsplit(request.url).path
     allowed = allowed_methods(function_routes(app), path.strip("/"))
     if allowed:
-        message = f"{request.method} is not allowed at /api/{path}; use {', '.join(allowed)}."
+        message = f"{request.method} is not allowed at {sent}; use {', '.join(allowed)}."
         return render_error(MethodNotAllowed(message, allowed=allowed))
-    return render_error(NotFound(f"No action is served at /api/{path}.", target="path"))
+    return render_error(NotFound(f"No action is served at {sent}.", target="path"))

@@ -31,6 +31,7 @@ from oncegate.models.base import (
 from oncegate.models.claim_requests import (
     BusinessIntent,
     ClaimRequest,
+    FindClaimsQuery,
     FlowRef,
     HeartbeatRequest,
     ListClaimsQuery,
@@ -41,6 +42,7 @@ from oncegate.models.claim_requests import (
 )
 from oncegate.models.claim_views import (
     ClaimAttentionList,
+    ClaimList,
     ClaimNeedingAttention,
     ClaimResponse,
     ClaimResult,
@@ -70,6 +72,7 @@ from oncegate.models.inventory import (
     ScopeList,
     ScopeView,
     SetScopeRequest,
+    SourceCount,
 )
 
 __all__ = [
@@ -88,6 +91,7 @@ __all__ = [
     "BusinessIntent",
     "ClaimAttentionList",
     "ClaimCounts",
+    "ClaimList",
     "ClaimNeedingAttention",
     "ClaimRequest",
     "ClaimResponse",
@@ -99,6 +103,7 @@ __all__ = [
     "ErrorBody",
     "ErrorDetail",
     "ErrorInfo",
+    "FindClaimsQuery",
     "FlowList",
     "FlowRef",
     "FlowView",
@@ -125,6 +130,7 @@ __all__ = [
     "ScopeList",
     "ScopeView",
     "SetScopeRequest",
+    "SourceCount",
     "Text256",
     "Visibility",
     "designer",

@@ -11,6 +11,7 @@ Every field that the connector sends or shows carries its designer text (:func:`
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -23,6 +24,9 @@ from oncegate.domain.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 # The longest cursor handed out: the place of a flow whose name and environment are 256 characters
 # of four UTF-8 bytes each, in base64, sealed.
 MAX_CURSOR_LENGTH = 4096
+
+# The key under which designer() keeps the text of a nested model's fields (tools/connector reads it).
+PARTS = "x-oncegate-parts"
 
 # Where the designer shows a field: up front, behind "Show advanced options", or not at all.
 Visibility = Literal["important", "advanced", "internal"]
@@ -37,18 +41,26 @@ def json_size(value: Any) -> int:
 
 
 def designer(
-    summary: str, description: str, visibility: Visibility | None = None, *, null: tuple[str, str] | None = None
+    summary: str,
+    description: str,
+    visibility: Visibility | None = None,
+    *,
+    null: tuple[str, str] | None = None,
+    parts: Mapping[str, tuple[str, str]] | None = None,
 ) -> FieldInfo:
     """The connector designer's title (title case), help text (sentences) and, if set, visibility of a field.
 
     Put it in the field's ``Annotated``. ``null`` is the value and display name by which a query
-    parameter spells "none" (``status=all``), when the action reads it so.
+    parameter spells "none" (``status=all``), when the action reads it so. ``parts`` retitles the
+    fields of a model used in several places (a flow), by field name: title and help text here.
     """
     extra: dict[str, JsonValue] = {"x-ms-summary": summary}
     if visibility:
         extra["x-ms-visibility"] = visibility
     if null:
         extra["x-null-value"] = {"value": null[0], "displayName": null[1]}
+    if parts:
+        extra[PARTS] = {name: {"x-ms-summary": title, "description": text} for name, (title, text) in parts.items()}
     info: FieldInfo = Field(description=description, json_schema_extra=extra)
     return info
 
@@ -64,6 +76,9 @@ class _Request(_Model):
 Text256 = Annotated[str, Field(min_length=1, max_length=256)]
 LeaseSeconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
 Scope = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
+# A scope's shape, and ':' to name a list within a system (sharepoint:expenses); see domain/keys.py.
+Source = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
+Reference = Annotated[str, Field(min_length=1, max_length=256)]
 
 # Fields that several models share, with the same designer text.
 ScopeInput = Annotated[
@@ -72,6 +87,16 @@ ScopeInput = Annotated[
         "Scope",
         "The side effect being protected, such as erp.create-order: 1 to 64 letters, digits, dots, underscores "
         "or hyphens, compared case-insensitively. The same key in two scopes is two independent claims.",
+        IMPORTANT,
+    ),
+]
+SourceInput = Annotated[
+    Source | None,
+    designer(
+        "Source System",
+        "The system the business object comes from, such as shop-eu or sharepoint:expenses: 1 to 64 letters, "
+        "digits, dots, colons, underscores or hyphens, compared case-insensitively. Stored in clear, so that "
+        "claims can be found by it; it is not part of the business key.",
         IMPORTANT,
     ),
 ]
@@ -86,7 +111,8 @@ NextLink = Annotated[
 WARNINGS = designer(
     "Warnings",
     "Codes worth a look: no_fingerprint (changed data cannot be detected), no_flow (the flow was not named), "
-    "another_flow_copy (the claim was made by another flow or environment), and sensitive_key or sensitive_data "
+    "another_flow_copy (the claim was made by another flow or environment), source_differs (the claim was made "
+    "for another source system, which it keeps), and sensitive_key or sensitive_data "
     "(the key, or a field stored as sent, seems to carry personal data and was accepted because the service only "
     "warns).",
 )

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, JsonValue, ValidationInfo, field_validator
+from pydantic import AfterValidator, AwareDatetime, Field, JsonValue, ValidationInfo, field_validator
+from pydantic.fields import FieldInfo
 
 from oncegate.domain.limits import DATA_LIMIT_BYTES
-from oncegate.domain.statuses import Outcome
+from oncegate.domain.statuses import ClaimStatus, Outcome
 from oncegate.models.base import (
     ADVANCED,
     IMPORTANT,
     INTERNAL,
     Cursor,
     LeaseSeconds,
+    Reference,
     Scope,
     ScopeInput,
+    Source,
+    SourceInput,
     Text256,
     _Request,
     designer,
@@ -43,6 +47,21 @@ class FlowRef(_Request):
             ADVANCED,
         ),
     ]
+
+
+def flow_in_answer(title: str, which: str) -> FieldInfo:
+    """The designer text of a flow an answer shows, its name and environment titled apart from any other flow's.
+
+    ``which`` names the flow, such as "the flow that did the side effect". FlowRef's own text is for requests.
+    """
+    return designer(
+        title,
+        f"{which[0].upper()}{which[1:]}.",
+        parts={
+            "name": (f"{title} Name", f"The name of {which}."),
+            "environment": (f"{title} Environment", f"The environment of {which}."),
+        },
+    )
 
 
 BusinessKey = Annotated[
@@ -89,6 +108,7 @@ class BusinessIntent(_Request):
 
     scope: ScopeInput
     key: BusinessKey
+    source: SourceInput = None
     payload: Annotated[
         JsonValue,
         designer(
@@ -123,6 +143,15 @@ class ClaimRequest(BusinessIntent):
     run_id: RunId
     flow: CallingFlow = None
     lease_seconds: RequestedLease = None
+    reference: Annotated[
+        Reference | None,
+        designer(
+            "Reference",
+            "A label to find the claim again by eye, such as the order number, at most 256 characters. Unlike the "
+            "key it is stored in clear: leave out anything that must not be kept, such as personal data.",
+            ADVANCED,
+        ),
+    ] = None
 
 
 class LookupRequest(_Request):
@@ -235,6 +264,44 @@ class ListClaimsQuery(_Request):
         bool,
         designer("Needing Attention", "Lists only the claims that need a person, which is always the case.", INTERNAL),
     ] = Field(json_schema_extra={"default": True})
+    scope: Annotated[Scope | None, designer("Scope", "Only list the claims of this scope.", ADVANCED)] = None
+    top: Annotated[
+        int, designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
+    ] = Field(default=50, ge=1, le=200)
+    cursor: Cursor = None
+
+
+class FindClaimsQuery(_Request):
+    """Claims found by where they came from: source system, reference, status and first received (issue 16).
+
+    At least one of ``source``, ``reference``, ``status`` and ``since`` is given: the HTTP layer reads
+    a request without any as the attention list's, which refuses a bare list of every claim.
+    """
+
+    source: Annotated[
+        Source | None,
+        designer("Source System", "Only list the claims of this source system, such as shop-eu.", IMPORTANT),
+    ] = None
+    reference: Annotated[
+        Reference | None,
+        designer("Reference", "Only list the claims with this reference, such as SO-1001.", IMPORTANT),
+    ] = None
+    status: Annotated[
+        ClaimStatus | None,
+        designer(
+            "Claim Status",
+            "Only list the claims in this status: in_progress, succeeded, failed, unknown or released.",
+            ADVANCED,
+        ),
+    ] = None
+    since: Annotated[
+        AwareDatetime | None,
+        designer(
+            "Received Since",
+            "Only list the claims first received at or after this time, such as 2026-12-01T00:00:00Z.",
+            ADVANCED,
+        ),
+    ] = None
     scope: Annotated[Scope | None, designer("Scope", "Only list the claims of this scope.", ADVANCED)] = None
     top: Annotated[
         int, designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED)

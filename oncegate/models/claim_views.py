@@ -7,9 +7,9 @@ from typing import Annotated
 
 from pydantic import Field, JsonValue
 
-from oncegate.domain.statuses import AttentionReason, ClaimStatus, Decision, EventKind
+from oncegate.domain.statuses import AnswerStatus, AttentionReason, ClaimStatus, Decision, EventKind
 from oncegate.models.base import IMPORTANT, WARNINGS, NextLink, _Model, designer
-from oncegate.models.claim_requests import FlowRef
+from oncegate.models.claim_requests import FlowRef, flow_in_answer
 
 
 class Holder(_Model):
@@ -19,7 +19,7 @@ class Holder(_Model):
     operators find the run with ``oncegate claims show``.
     """
 
-    flow: Annotated[FlowRef | None, designer("Holder Flow", "The flow of the run that holds the lease.")] = None
+    flow: Annotated[FlowRef | None, flow_in_answer("Holder Flow", "the flow whose run holds the lease")] = None
     lease_expires_at: Annotated[
         datetime | None, designer("Holder Lease Expires At", "When the holder's lease ends, in UTC.")
     ] = None
@@ -49,7 +49,7 @@ class ClaimResult(_Model):
     data: Annotated[JsonValue, designer("Result Data", "The data that the successful run recorded.")] = None
     completed_at: CompletedAt = None
     run_id: Annotated[str, designer("Result Run ID", "The run that did the side effect.")]
-    flow: Annotated[FlowRef | None, designer("Result Flow", "The flow that did the side effect.")] = None
+    flow: Annotated[FlowRef | None, flow_in_answer("Result Flow", "the flow that did the side effect")] = None
 
 
 class LastAttempt(_Model):
@@ -57,7 +57,7 @@ class LastAttempt(_Model):
 
     attempt: Annotated[int, designer("Last Attempt Number", "The number of the attempt whose outcome is in doubt.")]
     run_id: Annotated[str, designer("Last Attempt Run ID", "The run that made the attempt.")]
-    flow: Annotated[FlowRef | None, designer("Last Attempt Flow", "The flow that made the attempt.")] = None
+    flow: Annotated[FlowRef | None, flow_in_answer("Last Attempt Flow", "the flow that made the attempt")] = None
     status: Annotated[
         ClaimStatus,
         designer(
@@ -88,15 +88,14 @@ class ClaimResponse(_Model):
         ),
     ]
     claim_id: ClaimId
-    # Absent when the inventory blocked the flow before any claim existed (attempt is then 0).
     status: Annotated[
-        ClaimStatus | None,
+        AnswerStatus,
         designer(
             "Claim Status",
-            "Where the claim's side effect stands: in_progress, succeeded, failed, unknown or released. It is absent "
-            "when the flow inventory blocked the flow before any claim existed.",
+            "Where the claim's side effect stands: in_progress, succeeded, failed, unknown or released, or none when "
+            "no claim exists because the flow inventory blocked the flow before any claim was made.",
         ),
-    ] = None
+    ]
     attempt: Annotated[
         int,
         designer(
@@ -105,13 +104,14 @@ class ClaimResponse(_Model):
         ),
     ]
     reason: Annotated[str, designer("Reason", "Why the service decided this way, in one sentence.")]
-    warnings: Annotated[list[str], WARNINGS] = Field(default_factory=list)
+    # Required, as the contract has it: the service sends the list even when it is empty.
+    warnings: Annotated[list[str], WARNINGS]
     claim_token: Annotated[
         str | None,
         designer(
             "Claim Token",
             "The token that proves this run holds the claim, present with proceed and reconcile. Pass it to Record "
-            "result, Release claim or Renew claim lease.",
+            "result, Release claim or Heartbeat (extend claim lease).",
             IMPORTANT,
         ),
     ] = None
@@ -146,15 +146,17 @@ class HistoryEntry(_Model):
 
     at: Annotated[datetime, designer("Event Time", "When the event happened, in UTC.")]
     event: Annotated[
-        EventKind, designer("Event", "What the entry records: a claim, result, release, conflict or resolution.")
+        EventKind,
+        designer("Event", "What the entry records: a claim, result, release, conflict, resolution or review."),
     ]
     outcome: Annotated[
         str, designer("Event Outcome", "The decision or outcome of the event, such as proceed, duplicate or succeeded.")
     ]
     attempt: Annotated[int, designer("Event Attempt", "The attempt that the event belongs to.")]
     run_id: Annotated[str | None, designer("Event Run ID", "The run that caused the event.")] = None
-    flow: Annotated[FlowRef | None, designer("Event Flow", "The flow that caused the event.")] = None
+    flow: Annotated[FlowRef | None, flow_in_answer("Event Flow", "the flow that caused the event")] = None
     fingerprint: Annotated[str | None, designer("Event Fingerprint", "The fingerprint that the run presented.")] = None
+    source: Annotated[str | None, designer("Event Source System", "The source system that the run named.")] = None
     recognised_by: Annotated[str, designer("Recognised By", "How the service recognised the request, in one sentence.")]
     details: Annotated[
         dict[str, JsonValue],
@@ -167,6 +169,15 @@ class ClaimView(_Model):
 
     claim_id: ClaimId
     scope: Annotated[str, designer("Scope", "The scope of the claim, in lowercase.")]
+    source: Annotated[
+        str | None,
+        designer(
+            "Source System", "The system the business object comes from, as the first request naming one gave it."
+        ),
+    ] = None
+    reference: Annotated[
+        str | None, designer("Reference", "The label that the flow gave to find the claim again, if any.")
+    ] = None
     status: Annotated[
         ClaimStatus,
         designer(
@@ -184,7 +195,7 @@ class ClaimView(_Model):
     ]
     lease_expires_at: LeaseExpiresAt = None
     run_id: Annotated[str, designer("Run ID", "The run of the current or last attempt.")]
-    flow: Annotated[FlowRef | None, designer("Flow", "The flow of the current or last attempt.")] = None
+    flow: Annotated[FlowRef | None, flow_in_answer("Flow", "the flow of the current or last attempt")] = None
     target_record_id: Annotated[
         str | None,
         designer("Target Record ID", "The id of the record in the target system, once a result is recorded."),
@@ -246,5 +257,14 @@ class ClaimAttentionList(_Model):
     value: Annotated[
         list[ClaimNeedingAttention],
         designer("Claims Needing Attention", "The claims that need a person, oldest first."),
+    ]
+    next_link: NextLink = None
+
+
+class ClaimList(_Model):
+    """A page of claims found by source system, reference, status or first received; follow ``nextLink``."""
+
+    value: Annotated[
+        list[ClaimView], designer("Claims", "The claims found, without their history; Get claim shows that.")
     ]
     next_link: NextLink = None

@@ -24,7 +24,7 @@ from oncegate.models.base import (
     designer,
     json_size,
 )
-from oncegate.models.claim_requests import BusinessIntent, CallingFlow, FlowRef, RunId
+from oncegate.models.claim_requests import BusinessIntent, CallingFlow, FlowRef, RunId, flow_in_answer
 
 
 def _details_limit(value: JsonValue) -> JsonValue:
@@ -146,6 +146,11 @@ class ConflictView(_Model):
             "Who noticed the conflict: claim when Check and claim found it, reported when a flow reported it.",
         ),
     ]
+    # Not "source", which already says who noticed the conflict.
+    source_system: Annotated[
+        str | None,
+        designer("Source System", "The source system that the run meeting the changed data named, if any."),
+    ] = None
     fingerprint: Annotated[str | None, designer("New Fingerprint", "The fingerprint of the changed business data.")] = (
         None
     )
@@ -156,7 +161,7 @@ class ConflictView(_Model):
     reason: Annotated[str, designer("Reason", "What differs, in one sentence.", IMPORTANT)]
     details: Annotated[JsonValue, designer("Details", "What the reporting flow added for the owner.")] = None
     run_id: Annotated[str, designer("Run ID", "The run that met the changed data.")]
-    flow: Annotated[FlowRef | None, designer("Flow", "The flow of the run that met the changed data.")] = None
+    flow: Annotated[FlowRef | None, flow_in_answer("Flow", "the flow of the run that met the changed data")] = None
     created_at: Annotated[datetime, designer("Created At", "When the conflict opened, in UTC.")]
     resolution: Annotated[
         ConflictResolution | None,

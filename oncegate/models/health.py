@@ -15,20 +15,42 @@ class Health(_Model):
     status: Annotated[str, designer("Service Status", "The word ok when the service and its store answer.")]
     store: Annotated[str, designer("Store Kind", "The store the service runs on: sqlite or tables.")]
     version: Annotated[str, designer("Version", "The version of the service.")]
+    store_location: Annotated[
+        str | None,
+        designer(
+            "Store Location",
+            "Where the store is: the SQLite file's path or the Table Storage endpoint, never a secret.",
+        ),
+    ] = None
 
 
 class ErrorDetail(_Model):
-    target: str | None = None
-    message: str
+    """One thing wrong with the request, such as a field."""
+
+    target: Annotated[
+        str | None, designer("Error Target", "What is wrong, such as the field or the setting, when there is one.")
+    ] = None
+    message: Annotated[str, designer("Error Detail Message", "What is wrong with it, in one sentence.")]
 
 
 class ErrorInfo(_Model):
-    code: str
-    message: str
-    details: list[ErrorDetail] = Field(default_factory=list)
+    """What went wrong: a code to branch on and a message for people."""
+
+    code: Annotated[
+        str,
+        designer(
+            "Error Code",
+            "What went wrong, to branch on, such as invalid_request, not_found, stale_claim or store_unavailable. "
+            "Each action's error answers name the codes it gives.",
+        ),
+    ]
+    message: Annotated[str, designer("Error Message", "What went wrong and what to do, for people.")]
+    details: Annotated[
+        list[ErrorDetail], designer("Error Details", "Each thing wrong with the request, such as each bad field.")
+    ] = Field(default_factory=list)
 
 
 class ErrorBody(_Model):
-    """Microsoft REST API guidelines error body."""
+    """Microsoft REST API guidelines error body: every answer that is not a success."""
 
-    error: ErrorInfo
+    error: Annotated[ErrorInfo, designer("Error", "What went wrong: its code, its message and the details.")]

@@ -21,7 +21,7 @@ from oncegate.models.base import (
     _Request,
     designer,
 )
-from oncegate.models.claim_requests import FlowRef
+from oncegate.models.claim_requests import FlowRef, flow_in_answer
 
 
 class RegisterFlowRequest(_Request):
@@ -110,6 +110,13 @@ LastSeenAt = Annotated[
 ]
 
 
+class SourceCount(_Model):
+    """How many claims were made for one source system (issue 16); counts lag as the others do."""
+
+    source: Annotated[str, designer("Source System", "The source system, such as shop-eu.")]
+    claims: Annotated[int, designer("Source Claims", "How many claims were made for it.")]
+
+
 class FlowView(_Model):
     """A flow in the inventory: its registration, and how often it claimed (counts lag by up to a minute)."""
 
@@ -128,6 +135,10 @@ class FlowView(_Model):
     duplicates: Annotated[
         int, designer("Duplicates", "How many of the flow's Check and claim requests were answered duplicate.")
     ]
+    sources: Annotated[
+        list[SourceCount] | None,
+        designer("Flow Sources", "The claims that the flow made for each source system, most first."),
+    ] = None
     # With ONCEGATE_SENSITIVE_DATA=warn: sensitive_data when a stored field seems to carry personal data.
     warnings: Annotated[list[str] | None, WARNINGS] = None
 
@@ -142,8 +153,8 @@ class FlowList(_Model):
 class OverlapView(_Model):
     """Two flows answering for the same claims: one made them, the other met them as duplicate or in progress."""
 
-    flow: Annotated[FlowRef, designer("Flow", "One flow of the pair.")]
-    other_flow: Annotated[FlowRef, designer("Other Flow", "The other flow of the pair.")]
+    flow: Annotated[FlowRef, flow_in_answer("Flow", "one flow of the pair")]
+    other_flow: Annotated[FlowRef, flow_in_answer("Other Flow", "the other flow of the pair")]
     count: Annotated[
         int,
         designer(
@@ -189,6 +200,10 @@ class ScopeView(_Model):
     first_seen_at: FirstSeenAt = None
     last_seen_at: LastSeenAt = None
     claims: Annotated[ClaimCounts, designer("Claims", "The scope's claims by status. Counts may lag by a minute.")]
+    sources: Annotated[
+        list[SourceCount] | None,
+        designer("Scope Sources", "The scope's claims made for each source system, most first."),
+    ] = None
     open_conflicts: Annotated[int, designer("Open Conflicts", "How many conflicts of the scope wait for their owner.")]
     # With ONCEGATE_SENSITIVE_DATA=warn: sensitive_data when a stored field seems to carry personal data.
     warnings: Annotated[list[str] | None, WARNINGS] = None

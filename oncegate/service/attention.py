@@ -10,22 +10,26 @@
 The list reads every ``in_progress``, ``unknown`` and ``failed`` claim through the store's
 ``list_claims``, a page at a time, and sorts what needs attention oldest first in memory; finished
 claims (``succeeded``, ``released``) are not read. In a healthy deployment these are few.
+
+:meth:`Attention.waiting` and :meth:`Attention.open_conflicts` sum up what waits, per scope, with
+the oldest: the watch's telemetry (``oncegate.entrypoints.timers``) reports them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.records import Claim
 from oncegate.domain.statuses import AttentionReason, ClaimStatus
 from oncegate.models import ClaimNeedingAttention, ListClaimsQuery
+from oncegate.service.inventory import open_conflicts
 from oncegate.service.views import claim_view
 from oncegate.stores.paging import every_item, page_of, utc_text
-from oncegate.stores.port import ClaimRecords
+from oncegate.stores.port import ClaimStore
 
 UNKNOWN_ALERT = timedelta(minutes=15)
 WATCHED = (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN, ClaimStatus.FAILED)
@@ -46,6 +50,25 @@ class NeedsAttention:
         return utc_text(self.since), self.claim.claim_id
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """How many claims (or conflicts) wait for a person, and since when the oldest of them has."""
+
+    count: int
+    oldest: datetime
+
+    def add(self, since: datetime) -> Waiting:
+        return replace(self, count=self.count + 1, oldest=min(self.oldest, since))
+
+
+def counted(waiting: Mapping[tuple[str, AttentionReason], Waiting]) -> dict[str, Counter[AttentionReason]]:
+    """The counts of :meth:`Attention.waiting` per scope, by why."""
+    counts: dict[str, Counter[AttentionReason]] = {}
+    for (scope, why), group in waiting.items():
+        counts.setdefault(scope, Counter())[why] = group.count
+    return counts
+
+
 def needs_attention(claim: Claim, now: datetime, unknown_alert: timedelta) -> NeedsAttention | None:
     """Why ``claim`` needs a person at ``now``, or None when it does not."""
     lease = claim.lease_expires_at
@@ -63,7 +86,7 @@ class Attention:
     """The claims needing attention: a page of them, or their count per scope."""
 
     def __init__(
-        self, store: ClaimRecords, *, clock: Callable[[], datetime], unknown_alert: timedelta = UNKNOWN_ALERT
+        self, store: ClaimStore, *, clock: Callable[[], datetime], unknown_alert: timedelta = UNKNOWN_ALERT
     ) -> None:
         self._store = store
         self._clock = clock
@@ -78,10 +101,24 @@ class Attention:
 
     def counts(self) -> dict[str, Counter[AttentionReason]]:
         """How many claims of each scope need attention, by why; empty when all is well."""
-        counts: dict[str, Counter[AttentionReason]] = {}
+        return counted(self.waiting())
+
+    def waiting(self) -> dict[tuple[str, AttentionReason], Waiting]:
+        """The claims needing attention by scope and why: how many, and the oldest's since; empty when none."""
+        groups: dict[tuple[str, AttentionReason], Waiting] = {}
         for item in self._all(None):
-            counts.setdefault(item.claim.scope, Counter())[item.why] += 1
-        return counts
+            place = (item.claim.scope, item.why)
+            group = groups.get(place)
+            groups[place] = Waiting(1, item.since) if group is None else group.add(item.since)
+        return groups
+
+    def open_conflicts(self) -> dict[str, Waiting]:
+        """The open conflicts by scope: how many, and when the oldest opened; empty when none."""
+        groups: dict[str, Waiting] = {}
+        for conflict in open_conflicts(self._store):
+            group, opened = groups.get(conflict.scope), conflict.created_at
+            groups[conflict.scope] = Waiting(1, opened) if group is None else group.add(opened)
+        return groups
 
     def _all(self, scope: str | None) -> Iterator[NeedsAttention]:
         now = self._clock()

@@ -17,8 +17,10 @@ from typing import Any
 
 from oncegate import __version__
 from oncegate.domain.decisions import Change, Verdict, decide, needs_fingerprint_records
+from oncegate.domain.keys import normalise_scope, normalise_source
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
 from oncegate.domain.statuses import (
+    AnswerStatus,
     ClaimStatus,
     ConflictSource,
     ConflictStatus,
@@ -35,6 +37,7 @@ from oncegate.models import (
     ClaimRequest,
     ClaimResponse,
     ClaimView,
+    FindClaimsQuery,
     Health,
     Holder,
     LookupRequest,
@@ -76,7 +79,10 @@ class ClaimService:
         signed-in caller is given back to that caller only.
         """
         self._core.require_known_secret()
+        # Source and reference are stored in clear: checked first, before anything is read or written.
+        stored_warnings = self._core.stored_data.check(request, f"a claim of run {request.run_id}")
         caller = replace(self._caller(request), signed_in=signed_in)
+        caller.warnings.extend(stored_warnings)
         refusal = self._core.inventory.refusal(caller.flow)
         answer = self._refused(caller, refusal) if refusal else settled(lambda: self._claim_once(caller))
         self._core.inventory.answered(caller.scope, caller.flow, answer.decision, caller.now)
@@ -87,7 +93,12 @@ class ClaimService:
         found = self._core.find(caller.identities)
         if found is None:
             return ClaimResponse(
-                decision=Decision.BLOCKED, claim_id=caller.claim_id, attempt=0, reason=reason, warnings=caller.warnings
+                decision=Decision.BLOCKED,
+                claim_id=caller.claim_id,
+                status=AnswerStatus.NONE,
+                attempt=0,
+                reason=reason,
+                warnings=caller.warnings,
             )
         claim, identity = found
         caller = caller.as_(identity)
@@ -113,6 +124,8 @@ class ClaimService:
             lease=timedelta(seconds=request.lease_seconds or self._core.inventory.lease_seconds(scope)),
             now=self._core.clock(),
             warnings=warnings,
+            source=normalise_source(request.source),
+            reference=request.reference,
         )
 
     def _claim_once(self, caller: Caller) -> ClaimResponse:
@@ -134,6 +147,8 @@ class ClaimService:
             last_attempt_at=caller.now,
             updated_at=caller.now,
             lease_expires_at=caller.lease_expires_at,
+            source=caller.source,
+            reference=caller.reference,
         )
         event = self._claim_event(claim, caller, Decision.PROCEED, "No claim existed for this key: first attempt.")
         try:
@@ -145,6 +160,8 @@ class ClaimService:
             raise ConcurrentUpdate(f"claim {claim.claim_id} existed and is gone") from exc
         if caller.other_identities and self._core.find(caller.other_identities) is not None:
             return self._withdrawn(stored, caller)
+        if caller.source is not None:
+            self._core.inventory.source_claimed(caller.scope, caller.flow, caller.source)
         return self._granted(Decision.PROCEED, stored, caller, "First time this key is seen: do the side effect.")
 
     def _withdrawn(self, made: Claim, caller: Caller) -> ClaimResponse:
@@ -161,6 +178,7 @@ class ClaimService:
         return ClaimResponse(
             decision=Decision.IN_PROGRESS,
             claim_id=made.claim_id,
+            status=AnswerStatus.NONE,
             attempt=0,
             reason="Another instance claimed this key at the same moment during a key secret rotation; retry shortly.",
             retry_after_seconds=1,
@@ -221,6 +239,9 @@ class ClaimService:
             retryable=None,
             reconciling=verdict.reconciles,
             released_in_doubt=False,
+            # The first source and reference named are kept; a claim without them takes this run's.
+            source=claim.source or caller.source,
+            reference=claim.reference or caller.reference,
         )
         event = self._claim_event(renewed, caller, verdict.decision, verdict.recognised_by)
         if verdict.reconciles is not None:
@@ -233,7 +254,13 @@ class ClaimService:
     def _conflict(self, claim: Claim, caller: Caller, verdict: Verdict) -> ClaimResponse:
         reason = verdict.reason
         conflict, record = self._conflicts.open_conflict(
-            claim, keyed(caller.fingerprint), ConflictSource.CLAIM, reason, caller.run_id, caller.flow
+            claim,
+            keyed(caller.fingerprint),
+            ConflictSource.CLAIM,
+            reason,
+            caller.run_id,
+            caller.flow,
+            source_system=caller.source,
         )
         if conflict.status is ConflictStatus.RESOLVED:
             # Resolved by an earlier release that wrote the conflict before the claim, and the claim never heard
@@ -248,8 +275,9 @@ class ClaimService:
             Decision.CONFLICT,
             claim,
             caller,
-            f"This key was already claimed with different business data ({reason}) Nothing was done; "
-            "the conflict waits for its owner.",
+            # The fingerprints (keyed digests) mean nothing to a maker: they stay in the history's line.
+            "This key was already claimed with different business data (another amount, lines or version). "
+            "Nothing was done; the conflict waits for its owner.",
             conflict_id=conflict.conflict_id,
         )
 
@@ -259,10 +287,10 @@ class ClaimService:
         return ClaimResponse(
             decision=decision,
             claim_id=claim.claim_id,
-            status=claim.status,
+            status=AnswerStatus(claim.status.value),
             attempt=claim.attempt,
             reason=reason,
-            warnings=[*caller.warnings, *self._flow_warnings(claim, caller, decision)],
+            warnings=[*caller.warnings, *self._flow_warnings(claim, caller, decision), *caller.source_warnings(claim)],
             **extra,
         )
 
@@ -302,6 +330,7 @@ class ClaimService:
             run_id=caller.run_id,
             flow=caller.flow,
             fingerprint=keyed(caller.fingerprint),
+            source=caller.source,
         )
 
     # -- Reading claims --------------------------------------------------------------------
@@ -314,11 +343,29 @@ class ClaimService:
     def lookup(self, request: LookupRequest) -> ClaimView:
         """The processing record of a business key, found through its digest (under any secret known)."""
         self._core.require_known_secret()
-        identities, _, _ = self._core.identify(request)
+        identities, scope, _ = self._core.identify(request)
         found = self._core.find(identities)
         if found is None:
-            raise NotFound("No claim exists for this key in this scope.", target="key")
-        return self.get_claim(found[0].claim_id)
+            raise NotFound(f"No claim has this key in the scope {scope}.", target="key")
+        # The claim as found: read again by its id, one deleted in between would be named by a digest.
+        claim = found[0]
+        return claim_view(claim, self._core.store.list_events(claim.claim_id))
+
+    def find(self, query: FindClaimsQuery) -> tuple[list[ClaimView], str | None]:
+        """One page of the claims of a source system, reference, status or first received, without history.
+
+        The cursor is the store's: a page may hold fewer than ``top`` claims (even none) while it says more follow.
+        """
+        page = self._core.store.list_claims(
+            statuses=[query.status] if query.status else list(ClaimStatus),
+            scope=normalise_scope(query.scope) if query.scope else None,
+            source=normalise_source(query.source),
+            reference=query.reference,
+            received_since=query.since,
+            limit=query.top,
+            cursor=query.cursor,
+        )
+        return [claim_view(claim) for claim in page.items], page.cursor
 
     def health(self) -> Health:
         """Raises ``StoreUnavailable`` when the store does not answer, ``NotConfigured`` for another secret."""

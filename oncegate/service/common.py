@@ -39,6 +39,7 @@ from oncegate.models import (
 )
 from oncegate.service.inventory import Inventory
 from oncegate.service.privacy import StoredDataGuard
+from oncegate.service.recent import RecentClaims
 from oncegate.stores.port import ClaimStore
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ T = TypeVar("T")
 C = TypeVar("C", Claim, None)
 NO_FINGERPRINT = "no_fingerprint"
 NO_FLOW = "no_flow"
+# The claim was made for another source system: the claim keeps its first (issue 16).
+SOURCE_DIFFERS = "source_differs"
 SENSITIVE_KEY = "sensitive_key"
 # How rows of schema 1 kept the reconciling state: the granting event's details, the release's error text.
 LEGACY_LAST_ATTEMPT = "lastAttempt"
@@ -67,13 +70,17 @@ def flow_text(flow: Flow | None) -> str:
     return f"flow '{flow.name}' in '{flow.environment}'" if flow else "an unnamed flow"
 
 
-def stale_token_message(token: str, claim: Claim) -> str:
-    # Never the holder's run id: with it, another caller could pass for the holder (issue 9).
-    attempt = token.split(".", 1)[0]
-    now = f"attempt {claim.attempt} now holds the claim, with status {claim.status.value}"
-    if attempt.isdigit() and 0 < int(attempt) < claim.attempt:
-        return f"This claim token is from attempt {attempt}; {now}."
-    return f"This claim token does not match this claim: {now}. Send the token Check and claim gave this run."
+def stale_token_message(claim: Claim) -> str:
+    """Why ``token`` is refused, the same for any token that does not verify: none of it is echoed or trusted.
+
+    Not the attempt the token's text names: a made-up token names one too (issue 13). Never the holder's
+    run id: with it, another caller could pass for the holder (issue 9).
+    """
+    return (
+        f"This claim token does not match this claim: attempt {claim.attempt} now holds it, with status "
+        f"{claim.status.value}. Send the token Check and claim gave this run; one of an earlier attempt no longer "
+        "counts."
+    )
 
 
 def new_grant_id() -> str:
@@ -138,6 +145,8 @@ class Caller:
     now: datetime
     warnings: list[str] = field(default_factory=list)
     signed_in: str | None = None  # who signed in (Entra ID), in clear: digested per secret when stored
+    source: str | None = None
+    reference: str | None = None
 
     @property
     def granted_to(self) -> str | None:
@@ -160,6 +169,11 @@ class Caller:
     @property
     def other_identities(self) -> tuple[Identity, ...]:
         return tuple(identity for identity in self.identities if identity.hasher is not self.hasher)
+
+    def source_warnings(self, claim: Claim) -> list[str]:
+        """``source_differs`` when this request names a source system other than the one the claim keeps."""
+        differs = self.source is not None and claim.source is not None and claim.source != self.source
+        return [SOURCE_DIFFERS] if differs else []
 
     @property
     def intent(self) -> Intent:
@@ -188,10 +202,12 @@ class ClaimsCore:
         self.stored_data = stored_data
         self.sensitive_keys = sensitive_keys
         self.secret_checked = False
+        self.recent = RecentClaims()
 
     def identify(self, intent: BusinessIntent | LookupRequest) -> tuple[tuple[Identity, ...], str, list[str]]:
         """The key under every secret known (older first), the scope, and the warnings the key earned."""
-        warnings = self.check_key(intent.key)
+        # A lookup stores nothing, so its refusal does not say so.
+        warnings = self.check_key(intent.key, stores=isinstance(intent, BusinessIntent))
         supplied, payload = (intent.fingerprint, intent.payload) if isinstance(intent, BusinessIntent) else (None, None)
         identities = tuple(
             Identity(
@@ -203,13 +219,16 @@ class ClaimsCore:
         )
         return identities, normalise_scope(intent.scope), warnings
 
-    def check_key(self, key: str) -> list[str]:
-        """The warning a business key earned for personal data, unless it is refused for it."""
+    def check_key(self, key: str, *, stores: bool = True) -> list[str]:
+        """The warning a business key earned for personal data, unless it is refused for it.
+
+        ``stores`` says whether the request would store anything, which the refusal then says it did not.
+        """
         findings = [] if self.sensitive_keys is SensitiveKeyPolicy.OFF else sensitive_findings(key)
         if findings and self.sensitive_keys is SensitiveKeyPolicy.REJECT:
             raise SensitiveKey(
-                f"The key seems to contain {' and '.join(findings)}: use an internal record id instead. "
-                "Nothing was stored.",
+                f"The key seems to contain {' and '.join(findings)}: use an internal record id instead."
+                f"{' Nothing was stored.' if stores else ''}",
                 target="key",
             )
         return [SENSITIVE_KEY] if findings else []
@@ -235,8 +254,9 @@ class ClaimsCore:
         if known and not known & set(self.keys.key_ids):
             raise NotConfigured(
                 "This store's claims were made with another key secret: every key already done would be "
-                "claimed again. Set ONCEGATE_KEY_SECRET to the secret the store was used with (Key Vault keeps "
-                "its earlier versions), or during a rotation set ONCEGATE_KEY_SECRET_PREVIOUS to it.",
+                "claimed again. Set ONCEGATE_KEY_SECRET to the secret the store was used with (in Azure, Key "
+                "Vault keeps its earlier versions; on SQLite, the key-secret file beside the database, or unset "
+                "ONCEGATE_KEY_SECRET to use that file), or during a rotation set ONCEGATE_KEY_SECRET_PREVIOUS to it.",
                 target="ONCEGATE_KEY_SECRET",
             )
         # The current secret first: an instance of a neighbouring phase that reads the store between two of
@@ -262,9 +282,14 @@ class ClaimsCore:
         return replace(claim, reconciling=reconciling, released_in_doubt=in_doubt, state_in_history=False)
 
     def counted(self, before: Claim | None, after: C) -> C:
-        """``after`` as stored (None: deleted), its change of status counted for the scope catalogue."""
+        """``after`` as stored (None: deleted), remembered for the holder's next write, its change of status
+        counted for the scope catalogue."""
         claim = after or before
         assert claim is not None, "a change has a claim before or after it"
+        if after is None:
+            self.recent.forget(claim.claim_id)
+        else:
+            self.recent.remember(after)
         self.inventory.status_changed(claim.scope, before.status if before else None, after.status if after else None)
         return after
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from oncegate.domain.keys import conflict_id as make_conflict_id
-from oncegate.domain.keys import normalise_scope
+from oncegate.domain.keys import normalise_scope, normalise_source
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord, Flow
 from oncegate.domain.statuses import (
     ClaimStatus,
@@ -74,8 +74,16 @@ class ConflictService:
         claim, identity = found
         fingerprint = identity.fingerprint
         flow = flow_of(request.flow)
+        source = normalise_source(request.source)
         conflict, record = self.open_conflict(
-            claim, keyed(fingerprint), ConflictSource.REPORTED, request.reason, request.run_id, flow, request.details
+            claim,
+            keyed(fingerprint),
+            ConflictSource.REPORTED,
+            request.reason,
+            request.run_id,
+            flow,
+            request.details,
+            source_system=source,
         )
         if conflict.status is ConflictStatus.RESOLVED:
             # Resolved by an earlier release but never applied: applying it moves this fingerprint to a new
@@ -91,6 +99,7 @@ class ConflictService:
             run_id=request.run_id,
             flow=flow,
             fingerprint=keyed(fingerprint),
+            source=source,
             details={"conflictId": conflict.conflict_id},
         )
         self._core.store.add_event(event)
@@ -105,6 +114,8 @@ class ConflictService:
         run_id: str,
         flow: Flow | None,
         details: Any = None,
+        *,
+        source_system: str | None = None,
     ) -> tuple[Conflict, FingerprintRecord | None]:
         """The open conflict of this fingerprint in its current round (made now, or found), and its record."""
         record = self._core.fingerprint_record(claim.claim_id, fingerprint)
@@ -122,6 +133,7 @@ class ConflictService:
             flow=flow,
             created_at=self._core.clock(),
             details=details,
+            source_system=source_system,
         )
         try:
             return self._core.store.create_conflict(conflict), record

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -37,6 +37,7 @@ from oncegate.models import (
     RegisterFlowRequest,
     ScopeView,
     SetScopeRequest,
+    SourceCount,
 )
 from oncegate.service.privacy import StoredDataGuard, warned
 from oncegate.service.usage import Usage
@@ -95,7 +96,8 @@ class Inventory:
         self._require_registered = require_registered
         self._lock = threading.Lock()
         self._snapshot: _Snapshot | None = None
-        self.usage = Usage(store, clock=clock, interval=flush_interval)
+        # The claim index (Table Storage) is written at the same interval, off the claim path (issue 16).
+        self.usage = Usage(store, clock=clock, interval=flush_interval, also=lambda: store.flush_index())
 
     # -- the claim path: memory only, but for one refresh per TTL -------------------------------
 
@@ -147,6 +149,10 @@ class Inventory:
 
     def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus | None) -> None:
         self.usage.status_changed(scope, before, after)
+
+    def source_claimed(self, scope: str, flow: Flow | None, source: str) -> None:
+        """A new claim named its source system: counted per scope and per flow (issue 16)."""
+        self.usage.source_claimed(scope, flow, source)
 
     def flush(self) -> None:
         """Write the counts gathered in memory to the store now; raises ``StoreUnavailable``, keeping them."""
@@ -272,6 +278,12 @@ def _overlap_place(record: Overlap) -> tuple[str, str]:
     return f"{first.name}\n{first.environment}", f"{second.name}\n{second.environment}"
 
 
+def _source_counts(claims_by_source: Mapping[str, int]) -> list[SourceCount] | None:
+    """The claims per source system, most first; None (left out of the answer) when no claim named one."""
+    ranked = sorted(claims_by_source.items(), key=lambda item: (-item[1], item[0]))
+    return [SourceCount(source=source, claims=count) for source, count in ranked if count > 0] or None
+
+
 def _flow_view(record: FlowRecord) -> FlowView:
     return FlowView(
         name=record.flow.name,
@@ -285,6 +297,7 @@ def _flow_view(record: FlowRecord) -> FlowView:
         last_seen_at=record.last_seen_at,
         claims=record.claims,
         duplicates=record.duplicates,
+        sources=_source_counts(record.claims_by_source),
     )
 
 
@@ -313,5 +326,6 @@ def _scope_view(record: ScopeRecord, open_conflicts: int) -> ScopeView:
         first_seen_at=record.first_seen_at,
         last_seen_at=record.last_seen_at,
         claims=ClaimCounts.model_validate(counts),
+        sources=_source_counts(record.claims_by_source),
         open_conflicts=open_conflicts,
     )

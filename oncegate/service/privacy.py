@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
 from oncegate.errors import SensitiveData
 from oncegate.models import (
+    ClaimRequest,
     ClaimView,
     ConflictView,
     FlowView,
@@ -49,10 +50,11 @@ HIDDEN_NAME = "*"
 # - the run id and flow: the caller's run as Power Automate names it, kept to recognise the run;
 # - tokens, outcomes, decisions, flags, numbers and scope names: no free text.
 STORED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
+    ClaimRequest: ("source", "reference"),
     RecordResultRequest: ("target_record_id", "data", "error"),
     ReleaseRequest: ("reason",),
     ReviewClaimRequest: ("note",),
-    ReportConflictRequest: ("reason", "details"),
+    ReportConflictRequest: ("source", "reason", "details"),
     ResolveConflictRequest: ("note",),
     RegisterFlowRequest: ("notes",),
     SetScopeRequest: ("description",),

@@ -18,6 +18,7 @@ from oncegate.domain.statuses import (
 from oncegate.errors import (
     InvalidRequest,
     StateConflict,
+    StoreRace,
 )
 from oncegate.models import (
     ClaimView,
@@ -60,18 +61,39 @@ class ResultService:
 
     def heartbeat(self, claim_id: str, request: HeartbeatRequest) -> ClaimView:
         """Extend the lease of the run holding the claim."""
-        return self._with_token(claim_id, request.claim_token, lambda claim, now: self._renew(claim, request, now))
+        return self._with_token(
+            claim_id, request.claim_token, lambda claim, now: self._extend_lease(claim, request, now)
+        )
 
     def _with_token(self, claim_id: str, token: str, change: Callable[[Claim, datetime], Claim]) -> ClaimView:
         self._core.require_known_secret()
+        recalled = self._core.recent.recall(claim_id)
+        written = self._written_from(recalled, token, change) if recalled else None
+        if written is not None:
+            return claim_view(written)
 
         def attempt() -> ClaimView:
             claim = self._core.store.get_claim(claim_id)
             if not self._core.holds(claim, token):
-                raise StateConflict("stale_claim", stale_token_message(token, claim), target="claimToken")
+                raise StateConflict("stale_claim", stale_token_message(claim), target="claimToken")
             return claim_view(change(claim, self._core.clock()))
 
         return settled(attempt)
+
+    def _written_from(self, recalled: Claim, token: str, change: Callable[[Claim, datetime], Claim]) -> Claim | None:
+        """The change written in one request from the claim as this instance last wrote it, or None to read first.
+
+        The write is conditioned on the recalled version: if anyone changed the claim since, it fails and
+        the change is decided again on a fresh read. A refusal, or a no-op that writes nothing, is never
+        answered from a recalled claim, which another instance may have moved on since.
+        """
+        if not self._core.holds(recalled, token):
+            return None
+        try:
+            written = change(recalled, self._core.clock())
+        except (StoreRace, StateConflict):
+            return None
+        return None if written is recalled else written
 
     def _record(self, claim: Claim, request: RecordResultRequest, now: datetime) -> Claim:
         if self._same_result(claim, request):
@@ -164,11 +186,13 @@ class ResultService:
         )
         return self._core.counted(claim, self._core.store.update_claim(released, event))
 
-    def _renew(self, claim: Claim, request: HeartbeatRequest, now: datetime) -> Claim:
-        self._require_in_progress(claim, "renewed")
+    def _extend_lease(self, claim: Claim, request: HeartbeatRequest, now: datetime) -> Claim:
+        self._require_in_progress(claim, "extended by a heartbeat")
         lease = timedelta(seconds=request.lease_seconds or self._core.inventory.lease_seconds(claim.scope))
-        renewed = replace(claim, lease_expires_at=now + lease, updated_at=now)
-        return self._core.store.update_claim(renewed, None)
+        extended = replace(claim, lease_expires_at=now + lease, updated_at=now)
+        stored = self._core.store.update_claim(extended, None)
+        self._core.recent.remember(stored)
+        return stored
 
     @staticmethod
     def _require_in_progress(claim: Claim, verb: str) -> None:
@@ -215,6 +239,8 @@ class ResultService:
             )
             reviewed = replace(claim, reviewer=request.reviewer, updated_at=now)
             logger.info("Claim %s reviewed by %s", claim_id, request.reviewer)
-            return claim_view(self._core.store.update_claim(reviewed, event))
+            stored = self._core.store.update_claim(reviewed, event)
+            self._core.recent.remember(stored)
+            return claim_view(stored)
 
         return warned(settled(attempt), warnings)

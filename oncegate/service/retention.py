@@ -92,7 +92,8 @@ class PurgeReport:
         )
         kept = ", ".join(f"{reason.value} {count}" for reason, count in sorted(self.kept.items()))
         return (
-            f"{self.pages} pages, {self.examined} claims examined, {verb} {self.deleted_total}"
+            f"{self.pages} page{'s' * (self.pages != 1)}, {self.examined} claim{'s' * (self.examined != 1)} examined, "
+            f"{verb} {self.deleted_total}"
             f"{f' ({by_scope})' if by_scope else ''}, kept {sum(self.kept.values())}"
             f"{f' ({kept})' if kept else ''}"
         )

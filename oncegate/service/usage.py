@@ -19,10 +19,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from oncegate.domain.records import Flow, FlowRecord, Overlap, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus
@@ -55,6 +55,12 @@ def _latest(first: datetime | None, second: datetime | None) -> datetime | None:
 # another delta) adds the counts, widens the seen times and leaves everything else as it was.
 
 
+def _added(counts: Mapping[str, int], delta: Mapping[str, int]) -> dict[str, int]:
+    total = Counter(counts)
+    total.update(delta)
+    return {name: count for name, count in total.items() if count}
+
+
 def _add_flow(record: FlowRecord, delta: FlowRecord) -> FlowRecord:
     return replace(
         record,
@@ -62,6 +68,7 @@ def _add_flow(record: FlowRecord, delta: FlowRecord) -> FlowRecord:
         last_seen_at=_latest(record.last_seen_at, delta.last_seen_at),
         claims=record.claims + delta.claims,
         duplicates=record.duplicates + delta.duplicates,
+        claims_by_source=_added(record.claims_by_source, delta.claims_by_source),
     )
 
 
@@ -73,6 +80,7 @@ def _add_scope(record: ScopeRecord, delta: ScopeRecord) -> ScopeRecord:
         first_seen_at=_earliest(record.first_seen_at, delta.first_seen_at),
         last_seen_at=_latest(record.last_seen_at, delta.last_seen_at),
         claims_by_status={status: count for status, count in by_status.items() if count},
+        claims_by_source=_added(record.claims_by_source, delta.claims_by_source),
     )
 
 
@@ -86,12 +94,64 @@ def _add_overlap(record: Overlap, delta: Overlap) -> Overlap:
     )
 
 
+@dataclass
+class _Tally:
+    """What this process counted of one record since its last flush.
+
+    Mutable, so that counting a claim changes a few numbers in place instead of making a record.
+    """
+
+    first_seen_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    counts: Counter[str] = field(default_factory=Counter)
+    sources: Counter[str] = field(default_factory=Counter)
+    example_claim_id: str | None = None
+
+    def seen(self, at: datetime) -> None:
+        self.first_seen_at = _earliest(self.first_seen_at, at)
+        self.last_seen_at = _latest(self.last_seen_at, at)
+
+
+def _flow_delta(flow: Flow, tally: _Tally) -> FlowRecord:
+    seen = (tally.first_seen_at, tally.last_seen_at)
+    return FlowRecord(
+        flow,
+        first_seen_at=seen[0],
+        last_seen_at=seen[1],
+        claims=tally.counts["claims"],
+        duplicates=tally.counts["duplicates"],
+        claims_by_source=dict(tally.sources),
+    )
+
+
+def _scope_delta(scope: str, tally: _Tally) -> ScopeRecord:
+    by_status = {ClaimStatus(status): count for status, count in tally.counts.items() if count}
+    return ScopeRecord(
+        scope,
+        first_seen_at=tally.first_seen_at,
+        last_seen_at=tally.last_seen_at,
+        claims_by_status=by_status,
+        claims_by_source=dict(tally.sources),
+    )
+
+
+def _overlap_delta(flows: tuple[Flow, Flow], tally: _Tally) -> Overlap:
+    return Overlap(
+        flows,
+        count=tally.counts["count"],
+        first_seen_at=tally.first_seen_at,
+        last_seen_at=tally.last_seen_at,
+        example_claim_id=tally.example_claim_id,
+    )
+
+
 @dataclass(frozen=True)
 class _Kind(Generic[K, R]):
-    """One kind of inventory record: how it is keyed, made afresh, added to, listed and saved."""
+    """One kind of inventory record: how it is keyed, made afresh, made from a tally, added to, listed and saved."""
 
     key: Callable[[R], K]
     blank: Callable[[K], R]
+    delta: Callable[[K, _Tally], R]
     add: Callable[[R, R], R]
     list: Callable[[], list[R]]
     save: Callable[[R], R]
@@ -116,58 +176,117 @@ class _Kind(Generic[K, R]):
         pending[key] = delta if waiting is None else self.add(waiting, delta)
 
 
+class _Pending(Generic[K, R]):
+    """One kind's counts not yet in the store: tallies since the last flush, and deltas a flush could not merge."""
+
+    def __init__(self, kind: _Kind[K, R]) -> None:
+        self.kind = kind
+        self._tallies: dict[K, _Tally] = {}
+        self._unmerged: dict[K, R] = {}
+
+    def tally(self, key: K) -> _Tally:
+        tally = self._tallies.get(key)
+        if tally is None:
+            tally = self._tallies[key] = _Tally()
+        return tally
+
+    def take(self) -> dict[K, R]:
+        """Every delta waiting, as records; they leave this object."""
+        deltas, self._unmerged = self._unmerged, {}
+        for key, tally in self._tallies.items():
+            self.kind.keep(deltas, self.kind.delta(key, tally))
+        self._tallies = {}
+        return deltas
+
+    def put_back(self, deltas: dict[K, R]) -> None:
+        """Deltas a flush did not merge: they wait for the next, added to what is counted meanwhile."""
+        for delta in deltas.values():
+            self.kind.keep(self._unmerged, delta)
+
+
 class Usage:
     """Deltas of the inventory's counts in this process, merged into the store by :meth:`flush`."""
 
-    def __init__(self, store: InventoryRecords, *, clock: Callable[[], datetime], interval: timedelta) -> None:
+    def __init__(
+        self, store: InventoryRecords, *, clock: Callable[[], datetime], interval: timedelta, also: Callable[[], None]
+    ) -> None:
         self._clock = clock
         self._interval = interval
         self._lock = threading.Lock()
         self._flushing = threading.Lock()
         self._flushed_at = clock()
-        self._flows: dict[Flow, FlowRecord] = {}
-        self._scopes: dict[str, ScopeRecord] = {}
-        self._overlaps: dict[tuple[Flow, Flow], Overlap] = {}
+        self._also = also
         # The store's methods are looked up at each call, as every other caller of the store does.
-        self._flow_kind = _Kind(
-            lambda r: r.flow, FlowRecord, _add_flow, lambda: store.list_flows(), lambda r: store.save_flow(r)
+        self._flows = _Pending(
+            _Kind(
+                lambda r: r.flow,
+                FlowRecord,
+                _flow_delta,
+                _add_flow,
+                lambda: store.list_flows(),
+                lambda r: store.save_flow(r),
+            )
         )
-        self._scope_kind = _Kind(
-            lambda r: r.scope, ScopeRecord, _add_scope, lambda: store.list_scopes(), lambda r: store.save_scope(r)
+        self._scopes = _Pending(
+            _Kind(
+                lambda r: r.scope,
+                ScopeRecord,
+                _scope_delta,
+                _add_scope,
+                lambda: store.list_scopes(),
+                lambda r: store.save_scope(r),
+            )
         )
-        self._overlap_kind = _Kind(
-            lambda r: pair(*r.flows),
-            Overlap,
-            _add_overlap,
-            lambda: store.list_overlaps(),
-            lambda r: store.save_overlap(r),
+        self._overlaps = _Pending(
+            _Kind(
+                lambda r: pair(*r.flows),
+                Overlap,
+                _overlap_delta,
+                _add_overlap,
+                lambda: store.list_overlaps(),
+                lambda r: store.save_overlap(r),
+            )
         )
 
     # -- counting, in memory only --------------------------------------------------------------
 
     def flow_seen(self, flow: Flow, at: datetime, *, duplicate: bool) -> None:
         """The flow asked Check and claim (and was answered duplicate)."""
-        delta = FlowRecord(flow, first_seen_at=at, last_seen_at=at, claims=1, duplicates=int(duplicate))
         with self._lock:
-            self._flow_kind.keep(self._flows, delta)
+            tally = self._flows.tally(flow)
+            tally.seen(at)
+            tally.counts["claims"] += 1
+            tally.counts["duplicates"] += int(duplicate)
 
     def scope_seen(self, scope: str, at: datetime) -> None:
         with self._lock:
-            self._scope_kind.keep(self._scopes, ScopeRecord(scope, first_seen_at=at, last_seen_at=at))
+            self._scopes.tally(scope).seen(at)
 
     def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus | None) -> None:
         """A claim of ``scope`` went from ``before`` (None: it is new) to ``after`` (None: it was deleted)."""
         if before is after:
             return
-        by_status = {status: delta for status, delta in ((after, 1), (before, -1)) if status is not None}
         with self._lock:
-            self._scope_kind.keep(self._scopes, ScopeRecord(scope, claims_by_status=by_status))
+            counts = self._scopes.tally(scope).counts
+            if after is not None:
+                counts[after.value] += 1
+            if before is not None:
+                counts[before.value] -= 1
+
+    def source_claimed(self, scope: str, flow: Flow | None, source: str) -> None:
+        """A new claim of ``scope`` was made by ``flow`` for the source system ``source``."""
+        with self._lock:
+            self._scopes.tally(scope).sources[source] += 1
+            if flow is not None:
+                self._flows.tally(flow).sources[source] += 1
 
     def overlap_seen(self, holder: Flow, caller: Flow, claim_id: str, at: datetime) -> None:
         """``caller`` met a claim that ``holder`` made."""
-        delta = Overlap(pair(holder, caller), count=1, first_seen_at=at, last_seen_at=at, example_claim_id=claim_id)
         with self._lock:
-            self._overlap_kind.keep(self._overlaps, delta)
+            tally = self._overlaps.tally(pair(holder, caller))
+            tally.seen(at)
+            tally.counts["count"] += 1
+            tally.example_claim_id = tally.example_claim_id or claim_id
 
     # -- merging into the store ----------------------------------------------------------------
 
@@ -190,19 +309,16 @@ class Usage:
     def _flush(self) -> None:
         with self._lock:
             self._flushed_at = self._clock()
-            flows, self._flows = self._flows, {}
-            scopes, self._scopes = self._scopes, {}
-            overlaps, self._overlaps = self._overlaps, {}
+            taken = [(pending, pending.take()) for pending in self._each()]
         try:
-            self._flow_kind.merge(flows)
-            self._scope_kind.merge(scopes)
-            self._overlap_kind.merge(overlaps)
+            for pending, deltas in taken:
+                pending.kind.merge(deltas)
+            self._also()
         finally:
             # What did not reach the store waits for the next flush, added to what was counted meanwhile.
             with self._lock:
-                for flow in flows.values():
-                    self._flow_kind.keep(self._flows, flow)
-                for scope in scopes.values():
-                    self._scope_kind.keep(self._scopes, scope)
-                for overlap in overlaps.values():
-                    self._overlap_kind.keep(self._overlaps, overlap)
+                for pending, deltas in taken:
+                    pending.put_back(deltas)
+
+    def _each(self) -> tuple[_Pending[Any, Any], ...]:
+        return self._flows, self._scopes, self._overlaps

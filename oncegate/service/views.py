@@ -44,6 +44,7 @@ def history_entry(event: HistoryEvent) -> HistoryEntry:
         run_id=event.run_id,
         flow=flow_ref(event.flow),
         fingerprint=event.fingerprint,
+        source=event.source,
         recognised_by=event.recognised_by,
         details=event.details,
     )
@@ -53,6 +54,8 @@ def claim_view(claim: Claim, history: list[HistoryEvent] | None = None) -> Claim
     return ClaimView(
         claim_id=claim.claim_id,
         scope=claim.scope,
+        source=claim.source,
+        reference=claim.reference,
         status=claim.status,
         attempt=claim.attempt,
         fingerprint=claim.fingerprint,
@@ -86,6 +89,7 @@ def conflict_view(conflict: Conflict) -> ConflictView:
         scope=conflict.scope,
         status=conflict.status,
         source=conflict.source,
+        source_system=conflict.source_system,
         fingerprint=conflict.fingerprint,
         claim_fingerprint=conflict.claim_fingerprint,
         reason=conflict.reason,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,6 +58,8 @@ CLAIM_COLUMNS = (
     "Retryable",
     "Reviewer",
     "GrantedTo",
+    "Source",
+    "Reference",
     "Reconciling",
     "ReleasedInDoubt",
     "Generation",
@@ -88,6 +91,7 @@ EVENT_COLUMNS = (
     "FlowName",
     "FlowEnvironment",
     "Fingerprint",
+    "Source",
     "Details",
 )
 CONFLICT_COLUMNS = (
@@ -104,6 +108,7 @@ CONFLICT_COLUMNS = (
     "FlowEnvironment",
     "CreatedAt",
     "Details",
+    "SourceSystem",
     "Decision",
     "Reviewer",
     "Note",
@@ -166,6 +171,8 @@ def claim_to_row(claim: Claim) -> Row:
         "Retryable": claim.retryable,
         "Reviewer": claim.reviewer,
         "GrantedTo": claim.granted_to,
+        "Source": claim.source,
+        "Reference": claim.reference,
         "Reconciling": _json_text(_earlier_attempt_row(claim.reconciling)),
         "ReleasedInDoubt": claim.released_in_doubt,
         "Generation": claim.generation,
@@ -229,6 +236,8 @@ def claim_from_row(row: Row, version: str) -> Claim:
         retryable=None if retryable is None else bool(retryable),
         reviewer=row.get("Reviewer"),
         granted_to=row.get("GrantedTo"),
+        source=row.get("Source"),
+        reference=row.get("Reference"),
         reconciling=_earlier_attempt(_json_value(row.get("Reconciling"))),
         released_in_doubt=bool(row.get("ReleasedInDoubt")),
         state_in_history=int(row.get("SchemaVersion") or 1) < CLAIM_SCHEMA,
@@ -284,6 +293,7 @@ def event_to_row(event: HistoryEvent) -> Row:
         "RunId": event.run_id,
         **_flow_columns(event.flow),
         "Fingerprint": event.fingerprint,
+        "Source": event.source,
         "Details": _json_text(event.details) if event.details else None,
     }
 
@@ -300,6 +310,7 @@ def event_from_row(row: Row) -> HistoryEvent:
         run_id=row.get("RunId"),
         flow=_flow(row),
         fingerprint=row.get("Fingerprint"),
+        source=row.get("Source"),
         details=_json_value(row.get("Details")) or {},
     )
 
@@ -318,6 +329,8 @@ def conflict_to_row(conflict: Conflict) -> Row:
         **_flow_columns(conflict.flow),
         "CreatedAt": conflict.created_at,
         "Details": _json_text(conflict.details),
+        # "Source" already says who noticed the conflict (claim or reported).
+        "SourceSystem": conflict.source_system,
         "Decision": conflict.decision.value if conflict.decision else None,
         "Reviewer": conflict.reviewer,
         "Note": conflict.note,
@@ -340,6 +353,7 @@ def conflict_from_row(row: Row, version: str) -> Conflict:
         flow=_flow(row),
         created_at=_required_when(row["CreatedAt"]),
         details=_json_value(row.get("Details")),
+        source_system=row.get("SourceSystem"),
         decision=Resolution(decision) if decision else None,
         reviewer=row.get("Reviewer"),
         note=row.get("Note"),
@@ -352,6 +366,11 @@ def conflict_from_row(row: Row, version: str) -> Conflict:
 
 # One column per claim status, e.g. InProgressClaims: the portal shows counts, not a JSON blob.
 STATUS_COLUMNS = {status: status.value.title().replace("_", "") + "Claims" for status in ClaimStatus}
+
+
+def _sources_text(claims_by_source: Mapping[str, int]) -> str | None:
+    # Sources are open-ended, so one JSON column rather than a column each, sorted to read alike everywhere.
+    return _json_text(dict(sorted(claims_by_source.items()))) if claims_by_source else None
 
 
 def flow_id(flow: Flow) -> str:
@@ -377,6 +396,7 @@ def flow_to_row(record: FlowRecord) -> Row:
         "LastSeenAt": record.last_seen_at,
         "Claims": record.claims,
         "Duplicates": record.duplicates,
+        "ClaimsBySource": _sources_text(record.claims_by_source),
     }
 
 
@@ -391,6 +411,7 @@ def flow_from_row(row: Row, version: str) -> FlowRecord:
         last_seen_at=_when(row.get("LastSeenAt")),
         claims=int(row["Claims"]),
         duplicates=int(row["Duplicates"]),
+        claims_by_source=_json_value(row.get("ClaimsBySource")) or {},
         version=version,
     )
 
@@ -406,6 +427,7 @@ def scope_to_row(record: ScopeRecord) -> Row:
         "FirstSeenAt": record.first_seen_at,
         "LastSeenAt": record.last_seen_at,
         **{column: record.claims_by_status.get(status, 0) for status, column in STATUS_COLUMNS.items()},
+        "ClaimsBySource": _sources_text(record.claims_by_source),
     }
 
 
@@ -421,6 +443,7 @@ def scope_from_row(row: Row, version: str) -> ScopeRecord:
         first_seen_at=_when(row.get("FirstSeenAt")),
         last_seen_at=_when(row.get("LastSeenAt")),
         claims_by_status={status: int(row[column]) for status, column in STATUS_COLUMNS.items() if row.get(column)},
+        claims_by_source=_json_value(row.get("ClaimsBySource")) or {},
         version=version,
     )
 

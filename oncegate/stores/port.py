@@ -55,15 +55,31 @@ class ClaimRecords(Protocol):
         statuses: Collection[ClaimStatus],
         scope: str | None = None,
         changed_before: datetime | None = None,
+        source: str | None = None,
+        reference: str | None = None,
+        received_since: datetime | None = None,
         limit: int,
         cursor: str | None = None,
     ) -> Page[Claim]:
-        """Claims in one of ``statuses`` (at least one), of ``scope``, last changed before ``changed_before``.
+        """Claims in one of ``statuses`` (at least one), of ``scope``, last changed before ``changed_before``,
+        of ``source``, with ``reference``, first received at or after ``received_since``; each filter only if given.
 
         A page holds at most ``limit`` claims, possibly fewer (even none) while ``cursor`` says more may
         follow. The order is the store's own (oldest change first in SQLite, claim id order in Table
         Storage); the cursor is a place in it, so claims deleted meanwhile neither shift nor repeat a page.
         Raises ``InvalidRequest`` for a cursor the store did not hand out.
+        """
+
+    def flush_index(self) -> None:
+        """Write what the store keeps in memory to find claims by source or reference (issue 16).
+
+        Table Storage keeps the index rows of new claims here, off the claim path; SQLite has nothing to write.
+        Raises ``StoreUnavailable``; what was not written waits for the next call.
+        """
+
+    def repair_index(self, *, received_since: datetime) -> int:
+        """Index every claim first received since ``received_since`` again: the rows an instance that stopped
+        before its flush left out. Idempotent; how many claims it indexed (0 where nothing is kept apart).
         """
 
     def delete_claim(self, claim: Claim) -> None:
@@ -107,7 +123,12 @@ class ConflictRecords(Protocol):
     def list_conflicts(
         self, *, status: ConflictStatus | None, scope: str | None, limit: int, cursor: str | None
     ) -> Page[Conflict]:
-        """Conflicts oldest first, filtered by status and scope, without reading the claims."""
+        """Conflicts oldest first by ``(created_at, conflict_id)``, filtered by status and scope, no claim read.
+
+        A page reads about ``limit`` rows, however many conflicts there are (issue 12): every adapter
+        keeps the conflicts in that order per status. The cursor is a place in the order, so it stays
+        valid while conflicts are added or resolved.
+        """
 
     def conflicts_after(self, created_at: datetime, conflict_id: str = "") -> str:
         """A cursor of ``list_conflicts`` that resumes after this conflict (or, with no id, after every

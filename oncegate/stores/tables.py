@@ -18,7 +18,23 @@ event rides in the same transaction, so the loser leaves no trace. Deleting a cl
 removes its history and then, last, the claim row, every transaction conditioned on the claim's
 ETag: a claim that changed meanwhile is left alone, and a delete cut short leaves a claim the next
 purge finds again, never history without its claim.
-Conflicts live in one partition of their own table, so listing them never scans claims.
+Conflicts fill one partition of their own table, each twice, so listing them never scans claims
+and a page never reads the whole partition (issue 12). The conflict row, keyed by the conflict id,
+guards its uniqueness (insert-if-absent) and serves point reads; its listing row holds the same
+columns under a key of its status and its place in the list, so a page, oldest first, is one RowKey
+range read ``top + 1`` rows at a time, however many conflicts there are::
+
+    RowKey                                                                 one row per
+    0-open-2026-11-02T09:00:00.000000+00:00-elwaeic4o4xvp7turury6i6j       open conflict, oldest first
+    0-resolved-2026-11-02T09:00:00.000000+00:00-ilfa4gtfkt2d3k55jw4acnei   resolved conflict, oldest first
+    elwaeic4o4xvp7turury6i6j                                               conflict
+
+Conflict ids are base32 and never hold a ``0``, so the Storage browser shows the listing rows first.
+Both rows are written in one transaction and carry the same ``Version``, a column rather than the
+ETag (the rows' ETags differ), so a conflict has one version whichever row it was read from.
+Resolving a conflict replaces its row and moves its listing row (delete and insert) in one
+transaction conditioned on the conflict row's ETag. Conflicts 0.1.0 wrote have no ``Version`` and
+no listing row: a store opening the table adds them, once.
 The inventory's flows, scopes and overlaps each fill one partition of a small table of their
 own; a flow's RowKey is a digest of its name and environment, which may hold characters a
 RowKey forbids (``/ \\ # ?``).
@@ -26,11 +42,15 @@ RowKey forbids (``/ \\ # ?``).
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import logging
+import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
@@ -44,6 +64,7 @@ from azure.core.exceptions import (
 )
 from azure.data.tables import TableClient, TableEntity, TableServiceClient, TransactionOperation, UpdateMode
 
+from oncegate import telemetry
 from oncegate.domain.records import (
     Claim,
     Conflict,
@@ -54,9 +75,9 @@ from oncegate.domain.records import (
     Page,
     ScopeRecord,
 )
-from oncegate.domain.statuses import ClaimStatus, ConflictStatus
+from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreUnavailable
-from oncegate.stores import columns, large_values
+from oncegate.stores import columns, large_values, table_batch
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 
@@ -75,11 +96,33 @@ OVERLAP_PARTITION = "overlap"
 PARTITION_FILTER = "PartitionKey eq @pk"
 
 # Filter clauses are fixed text; values only ever travel as query parameters.
-CONFLICT_CLAUSES = {"pk": "PartitionKey eq @pk", "status": "Status eq @status", "scope": "Scope eq @scope"}
+# A listing row's RowKey: "0-<status>-<CreatedAt as fixed-width UTC text>-<conflict id>".
+LISTING = "0-"
+LISTING_FILTER = "PartitionKey eq @pk and RowKey gt @after and RowKey lt @end"
+SCOPE_CLAUSE = " and Scope eq @scope"
+VERSION = "Version"
+FIRST_VERSION = 1
+# The version of a row 0.1.0 wrote, which has no Version column (and no listing row).
+LEGACY_VERSION = 0
+# The marker row saying that every conflict 0.1.0 wrote has its listing row.
+UPGRADE_PARTITION = "upgrade"
+LISTING_ADDED = "conflict-listing-rows"
 EVENTS_FILTER = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
-CLAIM_CLAUSES = {"rk": "RowKey eq @rk", "scope": "Scope eq @scope", "before": "UpdatedAt lt @before"}
+CLAIM_CLAUSES = {
+    "rk": "RowKey eq @rk",
+    "scope": "Scope eq @scope",
+    "before": "UpdatedAt lt @before",
+    "since": "FirstReceivedAt ge @since",
+}
 # A transaction holds at most 100 operations: a batch of history rows and the claim row's own.
 HISTORY_BATCH = 99
+TRANSACTION_LIMIT = 100
+# The claim index (issue 16): partitions of the claims table keyed by a source system or a reference's digest.
+# Claim partitions are base32 claim ids, which hold no "-", so the two never meet.
+SOURCE_INDEX = "source-"
+REFERENCE_INDEX = "reference-"
+INDEX_FILTER = "PartitionKey eq @pk and RowKey gt @after"
+INDEX_REPAIR_FILTER = "RowKey eq @rk and FirstReceivedAt ge @since and ( Source gt @none or Reference gt @none )"
 
 BAD_REQUEST = (400,)
 EXISTS = (409,)
@@ -121,8 +164,59 @@ def _fingerprint_operation(record: FingerprintRecord) -> tuple[Any, ...]:
     return (TransactionOperation.UPDATE, _fingerprint_entity(record), _if_unchanged(record.version))
 
 
-def _conflict_entity(conflict: Conflict) -> dict[str, Any]:
-    return _entity(CONFLICT_PARTITION, conflict.conflict_id, columns.conflict_to_row(conflict))
+def _listing_key(status: ConflictStatus, place: tuple[str, str]) -> str:
+    """The RowKey of the listing row at ``place`` (its fixed-width UTC time, its id): keys sort as places do."""
+    created_at, conflict_id = place
+    return f"{LISTING}{status.value}-{created_at}-{conflict_id}"
+
+
+def _conflict_entities(conflict: Conflict, version: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The conflict row and its listing row: the same columns under two keys."""
+    row = {**columns.conflict_to_row(conflict), VERSION: version}
+    listing_key = _listing_key(conflict.status, _position(conflict))
+    return _entity(CONFLICT_PARTITION, conflict.conflict_id, row), _entity(CONFLICT_PARTITION, listing_key, row)
+
+
+def _index_partition(*, source: str | None, reference: str | None) -> str:
+    """The index partition of a source system, else of a reference (free text: only its digest is a valid key)."""
+    if source is not None:
+        return SOURCE_INDEX + source
+    assert reference is not None, "an index partition is of a source or a reference"
+    return REFERENCE_INDEX + hashlib.sha256(reference.encode()).hexdigest()[:32]
+
+
+def _index_place(claim_id: str, first_received_at: datetime) -> str:
+    """An index row's key: the claim's first received time as fixed-width UTC text, then its id."""
+    return f"{utc_text(first_received_at)}-{claim_id}"
+
+
+def _index_entities(
+    claim_id: str, first_received_at: datetime, *, source: str | None, reference: str | None
+) -> list[dict[str, Any]]:
+    """A claim's index rows: one under its source system, one under its reference, keyed by first received."""
+    place = _index_place(claim_id, first_received_at)
+    partitions = [
+        *([_index_partition(source=source, reference=None)] if source else []),
+        *([_index_partition(source=None, reference=reference)] if reference else []),
+    ]
+    return [{"PartitionKey": partition, "RowKey": place, "ClaimId": claim_id} for partition in partitions]
+
+
+def _claim_index(claim: Claim) -> list[dict[str, Any]]:
+    return _index_entities(claim.claim_id, claim.first_received_at, source=claim.source, reference=claim.reference)
+
+
+def _matches(claim: Claim, found: Mapping[str, Any], kept: Mapping[str, Any]) -> bool:
+    """Whether an indexed claim passes every filter of ``list_claims``: the index answers for one of them only."""
+    since, before = found["received_since"], kept["changed_before"]
+    return (
+        found["source"] in (None, claim.source)
+        and found["reference"] in (None, claim.reference)
+        and (since is None or claim.first_received_at >= since)
+        and claim.status in kept["statuses"]
+        and kept["scope"] in (None, claim.scope)
+        and (before is None or claim.updated_at < before)
+    )
 
 
 def _claim(entity: TableEntity) -> Claim:
@@ -130,7 +224,7 @@ def _claim(entity: TableEntity) -> Claim:
 
 
 def _conflict(entity: TableEntity) -> Conflict:
-    return columns.conflict_from_row(large_values.gather(entity), _etag(entity.metadata))
+    return columns.conflict_from_row(large_values.gather(entity), str(entity.get(VERSION, LEGACY_VERSION)))
 
 
 def _etag(metadata: Mapping[str, Any]) -> str:
@@ -216,27 +310,36 @@ class TableStore:
             self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
                 service.create_table_if_not_exists(name) for name in names
             )
+        self._add_missing_listing_rows()
+        # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).
+        self._unindexed: dict[tuple[str, str], dict[str, Any]] = {}
+        self._index_lock = threading.Lock()
         logger.info("Table Storage store ready: %s", ", ".join(names))
 
     @classmethod
     def from_connection_string(cls, conn_str: str, *, prefix: str = "OnceGate") -> TableStore:
         """A store on a storage account's connection string (Azurite in development)."""
-        return cls(TableServiceClient.from_connection_string(conn_str), prefix=prefix)
+        service = TableServiceClient.from_connection_string(conn_str, raw_request_hook=telemetry.round_trip)
+        return cls(service, prefix=prefix)
 
     @classmethod
     def from_endpoint(cls, endpoint: str, credential: TokenCredential, *, prefix: str = "OnceGate") -> TableStore:
         """A store on an account endpoint with an Entra ID credential (a managed identity in Azure)."""
-        return cls(TableServiceClient(endpoint=endpoint, credential=credential), prefix=prefix)
+        # Each request the SDK sends, retries included, counts for the answer's telemetry.
+        service = TableServiceClient(endpoint=endpoint, credential=credential, raw_request_hook=telemetry.round_trip)
+        return cls(service, prefix=prefix)
 
     def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
         """Insert the claim and its first event in one transaction; ``AlreadyExists`` if the claim exists."""
         with _on_status(EXISTS, lambda: AlreadyExists(self.get_claim(claim.claim_id))):
-            result = self._claims.submit_transaction(
+            result = table_batch.submit_transaction(
+                self._claims,
                 [
                     (TransactionOperation.CREATE, _claim_entity(claim)),
                     (TransactionOperation.CREATE, _event_entity(event)),
-                ]
+                ],
             )
+        self._to_index(_claim_index(claim))
         return columns.claim_from_row(columns.claim_to_row(claim), _etag(result[0]))
 
     def get_claim(self, claim_id: str) -> Claim:
@@ -265,7 +368,11 @@ class TableStore:
                     operations.append((TransactionOperation.CREATE, _event_entity(event)))
                 if fingerprint is not None:
                     operations.append(_fingerprint_operation(fingerprint))
-                metadata = self._claims.submit_transaction(operations)[0]
+                metadata = table_batch.submit_transaction(self._claims, operations)[0]
+        if event is not None and event.kind is EventKind.CLAIM:
+            self._to_index(
+                _claim_index(claim)
+            )  # a new attempt: the only change that may give a claim its source or reference
         return columns.claim_from_row(columns.claim_to_row(claim), _etag(metadata))
 
     def get_fingerprints(self, claim_id: str, fingerprints: Collection[str]) -> list[FingerprintRecord]:
@@ -283,14 +390,22 @@ class TableStore:
         statuses: Collection[ClaimStatus],
         scope: str | None = None,
         changed_before: datetime | None = None,
+        source: str | None = None,
+        reference: str | None = None,
+        received_since: datetime | None = None,
         limit: int,
         cursor: str | None = None,
     ) -> Page[Claim]:
-        """Claim rows by status, scope and age, in claim id order; the cursor carries the SDK's continuation token.
+        """Claim rows by status, scope, age and first received, in claim id order; the cursor carries the SDK's
+        continuation token. By source system or reference, through the claim index (see ``_indexed_claims``).
 
-        The filter is not on a key, so Table Storage reads through the table to answer it, page by page.
+        Without one the filter is not on a key, so Table Storage reads through the table to answer it, page by page.
         """
-        wanted: dict[str, Any] = {"rk": CLAIM_ROW, "scope": scope, "before": changed_before}
+        if source is not None or reference is not None:
+            found = {"source": source, "reference": reference, "received_since": received_since}
+            kept = {"statuses": statuses, "scope": scope, "changed_before": changed_before}
+            return self._indexed_claims(found, kept, limit=limit, cursor=cursor)
+        wanted: dict[str, Any] = {"rk": CLAIM_ROW, "scope": scope, "before": changed_before, "since": received_since}
         parameters = {name: value for name, value in wanted.items() if value is not None}
         query = " and ".join([*(CLAIM_CLAUSES[name] for name in parameters), _status_clause(len(statuses))])
         parameters.update({f"status{index}": status.value for index, status in enumerate(statuses)})
@@ -303,6 +418,89 @@ class TableStore:
             entities = list(next(pages))
             token = pages.continuation_token
         return Page([_claim(entity) for entity in entities], _cursor(token))
+
+    def _indexed_claims(
+        self, found: dict[str, Any], kept: dict[str, Any], *, limit: int, cursor: str | None
+    ) -> Page[Claim]:
+        """Claims of a source system (else a reference), first received first: ``limit + 1`` rows of one index
+        partition, then a point read of each claim, which must still be the one indexed and match every filter.
+
+        This instance's unwritten index rows are written first, so its own claims are found at once; another
+        instance's are found once it wrote them (its inventory flush, or the daily repair).
+        """
+        self.flush_index()
+        partition = _index_partition(source=found["source"], reference=found["reference"])
+        since = found["received_since"]
+        after = utc_text(since) if since else ""
+        if cursor:
+            cursor_partition, after = decode_cursor(cursor)
+            if cursor_partition != partition:
+                raise InvalidRequest("cursor is not one this service handed out.", target="cursor")
+        parameters = {"pk": partition, "after": after}
+        with _translated():
+            rows = list(
+                islice(
+                    self._claims.query_entities(INDEX_FILTER, parameters=parameters, results_per_page=limit + 1),
+                    limit + 1,
+                )
+            )
+            claims = [self._indexed_claim(row) for row in rows[:limit]]
+        wanted = [claim for claim in claims if claim is not None and _matches(claim, found, kept)]
+        return Page(wanted, encode_cursor(partition, rows[limit - 1]["RowKey"]) if len(rows) > limit else None)
+
+    def _indexed_claim(self, row: TableEntity) -> Claim | None:
+        """The claim an index row names, if it is still the claim indexed (not purged, nor made again since)."""
+        try:
+            claim = _claim(self._claims.get_entity(row["ClaimId"], CLAIM_ROW))
+        except ResourceNotFoundError:
+            return None
+        return claim if row["RowKey"] == _index_place(claim.claim_id, claim.first_received_at) else None
+
+    def flush_index(self) -> None:
+        """Write the index rows of the claims this instance made since the last flush, a transaction per 100 rows
+        of a partition; upserts, so a row written twice (a retry, the repair) is the same row. Rows not written
+        wait for the next flush; raises ``StoreUnavailable``.
+        """
+        with self._index_lock:
+            taken, self._unindexed = self._unindexed, {}
+        by_partition: dict[str, list[dict[str, Any]]] = {}
+        for entity in taken.values():
+            by_partition.setdefault(entity["PartitionKey"], []).append(entity)
+        try:
+            for entities in by_partition.values():
+                for start in range(0, len(entities), TRANSACTION_LIMIT):
+                    batch = entities[start : start + TRANSACTION_LIMIT]
+                    upserts = [(TransactionOperation.UPSERT, entity, {"mode": UpdateMode.REPLACE}) for entity in batch]
+                    with _translated():
+                        table_batch.submit_transaction(self._claims, upserts)
+                    for entity in batch:
+                        del taken[(entity["PartitionKey"], entity["RowKey"])]
+        finally:
+            with self._index_lock:
+                self._unindexed = {**taken, **self._unindexed}
+
+    def repair_index(self, *, received_since: datetime) -> int:
+        """Write the index rows of every claim first received since ``received_since`` that names a source or a
+        reference: those an instance stopped before its flush left out. Reads through the claims table (as
+        the purge does); idempotent. How many claims it indexed.
+        """
+        parameters = {"rk": CLAIM_ROW, "since": received_since, "none": ""}
+        columns_read = ["ClaimId", "FirstReceivedAt", "Source", "Reference"]
+        with _translated():
+            rows = list(self._claims.query_entities(INDEX_REPAIR_FILTER, parameters=parameters, select=columns_read))
+        for row in rows:
+            self._to_index(
+                _index_entities(
+                    row["ClaimId"], row["FirstReceivedAt"], source=row.get("Source"), reference=row.get("Reference")
+                )
+            )
+        self.flush_index()
+        return len(rows)
+
+    def _to_index(self, entities: list[dict[str, Any]]) -> None:
+        with self._index_lock:
+            for entity in entities:
+                self._unindexed[(entity["PartitionKey"], entity["RowKey"])] = entity
 
     def delete_claim(self, claim: Claim) -> None:
         """Delete the claim's history, then its row, in transactions conditioned on the claim's ETag.
@@ -331,11 +529,16 @@ class TableStore:
                     _claim_keys(claim.claim_id),
                     _if_unchanged(etag, UpdateMode.MERGE),
                 )
-                etag = _etag(self._claims.submit_transaction([touch, *batch])[0])
+                etag = _etag(table_batch.submit_transaction(self._claims, [touch, *batch])[0])
             delete = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
-            self._claims.submit_transaction(
-                [(TransactionOperation.DELETE, _claim_keys(claim.claim_id), delete), *history]
+            table_batch.submit_transaction(
+                self._claims, [(TransactionOperation.DELETE, _claim_keys(claim.claim_id), delete), *history]
             )
+        # The claim is gone; its index rows go after it. One left behind (a failure here) names a claim that
+        # no longer exists, which the index's reader passes over.
+        for entity in _claim_index(claim):
+            with suppress(HttpResponseError, ServiceRequestError, ServiceResponseError):
+                self._claims.delete_entity(entity["PartitionKey"], entity["RowKey"])
 
     def add_event(self, event: HistoryEvent) -> None:
         """Append a history event to its claim's partition."""
@@ -352,10 +555,14 @@ class TableStore:
         return [columns.event_from_row(large_values.gather(entity)) for entity in entities]
 
     def create_conflict(self, conflict: Conflict) -> Conflict:
-        """Insert the conflict if its id is new; raises ``AlreadyExists`` carrying the stored one."""
+        """Insert the conflict and its listing row in one transaction if its id is new.
+
+        Raises ``AlreadyExists`` carrying the stored one: the conflict row, keyed by the id, is the guard.
+        """
+        operations = [(TransactionOperation.CREATE, entity) for entity in _conflict_entities(conflict, FIRST_VERSION)]
         with _on_status(EXISTS, lambda: AlreadyExists(self.get_conflict(conflict.conflict_id))):
-            metadata = self._conflicts.create_entity(_conflict_entity(conflict))
-        return columns.conflict_from_row(columns.conflict_to_row(conflict), _etag(metadata))
+            table_batch.submit_transaction(self._conflicts, operations)
+        return columns.conflict_from_row(columns.conflict_to_row(conflict), str(FIRST_VERSION))
 
     def get_conflict(self, conflict_id: str) -> Conflict:
         """The stored conflict; raises ``NotFound``."""
@@ -363,29 +570,97 @@ class TableStore:
             return _conflict(self._conflicts.get_entity(CONFLICT_PARTITION, conflict_id))
 
     def update_conflict(self, conflict: Conflict) -> Conflict:
-        """Replace the conflict if its ETag is current; raises ``ConcurrentUpdate``."""
-        stale = f"conflict {conflict.conflict_id} changed since {conflict.version}"
+        """Replace the conflict and move its listing row in one transaction, if its version is current.
+
+        The conflict row is read first: its ``Version`` is the one to match, its ETag conditions the
+        transaction (a writer in between fails it) and its status names the listing row to move.
+        Raises ``ConcurrentUpdate``.
+        """
+        stale = f"conflict {conflict.conflict_id} changed since version {conflict.version}"
         with _on_status(STALE, lambda: ConcurrentUpdate(stale)):
-            metadata = self._conflicts.update_entity(_conflict_entity(conflict), **_if_unchanged(conflict.version))
-        return columns.conflict_from_row(columns.conflict_to_row(conflict), _etag(metadata))
+            stored = self._conflicts.get_entity(CONFLICT_PARTITION, conflict.conflict_id)
+            before = _conflict(stored)
+            if before.version != conflict.version:
+                raise ConcurrentUpdate(stale)
+            version = int(stored.get(VERSION, LEGACY_VERSION)) + 1
+            conflict_row, listing_row = _conflict_entities(conflict, version)
+            operations: list[tuple[Any, ...]] = [
+                (TransactionOperation.UPDATE, conflict_row, _if_unchanged(_etag(stored.metadata)))
+            ]
+            listed_at = _listing_key(before.status, _position(before))
+            if VERSION in stored and listed_at != listing_row["RowKey"]:
+                operations.append(
+                    (TransactionOperation.DELETE, {"PartitionKey": CONFLICT_PARTITION, "RowKey": listed_at})
+                )
+            # Replace, never merge: a listing row may hold a long value in pieces (large_values).
+            operations.append((TransactionOperation.UPSERT, listing_row, {"mode": UpdateMode.REPLACE}))
+            table_batch.submit_transaction(self._conflicts, operations)
+        return columns.conflict_from_row(columns.conflict_to_row(conflict), str(version))
 
     def list_conflicts(
         self, *, status: ConflictStatus | None, scope: str | None, limit: int, cursor: str | None
     ) -> Page[Conflict]:
-        """Conflicts oldest first, filtered by status and scope, a page at a time."""
+        """Conflicts oldest first: the listing rows after the cursor's place, ``limit + 1`` of them.
+
+        A page is one request of ``limit + 1`` rows (one per status, merged, when listing all), however
+        many conflicts there are. The scope is a filter within the range, not a key: Table Storage reads
+        past other scopes' rows on the way (up to 1,000 a request), so a page of one scope costs as many
+        more rows as other scopes' conflicts lie between its own.
+        """
         after = decode_cursor(cursor) if cursor else ("", "")
-        wanted = {"pk": CONFLICT_PARTITION, "status": status.value if status else None, "scope": scope}
-        parameters = {name: value for name, value in wanted.items() if value is not None}
+        statuses = [status] if status else list(ConflictStatus)
+        ranges = [self._listed(each, after, scope, limit + 1) for each in statuses]
         with _translated():
-            entities = self._conflicts.query_entities(
-                " and ".join(CONFLICT_CLAUSES[name] for name in parameters), parameters=parameters
-            )
-            # The partition comes back in RowKey (conflict id) order, not time order. Conflicts are
-            # few, so sorting the filtered partition here beats keeping a second, time-keyed copy.
-            ordered = sorted(map(_conflict, entities), key=_position)
-        rest = [conflict for conflict in ordered if _position(conflict) > after]
-        next_cursor = encode_cursor(*_position(rest[limit - 1])) if len(rest) > limit else None
-        return Page(rest[:limit], next_cursor)
+            found = list(islice(heapq.merge(*ranges, key=_position), limit + 1))
+        return Page(found[:limit], encode_cursor(*_position(found[limit - 1])) if len(found) > limit else None)
+
+    def _listed(
+        self, status: ConflictStatus, after: tuple[str, str], scope: str | None, top: int
+    ) -> Iterator[Conflict]:
+        """The conflicts of ``status`` after the place ``after``, oldest first, read ``top`` at a time as consumed."""
+        prefix = f"{LISTING}{status.value}"
+        # "." follows "-": every listing row key of the status sorts below it.
+        parameters = {"pk": CONFLICT_PARTITION, "after": _listing_key(status, after), "end": prefix + "."}
+        query = LISTING_FILTER
+        if scope is not None:
+            query, parameters["scope"] = query + SCOPE_CLAUSE, scope
+        return map(_conflict, self._conflicts.query_entities(query, parameters=parameters, results_per_page=top))
+
+    def _add_missing_listing_rows(self) -> None:
+        """Give every conflict 0.1.0 wrote (no ``Version``, no listing row) its listing row, once per table.
+
+        A marker row says it is done, so a later start reads that one row. Each conflict gets its
+        ``Version`` and its listing row in a transaction of its own, conditioned on its ETag: one changed
+        meanwhile was written by this release, listing row and all. So a repair cut short, or run by two
+        instances at once, leaves every conflict whole, and the next start goes on: the conflicts already
+        repaired have their ``Version`` and are passed over.
+        """
+        with _translated():
+            with suppress(ResourceNotFoundError):
+                self._conflicts.get_entity(UPGRADE_PARTITION, LISTING_ADDED)
+                return
+            rows = self._conflicts.query_entities(PARTITION_FILTER, parameters={"pk": CONFLICT_PARTITION})
+            added = sum(self._add_listing_row(entity) for entity in rows if VERSION not in entity)
+            marker = {"PartitionKey": UPGRADE_PARTITION, "RowKey": LISTING_ADDED, "Added": added}
+            self._conflicts.upsert_entity({**marker, "CompletedAt": datetime.now(UTC)})
+        logger.info("Conflict listing rows: %d conflicts written by 0.1.0 got theirs", added)
+
+    def _add_listing_row(self, entity: TableEntity) -> bool:
+        """Give a conflict 0.1.0 wrote its ``Version`` and listing row; False if it changed since read."""
+        conflict = _conflict(entity)
+        _, listing_row = _conflict_entities(conflict, FIRST_VERSION)
+        versioned = {"PartitionKey": CONFLICT_PARTITION, "RowKey": conflict.conflict_id, VERSION: FIRST_VERSION}
+        operations = [
+            (TransactionOperation.UPDATE, versioned, _if_unchanged(_etag(entity.metadata), UpdateMode.MERGE)),
+            (TransactionOperation.UPSERT, listing_row, {"mode": UpdateMode.REPLACE}),
+        ]
+        try:
+            table_batch.submit_transaction(self._conflicts, operations)
+        except HttpResponseError as exc:
+            if exc.status_code not in STALE:
+                raise
+            return False
+        return True
 
     def conflicts_after(self, created_at: datetime, conflict_id: str = "") -> str:
         return encode_cursor(utc_text(created_at), conflict_id)

@@ -47,13 +47,13 @@ def test_claims_show_prints_the_claim_and_its_history(api: ServerApi, oncegate: 
     assert "proceed" in run.out
 
 
-def test_claims_find_sends_the_business_key_in_the_body_only(
+def test_claims_lookup_sends_the_business_key_in_the_body_only(
     api: ServerApi, oncegate: Oncegate, seen: list[Seen]
 ) -> None:
     claim_id = claimed(api)["claimId"]
     seen.clear()
 
-    run = oncegate("claims", "find", "--scope", "erp.create-order", "--key", KEY)
+    run = oncegate("claims", "lookup", "--scope", "erp.create-order", "--key", KEY)
 
     assert run.code == 0, run.err
     assert claim_id in run.out
@@ -176,21 +176,44 @@ def test_the_deployment_and_function_key_come_from_the_environment(
 # -- errors -------------------------------------------------------------------------------------
 
 
-def test_an_unknown_claim_is_exit_2_with_the_services_error(oncegate: Oncegate) -> None:
+def test_an_unknown_claim_is_exit_2_with_the_services_error_said_once(oncegate: Oncegate) -> None:
     run = oncegate("claims", "show", UNKNOWN_CLAIM)
 
     assert run.code == 2
     assert run.out == ""
-    assert run.err.startswith(f"not_found: no claim has the id {UNKNOWN_CLAIM}.")
-    assert "  claimId: " in run.err
+    assert run.err.startswith("not_found: ")
+    # The error's one detail (claimId) repeats its message: printed once, not twice.
+    assert (len(run.err.splitlines()), run.err.count(UNKNOWN_CLAIM)) == (1, 1)
 
 
-def test_an_invalid_request_names_its_field(oncegate: Oncegate) -> None:
-    run = oncegate("conflicts", "list", "--top", "0")
+def test_an_invalid_request_names_its_field_once(oncegate: Oncegate) -> None:
+    run = oncegate("conflicts", "list", "--scope", "not a scope")
 
     assert run.code == 2
     assert run.err.startswith("invalid_request: ")
-    assert "  top: " in run.err
+    assert "(scope)" in run.err
+    assert len(run.err.splitlines()) == 1
+
+
+def test_an_error_with_several_details_lists_each(oncegate: Oncegate) -> None:
+    run = oncegate("flows", "register", "--name", "x" * 300, "--environment", "y" * 300)
+
+    assert run.code == 2
+    assert run.err.splitlines()[1:] == [
+        "  name: String should have at most 256 characters",
+        "  environment: String should have at most 256 characters",
+    ]
+
+
+@pytest.mark.parametrize("argv", [["--top", "0"], ["--top", "201"], ["--top", "many"]])
+def test_a_page_size_out_of_range_is_bad_usage_naming_the_range(
+    argv: list[str], oncegate: Oncegate, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        oncegate("conflicts", "list", *argv)
+
+    assert exited.value.code == 2
+    assert "--top: give a whole number from 1 to 200" in capsys.readouterr().err
 
 
 def test_resolving_a_resolved_conflict_another_way_is_exit_2(api: ServerApi, oncegate: Oncegate) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shlex
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,6 +37,16 @@ from tests.http.test_actions import ok
 CONCURRENCY = 16
 BURST = ["--concurrency", str(CONCURRENCY)]
 DRILL_KEY = re.compile(r"drill-\d{8}T\d{6}Z-[0-9a-f]{8}")
+# What the drill says on stderr as it goes, one line a step.
+PROGRESS = [
+    "drill 1 first: 1 run on key A",
+    "drill 1 again: 1 run on key A",
+    f"drill 2 burst: {CONCURRENCY} runs on key A",
+    f"drill 2 race: {CONCURRENCY} runs on key B",
+    "drill 2 after: 1 run on key B",
+    "drill 3 changed: 1 run on key A",
+    "drill: reading each key's claim back",
+]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("tables", marks=pytest.mark.azurite)])
@@ -59,7 +70,7 @@ def test_the_drill_passes_and_shows_every_call_and_how_each_repeat_was_recognise
     run = oncegate("drill", *BURST)
 
     assert run.code == 0, run.out + run.err
-    assert run.err == ""
+    assert run.err.splitlines() == PROGRESS
     assert run.out.rstrip().endswith("Passed: each business result happened once, and every repeat was recognised.")
     assert run.out.count("  ok    ") == 6
     assert "FAIL" not in run.out
@@ -121,6 +132,18 @@ def test_the_drill_claims_in_the_scope_it_is_given(oncegate: Oncegate, api: Serv
     assert run.code == 0, run.out + run.err
     key = report(run.out)["keys"]["A"]
     assert ok(api.call("lookup_claim", {"scope": "drill.nightly", "key": key}))["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_the_drill_names_the_source_it_is_given_in_its_claims_and_report(oncegate: Oncegate, api: ServerApi) -> None:
+    run = oncegate("drill", "--source", "drill-nightly", "--concurrency", "2", "--json")
+    text = oncegate("drill", "--source", "drill-nightly", "--concurrency", "2")
+
+    assert run.code == 0, run.out + run.err
+    assert report(run.out)["source"] == "drill-nightly"
+    key = report(run.out)["keys"]["A"]
+    assert ok(api.call("lookup_claim", {"scope": "drill.check", "key": key}))["source"] == "drill-nightly"
+    assert "drill-nightly" in text.out
 
 
 # -- a service that breaks its promises -----------------------------------------------------------
@@ -191,7 +214,7 @@ def test_a_service_that_tells_two_runs_to_proceed_fails_the_drill_naming_them(
     run = oncegate("drill", *BURST)
 
     assert run.code == 1, run.out + run.err
-    assert run.err == "The drill found 5 deviation(s) from the contract.\n", run.out
+    assert run.err.splitlines() == [*PROGRESS, "The drill found 5 deviation(s) from the contract."], run.out
     assert f"  FAIL  {CONCURRENCY} runs at once on a new record: one proceeds" in run.out
     assert "  FAIL  The business result happened once per key" in run.out
     assert "  FAIL  Each claim, read back" in run.out
@@ -243,15 +266,41 @@ def test_a_service_that_loses_results_fails_the_drill_naming_each_wrong_answer(
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"])
-def test_a_drill_flow_disabled_in_the_inventory_fails_and_says_how_to_register_it(oncegate: Oncegate) -> None:
+def test_a_drill_flow_disabled_in_the_inventory_stops_at_once_and_ends_with_the_command_that_fixes_it(
+    oncegate: Oncegate, url: str, seen: list[Seen]
+) -> None:
     oncegate("flows", "register", "--name", "OnceGate drill", "--environment", "127.0.0.1", "--disabled")
+    seen.clear()
 
     run = oncegate("drill", "--concurrency", "2")
+    as_json = report(oncegate("drill", "--concurrency", "2", "--json").out)
+    fix = oncegate(*shlex.split(run.out.splitlines()[-1])[3:])
+    again = oncegate("drill", "--concurrency", "2")
 
-    assert run.code == 1, run.out + run.err
-    assert "  - 1 first: drill-run-1 (key A) was told blocked, expected proceed: Flow 'OnceGate drill' in " in run.out
-    assert "register it: `oncegate flows register --name 'OnceGate drill' --environment '127.0.0.1'`" in run.out
-    assert "key A: its claim could not be read back: not_found: " in run.out
+    assert run.code == 2, run.out + run.err
+    assert [request.url.split("/api/")[1] for request in seen][:2] == ["health", "claims"]
+    assert [row[2:5] for row in rows(run.out, "1 first")] == [["check and claim", "drill-run-1", "blocked"]]
+    assert "deviation" not in run.out + run.err
+    reason, command = run.out.splitlines()[-2:]
+    assert reason.startswith("Flow 'OnceGate drill' in '127.0.0.1' is disabled")
+    assert command == f"oncegate --url {url} flows register --name 'OnceGate drill' --environment 127.0.0.1"
+    assert run.err.splitlines() == ["drill 1 first: 1 run on key A"]
+    assert (as_json["passed"], as_json["fix"], as_json["blocked"]["answer"]) == (False, command, "blocked")
+    assert (fix.code, again.code) == (0, 0), again.out
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_where_only_registered_flows_may_claim_the_drill_stops_at_the_first_blocked_answer(
+    oncegate: Oncegate, open_store: Callable[[], ClaimStore], clock: FakeClock, seen: list[Seen]
+) -> None:
+    bootstrap.use_services(wire(open_store(), KeyHasher(KEY_SECRET), clock=clock, require_registered_flows=True))
+
+    run = oncegate("drill", *BURST)
+
+    assert run.code == 2, run.out + run.err
+    claims = [request for request in seen if request.url.endswith("/api/claims")]
+    assert len(claims) == 1
+    assert run.out.splitlines()[-1].endswith("flows register --name 'OnceGate drill' --environment 127.0.0.1")
 
 
 # -- refusals and usage -------------------------------------------------------------------------------
@@ -298,8 +347,8 @@ def test_a_scope_the_service_refuses_is_exit_2_before_anything_is_claimed(oncega
     run = oncegate("drill", "--scope", "not a scope")
 
     assert (run.code, run.out) == (2, "")
-    assert run.err.startswith("invalid_request: ")
-    assert "  scope: " in run.err
+    assert run.err.splitlines()[-1].startswith("invalid_request: ")
+    assert "(scope)" in run.err
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"])

@@ -138,12 +138,14 @@ def test_purge_deletes_page_by_page_with_a_progress_line_each(
 
     assert run.code == 0, run.err
     assert run.err.splitlines() == [
+        f"Purging on sqlite at {database}",
         "page 1: 2 examined, 2 deleted",
         "page 2: 4 examined, 4 deleted",
         "page 3: 6 examined, 5 deleted",
         "page 4: 7 examined, 5 deleted",
     ]
-    table, totals = run.out.strip().split("\n\n")
+    store, table, totals = run.out.strip().split("\n\n")
+    assert store == f"Store: sqlite at {database}"
     assert [row.split() for row in table.splitlines()] == [
         ["SCOPE", "STATUS", "DELETED"],
         ["erp.create-order", "succeeded", "5"],
@@ -160,8 +162,10 @@ def test_purge_dry_run_in_json_counts_and_deletes_nothing(database: Path, capsys
     assert (report["dryRun"], report["finished"], report["examined"], report["deleted"]) == (True, True, 7, 5)
     assert report["byScope"] == [{"scope": "erp.create-order", "status": "succeeded", "claims": 5}]
     assert report["kept"] == {"retryable": 2}
-    assert run.err.splitlines() == ["page 1: 7 examined, 5 would delete"]
+    assert report["store"] == {"kind": "sqlite", "location": str(database)}
+    assert run.err.splitlines()[1:] == ["page 1: 7 examined, 5 would delete"]
     assert claims_in(database) == 7
+    assert "1 claim examined in 1 page; " in purge(capsys, "--dry-run", "--page-size", "1", "--max-pages", "1").out
 
 
 def test_purge_stopped_by_max_pages_resumes_where_it_left_off(
@@ -173,7 +177,7 @@ def test_purge_stopped_by_max_pages_resumes_where_it_left_off(
     second = purge(capsys, "--page-size", "3", "--resume", cursor.group(1), "--json")
 
     assert first.code == second.code == 0
-    assert "Stopped after 1 pages" in first.err
+    assert "Stopped after 1 page: " in first.err
     report = json.loads(second.out)
     assert (report["examined"], report["deleted"], report["finished"]) == (4, 2, True)
     assert claims_in(database) == 2
@@ -185,6 +189,26 @@ def test_purge_refuses_a_cursor_it_did_not_hand_out(database: Path, capsys: pyte
     assert run.code == 2
     assert "cursor" in run.err
     assert claims_in(database) == 7
+
+
+def test_purge_elsewhere_refuses_a_database_that_does_not_exist_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for name in STORE_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(elsewhere)
+
+    run = purge(capsys, "--dry-run")
+
+    assert (run.code, run.out) == (2, "")
+    assert run.err == (
+        f"oncegate purge: no database at {elsewhere.resolve() / '.oncegate' / 'oncegate.db'}: purge works on the "
+        "store oncegate serve uses. Run it in the folder where oncegate serve runs, or set ONCEGATE_SQLITE_PATH (or "
+        "ONCEGATE_STORE=tables and its settings) as the app has them.\n"
+    )
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_purge_names_a_bad_setting(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

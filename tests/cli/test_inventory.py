@@ -125,11 +125,11 @@ def test_scopes_set_then_list_with_claims_by_status(api: ServerApi, oncegate: On
 
 
 def test_a_setting_the_service_refuses_is_exit_2_naming_it(oncegate: Oncegate) -> None:
-    run = oncegate("scopes", "set", "erp.create-order", "--lease-seconds", "5")
+    run = oncegate("scopes", "set", "erp.create-order", "--owner", "x" * 300)
 
     assert (run.code, run.out) == (2, "")
     assert run.err.startswith("invalid_request: ")
-    assert "  leaseSeconds: " in run.err
+    assert "(owner)" in run.err
 
 
 @pytest.mark.parametrize(
@@ -140,3 +140,32 @@ def test_empty_lists_say_so(oncegate: Oncegate, command: str, empty: str) -> Non
     run = oncegate(*command.split())
 
     assert (run.code, run.out, run.err) == (0, empty + "\n", "")
+
+
+def test_scopes_set_changes_only_what_is_given(oncegate: Oncegate) -> None:
+    oncegate("scopes", "set", "erp.create-order", "--owner", "team-erp", "--lease-seconds", "60")
+    oncegate("scopes", "set", "erp.create-order", "--description", "Orders [in the ERP]")
+
+    run = oncegate("scopes", "set", "ERP.Create-Order", "--retention-days", "1", "--json")
+
+    scope = json.loads(run.out)
+    assert (scope["owner"], scope["leaseSeconds"], scope["retentionDays"]) == ("team-erp", 60, 1)
+    assert scope["description"] == "Orders [in the ERP]"
+    text = oncegate("scopes", "set", "erp.create-order", "--retention-days", "1").out
+    assert re.search(r"^Retention\s+1 day$", text, re.MULTILINE)
+    # A value is shown as it is, never read as rich markup.
+    assert re.search(r"^Description\s+Orders \[in the ERP\]$", text, re.MULTILINE)
+
+
+def test_all_pages_says_how_far_it_got_on_stderr(api: ServerApi, oncegate: Oncegate) -> None:
+    for index in range(5):
+        oncegate("flows", "register", "--name", f"Flow {index}", "--environment", "Default-contoso")
+
+    run = oncegate("flows", "list", "--top", "2", "--all-pages")
+
+    assert run.code == 0, run.err
+    assert run.err.splitlines() == [
+        "page 1: 2 flows so far, reading the next page",
+        "page 2: 4 flows so far, reading the next page",
+    ]
+    assert len(run.out.splitlines()) == 1 + 5

@@ -27,7 +27,7 @@ from tests.cli.conftest import Oncegate, Run, Seen
 
 SCOPE = "api://11111111-2222-3333-4444-555555555555/user_impersonation"
 ACCOUNT = {"home_account_id": "ana.contoso", "username": "ana@contoso.com"}
-SIGN_IN = ["--entra", "--tenant", "contoso.onmicrosoft.com", "--client-id", "cli-app", "--scope", SCOPE]
+SIGN_IN = ["--entra", "--tenant", "contoso.onmicrosoft.com", "--client-id", "cli-app", "--api-scope", SCOPE]
 
 
 class FakeMsal:

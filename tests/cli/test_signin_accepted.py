@@ -65,7 +65,7 @@ def entra_mode(service: Gate, local_entra: LocalEntra, tmp_path: Path) -> None:
 
 
 def sign_in(scope: str) -> list[str]:
-    return ["--entra", "--tenant", TENANT_ID, "--client-id", CLI_APP_ID, "--scope", scope]
+    return ["--entra", "--tenant", TENANT_ID, "--client-id", CLI_APP_ID, "--api-scope", scope]
 
 
 @pytest.mark.parametrize("version", ["1.0", "2.0"])

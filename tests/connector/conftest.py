@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from oncegate import bootstrap
-from oncegate.domain.keys import KeyHasher
-from oncegate.entrypoints.server import make_server
-from oncegate.stores.sqlite import SqliteStore
 from tests.connector.spec import DEFINITIONS, PROPERTIES, load
-from tests.gate import Gate
 
 
 @pytest.fixture(scope="session")
@@ -39,18 +33,7 @@ def any_properties(request: pytest.FixtureRequest) -> dict[str, Any]:
 @pytest.fixture(scope="package")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The address of the app that Azure runs (``function_app.app``), served on a free local port."""
-    import function_app  # reads the settings at import, so only once a test needs the app
+    from tests.load.served import served_on_sqlite  # imports function_app, which reads the settings
 
-    store = SqliteStore(tmp_path_factory.mktemp("connector") / "oncegate.db")
-    bootstrap.use_services(Gate(store, KeyHasher("s" * 40)).services)
-    server = make_server(function_app.app, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, name="connector-test-server", daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
-    try:
-        yield f"http://{host!s}:{port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        bootstrap.use_services(None)
-        store.close()
+    with served_on_sqlite(tmp_path_factory.mktemp("connector") / "oncegate.db", "s" * 40) as url:
+        yield url

@@ -11,8 +11,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 CONNECTOR = REPO / "connector"
-# The team's copy of the Power Platform schemas, beside the repository (as CI lays it out too).
-SCHEMAS = REPO.parent / "shared" / "reference" / "powerplatform-schemas"
+# The Power Platform schemas, vendored (schemas/README.md), and the team's reference copy they came from,
+# beside the repository where it is there.
+SCHEMAS = Path(__file__).resolve().parent / "schemas"
+SHARED_SCHEMAS = REPO.parent / "shared" / "reference" / "powerplatform-schemas"
 
 DEFINITIONS = {
     "key": CONNECTOR / "apiDefinition.swagger.json",

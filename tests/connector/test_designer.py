@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from oncegate.domain.statuses import Decision
+from oncegate.domain.statuses import ClaimStatus, Decision
 from tests.connector.spec import (
     descriptions,
     operation,
@@ -27,6 +27,7 @@ ACTIONS = {
     "GetClaim",
     "LookupClaim",
     "ListClaimsNeedingAttention",
+    "ListClaims",
     "ReviewClaim",
     "ReportConflict",
     "ListConflicts",
@@ -192,3 +193,61 @@ def test_bodies_are_flattened_by_the_designer(definition: dict[str, Any]) -> Non
             assert len(bodies) == 1, op.id
             assert resolve(definition, bodies[0]["schema"])["type"] == "object"
             assert bodies[0]["required"] is True
+
+
+# Power Platform products (and Logic Apps) that the string guidance keeps out of the connector's description.
+PRODUCTS = ("Power Automate", "Power Apps", "Power Platform", "Power BI", "Power Pages", "Copilot", "Logic Apps")
+
+
+def test_the_connector_description_names_no_platform_product(any_definition: dict[str, Any]) -> None:
+    description = any_definition["info"]["description"]
+    assert [product for product in PRODUCTS if product.lower() in description.lower()] == []
+    assert not re.search(r"\bAPI\b", description, re.IGNORECASE)
+
+
+def _titles(node: dict[str, Any]) -> list[str]:
+    """The titles of an object's fields as dynamic content shows them: nested objects' fields too, not arrays'."""
+    titles = []
+    for child in node.get("properties", {}).values():
+        nested = child.get("type") == "object" and "properties" in child
+        titles += _titles(child) if nested else [child["x-ms-summary"]]
+    return titles
+
+
+def _objects(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """An answer's object and each object an array of it holds, whose fields dynamic content shows apart."""
+    found = [node]
+    for child in node.get("properties", {}).values():
+        items = child.get("items", {}) if child.get("type") == "array" else {}
+        found += _objects(items) if "properties" in items else []
+        found += _objects(child)[1:] if child.get("type") == "object" else []
+    return found
+
+
+def test_no_two_fields_of_one_answer_share_a_title(definition: dict[str, Any]) -> None:
+    # The result's, the holder's and the last attempt's flows each read "Flow Name" before (issue 13).
+    for name, node in definition["definitions"].items():
+        for scope in _objects(node):
+            titles = _titles(scope)
+            assert sorted({title for title in titles if titles.count(title) > 1}) == [], name
+    answer = definition["definitions"]["ClaimResponse"]["properties"]
+    assert answer["result"]["properties"]["flow"]["properties"]["name"]["x-ms-summary"] == "Result Flow Name"
+    assert answer["holder"]["properties"]["flow"]["properties"]["environment"]["x-ms-summary"] == (
+        "Holder Flow Environment"
+    )
+
+
+def test_output_descriptions_are_not_request_help(definition: dict[str, Any]) -> None:
+    requests = {name for name in definition["definitions"] if name.endswith("Request")}
+    outputs = [
+        where
+        for where, node in properties(definition)
+        if where.split(".")[0].removeprefix("#/definitions/") not in requests and "expression" in node["description"]
+    ]
+    assert outputs == []
+
+
+def test_the_claim_answer_requires_its_status_and_warnings(definition: dict[str, Any]) -> None:
+    answer = definition["definitions"]["ClaimResponse"]
+    assert {"decision", "claimId", "status", "attempt", "reason", "warnings"} <= set(answer["required"])
+    assert answer["properties"]["status"]["enum"] == [*(status.value for status in ClaimStatus), "none"]

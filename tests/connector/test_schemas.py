@@ -1,4 +1,8 @@
-"""The connector's files are valid OpenAPI 2.0 and valid against the Power Platform repository's schemas."""
+"""The connector's files are valid OpenAPI 2.0 and valid against the Power Platform repository's schemas.
+
+The schemas are vendored in ``tests/connector/schemas`` so that a clean clone runs these tests on its own;
+where the workplace's reference copy sits beside the clone (``../shared``), they must be byte-for-byte the same.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,9 @@ import jsonschema
 import pytest
 from openapi_spec_validator import validate as validate_openapi
 
-from tests.connector.spec import CONNECTOR, SCHEMAS, load_schema
+from tests.connector.spec import CONNECTOR, SCHEMAS, SHARED_SCHEMAS, load_schema
 
-pytestmark = pytest.mark.skipif(not SCHEMAS.is_dir(), reason=f"the Power Platform schemas are not at {SCHEMAS}")
+VENDORED = ("apiDefinition.swagger.schema.json", "paconn-apiProperties.schema.json", "paconn-settings.schema.json")
 
 
 def errors(schema: dict[str, Any], document: Any, validator: type[jsonschema.protocols.Validator]) -> list[str]:
@@ -61,3 +65,13 @@ def test_readme_settings_example_is_valid_against_the_repository_schema() -> Non
     assert (CONNECTOR / settings["apiDefinition"]).is_file()
     assert (CONNECTOR / settings["apiProperties"]).is_file()
     assert (CONNECTOR / settings["icon"]).is_file()
+
+
+def test_the_vendored_schemas_are_all_there_with_their_licence() -> None:
+    assert sorted(path.name for path in SCHEMAS.iterdir()) == sorted([*VENDORED, "LICENSE", "README.md"])
+
+
+@pytest.mark.skipif(not SHARED_SCHEMAS.is_dir(), reason="no reference copy in ../shared beside this clone")
+@pytest.mark.parametrize("name", [*VENDORED, "LICENSE"])
+def test_the_vendored_schemas_are_the_reference_copy_unchanged(name: str) -> None:
+    assert (SCHEMAS / name).read_bytes() == (SHARED_SCHEMAS / name).read_bytes(), f"{name} differs from the reference"

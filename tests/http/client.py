@@ -15,7 +15,11 @@ import function_app
 Route = dict[str, str]
 FUNCTIONS = {function.get_function_name(): function for function in function_app.app.get_functions()}
 # The function serving each list whose nextLink a test follows.
-LISTS = {"/api/conflicts": "list_conflicts", "/api/claims": "list_claims_needing_attention"}
+LISTS = {
+    "/api/conflicts": "list_conflicts",
+    "/api/claims": "list_claims_needing_attention",
+    "/api/claim-list": "list_claims",
+}
 
 
 @dataclass(frozen=True)

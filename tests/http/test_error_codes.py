@@ -1,4 +1,4 @@
-"""Every error code the API can answer is in the tree of ``oncegate/errors.py`` and in the README's list, and
+"""Every error code the API can answer is in the tree of ``oncegate/errors.py`` and in docs/contract.md's list, and
 neither lists a code that nothing answers.
 
 The codes are read from the code itself: the ``code`` of each error class, the literal ``code`` given to
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(oncegate.__file__).parent
 # "409 stale_claim | claim_busy", "401 unauthorized": a status and the codes answered with it.
 ANSWER = re.compile(r"\b([1-5]\d\d) ([a-z_]+(?: \| [a-z_]+)*)")
-README_LIST = "Errors follow the Microsoft REST API guidelines"
+CONTRACT_LIST = "Errors follow the Microsoft REST API guidelines"
 
 Code = tuple[int, str]
 
@@ -103,9 +103,9 @@ def test_the_error_tree_lists_every_code_answered_and_no_other() -> None:
     assert listed(public) == answered()
 
 
-def test_the_readme_lists_every_code_answered_and_no_other() -> None:
-    readme = (ROOT / "README.md").read_text()
-    paragraph = readme[readme.index(README_LIST) :].split("\n\n")[0]
+def test_the_contract_lists_every_code_answered_and_no_other() -> None:
+    contract = (ROOT / "docs" / "contract.md").read_text()
+    paragraph = contract[contract.index(CONTRACT_LIST) :].split("\n\n")[0]
 
     assert listed(" ".join(re.findall(r"`([^`]+)`", paragraph))) == answered()
 

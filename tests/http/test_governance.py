@@ -140,7 +140,7 @@ def test_the_purge_timer_deletes_what_retention_allows_and_logs_a_summary(
     assert api.call("get_claim", route={"claimId": done["claimId"]}).status == 404
     (summary,) = timer_records(caplog)
     assert summary.levelno == logging.INFO
-    assert "1 claims examined, deleted 1 (erp.create-order succeeded 1)" in summary.getMessage()
+    assert "1 page, 1 claim examined, deleted 1 (erp.create-order succeeded 1)" in summary.getMessage()
 
 
 def test_the_purge_timer_warns_when_it_stopped_early(
@@ -158,7 +158,7 @@ def test_the_purge_timer_warns_when_it_stopped_early(
     levels = [record.levelno for record in timer_records(caplog)]
     assert levels == [logging.INFO, logging.WARNING]
     warning = timer_records(caplog)[1].getMessage()
-    assert "stopped early after 1 pages" in warning
+    assert "stopped early after 1 page (time budget" in warning
     assert "oncegate purge --resume " in warning
 
 

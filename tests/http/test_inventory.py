@@ -52,7 +52,7 @@ def test_a_flow_registered_disabled_is_blocked_with_the_reason(api: Api, clock: 
     }
     assert utc(view["registeredAt"]) == registered_at
     assert (answer["decision"], answer["attempt"]) == ("blocked", 0)
-    assert "status" not in answer
+    assert answer["status"] == "none"
     assert "claimToken" not in answer
     assert "Replaced by the new ERP flow." in answer["reason"]
     assert api.call("lookup_claim", {"scope": SCOPE, "key": "ORDER-1001"}).status == 404

@@ -188,8 +188,16 @@ def test_a_method_http_does_not_define_is_a_501_in_the_error_format(local_server
         (b"GET /api/health HTTP/2.0\r\n\r\n", 505),
         (b"GET /api/health HTTP/1.1\r\nX-Long: " + b"x" * 70_000 + b"\r\n\r\n", 431),
         (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", 414),
+        # Digits Python's isdigit() takes but int() does not (the thread died without an answer).
+        ("GET /api/health HTTP/1.\u00b2\r\n\r\n".encode("latin-1"), 400),
+        # Folded lines count as lines: 1,600 of them made one 100 MB header, read in quadratic time.
+        (b"GET /api/health HTTP/1.1\r\nX-Fold: a\r\n" + b" b\r\n" * 120 + b"\r\n", 431),
+        (b"GET /api/health HTTP/1.1\r\n" + b"".join(b"X-%d: a\r\n" % n for n in range(101)) + b"\r\n", 431),
+        # A CR without its LF: a reader splitting on it would see a Content-Length the server did not.
+        (b"POST /api/claims HTTP/1.1\r\nX-A: a\rContent-Length: 5\r\nContent-Length: 0\r\n\r\n", 400),
+        (b"GET /api/health HTTP/1.1\r\nNo colon here\r\n\r\n", 400),
     ],
-    ids=["request-line", "version", "header-line", "target"],
+    ids=["request-line", "version", "header-line", "target", "unicode-digit", "folds", "fields", "bare-cr", "colon"],
 )
 def test_a_request_the_parser_refuses_is_answered_in_the_error_format(
     local_server: tuple[str, int], raw: bytes, status: int
@@ -205,7 +213,7 @@ def test_a_path_outside_api_says_where_routes_live(local_server: tuple[str, int]
         sock.sendall(b"GET /claims HTTP/1.1\r\nHost: test\r\n\r\n")
         answer = read_answer(reader)
 
-    assert (answer.status, answer.error["message"]) == (404, "Routes live under /api.")
+    assert (answer.status, answer.error["message"]) == (404, "Routes live under /api/, such as GET /api/health.")
 
 
 def test_a_body_cut_short_by_the_client_is_a_400_and_nothing_is_claimed(
@@ -238,3 +246,10 @@ def test_a_client_that_stops_mid_request_is_disconnected_after_the_idle_time() -
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def test_a_hundred_header_lines_are_read(local_server: tuple[str, int]) -> None:
+    fields = b"Host: test\r\nX-Fold: a\r\n b\r\n" + b"".join(b"X-%d: a\r\n" % n for n in range(97))
+    with connected(local_server) as (sock, reader):
+        sock.sendall(b"GET /api/health HTTP/1.1\r\n" + fields + b"\r\n")
+        assert read_answer(reader).status == 200

@@ -39,6 +39,10 @@ BAD_SETTINGS = {
         {"ONCEGATE_STORE": "tables", "ONCEGATE_KEY_SECRET": "s" * 40},
         "ONCEGATE_TABLES_ENDPOINT",
     ),
+    "tables-malformed-connection-string": (
+        {"ONCEGATE_STORE": "tables", "ONCEGATE_KEY_SECRET": "s" * 40, "ONCEGATE_TABLES_CONNECTION_STRING": "garbage"},
+        "ONCEGATE_TABLES_CONNECTION_STRING",
+    ),
     "short-secret": ({"ONCEGATE_KEY_SECRET": "too-short"}, "ONCEGATE_KEY_SECRET"),
     "unresolved-key-vault-reference": (
         {"ONCEGATE_STORE": "tables", "ONCEGATE_TABLES_ENDPOINT": "https://st.table.core.windows.net"}

@@ -1,6 +1,6 @@
 """The app settings: those the code reads, and those ``infra/app/api.bicep`` deploys.
 
-Every ``ONCEGATE_*`` setting the code or the README's configuration table names is deployed by
+Every ``ONCEGATE_*`` setting the code or the documents' settings tables name is deployed by
 ``infra/app/api.bicep`` or is listed below as local-only, with the reason; every setting the Bicep
 deploys is read by the code, by a library the code uses, or by the Functions platform (by its exact
 name: a misspelt platform setting is read by nobody, and the host falls back to something else).
@@ -73,8 +73,12 @@ def code_settings(root: Path) -> set[str]:
     return names
 
 
+# The settings tables: the README's local settings, and every setting in docs/operations.md.
+SETTINGS_TABLES = ("README.md", "docs/operations.md")
+
+
 def readme_settings(root: Path) -> set[str]:
-    return set(README_ROW.findall((root / "README.md").read_text(encoding="utf-8")))
+    return {name for doc in SETTINGS_TABLES for name in README_ROW.findall((root / doc).read_text(encoding="utf-8"))}
 
 
 def appsettings_resources(api: BicepFile) -> list[str]:

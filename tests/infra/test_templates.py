@@ -69,9 +69,15 @@ API_VERSIONS = {
     "Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01": TYPES,
     "Microsoft.OperationalInsights/workspaces@2023-09-01": QUICKSTART,
     "Microsoft.Insights/components@2020-02-02": QUICKSTART + "; DisableLocalAuth",
+    "Microsoft.Insights/workbooks@2023-06-01": TYPES + "; workbook.json, test_monitoring.py",
+    "Microsoft.Insights/scheduledQueryRules@2023-12-01": TYPES + "; alerts/*.kql, test_monitoring.py",
+    "Microsoft.Insights/actionGroups@2023-01-01": TYPES + "; location global, as every action group",
     "Microsoft.Authorization/roleAssignments@2022-04-01": QUICKSTART + "; Azure-Samples/fastapi-on-azure-functions",
     "Microsoft.KeyVault/vaults@2023-07-01": LEARN + "microsoft.keyvault/vaults",
     "Microsoft.KeyVault/vaults/secrets@2023-07-01": LEARN + "microsoft.keyvault/vaults/secrets",
+    "Microsoft.Web/customApis@2016-06-01": LEARN + "microsoft.web/customapis; test_logic_app.py",
+    "Microsoft.Web/connections@2016-06-01": LEARN + "microsoft.web/connections; test_logic_app.py",
+    "Microsoft.Logic/workflows@2019-05-01": LEARN + "microsoft.logic/workflows; test_logic_app.py",
 }
 
 # What an output must never carry: a list*() key call, a connection string, a secret value.

@@ -142,8 +142,8 @@ PLANTED = {
     ),
     "module parameter not allowed": (
         "main.bicep",
-        "    authMode: authMode\n",
-        "    authMode: 'Entra'\n",
+        "    tablePrefix: tablePrefix\n    authMode: authMode\n",
+        "    tablePrefix: tablePrefix\n    authMode: 'Entra'\n",
         "parameter authMode: 'Entra' is not one of ['key', 'entra']",
     ),
     "secret passed to a parameter that is not secure": (

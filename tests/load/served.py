@@ -5,10 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import function_app
 from oncegate import bootstrap
+from oncegate.domain.keys import KeyHasher
 from oncegate.entrypoints.server import make_server
+from oncegate.stores.sqlite import SqliteStore
 from tests.gate import Gate
 
 
@@ -27,3 +30,14 @@ def served(service: Gate) -> Iterator[tuple[str, int]]:
         server.server_close()
         thread.join(timeout=10)
         bootstrap.use_services(None)
+
+
+@contextmanager
+def served_on_sqlite(path: Path, secret: str) -> Iterator[str]:
+    """The app served over a SQLite store at ``path`` with this key secret; yields its base URL."""
+    store = SqliteStore(path)
+    try:
+        with served(Gate(store, KeyHasher(secret))) as (host, port):
+            yield f"http://{host}:{port}"
+    finally:
+        store.close()

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from oncegate.domain.keys import KeyHasher
-from oncegate.domain.statuses import ClaimStatus, Decision, EventKind
+from oncegate.domain.statuses import AnswerStatus, ClaimStatus, Decision, EventKind
 from oncegate.errors import NotFound, StoreUnavailable
 from oncegate.models import FlowRef, LookupRequest
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL
@@ -134,7 +134,7 @@ def test_a_disabled_flow_is_blocked_before_any_claim_is_made(service: Gate) -> N
     answer = claim(service)
 
     assert answer.decision is Decision.BLOCKED
-    assert (answer.status, answer.attempt, answer.claim_token) == (None, 0, None)
+    assert (answer.status, answer.attempt, answer.claim_token) == (AnswerStatus.NONE, 0, None)
     assert "disabled" in answer.reason
     assert "ana@contoso.com" in answer.reason
     assert "Retired: the ERP connector replaced it." in answer.reason
@@ -201,9 +201,9 @@ def test_only_registered_flows_may_claim_when_registration_is_required(strict_se
     register(strict_service, owner="ana@contoso.com")
     registered = claim(strict_service, run="run-3")
 
-    assert (unknown.decision, unknown.status) == (Decision.BLOCKED, None)
+    assert (unknown.decision, unknown.status) == (Decision.BLOCKED, AnswerStatus.NONE)
     assert "not registered" in unknown.reason
-    assert (flowless.decision, flowless.status) == (Decision.BLOCKED, None)
+    assert (flowless.decision, flowless.status) == (Decision.BLOCKED, AnswerStatus.NONE)
     assert "names no flow" in flowless.reason
     assert flowless.warnings == ["no_flow"]
     assert registered.decision is Decision.PROCEED

@@ -152,5 +152,5 @@ def test_a_retention_job_reads_each_scope_retention_from_the_store(service: Gate
 def test_a_new_scope_is_in_progress_only(service: Gate) -> None:
     answer = claim(service)
 
-    assert answer.status is ClaimStatus.IN_PROGRESS
+    assert answer.status == ClaimStatus.IN_PROGRESS
     assert scopes(service)[SCOPE].claims == ClaimCounts(in_progress=1)

@@ -98,6 +98,15 @@ def _record(field: str, target: str, wrap: Callable[[str], Any]) -> Callable[[Ga
     return setup
 
 
+def _claim_reference(service: Gate) -> Stored:
+    # The reference is stored in clear, unlike the key (issue 16).
+    return Stored(
+        "reference",
+        lambda text: claim(service, reference=f"Order of {text}"),
+        lambda: service.store.list_claims(statuses=tuple(ClaimStatus), limit=10).items,
+    )
+
+
 def _release(service: Gate) -> Stored:
     answer = claim(service)
     return Stored(
@@ -156,6 +165,7 @@ def _set_scope(service: Gate) -> Stored:
 
 
 ACTIONS: dict[str, Callable[[Gate], Stored]] = {
+    "claim-reference": _claim_reference,
     "record-data": _record(
         "data", "data.order.customer.email", lambda text: {"order": {"customer": {"email": text}}, "amount": 10}
     ),

@@ -1,8 +1,13 @@
 """The behaviour every claim store must show, whatever the backend.
 
-A backend's test module mixes :class:`StoreContract` into a ``Test...`` class and provides one
-fixture, ``make_store``: each call returns another store instance on the same backing data (so
-multi-instance races are real), and the fixture closes them all at teardown.
+A backend's test module mixes :class:`StoreContract` into a ``Test...`` class and provides the
+fixtures it cannot write for every backend:
+
+    make_store               each call returns another store instance on the same backing data (so
+                             multi-instance races are real); the fixture closes them all at teardown
+    write_legacy_conflicts   writes conflicts as release 0.1.0 did, before any store opened the data
+    seed_conflicts           writes many conflicts fast, as ``create_conflict`` would (a cost test's setup)
+    metered_store            a store and a :data:`Meter` of the backend's own work: requests, statements' steps
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, ScopeRecord
+from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreRace, TooLarge
 from oncegate.models import DATA_LIMIT_BYTES, RecordResultRequest, json_size
@@ -27,6 +32,8 @@ from tests.support.records import T0
 
 RACERS = 16
 T = TypeVar("T")
+# Runs an action and answers what it cost the backend, in the backend's own unit.
+Meter = Callable[[Callable[[], object]], int]
 
 
 def race(attempt: Callable[[int], T]) -> list[T | StoreRace]:
@@ -93,6 +100,43 @@ def claim_pages(store: ClaimStore, *, limit: int = 50, cursor: str | None = None
 
 def every_claim(store: ClaimStore, **filters: Any) -> list[Claim]:
     return [claim for page in claim_pages(store, **filters) for claim in page]
+
+
+def conflict_pages(
+    store: ClaimStore, *, status: ConflictStatus | None, scope: str | None = None, limit: int, cursor: str | None = None
+) -> list[list[Conflict]]:
+    """Every page of ``store.list_conflicts`` from ``cursor`` on."""
+    pages: list[list[Conflict]] = []
+    while True:
+        page = store.list_conflicts(status=status, scope=scope, limit=limit, cursor=cursor)
+        pages.append(page.items)
+        cursor = page.cursor
+        if cursor is None:
+            return pages
+
+
+def place(conflict: Conflict) -> tuple[Any, str]:
+    """A conflict's place in every list: oldest first, then by id."""
+    return conflict.created_at, conflict.conflict_id
+
+
+def varied_conflicts(count: int) -> list[Conflict]:
+    """Conflicts a second apart, a third of them resolved, in two scopes, ids in no relation to time.
+
+    The moduli are prime to 100, so every 100th conflict is as varied as the whole.
+    """
+    return [
+        (records.resolved_conflict if n % 3 == 0 else records.conflict)(
+            scope="erp.a" if n % 7 < 3 else "erp.b", created_at=T0 + timedelta(seconds=n)
+        )
+        for n in range(count)
+    ]
+
+
+# The cost test: a page read among 100 conflicts and among 10,000 (the 100 are every 100th of them).
+AT_SCALE = 10_000
+SAMPLE_EVERY = 100
+COST_PAGE = 20
 
 
 # Table Storage's documented limits. Every store keeps them, so a record one store holds, any other holds too.
@@ -246,6 +290,18 @@ class StoreContract:
         assert store.get_claim(claim.claim_id) == current
         assert store.list_events(claim.claim_id) == [first_event]
 
+    def test_a_copy_of_a_deleted_claim_never_matches_the_claim_made_again(self, store: ClaimStore) -> None:
+        """Instances keep the claims they wrote to write from; after a purge the id may be claimed anew."""
+        claim = records.claim()
+        old = store.create_claim(claim, records.event(claim.claim_id))
+        store.delete_claim(old)
+        again = store.create_claim(replace(claim, run_id="run-2"), records.event(claim.claim_id, run_id="run-2"))
+
+        assert again.version != old.version
+        with pytest.raises(ConcurrentUpdate):
+            store.update_claim(replace(old, status=ClaimStatus.SUCCEEDED), None)
+        assert store.get_claim(claim.claim_id) == again
+
     def test_concurrent_updates_from_one_version_have_exactly_one_winner(
         self, store: ClaimStore, make_store: Callable[[], ClaimStore]
     ) -> None:
@@ -333,6 +389,57 @@ class StoreContract:
         # Strictly before: a claim changed at that very instant is not listed.
         assert names(finished, changed_before=T0 + timedelta(days=1)) == {"old-done"}
         assert names((ClaimStatus.UNKNOWN, ClaimStatus.RELEASED)) == set()
+
+    def test_list_claims_finds_by_source_reference_and_first_received(self, store: ClaimStore) -> None:
+        # Issue 16: "what happened to order SO-1001 from the EU shop?", "everything from the expense list this week".
+        specs = {
+            "eu-1001": ("shop-eu", "SO-1001", ClaimStatus.SUCCEEDED, 0),
+            "eu-1002": ("shop-eu", "SO-1002", ClaimStatus.FAILED, 5),
+            "us-1001": ("shop-us", "SO-1001", ClaimStatus.SUCCEEDED, 6),
+            "expense": ("sharepoint:expenses", None, ClaimStatus.IN_PROGRESS, 7),
+            "no-source": (None, None, ClaimStatus.SUCCEEDED, 8),
+        }
+        ids = {}
+        for name, (source, reference, status, days) in specs.items():
+            at = T0 + timedelta(days=days)
+            claim = records.claim(
+                source=source, reference=reference, status=status, first_received_at=at, updated_at=at
+            )
+            store.create_claim(claim, records.event(claim.claim_id))
+            ids[claim.claim_id] = name
+
+        def names(**filters: Any) -> set[str]:
+            return {ids[claim.claim_id] for claim in every_claim(store, statuses=tuple(ClaimStatus), **filters)}
+
+        assert names(source="shop-eu") == {"eu-1001", "eu-1002"}
+        assert names(source="shop-eu", reference="SO-1001") == {"eu-1001"}
+        assert names(reference="SO-1001") == {"eu-1001", "us-1001"}
+        assert names(received_since=T0 + timedelta(days=5)) == {"eu-1002", "us-1001", "expense", "no-source"}
+        assert names(source="shop-eu", received_since=T0 + timedelta(days=1)) == {"eu-1002"}
+        assert names(source="sharepoint:expenses") == {"expense"}
+        assert names(source="shop-nowhere") == set()
+        found = every_claim(store, statuses=(ClaimStatus.FAILED,), source="shop-eu")
+        assert [(claim.source, claim.reference) for claim in found] == [("shop-eu", "SO-1002")]
+
+    def test_list_claims_by_source_pages_past_a_thousand_claims(self, store: ClaimStore) -> None:
+        # Table Storage answers at most 1,000 rows a request: a source's claims must page on past that.
+        def made(index: int) -> Claim:
+            claim = records.claim(
+                source="shop-eu" if index % 10 else "shop-us", updated_at=T0 + timedelta(seconds=index)
+            )
+            return store.create_claim(claim, records.event(claim.claim_id))
+
+        with ThreadPoolExecutor(8) as pool:
+            created = list(pool.map(made, range(1_150)))
+        wanted = {claim.claim_id for claim in created if claim.source == "shop-eu"}
+
+        pages = claim_pages(store, statuses=tuple(ClaimStatus), source="shop-eu", limit=200)
+        listed = [claim.claim_id for page in pages for claim in page]
+
+        assert len(wanted) == 1_035
+        assert all(len(page) <= 200 for page in pages)
+        assert sorted(listed) == sorted(wanted)
+        assert every_claim(store, statuses=tuple(ClaimStatus), source="shop-none", limit=200) == []
 
     def test_listed_claims_round_trip_with_their_version(self, store: ClaimStore) -> None:
         claim = records.full_claim()
@@ -550,6 +657,126 @@ class StoreContract:
         with pytest.raises(InvalidRequest) as raised:
             store.list_conflicts(status=None, scope=None, limit=2, cursor=cursor)
         assert raised.value.target == "cursor"
+
+    def test_every_filter_pages_through_its_conflicts_oldest_first(self, store: ClaimStore) -> None:
+        # Created out of time order, three to an instant, so pages start and end inside a tie.
+        made = [
+            replace(conflict, created_at=T0 + timedelta(seconds=(n * 7) % 30 // 3))
+            for n, conflict in enumerate(varied_conflicts(30))
+        ]
+        created = [store.create_conflict(conflict) for conflict in made]
+
+        for status in (ConflictStatus.OPEN, ConflictStatus.RESOLVED, None):
+            for scope in ("erp.a", "erp.b", None):
+                pages = conflict_pages(store, status=status, scope=scope, limit=4)
+                expected = sorted(
+                    (c for c in created if status in (None, c.status) and scope in (None, c.scope)), key=place
+                )
+                assert all(len(page) == 4 for page in pages[:-1]), (status, scope)
+                assert [c for page in pages for c in page] == expected, (status, scope)
+
+    def test_a_resolved_conflict_moves_from_the_open_list_to_the_resolved_one(self, store: ClaimStore) -> None:
+        first, middle, last = (
+            store.create_conflict(records.conflict(created_at=T0 + timedelta(minutes=minutes))) for minutes in range(3)
+        )
+        listed_first = store.list_conflicts(status=None, scope=None, limit=3, cursor=None).items
+        assert listed_first == [first, middle, last]  # each with the version its point read has
+
+        resolved = store.update_conflict(
+            replace(listed_first[1], status=ConflictStatus.RESOLVED, decision=Resolution.DISMISS, reviewer="kim")
+        )
+        noted = store.update_conflict(replace(resolved, note="the customer called"))
+
+        def listed(status: ConflictStatus | None) -> list[Conflict]:
+            return [c for page in conflict_pages(store, status=status, limit=2) for c in page]
+
+        assert listed(ConflictStatus.OPEN) == [first, last]
+        assert listed(ConflictStatus.RESOLVED) == [noted]
+        assert listed(None) == [first, noted, last]
+        assert store.get_conflict(middle.conflict_id) == noted
+
+    def test_polling_from_a_cursor_delivers_each_new_conflict_once(self, store: ClaimStore) -> None:
+        def at(seconds: int, **changes: Any) -> Conflict:
+            return store.create_conflict(records.conflict(created_at=T0 + timedelta(seconds=seconds), **changes))
+
+        at(0)
+        same_instant, later, other_scope = at(10), at(20), at(30, scope="erp.other")
+
+        def poll(cursor: str, scope: str | None = None) -> tuple[list[Conflict], str]:
+            page = store.list_conflicts(status=None, scope=scope, limit=50, cursor=cursor)
+            assert page.cursor is None
+            if not page.items:
+                return [], cursor
+            return page.items, store.conflicts_after(page.items[-1].created_at, page.items[-1].conflict_id)
+
+        # From a time on, as a trigger starts: what was created at that instant counts as after it.
+        first, state = poll(store.conflicts_after(T0 + timedelta(seconds=10)))
+        assert first == [same_instant, later, other_scope]
+        assert poll(state) == ([], state)
+        resolved = store.update_conflict(replace(later, status=ConflictStatus.RESOLVED, decision=Resolution.DISMISS))
+        newest = at(40)
+        assert poll(state) == ([newest], store.conflicts_after(newest.created_at, newest.conflict_id))
+        assert poll(store.conflicts_after(T0 + timedelta(seconds=10)), "erp.create-order")[0] == [
+            same_instant,
+            resolved,
+            newest,
+        ]
+
+    def test_conflicts_written_before_the_list_was_kept_in_order_are_listed_and_move(
+        self, make_store: Callable[[], ClaimStore], write_legacy_conflicts: Callable[[list[Conflict]], None]
+    ) -> None:
+        # Release 0.1.0 kept no listing rows or list indexes: opening the store adds them, once (issue 12).
+        old = varied_conflicts(9)
+        write_legacy_conflicts(list(reversed(old)))
+        store = make_store()
+        again = make_store()  # a second instance opening the same data repairs nothing twice
+
+        for status in (ConflictStatus.OPEN, ConflictStatus.RESOLVED, None):
+            wanted = [c.conflict_id for c in old if status in (None, c.status)]
+            for reader in (store, again):
+                assert [
+                    c.conflict_id for page in conflict_pages(reader, status=status, limit=2) for c in page
+                ] == wanted
+        opened = store.get_conflict(old[1].conflict_id)
+        resolved = store.update_conflict(replace(opened, status=ConflictStatus.RESOLVED, decision=Resolution.DISMISS))
+
+        assert resolved in store.list_conflicts(status=ConflictStatus.RESOLVED, scope=None, limit=50, cursor=None).items
+        assert old[1].conflict_id not in {
+            c.conflict_id
+            for c in store.list_conflicts(status=ConflictStatus.OPEN, scope=None, limit=50, cursor=None).items
+        }
+
+    def test_a_page_of_conflicts_costs_as_much_among_10000_as_among_100(
+        self, metered_store: tuple[ClaimStore, Meter], seed_conflicts: Callable[[ClaimStore, list[Conflict]], None]
+    ) -> None:
+        # Counted in the backend's own unit (requests, SQLite's VM steps), not time: a page reads one range.
+        store, meter = metered_store
+        every = varied_conflicts(AT_SCALE)
+        middle, end = (store.conflicts_after(T0 + timedelta(seconds=s)) for s in (AT_SCALE // 2, AT_SCALE))
+
+        def page(
+            status: ConflictStatus | None, scope: str | None = None, cursor: str | None = None
+        ) -> Callable[[], Page[Conflict]]:
+            return lambda: store.list_conflicts(status=status, scope=scope, limit=COST_PAGE, cursor=cursor)
+
+        reads = {
+            "open": page(ConflictStatus.OPEN),
+            "resolved": page(ConflictStatus.RESOLVED),
+            "all": page(None),
+            "open in a scope": page(ConflictStatus.OPEN, "erp.a"),
+            "all from the middle": page(None, cursor=middle),
+            "a poll with nothing new": page(None, cursor=end),
+        }
+
+        seed_conflicts(store, every[::SAMPLE_EVERY])
+        among_100 = {name: meter(read) for name, read in reads.items()}
+        seed_conflicts(store, [conflict for n, conflict in enumerate(every) if n % SAMPLE_EVERY])
+        among_10000 = {name: meter(read) for name, read in reads.items()}
+
+        assert [c.conflict_id for c in reads["all from the middle"]().items] == [
+            c.conflict_id for c in every[AT_SCALE // 2 : AT_SCALE // 2 + COST_PAGE]
+        ]
+        assert all(among_10000[name] <= among_100[name] * 1.1 for name in reads), (among_100, among_10000)
 
     # The inventory: flows, scopes and overlaps
 

@@ -25,7 +25,14 @@ from azure.data.tables import EdmType, EntityProperty, TableServiceClient
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, Resolution
 from oncegate.errors import StateConflict
-from oncegate.models import ClaimRequest, ClaimResponse, FlowRef, RecordResultRequest, ResolveConflictRequest
+from oncegate.models import (
+    ClaimRequest,
+    ClaimResponse,
+    FlowRef,
+    ListConflictsQuery,
+    RecordResultRequest,
+    ResolveConflictRequest,
+)
 from oncegate.stores import columns
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
@@ -79,13 +86,13 @@ def legacy(request: pytest.FixtureRequest, database: Path) -> Legacy:
     if request.param == "sqlite":
         return Legacy(_service(SqliteStore(database), SQLITE_MANIFEST), SQLITE_MANIFEST)
     factory: TableStoreFactory = request.getfixturevalue("table_store_factory")
-    store = factory()  # creates the test's tables
+    # The tables as 0.1.0 left them, before today's store first opens them (and upgrades what it must).
     with TableServiceClient.from_connection_string(factory.connection_string) as client:
         for suffix, rows in TABLES_DUMP["entities"].items():
-            table = client.get_table_client(factory.prefix + suffix)
+            table = client.create_table_if_not_exists(factory.prefix + suffix)
             for row in rows:
                 table.create_entity(_entity(row))
-    return Legacy(_service(store, TABLES_DUMP["manifest"]), TABLES_DUMP["manifest"])
+    return Legacy(_service(factory(), TABLES_DUMP["manifest"]), TABLES_DUMP["manifest"])
 
 
 def ask(legacy: Legacy, case: str, run: str, payload: Any = None) -> ClaimResponse:
@@ -151,6 +158,28 @@ def test_a_conflict_open_at_the_upgrade_is_resolved_and_then_holds(legacy: Legac
 
     assert resolved.status is ConflictStatus.RESOLVED
     assert again.decision is Decision.DUPLICATE
+
+
+def test_conflicts_written_by_0_1_0_are_listed_oldest_first_and_move_when_resolved(legacy: Legacy) -> None:
+    # 0.1.0 kept no listing rows (Table Storage) nor list indexes (SQLite): opening the store adds them (issue 12).
+    opened = legacy.manifest["open"]["conflictId"]
+
+    def listed(status: ConflictStatus | None) -> list[str]:
+        conflicts, cursor = legacy.service.list_conflicts(ListConflictsQuery(status=status, top=1))
+        ids = [conflict.conflict_id for conflict in conflicts]
+        while cursor is not None:
+            conflicts, cursor = legacy.service.list_conflicts(ListConflictsQuery(status=status, top=1, cursor=cursor))
+            ids += [conflict.conflict_id for conflict in conflicts]
+        return ids
+
+    everything = listed(None)
+    assert listed(ConflictStatus.OPEN) == [opened]
+    assert len(everything) == 2
+    assert everything == sorted(everything)  # created at the same instant: in id order
+
+    legacy.service.resolve_conflict(opened, ResolveConflictRequest(decision=Resolution.DISMISS, reviewer="ops@contoso"))
+
+    assert (listed(ConflictStatus.OPEN), listed(ConflictStatus.RESOLVED), listed(None)) == ([], everything, everything)
 
 
 def test_a_new_grant_on_an_old_claim_stores_no_token(legacy: Legacy) -> None:

@@ -2,24 +2,48 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import sqlite3
 import stat
+import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import datetime
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
 
+from oncegate.domain.records import Conflict
 from oncegate.errors import AlreadyExists
+from oncegate.stores import columns
+from oncegate.stores.columns import Row
+from oncegate.stores.paging import utc_text
+from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
-from tests.stores.contract import StoreContract
+from tests.stores.contract import Meter, StoreContract
 from tests.support import records
 
 PROCESSES = 4
+LEGACY_FILE = Path(__file__).parent.parent / "fixtures" / "legacy" / "claims-0.1.0.sqlite"
 
 
 class TestSqliteStore(StoreContract):
+    def test_writes_answer_what_they_wrote_without_reading_it_back(self, tmp_path: Path) -> None:
+        store = SqliteStore(tmp_path / "oncegate.db")
+        statements: list[str] = []
+        store._connection().set_trace_callback(statements.append)
+        claim = records.claim()
+
+        created = store.create_claim(claim, records.event(claim.claim_id))
+        store.update_claim(replace(created, attempt=2), None)
+
+        assert not [statement for statement in statements if statement.lstrip().upper().startswith("SELECT")]
+        assert store.get_claim(claim.claim_id).attempt == 2
+        store.close()
+
     @pytest.fixture
     def make_store(self, tmp_path: Path) -> Iterator[Callable[[], SqliteStore]]:
         stores: list[SqliteStore] = []
@@ -31,6 +55,63 @@ class TestSqliteStore(StoreContract):
         yield make
         for store in stores:
             store.close()
+
+    @pytest.fixture
+    def write_legacy_conflicts(self, tmp_path: Path) -> Callable[[list[Conflict]], None]:
+        def write(conflicts: list[Conflict]) -> None:
+            rows = [{**_text_times(columns.conflict_to_row(conflict)), "Version": 1} for conflict in conflicts]
+            # The columns of that release: SourceSystem came with issue 16.
+            names = [*(name for name in columns.CONFLICT_COLUMNS if name != "SourceSystem"), "Version"]
+            insert = f"INSERT INTO conflicts ({', '.join(names)}) VALUES ({', '.join(':' + name for name in names)})"
+            with contextlib.closing(sqlite3.connect(tmp_path / "oncegate.db")) as connection, connection:
+                for statement in _legacy_conflicts_table():
+                    connection.execute(statement)
+                connection.executemany(insert, rows)
+
+        return write
+
+    @pytest.fixture
+    def seed_conflicts(self) -> Callable[[ClaimStore, list[Conflict]], None]:
+        def seed(store: ClaimStore, conflicts: list[Conflict]) -> None:
+            for conflict in conflicts:
+                store.create_conflict(conflict)
+
+        return seed
+
+    @pytest.fixture
+    def metered_store(self, make_store: Callable[[], SqliteStore]) -> tuple[SqliteStore, Meter]:
+        """A store, and the steps of SQLite's virtual machine an action takes: they grow with the rows it visits."""
+        store = make_store()
+
+        def meter(action: Callable[[], object]) -> int:
+            steps = 0
+
+            def step() -> int:
+                nonlocal steps
+                steps += 1
+                return 0  # go on
+
+            connection = store._connection()  # this thread's, which the action uses
+            connection.set_progress_handler(step, 1)
+            try:
+                action()
+            finally:
+                connection.set_progress_handler(None, 1)
+            return steps
+
+        return store, meter
+
+
+def _legacy_conflicts_table() -> list[str]:
+    """The conflicts table and its index as release 0.1.0 made them, read from the file it wrote."""
+    uri = f"file:{LEGACY_FILE}?mode=ro&immutable=1"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as legacy:
+        found = legacy.execute("SELECT sql FROM sqlite_master WHERE tbl_name = 'conflicts' AND sql IS NOT NULL")
+        return [sql for (sql,) in found]
+
+
+def _text_times(row: Row) -> Row:
+    return {name: utc_text(value) if isinstance(value, datetime) else value for name, value in row.items()}
 
 
 def _create_in_process(
@@ -85,3 +166,29 @@ def test_a_new_database_and_its_journal_are_readable_by_their_owner_only(tmp_pat
 
     assert modes["claims.db"] == 0o600
     assert modes.get("claims.db-wal", 0o600) == 0o600
+
+
+def test_writers_of_a_process_take_their_turn_in_the_order_they_asked() -> None:
+    from oncegate.stores.sqlite import _WritersQueue
+
+    queue = _WritersQueue()
+    order: list[int] = []
+    threads = []
+    with queue:
+        for number in range(8):
+
+            def write(number: int = number) -> None:
+                with queue:
+                    order.append(number)
+
+            threads.append(threading.Thread(target=write))
+            threads[-1].start()
+            # The next writer asks only once this one waits in the queue.
+            while len(queue._waiters) <= number:
+                threading.Event().wait(0.001)
+    for thread in threads:
+        thread.join()
+
+    assert order == list(range(8))
+    with queue:  # and it is free again
+        pass

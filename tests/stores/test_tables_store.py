@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
-from azure.core.exceptions import ServiceResponseError
-from azure.data.tables import TableClient
+from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from azure.core.pipeline import PipelineRequest
+from azure.core.rest import HttpRequest
+from azure.data.tables import TableClient, TableEntity, TableServiceClient, TransactionOperation
 
-from oncegate.domain.records import Claim
-from oncegate.domain.statuses import ClaimStatus, EventKind
+from oncegate.domain.records import Claim, Conflict
+from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import ConcurrentUpdate, NotFound, StoreUnavailable
+from oncegate.stores import columns, table_batch, tables
 from oncegate.stores.tables import HISTORY_BATCH, TableStore, table_names
-from tests.stores.contract import StoreContract
+from tests.stores.contract import Meter, StoreContract
 from tests.support import records
 from tests.support.azurite import Azurite, ExternalTables, TableStoreFactory
 from tests.support.records import T0
@@ -27,6 +33,112 @@ class TestTableStore(StoreContract):
     @pytest.fixture
     def make_store(self, table_store_factory: TableStoreFactory) -> TableStoreFactory:
         return table_store_factory
+
+    @pytest.fixture
+    def write_legacy_conflicts(self, table_store_factory: TableStoreFactory) -> Callable[[list[Conflict]], None]:
+        return partial(_write_legacy_conflicts, table_store_factory)
+
+    @pytest.fixture
+    def seed_conflicts(self) -> Callable[[TableStore, list[Conflict]], None]:
+        return _seed_conflicts
+
+    @pytest.fixture
+    def metered_store(self, table_store_factory: TableStoreFactory) -> tuple[TableStore, Meter]:
+        """A store, and the requests an action sends (an entity-group transaction is one)."""
+        sent: list[object] = []
+        store = table_store_factory(raw_request_hook=sent.append)
+
+        def meter(action: Callable[[], object]) -> int:
+            before = len(sent)
+            action()
+            return len(sent) - before
+
+        return store, meter
+
+
+def _write_legacy_conflicts(factory: TableStoreFactory, conflicts: list[Conflict]) -> None:
+    """Conflicts as 0.1.0 wrote them, before any store opened the tables: the conflict row alone, no Version."""
+    with TableServiceClient.from_connection_string(factory.connection_string) as service:
+        table = service.create_table_if_not_exists(table_names(factory.prefix)[1])
+        for conflict in conflicts:
+            row = {name: value for name, value in columns.conflict_to_row(conflict).items() if value is not None}
+            table.create_entity({"PartitionKey": "conflict", "RowKey": conflict.conflict_id, **row})
+
+
+def _seed_conflicts(store: TableStore, conflicts: list[Conflict]) -> None:
+    """Conflicts as ``create_conflict`` writes them, but 50 to a transaction, two transactions at a time.
+
+    Azurite looks for each new row's key through the whole partition, so its inserts slow down as the
+    partition grows: 10,000 conflicts (20,000 rows) take it 15 to 20 seconds on two cores even so.
+    """
+    rows = [row for conflict in conflicts for row in tables._conflict_entities(conflict, tables.FIRST_VERSION)]
+    batches = [
+        [(TransactionOperation.CREATE, row) for row in rows[start : start + 100]] for start in range(0, len(rows), 100)
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(partial(table_batch.submit_transaction, store._conflicts), batches))
+
+
+def _conflict_rows(factory: TableStoreFactory) -> dict[str, TableEntity]:
+    """The conflicts partition as the Storage browser shows it, by RowKey."""
+    with TableServiceClient.from_connection_string(factory.connection_string) as service:
+        table = service.get_table_client(table_names(factory.prefix)[1])
+        return {row["RowKey"]: row for row in table.query_entities("PartitionKey eq 'conflict'")}
+
+
+def test_a_conflict_and_its_listing_row_hold_the_same_columns_and_move_together(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    store = table_store_factory()
+    opened = store.create_conflict(records.conflict(created_at=T0 + timedelta(microseconds=5)))
+    listed_at = f"0-open-2024-05-01T08:30:15.123461+00:00-{opened.conflict_id}"
+    assert set(_conflict_rows(table_store_factory)) == {listed_at, opened.conflict_id}
+
+    store.update_conflict(replace(opened, status=ConflictStatus.RESOLVED, decision=Resolution.DISMISS, reviewer="kim"))
+
+    rows = _conflict_rows(table_store_factory)
+    resolved_at = listed_at.replace("0-open-", "0-resolved-")
+    assert set(rows) == {resolved_at, opened.conflict_id}
+    conflict_row, listing_row = (dict(rows[key]) for key in (opened.conflict_id, resolved_at))
+    assert {**conflict_row, "RowKey": None, "Timestamp": None} == {**listing_row, "RowKey": None, "Timestamp": None}
+    assert (listing_row["Status"], listing_row["Reviewer"], listing_row["Version"]) == ("resolved", "kim", 2)
+
+
+def test_a_repair_cut_short_leaves_each_conflict_whole_and_the_next_start_finishes_it(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    old = [records.conflict(created_at=T0 + timedelta(seconds=seconds)) for seconds in range(3)]
+    _write_legacy_conflicts(table_store_factory, old)
+    batches: list[str] = []
+
+    def outage_at_the_second_transaction(request: PipelineRequest[HttpRequest]) -> None:
+        if request.http_request.url.endswith("$batch"):
+            batches.append(request.http_request.url)
+            if len(batches) == 2:
+                raise ServiceRequestError("connection reset")
+
+    with pytest.raises(StoreUnavailable):
+        table_store_factory(raw_request_hook=outage_at_the_second_transaction, retry_total=0)
+
+    # One conflict got its Version and listing row, the others neither: never one without the other.
+    rows = _conflict_rows(table_store_factory)
+    assert len(rows) == 4
+    assert sum("Version" in rows[conflict.conflict_id] for conflict in old) == 1
+    sent: list[str] = []
+    store = table_store_factory(raw_request_hook=lambda request: sent.append(request.http_request.url))
+    listed = store.list_conflicts(status=ConflictStatus.OPEN, scope=None, limit=10, cursor=None).items
+    assert [conflict.conflict_id for conflict in listed] == [conflict.conflict_id for conflict in old]
+    assert [conflict.version for conflict in listed] == ["1", "1", "1"]
+
+    sent.clear()
+    table_store_factory(raw_request_hook=lambda request: sent.append(request.http_request.url))
+
+    # Done once: a later start reads the marker row and nothing else of the conflicts table.
+    conflicts_table = table_names(table_store_factory.prefix)[1]
+    assert [url for url in sent if f"/{conflicts_table}" in url] == [
+        url for url in sent if f"/{conflicts_table}(PartitionKey='upgrade'" in url
+    ]
+    assert len([url for url in sent if f"/{conflicts_table}" in url]) == 1
 
 
 def test_claims_are_plain_pascalcase_properties_in_their_own_partition(
@@ -101,17 +213,17 @@ def _with_history(store: TableStore, events: int) -> Claim:
 
 def _after_first_transaction(monkeypatch: pytest.MonkeyPatch, store: TableStore, then: Any) -> None:
     """Run ``then()`` once the first transaction of the store's claims table has gone through."""
-    table = store._claims
-    submit = table.submit_transaction
+    submit = table_batch.submit_transaction
     calls: list[object] = []
 
-    def submitting(*args: Any, **kwargs: Any) -> Any:
-        if calls:
-            then()
-        calls.append(args)
-        return submit(*args, **kwargs)
+    def submitting(table: TableClient, *args: Any, **kwargs: Any) -> Any:
+        if table is store._claims:
+            if calls:
+                then()
+            calls.append(args)
+        return submit(table, *args, **kwargs)
 
-    monkeypatch.setattr(table, "submit_transaction", submitting)
+    monkeypatch.setattr(table_batch, "submit_transaction", submitting)
 
 
 def test_a_delete_cut_short_leaves_the_claim_with_part_of_its_history_and_the_next_finishes_it(

@@ -78,6 +78,8 @@ def full_claim(claim_id: str | None = None, **changes: Any) -> Claim:
         error_reason="ERP answered 409",
         retryable=False,
         reviewer="alex@example.com",
+        source="sharepoint:expenses",
+        reference="SO-10042 café",
         legacy_resolutions=(
             AppliedResolution(new_id(), "sha256:" + "cd" * 32, Resolution.KEEP_ORIGINAL),
             AppliedResolution(new_id(), None, Resolution.DISMISS),
@@ -99,6 +101,7 @@ def event(claim_id: str, *, at: datetime = T0, **changes: Any) -> HistoryEvent:
         run_id="run-1",
         flow=FLOW,
         fingerprint="sha256:" + "ab" * 32,
+        source="shop-eu",
         details={"leaseSeconds": 300, "warnings": ["another_flow_copy"]},
     )
     return replace(made, **changes)
@@ -132,6 +135,7 @@ def resolved_conflict(conflict_id: str | None = None, **changes: Any) -> Conflic
         claim_fingerprint="sha256:" + "ab" * 32,
         flow=FLOW,
         details={"target": {"total": "120.50"}, "seen": [1, 2]},
+        source_system="shop-eu",
         decision=Resolution.ACCEPT_NEW,
         reviewer="alex@example.com",
         note="The customer changed the order.",
@@ -157,6 +161,7 @@ def registered_flow(**changes: Any) -> FlowRecord:
         last_seen_at=later,
         claims=12,
         duplicates=3,
+        claims_by_source={"shop-eu": 9, "sharepoint:expenses": 2},
     )
     return replace(full, **changes)
 
@@ -173,6 +178,7 @@ def configured_scope(**changes: Any) -> ScopeRecord:
         lease_seconds=900,
         retention_days=30,
         description="Creates the sales order in the ERP.",
+        claims_by_source={"shop-eu": 40, "shop-us": 1},
         registered_at=T0,
         first_seen_at=T0,
         last_seen_at=T0 + timedelta(hours=1),

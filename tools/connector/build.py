@@ -45,10 +45,11 @@ ROUTE_PREFIX = "/api/"
 # Publisher facts for the certification metadata: replace with the publisher's own pages before
 # submitting the connector (see connector/README.md).
 TITLE = "OnceGate"
+# The string guidance: no product of the platform (nor the word for a programming interface) in it.
 DESCRIPTION = (
-    "Check and claim for Power Automate and Logic Apps: however often a flow is triggered, the business "
-    "result happens once. Ask before every side effect, branch on the decision, record the real result, "
-    "and route changed business data to its owner instead of silently repeating or skipping it."
+    "Check and claim before every side effect of a workflow: however often it is triggered, the business "
+    "result happens once. Branch on the decision, record the real result, and route changed business data "
+    "to its owner instead of silently repeating or skipping it."
 )
 CONTACT = {
     "name": "OnceGate support",
@@ -76,7 +77,9 @@ SECURITY_DEFINITIONS: dict[Auth, Schema] = {
 # The trigger answers a ConflictList that never has a next page: ConflictList without nextLink.
 BATCH_DEFINITION, BATCH_SOURCE = "ConflictBatch", "ConflictList"
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
+    models.ErrorBody,
     models.ClaimAttentionList,
+    models.ClaimList,
     models.ClaimResponse,
     models.ClaimView,
     models.ConflictView,
@@ -104,6 +107,17 @@ LOCATION_HEADER = {
     }
 }
 NO_NEW_CONFLICT = "No new conflict yet: poll the Location address again after the given seconds."
+# Every error answer has the error body, so a flow can branch on error.code whatever the status.
+ERROR_SCHEMA = {"$ref": f"#/definitions/{models.ErrorBody.__name__}"}
+OTHER_ERROR = (
+    "Any other error, such as a 500 internal_error, in the same error body: branch on its code. Only a function "
+    "key that the host refuses gets a 401 without a body."
+)
+# With Entra ID the app checks the token and the app role itself, and answers in its error body.
+SIGN_IN_ERRORS = {
+    401: "The caller is not signed in, or its access token is not one for this app (unauthorized).",
+    403: "The signed-in caller lacks the app role that the action needs (forbidden).",
+}
 
 
 class Served(NamedTuple):
@@ -193,22 +207,27 @@ def parameters_of(route: str, operation: Operation) -> list[Schema]:
     return parameters
 
 
-def responses_of(operation: Operation) -> Schema:
+def responses_of(operation: Operation, auth: Auth = "key") -> Schema:
     success: Schema = {"description": operation.success, "schema": {"$ref": f"#/definitions/{operation.response}"}}
     responses: Schema = {"200": success}
     if operation.extra.get("x-ms-trigger"):
         # The Logic Apps polling contract: Location carries the state, Retry-After the interval.
         success["headers"] = {**LOCATION_HEADER, **RETRY_AFTER_HEADER}
         responses["202"] = {"description": NO_NEW_CONFLICT, "headers": {**LOCATION_HEADER, **RETRY_AFTER_HEADER}}
-    for status in operation.errors:
-        description = operation.conflict_description if status == 409 else ERRORS[status]
-        responses[str(status)] = {"description": description}
+    described = {status: ERRORS[status] for status in operation.errors}
+    if 409 in described:
+        described[409] = operation.conflict_description
+    if auth == "entra" and operation.signed_in:
+        described |= SIGN_IN_ERRORS
+    for status, description in sorted(described.items()):
+        responses[str(status)] = {"description": description, "schema": ERROR_SCHEMA}
         if status == 503:
             responses[str(status)]["headers"] = RETRY_AFTER_HEADER
+    responses["default"] = {"description": OTHER_ERROR, "schema": ERROR_SCHEMA}
     return responses
 
 
-def operation_object(route: str, operation: Operation) -> Schema:
+def operation_object(route: str, operation: Operation, auth: Auth = "key") -> Schema:
     return {
         "operationId": operation.operation_id,
         "summary": operation.summary,
@@ -216,14 +235,14 @@ def operation_object(route: str, operation: Operation) -> Schema:
         "x-ms-visibility": operation.visibility,
         **operation.extra,
         "parameters": parameters_of(route, operation),
-        "responses": responses_of(operation),
+        "responses": responses_of(operation, auth),
     }
 
 
-def paths() -> dict[str, Schema]:
+def paths(auth: Auth = "key") -> dict[str, Schema]:
     result: dict[str, Schema] = {}
     for route, method, operation in served(app_routes()):
-        result.setdefault(ROUTE_PREFIX + route, {})[method] = operation_object(route, operation)
+        result.setdefault(ROUTE_PREFIX + route, {})[method] = operation_object(route, operation, auth)
     return result
 
 
@@ -238,7 +257,7 @@ def build(auth: Auth = "key") -> Schema:
         "schemes": ["https"],
         "consumes": ["application/json"],
         "produces": ["application/json"],
-        "paths": paths(),
+        "paths": paths(auth),
         "definitions": definitions(),
         "securityDefinitions": security_definitions,
         "security": [{name: []} for name in security_definitions],

@@ -38,6 +38,8 @@ class Operation:
     query: type[BaseModel] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     conflict_description: str = ""
+    # Whether the caller must be signed in (Entra ID): every action but health, which is anonymous.
+    signed_in: bool = True
 
 
 class PathParameter(NamedTuple):
@@ -73,7 +75,8 @@ ERRORS = {
     404: "No claim or conflict has this id, or no claim exists for this key.",
     409: "The request does not fit the claim's or the conflict's current state.",
     413: "The request body or one of its fields is over its size limit.",
-    503: "The store cannot be reached or is busy: nothing was changed, so retry after the given seconds.",
+    503: "The store cannot be reached or is busy (store_unavailable): nothing was changed, so retry after the given "
+    "seconds. Or a setting of the app is wrong (not_configured), which its message names.",
 }
 STALE = "The claim token is stale: another attempt now holds the claim, or this attempt already ended (stale_claim)."
 
@@ -124,8 +127,9 @@ OPERATIONS: dict[str, Operation] = {
         conflict_description=STALE,
     ),
     "renew_claim": Operation(
+        # The operation id stays RenewClaim (saved flows name their actions by it); the summary says heartbeat.
         "RenewClaim",
-        summary="Renew claim lease",
+        summary="Heartbeat (extend claim lease)",
         description=(
             "Extends the lease of a long side effect, so that no other run is told to reconcile while this run is "
             "still working."
@@ -168,6 +172,21 @@ OPERATIONS: dict[str, Operation] = {
         success="One page of claims needing attention, with the link to the next page.",
         errors=(400, 503),
         query=models.ListClaimsQuery,
+        extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
+    ),
+    "list_claims": Operation(
+        "ListClaims",
+        summary="List claims",
+        description=(
+            "Lists the claims of a source system, with a reference, in a status or first received since a time "
+            "(one of them at least), oldest first received first on Table Storage. The key is never stored, so "
+            "this finds a claim without it."
+        ),
+        visibility=ADVANCED,
+        response="ClaimList",
+        success="One page of claims, without their history, with the link to the next page.",
+        errors=(400, 503),
+        query=models.FindClaimsQuery,
         extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
     ),
     "get_claim": Operation(
@@ -344,5 +363,6 @@ OPERATIONS: dict[str, Operation] = {
         response="Health",
         success="The service and its store answer.",
         errors=(503,),
+        signed_in=False,
     ),
 }

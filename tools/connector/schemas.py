@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from oncegate.domain.statuses import (
+    AnswerStatus,
     AttentionReason,
     ClaimStatus,
     ConflictSource,
@@ -25,6 +26,7 @@ from oncegate.domain.statuses import (
     Outcome,
     Resolution,
 )
+from oncegate.models.base import PARTS
 
 Schema = dict[str, Any]
 
@@ -47,6 +49,14 @@ ENUM_NAMES: dict[type[StrEnum], dict[str, str]] = {
         "failed": "Failed",
         "unknown": "Unknown",
         "released": "Released",
+    },
+    AnswerStatus: {
+        "in_progress": "In progress",
+        "succeeded": "Succeeded",
+        "failed": "Failed",
+        "unknown": "Unknown",
+        "released": "Released",
+        "none": "No claim",
     },
     Outcome: {"succeeded": "Succeeded", "failed": "Failed", "unknown": "Unknown"},
     ConflictStatus: {"open": "Open", "resolved": "Resolved"},
@@ -78,7 +88,7 @@ class _Translator:
 
     def model(self, name: str, schema: Schema) -> Schema:
         properties = {
-            prop: {**self.node(node), **designer_text(name, prop, node)}
+            prop: _retitled({**self.node(node), **designer_text(name, prop, node)}, node.get(PARTS, {}))
             for prop, node in schema.get("properties", {}).items()
         }
         result: Schema = {"type": "object", "properties": properties}
@@ -110,6 +120,16 @@ class _Translator:
         if values:
             result["additionalProperties"] = values
         return result
+
+
+def _retitled(translated: Schema, parts: Mapping[str, Schema]) -> Schema:
+    """A nested model's fields with the title and help text its place gives them (``designer``'s ``parts``)."""
+    unknown = set(parts) - set(translated.get("properties", {}))
+    if unknown:
+        raise KeyError(f"designer parts name no field of the nested model: {sorted(unknown)}")
+    for field, text in parts.items():
+        translated["properties"][field] = {**translated["properties"][field], **text}
+    return translated
 
 
 def designer_text(owner: str, prop: str, node: Schema) -> Schema:

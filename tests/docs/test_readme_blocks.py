@@ -1,0 +1,113 @@
+"""The shell blocks of the README and the Power Automate recipe run as pasted against a served OnceGate.
+
+A file's blocks run in order in one bash, as a reader pastes them into one terminal, and then all
+of them again (pasting twice must work too). Each block must end with status 0, no command in it
+may fail, and its output must show what its ``# => …`` comments promise, in order. The blocks
+read ``ONCEGATE_URL``, which the test points at its own server; a block preceded by
+``<!-- not run by tests/docs: why -->`` (``make run`` itself) is left out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.docs.markdown import REPO, ShellBlock, shell_blocks
+
+DOCUMENTS = [REPO / "README.md", REPO / "connector" / "samples" / "power-automate-recipe.md"]
+# What the walk-throughs show between them: every decision a flow branches on, but blocked.
+SHOWN = {"proceed", "in_progress", "duplicate", "reconcile", "conflict"}
+TIMEOUT_SECONDS = 120
+# Each failing command, as bash's ERR trap reports it (errtrace: in functions too).
+PRELUDE = "set -E\ntrap 'echo \"::failed with status $?: $BASH_COMMAND\" >&2' ERR\n"
+MARK = re.compile(r"^::(?P<what>block|exit) (?P<index>\d+)(?: (?P<status>\d+))?$", re.MULTILINE)
+
+
+def run_in_one_shell(blocks: list[ShellBlock], url: str, workdir: Path) -> dict[int, tuple[int | None, str]]:
+    """Source each block in turn in one bash; each block's exit status (None: it never ended) and output."""
+    script = [PRELUDE]
+    for index, block in enumerate(blocks):
+        (workdir / f"block-{index}.sh").write_text(block.code, encoding="utf-8")
+        script.append(f"echo '::block {index}'\n. ./block-{index}.sh\necho \"::exit {index} $?\"\n")
+    # The reader's shell: none of their own OnceGate settings, the server the test started.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_") and name != "PORT"}
+    env["ONCEGATE_URL"] = url
+    done = subprocess.run(
+        ["bash", "-c", "".join(script)],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+    )
+    results: dict[int, tuple[int | None, str]] = {}
+    marks = list(MARK.finditer(done.stdout))
+    for mark, following in zip(marks, [*marks[1:], None], strict=True):
+        index = int(mark["index"])
+        end = following.start() if following else len(done.stdout)
+        if mark["what"] == "block":
+            results[index] = (None, done.stdout[mark.end() : end])
+        else:
+            results[index] = (int(mark["status"]), results[index][1])
+    return results
+
+
+def problems(block: ShellBlock, status: int | None, output: str) -> list[str]:
+    found = [line for line in output.splitlines() if line.startswith("::failed")]
+    if status != 0:
+        found.append(f"ended with status {status}")
+    position = 0
+    for expected in block.expectations:
+        at = output.find(expected, position)
+        if at < 0:
+            found.append(f"does not show {expected!r} (after what it showed before)")
+        else:
+            position = at + len(expected)
+    return found
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A folder as the repository root looks to the blocks: ``.venv`` is this interpreter's environment."""
+    activate = Path(sys.prefix) / "bin" / "activate"
+    assert activate.is_file(), f"the blocks activate .venv; run the tests from a virtual environment ({sys.prefix})"
+    (tmp_path / ".venv").symlink_to(sys.prefix)
+    return tmp_path
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: str(path.relative_to(REPO)))
+def test_the_shell_blocks_run_as_pasted(document: Path, served_url: str, workdir: Path) -> None:
+    blocks = [block for block in shell_blocks(document) if block.not_run is None]
+    assert blocks, f"{document} has no shell block to run"
+
+    results = run_in_one_shell(blocks + blocks, served_url, workdir)
+
+    report = {
+        f"{block} (pasted {'again' if index >= len(blocks) else 'first'})": problems(block, *results[index])
+        for index, block in enumerate(blocks + blocks)
+        if index in results
+    }
+    assert len(results) == 2 * len(blocks), f"bash stopped early:\n{results}"
+    failed = {where: found for where, found in report.items() if found}
+    outputs = "\n".join(f"--- {where}\n{results[index][1]}" for index, where in enumerate(report))
+    assert not failed, f"{failed}\n\n{outputs}"
+
+
+def test_the_walk_throughs_show_every_decision_but_blocked() -> None:
+    expectations = " ".join(
+        text for document in DOCUMENTS for block in shell_blocks(document) for text in block.expectations
+    )
+    shown = set(re.findall(r'"decision":"([a-z_]+)"', expectations))
+    assert shown == SHOWN
+
+
+def test_only_the_server_and_the_suite_are_left_out() -> None:
+    left_out = [block for document in DOCUMENTS for block in shell_blocks(document) if block.not_run is not None]
+    assert [block.path for block in left_out] == [REPO / "README.md"]
+    assert {line.split()[0] for line in left_out[0].code.splitlines()} == {"make"}

@@ -1,0 +1,528 @@
+"""Logic Apps in one step: ``infra/app/logicapps.bicep`` and the sample workflow it deploys.
+
+``test_typecheck.py`` checks the module against Microsoft's type definitions, as it checks every
+template. This file checks what the module deploys: the connector is the generated definition (the
+variant ``authMode`` names) pointed at this app, the connection's function key is read at deployment
+and goes nowhere else, and the workflow is ``connector/samples/workflow.json`` as it is, whole: every
+decision has its case, ``runAfter`` and every expression name only actions that have run by then and
+parameters the definition declares; and it runs (``wdl.py``, against the app in this process): the
+same order twice gives one ``proceed`` and one ``duplicate``, and each decision takes its case.
+``tests/connector/test_samples.py`` checks the same workflow's calls (operation, method, body fields)
+against the connector definition.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tree_sitter import Node
+
+from oncegate import bootstrap
+from oncegate.domain.statuses import Decision
+from tests.connector.spec import DEFINITIONS, PROPERTIES, load
+from tests.connector.test_samples import WORKFLOW, actions, oncegate_calls
+from tests.gate import Gate
+from tests.infra.bicep import BicepFile, Evaluator, Fail, NotLiteral, arguments, call_name, properties, text, walk
+from tests.infra.wdl import Call, Run
+
+MODULE = "app/logicapps.bicep"
+HOST = "func-oncegate-abc.azurewebsites.net"
+# What Bicep inlines from a file at compile time, at most (MaxJsonFileCharacterLimit in Azure/bicep's
+# LanguageConstants). loadTextContent takes 131,072 characters, less than a connector definition.
+LOAD_JSON_CONTENT_LIMIT = 1_048_576
+# What each of the module's values stands for when it is evaluated here (known only at deployment).
+DEPLOYMENT = {
+    "functionAppHost": HOST,
+    "tenantId": "11111111-1111-1111-1111-111111111111",
+    "entraClientId": "22222222-2222-2222-2222-222222222222",
+    "connectorClientId": "33333333-3333-3333-3333-333333333333",
+    "connectorClientSecret": "s" * 40,
+    "environmentName": "oncegate-prod",
+}
+RUN_AFTER_STATUSES = {"Succeeded", "Failed", "Skipped", "TimedOut"}
+# Workflow Definition Language functions that name an action, and the one that names a parameter.
+ACTION_REFERENCE = re.compile(r"\b(body|outputs|actions|result|items|iterationIndexes)\(\s*'([^']*)'\s*\)")
+PARAMETER_REFERENCE = re.compile(r"\bparameters\(\s*'([^']*)'\s*\)")
+VARIABLE_REFERENCE = re.compile(r"\bvariables\(\s*'([^']*)'\s*\)")
+
+
+class Loading(Evaluator):
+    """The module's expressions evaluated with ``loadJsonContent`` too, read as the compiler reads it."""
+
+    def call(self, node: Node, depth: int) -> Any:
+        if call_name(node) != "loadJsonContent":
+            return super().call(node, depth)
+        path, *json_path = [self.evaluate(argument, depth + 1) for argument in arguments(node)]
+        return load_json_content(self.file.path.parent / path, *json_path)
+
+
+def load_json_content(path: Path, json_path: str = "$") -> Any:
+    """The file's JSON, or the part a simple JSONPath (``$.a.b``) names."""
+    assert path.is_file(), f"loadJsonContent: no file {path}"
+    value = load(path)
+    for part in json_path.removeprefix("$").split(".")[1:]:
+        value = value[part]
+    return value
+
+
+@pytest.fixture(scope="module")
+def module(bicep: dict[str, BicepFile]) -> BicepFile:
+    return bicep[MODULE]
+
+
+@pytest.fixture(scope="module")
+def definition() -> dict[str, Any]:
+    document: dict[str, Any] = load(WORKFLOW)["definition"]
+    return document
+
+
+def deployed(module: BicepFile, auth_mode: str, resource: str, *path: str) -> Any:
+    node = module.declaration("resource", resource).get(*path)
+    assert node is not None, f"{resource} has no {'.'.join(path)}"
+    return Loading(module, {**DEPLOYMENT, "authMode": auth_mode})(node)
+
+
+def loaded_files(file: BicepFile) -> set[Path]:
+    calls = [node for node in walk(file.root) if call_name(node) == "loadJsonContent"]
+    return {(file.path.parent / Evaluator(file)(arguments(node)[0])).resolve() for node in calls}
+
+
+# -- the module in main.bicep ------------------------------------------------------------------------------
+def test_logic_apps_are_deployed_only_when_asked(root: Path, main_bicep: BicepFile) -> None:
+    flag = main_bicep.declaration("param", "deployLogicApps")
+    assert flag.declared_type == "bool"
+    assert flag.value is not None
+    assert text(flag.value) == "false"
+    (logic_apps,) = [m for m in main_bicep.declarations("module") if m.declared_type == MODULE]
+    assert logic_apps.condition is not None
+    assert text(logic_apps.condition) == "deployLogicApps"
+    # Off in azd too unless the environment asks: in entra mode it needs the connector's registration.
+    parameters = load(root / "infra" / "main.parameters.json")["parameters"]
+    assert parameters["deployLogicApps"] == {"value": "${ONCEGATE_LOGIC_APPS=false}"}
+
+
+# -- the connector -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("auth_mode", sorted(DEFINITIONS))
+def test_the_connector_is_the_generated_definition_pointed_at_this_app(module: BicepFile, auth_mode: str) -> None:
+    generated = load(DEFINITIONS[auth_mode])
+    swagger = deployed(module, auth_mode, "connector", "properties", "swagger")
+    assert swagger == {**generated, "host": HOST}
+    assert deployed(module, auth_mode, "connector", "properties", "backendService") == {"serviceUrl": f"https://{HOST}"}
+    assert deployed(module, auth_mode, "connector", "properties", "displayName") == generated["info"]["title"]
+    brand = deployed(module, auth_mode, "connector", "properties", "brandColor")
+    assert brand == load(PROPERTIES[auth_mode])["properties"]["iconBrandColor"]
+
+
+def test_every_file_is_loaded_from_where_it_is_generated_and_fits(module: BicepFile) -> None:
+    expected = {*DEFINITIONS.values(), PROPERTIES["key"], WORKFLOW}
+    loaded = loaded_files(module)
+    assert loaded == {path.resolve() for path in expected}
+    oversized = [path for path in loaded if len(path.read_text(encoding="utf-8")) > LOAD_JSON_CONTENT_LIMIT]
+    assert oversized == [], "over loadJsonContent's limit"
+
+
+def connection_parameter_names(swagger: dict[str, Any]) -> set[str]:
+    """The connection parameters the connector platform reads a definition's security from."""
+    return {name if scheme["type"] == "apiKey" else "token" for name, scheme in swagger["securityDefinitions"].items()}
+
+
+@pytest.mark.parametrize("auth_mode", sorted(DEFINITIONS))
+def test_the_connection_parameters_are_the_definitions_security(module: BicepFile, auth_mode: str) -> None:
+    parameters = deployed(module, auth_mode, "connector", "properties", "connectionParameters")
+    assert set(parameters) == connection_parameter_names(load(DEFINITIONS[auth_mode]))
+    if auth_mode == "key":
+        assert parameters == {"api_key": {"type": "securestring"}}
+        return
+    oauth = parameters["token"]["oAuthSettings"]
+    assert parameters["token"]["type"] == "oauthSetting"
+    assert (oauth["identityProvider"], oauth["clientId"]) == ("aad", DEPLOYMENT["connectorClientId"])
+    assert oauth["clientSecret"] == DEPLOYMENT["connectorClientSecret"]
+    custom = {name: entry["value"] for name, entry in oauth["customParameters"].items()}
+    assert custom["resourceUri"] == f"api://{DEPLOYMENT['entraClientId']}"
+    assert custom["tenantId"] == DEPLOYMENT["tenantId"]
+
+
+def test_entra_mode_needs_the_connectors_registration_and_key_mode_does_not(module: BicepFile) -> None:
+    entra = module.declaration("var", "entraConnectionParameters").value
+    assert entra is not None
+    for missing in ("connectorClientId", "connectorClientSecret"):
+        with pytest.raises(Fail, match="connector's app registration"):
+            Loading(module, {**DEPLOYMENT, "authMode": "entra", missing: ""})(entra)
+    # ARM evaluates the variable in key mode too: there it must not stop the deployment.
+    unset = {**DEPLOYMENT, "authMode": "key", "connectorClientId": "", "connectorClientSecret": ""}
+    Loading(module, unset)(entra)
+    assert deployed(module, "key", "connector", "properties", "connectionParameters") == {
+        "api_key": {"type": "securestring"}
+    }
+
+
+# -- the connection and its key ------------------------------------------------------------------------------
+def test_the_function_key_is_read_at_deployment_into_the_connection_only(
+    module: BicepFile, bicep_files: list[BicepFile]
+) -> None:
+    values = module.declaration("resource", "connection").get("properties", "parameterValues")
+    assert values is not None
+    reads = [(f, node) for f in bicep_files for node in walk(f.root) if call_name(node) == "listKeys"]
+    assert len(reads) == 1, "the function key is read once"
+    ((file, read),) = reads
+    assert file is module
+    assert values.start_byte <= read.start_byte < read.end_byte <= values.end_byte, "listKeys outside the connection"
+    assert read.parent is not None
+    assert text(read.parent) == "listKeys('${functionApp.id}/host/default', '2024-04-01').functionKeys"
+    assert module.declaration("resource", "functionApp").existing
+    # Read at deployment in key mode; in entra mode that branch is not evaluated, and no key is read.
+    with pytest.raises(NotLiteral):
+        Evaluator(module, {"authMode": "key"})(values)
+    assert Evaluator(module, {"authMode": "entra"})(values) == {}
+
+
+def test_no_key_or_secret_is_a_parameter_value_or_an_output(
+    root: Path, module: BicepFile, main_bicep: BicepFile
+) -> None:
+    parameters = load(root / "infra" / "main.parameters.json")["parameters"]
+    # Environment values with no default: empty unless the operator gives them (entra mode only).
+    assert parameters["logicAppsConnectorClientSecret"] == {"value": "${ONCEGATE_CONNECTOR_CLIENT_SECRET}"}
+    assert parameters["logicAppsConnectorClientId"] == {"value": "${ONCEGATE_CONNECTOR_CLIENT_ID}"}
+    assert main_bicep.declaration("param", "logicAppsConnectorClientSecret").has_decorator("secure")
+    assert module.declaration("param", "connectorClientSecret").has_decorator("secure")
+    # No parameter carries the function key: the module reads it itself.
+    assert not [p.name for p in module.declarations("param") if "key" in p.name.lower()]
+    outputs = {output.name: text(output.value) for output in module.declarations("output") if output.value}
+    assert outputs == {"workflowName": "workflow.name", "connectorName": "connector.name"}
+
+
+# -- the workflow as the module deploys it --------------------------------------------------------------------
+def test_the_workflow_is_the_sample_with_the_parameters_it_declares(
+    module: BicepFile, definition: dict[str, Any]
+) -> None:
+    assert deployed(module, "key", "workflow", "properties", "definition") == definition
+    given = module.declaration("resource", "workflow").get("properties", "parameters")
+    assert given is not None
+    assert module.object_keys(given) == set(definition["parameters"])
+    (connections,) = module.object_values(module.object_values(given, "$connections")[0], "value")
+    assert module.object_keys(connections) == connections_used(definition)
+    (oncegate,) = module.object_values(connections, "oncegate")
+    wiring = {key: text(value) for key, _, value in properties(module.resolve(oncegate))}
+    assert wiring == {"connectionId": "connection.id", "connectionName": "connection.name", "id": "connector.id"}
+    (environment,) = module.object_values(module.object_values(given, "environmentName")[0], "value")
+    assert text(environment) == "environmentName"
+
+
+def connections_used(definition: dict[str, Any]) -> set[str]:
+    """The connections the workflow's connector actions name in ``$connections``."""
+    pattern = re.compile(r"^@parameters\('\$connections'\)\['([^']+)'\]\['connectionId'\]$")
+    hosts = [
+        action["inputs"]["host"] for _, action in actions(definition) if action["type"].startswith("ApiConnection")
+    ]
+    names = [host["connection"]["name"] for host in hosts]
+    return {match[1] if (match := pattern.match(name)) else name for name in names}
+
+
+# -- the workflow, whole --------------------------------------------------------------------------------------
+def containers(node: dict[str, Any], parent: str | None = None) -> Iterator[tuple[str | None, dict[str, Any]]]:
+    """Each set of sibling actions, with the action it belongs to (None at the top)."""
+    if "actions" in node:
+        yield parent, node["actions"]
+    for name, action in node.get("actions", {}).items():
+        yield from containers(action, name)
+        yield from containers(action.get("else", {}), name)
+        yield from containers(action.get("default", {}), name)
+        for case in action.get("cases", {}).values():
+            yield from containers(case, name)
+
+
+def run_after_problems(definition: dict[str, Any]) -> list[str]:
+    problems = []
+    for _, siblings in containers(definition):
+        for name, action in siblings.items():
+            for before, statuses in action.get("runAfter", {}).items():
+                if before not in siblings:
+                    problems.append(f"{name} runs after {before}, which is not beside it")
+                if not statuses or not set(statuses) <= RUN_AFTER_STATUSES:
+                    problems.append(f"{name} runs after {before} when {statuses}")
+        if siblings and not any(not action.get("runAfter") for action in siblings.values()):
+            problems.append(f"no action of {sorted(siblings)} starts")
+    problems += [f"{name} runs after itself" for name, before in ran_before(definition).items() if name in before]
+    return problems
+
+
+def ran_before(definition: dict[str, Any]) -> dict[str, set[str]]:
+    """For each action, the actions started or finished before it starts: those it runs after, and
+    those its enclosing actions (a Switch, an If) run after, transitively."""
+    steps: dict[str, set[str]] = {}
+    for parent, siblings in containers(definition):
+        for name, action in siblings.items():
+            steps[name] = set(action.get("runAfter", {})) | ({parent} if parent else set())
+    found = {}
+    for name in steps:
+        seen: set[str] = set()
+        stack = [name]
+        while stack:
+            for before in steps.get(stack.pop(), set()) - seen:
+                seen.add(before)
+                stack.append(before)
+        found[name] = seen
+    return found
+
+
+def own_strings(action: dict[str, Any]) -> Iterator[str]:
+    """The strings of an action's own fields: not those of the actions nested in it."""
+    nested = {"actions", "cases", "default", "else"}
+
+    def strings(value: Any) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+
+    for key, value in action.items():
+        if key not in nested:
+            yield from strings(value)
+
+
+def expression_problems(definition: dict[str, Any]) -> list[str]:
+    """Expressions that name an action that has not run before them, or a parameter not declared."""
+    problems = []
+    before = ran_before(definition)
+    declared = set(definition.get("parameters", {}))
+    for name, action in actions(definition):
+        for string in own_strings(action):
+            if "@" not in string:
+                continue
+            for function, target in ACTION_REFERENCE.findall(string):
+                if target not in before[name]:
+                    problems.append(f"{name}: {function}('{target}') has not run before it")
+            problems += [f"{name}: no parameter {p}" for p in PARAMETER_REFERENCE.findall(string) if p not in declared]
+            problems += [f"{name}: no variable {v}" for v in VARIABLE_REFERENCE.findall(string)]
+    return problems
+
+
+def switch_problems(definition: dict[str, Any]) -> list[str]:
+    switch = definition["actions"].get("Switch_on_decision", {})
+    if switch.get("expression") != "@body('Check_and_claim')?['decision']":
+        return ["no Switch on Check and claim's decision"]
+    cases = [case["case"] for case in switch["cases"].values()]
+    problems = [f"two cases for {case}" for case in set(cases) if cases.count(case) > 1]
+    problems += [f"no case for {d.value}" for d in Decision if d.value not in cases]
+    problems += [f"{case} is not a decision" for case in set(cases) - {d.value for d in Decision}]
+    if not switch.get("default", {}).get("actions"):
+        problems.append("no default: a decision added later would pass unseen")
+    return problems
+
+
+def test_the_switch_has_a_case_for_every_decision(definition: dict[str, Any]) -> None:
+    assert switch_problems(definition) == []
+
+
+def test_run_after_names_actions_beside_it_and_nothing_loops(definition: dict[str, Any]) -> None:
+    assert run_after_problems(definition) == []
+
+
+def test_expressions_name_only_actions_that_ran_and_parameters_declared(definition: dict[str, Any]) -> None:
+    assert expression_problems(definition) == []
+    assert {name for _, name in ACTION_REFERENCE.findall(json.dumps(definition))} >= {"Check_and_claim"}
+
+
+def cases(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    switch = definition["actions"]["Switch_on_decision"]
+    return {case["case"]: case for case in switch["cases"].values()}
+
+
+def test_proceed_and_reconcile_do_the_stand_in_then_record_a_target_record(definition: dict[str, Any]) -> None:
+    for decision in ("proceed", "reconcile"):
+        case = cases(definition)[decision]
+        recorded = [
+            action["inputs"]["body"]
+            for _, action in oncegate_calls({"definition": case})
+            if action["inputs"]["path"].endswith("/result") and action["inputs"]["body"]["outcome"] == "succeeded"
+        ]
+        assert recorded, f"{decision}: no Record result"
+        stand_ins = {
+            name for name, action in actions(case) if action["type"] == "Compose" and "standsFor" in action["inputs"]
+        }
+        for body in recorded:
+            (source,) = ACTION_REFERENCE.findall(body["targetRecordId"])
+            assert source[1] in stand_ins, f"{decision}: the target record id comes from {source}"
+
+
+def test_the_run_answers_with_the_decision_and_the_conflict_id(definition: dict[str, Any]) -> None:
+    trigger = definition["triggers"]["When_an_order_arrives"]
+    assert (trigger["type"], trigger["inputs"]["method"]) == ("Request", "POST")
+    answer = definition["actions"]["Answer_the_caller"]
+    assert answer["type"] == "Response"
+    assert answer["runAfter"] == {"Switch_on_decision": ["Succeeded"]}
+    assert answer["inputs"]["body"]["decision"] == "@body('Check_and_claim')?['decision']"
+    assert answer["inputs"]["body"]["conflictId"] == "@body('Check_and_claim')?['conflictId']"
+    conflict = dict(actions(cases(definition)["conflict"]))
+    assert all(action["type"] == "Compose" for action in conflict.values()), "a conflict creates nothing"
+
+
+def test_the_sample_needs_no_other_connection(definition: dict[str, Any]) -> None:
+    assert connections_used(definition) == {"oncegate"}
+    kinds = {action["type"] for _, action in actions(definition)}
+    assert kinds <= {"ApiConnection", "Compose", "Switch", "If", "Terminate", "Response"}, kinds
+
+
+# -- the workflow, run ------------------------------------------------------------------------------------------
+ORDER = {"orderNumber": "TEST-0001", "customer": "Test customer", "amount": 120.5, "lines": [{"sku": "A-1"}]}
+CONNECTION = "/subscriptions/0/resourceGroups/rg/providers/Microsoft.Web/connections/oncegate-abc"
+# The workflow's parameters as the module gives them.
+PARAMETERS = {
+    "environmentName": DEPLOYMENT["environmentName"],
+    "$connections": {"oncegate": {"connectionId": CONNECTION, "connectionName": "oncegate-abc", "id": "..."}},
+}
+
+
+@pytest.fixture
+def store_kind() -> str:
+    return "sqlite"
+
+
+@pytest.fixture
+def call_app(service: Gate) -> Iterator[Call]:
+    """A connector action sent to the function its method and path name, as the Functions host routes it."""
+    import function_app  # reads the settings at import, so only once a test needs the app
+    from oncegate.entrypoints.routes import function_routes
+    from oncegate.entrypoints.server import dispatch
+
+    routes = function_routes(function_app.app)
+
+    def call(method: str, path: str, body: Any) -> tuple[int, Any]:
+        headers = {"Content-Type": "application/json"}
+        response = dispatch(routes, method.upper(), f"http://localhost{path}", headers, json.dumps(body).encode())
+        raw = response.get_body()
+        return response.status_code, json.loads(raw) if raw else None
+
+    bootstrap.use_services(service.services)
+    yield call
+    bootstrap.use_services(None)
+
+
+def run(definition: dict[str, Any], call: Call, name: str, order: dict[str, Any] = ORDER) -> Run:
+    return Run(definition, order, call, PARAMETERS, name=name).start()
+
+
+def answer(run: Run) -> dict[str, Any]:
+    assert run.response is not None, f"no answer; statuses {run.statuses}"
+    assert run.response["statusCode"] == 200
+    body: dict[str, Any] = run.response["body"]
+    return body
+
+
+def test_the_same_order_twice_proceeds_once_then_is_a_duplicate(definition: dict[str, Any], call_app: Call) -> None:
+    first = run(definition, call_app, "run-1")
+    assert answer(first)["decision"] == "proceed"
+    assert first.statuses["Record_result"] == "Succeeded"
+    assert first.statuses["Record_unknown_outcome"] == "Skipped"
+    second = run(definition, call_app, "run-2")
+    assert answer(second)["decision"] == "duplicate"
+    assert answer(second)["result"]["targetRecordId"] == "order-run-1"
+    assert answer(second)["claimId"] == answer(first)["claimId"]
+    assert "Create_the_order" not in second.statuses, "the side effect ran twice"
+    assert second.outputs["Reuse_the_order_id"] == "order-run-1"
+
+
+def another_run(call: Call, definition: dict[str, Any], outcome: dict[str, Any] | None) -> None:
+    """What an earlier run of the same order left: a claim, and the result it recorded (None: still running)."""
+    flow = {"name": "logic-oncegate-sample", "environment": PARAMETERS["environmentName"]}
+    body = definition["actions"]["Check_and_claim"]["inputs"]["body"]
+    claim = {"scope": body["scope"], "key": ORDER["orderNumber"], "payload": ORDER, "runId": "run-0", "flow": flow}
+    status, granted = call("post", "/api/claims", claim)
+    assert (status, granted["decision"]) == (200, "proceed")
+    if outcome is not None:
+        result = {"claimToken": granted["claimToken"], **outcome}
+        status, _ = call("post", f"/api/claims/{granted['claimId']}/result", result)
+        assert status == 200
+
+
+EARLIER = {
+    "in_progress": ({}, None),
+    "reconcile": ({}, {"outcome": "unknown", "error": "the ERP timed out"}),
+    "blocked": ({}, {"outcome": "failed", "error": "the ERP refused the order", "retryable": False}),
+    "conflict": ({"amount": 999.0}, {"outcome": "succeeded", "targetRecordId": "order-run-0"}),
+}
+# The action each decision's case runs last, and what it then says.
+LAST = {
+    "in_progress": "Another_run_is_creating_it",
+    "reconcile": "Record_the_new_order",
+    "blocked": "A_person_must_act",
+    "conflict": "Hand_the_conflict_to_its_owner",
+}
+
+
+@pytest.mark.parametrize("decision", sorted(EARLIER))
+def test_each_decision_takes_its_case(definition: dict[str, Any], call_app: Call, decision: str) -> None:
+    change, outcome = EARLIER[decision]
+    another_run(call_app, definition, outcome)
+    done = run(definition, call_app, "run-1", {**ORDER, **change})
+    assert answer(done)["decision"] == decision
+    assert done.statuses[LAST[decision]] == "Succeeded"
+    if decision == "conflict":
+        assert answer(done)["conflictId"]
+        assert done.outputs[LAST[decision]]["conflictId"] == answer(done)["conflictId"]
+    if decision == "reconcile":
+        assert answer(run(definition, call_app, "run-2"))["result"]["targetRecordId"] == "order-run-1"
+
+
+# -- the checks have teeth -------------------------------------------------------------------------------------
+def remove_case(definition: dict[str, Any]) -> None:
+    del definition["actions"]["Switch_on_decision"]["cases"]["In_progress"]
+
+
+def misspell_run_after(definition: dict[str, Any]) -> None:
+    proceed = definition["actions"]["Switch_on_decision"]["cases"]["Proceed"]["actions"]
+    proceed["Record_result"]["runAfter"] = {"Read_the_order_bak": ["Succeeded"]}
+
+
+def read_a_sibling_branch(definition: dict[str, Any]) -> None:
+    duplicate = definition["actions"]["Switch_on_decision"]["cases"]["Duplicate"]["actions"]
+    duplicate["Reuse_the_order_id"]["inputs"] = "@outputs('Read_the_order_back')?['id']"
+
+
+def misspell_a_parameter(definition: dict[str, Any]) -> None:
+    check = definition["actions"]["Check_and_claim"]["inputs"]["body"]["flow"]
+    check["environment"] = "@{parameters('environment')}"
+
+
+def loop(definition: dict[str, Any]) -> None:
+    definition["actions"]["Check_and_claim"]["runAfter"] = {"Answer_the_caller": ["Succeeded"]}
+
+
+PLANTED = {
+    "a decision without its case": (remove_case, switch_problems, "no case for in_progress"),
+    "runAfter a misspelt action": (misspell_run_after, run_after_problems, "Read_the_order_bak, which is not beside"),
+    "an action of another case": (read_a_sibling_branch, expression_problems, "outputs('Read_the_order_back') has"),
+    "a parameter not declared": (misspell_a_parameter, expression_problems, "no parameter environment"),
+    "a loop": (loop, run_after_problems, "no action of"),
+}
+
+
+@pytest.mark.parametrize("name", list(PLANTED))
+def test_a_planted_error_in_the_workflow_is_caught(name: str, definition: dict[str, Any]) -> None:
+    plant, check, expected = PLANTED[name]
+    broken = copy.deepcopy(definition)
+    assert check(broken) == []
+    plant(broken)
+    found = check(broken)
+    assert any(expected in problem for problem in found), f"{name} not caught; found {found}"
+
+
+def test_the_docs_trigger_the_sample_twice_with_the_same_order(root: Path, definition: dict[str, Any]) -> None:
+    deploy = (root / "docs" / "deploy.md").read_text(encoding="utf-8")
+    section = deploy.partition("## Logic Apps in one step")[2].partition("\n## ")[0]
+    (trigger,) = definition["triggers"]
+    assert f"/triggers/{trigger}/listCallbackUrl" in section
+    posts = re.findall(r"^curl .*\"\$TRIGGER_URL\".*$", section, re.MULTILINE)
+    assert len(posts) >= 2, "two calls to the trigger's URL"
+    assert "proceed" in section
+    assert "duplicate" in section

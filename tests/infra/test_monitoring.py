@@ -1,0 +1,263 @@
+"""The workbook and the alert rules (issue 14), held to the telemetry events the app sends.
+
+``oncegate.telemetry`` is the one list of event names and dimensions: every KQL query of the workbook
+(``infra/core/monitor/workbook.json``) and of the alerts (``infra/core/monitor/alerts/*.kql``) may read
+only those, each dimension from an event the query names, and docs/operations.md must name them all.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oncegate import telemetry
+from oncegate.domain.statuses import Decision
+from oncegate.service.inventory import ANOTHER_FLOW_COPY
+from tests.infra.bicep import BicepFile, Declaration, call_name, string_value, text, unwrap
+
+ROOT = Path(__file__).resolve().parents[2]
+MONITOR = ROOT / "infra" / "core" / "monitor"
+WORKBOOK = MONITOR / "workbook.json"
+ALERT_QUERIES = MONITOR / "alerts"
+OPERATIONS = ROOT / "docs" / "operations.md"
+
+EVENT = re.compile(r'"(OnceGate\.\w+)"')
+DIMENSION = re.compile(r'customDimensions(?:\.(\w+)|\["(\w+)"\])')
+# Application Insights tables other than customEvents: the app sends nothing else these queries could count on.
+OTHER_TABLES = re.compile(
+    r"\b(traces|requests|dependencies|exceptions|customMetrics|pageViews|availabilityResults|App[A-Z]\w*)\b"
+)
+DECISION_TEST = re.compile(r'\bdecision\)?\s*(?:==\s*"(\w+)"|in\s*\(([^)]*)\))')
+WARNING_TEST = re.compile(r'\bwarnings\)?\s+has\s+"(\w+)"')
+PLACEHOLDER = re.compile(r"\{(\w+)(?::\w+)?\}")
+COMMENT = re.compile(r"^\s*//.*$", re.M)
+EVENTS = {event.name: event for event in telemetry.EVENTS}
+QUERY_ITEM, PARAMETERS_ITEM, TEXT_ITEM = 3, 9, 1
+
+
+def workbook() -> dict[str, Any]:
+    content: dict[str, Any] = json.loads(WORKBOOK.read_text(encoding="utf-8"))
+    return content
+
+
+def workbook_queries() -> dict[str, str]:
+    """Every query of the workbook, parameters' included, by the item (or parameter) it belongs to."""
+    queries = {}
+    for item in workbook()["items"]:
+        if item["type"] == QUERY_ITEM:
+            queries[item["name"]] = item["content"]["query"]
+        elif item["type"] == PARAMETERS_ITEM:
+            for parameter in item["content"]["parameters"]:
+                if "query" in parameter:
+                    queries[f"parameter {parameter['name']}"] = parameter["query"]
+    return queries
+
+
+def alert_queries() -> dict[str, str]:
+    return {path.name: path.read_text(encoding="utf-8") for path in sorted(ALERT_QUERIES.glob("*.kql"))}
+
+
+def all_queries() -> dict[str, str]:
+    return {**workbook_queries(), **alert_queries()}
+
+
+def problems_of(query: str) -> list[str]:
+    """What a query reads that the app does not send, or reads from an event the query does not name."""
+    query = COMMENT.sub("", query)
+    named = set(EVENT.findall(query))
+    found = [f"event {name} is not sent (oncegate.telemetry.EVENTS)" for name in sorted(named - EVENTS.keys())]
+    declared = set().union(*(EVENTS[name].dimensions for name in named & EVENTS.keys()))
+    for dotted, indexed in DIMENSION.findall(query):
+        dimension = dotted or indexed
+        if dimension not in declared:
+            found.append(f"dimension {dimension} is not one of the events {sorted(named)} sends")
+    if "customEvents" not in query or not named:
+        found.append("reads no OnceGate event from customEvents")
+    found += [f"reads table {table}, which the app does not send to" for table in OTHER_TABLES.findall(query)]
+    for single, listed in DECISION_TEST.findall(query):
+        for value in [single] if single else re.findall(r'"(\w+)"', listed):
+            if value not in {decision.value for decision in Decision}:
+                found.append(f"decision {value!r} is not a decision")
+    found += [f"warning {w!r} is not sent" for w in WARNING_TEST.findall(query) if w != ANOTHER_FLOW_COPY]
+    return found
+
+
+# -- the queries ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(all_queries()))
+def test_every_query_reads_only_what_the_app_sends(name: str) -> None:
+    assert problems_of(all_queries()[name]) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "problem"),
+    [
+        ('customEvents | where name == "OnceGate.Checks"', "event OnceGate.Checks is not sent"),
+        ('customEvents | where name == "OnceGate.Check" | extend d = customDimensions.decisions', "decisions"),
+        ('customEvents | where name == "OnceGate.Purge" | extend s = customDimensions.scope', "dimension scope"),
+        ('customEvents | where name == "OnceGate.Check" | union traces', "table traces"),
+        ('customEvents | where name == "OnceGate.Check" and tostring(customDimensions.decision) == "skip"', "'skip'"),
+        ('customEvents | where name == "OnceGate.Check" | where warnings has "copy"', "warning 'copy'"),
+    ],
+)
+def test_the_query_check_finds_what_is_not_sent(query: str, problem: str) -> None:
+    assert any(problem in found for found in problems_of(query)), problems_of(query)
+
+
+def test_docs_name_every_event_dimension_tile_and_alert(bicep: dict[str, BicepFile]) -> None:
+    docs = OPERATIONS.read_text(encoding="utf-8")
+    names = [event.name for event in telemetry.EVENTS]
+    names += sorted(set().union(*(event.dimensions for event in telemetry.EVENTS)))
+    names += [item["content"]["title"] for item in workbook()["items"] if item["type"] == QUERY_ITEM]
+    names += [string_value(rule.get("properties", "displayName")) or "" for rule in rules(bicep)]
+    missing = [name for name in names if f"`{name}`" not in docs and f"**{name}**" not in docs]
+    assert missing == [], f"docs/operations.md does not name {missing}"
+
+
+# -- the workbook ---------------------------------------------------------------------------------------
+
+
+def test_the_workbook_is_a_valid_workbook_of_the_component() -> None:
+    content = workbook()
+    assert content["version"] == "Notebook/1.0"
+    names = [item["name"] for item in content["items"]]
+    assert len(names) == len(set(names)), "item names repeat"
+    parameters = {
+        parameter["name"]
+        for item in content["items"]
+        if item["type"] == PARAMETERS_ITEM
+        for parameter in item["content"]["parameters"]
+    }
+    for item in content["items"]:
+        assert item["type"] in (TEXT_ITEM, QUERY_ITEM, PARAMETERS_ITEM), item["name"]
+        if item["type"] != QUERY_ITEM:
+            continue
+        query = item["content"]
+        assert query["version"] == "KqlItem/1.0"
+        assert (query["queryType"], query["resourceType"]) == (0, "microsoft.insights/components"), item["name"]
+        assert query["title"], item["name"]
+        assert query["visualization"] in ("table", "timechart", "tiles", "barchart"), item["name"]
+        assert "timeContext" in query or query.get("timeContextFromParameter") in parameters, item["name"]
+    for name, query in workbook_queries().items():
+        unknown = set(PLACEHOLDER.findall(query)) - parameters
+        assert not unknown, f"{name} reads parameters nobody sets: {unknown}"
+
+
+def tile(name: str) -> str:
+    (item,) = [item for item in workbook()["items"] if item["name"] == name]
+    query: str = item["content"]["query"]
+    return query
+
+
+def test_the_workbook_shows_what_the_issue_asks_for() -> None:
+    # Decisions over time, per scope (the Scope parameter).
+    assert '"OnceGate.Check"' in tile("decisions-over-time")
+    assert "{Scope}" in tile("decisions-over-time")
+    assert "bin(timestamp, {TimeRange:grain})" in tile("decisions-over-time")
+    # Side effects prevented: duplicates and conflicts, a headline and per flow.
+    for name in ("prevented", "prevented-per-flow"):
+        assert 'decision in ("duplicate", "conflict")' in tile(name)
+    assert "customDimensions.flowName" in tile("prevented-per-flow")
+    # Flows and their overlaps.
+    assert "customDimensions.holderFlowName" in tile("flow-overlaps")
+    # What waits for a person, oldest first, from the watch's last run.
+    assert '"OnceGate.Attention", "OnceGate.OpenConflicts"' in tile("waiting")
+    assert tile("waiting").rstrip().endswith("order by OldestSince asc")
+    # Latency p50 and p95; 503s; refused requests.
+    assert "percentile(latencyMs, 50)" in tile("latency")
+    assert "percentile(latencyMs, 95)" in tile("latency")
+    assert '"OnceGate.Unavailable"' in tile("unavailable")
+    assert "isnotempty(code)" in tile("refused")
+
+
+def the_component_of(file: BicepFile) -> None:
+    """``file`` refers to the Application Insights component the deployment made, as an existing resource."""
+    component = file.declaration("resource", "applicationInsights")
+    assert component.existing
+    assert component.declared_type.startswith("Microsoft.Insights/components@")
+
+
+def test_the_workbook_is_deployed_on_the_component(bicep: dict[str, BicepFile]) -> None:
+    file = bicep["core/monitor/workbook.bicep"]
+    the_component_of(file)
+    resource = file.declaration("resource", "workbook")
+    assert resource.texts("sourceId") == ["applicationInsights.id"]
+    assert resource.texts("serializedData") == ["string(content)"]
+    content = file.declaration("var", "content").value
+    assert content is not None
+    assert "loadJsonContent('workbook.json')" in text(content)
+    assert "applicationInsights.id" in text(content)
+
+
+# -- the alerts -----------------------------------------------------------------------------------------
+
+
+def rules(bicep: dict[str, BicepFile]) -> list[Declaration]:
+    file = bicep["core/monitor/alerts.bicep"]
+    return [
+        r
+        for r in file.declarations("resource")
+        if r.declared_type.startswith("Microsoft.Insights/scheduledQueryRules@")
+    ]
+
+
+def rule_query(rule: Declaration) -> tuple[str, str]:
+    """The query file a rule loads, and its text as the rule sends it (its placeholders filled in)."""
+    (criterion,) = unwrap(rule.get("properties", "criteria", "allOf") or rule.node).named_children
+    expression = text(unwrap(criterion))
+    (path,) = re.findall(r"loadTextContent\('alerts/([^']+)'\)", expression)
+    query = (ALERT_QUERIES / path).read_text(encoding="utf-8")
+    for placeholder, value in re.findall(r"'\{(\w+)\}',\s*string\((\w+)\)", expression):
+        query = query.replace(f"{{{placeholder}}}", f"<{value}>")
+    return path, query
+
+
+def test_each_alert_query_file_is_one_rule_with_every_placeholder_filled(bicep: dict[str, BicepFile]) -> None:
+    used = []
+    for rule in rules(bicep):
+        path, query = rule_query(rule)
+        used.append(path)
+        assert not PLACEHOLDER.findall(COMMENT.sub("", query)), f"{path}: a placeholder alerts.bicep does not fill"
+    assert sorted(used) == sorted(alert_queries())
+
+
+def test_the_alerts_query_the_component_and_mail_the_optional_action_group(bicep: dict[str, BicepFile]) -> None:
+    file = bicep["core/monitor/alerts.bicep"]
+    the_component_of(file)
+    group = file.declaration("resource", "actionGroup")
+    assert group.condition is not None
+    assert text(group.condition) == "!empty(alertEmail)"
+    assert group.texts("emailAddress") == ["alertEmail"]
+    assert "empty(alertEmail) ? [] :" in text(file.declaration("var", "actions").value or group.node)
+    assert len(rules(bicep)) == 4
+    for rule in rules(bicep):
+        assert rule.texts("kind") == ["'LogAlert'"]
+        assert text(unwrap(rule.get("properties", "scopes") or rule.node)).split() == [
+            "[",
+            "applicationInsights.id",
+            "]",
+        ]
+        assert rule.texts("actions") == ["actions"]
+        assert rule.texts("enabled") == ["true"]
+
+
+def test_main_deploys_the_workbook_and_the_alerts_on_the_monitoring_component(main_bicep: BicepFile) -> None:
+    for name in ("workbook", "alerts"):
+        module = main_bicep.declaration("module", name)
+        component = module.get("params", "applicationInsightsName")
+        assert component is not None
+        assert text(component) == "monitoring.outputs.applicationInsightsName"
+    alerts = main_bicep.declaration("module", "alerts")
+    for name in ("alertEmail", "conflictAlertHours", "unavailableAlertThreshold"):
+        given = alerts.get("params", name)
+        assert given is not None
+        assert text(given) == name
+    email = main_bicep.declaration("param", "alertEmail")
+    assert email.value is not None
+    assert string_value(email.value) == ""
+    assert call_name(email.value) is None

@@ -1,0 +1,221 @@
+"""A Logic Apps run, on paper: enough of the Workflow Definition Language to run the sample workflow.
+
+No tenant runs ``connector/samples/workflow.json`` here, so this does, against the app in this
+process: a run starts from a trigger body, takes its actions in ``runAfter`` order (an action whose
+``runAfter`` statuses are not met is ``Skipped``, as are those after it), evaluates the expressions of
+their inputs, sends each OnceGate connector action to the function its method and path name, and keeps
+what the ``Response`` action answers. Action types: ``ApiConnection``, ``Compose``, ``Switch``, ``If``,
+``Terminate``, ``Response``. Expressions: ``@expr`` and ``@{expr}``, string and number literals,
+``?['x']`` and ``['x']`` reads, and the functions in ``Run.functions``. Anything else fails loudly:
+a sample that outgrows this must grow it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+# A connector action: (method, path, body) -> (status, JSON body).
+Call = Callable[[str, str, Any], tuple[int, Any]]
+TOKEN = re.compile(
+    r"\s*(?:(?P<string>'(?:[^']|'')*')|(?P<number>-?\d+(?:\.\d+)?)|(?P<name>[A-Za-z_]\w*)|(?P<punct>\?\[|[()\[\],]))"
+)
+FAILED = {"Failed", "TimedOut"}
+
+
+class Terminated(Exception):
+    """A ``Terminate`` action ended the run."""
+
+
+class Expression:
+    """One expression, read token by token and evaluated as it is read."""
+
+    def __init__(self, source: str, functions: dict[str, Callable[..., Any]]) -> None:
+        self.tokens: list[tuple[str, str]] = []
+        position = 0
+        while source[position:].strip():
+            found = TOKEN.match(source, position)
+            if found is None or found.lastgroup is None:
+                raise ValueError(f"cannot read {source[position:]!r}")
+            self.tokens.append((found.lastgroup, found.group(found.lastgroup)))
+            position = found.end()
+        self.functions = functions
+        self.index = 0
+
+    def value(self) -> Any:
+        result = self.evaluate()
+        if self.index != len(self.tokens):
+            raise ValueError(f"left over: {self.tokens[self.index :]}")
+        return result
+
+    def take(self, expected: str | None = None) -> str:
+        kind, text = self.tokens[self.index]
+        if expected is not None and text != expected:
+            raise ValueError(f"expected {expected!r}, found {text!r}")
+        self.index += 1
+        return text if kind != "string" else text[1:-1].replace("''", "'")
+
+    def peek(self) -> str | None:
+        return self.tokens[self.index][1] if self.index < len(self.tokens) else None
+
+    def evaluate(self) -> Any:
+        kind = self.tokens[self.index][0]
+        text = self.take()
+        if kind == "number":
+            result: Any = float(text) if "." in text else int(text)
+        elif kind == "string":
+            result = text
+        elif text in ("true", "false", "null"):
+            result = {"true": True, "false": False, "null": None}[text]
+        else:
+            self.take("(")
+            arguments = []
+            while self.peek() != ")":
+                arguments.append(self.evaluate())
+                if self.peek() == ",":
+                    self.take(",")
+            self.take(")")
+            if text not in self.functions:
+                raise KeyError(f"{text}() is not a function this runner knows")
+            result = self.functions[text](*arguments)
+        while self.peek() in ("[", "?["):
+            safe = self.take() == "?["
+            key = self.evaluate()
+            self.take("]")
+            if result is None and safe:
+                continue
+            result = result[key] if isinstance(result, list) or not safe else result.get(key)
+        return result
+
+
+def interpolations(text: str) -> list[tuple[int, int]]:
+    """Where each ``@{...}`` of a string starts and ends, braces inside quotes left alone."""
+    spans, start = [], text.find("@{")
+    while start != -1:
+        depth, quoted, end = 0, False, start + 1
+        for end in range(start + 1, len(text)):
+            char = text[end]
+            quoted = quoted != (char == "'")
+            if not quoted and char in "{}":
+                depth += 1 if char == "{" else -1
+                if depth == 0:
+                    break
+        spans.append((start, end + 1))
+        start = text.find("@{", end + 1)
+    return spans
+
+
+@dataclass
+class Run:
+    """One run of a workflow definition."""
+
+    definition: dict[str, Any]
+    trigger_body: Any
+    call: Call
+    parameters: dict[str, Any] = field(default_factory=dict)
+    name: str = "08584000000000000000000000000CU00"
+    workflow_name: str = "logic-oncegate-sample"
+    statuses: dict[str, str] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    response: Any = None
+
+    @property
+    def functions(self) -> dict[str, Callable[..., Any]]:
+        declared = {name: p.get("defaultValue") for name, p in self.definition.get("parameters", {}).items()}
+        return {
+            "triggerBody": lambda: self.trigger_body,
+            "workflow": lambda: {"name": self.workflow_name, "run": {"name": self.name}},
+            "parameters": lambda name: {**declared, **self.parameters}[name],
+            "outputs": self.output,
+            "body": lambda name: self.output(name)["body"],
+            "encodeURIComponent": lambda text: quote(str(text), safe=""),
+            "empty": lambda value: value is None or len(value) == 0,
+            "equals": lambda left, right: left == right,
+        }
+
+    def output(self, name: str) -> Any:
+        if self.statuses.get(name) not in ("Succeeded", "Failed"):
+            raise LookupError(f"{name} has not run (it is {self.statuses.get(name, 'not started')})")
+        return self.outputs[name]
+
+    def start(self) -> Run:
+        with contextlib.suppress(Terminated):
+            self.run_all(self.definition["actions"])
+        return self
+
+    def evaluate(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: self.evaluate(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.evaluate(item) for item in value]
+        if not isinstance(value, str) or "@" not in value:
+            return value
+        if value.startswith("@@"):
+            return value[1:]
+        if value.startswith("@") and not value.startswith("@{"):
+            return Expression(value[1:], self.functions).value()
+        parts, last = [], 0
+        for start, end in interpolations(value):
+            found = Expression(value[start + 2 : end - 1], self.functions).value()
+            parts += [
+                value[last:start],
+                "" if found is None else found if isinstance(found, str) else json.dumps(found),
+            ]
+            last = end
+        return "".join([*parts, value[last:]])
+
+    def run_all(self, actions: dict[str, Any]) -> str:
+        """Runs sibling actions; the status of the set: Failed when one failed."""
+        pending = dict(actions)
+        while pending:
+            ready = [name for name, a in pending.items() if set(a.get("runAfter", {})) <= set(self.statuses)]
+            if not ready:
+                raise ValueError(f"runAfter never met: {sorted(pending)}")
+            for name in ready:
+                action = pending.pop(name)
+                met = all(self.statuses[before] in wanted for before, wanted in action.get("runAfter", {}).items())
+                self.statuses[name] = self.execute(name, action) if met else "Skipped"
+        return "Failed" if any(self.statuses[name] in FAILED for name in actions) else "Succeeded"
+
+    def execute(self, name: str, action: dict[str, Any]) -> str:
+        kind = action["type"]
+        if kind == "Compose":
+            self.outputs[name] = self.evaluate(action["inputs"])
+            return "Succeeded"
+        if kind == "ApiConnection":
+            inputs = self.evaluate(action["inputs"])
+            status, body = self.call(inputs["method"], inputs["path"], inputs.get("body"))
+            self.outputs[name] = {"statusCode": status, "body": body}
+            return "Succeeded" if status < 300 else "Failed"
+        if kind == "Switch":
+            value = self.evaluate(action["expression"])
+            chosen = [case for case in action["cases"].values() if case["case"] == value]
+            return self.run_all((chosen[0] if chosen else action.get("default", {})).get("actions", {}))
+        if kind == "If":
+            branch = action if self.condition(action["expression"]) else action.get("else", {})
+            return self.run_all(branch.get("actions", {}))
+        if kind == "Response":
+            self.response = self.evaluate(action["inputs"])
+            return "Succeeded"
+        if kind == "Terminate":
+            self.statuses[name] = action["inputs"]["runStatus"]
+            raise Terminated(name)
+        raise ValueError(f"{name}: action type {kind} is not one this runner knows")
+
+    def condition(self, expression: dict[str, Any]) -> bool:
+        ((operator, operands),) = expression.items()
+        if operator == "and":
+            return all(self.condition(operand) for operand in operands)
+        if operator == "or":
+            return any(self.condition(operand) for operand in operands)
+        if operator == "not":
+            return not self.condition(operands)
+        if operator == "equals":
+            left, right = (self.evaluate(operand) for operand in operands)
+            return bool(left == right)
+        raise ValueError(f"condition {operator} is not one this runner knows")

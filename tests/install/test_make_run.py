@@ -1,0 +1,128 @@
+"""``make run`` installs only what the service needs, and that is enough to run it; ``make test`` adds the rest.
+
+The service's imports (``oncegate/`` and ``function_app.py``, the ``oncegate`` command included) must
+come from ``pyproject.toml``'s dependencies and what they depend on, never from the ``[dev]`` extras:
+``make run`` installs none of those. The Makefile is read with ``make -n``, which prints what it
+would run and runs nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT_FILES = ("Makefile", "pyproject.toml", "requirements.txt", "package.json", "package-lock.json")
+
+
+def normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def runtime_distributions() -> set[str]:
+    """pyproject.toml's dependencies, without extras, and everything they need in turn, as installed here."""
+    pending = [
+        Requirement(line) for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    ]
+    found: set[str] = set()
+    while pending:
+        requirement = pending.pop()
+        name = normalised(requirement.name)
+        if name in found or (requirement.marker and not requirement.marker.evaluate({"extra": ""})):
+            continue
+        found.add(name)
+        try:
+            requires = importlib.metadata.requires(requirement.name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        wanted = set(requirement.extras)
+        for line in requires:
+            needed = Requirement(line)
+            if needed.marker is None or any(needed.marker.evaluate({"extra": extra}) for extra in wanted | {""}):
+                pending.append(needed)
+    return found
+
+
+def imported_modules() -> dict[str, str]:
+    """Each top-level module the service imports (at the top of a file or inside a function), and where."""
+    modules: dict[str, str] = {}
+    for path in [ROOT / "function_app.py", *sorted((ROOT / "oncegate").rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                modules.setdefault(name.split(".")[0], f"{path.relative_to(ROOT)}:{node.lineno}")
+    return modules
+
+
+def test_the_service_imports_only_what_make_run_installs() -> None:
+    runtime = runtime_distributions()
+    providers = importlib.metadata.packages_distributions()
+    outside = {
+        module: where
+        for module, where in imported_modules().items()
+        if module not in sys.stdlib_module_names
+        and module != "oncegate"
+        and not {normalised(dist) for dist in providers.get(module, [])} & runtime
+    }
+    assert outside == {}, "imported, but not from pyproject.toml's dependencies (add it there, not to [dev])"
+
+
+def test_a_dev_only_import_is_found() -> None:
+    # Guards the test above: pytest is installed here, but only as a [dev] extra.
+    assert "pytest" not in runtime_distributions()
+    assert "pytest" in importlib.metadata.packages_distributions()
+
+
+def dry_run(workdir: Path, target: str) -> str:
+    done = subprocess.run(["make", "-n", target], cwd=workdir, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    for name in PROJECT_FILES:
+        shutil.copy2(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def test_make_run_installs_the_runtime_only_and_make_test_adds_the_rest(workdir: Path) -> None:
+    run = dry_run(workdir, "run")
+    assert "-m venv .venv" in run
+    assert "pip install --quiet -e .\n" in run
+    assert "[dev]" not in run
+    assert "npm" not in run
+    assert run.rstrip().endswith("oncegate serve --port 7071 --workers 1")
+    test = dry_run(workdir, "test")
+    assert "-e '.[dev]'" in test
+    assert "npm ci" in test
+
+
+def test_make_run_after_make_test_installs_nothing_and_the_reverse_adds_dev(workdir: Path) -> None:
+    # Both installed, in the order make would stamp them: make run only serves.
+    (workdir / ".venv" / "bin").mkdir(parents=True)
+    for stamp in (".venv/bin/python", ".venv/.installed-runtime", ".venv/.installed-dev"):
+        (workdir / stamp).touch()
+    assert dry_run(workdir, "run").splitlines() == [".venv/bin/oncegate serve --port 7071 --workers 1"]
+    assert dry_run(workdir, "test").splitlines() == [".venv/bin/pytest"]
+    # Only the runtime installed (make run): make test adds the [dev] extras and Azurite, not the runtime again.
+    (workdir / ".venv" / ".installed-dev").unlink()
+    test = dry_run(workdir, "test")
+    assert "-e '.[dev]'" in test
+    assert "npm ci" in test
+    assert "install --quiet -e .\n" not in test

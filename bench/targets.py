@@ -15,6 +15,7 @@ client CPU per Table Storage claim (``client_cpu``) and a conflict page at 100 a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -168,9 +169,28 @@ def _client(port: int, connections: int, seconds: float, ready: Any, go: Any, re
     results.put(sum(counts))
 
 
+@dataclass(frozen=True)
+class Served:
+    """A running ``oncegate serve``: its port and process id."""
+
+    port: int
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user and system) of the command and its worker processes so far, from /proc."""
+        total, pending = 0.0, [self.pid]
+        while pending:
+            pid = pending.pop()
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                pending += [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return total
+
+
 @contextmanager
-def serving(rig: Rig, workers: int) -> Iterator[int]:
-    """``oncegate serve --workers N`` on a SQLite file of its own, as a user starts it; yields its port."""
+def serving(rig: Rig, workers: int) -> Iterator[Served]:
+    """``oncegate serve --workers N`` on a SQLite file of its own, as a user starts it."""
     environment = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_")}
     environment["ONCEGATE_SQLITE_PATH"] = str(rig.workdir / f"serve-{workers}.db")
     command = [sys.executable, "-m", "oncegate.cli", "serve", "--port", "0", "--workers", str(workers)]
@@ -181,13 +201,14 @@ def serving(rig: Rig, workers: int) -> Iterator[int]:
         found = re.search(r":(\d+)/api", banner)
         if not found:
             raise RuntimeError(f"oncegate serve did not start: {banner!r}")
-        yield int(found.group(1))
+        yield Served(int(found.group(1)), process.pid)
     finally:
         process.terminate()
         process.wait(timeout=30)
 
 
-def _rate(port: int, seconds: float) -> float:
+def _answered(port: int, seconds: float) -> int:
+    """New claims answered in ``seconds`` by SERVER_CALLERS callers in CLIENT_PROCESSES processes."""
     context = multiprocessing.get_context("spawn")
     ready, results, go = context.Queue(), context.Queue(), context.Event()
     per_process = SERVER_CALLERS // CLIENT_PROCESSES
@@ -203,21 +224,35 @@ def _rate(port: int, seconds: float) -> float:
     answered: int = sum(results.get(timeout=seconds + 60) for _ in clients)
     for client in clients:
         client.join()
-    return answered / seconds
+    return answered
 
 
-def server_rates(rig: Rig, *, rounds: int, seconds: float) -> dict[int, list[float]]:
-    """Claims per second over HTTP on SQLite from SERVER_CALLERS callers, by worker processes, each round's figure.
+@dataclass
+class ServerRates:
+    """Claims per second over HTTP by worker processes (each round's figure), and the server's CPU a claim."""
 
-    One and two workers are served side by side and measured in alternating rounds.
-    """
-    rates: dict[int, list[float]] = {1: [], 2: []}
+    rates: dict[int, list[float]]
+    cpu_per_claim: dict[int, list[float]]
+
+    def rate(self, workers: int) -> float:
+        return statistics.median(self.rates[workers])
+
+    def cpu(self, workers: int) -> float:
+        return statistics.median(self.cpu_per_claim[workers])
+
+
+def server_rates(rig: Rig, *, rounds: int, seconds: float) -> ServerRates:
+    """One and two workers served side by side and measured in alternating rounds."""
+    measured = ServerRates({1: [], 2: []}, {1: [], 2: []})
     with serving(rig, 1) as one, serving(rig, 2) as two:
-        ports = {1: one, 2: two}
+        servers = {1: one, 2: two}
         for round_ in range(rounds):
-            for workers in sorted(ports, reverse=round_ % 2 == 1):
-                rates[workers].append(_rate(ports[workers], seconds))
-    return rates
+            for workers in sorted(servers, reverse=round_ % 2 == 1):
+                before = servers[workers].cpu_seconds()
+                answered = _answered(servers[workers].port, seconds)
+                measured.rates[workers].append(answered / seconds)
+                measured.cpu_per_claim[workers].append((servers[workers].cpu_seconds() - before) / answered)
+    return measured
 
 
 # -- A page of conflicts -------------------------------------------------------------------------
@@ -252,7 +287,7 @@ def conflict_pages(rig: Rig) -> dict[int, float]:
 
 def judged(
     tail: dict[str, Tail],
-    server: dict[int, list[float]],
+    server: ServerRates,
     *,
     record_result_trips: float | None,
     client_cpu: dict[str, float] | None,
@@ -260,7 +295,9 @@ def judged(
 ) -> list[Target]:
     """Every target of the performance issue with the figure measured for it in this run."""
     now, before = tail["now"], tail["before"]
-    one, two = statistics.median(server[1]), statistics.median(server[2])
+    one, two = server.rate(1), server.rate(2)
+    # What the cores allow: every claim costs the server this much CPU, and the callers share the two cores.
+    ceiling = (os.cpu_count() or 1) / server.cpu(2)
     targets = [
         Target(
             "SQLite p99 of a new claim, 64 callers in process",
@@ -276,7 +313,8 @@ def judged(
         ),
         Target(
             "Local server claims/s on SQLite, 8 callers (oncegate serve --workers 2)",
-            f"{two:,.0f}/s (1 worker: {one:,.0f}/s)",
+            f"{two:,.0f}/s (1 worker: {one:,.0f}/s); the server's CPU a claim: {server.cpu(2) * 1e6:,.0f} µs, "
+            f"so {os.cpu_count()} cores serve at most {ceiling:,.0f}/s with none left for the callers",
             "≥ 2,500/s",
             two >= 2500,
         ),

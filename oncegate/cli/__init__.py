@@ -133,20 +133,14 @@ def _add_claims(subparsers: Any) -> None:
         metavar="KEY",
         help="the business key, in clear; it travels in the request body, never in the address",
     )
-    attention = _command(
-        claims,
-        "attention",
-        commands.claims_attention,
-        "claims that need a person, oldest first: leases run out, outcomes unknown too long, failures nobody reviewed",
+    needing = (
+        "claims that need a person, oldest first: leases run out, outcomes unknown too long, failures nobody reviewed"
     )
+    attention = _command(claims, "attention", commands.claims_attention, needing)
     attention.add_argument("--scope", help="only the claims of this scope")
     _add_paging(attention, "claims")
-    listed = _command(
-        claims,
-        "list",
-        commands.claims_list,
-        "claims by the source system they came from, their reference, status or first received (one at least)",
-    )
+    by_source = "claims by the source system they came from, their reference, status or first received (one at least)"
+    listed = _command(claims, "list", commands.claims_list, by_source)
     listed.add_argument("--source", help="the source system, such as shop-eu or sharepoint:expenses")
     listed.add_argument("--reference", help="the reference the flow gave, such as SO-1001")
     listed.add_argument("--status", choices=[status.value for status in ClaimStatus], help="the claims' status")

@@ -208,6 +208,33 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
+class ClaimFilter:
+    """Which claims a list holds: in one of ``statuses`` (at least one), and each other filter only if given.
+
+    Of ``scope``, last changed before ``changed_before``, of the source system ``source``, with
+    ``reference``, first received at or after ``received_since``.
+    """
+
+    statuses: Collection[ClaimStatus]
+    scope: str | None = None
+    changed_before: datetime | None = None
+    source: str | None = None
+    reference: str | None = None
+    received_since: datetime | None = None
+
+    def matches(self, claim: Claim) -> bool:
+        since, before = self.received_since, self.changed_before
+        return (
+            claim.status in self.statuses
+            and self.scope in (None, claim.scope)
+            and (before is None or claim.updated_at < before)
+            and self.source in (None, claim.source)
+            and self.reference in (None, claim.reference)
+            and (since is None or claim.first_received_at >= since)
+        )
+
+
+@dataclass(frozen=True)
 class Page(Generic[T]):
     """One page of a list and the opaque cursor of the next (None on the last page)."""
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from oncegate.domain.keys import normalise_scope
-from oncegate.domain.records import Claim
+from oncegate.domain.records import Claim, ClaimFilter
 from oncegate.domain.statuses import AttentionReason, ClaimStatus
 from oncegate.models import ClaimNeedingAttention, ListClaimsQuery
 from oncegate.service.inventory import open_conflicts
@@ -123,7 +123,7 @@ class Attention:
     def _all(self, scope: str | None) -> Iterator[NeedsAttention]:
         now = self._clock()
         claims = every_item(
-            lambda cursor: self._store.list_claims(statuses=WATCHED, scope=scope, limit=READ_PAGE, cursor=cursor)
+            lambda cursor: self._store.list_claims(ClaimFilter(WATCHED, scope=scope), limit=READ_PAGE, cursor=cursor)
         )
         for claim in claims:
             item = needs_attention(claim, now, self.unknown_alert)

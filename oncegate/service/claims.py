@@ -18,7 +18,7 @@ from typing import Any
 from oncegate import __version__
 from oncegate.domain.decisions import Change, Verdict, decide, needs_fingerprint_records
 from oncegate.domain.keys import normalise_scope, normalise_source
-from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
+from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent
 from oncegate.domain.statuses import (
     AnswerStatus,
     ClaimStatus,
@@ -356,15 +356,14 @@ class ClaimService:
 
         The cursor is the store's: a page may hold fewer than ``top`` claims (even none) while it says more follow.
         """
-        page = self._core.store.list_claims(
+        matching = ClaimFilter(
             statuses=[query.status] if query.status else list(ClaimStatus),
             scope=normalise_scope(query.scope) if query.scope else None,
             source=normalise_source(query.source),
             reference=query.reference,
             received_since=query.since,
-            limit=query.top,
-            cursor=query.cursor,
         )
+        page = self._core.store.list_claims(matching, limit=query.top, cursor=query.cursor)
         return [claim_view(claim) for claim in page.items], page.cursor
 
     def health(self) -> Health:

@@ -91,15 +91,8 @@ def new_grant_id() -> str:
 def legacy_earlier_attempt(details: dict[str, Any]) -> EarlierAttempt:
     """The reconciled attempt as schema-1 rows kept it: the API's LastAttempt, in its wire spelling."""
     last = LastAttempt.model_validate(details)
-    return EarlierAttempt(
-        attempt=last.attempt,
-        run_id=last.run_id,
-        flow=flow_of(last.flow),
-        status=last.status,
-        started_at=last.started_at,
-        lease_expires_at=last.lease_expires_at,
-        error=last.error,
-    )
+    # The same fields under the same names (services/views.py maps them back), but for the flow's own type.
+    return EarlierAttempt(**{**dict(last), "flow": flow_of(last.flow)})
 
 
 def flow_of(ref: FlowRef | None) -> Flow | None:

@@ -34,7 +34,7 @@ from enum import StrEnum
 from typing import Any
 
 from oncegate.domain.limits import DEFAULT_RETENTION_DAYS
-from oncegate.domain.records import Claim
+from oncegate.domain.records import Claim, ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.service.inventory import Inventory, open_conflicts
@@ -201,7 +201,7 @@ class Retention:
         size: int,
     ) -> None:
         page = self._store.list_claims(
-            statuses=FINISHED, changed_before=changed_before, limit=size, cursor=report.cursor
+            ClaimFilter(FINISHED, changed_before=changed_before), limit=size, cursor=report.cursor
         )
         # Read for each page, so that a conflict opened while a long purge runs still keeps its claim.
         disputed = {conflict.claim_id for conflict in open_conflicts(self._store)} if page.items else set()

@@ -61,11 +61,18 @@ def _added(counts: Mapping[str, int], delta: Mapping[str, int]) -> dict[str, int
     return {name: count for name, count in total.items() if count}
 
 
+def _seen(record: FlowRecord | ScopeRecord | Overlap, delta: FlowRecord | ScopeRecord | Overlap) -> dict[str, Any]:
+    """The seen times of ``record`` widened by those of ``delta``."""
+    return {
+        "first_seen_at": _earliest(record.first_seen_at, delta.first_seen_at),
+        "last_seen_at": _latest(record.last_seen_at, delta.last_seen_at),
+    }
+
+
 def _add_flow(record: FlowRecord, delta: FlowRecord) -> FlowRecord:
     return replace(
         record,
-        first_seen_at=_earliest(record.first_seen_at, delta.first_seen_at),
-        last_seen_at=_latest(record.last_seen_at, delta.last_seen_at),
+        **_seen(record, delta),
         claims=record.claims + delta.claims,
         duplicates=record.duplicates + delta.duplicates,
         claims_by_source=_added(record.claims_by_source, delta.claims_by_source),
@@ -77,8 +84,7 @@ def _add_scope(record: ScopeRecord, delta: ScopeRecord) -> ScopeRecord:
     by_status.update(delta.claims_by_status)
     return replace(
         record,
-        first_seen_at=_earliest(record.first_seen_at, delta.first_seen_at),
-        last_seen_at=_latest(record.last_seen_at, delta.last_seen_at),
+        **_seen(record, delta),
         claims_by_status={status: count for status, count in by_status.items() if count},
         claims_by_source=_added(record.claims_by_source, delta.claims_by_source),
     )
@@ -87,8 +93,7 @@ def _add_scope(record: ScopeRecord, delta: ScopeRecord) -> ScopeRecord:
 def _add_overlap(record: Overlap, delta: Overlap) -> Overlap:
     return replace(
         record,
-        first_seen_at=_earliest(record.first_seen_at, delta.first_seen_at),
-        last_seen_at=_latest(record.last_seen_at, delta.last_seen_at),
+        **_seen(record, delta),
         count=record.count + delta.count,
         example_claim_id=record.example_claim_id or delta.example_claim_id,
     )

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from oncegate.domain.records import (
     Claim,
+    ClaimFilter,
     Conflict,
     FingerprintRecord,
     FlowRecord,
@@ -21,7 +22,7 @@ from oncegate.domain.records import (
     Page,
     ScopeRecord,
 )
-from oncegate.domain.statuses import ClaimStatus, ConflictStatus
+from oncegate.domain.statuses import ConflictStatus
 
 
 class ClaimRecords(Protocol):
@@ -49,20 +50,8 @@ class ClaimRecords(Protocol):
     def get_fingerprints(self, claim_id: str, fingerprints: Collection[str]) -> list[FingerprintRecord]:
         """The claim's fingerprint records for these fingerprints, in no particular order; none is not an error."""
 
-    def list_claims(
-        self,
-        *,
-        statuses: Collection[ClaimStatus],
-        scope: str | None = None,
-        changed_before: datetime | None = None,
-        source: str | None = None,
-        reference: str | None = None,
-        received_since: datetime | None = None,
-        limit: int,
-        cursor: str | None = None,
-    ) -> Page[Claim]:
-        """Claims in one of ``statuses`` (at least one), of ``scope``, last changed before ``changed_before``,
-        of ``source``, with ``reference``, first received at or after ``received_since``; each filter only if given.
+    def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]:
+        """Claims ``matching`` the filter (see ``ClaimFilter``).
 
         A page holds at most ``limit`` claims, possibly fewer (even none) while ``cursor`` says more may
         follow. The order is the store's own (oldest change first in SQLite, claim id order in Table

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from oncegate import telemetry
 from oncegate.domain.records import (
     Claim,
+    ClaimFilter,
     Conflict,
     FingerprintRecord,
     FlowRecord,
@@ -35,7 +36,7 @@ from oncegate.domain.records import (
     Page,
     ScopeRecord,
 )
-from oncegate.domain.statuses import ClaimStatus, ConflictStatus
+from oncegate.domain.statuses import ConflictStatus
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreUnavailable
 from oncegate.stores import columns, large_values
 from oncegate.stores.columns import Row
@@ -260,12 +261,16 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._writer = _WritersQueue()
         self._writers_file = _WritersFile(Path(self._path + WRITERS_SUFFIX)) if self._path != ":memory:" else None
-        with self._translated():
-            self._connection().executescript(SCHEMA)
+        with self._alone() as connection:
+            # WAL is a setting of the file, made once and kept: a connection that set it again while another
+            # process wrote was answered "database is locked", busy timeout or not. So were the script's
+            # statements, which is why the store is opened by one process's writer at a time.
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.executescript(SCHEMA)
         with self._write() as connection:
             _add_columns(connection)
-        with self._translated():
-            self._connection().executescript(ADDED_INDEXES)
+        with self._alone() as connection:
+            connection.executescript(ADDED_INDEXES)
             # Held open for the store's life. Connections come and go with the local server's request
             # threads, and the last one of a process to close checkpoints and deletes the WAL under an
             # exclusive lock: another process opening the file meanwhile was answered "database is locked".
@@ -277,7 +282,6 @@ class SqliteStore:
             connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
             connection.row_factory = sqlite3.Row
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
             if telemetry.enabled():  # each statement counts for the answer; a traced one costs its SQL expanded
                 connection.set_trace_callback(telemetry.round_trip)
@@ -298,14 +302,21 @@ class SqliteStore:
             raise StoreUnavailable(f"the SQLite store is unavailable: {exc}") from exc
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        # Writers queue on locks that wake the next one when released: a queue in this process, then one
-        # on a file beside the database for every process using it (oncegate serve --workers, or Core
-        # Tools' worker processes). SQLite's own file lock is only polled: its busy handler sleeps 1 to
-        # 100 ms between tries, which was the tail under load. BEGIN IMMEDIATE still guards any writer
-        # that takes neither lock.
+    def _alone(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, while no other writer of any process using the file writes.
+
+        Writers queue on locks that wake the next one when released: a queue in this process, then one
+        on a file beside the database for every process using it (oncegate serve --workers, or Core
+        Tools' worker processes). SQLite's own file lock is only polled: its busy handler sleeps 1 to
+        100 ms between tries, which was the tail under load.
+        """
         with self._writer, self._writers_file or nullcontext(), self._translated():
-            connection = self._connection()
+            yield self._connection()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        # BEGIN IMMEDIATE still guards against a writer that takes neither lock (another release, a tool).
+        with self._alone() as connection:
             connection.execute("BEGIN IMMEDIATE")
             try:
                 yield connection
@@ -387,27 +398,17 @@ class SqliteStore:
             )
         return [columns.fingerprint_from_row(dict(row), str(row["Version"])) for row in rows]
 
-    def list_claims(
-        self,
-        *,
-        statuses: Collection[ClaimStatus],
-        scope: str | None = None,
-        changed_before: datetime | None = None,
-        source: str | None = None,
-        reference: str | None = None,
-        received_since: datetime | None = None,
-        limit: int,
-        cursor: str | None = None,
-    ) -> Page[Claim]:
+    def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]:
         after = decode_cursor(cursor) if cursor else ("", "")
-        wanted = {f"status{index}": status.value for index, status in enumerate(statuses)}
+        wanted = {f"status{index}": status.value for index, status in enumerate(matching.statuses)}
+        before, since = matching.changed_before, matching.received_since
         # Only the filters given are in the query, so SQLite can use the index of source or reference.
         filters = {
-            "Scope = :scope": scope,
-            "UpdatedAt < :before": utc_text(changed_before) if changed_before else None,
-            "Source = :source": source,
-            "Reference = :reference": reference,
-            "FirstReceivedAt >= :since": utc_text(received_since) if received_since else None,
+            "Scope = :scope": matching.scope,
+            "UpdatedAt < :before": utc_text(before) if before else None,
+            "Source = :source": matching.source,
+            "Reference = :reference": matching.reference,
+            "FirstReceivedAt >= :since": utc_text(since) if since else None,
         }
         given = {clause: value for clause, value in filters.items() if value is not None}
         names = {clause.rsplit(":", 1)[1]: value for clause, value in given.items()}

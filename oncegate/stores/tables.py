@@ -67,6 +67,7 @@ from azure.data.tables import TableClient, TableEntity, TableServiceClient, Tran
 from oncegate import telemetry
 from oncegate.domain.records import (
     Claim,
+    ClaimFilter,
     Conflict,
     FingerprintRecord,
     FlowRecord,
@@ -75,7 +76,7 @@ from oncegate.domain.records import (
     Page,
     ScopeRecord,
 )
-from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind
+from oncegate.domain.statuses import ConflictStatus, EventKind
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreUnavailable
 from oncegate.stores import columns, large_values, table_batch
 from oncegate.stores.columns import Row
@@ -204,19 +205,6 @@ def _index_entities(
 
 def _claim_index(claim: Claim) -> list[dict[str, Any]]:
     return _index_entities(claim.claim_id, claim.first_received_at, source=claim.source, reference=claim.reference)
-
-
-def _matches(claim: Claim, found: Mapping[str, Any], kept: Mapping[str, Any]) -> bool:
-    """Whether an indexed claim passes every filter of ``list_claims``: the index answers for one of them only."""
-    since, before = found["received_since"], kept["changed_before"]
-    return (
-        found["source"] in (None, claim.source)
-        and found["reference"] in (None, claim.reference)
-        and (since is None or claim.first_received_at >= since)
-        and claim.status in kept["statuses"]
-        and kept["scope"] in (None, claim.scope)
-        and (before is None or claim.updated_at < before)
-    )
 
 
 def _claim(entity: TableEntity) -> Claim:
@@ -384,29 +372,22 @@ class TableStore:
                 found.append(columns.fingerprint_from_row(large_values.gather(entity), _etag(entity.metadata)))
         return found
 
-    def list_claims(
-        self,
-        *,
-        statuses: Collection[ClaimStatus],
-        scope: str | None = None,
-        changed_before: datetime | None = None,
-        source: str | None = None,
-        reference: str | None = None,
-        received_since: datetime | None = None,
-        limit: int,
-        cursor: str | None = None,
-    ) -> Page[Claim]:
+    def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]:
         """Claim rows by status, scope, age and first received, in claim id order; the cursor carries the SDK's
         continuation token. By source system or reference, through the claim index (see ``_indexed_claims``).
 
         Without one the filter is not on a key, so Table Storage reads through the table to answer it, page by page.
         """
-        if source is not None or reference is not None:
-            found = {"source": source, "reference": reference, "received_since": received_since}
-            kept = {"statuses": statuses, "scope": scope, "changed_before": changed_before}
-            return self._indexed_claims(found, kept, limit=limit, cursor=cursor)
-        wanted: dict[str, Any] = {"rk": CLAIM_ROW, "scope": scope, "before": changed_before, "since": received_since}
+        if matching.source is not None or matching.reference is not None:
+            return self._indexed_claims(matching, limit=limit, cursor=cursor)
+        wanted: dict[str, Any] = {
+            "rk": CLAIM_ROW,
+            "scope": matching.scope,
+            "before": matching.changed_before,
+            "since": matching.received_since,
+        }
         parameters = {name: value for name, value in wanted.items() if value is not None}
+        statuses = matching.statuses
         query = " and ".join([*(CLAIM_CLAUSES[name] for name in parameters), _status_clause(len(statuses))])
         parameters.update({f"status{index}": status.value for index, status in enumerate(statuses)})
         refused = BAD_REQUEST if cursor else ()
@@ -419,9 +400,7 @@ class TableStore:
             token = pages.continuation_token
         return Page([_claim(entity) for entity in entities], _cursor(token))
 
-    def _indexed_claims(
-        self, found: dict[str, Any], kept: dict[str, Any], *, limit: int, cursor: str | None
-    ) -> Page[Claim]:
+    def _indexed_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None) -> Page[Claim]:
         """Claims of a source system (else a reference), first received first: ``limit + 1`` rows of one index
         partition, then a point read of each claim, which must still be the one indexed and match every filter.
 
@@ -429,8 +408,8 @@ class TableStore:
         instance's are found once it wrote them (its inventory flush, or the daily repair).
         """
         self.flush_index()
-        partition = _index_partition(source=found["source"], reference=found["reference"])
-        since = found["received_since"]
+        partition = _index_partition(source=matching.source, reference=matching.reference)
+        since = matching.received_since
         after = utc_text(since) if since else ""
         if cursor:
             cursor_partition, after = decode_cursor(cursor)
@@ -445,7 +424,8 @@ class TableStore:
                 )
             )
             claims = [self._indexed_claim(row) for row in rows[:limit]]
-        wanted = [claim for claim in claims if claim is not None and _matches(claim, found, kept)]
+        # The index answers for one filter: each claim must still pass them all.
+        wanted = [claim for claim in claims if claim is not None and matching.matches(claim)]
         return Page(wanted, encode_cursor(partition, rows[limit - 1]["RowKey"]) if len(rows) > limit else None)
 
     def _indexed_claim(self, row: TableEntity) -> Claim | None:

@@ -12,6 +12,7 @@ import pytest
 from oncegate.cli import main
 from oncegate.config import local_key_secret
 from oncegate.domain.keys import KeyHasher
+from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.stores.sqlite import SqliteStore
 from tests.cli.conftest import Oncegate, Run, Seen
@@ -126,7 +127,7 @@ def purge(capsys: pytest.CaptureFixture[str], *argv: str) -> Run:
 def claims_in(path: Path) -> int:
     store = SqliteStore(path)
     try:
-        return len(store.list_claims(statuses=tuple(ClaimStatus), limit=100).items)
+        return len(store.list_claims(ClaimFilter(tuple(ClaimStatus)), limit=100).items)
     finally:
         store.close()
 

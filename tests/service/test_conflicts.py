@@ -6,12 +6,20 @@ import pytest
 
 from oncegate.domain.statuses import ClaimStatus, ConflictSource, ConflictStatus, Decision, EventKind, Resolution
 from oncegate.errors import NotFound, StateConflict
-from oncegate.models import ListConflictsQuery
+from oncegate.models import ClaimResponse, ListConflictsQuery
 from tests.conftest import FakeClock
 from tests.gate import Gate
 from tests.service.calls import claim, history, keyed, record, report, resolve, succeeded
 
 # -- resolve --------------------------------------------------------------------------------------
+
+
+def resolved_after_success(service: Gate, fingerprint: str, decision: str) -> ClaimResponse:
+    """v1 succeeded (target SO-1); then ``fingerprint`` met it, and its conflict was resolved with ``decision``."""
+    succeeded(service, fingerprint="v1", target="SO-1")
+    conflict = claim(service, run="run-2", fingerprint=fingerprint)
+    resolve(service, conflict.conflict_id, decision)
+    return conflict
 
 
 def test_accept_new_lets_the_new_version_proceed_and_keeps_the_earlier_result(service: Gate, clock: FakeClock) -> None:
@@ -41,9 +49,7 @@ def test_accept_new_lets_the_new_version_proceed_and_keeps_the_earlier_result(se
 
 
 def test_after_accept_new_the_old_version_does_not_proceed_and_the_new_one_still_does(service: Gate) -> None:
-    succeeded(service, fingerprint="v1", target="SO-1")
-    conflict = claim(service, run="run-2", fingerprint="v2")
-    resolve(service, conflict.conflict_id, "accept_new")
+    resolved_after_success(service, "v2", "accept_new")
 
     old_version = claim(service, run="run-3", fingerprint="v1")
     new_version = claim(service, run="run-4", fingerprint="v2")
@@ -54,10 +60,8 @@ def test_after_accept_new_the_old_version_does_not_proceed_and_the_new_one_still
 
 
 def test_keep_original_makes_the_new_fingerprint_a_duplicate_of_the_original(service: Gate) -> None:
-    succeeded(service, fingerprint="v1", target="SO-1")
-    conflict = claim(service, run="run-2", fingerprint="v1-reformatted")
+    conflict = resolved_after_success(service, "v1-reformatted", "keep_original")
 
-    resolve(service, conflict.conflict_id, "keep_original")
     alias = claim(service, run="run-3", fingerprint="v1-reformatted")
     original = claim(service, run="run-4", fingerprint="v1")
     other = claim(service, run="run-5", fingerprint="v3")

@@ -85,54 +85,33 @@ def test_a_duplicate_asked_without_a_fingerprint_still_finds_the_result(service:
 
 
 @pytest.mark.parametrize(
-    "spelling",
-    ["  ORDER-1001\t", "\nORDER-1001 "],
-    ids=["padded", "newlines"],
+    ("first", "second", "same"),
+    [
+        ({"key": "ORDER-1001"}, {"key": "  ORDER-1001\t"}, True),
+        ({"key": "ORDER-1001"}, {"key": "\nORDER-1001 "}, True),
+        ({"key": "Caf\u00e9-42"}, {"key": "Cafe\u0301-42"}, True),
+        ({"key": "ORDER-ab"}, {"key": "order-AB"}, False),
+        ({"scope": "ERP.Create-Order"}, {"scope": "erp.create-order"}, True),
+        ({"scope": "erp.create-order"}, {"scope": "mail.send-invoice"}, False),
+    ],
+    ids=["outer-spaces", "outer-newlines", "unicode-nfc", "key-case", "scope-case", "two-scopes"],
 )
-def test_outer_whitespace_does_not_make_another_key(service: Gate, spelling: str) -> None:
-    first = claim(service, key="ORDER-1001")
+def test_what_makes_the_same_business_key(
+    service: Gate, first: dict[str, str], second: dict[str, str], same: bool
+) -> None:
+    """Outer whitespace, Unicode normal forms and a scope's case make no other key; a key's case and the scope do."""
+    made = claim(service, **first)
 
-    again = claim(service, run="run-2", key=spelling)
+    again = claim(service, run="run-2", **second)
 
-    assert again.claim_id == first.claim_id
-    assert again.decision is Decision.IN_PROGRESS
-
-
-def test_keys_are_compared_after_unicode_nfc(service: Gate) -> None:
-    composed = claim(service, key="Caf\u00e9-42")
-
-    decomposed = claim(service, run="run-2", key="Cafe\u0301-42")
-
-    assert decomposed.claim_id == composed.claim_id
-    assert decomposed.decision is Decision.IN_PROGRESS
+    assert (again.claim_id == made.claim_id) is same
+    assert again.decision is (Decision.IN_PROGRESS if same else Decision.PROCEED)
 
 
-def test_keys_are_case_sensitive(service: Gate) -> None:
-    upper = claim(service, key="ORDER-ab")
+def test_scopes_are_stored_lowercase(service: Gate) -> None:
+    made = claim(service, scope="ERP.Create-Order")
 
-    lower = claim(service, run="run-2", key="order-AB")
-
-    assert lower.claim_id != upper.claim_id
-    assert lower.decision is Decision.PROCEED
-
-
-def test_scopes_are_case_insensitive_and_stored_lowercase(service: Gate) -> None:
-    first = claim(service, scope="ERP.Create-Order")
-
-    again = claim(service, run="run-2", scope="erp.create-order")
-
-    assert again.claim_id == first.claim_id
-    assert again.decision is Decision.IN_PROGRESS
-    assert service.get_claim(first.claim_id).scope == "erp.create-order"
-
-
-def test_the_same_key_in_two_scopes_is_two_claims(service: Gate) -> None:
-    order = claim(service, scope="erp.create-order")
-
-    mail = claim(service, run="run-2", scope="mail.send-invoice")
-
-    assert mail.claim_id != order.claim_id
-    assert mail.decision is Decision.PROCEED
+    assert service.get_claim(made.claim_id).scope == "erp.create-order"
 
 
 def test_a_key_of_512_characters_after_trimming_is_accepted_and_513_is_not(service: Gate) -> None:

@@ -21,6 +21,7 @@ import pytest
 from oncegate import bootstrap
 from oncegate.config import ConfigError, Settings
 from oncegate.domain.keys import KeyHasher, KeyRing
+from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import NotConfigured
 from oncegate.models import LookupRequest, ReportConflictRequest
@@ -53,7 +54,7 @@ def service_in(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callab
 
 def _count_rows(service: Gate) -> int:
     statuses = list(ClaimStatus)
-    return len(service.store.list_claims(statuses=statuses, limit=200).items)
+    return len(service.store.list_claims(ClaimFilter(statuses), limit=200).items)
 
 
 # -- another secret is refused ----------------------------------------------------------------------

@@ -176,8 +176,8 @@ def test_a_claim_changed_between_listing_and_deleting_is_kept_with_its_history(
     clock.advance(91 * DAY)
     list_claims = service.store.list_claims
 
-    def listed_then_changed(**filters: Any) -> Any:
-        page = list_claims(**filters)
+    def listed_then_changed(*args: Any, **options: Any) -> Any:
+        page = list_claims(*args, **options)
         # Another instance resolves a conflict on the claim: its version moves on.
         changed = claim(service, run="run-2", fingerprint="v2")
         resolve(service, changed.conflict_id, "keep_original")
@@ -202,11 +202,11 @@ def test_a_store_failure_stops_the_purge_with_the_cursor_to_resume_from(
     list_claims = service.store.list_claims
     calls = Counter[str]()
 
-    def failing_second_time(**filters: Any) -> Any:
+    def failing_second_time(*args: Any, **options: Any) -> Any:
         calls["list"] += 1
         if calls["list"] == 2:
             raise StoreUnavailable("the SQLite store is unavailable: disk I/O error")
-        return list_claims(**filters)
+        return list_claims(*args, **options)
 
     monkeypatch.setattr(service.store, "list_claims", failing_second_time)
     stopped: PurgeReport = service.retention.purge(page_size=2)

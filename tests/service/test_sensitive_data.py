@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from oncegate import bootstrap
 from oncegate.config import ConfigError, Settings
 from oncegate.domain.keys import KeyHasher
+from oncegate.domain.records import ClaimFilter
 from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
 from oncegate.domain.statuses import ClaimStatus, Decision, Outcome, Resolution
 from oncegate.errors import SensitiveData, SensitiveKey
@@ -103,7 +104,7 @@ def _claim_reference(service: Gate) -> Stored:
     return Stored(
         "reference",
         lambda text: claim(service, reference=f"Order of {text}"),
-        lambda: service.store.list_claims(statuses=tuple(ClaimStatus), limit=10).items,
+        lambda: service.store.list_claims(ClaimFilter(tuple(ClaimStatus)), limit=10).items,
     )
 
 

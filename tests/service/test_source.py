@@ -7,6 +7,7 @@ same claim, answered with the warning ``source_differs``.
 
 from __future__ import annotations
 
+from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.models import ListConflictsQuery
 from tests.conftest import FakeClock
@@ -90,7 +91,9 @@ def test_claims_are_found_by_source_and_reference_in_the_store(service: Gate, cl
     claim(service, key="ORDER-1", source="shop-eu", reference="SO-1")
     claim(service, key="ORDER-2", source="shop-us", reference="SO-1")
 
-    found = service.store.list_claims(statuses=tuple(ClaimStatus), source="shop-eu", received_since=clock(), limit=10)
+    found = service.store.list_claims(
+        ClaimFilter(tuple(ClaimStatus), source="shop-eu", received_since=clock()), limit=10
+    )
 
     assert [(found_claim.source, found_claim.reference) for found_claim in found.items] == [("shop-eu", "SO-1")]
 

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from oncegate.domain.records import Claim, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
+from oncegate.domain.records import Claim, ClaimFilter, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreRace, TooLarge
 from oncegate.models import DATA_LIMIT_BYTES, RecordResultRequest, json_size
@@ -91,7 +91,7 @@ def claim_pages(store: ClaimStore, *, limit: int = 50, cursor: str | None = None
     """Every page of ``store.list_claims`` from ``cursor`` on."""
     pages: list[list[Claim]] = []
     while True:
-        page = store.list_claims(limit=limit, cursor=cursor, **filters)
+        page = store.list_claims(ClaimFilter(**filters), limit=limit, cursor=cursor)
         pages.append(page.items)
         cursor = page.cursor
         if cursor is None:
@@ -469,9 +469,9 @@ class StoreContract:
             claim = records.claim(updated_at=T0 + timedelta(seconds=seconds))
             created.append(store.create_claim(claim, records.event(claim.claim_id)))
         seen: list[Claim] = []
-        page = store.list_claims(statuses=(ClaimStatus.IN_PROGRESS,), limit=3)
+        page = store.list_claims(ClaimFilter((ClaimStatus.IN_PROGRESS,)), limit=3)
         while not page.items and page.cursor:
-            page = store.list_claims(statuses=(ClaimStatus.IN_PROGRESS,), limit=3, cursor=page.cursor)
+            page = store.list_claims(ClaimFilter((ClaimStatus.IN_PROGRESS,)), limit=3, cursor=page.cursor)
         assert page.cursor is not None
         for claim in page.items:
             store.delete_claim(claim)
@@ -486,7 +486,7 @@ class StoreContract:
     @pytest.mark.parametrize("cursor", ["not a cursor", base64.urlsafe_b64encode(b"42").decode()])
     def test_list_claims_rejects_a_cursor_it_did_not_hand_out(self, store: ClaimStore, cursor: str) -> None:
         with pytest.raises(InvalidRequest) as raised:
-            store.list_claims(statuses=(ClaimStatus.SUCCEEDED,), limit=2, cursor=cursor)
+            store.list_claims(ClaimFilter((ClaimStatus.SUCCEEDED,)), limit=2, cursor=cursor)
         assert raised.value.target == "cursor"
 
     @pytest.mark.parametrize("events", [1, 3, 250], ids=["one event", "a few", "more than a transaction holds"])

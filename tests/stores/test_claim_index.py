@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from azure.data.tables import TableClient
 
-from oncegate.domain.records import Claim
+from oncegate.domain.records import Claim, ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.stores.tables import TableStore, table_names
 from tests.support import records
@@ -32,7 +32,7 @@ def made(store: TableStore, count: int, **fields: object) -> list[Claim]:
 def found(store: TableStore, **filters: object) -> list[str]:
     ids, cursor = [], None
     while True:
-        page = store.list_claims(statuses=EVERY, limit=7, cursor=cursor, **filters)
+        page = store.list_claims(ClaimFilter(EVERY, **filters), limit=7, cursor=cursor)
         ids += [claim.claim_id for claim in page.items]
         cursor = page.cursor
         if cursor is None:
@@ -104,10 +104,10 @@ def test_a_purged_claim_takes_its_index_rows_along_and_a_row_left_behind_is_pass
 def test_a_cursor_of_another_source_is_refused(table_store_factory: TableStoreFactory) -> None:
     store = table_store_factory()
     made(store, 3, source="shop-eu")
-    page = store.list_claims(statuses=EVERY, source="shop-eu", limit=1)
+    page = store.list_claims(ClaimFilter(EVERY, source="shop-eu"), limit=1)
     assert page.cursor is not None
 
     with pytest.raises(Exception, match="cursor") as refused:
-        store.list_claims(statuses=EVERY, source="shop-us", limit=1, cursor=page.cursor)
+        store.list_claims(ClaimFilter(EVERY, source="shop-us"), limit=1, cursor=page.cursor)
 
     assert getattr(refused.value, "target", None) == "cursor"

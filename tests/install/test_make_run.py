@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import os
 import re
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
+INHERITED_FROM_MAKE = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
 PROJECT_FILES = ("Makefile", "pyproject.toml", "requirements.txt", "package.json", "package-lock.json")
 
 
@@ -88,7 +90,17 @@ def test_a_dev_only_import_is_found() -> None:
 
 
 def dry_run(workdir: Path, target: str) -> str:
-    done = subprocess.run(["make", "-n", target], cwd=workdir, capture_output=True, text=True, check=True)
+    # Run as a top-level make even when the suite itself runs under ``make test``: an inherited
+    # MAKELEVEL or MAKEFLAGS makes make print "Entering directory" lines around what it would run.
+    env = {name: value for name, value in os.environ.items() if name not in INHERITED_FROM_MAKE}
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", target],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout
 
 

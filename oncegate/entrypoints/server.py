@@ -164,6 +164,27 @@ def read_headers(rfile: Any) -> _Headers:
     raise _BadHeaders("Too many headers", too_large=True)
 
 
+# RFC 3986's authority without userinfo: a name or IPv4 address, or an IP literal in brackets, then a port.
+_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%!$&'()*+,;=-]*)(?::[0-9]*)?")
+
+
+def _host_refusal(hosts: list[str], version: str) -> str | None:
+    """Why the Host header makes the request unanswerable (RFC 9112 §3.2), or None.
+
+    The request's URL, and from it the route and every ``Location`` and ``nextLink``, is built
+    from the Host header: a "host" holding a path, a query or a fragment would route the request
+    elsewhere than its target says, and point the links it gets back at another server.
+    """
+    if len(hosts) > 1:
+        return "More than one Host header"
+    if not hosts:
+        # HTTP/1.0 and 0.9 may leave Host out; HTTP/1.1 must send it.
+        return "No Host header" if version not in ("HTTP/0.9", "HTTP/1.0") else None
+    if not _HOST.fullmatch(hosts[0]):
+        return f"Bad Host header ({hosts[0][:80]!r})"
+    return None
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _AppServer
     raw_requestline: bytes
@@ -206,6 +227,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, str(refused))
             else:
                 self.send_error(HTTPStatus.BAD_REQUEST, str(refused))
+            return False
+        refusal = _host_refusal(self.headers.get_all("Host") or [], self.request_version)
+        if refusal:
+            self.send_error(HTTPStatus.BAD_REQUEST, refusal)
             return False
         connection = (self.headers.get("Connection") or "").lower()
         if connection == "close":

@@ -22,7 +22,7 @@ import function_app
 from oncegate.entrypoints.http import MAX_BODY_BYTES
 from oncegate.entrypoints.server import make_server
 from oncegate.errors import NotFound
-from oncegate.models import LookupRequest
+from oncegate.models import ClaimRequest, LookupRequest
 from tests.gate import Gate
 
 TIMEOUT = 5
@@ -195,9 +195,28 @@ def test_a_method_http_does_not_define_is_a_501_in_the_error_format(local_server
         (b"GET /api/health HTTP/1.1\r\n" + b"".join(b"X-%d: a\r\n" % n for n in range(101)) + b"\r\n", 431),
         # A CR without its LF: a reader splitting on it would see a Content-Length the server did not.
         (b"POST /api/claims HTTP/1.1\r\nX-A: a\rContent-Length: 5\r\nContent-Length: 0\r\n\r\n", 400),
-        (b"GET /api/health HTTP/1.1\r\nNo colon here\r\n\r\n", 400),
+        (b"GET /api/health HTTP/1.1\r\nHost: test\r\nNo colon here\r\n\r\n", 400),
+        # The URL is built from Host: a path in it would route the request elsewhere than its target.
+        (b"GET /api/health HTTP/1.1\r\nHost: test/api/claims/x?\r\n\r\n", 400),
+        (b"GET /api/health HTTP/1.1\r\nHost: test#\r\n\r\n", 400),
+        (b"GET /api/health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+        (b"GET /api/health HTTP/1.1\r\n\r\n", 400),
     ],
-    ids=["request-line", "version", "header-line", "target", "unicode-digit", "folds", "fields", "bare-cr", "colon"],
+    ids=[
+        "request-line",
+        "version",
+        "header-line",
+        "target",
+        "unicode-digit",
+        "folds",
+        "fields",
+        "bare-cr",
+        "colon",
+        "host-with-path",
+        "host-with-fragment",
+        "two-hosts",
+        "no-host",
+    ],
 )
 def test_a_request_the_parser_refuses_is_answered_in_the_error_format(
     local_server: tuple[str, int], raw: bytes, status: int
@@ -253,3 +272,29 @@ def test_a_hundred_header_lines_are_read(local_server: tuple[str, int]) -> None:
     with connected(local_server) as (sock, reader):
         sock.sendall(b"GET /api/health HTTP/1.1\r\n" + fields + b"\r\n")
         assert read_answer(reader).status == 200
+
+
+@pytest.mark.parametrize(
+    "host", [b"test", b"localhost:7071", b"127.0.0.1:7071", b"[::1]:7071", b"func-app.azurewebsites.net"]
+)
+def test_a_host_that_is_an_authority_is_answered(local_server: tuple[str, int], host: bytes) -> None:
+    with connected(local_server) as (sock, reader):
+        sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+        assert read_answer(reader).status == 200
+
+
+def test_http_1_0_may_leave_host_out(local_server: tuple[str, int]) -> None:
+    with connected(local_server) as (sock, reader):
+        sock.sendall(b"GET /api/health HTTP/1.0\r\n\r\n")
+        assert read_answer(reader).status == 200
+
+
+def test_the_links_a_list_answers_point_at_the_host_asked(local_server: tuple[str, int], wired: Gate) -> None:
+    for number in range(3):
+        wired.check_and_claim(ClaimRequest(scope="s", key=f"SO-host-{number}", runId="r"))
+    with connected(local_server) as (sock, reader):
+        sock.sendall(b"GET /api/claim-list?status=in_progress&top=1 HTTP/1.1\r\nHost: gate.example:8443\r\n\r\n")
+        answer = read_answer(reader)
+
+    assert answer.status == 200, answer
+    assert json.loads(answer.body)["nextLink"].startswith("http://gate.example:8443/api/claim-list?")

@@ -4,6 +4,9 @@ Each ``*_text`` function renders one record as ``Label  value`` lines, each ``*_
 columns; a field without a value is left out. :func:`show` prints them with rich: styled and fitted
 to a terminal, plain and never wrapped in a pipe or a file. ``--json`` bypasses all of this (see
 ``commands``).
+
+The module runs past 400 lines on purpose: one renderer per kind of record the command shows, sharing
+the cell and table helpers at the top.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ polling trigger) that calls the one service it needs; :func:`respond` calls it w
 body. Bad input is rejected here or in the services before any write, and never becomes a 500:
 bodies are strict JSON (see ``strict_json``), an action refuses query parameters it does not take,
 and cursors are sealed here, at the edge (see ``oncegate.cursors``).
+
+The module runs past 400 lines on purpose: it holds one short function per action of the route
+table, and the parsing and rendering they share; apart, each action would import its own half.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ route table to drift. Function keys are not checked, as Core Tools does not chec
 
 Every answer, refusals of the HTTP framing included, is in the app's error format: a body whose
 length cannot be known is refused and its connection closed, never waited for.
+
+The module runs past 400 lines on purpose: the HTTP/1.1 framing rules it enforces (headers, lengths,
+Host, keep-alive) and the worker processes that share one listening socket are read together, since
+a refusal is only safe next to the parser it guards.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ A claim is a row whose primary key is the claim id, so a second insert fails; ev
 says ``WHERE Version = ?`` and bumps it, so a writer holding an old copy changes nothing.
 Writes take the write lock up front (``BEGIN IMMEDIATE``) so a claim change and its history
 event commit together, and WAL lets readers go on meanwhile.
+
+The module runs past 400 lines on purpose: it adapts all three ports over one file, and they share
+the schema, one connection per thread and the writers' locks; split by port, each part would need
+all of them.
 """
 
 from __future__ import annotations

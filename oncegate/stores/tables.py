@@ -38,6 +38,10 @@ no listing row: a store opening the table adds them, once.
 The inventory's flows, scopes and overlaps each fill one partition of a small table of their
 own; a flow's RowKey is a digest of its name and environment, which may hold characters a
 RowKey forbids (``/ \\ # ?``).
+
+The module runs past 400 lines on purpose: it adapts all three ports over one storage account, and
+their methods share the entity helpers and the error translation at the top; this picture of the
+keys is a sixth of it. The entity-group transaction's wire format is apart, in ``table_batch``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
   oncegate purge [--dry-run] [--page-size N] [--max-pages N] [--resume CURSOR] [--json]
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
     claims show CLAIM_ID
-    claims find --scope SCOPE --key KEY
+    claims lookup --scope SCOPE --key KEY   (its first name, find, still works)
     claims attention [--scope SCOPE] [--top N] [--all-pages]
     claims list [--source S] [--reference R] [--status STATUS] [--since TIME] [--scope SCOPE] [--top N] [--all-pages]
     claims review CLAIM_ID [--reviewer R] [--note N]

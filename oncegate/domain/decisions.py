@@ -96,7 +96,7 @@ def decide(claim: Claim, intent: Intent, records: Collection[FingerprintRecord] 
     if claim.status is ClaimStatus.RELEASED:
         previous = "was released"
     else:
-        previous = f"failed and may be retried ({claim.error_reason or 'no reason given'})"
+        previous = f"failed and may be retried ({claim.error or 'no reason given'})"
     reason = f"Attempt {claim.attempt} {previous}: do the side effect."
     return Verdict(Decision.PROCEED, reason, reason, Change.NEW_ATTEMPT)
 
@@ -110,7 +110,7 @@ def earlier_attempt(claim: Claim) -> EarlierAttempt:
         status=claim.status,
         started_at=claim.last_attempt_at,
         lease_expires_at=claim.lease_expires_at,
-        error=claim.error_reason,
+        error=claim.error,
     )
 
 
@@ -195,7 +195,7 @@ def _duplicate(claim: Claim, intent: Intent) -> Verdict:
 
 
 def _blocked(claim: Claim) -> Verdict:
-    why = claim.error_reason or "no reason given"
+    why = claim.error or "no reason given"
     failed = f"Attempt {claim.attempt} failed and was marked not retryable ({why})"
     # Once reviewed, a person has acted: the key stays blocked for good, and the flow only stops.
     then = f"{claim.reviewer} reviewed it and the key stays blocked: stop" if claim.reviewer else "a person must act"

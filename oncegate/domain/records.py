@@ -90,9 +90,9 @@ class Claim:
     updated_at: datetime
     lease_expires_at: datetime | None = None
     target_record_id: str | None = None
-    result_data: Any = None
+    data: Any = None
     completed_at: datetime | None = None
-    error_reason: str | None = None
+    error: str | None = None
     retryable: bool | None = None
     reviewer: str | None = None
     granted_to: str | None = None

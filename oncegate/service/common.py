@@ -271,7 +271,7 @@ class ClaimsCore:
                 )
                 if grant and event.outcome == Decision.RECONCILE and LEGACY_LAST_ATTEMPT in event.details:
                     reconciling = legacy_earlier_attempt(event.details[LEGACY_LAST_ATTEMPT])
-        in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error_reason or "").startswith(LEGACY_IN_DOUBT)
+        in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error or "").startswith(LEGACY_IN_DOUBT)
         return replace(claim, reconciling=reconciling, released_in_doubt=in_doubt, state_in_history=False)
 
     def counted(self, before: Claim | None, after: C) -> C:

@@ -298,7 +298,7 @@ class ConflictService:
                 "status": claim.status.value,
                 "fingerprint": claim.fingerprint,
                 "targetRecordId": claim.target_record_id,
-                "data": claim.result_data,
+                "data": claim.data,
             }
             # "Failed, confirmed safe to retry" under the new fingerprint: its next claim proceeds, while the
             # old version, already done, is a mismatch again (a released claim would let any version through).
@@ -307,13 +307,13 @@ class ConflictService:
                 changed,
                 status=ClaimStatus.FAILED,
                 retryable=True,
-                error_reason=f"Superseded: reviewer {conflict.reviewer} accepted a new version (conflict "
+                error=f"Superseded: reviewer {conflict.reviewer} accepted a new version (conflict "
                 f"{conflict.conflict_id}); its next claim may proceed.",
                 fingerprint=conflict.fingerprint,
                 generation=claim.generation + 1,
                 lease_expires_at=None,
                 target_record_id=None,
-                result_data=None,
+                data=None,
                 completed_at=None,
             )
         event = self._core.event(

@@ -111,9 +111,9 @@ class ResultService:
             claim,
             status=ClaimStatus(request.outcome.value),
             target_record_id=request.target_record_id,
-            result_data=request.data,
+            data=request.data,
             completed_at=now if succeeded else None,
-            error_reason=request.error,
+            error=request.error,
             retryable=request.retryable if failed else None,
             # A failure for good waits for a review of its own: an earlier reviewer saw another attempt.
             reviewer=None if failed and not request.retryable else claim.reviewer,
@@ -145,8 +145,8 @@ class ResultService:
         return (
             claim.status.value == request.outcome.value
             and claim.target_record_id == request.target_record_id
-            and claim.result_data == request.data
-            and claim.error_reason == request.error
+            and claim.data == request.data
+            and claim.error == request.error
             and (request.outcome is not Outcome.FAILED or claim.retryable == request.retryable)
         )
 
@@ -167,7 +167,7 @@ class ResultService:
                 status=ClaimStatus.UNKNOWN,
                 lease_expires_at=None,
                 updated_at=now,
-                error_reason=f"Released while reconciling: attempt {doubted.attempt}'s outcome is still unknown.",
+                error=f"Released while reconciling: attempt {doubted.attempt}'s outcome is still unknown.",
                 released_in_doubt=True,
             )
             recognised = (

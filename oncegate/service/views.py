@@ -28,7 +28,7 @@ def last_attempt(earlier: EarlierAttempt | None) -> LastAttempt | None:
 def claim_result(claim: Claim) -> ClaimResult:
     return ClaimResult(
         target_record_id=claim.target_record_id,
-        data=claim.result_data,
+        data=claim.data,
         completed_at=claim.completed_at,
         run_id=claim.run_id,
         flow=flow_ref(claim.flow),
@@ -65,9 +65,9 @@ def claim_view(claim: Claim, history: list[HistoryEvent] | None = None) -> Claim
         run_id=claim.run_id,
         flow=flow_ref(claim.flow),
         target_record_id=claim.target_record_id,
-        data=claim.result_data,
+        data=claim.data,
         completed_at=claim.completed_at,
-        error=claim.error_reason,
+        error=claim.error,
         retryable=claim.retryable,
         reviewer=claim.reviewer,
         history=None if history is None else [history_entry(event) for event in history],

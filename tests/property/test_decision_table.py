@@ -73,7 +73,7 @@ def _claim(expected: ExpectedClaim) -> tuple[Claim, list[FingerprintRecord]]:
         updated_at=NOW,
         lease_expires_at=expected.lease_expires_at if expected.status is ClaimStatus.IN_PROGRESS else None,
         retryable=expected.result.retryable if expected.result else None,
-        error_reason=expected.result.error if expected.result else None,
+        error=expected.result.error if expected.result else None,
     )
     if expected.granted is Decision.RECONCILE:
         earlier = EarlierAttempt(expected.attempt - 1, "run-earlier", None, ClaimStatus.IN_PROGRESS, NOW)

@@ -189,8 +189,8 @@ def api_max_result(claim: Claim, error: str) -> Claim:
         claim,
         status=ClaimStatus.FAILED,
         target_record_id=CONTROL * api_max_length("target_record_id"),
-        result_data=api_max_data(),
-        error_reason=error,
+        data=api_max_data(),
+        error=error,
         retryable=False,
         lease_expires_at=None,
     )
@@ -251,7 +251,7 @@ class StoreContract:
         assert store.list_events(claim_id) == [e for e in events if e.run_id == winners[0].run_id]
 
     def test_update_with_current_version_replaces_the_claim(self, store: ClaimStore) -> None:
-        claim = records.full_claim(status=ClaimStatus.IN_PROGRESS, completed_at=None, result_data=None)
+        claim = records.full_claim(status=ClaimStatus.IN_PROGRESS, completed_at=None, data=None)
         first_event = records.event(claim.claim_id)
         created = store.create_claim(claim, first_event)
         # Cleared fields must disappear: a store that merges instead of replacing keeps them.
@@ -259,9 +259,9 @@ class StoreContract:
             created,
             status=ClaimStatus.SUCCEEDED,
             completed_at=T0 + timedelta(minutes=1),
-            result_data={"orderId": "SO-1"},
+            data={"orderId": "SO-1"},
             lease_expires_at=None,
-            error_reason=None,
+            error=None,
             retryable=None,
             flow=None,
             legacy_resolutions=(),
@@ -876,7 +876,7 @@ class StoreContract:
         # As JSON the text starts with a quote, so an emoji straddles the first 32K boundary: a cut there
         # would leave half a character at the end of one piece and the other half at the start of the next.
         text = "x" * (PROPERTY_UNITS - 2) + EMOJI * 3 + "y" * PROPERTY_UNITS
-        claim = records.full_claim(result_data=text, error_reason=text)
+        claim = records.full_claim(data=text, error=text)
         event = records.event(claim.claim_id, details={"text": text})
         conflict = records.resolved_conflict(details=text, note=text)
 
@@ -891,7 +891,7 @@ class StoreContract:
         assert store.list_conflicts(status=None, scope=None, limit=50, cursor=None).items == [stored]
 
     def test_a_claim_just_under_the_entity_limit_round_trips(self, store: ClaimStore) -> None:
-        claim = records.claim(result_data="x" * (ENTITY_BYTES // 2 - 8 * 1024))
+        claim = records.claim(data="x" * (ENTITY_BYTES // 2 - 8 * 1024))
 
         created = store.create_claim(claim, records.event(claim.claim_id))
 
@@ -919,14 +919,12 @@ class StoreContract:
         conflict = store.create_conflict(records.conflict(claim_id=claim.claim_id))
         later = T0 + timedelta(seconds=1)
         writes: dict[str, Callable[[], object]] = {
-            "create claim": lambda: store.create_claim(
-                replace(other, result_data=OVER_ENTITY), records.event(other.claim_id)
-            ),
+            "create claim": lambda: store.create_claim(replace(other, data=OVER_ENTITY), records.event(other.claim_id)),
             "create claim with event": lambda: store.create_claim(
                 other, records.event(other.claim_id, details={"text": OVER_ENTITY})
             ),
             "update claim": lambda: store.update_claim(
-                replace(created, error_reason=OVER_ENTITY), records.event(claim.claim_id, at=later)
+                replace(created, error=OVER_ENTITY), records.event(claim.claim_id, at=later)
             ),
             "update claim with event": lambda: store.update_claim(
                 replace(created, attempt=2), records.event(claim.claim_id, at=later, details={"text": OVER_ENTITY})

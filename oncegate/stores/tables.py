@@ -127,6 +127,8 @@ TRANSACTION_LIMIT = 100
 SOURCE_INDEX = "source-"
 REFERENCE_INDEX = "reference-"
 INDEX_FILTER = "PartitionKey eq @pk and RowKey gt @after"
+# The repair reads and writes this many claims at a time: the most a query answers in one page.
+REPAIR_PAGE_ROWS = 1000
 INDEX_REPAIR_FILTER = "RowKey eq @rk and FirstReceivedAt ge @since and ( Source gt @none or Reference gt @none )"
 
 BAD_REQUEST = (400,)
@@ -463,23 +465,30 @@ class TableStore:
             with self._index_lock:
                 self._unindexed = {**taken, **self._unindexed}
 
-    def repair_index(self, *, received_since: datetime) -> int:
+    def repair_index(self, *, received_since: datetime, page_rows: int = REPAIR_PAGE_ROWS) -> int:
         """Write the index rows of every claim first received since ``received_since`` that names a source or a
         reference: those an instance stopped before its flush left out. Reads through the claims table (as
         the purge does); idempotent. How many claims it indexed.
+
+        It holds one page of ``page_rows`` claims at a time and writes its rows before reading the next, so a
+        busy day's claims never sit in memory at once, and a repair cut short keeps what it wrote.
         """
         parameters = {"rk": CLAIM_ROW, "since": received_since, "none": ""}
         columns_read = ["ClaimId", "FirstReceivedAt", "Source", "Reference"]
+        repaired = 0
         with _translated():
-            rows = list(self._claims.query_entities(INDEX_REPAIR_FILTER, parameters=parameters, select=columns_read))
-        for row in rows:
-            self._to_index(
-                _index_entities(
-                    row["ClaimId"], row["FirstReceivedAt"], source=row.get("Source"), reference=row.get("Reference")
-                )
+            query = self._claims.query_entities(
+                INDEX_REPAIR_FILTER, parameters=parameters, select=columns_read, results_per_page=page_rows
             )
-        self.flush_index()
-        return len(rows)
+            for page in query.by_page():
+                for row in page:
+                    source, reference = row.get("Source"), row.get("Reference")
+                    self._to_index(
+                        _index_entities(row["ClaimId"], row["FirstReceivedAt"], source=source, reference=reference)
+                    )
+                    repaired += 1
+                self.flush_index()
+        return repaired
 
     def _to_index(self, entities: list[dict[str, Any]]) -> None:
         with self._index_lock:

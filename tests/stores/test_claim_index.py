@@ -9,12 +9,17 @@ written; the daily repair writes those of an instance that stopped before its fl
 from __future__ import annotations
 
 from datetime import timedelta
+from urllib.parse import unquote
 
 import pytest
+from azure.core.exceptions import ServiceRequestError
+from azure.core.pipeline import PipelineRequest
+from azure.core.rest import HttpRequest
 from azure.data.tables import TableClient
 
 from oncegate.domain.records import Claim, ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
+from oncegate.errors import StoreUnavailable
 from oncegate.stores.tables import TableStore, table_names
 from tests.support import records
 from tests.support.azurite import Azurite, ExternalTables, TableStoreFactory
@@ -72,6 +77,33 @@ def test_another_instance_finds_claims_once_their_maker_flushed_and_the_repair_f
     assert before == [claim.claim_id for claim in flushed]
     assert repaired == again == 5
     assert sorted(found(reader, source="shop-eu")) == sorted(claim.claim_id for claim in [*flushed, *lost])
+
+
+def test_a_repair_writes_each_page_before_reading_the_next_so_a_cut_keeps_what_it_wrote(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    maker = table_store_factory()
+    lost = made(maker, 5, source="shop-eu")
+    maker._unindexed.clear()  # the maker stopped before its flush
+    reads: list[str] = []
+
+    def outage_at_the_third_page(request: PipelineRequest[HttpRequest]) -> None:
+        if request.http_request.method == "GET" and "FirstReceivedAt" in unquote(request.http_request.url):
+            reads.append(request.http_request.url)
+            if len(reads) == 3:
+                raise ServiceRequestError("connection reset")
+
+    cut = table_store_factory(raw_request_hook=outage_at_the_third_page, retry_total=0)
+    with pytest.raises(StoreUnavailable):
+        cut.repair_index(received_since=T0, page_rows=2)
+    kept = found(table_store_factory(), source="shop-eu")
+    finished = table_store_factory().repair_index(received_since=T0, page_rows=2)
+
+    # The repair reads in claim id order: the two pages before the cut, four claims, are indexed.
+    assert len(kept) == 4
+    assert set(kept) < {claim.claim_id for claim in lost}
+    assert finished == 5
+    assert found(table_store_factory(), source="shop-eu") == [claim.claim_id for claim in lost]
 
 
 def test_the_index_is_kept_in_first_received_order_and_since_reads_one_range(

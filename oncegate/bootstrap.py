@@ -23,9 +23,11 @@ from oncegate.service.claims import ClaimService
 from oncegate.service.common import ClaimsCore, utc_now
 from oncegate.service.conflicts import ConflictService
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
+from oncegate.service.key_secrets import KeySecrets
 from oncegate.service.privacy import StoredDataGuard
 from oncegate.service.results import ResultService
 from oncegate.service.retention import Retention
+from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 
@@ -33,6 +35,8 @@ _lock = threading.Lock()
 _services: Services | None = None
 _settings: Settings | None = None
 _cursor_seal: CursorSeal | None = None
+# Beside a SQLite database ``oncegate.db``: ``oncegate.db.store-id``.
+STORE_ID_SUFFIX = ".store-id"
 
 
 def build_store(settings: Settings) -> ClaimStore:
@@ -74,6 +78,7 @@ class Services:
     inventory: Inventory
     attention: Attention
     retention: Retention
+    key_secrets: KeySecrets
     store: ClaimStore
     # Where the store is (settings.store_location), for health; None for services wired by hand.
     store_location: str | None = None
@@ -96,6 +101,9 @@ def wire(
     flush_interval: timedelta = FLUSH_INTERVAL,
     unknown_alert: timedelta = UNKNOWN_ALERT,
     store_location: str | None = None,
+    pin: StoreIdPin | None = None,
+    wall_clock: Callable[[], datetime] | None = None,
+    check_interval: timedelta = CHECK_INTERVAL,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
     # Everything else a request stores (oncegate.service.privacy): the key's policy unless it has its own.
@@ -110,9 +118,18 @@ def wire(
         require_registered=require_registered_flows,
         stored_data=stored_data,
     )
-    core = ClaimsCore(
+    # The key secrets, the store's id and its clock, checked every ``check_interval`` (oncegate.service.safeguard).
+    safeguard = Safeguard(
         store,
         keys if isinstance(keys, KeyRing) else KeyRing(keys),
+        clock=clock,
+        wall_clock=wall_clock,
+        pin=pin,
+        interval=check_interval,
+    )
+    core = ClaimsCore(
+        store,
+        safeguard,
         clock=clock,
         inventory=inventory,
         stored_data=stored_data,
@@ -127,6 +144,7 @@ def wire(
         # Governance: the claims that need a person, and the deletion of finished ones after their retention.
         attention=Attention(store, clock=clock, unknown_alert=unknown_alert),
         retention=Retention(store, inventory, clock=clock),
+        key_secrets=KeySecrets(store, clock=clock, pin=pin),
         store=store,
         store_location=store_location,
     )
@@ -142,7 +160,15 @@ def build_services(settings: Settings, *, secret: str | None = None) -> Services
         require_registered_flows=settings.require_registered_flows,
         unknown_alert=timedelta(minutes=settings.unknown_alert_minutes),
         store_location=settings.store_location,
+        pin=store_pin(settings),
     )
+
+
+def store_pin(settings: Settings) -> StoreIdPin:
+    """Where the store's id is kept outside the store: the setting, else (SQLite) a file beside the database."""
+    if settings.store_id is None and settings.store is StoreKind.SQLITE:
+        return PinnedFile(settings.sqlite_path.with_name(settings.sqlite_path.name + STORE_ID_SUFFIX))
+    return PinnedSetting(settings.store_id)
 
 
 def get_settings() -> Settings:

@@ -29,6 +29,7 @@ DEFAULT_UNKNOWN_ALERT_MINUTES = 15
 MAX_UNKNOWN_ALERT_MINUTES = 7 * 24 * 60
 # Table names are 3-63 letters and digits starting with a letter; the longest suffix is "Conflicts".
 TABLE_PREFIX_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9]{0,49}")
+STORE_ID_PATTERN = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 
 class StoreKind(StrEnum):
@@ -91,6 +92,8 @@ class Settings:
     sensitive_data: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT
     require_registered_flows: bool = False
     unknown_alert_minutes: int = DEFAULT_UNKNOWN_ALERT_MINUTES
+    # The id of the store this app serves, kept outside it: a wiped or replaced store is refused (issue 22).
+    store_id: str | None = None
     entra: EntraApi | None = None
 
     @classmethod
@@ -120,6 +123,7 @@ class Settings:
                 "ONCEGATE_REQUIRE_REGISTERED_FLOWS", read("ONCEGATE_REQUIRE_REGISTERED_FLOWS")
             ),
             unknown_alert_minutes=_unknown_alert_minutes(read("ONCEGATE_UNKNOWN_ALERT_MINUTES")),
+            store_id=_store_id(read("ONCEGATE_STORE_ID")),
         )
         settings._validate()
         if settings.auth is AuthMode.ENTRA:
@@ -190,6 +194,14 @@ class Settings:
                 "ONCEGATE_KEY_SECRET",
                 "is required with ONCEGATE_STORE=tables: every instance must hash keys with the same secret.",
             )
+
+
+def _store_id(value: str | None) -> str | None:
+    if value is not None and not STORE_ID_PATTERN.fullmatch(value):
+        raise ConfigError(
+            "ONCEGATE_STORE_ID", "must be 1-64 letters, digits and dashes: the id `oncegate health` shows as store id."
+        )
+    return value
 
 
 def _check_secret(setting: str, secret: str | None) -> None:

@@ -13,7 +13,8 @@
     ├── StateConflict             409 stale_claim | claim_busy | conflict_resolved | claim_not_blocked
     ├── TooLarge                  413 too_large
     ├── StoreUnavailable          503 store_unavailable (with Retry-After)
-    │   └── SignInUnavailable     503 signin_unavailable (the tenant's signing keys could not be fetched)
+    │   ├── SignInUnavailable     503 signin_unavailable (the tenant's signing keys could not be fetched)
+    │   └── ClockSkewed           503 clock_skew (this instance's clock is too far from the store's)
     └── NotConfigured             503 not_configured (names the setting in ``target``)
 
     Framing refusals              answered by the local server (``oncegate serve``) to a request it cannot
@@ -136,6 +137,17 @@ class SignInUnavailable(StoreUnavailable):
     """Entra ID mode: the tenant's published signing keys could not be fetched, so no token can be checked."""
 
     code = "signin_unavailable"
+
+
+class ClockSkewed(StoreUnavailable):
+    """This instance's clock is further from the store's than leases allow: nothing is granted or expired on it."""
+
+    code = "clock_skew"
+    retry_after_seconds = 30
+
+    def __init__(self, message: str, *, skew: Any) -> None:
+        super().__init__(message, target="clock")
+        self.skew = skew
 
 
 class NotConfigured(OnceGateError):

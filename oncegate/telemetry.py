@@ -9,8 +9,8 @@ dimensions in ``customDimensions`` (as text: ``toint()`` and ``todouble()`` them
     OnceGate.Review             every Review claim answer but a 503
     OnceGate.ConflictResolved   every Resolve conflict answer but a 503
     OnceGate.Unavailable        every 503, of any action, instead of the action's own event: store_unavailable,
-                                signin_unavailable, or not_configured naming the setting (a key secret the
-                                store does not know among them)
+                                signin_unavailable, clock_skew (with the skew), or not_configured naming the
+                                setting (a key secret the store does not know, a wiped store among them)
     OnceGate.Purge              every run of the retention purge
     OnceGate.Watch              every run of the attention watch: claims needing attention, open conflicts
     OnceGate.Attention          per run of the watch, one per scope and reason of the claims needing attention
@@ -55,6 +55,7 @@ ACTION = "action"  # the action answered, e.g. check_and_claim (a timer's functi
 HTTP_STATUS = "httpStatus"
 ERROR_CODE = "errorCode"  # the error body's code; absent from a 200
 SETTING = "setting"  # with not_configured: the setting to fix, e.g. ONCEGATE_KEY_SECRET
+CLOCK_SKEW_SECONDS = "clockSkewSeconds"  # with clock_skew: how far this instance's clock is ahead of the store's
 ROUND_TRIPS = "roundTrips"  # store requests (Table Storage) or statements (SQLite) the answer cost
 LATENCY_MS = "latencyMs"  # from the request reaching OnceGate to the answer rendered
 SCOPE = "scope"
@@ -96,7 +97,7 @@ CHECK = Event("OnceGate.Check", _ANSWER | _FLOW | {DECISION, WARNINGS, HOLDER_FL
 RESULT = Event("OnceGate.Result", _ANSWER | _FLOW | {OUTCOME, RETRYABLE})
 REVIEW = Event("OnceGate.Review", _ANSWER | {SCOPE})
 CONFLICT_RESOLVED = Event("OnceGate.ConflictResolved", _ANSWER | {SCOPE, RESOLUTION, SOURCE})
-UNAVAILABLE = Event("OnceGate.Unavailable", _ANSWER | _FLOW | {ACTION, SETTING})
+UNAVAILABLE = Event("OnceGate.Unavailable", _ANSWER | _FLOW | {ACTION, SETTING, CLOCK_SKEW_SECONDS})
 PURGE = Event("OnceGate.Purge", frozenset({DELETED, EXAMINED, KEPT, PAGES, FINISHED, STORE_FAILED, LATENCY_MS}))
 WATCH = Event("OnceGate.Watch", frozenset({WATCH_RUN, CLAIMS, CONFLICTS}))
 ATTENTION = Event("OnceGate.Attention", frozenset({WATCH_RUN, SCOPE, REASON, CLAIMS, OLDEST_SINCE}))

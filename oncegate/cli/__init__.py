@@ -2,6 +2,9 @@
 
   oncegate serve [--host H] [--port P] [--app-dir D]
   oncegate purge [--dry-run] [--page-size N] [--max-pages N] [--resume CURSOR] [--json]
+  oncegate keys [list] [--json]
+  oncegate keys retire KEY_ID [--orphan N]
+  oncegate store init
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
     claims show CLAIM_ID
     claims lookup --scope SCOPE --key KEY   (its first name, find, still works)
@@ -19,8 +22,8 @@
     drill [--scope SCOPE] [--source SOURCE] [--concurrency N]
     health
 
-serve and purge work on the store the environment's settings name (ONCEGATE_STORE...), as the
-app does, and say which store that is; every other command talks to a deployment over its HTTP API.
+serve, purge, keys and store work on the store the environment's settings name (ONCEGATE_STORE...),
+as the app does, and say which store that is; every other command talks to a deployment over its HTTP API.
 Tables are for people; --json prints the service's answer for scripts. Progress goes to stderr.
 
 Exit status: 0 done; 1 the drill found the service deviating from the contract; 2 bad usage, a
@@ -51,7 +54,7 @@ from oncegate.domain.limits import (
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Resolution
 from oncegate.service.retention import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
-LOCAL_COMMANDS = ("serve", "purge")
+LOCAL_COMMANDS = ("serve", "purge", "keys", "store")
 MIN_CONCURRENCY = 2
 MAX_CONCURRENCY = 128
 # The service's bounds on a list page (the top query parameter of every list).
@@ -333,6 +336,47 @@ def _add_drill(subparsers: Any) -> None:
     )
 
 
+def _add_keys(subparsers: Any) -> None:
+    description = (
+        "the store's id and the key secrets its claims were made with (check values, never secrets), with the "
+        "claims made with each; on the store the environment's settings name, as serve does"
+    )
+    keys = subparsers.add_parser("keys", help=description, description=description)
+    keys.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print them as JSON")
+    keys.set_defaults(handler=commands.keys, action="list")
+    actions = keys.add_subparsers(dest="action")
+    listed = actions.add_parser("list", help="the store's id and key secrets (the default)")
+    listed.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print them as JSON")
+    retire = actions.add_parser(
+        "retire",
+        help="end a rotation: instances no longer need ONCEGATE_KEY_SECRET_PREVIOUS for this secret",
+        description=(
+            "retire a key secret no claim needs any more (the runbook's third step). Refused while claims made "
+            "with it remain, unless --orphan names how many: their keys would be answered proceed again"
+        ),
+    )
+    retire.add_argument("key_id", metavar="KEY_ID", help="the secret's check value, as `oncegate keys` lists it")
+    retire.add_argument(
+        "--orphan",
+        type=_whole_number(0, 10**12),
+        metavar="N",
+        help="retire it although N claims were made with it (the number `oncegate keys` shows)",
+    )
+    store = subparsers.add_parser("store", help="the store itself: start a new one after a wipe").add_subparsers(
+        dest="action", required=True
+    )
+    init = store.add_parser(
+        "init",
+        help="mark a store that has no id (wiped, restored empty, or new) as the one this app serves",
+        description=(
+            "mark a store that has no id as the store this app serves, with the id ONCEGATE_STORE_ID (or the "
+            "SQLite store-id file) names, else a new one. The app refuses an empty store it knew: this is the "
+            "explicit step that accepts that every claim made before is forgotten"
+        ),
+    )
+    init.set_defaults(handler=commands.store_init)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="oncegate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -342,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     _add_serve(subparsers)
     _add_purge(subparsers)
+    _add_keys(subparsers)
     _add_claims(subparsers)
     _add_conflicts(subparsers)
     _add_flows(subparsers)

@@ -98,22 +98,35 @@ def _unbound(host: str, port: int, exc: OSError) -> str:
     return f"cannot listen on {host}:{port}: {exc.strerror or exc}. Choose another --host or --port."
 
 
-def purge(args: argparse.Namespace) -> int:
-    """Retention's purge on the store of the environment's settings, a progress line per page on stderr."""
+def _local_services(command: str, *, create: bool = False) -> tuple[Any, Any] | int:
+    """The services over the store of the environment's settings, and the settings; or the exit status of a refusal.
+
+    A SQLite database that does not exist is refused: opening it would make an empty one (and a new key
+    secret) here, and report on nothing.
+    """
     from oncegate.bootstrap import build_services
     from oncegate.config import ConfigError, Settings, StoreKind
     from oncegate.errors import OnceGateError
 
     try:
         settings = Settings.from_environment()
-        if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists():
-            # Opening it would make an empty database and a new key secret here, and report 0 claims.
-            return refused("purge", f"no database at {settings.store_location}: {_where_is_the_store()}")
-        services = build_services(settings)
+        if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists() and not create:
+            return refused(command, f"no database at {settings.store_location}: {_where_is_the_store(command)}")
+        return build_services(settings), settings
     except ConfigError as exc:
-        return refused("purge", str(exc))
+        return refused(command, str(exc))
     except OnceGateError as exc:
-        return refused("purge", f"{settings.store_text}: {exc.message}", SERVICE_EXIT)
+        return refused(command, f"{settings.store_text}: {exc.message}", SERVICE_EXIT)
+
+
+def purge(args: argparse.Namespace) -> int:
+    """Retention's purge on the store of the environment's settings, a progress line per page on stderr."""
+    from oncegate.errors import OnceGateError
+
+    opened = _local_services("purge")
+    if isinstance(opened, int):
+        return opened
+    services, settings = opened
     progress(f"Purging on {settings.store_text}")
     try:
         report = services.retention.purge(
@@ -143,9 +156,60 @@ def purge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _where_is_the_store() -> str:
+def keys(args: argparse.Namespace) -> int:
+    """The store's id and key secrets (``keys``), or retire one (``keys retire``), on the settings' store."""
+    from oncegate.errors import OnceGateError
+
+    command = "keys retire" if args.action == "retire" else "keys"
+    opened = _local_services(command)
+    if isinstance(opened, int):
+        return opened
+    services, settings = opened
+    try:
+        if args.action == "retire":
+            record = services.key_secrets.retire(args.key_id, orphan=args.orphan)
+            print(f"Key secret {record.key_id} is retired on {settings.store_text}.")
+            return 0
+        marks = services.key_secrets.marks()
+        counts = {
+            record.key_id: services.key_secrets.claims_made_with(record.key_id)
+            for record in marks.secrets
+            if record.live
+        }
+    except OnceGateError as exc:
+        return refused(command, exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+    except KeyboardInterrupt:
+        return INTERRUPTED_EXIT
+    finally:
+        services.close()
+    if args.json:
+        print(json.dumps(rendering.key_secrets_json(marks, counts), indent=2))
+    else:
+        rendering.show(rendering.key_secrets_text(marks, counts, settings.store_text), sys.stdout)
+    return 0
+
+
+def store_init(args: argparse.Namespace) -> int:
+    """Mark a store without an id (wiped, new, or of an earlier release) as the one this app serves."""
+    from oncegate.errors import OnceGateError
+
+    opened = _local_services("store init", create=True)
+    if isinstance(opened, int):
+        return opened
+    services, settings = opened
+    try:
+        store_id = services.key_secrets.start_store()
+    except OnceGateError as exc:
+        return refused("store init", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+    finally:
+        services.close()
+    print(f"{settings.store_text} is now store {store_id}; claims made before it was wiped are forgotten.")
+    return 0
+
+
+def _where_is_the_store(command: str) -> str:
     return (
-        "purge works on the store oncegate serve uses. Run it in the folder where oncegate serve runs, or set "
+        f"{command} works on the store oncegate serve uses. Run it in the folder where oncegate serve runs, or set "
         "ONCEGATE_SQLITE_PATH (or ONCEGATE_STORE=tables and its settings) as the app has them."
     )
 

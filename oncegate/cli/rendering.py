@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from oncegate.cli.drill import Lookup, Report
+from oncegate.domain.records import KeySecretRecord, StoreMarks
 from oncegate.models import (
     ClaimCounts,
     ClaimNeedingAttention,
@@ -438,3 +439,56 @@ def purge_text(report: PurgeReport, store: str) -> RenderableType:
         f"{verb.lower()} {report.deleted_total}."
     )
     return _spaced(Text(f"Store: {store}"), table, Group(Text(f"Kept: {kept}"), Text(examined)))
+
+
+def _secret_state(record: KeySecretRecord, newest: str | None) -> str:
+    if record.retired_at is not None:
+        return "retired"
+    if record.in_use_from is None:
+        return "announced"
+    return "current" if record.key_id == newest else "previous"
+
+
+def key_secrets_json(marks: StoreMarks, counts: dict[str, int]) -> dict[str, Any]:
+    newest = _newest_secret(marks)
+    return {
+        "storeId": marks.store_id,
+        "keySecrets": [
+            {
+                "keyId": record.key_id,
+                "state": _secret_state(record, newest),
+                "addedAt": _when(record.added_at),
+                "inUseFrom": _when(record.in_use_from),
+                "retiredAt": _when(record.retired_at),
+                "claims": counts.get(record.key_id),
+            }
+            for record in _by_use(marks)
+        ],
+    }
+
+
+def key_secrets_text(marks: StoreMarks, counts: dict[str, int], store: str) -> RenderableType:
+    newest = _newest_secret(marks)
+    rows = [
+        [
+            record.key_id,
+            _secret_state(record, newest),
+            _when(record.in_use_from) or "",
+            _when(record.retired_at) or "",
+            str(counts[record.key_id]) if record.key_id in counts else "",
+        ]
+        for record in _by_use(marks)
+    ]
+    header = Text(f"Store: {store}, store id {marks.store_id or '(none yet)'}")
+    table = _table(["KEY ID", "STATE", "IN USE FROM", "RETIRED", "CLAIMS"], rows) if rows else "No key secret yet."
+    return _spaced(header, table)
+
+
+def _by_use(marks: StoreMarks) -> list[KeySecretRecord]:
+    far = datetime.max.replace(tzinfo=UTC)
+    return sorted(marks.secrets, key=lambda record: (record.in_use_from or far, record.added_at))
+
+
+def _newest_secret(marks: StoreMarks) -> str | None:
+    live = [record for record in _by_use(marks) if record.live]
+    return live[-1].key_id if live else None

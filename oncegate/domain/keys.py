@@ -16,6 +16,7 @@ import hmac
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import rfc8785
@@ -138,10 +139,21 @@ def payload_fingerprint(payload: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
-def conflict_id(claim_id: str, fingerprint: str | None, round_: int) -> str:
-    """Same claim + fingerprint + resolution round gives the same id, so an open conflict is found again."""
-    message = f"{claim_id}\n{fingerprint or ''}\n{round_}".encode()
-    return _b32(hashlib.sha256(message).digest()[:15])
+def conflict_id(claim_id: str, fingerprint: str | None, round_: int, *, born: datetime | None = None) -> str:
+    """Same claim + fingerprint + resolution round gives the same id, so an open conflict is found again.
+
+    ``born``: when the claim was first received, for a claim made again after retention deleted the key's
+    earlier one, whose conflicts took the plain ids (issue 22): a new life of the key gets ids of its own.
+    """
+    # Whole seconds: the time reads back the same from every store (two lives of a key are days apart).
+    life = f"\n{born.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}" if born else ""
+    message = f"{claim_id}\n{fingerprint or ''}\n{round_}{life}"
+    return _b32(hashlib.sha256(message.encode()).digest()[:15])
+
+
+def conflict_ids(claim_id: str, fingerprint: str | None, round_: int, born: datetime) -> tuple[str, str]:
+    """The ids a conflict of this round may have: the plain one, and the one of a claim made again."""
+    return conflict_id(claim_id, fingerprint, round_), conflict_id(claim_id, fingerprint, round_, born=born)
 
 
 class KeyRing:

@@ -102,6 +102,8 @@ class Claim:
     released_in_doubt: bool = False
     state_in_history: bool = False
     generation: int = 0
+    # The check value of the key secret the claim id was made with (None on rows of earlier releases).
+    key_id: str | None = None
     legacy_token: str | None = None
     legacy_resolutions: tuple[AppliedResolution, ...] = ()
     version: str | None = None
@@ -299,3 +301,44 @@ class Overlap:
     last_seen_at: datetime | None = None
     example_claim_id: str | None = None
     version: str | None = None
+
+
+@dataclass(frozen=True)
+class KeySecretRecord:
+    """A key secret this store knows, by its check value (``KeyHasher.key_id``), never the secret.
+
+    ``in_use_from`` is when claims began to be made with it: None while it is only announced (an
+    instance holds it as ``ONCEGATE_KEY_SECRET_NEXT``). The first secret of a store is in use from its
+    first claim; the next one from a moment a little after an instance first ran with it as its
+    current secret (the switch), so that every instance still on the older secret alone notices
+    before any claim is made with the newer one. ``retired_at`` is set by an operator who confirmed
+    that no claim made with it is needed any more (``oncegate keys retire``).
+    """
+
+    key_id: str
+    added_at: datetime
+    in_use_from: datetime | None = None
+    retired_at: datetime | None = None
+    version: str | None = None
+
+    @property
+    def live(self) -> bool:
+        """In use and not retired: every instance must be able to read the claims made with it."""
+        return self.in_use_from is not None and self.retired_at is None
+
+
+@dataclass(frozen=True)
+class StoreMarks:
+    """What a store says about itself, read in one round trip: who it is, its key secrets, its clock.
+
+    ``store_id`` is written once, when the store is first used (or by ``oncegate store init``): a
+    store that lost it was wiped or replaced. ``clock`` is the store's own time as its answer said
+    (Table Storage's ``Date``), None where the store shares this machine's clock (SQLite).
+    """
+
+    store_id: str | None
+    secrets: tuple[KeySecretRecord, ...]
+    clock: datetime | None = None
+    # When the question was asked and the answer came, on this instance's clock: the store's time lies between.
+    asked_at: datetime | None = None
+    answered_at: datetime | None = None

@@ -78,7 +78,7 @@ class ClaimService:
         ``signed_in`` names the caller Entra ID signed in (None with function keys): a grant made to a
         signed-in caller is given back to that caller only.
         """
-        self._core.require_known_secret()
+        self._core.require_safe_store()
         # Source and reference are stored in clear: checked first, before anything is read or written.
         stored_warnings = self._core.stored_data.check(request, f"a claim of run {request.run_id}")
         caller = replace(self._caller(request), signed_in=signed_in)
@@ -149,6 +149,7 @@ class ClaimService:
             lease_expires_at=caller.lease_expires_at,
             source=caller.source,
             reference=caller.reference,
+            key_id=caller.hasher.key_id,
         )
         event = self._claim_event(claim, caller, Decision.PROCEED, "No claim existed for this key: first attempt.")
         try:
@@ -342,7 +343,7 @@ class ClaimService:
 
     def lookup(self, request: LookupRequest) -> ClaimView:
         """The processing record of a business key, found through its digest (under any secret known)."""
-        self._core.require_known_secret()
+        self._core.require_safe_store()
         identities, scope, _ = self._core.identify(request)
         found = self._core.find(identities)
         if found is None:
@@ -369,5 +370,5 @@ class ClaimService:
     def health(self) -> Health:
         """Raises ``StoreUnavailable`` when the store does not answer, ``NotConfigured`` for another secret."""
         self._core.store.ping()
-        self._core.require_known_secret()
+        self._core.require_safe_store()
         return Health(status="ok", store=self._core.store.kind, version=__version__)

@@ -25,7 +25,6 @@ from oncegate.domain.statuses import (
     EventKind,
 )
 from oncegate.errors import (
-    NotConfigured,
     NotFound,
     SensitiveKey,
     StoreRace,
@@ -40,6 +39,7 @@ from oncegate.models import (
 from oncegate.service.inventory import Inventory
 from oncegate.service.privacy import StoredDataGuard
 from oncegate.service.recent import RecentClaims
+from oncegate.service.safeguard import Safeguard
 from oncegate.stores.port import ClaimStore
 
 logger = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ class ClaimsCore:
     def __init__(
         self,
         store: ClaimStore,
-        keys: KeyRing,
+        safeguard: Safeguard,
         *,
         clock: Callable[[], datetime],
         inventory: Inventory,
@@ -189,12 +189,11 @@ class ClaimsCore:
         sensitive_keys: SensitiveKeyPolicy,
     ) -> None:
         self.store = store
-        self.keys = keys
+        self.safeguard = safeguard
         self.clock = clock
         self.inventory = inventory
         self.stored_data = stored_data
         self.sensitive_keys = sensitive_keys
-        self.secret_checked = False
         self.recent = RecentClaims()
 
     def identify(self, intent: BusinessIntent | LookupRequest) -> tuple[tuple[Identity, ...], str, list[str]]:
@@ -235,29 +234,17 @@ class ClaimsCore:
                 continue
         return None
 
-    def require_known_secret(self) -> None:
-        """Refuse to act with a secret this store was never used with; remember the secrets it is used with.
+    @property
+    def keys(self) -> KeyRing:
+        """The key secrets to claim with now (during a switch, the ring of the phase before it)."""
+        return self.safeguard.ring()
 
-        A new secret would give every business key a new claim id, and every key already done would
-        be answered ``proceed`` again: a redeploy that regenerated the secret must stop here, not there.
+    def require_safe_store(self) -> None:
+        """Refuse to act on a store whose claims this instance cannot read as they were made: another or a
+        missing key secret, a store wiped or replaced, a clock too far from the store's (``oncegate.service.
+        safeguard``). Each of those would answer ``proceed`` for keys already done.
         """
-        if self.secret_checked:
-            return
-        known = self.store.key_ids()
-        if known and not known & set(self.keys.key_ids):
-            raise NotConfigured(
-                "This store's claims were made with another key secret: every key already done would be "
-                "claimed again. Set ONCEGATE_KEY_SECRET to the secret the store was used with (in Azure, Key "
-                "Vault keeps its earlier versions; on SQLite, the key-secret file beside the database, or unset "
-                "ONCEGATE_KEY_SECRET to use that file), or during a rotation set ONCEGATE_KEY_SECRET_PREVIOUS to it.",
-                target="ONCEGATE_KEY_SECRET",
-            )
-        # The current secret first: an instance of a neighbouring phase that reads the store between two of
-        # these writes must find a secret it knows, and every phase knows its neighbours' current secrets.
-        for key_id in sorted(self.keys.key_ids, key=lambda key_id: key_id != self.keys.current.key_id):
-            if key_id not in known:
-                self.store.add_key_id(key_id)
-        self.secret_checked = True
+        self.safeguard.ring()
 
     def explicit(self, claim: Claim) -> Claim:
         """The claim with its reconciling state as fields, read from the history for rows written before they were."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from oncegate.domain.keys import conflict_id as make_conflict_id
-from oncegate.domain.keys import normalise_scope, normalise_source
+from oncegate.domain.keys import conflict_ids, normalise_scope, normalise_source
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord, Flow
 from oncegate.domain.statuses import (
     ClaimStatus,
@@ -49,6 +49,16 @@ from oncegate.service.views import conflict_view
 logger = logging.getLogger(__name__)
 
 
+# More than any difference between two instances' clocks (they are held within seconds of the store's), far less
+# than a retention (a day at least): a conflict created this long before its claim was about an earlier claim.
+OUTLIVED_MARGIN = timedelta(minutes=10)
+
+
+def outlived(conflict: Conflict, claim: Claim) -> bool:
+    """Whether the conflict was about an earlier claim of the key, deleted by retention since (issue 22)."""
+    return conflict.created_at < claim.first_received_at - OUTLIVED_MARGIN
+
+
 class ConflictService:
     """Open, find, list and resolve conflicts; apply a reviewer's decision to its claim."""
 
@@ -57,7 +67,7 @@ class ConflictService:
 
     def report_conflict(self, request: ReportConflictRequest) -> ConflictView:
         """A conflict the flow found itself; the same open conflict comes back for the same fingerprint."""
-        self._core.require_known_secret()
+        self._core.require_safe_store()
         identities, _, key_warnings = self._core.identify(request)
         warnings = [
             *key_warnings,
@@ -139,7 +149,21 @@ class ConflictService:
             return self._core.store.create_conflict(conflict), record
         except AlreadyExists as exc:
             existing: Conflict = exc.existing
+        if not outlived(existing, claim):
             return existing, record
+        # The conflict of an earlier claim of this key, which retention deleted: it decides nothing about this
+        # claim (issue 22). This claim's conflicts take ids of their own.
+        logger.info(
+            "Conflict %s belongs to an earlier claim of %s: a new one is opened", existing.conflict_id, claim.claim_id
+        )
+        renewed = replace(
+            conflict, conflict_id=make_conflict_id(claim.claim_id, fingerprint, rounds, born=claim.first_received_at)
+        )
+        try:
+            return self._core.store.create_conflict(renewed), record
+        except AlreadyExists as exc:
+            again: Conflict = exc.existing
+            return again, record
 
     def get_conflict(self, conflict_id: str) -> ConflictView:
         """The conflict; one left open by a resolution cut short after changing the claim is closed first."""
@@ -149,6 +173,8 @@ class ConflictService:
             if conflict.status is ConflictStatus.RESOLVED:
                 return conflict_view(conflict)
             claim = self._core.store.get_claim(conflict.claim_id)
+            if outlived(conflict, claim):
+                return conflict_view(conflict)
             record = self._core.fingerprint_record(claim.claim_id, conflict.fingerprint)
             return conflict_view(self._repaired(conflict, claim, record, None, self._core.clock()))
 
@@ -186,12 +212,19 @@ class ConflictService:
         if reviewer is None:
             raise InvalidRequest("reviewer is required: who decided.", target="reviewer")
         warnings = self._core.stored_data.check(request, f"conflict {conflict_id}")
-        self._core.require_known_secret()
+        self._core.require_safe_store()
 
         def attempt() -> ConflictView:
             now = self._core.clock()
             conflict = self._core.store.get_conflict(conflict_id)
             claim = self._core.store.get_claim(conflict.claim_id)
+            if outlived(conflict, claim):
+                raise StateConflict(
+                    "conflict_resolved",
+                    f"Conflict {conflict.conflict_id} was about an earlier claim of this key, which retention deleted; "
+                    "it decides nothing about the claim made since.",
+                    target="conflictId",
+                )
             record = self._core.fingerprint_record(claim.claim_id, conflict.fingerprint)
             if conflict.status is ConflictStatus.OPEN and not self._applied(claim, conflict, record):
                 closed = replace(
@@ -223,7 +256,8 @@ class ConflictService:
             return True
         rounds = claim.resolved_rounds(conflict.fingerprint, [record] if record else [])
         return any(
-            make_conflict_id(claim.claim_id, conflict.fingerprint, r) == conflict.conflict_id for r in range(rounds)
+            conflict.conflict_id in conflict_ids(claim.claim_id, conflict.fingerprint, r, claim.first_received_at)
+            for r in range(rounds)
         )
 
     def _repaired(

@@ -66,7 +66,7 @@ class ResultService:
         )
 
     def _with_token(self, claim_id: str, token: str, change: Callable[[Claim, datetime], Claim]) -> ClaimView:
-        self._core.require_known_secret()
+        self._core.require_safe_store()
         recalled = self._core.recent.recall(claim_id)
         written = self._written_from(recalled, token, change) if recalled else None
         if written is not None:
@@ -213,7 +213,7 @@ class ResultService:
         if request.reviewer is None:
             raise InvalidRequest("reviewer is required: who reviewed the failure.", target="reviewer")
         warnings = self._core.stored_data.check(request, f"claim {claim_id}")
-        self._core.require_known_secret()
+        self._core.require_safe_store()
 
         def attempt() -> ClaimView:
             claim = self._core.store.get_claim(claim_id)

@@ -6,7 +6,7 @@ the same in ``sqlite3`` and in the Azure portal's storage browser. Values are pl
 their own spelling of datetimes.
 
 The module runs past 400 lines on purpose: it holds one ``*_to_row`` / ``*_from_row`` pair per stored
-record (claim, fingerprint, event, conflict, flow, scope, overlap), side by side, so that a column
+record (claim, fingerprint, event, conflict, flow, scope, overlap, key secret), side by side, so that a column
 renamed in one direction is seen in the other.
 """
 
@@ -27,6 +27,7 @@ from oncegate.domain.records import (
     Flow,
     FlowRecord,
     HistoryEvent,
+    KeySecretRecord,
     Overlap,
     ScopeRecord,
 )
@@ -68,6 +69,7 @@ CLAIM_COLUMNS = (
     "ReleasedInDoubt",
     "Generation",
     "Resolutions",
+    "KeyId",
     "SchemaVersion",
 )
 # 2: the reconciling attempt and the release in doubt are columns (1 kept them in the history).
@@ -183,6 +185,7 @@ def claim_to_row(claim: Claim) -> Row:
         "ReleasedInDoubt": claim.released_in_doubt,
         "Generation": claim.generation,
         "Resolutions": _json_text(resolutions) if resolutions else None,
+        "KeyId": claim.key_id,
         "SchemaVersion": CLAIM_SCHEMA,
     }
 
@@ -248,6 +251,7 @@ def claim_from_row(row: Row, version: str) -> Claim:
         released_in_doubt=bool(row.get("ReleasedInDoubt")),
         state_in_history=int(row.get("SchemaVersion") or 1) < CLAIM_SCHEMA,
         generation=int(row.get("Generation") or 0),
+        key_id=row.get("KeyId"),
         legacy_token=row.get("ClaimToken") or None,
         legacy_resolutions=tuple(
             AppliedResolution(conflict_id, fingerprint, Resolution(decision))
@@ -479,5 +483,31 @@ def overlap_from_row(row: Row, version: str) -> Overlap:
         first_seen_at=_when(row.get("FirstSeenAt")),
         last_seen_at=_when(row.get("LastSeenAt")),
         example_claim_id=row.get("ExampleClaimId"),
+        version=version,
+    )
+
+
+def secret_to_row(record: KeySecretRecord) -> Row:
+    return {
+        "KeyId": record.key_id,
+        "AddedAt": record.added_at,
+        "Announced": record.in_use_from is None,
+        "InUseFrom": record.in_use_from,
+        "RetiredAt": record.retired_at,
+    }
+
+
+def secret_from_row(row: Row, version: str) -> KeySecretRecord:
+    added_at = _required_when(row["AddedAt"])
+    in_use_from = _when(row.get("InUseFrom"))
+    # Rows of releases before the secrets had a state (no Announced column): every secret an instance held was
+    # written, and any may have made claims, so each counts as in use from when it was added.
+    if row.get("Announced") is None:
+        in_use_from = added_at
+    return KeySecretRecord(
+        key_id=row["KeyId"],
+        added_at=added_at,
+        in_use_from=in_use_from,
+        retired_at=_when(row.get("RetiredAt")),
         version=version,
     )

@@ -18,15 +18,17 @@ from oncegate.domain.records import (
     FingerprintRecord,
     FlowRecord,
     HistoryEvent,
+    KeySecretRecord,
     Overlap,
     Page,
     ScopeRecord,
+    StoreMarks,
 )
 from oncegate.domain.statuses import ConflictStatus
 
 
 class ClaimRecords(Protocol):
-    """Claims, their history and their fingerprint records, and the key secrets they were made with."""
+    """Claims, their history and their fingerprint records."""
 
     def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
         """Insert the claim and its first event together, only if no claim has that id.
@@ -88,14 +90,6 @@ class ClaimRecords(Protocol):
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
         """The claim's history, oldest first; empty when there is none."""
 
-    # The key secrets the store was used with, by their check values (``KeyHasher.key_id``).
-
-    def key_ids(self) -> set[str]:
-        """The check values of every key secret this store's claims were made with; empty for a new store."""
-
-    def add_key_id(self, key_id: str) -> None:
-        """Remember a key secret's check value; one already known is no error."""
-
 
 class ConflictRecords(Protocol):
     """The conflict queue: conflicts written and read without reading the claims."""
@@ -150,8 +144,24 @@ class InventoryRecords(Protocol):
         """Insert or replace the overlap as ``save_flow`` does a flow."""
 
 
-class ClaimStore(ClaimRecords, ConflictRecords, InventoryRecords, Protocol):
-    """One backend holding all three: what bootstrap builds and every adapter implements."""
+class StoreMarkRecords(Protocol):
+    """What a store says about itself: its id and the key secrets its claims were made with (issue 22)."""
+
+    def read_marks(self) -> StoreMarks:
+        """The store's id, its key secrets' records and (Table Storage) the time it answered at, in one read.
+
+        A store whose tables are missing raises ``StoreUnavailable``: it is never read as a new store.
+        """
+
+    def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
+        """Insert the record (version None) or replace it at its version; raises ``ConcurrentUpdate``."""
+
+    def mark_store(self, store_id: str, *, at: datetime) -> None:
+        """Write the store's id once; raises ``ConcurrentUpdate`` when it has one."""
+
+
+class ClaimStore(ClaimRecords, ConflictRecords, InventoryRecords, StoreMarkRecords, Protocol):
+    """One backend holding all four: what bootstrap builds and every adapter implements."""
 
     kind: str
 

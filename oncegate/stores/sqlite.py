@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -36,9 +36,11 @@ from oncegate.domain.records import (
     FingerprintRecord,
     FlowRecord,
     HistoryEvent,
+    KeySecretRecord,
     Overlap,
     Page,
     ScopeRecord,
+    StoreMarks,
 )
 from oncegate.domain.statuses import ConflictStatus
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreUnavailable
@@ -68,6 +70,7 @@ CREATE TABLE IF NOT EXISTS claims (
     Reviewer TEXT, Resolutions TEXT, Version INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS key_ids (KeyId TEXT PRIMARY KEY, AddedAt TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS store_identity (StoreId TEXT PRIMARY KEY, CreatedAt TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS fingerprints (
     ClaimId TEXT NOT NULL, Fingerprint TEXT NOT NULL, Resolved INTEGER NOT NULL, AliasGeneration INTEGER,
     ConflictId TEXT, Decision TEXT, Reviewer TEXT, Note TEXT, ResolvedAt TEXT, Version INTEGER NOT NULL,
@@ -121,7 +124,10 @@ ADDED_COLUMNS = {
         "GrantedTo TEXT",
         "Source TEXT",
         "Reference TEXT",
+        "KeyId TEXT",
     ),
+    # A secret's state (issue 22); rows made before have no Version.
+    "key_ids": ("Announced INTEGER", "InUseFrom TEXT", "RetiredAt TEXT", "Version INTEGER NOT NULL DEFAULT 1"),
     "history": ("Source TEXT",),
     "conflicts": ("SourceSystem TEXT",),
     "flows": ("ClaimsBySource TEXT",),
@@ -558,15 +564,29 @@ class SqliteStore:
         except sqlite3.IntegrityError as exc:
             raise ConcurrentUpdate(f"{table} row {row[key]} exists already") from exc
 
-    def key_ids(self) -> set[str]:
+    def read_marks(self) -> StoreMarks:
+        """The store's id and key secrets; no clock of its own: SQLite shares this machine's."""
         with self._translated():
-            return {row["KeyId"] for row in self._connection().execute("SELECT KeyId FROM key_ids")}
+            connection = self._connection()
+            identity = connection.execute("SELECT StoreId FROM store_identity").fetchone()
+            rows = connection.execute("SELECT * FROM key_ids").fetchall()
+        return StoreMarks(
+            store_id=identity["StoreId"] if identity else None,
+            secrets=tuple(columns.secret_from_row(dict(row), str(row["Version"])) for row in rows),
+        )
 
-    def add_key_id(self, key_id: str) -> None:
-        with self._write() as connection:
-            connection.execute(
-                "INSERT OR IGNORE INTO key_ids (KeyId, AddedAt) VALUES (?, ?)", (key_id, utc_text(datetime.now(UTC)))
-            )
+    def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
+        version = self._save("key_ids", "KeyId", columns.secret_to_row(record), record.version)
+        return replace(record, version=version)
+
+    def mark_store(self, store_id: str, *, at: datetime) -> None:
+        try:
+            with self._write() as connection:
+                if connection.execute("SELECT 1 FROM store_identity").fetchone():
+                    raise ConcurrentUpdate("the store has an id already")
+                connection.execute(*_insert("store_identity", {"StoreId": store_id, "CreatedAt": utc_text(at)}))
+        except sqlite3.IntegrityError as exc:
+            raise ConcurrentUpdate("the store has an id already") from exc
 
     def ping(self) -> None:
         self._select_one("SELECT 1", ())

@@ -54,6 +54,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -76,9 +77,11 @@ from oncegate.domain.records import (
     FingerprintRecord,
     FlowRecord,
     HistoryEvent,
+    KeySecretRecord,
     Overlap,
     Page,
     ScopeRecord,
+    StoreMarks,
 )
 from oncegate.domain.statuses import ConflictStatus, EventKind
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreUnavailable
@@ -138,6 +141,9 @@ MISSING = (404,)
 STALE = (404, 412)
 SUFFIXES = ("Claims", "Conflicts", "Flows", "Scopes", "Overlaps", "Keys")
 KEY_PARTITION = "key"
+# The store's id: one row beside the key secrets, so that one read brings both.
+STORE_PARTITION = "store"
+STORE_ROW = "identity"
 
 
 def table_names(prefix: str) -> tuple[str, ...]:
@@ -272,7 +278,19 @@ def _translated() -> Iterator[None]:
     except HttpResponseError as exc:
         if exc.status_code is not None and (exc.status_code >= 500 or exc.status_code == 429):
             raise _unavailable(exc) from exc
+        if exc.status_code == 404 and _table_missing(exc):
+            # Never read as "no such claim": that would be answered proceed for every key (issue 22).
+            logger.error("A OnceGate table is missing: %s", exc)
+            raise StoreUnavailable(
+                "A table of the store does not exist: the store was deleted, wiped or not provisioned. Nothing is "
+                "claimed until it is restored (see docs/operations.md, 'A store that lost its claims')."
+            ) from exc
         raise
+
+
+def _table_missing(exc: HttpResponseError) -> bool:
+    code = getattr(exc, "error_code", None) or ""
+    return code == "TableNotFound" or "TableNotFound" in str(exc)
 
 
 @contextmanager
@@ -704,16 +722,32 @@ class TableStore:
                 metadata = table.update_entity(_entity(partition, row_key, row), **_if_unchanged(version))
         return _etag(metadata)
 
-    def key_ids(self) -> set[str]:
-        """The key ids: one partition of their own table."""
-        with _translated():
-            entities = self._keys.query_entities(PARTITION_FILTER, parameters={"pk": KEY_PARTITION}, select=["RowKey"])
-            return {entity["RowKey"] for entity in entities}
+    def read_marks(self) -> StoreMarks:
+        """The store's id and key secrets (their own table, a few rows), and the time the service answered at."""
+        answered: list[str] = []
 
-    def add_key_id(self, key_id: str) -> None:
-        """Insert the key id's row; one already there (another instance, a retried insert) is the same fact."""
-        with suppress(ResourceExistsError), _translated():
-            self._keys.create_entity({"PartitionKey": KEY_PARTITION, "RowKey": key_id, "AddedAt": datetime.now(UTC)})
+        def keep_date(response: Any) -> None:
+            answered.append(response.http_response.headers.get("Date", ""))
+
+        with _translated():
+            entities = list(self._keys.list_entities(raw_response_hook=keep_date))
+        store_id = next((e["StoreId"] for e in entities if e["PartitionKey"] == STORE_PARTITION), None)
+        secrets = tuple(
+            columns.secret_from_row({**entity, "KeyId": entity["RowKey"]}, _etag(entity.metadata))
+            for entity in entities
+            if entity["PartitionKey"] == KEY_PARTITION
+        )
+        clock = parsedate_to_datetime(answered[-1]) if answered and answered[-1] else None
+        return StoreMarks(store_id=store_id, secrets=secrets, clock=clock)
+
+    def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
+        row = columns.secret_to_row(record)
+        del row["KeyId"]  # the RowKey
+        return replace(record, version=self._save(self._keys, KEY_PARTITION, record.key_id, row, record.version))
+
+    def mark_store(self, store_id: str, *, at: datetime) -> None:
+        row = {"StoreId": store_id, "CreatedAt": at}
+        self._save(self._keys, STORE_PARTITION, STORE_ROW, row, None)
 
     def ping(self) -> None:
         """One small query on the claims table; raises ``StoreUnavailable`` if it cannot be reached."""

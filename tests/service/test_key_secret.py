@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 from oncegate import bootstrap
 from oncegate.config import ConfigError, Settings
 from oncegate.domain.keys import KeyHasher, KeyRing
+from oncegate.domain.safeguards import SWITCH_GRACE
 from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import NotConfigured
@@ -49,7 +51,8 @@ RACERS = 6
 @pytest.fixture
 def service_in(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[str], Gate]:
     """A service instance in one phase of the rotation, over the test's store."""
-    return lambda phase: Gate(open_store(), PHASES[phase](), clock=clock)
+    # Each request reads the store's marks: an instance notices another's switch at once.
+    return lambda phase: Gate(open_store(), PHASES[phase](), clock=clock, check_interval=timedelta(0))
 
 
 def _count_rows(service: Gate) -> int:
@@ -97,12 +100,14 @@ def test_a_new_store_remembers_the_secret_it_is_first_used_with(
     open_store: Callable[[], ClaimStore], clock: FakeClock
 ) -> None:
     store = open_store()
-    assert store.key_ids() == set()
+    assert store.read_marks().secrets == ()
 
     claim(Gate(store, KeyHasher(OLD), clock=clock))
 
-    assert open_store().key_ids() == {KeyHasher(OLD).key_id}
-    assert OLD not in repr(open_store().key_ids())
+    marks = open_store().read_marks()
+    assert [(record.key_id, record.in_use_from) for record in marks.secrets] == [(KeyHasher(OLD).key_id, clock())]
+    assert marks.store_id is not None
+    assert OLD not in repr(marks)
 
 
 # -- keys claimed under the previous secret ---------------------------------------------------------
@@ -162,10 +167,21 @@ def _race(services: list[Gate], key: str) -> list[Any]:
     return answers
 
 
+def _runbook_up_to(service_in: Callable[[str], Gate], rollout: tuple[str, str]) -> None:
+    """The store as the runbook leaves it when ``rollout`` begins: a claim made before the rotation, each phase
+    up to the rollout's first run, and before the last phase the old secret retired (the runbook's third step)."""
+    claim(service_in("before"), key="SO-before-the-rotation", run="run-0")
+    for earlier in list(PHASES)[1 : list(PHASES).index(rollout[0]) + 1]:
+        service_in(earlier).health()
+    if rollout[1] == "after":
+        service_in("switched").services.key_secrets.retire(KeyHasher(OLD).key_id, orphan=1)
+
+
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids="+".join)
 def test_instances_on_both_sides_of_a_rollout_never_both_proceed(
     service_in: Callable[[str], Gate], rollout: tuple[str, str]
 ) -> None:
+    _runbook_up_to(service_in, rollout)
     services = [service_in(rollout[index % 2]) for index in range(RACERS)]
     proceeds: Counter[int] = Counter()
     for round_ in range(RACE_ROUNDS):
@@ -180,16 +196,27 @@ def test_instances_on_both_sides_of_a_rollout_never_both_proceed(
     assert set(proceeds) == {1}, f"rounds by number of proceed answers: {dict(proceeds)}"
 
 
-def test_skipping_the_next_phase_lets_a_key_proceed_twice(service_in: Callable[[str], Gate]) -> None:
-    # Why the runbook's first step exists: an instance that knows only the old secret never looks for a
-    # claim made with the new one. This interleaving is the one that step prevents.
-    switched, before = service_in("switched"), service_in("before")
+def test_skipping_the_next_phase_is_refused_instead_of_proceeding_twice(
+    service_in: Callable[[str], Gate], clock: FakeClock
+) -> None:
+    # Issue 10 showed this interleaving letting a key proceed twice: an instance that knows only the old
+    # secret never looks for a claim made with the new one. Now the switched instance records the new
+    # secret's switch; the old-only instance refuses from then on (issue 22).
+    before = service_in("before")
+    claim(before, key="SO-earlier", run="run-0")
+    switched = service_in("switched")
 
     first = claim(switched, key="SO-skipped", run="run-1")
-    second = claim(before, key="SO-skipped", run="run-2")
+    with pytest.raises(NotConfigured) as refused:
+        claim(before, key="SO-skipped", run="run-2")
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+    with pytest.raises(NotConfigured):
+        claim(before, key="SO-skipped", run="run-3")
 
-    assert (first.decision, second.decision) == (Decision.PROCEED, Decision.PROCEED)
-    assert first.claim_id != second.claim_id
+    assert first.decision is Decision.PROCEED
+    assert refused.value.target == "ONCEGATE_KEY_SECRET"
+    assert KeyHasher(NEW).key_id in refused.value.message
+    assert claim(switched, key="SO-skipped", run="run-4").decision is Decision.IN_PROGRESS
 
 
 # -- the settings of a rotation ---------------------------------------------------------------------

@@ -1,0 +1,259 @@
+"""What must hold before any claim is made: the right key secrets, the same store, a clock that agrees.
+
+Each check is a pure function of what the store says about itself (:class:`StoreMarks`) and of
+this instance's settings; the service (``oncegate.service.safeguard``) reads, calls and writes.
+Each refusal is one an operator's mistake would otherwise turn into a second ``proceed``
+(issue 22): a key done under one secret looked up under another, a wiped store read as a new one,
+a lease granted or expired on a clock that runs ahead.
+
+**Key secrets.** The store keeps a record per secret (:class:`KeySecretRecord`): announced (an
+instance holds it as the next secret), in use from a given time, retired. The timeline of a
+rotation, as the runbook in docs/operations.md runs it::
+
+    SECRET=A                 A in use from t0 (the store's first claim)
+    SECRET=A NEXT=B          B announced: A-only instances still fine (nobody claims with B)
+    SECRET=B PREVIOUS=A      B in use from t1 + SWITCH_GRACE; until then these instances claim with A
+                             and look B up; from t1 on an A-only instance refuses (it cannot read B)
+    keys retire A            A retired, once no claim made with it is needed
+    SECRET=B                 nothing older is live: fine
+
+An instance refuses when a live secret is not among its own (it would answer ``proceed`` for keys
+done under it), when its secrets' roles contradict the order they came into use (swapped
+settings), and when its current secret was retired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from oncegate.domain.records import KeySecretRecord, StoreMarks
+from oncegate.errors import ClockSkewed, InvalidRequest, NotConfigured, NotFound
+
+# Longer than an instance's interval between two reads of the marks plus the largest clock difference
+# allowed, so that every instance on the older secret alone has refused before a claim is made with a new one.
+SWITCH_GRACE = timedelta(seconds=60)
+# How far this instance's clock may be from the store's before leases can no longer be trusted.
+MAX_CLOCK_SKEW = timedelta(seconds=5)
+# Table Storage's Date header has whole seconds: the store's time lies within this second.
+STORE_CLOCK_RESOLUTION = timedelta(seconds=1)
+
+SECRET = "ONCEGATE_KEY_SECRET"
+PREVIOUS = "ONCEGATE_KEY_SECRET_PREVIOUS"
+NEXT = "ONCEGATE_KEY_SECRET_NEXT"
+STORE_ID = "ONCEGATE_STORE_ID"
+RUNBOOK = "See docs/operations.md, 'The key secret'."
+
+
+@dataclass(frozen=True)
+class Roles:
+    """This instance's secrets by check value: the one it makes claims with, and the other of a rotation."""
+
+    current: str
+    previous: str | None = None
+    next: str | None = None
+
+    def knows(self, key_id: str) -> bool:
+        return key_id in (self.current, self.previous, self.next)
+
+
+@dataclass(frozen=True)
+class SecretsVerdict:
+    """The records to write, and whether the current secret's switch is still ahead.
+
+    ``switching``: the current secret is in use only from a moment still to come; until then this
+    instance makes claims with its previous secret and looks the current one up, as an instance
+    that holds it as the next secret does.
+    """
+
+    writes: tuple[KeySecretRecord, ...] = ()
+    switching: bool = False
+
+
+def _at(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "?"
+
+
+def check_secrets(roles: Roles, secrets: tuple[KeySecretRecord, ...], now: datetime) -> SecretsVerdict:
+    """Refuse settings that would read the store's claims with the wrong secrets; else what to record."""
+    by_id = {record.key_id: record for record in secrets}
+    live = sorted((record for record in secrets if record.live), key=lambda record: record.in_use_from or now)
+    current, previous, next_ = by_id.get(roles.current), by_id.get(roles.previous or ""), by_id.get(roles.next or "")
+    if current is not None and current.retired_at is not None:
+        raise NotConfigured(
+            f"ONCEGATE_KEY_SECRET is a secret (check value {current.key_id}) an operator retired on "
+            f"{_at(current.retired_at)}: claims made with it no longer count. Set it to the store's current secret. "
+            + RUNBOOK,
+            target=SECRET,
+        )
+    current_from = current.in_use_from if current else None
+    unknown = [record for record in live if not roles.knows(record.key_id)]
+    if unknown:
+        newest = unknown[-1]
+        if current_from is not None and newest.in_use_from is not None and newest.in_use_from > current_from:
+            raise NotConfigured(
+                f"Another instance makes claims with a newer key secret (check value {newest.key_id}, in use from "
+                f"{_at(newest.in_use_from)}) that this one does not know: its claims would be made again here. Set "
+                "ONCEGATE_KEY_SECRET to that secret and ONCEGATE_KEY_SECRET_PREVIOUS to this one (the runbook's "
+                "second step), or hold it as ONCEGATE_KEY_SECRET_NEXT. " + RUNBOOK,
+                target=SECRET,
+            )
+        oldest = unknown[0]
+        if current is None and roles.previous is None:
+            # A secret the store never heard of, not even as the next one: a wrong setting, not a rotation.
+            raise NotConfigured(
+                "This store's claims were made with another key secret: every key already done would be claimed "
+                "again. Set ONCEGATE_KEY_SECRET to the secret the store was used with (in Azure, Key Vault keeps its "
+                "earlier versions; on SQLite, the key-secret file beside the database, or unset ONCEGATE_KEY_SECRET "
+                "to use that file), or during a rotation set ONCEGATE_KEY_SECRET_PREVIOUS to it.",
+                target=SECRET,
+            )
+        raise NotConfigured(
+            f"Claims in this store were made with a key secret this instance does not know (check value "
+            f"{oldest.key_id}, in use from {_at(oldest.in_use_from)}): every key done with it would be answered "
+            "proceed again. Set ONCEGATE_KEY_SECRET_PREVIOUS to it; once no claim made with it is needed, retire it "
+            f"with `oncegate keys retire {oldest.key_id}`. " + RUNBOOK,
+            target=PREVIOUS,
+        )
+    if (
+        next_ is not None
+        and next_.in_use_from is not None
+        and (current_from is None or current_from >= next_.in_use_from)
+    ):
+        raise NotConfigured(
+            f"ONCEGATE_KEY_SECRET_NEXT is a secret (check value {next_.key_id}) the store's claims are made with since "
+            f"{_at(next_.in_use_from)}, before ONCEGATE_KEY_SECRET: the two settings are swapped. Set "
+            "ONCEGATE_KEY_SECRET to the secret in use and ONCEGATE_KEY_SECRET_NEXT to the new one. " + RUNBOOK,
+            target=NEXT,
+        )
+    if (
+        previous is not None
+        and previous.in_use_from is not None
+        and current_from is not None
+        and previous.in_use_from >= current_from
+    ):
+        raise NotConfigured(
+            f"ONCEGATE_KEY_SECRET_PREVIOUS is a secret (check value {previous.key_id}) that came into use after "
+            "ONCEGATE_KEY_SECRET: the two settings are swapped. " + RUNBOOK,
+            target=PREVIOUS,
+        )
+    writes: list[KeySecretRecord] = []
+    # The first secret of a store is in use at once; a later one after the grace, for the reason above.
+    starts = now + SWITCH_GRACE if live else now
+    if current is None:
+        current = KeySecretRecord(roles.current, added_at=now, in_use_from=starts)
+        writes.append(current)
+    elif current.in_use_from is None:
+        current = replace(current, in_use_from=starts)
+        writes.append(current)
+    if roles.next is not None and next_ is None:
+        writes.append(KeySecretRecord(roles.next, added_at=now))
+    assert current.in_use_from is not None
+    # Until the switch, claims are made with the secret in use before it (a retired one needs no switch).
+    older_live = any(record.key_id != roles.current for record in live)
+    return SecretsVerdict(writes=tuple(writes), switching=current.in_use_from > now and older_live)
+
+
+def retired(
+    secrets: tuple[KeySecretRecord, ...], key_id: str, *, now: datetime, claims: int, orphan: int | None
+) -> KeySecretRecord | None:
+    """The secret's record, retired; None when it already is. ``claims``: how many claims were made with it.
+
+    The newest secret in use cannot be retired (every new claim is made with it). One with claims
+    left is retired only when the operator names how many it orphans: those keys would proceed again.
+    """
+    record = next((record for record in secrets if record.key_id == key_id), None)
+    if record is None:
+        known = ", ".join(sorted(record.key_id for record in secrets)) or "none"
+        raise NotFound(
+            f"This store knows no key secret with the check value {key_id!r} (it knows: {known}).", target="keyId"
+        )
+    if record.retired_at is not None:
+        return None
+    live = sorted((other for other in secrets if other.live), key=lambda other: other.in_use_from or now)
+    if record.live and live[-1].key_id == key_id:
+        raise InvalidRequest(
+            f"{key_id} is the store's current key secret: new claims are made with it. Retire a secret only after "
+            "the switch to a newer one.",
+            target="keyId",
+        )
+    if claims and orphan != claims:
+        raise InvalidRequest(
+            f"{claims} claim{'s were' if claims != 1 else ' was'} made with {key_id}: once it is retired, those keys "
+            f"would be answered proceed again. Wait until retention has deleted them, or pass --orphan {claims} to "
+            "retire it all the same.",
+            target="orphan",
+        )
+    return replace(record, retired_at=now)
+
+
+def check_store_id(marks: StoreMarks, *, pinned: str | None, seen: str | None, fresh: str) -> str | None:
+    """Refuse a store that is not the one this instance, or its settings, knew; the id to write for a new one.
+
+    ``pinned`` is the id the settings name (``ONCEGATE_STORE_ID``, or the SQLite store's ``store-id``
+    file); ``seen`` the one this process read before. A store without an id that knows key secrets
+    was made by a release before ids existed: it takes the pinned id, or a new one. A store without
+    anything is new, unless either says it is not: then it was wiped, restored empty or replaced,
+    and only ``oncegate store init`` starts it anew. Returns the id to write (the pinned one, else ``fresh``),
+    or None when the store has its id already.
+    """
+    stored = marks.store_id
+    if stored is None:
+        if seen is not None:
+            raise NotConfigured(
+                f"The store lost its identity ({seen}) while this instance ran: it was wiped, restored empty or "
+                "replaced, and every key done before would be answered proceed again. Nothing is claimed. Restore "
+                "the store; to start a new one on purpose, run `oncegate store init` and restart.",
+                target=STORE_ID,
+            )
+        if pinned is not None and not marks.secrets:
+            raise NotConfigured(
+                f"The store is empty, while ONCEGATE_STORE_ID (or the store-id file beside a SQLite database) names "
+                f"store {pinned}: it was wiped, restored empty or replaced, and every key done before would be "
+                "answered proceed again. Nothing is claimed. Restore the store, or point the setting at it; to start "
+                "a new store on purpose, run `oncegate store init`.",
+                target=STORE_ID,
+            )
+        return pinned or fresh
+    if pinned is not None and stored != pinned:
+        raise NotConfigured(
+            f"This store is store {stored}, not store {pinned} that ONCEGATE_STORE_ID (or the store-id file beside a "
+            "SQLite database) names: its claims are not the ones this app made. Point the store settings at the "
+            "right store, or set ONCEGATE_STORE_ID to this one's.",
+            target=STORE_ID,
+        )
+    if seen is not None and stored != seen:
+        raise NotConfigured(
+            f"The store was replaced while this instance ran (store {seen} before, {stored} now). Restart the app "
+            "if that was meant.",
+            target=STORE_ID,
+        )
+    return None
+
+
+def clock_skew(marks: StoreMarks) -> timedelta | None:
+    """How far this instance's clock runs ahead of the store's (negative: behind); None when they share one."""
+    if marks.clock is None or marks.asked_at is None or marks.answered_at is None:
+        return None
+    local = marks.asked_at + (marks.answered_at - marks.asked_at) / 2
+    # The Date header drops the fraction of its second: the store's time was within the next second.
+    return local - (marks.clock + STORE_CLOCK_RESOLUTION / 2)
+
+
+def check_clock(marks: StoreMarks, *, bound: timedelta = MAX_CLOCK_SKEW) -> None:
+    """Refuse to grant or expire leases on a clock further from the store's than ``bound`` (plus the header's
+    resolution and half the round trip, which the measurement cannot see through)."""
+    skew = clock_skew(marks)
+    if skew is None:
+        return
+    assert marks.asked_at is not None
+    assert marks.answered_at is not None
+    slack = STORE_CLOCK_RESOLUTION / 2 + (marks.answered_at - marks.asked_at) / 2
+    if abs(skew) > bound + slack:
+        direction = "ahead of" if skew > timedelta(0) else "behind"
+        raise ClockSkewed(
+            f"This instance's clock is {abs(skew).total_seconds():.1f} s {direction} the store's (at most "
+            f"{bound.total_seconds():.0f} s is allowed): leases granted or expired on it could let two runs proceed. "
+            "Nothing is claimed until the clocks agree; check the machine's time synchronisation.",
+            skew=skew,
+        )

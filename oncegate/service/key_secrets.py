@@ -1,0 +1,103 @@
+"""The store's key secrets and id, for operators: ``oncegate keys`` and ``oncegate store init`` (issue 22).
+
+Retiring a secret is how a rotation ends: until then every instance must hold it (as
+``ONCEGATE_KEY_SECRET_PREVIOUS``), because claims made with it are found only through it. The
+count of claims still made with it is what the operator confirms: zero once retention has deleted
+them, or the number of keys that would proceed again, named on the command line.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from oncegate.domain.records import Claim, ClaimFilter, KeySecretRecord, Page, StoreMarks
+from oncegate.domain.safeguards import retired
+from oncegate.domain.statuses import ClaimStatus
+from oncegate.errors import InvalidRequest
+from oncegate.service.safeguard import StoreIdPin
+from oncegate.stores.port import StoreMarkRecords
+
+logger = logging.getLogger(__name__)
+PAGE_SIZE = 1000
+
+
+class KeySecretRecords(StoreMarkRecords, Protocol):
+    """The marks, and the claims to count per secret."""
+
+    def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]: ...
+
+
+def made_with(claim: Claim, record: KeySecretRecord) -> bool:
+    """Whether the claim may have been made with this secret: it says so, or (rows of earlier releases, which do
+    not say) it was first received while the secret was in use."""
+    if claim.key_id is not None:
+        return claim.key_id == record.key_id
+    return record.in_use_from is not None and claim.first_received_at >= record.in_use_from
+
+
+class KeySecrets:
+    """List the store's key secrets, count the claims made with one, retire it; mark a new store."""
+
+    def __init__(self, store: KeySecretRecords, *, clock: Callable[[], datetime], pin: StoreIdPin | None) -> None:
+        self._store = store
+        self._clock = clock
+        self._pin = pin
+
+    def marks(self) -> StoreMarks:
+        return self._store.read_marks()
+
+    def claims_made_with(self, key_id: str, *, on_progress: Callable[[int], None] | None = None) -> int:
+        """How many claims were made with the secret: every claim is read, a page at a time."""
+        record = self._record(key_id)
+        count, cursor, examined = 0, None, 0
+        while True:
+            page = self._store.list_claims(ClaimFilter(list(ClaimStatus)), limit=PAGE_SIZE, cursor=cursor)
+            examined += len(page.items)
+            count += sum(1 for claim in page.items if made_with(claim, record))
+            if on_progress is not None:
+                on_progress(examined)
+            cursor = page.cursor
+            if cursor is None:
+                return count
+
+    def retire(self, key_id: str, *, orphan: int | None) -> KeySecretRecord:
+        """Retire the secret, once the claims made with it are none or as many as ``orphan`` says."""
+        record = self._record(key_id)
+        claims = self.claims_made_with(key_id) if record.in_use_from is not None else 0
+        changed = retired(self._store.read_marks().secrets, key_id, now=self._clock(), claims=claims, orphan=orphan)
+        if changed is None:
+            return record
+        logger.warning("Key secret %s retired (%d claims made with it orphaned)", key_id, claims)
+        return self._store.save_secret(changed)
+
+    def start_store(self) -> str:
+        """Mark a store that has no id (new, wiped or of an earlier release) as the store this app serves.
+
+        The id is the one the settings pin (``ONCEGATE_STORE_ID``, or the SQLite ``store-id`` file), else a
+        new one. A store that has an id is refused: it is not new.
+        """
+        marks = self._store.read_marks()
+        if marks.store_id is not None:
+            raise InvalidRequest(
+                f"The store is store {marks.store_id} already: it was not wiped, and nothing was changed.",
+                target="store",
+            )
+        store_id = (self._pin.pinned() if self._pin else None) or secrets.token_hex(8)
+        self._store.mark_store(store_id, at=self._clock())
+        if self._pin is not None:
+            self._pin.keep(store_id)
+        logger.warning("Store marked as store %s by an operator", store_id)
+        return store_id
+
+    def _record(self, key_id: str) -> KeySecretRecord:
+        known = self._store.read_marks().secrets
+        record = next((record for record in known if record.key_id == key_id), None)
+        if record is None:
+            # retired() words the refusal, listing the secrets the store knows.
+            retired(known, key_id, now=self._clock(), claims=0, orphan=None)
+        assert record is not None
+        return record

@@ -1,0 +1,183 @@
+"""Holds each instance to the store it serves: its key secrets, its id, its clock (issue 22).
+
+Every few seconds, on the first request that needs it, the instance reads the store's marks (one
+small read: the key secrets' records and the store's id, and on Table Storage the time the store
+answered at) and applies the checks of :mod:`oncegate.domain.safeguards`. A refusal is not
+remembered: the next request reads again, so an instance recovers as soon as the operator fixes
+what was wrong. Between two reads the last good answer stands; the switch grace of a new secret is
+longer than that interval, which is what makes the secrets' check hold across instances.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Protocol
+
+from oncegate import telemetry
+from oncegate.domain.keys import KeyHasher, KeyRing
+from oncegate.domain.safeguards import (
+    MAX_CLOCK_SKEW,
+    Roles,
+    check_clock,
+    check_secrets,
+    check_store_id,
+    clock_skew,
+)
+from oncegate.errors import ClockSkewed, ConcurrentUpdate, StoreUnavailable
+from oncegate.stores.port import StoreMarkRecords
+
+logger = logging.getLogger(__name__)
+
+# How long a good reading of the marks stands: well below SWITCH_GRACE (see oncegate.domain.safeguards).
+CHECK_INTERVAL = timedelta(seconds=5)
+# Writers of the marks race only at a store's first use or a switch: a few rounds always settle.
+ROUNDS = 4
+
+
+class StoreIdPin(Protocol):
+    """Where the id of the store an app serves is kept outside the store, so a wiped store is recognised."""
+
+    def pinned(self) -> str | None:
+        """The id kept, or None."""
+
+    def keep(self, store_id: str) -> None:
+        """Keep the id of a store just marked (where the pin can be written)."""
+
+
+class PinnedSetting:
+    """``ONCEGATE_STORE_ID``: written by the operator (or the deployment), never by the app."""
+
+    def __init__(self, store_id: str | None) -> None:
+        self._store_id = store_id
+
+    def pinned(self) -> str | None:
+        return self._store_id
+
+    def keep(self, store_id: str) -> None:
+        if self._store_id is None:
+            logger.warning(
+                "Store %s: set ONCEGATE_STORE_ID=%s so that the app recognises a wiped or replaced store after a "
+                "restart (docs/operations.md, 'A store that lost its claims')",
+                store_id,
+                store_id,
+            )
+
+
+class PinnedFile:
+    """A ``store-id`` file beside a SQLite database, written when the store is first marked.
+
+    The database and the file are apart on purpose: a database deleted or replaced while the file
+    stays is refused, as the key-secret file beside it keeps the secret.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def pinned(self) -> str | None:
+        try:
+            return self.path.read_text(encoding="utf-8").strip() or None
+        except FileNotFoundError:
+            return None
+
+    def keep(self, store_id: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(store_id + "\n", encoding="utf-8")
+
+
+class Safeguard:
+    """The key ring this instance may claim with right now, or the refusal that says why it may not."""
+
+    def __init__(
+        self,
+        store: StoreMarkRecords,
+        keys: KeyRing,
+        *,
+        clock: Callable[[], datetime],
+        wall_clock: Callable[[], datetime] | None = None,
+        pin: StoreIdPin | None = None,
+        interval: timedelta = CHECK_INTERVAL,
+        max_skew: timedelta = MAX_CLOCK_SKEW,
+    ) -> None:
+        self._store = store
+        self._keys = keys
+        self._clock = clock
+        # The machine's clock, measured against the store's: in production ``clock`` is the same (tests move theirs).
+        self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
+        self._pin = pin
+        self._interval = interval.total_seconds()
+        self._max_skew = max_skew
+        self._hashers = {hasher.key_id: hasher for hasher in keys.lookup_order}
+        self._roles = Roles(
+            current=keys.current.key_id,
+            previous=keys.lookup_order[0].key_id if keys.lookup_order[0] is not keys.current else None,
+            next=keys.lookup_order[-1].key_id if keys.lookup_order[-1] is not keys.current else None,
+        )
+        self._lock = threading.Lock()
+        self._checked_at: float | None = None
+        self._ring = keys
+        self._seen: str | None = None
+        self.skew: timedelta | None = None
+
+    @property
+    def store_id(self) -> str | None:
+        """The store's id as last read (None before the first check)."""
+        return self._seen
+
+    def ring(self) -> KeyRing:
+        """The ring to claim with; reads the marks when the last good reading is older than the interval."""
+        checked_at = self._checked_at
+        if checked_at is not None and time.monotonic() - checked_at < self._interval:
+            return self._ring
+        with self._lock:
+            if self._checked_at is None or time.monotonic() - self._checked_at >= self._interval:
+                self._checked_at = None
+                self._ring = self._check()
+                self._checked_at = time.monotonic()
+            return self._ring
+
+    def _check(self) -> KeyRing:
+        for _ in range(ROUNDS):
+            try:
+                return self._check_once()
+            except ConcurrentUpdate:
+                continue  # another instance wrote the marks meanwhile: read them again
+        raise StoreUnavailable("the store's key secrets kept changing under this request; retry shortly.")
+
+    def _check_once(self) -> KeyRing:
+        asked_at = self._wall_clock()
+        marks = self._store.read_marks()
+        marks = replace(marks, asked_at=asked_at, answered_at=self._wall_clock())
+        self.skew = clock_skew(marks)
+        try:
+            check_clock(marks, bound=self._max_skew)
+        except ClockSkewed as refused:
+            logger.error("Refusing to claim: %s", refused.message)
+            telemetry.describe({telemetry.CLOCK_SKEW_SECONDS: round(refused.skew.total_seconds(), 1)})
+            raise
+        pinned = self._pin.pinned() if self._pin else None
+        new_id = check_store_id(marks, pinned=pinned, seen=self._seen, fresh=secrets.token_hex(8))
+        now = self._clock()
+        verdict = check_secrets(self._roles, marks.secrets, now)
+        for record in verdict.writes:
+            logger.info("Key secret %s recorded (in use from %s)", record.key_id, record.in_use_from)
+            self._store.save_secret(record)
+        if new_id is not None:
+            self._store.mark_store(new_id, at=now)
+            logger.info("Store marked as store %s", new_id)
+            if self._pin is not None:
+                self._pin.keep(new_id)
+        self._seen = marks.store_id or new_id
+        return self._switching_ring() if verdict.switching else self._keys
+
+    def _switching_ring(self) -> KeyRing:
+        """Before the current secret's switch: claims made with the previous one, the current looked up as next."""
+        assert self._roles.previous is not None, "a switch has a secret in use before it"
+        previous: KeyHasher = self._hashers[self._roles.previous]
+        return KeyRing(previous, next_=self._keys.current)

@@ -22,8 +22,8 @@ import pytest
 from oncegate import bootstrap
 from oncegate.config import ConfigError, Settings
 from oncegate.domain.keys import KeyHasher, KeyRing
-from oncegate.domain.safeguards import SWITCH_GRACE
 from oncegate.domain.records import ClaimFilter
+from oncegate.domain.safeguards import SWITCH_GRACE
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import NotConfigured
 from oncegate.models import LookupRequest, ReportConflictRequest

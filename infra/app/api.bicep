@@ -207,11 +207,14 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
 // by an operator (docs/deploy.md). Only a site that has none yet, the first deployment, gets the vault's
 // oncegate-key-secret; an empty setting is an unset one to the app. list() reads the settings when this
 // resource deploys, after the site exists (the pattern of Azure Verified Modules' web/site/config).
+// ONCEGATE_STORE_ID, the id of the store the app serves, is set by the operator after the first
+// deployment (docs/deploy.md, step 4) and kept the same way: a wiped store is then refused.
 var liveSettings = list('${functionApp.id}/config/appsettings', '2024-04-01').properties
 var keySecretSettings = {
   ONCEGATE_KEY_SECRET: liveSettings.?ONCEGATE_KEY_SECRET ?? '@Microsoft.KeyVault(SecretUri=${keySecretUri})'
   ONCEGATE_KEY_SECRET_NEXT: liveSettings.?ONCEGATE_KEY_SECRET_NEXT ?? ''
   ONCEGATE_KEY_SECRET_PREVIOUS: liveSettings.?ONCEGATE_KEY_SECRET_PREVIOUS ?? ''
+  ONCEGATE_STORE_ID: liveSettings.?ONCEGATE_STORE_ID ?? ''
 }
 
 resource appSettingsConfig 'Microsoft.Web/sites/config@2024-04-01' = {

@@ -2,7 +2,7 @@
 
   oncegate serve [--host H] [--port P] [--app-dir D]
   oncegate purge [--dry-run] [--page-size N] [--max-pages N] [--resume CURSOR] [--json]
-  oncegate keys [list] [--json]
+  oncegate keys [--json]
   oncegate keys retire KEY_ID [--orphan N]
   oncegate store init
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from oncegate import __version__
-from oncegate.cli import commands
+from oncegate.cli import commands, store_commands
 from oncegate.cli.client import DEFAULT_PORT
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.cli.signin import AppFactory, msal_app
@@ -301,7 +301,7 @@ def _add_purge(subparsers: Any) -> None:
     parser.add_argument(
         "--resume", metavar="CURSOR", help="go on where a purge that stopped early left off (the cursor it printed)"
     )
-    parser.set_defaults(handler=commands.purge)
+    parser.set_defaults(handler=store_commands.purge)
 
 
 def _add_drill(subparsers: Any) -> None:
@@ -339,42 +339,28 @@ def _add_drill(subparsers: Any) -> None:
 def _add_keys(subparsers: Any) -> None:
     description = (
         "the store's id and the key secrets its claims were made with (check values, never secrets), with the "
-        "claims made with each; on the store the environment's settings name, as serve does"
+        "claims made with each, on the store the environment's settings name (as serve does)"
     )
     keys = subparsers.add_parser("keys", help=description, description=description)
     keys.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print them as JSON")
-    keys.set_defaults(handler=commands.keys, action="list")
-    actions = keys.add_subparsers(dest="action")
-    listed = actions.add_parser("list", help="the store's id and key secrets (the default)")
-    listed.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print them as JSON")
-    retire = actions.add_parser(
+    keys.set_defaults(handler=store_commands.keys, action="list")
+    retire = keys.add_subparsers(dest="action").add_parser(
         "retire",
-        help="end a rotation: instances no longer need ONCEGATE_KEY_SECRET_PREVIOUS for this secret",
-        description=(
-            "retire a key secret no claim needs any more (the runbook's third step). Refused while claims made "
-            "with it remain, unless --orphan names how many: their keys would be answered proceed again"
-        ),
+        help="retire a key secret no claim needs any more (the runbook's third step); refused while claims made "
+        "with it remain, unless --orphan names how many: their keys would be answered proceed again",
     )
     retire.add_argument("key_id", metavar="KEY_ID", help="the secret's check value, as `oncegate keys` lists it")
     retire.add_argument(
-        "--orphan",
-        type=_whole_number(0, 10**12),
-        metavar="N",
-        help="retire it although N claims were made with it (the number `oncegate keys` shows)",
+        "--orphan", type=_whole_number(0, 10**12), metavar="N", help="retire it although N claims were made with it"
     )
-    store = subparsers.add_parser("store", help="the store itself: start a new one after a wipe").add_subparsers(
-        dest="action", required=True
-    )
+    store = subparsers.add_parser("store", help="the store itself").add_subparsers(dest="action", required=True)
     init = store.add_parser(
         "init",
-        help="mark a store that has no id (wiped, restored empty, or new) as the one this app serves",
-        description=(
-            "mark a store that has no id as the store this app serves, with the id ONCEGATE_STORE_ID (or the "
-            "SQLite store-id file) names, else a new one. The app refuses an empty store it knew: this is the "
-            "explicit step that accepts that every claim made before is forgotten"
-        ),
+        help="mark a store without an id (wiped, restored empty, new) as the one this app serves, with the id "
+        "ONCEGATE_STORE_ID (or the SQLite store-id file) names, else a new one: the explicit step that accepts "
+        "that every claim made before is forgotten",
     )
-    init.set_defaults(handler=commands.store_init)
+    init.set_defaults(handler=store_commands.store_init)
 
 
 def build_parser() -> argparse.ArgumentParser:

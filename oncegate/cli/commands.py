@@ -23,7 +23,6 @@ from rich.console import RenderableType
 from oncegate import __version__
 from oncegate.cli import rendering
 from oncegate.cli.client import (
-    SERVICE_EXIT,
     USAGE_EXIT,
     Answer,
     Client,
@@ -96,122 +95,6 @@ def _unbound(host: str, port: int, exc: OSError) -> str:
             "Choose another with --port N or PORT=N (the other commands follow PORT too)."
         )
     return f"cannot listen on {host}:{port}: {exc.strerror or exc}. Choose another --host or --port."
-
-
-def _local_services(command: str, *, create: bool = False) -> tuple[Any, Any] | int:
-    """The services over the store of the environment's settings, and the settings; or the exit status of a refusal.
-
-    A SQLite database that does not exist is refused: opening it would make an empty one (and a new key
-    secret) here, and report on nothing.
-    """
-    from oncegate.bootstrap import build_services
-    from oncegate.config import ConfigError, Settings, StoreKind
-    from oncegate.errors import OnceGateError
-
-    try:
-        settings = Settings.from_environment()
-        if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists() and not create:
-            return refused(command, f"no database at {settings.store_location}: {_where_is_the_store(command)}")
-        return build_services(settings), settings
-    except ConfigError as exc:
-        return refused(command, str(exc))
-    except OnceGateError as exc:
-        return refused(command, f"{settings.store_text}: {exc.message}", SERVICE_EXIT)
-
-
-def purge(args: argparse.Namespace) -> int:
-    """Retention's purge on the store of the environment's settings, a progress line per page on stderr."""
-    from oncegate.errors import OnceGateError
-
-    opened = _local_services("purge")
-    if isinstance(opened, int):
-        return opened
-    services, settings = opened
-    progress(f"Purging on {settings.store_text}")
-    try:
-        report = services.retention.purge(
-            dry_run=args.dry_run,
-            page_size=args.page_size,
-            on_progress=lambda report: progress(rendering.progress_line(report)),
-            resume_cursor=args.resume,
-            max_pages=args.max_pages,
-        )
-    except OnceGateError as exc:
-        return refused("purge", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
-    except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
-    finally:
-        services.close()
-    if args.json:
-        store = {"kind": settings.store.value, "location": settings.store_location}
-        print(json.dumps({"store": store, **report.as_json()}, indent=2))
-    else:
-        rendering.show(rendering.purge_text(report, settings.store_text), sys.stdout)
-    if report.error is not None:
-        print(f"The store failed ({report.error}): resume with --resume {report.cursor or '(none)'}.", file=sys.stderr)
-        return SERVICE_EXIT
-    if report.stopped_early:
-        pages = rendering.plural(report.pages, "page")
-        print(f"Stopped after {pages}: resume with --resume {report.cursor}.", file=sys.stderr)
-    return 0
-
-
-def keys(args: argparse.Namespace) -> int:
-    """The store's id and key secrets (``keys``), or retire one (``keys retire``), on the settings' store."""
-    from oncegate.errors import OnceGateError
-
-    command = "keys retire" if args.action == "retire" else "keys"
-    opened = _local_services(command)
-    if isinstance(opened, int):
-        return opened
-    services, settings = opened
-    try:
-        if args.action == "retire":
-            record = services.key_secrets.retire(args.key_id, orphan=args.orphan)
-            print(f"Key secret {record.key_id} is retired on {settings.store_text}.")
-            return 0
-        marks = services.key_secrets.marks()
-        counts = {
-            record.key_id: services.key_secrets.claims_made_with(record.key_id)
-            for record in marks.secrets
-            if record.live
-        }
-    except OnceGateError as exc:
-        return refused(command, exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
-    except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
-    finally:
-        services.close()
-    if args.json:
-        print(json.dumps(rendering.key_secrets_json(marks, counts), indent=2))
-    else:
-        rendering.show(rendering.key_secrets_text(marks, counts, settings.store_text), sys.stdout)
-    return 0
-
-
-def store_init(args: argparse.Namespace) -> int:
-    """Mark a store without an id (wiped, new, or of an earlier release) as the one this app serves."""
-    from oncegate.errors import OnceGateError
-
-    opened = _local_services("store init", create=True)
-    if isinstance(opened, int):
-        return opened
-    services, settings = opened
-    try:
-        store_id = services.key_secrets.start_store()
-    except OnceGateError as exc:
-        return refused("store init", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
-    finally:
-        services.close()
-    print(f"{settings.store_text} is now store {store_id}; claims made before it was wiped are forgotten.")
-    return 0
-
-
-def _where_is_the_store(command: str) -> str:
-    return (
-        f"{command} works on the store oncegate serve uses. Run it in the folder where oncegate serve runs, or set "
-        "ONCEGATE_SQLITE_PATH (or ONCEGATE_STORE=tables and its settings) as the app has them."
-    )
 
 
 # -- talking to a deployment -----------------------------------------------------------------

@@ -288,6 +288,16 @@ def _translated() -> Iterator[None]:
         raise
 
 
+def _date(header: str) -> datetime | None:
+    """An HTTP ``Date`` (RFC 9110: GMT, whole seconds); None when absent or unreadable."""
+    try:
+        moment = parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return None
+    # "-0000" reads as a naive time; HTTP dates are UTC all the same.
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def _table_missing(exc: HttpResponseError) -> bool:
     code = getattr(exc, "error_code", None) or ""
     return code == "TableNotFound" or "TableNotFound" in str(exc)
@@ -737,8 +747,7 @@ class TableStore:
             for entity in entities
             if entity["PartitionKey"] == KEY_PARTITION
         )
-        clock = parsedate_to_datetime(answered[-1]) if answered and answered[-1] else None
-        return StoreMarks(store_id=store_id, secrets=secrets, clock=clock)
+        return StoreMarks(store_id=store_id, secrets=secrets, clock=_date(answered[-1] if answered else ""))
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
         row = columns.secret_to_row(record)

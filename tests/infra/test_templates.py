@@ -344,7 +344,13 @@ def test_entra_mode_refuses_to_deploy_without_a_client_id(main_bicep: BicepFile)
     assert raw == []
 
 
-KEY_SECRET_SETTINGS = ("ONCEGATE_KEY_SECRET", "ONCEGATE_KEY_SECRET_NEXT", "ONCEGATE_KEY_SECRET_PREVIOUS")
+# The settings an operator changes on the app, which a redeploy keeps: the key secrets and the pinned store id.
+KEY_SECRET_SETTINGS = (
+    "ONCEGATE_KEY_SECRET",
+    "ONCEGATE_KEY_SECRET_NEXT",
+    "ONCEGATE_KEY_SECRET_PREVIOUS",
+    "ONCEGATE_STORE_ID",
+)
 
 
 def test_a_redeploy_keeps_the_key_secret_settings_the_app_has(bicep: dict[str, BicepFile]) -> None:
@@ -374,13 +380,14 @@ def test_a_redeploy_keeps_the_key_secret_settings_the_app_has(bicep: dict[str, B
         "ONCEGATE_KEY_SECRET": f"@Microsoft.KeyVault(SecretUri={uri})",
         "ONCEGATE_KEY_SECRET_NEXT": "",
         "ONCEGATE_KEY_SECRET_PREVIOUS": "",
+        "ONCEGATE_STORE_ID": "",
     }
     # A rotation's settings, set on the app by an operator, survive a redeploy from anywhere: every phase.
     new = "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/oncegate-key-secret-2)"
     phases = [
         {"ONCEGATE_KEY_SECRET": first["ONCEGATE_KEY_SECRET"], "ONCEGATE_KEY_SECRET_NEXT": new},
         {"ONCEGATE_KEY_SECRET": new, "ONCEGATE_KEY_SECRET_PREVIOUS": first["ONCEGATE_KEY_SECRET"]},
-        {"ONCEGATE_KEY_SECRET": new, "ONCEGATE_KEY_SECRET_PREVIOUS": ""},
+        {"ONCEGATE_KEY_SECRET": new, "ONCEGATE_KEY_SECRET_PREVIOUS": "", "ONCEGATE_STORE_ID": "3f2a9c1e5b7d4a60"},
     ]
     for phase in phases:
         live_settings = {**phase, "ONCEGATE_STORE": "tables"}

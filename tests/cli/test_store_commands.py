@@ -1,0 +1,106 @@
+"""``oncegate keys``, ``keys retire`` and ``store init`` on a SQLite file, as an operator runs them (issue 22)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from oncegate import bootstrap
+from oncegate.cli import main
+from oncegate.config import Settings, local_key_secret
+from oncegate.domain.keys import KeyHasher
+from oncegate.domain.statuses import Decision
+from oncegate.errors import NotConfigured
+from tests.cli.conftest import Run
+from tests.cli.test_governance import STORE_SETTINGS
+from tests.gate import Gate
+from tests.service.calls import claim, record
+
+NEXT = "next-secret-" + "n" * 32
+
+
+@pytest.fixture
+def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A SQLite store the app served three claims from, named by the environment as `oncegate serve` reads it."""
+    path = tmp_path / "store" / "oncegate.db"
+    for name in STORE_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(path))
+    service = Gate.of(bootstrap.build_services(Settings.from_environment()))
+    for index in range(3):
+        record(service, claim(service, key=f"ORDER-{index}", run=f"run-{index}"))
+    service.close()
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Run:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    return Run(code, out, err)
+
+
+def test_keys_lists_the_store_id_and_each_secret_with_its_claims(
+    database: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listed = run(capsys, "keys", "--json")
+    text = run(capsys, "keys")
+
+    answer = json.loads(listed.out)
+    key_id = KeyHasher(local_key_secret(database)).key_id
+    assert listed.code == 0
+    assert answer["storeId"] == (database.parent / "oncegate.db.store-id").read_text().strip()
+    assert [(s["keyId"], s["state"], s["claims"]) for s in answer["keySecrets"]] == [(key_id, "current", 3)]
+    assert key_id in text.out
+    assert "current" in text.out
+
+
+def test_retiring_a_secret_with_claims_is_refused_naming_the_count_then_done_with_orphan(
+    database: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = local_key_secret(database)
+    old_id = KeyHasher(old).key_id
+    monkeypatch.setenv("ONCEGATE_KEY_SECRET", NEXT)
+    monkeypatch.setenv("ONCEGATE_KEY_SECRET_PREVIOUS", old)
+    Gate.of(bootstrap.build_services(Settings.from_environment())).health()  # the switch
+
+    refused = run(capsys, "keys", "retire", old_id)
+    current = run(capsys, "keys", "retire", KeyHasher(NEXT).key_id)
+    unknown = run(capsys, "keys", "retire", "nope")
+    done = run(capsys, "keys", "retire", old_id, "--orphan", "3")
+
+    assert refused.code == 2
+    assert "3 claims were made with" in refused.err
+    assert "--orphan 3" in refused.err
+    assert current.code == 2
+    assert "current key secret" in current.err
+    assert unknown.code == 2
+    assert old_id in unknown.err
+    assert done.code == 0
+    assert f"Key secret {old_id} is retired" in done.out
+    states = {s["keyId"]: s["state"] for s in json.loads(run(capsys, "keys", "--json").out)["keySecrets"]}
+    assert states[old_id] == "retired"
+
+
+def test_a_wiped_database_is_refused_until_store_init(database: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for path in database.parent.glob("oncegate.db*"):
+        if not path.name.endswith(".store-id"):
+            path.unlink()
+
+    wiped = Gate.of(bootstrap.build_services(Settings.from_environment()))
+    with pytest.raises(NotConfigured) as refused:
+        claim(wiped, key="ORDER-0", run="run-again")
+    wiped.close()
+    started = run(capsys, "store", "init")
+    again = run(capsys, "store", "init")
+
+    assert refused.value.target == "ONCEGATE_STORE_ID"
+    assert started.code == 0
+    assert "claims made before it was wiped are forgotten" in started.out
+    assert again.code == 2
+    assert "nothing was changed" in again.err
+    served = Gate.of(bootstrap.build_services(Settings.from_environment()))
+    assert claim(served, key="ORDER-0", run="run-again").decision is Decision.PROCEED
+    served.close()

@@ -352,6 +352,9 @@ DETECTORS: tuple[tuple[str, Callable[[str, bool], bool]], ...] = (
     ("a phone number", lambda text, _: _has_phone(text) or _has_china_mobile(text)),
 )
 
+# The findings that are numbers an honest id may share the shape of: a scope's owner can declare such keys.
+NUMBER_FINDINGS = frozenset({"a resident identity number", "a payment card number", "a phone number"})
+
 
 def sensitive_findings(text: str, *, context: str = "") -> list[str]:
     """What personal data the text seems to carry, named but never quoted.

@@ -13,14 +13,14 @@ ends on the edges of such groups, grouped the way such numbers are written, and 
 or a hash: a long reference is not searched digit by digit for something that happens to pass a check.
 
 Three rules keep honest business ids apart from personal data (issue 22); each is measured on the
-corpus in ``tests/service/test_business_corpus.py``:
+corpus of ``tests/service/business_ids.py``. Where the shape still cannot tell, a scope's owner
+declares what its keys look like (:mod:`oncegate.domain.key_patterns`).
 
 - A payment card is a card when it is written as one (in groups: ``4111 1111 1111 1111``,
   ``4111-1111-…``, ``4111/1111/…``) or labelled as one (``card``, ``PAN``, ``Visa``, ``卡号``… in the
   text or in the name of the member that holds it). An unbroken run of digits is an id: one
-  platform order id in sixty (19 digits, starting 4) and one random 16-digit id in forty pass
-  Luhn with a card issuer's prefix, so the digits alone cannot tell. A scope whose keys are such
-  ids says so with its key pattern (Set scope), and nothing in its keys is then read as a card.
+  19-digit platform order id in seventy and one random 16-digit id in forty pass Luhn with a
+  card issuer's prefix, so the digits alone cannot tell.
 - A resident id names a person born at least two years ago: an 18-digit order number of the form
   ``<area><yyyymmdd><seq>`` carries a recent order date and passes the check digit one time in
   eleven, exactly like the id of a newborn. The ids of infants are missed, on purpose.

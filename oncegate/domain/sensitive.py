@@ -321,10 +321,20 @@ def _has_phone(text: str) -> bool:
     for match in PHONE.finditer(text):
         candidate = match.group()
         # The number may run into digits after it ("+49 30 1234567 - 2026"): try it ending at each group.
-        ends = [end.end() for end in re.finditer(r"[0-9]+(?![0-9)])", candidate)]
-        if any(_is_phone(candidate[:end]) for end in reversed(ends)):
+        if any(_is_phone(candidate[:end]) for end in reversed(_phone_ends(candidate))):
             return True
     return False
+
+
+def _phone_ends(candidate: str) -> list[int]:
+    """Where a number in ``candidate`` may end: after each group, up to E.164's 15 digits (a long run stays linear)."""
+    ends, digits, previous = [], 0, 0
+    for group in re.finditer(r"[0-9]+(?![0-9)])", candidate):
+        digits += sum(char.isdigit() for char in candidate[previous : group.end()])
+        if digits > PHONE_DIGITS[-1]:
+            break
+        ends.append(previous := group.end())
+    return ends
 
 
 # Eleven digits starting 13-19, whole or as 3-4-4 (or 3-8, 7-4), after an "86" or not, never inside a longer run.

@@ -18,7 +18,7 @@
     flows overlaps [--top N] [--all-pages]
     flows register --name NAME --environment ENV [--owner O] [--enabled | --disabled] [--notes T]
     scopes list [--top N] [--all-pages]
-    scopes set SCOPE [--owner O] [--lease-seconds S] [--retention-days D] [--description T]
+    scopes set SCOPE [--owner O] [--lease-seconds S] [--retention-days D] [--description T] [--key-pattern P]
     drill [--scope SCOPE] [--source SOURCE] [--concurrency N]
     health
 
@@ -247,6 +247,12 @@ def _add_scopes(subparsers: Any) -> None:
         f"({DEFAULT_RETENTION_DAYS} until set)",
     )
     setting.add_argument("--description", help="what the side effect does")
+    setting.add_argument(
+        "--key-pattern",
+        metavar="P",
+        help="a regular expression the scope's keys match whole, such as '[0-9]{16}': such keys are never refused "
+        "as personal data ('' clears it)",
+    )
 
 
 def _add_serve(subparsers: Any) -> None:

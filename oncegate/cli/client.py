@@ -226,6 +226,7 @@ class Client:
         lease_seconds: int | None,
         retention_days: int | None,
         description: str | None,
+        key_pattern: str | None = None,
     ) -> Answer[ScopeView]:
         """Set a scope's settings: a field left out gets its default."""
         wanted = {
@@ -234,6 +235,7 @@ class Client:
             "leaseSeconds": lease_seconds,
             "retentionDays": retention_days,
             "description": description,
+            "keyPattern": key_pattern,
         }
         return self._call(ScopeView, "PUT", "/api/scopes", _present(wanted))
 

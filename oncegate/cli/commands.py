@@ -215,10 +215,13 @@ def scopes_set(client: Client, args: argparse.Namespace) -> Output:
         "lease_seconds": args.lease_seconds,
         "retention_days": args.retention_days,
         "description": args.description,
+        "key_pattern": args.key_pattern,
     }
     current = _registered_scope(client, args.scope_name)
     kept = {name: getattr(current, name) for name in given} if current else {}
     wanted = {name: value if value is not None else kept.get(name) for name, value in given.items()}
+    # An option given empty clears the setting: a key pattern declared by mistake must be removable.
+    wanted = {name: value if value != "" else None for name, value in wanted.items()}
     return _shown(client.set_scope(args.scope_name, **wanted), rendering.scope_text)
 
 

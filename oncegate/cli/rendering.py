@@ -322,11 +322,15 @@ def scopes_table(scopes: list[ScopeView]) -> RenderableType:
             _claim_counts(scope.claims),
             str(scope.open_conflicts),
             _when(scope.last_seen_at) or "",
+            _clip(scope.key_pattern or ""),
             _clip(scope.description or ""),
         ]
         for scope in scopes
     ]
-    headers = ["SCOPE", "OWNER", "LEASE", "RETENTION", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "DESCRIPTION"]
+    headers = [
+        *("SCOPE", "OWNER", "LEASE", "RETENTION", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "KEY PATTERN"),
+        "DESCRIPTION",
+    ]
     return _table(headers, rows)
 
 
@@ -338,6 +342,7 @@ def scope_text(scope: ScopeView) -> RenderableType:
             ("Description", scope.description),
             ("Default lease", f"{scope.lease_seconds} s"),
             ("Retention", plural(scope.retention_days, "day")),
+            ("Key pattern", scope.key_pattern),
             ("Registered", _when(scope.registered_at) or "no"),
             ("First seen", _when(scope.first_seen_at)),
             ("Last seen", _when(scope.last_seen_at)),

@@ -273,6 +273,8 @@ class ScopeRecord:
     ``lease_seconds`` and ``retention_days`` are None until someone sets them; the service then
     applies its own defaults. A retention job reads ``retention_days`` from here.
     ``claims_by_source`` counts the claims made for each source system named (issue 16).
+    ``key_pattern`` is the shape its owner declared its keys have (issue 22): see
+    :mod:`oncegate.domain.key_patterns`.
     """
 
     scope: str
@@ -280,6 +282,7 @@ class ScopeRecord:
     lease_seconds: int | None = None
     retention_days: int | None = None
     description: str | None = None
+    key_pattern: str | None = None
     registered_at: datetime | None = None
     first_seen_at: datetime | None = None
     last_seen_at: datetime | None = None

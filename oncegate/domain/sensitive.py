@@ -8,10 +8,26 @@ country's phone plan), so that order numbers, ticket ids, dates and amounts pass
 Text is read as people see it, not as it is encoded: NFKC (a fullwidth at sign or digit is the
 plain one, a no-break space is a space), invisible format characters dropped, and percent-encoding
 undone as a second reading (``ana%40contoso.com``). Digits may be grouped by spaces, tabs, dots,
-dashes or underscores, and stand next to letters (``PAY-4111…``). A number counts only when it
-starts and ends on the edges of such groups, grouped the way such numbers are written, and never
-inside a GUID or a hash: a long reference is not searched digit by digit for something that
-happens to pass a check.
+slashes, dashes or underscores, and stand next to letters. A number counts only when it starts and
+ends on the edges of such groups, grouped the way such numbers are written, and never inside a GUID
+or a hash: a long reference is not searched digit by digit for something that happens to pass a check.
+
+Three rules keep honest business ids apart from personal data (issue 22); each is measured on the
+corpus of ``tests/service/business_ids.py``. Where the shape still cannot tell, a scope's owner
+declares what its keys look like (:mod:`oncegate.domain.key_patterns`).
+
+- A payment card is a card when it is written as one (in groups: ``4111 1111 1111 1111``,
+  ``4111-1111-…``, ``4111/1111/…``) or labelled as one (``card``, ``PAN``, ``Visa``, ``卡号``… in the
+  text or in the name of the member that holds it). An unbroken run of digits is an id: one
+  19-digit platform order id in seventy and one random 16-digit id in forty pass Luhn with a
+  card issuer's prefix, so the digits alone cannot tell.
+- A resident id names a person born at least two years ago: an 18-digit order number of the form
+  ``<area><yyyymmdd><seq>`` carries a recent order date and passes the check digit one time in
+  eleven, exactly like the id of a newborn. The ids of infants are missed, on purpose.
+- A mainland China mobile number is found without its ``+86`` as well (``13800138000``,
+  ``86-138-0013-8000``, ``0086 …``, ``(+86) …``): eleven digits starting 13-19 that are a mobile
+  number in China's numbering plan. Other countries' national numbers are left alone: without a
+  country code they look like any other number.
 """
 
 from __future__ import annotations
@@ -38,8 +54,8 @@ class SensitiveKeyPolicy(StrEnum):
 
 # -- reading the text ------------------------------------------------------------------------------------
 
-# Between two groups of a number: up to three spaces, tabs, dots, dashes or underscores ("4111 - 1111").
-SEPARATOR = re.compile(r"[\s._\-]{1,3}")
+# Between two groups of a number: up to three spaces, tabs, dots, slashes, dashes or underscores ("4111 - 1111").
+SEPARATOR = re.compile(r"[\s./_\-]{1,3}")
 DIGIT_RUN = re.compile(rf"[0-9]+(?:{SEPARATOR.pattern}[0-9]+)*")
 # A resident id may end in the check character X.
 RESIDENT_RUN = re.compile(rf"[0-9]+(?:{SEPARATOR.pattern}[0-9]+)*[Xx]?")
@@ -76,8 +92,8 @@ def _without_hex_ids(text: str) -> str:
     return HEX_ID.sub("#", text) if len(text) >= 24 else text
 
 
-def _grouped(run: str, inner: range, longest: int) -> Iterator[str]:
-    """Each group of ``run``, and each stretch of groups written the way such a number is written.
+def _grouped(run: str, inner: range, longest: int, *, alone: bool = True) -> Iterator[str]:
+    """Each group of ``run`` (unless not ``alone``), and each stretch of groups written the way such a number is.
 
     In a stretch, every group but the last is ``inner`` long and the last no longer; ``longest``
     bounds the whole, separators left out. Not any grouping: "12 345 67 8901 23 45" in a table of
@@ -85,7 +101,8 @@ def _grouped(run: str, inner: range, longest: int) -> Iterator[str]:
     """
     groups = SEPARATOR.split(run)
     for start, first in enumerate(groups):
-        yield first
+        if alone:
+            yield first
         joined = first
         for previous, group in itertools.pairwise(groups[start:]):
             if len(previous) not in inner or len(group) > inner[-1] or len(joined) + len(group) > longest:
@@ -96,12 +113,13 @@ def _grouped(run: str, inner: range, longest: int) -> Iterator[str]:
 
 # -- e-mail addresses ----------------------------------------------------------------------------------------
 
-# Letters of any script (``\w``), so that internationalised addresses (ana@bücher.de) are found too. The
-# bounded repeats keep a long string without an address linear to search.
+# Letters of any script (``\w``), so that internationalised addresses (ana@bücher.de) are found too; a quoted
+# local part ("ana"@contoso.com) and a domain literal (ana@[10.0.0.1]) are addresses as RFC 5321 writes them.
+# The bounded repeats keep a long string without an address linear to search.
 EMAIL = re.compile(
-    r"[\w.!#$%&'*+/=?^`{|}~-]{1,64}@"
-    r"(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.){1,8}"
-    r"(?:[^\W\d_]{2,63}|[Xx][Nn]--[A-Za-z0-9-]{1,59})"
+    r"(?:[\w.!#$%&'*+/=?^`{|}~-]{1,64}|\"[^\"\\\r\n]{1,62}\")@"
+    r"(?:(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.){1,8}(?:[^\W\d_]{2,63}|[Xx][Nn]--[A-Za-z0-9-]{1,59})"
+    r"|\[(?:[0-9]{1,3}\.){3}[0-9]{1,3}\]|\[IPv6:[0-9A-Fa-f:.]{2,45}\])"
 )
 
 
@@ -123,6 +141,11 @@ PROVINCES = frozenset(
 )
 
 
+# The youngest a resident id's holder is taken to be. Order numbers of the form <area><yyyymmdd><seq> carry
+# recent dates (and a future one for a delivery); an id of someone born in the last two years is missed.
+YOUNGEST_DAYS = 2 * 366
+
+
 def _is_resident_id(candidate: str) -> bool:
     digits = candidate.upper()
     if not RESIDENT_ID.fullmatch(digits) or int(digits[:2]) not in PROVINCES:
@@ -134,7 +157,7 @@ def _is_resident_id(candidate: str) -> bool:
         born = date(int(digits[6:10]), int(digits[10:12]), int(digits[12:14]))
     except ValueError:
         return False
-    return born.year >= 1900 and born <= date.today()
+    return born.year >= 1900 and (date.today() - born).days >= YOUNGEST_DAYS
 
 
 def _has_resident_id(text: str) -> bool:
@@ -188,9 +211,30 @@ def _is_card(number: str) -> bool:
     return issued and number.isdigit() and _luhn(number) and not (len(number) == 14 and _gtin(number))
 
 
-def _has_card(text: str) -> bool:
+# Words that say a number is a card's, in the text or in the name of the member that holds it ("cardNumber").
+CARD_WORD = re.compile(
+    r"(?i)\b(?:cards?|credit|debit|pan|cc|ccn|visa|master\s?card|amex|unionpay|kreditkarte|tarjeta|carte)\b"
+    r"|卡号|信用卡|银行卡|借记卡"
+)
+# Between the words of a member name: "cardNumber", "card_no" and "CC-Num" each start with a card word.
+WORD_EDGE = re.compile(r"(?<=[a-z])(?=[A-Z])|[_\d]+")
+
+
+def card_labelled(text: str) -> bool:
+    """Whether ``text`` (a text, or the names of the members that hold one) says its numbers are cards'."""
+    return CARD_WORD.search(WORD_EDGE.sub(" ", text)) is not None
+
+
+def _has_card(text: str, *, labelled: bool) -> bool:
+    """A card number written in a card's groups, or, when the text is ``labelled`` a card's, written any way."""
     runs = DIGIT_RUN.findall(_without_hex_ids(text))
-    return any(_is_card(number) for run in runs for number in _grouped(run, CARD_GROUP, 19))
+    for run in runs:
+        numbers = _grouped(run, CARD_GROUP, 19, alone=labelled)
+        # Labelled, a card split anyhow ("41111111 11111111", two fields read together) is a card still.
+        whole = [SEPARATOR.sub("", run)] if labelled else []
+        if any(_is_card(number) for number in itertools.chain(numbers, whole)):
+            return True
+    return False
 
 
 # -- IBANs ---------------------------------------------------------------------------------------------------
@@ -247,6 +291,11 @@ def _has_iban(text: str) -> bool:
 
 # -- phone numbers in the international (E.164) form -----------------------------------------------------------
 
+# "(+86)" and "0086 " are written for "+86": a country code in parentheses, or after the international prefix 00
+# and followed by a separator (with none, "0049151…" is as likely a zero-padded id).
+INTERNATIONAL_PREFIX = re.compile(
+    r"(?<![0-9A-Za-z+])(?:\(\s?\+([1-9][0-9]{0,2})\s?\)|00([1-9][0-9]{0,2})(?=[ \t.\-/]))"
+)
 # A "+", a country code, then digits in groups: a single space, tab, dot or dash between them, or a
 # group in parentheses ("+44 (0)20 7946 0958", "+1 (212) 555-0123"). Not after a digit or a "+" ("1+49").
 PHONE = re.compile(r"(?<![0-9+])\+[1-9][0-9]*(?:(?:[ \t.\-]|[ \t.\-]?\([0-9]{1,4}\)[ \t.\-]?)[0-9]+)*")
@@ -267,27 +316,62 @@ def _is_phone(candidate: str) -> bool:
 
 
 def _has_phone(text: str) -> bool:
+    if "(" in text or "00" in text:
+        text = INTERNATIONAL_PREFIX.sub(lambda prefix: "+" + (prefix[1] or prefix[2]), text)
     for match in PHONE.finditer(text):
         candidate = match.group()
         # The number may run into digits after it ("+49 30 1234567 - 2026"): try it ending at each group.
-        ends = [end.end() for end in re.finditer(r"[0-9]+(?![0-9)])", candidate)]
-        if any(_is_phone(candidate[:end]) for end in reversed(ends)):
+        if any(_is_phone(candidate[:end]) for end in reversed(_phone_ends(candidate))):
             return True
     return False
 
 
+def _phone_ends(candidate: str) -> list[int]:
+    """Where a number in ``candidate`` may end: after each group, up to E.164's 15 digits (a long run stays linear)."""
+    ends, digits, previous = [], 0, 0
+    for group in re.finditer(r"[0-9]+(?![0-9)])", candidate):
+        digits += sum(char.isdigit() for char in candidate[previous : group.end()])
+        if digits > PHONE_DIGITS[-1]:
+            break
+        ends.append(previous := group.end())
+    return ends
+
+
+# Eleven digits starting 13-19, whole or as 3-4-4 (or 3-8, 7-4), after an "86" or not, never inside a longer run.
+CHINA_MOBILE = re.compile(r"(?<![0-9])(?:86[\s./_\-]{0,3})?(1[3-9][0-9](?:[\s./_\-]?[0-9]{4}){2})(?![0-9])")
+
+
+def _is_china_mobile(candidate: str) -> bool:
+    number = phonenumbers.parse(re.sub(r"[^0-9]", "", candidate), "CN")
+    kind = phonenumbers.number_type(number)
+    mobile = kind in (phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE_OR_MOBILE)
+    return mobile and phonenumbers.is_valid_number(number)
+
+
+def _has_china_mobile(text: str) -> bool:
+    return any(_is_china_mobile(match[1]) for match in CHINA_MOBILE.finditer(text))
+
+
 # -- all of them ---------------------------------------------------------------------------------------------
 
-DETECTORS: tuple[tuple[str, Callable[[str], bool]], ...] = (
-    ("an e-mail address", _has_email),
-    ("a resident identity number", _has_resident_id),
-    ("a payment card number", _has_card),
-    ("an IBAN", _has_iban),
-    ("a phone number", _has_phone),
+DETECTORS: tuple[tuple[str, Callable[[str, bool], bool]], ...] = (
+    ("an e-mail address", lambda text, _: _has_email(text)),
+    ("a resident identity number", lambda text, _: _has_resident_id(text)),
+    ("a payment card number", lambda text, labelled: _has_card(text, labelled=labelled)),
+    ("an IBAN", lambda text, _: _has_iban(text)),
+    ("a phone number", lambda text, _: _has_phone(text) or _has_china_mobile(text)),
 )
 
+# The findings that are numbers an honest id may share the shape of: a scope's owner can declare such keys.
+NUMBER_FINDINGS = frozenset({"a resident identity number", "a payment card number", "a phone number"})
 
-def sensitive_findings(text: str) -> list[str]:
-    """What personal data the text seems to carry, named but never quoted."""
+
+def sensitive_findings(text: str, *, context: str = "") -> list[str]:
+    """What personal data the text seems to carry, named but never quoted.
+
+    ``context`` names where the text is held (``data.payment.cardNumber``): a name can say that a
+    run of digits is a card's, as a word in the text can.
+    """
     readings = _readings(text)
-    return [finding for finding, found in DETECTORS if any(found(reading) for reading in readings)]
+    labelled = any(map(card_labelled, readings)) or card_labelled(context)
+    return [finding for finding, found in DETECTORS if any(found(reading, labelled) for reading in readings)]

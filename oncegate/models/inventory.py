@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
+from oncegate.domain.key_patterns import MAX_PATTERN_LENGTH, key_pattern_problem
 from oncegate.domain.limits import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS, MIN_RETENTION_DAYS
 from oncegate.models.base import (
     ADVANCED,
@@ -63,8 +64,21 @@ class RegisterFlowRequest(_Request):
     ] = Field(default=None, max_length=2048)
 
 
+def _valid_key_pattern(pattern: str | None) -> str | None:
+    if pattern is not None and (problem := key_pattern_problem(pattern)):
+        raise ValueError(problem)
+    return pattern
+
+
+KEY_PATTERN_TEXT = (
+    "A regular expression that the scope's keys match whole, such as 310115[0-9]{12} or [0-9]{16}. A key that "
+    "matches it is never refused as personal data: set it when the scope's ids have the shape of a phone, card or "
+    "resident id number."
+)
+
+
 class SetScopeRequest(_Request):
-    """Set a scope's owner, default lease, retention and description; a field left out gets its default."""
+    """Set a scope's owner, default lease, retention, description and key pattern; a field left out gets its default."""
 
     scope: ScopeInput
     owner: Annotated[
@@ -92,6 +106,12 @@ class SetScopeRequest(_Request):
     description: Annotated[
         str | None, designer("Description", "What the side effect does, in one sentence.", ADVANCED)
     ] = Field(default=None, max_length=1024)
+    key_pattern: Annotated[
+        str | None,
+        Field(max_length=MAX_PATTERN_LENGTH),
+        AfterValidator(_valid_key_pattern),
+        designer("Key Pattern", KEY_PATTERN_TEXT, ADVANCED),
+    ] = None
 
 
 class ListPageQuery(_Request):
@@ -196,6 +216,14 @@ class ScopeView(_Model):
     ]
     retention_days: Annotated[int, designer("Retention Days", "How many days the scope's claims are kept.")]
     description: Annotated[str | None, designer("Description", "What the side effect does.")] = None
+    key_pattern: Annotated[
+        str | None,
+        designer(
+            "Key Pattern",
+            "The pattern the scope's keys match whole, as declared with Set scope; such keys are never refused as "
+            "personal data.",
+        ),
+    ] = None
     registered_at: RegisteredAt = None
     first_seen_at: FirstSeenAt = None
     last_seen_at: LastSeenAt = None

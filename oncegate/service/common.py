@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from oncegate.domain.decisions import Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow, HistoryEvent
-from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
+from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitiveKeyPolicy, sensitive_findings
 from oncegate.domain.statuses import (
     ClaimStatus,
     Decision,
@@ -199,7 +199,7 @@ class ClaimsCore:
     def identify(self, intent: BusinessIntent | LookupRequest) -> tuple[tuple[Identity, ...], str, list[str]]:
         """The key under every secret known (older first), the scope, and the warnings the key earned."""
         # A lookup stores nothing, so its refusal does not say so.
-        warnings = self.check_key(intent.key, stores=isinstance(intent, BusinessIntent))
+        warnings = self.check_key(intent.scope, intent.key, stores=isinstance(intent, BusinessIntent))
         supplied, payload = (intent.fingerprint, intent.payload) if isinstance(intent, BusinessIntent) else (None, None)
         identities = tuple(
             Identity(
@@ -211,18 +211,18 @@ class ClaimsCore:
         )
         return identities, normalise_scope(intent.scope), warnings
 
-    def check_key(self, key: str, *, stores: bool = True) -> list[str]:
+    def check_key(self, scope: str, key: str, *, stores: bool = True) -> list[str]:
         """The warning a business key earned for personal data, unless it is refused for it.
 
-        ``stores`` says whether the request would store anything, which the refusal then says it did not.
+        A key of the shape its scope's owner declared (the scope's key pattern) earns nothing: the owner
+        knows what the scope's ids look like where the digits alone cannot tell. ``stores`` says whether
+        the request would store anything, which the refusal then says it did not.
         """
         findings = [] if self.sensitive_keys is SensitiveKeyPolicy.OFF else sensitive_findings(key)
+        if findings and self.inventory.declares(scope, key):
+            return []
         if findings and self.sensitive_keys is SensitiveKeyPolicy.REJECT:
-            raise SensitiveKey(
-                f"The key seems to contain {' and '.join(findings)}: use an internal record id instead."
-                f"{' Nothing was stored.' if stores else ''}",
-                target="key",
-            )
+            raise SensitiveKey(_key_refusal(scope, findings, stores=stores), target="key")
         return [SENSITIVE_KEY] if findings else []
 
     def find(self, identities: tuple[Identity, ...]) -> tuple[Claim, Identity] | None:
@@ -310,3 +310,18 @@ class ClaimsCore:
     def fingerprint_record(self, claim_id: str, fingerprint: str | None) -> FingerprintRecord | None:
         records = self.store.get_fingerprints(claim_id, [fingerprint or ""])
         return records[0] if records else None
+
+
+def _key_refusal(scope: str, findings: list[str], *, stores: bool) -> str:
+    """Why the key is refused, and, for a number an id may share the shape of, how its scope's owner says so."""
+    refusal = (
+        f"The key seems to contain {' and '.join(findings)}: use an internal record id instead."
+        f"{' Nothing was stored.' if stores else ''}"
+    )
+    if not NUMBER_FINDINGS.intersection(findings):
+        return refusal
+    return (
+        f"{refusal} If the scope's keys are ids of this shape, such as order numbers, the scope's owner can declare "
+        "it with Set scope's keyPattern, a regular expression the keys match whole "
+        f"(oncegate scopes set {normalise_scope(scope)} --key-pattern '...'); such keys are then accepted."
+    )

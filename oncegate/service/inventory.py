@@ -1,7 +1,7 @@
 """The flow inventory and the side-effect catalogue: which flows claim, for which scopes, how often.
 
 A person registers a flow (owner, enabled, notes) and sets up a scope (owner, default lease,
-retention, description); the service records every flow and scope it sees, with counts. The
+retention, description, key pattern); the service records every flow and scope it sees, with counts. The
 claim path pays no storage round trip for any of it:
 
 - **Registrations** are read from an in-process snapshot of the (small) flows and scopes tables,
@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.limits import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
 from oncegate.domain.records import Conflict, Flow, FlowRecord, Overlap, ScopeRecord
@@ -136,6 +137,11 @@ class Inventory:
         record = self._current().scopes.get(scope)
         return record.lease_seconds if record and record.lease_seconds else DEFAULT_LEASE_SECONDS
 
+    def declares(self, scope: str, key: str) -> bool:
+        """Whether ``key`` has the shape the owner of ``scope`` declared its keys have (its key pattern)."""
+        record = self._current().scopes.get(normalise_scope(scope))
+        return record is not None and declared(record.key_pattern, key)
+
     def answered(self, scope: str, flow: Flow | None, decision: Decision, at: datetime) -> None:
         """Count a Check and claim answer; flush the counts when the interval is over."""
         self.usage.scope_seen(scope, at)
@@ -210,7 +216,7 @@ class Inventory:
         return [_scope_view(record, open_conflicts[record.scope]) for record in page], cursor
 
     def set_scope(self, request: SetScopeRequest) -> ScopeView:
-        """Set the scope's owner, default lease, retention and description; its counts stay."""
+        """Set the scope's owner, default lease, retention, description and key pattern; its counts stay."""
         scope = normalise_scope(request.scope)
         warnings = self._stored_data.check(request, f"scope {scope}")
 
@@ -221,6 +227,7 @@ class Inventory:
                 lease_seconds=request.lease_seconds,
                 retention_days=request.retention_days,
                 description=request.description,
+                key_pattern=request.key_pattern,
                 registered_at=record.registered_at or self._clock(),
             )
 
@@ -322,6 +329,7 @@ def _scope_view(record: ScopeRecord, open_conflicts: int) -> ScopeView:
         lease_seconds=record.lease_seconds or DEFAULT_LEASE_SECONDS,
         retention_days=record.retention_days or DEFAULT_RETENTION_DAYS,
         description=record.description,
+        key_pattern=record.key_pattern,
         registered_at=record.registered_at,
         first_seen_at=record.first_seen_at,
         last_seen_at=record.last_seen_at,

@@ -3,7 +3,10 @@
 Flows store result data, target record ids, error texts, release reasons and conflict reports as
 sent; people store review and resolution notes, a flow's notes and a scope's description. Each
 string there (in JSON, every member's name and value and every array item, however nested) is read
-by the detectors of :mod:`oncegate.domain.sensitive`, under ``ONCEGATE_SENSITIVE_DATA``:
+by the detectors of :mod:`oncegate.domain.sensitive`, with the names of the members that hold it
+(``cardNumber`` says its digits are a card's). Neighbouring strings, of one object or one array,
+are also read together, as one text: a card number split into two fields (``"4111 1111"``,
+``"1111 1111"``) is one card. All under ``ONCEGATE_SENSITIVE_DATA``:
 
 - ``reject``: the request is refused before the service reads or writes anything for it, with
   ``400 sensitive_data`` naming each field (``data.customer.email``), never the value;
@@ -13,6 +16,7 @@ by the detectors of :mod:`oncegate.domain.sensitive`, under ``ONCEGATE_SENSITIVE
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator
 from typing import Any, TypeVar
@@ -57,7 +61,7 @@ STORED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     ReportConflictRequest: ("source", "reason", "details"),
     ResolveConflictRequest: ("note",),
     RegisterFlowRequest: ("notes",),
-    SetScopeRequest: ("description",),
+    SetScopeRequest: ("description", "key_pattern"),
 }
 NOT_LOOKED_AT = frozenset(
     {"key", "payload", "fingerprint", "reviewer", "owner", "run_id", "flow", "name", "environment", "scope"}
@@ -82,18 +86,34 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
     while stack:  # iterative: data may be nested as deep as the JSON decoder allows
         node, where = stack.pop()
         if isinstance(node, str):
-            if found := sensitive_findings(node):
+            if found := sensitive_findings(node, context=where):
                 yield where, f"{where} seems to contain {_listed(found)}"
-        elif isinstance(node, dict):
-            children = []
+            continue
+        children: list[tuple[Any, str]] = []
+        if isinstance(node, dict):
             for name, child in node.items():
                 named = sensitive_findings(name)
                 if named:
                     yield where, f"a member name in {where} seems to contain {_listed(named)}"
                 children.append((child, f"{where}.{HIDDEN_NAME if named else name}"))
-            stack.extend(reversed(children))
         elif isinstance(node, list):
-            stack.extend(reversed([(child, f"{where}.{index}") for index, child in enumerate(node)]))
+            children = [(child, f"{where}.{index}") for index, child in enumerate(node)]
+        yield from _split(children)
+        stack.extend(reversed(children))
+
+
+def _split(children: list[tuple[Any, str]]) -> Iterator[tuple[str, str]]:
+    """What two neighbouring strings carry together and neither alone: a number split across two fields."""
+    for (first, first_at), (second, second_at) in itertools.pairwise(children):
+        if not (isinstance(first, str) and isinstance(second, str)):
+            continue
+        # A space between: the two fields read as two groups of one number ("4111 1111" and "1111 1111").
+        together = sensitive_findings(f"{first} {second}", context=f"{first_at} {second_at}")
+        if not together:
+            continue
+        alone = {*sensitive_findings(first, context=first_at), *sensitive_findings(second, context=second_at)}
+        if split := [finding for finding in together if finding not in alone]:
+            yield first_at, f"{first_at} and {second_at} together seem to contain {_listed(split)}"
 
 
 def _listed(findings: list[str]) -> str:

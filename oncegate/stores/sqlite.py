@@ -131,7 +131,7 @@ ADDED_COLUMNS = {
     "history": ("Source TEXT",),
     "conflicts": ("SourceSystem TEXT",),
     "flows": ("ClaimsBySource TEXT",),
-    "scopes": ("ClaimsBySource TEXT",),
+    "scopes": ("ClaimsBySource TEXT", "KeyPattern TEXT"),
 }
 # Indexes on added columns, made once the columns are there: finding claims by source or reference (issue 16).
 ADDED_INDEXES = """

@@ -115,7 +115,7 @@ def test_scopes_set_then_list_with_claims_by_status(api: ServerApi, oncegate: On
     assert "Retention       30 days" in done.out
     header, row = listed.out.splitlines()
     assert cells(header) == [
-        "SCOPE", "OWNER", "LEASE", "RETENTION", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "DESCRIPTION",
+        "SCOPE", "OWNER", "LEASE", "RETENTION", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "KEY PATTERN", "DESCRIPTION",
     ]  # fmt: skip
     scope = cells(row)
     assert scope[:6] == ["erp.create-order", "team-erp", "60 s", "30 d", "in_progress 1, succeeded 1", "0"]
@@ -155,6 +155,24 @@ def test_scopes_set_changes_only_what_is_given(oncegate: Oncegate) -> None:
     assert re.search(r"^Retention\s+1 day$", text, re.MULTILINE)
     # A value is shown as it is, never read as rich markup.
     assert re.search(r"^Description\s+Orders \[in the ERP\]$", text, re.MULTILINE)
+
+
+def test_scopes_set_declares_a_key_pattern_shown_in_the_list_and_kept_until_cleared(oncegate: Oncegate) -> None:
+    declared = oncegate("scopes", "set", "erp.create-order", "--key-pattern", "1[3-9][0-9]{9}")
+    kept = oncegate("scopes", "set", "erp.create-order", "--owner", "team-erp", "--json")
+    header, row = oncegate("scopes", "list").out.splitlines()
+    # Not seen yet, the scope has no last seen: its key pattern is the row's last cell.
+    refused = oncegate("scopes", "set", "erp.create-order", "--key-pattern", "([0-9]+)+")
+    cleared = oncegate("scopes", "set", "erp.create-order", "--key-pattern", "", "--json")
+
+    assert re.search(r"^Key pattern\s+1\[3-9\]\[0-9\]\{9\}$", declared.out, re.MULTILINE)
+    assert json.loads(kept.out)["keyPattern"] == "1[3-9][0-9]{9}"
+    assert "KEY PATTERN" in cells(header)
+    assert cells(row)[-1] == "1[3-9][0-9]{9}"
+    assert refused.code == 2
+    assert "(keyPattern)" in refused.err
+    assert "repeats a group" in refused.err
+    assert "keyPattern" not in json.loads(cleared.out)
 
 
 def test_all_pages_says_how_far_it_got_on_stderr(api: ServerApi, oncegate: Oncegate) -> None:

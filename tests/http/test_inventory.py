@@ -128,6 +128,8 @@ def test_a_scope_set_without_settings_gets_the_defaults(api: Api) -> None:
         ("set_scope", {"scope": "erp/orders"}, "scope"),
         ("set_scope", {"owner": "ana@contoso.com"}, "scope"),
         ("set_scope", {"scope": SCOPE, "description": "x" * 1025}, "description"),
+        ("set_scope", {"scope": SCOPE, "keyPattern": "[0-9"}, "keyPattern"),
+        ("set_scope", {"scope": SCOPE, "keyPattern": "([0-9]+)+"}, "keyPattern"),
         ("register_flow", {"name": "Create ERP order"}, "environment"),
         ("register_flow", {**FLOW, "enabled": "perhaps"}, "enabled"),
         ("register_flow", {**FLOW, "disabled": True}, "disabled"),
@@ -144,6 +146,8 @@ def test_a_scope_set_without_settings_gets_the_defaults(api: Api) -> None:
         "scope-bad-name",
         "scope-missing",
         "description-too-long",
+        "key-pattern-not-a-regex",
+        "key-pattern-repeats-a-group",
         "flow-without-environment",
         "enabled-not-a-bool",
         "flow-unknown-field",
@@ -210,3 +214,17 @@ def test_flows_with_the_longest_non_ascii_names_page_to_the_end(api: Api) -> Non
     listed_names = [flow["name"] for flow in listed(api, "list_flows", top="1")]
 
     assert sorted(listed_names) == sorted(names)
+
+
+def test_a_scope_s_owner_declares_its_keys_shape_and_such_keys_are_accepted(api: Api) -> None:
+    refused = api.call("check_and_claim", claim_body(key="13800138000"))
+    view = ok(api.call("set_scope", {"scope": SCOPE, "keyPattern": "1[3-9][0-9]{9}"}))
+    accepted = ok(api.call("check_and_claim", claim_body(key="13800138000")))
+    [listed] = ok(api.call("list_scopes"))["value"]
+
+    assert (refused.status, refused.code) == (400, "sensitive_key")
+    assert "keyPattern" in refused.body["error"]["message"]
+    assert f"oncegate scopes set {SCOPE} --key-pattern" in refused.body["error"]["message"]
+    assert view["keyPattern"] == listed["keyPattern"] == "1[3-9][0-9]{9}"
+    assert accepted["decision"] == "proceed"
+    assert "sensitive_key" not in accepted.get("warnings", [])

@@ -7,7 +7,7 @@ numbers, VAT ids and payment references, and error texts and notes. None may be 
 or as stored data: a false positive refuses a flow's real work.
 
 ``corpus/personal.json`` holds each detector's hits by finding, including every bypass an
-adversarial run found in the key check (a card after a dash or letters, digits split by dots,
+adversarial run found in the key check (a labelled card after a dash or letters, digits split by dots,
 no-break spaces, tabs or underscores, ``%40``, a fullwidth at sign (U+FF20), an internationalised domain, PRC
 ids with spaces or dashes). Every one must be found, with the right finding. Invisible and
 fullwidth characters are written as ``\\uXXXX`` escapes in the files.
@@ -103,6 +103,12 @@ HOSTILE = {
     "plus signs": "+1 " * 5_000,
     "country codes": "DE12 " * 3_200,
     "percent signs": "%41" * 5_000,
+    "quoted local parts": '"a' * 8_000,
+    "bracketed domains": "a@[1.1.1" * 2_000,
+    "parenthesised country codes": "(+86) " * 2_700,
+    "international prefixes": "0086 1" * 2_700,
+    "mobile-like groups": "138 0013 " * 1_800,
+    "card words": "card 4 " * 2_300,
 }
 
 

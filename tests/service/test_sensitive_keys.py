@@ -21,9 +21,12 @@ PERSONAL = {
     "order for ana+shop@mail.example.cn": "an e-mail address",
     "11010519491231002X": "a resident identity number",
     "claim-440524198001010013-2026": "a resident identity number",
-    "4111111111111111": "a payment card number",
+    "card 4111111111111111": "a payment card number",
+    "4111/1111/1111/1111": "a payment card number",
     "card 5555 5555 5555 4444": "a payment card number",
-    "378282246310005": "a payment card number",
+    "3782 822463 10005": "a payment card number",
+    "13800138000": "a phone number",
+    "(+86) 13800138000": "a phone number",
     "6212-3456-7890-1232": "a payment card number",
 }
 BUSINESS = [
@@ -36,6 +39,9 @@ BUSINESS = [
     "110105209912310018",  # valid check digit, born in 2099
     "4111111111111112",  # a Visa prefix that fails Luhn
     "9111111111111111",  # Luhn-valid but no known issuer
+    "4111111111111111",  # Luhn-valid with a card's prefix, but unbroken and unlabelled: an id
+    "4804184259247742423",  # a platform order id: 19 digits, a Visa prefix, Luhn-valid
+    "310115202612039028",  # an order number <area><yyyymmdd><seq> dated last week, with a valid check digit
     "ticket 12345678901234567",
     "release@2.0",
 ]

@@ -1,0 +1,108 @@
+"""A scope's key pattern: its owner declares what the scope's keys look like, and such keys are accepted (issue 22).
+
+An 11-digit customer number starting 13-19 has the shape of a China mobile number; a 16-digit
+id written in groups may pass a card's checks. Only the scope's owner knows, so only a key of
+that scope, matching the declared pattern whole, is let through; everything else is read as before.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from oncegate.domain.key_patterns import MAX_DECLARED_KEY, declared, key_pattern_problem
+from oncegate.domain.statuses import Decision
+from oncegate.errors import SensitiveData, SensitiveKey
+from oncegate.models import SetScopeRequest
+from tests.conftest import FakeClock
+from tests.gate import Gate
+from tests.service.calls import SCOPE, claim, scopes, set_scope
+
+CUSTOMER_NUMBERS = r"1[3-9][0-9]{9}"
+
+
+def test_a_key_of_the_declared_shape_is_accepted_in_its_scope_only(service: Gate) -> None:
+    set_scope(service, key_pattern=CUSTOMER_NUMBERS)
+
+    answer = claim(service, key="13800138000")
+
+    assert answer.decision is Decision.PROCEED
+    assert "sensitive_key" not in answer.warnings
+    with pytest.raises(SensitiveKey):
+        claim(service, scope="crm.create-contact", key="13800138000")
+    # Matched whole: the same number inside a longer key is read as before.
+    with pytest.raises(SensitiveKey):
+        claim(service, key="call 13800138000")
+    with pytest.raises(SensitiveKey):
+        claim(service, key="ana@contoso.com")
+
+
+def test_the_pattern_is_kept_on_the_store_and_read_by_every_instance(
+    new_service: Callable[[], Gate], clock: FakeClock
+) -> None:
+    first, other = new_service(), new_service()
+    with pytest.raises(SensitiveKey):
+        claim(other, key="4111 1111 1111 1111")
+
+    view = set_scope(first, key_pattern=r"[0-9]{4} [0-9]{4} [0-9]{4} [0-9]{4}")
+    clock.advance(timedelta(seconds=31).total_seconds())  # the other instance reads registrations again
+
+    assert view.key_pattern == "[0-9]{4} [0-9]{4} [0-9]{4} [0-9]{4}"
+    assert scopes(other)[SCOPE].key_pattern == view.key_pattern
+    assert claim(other, key="4111 1111 1111 1111").decision is Decision.PROCEED
+
+
+def test_setting_the_scope_again_without_it_clears_it(service: Gate) -> None:
+    set_scope(service, key_pattern=CUSTOMER_NUMBERS)
+    set_scope(service, owner="team-erp")
+
+    assert scopes(service)[SCOPE].key_pattern is None
+    with pytest.raises(SensitiveKey):
+        claim(service, key="13800138000")
+
+
+def test_a_pattern_carrying_personal_data_is_refused_as_stored_data(service: Gate) -> None:
+    with pytest.raises(SensitiveData) as refused:
+        set_scope(service, key_pattern="ana@contoso.com")
+
+    assert refused.value.target == "keyPattern"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "problem"),
+    [
+        ("[0-9", "not a regular expression"),
+        ("([0-9]+)+", "repeats a group"),
+        ("(?:SO-[0-9]{4})*", "repeats a group"),
+        (r"(a)\1", "refers back"),
+        (r"\d*\d*\d*x", "open-ended repeats"),
+        ("x" * 201, "200 characters"),
+    ],
+)
+def test_a_pattern_that_could_not_be_matched_cheaply_is_refused_naming_the_field(pattern: str, problem: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        SetScopeRequest(scope=SCOPE, key_pattern=pattern)
+
+    [error] = refused.value.errors()
+    assert error["loc"] == ("key_pattern",)  # keyPattern on the wire, as the 400 names it
+    assert problem in error["msg"]
+
+
+@pytest.mark.parametrize(
+    "pattern", [CUSTOMER_NUMBERS, "(?:SO|PO)-[0-9]{4}-[0-9]{6}", r"[A-Z]{2,4}-\d+", r"\d+-\d+", "(?=4)[0-9]{16}"]
+)
+def test_ordinary_patterns_are_accepted(pattern: str) -> None:
+    assert key_pattern_problem(pattern) is None
+
+
+def test_matching_stays_cheap_for_the_worst_pattern_allowed_and_long_keys_are_not_tried() -> None:
+    started = time.perf_counter()
+    for size in (MAX_DECLARED_KEY, 4096):
+        declared(r"\d*\d*x", "1" * size)
+
+    assert time.perf_counter() - started < 1.0
+    assert not declared("1+", "1" * (MAX_DECLARED_KEY + 1))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import importlib.machinery
 import json
 import os
 import sys
@@ -56,7 +57,7 @@ def serve(args: argparse.Namespace) -> int:
     """Serve the app on the store the environment names; a bad setting or a taken port is one line and exit 2."""
     from oncegate.config import ConfigError, Settings
     from oncegate.entrypoints import logs
-    from oncegate.entrypoints.server import listening, serve_in_workers
+    from oncegate.entrypoints.server import WorkerFailed, listening, serve_in_workers
 
     # Azure loads the app whatever the settings and answers 503 not_configured (function_app.py); here a
     # person is watching, so a setting that cannot work stops the server before it says it serves.
@@ -64,6 +65,9 @@ def serve(args: argparse.Namespace) -> int:
         settings = Settings.from_environment()
     except ConfigError as exc:
         return refused("serve", f"{exc} Fix the setting, then start again.")
+    missing = _no_app_in(Path(args.app_dir))
+    if missing:
+        return refused("serve", missing)
     logs.configure(handler=True)
     try:
         listener = listening(args.host, args.port)
@@ -77,9 +81,25 @@ def serve(args: argparse.Namespace) -> int:
         serve_in_workers(load_app, args.app_dir, listener, workers=args.workers)
     except KeyboardInterrupt:
         pass
+    except WorkerFailed as exc:
+        return refused("serve", f"{exc}, so every worker was stopped; its error is above.", SERVICE_EXIT)
     finally:
         listener.close()
     return 0
+
+
+def _no_app_in(app_dir: Path) -> str | None:
+    """Why ``app_dir`` holds no app to serve, or None.
+
+    Checked before any worker starts: each worker imports the app on its own, and one that cannot
+    only dies with a traceback of its own, once per worker.
+    """
+    if importlib.machinery.PathFinder.find_spec("function_app", [str(app_dir)]) is not None:
+        return None
+    return (
+        f"no function_app.py in {app_dir.resolve()}: pass --app-dir with the folder that holds it "
+        "(the project's root), or run oncegate serve from that folder."
+    )
 
 
 def load_app(app_dir: str) -> func.FunctionApp:

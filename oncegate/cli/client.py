@@ -190,9 +190,12 @@ class Client:
         """The claims of a source system, reference, status or first received, page by page (issue 16)."""
         return self._pages(ClaimList, "/api/claims", {**filters, "top": top})
 
-    def review_claim(self, claim_id: str, *, reviewer: str | None, note: str | None) -> Answer[ClaimView]:
-        """Acknowledge a failure that is not retryable."""
-        wanted = {"reviewer": reviewer, "note": note}
+    def review_claim(
+        self, claim_id: str, *, reviewer: str | None, note: str | None, settlement: dict[str, Any] | None = None
+    ) -> Answer[ClaimView]:
+        """Acknowledge a failure that is not retryable; with ``settlement`` (outcome, attempt, targetRecordId,
+        data), settle an attempt in doubt."""
+        wanted = {"reviewer": reviewer, "note": note, **(settlement or {})}
         return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/review", _present(wanted))
 
     def conflict_pages(self, *, status: str, scope: str | None, top: int | None) -> Iterator[Answer[ConflictList]]:

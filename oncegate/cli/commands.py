@@ -220,7 +220,28 @@ def claims_list(client: Client, args: argparse.Namespace) -> Output:
 
 
 def claims_review(client: Client, args: argparse.Namespace) -> Output:
-    return _shown(client.review_claim(args.claim_id, reviewer=args.reviewer, note=args.note), rendering.claim_text)
+    settlement = {
+        "outcome": args.outcome,
+        "attempt": args.attempt,
+        "targetRecordId": args.target_record_id,
+        "data": _json_option(args.data, "--data") if args.data is not None else None,
+    }
+    answer = client.review_claim(
+        args.claim_id,
+        reviewer=args.reviewer,
+        note=args.note,
+        settlement={k: v for k, v in settlement.items() if v is not None},
+    )
+    return _shown(answer, rendering.claim_text)
+
+
+def _json_option(text: str, option: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ClientError(
+            f"{option} is not JSON ({exc.msg} at character {exc.pos}): quote it, such as '{{\"n\": 1}}'"
+        ) from exc
 
 
 def _listed(

@@ -182,6 +182,10 @@ class Client:
         wanted = {"claimToken": claim_token, "outcome": outcome, "targetRecordId": target_record_id}
         return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/result", _present(wanted))
 
+    def release_claim(self, claim_id: str, *, claim_token: str, reason: str | None) -> Answer[ClaimView]:
+        wanted = {"claimToken": claim_token, "reason": reason}
+        return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/release", _present(wanted))
+
     def attention_pages(self, *, scope: str | None, top: int | None) -> Iterator[Answer[ClaimAttentionList]]:
         """The claims needing attention page by page, oldest first."""
         return self._pages(ClaimAttentionList, "/api/claims", {"attention": "true", "scope": scope, "top": top})

@@ -33,7 +33,7 @@ from oncegate.cli.client import (
     Page,
     default_url,
 )
-from oncegate.cli.drill import run_drill
+from oncegate.cli.drill import Interrupted, run_drill
 from oncegate.cli.signin import AppFactory, EntraSettings, access_token
 from oncegate.models import ScopeView
 
@@ -326,15 +326,29 @@ def _registered_scope(client: Client, scope: str) -> ScopeView | None:
 
 
 def drill(client: Client, args: argparse.Namespace) -> Output:
-    report = run_drill(
-        client, scope=args.drill_scope, source=args.drill_source, concurrency=args.concurrency, on_step=progress
-    )
+    try:
+        report = run_drill(
+            client, scope=args.drill_scope, source=args.drill_source, concurrency=args.concurrency, on_step=progress
+        )
+    except Interrupted as stopped:
+        progress(_interrupted_line(stopped))
+        raise
     if report.blocked is not None:
         return Output(report.as_json(), rendering.drill_text(report), exit_code=USAGE_EXIT)
     if report.passed:
         return Output(report.as_json(), rendering.drill_text(report))
     note = f"The drill found {len(report.deviations)} deviation(s) from the contract."
     return Output(report.as_json(), rendering.drill_text(report), note, DEVIATION_EXIT)
+
+
+def _interrupted_line(stopped: Interrupted) -> str:
+    released = f"released {rendering.plural(stopped.released, 'claim')} it held"
+    if not stopped.kept:
+        return f"oncegate drill: interrupted; {released}."
+    return (
+        f"oncegate drill: interrupted; {released}, and could not release {', '.join(stopped.kept)}: settle each with "
+        "oncegate claims review CLAIM_ID --outcome failed --attempt N (the drill made no record anywhere)."
+    )
 
 
 def health(client: Client, args: argparse.Namespace) -> Output:

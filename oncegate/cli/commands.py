@@ -75,10 +75,14 @@ def serve(args: argparse.Namespace) -> int:
         return refused("serve", _unbound(args.host, args.port, exc))
     host, port = listener.getsockname()[:2]
     workers = f", {args.workers} worker processes" if args.workers > 1 else ""
-    print(f"OnceGate {__version__} serving on http://{host!s}:{port}/api{workers} (Ctrl+C to stop)", flush=True)
-    print(f"Store: {settings.store_text}", flush=True)
+
+    def serving() -> None:
+        # Said once every worker serves: a script that waits for this line may send requests and signals.
+        print(f"OnceGate {__version__} serving on http://{host!s}:{port}/api{workers} (Ctrl+C to stop)", flush=True)
+        print(f"Store: {settings.store_text}", flush=True)
+
     try:
-        serve_in_workers(load_app, args.app_dir, listener, workers=args.workers)
+        serve_in_workers(load_app, args.app_dir, listener, workers=args.workers, on_ready=serving)
     except KeyboardInterrupt:
         pass
     except WorkerFailed as exc:

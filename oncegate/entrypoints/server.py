@@ -421,7 +421,12 @@ class WorkerFailed(Exception):
 
 
 def serve_in_workers(
-    load_app: Callable[[str], func.FunctionApp], app_dir: str, listener: socket.socket, *, workers: int
+    load_app: Callable[[str], func.FunctionApp],
+    app_dir: str,
+    listener: socket.socket,
+    *,
+    workers: int,
+    on_ready: Callable[[], None] = lambda: None,
 ) -> None:
     """Serve the app from ``workers`` processes accepting on one socket, until SIGTERM or SIGINT.
 
@@ -430,29 +435,28 @@ def serve_in_workers(
     a module-level function, as a spawned process needs) and builds its own services, as instances
     of the function app in Azure do: the store is what they share, and every write is conditioned.
 
-    A stop asked of this process is passed on to each worker, which finishes, flushes its inventory
-    counts once and exits; a worker still there ``STOP_GRACE_SECONDS`` later is killed. Raises
-    :class:`WorkerFailed` when a worker stops unasked, after stopping the others.
+    ``on_ready`` is called once every worker serves. A stop asked of this process is passed on to
+    each worker, which finishes, flushes its inventory counts once and exits; a worker still there
+    ``STOP_GRACE_SECONDS`` later is killed. Raises :class:`WorkerFailed` when a worker stops unasked,
+    after stopping the others.
     """
     if workers == 1:
-        _worker(load_app, app_dir, listener)
+        _worker(load_app, app_dir, listener, on_ready=on_ready)
         return
     context = multiprocessing.get_context("spawn")
+    readiness, ready = context.Pipe(duplex=False)
     processes = [
         context.Process(
-            target=_worker, args=(load_app, app_dir, listener, os.getpid()), name=f"oncegate-worker-{number}"
+            target=_worker,
+            args=(load_app, app_dir, listener, os.getpid(), ready),
+            name=f"oncegate-worker-{number}",
         )
         for number in range(1, workers + 1)
     ]
     with _StopSignals() as stop:
-        # A worker inherits the blocked signals: one sent while it loads the app waits until it can stop cleanly.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
-            for process in processes:
-                process.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        failed = _supervise(processes, stop)
+        for process in processes:
+            process.start()
+        failed = _supervise(processes, stop, readiness, on_ready)
     if failed is not None:
         raise WorkerFailed(failed.name, failed.exitcode)
 
@@ -466,12 +470,14 @@ class _StopSignals:
     """
 
     def __enter__(self) -> _StopSignals:
+        self.asked = False
         self.wake, self._wakes = os.pipe()
         os.set_blocking(self._wakes, False)
         self._previous = {number: signal.signal(number, self._asked) for number in STOP_SIGNALS}
         return self
 
     def _asked(self, signum: int, frame: object) -> None:
+        self.asked = True
         with contextlib.suppress(BlockingIOError):
             os.write(self._wakes, b"!")
 
@@ -482,10 +488,33 @@ class _StopSignals:
         os.close(self._wakes)
 
 
-def _supervise(processes: Sequence[multiprocessing.process.BaseProcess], stop: _StopSignals) -> Any:
-    """Wait for a stop signal or a worker's exit, then stop the workers; the worker that exited unasked, or None."""
-    ready = multiprocessing.connection.wait([stop.wake, *(process.sentinel for process in processes)])
-    failed = None if stop.wake in ready else next(process for process in processes if process.sentinel in ready)
+def _supervise(
+    processes: Sequence[multiprocessing.process.BaseProcess],
+    stop: _StopSignals,
+    readiness: multiprocessing.connection.Connection,
+    on_ready: Callable[[], None],
+) -> Any:
+    """Until a stop signal or a worker's exit, count the workers ready; then stop them all.
+
+    Returns the worker that exited unasked, or None. A signal to the process group reaches this
+    process no later than the workers, so its handler has run (``stop.asked``) by the time a worker
+    it stopped is seen gone.
+    """
+    waiting = len(processes)
+    while True:
+        woken = multiprocessing.connection.wait([stop.wake, readiness, *(process.sentinel for process in processes)])
+        if stop.asked:
+            failed = None
+            break
+        if readiness in woken:
+            readiness.recv()
+            waiting -= 1
+            if waiting == 0:
+                on_ready()
+            continue
+        failed = next((process for process in processes if process.sentinel in woken), None)
+        if failed is not None:
+            break
     # Each worker is asked once: one that got the signal from its process group ignores this second one.
     for process in processes:
         if process.is_alive():
@@ -531,16 +560,26 @@ def _stop_serving_on_signal(server: ThreadingHTTPServer) -> dict[int, Any]:
 
 
 def _worker(
-    load_app: Callable[[str], func.FunctionApp], app_dir: str, listener: socket.socket, parent: int | None = None
+    load_app: Callable[[str], func.FunctionApp],
+    app_dir: str,
+    listener: socket.socket,
+    parent: int | None = None,
+    ready: multiprocessing.connection.Connection | None = None,
+    *,
+    on_ready: Callable[[], None] = lambda: None,
 ) -> None:
-    """Serve until SIGTERM or SIGINT; ``parent``: the pid of the process that started this one, which it ends with."""
+    """Serve until SIGTERM or SIGINT; ``parent``: the pid of the process that started this one, which it ends with.
+
+    Once it serves, the worker says so on ``ready`` (to the parent), or calls ``on_ready`` (in the command's process).
+    """
     if parent is not None:
         _end_with_parent(parent)
     logs.configure(handler=True)
     server = make_server(load_app(app_dir), listener=listener)
     replaced = _stop_serving_on_signal(server) if threading.current_thread() is threading.main_thread() else {}
-    # Blocked by the parent until now (serve_in_workers): a stop asked meanwhile is handled here.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    if ready is not None:
+        ready.send(os.getpid())
+    on_ready()
     try:
         server.serve_forever()
     finally:

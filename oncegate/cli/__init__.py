@@ -10,7 +10,7 @@
     claims lookup --scope SCOPE --key KEY   (its first name, find, still works)
     claims attention [--scope SCOPE] [--top N] [--all-pages]
     claims list [--source S] [--reference R] [--status STATUS] [--since TIME] [--scope SCOPE] [--top N] [--all-pages]
-    claims review CLAIM_ID [--reviewer R] [--note N]
+    claims review CLAIM_ID [--reviewer R] [--note N] [--outcome succeeded|failed --attempt N [--target-record-id ID]]
     conflicts list [--status open|resolved|all] [--scope SCOPE] [--top N] [--all-pages]
     conflicts show CONFLICT_ID
     conflicts resolve CONFLICT_ID --decision accept_new|keep_original|dismiss [--reviewer R] [--note N]
@@ -51,7 +51,7 @@ from oncegate.domain.limits import (
     MIN_LEASE_SECONDS,
     MIN_RETENTION_DAYS,
 )
-from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Resolution
+from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Resolution, SettledOutcome
 from oncegate.service.retention import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 LOCAL_COMMANDS = ("serve", "purge", "keys", "store")
@@ -151,11 +151,29 @@ def _add_claims(subparsers: Any) -> None:
     listed.add_argument("--scope", help="only the claims of this scope")
     _add_paging(listed, "claims")
     review = _command(
-        claims, "review", commands.claims_review, "acknowledge a failure that is not retryable (the key stays blocked)"
+        claims,
+        "review",
+        commands.claims_review,
+        "acknowledge a failure that is not retryable (the key stays blocked), or, with --outcome and --attempt, "
+        "settle an attempt in doubt (lease expired, or unknown) with what the target system holds",
     )
-    review.add_argument("claim_id", metavar="CLAIM_ID", help="the failed claim's id")
+    review.add_argument("claim_id", metavar="CLAIM_ID", help="the claim's id")
     review.add_argument("--reviewer", help="who reviewed, such as an e-mail address (with --entra: who signed in)")
     review.add_argument("--note", help="what you found or did, kept in the claim's history")
+    review.add_argument(
+        "--outcome",
+        choices=[outcome.value for outcome in SettledOutcome],
+        help="settle an attempt in doubt: succeeded when the target system holds the record (give "
+        "--target-record-id), failed when it holds nothing, so that the next run does the side effect",
+    )
+    review.add_argument(
+        "--attempt",
+        type=_whole_number(1, 10**9),
+        metavar="N",
+        help="with --outcome: the claim's attempt you looked up (claims show); refused if a run took it over since",
+    )
+    review.add_argument("--target-record-id", metavar="ID", help="with --outcome succeeded: the record's id")
+    review.add_argument("--data", metavar="JSON", help="with --outcome succeeded: the result data later runs get back")
 
 
 def _add_conflicts(subparsers: Any) -> None:

@@ -182,6 +182,10 @@ class Client:
         wanted = {"claimToken": claim_token, "outcome": outcome, "targetRecordId": target_record_id}
         return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/result", _present(wanted))
 
+    def release_claim(self, claim_id: str, *, claim_token: str, reason: str | None) -> Answer[ClaimView]:
+        wanted = {"claimToken": claim_token, "reason": reason}
+        return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/release", _present(wanted))
+
     def attention_pages(self, *, scope: str | None, top: int | None) -> Iterator[Answer[ClaimAttentionList]]:
         """The claims needing attention page by page, oldest first."""
         return self._pages(ClaimAttentionList, "/api/claims", {"attention": "true", "scope": scope, "top": top})
@@ -190,9 +194,12 @@ class Client:
         """The claims of a source system, reference, status or first received, page by page (issue 16)."""
         return self._pages(ClaimList, "/api/claims", {**filters, "top": top})
 
-    def review_claim(self, claim_id: str, *, reviewer: str | None, note: str | None) -> Answer[ClaimView]:
-        """Acknowledge a failure that is not retryable."""
-        wanted = {"reviewer": reviewer, "note": note}
+    def review_claim(
+        self, claim_id: str, *, reviewer: str | None, note: str | None, settlement: dict[str, Any] | None = None
+    ) -> Answer[ClaimView]:
+        """Acknowledge a failure that is not retryable; with ``settlement`` (outcome, attempt, targetRecordId,
+        data), settle an attempt in doubt."""
+        wanted = {"reviewer": reviewer, "note": note, **(settlement or {})}
         return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/review", _present(wanted))
 
     def conflict_pages(self, *, status: str, scope: str | None, top: int | None) -> Iterator[Answer[ConflictList]]:

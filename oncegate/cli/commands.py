@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import importlib.machinery
 import json
 import os
 import sys
@@ -31,7 +32,7 @@ from oncegate.cli.client import (
     Page,
     default_url,
 )
-from oncegate.cli.drill import run_drill
+from oncegate.cli.drill import Interrupted, run_drill
 from oncegate.cli.signin import AppFactory, EntraSettings, access_token
 from oncegate.models import ScopeView
 
@@ -55,7 +56,7 @@ def serve(args: argparse.Namespace) -> int:
     """Serve the app on the store the environment names; a bad setting or a taken port is one line and exit 2."""
     from oncegate.config import ConfigError, Settings
     from oncegate.entrypoints import logs
-    from oncegate.entrypoints.server import listening, serve_in_workers
+    from oncegate.entrypoints.server import WorkerFailed, listening, serve_in_workers
 
     # Azure loads the app whatever the settings and answers 503 not_configured (function_app.py); here a
     # person is watching, so a setting that cannot work stops the server before it says it serves.
@@ -63,6 +64,9 @@ def serve(args: argparse.Namespace) -> int:
         settings = Settings.from_environment()
     except ConfigError as exc:
         return refused("serve", f"{exc} Fix the setting, then start again.")
+    missing = _no_app_in(Path(args.app_dir))
+    if missing:
+        return refused("serve", missing)
     logs.configure(handler=True)
     try:
         listener = listening(args.host, args.port)
@@ -70,15 +74,35 @@ def serve(args: argparse.Namespace) -> int:
         return refused("serve", _unbound(args.host, args.port, exc))
     host, port = listener.getsockname()[:2]
     workers = f", {args.workers} worker processes" if args.workers > 1 else ""
-    print(f"OnceGate {__version__} serving on http://{host!s}:{port}/api{workers} (Ctrl+C to stop)", flush=True)
-    print(f"Store: {settings.store_text}", flush=True)
+
+    def serving() -> None:
+        # Said once every worker serves: a script that waits for this line may send requests and signals.
+        print(f"OnceGate {__version__} serving on http://{host!s}:{port}/api{workers} (Ctrl+C to stop)", flush=True)
+        print(f"Store: {settings.store_text}", flush=True)
+
     try:
-        serve_in_workers(load_app, args.app_dir, listener, workers=args.workers)
+        serve_in_workers(load_app, args.app_dir, listener, workers=args.workers, on_ready=serving)
     except KeyboardInterrupt:
         pass
+    except WorkerFailed as exc:
+        return refused("serve", f"{exc}, so every worker was stopped; its error is above.", SERVICE_EXIT)
     finally:
         listener.close()
     return 0
+
+
+def _no_app_in(app_dir: Path) -> str | None:
+    """Why ``app_dir`` holds no app to serve, or None.
+
+    Checked before any worker starts: each worker imports the app on its own, and one that cannot
+    only dies with a traceback of its own, once per worker.
+    """
+    if importlib.machinery.PathFinder.find_spec("function_app", [str(app_dir)]) is not None:
+        return None
+    return (
+        f"no function_app.py in {app_dir.resolve()}: pass --app-dir with the folder that holds it "
+        "(the project's root), or run oncegate serve from that folder."
+    )
 
 
 def load_app(app_dir: str) -> func.FunctionApp:
@@ -147,7 +171,28 @@ def claims_list(client: Client, args: argparse.Namespace) -> Output:
 
 
 def claims_review(client: Client, args: argparse.Namespace) -> Output:
-    return _shown(client.review_claim(args.claim_id, reviewer=args.reviewer, note=args.note), rendering.claim_text)
+    settlement = {
+        "outcome": args.outcome,
+        "attempt": args.attempt,
+        "targetRecordId": args.target_record_id,
+        "data": _json_option(args.data, "--data") if args.data is not None else None,
+    }
+    answer = client.review_claim(
+        args.claim_id,
+        reviewer=args.reviewer,
+        note=args.note,
+        settlement={k: v for k, v in settlement.items() if v is not None},
+    )
+    return _shown(answer, rendering.claim_text)
+
+
+def _json_option(text: str, option: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ClientError(
+            f"{option} is not JSON ({exc.msg} at character {exc.pos}): quote it, such as '{{\"n\": 1}}'"
+        ) from exc
 
 
 def _listed(
@@ -235,15 +280,29 @@ def _registered_scope(client: Client, scope: str) -> ScopeView | None:
 
 
 def drill(client: Client, args: argparse.Namespace) -> Output:
-    report = run_drill(
-        client, scope=args.drill_scope, source=args.drill_source, concurrency=args.concurrency, on_step=progress
-    )
+    try:
+        report = run_drill(
+            client, scope=args.drill_scope, source=args.drill_source, concurrency=args.concurrency, on_step=progress
+        )
+    except Interrupted as stopped:
+        progress(_interrupted_line(stopped))
+        raise
     if report.blocked is not None:
         return Output(report.as_json(), rendering.drill_text(report), exit_code=USAGE_EXIT)
     if report.passed:
         return Output(report.as_json(), rendering.drill_text(report))
     note = f"The drill found {len(report.deviations)} deviation(s) from the contract."
     return Output(report.as_json(), rendering.drill_text(report), note, DEVIATION_EXIT)
+
+
+def _interrupted_line(stopped: Interrupted) -> str:
+    released = f"released {rendering.plural(stopped.released, 'claim')} it held"
+    if not stopped.kept:
+        return f"oncegate drill: interrupted; {released}."
+    return (
+        f"oncegate drill: interrupted; {released}, and could not release {', '.join(stopped.kept)}: settle each with "
+        "oncegate claims review CLAIM_ID --outcome failed --attempt N (the drill made no record anywhere)."
+    )
 
 
 def health(client: Client, args: argparse.Namespace) -> Output:

@@ -16,6 +16,10 @@ Every run told ``proceed`` does the side effect and records it, as a flow would:
 tells two runs to proceed shows up as a side effect done twice. Last, each key's claim is read
 back (``POST /api/claims/lookup``) and its history must hold every answer the drill was given.
 
+Interrupted (Ctrl+C), the drill releases each claim it holds, with its own claim token, before it
+stops (:class:`Interrupted`): left ``in_progress``, they would wait on the attention list until a
+reviewer settled them.
+
 First the drill asks for the service's health, which names the store the report shows. A run told
 ``blocked`` (the flow inventory refuses the drill's flow) stops the drill there: every later answer
 would be ``blocked`` too, and the report ends with the command that registers the flow.
@@ -38,7 +42,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any, TypeVar
@@ -53,6 +57,7 @@ DEFAULT_CONCURRENCY = 32
 FLOW_NAME = "OnceGate drill"
 REVIEWER = "oncegate drill"
 DISMISS_NOTE = "Opened on purpose by oncegate drill to check that a changed payload is a conflict."
+INTERRUPTED_REASON = "oncegate drill was interrupted before doing its side effect."
 PAYLOAD = {"order": "drill", "amount": 120.5, "lines": [{"sku": "DRILL-1", "qty": 2}]}
 CHANGED_PAYLOAD = {**PAYLOAD, "amount": 121.5}
 # Key A is done once and then repeated; key B is raced for before any result exists.
@@ -60,6 +65,7 @@ KEYS = ("A", "B")
 # The slowest thread of a burst must be ready within this, or the burst is not simultaneous anyway.
 BARRIER_SECONDS = 30.0
 FORBIDDEN = 403
+CONFLICT = 409
 
 CHECK_AND_CLAIM = "check and claim"
 RECORD_RESULT = "record result"
@@ -194,6 +200,39 @@ class Report:
         }
 
 
+class Interrupted(KeyboardInterrupt):
+    """The drill was interrupted; it released ``released`` of the claims it held, and ``kept`` are left."""
+
+    def __init__(self, released: int, kept: list[str]) -> None:
+        super().__init__(released, kept)
+        self.released = released
+        self.kept = kept
+
+
+class _Held:
+    """The claims the drill holds, told proceed and without a result yet: their claim tokens, by claim id.
+
+    Claims arrive from the threads of a burst, so the map is locked.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tokens: dict[str, str] = {}
+
+    def took(self, answer: ClaimResponse) -> None:
+        if answer.claim_token and answer.decision in (Decision.PROCEED, Decision.RECONCILE):
+            with self._lock:
+                self._tokens[answer.claim_id] = answer.claim_token
+
+    def done(self, claim_id: str) -> None:
+        with self._lock:
+            self._tokens.pop(claim_id, None)
+
+    def taken(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._tokens)
+
+
 @dataclass(frozen=True)
 class _Drill:
     client: Client
@@ -202,6 +241,7 @@ class _Drill:
     keys: dict[str, str]
     numbers: Iterator[int]
     source: str | None = None
+    held: _Held = field(default_factory=_Held)
 
 
 def new_key(now: datetime) -> str:
@@ -238,6 +278,21 @@ def run_drill(
         notes=[],
         store=f"{health.store} at {health.store_location}" if health.store_location else health.store,
     )
+    try:
+        calls, blocked = _steps(drill, concurrency, on_step)
+    except KeyboardInterrupt:
+        raise _release_held(drill) from None
+    if blocked is not None:
+        return replace(report, calls=calls, blocked=blocked, fix=_register_command(client.url, flow))
+    on_step("drill: reading each key's claim back")
+    lookups = [_lookup(drill, key) for key in drill.keys]
+    return replace(
+        report, calls=calls, lookups=lookups, checks=_checks(calls, lookups, concurrency), notes=_notes(calls)
+    )
+
+
+def _steps(drill: _Drill, concurrency: int, on_step: Callable[[str], None]) -> tuple[list[Call], Call | None]:
+    """Every call of the three steps, and the ``blocked`` answer that ended them early, if any."""
     plan = [(FIRST, "A", 1), (AGAIN, "A", 1), (BURST, "A", concurrency), (RACE, "B", concurrency), (AFTER, "B", 1)]
     calls: list[Call] = []
     for step, key, count in [*plan, (CHANGED, "A", 1)]:
@@ -246,13 +301,23 @@ def run_drill(
         calls += fired
         blocked = next((call for call in fired if call.is_claim(Decision.BLOCKED)), None)
         if blocked is not None:
-            return replace(report, calls=calls, blocked=blocked, fix=_register_command(client.url, flow))
-    calls += _dismiss(drill, [call for call in calls if call.step == CHANGED])
-    on_step("drill: reading each key's claim back")
-    lookups = [_lookup(drill, key) for key in drill.keys]
-    return replace(
-        report, calls=calls, lookups=lookups, checks=_checks(calls, lookups, concurrency), notes=_notes(calls)
-    )
+            return calls, blocked
+    return calls + _dismiss(drill, [call for call in calls if call.step == CHANGED]), None
+
+
+def _release_held(drill: _Drill) -> Interrupted:
+    """Release each claim the drill holds, with its own token; the claims the service would not release are kept."""
+    released, kept = 0, []
+    for claim_id, token in drill.held.taken().items():
+        try:
+            drill.client.release_claim(claim_id, claim_token=token, reason=INTERRUPTED_REASON)
+        except ApiError as exc:
+            # 409: the result the drill was recording when interrupted landed after all, and the claim is done.
+            if exc.status != CONFLICT:
+                kept.append(claim_id)
+            continue
+        released += 1
+    return Interrupted(released, kept)
 
 
 def _register_command(url: str, flow: FlowRef) -> str:
@@ -302,6 +367,7 @@ def _claim(drill: _Drill, step: str, key: str, payload: Any, run_id: str) -> tup
     answer = drill.client.check_and_claim(
         scope=drill.scope, key=drill.keys[key], payload=payload, run_id=run_id, flow=drill.flow, source=drill.source
     ).model
+    drill.held.took(answer)
     call = Call(
         step,
         key,
@@ -331,7 +397,9 @@ def _record(drill: _Drill, claimed: Call, answer: ClaimResponse) -> Call:
     except ApiError as exc:
         if not _explained(exc):
             raise
+        drill.held.done(answer.claim_id)
         return _refusal(claimed, RECORD_RESULT, exc, started, target_record_id=target)
+    drill.held.done(answer.claim_id)
     return Call(
         claimed.step,
         claimed.key,

@@ -49,6 +49,13 @@ class Outcome(StrEnum):
     UNKNOWN = "unknown"
 
 
+class SettledOutcome(StrEnum):
+    """The outcomes a reviewer may settle an attempt in doubt with: what the target system holds, or not."""
+
+    SUCCEEDED = Outcome.SUCCEEDED.value
+    FAILED = Outcome.FAILED.value
+
+
 class ConflictStatus(StrEnum):
     """Whether a conflict still waits for its owner."""
 

@@ -20,6 +20,7 @@ import email.utils
 import functools
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import re
 import signal
@@ -53,6 +54,9 @@ MAX_HEADER_LINE = 65536
 MAX_HEADERS = 100
 # prctl(2): the signal a process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
+# How long the workers have, once asked to stop, to answer what they are answering and flush their counts.
+STOP_GRACE_SECONDS = 30.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def dispatch(
@@ -401,49 +405,129 @@ def listening(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` and listening, as the server makes it; raises ``OSError`` if taken."""
     listener = socket.create_server((host, port), backlog=_AppServer.request_queue_size)
     listener.set_inheritable(True)
+    # Workers sharing the socket are all woken by one connection, and all but one find nothing to accept:
+    # blocking, such a worker would wait in accept() for the next connection, deaf to a request to stop.
+    listener.setblocking(False)
     return listener
 
 
+class WorkerFailed(Exception):
+    """A worker process stopped on its own, before anyone asked the server to stop (it could not load the app)."""
+
+    def __init__(self, name: str, exit_code: int | None) -> None:
+        super().__init__(f"{name} stopped with exit status {exit_code}")
+        self.name = name
+        self.exit_code = exit_code
+
+
 def serve_in_workers(
-    load_app: Callable[[str], func.FunctionApp], app_dir: str, listener: socket.socket, *, workers: int
+    load_app: Callable[[str], func.FunctionApp],
+    app_dir: str,
+    listener: socket.socket,
+    *,
+    workers: int,
+    on_ready: Callable[[], None] = lambda: None,
 ) -> None:
-    """Serve the app from ``workers`` processes accepting on one socket, until interrupted.
+    """Serve the app from ``workers`` processes accepting on one socket, until SIGTERM or SIGINT.
 
     One process runs Python on one core at a time: on SQLite a second process nearly doubles the
     claims answered per second on two cores. Each worker loads the app itself (``load_app(app_dir)``,
     a module-level function, as a spawned process needs) and builds its own services, as instances
     of the function app in Azure do: the store is what they share, and every write is conditioned.
+
+    ``on_ready`` is called once every worker serves. A stop asked of this process is passed on to
+    each worker, which finishes, flushes its inventory counts once and exits; a worker still there
+    ``STOP_GRACE_SECONDS`` later is killed. Raises :class:`WorkerFailed` when a worker stops unasked,
+    after stopping the others.
     """
     if workers == 1:
-        _worker(load_app, app_dir, listener)
+        _worker(load_app, app_dir, listener, on_ready=on_ready)
         return
-    _stop_on_sigterm()
     context = multiprocessing.get_context("spawn")
+    readiness, ready = context.Pipe(duplex=False)
     processes = [
         context.Process(
-            target=_worker, args=(load_app, app_dir, listener, os.getpid()), name=f"oncegate-worker-{number}"
+            target=_worker,
+            args=(load_app, app_dir, listener, os.getpid(), ready),
+            name=f"oncegate-worker-{number}",
         )
         for number in range(1, workers + 1)
     ]
+    with _StopSignals() as stop:
+        for process in processes:
+            process.start()
+        failed = _supervise(processes, stop, readiness, on_ready)
+    if failed is not None:
+        raise WorkerFailed(failed.name, failed.exitcode)
+
+
+class _StopSignals:
+    """SIGTERM and SIGINT, while in use, wake :func:`_supervise` through a pipe instead of raising.
+
+    Sent to the process group (Ctrl+C, ``kill -- -PGID``), a signal reaches the workers as well as this
+    process: raising here would end this process mid-wait, and stopping the workers on the way out
+    would interrupt their flush of the counts with a second signal (issue 22).
+    """
+
+    def __enter__(self) -> _StopSignals:
+        self.asked = False
+        self.wake, self._wakes = os.pipe()
+        os.set_blocking(self._wakes, False)
+        self._previous = {number: signal.signal(number, self._asked) for number in STOP_SIGNALS}
+        return self
+
+    def _asked(self, signum: int, frame: object) -> None:
+        self.asked = True
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wakes, b"!")
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        os.close(self.wake)
+        os.close(self._wakes)
+
+
+def _supervise(
+    processes: Sequence[multiprocessing.process.BaseProcess],
+    stop: _StopSignals,
+    readiness: multiprocessing.connection.Connection,
+    on_ready: Callable[[], None],
+) -> Any:
+    """Until a stop signal or a worker's exit, count the workers ready; then stop them all.
+
+    Returns the worker that exited unasked, or None. A signal to the process group reaches this
+    process no later than the workers, so its handler has run (``stop.asked``) by the time a worker
+    it stopped is seen gone.
+    """
+    waiting = len(processes)
+    while True:
+        woken = multiprocessing.connection.wait([stop.wake, readiness, *(process.sentinel for process in processes)])
+        if stop.asked:
+            failed = None
+            break
+        if readiness in woken:
+            readiness.recv()
+            waiting -= 1
+            if waiting == 0:
+                on_ready()
+            continue
+        failed = next((process for process in processes if process.sentinel in woken), None)
+        if failed is not None:
+            break
+    # Each worker is asked once: one that got the signal from its process group ignores this second one.
     for process in processes:
-        process.start()
-    try:
-        for process in processes:
+        if process.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid or 0, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    for process in processes:
+        process.join(max(deadline - time.monotonic(), 0))
+        if process.is_alive():
+            logger.warning("%s did not stop within %s seconds: killed", process.name, STOP_GRACE_SECONDS)
+            process.kill()
             process.join()
-    finally:
-        for process in processes:
-            process.terminate()
-            process.join(timeout=10)
-
-
-def _stop_on_sigterm() -> None:
-    """SIGTERM ends this process as Ctrl+C does, so that its ``finally`` blocks run (and stop its workers)."""
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, stop)
+    return failed
 
 
 def _end_with_parent(parent: int) -> None:
@@ -455,18 +539,52 @@ def _end_with_parent(parent: int) -> None:
         raise SystemExit(0)
 
 
+def _stop_serving_on_signal(server: ThreadingHTTPServer) -> dict[int, Any]:
+    """The first SIGTERM or SIGINT stops ``server``, and later ones do nothing; returns the handlers replaced.
+
+    The counts are flushed after the server stops (``bootstrap``'s exit handler): a second signal,
+    the parent passing on the one the whole process group got, must not cut that flush short. The
+    handler stays rather than giving way to SIG_IGN: Python raises on a signal that arrived before
+    its handler was swapped for SIG_IGN ("ignored due to race condition").
+    """
+    asked = threading.Event()
+
+    def stop(signum: int, frame: object) -> None:
+        if asked.is_set():
+            return
+        asked.set()
+        # shutdown() waits for serve_forever, which runs on this very thread: it is asked from another.
+        threading.Thread(target=server.shutdown, name="oncegate-stop", daemon=True).start()
+
+    return {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+
+
 def _worker(
-    load_app: Callable[[str], func.FunctionApp], app_dir: str, listener: socket.socket, parent: int | None = None
+    load_app: Callable[[str], func.FunctionApp],
+    app_dir: str,
+    listener: socket.socket,
+    parent: int | None = None,
+    ready: multiprocessing.connection.Connection | None = None,
+    *,
+    on_ready: Callable[[], None] = lambda: None,
 ) -> None:
-    """Serve until interrupted; ``parent``: the pid of the process that started this one, which it ends with."""
+    """Serve until SIGTERM or SIGINT; ``parent``: the pid of the process that started this one, which it ends with.
+
+    Once it serves, the worker says so on ``ready`` (to the parent), or calls ``on_ready`` (in the command's process).
+    """
     if parent is not None:
         _end_with_parent(parent)
-        _stop_on_sigterm()
     logs.configure(handler=True)
     server = make_server(load_app(app_dir), listener=listener)
+    replaced = _stop_serving_on_signal(server) if threading.current_thread() is threading.main_thread() else {}
+    if ready is not None:
+        ready.send(os.getpid())
+    on_ready()
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
     finally:
         server.server_close()
+        if parent is None:
+            # Serving in the command's own process (one worker, or a test): its handlers are its own again.
+            for number, handler in replaced.items():
+                signal.signal(number, handler)

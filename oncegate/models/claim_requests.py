@@ -8,7 +8,7 @@ from pydantic import AfterValidator, AwareDatetime, Field, JsonValue, Validation
 from pydantic.fields import FieldInfo
 
 from oncegate.domain.limits import DATA_LIMIT_BYTES
-from oncegate.domain.statuses import ClaimStatus, Outcome
+from oncegate.domain.statuses import ClaimStatus, Outcome, SettledOutcome
 from oncegate.models.base import (
     ADVANCED,
     IMPORTANT,
@@ -238,7 +238,9 @@ class HeartbeatRequest(_Token):
 
 
 class ReviewClaimRequest(_Request):
-    """A reviewer acknowledges a failure that is not retryable: the key stays blocked."""
+    """A reviewer acknowledges a failure that is not retryable (the key stays blocked), or settles an attempt in
+    doubt with what the target system holds: ``outcome``, ``attempt`` and, when it succeeded, ``targetRecordId``.
+    """
 
     # Required with function keys; with Entra ID the signed-in caller is recorded instead.
     reviewer: Annotated[
@@ -253,6 +255,41 @@ class ReviewClaimRequest(_Request):
     note: Annotated[
         str | None, designer("Note", "What the reviewer found or did, kept in the claim's history.", ADVANCED)
     ] = Field(default=None, max_length=2048)
+    # The settlement of an attempt in doubt; all absent, the review acknowledges a failure as before.
+    outcome: Annotated[
+        SettledOutcome | None,
+        designer(
+            "Outcome",
+            "Settles an attempt in doubt (in_progress past its lease, or unknown) with what the target system "
+            "holds: succeeded when it holds the record, failed when it holds nothing, so that the next run may do "
+            "the side effect. Leave empty to acknowledge a failure that is not retryable.",
+            IMPORTANT,
+        ),
+    ] = None
+    attempt: Annotated[
+        int | None,
+        designer(
+            "Attempt",
+            "With an outcome: the claim's attempt that you looked up in the target system. The review is refused "
+            "if a run took the claim over since.",
+            IMPORTANT,
+        ),
+    ] = Field(default=None, ge=1)
+    target_record_id: Annotated[
+        str | None,
+        designer(
+            "Target Record ID", "With outcome succeeded: the id of the record the target system holds.", IMPORTANT
+        ),
+    ] = Field(default=None, min_length=1, max_length=512)
+    data: Annotated[
+        JsonValue,
+        AfterValidator(_data_limit),
+        designer(
+            "Result Data",
+            "With outcome succeeded: small JSON, at most 16 KiB, that later duplicates get back.",
+            ADVANCED,
+        ),
+    ] = None
 
 
 class ListClaimsQuery(_Request):

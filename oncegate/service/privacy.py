@@ -57,7 +57,7 @@ STORED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     ClaimRequest: ("source", "reference"),
     RecordResultRequest: ("target_record_id", "data", "error"),
     ReleaseRequest: ("reason",),
-    ReviewClaimRequest: ("note",),
+    ReviewClaimRequest: ("note", "target_record_id", "data"),
     ReportConflictRequest: ("source", "reason", "details"),
     ResolveConflictRequest: ("note",),
     RegisterFlowRequest: ("notes",),
@@ -65,7 +65,7 @@ STORED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
 }
 NOT_LOOKED_AT = frozenset(
     {"key", "payload", "fingerprint", "reviewer", "owner", "run_id", "flow", "name", "environment", "scope"}
-    | {"claim_token", "outcome", "retryable", "decision", "enabled", "lease_seconds", "retention_days"}
+    | {"claim_token", "outcome", "retryable", "decision", "enabled", "lease_seconds", "retention_days", "attempt"}
 )
 View = TypeVar("View", ClaimView, ConflictView, FlowView, ScopeView)
 

@@ -1,5 +1,5 @@
 """Results of the side effect: record result, release and heartbeat with the claim token, and the review of
-a failure that is not retryable.
+a failure that is not retryable or of an attempt in doubt, which a reviewer settles without the token.
 """
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from oncegate.domain.decisions import Refusal, Settlement, in_doubt, settle
 from oncegate.domain.records import Claim
 from oncegate.domain.statuses import (
     ClaimStatus,
     EventKind,
     Outcome,
+    SettledOutcome,
 )
 from oncegate.errors import (
     InvalidRequest,
@@ -203,44 +205,119 @@ class ResultService:
                 target="claimToken",
             )
 
-    # -- Reviewing a failure -----------------------------------------------------------------
+    # -- Reviewing a failure, or settling an attempt in doubt ---------------------------------
 
     def review(self, claim_id: str, request: ReviewClaimRequest) -> ClaimView:
-        """Acknowledge a failure that is not retryable: the key stays blocked, the claim leaves the attention list.
+        """Acknowledge a failure that is not retryable, or, with an outcome, settle an attempt in doubt.
 
-        Reviewed, the claim may be deleted once its scope's retention is over. The same reviewer again is a no-op.
+        Acknowledged, the key stays blocked and the claim leaves the attention list. Settled (the
+        attempt is ``unknown``, or ``in_progress`` past its lease), the claim takes the outcome the
+        reviewer found in the target system, without the run's claim token: succeeded with its record,
+        or failed and retryable. Either way it may be deleted once its scope's retention is over. The
+        same review by the same reviewer again is a no-op.
         """
         if request.reviewer is None:
-            raise InvalidRequest("reviewer is required: who reviewed the failure.", target="reviewer")
+            raise InvalidRequest("reviewer is required: who reviewed the claim.", target="reviewer")
+        settling = request.outcome is not None
+        _check_review_fields(request)
         warnings = self._core.stored_data.check(request, f"claim {claim_id}")
         self._core.require_safe_store()
 
         def attempt() -> ClaimView:
             claim = self._core.store.get_claim(claim_id)
-            if claim.status is not ClaimStatus.FAILED or claim.retryable is not False:
-                state = "a retryable failure" if claim.status is ClaimStatus.FAILED else claim.status.value
-                raise StateConflict(
-                    "claim_not_blocked",
-                    f"Attempt {claim.attempt} of this claim is {state}: only a failure that is not retryable "
-                    "is reviewed.",
-                    target="claimId",
-                )
-            if claim.reviewer == request.reviewer:
-                return claim_view(claim)
-            now = self._core.clock()
-            event = self._core.event(
-                claim,
-                EventKind.REVIEW,
-                "acknowledged",
-                f"Reviewer {request.reviewer} acknowledged the failure of attempt {claim.attempt}: the key stays "
-                "blocked.",
-                at=now,
-                details={"note": request.note} if request.note else {},
-            )
-            reviewed = replace(claim, reviewer=request.reviewer, updated_at=now)
-            logger.info("Claim %s reviewed by %s", claim_id, request.reviewer)
-            stored = self._core.store.update_claim(reviewed, event)
-            self._core.recent.remember(stored)
-            return claim_view(stored)
+            return claim_view(self._settle(claim, request) if settling else self._acknowledge(claim, request))
 
         return warned(settled(attempt), warnings)
+
+    def _acknowledge(self, claim: Claim, request: ReviewClaimRequest) -> Claim:
+        if claim.status is not ClaimStatus.FAILED or claim.retryable is not False:
+            state = "a retryable failure" if claim.status is ClaimStatus.FAILED else claim.status.value
+            doubt = (
+                " An attempt in doubt is settled instead: send the outcome found in the target system and the attempt."
+                if in_doubt(claim, self._core.clock())
+                else ""
+            )
+            raise StateConflict(
+                "claim_not_blocked",
+                f"Attempt {claim.attempt} of this claim is {state}: only a failure that is not retryable "
+                f"is acknowledged.{doubt}",
+                target="claimId",
+            )
+        if claim.reviewer == request.reviewer:
+            return claim
+        now = self._core.clock()
+        event = self._core.event(
+            claim,
+            EventKind.REVIEW,
+            "acknowledged",
+            f"Reviewer {request.reviewer} acknowledged the failure of attempt {claim.attempt}: the key stays blocked.",
+            at=now,
+            details={"note": request.note} if request.note else {},
+        )
+        logger.info("Claim %s reviewed by %s", claim.claim_id, request.reviewer)
+        stored = self._core.store.update_claim(replace(claim, reviewer=request.reviewer, updated_at=now), event)
+        self._core.recent.remember(stored)
+        return stored
+
+    def _settle(self, claim: Claim, request: ReviewClaimRequest) -> Claim:
+        # _check_review_fields and review() made sure of these.
+        assert request.reviewer is not None
+        assert request.outcome is not None
+        assert request.attempt is not None
+        settlement = Settlement(
+            reviewer=request.reviewer,
+            attempt=request.attempt,
+            outcome=Outcome(request.outcome.value),
+            now=self._core.clock(),
+            target_record_id=request.target_record_id,
+            data=request.data,
+        )
+        # A row of an earlier release keeps its reconciling state in the history: read it, as the settled row drops it.
+        claim = self._core.explicit(claim)
+        decided = settle(claim, settlement)
+        if isinstance(decided, Refusal):
+            if decided.busy:
+                raise StateConflict("claim_busy", decided.message, target=decided.target)
+            raise StateConflict("stale_claim", decided.message, target=decided.target)
+        if decided is claim:
+            return claim
+        found = f"holds target record {request.target_record_id}" if request.target_record_id else "holds nothing"
+        details = {
+            "reviewer": request.reviewer,
+            "previousStatus": claim.status.value,
+            "targetRecordId": request.target_record_id,
+            "data": request.data,
+            "note": request.note,
+        }
+        event = self._core.event(
+            claim,
+            EventKind.REVIEW,
+            settlement.outcome.value,
+            f"Reviewer {request.reviewer} settled attempt {claim.attempt} ({claim.status.value}) as "
+            f"{settlement.outcome.value}: the target system {found}.",
+            at=settlement.now,
+            run_id=claim.run_id,
+            flow=claim.flow,
+            fingerprint=claim.fingerprint,
+            details={name: value for name, value in details.items() if value is not None},
+        )
+        logger.info("Claim %s settled as %s by %s", claim.claim_id, settlement.outcome.value, request.reviewer)
+        return self._core.counted(claim, self._core.store.update_claim(decided, event))
+
+
+def _check_review_fields(request: ReviewClaimRequest) -> None:
+    """The settlement's fields go together: an outcome needs the attempt, and a record only comes with success."""
+    if request.outcome is None:
+        given = [name for name in ("attempt", "target_record_id", "data") if getattr(request, name) is not None]
+        if given:
+            field = ReviewClaimRequest.model_fields[given[0]].alias or given[0]
+            raise InvalidRequest(f"{field} settles an attempt in doubt: send it with outcome.", target=field)
+        return
+    if request.attempt is None:
+        raise InvalidRequest(
+            "attempt is required with outcome: the claim's attempt you looked up in the target system.",
+            target="attempt",
+        )
+    if request.outcome is SettledOutcome.FAILED and (request.target_record_id or request.data is not None):
+        target = "targetRecordId" if request.target_record_id else "data"
+        raise InvalidRequest(f"{target} comes with outcome succeeded: a failed attempt made no record.", target=target)

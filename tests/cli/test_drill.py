@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shlex
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import azure.functions as func
@@ -28,12 +33,13 @@ from oncegate.models import ClaimRequest, ClaimResponse, ClaimView, RecordResult
 from oncegate.service.claims import ClaimService
 from oncegate.service.results import ResultService
 from oncegate.stores.port import ClaimStore
-from tests.cli.conftest import Oncegate, Seen
+from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
 from tests.cli.test_signin import SIGN_IN, FakeMsal
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.http.client import ServerApi
 from tests.http.test_actions import ok
 
+REPO = Path(__file__).resolve().parents[2]
 CONCURRENCY = 16
 BURST = ["--concurrency", str(CONCURRENCY)]
 DRILL_KEY = re.compile(r"drill-\d{8}T\d{6}Z-[0-9a-f]{8}")
@@ -361,3 +367,59 @@ def test_a_burst_of_fewer_than_two_runs_is_bad_usage(
 
     assert exited.value.code == 2
     assert "--concurrency: give a whole number from 2 to 128" in capsys.readouterr().err
+
+
+# -- interrupted ----------------------------------------------------------------------------------
+
+
+class HoldsResults:
+    """The result service, but each Record result waits until the test lets it go: the drill holds its claim."""
+
+    def __init__(self) -> None:
+        self.arrived = threading.Event()
+        self.go = threading.Event()
+        self.claim_ids: list[str] = []
+
+    def around(self, services: Services) -> Services:
+        """``services`` with their results held here."""
+        self._results = services.results
+        return dataclasses.replace(services, results=self)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._results, name)
+
+    def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
+        self.claim_ids.append(claim_id)
+        self.arrived.set()
+        self.go.wait(timeout=60)
+        return self._results.record_result(claim_id, request)
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_an_interrupted_drill_releases_the_claims_it_holds_and_exits_130(
+    url: str, api: ServerApi, broken: Callable[[Broken], None]
+) -> None:
+    """Issue 22: Ctrl+C left the drill's claims in_progress, on the attention list, and nobody could settle them."""
+    holding = HoldsResults()
+    broken(holding.around)
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "oncegate.cli", "--url", url, "--key", FUNCTION_KEY, "drill", *BURST]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    try:
+        assert process.stderr is not None
+        # The first step's line, then its Record result reaches the server and waits there: Ctrl+C now.
+        assert process.stderr.readline() == PROGRESS[0] + "\n"
+        assert holding.arrived.wait(timeout=60)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        holding.go.set()
+
+    assert (process.returncode, out) == (130, ""), err
+    assert err.splitlines() == ["oncegate drill: interrupted; released 1 claim it held."], err
+    released = ok(api.call("get_claim", route={"claimId": holding.claim_ids[0]}))
+    assert released["status"] == "released"
+    # The test's clock stands still, so the history's order among one instant's entries says nothing: find the release.
+    releases = [entry["details"] for entry in released["history"] if entry["event"] == "release"]
+    assert releases == [{"reason": "oncegate drill was interrupted before doing its side effect."}]
+    assert ok(api.call("list_claims_needing_attention", params={"attention": "true"}))["value"] == []

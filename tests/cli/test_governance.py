@@ -93,6 +93,28 @@ def test_claims_review_acknowledges_a_failure(api: ServerApi, oncegate: Oncegate
     assert "reviewer" in refused.err
 
 
+def test_claims_review_settles_an_attempt_in_doubt_with_its_outcome(api: ServerApi, oncegate: Oncegate) -> None:
+    """Issue 22: the runbook's command for a claim whose run vanished, no claim token needed."""
+    answer = ok(api.call("check_and_claim", claim_body(key="ORDER-2", run="run-2")))
+    ok(
+        api.call(
+            "record_result",
+            {"claimToken": answer["claimToken"], "outcome": "unknown"},
+            route={"claimId": answer["claimId"]},
+        )
+    )
+    settle = ("--outcome", "succeeded", "--attempt", "1", "--target-record-id", "SO-2", "--data", '{"n": 2}')
+
+    run = oncegate("claims", "review", answer["claimId"], "--reviewer", "ana@contoso.com", *settle)
+    bad = oncegate("claims", "review", answer["claimId"], "--reviewer", "ana@contoso.com", *settle[:-1], "{n")
+
+    assert run.code == 0, run.err
+    assert re.search(r"^Status\s+succeeded \(attempt 1\)$", run.out, re.MULTILINE), run.out
+    assert re.search(r"^Target record\s+SO-2$", run.out, re.MULTILINE), run.out
+    assert oncegate("claims", "attention").out == "No claims need attention.\n"
+    assert (bad.code, bad.err.startswith("--data is not JSON")) == (2, True), bad.err
+
+
 # -- oncegate purge on the local store ---------------------------------------------------------------
 
 

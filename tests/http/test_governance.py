@@ -107,10 +107,19 @@ def test_a_reviewed_failure_leaves_the_list_and_stays_blocked(api: Api) -> None:
         ("blocked", {}, 400, "invalid_request", "reviewer"),
         ("blocked", {"reviewer": "ana@contoso.com", "decision": "ok"}, 400, "invalid_request", "decision"),
         ("missing", {"reviewer": "ana@contoso.com"}, 404, "not_found", "claimId"),
+        (
+            "blocked",
+            {"reviewer": "ana@contoso.com", "outcome": "unknown", "attempt": 1},
+            400,
+            "invalid_request",
+            "outcome",
+        ),
+        ("blocked", {"reviewer": "ana@contoso.com", "outcome": "failed"}, 400, "invalid_request", "attempt"),
+        ("blocked", {"reviewer": "ana@contoso.com", "outcome": "failed", "attempt": 1}, 409, "stale_claim", "outcome"),
     ],
 )
 def test_a_review_is_refused_when_it_does_not_fit(
-    api: Api, state: str, body: dict[str, str], status: int, code: str, target: str
+    api: Api, state: str, body: dict[str, Any], status: int, code: str, target: str
 ) -> None:
     if state == "succeeded":
         claim_id = ok(succeed(api, ok(api.call("check_and_claim", claim_body()))))["claimId"]
@@ -123,6 +132,33 @@ def test_a_review_is_refused_when_it_does_not_fit(
 
     assert (reply.status, reply.code) == (status, code)
     assert target in reply.targets
+
+
+def test_a_reviewer_settles_an_expired_claim_over_http_and_a_live_lease_is_refused(api: Api, clock: FakeClock) -> None:
+    """Issue 22: an attempt in doubt is settled with the outcome found in the target system, without a token."""
+    held = ok(api.call("check_and_claim", claim_body(key="held", leaseSeconds=60)))
+    route = {"claimId": held["claimId"]}
+    settlement = {"reviewer": "ana@contoso.com", "outcome": "succeeded", "attempt": 1, "targetRecordId": "SO-9"}
+
+    live = api.call("review_claim", settlement, route=route)
+    clock.advance(61)
+    settled = ok(api.call("review_claim", settlement, route=route))
+
+    assert (live.status, live.code, live.targets) == (409, "claim_busy", ["claimId"])
+    assert (settled["status"], settled["targetRecordId"], settled["reviewer"]) == (
+        "succeeded",
+        "SO-9",
+        "ana@contoso.com",
+    )
+    entry = ok(api.call("get_claim", route=route))["history"][-1]
+    assert (entry["event"], entry["outcome"], entry["details"]["reviewer"]) == (
+        "review",
+        "succeeded",
+        "ana@contoso.com",
+    )
+    assert ok(attention(api))["value"] == []
+    again = ok(api.call("check_and_claim", claim_body(key="held", run="run-again")))
+    assert (again["decision"], again["result"]["targetRecordId"]) == ("duplicate", "SO-9")
 
 
 # -- the timers ----------------------------------------------------------------------------------

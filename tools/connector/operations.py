@@ -144,9 +144,11 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "review_claim": Operation(
         "ReviewClaim",
-        summary="Review failed claim",
+        summary="Review claim",
         description=(
-            "Records that a reviewer looked at a failure that is not retryable. The key stays blocked; the claim "
+            "Records that a reviewer looked at a failure that is not retryable: the key stays blocked. With an "
+            "outcome and the attempt looked at, settles instead an attempt in doubt (in progress past its lease, or "
+            "unknown) with what the target system holds, without the run's claim token. Either way the claim "
             "leaves the list of claims needing attention, and retention may delete it once its time is up."
         ),
         visibility=ADVANCED,
@@ -154,10 +156,10 @@ OPERATIONS: dict[str, Operation] = {
         success="The claim, with its reviewer.",
         errors=(400, 404, 409, 413, 503),
         body=models.ReviewClaimRequest,
-        body_description="Who reviewed the failure, and a note.",
+        body_description="Who reviewed the claim and a note; to settle an attempt in doubt, its outcome and attempt.",
         conflict_description=(
-            "The claim's attempt did not fail for good: only a failure that is not retryable is reviewed "
-            "(claim_not_blocked)."
+            "Acknowledged: the claim's attempt did not fail for good (claim_not_blocked). Settled: a run holds the "
+            "lease (claim_busy), or the attempt ended or is not the one looked at (stale_claim)."
         ),
     ),
     "list_claims_needing_attention": Operation(

@@ -25,6 +25,7 @@ from oncegate.domain.statuses import (
     EventKind,
     Outcome,
     Resolution,
+    SettledOutcome,
 )
 from oncegate.models.base import PARTS
 
@@ -59,6 +60,7 @@ ENUM_NAMES: dict[type[StrEnum], dict[str, str]] = {
         "none": "No claim",
     },
     Outcome: {"succeeded": "Succeeded", "failed": "Failed", "unknown": "Unknown"},
+    SettledOutcome: {"succeeded": "Succeeded: the target system holds the record", "failed": "Failed: it holds none"},
     ConflictStatus: {"open": "Open", "resolved": "Resolved"},
     Resolution: {"accept_new": "Accept the new data", "keep_original": "Keep the original", "dismiss": "Dismiss"},
     EventKind: {

@@ -29,6 +29,9 @@ Tables are for people; --json prints the service's answer for scripts. Progress 
 Exit status: 0 done; 1 the drill found the service deviating from the contract; 2 bad usage, a
 bad setting, a failed sign-in, a request the service refused (4xx) or a drill blocked by the flow
 inventory; 3 the service or its store failed (5xx) or could not be reached.
+
+The module runs past 400 lines on purpose: it declares every command's arguments and their help texts
+in one place, so that the synopsis above and the parsers below are read side by side.
 """
 
 from __future__ import annotations

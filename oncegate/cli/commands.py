@@ -24,6 +24,7 @@ from rich.console import RenderableType
 from oncegate import __version__
 from oncegate.cli import rendering
 from oncegate.cli.client import (
+    SERVICE_EXIT,
     USAGE_EXIT,
     Answer,
     Client,

@@ -35,7 +35,8 @@ _lock = threading.Lock()
 _services: Services | None = None
 _settings: Settings | None = None
 _cursor_seal: CursorSeal | None = None
-# Beside a SQLite database ``oncegate.db``: ``oncegate.db.store-id``.
+# Beside a SQLite database ``oncegate.db``: ``oncegate.store-id``, a name that ``rm oncegate.db*`` (the
+# database and its -wal and -shm files) leaves in place.
 STORE_ID_SUFFIX = ".store-id"
 
 
@@ -167,7 +168,7 @@ def build_services(settings: Settings, *, secret: str | None = None) -> Services
 def store_pin(settings: Settings) -> StoreIdPin:
     """Where the store's id is kept outside the store: the setting, else (SQLite) a file beside the database."""
     if settings.store_id is None and settings.store is StoreKind.SQLITE:
-        return PinnedFile(settings.sqlite_path.with_name(settings.sqlite_path.name + STORE_ID_SUFFIX))
+        return PinnedFile(settings.sqlite_path.with_name(settings.sqlite_path.stem + STORE_ID_SUFFIX))
     return PinnedSetting(settings.store_id)
 
 
@@ -191,7 +192,10 @@ def get_services() -> Services:
                 _services = build_services(settings, secret=secret)
             except StoreUnavailable as exc:
                 # Table Storage is reached while the store is built: say which store did not answer.
-                raise StoreUnavailable(f"The store ({settings.store_text}) does not answer: {exc.message}") from exc
+                where = " Check ONCEGATE_SQLITE_PATH." if settings.store is StoreKind.SQLITE else ""
+                raise StoreUnavailable(
+                    f"The store ({settings.store_text}) does not answer: {exc.message}{where}"
+                ) from exc
             _cursor_seal = CursorSeal.from_secret(secret)
             # The inventory's counts of the last interval reach the store when the worker shuts down.
             atexit.register(_services.close)

@@ -157,7 +157,9 @@ class Settings:
             raise ConfigError("ONCEGATE_TABLE_PREFIX", "must be 1-50 letters and digits, starting with a letter.")
         if self.store is StoreKind.TABLES:
             self._validate_tables()
-        elif self.key_secret is None and os.path.lexists(self.sqlite_path.parent / SECRET_FILE_NAME):
+            return
+        _check_sqlite_folder(self.sqlite_path)
+        if self.key_secret is None and os.path.lexists(self.sqlite_path.parent / SECRET_FILE_NAME):
             # Refused at start with one line, not as a 500 on the first request that builds the service.
             _read_local_secret(self.sqlite_path.parent / SECRET_FILE_NAME)
 
@@ -194,6 +196,15 @@ class Settings:
                 "ONCEGATE_KEY_SECRET",
                 "is required with ONCEGATE_STORE=tables: every instance must hash keys with the same secret.",
             )
+
+
+def _check_sqlite_folder(path: Path) -> None:
+    """The database's folder is a folder, or can be made one: not a path under a file (a 500 on the first request)."""
+    for folder in path.resolve().parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise ConfigError("ONCEGATE_SQLITE_PATH", f"is under {folder}, which is a file, not a folder.")
+            return
 
 
 def _store_id(value: str | None) -> str | None:

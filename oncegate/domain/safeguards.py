@@ -59,15 +59,18 @@ class Roles:
 
 @dataclass(frozen=True)
 class SecretsVerdict:
-    """The records to write, and whether the current secret's switch is still ahead.
+    """The records to write, and the secret (check value) to make new claims with.
 
-    ``switching``: the current secret is in use only from a moment still to come; until then this
-    instance makes claims with its previous secret and looks the current one up, as an instance
-    that holds it as the next secret does.
+    Every instance makes claims with the newest secret in use that it holds, whatever its role:
+    before the current secret's switch, the previous one (the current one is looked up, as an
+    instance that holds it as the next secret does); once the next secret is in use, that one (the
+    current is looked up, as the previous secret of a switched instance). So from the end of a
+    switch grace on no claim is made with an older secret, and the count an operator confirms when
+    retiring it stays as counted.
     """
 
+    claim_with: str
     writes: tuple[KeySecretRecord, ...] = ()
-    switching: bool = False
 
 
 def _at(moment: datetime | None) -> str:
@@ -151,7 +154,11 @@ def check_secrets(roles: Roles, secrets: tuple[KeySecretRecord, ...], now: datet
     assert current.in_use_from is not None
     # Until the switch, claims are made with the secret in use before it (a retired one needs no switch).
     older_live = any(record.key_id != roles.current for record in live)
-    return SecretsVerdict(writes=tuple(writes), switching=current.in_use_from > now and older_live)
+    if current.in_use_from > now and older_live and roles.previous is not None:
+        return SecretsVerdict(claim_with=roles.previous, writes=tuple(writes))
+    if next_ is not None and next_.live and next_.in_use_from is not None and next_.in_use_from <= now:
+        return SecretsVerdict(claim_with=next_.key_id, writes=tuple(writes))
+    return SecretsVerdict(claim_with=roles.current, writes=tuple(writes))
 
 
 def retired(
@@ -171,6 +178,13 @@ def retired(
     if record.retired_at is not None:
         return None
     live = sorted((other for other in secrets if other.live), key=lambda other: other.in_use_from or now)
+    switching = [other for other in live if other.in_use_from is not None and other.in_use_from > now]
+    if switching:
+        raise InvalidRequest(
+            f"The switch to key secret {switching[-1].key_id} is under way until {_at(switching[-1].in_use_from)}: "
+            "until then claims are still made with the older one. Retire it after that.",
+            target="keyId",
+        )
     if record.live and live[-1].key_id == key_id:
         raise InvalidRequest(
             f"{key_id} is the store's current key secret: new claims are made with it. Retire a secret only after "
@@ -218,8 +232,10 @@ def check_store_id(marks: StoreMarks, *, pinned: str | None, seen: str | None, f
     if pinned is not None and stored != pinned:
         raise NotConfigured(
             f"This store is store {stored}, not store {pinned} that ONCEGATE_STORE_ID (or the store-id file beside a "
-            "SQLite database) names: its claims are not the ones this app made. Point the store settings at the "
-            "right store, or set ONCEGATE_STORE_ID to this one's.",
+            "SQLite database) names: its claims are not the ones this app made. Either the store settings point at "
+            f"another store (fix them), or store {pinned} was wiped and an instance without the setting started it "
+            f"anew as {stored}: then every key done before would be answered proceed again. Restore store {pinned}; "
+            f"only if its claims are truly lost, set ONCEGATE_STORE_ID to {stored}.",
             target=STORE_ID,
         )
     if seen is not None and stored != seen:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import AfterValidator, AwareDatetime, Field, JsonValue, ValidationInfo, field_validator
@@ -308,6 +309,14 @@ class ListClaimsQuery(_Request):
     cursor: Cursor = None
 
 
+def _in_utc(moment: datetime) -> datetime:
+    # 9999-12-31T23:59:59-23:59 is a valid time that UTC cannot write: refused here, not a 500 in the store.
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("must be a time between the years 1 and 9999 in UTC") from exc
+
+
 class FindClaimsQuery(_Request):
     """Claims found by where they came from: source system, reference, status and first received (issue 16).
 
@@ -332,7 +341,7 @@ class FindClaimsQuery(_Request):
         ),
     ] = None
     since: Annotated[
-        AwareDatetime | None,
+        Annotated[AwareDatetime, AfterValidator(_in_utc)] | None,
         designer(
             "Received Since",
             "Only list the claims first received at or after this time, such as 2026-12-01T00:00:00Z.",

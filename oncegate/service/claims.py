@@ -370,5 +370,5 @@ class ClaimService:
     def health(self) -> Health:
         """Raises ``StoreUnavailable`` when the store does not answer, ``NotConfigured`` for another secret."""
         self._core.store.ping()
-        self._core.require_safe_store()
+        self._core.safeguard.ring(fresh=True)
         return Health(status="ok", store=self._core.store.kind, version=__version__)

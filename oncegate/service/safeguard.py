@@ -11,6 +11,7 @@ longer than that interval, which is what makes the secrets' check hold across in
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 import time
@@ -88,7 +89,10 @@ class PinnedFile:
 
     def keep(self, store_id: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(store_id + "\n", encoding="utf-8")
+        # Readable by its owner only, as the database and the key-secret file beside it.
+        descriptor = os.open(self.path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(store_id + "\n")
 
 
 class Safeguard:
@@ -130,13 +134,14 @@ class Safeguard:
         """The store's id as last read (None before the first check)."""
         return self._seen
 
-    def ring(self) -> KeyRing:
-        """The ring to claim with; reads the marks when the last good reading is older than the interval."""
+    def ring(self, *, fresh: bool = False) -> KeyRing:
+        """The ring to claim with; reads the marks when the last good reading is older than the interval
+        (``fresh``: now, as health does, so that it never reports a store it last read seconds ago)."""
         checked_at = self._checked_at
-        if checked_at is not None and time.monotonic() - checked_at < self._interval:
+        if not fresh and checked_at is not None and time.monotonic() - checked_at < self._interval:
             return self._ring
         with self._lock:
-            if self._checked_at is None or time.monotonic() - self._checked_at >= self._interval:
+            if fresh or self._checked_at is None or time.monotonic() - self._checked_at >= self._interval:
                 self._checked_at = None
                 self._ring = self._check()
                 self._checked_at = time.monotonic()
@@ -174,10 +179,13 @@ class Safeguard:
             if self._pin is not None:
                 self._pin.keep(new_id)
         self._seen = marks.store_id or new_id
-        return self._switching_ring() if verdict.switching else self._keys
+        return self._ring_claiming_with(verdict.claim_with)
 
-    def _switching_ring(self) -> KeyRing:
-        """Before the current secret's switch: claims made with the previous one, the current looked up as next."""
-        assert self._roles.previous is not None, "a switch has a secret in use before it"
-        previous: KeyHasher = self._hashers[self._roles.previous]
-        return KeyRing(previous, next_=self._keys.current)
+    def _ring_claiming_with(self, key_id: str) -> KeyRing:
+        """This instance's secrets, with ``key_id`` the one new claims are made with (see ``SecretsVerdict``)."""
+        if key_id == self._keys.current.key_id:
+            return self._keys
+        other: KeyHasher = self._hashers[key_id]
+        if key_id == self._roles.previous:
+            return KeyRing(other, next_=self._keys.current)
+        return KeyRing(other, previous=self._keys.current)

@@ -265,7 +265,11 @@ class SqliteStore:
     def __init__(self, path: str | Path) -> None:
         self._path = str(path)
         if self._path != ":memory:":
-            _private_file(Path(self._path))
+            try:
+                _private_file(Path(self._path))
+            except OSError as exc:
+                # A path under a file, or where nobody may write: refused like a store that does not answer.
+                raise StoreUnavailable(f"cannot create the SQLite database at {self._path}: {exc.strerror}") from exc
         self._local = threading.local()
         self._closers: list[weakref.finalize[Any, Any]] = []
         self._lock = threading.Lock()

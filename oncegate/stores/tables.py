@@ -57,6 +57,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from itertools import islice
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from azure.core import MatchConditions
 from azure.core.credentials import TokenCredential
@@ -282,8 +283,8 @@ def _translated() -> Iterator[None]:
             # Never read as "no such claim": that would be answered proceed for every key (issue 22).
             logger.error("A OnceGate table is missing: %s", exc)
             raise StoreUnavailable(
-                "A table of the store does not exist: the store was deleted, wiped or not provisioned. Nothing is "
-                "claimed until it is restored (see docs/operations.md, 'A store that lost its claims')."
+                f"The table {_table_of(exc)} does not exist: the store was deleted, wiped or not provisioned. Nothing "
+                "is claimed until it is restored (see docs/operations.md, 'A store that lost its claims')."
             ) from exc
         raise
 
@@ -296,6 +297,14 @@ def _date(header: str) -> datetime | None:
         return None
     # "-0000" reads as a naive time; HTTP dates are UTC all the same.
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _table_of(exc: HttpResponseError) -> str:
+    """The table a failed request addressed, read from its URL (``…/OnceGateClaims(PartitionKey=…)``)."""
+    request = getattr(exc.response, "request", None)
+    path = urlsplit(str(getattr(request, "url", ""))).path
+    name = path.rstrip("/").rsplit("/", 1)[-1].split("(", 1)[0]
+    return name or "(unknown)"
 
 
 def _table_missing(exc: HttpResponseError) -> bool:

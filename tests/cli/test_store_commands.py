@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,10 @@ from oncegate import bootstrap
 from oncegate.cli import main
 from oncegate.config import Settings, local_key_secret
 from oncegate.domain.keys import KeyHasher
+from oncegate.domain.safeguards import SWITCH_GRACE
 from oncegate.domain.statuses import Decision
 from oncegate.errors import NotConfigured
+from oncegate.stores.sqlite import SqliteStore
 from tests.cli.conftest import Run
 from tests.cli.test_governance import STORE_SETTINGS
 from tests.gate import Gate
@@ -51,7 +55,9 @@ def test_keys_lists_the_store_id_and_each_secret_with_its_claims(
     answer = json.loads(listed.out)
     key_id = KeyHasher(local_key_secret(database)).key_id
     assert listed.code == 0
-    assert answer["storeId"] == (database.parent / "oncegate.db.store-id").read_text().strip()
+    pin = database.parent / "oncegate.store-id"
+    assert answer["storeId"] == pin.read_text().strip()
+    assert pin.stat().st_mode & 0o777 == 0o600
     assert [(s["keyId"], s["state"], s["claims"]) for s in answer["keySecrets"]] == [(key_id, "current", 3)]
     assert key_id in text.out
     assert "current" in text.out
@@ -65,12 +71,16 @@ def test_retiring_a_secret_with_claims_is_refused_naming_the_count_then_done_wit
     monkeypatch.setenv("ONCEGATE_KEY_SECRET", NEXT)
     monkeypatch.setenv("ONCEGATE_KEY_SECRET_PREVIOUS", old)
     Gate.of(bootstrap.build_services(Settings.from_environment())).health()  # the switch
+    during = run(capsys, "keys", "retire", old_id, "--orphan", "3")
+    _switched_a_while_ago(database)
 
     refused = run(capsys, "keys", "retire", old_id)
     current = run(capsys, "keys", "retire", KeyHasher(NEXT).key_id)
     unknown = run(capsys, "keys", "retire", "nope")
     done = run(capsys, "keys", "retire", old_id, "--orphan", "3")
 
+    assert during.code == 2
+    assert "under way" in during.err
     assert refused.code == 2
     assert "3 claims were made with" in refused.err
     assert "--orphan 3" in refused.err
@@ -85,9 +95,9 @@ def test_retiring_a_secret_with_claims_is_refused_naming_the_count_then_done_wit
 
 
 def test_a_wiped_database_is_refused_until_store_init(database: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # What an operator cleaning up types: the database and its -wal and -shm files, not the store-id beside them.
     for path in database.parent.glob("oncegate.db*"):
-        if not path.name.endswith(".store-id"):
-            path.unlink()
+        path.unlink()
 
     wiped = Gate.of(bootstrap.build_services(Settings.from_environment()))
     with pytest.raises(NotConfigured) as refused:
@@ -104,3 +114,13 @@ def test_a_wiped_database_is_refused_until_store_init(database: Path, capsys: py
     served = Gate.of(bootstrap.build_services(Settings.from_environment()))
     assert claim(served, key="ORDER-0", run="run-again").decision is Decision.PROCEED
     served.close()
+
+
+def _switched_a_while_ago(database: Path) -> None:
+    """The store as it stands once the switch's grace is over: every secret's time a minute earlier (the test
+    does not wait a minute)."""
+    store = SqliteStore(database)
+    for record in store.read_marks().secrets:
+        assert record.in_use_from is not None
+        store.save_secret(replace(record, in_use_from=record.in_use_from - SWITCH_GRACE - timedelta(seconds=1)))
+    store.close()

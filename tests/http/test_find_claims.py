@@ -55,6 +55,16 @@ def test_unknown_and_malformed_parameters_are_refused_naming_them(api: Api) -> N
     assert (bad_source.status, bad_source.targets) == (400, ["source"])
 
 
+def test_a_since_utc_cannot_write_is_refused_naming_it_not_a_500(api: Api) -> None:
+    # Found by an outside test: both overflowed converting to UTC in the store, answering 500.
+    late = api.call(FIND, params={"since": "9999-12-31T23:59:59-23:59"})
+    early = api.call(FIND, params={"since": "0001-01-01T00:00:00+23:59"})
+
+    assert (late.status, late.targets) == (400, ["since"])
+    assert (early.status, early.targets) == (400, ["since"])
+    assert "between the years 1 and 9999" in late.body["error"]["message"]
+
+
 def test_a_cursor_of_the_attention_list_is_refused_by_the_found_list(api: Api, clock: FakeClock) -> None:
     for key in ("A-1", "A-2"):
         ok(api.call("check_and_claim", claim_body(key=key, leaseSeconds=15)))

@@ -199,6 +199,20 @@ def test_over_http_health_and_an_action_answer_503_naming_the_setting(
     assert_not_configured(*over_http(address, "POST", "/api/conflicts/" + "a" * 24 + "/resolve", b"{}"), setting)
 
 
+def test_a_sqlite_path_under_a_file_is_503_naming_the_setting_not_a_500(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, serve: Serve
+) -> None:
+    # Found by an outside test: the database's folder could not be made and the answer was 500 internal_error.
+    (tmp_path / "a-file").write_text("")
+    set_environment(monkeypatch, {"ONCEGATE_SQLITE_PATH": str(tmp_path / "a-file" / "oncegate.db")}, tmp_path)
+    address = serve(import_fresh_function_app())
+
+    status, body = over_http(address, "GET", "/api/health")
+
+    assert_not_configured(status, body, "ONCEGATE_SQLITE_PATH")
+    assert "which is a file" in body["error"]["message"]
+
+
 def auth_levels(module: ModuleType) -> dict[str, str]:
     return {
         name: str(function.get_trigger().auth_level.value).upper() for name, function in http_functions(module).items()

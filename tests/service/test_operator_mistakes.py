@@ -136,12 +136,17 @@ def test_racing_step_one_instances_and_the_new_secret_alone_never_both_proceed(
     assert answers["NotConfigured"] == KEYS * RACERS_PER_SIDE
 
 
-def test_retiring_the_old_secret_counts_the_claims_it_would_orphan(instance: Callable[..., Gate]) -> None:
+def test_retiring_the_old_secret_counts_the_claims_it_would_orphan(
+    instance: Callable[..., Gate], clock: FakeClock
+) -> None:
     before = instance(ring(A))
     done_before(before, 3)
     switched = instance(ring(B, previous=A))
     switched.health()
     admin = switched.services.key_secrets
+    with pytest.raises(InvalidRequest) as during:
+        admin.retire(KeyHasher(A).key_id, orphan=3)
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
 
     with pytest.raises(InvalidRequest) as refused:
         admin.retire(KeyHasher(A).key_id, orphan=None)
@@ -149,6 +154,7 @@ def test_retiring_the_old_secret_counts_the_claims_it_would_orphan(instance: Cal
         admin.retire(KeyHasher(B).key_id, orphan=0)
     admin.retire(KeyHasher(A).key_id, orphan=3)
 
+    assert "under way" in during.value.message
     assert refused.value.target == "orphan"
     assert "3 claims were made with" in refused.value.message
     assert "--orphan 3" in refused.value.message
@@ -158,6 +164,28 @@ def test_retiring_the_old_secret_counts_the_claims_it_would_orphan(instance: Cal
     with pytest.raises(NotConfigured) as retired:
         instance(ring(A)).health()
     assert retired.value.target == "ONCEGATE_KEY_SECRET"
+
+
+def test_once_the_new_secret_is_in_use_a_step_one_instance_claims_with_it_and_retiring_orphans_nothing_more(
+    instance: Callable[..., Gate], clock: FakeClock
+) -> None:
+    # Found by an outside test: a step-one instance went on claiming with the old secret after the switch,
+    # so claims made after `keys retire` counted them were orphaned (191 keys proceeded twice on SQLite).
+    done_before(instance(ring(A)), 2)
+    step_one = instance(ring(A, next_=B))
+    step_one.health()
+    switched = instance(ring(B, previous=A))
+    switched.health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+
+    made = claim(step_one, key="SO-after-the-switch")
+    switched.services.key_secrets.retire(KeyHasher(A).key_id, orphan=2)
+    with pytest.raises(NotConfigured) as retired:
+        claim(step_one, key="SO-after-the-retirement")
+
+    assert made.claim_id == KeyHasher(B).claim_id(SCOPE, "SO-after-the-switch")
+    assert retired.value.target == "ONCEGATE_KEY_SECRET"
+    assert claim(instance(ring(B)), key="SO-after-the-switch", run="run-2").decision is Decision.IN_PROGRESS
 
 
 # -- 2. skipping step 1 --------------------------------------------------------------------------------
@@ -230,7 +258,7 @@ def test_a_sqlite_database_wiped_beside_its_store_id_file_is_refused_until_store
     tmp_path: Path, clock: FakeClock
 ) -> None:
     database = tmp_path / "claims.db"
-    pin = PinnedFile(tmp_path / "claims.db.store-id")
+    pin = PinnedFile(tmp_path / "claims.store-id")
 
     def serve() -> Gate:
         return Gate(SqliteStore(database), KeyHasher(A), clock=clock, pin=pin, check_interval=timedelta(0))
@@ -310,6 +338,7 @@ def test_missing_tables_answer_503_and_recreated_tables_are_refused_with_a_pinne
         claim(running, key=done[0], run="run-again")
 
     assert "does not exist" in missing.value.message
+    assert f"The table {table_store_factory.prefix}" in missing.value.message
     assert refused.value.target == "ONCEGATE_STORE_ID"
     assert restarted.services.key_secrets.start_store() == store_id
     assert claim(restarted, key=done[0], run="run-again").decision is Decision.PROCEED

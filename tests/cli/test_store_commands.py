@@ -120,7 +120,7 @@ def _switched_a_while_ago(database: Path) -> None:
     """The store as it stands once the switch's grace is over: every secret's time a minute earlier (the test
     does not wait a minute)."""
     store = SqliteStore(database)
-    for record in store.read_marks().secrets:
-        assert record.in_use_from is not None
-        store.save_secret(replace(record, in_use_from=record.in_use_from - SWITCH_GRACE - timedelta(seconds=1)))
+    for secret in store.read_marks().secrets:
+        assert secret.in_use_from is not None
+        store.save_secret(replace(secret, in_use_from=secret.in_use_from - SWITCH_GRACE - timedelta(seconds=1)))
     store.close()

@@ -101,7 +101,7 @@ class ClaimService:
                 warnings=caller.warnings,
             )
         claim, identity = found
-        caller = caller.as_(identity)
+        caller = replace(caller.as_(identity), decided_at=self._core.decided_at(claim, caller.now))
         self._answered(claim, caller, Decision.BLOCKED, reason)
         return self._answer(Decision.BLOCKED, claim, caller, reason)
 
@@ -188,6 +188,7 @@ class ClaimService:
     def _decide(self, claim: Claim, caller: Caller) -> ClaimResponse:
         """Apply the decision table (oncegate.domain.decisions) to a claim that exists, and write what it says."""
         claim = self._core.explicit(claim)
+        caller = replace(caller, decided_at=self._core.decided_at(claim, caller.now))
         records: list[FingerprintRecord] = []
         if needs_fingerprint_records(claim, caller.fingerprint):
             # A mismatch: only now read what reviewers decided about this fingerprint (one read, off the common path).
@@ -229,8 +230,8 @@ class ClaimService:
             legacy_token=None,
             run_id=caller.run_id,
             flow=caller.flow,
-            last_attempt_at=caller.now,
-            updated_at=caller.now,
+            last_attempt_at=caller.stamp,
+            updated_at=caller.stamp,
             lease_expires_at=caller.lease_expires_at,
             target_record_id=None,
             data=None,
@@ -326,7 +327,7 @@ class ClaimService:
             EventKind.CLAIM,
             decision.value,
             recognised_by,
-            at=caller.now,
+            at=caller.stamp,
             run_id=caller.run_id,
             flow=caller.flow,
             fingerprint=keyed(caller.fingerprint),

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -39,7 +41,7 @@ from oncegate.models import (
 )
 from oncegate.service.inventory import Inventory
 from oncegate.service.privacy import StoredDataGuard
-from oncegate.service.recent import RecentClaims
+from oncegate.service.recent import REMEMBERED, RecentClaims
 from oncegate.stores.port import ClaimStore
 
 logger = logging.getLogger(__name__)
@@ -60,6 +62,10 @@ LEGACY_IN_DOUBT = "Released while reconciling:"
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+# The least step between two times a store keeps apart: both keep microseconds.
+TICK = timedelta(microseconds=1)
 
 
 def keyed(fingerprint: Fingerprint | None) -> str | None:
@@ -140,6 +146,13 @@ class Caller:
     signed_in: str | None = None  # who signed in (Entra ID), in clear: digested per secret when stored
     source: str | None = None
     reference: str | None = None
+    # When the answer was decided on the claim found (``ClaimsCore.decided_at``); None for a new claim.
+    decided_at: datetime | None = None
+
+    @property
+    def stamp(self) -> datetime:
+        """The time of what this request writes: its history line, the claim's UpdatedAt. Leases run from ``now``."""
+        return self.decided_at or self.now
 
     @property
     def granted_to(self) -> str | None:
@@ -196,6 +209,8 @@ class ClaimsCore:
         self.sensitive_keys = sensitive_keys
         self.secret_checked = False
         self.recent = RecentClaims()
+        self._stamped: OrderedDict[str, datetime] = OrderedDict()
+        self._stamp_lock = threading.Lock()
 
     def identify(self, intent: BusinessIntent | LookupRequest) -> tuple[tuple[Identity, ...], str, list[str]]:
         """The key under every secret known (older first), the scope, and the warnings the key earned."""
@@ -273,6 +288,26 @@ class ClaimsCore:
                     reconciling = legacy_earlier_attempt(event.details[LEGACY_LAST_ATTEMPT])
         in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error or "").startswith(LEGACY_IN_DOUBT)
         return replace(claim, reconciling=reconciling, released_in_doubt=in_doubt, state_in_history=False)
+
+    def decided_at(self, claim: Claim, now: datetime) -> datetime:
+        """When a change or answer decided on ``claim`` happened: ``now``, but after the claim was written.
+
+        A request reads its clock when it arrives, and may then wait (for the store's write lock, a lost
+        race) while another request creates or changes the claim; another instance's clock may run a few
+        milliseconds behind. An answer decided by reading the claim happened after that claim was written,
+        so its time is at least a tick past ``claim.updated_at``, and a change written from it carries that
+        time on as its ``updated_at``: every history line stands after the change it was decided on,
+        whichever instance answered (issue 22). Two lines this instance stamps for one claim never share
+        a time either, so they list in the order it decided them.
+        """
+        with self._stamp_lock:
+            last = self._stamped.pop(claim.claim_id, None)
+            earliest = claim.updated_at if last is None else max(claim.updated_at, last)
+            stamped = max(now, earliest + TICK)
+            self._stamped[claim.claim_id] = stamped
+            if len(self._stamped) > REMEMBERED:
+                self._stamped.popitem(last=False)
+        return stamped
 
     def counted(self, before: Claim | None, after: C) -> C:
         """``after`` as stored (None: deleted), remembered for the holder's next write, its change of status

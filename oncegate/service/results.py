@@ -96,6 +96,7 @@ class ResultService:
         return None if written is recalled else written
 
     def _record(self, claim: Claim, request: RecordResultRequest, now: datetime) -> Claim:
+        now = self._core.decided_at(claim, now)  # its history line stands after the claim it was decided on
         if self._same_result(claim, request):
             return claim
         if claim.status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
@@ -151,6 +152,7 @@ class ResultService:
         )
 
     def _release(self, claim: Claim, request: ReleaseRequest, now: datetime) -> Claim:
+        now = self._core.decided_at(claim, now)
         if claim.status is ClaimStatus.RELEASED or claim.released_in_doubt:
             return claim
         self._require_in_progress(claim, "released")
@@ -189,7 +191,8 @@ class ResultService:
     def _extend_lease(self, claim: Claim, request: HeartbeatRequest, now: datetime) -> Claim:
         self._require_in_progress(claim, "extended by a heartbeat")
         lease = timedelta(seconds=request.lease_seconds or self._core.inventory.lease_seconds(claim.scope))
-        extended = replace(claim, lease_expires_at=now + lease, updated_at=now)
+        # No history line, so no stamp; but UpdatedAt never goes back, or a later answer's stamp could (issue 22).
+        extended = replace(claim, lease_expires_at=now + lease, updated_at=max(now, claim.updated_at))
         stored = self._core.store.update_claim(extended, None)
         self._core.recent.remember(stored)
         return stored
@@ -227,7 +230,7 @@ class ResultService:
                 )
             if claim.reviewer == request.reviewer:
                 return claim_view(claim)
-            now = self._core.clock()
+            now = self._core.decided_at(claim, self._core.clock())
             event = self._core.event(
                 claim,
                 EventKind.REVIEW,

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import EventKind
-from tests.conftest import FakeClock
+from oncegate.stores.port import ClaimStore
+from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate
 from tests.service.calls import FLOW, FLOW_COPY, claim, record, resolve
+
+# Under two workers, a third of the keys showed an in_progress before the proceed (issue 22).
+RACED_KEYS = 60
 
 
 def test_the_history_tells_the_whole_story_in_order(service: Gate, clock: FakeClock) -> None:
@@ -83,3 +93,51 @@ def test_a_claim_that_was_never_answered_twice_has_one_entry(service: Gate) -> N
     entries = service.get_claim(first.claim_id).history or []
 
     assert [(entry.event, entry.outcome, entry.attempt) for entry in entries] == [(EventKind.CLAIM, "proceed", 1)]
+
+
+# Causality (issue 22): a history line stands after the change it was decided on, whichever instance wrote it.
+
+
+def test_answers_from_an_instance_whose_clock_is_behind_stand_after_the_claim_they_read(
+    open_store: Callable[[], ClaimStore], clock: FakeClock
+) -> None:
+    ahead = Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock)
+    behind = Gate(open_store(), KeyHasher(KEY_SECRET), clock=lambda: clock.now - timedelta(milliseconds=5))
+    first = claim(ahead, run="run-1")
+
+    claim(behind, run="run-2")
+    record(behind, first, target_record_id="SO-1")
+    claim(behind, run="run-3")
+
+    entries = ahead.get_claim(first.claim_id).history or []
+    assert [(entry.event.value, entry.outcome) for entry in entries] == [
+        ("claim", "proceed"),
+        ("claim", "in_progress"),
+        ("result", "succeeded"),
+        ("claim", "duplicate"),
+    ]
+    assert [entry.at for entry in entries] == sorted({entry.at for entry in entries})
+
+
+def test_runs_racing_on_two_instances_never_see_their_answer_before_the_proceed(
+    open_store: Callable[[], ClaimStore],
+) -> None:
+    # Real clocks and threads: the loser read its clock on arrival, then waited for the winner's write.
+    instances = [Gate(open_store(), KeyHasher(KEY_SECRET)) for _ in range(2)]
+    barrier = threading.Barrier(len(instances))
+    keys = [f"ORDER-{index}" for index in range(RACED_KEYS)]
+
+    def ask(index: int) -> list[str]:
+        claim_ids = []
+        for key in keys:
+            barrier.wait(timeout=30)
+            claim_ids.append(claim(instances[index], run=f"run-{index}-{key}", key=key).claim_id)
+        return claim_ids
+
+    with ThreadPoolExecutor(len(instances)) as pool:
+        claim_ids = set(next(iter(pool.map(ask, range(len(instances))))))
+
+    for claim_id in claim_ids:
+        entries = instances[0].get_claim(claim_id).history or []
+        assert [entry.outcome for entry in entries] == ["proceed", "in_progress"], claim_id
+        assert entries[0].at < entries[1].at, claim_id

@@ -2,7 +2,8 @@
 
 Each claim is its own partition: the claim row (RowKey ``claim``) and its history rows
 (``history-<event id>``) sit together, so a claim change and its event commit in one
-entity-group transaction. Two runs of the same flow cannot both win::
+entity-group transaction. Answers alike share one history row, ``history-series-<digest>``,
+which counts them (``count_event``). Two runs of the same flow cannot both win::
 
     run A                                Table Storage                 run B
     create claim + event       ------>   no row: both inserted, ETag e1
@@ -55,6 +56,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import islice
+from secrets import token_hex
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
@@ -84,7 +86,7 @@ from oncegate.domain.statuses import ConflictStatus, EventKind
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreUnavailable
 from oncegate.stores import columns, large_values, table_batch
 from oncegate.stores.columns import Row
-from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
+from oncegate.stores.paging import decode_cursor, encode_cursor, page_of, utc_text
 
 logger = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -121,6 +123,8 @@ CLAIM_CLAUSES = {
 }
 # A transaction holds at most 100 operations: a batch of history rows and the claim row's own.
 HISTORY_BATCH = 99
+# Lost races counting one answer in its series' line before it is kept as a line of its own.
+SERIES_RACES = 4
 TRANSACTION_LIMIT = 100
 # The claim index (issue 16): partitions of the claims table keyed by a source system or a reference's digest.
 # Claim partitions are base32 claim ids, which hold no "-", so the two never meet.
@@ -158,6 +162,11 @@ def _claim_entity(claim: Claim) -> dict[str, Any]:
 
 def _event_entity(event: HistoryEvent) -> dict[str, Any]:
     return _entity(event.claim_id, HISTORY_PREFIX + event.event_id, columns.event_to_row(event))
+
+
+def _event_place(event: HistoryEvent) -> tuple[str, str]:
+    """Where an event lists in its claim's history: its time as fixed-width UTC text, then its id."""
+    return utc_text(event.at), event.event_id
 
 
 def _fingerprint_entity(record: FingerprintRecord) -> dict[str, Any]:
@@ -540,12 +549,61 @@ class TableStore:
         with suppress(ResourceExistsError), _translated():
             self._claims.create_entity(_event_entity(event))
 
+    def count_event(self, event: HistoryEvent) -> None:
+        """Insert the series' line; when it is there, count in it with a read and a write on its ETag.
+
+        The insert is the one request of a series' first answer, as ``add_event`` is. A later one reads the
+        line and merges its count and times, conditioned on the ETag read: a writer in between fails it
+        (412) and it reads again. After ``SERIES_RACES`` lost races the answer is kept as a line of its own.
+        """
+        entity = _event_entity(event)
+        with _translated():
+            try:
+                self._claims.create_entity(entity)
+                return
+            except ResourceExistsError:
+                pass
+            for _ in range(SERIES_RACES):
+                try:
+                    stored = self._claims.get_entity(event.claim_id, entity["RowKey"])
+                except ResourceNotFoundError:
+                    return  # the claim and its history were deleted meanwhile (retention): nothing to count in
+                if self._counted_in(stored, event):
+                    return
+            self._claims.create_entity(_event_entity(replace(event, event_id=f"{event.event_id}-{token_hex(4)}")))
+
+    def _counted_in(self, stored: TableEntity, event: HistoryEvent) -> bool:
+        """Count ``event`` in the series line ``stored``; False when another writer changed the line since."""
+        series = columns.event_from_row(large_values.gather(stored))
+        counted = {
+            **_claim_keys(event.claim_id, stored["RowKey"]),
+            "Count": (series.count or 1) + 1,
+            "At": min(series.at, event.at),
+            "LastAt": max(series.last_at or series.at, event.last_at or event.at),
+        }
+        try:
+            self._claims.update_entity(counted, **_if_unchanged(_etag(stored.metadata), UpdateMode.MERGE))
+        except HttpResponseError as exc:
+            if exc.status_code not in STALE:
+                raise
+            return False
+        return True
+
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
-        """The claim's history, oldest first: a partition reads in RowKey order and event ids sort by time."""
+        """The claim's history by time: its rows, one range of the partition, sorted here.
+
+        RowKeys do not sort by time (a series line's id is no time), so the whole range is read; counting
+        repeated answers in one line each keeps it to the claim's changes and the kinds of answer it had.
+        """
         parameters = {"pk": claim_id, "lo": HISTORY_PREFIX, "hi": HISTORY_END}
         with _translated():
             entities = list(self._claims.query_entities(EVENTS_FILTER, parameters=parameters))
-        return [columns.event_from_row(large_values.gather(entity)) for entity in entities]
+        return sorted((columns.event_from_row(large_values.gather(entity)) for entity in entities), key=_event_place)
+
+    def list_history(self, claim_id: str, *, limit: int, cursor: str | None = None) -> Page[HistoryEvent]:
+        """One page of ``list_events``: the page after the cursor's place."""
+        events, after = page_of(self.list_events(claim_id), _event_place, top=limit, cursor=cursor)
+        return Page(events, after)
 
     def create_conflict(self, conflict: Conflict) -> Conflict:
         """Insert the conflict and its listing row in one transaction if its id is new.

@@ -162,6 +162,20 @@ class HistoryEntry(_Model):
         dict[str, JsonValue],
         designer("Event Details", "More about the event, such as the conflict id or the result it replaced."),
     ] = Field(default_factory=dict)
+    # Answers alike (same attempt, outcome, flow and reason) are one entry: how many, the first and the last.
+    count: Annotated[
+        int | None,
+        designer(
+            "Event Count",
+            "How many answers alike this entry stands for: the same outcome for the same attempt, flow and reason.",
+        ),
+    ] = None
+    first_at: Annotated[
+        datetime | None, designer("First Event Time", "When the first of the answers counted came, in UTC.")
+    ] = None
+    last_at: Annotated[
+        datetime | None, designer("Last Event Time", "When the last of the answers counted came, in UTC.")
+    ] = None
 
 
 class ClaimView(_Model):

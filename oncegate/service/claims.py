@@ -319,7 +319,8 @@ class ClaimService:
             recognised_by += f" The claim belongs to {flow_text(claim.flow)}, not {flow_text(caller.flow)}."
             if claim.flow is not None and caller.flow is not None:  # always, with a flow warning
                 self._core.inventory.copy_met(claim.flow, caller.flow, claim.claim_id, caller.now)
-        self._core.store.add_event(self._claim_event(claim, caller, decision, recognised_by))
+        # An answer that changes nothing repeats as often as runs ask: counted in one line, not a line each.
+        self._core.store.count_event(self._core.repeated(self._claim_event(claim, caller, decision, recognised_by)))
 
     def _claim_event(self, claim: Claim, caller: Caller, decision: Decision, recognised_by: str) -> HistoryEvent:
         return self._core.event(

@@ -7,6 +7,7 @@ attempt again, which re-reads and decides again, so two runs can never both be t
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 import secrets
@@ -64,6 +65,8 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+# The event id of a line counting repeated answers starts so; the others start with their time, a digit.
+SERIES = "series-"
 # The least step between two times a store keeps apart: both keep microseconds.
 TICK = timedelta(microseconds=1)
 
@@ -354,6 +357,26 @@ class ClaimsCore:
             recognised_by=recognised_by,
             **fields,
         )
+
+    @staticmethod
+    def repeated(event: HistoryEvent) -> HistoryEvent:
+        """``event`` as an answer of its series, which the store counts in one line (``count_event``).
+
+        Answers alike are one series: of the same attempt, kind, outcome, flow, fingerprint and source
+        system, recognised the same way. Runs differ from one answer to the next; the line keeps the
+        first's. 6,000 duplicates were 6,000 lines, and a 2 MB claim to read (issue 22).
+        """
+        alike = (
+            event.attempt,
+            event.kind.value,
+            event.outcome,
+            *((event.flow.name, event.flow.environment) if event.flow else ("", "")),
+            event.fingerprint or "",
+            event.source or "",
+            event.recognised_by,
+        )
+        digest = hashlib.sha256("\n".join(map(str, alike)).encode()).hexdigest()[:32]
+        return replace(event, event_id=f"{SERIES}{digest}", count=1, last_at=event.at)
 
     def fingerprint_record(self, claim_id: str, fingerprint: str | None) -> FingerprintRecord | None:
         records = self.store.get_fingerprints(claim_id, [fingerprint or ""])

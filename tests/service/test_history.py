@@ -16,6 +16,7 @@ from tests.service.calls import FLOW, FLOW_COPY, claim, record, resolve
 
 # Under two workers, a third of the keys showed an in_progress before the proceed (issue 22).
 RACED_KEYS = 60
+REPEATS = 30
 
 
 def test_the_history_tells_the_whole_story_in_order(service: Gate, clock: FakeClock) -> None:
@@ -141,3 +142,32 @@ def test_runs_racing_on_two_instances_never_see_their_answer_before_the_proceed(
         entries = instances[0].get_claim(claim_id).history or []
         assert [entry.outcome for entry in entries] == ["proceed", "in_progress"], claim_id
         assert entries[0].at < entries[1].at, claim_id
+
+
+# A bounded history (issue 22): answers alike are one line with their count, and the history pages.
+
+
+def test_answers_alike_from_one_flow_are_one_line_with_their_count(service: Gate, clock: FakeClock) -> None:
+    first = claim(service, run="run-1")
+    record(service, first, target_record_id="SO-1")
+    first_duplicate_at = clock.advance(1)
+    for index in range(REPEATS):
+        claim(service, run=f"run-again-{index}")
+        clock.advance(1)
+    claim(service, run="run-copy", flow=FLOW_COPY)
+
+    entries = service.get_claim(first.claim_id).history or []
+
+    assert [(entry.outcome, entry.count) for entry in entries] == [
+        ("proceed", None),
+        ("succeeded", None),
+        ("duplicate", REPEATS),
+        ("duplicate", 1),
+    ]
+    repeated = entries[2]
+    assert (repeated.at, repeated.first_at, repeated.last_at) == (
+        first_duplicate_at,
+        first_duplicate_at,
+        first_duplicate_at + timedelta(seconds=REPEATS - 1),
+    )
+    assert (repeated.run_id, repeated.flow, entries[3].flow) == ("run-again-0", FLOW, FLOW_COPY)

@@ -382,7 +382,8 @@ def _dismiss_one(drill: _Drill, changed: Call) -> Call:
 
 def _lookup(drill: _Drill, key: str) -> Lookup:
     try:
-        answer = drill.client.lookup_claim(drill.scope, drill.keys[key])
+        # The whole history: every answer must be in it, past its first page too.
+        answer = drill.client.with_whole_history(drill.client.lookup_claim(drill.scope, drill.keys[key]))
     except ApiError as exc:
         if not _explained(exc):
             raise

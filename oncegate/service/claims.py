@@ -39,7 +39,9 @@ from oncegate.models import (
     ClaimView,
     FindClaimsQuery,
     Health,
+    HistoryEntry,
     Holder,
+    ListPageQuery,
     LookupRequest,
 )
 from oncegate.service.common import (
@@ -55,9 +57,12 @@ from oncegate.service.common import (
 )
 from oncegate.service.conflicts import ConflictService
 from oncegate.service.inventory import ANOTHER_FLOW_COPY
-from oncegate.service.views import claim_result, claim_view, flow_ref, last_attempt
+from oncegate.service.views import claim_result, claim_view, flow_ref, history_entry, last_attempt
 
 logger = logging.getLogger(__name__)
+
+# The history lines Get claim and Look up claim return; the history's own list pages the rest.
+HISTORY_PAGE = 50
 
 
 class ClaimService:
@@ -337,21 +342,33 @@ class ClaimService:
 
     # -- Reading claims --------------------------------------------------------------------
 
-    def get_claim(self, claim_id: str) -> ClaimView:
-        """The processing record with its whole history."""
-        claim = self._core.store.get_claim(claim_id)
-        return claim_view(claim, self._core.store.list_events(claim_id))
+    def get_claim(self, claim_id: str) -> tuple[ClaimView, str | None]:
+        """The processing record with the first page of its history, and the cursor of the history's next page."""
+        return self._with_history(self._core.store.get_claim(claim_id))
 
-    def lookup(self, request: LookupRequest) -> ClaimView:
-        """The processing record of a business key, found through its digest (under any secret known)."""
+    def lookup(self, request: LookupRequest) -> tuple[ClaimView, str | None]:
+        """The processing record of a business key, found through its digest (under any secret known), as
+        ``get_claim`` gives it."""
         self._core.require_known_secret()
         identities, scope, _ = self._core.identify(request)
         found = self._core.find(identities)
         if found is None:
             raise NotFound(f"No claim has this key in the scope {scope}.", target="key")
         # The claim as found: read again by its id, one deleted in between would be named by a digest.
-        claim = found[0]
-        return claim_view(claim, self._core.store.list_events(claim.claim_id))
+        return self._with_history(found[0])
+
+    def history(self, claim_id: str, query: ListPageQuery) -> tuple[list[HistoryEntry], str | None]:
+        """One page of a claim's history, oldest first, and the cursor of the next page."""
+        page = self._core.store.list_history(claim_id, limit=query.top, cursor=query.cursor)
+        if not page.items and query.cursor is None:
+            self._core.store.get_claim(claim_id)  # every claim has a first line: raises NotFound for a claim unknown
+        return [history_entry(event) for event in page.items], page.cursor
+
+    def _with_history(self, claim: Claim) -> tuple[ClaimView, str | None]:
+        # The oldest lines first: the proceed, the reconciles and the results decide what a claim went through;
+        # the rest is a page away. Repeated answers count in one line each, so most histories fit whole.
+        page = self._core.store.list_history(claim.claim_id, limit=HISTORY_PAGE)
+        return claim_view(claim, page.items), page.cursor
 
     def find(self, query: FindClaimsQuery) -> tuple[list[ClaimView], str | None]:
         """One page of the claims of a source system, reference, status or first received, without history.

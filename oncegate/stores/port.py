@@ -101,8 +101,8 @@ class ClaimRecords(Protocol):
     def list_history(self, claim_id: str, *, limit: int, cursor: str | None = None) -> Page[HistoryEvent]:
         """One page of the claim's history, oldest first by ``(at, event_id)``, and the cursor of the next.
 
-        A page holds at most ``limit`` lines. The cursor is the place of the page's last line, so lines
-        added meanwhile (they come later) neither shift nor repeat a page. Raises ``InvalidRequest`` for
+        A page holds at most ``limit`` lines. The cursor is the place of the page's last line: the next
+        page goes on after it, so lines added meanwhile never shift a page. Raises ``InvalidRequest`` for
         a cursor the store did not hand out.
         """
 

@@ -185,7 +185,7 @@ class LosesResults:
         return getattr(self._results, name)
 
     def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
-        claim = self._claims.get_claim(claim_id)
+        claim, _ = self._claims.get_claim(claim_id)
         update = {"status": ClaimStatus.SUCCEEDED, "target_record_id": request.target_record_id, "history": None}
         return claim.model_copy(update=update)
 

@@ -7,8 +7,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+import pytest
+
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import EventKind
+from oncegate.errors import NotFound
+from oncegate.models import FlowRef, ListPageQuery
+from oncegate.service.claims import HISTORY_PAGE
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate
@@ -171,3 +176,26 @@ def test_answers_alike_from_one_flow_are_one_line_with_their_count(service: Gate
         first_duplicate_at + timedelta(seconds=REPEATS - 1),
     )
     assert (repeated.run_id, repeated.flow, entries[3].flow) == ("run-again-0", FLOW, FLOW_COPY)
+
+
+def test_get_claim_gives_the_first_page_of_the_history_and_its_list_the_rest(service: Gate, clock: FakeClock) -> None:
+    first = claim(service, run="run-1")
+    record(service, first, target_record_id="SO-1")
+    for index in range(HISTORY_PAGE + 10):
+        clock.advance(1)
+        claim(service, run=f"run-{index}", flow=FlowRef(name=f"Flow {index}", environment="Default-contoso"))
+
+    view, cursor = service.services.claims.get_claim(first.claim_id)
+    lines = [*(view.history or [])]
+    while cursor is not None:
+        page, cursor = service.history(first.claim_id, ListPageQuery(top=7, cursor=cursor))
+        lines.extend(page)
+
+    assert len(view.history or []) == HISTORY_PAGE
+    assert [entry.outcome for entry in lines] == ["proceed", "succeeded", *["duplicate"] * (HISTORY_PAGE + 10)]
+    assert [entry.at for entry in lines] == sorted({entry.at for entry in lines})
+
+
+def test_the_history_of_an_unknown_claim_is_not_found(service: Gate) -> None:
+    with pytest.raises(NotFound):
+        service.history("a" * 52)

@@ -51,6 +51,7 @@ import hashlib
 import heapq
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import replace
@@ -125,6 +126,8 @@ CLAIM_CLAUSES = {
 HISTORY_BATCH = 99
 # Lost races counting one answer in its series' line before it is kept as a line of its own.
 SERIES_RACES = 4
+# Series lines remembered at their ETags, least recently counted forgotten first: about 1 KB each.
+SERIES_REMEMBERED = 4096
 TRANSACTION_LIMIT = 100
 # The claim index (issue 16): partitions of the claims table keyed by a source system or a reference's digest.
 # Claim partitions are base32 claim ids, which hold no "-", so the two never meet.
@@ -317,6 +320,9 @@ class TableStore:
         # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).
         self._unindexed: dict[tuple[str, str], dict[str, Any]] = {}
         self._index_lock = threading.Lock()
+        # The series lines this instance wrote last, at their ETags: the next count merges without a read.
+        self._series: OrderedDict[tuple[str, str], tuple[str, HistoryEvent]] = OrderedDict()
+        self._series_lock = threading.Lock()
         logger.info("Table Storage store ready: %s", ", ".join(names))
 
     @classmethod
@@ -550,44 +556,65 @@ class TableStore:
             self._claims.create_entity(_event_entity(event))
 
     def count_event(self, event: HistoryEvent) -> None:
-        """Insert the series' line; when it is there, count in it with a read and a write on its ETag.
+        """Count the answer in its series' line: write first, on the ETag this instance last wrote it with.
 
-        The insert is the one request of a series' first answer, as ``add_event`` is. A later one reads the
-        line and merges its count and times, conditioned on the ETag read: a writer in between fails it
-        (412) and it reads again. After ``SERIES_RACES`` lost races the answer is kept as a line of its own.
+        The first answer of a series inserts its line, one request as ``add_event``. A later one merges the
+        line's count and times, conditioned on the ETag this instance remembers from its own last write of
+        the line: one request while no other instance counts in it. Only when the line is unknown here, or
+        another writer changed it since (412), is it read, and the merge conditioned on the ETag read. After
+        ``SERIES_RACES`` lost races the answer is kept as a line of its own.
         """
         entity = _event_entity(event)
+        key = (event.claim_id, entity["RowKey"])
         with _translated():
-            try:
-                self._claims.create_entity(entity)
+            known = self._series.get(key)
+            failed = self._counted_in(key, known, event) if known else MISSING[0]
+            if failed is None:
                 return
-            except ResourceExistsError:
-                pass
+            if failed in MISSING:  # unknown here, or gone (the claim was deleted and made again)
+                try:
+                    self._remember_series(key, _etag(self._claims.create_entity(entity)), event)
+                    return
+                except ResourceExistsError:
+                    pass
             for _ in range(SERIES_RACES):
                 try:
-                    stored = self._claims.get_entity(event.claim_id, entity["RowKey"])
+                    stored = self._claims.get_entity(*key)
                 except ResourceNotFoundError:
                     return  # the claim and its history were deleted meanwhile (retention): nothing to count in
-                if self._counted_in(stored, event):
+                read = (_etag(stored.metadata), columns.event_from_row(large_values.gather(stored)))
+                if self._counted_in(key, read, event) is None:
                     return
             self._claims.create_entity(_event_entity(replace(event, event_id=f"{event.event_id}-{token_hex(4)}")))
 
-    def _counted_in(self, stored: TableEntity, event: HistoryEvent) -> bool:
-        """Count ``event`` in the series line ``stored``; False when another writer changed the line since."""
-        series = columns.event_from_row(large_values.gather(stored))
-        counted = {
-            **_claim_keys(event.claim_id, stored["RowKey"]),
-            "Count": (series.count or 1) + 1,
-            "At": min(series.at, event.at),
-            "LastAt": max(series.last_at or series.at, event.last_at or event.at),
-        }
+    def _counted_in(self, key: tuple[str, str], known: tuple[str, HistoryEvent], event: HistoryEvent) -> int | None:
+        """Count ``event`` in the series line known at an ETag: None when counted, else the status that refused
+        it (412: another writer changed the line since, 404: it is gone)."""
+        etag, series = known
+        counted = replace(
+            series,
+            count=(series.count or 1) + 1,
+            at=min(series.at, event.at),
+            last_at=max(series.last_at or series.at, event.last_at or event.at),
+        )
+        merged = {**_claim_keys(*key), "Count": counted.count, "At": counted.at, "LastAt": counted.last_at}
         try:
-            self._claims.update_entity(counted, **_if_unchanged(_etag(stored.metadata), UpdateMode.MERGE))
+            metadata = self._claims.update_entity(merged, **_if_unchanged(etag, UpdateMode.MERGE))
         except HttpResponseError as exc:
             if exc.status_code not in STALE:
                 raise
-            return False
-        return True
+            with self._series_lock:
+                self._series.pop(key, None)
+            return exc.status_code
+        self._remember_series(key, _etag(metadata), counted)
+        return None
+
+    def _remember_series(self, key: tuple[str, str], etag: str, series: HistoryEvent) -> None:
+        with self._series_lock:
+            self._series[key] = (etag, series)
+            self._series.move_to_end(key)
+            if len(self._series) > SERIES_REMEMBERED:
+                self._series.popitem(last=False)
 
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
         """The claim's history by time: its rows, one range of the partition, sorted here.

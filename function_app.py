@@ -62,6 +62,11 @@ def get_claim(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.get_claim)
 
 
+@app.route(route="claims/{claimId}/history", methods=["GET"])
+def list_claim_history(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.list_claim_history)
+
+
 @app.route(route="claims/{claimId}/result", methods=["POST"])
 def record_result(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.record_result)

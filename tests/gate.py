@@ -18,7 +18,9 @@ from oncegate.models import (
     ConflictView,
     Health,
     HeartbeatRequest,
+    HistoryEntry,
     ListConflictsQuery,
+    ListPageQuery,
     LookupRequest,
     RecordResultRequest,
     ReleaseRequest,
@@ -70,10 +72,13 @@ class Gate:
         return self.services.claims.check_and_claim(request, signed_in=signed_in)
 
     def get_claim(self, claim_id: str) -> ClaimView:
-        return self.services.claims.get_claim(claim_id)
+        return self.services.claims.get_claim(claim_id)[0]
 
     def lookup(self, request: LookupRequest) -> ClaimView:
-        return self.services.claims.lookup(request)
+        return self.services.claims.lookup(request)[0]
+
+    def history(self, claim_id: str, query: ListPageQuery | None = None) -> tuple[list[HistoryEntry], str | None]:
+        return self.services.claims.history(claim_id, query or ListPageQuery())
 
     def health(self) -> Health:
         return self.services.claims.health()

@@ -6,8 +6,8 @@
   oncegate keys retire KEY_ID [--orphan N]
   oncegate store init
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
-    claims show CLAIM_ID
-    claims lookup --scope SCOPE --key KEY   (its first name, find, still works)
+    claims show CLAIM_ID [--all-pages]
+    claims lookup --scope SCOPE --key KEY [--all-pages]   (its first name, find, still works)
     claims attention [--scope SCOPE] [--top N] [--all-pages]
     claims list [--source S] [--reference R] [--status STATUS] [--since TIME] [--scope SCOPE] [--top N] [--all-pages]
     claims review CLAIM_ID [--reviewer R] [--note N] [--outcome succeeded|failed --attempt N [--target-record-id ID]]
@@ -128,6 +128,7 @@ def _add_claims(subparsers: Any) -> None:
     claims = subparsers.add_parser("claims", help="look at claims").add_subparsers(dest="action", required=True)
     show = _command(claims, "show", commands.claims_show, "a claim and its history, by claim id")
     show.add_argument("claim_id", metavar="CLAIM_ID", help="the claim's id, from Check and claim")
+    _add_whole_history(show)
     # Lookup, as the API's action (POST /api/claims/lookup); "find", its first name, still works.
     by_key = "a claim and its history, by scope and business key"
     find = _command(claims, "lookup", commands.claims_lookup, by_key, aliases=("find",))
@@ -139,6 +140,7 @@ def _add_claims(subparsers: Any) -> None:
         metavar="KEY",
         help="the business key, in clear; it travels in the request body, never in the address",
     )
+    _add_whole_history(find)
     needing = (
         "claims that need a person, oldest first: leases run out, outcomes unknown too long, failures nobody reviewed"
     )
@@ -218,6 +220,14 @@ def _add_paging(parser: argparse.ArgumentParser, noun: str) -> None:
     )
     parser.add_argument(
         "--all-pages", action="store_true", help="follow each page's next link to the last page (progress on stderr)"
+    )
+
+
+def _add_whole_history(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--all-pages",
+        action="store_true",
+        help="the whole history: the first 50 entries come with the claim, this follows its next link for the rest",
     )
 
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from oncegate.models import (
     ClaimAttentionList,
+    ClaimHistory,
     ClaimList,
     ClaimResponse,
     ClaimView,
@@ -52,7 +53,7 @@ SERVICE_EXIT = 3
 SNIPPET_CHARS = 200
 
 Model = TypeVar("Model", bound=BaseModel)
-Page = TypeVar("Page", ClaimAttentionList, ClaimList, ConflictList, FlowList, OverlapList, ScopeList)
+Page = TypeVar("Page", ClaimAttentionList, ClaimHistory, ClaimList, ConflictList, FlowList, OverlapList, ScopeList)
 
 
 class ClientError(Exception):
@@ -260,14 +261,26 @@ class Client:
     def health(self) -> Answer[Health]:
         return self._call(Health, "GET", "/api/health")
 
+    def with_whole_history(self, answer: Answer[ClaimView]) -> Answer[ClaimView]:
+        """The claim with its whole history: the pages after the first, from ``historyNextLink`` on."""
+        link = answer.model.history_next_link
+        if link is None:
+            return answer
+        pages = list(self._following(ClaimHistory, _target(link)))
+        raw = {key: value for key, value in answer.raw.items() if key != "historyNextLink"}
+        raw["history"] = [*raw.get("history", []), *(entry for page in pages for entry in page.raw["value"])]
+        return Answer(raw, ClaimView.model_validate(raw))
+
     def _pages(self, model: type[Page], path: str, params: dict[str, str | int | None]) -> Iterator[Answer[Page]]:
         """A list page by page, following ``nextLink`` (on this client's host) as far as the caller iterates."""
         query = urlencode(_present(params))
-        page = self._call(model, "GET", f"{path}?{query}" if query else path)
+        return self._following(model, f"{path}?{query}" if query else path)
+
+    def _following(self, model: type[Page], target: str) -> Iterator[Answer[Page]]:
+        page = self._call(model, "GET", target)
         yield page
         while page.model.next_link:
-            link = urlsplit(page.model.next_link)
-            page = self._call(model, "GET", f"{link.path}?{link.query}")
+            page = self._call(model, "GET", _target(page.model.next_link))
             yield page
 
     def _call(self, model: type[Model], method: str, target: str, body: Any = None) -> Answer[Model]:
@@ -302,6 +315,12 @@ class Client:
             raise Unreachable(
                 f"Cannot reach {self.url}: {reason}. Is the service running there (oncegate serve), and is --url right?"
             ) from exc
+
+
+def _target(link: str) -> str:
+    """A link's path and query: followed on this client's host, whatever host the service wrote into it."""
+    parts = urlsplit(link)
+    return f"{parts.path}?{parts.query}"
 
 
 def _present(fields: dict[str, Any]) -> dict[str, Any]:

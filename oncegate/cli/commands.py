@@ -35,7 +35,7 @@ from oncegate.cli.client import (
 )
 from oncegate.cli.drill import Interrupted, run_drill
 from oncegate.cli.signin import AppFactory, EntraSettings, access_token
-from oncegate.models import ScopeView
+from oncegate.models import ClaimView, ScopeView
 
 DEVIATION_EXIT = 1
 INTERRUPTED_EXIT = 130
@@ -148,11 +148,21 @@ def _shown(answer: Answer[Model], render: Callable[[Model], RenderableType]) -> 
 
 
 def claims_show(client: Client, args: argparse.Namespace) -> Output:
-    return _shown(client.get_claim(args.claim_id), rendering.claim_text)
+    return _with_history(client, client.get_claim(args.claim_id), args.all_pages)
 
 
 def claims_lookup(client: Client, args: argparse.Namespace) -> Output:
-    return _shown(client.lookup_claim(args.scope, args.business_key), rendering.claim_text)
+    return _with_history(client, client.lookup_claim(args.scope, args.business_key), args.all_pages)
+
+
+def _with_history(client: Client, answer: Answer[ClaimView], all_pages: bool) -> Output:
+    """The claim with its history's first page, or the whole of it with ``--all-pages``; a note says when more
+    was left."""
+    if all_pages:
+        answer = client.with_whole_history(answer)
+    more = answer.model.history_next_link is not None
+    note = "More history than shown: add --all-pages." if more else None
+    return Output(answer.raw, rendering.claim_text(answer.model), note)
 
 
 def claims_attention(client: Client, args: argparse.Namespace) -> Output:

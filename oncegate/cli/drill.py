@@ -450,7 +450,8 @@ def _dismiss_one(drill: _Drill, changed: Call) -> Call:
 
 def _lookup(drill: _Drill, key: str) -> Lookup:
     try:
-        answer = drill.client.lookup_claim(drill.scope, drill.keys[key])
+        # The whole history: every answer must be in it, past its first page too.
+        answer = drill.client.with_whole_history(drill.client.lookup_claim(drill.scope, drill.keys[key]))
     except ApiError as exc:
         if not _explained(exc):
             raise
@@ -578,7 +579,10 @@ def _history(calls: Sequence[Call], lookup: Lookup, recorded: str | None) -> Ite
             f"expected succeeded with {recorded}."
         )
     expected = _answered(calls, lookup.key)
-    held = Counter((entry.event.value, entry.outcome) for entry in claim.history or [])
+    held: Counter[tuple[str, str]] = Counter()
+    for entry in claim.history or []:
+        # Answers alike are one entry with their count.
+        held[entry.event.value, entry.outcome] += entry.count or 1
     for event, outcome in sorted(expected.keys() | held.keys()):
         if expected[event, outcome] != held[event, outcome]:
             yield (

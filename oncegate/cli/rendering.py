@@ -164,6 +164,7 @@ def _history_table(history: list[HistoryEntry]) -> Group:
             _when(entry.at) or "",
             entry.event.value,
             entry.outcome,
+            _count(entry),
             str(entry.attempt),
             entry.run_id or "",
             _flow(entry.flow),
@@ -171,8 +172,15 @@ def _history_table(history: list[HistoryEntry]) -> Group:
         ]
         for entry in history
     ]
-    table = _table(["AT", "EVENT", "OUTCOME", "ATTEMPT", "RUN", "FLOW", "RECOGNISED BY"], rows)
+    table = _table(["AT", "EVENT", "OUTCOME", "COUNT", "ATTEMPT", "RUN", "FLOW", "RECOGNISED BY"], rows)
     return _titled(f"History ({len(rows)})", table)
+
+
+def _count(entry: HistoryEntry) -> str:
+    """How many answers alike an entry counts, and until when (the run shown is the first's); blank for one event."""
+    if entry.count is None:
+        return ""
+    return f"{entry.count}, last {_when(entry.last_at)}" if entry.count > 1 else "1"
 
 
 def attention_table(claims: list[ClaimNeedingAttention]) -> RenderableType:
@@ -409,13 +417,14 @@ def _drill_history(lookup: Lookup) -> RenderableType:
             _when(entry.at, "milliseconds") or "",
             entry.event.value,
             entry.outcome,
+            _count(entry),
             entry.run_id or "",
             entry.recognised_by,
         ]
         for entry in history
     ]
     title = f"History of key {lookup.key}, claim {lookup.claim.claim_id} ({len(rows)})"
-    return _titled(title, _table(["TIME", "EVENT", "OUTCOME", "RUN", "RECOGNISED BY"], rows))
+    return _titled(title, _table(["TIME", "EVENT", "OUTCOME", "COUNT", "RUN", "RECOGNISED BY"], rows))
 
 
 def health_text(answer: Health) -> RenderableType:

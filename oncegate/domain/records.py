@@ -162,7 +162,10 @@ class FingerprintRecord:
 class HistoryEvent:
     """One line of a claim's history: an answer, a result, a release, a conflict or a resolution.
 
-    ``event_id`` sorts in time order (it starts with the timestamp) and is unique.
+    ``event_id`` is unique in the claim's history. A history lists by ``at``, then ``event_id``.
+    A line that counts repeated answers (``count`` set, see ``ClaimRecords.count_event``) has a
+    series id of its own: it holds the first answer's fields, at its time, and how many answers alike
+    came until ``last_at``.
     """
 
     claim_id: str
@@ -177,6 +180,8 @@ class HistoryEvent:
     fingerprint: str | None = None
     source: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    count: int | None = None
+    last_at: datetime | None = None
 
 
 @dataclass(frozen=True)

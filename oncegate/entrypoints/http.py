@@ -43,6 +43,7 @@ from oncegate.errors import (
 )
 from oncegate.models import (
     ClaimAttentionList,
+    ClaimHistory,
     ClaimList,
     ClaimRequest,
     ClaimResponse,
@@ -323,11 +324,37 @@ def renew_claim(services: Services, request: func.HttpRequest) -> ClaimView:
 
 
 def get_claim(services: Services, request: func.HttpRequest) -> ClaimView:
-    return services.claims.get_claim(route_id(request, "claimId", CLAIM_ID_PATTERN))
+    return _with_history_link(request, *services.claims.get_claim(route_id(request, "claimId", CLAIM_ID_PATTERN)))
 
 
 def lookup_claim(services: Services, request: func.HttpRequest) -> ClaimView:
-    return services.claims.lookup(parse_body(request, LookupRequest))
+    return _with_history_link(request, *services.claims.lookup(parse_body(request, LookupRequest)))
+
+
+@reads_query
+def list_claim_history(services: Services, request: func.HttpRequest) -> ClaimHistory:
+    claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
+    list_name = _history_list(claim_id)
+    query = validate(ListPageQuery, query_params(request, ListPageQuery, list_name))
+    entries, cursor = services.claims.history(claim_id, query)
+    return ClaimHistory(value=entries, next_link=next_link(request, cursor, list_name))
+
+
+def _history_list(claim_id: str) -> str:
+    # Each claim's history is a list of its own: a cursor of one claim's history is refused by another's.
+    return f"claims/{claim_id}/history"
+
+
+def _with_history_link(request: func.HttpRequest, view: ClaimView, cursor: str | None) -> ClaimView:
+    """The claim with the link to its history's next page, built on the request's own address (Get claim's or
+    Look up claim's): both sit under ``.../claims/``."""
+    if cursor is None:
+        return view
+    parts = urlsplit(request.url)
+    path = f"{parts.path[: parts.path.rindex('/claims/')]}/{_history_list(view.claim_id)}"
+    sealed = bootstrap.get_cursor_seal().seal(cursor, _history_list(view.claim_id))
+    link = urlunsplit(parts._replace(path=path, query=urlencode([("cursor", sealed)])))
+    return view.model_copy(update={"history_next_link": link})
 
 
 @reads_query

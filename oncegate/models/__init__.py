@@ -42,6 +42,7 @@ from oncegate.models.claim_requests import (
 )
 from oncegate.models.claim_views import (
     ClaimAttentionList,
+    ClaimHistory,
     ClaimList,
     ClaimNeedingAttention,
     ClaimResponse,
@@ -91,6 +92,7 @@ __all__ = [
     "BusinessIntent",
     "ClaimAttentionList",
     "ClaimCounts",
+    "ClaimHistory",
     "ClaimList",
     "ClaimNeedingAttention",
     "ClaimRequest",

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import Field, JsonValue
 
 from oncegate.domain.statuses import AnswerStatus, AttentionReason, ClaimStatus, Decision, EventKind
-from oncegate.models.base import IMPORTANT, WARNINGS, NextLink, _Model, designer
+from oncegate.models.base import IMPORTANT, INTERNAL, WARNINGS, NextLink, _Model, designer
 from oncegate.models.claim_requests import FlowRef, flow_in_answer
 
 
@@ -162,6 +162,20 @@ class HistoryEntry(_Model):
         dict[str, JsonValue],
         designer("Event Details", "More about the event, such as the conflict id or the result it replaced."),
     ] = Field(default_factory=dict)
+    # Answers alike (same attempt, outcome, flow and reason) are one entry: how many, the first and the last.
+    count: Annotated[
+        int | None,
+        designer(
+            "Event Count",
+            "How many answers alike this entry stands for: the same outcome for the same attempt, flow and reason.",
+        ),
+    ] = None
+    first_at: Annotated[
+        datetime | None, designer("First Event Time", "When the first of the answers counted came, in UTC.")
+    ] = None
+    last_at: Annotated[
+        datetime | None, designer("Last Event Time", "When the last of the answers counted came, in UTC.")
+    ] = None
 
 
 class ClaimView(_Model):
@@ -220,7 +234,16 @@ class ClaimView(_Model):
         list[HistoryEntry] | None,
         designer(
             "History",
-            "Every attempt, result, duplicate and resolution, oldest first. Get claim and Look up claim return it.",
+            "Every attempt, result, duplicate and resolution, oldest first. Get claim and Look up claim return it: "
+            "its first 50 entries, and the link to the rest when there are more.",
+        ),
+    ] = None
+    history_next_link: Annotated[
+        str | None,
+        designer(
+            "History Next Link",
+            "The address of the history's next page (List claim history), absent when the history is whole.",
+            INTERNAL,
         ),
     ] = None
     # With ONCEGATE_SENSITIVE_DATA=warn: sensitive_data when a stored field seems to carry personal data.
@@ -266,5 +289,15 @@ class ClaimList(_Model):
 
     value: Annotated[
         list[ClaimView], designer("Claims", "The claims found, without their history; Get claim shows that.")
+    ]
+    next_link: NextLink = None
+
+
+class ClaimHistory(_Model):
+    """A page of a claim's history, oldest first; follow ``nextLink`` for the next."""
+
+    value: Annotated[
+        list[HistoryEntry],
+        designer("History", "The claim's history entries, oldest first: attempts, results, answers and resolutions."),
     ]
     next_link: NextLink = None

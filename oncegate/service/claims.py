@@ -39,7 +39,9 @@ from oncegate.models import (
     ClaimView,
     FindClaimsQuery,
     Health,
+    HistoryEntry,
     Holder,
+    ListPageQuery,
     LookupRequest,
 )
 from oncegate.service.common import (
@@ -55,9 +57,12 @@ from oncegate.service.common import (
 )
 from oncegate.service.conflicts import ConflictService
 from oncegate.service.inventory import ANOTHER_FLOW_COPY
-from oncegate.service.views import claim_result, claim_view, flow_ref, last_attempt
+from oncegate.service.views import claim_result, claim_view, flow_ref, history_entry, last_attempt
 
 logger = logging.getLogger(__name__)
+
+# The history lines Get claim and Look up claim return; the history's own list pages the rest.
+HISTORY_PAGE = 50
 
 
 class ClaimService:
@@ -101,7 +106,7 @@ class ClaimService:
                 warnings=caller.warnings,
             )
         claim, identity = found
-        caller = caller.as_(identity)
+        caller = replace(caller.as_(identity), decided_at=self._core.decided_at(claim, caller.now))
         self._answered(claim, caller, Decision.BLOCKED, reason)
         return self._answer(Decision.BLOCKED, claim, caller, reason)
 
@@ -189,6 +194,7 @@ class ClaimService:
     def _decide(self, claim: Claim, caller: Caller) -> ClaimResponse:
         """Apply the decision table (oncegate.domain.decisions) to a claim that exists, and write what it says."""
         claim = self._core.explicit(claim)
+        caller = replace(caller, decided_at=self._core.decided_at(claim, caller.now))
         records: list[FingerprintRecord] = []
         if needs_fingerprint_records(claim, caller.fingerprint):
             # A mismatch: only now read what reviewers decided about this fingerprint (one read, off the common path).
@@ -230,8 +236,8 @@ class ClaimService:
             legacy_token=None,
             run_id=caller.run_id,
             flow=caller.flow,
-            last_attempt_at=caller.now,
-            updated_at=caller.now,
+            last_attempt_at=caller.stamp,
+            updated_at=caller.stamp,
             lease_expires_at=caller.lease_expires_at,
             target_record_id=None,
             data=None,
@@ -319,7 +325,8 @@ class ClaimService:
             recognised_by += f" The claim belongs to {flow_text(claim.flow)}, not {flow_text(caller.flow)}."
             if claim.flow is not None and caller.flow is not None:  # always, with a flow warning
                 self._core.inventory.copy_met(claim.flow, caller.flow, claim.claim_id, caller.now)
-        self._core.store.add_event(self._claim_event(claim, caller, decision, recognised_by))
+        # An answer that changes nothing repeats as often as runs ask: counted in one line, not a line each.
+        self._core.store.count_event(self._core.repeated(self._claim_event(claim, caller, decision, recognised_by)))
 
     def _claim_event(self, claim: Claim, caller: Caller, decision: Decision, recognised_by: str) -> HistoryEvent:
         return self._core.event(
@@ -327,7 +334,7 @@ class ClaimService:
             EventKind.CLAIM,
             decision.value,
             recognised_by,
-            at=caller.now,
+            at=caller.stamp,
             run_id=caller.run_id,
             flow=caller.flow,
             fingerprint=keyed(caller.fingerprint),
@@ -336,21 +343,33 @@ class ClaimService:
 
     # -- Reading claims --------------------------------------------------------------------
 
-    def get_claim(self, claim_id: str) -> ClaimView:
-        """The processing record with its whole history."""
-        claim = self._core.store.get_claim(claim_id)
-        return claim_view(claim, self._core.store.list_events(claim_id))
+    def get_claim(self, claim_id: str) -> tuple[ClaimView, str | None]:
+        """The processing record with the first page of its history, and the cursor of the history's next page."""
+        return self._with_history(self._core.store.get_claim(claim_id))
 
-    def lookup(self, request: LookupRequest) -> ClaimView:
-        """The processing record of a business key, found through its digest (under any secret known)."""
+    def lookup(self, request: LookupRequest) -> tuple[ClaimView, str | None]:
+        """The processing record of a business key, found through its digest (under any secret known), as
+        ``get_claim`` gives it."""
         self._core.require_safe_store()
         identities, scope, _ = self._core.identify(request)
         found = self._core.find(identities)
         if found is None:
             raise NotFound(f"No claim has this key in the scope {scope}.", target="key")
         # The claim as found: read again by its id, one deleted in between would be named by a digest.
-        claim = found[0]
-        return claim_view(claim, self._core.store.list_events(claim.claim_id))
+        return self._with_history(found[0])
+
+    def history(self, claim_id: str, query: ListPageQuery) -> tuple[list[HistoryEntry], str | None]:
+        """One page of a claim's history, oldest first, and the cursor of the next page."""
+        page = self._core.store.list_history(claim_id, limit=query.top, cursor=query.cursor)
+        if not page.items and query.cursor is None:
+            self._core.store.get_claim(claim_id)  # every claim has a first line: raises NotFound for a claim unknown
+        return [history_entry(event) for event in page.items], page.cursor
+
+    def _with_history(self, claim: Claim) -> tuple[ClaimView, str | None]:
+        # The oldest lines first: the proceed, the reconciles and the results decide what a claim went through;
+        # the rest is a page away. Repeated answers count in one line each, so most histories fit whole.
+        page = self._core.store.list_history(claim.claim_id, limit=HISTORY_PAGE)
+        return claim_view(claim, page.items), page.cursor
 
     def find(self, query: FindClaimsQuery) -> tuple[list[ClaimView], str | None]:
         """One page of the claims of a source system, reference, status or first received, without history.

@@ -7,9 +7,12 @@ attempt again, which re-reads and decides again, so two runs can never both be t
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -38,7 +41,7 @@ from oncegate.models import (
 )
 from oncegate.service.inventory import Inventory
 from oncegate.service.privacy import StoredDataGuard
-from oncegate.service.recent import RecentClaims
+from oncegate.service.recent import REMEMBERED, RecentClaims
 from oncegate.service.safeguard import Safeguard
 from oncegate.stores.port import ClaimStore
 
@@ -60,6 +63,12 @@ LEGACY_IN_DOUBT = "Released while reconciling:"
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+# The event id of a line counting repeated answers starts so; the others start with their time, a digit.
+SERIES = "series-"
+# The least step between two times a store keeps apart: both keep microseconds.
+TICK = timedelta(microseconds=1)
 
 
 def keyed(fingerprint: Fingerprint | None) -> str | None:
@@ -140,6 +149,13 @@ class Caller:
     signed_in: str | None = None  # who signed in (Entra ID), in clear: digested per secret when stored
     source: str | None = None
     reference: str | None = None
+    # When the answer was decided on the claim found (``ClaimsCore.decided_at``); None for a new claim.
+    decided_at: datetime | None = None
+
+    @property
+    def stamp(self) -> datetime:
+        """The time of what this request writes: its history line, the claim's UpdatedAt. Leases run from ``now``."""
+        return self.decided_at or self.now
 
     @property
     def granted_to(self) -> str | None:
@@ -195,6 +211,8 @@ class ClaimsCore:
         self.stored_data = stored_data
         self.sensitive_keys = sensitive_keys
         self.recent = RecentClaims()
+        self._stamped: OrderedDict[str, datetime] = OrderedDict()
+        self._stamp_lock = threading.Lock()
 
     def identify(self, intent: BusinessIntent | LookupRequest) -> tuple[tuple[Identity, ...], str, list[str]]:
         """The key under every secret known (older first), the scope, and the warnings the key earned."""
@@ -261,6 +279,26 @@ class ClaimsCore:
         in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error or "").startswith(LEGACY_IN_DOUBT)
         return replace(claim, reconciling=reconciling, released_in_doubt=in_doubt, state_in_history=False)
 
+    def decided_at(self, claim: Claim, now: datetime) -> datetime:
+        """When a change or answer decided on ``claim`` happened: ``now``, but after the claim was written.
+
+        A request reads its clock when it arrives, and may then wait (for the store's write lock, a lost
+        race) while another request creates or changes the claim; another instance's clock may run a few
+        milliseconds behind. An answer decided by reading the claim happened after that claim was written,
+        so its time is at least a tick past ``claim.updated_at``, and a change written from it carries that
+        time on as its ``updated_at``: every history line stands after the change it was decided on,
+        whichever instance answered (issue 22). Two lines this instance stamps for one claim never share
+        a time either, so they list in the order it decided them.
+        """
+        with self._stamp_lock:
+            last = self._stamped.pop(claim.claim_id, None)
+            earliest = claim.updated_at if last is None else max(claim.updated_at, last)
+            stamped = max(now, earliest + TICK)
+            self._stamped[claim.claim_id] = stamped
+            if len(self._stamped) > REMEMBERED:
+                self._stamped.popitem(last=False)
+        return stamped
+
     def counted(self, before: Claim | None, after: C) -> C:
         """``after`` as stored (None: deleted), remembered for the holder's next write, its change of status
         counted for the scope catalogue."""
@@ -306,6 +344,26 @@ class ClaimsCore:
             recognised_by=recognised_by,
             **fields,
         )
+
+    @staticmethod
+    def repeated(event: HistoryEvent) -> HistoryEvent:
+        """``event`` as an answer of its series, which the store counts in one line (``count_event``).
+
+        Answers alike are one series: of the same attempt, kind, outcome, flow, fingerprint and source
+        system, recognised the same way. Runs differ from one answer to the next; the line keeps the
+        first's. 6,000 duplicates were 6,000 lines, and a 2 MB claim to read (issue 22).
+        """
+        alike = (
+            event.attempt,
+            event.kind.value,
+            event.outcome,
+            *((event.flow.name, event.flow.environment) if event.flow else ("", "")),
+            event.fingerprint or "",
+            event.source or "",
+            event.recognised_by,
+        )
+        digest = hashlib.sha256("\n".join(map(str, alike)).encode()).hexdigest()[:32]
+        return replace(event, event_id=f"{SERIES}{digest}", count=1, last_at=event.at)
 
     def fingerprint_record(self, claim_id: str, fingerprint: str | None) -> FingerprintRecord | None:
         records = self.store.get_fingerprints(claim_id, [fingerprint or ""])

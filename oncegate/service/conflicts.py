@@ -82,6 +82,7 @@ class ConflictService:
         if found is None:
             raise NotFound("No claim exists for this key in this scope: check and claim first.", target="key")
         claim, identity = found
+        now = self._core.decided_at(claim, now)
         fingerprint = identity.fingerprint
         flow = flow_of(request.flow)
         source = normalise_source(request.source)
@@ -307,6 +308,7 @@ class ConflictService:
         """Write the resolved ``conflict``'s decision to its claim and fingerprint record, in one commit."""
         decision = conflict.decision
         assert decision is not None, "only a resolved conflict is applied"
+        now = self._core.decided_at(claim, now)
         if decision is Resolution.ACCEPT_NEW:
             self._requiresettled(claim)
         base = record or FingerprintRecord(claim_id=claim.claim_id, fingerprint=conflict.fingerprint or "")

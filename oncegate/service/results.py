@@ -98,6 +98,7 @@ class ResultService:
         return None if written is recalled else written
 
     def _record(self, claim: Claim, request: RecordResultRequest, now: datetime) -> Claim:
+        now = self._core.decided_at(claim, now)  # its history line stands after the claim it was decided on
         if self._same_result(claim, request):
             return claim
         if claim.status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
@@ -153,6 +154,7 @@ class ResultService:
         )
 
     def _release(self, claim: Claim, request: ReleaseRequest, now: datetime) -> Claim:
+        now = self._core.decided_at(claim, now)
         if claim.status is ClaimStatus.RELEASED or claim.released_in_doubt:
             return claim
         self._require_in_progress(claim, "released")
@@ -191,7 +193,8 @@ class ResultService:
     def _extend_lease(self, claim: Claim, request: HeartbeatRequest, now: datetime) -> Claim:
         self._require_in_progress(claim, "extended by a heartbeat")
         lease = timedelta(seconds=request.lease_seconds or self._core.inventory.lease_seconds(claim.scope))
-        extended = replace(claim, lease_expires_at=now + lease, updated_at=now)
+        # No history line, so no stamp; but UpdatedAt never goes back, or a later answer's stamp could (issue 22).
+        extended = replace(claim, lease_expires_at=now + lease, updated_at=max(now, claim.updated_at))
         stored = self._core.store.update_claim(extended, None)
         self._core.recent.remember(stored)
         return stored
@@ -245,7 +248,7 @@ class ResultService:
             )
         if claim.reviewer == request.reviewer:
             return claim
-        now = self._core.clock()
+        now = self._core.decided_at(claim, self._core.clock())
         event = self._core.event(
             claim,
             EventKind.REVIEW,
@@ -268,7 +271,7 @@ class ResultService:
             reviewer=request.reviewer,
             attempt=request.attempt,
             outcome=Outcome(request.outcome.value),
-            now=self._core.clock(),
+            now=self._core.decided_at(claim, self._core.clock()),
             target_record_id=request.target_record_id,
             data=request.data,
         )

@@ -47,6 +47,9 @@ def history_entry(event: HistoryEvent) -> HistoryEntry:
         source=event.source,
         recognised_by=event.recognised_by,
         details=event.details,
+        count=event.count,
+        first_at=event.at if event.count is not None else None,
+        last_at=event.last_at,
     )
 
 

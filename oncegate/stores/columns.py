@@ -99,6 +99,8 @@ EVENT_COLUMNS = (
     "Fingerprint",
     "Source",
     "Details",
+    "Count",
+    "LastAt",
 )
 CONFLICT_COLUMNS = (
     "ConflictId",
@@ -305,6 +307,9 @@ def event_to_row(event: HistoryEvent) -> Row:
         "Fingerprint": event.fingerprint,
         "Source": event.source,
         "Details": _json_text(event.details) if event.details else None,
+        # A line counting repeated answers: how many, and the last one's time (At holds the first one's).
+        "Count": event.count,
+        "LastAt": event.last_at,
     }
 
 
@@ -322,6 +327,8 @@ def event_from_row(row: Row) -> HistoryEvent:
         fingerprint=row.get("Fingerprint"),
         source=row.get("Source"),
         details=_json_value(row.get("Details")) or {},
+        count=None if row.get("Count") is None else int(row["Count"]),
+        last_at=_when(row.get("LastAt")),
     )
 
 

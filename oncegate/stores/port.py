@@ -87,8 +87,26 @@ class ClaimRecords(Protocol):
         An event whose id is stored already is this very event sent again: no error, nothing changes.
         """
 
+    def count_event(self, event: HistoryEvent) -> None:
+        """Count an answer that repeats (a duplicate, an in-progress answer) in its line of the history.
+
+        ``event.event_id`` names the series: the first answer is stored as given, with ``count`` 1; each
+        later one counts in it, which adds one to ``count``, keeps the earliest ``at`` and the latest
+        ``last_at``, and changes nothing else. One write on SQLite; on Table Storage an insert, and
+        for a series already there a read and a write conditioned on its ETag. A retried write may count
+        an answer twice; under contention an answer may be kept as a line of its own: none is lost.
+        """
+
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
-        """The claim's history, oldest first; empty when there is none."""
+        """The claim's whole history, in the order of ``list_history``; empty when there is none."""
+
+    def list_history(self, claim_id: str, *, limit: int, cursor: str | None = None) -> Page[HistoryEvent]:
+        """One page of the claim's history, oldest first by ``(at, event_id)``, and the cursor of the next.
+
+        A page holds at most ``limit`` lines. The cursor is the place of the page's last line: the next
+        page goes on after it, so lines added meanwhile never shift a page. Raises ``InvalidRequest`` for
+        a cursor the store did not hand out.
+        """
 
 
 class ConflictRecords(Protocol):

@@ -82,6 +82,8 @@ CREATE TABLE IF NOT EXISTS history (
     Attempt INTEGER NOT NULL, RecognisedBy TEXT NOT NULL, RunId TEXT, FlowName TEXT, FlowEnvironment TEXT,
     Fingerprint TEXT, Details TEXT, PRIMARY KEY (ClaimId, EventId)
 );
+-- A claim's history lists by time, then event id: a page reads one range (issue 22).
+CREATE INDEX IF NOT EXISTS history_by_time ON history (ClaimId, At, EventId);
 CREATE TABLE IF NOT EXISTS conflicts (
     ConflictId TEXT PRIMARY KEY, ClaimId TEXT NOT NULL, Scope TEXT NOT NULL, Status TEXT NOT NULL,
     Source TEXT NOT NULL, Fingerprint TEXT, ClaimFingerprint TEXT, Reason TEXT NOT NULL, RunId TEXT NOT NULL,
@@ -128,7 +130,7 @@ ADDED_COLUMNS = {
     ),
     # A secret's state (issue 22); rows made before have no Version.
     "key_ids": ("Announced INTEGER", "InUseFrom TEXT", "RetiredAt TEXT", "Version INTEGER NOT NULL DEFAULT 1"),
-    "history": ("Source TEXT",),
+    "history": ("Source TEXT", "Count INTEGER", "LastAt TEXT"),
     "conflicts": ("SourceSystem TEXT",),
     "flows": ("ClaimsBySource TEXT",),
     "scopes": ("ClaimsBySource TEXT", "KeyPattern TEXT"),
@@ -462,11 +464,33 @@ class SqliteStore:
         with contextlib.suppress(sqlite3.IntegrityError), self._write() as connection:
             connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
 
+    def count_event(self, event: HistoryEvent) -> None:
+        # One statement: the series' first answer inserts its line, every later one counts in it.
+        insert, values = _insert("history", _sql_row(columns.event_to_row(event)))
+        with self._write() as connection:
+            connection.execute(
+                f"{insert} ON CONFLICT (ClaimId, EventId) DO UPDATE SET Count = Count + 1,"
+                " At = min(At, excluded.At), LastAt = max(LastAt, excluded.LastAt)",
+                values,
+            )
+
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
+        return self._events(claim_id, after=("", ""), limit=-1)
+
+    def list_history(self, claim_id: str, *, limit: int, cursor: str | None = None) -> Page[HistoryEvent]:
+        events = self._events(claim_id, after=decode_cursor(cursor) if cursor else ("", ""), limit=limit + 1)
+        last = events[limit - 1] if len(events) > limit else None
+        return Page(events[:limit], encode_cursor(utc_text(last.at), last.event_id) if last else None)
+
+    def _events(self, claim_id: str, *, after: tuple[str, str], limit: int) -> list[HistoryEvent]:
+        """The claim's history after the place ``after`` (time as fixed-width UTC text, event id); -1: no limit."""
         with self._translated():
             rows = (
                 self._connection()
-                .execute("SELECT * FROM history WHERE ClaimId = ? ORDER BY EventId", (claim_id,))
+                .execute(
+                    "SELECT * FROM history WHERE ClaimId = ? AND (At, EventId) > (?, ?) ORDER BY At, EventId LIMIT ?",
+                    (claim_id, *after, limit),
+                )
                 .fetchall()
             )
         return [columns.event_from_row(dict(row)) for row in rows]

@@ -2,7 +2,8 @@
 
 Each claim is its own partition: the claim row (RowKey ``claim``) and its history rows
 (``history-<event id>``) sit together, so a claim change and its event commit in one
-entity-group transaction. Two runs of the same flow cannot both win::
+entity-group transaction. Answers alike share one history row, ``history-series-<digest>``,
+which counts them (``count_event``). Two runs of the same flow cannot both win::
 
     run A                                Table Storage                 run B
     create claim + event       ------>   no row: both inserted, ETag e1
@@ -50,12 +51,14 @@ import hashlib
 import heapq
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from itertools import islice
+from secrets import token_hex
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -88,7 +91,7 @@ from oncegate.domain.statuses import ConflictStatus, EventKind
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreUnavailable
 from oncegate.stores import columns, large_values, table_batch
 from oncegate.stores.columns import Row
-from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
+from oncegate.stores.paging import decode_cursor, encode_cursor, page_of, utc_text
 
 logger = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -125,6 +128,10 @@ CLAIM_CLAUSES = {
 }
 # A transaction holds at most 100 operations: a batch of history rows and the claim row's own.
 HISTORY_BATCH = 99
+# Lost races counting one answer in its series' line before it is kept as a line of its own.
+SERIES_RACES = 4
+# Series lines remembered at their ETags, least recently counted forgotten first: about 1 KB each.
+SERIES_REMEMBERED = 4096
 TRANSACTION_LIMIT = 100
 # The claim index (issue 16): partitions of the claims table keyed by a source system or a reference's digest.
 # Claim partitions are base32 claim ids, which hold no "-", so the two never meet.
@@ -165,6 +172,11 @@ def _claim_entity(claim: Claim) -> dict[str, Any]:
 
 def _event_entity(event: HistoryEvent) -> dict[str, Any]:
     return _entity(event.claim_id, HISTORY_PREFIX + event.event_id, columns.event_to_row(event))
+
+
+def _event_place(event: HistoryEvent) -> tuple[str, str]:
+    """Where an event lists in its claim's history: its time as fixed-width UTC text, then its id."""
+    return utc_text(event.at), event.event_id
 
 
 def _fingerprint_entity(record: FingerprintRecord) -> dict[str, Any]:
@@ -345,6 +357,9 @@ class TableStore:
         # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).
         self._unindexed: dict[tuple[str, str], dict[str, Any]] = {}
         self._index_lock = threading.Lock()
+        # The series lines this instance wrote last, at their ETags: the next count merges without a read.
+        self._series: OrderedDict[tuple[str, str], tuple[str, HistoryEvent]] = OrderedDict()
+        self._series_lock = threading.Lock()
         logger.info("Table Storage store ready: %s", ", ".join(names))
 
     @classmethod
@@ -577,12 +592,82 @@ class TableStore:
         with suppress(ResourceExistsError), _translated():
             self._claims.create_entity(_event_entity(event))
 
+    def count_event(self, event: HistoryEvent) -> None:
+        """Count the answer in its series' line: write first, on the ETag this instance last wrote it with.
+
+        The first answer of a series inserts its line, one request as ``add_event``. A later one merges the
+        line's count and times, conditioned on the ETag this instance remembers from its own last write of
+        the line: one request while no other instance counts in it. Only when the line is unknown here, or
+        another writer changed it since (412), is it read, and the merge conditioned on the ETag read. After
+        ``SERIES_RACES`` lost races the answer is kept as a line of its own.
+        """
+        entity = _event_entity(event)
+        key = (event.claim_id, entity["RowKey"])
+        with _translated():
+            known = self._series.get(key)
+            failed = self._counted_in(key, known, event) if known else MISSING[0]
+            if failed is None:
+                return
+            if failed in MISSING:  # unknown here, or gone (the claim was deleted and made again)
+                try:
+                    self._remember_series(key, _etag(self._claims.create_entity(entity)), event)
+                    return
+                except ResourceExistsError:
+                    pass
+            for _ in range(SERIES_RACES):
+                try:
+                    stored = self._claims.get_entity(*key)
+                except ResourceNotFoundError:
+                    return  # the claim and its history were deleted meanwhile (retention): nothing to count in
+                read = (_etag(stored.metadata), columns.event_from_row(large_values.gather(stored)))
+                if self._counted_in(key, read, event) is None:
+                    return
+            self._claims.create_entity(_event_entity(replace(event, event_id=f"{event.event_id}-{token_hex(4)}")))
+
+    def _counted_in(self, key: tuple[str, str], known: tuple[str, HistoryEvent], event: HistoryEvent) -> int | None:
+        """Count ``event`` in the series line known at an ETag: None when counted, else the status that refused
+        it (412: another writer changed the line since, 404: it is gone)."""
+        etag, series = known
+        counted = replace(
+            series,
+            count=(series.count or 1) + 1,
+            at=min(series.at, event.at),
+            last_at=max(series.last_at or series.at, event.last_at or event.at),
+        )
+        merged = {**_claim_keys(*key), "Count": counted.count, "At": counted.at, "LastAt": counted.last_at}
+        try:
+            metadata = self._claims.update_entity(merged, **_if_unchanged(etag, UpdateMode.MERGE))
+        except HttpResponseError as exc:
+            if exc.status_code not in STALE:
+                raise
+            with self._series_lock:
+                self._series.pop(key, None)
+            return exc.status_code
+        self._remember_series(key, _etag(metadata), counted)
+        return None
+
+    def _remember_series(self, key: tuple[str, str], etag: str, series: HistoryEvent) -> None:
+        with self._series_lock:
+            self._series[key] = (etag, series)
+            self._series.move_to_end(key)
+            if len(self._series) > SERIES_REMEMBERED:
+                self._series.popitem(last=False)
+
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
-        """The claim's history, oldest first: a partition reads in RowKey order and event ids sort by time."""
+        """The claim's history by time: its rows, one range of the partition, sorted here.
+
+        RowKeys do not sort by time (a series line's id is no time), so the whole range is read; counting
+        repeated answers in one line each keeps it to the claim's changes and the kinds of answer it had.
+        """
         parameters = {"pk": claim_id, "lo": HISTORY_PREFIX, "hi": HISTORY_END}
         with _translated():
             entities = list(self._claims.query_entities(EVENTS_FILTER, parameters=parameters))
-        return [columns.event_from_row(large_values.gather(entity)) for entity in entities]
+        return sorted((columns.event_from_row(large_values.gather(entity)) for entity in entities), key=_event_place)
+
+    def list_history(self, claim_id: str, *, limit: int, cursor: str | None = None) -> Page[HistoryEvent]:
+        """One page of ``list_events``: the page after the cursor's place."""
+        events, after = page_of(self.list_events(claim_id), _event_place, top=limit, cursor=cursor)
+        return Page(events, after)
 
     def create_conflict(self, conflict: Conflict) -> Conflict:
         """Insert the conflict and its listing row in one transaction if its id is new.

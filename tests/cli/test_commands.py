@@ -47,6 +47,28 @@ def test_claims_show_prints_the_claim_and_its_history(api: ServerApi, oncegate: 
     assert "proceed" in run.out
 
 
+def test_claims_show_gives_the_first_page_of_a_long_history_and_all_of_it_with_all_pages(
+    api: ServerApi, oncegate: Oncegate
+) -> None:
+    claim_id = claimed(api)["claimId"]
+    for index in range(50):
+        flow = {"name": f"Flow {index}", "environment": "Default-contoso"}
+        ok(api.call("check_and_claim", claim_body(key=KEY, run=f"run-{index}", flow=flow)))
+    for index in range(3):
+        ok(api.call("check_and_claim", claim_body(key=KEY, run=f"run-again-{index}")))
+
+    first = oncegate("claims", "show", claim_id)
+    whole = oncegate("claims", "show", claim_id, "--all-pages", "--json")
+
+    assert first.code == whole.code == 0, first.err + whole.err
+    assert "History (50)" in first.out
+    assert "More history than shown: add --all-pages." in first.err + first.out
+    history = json.loads(whole.out)["history"]
+    assert [entry.get("count") for entry in history][-1] == 3
+    assert len(history) == 2 + 50 + 1
+    assert "historyNextLink" not in json.loads(whole.out)
+
+
 def test_claims_lookup_sends_the_business_key_in_the_body_only(
     api: ServerApi, oncegate: Oncegate, seen: list[Seen]
 ) -> None:

@@ -101,8 +101,10 @@ def test_the_drill_passes_and_shows_every_call_and_how_each_repeat_was_recognise
     run_ids = [row[3] for step in ("1", "2", "3") for row in rows(run.out, step) if row[2] == "check and claim"]
     assert len(run_ids) == len(set(run_ids)) == 2 * CONCURRENCY + 4
 
-    assert run.out.count("which succeeded.") == CONCURRENCY + 2
-    assert run.out.count(f"Run {winner[3]} holds the lease until") == CONCURRENCY - 1
+    # Answers alike are one history line with their count (issue 22): the burst's duplicates, the race's losers.
+    # Table Storage keeps an answer that lost the count's race too often as a line of its own.
+    assert 2 <= run.out.count("which succeeded.") < CONCURRENCY + 2
+    assert 1 <= run.out.count(f"Run {winner[3]} holds the lease until") < CONCURRENCY - 1
     assert f"Run drill-run-1 recorded succeeded (target record {target})." in run.out
     assert f"Reviewer oncegate drill resolved conflict {changed[6]} as dismiss" in run.out
 
@@ -123,7 +125,10 @@ def test_the_json_report_has_the_calls_the_checks_and_each_claim_with_its_histor
     assert {call["call"] for call in drill["calls"]} == {"check and claim", "record result", "dismiss conflict"}
     assert all(call["ms"] >= 0 for call in drill["calls"])
     history = {key: claim["history"] for key, claim in drill["claims"].items()}
-    assert [len(history["A"]), len(history["B"])] == [CONCURRENCY + 5, CONCURRENCY + 2]
+    answers = {key: sum(entry.get("count", 1) for entry in entries) for key, entries in history.items()}
+    assert [answers["A"], answers["B"]] == [CONCURRENCY + 5, CONCURRENCY + 2]
+    assert len(history["A"]) < answers["A"]
+    assert len(history["B"]) < answers["B"]
     assert drill["claims"]["B"] == ok(api.call("lookup_claim", {"scope": "drill.check", "key": drill["keys"]["B"]}))
     (conflict_id,) = [call["conflictId"] for call in drill["calls"] if call["call"] == "dismiss conflict"]
     conflict = ok(api.call("get_conflict", route={"conflictId": conflict_id}))
@@ -186,7 +191,7 @@ class LosesResults:
         return getattr(self._results, name)
 
     def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
-        claim = self._claims.get_claim(claim_id)
+        claim, _ = self._claims.get_claim(claim_id)
         update = {"status": ClaimStatus.SUCCEEDED, "target_record_id": request.target_record_id, "history": None}
         return claim.model_copy(update=update)
 

@@ -26,6 +26,7 @@ ACTIONS = {
     "RenewClaim",
     "GetClaim",
     "LookupClaim",
+    "ListClaimHistory",
     "ListClaimsNeedingAttention",
     "ListClaims",
     "ReviewClaim",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -14,11 +15,12 @@ import function_app
 
 Route = dict[str, str]
 FUNCTIONS = {function.get_function_name(): function for function in function_app.app.get_functions()}
-# The function serving each list whose nextLink a test follows.
+# The function serving each list whose nextLink a test follows, by the link's path and its route's parameters.
 LISTS = {
-    "/api/conflicts": "list_conflicts",
-    "/api/claims": "list_claims_needing_attention",
-    "/api/claim-list": "list_claims",
+    re.compile("/api/conflicts"): "list_conflicts",
+    re.compile("/api/claims"): "list_claims_needing_attention",
+    re.compile("/api/claim-list"): "list_claims",
+    re.compile("/api/claims/(?P<claimId>[^/]+)/history"): "list_claim_history",
 }
 
 
@@ -75,8 +77,10 @@ class Api:
     def follow(self, link: str) -> Reply:
         """GET a link the service handed out (a ``nextLink``)."""
         parts = urlsplit(link)
-        assert parts.path in LISTS, link
-        return self.call(LISTS[parts.path], params=dict(parse_qsl(parts.query)))
+        served = [(name, found.groupdict()) for path, name in LISTS.items() if (found := path.fullmatch(parts.path))]
+        assert served, link
+        (name, route), *_ = served
+        return self.call(name, route=route, params=dict(parse_qsl(parts.query)))
 
     def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes, headers: Route) -> Reply:
         raise NotImplementedError

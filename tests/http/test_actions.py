@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from oncegate import __version__
 from tests.conftest import FakeClock
@@ -150,3 +151,42 @@ def test_an_empty_conflict_list_has_no_next_link(api: Api) -> None:
 
 def test_health_names_the_store_and_the_version(api: Api) -> None:
     assert ok(api.call("health")) == {"status": "ok", "store": "sqlite", "version": __version__}
+
+
+def test_a_long_history_pages_from_get_claim_and_lookup_through_their_history_link(api: Api, clock: FakeClock) -> None:
+    first = ok(api.call("check_and_claim", claim_body()))
+    ok(succeed(api, first, targetRecordId="SO-1"))
+    for index in range(55):
+        clock.advance(1)
+        flow = {"name": f"Flow {index}", "environment": "Default-contoso"}
+        ok(api.call("check_and_claim", claim_body(run=f"run-{index}", flow=flow)))
+    for _ in range(3):
+        ok(api.call("check_and_claim", claim_body(run="run-again")))
+    claim_id = first["claimId"]
+
+    got = ok(api.call("get_claim", route={"claimId": claim_id}))
+    looked_up = ok(api.call("lookup_claim", {"scope": "erp.create-order", "key": "ORDER-1001"}))
+    pages = [ok(api.follow(got["historyNextLink"]))]
+    while "nextLink" in pages[-1]:
+        pages.append(ok(api.follow(pages[-1]["nextLink"])))
+    history = [*got["history"], *(entry for page in pages for entry in page["value"])]
+
+    assert len(got["history"]) == len(looked_up["history"]) == 50
+    assert ok(api.follow(looked_up["historyNextLink"])) == pages[0]
+    assert [entry["outcome"] for entry in history] == ["proceed", "succeeded", *["duplicate"] * 56]
+    assert history[-1]["count"] == 3
+    assert utc(history[-1]["firstAt"]) == utc(history[-1]["at"]) <= utc(history[-1]["lastAt"])
+    assert "count" not in history[0]
+
+
+def test_a_history_cursor_of_one_claim_is_refused_by_another(api: Api) -> None:
+    first = ok(api.call("check_and_claim", claim_body()))
+    other = ok(api.call("check_and_claim", claim_body(key="ORDER-2")))
+    ok(api.call("check_and_claim", claim_body(run="run-2")))
+    page = ok(api.call("list_claim_history", route={"claimId": first["claimId"]}, params={"top": "1"}))
+    cursor = dict(parse_qsl(urlsplit(page["nextLink"]).query))["cursor"]
+
+    refused = api.call("list_claim_history", route={"claimId": other["claimId"]}, params={"cursor": cursor})
+
+    assert (refused.status, refused.code, refused.targets) == (400, "invalid_request", ["cursor"])
+    assert api.call("list_claim_history", route={"claimId": "a" * 52}).status == 404

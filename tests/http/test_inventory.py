@@ -62,6 +62,7 @@ def test_a_flow_registered_disabled_is_blocked_with_the_reason(api: Api, clock: 
 
 def test_flows_and_overlaps_are_listed(api: Api, clock: FakeClock) -> None:
     first = ok(api.call("check_and_claim", claim_body()))
+    clock.advance(1)
     busy = ok(api.call("check_and_claim", claim_body(run="run-2", flow=FLOW_COPY)))
     succeed(api, first, targetRecordId="SO-1")
     clock.advance(5)

@@ -44,7 +44,10 @@ def test_32_requests_in_flight_for_one_key_get_exactly_one_proceed(
     leases = {reply.body["holder"]["leaseExpiresAt"] for reply in replies if "holder" in reply.body}
     assert leases == {replies[winner].body["leaseExpiresAt"]}
     history = api.call("get_claim", route={"claimId": replies[winner].body["claimId"]}).body["history"]
-    assert len(history) == IN_FLIGHT
+    # The losers' in_progress answers are one line with their count (on Table Storage, a few more lines may
+    # keep answers that lost the count's race too often).
+    assert sum(entry.get("count", 1) for entry in history) == IN_FLIGHT
+    assert history[0]["outcome"] == "proceed"
 
 
 @pytest.mark.skipif(not os.path.isdir(OPEN_FILES), reason="counts open files through /proc")

@@ -341,16 +341,21 @@ def test_round_trips_are_the_table_storage_requests_of_the_answer(
 # -- the timers ---------------------------------------------------------------------------------------------
 
 
+def failed_at(api: Api, answer: dict[str, Any]) -> datetime:
+    """When the claim's failure was recorded: its history's last line (a tick after the claim, on a still clock)."""
+    history = ok(api.call("get_claim", route={"claimId": answer["claimId"]}))["history"]
+    return datetime.fromisoformat(history[-1]["at"])
+
+
 def test_the_watch_sends_what_waits_per_scope_oldest_first(api: Api, events: Events, clock: FakeClock) -> None:
     first = ok(api.call("check_and_claim", claim_body()))
     ok(succeed(api, first))
     ok(api.call("check_and_claim", claim_body(run="run-2", payload={"customer": "C-7", "amount": 99.0})))
     opened = clock.now
     clock.advance(60)
-    failed_for_good(api, "BLOCKED-1")
-    failed_at = clock.now
+    blocked = failed_for_good(api, "BLOCKED-1")
     clock.advance(60)
-    failed_for_good(api, "BLOCKED-2", scope="mail.send-invoice")
+    other = failed_for_good(api, "BLOCKED-2", scope="mail.send-invoice")
     events.take()
 
     run_timer("watch_claims_needing_attention")
@@ -370,8 +375,8 @@ def test_the_watch_sends_what_waits_per_scope_oldest_first(api: Api, events: Eve
         for event in rest
     }
     assert waiting == {
-        (telemetry.ATTENTION.name, "erp.create-order", "failed_unreviewed"): (1, failed_at),
-        (telemetry.ATTENTION.name, "mail.send-invoice", "failed_unreviewed"): (1, clock.now),
+        (telemetry.ATTENTION.name, "erp.create-order", "failed_unreviewed"): (1, failed_at(api, blocked)),
+        (telemetry.ATTENTION.name, "mail.send-invoice", "failed_unreviewed"): (1, failed_at(api, other)),
         (telemetry.OPEN_CONFLICTS.name, "erp.create-order", None): (1, opened),
     }
 

@@ -185,10 +185,13 @@ def _check_key(client: Client, triggers: list[Trigger]) -> list[str]:
     if status != 200:
         return [f"{key}: GET claim answered {status}"]
     problems = []
-    history = claim["history"]
+    history = [*claim["history"], *_rest_of_history(client, claim)]
     winners = [trigger for trigger in triggers if trigger.decision == "proceed"]
     results = [entry for entry in history if entry["event"] == "result"]
-    claim_events = Counter(entry["outcome"] for entry in history if entry["event"] == "claim")
+    claim_events: Counter[str] = Counter()
+    for entry in history:
+        if entry["event"] == "claim":
+            claim_events[entry["outcome"]] += entry.get("count", 1)  # answers alike are one entry with their count
     if len(winners) != 1:
         problems.append(f"{key}: {len(winners)} proceed answers")
     elif claim.get("targetRecordId") != winners[0].target_record_id:
@@ -206,6 +209,19 @@ def _check_key(client: Client, triggers: list[Trigger]) -> list[str]:
     if duplicates - {claim.get("targetRecordId")}:
         problems.append(f"{key}: duplicates were given {duplicates}, the claim holds {claim.get('targetRecordId')}")
     return problems
+
+
+def _rest_of_history(client: Client, claim: dict[str, Any]) -> list[dict[str, Any]]:
+    """The history entries after the first page Get claim gives, page by page from its ``historyNextLink``."""
+    rest: list[dict[str, Any]] = []
+    link = claim.get("historyNextLink")
+    while link:
+        parts = urlsplit(link)
+        status, page = client.call("GET", f"{parts.path}?{parts.query}")
+        assert status == 200, page
+        rest.extend(page["value"])
+        link = page.get("nextLink")
+    return rest
 
 
 def _conflict_list_problems(address: tuple[str, int], report: LoadReport, lock: threading.Lock) -> list[str]:

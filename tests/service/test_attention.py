@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -46,6 +46,11 @@ def failed(service: Gate, key: str, *, retryable: bool, scope: str = SCOPE) -> s
     return answer.claim_id
 
 
+def recorded_at(service: Gate, claim_id: str) -> datetime:
+    """When the claim's outcome was recorded: its last history line's time."""
+    return (service.get_claim(claim_id).history or [])[-1].at
+
+
 def test_the_list_holds_what_needs_a_person_oldest_first(service: Gate, clock: FakeClock) -> None:
     expired = claim(service, run="run-held", key="held", lease_seconds=60)
     clock.advance(10)
@@ -71,8 +76,8 @@ def test_the_list_holds_what_needs_a_person_oldest_first(service: Gate, clock: F
         (expired.claim_id, AttentionReason.LEASE_EXPIRED),
     ]
     assert [item.since for item in page] == [
-        unknown.last_attempt_at,
-        page[1].claim.last_attempt_at,
+        recorded_at(service, unknown.claim_id),
+        recorded_at(service, blocked),
         expired.lease_expires_at,
     ]
     assert page[2].claim.status is ClaimStatus.IN_PROGRESS
@@ -83,7 +88,9 @@ def test_an_unknown_outcome_needs_attention_after_the_threshold(
     open_store: Callable[[], ClaimStore], clock: FakeClock
 ) -> None:
     service = Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock, unknown_alert=timedelta(minutes=5))
-    answer = record(service, claim(service), "unknown")
+    held = claim(service)
+    clock.advance(1)
+    answer = record(service, held, "unknown")
 
     clock.advance(5 * MINUTE - 1)
     before = listed(service)

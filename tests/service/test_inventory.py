@@ -223,8 +223,8 @@ def test_a_flow_only_seen_is_not_registered(strict_service: Gate) -> None:
 
 
 def test_another_flow_copy_answers_are_counted_as_one_overlapping_pair(service: Gate, clock: FakeClock) -> None:
-    first_seen = clock.now
     held = claim(service, run="run-1")
+    first_seen = clock.advance(1)
     busy = claim(service, run="run-2", flow=FLOW_COPY)
     record(service, held, target_record_id="SO-1")
     clock.advance(5)

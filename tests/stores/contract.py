@@ -361,6 +361,83 @@ class StoreContract:
 
     def test_events_of_an_unknown_claim_are_empty(self, store: ClaimStore) -> None:
         assert store.list_events(records.new_id()) == []
+        assert store.list_history(records.new_id(), limit=10) == Page([], None)
+
+    def test_events_list_by_time_whatever_their_ids(self, store: ClaimStore) -> None:
+        # A line counting answers has a series id, which is no time: the history still lists by time.
+        claim = records.claim()
+        first = records.event(claim.claim_id)
+        store.create_claim(claim, first)
+        series = records.event(
+            claim.claim_id,
+            event_id="series-0",
+            at=T0 + timedelta(seconds=2),
+            count=1,
+            last_at=T0 + timedelta(seconds=2),
+        )
+        store.count_event(series)
+        between = records.event(claim.claim_id, at=T0 + timedelta(seconds=1), kind=EventKind.RESULT)
+        store.add_event(between)
+
+        assert store.list_events(claim.claim_id) == [first, between, series]
+
+    def test_answers_of_one_series_count_in_one_line(self, store: ClaimStore) -> None:
+        claim = records.claim()
+        store.create_claim(claim, records.event(claim.claim_id))
+        times = [T0 + timedelta(seconds=seconds) for seconds in (5, 3, 9, 7)]
+
+        for at in times:
+            store.count_event(
+                records.event(claim.claim_id, event_id="series-1", at=at, outcome="duplicate", count=1, last_at=at)
+            )
+
+        counted = store.list_events(claim.claim_id)[1]
+        assert (counted.count, counted.at, counted.last_at) == (4, min(times), max(times))
+        assert (counted.outcome, counted.run_id, counted.details) == ("duplicate", "run-1", records.event("").details)
+
+    def test_answers_counted_at_once_by_many_instances_are_all_counted(
+        self, make_store: Callable[[], ClaimStore]
+    ) -> None:
+        stores = [make_store() for _ in range(4)]
+        claim = records.claim()
+        stores[0].create_claim(claim, records.event(claim.claim_id))
+
+        def answer(index: int) -> None:
+            at = T0 + timedelta(seconds=1, microseconds=index)
+            stores[index % len(stores)].count_event(
+                records.event(claim.claim_id, event_id="series-2", at=at, outcome="in_progress", count=1, last_at=at)
+            )
+
+        race(answer)
+
+        counted = [event for event in stores[0].list_events(claim.claim_id) if event.outcome == "in_progress"]
+        assert sum(event.count or 0 for event in counted) == RACERS
+
+    @pytest.mark.parametrize("count", [0, 1, 7, 8, 9, 23])
+    def test_history_pages_lose_and_repeat_nothing_in_time_order(self, store: ClaimStore, count: int) -> None:
+        claim = records.claim()
+        events = [records.event(claim.claim_id, at=T0 + timedelta(seconds=index)) for index in range(count + 1)]
+        store.create_claim(claim, events[0])
+        for event in events[1:]:
+            store.add_event(event)
+
+        pages, cursor = [], None
+        while True:
+            page = store.list_history(claim.claim_id, limit=8, cursor=cursor)
+            pages.append(page.items)
+            cursor = page.cursor
+            if cursor is None:
+                break
+
+        assert [event for page in pages for event in page] == events
+        assert all(len(page) <= 8 for page in pages)
+
+    def test_history_rejects_a_cursor_it_did_not_hand_out(self, store: ClaimStore) -> None:
+        claim = records.claim()
+        store.create_claim(claim, records.event(claim.claim_id))
+
+        with pytest.raises(InvalidRequest):
+            store.list_history(claim.claim_id, limit=5, cursor="not-a-cursor")
 
     # Listing and deleting claims (retention, claims needing attention)
 

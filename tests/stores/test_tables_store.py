@@ -16,7 +16,7 @@ from azure.core.pipeline import PipelineRequest
 from azure.core.rest import HttpRequest
 from azure.data.tables import TableClient, TableEntity, TableServiceClient, TransactionOperation
 
-from oncegate.domain.records import Claim, Conflict
+from oncegate.domain.records import Claim, Conflict, HistoryEvent
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import ConcurrentUpdate, NotFound, StoreUnavailable
 from oncegate.stores import columns, table_batch, tables
@@ -284,3 +284,33 @@ def test_a_value_longer_than_a_property_is_stored_in_numbered_pieces(
     assert len(row["Details"]) == 32 * 1024
     assert row["Details"] + row["Details__2"] == json.dumps(details, separators=(",", ":"), ensure_ascii=False)
     assert "Details__3" not in row
+
+
+def _series_answer(claim_id: str, seconds: int) -> HistoryEvent:
+    at = T0 + timedelta(seconds=seconds)
+    return records.event(claim_id, event_id="series-1", at=at, outcome="duplicate", count=1, last_at=at)
+
+
+@pytest.mark.azurite
+def test_an_answer_repeated_on_one_instance_costs_one_request_and_another_instances_three(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    sent: list[object] = []
+    store, other = table_store_factory(raw_request_hook=sent.append), table_store_factory()
+    claim = records.claim()
+    store.create_claim(claim, records.event(claim.claim_id))
+
+    def requests(action: Callable[[], object]) -> int:
+        before = len(sent)
+        action()
+        return len(sent) - before
+
+    costs = [requests(partial(store.count_event, _series_answer(claim.claim_id, seconds))) for seconds in (1, 2, 3)]
+    other.count_event(_series_answer(claim.claim_id, 4))
+    after_another = requests(partial(store.count_event, _series_answer(claim.claim_id, 5)))
+
+    # The first inserts; the next merge on the ETag remembered; one changed by another instance is read first.
+    assert costs == [1, 1, 1]
+    assert after_another == 3
+    (counted,) = [event for event in store.list_events(claim.claim_id) if event.outcome == "duplicate"]
+    assert (counted.count, counted.at, counted.last_at) == (5, T0 + timedelta(seconds=1), T0 + timedelta(seconds=5))

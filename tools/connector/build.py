@@ -79,6 +79,7 @@ BATCH_DEFINITION, BATCH_SOURCE = "ConflictBatch", "ConflictList"
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     models.ErrorBody,
     models.ClaimAttentionList,
+    models.ClaimHistory,
     models.ClaimList,
     models.ClaimResponse,
     models.ClaimView,

@@ -200,7 +200,7 @@ OPERATIONS: dict[str, Operation] = {
         ),
         visibility=ADVANCED,
         response="ClaimView",
-        success="The claim, with its whole history.",
+        success="The claim, with its history's first 50 entries and the link to the rest.",
         errors=(404, 503),
     ),
     "lookup_claim": Operation(
@@ -212,10 +212,24 @@ OPERATIONS: dict[str, Operation] = {
         ),
         visibility=ADVANCED,
         response="ClaimView",
-        success="The claim, with its whole history.",
+        success="The claim, with its history's first 50 entries and the link to the rest.",
         errors=(400, 404, 413, 503),
         body=models.LookupRequest,
         body_description="The scope and business key of the claim.",
+    ),
+    "list_claim_history": Operation(
+        "ListClaimHistory",
+        summary="List claim history",
+        description=(
+            "Lists a claim's history page by page, oldest first: every attempt, result, resolution and answer. "
+            "Answers alike from one flow are one entry with their count. Get claim returns the first page."
+        ),
+        visibility=ADVANCED,
+        response="ClaimHistory",
+        success="One page of the claim's history, with the link to the next page.",
+        errors=(400, 404, 503),
+        query=models.ListPageQuery,
+        extra={"x-ms-pageable": {"nextLinkName": "nextLink"}},
     ),
     "report_conflict": Operation(
         "ReportConflict",

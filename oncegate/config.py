@@ -3,6 +3,10 @@
 A missing or contradictory setting raises ``ConfigError`` naming it, so the host logs one
 clear line at start-up instead of a stack trace on the first request; the app still loads, and
 health and every action answer ``503 not_configured`` naming the setting (``function_app.py``).
+
+The module runs past 400 lines on purpose: every setting is read and checked here, each with the
+message an operator sees, and the embedded store's key-secret file is made here, beside the setting
+it stands in for.
 """
 
 from __future__ import annotations

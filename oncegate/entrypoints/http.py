@@ -27,6 +27,7 @@ from oncegate import bootstrap, telemetry
 from oncegate.bootstrap import Services
 from oncegate.config import AuthMode, ConfigError
 from oncegate.domain.statuses import ConflictStatus
+from oncegate.domain.warnings import ANOTHER_FLOW_COPY
 from oncegate.entrypoints import bearer
 from oncegate.entrypoints.principal import Principal, Role
 from oncegate.entrypoints.routes import allowed_methods, function_routes
@@ -75,7 +76,6 @@ from oncegate.models import (
     ScopeView,
     SetScopeRequest,
 )
-from oncegate.service.inventory import ANOTHER_FLOW_COPY
 
 logger = logging.getLogger(__name__)
 

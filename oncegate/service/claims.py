@@ -27,6 +27,7 @@ from oncegate.domain.statuses import (
     Decision,
     EventKind,
 )
+from oncegate.domain.warnings import ANOTHER_FLOW_COPY, NO_FINGERPRINT, NO_FLOW
 from oncegate.errors import (
     AlreadyExists,
     ConcurrentUpdate,
@@ -45,8 +46,6 @@ from oncegate.models import (
     LookupRequest,
 )
 from oncegate.service.common import (
-    NO_FINGERPRINT,
-    NO_FLOW,
     Caller,
     ClaimsCore,
     flow_of,
@@ -56,7 +55,6 @@ from oncegate.service.common import (
     settled,
 )
 from oncegate.service.conflicts import ConflictService
-from oncegate.service.inventory import ANOTHER_FLOW_COPY
 from oncegate.service.views import claim_result, claim_view, flow_ref, history_entry, last_attempt
 
 logger = logging.getLogger(__name__)

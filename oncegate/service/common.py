@@ -27,6 +27,7 @@ from oncegate.domain.statuses import (
     Decision,
     EventKind,
 )
+from oncegate.domain.warnings import SENSITIVE_KEY, SOURCE_DIFFERS
 from oncegate.errors import (
     NotFound,
     SensitiveKey,
@@ -51,11 +52,6 @@ logger = logging.getLogger(__name__)
 RACE_LIMIT = 8
 T = TypeVar("T")
 C = TypeVar("C", Claim, None)
-NO_FINGERPRINT = "no_fingerprint"
-NO_FLOW = "no_flow"
-# The claim was made for another source system: the claim keeps its first (issue 16).
-SOURCE_DIFFERS = "source_differs"
-SENSITIVE_KEY = "sensitive_key"
 # How rows of schema 1 kept the reconciling state: the granting event's details, the release's error text.
 LEGACY_LAST_ATTEMPT = "lastAttempt"
 LEGACY_IN_DOUBT = "Released while reconciling:"

@@ -49,7 +49,6 @@ logger = logging.getLogger(__name__)
 
 REGISTRY_TTL = timedelta(seconds=30)
 FLUSH_INTERVAL = timedelta(seconds=60)
-ANOTHER_FLOW_COPY = "another_flow_copy"
 # Open conflicts are read a page at a time.
 CONFLICT_PAGE = 1000
 SAVE_ROUNDS = 8

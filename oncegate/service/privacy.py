@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
+from oncegate.domain.warnings import SENSITIVE_DATA
 from oncegate.errors import SensitiveData
 from oncegate.models import (
     ClaimRequest,
@@ -42,7 +43,6 @@ from oncegate.models import (
 
 logger = logging.getLogger(__name__)
 
-SENSITIVE_DATA = "sensitive_data"
 # In a target, a member name that is itself personal data: the target must not quote it.
 HIDDEN_NAME = "*"
 

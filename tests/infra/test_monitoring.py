@@ -16,7 +16,7 @@ import pytest
 
 from oncegate import telemetry
 from oncegate.domain.statuses import Decision
-from oncegate.service.inventory import ANOTHER_FLOW_COPY
+from oncegate.domain.warnings import ANOTHER_FLOW_COPY
 from tests.infra.bicep import BicepFile, Declaration, call_name, string_value, text, unwrap
 
 ROOT = Path(__file__).resolve().parents[2]

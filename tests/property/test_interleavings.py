@@ -45,10 +45,10 @@ from hypothesis.stateful import (
 
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, EventKind, Outcome, Resolution
+from oncegate.domain.warnings import ANOTHER_FLOW_COPY
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimRequest, ClaimResponse, HeartbeatRequest, ReleaseRequest, ReportConflictRequest
 from oncegate.models import ResolveConflictRequest as Resolve
-from oncegate.service.inventory import ANOTHER_FLOW_COPY
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 from tests.conftest import KEY_SECRET, FakeClock

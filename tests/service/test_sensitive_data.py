@@ -25,6 +25,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import ClaimFilter
 from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
 from oncegate.domain.statuses import ClaimStatus, Decision, Outcome, Resolution
+from oncegate.domain.warnings import SENSITIVE_DATA
 from oncegate.errors import SensitiveData, SensitiveKey
 from oncegate.models import (
     ClaimRequest,
@@ -35,7 +36,7 @@ from oncegate.models import (
     ResolveConflictRequest,
     ReviewClaimRequest,
 )
-from oncegate.service.privacy import NOT_LOOKED_AT, SENSITIVE_DATA, STORED_FIELDS, stored_findings
+from oncegate.service.privacy import NOT_LOOKED_AT, STORED_FIELDS, stored_findings
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate

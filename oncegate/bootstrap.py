@@ -136,10 +136,10 @@ def wire(
         stored_data=stored_data,
         sensitive_keys=sensitive_keys,
     )
-    conflicts = ConflictService(core)
+    conflicts = ConflictService(core, store)
     return Services(
-        claims=ClaimService(core, conflicts),
-        results=ResultService(core),
+        claims=ClaimService(core, conflicts, store),
+        results=ResultService(core, store),
         conflicts=conflicts,
         inventory=inventory,
         # Governance: the claims that need a person, and the deletion of finished ones after their retention.

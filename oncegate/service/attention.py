@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.records import Claim, ClaimFilter
@@ -29,7 +30,7 @@ from oncegate.models import ClaimNeedingAttention, ListClaimsQuery
 from oncegate.service.inventory import open_conflicts
 from oncegate.service.views import claim_view
 from oncegate.stores.paging import every_item, page_of, utc_text
-from oncegate.stores.port import ClaimStore
+from oncegate.stores.port import ClaimListing, ConflictRecords
 
 UNKNOWN_ALERT = timedelta(minutes=15)
 WATCHED = (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN, ClaimStatus.FAILED)
@@ -82,11 +83,15 @@ def needs_attention(claim: Claim, now: datetime, unknown_alert: timedelta) -> Ne
     return None
 
 
+class AttentionRecords(ClaimListing, ConflictRecords, Protocol):
+    """What the watch reads: the claims it lists, and the open conflicts it counts."""
+
+
 class Attention:
     """The claims needing attention: a page of them, or their count per scope."""
 
     def __init__(
-        self, store: ClaimStore, *, clock: Callable[[], datetime], unknown_alert: timedelta = UNKNOWN_ALERT
+        self, store: AttentionRecords, *, clock: Callable[[], datetime], unknown_alert: timedelta = UNKNOWN_ALERT
     ) -> None:
         self._store = store
         self._clock = clock

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from oncegate import __version__
 from oncegate.domain.decisions import Change, Verdict, decide, needs_fingerprint_records
@@ -56,11 +56,16 @@ from oncegate.service.common import (
 )
 from oncegate.service.conflicts import ConflictService
 from oncegate.service.views import claim_result, claim_view, flow_ref, history_entry, last_attempt
+from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable
 
 logger = logging.getLogger(__name__)
 
 # The history lines Get claim and Look up claim return; the history's own list pages the rest.
 HISTORY_PAGE = 50
+
+
+class ClaimServiceRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, Reachable, Protocol):
+    """What Check and claim and the claim readers use of the store."""
 
 
 class ClaimService:
@@ -71,9 +76,10 @@ class ClaimService:
     opens a conflict through the conflict service when a key comes back with other business data.
     """
 
-    def __init__(self, core: ClaimsCore, conflicts: ConflictService) -> None:
+    def __init__(self, core: ClaimsCore, conflicts: ConflictService, store: ClaimServiceRecords) -> None:
         self._core = core
         self._conflicts = conflicts
+        self._store = store
 
     def check_and_claim(self, request: ClaimRequest, *, signed_in: str | None = None) -> ClaimResponse:
         """Decide whether this run may do the side effect; see the contract's decision table.
@@ -156,7 +162,7 @@ class ClaimService:
         )
         event = self._claim_event(claim, caller, Decision.PROCEED, "No claim existed for this key: first attempt.")
         try:
-            stored = self._core.counted(None, self._core.store.create_claim(claim, event))
+            stored = self._core.counted(None, self._store.create_claim(claim, event))
         except AlreadyExists as exc:
             return self._decide(exc.existing, caller)
         except NotFound as exc:
@@ -177,7 +183,7 @@ class ClaimService:
         in_progress, rather than racing again at once. See the rotation runbook in docs/operations.md.
         """
         logger.info("Claim %s made during a rotation meets a claim under another secret: withdrawn", made.claim_id)
-        self._core.store.delete_claim(made)
+        self._store.delete_claim(made)
         self._core.counted(made, None)
         return ClaimResponse(
             decision=Decision.IN_PROGRESS,
@@ -198,7 +204,7 @@ class ClaimService:
             # A mismatch: only now read what reviewers decided about this fingerprint (one read, off the common path).
             assert caller.fingerprint is not None
             forms = (caller.fingerprint.keyed, caller.fingerprint.plain)
-            records = self._core.store.get_fingerprints(claim.claim_id, forms)
+            records = self._store.get_fingerprints(claim.claim_id, forms)
         verdict = decide(claim, caller.intent, records)
         if verdict.change is Change.OPEN_CONFLICT:
             return self._conflict(claim, caller, verdict)
@@ -251,7 +257,8 @@ class ClaimService:
         event = self._claim_event(renewed, caller, verdict.decision, verdict.recognised_by)
         if verdict.reconciles is not None:
             event = replace(event, details={"reconciles": {"attempt": verdict.reconciles.attempt}})
-        stored = self._core.counted(claim, self._core.store.update_claim(renewed, event))
+        # A new attempt is the only change that may give a claim its source or reference.
+        stored = self._core.counted(claim, self._store.update_claim(renewed, event, relabelled=True))
         return self._granted(
             verdict.decision, stored, caller, verdict.reason, last_attempt=last_attempt(verdict.reconciles)
         )
@@ -324,7 +331,7 @@ class ClaimService:
             if claim.flow is not None and caller.flow is not None:  # always, with a flow warning
                 self._core.inventory.copy_met(claim.flow, caller.flow, claim.claim_id, caller.now)
         # An answer that changes nothing repeats as often as runs ask: counted in one line, not a line each.
-        self._core.store.count_event(self._core.repeated(self._claim_event(claim, caller, decision, recognised_by)))
+        self._store.count_event(self._core.repeated(self._claim_event(claim, caller, decision, recognised_by)))
 
     def _claim_event(self, claim: Claim, caller: Caller, decision: Decision, recognised_by: str) -> HistoryEvent:
         return self._core.event(
@@ -343,7 +350,7 @@ class ClaimService:
 
     def get_claim(self, claim_id: str) -> tuple[ClaimView, str | None]:
         """The processing record with the first page of its history, and the cursor of the history's next page."""
-        return self._with_history(self._core.store.get_claim(claim_id))
+        return self._with_history(self._store.get_claim(claim_id))
 
     def lookup(self, request: LookupRequest) -> tuple[ClaimView, str | None]:
         """The processing record of a business key, found through its digest (under any secret known), as
@@ -358,15 +365,15 @@ class ClaimService:
 
     def history(self, claim_id: str, query: ListPageQuery) -> tuple[list[HistoryEntry], str | None]:
         """One page of a claim's history, oldest first, and the cursor of the next page."""
-        page = self._core.store.list_history(claim_id, limit=query.top, cursor=query.cursor)
+        page = self._store.list_history(claim_id, limit=query.top, cursor=query.cursor)
         if not page.items and query.cursor is None:
-            self._core.store.get_claim(claim_id)  # every claim has a first line: raises NotFound for a claim unknown
+            self._store.get_claim(claim_id)  # every claim has a first line: raises NotFound for a claim unknown
         return [history_entry(event) for event in page.items], page.cursor
 
     def _with_history(self, claim: Claim) -> tuple[ClaimView, str | None]:
         # The oldest lines first: the proceed, the reconciles and the results decide what a claim went through;
         # the rest is a page away. Repeated answers count in one line each, so most histories fit whole.
-        page = self._core.store.list_history(claim.claim_id, limit=HISTORY_PAGE)
+        page = self._store.list_history(claim.claim_id, limit=HISTORY_PAGE)
         return claim_view(claim, page.items), page.cursor
 
     def find(self, query: FindClaimsQuery) -> tuple[list[ClaimView], str | None]:
@@ -381,11 +388,11 @@ class ClaimService:
             reference=query.reference,
             received_since=query.since,
         )
-        page = self._core.store.list_claims(matching, limit=query.top, cursor=query.cursor)
+        page = self._store.list_claims(matching, limit=query.top, cursor=query.cursor)
         return [claim_view(claim) for claim in page.items], page.cursor
 
     def health(self) -> Health:
         """Raises ``StoreUnavailable`` when the store does not answer, ``NotConfigured`` for another secret."""
-        self._core.store.ping()
+        self._store.ping()
         self._core.safeguard.ring(fresh=True)
-        return Health(status="ok", store=self._core.store.kind, version=__version__)
+        return Health(status="ok", store=self._store.kind, version=__version__)

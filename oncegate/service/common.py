@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from oncegate.domain.decisions import Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope
@@ -44,7 +44,7 @@ from oncegate.service.inventory import Inventory
 from oncegate.service.privacy import StoredDataGuard
 from oncegate.service.recent import REMEMBERED, RecentClaims
 from oncegate.service.safeguard import Safeguard
-from oncegate.stores.port import ClaimStore
+from oncegate.stores.port import ClaimReads, HistoryRecords
 
 logger = logging.getLogger(__name__)
 
@@ -187,12 +187,16 @@ class Caller:
         )
 
 
+class CoreRecords(ClaimReads, HistoryRecords, Protocol):
+    """What the core reads itself: a claim, its fingerprint records, and (rows of 0.1.0) its history."""
+
+
 class ClaimsCore:
     """The store, the key secrets, the clock and the policies every claim service works with."""
 
     def __init__(
         self,
-        store: ClaimStore,
+        store: CoreRecords,
         safeguard: Safeguard,
         *,
         clock: Callable[[], datetime],

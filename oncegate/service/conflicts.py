@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from oncegate.domain.keys import conflict_id as make_conflict_id
 from oncegate.domain.keys import conflict_ids, normalise_scope, normalise_source
@@ -45,8 +45,13 @@ from oncegate.service.common import (
 )
 from oncegate.service.privacy import warned
 from oncegate.service.views import conflict_view
+from oncegate.stores.port import ClaimReads, ClaimWrites, ConflictRecords, HistoryRecords
 
 logger = logging.getLogger(__name__)
+
+
+class ConflictServiceRecords(ClaimReads, ClaimWrites, HistoryRecords, ConflictRecords, Protocol):
+    """What the conflict queue uses of the store: conflicts, and the claims their resolutions change."""
 
 
 # More than any difference between two instances' clocks (they are held within seconds of the store's), far less
@@ -62,8 +67,9 @@ def outlived(conflict: Conflict, claim: Claim) -> bool:
 class ConflictService:
     """Open, find, list and resolve conflicts; apply a reviewer's decision to its claim."""
 
-    def __init__(self, core: ClaimsCore) -> None:
+    def __init__(self, core: ClaimsCore, store: ConflictServiceRecords) -> None:
         self._core = core
+        self._store = store
 
     def report_conflict(self, request: ReportConflictRequest) -> ConflictView:
         """A conflict the flow found itself; the same open conflict comes back for the same fingerprint."""
@@ -113,7 +119,7 @@ class ConflictService:
             source=source,
             details={"conflictId": conflict.conflict_id},
         )
-        self._core.store.add_event(event)
+        self._store.add_event(event)
         return conflict_view(conflict)
 
     def open_conflict(
@@ -147,7 +153,7 @@ class ConflictService:
             source_system=source_system,
         )
         try:
-            return self._core.store.create_conflict(conflict), record
+            return self._store.create_conflict(conflict), record
         except AlreadyExists as exc:
             existing: Conflict = exc.existing
         if not outlived(existing, claim):
@@ -161,7 +167,7 @@ class ConflictService:
             conflict, conflict_id=make_conflict_id(claim.claim_id, fingerprint, rounds, born=claim.first_received_at)
         )
         try:
-            return self._core.store.create_conflict(renewed), record
+            return self._store.create_conflict(renewed), record
         except AlreadyExists as exc:
             again: Conflict = exc.existing
             return again, record
@@ -170,10 +176,10 @@ class ConflictService:
         """The conflict; one left open by a resolution cut short after changing the claim is closed first."""
 
         def attempt() -> ConflictView:
-            conflict = self._core.store.get_conflict(conflict_id)
+            conflict = self._store.get_conflict(conflict_id)
             if conflict.status is ConflictStatus.RESOLVED:
                 return conflict_view(conflict)
-            claim = self._core.store.get_claim(conflict.claim_id)
+            claim = self._store.get_claim(conflict.claim_id)
             if outlived(conflict, claim):
                 return conflict_view(conflict)
             record = self._core.fingerprint_record(claim.claim_id, conflict.fingerprint)
@@ -184,7 +190,7 @@ class ConflictService:
     def list_conflicts(self, query: ListConflictsQuery) -> tuple[list[ConflictView], str | None]:
         """One page of conflicts and the cursor of the next page."""
         scope = normalise_scope(query.scope) if query.scope else None
-        page = self._core.store.list_conflicts(status=query.status, scope=scope, limit=query.top, cursor=query.cursor)
+        page = self._store.list_conflicts(status=query.status, scope=scope, limit=query.top, cursor=query.cursor)
         return [conflict_view(conflict) for conflict in page.items], page.cursor
 
     def poll_conflicts(self, *, scope: str | None, state: str | None, limit: int) -> tuple[list[ConflictView], str]:
@@ -192,13 +198,13 @@ class ConflictService:
 
         The state is the place of the last conflict delivered, so each is delivered once.
         """
-        state = state or self._core.store.conflicts_after(self._core.clock())
-        page = self._core.store.list_conflicts(
+        state = state or self._store.conflicts_after(self._core.clock())
+        page = self._store.list_conflicts(
             status=None, scope=normalise_scope(scope) if scope else None, limit=limit, cursor=state
         )
         if page.items:
             last = page.items[-1]
-            state = self._core.store.conflicts_after(last.created_at, last.conflict_id)
+            state = self._store.conflicts_after(last.created_at, last.conflict_id)
         return [conflict_view(conflict) for conflict in page.items], state
 
     def resolve_conflict(self, conflict_id: str, request: ResolveConflictRequest) -> ConflictView:
@@ -217,8 +223,8 @@ class ConflictService:
 
         def attempt() -> ConflictView:
             now = self._core.clock()
-            conflict = self._core.store.get_conflict(conflict_id)
-            claim = self._core.store.get_claim(conflict.claim_id)
+            conflict = self._store.get_conflict(conflict_id)
+            claim = self._store.get_claim(conflict.claim_id)
             if outlived(conflict, claim):
                 raise StateConflict(
                     "conflict_resolved",
@@ -237,7 +243,7 @@ class ConflictService:
                     resolved_at=now,
                 )
                 self.apply_resolution(claim, closed, record, now)
-                return conflict_view(self._core.store.update_conflict(closed))
+                return conflict_view(self._store.update_conflict(closed))
             conflict = self._repaired(conflict, claim, record, request.decision, now)
             if conflict.decision is not request.decision:
                 decision = conflict.decision.value if conflict.decision else "?"
@@ -285,7 +291,7 @@ class ConflictService:
                 resolved_at=record.resolved_at if decided and record else now,
             )
             logger.warning("Conflict %s was applied to its claim but left open: closed now", conflict.conflict_id)
-            return self._core.store.update_conflict(closed)
+            return self._store.update_conflict(closed)
         if conflict.status is ConflictStatus.RESOLVED and not applied:
             # Resolved by an earlier release, which wrote the conflict before the claim, and never applied.
             self.apply_resolution(claim, conflict, record, now)
@@ -364,6 +370,6 @@ class ConflictService:
             fingerprint=conflict.fingerprint,
             details={name: value for name, value in details.items() if value is not None},
         )
-        stored = self._core.counted(claim, self._core.store.update_claim(changed, event, fingerprint=kept))
+        stored = self._core.counted(claim, self._store.update_claim(changed, event, fingerprint=kept))
         logger.info("Conflict %s resolved as %s", conflict.conflict_id, decision.value)
         return stored

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
@@ -43,7 +43,7 @@ from oncegate.models import (
 from oncegate.service.privacy import StoredDataGuard, warned
 from oncegate.service.usage import Usage
 from oncegate.stores.paging import every_item, page_of
-from oncegate.stores.port import ClaimStore
+from oncegate.stores.port import ClaimIndex, ConflictRecords, InventoryRecords
 
 logger = logging.getLogger(__name__)
 
@@ -75,12 +75,16 @@ class _Snapshot:
     scopes: dict[str, ScopeRecord]
 
 
+class InventoryStore(InventoryRecords, ClaimIndex, ConflictRecords, Protocol):
+    """What the inventory uses of the store: its own records, the claim index it flushes, open conflicts."""
+
+
 class Inventory:
     """Registrations read through a short-lived cache, counts merged now and then, and the inventory's lists."""
 
     def __init__(
         self,
-        store: ClaimStore,
+        store: InventoryStore,
         *,
         clock: Callable[[], datetime],
         ttl: timedelta = REGISTRY_TTL,
@@ -272,7 +276,7 @@ class Inventory:
             self._snapshot = _Snapshot(current.loaded_at, flows, scopes)
 
 
-def open_conflicts(store: ClaimStore) -> Iterator[Conflict]:
+def open_conflicts(store: ConflictRecords) -> Iterator[Conflict]:
     """Every open conflict, read a page at a time."""
     return every_item(
         lambda cursor: store.list_conflicts(status=ConflictStatus.OPEN, scope=None, limit=CONFLICT_PAGE, cursor=cursor)

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from oncegate.domain.decisions import Refusal, Settlement, in_doubt, settle
 from oncegate.domain.records import Claim
@@ -36,15 +37,21 @@ from oncegate.service.common import (
 )
 from oncegate.service.privacy import warned
 from oncegate.service.views import claim_view
+from oncegate.stores.port import ClaimReads, ClaimWrites
 
 logger = logging.getLogger(__name__)
+
+
+class ResultRecords(ClaimReads, ClaimWrites, Protocol):
+    """What recording results, releases, heartbeats and reviews use of the store: the claim, read and written."""
 
 
 class ResultService:
     """What the run holding a claim reports, and the review a failure for good waits for."""
 
-    def __init__(self, core: ClaimsCore) -> None:
+    def __init__(self, core: ClaimsCore, store: ResultRecords) -> None:
         self._core = core
+        self._store = store
 
     def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
         """Store the side effect's outcome; the same result sent again is a no-op.
@@ -75,7 +82,7 @@ class ResultService:
             return claim_view(written)
 
         def attempt() -> ClaimView:
-            claim = self._core.store.get_claim(claim_id)
+            claim = self._store.get_claim(claim_id)
             if not self._core.holds(claim, token):
                 raise StateConflict("stale_claim", stale_token_message(claim), target="claimToken")
             return claim_view(change(claim, self._core.clock()))
@@ -141,7 +148,7 @@ class ResultService:
             fingerprint=claim.fingerprint,
             details={name: value for name, value in details.items() if value is not None},
         )
-        return self._core.counted(claim, self._core.store.update_claim(recorded, event))
+        return self._core.counted(claim, self._store.update_claim(recorded, event))
 
     @staticmethod
     def _same_result(claim: Claim, request: RecordResultRequest) -> bool:
@@ -188,14 +195,14 @@ class ResultService:
             flow=claim.flow,
             details={"reason": request.reason} if request.reason else {},
         )
-        return self._core.counted(claim, self._core.store.update_claim(released, event))
+        return self._core.counted(claim, self._store.update_claim(released, event))
 
     def _extend_lease(self, claim: Claim, request: HeartbeatRequest, now: datetime) -> Claim:
         self._require_in_progress(claim, "extended by a heartbeat")
         lease = timedelta(seconds=request.lease_seconds or self._core.inventory.lease_seconds(claim.scope))
         # No history line, so no stamp; but UpdatedAt never goes back, or a later answer's stamp could (issue 22).
         extended = replace(claim, lease_expires_at=now + lease, updated_at=max(now, claim.updated_at))
-        stored = self._core.store.update_claim(extended, None)
+        stored = self._store.update_claim(extended, None)
         self._core.recent.remember(stored)
         return stored
 
@@ -227,7 +234,7 @@ class ResultService:
         self._core.require_safe_store()
 
         def attempt() -> ClaimView:
-            claim = self._core.store.get_claim(claim_id)
+            claim = self._store.get_claim(claim_id)
             return claim_view(self._settle(claim, request) if settling else self._acknowledge(claim, request))
 
         return warned(settled(attempt), warnings)
@@ -258,7 +265,7 @@ class ResultService:
             details={"note": request.note} if request.note else {},
         )
         logger.info("Claim %s reviewed by %s", claim.claim_id, request.reviewer)
-        stored = self._core.store.update_claim(replace(claim, reviewer=request.reviewer, updated_at=now), event)
+        stored = self._store.update_claim(replace(claim, reviewer=request.reviewer, updated_at=now), event)
         self._core.recent.remember(stored)
         return stored
 
@@ -305,7 +312,7 @@ class ResultService:
             details={name: value for name, value in details.items() if value is not None},
         )
         logger.info("Claim %s settled as %s by %s", claim.claim_id, settlement.outcome.value, request.reviewer)
-        return self._core.counted(claim, self._core.store.update_claim(decided, event))
+        return self._core.counted(claim, self._store.update_claim(decided, event))
 
 
 def _check_review_fields(request: ReviewClaimRequest) -> None:

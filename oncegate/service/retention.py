@@ -31,14 +31,14 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from oncegate.domain.limits import DEFAULT_RETENTION_DAYS
 from oncegate.domain.records import Claim, ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.service.inventory import Inventory, open_conflicts
-from oncegate.stores.port import ClaimStore
+from oncegate.stores.port import ClaimListing, ClaimWrites, ConflictRecords, InventoryRecords
 
 logger = logging.getLogger(__name__)
 
@@ -128,12 +128,16 @@ def kept_because(claim: Claim, *, now: datetime, retention_days: int, open_confl
     return None
 
 
+class RetentionRecords(ClaimListing, ClaimWrites, ConflictRecords, InventoryRecords, Protocol):
+    """What the purge uses of the store: claims listed and deleted, open conflicts, the scopes' retention."""
+
+
 class Retention:
     """Deletes finished claims whose scope's retention is over; see the module's docstring."""
 
     def __init__(
         self,
-        store: ClaimStore,
+        store: RetentionRecords,
         inventory: Inventory,
         *,
         clock: Callable[[], datetime],

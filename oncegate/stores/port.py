@@ -1,4 +1,7 @@
-"""The store port: the few primitives the claim service needs from any backend.
+"""The store port: the few primitives the services need from any backend, in small groups.
+
+Every adapter implements :class:`ClaimStore`, all of them; each service declares the groups it uses
+(``ClaimRecords`` is the claims' groups together) and is handed the store typed as just those.
 
 Adapters only translate records to rows and driver errors to :mod:`oncegate.errors`;
 every decision lives in :mod:`oncegate.service`. One contract suite
@@ -27,8 +30,18 @@ from oncegate.domain.records import (
 from oncegate.domain.statuses import ConflictStatus
 
 
-class ClaimRecords(Protocol):
-    """Claims, their history and their fingerprint records."""
+class ClaimReads(Protocol):
+    """Reading one claim, and what reviewers decided about its fingerprints."""
+
+    def get_claim(self, claim_id: str) -> Claim:
+        """The stored claim; raises ``NotFound``."""
+
+    def get_fingerprints(self, claim_id: str, fingerprints: Collection[str]) -> list[FingerprintRecord]:
+        """The claim's fingerprint records for these fingerprints, in no particular order; none is not an error."""
+
+
+class ClaimWrites(Protocol):
+    """Writing claims: each write conditioned on the version read, except the first."""
 
     def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
         """Insert the claim and its first event together, only if no claim has that id.
@@ -36,41 +49,21 @@ class ClaimRecords(Protocol):
         Raises ``AlreadyExists`` carrying the stored claim otherwise.
         """
 
-    def get_claim(self, claim_id: str) -> Claim:
-        """The stored claim; raises ``NotFound``."""
-
     def update_claim(
-        self, claim: Claim, event: HistoryEvent | None, *, fingerprint: FingerprintRecord | None = None
+        self,
+        claim: Claim,
+        event: HistoryEvent | None,
+        *,
+        fingerprint: FingerprintRecord | None = None,
+        relabelled: bool = False,
     ) -> Claim:
         """Replace the claim if ``claim.version`` is still current, with its event in the same commit.
 
         ``fingerprint`` is saved in the same commit too: inserted when its version is None, else
         replaced if that version is current. Raises ``ConcurrentUpdate`` when another writer got
-        to the claim or the fingerprint record first; then nothing was written.
-        """
-
-    def get_fingerprints(self, claim_id: str, fingerprints: Collection[str]) -> list[FingerprintRecord]:
-        """The claim's fingerprint records for these fingerprints, in no particular order; none is not an error."""
-
-    def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]:
-        """Claims ``matching`` the filter (see ``ClaimFilter``).
-
-        A page holds at most ``limit`` claims, possibly fewer (even none) while ``cursor`` says more may
-        follow. The order is the store's own (oldest change first in SQLite, claim id order in Table
-        Storage); the cursor is a place in it, so claims deleted meanwhile neither shift nor repeat a page.
-        Raises ``InvalidRequest`` for a cursor the store did not hand out.
-        """
-
-    def flush_index(self) -> None:
-        """Write what the store keeps in memory to find claims by source or reference (issue 16).
-
-        Table Storage keeps the index rows of new claims here, off the claim path; SQLite has nothing to write.
-        Raises ``StoreUnavailable``; what was not written waits for the next call.
-        """
-
-    def repair_index(self, *, received_since: datetime) -> int:
-        """Index every claim first received since ``received_since`` again: the rows an instance that stopped
-        before its flush left out. Idempotent; how many claims it indexed (0 where nothing is kept apart).
+        to the claim or the fingerprint record first; then nothing was written. ``relabelled``: the
+        change may have given the claim a source or reference, which a store that finds claims by
+        them through rows of its own writes again (the service decides, not the store).
         """
 
     def delete_claim(self, claim: Claim) -> None:
@@ -80,6 +73,10 @@ class ClaimRecords(Protocol):
         goes last: a delete cut short leaves the claim with part of its history, which the next purge
         finds again, never history without its claim, which nothing would ever find.
         """
+
+
+class HistoryRecords(Protocol):
+    """A claim's history: answers that change nothing else are added or counted; read whole or by page."""
 
     def add_event(self, event: HistoryEvent) -> None:
         """Append a history event that changes nothing else (a duplicate, an in-progress answer).
@@ -107,6 +104,40 @@ class ClaimRecords(Protocol):
         page goes on after it, so lines added meanwhile never shift a page. Raises ``InvalidRequest`` for
         a cursor the store did not hand out.
         """
+
+
+class ClaimListing(Protocol):
+    """Claims listed by a filter, a page at a time, without their history."""
+
+    def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]:
+        """Claims ``matching`` the filter (see ``ClaimFilter``).
+
+        A page holds at most ``limit`` claims, possibly fewer (even none) while ``cursor`` says more may
+        follow. The order is the store's own (oldest change first in SQLite, claim id order in Table
+        Storage); the cursor is a place in it, so claims deleted meanwhile neither shift nor repeat a page.
+        Raises ``InvalidRequest`` for a cursor the store did not hand out.
+        """
+
+
+class ClaimIndex(Protocol):
+    """Where a store keeps apart what finds claims by source or reference (issue 16)."""
+
+    def flush_index(self) -> None:
+        """Write what the store keeps in memory to find claims by source or reference (issue 16).
+
+        Table Storage keeps the index rows of new claims here, off the claim path; SQLite has nothing to write.
+        Raises ``StoreUnavailable``; what was not written waits for the next call.
+        """
+
+    def repair_index(self, *, received_since: datetime) -> int:
+        """Index every claim first received since ``received_since`` again: the rows an instance that stopped
+        before its flush left out. Idempotent; how many claims it indexed (0 where nothing is kept apart).
+        """
+
+
+class ClaimRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, ClaimIndex, Protocol):
+    """Claims, their history and their fingerprint records: every adapter implements all of it; each service
+    is handed only the groups it uses (issue 23)."""
 
 
 class ConflictRecords(Protocol):
@@ -178,13 +209,17 @@ class StoreMarkRecords(Protocol):
         """Write the store's id once; raises ``ConcurrentUpdate`` when it has one."""
 
 
-class ClaimStore(ClaimRecords, ConflictRecords, InventoryRecords, StoreMarkRecords, Protocol):
-    """One backend holding all four: what bootstrap builds and every adapter implements."""
+class Reachable(Protocol):
+    """Which store it is, and whether it answers (health)."""
 
     kind: str
 
     def ping(self) -> None:
         """Raise ``StoreUnavailable`` if the store cannot be reached."""
+
+
+class ClaimStore(ClaimRecords, ConflictRecords, InventoryRecords, StoreMarkRecords, Reachable, Protocol):
+    """One backend holding all four: what bootstrap builds and every adapter implements."""
 
     def close(self) -> None:
         """Release connections."""

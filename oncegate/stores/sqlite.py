@@ -364,7 +364,12 @@ class SqliteStore:
         return columns.claim_from_row(dict(row), str(row["Version"]))
 
     def update_claim(
-        self, claim: Claim, event: HistoryEvent | None, *, fingerprint: FingerprintRecord | None = None
+        self,
+        claim: Claim,
+        event: HistoryEvent | None,
+        *,
+        fingerprint: FingerprintRecord | None = None,
+        relabelled: bool = False,
     ) -> Claim:
         row = _claim_row(claim)
         assignments = ", ".join(f"{name} = ?" for name in row)

@@ -87,7 +87,7 @@ from oncegate.domain.records import (
     ScopeRecord,
     StoreMarks,
 )
-from oncegate.domain.statuses import ConflictStatus, EventKind
+from oncegate.domain.statuses import ConflictStatus
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreUnavailable
 from oncegate.stores import columns, large_values, table_batch
 from oncegate.stores.columns import Row
@@ -395,7 +395,12 @@ class TableStore:
         return _claim(entity)
 
     def update_claim(
-        self, claim: Claim, event: HistoryEvent | None, *, fingerprint: FingerprintRecord | None = None
+        self,
+        claim: Claim,
+        event: HistoryEvent | None,
+        *,
+        fingerprint: FingerprintRecord | None = None,
+        relabelled: bool = False,
     ) -> Claim:
         """Replace the claim if its ETag is current, with its event and fingerprint record in the same transaction.
 
@@ -415,10 +420,8 @@ class TableStore:
                 if fingerprint is not None:
                     operations.append(_fingerprint_operation(fingerprint))
                 metadata = table_batch.submit_transaction(self._claims, operations)[0]
-        if event is not None and event.kind is EventKind.CLAIM:
-            self._to_index(
-                _claim_index(claim)
-            )  # a new attempt: the only change that may give a claim its source or reference
+        if relabelled:
+            self._to_index(_claim_index(claim))
         return columns.claim_from_row(columns.claim_to_row(claim), _etag(metadata))
 
     def get_fingerprints(self, claim_id: str, fingerprints: Collection[str]) -> list[FingerprintRecord]:

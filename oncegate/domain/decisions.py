@@ -1,6 +1,8 @@
-"""The contract's decision table as one pure function: the stored claim, the caller's intent and now in,
-the decision and the change to make out. Beside it, :func:`settle`: a reviewer's settlement of an
-attempt in doubt, in the same shape.
+"""The contract's decision table as one pure function, :func:`check_and_claim`: the stored claim (or none),
+the caller's intent and now, what the inventory says of the flow and what reviewers decided, in; the
+decision and the exact claim to write, out. :func:`decide` is its part for a claim that exists, and
+:func:`first_claim` and :func:`taken_over` the records it writes. Beside it, :func:`settle`: a
+reviewer's settlement of an attempt in doubt, in the same shape.
 
 The claim service does only the I/O around it: it reads the claim (and, on a fingerprint mismatch,
 what reviewers decided about that fingerprint), calls :func:`decide`, and writes what the verdict
@@ -12,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -25,7 +27,13 @@ MAX_RETRY_AFTER_SECONDS = 60
 
 @dataclass(frozen=True)
 class Intent:
-    """What a run asks: its run id and flow, its business data's fingerprint (as the claim's secret keys it)."""
+    """What a run asks: its run id and flow, its business data's fingerprint (as the claim's secret keys it).
+
+    The fields after ``signed_in`` are what a claim the answer grants is made of: the claim id and the
+    secret's check value it was made with, the lease, the grant's id (random, so drawn by the caller:
+    this function stays pure), the source system and reference, and ``stamp``, when the answer was
+    decided (``now``, or just after the claim it was decided on was written: see the service).
+    """
 
     run_id: str
     flow: Flow | None
@@ -33,6 +41,18 @@ class Intent:
     now: datetime
     # Who signed in (Entra ID), as the claim's secret digests it; None with function keys.
     signed_in: str | None = None
+    claim_id: str = ""
+    scope: str = ""
+    key_id: str | None = None
+    lease: timedelta = timedelta(seconds=300)
+    grant_id: str = ""
+    source: str | None = None
+    reference: str | None = None
+    stamp: datetime | None = None
+
+    @property
+    def decided_at(self) -> datetime:
+        return self.stamp or self.now
 
     def is_holder_of(self, claim: Claim) -> bool:
         """Whether this is the very run that holds the claim, asking again because its answer was lost.
@@ -56,13 +76,18 @@ class Change(StrEnum):
     """What the service writes for a verdict, besides the history line every answer leaves."""
 
     NONE = "none"
+    NEW_CLAIM = "new_claim"  # a key never seen: its first claim is inserted
     NEW_ATTEMPT = "new_attempt"  # the run takes the claim over: a new attempt, grant and lease
     OPEN_CONFLICT = "open_conflict"  # the conflict queue gets (or finds) this fingerprint's conflict
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A decision, how the request was recognised (the history line) and what to tell the run."""
+    """A decision, how the request was recognised (the history line) and what to tell the run.
+
+    ``record`` is the exact claim to write: a new key's first claim, or the claim taken over by a new
+    attempt; None when the claim stays as it is.
+    """
 
     decision: Decision
     recognised_by: str
@@ -71,11 +96,87 @@ class Verdict:
     # The attempt a reconcile looks up: the one taken over, or the one the holder was granted to reconcile.
     reconciles: EarlierAttempt | None = None
     retry_after_seconds: int | None = None
+    record: Claim | None = None
 
     @property
     def grants(self) -> bool:
         """Whether the answer hands the run the claim token: a new attempt, or the current one again."""
         return self.decision in (Decision.PROCEED, Decision.RECONCILE)
+
+
+def check_and_claim(
+    claim: Claim | None, intent: Intent, records: Collection[FingerprintRecord] = (), *, refusal: str | None = None
+) -> Verdict:
+    """The whole of Check and claim's table: the stored claim (or None for a key never seen), the run's intent,
+    the inventory's refusal of its flow (None when it may claim) and what reviewers decided about its
+    fingerprint, in; the verdict and the exact claim to write, out.
+    """
+    if refusal is not None:
+        # Before any claim is made or taken over: a disabled or unregistered flow changes nothing.
+        return Verdict(Decision.BLOCKED, refusal, refusal)
+    if claim is None:
+        reason = "First time this key is seen: do the side effect."
+        return Verdict(
+            Decision.PROCEED,
+            "No claim existed for this key: first attempt.",
+            reason,
+            Change.NEW_CLAIM,
+            record=first_claim(intent),
+        )
+    verdict = decide(claim, intent, records)
+    if verdict.change is Change.NEW_ATTEMPT:
+        return replace(verdict, record=taken_over(claim, intent, verdict.reconciles))
+    return verdict
+
+
+def first_claim(intent: Intent) -> Claim:
+    """A new key's claim: attempt 1, in progress, its lease running from when the run asked."""
+    return Claim(
+        claim_id=intent.claim_id,
+        scope=intent.scope,
+        status=ClaimStatus.IN_PROGRESS,
+        attempt=1,
+        fingerprint=intent.fingerprint.keyed if intent.fingerprint else None,
+        grant_id=intent.grant_id,
+        granted_to=intent.signed_in,
+        run_id=intent.run_id,
+        flow=intent.flow,
+        first_received_at=intent.now,
+        last_attempt_at=intent.now,
+        updated_at=intent.now,
+        lease_expires_at=intent.now + intent.lease,
+        source=intent.source,
+        reference=intent.reference,
+        key_id=intent.key_id,
+    )
+
+
+def taken_over(claim: Claim, intent: Intent, reconciles: EarlierAttempt | None) -> Claim:
+    """The claim as a new attempt takes it over: what the earlier attempt left (its result, error, grant) is
+    cleared; the first source and reference named are kept (a claim without them takes this run's)."""
+    return replace(
+        claim,
+        status=ClaimStatus.IN_PROGRESS,
+        attempt=claim.attempt + 1,
+        fingerprint=(intent.fingerprint.keyed if intent.fingerprint else None) or claim.fingerprint,
+        grant_id=intent.grant_id,
+        granted_to=intent.signed_in,
+        legacy_token=None,
+        run_id=intent.run_id,
+        flow=intent.flow,
+        last_attempt_at=intent.decided_at,
+        updated_at=intent.decided_at,
+        lease_expires_at=intent.now + intent.lease,
+        target_record_id=None,
+        data=None,
+        completed_at=None,
+        error=None,
+        retryable=None,
+        reconciling=reconciles,
+        released_in_doubt=False,
+        source=claim.source or intent.source,
+        reference=claim.reference or intent.reference,
+    )
 
 
 def needs_fingerprint_records(claim: Claim, fingerprint: Fingerprint | None) -> bool:

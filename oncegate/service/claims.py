@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from oncegate import __version__
-from oncegate.domain.decisions import Change, Verdict, decide, needs_fingerprint_records
+from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records
 from oncegate.domain.keys import normalise_scope, normalise_source
 from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent
 from oncegate.domain.statuses import (
@@ -97,22 +97,23 @@ class ClaimService:
         self._core.inventory.answered(caller.scope, caller.flow, answer.decision, caller.now)
         return answer
 
-    def _refused(self, caller: Caller, reason: str) -> ClaimResponse:
+    def _refused(self, caller: Caller, refusal: str) -> ClaimResponse:
         """Blocked by the inventory before any claim is made or taken over; an existing claim's history says why."""
         found = self._core.find(caller.identities)
+        verdict = check_and_claim(found[0] if found else None, caller.intent(), refusal=refusal)
         if found is None:
             return ClaimResponse(
-                decision=Decision.BLOCKED,
+                decision=verdict.decision,
                 claim_id=caller.claim_id,
                 status=AnswerStatus.NONE,
                 attempt=0,
-                reason=reason,
+                reason=verdict.reason,
                 warnings=caller.warnings,
             )
         claim, identity = found
         caller = replace(caller.as_(identity), decided_at=self._core.decided_at(claim, caller.now))
-        self._answered(claim, caller, Decision.BLOCKED, reason)
-        return self._answer(Decision.BLOCKED, claim, caller, reason)
+        self._answered(claim, caller, verdict.decision, verdict.recognised_by)
+        return self._answer(verdict.decision, claim, caller, verdict.reason)
 
     def _caller(self, request: ClaimRequest) -> Caller:
         identities, scope, warnings = self._core.identify(request)
@@ -142,25 +143,10 @@ class ClaimService:
         found = self._core.find(caller.older_identities)
         if found is not None:
             return self._decide(found[0], caller.as_(found[1]))
-        claim = Claim(
-            claim_id=caller.claim_id,
-            scope=caller.scope,
-            status=ClaimStatus.IN_PROGRESS,
-            attempt=1,
-            fingerprint=keyed(caller.fingerprint),
-            grant_id=new_grant_id(),
-            granted_to=caller.granted_to,
-            run_id=caller.run_id,
-            flow=caller.flow,
-            first_received_at=caller.now,
-            last_attempt_at=caller.now,
-            updated_at=caller.now,
-            lease_expires_at=caller.lease_expires_at,
-            source=caller.source,
-            reference=caller.reference,
-            key_id=caller.hasher.key_id,
-        )
-        event = self._claim_event(claim, caller, Decision.PROCEED, "No claim existed for this key: first attempt.")
+        verdict = check_and_claim(None, caller.intent(grant_id=new_grant_id()))
+        claim = verdict.record
+        assert claim is not None, "a new key's verdict carries its first claim"
+        event = self._claim_event(claim, caller, verdict.decision, verdict.recognised_by)
         try:
             stored = self._core.counted(None, self._store.create_claim(claim, event))
         except AlreadyExists as exc:
@@ -172,7 +158,7 @@ class ClaimService:
             return self._withdrawn(stored, caller)
         if caller.source is not None:
             self._core.inventory.source_claimed(caller.scope, caller.flow, caller.source)
-        return self._granted(Decision.PROCEED, stored, caller, "First time this key is seen: do the side effect.")
+        return self._granted(verdict.decision, stored, caller, verdict.reason)
 
     def _withdrawn(self, made: Claim, caller: Caller) -> ClaimResponse:
         """During a rotation, a claim made while another secret's claim of the key exists is withdrawn.
@@ -205,7 +191,7 @@ class ClaimService:
             assert caller.fingerprint is not None
             forms = (caller.fingerprint.keyed, caller.fingerprint.plain)
             records = self._store.get_fingerprints(claim.claim_id, forms)
-        verdict = decide(claim, caller.intent, records)
+        verdict = check_and_claim(claim, caller.intent(grant_id=new_grant_id()), records)
         if verdict.change is Change.OPEN_CONFLICT:
             return self._conflict(claim, caller, verdict)
         if verdict.change is Change.NEW_ATTEMPT:
@@ -229,31 +215,8 @@ class ClaimService:
 
     def _take_over(self, claim: Claim, caller: Caller, verdict: Verdict) -> ClaimResponse:
         """A new attempt for this run: proceed, or reconcile the attempt it takes over."""
-        attempt = claim.attempt + 1
-        renewed = replace(
-            claim,
-            status=ClaimStatus.IN_PROGRESS,
-            attempt=attempt,
-            fingerprint=keyed(caller.fingerprint) or claim.fingerprint,
-            grant_id=new_grant_id(),
-            granted_to=caller.granted_to,
-            legacy_token=None,
-            run_id=caller.run_id,
-            flow=caller.flow,
-            last_attempt_at=caller.stamp,
-            updated_at=caller.stamp,
-            lease_expires_at=caller.lease_expires_at,
-            target_record_id=None,
-            data=None,
-            completed_at=None,
-            error=None,
-            retryable=None,
-            reconciling=verdict.reconciles,
-            released_in_doubt=False,
-            # The first source and reference named are kept; a claim without them takes this run's.
-            source=claim.source or caller.source,
-            reference=claim.reference or caller.reference,
-        )
+        renewed = verdict.record
+        assert renewed is not None, "a new attempt's verdict carries the claim taken over"
         event = self._claim_event(renewed, caller, verdict.decision, verdict.recognised_by)
         if verdict.reconciles is not None:
             event = replace(event, details={"reconciles": {"attempt": verdict.reconciles.attempt}})

@@ -180,10 +180,22 @@ class Caller:
         differs = self.source is not None and claim.source is not None and claim.source != self.source
         return [SOURCE_DIFFERS] if differs else []
 
-    @property
-    def intent(self) -> Intent:
+    def intent(self, *, grant_id: str = "") -> Intent:
+        """What the decision table reads of this request; ``grant_id`` names the grant a new attempt would get."""
         return Intent(
-            run_id=self.run_id, flow=self.flow, fingerprint=self.fingerprint, now=self.now, signed_in=self.granted_to
+            run_id=self.run_id,
+            flow=self.flow,
+            fingerprint=self.fingerprint,
+            now=self.now,
+            signed_in=self.granted_to,
+            claim_id=self.claim_id,
+            scope=self.scope,
+            key_id=self.hasher.key_id,
+            lease=self.lease,
+            grant_id=grant_id,
+            source=self.source,
+            reference=self.reference,
+            stamp=self.decided_at,
         )
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oncegate.domain.decisions import Intent, decide
+from oncegate.domain.decisions import Change, Intent, check_and_claim, decide
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow
 from oncegate.domain.statuses import ClaimStatus, Decision, Outcome
@@ -100,3 +100,93 @@ def test_the_decision_function_agrees_with_the_model(expected: ExpectedClaim, ru
     verdict = decide(claim, intent, records)
 
     assert verdict.decision is modelled, (claim, intent, records)
+
+
+# -- the whole of Check and claim: new keys, refusals and the exact record to write (issue 23) -----------
+
+SIGNED_IN = st.sampled_from([None, HASHER.signed_in_digest("ana@contoso.com")])
+
+
+@st.composite
+def intents(draw: st.DrawFn) -> Intent:
+    """Any request: with or without a flow or business data, signed in or not, any lease, source and reference."""
+    run_id = draw(st.sampled_from(sorted(RUNS)))
+    run = RUNS[run_id]
+    version = draw(st.sampled_from([None, *VERSIONS]))
+    return Intent(
+        run_id=run_id,
+        flow=draw(st.sampled_from([Flow(run.flow.name, run.flow.environment), None])),
+        fingerprint=HASHER.fingerprint(supplied=version, payload=None) if version else None,
+        now=NOW,
+        signed_in=draw(SIGNED_IN),
+        claim_id="c",
+        scope="erp",
+        key_id="k1",
+        lease=timedelta(seconds=draw(st.integers(15, 86400))),
+        grant_id=draw(st.sampled_from(["g-new", "g-other"])),
+        source=draw(st.sampled_from([None, "shop-eu"])),
+        reference=draw(st.sampled_from([None, "SO-1"])),
+        stamp=NOW + timedelta(microseconds=draw(st.integers(0, 5))),
+    )
+
+
+@given(intent=intents())
+def test_a_new_key_proceeds_with_its_first_claim_made_from_the_request(intent: Intent) -> None:
+    verdict = check_and_claim(None, intent)
+
+    assert (verdict.decision, verdict.change) == (Decision.PROCEED, Change.NEW_CLAIM)
+    record = verdict.record
+    assert record is not None
+    assert (record.claim_id, record.scope, record.status, record.attempt) == ("c", "erp", ClaimStatus.IN_PROGRESS, 1)
+    assert record.fingerprint == (intent.fingerprint.keyed if intent.fingerprint else None)
+    assert (record.grant_id, record.granted_to, record.key_id) == (intent.grant_id, intent.signed_in, "k1")
+    assert (record.run_id, record.flow, record.source, record.reference) == (
+        intent.run_id,
+        intent.flow,
+        intent.source,
+        intent.reference,
+    )
+    assert record.first_received_at == record.updated_at == NOW
+    assert record.lease_expires_at == NOW + intent.lease
+
+
+@given(expected=states(), intent=intents(), refusal=st.sampled_from([None, "Flow 'x' is disabled."]))
+def test_every_verdict_says_exactly_what_to_write(expected: ExpectedClaim, intent: Intent, refusal: str | None) -> None:
+    claim, records = _claim(expected) if expected.status is not None else (None, [])
+    claim = replace(claim, source="shop-us", target_record_id="ERP-9", data={"n": 1}) if claim else None
+
+    verdict = check_and_claim(claim, intent, records, refusal=refusal)
+
+    if refusal is not None:
+        # The inventory refuses before any claim is made or taken over.
+        assert (verdict.decision, verdict.change, verdict.record) == (Decision.BLOCKED, Change.NONE, None)
+        return
+    if claim is None:
+        assert verdict.change is Change.NEW_CLAIM
+        return
+    assert verdict == replace(decide(claim, intent, records), record=verdict.record)
+    if verdict.change is not Change.NEW_ATTEMPT:
+        assert verdict.record is None
+        return
+    record = verdict.record
+    assert record is not None
+    assert (record.status, record.attempt, record.grant_id) == (
+        ClaimStatus.IN_PROGRESS,
+        claim.attempt + 1,
+        intent.grant_id,
+    )
+    assert (record.run_id, record.flow, record.granted_to) == (intent.run_id, intent.flow, intent.signed_in)
+    # What the earlier attempt left is cleared; the first source named is kept, the first reference too.
+    assert (record.target_record_id, record.data, record.error, record.retryable) == (None, None, None, None)
+    assert (record.source, record.reference) == ("shop-us", claim.reference or intent.reference)
+    assert record.lease_expires_at == NOW + intent.lease
+    assert record.updated_at == intent.decided_at
+    assert record.reconciling == verdict.reconciles
+    assert (verdict.decision is Decision.RECONCILE) == (verdict.reconciles is not None)
+    expected_fingerprint = intent.fingerprint.keyed if intent.fingerprint else claim.fingerprint
+    assert record.fingerprint == expected_fingerprint
+    assert (record.claim_id, record.first_received_at, record.key_id) == (
+        claim.claim_id,
+        claim.first_received_at,
+        claim.key_id,
+    )

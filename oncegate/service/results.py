@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from oncegate.domain.decisions import Refusal, Settlement, in_doubt, settle
 from oncegate.domain.records import Claim
@@ -18,6 +18,7 @@ from oncegate.domain.statuses import (
     Outcome,
     SettledOutcome,
 )
+from oncegate.domain.transitions import Result, Transition, extended, recorded, released
 from oncegate.errors import (
     InvalidRequest,
     StateConflict,
@@ -106,116 +107,53 @@ class ResultService:
 
     def _record(self, claim: Claim, request: RecordResultRequest, now: datetime) -> Claim:
         now = self._core.decided_at(claim, now)  # its history line stands after the claim it was decided on
-        if self._same_result(claim, request):
-            return claim
-        if claim.status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
-            raise StateConflict(
-                "stale_claim",
-                f"Attempt {claim.attempt} already ended as {claim.status.value}; "
-                "only the same result may be sent again.",
-                target="outcome",
-            )
-        succeeded = request.outcome is Outcome.SUCCEEDED
-        failed = request.outcome is Outcome.FAILED
-        recorded = replace(
-            claim,
-            status=ClaimStatus(request.outcome.value),
+        result = Result(
+            outcome=request.outcome,
             target_record_id=request.target_record_id,
             data=request.data,
-            completed_at=now if succeeded else None,
             error=request.error,
-            retryable=request.retryable if failed else None,
-            # A failure for good waits for a review of its own: an earlier reviewer saw another attempt.
-            reviewer=None if failed and not request.retryable else claim.reviewer,
-            lease_expires_at=None,
-            updated_at=now,
+            retryable=request.retryable,
         )
-        details = {
-            "targetRecordId": request.target_record_id,
-            "data": request.data,
-            "error": request.error,
-            "retryable": request.retryable if failed else None,
-        }
-        target = f" (target record {request.target_record_id})" if request.target_record_id else ""
-        event = self._core.event(
-            claim,
-            EventKind.RESULT,
-            request.outcome.value,
-            f"Run {claim.run_id} recorded {request.outcome.value}{target}.",
-            at=now,
-            run_id=claim.run_id,
-            flow=claim.flow,
-            fingerprint=claim.fingerprint,
-            details={name: value for name, value in details.items() if value is not None},
-        )
-        return self._core.counted(claim, self._store.update_claim(recorded, event))
-
-    @staticmethod
-    def _same_result(claim: Claim, request: RecordResultRequest) -> bool:
-        return (
-            claim.status.value == request.outcome.value
-            and claim.target_record_id == request.target_record_id
-            and claim.data == request.data
-            and claim.error == request.error
-            and (request.outcome is not Outcome.FAILED or claim.retryable == request.retryable)
-        )
+        change = recorded(claim, result, now)
+        return self._written(claim, change, EventKind.RESULT, now, details=result.details, fingerprint=True)
 
     def _release(self, claim: Claim, request: ReleaseRequest, now: datetime) -> Claim:
         now = self._core.decided_at(claim, now)
-        if claim.status is ClaimStatus.RELEASED or claim.released_in_doubt:
-            return claim
-        self._require_in_progress(claim, "released")
-        reason = request.reason or "no reason given"
-        doubted = claim.reconciling
-        if doubted is None:
-            released = replace(claim, status=ClaimStatus.RELEASED, lease_expires_at=None, updated_at=now)
-            recognised = f"Run {claim.run_id} released the claim before any side effect: {reason}."
-        else:
-            # This run did nothing, but the attempt it was reconciling may have: the doubt stays, so the
-            # next run is told reconcile again, never proceed.
-            released = replace(
-                claim,
-                status=ClaimStatus.UNKNOWN,
-                lease_expires_at=None,
-                updated_at=now,
-                error=f"Released while reconciling: attempt {doubted.attempt}'s outcome is still unknown.",
-                released_in_doubt=True,
-            )
-            recognised = (
-                f"Run {claim.run_id} released the claim while reconciling ({reason}); the outcome of attempt "
-                f"{doubted.attempt} is still unknown, so the next run reconciles."
-            )
-        event = self._core.event(
-            claim,
-            EventKind.RELEASE,
-            released.status.value,
-            recognised,
-            at=now,
-            run_id=claim.run_id,
-            flow=claim.flow,
-            details={"reason": request.reason} if request.reason else {},
-        )
-        return self._core.counted(claim, self._store.update_claim(released, event))
+        change = released(claim, request.reason, now)
+        details = {"reason": request.reason} if request.reason else {}
+        return self._written(claim, change, EventKind.RELEASE, now, details=details)
 
     def _extend_lease(self, claim: Claim, request: HeartbeatRequest, now: datetime) -> Claim:
-        self._require_in_progress(claim, "extended by a heartbeat")
         lease = timedelta(seconds=request.lease_seconds or self._core.inventory.lease_seconds(claim.scope))
-        # No history line, so no stamp; but UpdatedAt never goes back, or a later answer's stamp could (issue 22).
-        extended = replace(claim, lease_expires_at=now + lease, updated_at=max(now, claim.updated_at))
-        stored = self._store.update_claim(extended, None)
+        stored = self._store.update_claim(extended(claim, lease, now).record, None)
         self._core.recent.remember(stored)
         return stored
 
-    @staticmethod
-    def _require_in_progress(claim: Claim, verb: str) -> None:
-        if claim.status is not ClaimStatus.IN_PROGRESS:
-            raise StateConflict(
-                "stale_claim",
-                f"Attempt {claim.attempt} already ended as {claim.status.value}; it can no longer be {verb}.",
-                target="claimToken",
-            )
-
-    # -- Reviewing a failure, or settling an attempt in doubt ---------------------------------
+    def _written(
+        self,
+        claim: Claim,
+        change: Transition,
+        kind: EventKind,
+        now: datetime,
+        *,
+        details: dict[str, Any],
+        fingerprint: bool = False,
+    ) -> Claim:
+        """The transition's claim written with its history line (nothing written for a no-op)."""
+        if not change.changes(claim):
+            return claim
+        event = self._core.event(
+            claim,
+            kind,
+            change.outcome,
+            change.recognised_by,
+            at=now,
+            run_id=claim.run_id,
+            flow=claim.flow,
+            fingerprint=claim.fingerprint if fingerprint else None,
+            details=details,
+        )
+        return self._core.counted(claim, self._store.update_claim(change.record, event))
 
     def review(self, claim_id: str, request: ReviewClaimRequest) -> ClaimView:
         """Acknowledge a failure that is not retryable, or, with an outcome, settle an attempt in doubt.

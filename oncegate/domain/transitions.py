@@ -1,0 +1,142 @@
+"""The changes a claim goes through after Check and claim, each a pure function beside the decision table.
+
+Each takes the stored claim, what the run (or reviewer) reports and when, and returns the
+:class:`Transition`: the exact claim to write and the history line that says why, or the claim
+itself when the request changes nothing (the same result sent again). A request that does not fit
+the claim's state raises ``StateConflict``. The result service only reads, calls, writes and retries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from oncegate.domain.records import Claim
+from oncegate.domain.statuses import ClaimStatus, Outcome
+from oncegate.errors import StateConflict
+
+# The error text of a release made while reconciling; rows of schema 1 were read back by it (see the stores).
+RELEASED_IN_DOUBT = "Released while reconciling:"
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a run reports of its side effect (Record result), in the domain's words."""
+
+    outcome: Outcome
+    target_record_id: str | None = None
+    data: Any = None
+    error: str | None = None
+    retryable: bool | None = None
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """What the history line keeps of it: the fields given (``retryable`` only for a failure)."""
+        failed = self.outcome is Outcome.FAILED
+        kept = {
+            "targetRecordId": self.target_record_id,
+            "data": self.data,
+            "error": self.error,
+            "retryable": self.retryable if failed else None,
+        }
+        return {name: value for name, value in kept.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Transition:
+    """The claim to write (``record is claim``: nothing to write) and its history line."""
+
+    record: Claim
+    outcome: str = ""
+    recognised_by: str = ""
+
+    def changes(self, claim: Claim) -> bool:
+        return self.record is not claim
+
+
+def _require_in_progress(claim: Claim, verb: str) -> None:
+    if claim.status is not ClaimStatus.IN_PROGRESS:
+        raise StateConflict(
+            "stale_claim",
+            f"Attempt {claim.attempt} already ended as {claim.status.value}; it can no longer be {verb}.",
+            target="claimToken",
+        )
+
+
+def _same_result(claim: Claim, result: Result) -> bool:
+    return (
+        claim.status.value == result.outcome.value
+        and claim.target_record_id == result.target_record_id
+        and claim.data == result.data
+        and claim.error == result.error
+        and (result.outcome is not Outcome.FAILED or claim.retryable == result.retryable)
+    )
+
+
+def recorded(claim: Claim, result: Result, now: datetime) -> Transition:
+    """Record result: the attempt ends as the run says; the same result again is a no-op."""
+    if _same_result(claim, result):
+        return Transition(claim)
+    if claim.status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
+        raise StateConflict(
+            "stale_claim",
+            f"Attempt {claim.attempt} already ended as {claim.status.value}; only the same result may be sent again.",
+            target="outcome",
+        )
+    succeeded = result.outcome is Outcome.SUCCEEDED
+    failed = result.outcome is Outcome.FAILED
+    record = replace(
+        claim,
+        status=ClaimStatus(result.outcome.value),
+        target_record_id=result.target_record_id,
+        data=result.data,
+        completed_at=now if succeeded else None,
+        error=result.error,
+        retryable=result.retryable if failed else None,
+        # A failure for good waits for a review of its own: an earlier reviewer saw another attempt.
+        reviewer=None if failed and not result.retryable else claim.reviewer,
+        lease_expires_at=None,
+        updated_at=now,
+    )
+    target = f" (target record {result.target_record_id})" if result.target_record_id else ""
+    return Transition(record, result.outcome.value, f"Run {claim.run_id} recorded {result.outcome.value}{target}.")
+
+
+def released(claim: Claim, reason: str | None, now: datetime) -> Transition:
+    """Release: the run gives the claim up before any side effect; released again is a no-op.
+
+    A run that was reconciling did nothing, but the attempt it reconciled may have: the claim stays in
+    doubt (``unknown``), so the next run is told reconcile again, never proceed.
+    """
+    if claim.status is ClaimStatus.RELEASED or claim.released_in_doubt:
+        return Transition(claim)
+    _require_in_progress(claim, "released")
+    why = reason or "no reason given"
+    doubted = claim.reconciling
+    if doubted is None:
+        record = replace(claim, status=ClaimStatus.RELEASED, lease_expires_at=None, updated_at=now)
+        return Transition(
+            record, record.status.value, f"Run {claim.run_id} released the claim before any side effect: {why}."
+        )
+    record = replace(
+        claim,
+        status=ClaimStatus.UNKNOWN,
+        lease_expires_at=None,
+        updated_at=now,
+        error=f"{RELEASED_IN_DOUBT} attempt {doubted.attempt}'s outcome is still unknown.",
+        released_in_doubt=True,
+    )
+    return Transition(
+        record,
+        record.status.value,
+        f"Run {claim.run_id} released the claim while reconciling ({why}); the outcome of attempt "
+        f"{doubted.attempt} is still unknown, so the next run reconciles.",
+    )
+
+
+def extended(claim: Claim, lease: timedelta, now: datetime) -> Transition:
+    """Heartbeat: the holder's lease runs ``lease`` from now. No history line; ``updated_at`` never goes back,
+    or a later answer's time could stand before this change (issue 22)."""
+    _require_in_progress(claim, "extended by a heartbeat")
+    return Transition(replace(claim, lease_expires_at=now + lease, updated_at=max(now, claim.updated_at)))

@@ -140,3 +140,97 @@ def extended(claim: Claim, lease: timedelta, now: datetime) -> Transition:
     or a later answer's time could stand before this change (issue 22)."""
     _require_in_progress(claim, "extended by a heartbeat")
     return Transition(replace(claim, lease_expires_at=now + lease, updated_at=max(now, claim.updated_at)))
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What a reviewer found in the target system about an attempt whose outcome is in doubt.
+
+    ``attempt`` is the attempt the reviewer looked at: a run that took the claim over since made a
+    new one, and the reviewer's finding is not about it. ``outcome`` is succeeded (the target system
+    holds ``target_record_id``) or failed (it holds nothing: the next run may do the side effect).
+    """
+
+    reviewer: str
+    attempt: int
+    outcome: Outcome
+    now: datetime
+    target_record_id: str | None = None
+    data: Any = None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a settlement is refused, saying what to do, and the field it is about.
+
+    ``busy``: a run holds the lease (``claim_busy``); otherwise the attempt is not the one looked at,
+    or it ended (``stale_claim``).
+    """
+
+    message: str
+    target: str
+    busy: bool = False
+
+
+def in_doubt(claim: Claim, now: datetime) -> bool:
+    """Whether nobody can say what the claim's attempt did: ``unknown``, or ``in_progress`` past its lease."""
+    if claim.status is ClaimStatus.UNKNOWN:
+        return True
+    lease = claim.lease_expires_at
+    return claim.status is ClaimStatus.IN_PROGRESS and (lease is None or lease <= now)
+
+
+def settle(claim: Claim, settlement: Settlement) -> Claim | Refusal:
+    """The claim as the reviewer's settlement leaves it, the very ``claim`` when it already is, or why not.
+
+    Only an attempt in doubt is settled, and only the attempt the reviewer looked at: a live lease may
+    still end in the run's own result, and an attempt that ended has its result already.
+    """
+    if claim.attempt != settlement.attempt:
+        return Refusal(
+            f"The claim is at attempt {claim.attempt}, not the attempt {settlement.attempt} you looked at: a run "
+            "took it over since. Read the claim again; settle only what its current attempt did.",
+            "attempt",
+        )
+    if _settled_so(claim, settlement):
+        return claim
+    if claim.status is ClaimStatus.IN_PROGRESS and not in_doubt(claim, settlement.now):
+        lease = claim.lease_expires_at.isoformat() if claim.lease_expires_at else "(none)"
+        return Refusal(
+            f"Run {claim.run_id} holds the lease of attempt {claim.attempt} until {lease} and may still record its "
+            "result: settle it only once the lease has run out.",
+            "claimId",
+            busy=True,
+        )
+    if not in_doubt(claim, settlement.now):
+        return Refusal(
+            f"Attempt {claim.attempt} already ended as {claim.status.value}: only an attempt in doubt (in_progress "
+            "past its lease, or unknown) is settled.",
+            "outcome",
+        )
+    succeeded = settlement.outcome is Outcome.SUCCEEDED
+    return replace(
+        claim,
+        status=ClaimStatus(settlement.outcome.value),
+        target_record_id=settlement.target_record_id,
+        data=settlement.data,
+        completed_at=settlement.now if succeeded else None,
+        # Found not done: the next run may do the side effect, as after any failure that may be retried.
+        error=None if succeeded else f"Reviewer {settlement.reviewer} found that attempt {claim.attempt} did nothing.",
+        retryable=None if succeeded else True,
+        reviewer=settlement.reviewer,
+        lease_expires_at=None,
+        reconciling=None,
+        released_in_doubt=False,
+        updated_at=settlement.now,
+    )
+
+
+def _settled_so(claim: Claim, settlement: Settlement) -> bool:
+    """Whether this reviewer already settled the attempt this way (the answer to the first request was lost)."""
+    return (
+        claim.reviewer == settlement.reviewer
+        and claim.status.value == settlement.outcome.value
+        and claim.target_record_id == settlement.target_record_id
+        and claim.data == settlement.data
+    )

@@ -10,7 +10,6 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from oncegate.domain.decisions import Refusal, Settlement, in_doubt, settle
 from oncegate.domain.records import Claim
 from oncegate.domain.statuses import (
     ClaimStatus,
@@ -18,7 +17,17 @@ from oncegate.domain.statuses import (
     Outcome,
     SettledOutcome,
 )
-from oncegate.domain.transitions import Result, Transition, extended, recorded, released
+from oncegate.domain.transitions import (
+    Refusal,
+    Result,
+    Settlement,
+    Transition,
+    extended,
+    in_doubt,
+    recorded,
+    released,
+    settle,
+)
 from oncegate.errors import (
     InvalidRequest,
     StateConflict,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from oncegate.domain.decisions import Refusal, Settlement, settle
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome
+from oncegate.domain.transitions import Refusal, Settlement, settle
 from oncegate.errors import InvalidRequest, StateConflict
 from oncegate.models import ClaimResponse, ClaimView, ListClaimsQuery, ReviewClaimRequest
 from tests.conftest import FakeClock

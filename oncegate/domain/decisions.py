@@ -2,7 +2,8 @@
 the caller's intent and now, what the inventory says of the flow and what reviewers decided, in; the
 decision and the exact claim to write, out. :func:`decide` is its part for a claim that exists, and
 :func:`first_claim` and :func:`taken_over` the records it writes. What a claim goes through after it
-(results, releases, heartbeats, a reviewer's settlement) is in :mod:`oncegate.domain.transitions`.
+(results, releases, heartbeats, a reviewer's settlement, a conflict's resolution) is in
+:mod:`oncegate.domain.transitions`.
 
 The claim service does only the I/O around it: it reads the claim (and, on a fingerprint mismatch,
 what reviewers decided about that fingerprint), calls :func:`check_and_claim`, and writes what the verdict

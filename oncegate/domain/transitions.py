@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from oncegate.domain.records import Claim
-from oncegate.domain.statuses import ClaimStatus, Outcome
+from oncegate.domain.records import Claim, Conflict, FingerprintRecord
+from oncegate.domain.statuses import ClaimStatus, Outcome, Resolution
 from oncegate.errors import StateConflict
 
 # The error text of a release made while reconciling; rows of schema 1 were read back by it (see the stores).
@@ -234,3 +234,81 @@ def _settled_so(claim: Claim, settlement: Settlement) -> bool:
         and claim.target_record_id == settlement.target_record_id
         and claim.data == settlement.data
     )
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A reviewer's resolution of a conflict as it changes the claim: the claim and fingerprint record to write
+    in one commit, and the history line (its text and details)."""
+
+    record: Claim
+    fingerprint: FingerprintRecord
+    recognised_by: str
+    details: dict[str, Any]
+
+
+EXPLANATIONS = {
+    Resolution.KEEP_ORIGINAL: "the new fingerprint counts as the same intent; its claims are duplicates",
+    Resolution.DISMISS: "closed; the next mismatch opens a new conflict",
+    Resolution.ACCEPT_NEW: "the new fingerprint is now the claim's version; its next claim may proceed",
+}
+
+
+def _require_settled(claim: Claim) -> None:
+    # Accepting a new version while an attempt is running or in doubt would orphan that attempt's result.
+    if claim.status in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
+        raise StateConflict(
+            "claim_busy",
+            f"Attempt {claim.attempt} of this claim is {claim.status.value}: record its result or reconcile it "
+            "before accepting the new version.",
+            target="decision",
+        )
+
+
+def resolution_applied(claim: Claim, conflict: Conflict, record: FingerprintRecord | None, now: datetime) -> Applied:
+    """The resolved ``conflict``'s decision applied to its claim and to its fingerprint's record."""
+    decision = conflict.decision
+    assert decision is not None, "only a resolved conflict is applied"
+    if decision is Resolution.ACCEPT_NEW:
+        _require_settled(claim)
+    base = record or FingerprintRecord(claim_id=claim.claim_id, fingerprint=conflict.fingerprint or "")
+    kept = replace(
+        base,
+        resolved=base.resolved + 1,
+        alias_generation=claim.generation if decision is Resolution.KEEP_ORIGINAL else base.alias_generation,
+        conflict_id=conflict.conflict_id,
+        decision=decision,
+        reviewer=conflict.reviewer,
+        note=conflict.note,
+        resolved_at=conflict.resolved_at or now,
+    )
+    changed = replace(claim, reviewer=conflict.reviewer, updated_at=now)
+    details: dict[str, Any] = {"conflictId": conflict.conflict_id, "note": conflict.note}
+    if decision is Resolution.ACCEPT_NEW:
+        details["previous"] = {
+            "status": claim.status.value,
+            "fingerprint": claim.fingerprint,
+            "targetRecordId": claim.target_record_id,
+            "data": claim.data,
+        }
+        # "Failed, confirmed safe to retry" under the new fingerprint: its next claim proceeds, while the
+        # old version, already done, is a mismatch again (a released claim would let any version through).
+        # A new generation: fingerprints kept as the old version's intent no longer count.
+        changed = replace(
+            changed,
+            status=ClaimStatus.FAILED,
+            retryable=True,
+            error=f"Superseded: reviewer {conflict.reviewer} accepted a new version (conflict "
+            f"{conflict.conflict_id}); its next claim may proceed.",
+            fingerprint=conflict.fingerprint,
+            generation=claim.generation + 1,
+            lease_expires_at=None,
+            target_record_id=None,
+            data=None,
+            completed_at=None,
+        )
+    recognised_by = (
+        f"Reviewer {conflict.reviewer} resolved conflict {conflict.conflict_id} as {decision.value}: "
+        f"{EXPLANATIONS[decision]}."
+    )
+    return Applied(changed, kept, recognised_by, {name: value for name, value in details.items() if value is not None})

@@ -17,13 +17,13 @@ from oncegate.domain.keys import conflict_id as make_conflict_id
 from oncegate.domain.keys import conflict_ids, normalise_scope, normalise_source
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord, Flow
 from oncegate.domain.statuses import (
-    ClaimStatus,
     ConflictSource,
     ConflictStatus,
     Decision,
     EventKind,
     Resolution,
 )
+from oncegate.domain.transitions import resolution_applied
 from oncegate.errors import (
     AlreadyExists,
     InvalidRequest,
@@ -297,79 +297,27 @@ class ConflictService:
             self.apply_resolution(claim, conflict, record, now)
         return conflict
 
-    @staticmethod
-    def _requiresettled(claim: Claim) -> None:
-        # Accepting a new version while an attempt is running or in doubt would orphan that attempt's result.
-        if claim.status in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
-            raise StateConflict(
-                "claim_busy",
-                f"Attempt {claim.attempt} of this claim is {claim.status.value}: record its result or reconcile it "
-                "before accepting the new version.",
-                target="decision",
-            )
-
     def apply_resolution(
         self, claim: Claim, conflict: Conflict, record: FingerprintRecord | None, now: datetime
     ) -> Claim:
         """Write the resolved ``conflict``'s decision to its claim and fingerprint record, in one commit."""
+        now = self._core.decided_at(claim, now)
+        applied = resolution_applied(claim, conflict, record, now)
         decision = conflict.decision
         assert decision is not None, "only a resolved conflict is applied"
-        now = self._core.decided_at(claim, now)
-        if decision is Resolution.ACCEPT_NEW:
-            self._requiresettled(claim)
-        base = record or FingerprintRecord(claim_id=claim.claim_id, fingerprint=conflict.fingerprint or "")
-        kept = replace(
-            base,
-            resolved=base.resolved + 1,
-            alias_generation=claim.generation if decision is Resolution.KEEP_ORIGINAL else base.alias_generation,
-            conflict_id=conflict.conflict_id,
-            decision=decision,
-            reviewer=conflict.reviewer,
-            note=conflict.note,
-            resolved_at=conflict.resolved_at or now,
-        )
-        changed = replace(claim, reviewer=conflict.reviewer, updated_at=now)
-        explanation = {
-            Resolution.KEEP_ORIGINAL: "the new fingerprint counts as the same intent; its claims are duplicates",
-            Resolution.DISMISS: "closed; the next mismatch opens a new conflict",
-            Resolution.ACCEPT_NEW: "the new fingerprint is now the claim's version; its next claim may proceed",
-        }[decision]
-        details: dict[str, Any] = {"conflictId": conflict.conflict_id, "note": conflict.note}
-        if decision is Resolution.ACCEPT_NEW:
-            details["previous"] = {
-                "status": claim.status.value,
-                "fingerprint": claim.fingerprint,
-                "targetRecordId": claim.target_record_id,
-                "data": claim.data,
-            }
-            # "Failed, confirmed safe to retry" under the new fingerprint: its next claim proceeds, while the
-            # old version, already done, is a mismatch again (a released claim would let any version through).
-            # A new generation: fingerprints kept as the old version's intent no longer count.
-            changed = replace(
-                changed,
-                status=ClaimStatus.FAILED,
-                retryable=True,
-                error=f"Superseded: reviewer {conflict.reviewer} accepted a new version (conflict "
-                f"{conflict.conflict_id}); its next claim may proceed.",
-                fingerprint=conflict.fingerprint,
-                generation=claim.generation + 1,
-                lease_expires_at=None,
-                target_record_id=None,
-                data=None,
-                completed_at=None,
-            )
         event = self._core.event(
             claim,
             EventKind.RESOLUTION,
             decision.value,
-            f"Reviewer {conflict.reviewer} resolved conflict {conflict.conflict_id} as {decision.value}: "
-            f"{explanation}.",
+            applied.recognised_by,
             at=now,
             run_id=conflict.run_id,
             flow=conflict.flow,
             fingerprint=conflict.fingerprint,
-            details={name: value for name, value in details.items() if value is not None},
+            details=applied.details,
         )
-        stored = self._core.counted(claim, self._store.update_claim(changed, event, fingerprint=kept))
+        stored = self._core.counted(
+            claim, self._store.update_claim(applied.record, event, fingerprint=applied.fingerprint)
+        )
         logger.info("Conflict %s resolved as %s", conflict.conflict_id, decision.value)
         return stored

@@ -58,7 +58,7 @@ SOURCE_DIFFERS = "source_differs"
 SENSITIVE_KEY = "sensitive_key"
 # How rows of schema 1 kept the reconciling state: the granting event's details, the release's error text.
 LEGACY_LAST_ATTEMPT = "lastAttempt"
-LEGACY_IN_DOUBT = "Released while reconciling:"
+RELEASED_IN_DOUBT = "Released while reconciling:"
 
 
 def utc_now() -> datetime:
@@ -276,7 +276,7 @@ class ClaimsCore:
                 )
                 if grant and event.outcome == Decision.RECONCILE and LEGACY_LAST_ATTEMPT in event.details:
                     reconciling = legacy_earlier_attempt(event.details[LEGACY_LAST_ATTEMPT])
-        in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error or "").startswith(LEGACY_IN_DOUBT)
+        in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error or "").startswith(RELEASED_IN_DOUBT)
         return replace(claim, reconciling=reconciling, released_in_doubt=in_doubt, state_in_history=False)
 
     def decided_at(self, claim: Claim, now: datetime) -> datetime:

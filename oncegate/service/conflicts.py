@@ -292,7 +292,7 @@ class ConflictService:
         return conflict
 
     @staticmethod
-    def _requiresettled(claim: Claim) -> None:
+    def _require_settled(claim: Claim) -> None:
         # Accepting a new version while an attempt is running or in doubt would orphan that attempt's result.
         if claim.status in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
             raise StateConflict(
@@ -310,7 +310,7 @@ class ConflictService:
         assert decision is not None, "only a resolved conflict is applied"
         now = self._core.decided_at(claim, now)
         if decision is Resolution.ACCEPT_NEW:
-            self._requiresettled(claim)
+            self._require_settled(claim)
         base = record or FingerprintRecord(claim_id=claim.claim_id, fingerprint=conflict.fingerprint or "")
         kept = replace(
             base,

@@ -30,6 +30,7 @@ from oncegate.models import (
     ReviewClaimRequest,
 )
 from oncegate.service.common import (
+    RELEASED_IN_DOUBT,
     ClaimsCore,
     settled,
     stale_token_message,
@@ -171,7 +172,7 @@ class ResultService:
                 status=ClaimStatus.UNKNOWN,
                 lease_expires_at=None,
                 updated_at=now,
-                error=f"Released while reconciling: attempt {doubted.attempt}'s outcome is still unknown.",
+                error=f"{RELEASED_IN_DOUBT} attempt {doubted.attempt}'s outcome is still unknown.",
                 released_in_doubt=True,
             )
             recognised = (

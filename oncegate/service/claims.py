@@ -55,7 +55,7 @@ from oncegate.service.common import (
     new_grant_id,
     settled,
 )
-from oncegate.service.conflicts import ConflictService
+from oncegate.service.conflicts import Conflicts
 from oncegate.service.inventory import ANOTHER_FLOW_COPY
 from oncegate.service.views import claim_result, claim_view, flow_ref, history_entry, last_attempt
 
@@ -65,7 +65,7 @@ logger = logging.getLogger(__name__)
 HISTORY_PAGE = 50
 
 
-class ClaimService:
+class Claims:
     """Check and claim, and reading claims back (get and lookup), over the core the other services share.
 
     ``oncegate.bootstrap`` builds it with the other services; results (``oncegate.service.results``)
@@ -73,7 +73,7 @@ class ClaimService:
     opens a conflict through the conflict service when a key comes back with other business data.
     """
 
-    def __init__(self, core: ClaimsCore, conflicts: ConflictService) -> None:
+    def __init__(self, core: ClaimsCore, conflicts: Conflicts) -> None:
         self._core = core
         self._conflicts = conflicts
 

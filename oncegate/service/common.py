@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from oncegate.domain.decisions import Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow, HistoryEvent
-from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitiveKeyPolicy, sensitive_findings
+from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import (
     ClaimStatus,
     Decision,
@@ -202,7 +202,7 @@ class ClaimsCore:
         clock: Callable[[], datetime],
         inventory: Inventory,
         stored_data: StoredDataGuard,
-        sensitive_keys: SensitiveKeyPolicy,
+        sensitive_keys: SensitivePolicy,
     ) -> None:
         self.store = store
         self.safeguard = safeguard
@@ -236,10 +236,10 @@ class ClaimsCore:
         knows what the scope's ids look like where the digits alone cannot tell. ``stores`` says whether
         the request would store anything, which the refusal then says it did not.
         """
-        findings = [] if self.sensitive_keys is SensitiveKeyPolicy.OFF else sensitive_findings(key)
+        findings = [] if self.sensitive_keys is SensitivePolicy.OFF else sensitive_findings(key)
         if findings and self.inventory.declares(scope, key):
             return []
-        if findings and self.sensitive_keys is SensitiveKeyPolicy.REJECT:
+        if findings and self.sensitive_keys is SensitivePolicy.REJECT:
             raise SensitiveKey(_key_refusal(scope, findings, stores=stores), target="key")
         return [SENSITIVE_KEY] if findings else []
 

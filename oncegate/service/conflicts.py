@@ -59,7 +59,7 @@ def outlived(conflict: Conflict, claim: Claim) -> bool:
     return conflict.created_at < claim.first_received_at - OUTLIVED_MARGIN
 
 
-class ConflictService:
+class Conflicts:
     """Open, find, list and resolve conflicts; apply a reviewer's decision to its claim."""
 
     def __init__(self, core: ClaimsCore) -> None:

@@ -41,7 +41,7 @@ from oncegate.service.views import claim_view
 logger = logging.getLogger(__name__)
 
 
-class ResultService:
+class Results:
     """What the run holding a claim reports, and the review a failure for good waits for."""
 
     def __init__(self, core: ClaimsCore) -> None:

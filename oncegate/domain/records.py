@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from oncegate.domain.statuses import (
     ClaimStatus,
-    ConflictSource,
+    ConflictOrigin,
     ConflictStatus,
     EventKind,
     Resolution,
@@ -188,14 +188,14 @@ class HistoryEvent:
 class Conflict:
     """The same key seen with a different fingerprint, waiting for its owner.
 
-    ``source`` says who noticed it; ``source_system`` is the business source the run named (issue 16).
+    ``origin`` says who noticed it; ``source_system`` is the business source the run named (issue 16).
     """
 
     conflict_id: str
     claim_id: str
     scope: str
     status: ConflictStatus
-    source: ConflictSource
+    origin: ConflictOrigin
     fingerprint: str | None
     claim_fingerprint: str | None
     reason: str

@@ -443,7 +443,7 @@ def resolve_conflict(services: Services, request: func.HttpRequest) -> ConflictV
     resolution = signed_reviewer(parse_body(request, ResolveConflictRequest))
     telemetry.describe({telemetry.RESOLUTION: resolution.decision.value})
     conflict = services.conflicts.resolve_conflict(conflict_id, resolution)
-    telemetry.describe({telemetry.SCOPE: conflict.scope, telemetry.SOURCE: conflict.source.value})
+    telemetry.describe({telemetry.SCOPE: conflict.scope, telemetry.ORIGIN: conflict.origin.value})
     return conflict
 
 

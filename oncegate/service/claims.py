@@ -22,7 +22,7 @@ from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, Histo
 from oncegate.domain.statuses import (
     AnswerStatus,
     ClaimStatus,
-    ConflictSource,
+    ConflictOrigin,
     ConflictStatus,
     Decision,
     EventKind,
@@ -263,7 +263,7 @@ class Claims:
         conflict, record = self._conflicts.open_conflict(
             claim,
             keyed(caller.fingerprint),
-            ConflictSource.CLAIM,
+            ConflictOrigin.CLAIM,
             reason,
             caller.run_id,
             caller.flow,

@@ -18,7 +18,7 @@ from oncegate.domain.keys import conflict_ids, normalise_scope, normalise_source
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord, Flow
 from oncegate.domain.statuses import (
     ClaimStatus,
-    ConflictSource,
+    ConflictOrigin,
     ConflictStatus,
     Decision,
     EventKind,
@@ -89,7 +89,7 @@ class Conflicts:
         conflict, record = self.open_conflict(
             claim,
             keyed(fingerprint),
-            ConflictSource.REPORTED,
+            ConflictOrigin.REPORTED,
             request.reason,
             request.run_id,
             flow,
@@ -120,7 +120,7 @@ class Conflicts:
         self,
         claim: Claim,
         fingerprint: str | None,
-        source: ConflictSource,
+        origin: ConflictOrigin,
         reason: str,
         run_id: str,
         flow: Flow | None,
@@ -136,7 +136,7 @@ class Conflicts:
             claim_id=claim.claim_id,
             scope=claim.scope,
             status=ConflictStatus.OPEN,
-            source=source,
+            origin=origin,
             fingerprint=fingerprint,
             claim_fingerprint=claim.fingerprint,
             reason=reason,

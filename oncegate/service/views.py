@@ -91,7 +91,7 @@ def conflict_view(conflict: Conflict) -> ConflictView:
         claim_id=conflict.claim_id,
         scope=conflict.scope,
         status=conflict.status,
-        source=conflict.source,
+        origin=conflict.origin,
         source_system=conflict.source_system,
         fingerprint=conflict.fingerprint,
         claim_fingerprint=conflict.claim_fingerprint,

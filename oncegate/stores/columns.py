@@ -33,7 +33,7 @@ from oncegate.domain.records import (
 )
 from oncegate.domain.statuses import (
     ClaimStatus,
-    ConflictSource,
+    ConflictOrigin,
     ConflictStatus,
     EventKind,
     Resolution,
@@ -338,7 +338,7 @@ def conflict_to_row(conflict: Conflict) -> Row:
         "ClaimId": conflict.claim_id,
         "Scope": conflict.scope,
         "Status": conflict.status.value,
-        "Source": conflict.source.value,
+        "Source": conflict.origin.value,
         "Fingerprint": conflict.fingerprint,
         "ClaimFingerprint": conflict.claim_fingerprint,
         "Reason": conflict.reason,
@@ -346,7 +346,7 @@ def conflict_to_row(conflict: Conflict) -> Row:
         **_flow_columns(conflict.flow),
         "CreatedAt": conflict.created_at,
         "Details": _json_text(conflict.details),
-        # "Source" already says who noticed the conflict (claim or reported).
+        # "Source" already holds who noticed the conflict (its origin: claim or reported), since 0.1.0.
         "SourceSystem": conflict.source_system,
         "Decision": conflict.decision.value if conflict.decision else None,
         "Reviewer": conflict.reviewer,
@@ -362,7 +362,7 @@ def conflict_from_row(row: Row, version: str) -> Conflict:
         claim_id=row["ClaimId"],
         scope=row["Scope"],
         status=ConflictStatus(row["Status"]),
-        source=ConflictSource(row["Source"]),
+        origin=ConflictOrigin(row["Source"]),
         fingerprint=row.get("Fingerprint"),
         claim_fingerprint=row.get("ClaimFingerprint"),
         reason=row["Reason"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oncegate.domain.statuses import ClaimStatus, ConflictSource, ConflictStatus, Decision, EventKind, Resolution
+from oncegate.domain.statuses import ClaimStatus, ConflictOrigin, ConflictStatus, Decision, EventKind, Resolution
 from oncegate.errors import NotFound, StateConflict
 from oncegate.models import ClaimResponse, ListConflictsQuery
 from tests.conftest import FakeClock
@@ -159,9 +159,9 @@ def test_a_reported_conflict_is_open_and_the_same_for_the_same_claim_and_fingerp
     other = report(service, fingerprint="v3")
     found_by_claim = claim(service, run="run-11", fingerprint="v2")
 
-    assert (reported.status, reported.source, reported.claim_id) == (
+    assert (reported.status, reported.origin, reported.claim_id) == (
         ConflictStatus.OPEN,
-        ConflictSource.REPORTED,
+        ConflictOrigin.REPORTED,
         answer.claim_id,
     )
     assert reported.details == {"erpAmount": 12.5}

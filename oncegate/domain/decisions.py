@@ -69,7 +69,7 @@ class Verdict:
     reason: str
     change: Change = Change.NONE
     # The attempt a reconcile looks up: the one taken over, or the one the holder was granted to reconcile.
-    reconciles: EarlierAttempt | None = None
+    earlier_attempt: EarlierAttempt | None = None
     retry_after_seconds: int | None = None
 
     @property
@@ -158,7 +158,7 @@ def _held(claim: Claim, intent: Intent) -> Verdict:
 def _granted_again(claim: Claim) -> Verdict:
     # The run's first answer was lost. An attempt granted as reconcile must be answered reconcile again:
     # told "proceed", the run would skip looking in the target system for what the earlier attempt did.
-    if claim.reconciling is None:
+    if claim.earlier_attempt is None:
         return Verdict(
             Decision.PROCEED,
             "The same run asked again while holding the lease.",
@@ -169,7 +169,7 @@ def _granted_again(claim: Claim) -> Verdict:
         "The same run asked again while holding the lease granted to reconcile.",
         "This run already holds the claim to reconcile (its first answer was lost): look the record up in the "
         "target system; record succeeded with its id if it is there, else do the side effect.",
-        reconciles=claim.reconciling,
+        earlier_attempt=claim.earlier_attempt,
     )
 
 
@@ -180,7 +180,7 @@ def _reconcile(claim: Claim, why: str) -> Verdict:
         f"The earlier attempt may have done the side effect ({why}): look the record up in the target system; "
         "record succeeded with its id if it is there, else do the side effect.",
         Change.NEW_ATTEMPT,
-        reconciles=earlier_attempt(claim),
+        earlier_attempt=earlier_attempt(claim),
     )
 
 
@@ -285,7 +285,7 @@ def settle(claim: Claim, settlement: Settlement) -> Claim | Refusal:
         retryable=None if succeeded else True,
         reviewer=settlement.reviewer,
         lease_expires_at=None,
-        reconciling=None,
+        earlier_attempt=None,
         released_in_doubt=False,
         updated_at=settlement.now,
     )

@@ -57,7 +57,7 @@ from oncegate.service.common import (
 )
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.inventory import ANOTHER_FLOW_COPY
-from oncegate.service.views import claim_result, claim_view, flow_ref, history_entry, last_attempt
+from oncegate.service.views import claim_result, claim_view, earlier_attempt_view, flow_ref, history_entry
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +210,11 @@ class Claims:
         self._answered(claim, caller, verdict.decision, verdict.recognised_by, flow_warning=flow_warning)
         if verdict.grants:
             return self._granted(
-                verdict.decision, claim, caller, verdict.reason, last_attempt=last_attempt(verdict.reconciles)
+                verdict.decision,
+                claim,
+                caller,
+                verdict.reason,
+                earlier_attempt=earlier_attempt_view(verdict.earlier_attempt),
             )
         extra: dict[str, Any] = {}
         if verdict.decision is Decision.IN_PROGRESS:
@@ -244,18 +248,22 @@ class Claims:
             completed_at=None,
             error=None,
             retryable=None,
-            reconciling=verdict.reconciles,
+            earlier_attempt=verdict.earlier_attempt,
             released_in_doubt=False,
             # The first source and reference named are kept; a claim without them takes this run's.
             source=claim.source or caller.source,
             reference=claim.reference or caller.reference,
         )
         event = self._claim_event(renewed, caller, verdict.decision, verdict.recognised_by)
-        if verdict.reconciles is not None:
-            event = replace(event, details={"reconciles": {"attempt": verdict.reconciles.attempt}})
+        if verdict.earlier_attempt is not None:
+            event = replace(event, details={"reconciles": {"attempt": verdict.earlier_attempt.attempt}})
         stored = self._core.counted(claim, self._core.store.update_claim(renewed, event))
         return self._granted(
-            verdict.decision, stored, caller, verdict.reason, last_attempt=last_attempt(verdict.reconciles)
+            verdict.decision,
+            stored,
+            caller,
+            verdict.reason,
+            earlier_attempt=earlier_attempt_view(verdict.earlier_attempt),
         )
 
     def _conflict(self, claim: Claim, caller: Caller, verdict: Verdict) -> ClaimResponse:

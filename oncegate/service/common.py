@@ -35,8 +35,8 @@ from oncegate.errors import (
 )
 from oncegate.models import (
     BusinessIntent,
+    EarlierAttemptView,
     FlowRef,
-    LastAttempt,
     LookupRequest,
 )
 from oncegate.service.inventory import Inventory
@@ -98,8 +98,8 @@ def new_grant_id() -> str:
 
 
 def legacy_earlier_attempt(details: dict[str, Any]) -> EarlierAttempt:
-    """The reconciled attempt as schema-1 rows kept it: the API's LastAttempt, in its wire spelling."""
-    last = LastAttempt.model_validate(details)
+    """The reconciled attempt as schema-1 rows kept it: the API's earlier attempt, in its wire spelling."""
+    last = EarlierAttemptView.model_validate(details)
     # The same fields under the same names (services/views.py maps them back), but for the flow's own type.
     return EarlierAttempt(**{**dict(last), "flow": flow_of(last.flow)})
 
@@ -268,16 +268,16 @@ class ClaimsCore:
         """The claim with its reconciling state as fields, read from the history for rows written before they were."""
         if not claim.state_in_history:
             return claim
-        reconciling = None
+        earlier_attempt = None
         if claim.attempt > 1:
             for event in self.store.list_events(claim.claim_id):
                 grant = (
                     event.kind is EventKind.CLAIM and event.attempt == claim.attempt and event.run_id == claim.run_id
                 )
                 if grant and event.outcome == Decision.RECONCILE and LEGACY_LAST_ATTEMPT in event.details:
-                    reconciling = legacy_earlier_attempt(event.details[LEGACY_LAST_ATTEMPT])
+                    earlier_attempt = legacy_earlier_attempt(event.details[LEGACY_LAST_ATTEMPT])
         in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error or "").startswith(RELEASED_IN_DOUBT)
-        return replace(claim, reconciling=reconciling, released_in_doubt=in_doubt, state_in_history=False)
+        return replace(claim, earlier_attempt=earlier_attempt, released_in_doubt=in_doubt, state_in_history=False)
 
     def decided_at(self, claim: Claim, now: datetime) -> datetime:
         """When a change or answer decided on ``claim`` happened: ``now``, but after the claim was written.

@@ -160,7 +160,7 @@ class Results:
             return claim
         self._require_in_progress(claim, "released")
         reason = request.reason or "no reason given"
-        doubted = claim.reconciling
+        doubted = claim.earlier_attempt
         if doubted is None:
             released = replace(claim, status=ClaimStatus.RELEASED, lease_expires_at=None, updated_at=now)
             recognised = f"Run {claim.run_id} released the claim before any side effect: {reason}."

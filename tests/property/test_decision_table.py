@@ -77,7 +77,7 @@ def _claim(expected: ExpectedClaim) -> tuple[Claim, list[FingerprintRecord]]:
     )
     if expected.granted is Decision.RECONCILE:
         earlier = EarlierAttempt(expected.attempt - 1, "run-earlier", None, ClaimStatus.IN_PROGRESS, NOW)
-        claim = replace(claim, reconciling=earlier)
+        claim = replace(claim, earlier_attempt=earlier)
     records = [FingerprintRecord("c", _fingerprint(alias), 1, alias_generation=0) for alias in expected.aliases]
     return claim, records
 

@@ -162,7 +162,7 @@ def _history_table(history: list[HistoryEntry]) -> Group:
     rows = [
         [
             _when(entry.at) or "",
-            entry.event.value,
+            entry.kind.value,
             entry.outcome,
             _count(entry),
             str(entry.attempt),
@@ -415,7 +415,7 @@ def _drill_history(lookup: Lookup) -> RenderableType:
     rows = [
         [
             _when(entry.at, "milliseconds") or "",
-            entry.event.value,
+            entry.kind.value,
             entry.outcome,
             _count(entry),
             entry.run_id or "",

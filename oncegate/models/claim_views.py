@@ -147,8 +147,10 @@ class HistoryEntry(_Model):
     """One line of a claim's history and how it was recognised."""
 
     at: Annotated[datetime, designer("Event Time", "When the event happened, in UTC.")]
-    event: Annotated[
+    # "event" on the wire since 0.1.0, which saved flows read.
+    kind: Annotated[
         EventKind,
+        Field(alias="event"),
         designer("Event", "What the entry records: a claim, result, release, conflict, resolution or review."),
     ]
     outcome: Annotated[

@@ -46,7 +46,7 @@ def claim_result(claim: Claim) -> ClaimResult:
 def history_entry(event: HistoryEvent) -> HistoryEntry:
     return HistoryEntry(
         at=event.at,
-        event=event.kind,
+        kind=event.kind,
         outcome=event.outcome,
         attempt=event.attempt,
         run_id=event.run_id,

@@ -166,7 +166,7 @@ class World:
         results = {
             entry.details.get("targetRecordId")
             for entry in stored.history or []
-            if (entry.event, entry.outcome) == (EventKind.RESULT, "succeeded")
+            if (entry.kind, entry.outcome) == (EventKind.RESULT, "succeeded")
         }
         assert set(self.succeeded.values()) <= results
 

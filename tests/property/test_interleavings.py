@@ -513,7 +513,7 @@ class Interleavings(RuleBasedStateMachine):
             results = {
                 entry.details.get("targetRecordId")
                 for entry in view.history or []
-                if (entry.event, entry.outcome) == (EventKind.RESULT, Outcome.SUCCEEDED.value)
+                if (entry.kind, entry.outcome) == (EventKind.RESULT, Outcome.SUCCEEDED.value)
             }
             lost = [result for result in self.superseded[key] if result not in results]
             assert not lost, f"invariant 3: results of {key} superseded by accept_new are gone from its history: {lost}"

@@ -40,7 +40,7 @@ def test_accept_new_lets_the_new_version_proceed_and_keeps_the_earlier_result(se
     record(service, new_version, target_record_id="SO-2")
     view = service.get_claim(first.claim_id)
     assert (view.fingerprint, view.target_record_id) == (keyed("v2"), "SO-2")
-    results = [entry.details.get("targetRecordId") for entry in view.history or [] if entry.event is EventKind.RESULT]
+    results = [entry.details.get("targetRecordId") for entry in view.history or [] if entry.kind is EventKind.RESULT]
     assert results == ["SO-1", "SO-2"]
     assert (EventKind.RESOLUTION, "accept_new") in history(service, first.claim_id)
     again = claim(service, run="run-4", fingerprint="v2")

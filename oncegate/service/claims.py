@@ -209,13 +209,8 @@ class Claims:
         flow_warning = verdict.decision in (Decision.DUPLICATE, Decision.IN_PROGRESS)
         self._answered(claim, caller, verdict.decision, verdict.recognised_by, flow_warning=flow_warning)
         if verdict.grants:
-            return self._granted(
-                verdict.decision,
-                claim,
-                caller,
-                verdict.reason,
-                earlier_attempt=earlier_attempt_view(verdict.earlier_attempt),
-            )
+            earlier = earlier_attempt_view(verdict.earlier_attempt)
+            return self._granted(verdict.decision, claim, caller, verdict.reason, earlier_attempt=earlier)
         extra: dict[str, Any] = {}
         if verdict.decision is Decision.IN_PROGRESS:
             # Not the holder's run id: with it, another caller could pass for the holder (issue 9).
@@ -258,13 +253,8 @@ class Claims:
         if verdict.earlier_attempt is not None:
             event = replace(event, details={"reconciles": {"attempt": verdict.earlier_attempt.attempt}})
         stored = self._core.counted(claim, self._core.store.update_claim(renewed, event))
-        return self._granted(
-            verdict.decision,
-            stored,
-            caller,
-            verdict.reason,
-            earlier_attempt=earlier_attempt_view(verdict.earlier_attempt),
-        )
+        earlier = earlier_attempt_view(verdict.earlier_attempt)
+        return self._granted(verdict.decision, stored, caller, verdict.reason, earlier_attempt=earlier)
 
     def _conflict(self, claim: Claim, caller: Caller, verdict: Verdict) -> ClaimResponse:
         reason = verdict.reason

@@ -44,12 +44,12 @@ def check_and_claim(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route="claims", methods=["GET"])
 def list_claims_needing_attention(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.list_claims)
+    return http.respond(req, http.list_claims_needing_attention)
 
 
 @app.route(route="claim-list", methods=["GET"])
 def list_claims(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.find_claims)
+    return http.respond(req, http.list_claims)
 
 
 @app.route(route="claims/lookup", methods=["POST"])

@@ -16,16 +16,16 @@ from datetime import datetime, timedelta
 from oncegate.config import Settings, StoreKind, local_key_secret
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
-from oncegate.domain.sensitive import SensitiveKeyPolicy
+from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.errors import StoreUnavailable
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
-from oncegate.service.claims import ClaimService
+from oncegate.service.claims import Claims
 from oncegate.service.common import ClaimsCore, utc_now
-from oncegate.service.conflicts import ConflictService
+from oncegate.service.conflicts import Conflicts
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
 from oncegate.service.key_secrets import KeySecrets
 from oncegate.service.privacy import StoredDataGuard
-from oncegate.service.results import ResultService
+from oncegate.service.results import Results
 from oncegate.service.retention import Retention
 from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
 from oncegate.stores.port import ClaimStore
@@ -73,9 +73,9 @@ def key_ring(settings: Settings, secret: str) -> KeyRing:
 class Services:
     """Every service over one store, built once by :func:`wire`; an entry point calls the one it needs."""
 
-    claims: ClaimService
-    results: ResultService
-    conflicts: ConflictService
+    claims: Claims
+    results: Results
+    conflicts: Conflicts
     inventory: Inventory
     attention: Attention
     retention: Retention
@@ -95,8 +95,8 @@ def wire(
     keys: KeyHasher | KeyRing,
     *,
     clock: Callable[[], datetime] = utc_now,
-    sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT,
-    sensitive_data: SensitiveKeyPolicy | None = None,
+    sensitive_keys: SensitivePolicy = SensitivePolicy.REJECT,
+    sensitive_data: SensitivePolicy | None = None,
     require_registered_flows: bool = False,
     registry_ttl: timedelta = REGISTRY_TTL,
     flush_interval: timedelta = FLUSH_INTERVAL,
@@ -136,10 +136,10 @@ def wire(
         stored_data=stored_data,
         sensitive_keys=sensitive_keys,
     )
-    conflicts = ConflictService(core, store)
+    conflicts = Conflicts(core, store)
     return Services(
-        claims=ClaimService(core, conflicts, store),
-        results=ResultService(core, store),
+        claims=Claims(core, conflicts, store),
+        results=Results(core, store),
         conflicts=conflicts,
         inventory=inventory,
         # Governance: the claims that need a person, and the deletion of finished ones after their retention.

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from uuid import UUID
 
 from oncegate.domain.keys import MIN_SECRET_LENGTH
-from oncegate.domain.sensitive import SensitiveKeyPolicy
+from oncegate.domain.sensitive import SensitivePolicy
 
 DEFAULT_SQLITE_PATH = ".oncegate/oncegate.db"
 DEFAULT_TABLE_PREFIX = "OnceGate"
@@ -92,8 +92,8 @@ class Settings:
     # A rotation (docs/operations.md): the secret being replaced, or the one about to replace it.
     key_secret_previous: str | None = None
     key_secret_next: str | None = None
-    sensitive_keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT
-    sensitive_data: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT
+    sensitive_keys: SensitivePolicy = SensitivePolicy.REJECT
+    sensitive_data: SensitivePolicy = SensitivePolicy.REJECT
     require_registered_flows: bool = False
     unknown_alert_minutes: int = DEFAULT_UNKNOWN_ALERT_MINUTES
     # The id of the store this app serves, kept outside it: a wiped or replaced store is refused (issue 22).
@@ -263,9 +263,9 @@ def _auth_mode(value: str | None) -> AuthMode:
         raise ConfigError("ONCEGATE_AUTH", f"must be 'key' or 'entra', not {value!r}.") from exc
 
 
-def _sensitive_policy(setting: str, value: str | None) -> SensitiveKeyPolicy:
+def _sensitive_policy(setting: str, value: str | None) -> SensitivePolicy:
     try:
-        return SensitiveKeyPolicy((value or SensitiveKeyPolicy.REJECT.value).lower())
+        return SensitivePolicy((value or SensitivePolicy.REJECT.value).lower())
     except ValueError as exc:
         raise ConfigError(setting, f"must be 'reject', 'warn' or 'off', not {value!r}.") from exc
 

@@ -582,7 +582,7 @@ def _history(calls: Sequence[Call], lookup: Lookup, recorded: str | None) -> Ite
     held: Counter[tuple[str, str]] = Counter()
     for entry in claim.history or []:
         # Answers alike are one entry with their count.
-        held[entry.event.value, entry.outcome] += entry.count or 1
+        held[entry.kind.value, entry.outcome] += entry.count or 1
     for event, outcome in sorted(expected.keys() | held.keys()):
         if expected[event, outcome] != held[event, outcome]:
             yield (

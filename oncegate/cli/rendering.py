@@ -162,7 +162,7 @@ def _history_table(history: list[HistoryEntry]) -> Group:
     rows = [
         [
             _when(entry.at) or "",
-            entry.event.value,
+            entry.kind.value,
             entry.outcome,
             _count(entry),
             str(entry.attempt),
@@ -228,7 +228,7 @@ def conflicts_table(conflicts: list[ConflictView], status: str) -> RenderableTyp
             _when(conflict.created_at) or "",
             conflict.status.value,
             conflict.scope,
-            conflict.source.value,
+            conflict.origin.value,
             conflict.run_id,
             _clip(conflict.reason),
         ]
@@ -245,7 +245,7 @@ def conflict_text(conflict: ConflictView) -> RenderableType:
             ("Status", conflict.status.value),
             ("Claim", conflict.claim_id),
             ("Scope", conflict.scope),
-            ("Source", conflict.source.value),
+            ("Source", conflict.origin.value),
             ("Fingerprint", conflict.fingerprint),
             ("Claim fingerprint", conflict.claim_fingerprint),
             ("Reason", conflict.reason),
@@ -415,7 +415,7 @@ def _drill_history(lookup: Lookup) -> RenderableType:
     rows = [
         [
             _when(entry.at, "milliseconds") or "",
-            entry.event.value,
+            entry.kind.value,
             entry.outcome,
             _count(entry),
             entry.run_id or "",

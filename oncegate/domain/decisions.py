@@ -94,7 +94,7 @@ class Verdict:
     reason: str
     change: Change = Change.NONE
     # The attempt a reconcile looks up: the one taken over, or the one the holder was granted to reconcile.
-    reconciles: EarlierAttempt | None = None
+    earlier_attempt: EarlierAttempt | None = None
     retry_after_seconds: int | None = None
     record: Claim | None = None
 
@@ -125,7 +125,7 @@ def check_and_claim(
         )
     verdict = decide(claim, intent, records)
     if verdict.change is Change.NEW_ATTEMPT:
-        return replace(verdict, record=taken_over(claim, intent, verdict.reconciles))
+        return replace(verdict, record=taken_over(claim, intent, verdict.earlier_attempt))
     return verdict
 
 
@@ -151,7 +151,7 @@ def first_claim(intent: Intent) -> Claim:
     )
 
 
-def taken_over(claim: Claim, intent: Intent, reconciles: EarlierAttempt | None) -> Claim:
+def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> Claim:
     """The claim as a new attempt takes it over: what the earlier attempt left (its result, error, grant) is
     cleared; the first source and reference named are kept (a claim without them takes this run's)."""
     return replace(
@@ -172,7 +172,7 @@ def taken_over(claim: Claim, intent: Intent, reconciles: EarlierAttempt | None) 
         completed_at=None,
         error=None,
         retryable=None,
-        reconciling=reconciles,
+        earlier_attempt=earlier,
         released_in_doubt=False,
         source=claim.source or intent.source,
         reference=claim.reference or intent.reference,
@@ -259,7 +259,7 @@ def _held(claim: Claim, intent: Intent) -> Verdict:
 def _granted_again(claim: Claim) -> Verdict:
     # The run's first answer was lost. An attempt granted as reconcile must be answered reconcile again:
     # told "proceed", the run would skip looking in the target system for what the earlier attempt did.
-    if claim.reconciling is None:
+    if claim.earlier_attempt is None:
         return Verdict(
             Decision.PROCEED,
             "The same run asked again while holding the lease.",
@@ -270,7 +270,7 @@ def _granted_again(claim: Claim) -> Verdict:
         "The same run asked again while holding the lease granted to reconcile.",
         "This run already holds the claim to reconcile (its first answer was lost): look the record up in the "
         "target system; record succeeded with its id if it is there, else do the side effect.",
-        reconciles=claim.reconciling,
+        earlier_attempt=claim.earlier_attempt,
     )
 
 
@@ -281,7 +281,7 @@ def _reconcile(claim: Claim, why: str) -> Verdict:
         f"The earlier attempt may have done the side effect ({why}): look the record up in the target system; "
         "record succeeded with its id if it is there, else do the side effect.",
         Change.NEW_ATTEMPT,
-        reconciles=earlier_attempt(claim),
+        earlier_attempt=earlier_attempt(claim),
     )
 
 

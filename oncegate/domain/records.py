@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from oncegate.domain.statuses import (
     ClaimStatus,
-    ConflictSource,
+    ConflictOrigin,
     ConflictStatus,
     EventKind,
     Resolution,
@@ -70,7 +70,7 @@ class Claim:
     ``granted_to`` is a keyed digest of who signed in (Entra ID) when the current attempt was
     granted: only that caller gets it back as the same run asking again.
 
-    ``reconciling`` is the earlier attempt the current one was granted to reconcile (None for an
+    ``earlier_attempt`` is the earlier attempt the current one was granted to reconcile (None for an
     attempt granted ``proceed``); ``released_in_doubt`` says its run released it without knowing what
     that earlier attempt did, so the claim stays ``unknown``. Rows written before these were fields
     kept them in the history and in the error text: ``state_in_history`` marks such a claim until
@@ -98,7 +98,7 @@ class Claim:
     granted_to: str | None = None
     source: str | None = None
     reference: str | None = None
-    reconciling: EarlierAttempt | None = None
+    earlier_attempt: EarlierAttempt | None = None
     released_in_doubt: bool = False
     state_in_history: bool = False
     generation: int = 0
@@ -188,14 +188,14 @@ class HistoryEvent:
 class Conflict:
     """The same key seen with a different fingerprint, waiting for its owner.
 
-    ``source`` says who noticed it; ``source_system`` is the business source the run named (issue 16).
+    ``origin`` says who noticed it; ``source_system`` is the business source the run named (issue 16).
     """
 
     conflict_id: str
     claim_id: str
     scope: str
     status: ConflictStatus
-    source: ConflictSource
+    origin: ConflictOrigin
     fingerprint: str | None
     claim_fingerprint: str | None
     reason: str

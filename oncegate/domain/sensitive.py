@@ -44,7 +44,7 @@ from urllib.parse import unquote
 import phonenumbers
 
 
-class SensitiveKeyPolicy(StrEnum):
+class SensitivePolicy(StrEnum):
     """What to do with personal data in a key (``ONCEGATE_SENSITIVE_KEYS``) or in stored data (``…_DATA``)."""
 
     REJECT = "reject"

@@ -82,7 +82,7 @@ class EventKind(StrEnum):
     REVIEW = "review"
 
 
-class ConflictSource(StrEnum):
+class ConflictOrigin(StrEnum):
     """Who noticed the conflict: the claim service or the flow itself."""
 
     CLAIM = "claim"

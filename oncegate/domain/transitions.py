@@ -113,7 +113,7 @@ def released(claim: Claim, reason: str | None, now: datetime) -> Transition:
         return Transition(claim)
     _require_in_progress(claim, "released")
     why = reason or "no reason given"
-    doubted = claim.reconciling
+    doubted = claim.earlier_attempt
     if doubted is None:
         record = replace(claim, status=ClaimStatus.RELEASED, lease_expires_at=None, updated_at=now)
         return Transition(
@@ -220,7 +220,7 @@ def settle(claim: Claim, settlement: Settlement) -> Claim | Refusal:
         retryable=None if succeeded else True,
         reviewer=settlement.reviewer,
         lease_expires_at=None,
-        reconciling=None,
+        earlier_attempt=None,
         released_in_doubt=False,
         updated_at=settlement.now,
     )

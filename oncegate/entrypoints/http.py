@@ -358,10 +358,10 @@ def _with_history_link(request: func.HttpRequest, view: ClaimView, cursor: str |
 
 
 @reads_query
-def list_claims(services: Services, request: func.HttpRequest) -> ClaimAttentionList | ClaimList:
+def list_claims_needing_attention(services: Services, request: func.HttpRequest) -> ClaimAttentionList | ClaimList:
     """The claims needing attention (``attention=true``), or the claims found by where they came from (issue 16)."""
     if "attention" not in request.params and FIND_FILTERS & set(request.params):
-        return find_claims(services, request)
+        return list_claims(services, request)
     query = validate(ListClaimsQuery, {"attention": "false", **query_params(request, ListClaimsQuery, "claims")})
     if not query.attention:
         raise InvalidRequest(
@@ -374,7 +374,7 @@ def list_claims(services: Services, request: func.HttpRequest) -> ClaimAttention
 
 
 @reads_query
-def find_claims(services: Services, request: func.HttpRequest) -> ClaimList:
+def list_claims(services: Services, request: func.HttpRequest) -> ClaimList:
     """Claims by where they came from, at ``GET /api/claims`` with a filter and at ``GET /api/claim-list``.
 
     The second route is the connector's List claims: a connector has one action per path and method, and
@@ -443,7 +443,7 @@ def resolve_conflict(services: Services, request: func.HttpRequest) -> ConflictV
     resolution = signed_reviewer(parse_body(request, ResolveConflictRequest))
     telemetry.describe({telemetry.RESOLUTION: resolution.decision.value})
     conflict = services.conflicts.resolve_conflict(conflict_id, resolution)
-    telemetry.describe({telemetry.SCOPE: conflict.scope, telemetry.SOURCE: conflict.source.value})
+    telemetry.describe({telemetry.SCOPE: conflict.scope, telemetry.ORIGIN: conflict.origin.value})
     return conflict
 
 

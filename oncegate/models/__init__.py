@@ -48,9 +48,9 @@ from oncegate.models.claim_views import (
     ClaimResponse,
     ClaimResult,
     ClaimView,
+    EarlierAttemptView,
     HistoryEntry,
     Holder,
-    LastAttempt,
 )
 from oncegate.models.conflicts import (
     ConflictList,
@@ -102,6 +102,7 @@ __all__ = [
     "ConflictList",
     "ConflictResolution",
     "ConflictView",
+    "EarlierAttemptView",
     "ErrorBody",
     "ErrorDetail",
     "ErrorInfo",
@@ -113,7 +114,6 @@ __all__ = [
     "HeartbeatRequest",
     "HistoryEntry",
     "Holder",
-    "LastAttempt",
     "LeaseSeconds",
     "ListClaimsQuery",
     "ListConflictsQuery",

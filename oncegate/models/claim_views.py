@@ -52,7 +52,7 @@ class ClaimResult(_Model):
     flow: Annotated[FlowRef | None, flow_in_answer("Result Flow", "the flow that did the side effect")] = None
 
 
-class LastAttempt(_Model):
+class EarlierAttemptView(_Model):
     """The attempt whose outcome is in doubt: check the target system for its record."""
 
     attempt: Annotated[int, designer("Last Attempt Number", "The number of the attempt whose outcome is in doubt.")]
@@ -126,8 +126,10 @@ class ClaimResponse(_Model):
     holder: Annotated[
         Holder | None, designer("Holder", "The run that holds the claim now, present with in_progress.")
     ] = None
-    last_attempt: Annotated[
-        LastAttempt | None,
+    # "lastAttempt" on the wire since 0.1.0, which saved flows read.
+    earlier_attempt: Annotated[
+        EarlierAttemptView | None,
+        Field(alias="lastAttempt"),
         designer("Last Attempt", "The earlier attempt whose outcome is in doubt, present with reconcile."),
     ] = None
     conflict_id: Annotated[
@@ -145,8 +147,10 @@ class HistoryEntry(_Model):
     """One line of a claim's history and how it was recognised."""
 
     at: Annotated[datetime, designer("Event Time", "When the event happened, in UTC.")]
-    event: Annotated[
+    # "event" on the wire since 0.1.0, which saved flows read.
+    kind: Annotated[
         EventKind,
+        Field(alias="event"),
         designer("Event", "What the entry records: a claim, result, release, conflict, resolution or review."),
     ]
     outcome: Annotated[

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, JsonValue
 
 from oncegate.domain.limits import DETAILS_LIMIT_BYTES
-from oncegate.domain.statuses import ConflictSource, ConflictStatus, Resolution
+from oncegate.domain.statuses import ConflictOrigin, ConflictStatus, Resolution
 from oncegate.models.base import (
     ADVANCED,
     IMPORTANT,
@@ -139,14 +139,16 @@ class ConflictView(_Model):
     claim_id: Annotated[str, designer("Claim ID", "The claim that the conflict is about.")]
     scope: Annotated[str, designer("Scope", "The scope of the claim, in lowercase.")]
     status: Annotated[ConflictStatus, designer("Conflict Status", "Whether the conflict is open or resolved.")]
-    source: Annotated[
-        ConflictSource,
+    # Who noticed it: "source" on the wire since 0.1.0, which saved flows read.
+    origin: Annotated[
+        ConflictOrigin,
+        Field(alias="source"),
         designer(
             "Source",
             "Who noticed the conflict: claim when Check and claim found it, reported when a flow reported it.",
         ),
     ]
-    # Not "source", which already says who noticed the conflict.
+    # Not "source", which on the wire already says who noticed the conflict (origin).
     source_system: Annotated[
         str | None,
         designer("Source System", "The source system that the run meeting the changed data named, if any."),

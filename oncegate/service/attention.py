@@ -5,7 +5,7 @@
 - **unknown**: the outcome was recorded ``unknown`` at least ``unknown_alert`` ago (15 minutes unless told
   otherwise): a flow usually reconciles sooner, so one left longer is waiting for a person.
 - **failed_unreviewed**: ``failed`` and not retryable, with no reviewer: the key is blocked until a person
-  looks. A reviewer acknowledges it with :meth:`ResultService.review` (or resolves a conflict on it).
+  looks. A reviewer acknowledges it with :meth:`Results.review` (or resolves a conflict on it).
 
 The list reads every ``in_progress``, ``unknown`` and ``failed`` claim through the store's
 ``list_claims``, a page at a time, and sorts what needs attention oldest first in memory; finished

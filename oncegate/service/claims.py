@@ -22,7 +22,7 @@ from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, Histo
 from oncegate.domain.statuses import (
     AnswerStatus,
     ClaimStatus,
-    ConflictSource,
+    ConflictOrigin,
     ConflictStatus,
     Decision,
     EventKind,
@@ -54,8 +54,8 @@ from oncegate.service.common import (
     new_grant_id,
     settled,
 )
-from oncegate.service.conflicts import ConflictService
-from oncegate.service.views import claim_result, claim_view, flow_ref, history_entry, last_attempt
+from oncegate.service.conflicts import Conflicts
+from oncegate.service.views import claim_result, claim_view, earlier_attempt_view, flow_ref, history_entry
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable
 
 logger = logging.getLogger(__name__)
@@ -64,11 +64,11 @@ logger = logging.getLogger(__name__)
 HISTORY_PAGE = 50
 
 
-class ClaimServiceRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, Reachable, Protocol):
+class ClaimsRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, Reachable, Protocol):
     """What Check and claim and the claim readers use of the store."""
 
 
-class ClaimService:
+class Claims:
     """Check and claim, and reading claims back (get and lookup), over the core the other services share.
 
     ``oncegate.bootstrap`` builds it with the other services; results (``oncegate.service.results``)
@@ -76,7 +76,7 @@ class ClaimService:
     opens a conflict through the conflict service when a key comes back with other business data.
     """
 
-    def __init__(self, core: ClaimsCore, conflicts: ConflictService, store: ClaimServiceRecords) -> None:
+    def __init__(self, core: ClaimsCore, conflicts: Conflicts, store: ClaimsRecords) -> None:
         self._core = core
         self._conflicts = conflicts
         self._store = store
@@ -200,7 +200,11 @@ class ClaimService:
         self._answered(claim, caller, verdict.decision, verdict.recognised_by, flow_warning=flow_warning)
         if verdict.grants:
             return self._granted(
-                verdict.decision, claim, caller, verdict.reason, last_attempt=last_attempt(verdict.reconciles)
+                verdict.decision,
+                claim,
+                caller,
+                verdict.reason,
+                earlier_attempt=earlier_attempt_view(verdict.earlier_attempt),
             )
         extra: dict[str, Any] = {}
         if verdict.decision is Decision.IN_PROGRESS:
@@ -218,12 +222,16 @@ class ClaimService:
         renewed = verdict.record
         assert renewed is not None, "a new attempt's verdict carries the claim taken over"
         event = self._claim_event(renewed, caller, verdict.decision, verdict.recognised_by)
-        if verdict.reconciles is not None:
-            event = replace(event, details={"reconciles": {"attempt": verdict.reconciles.attempt}})
+        if verdict.earlier_attempt is not None:
+            event = replace(event, details={"reconciles": {"attempt": verdict.earlier_attempt.attempt}})
         # A new attempt is the only change that may give a claim its source or reference.
         stored = self._core.counted(claim, self._store.update_claim(renewed, event, relabelled=True))
         return self._granted(
-            verdict.decision, stored, caller, verdict.reason, last_attempt=last_attempt(verdict.reconciles)
+            verdict.decision,
+            stored,
+            caller,
+            verdict.reason,
+            earlier_attempt=earlier_attempt_view(verdict.earlier_attempt),
         )
 
     def _conflict(self, claim: Claim, caller: Caller, verdict: Verdict) -> ClaimResponse:
@@ -231,7 +239,7 @@ class ClaimService:
         conflict, record = self._conflicts.open_conflict(
             claim,
             keyed(caller.fingerprint),
-            ConflictSource.CLAIM,
+            ConflictOrigin.CLAIM,
             reason,
             caller.run_id,
             caller.flow,

@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 from oncegate.domain.decisions import Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow, HistoryEvent
-from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitiveKeyPolicy, sensitive_findings
+from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import (
     ClaimStatus,
     Decision,
@@ -37,8 +37,8 @@ from oncegate.errors import (
 )
 from oncegate.models import (
     BusinessIntent,
+    EarlierAttemptView,
     FlowRef,
-    LastAttempt,
     LookupRequest,
 )
 from oncegate.service.inventory import Inventory
@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 RACE_LIMIT = 8
 T = TypeVar("T")
 C = TypeVar("C", Claim, None)
-# How rows of schema 1 kept the reconciling state: the granting event's details, the release's error text.
+# How rows of schema 1 kept the earlier_attempt state: the granting event's details, the release's error text.
 LEGACY_LAST_ATTEMPT = "lastAttempt"
 
 
@@ -94,8 +94,8 @@ def new_grant_id() -> str:
 
 
 def legacy_earlier_attempt(details: dict[str, Any]) -> EarlierAttempt:
-    """The reconciled attempt as schema-1 rows kept it: the API's LastAttempt, in its wire spelling."""
-    last = LastAttempt.model_validate(details)
+    """The reconciled attempt as schema-1 rows kept it: the API's EarlierAttemptView, in its wire spelling."""
+    last = EarlierAttemptView.model_validate(details)
     # The same fields under the same names (services/views.py maps them back), but for the flow's own type.
     return EarlierAttempt(**{**dict(last), "flow": flow_of(last.flow)})
 
@@ -214,7 +214,7 @@ class ClaimsCore:
         clock: Callable[[], datetime],
         inventory: Inventory,
         stored_data: StoredDataGuard,
-        sensitive_keys: SensitiveKeyPolicy,
+        sensitive_keys: SensitivePolicy,
     ) -> None:
         self.store = store
         self.safeguard = safeguard
@@ -248,10 +248,10 @@ class ClaimsCore:
         knows what the scope's ids look like where the digits alone cannot tell. ``stores`` says whether
         the request would store anything, which the refusal then says it did not.
         """
-        findings = [] if self.sensitive_keys is SensitiveKeyPolicy.OFF else sensitive_findings(key)
+        findings = [] if self.sensitive_keys is SensitivePolicy.OFF else sensitive_findings(key)
         if findings and self.inventory.declares(scope, key):
             return []
-        if findings and self.sensitive_keys is SensitiveKeyPolicy.REJECT:
+        if findings and self.sensitive_keys is SensitivePolicy.REJECT:
             raise SensitiveKey(_key_refusal(scope, findings, stores=stores), target="key")
         return [SENSITIVE_KEY] if findings else []
 
@@ -277,19 +277,19 @@ class ClaimsCore:
         self.safeguard.ring()
 
     def explicit(self, claim: Claim) -> Claim:
-        """The claim with its reconciling state as fields, read from the history for rows written before they were."""
+        """The claim with its earlier attempt and doubt as fields, read from the history for rows written before."""
         if not claim.state_in_history:
             return claim
-        reconciling = None
+        earlier_attempt = None
         if claim.attempt > 1:
             for event in self.store.list_events(claim.claim_id):
                 grant = (
                     event.kind is EventKind.CLAIM and event.attempt == claim.attempt and event.run_id == claim.run_id
                 )
                 if grant and event.outcome == Decision.RECONCILE and LEGACY_LAST_ATTEMPT in event.details:
-                    reconciling = legacy_earlier_attempt(event.details[LEGACY_LAST_ATTEMPT])
+                    earlier_attempt = legacy_earlier_attempt(event.details[LEGACY_LAST_ATTEMPT])
         in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error or "").startswith(RELEASED_IN_DOUBT)
-        return replace(claim, reconciling=reconciling, released_in_doubt=in_doubt, state_in_history=False)
+        return replace(claim, earlier_attempt=earlier_attempt, released_in_doubt=in_doubt, state_in_history=False)
 
     def decided_at(self, claim: Claim, now: datetime) -> datetime:
         """When a change or answer decided on ``claim`` happened: ``now``, but after the claim was written.

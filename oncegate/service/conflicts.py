@@ -17,7 +17,7 @@ from oncegate.domain.keys import conflict_id as make_conflict_id
 from oncegate.domain.keys import conflict_ids, normalise_scope, normalise_source
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord, Flow
 from oncegate.domain.statuses import (
-    ConflictSource,
+    ConflictOrigin,
     ConflictStatus,
     Decision,
     EventKind,
@@ -50,7 +50,7 @@ from oncegate.stores.port import ClaimReads, ClaimWrites, ConflictRecords, Histo
 logger = logging.getLogger(__name__)
 
 
-class ConflictServiceRecords(ClaimReads, ClaimWrites, HistoryRecords, ConflictRecords, Protocol):
+class ConflictsRecords(ClaimReads, ClaimWrites, HistoryRecords, ConflictRecords, Protocol):
     """What the conflict queue uses of the store: conflicts, and the claims their resolutions change."""
 
 
@@ -64,10 +64,10 @@ def outlived(conflict: Conflict, claim: Claim) -> bool:
     return conflict.created_at < claim.first_received_at - OUTLIVED_MARGIN
 
 
-class ConflictService:
+class Conflicts:
     """Open, find, list and resolve conflicts; apply a reviewer's decision to its claim."""
 
-    def __init__(self, core: ClaimsCore, store: ConflictServiceRecords) -> None:
+    def __init__(self, core: ClaimsCore, store: ConflictsRecords) -> None:
         self._core = core
         self._store = store
 
@@ -95,7 +95,7 @@ class ConflictService:
         conflict, record = self.open_conflict(
             claim,
             keyed(fingerprint),
-            ConflictSource.REPORTED,
+            ConflictOrigin.REPORTED,
             request.reason,
             request.run_id,
             flow,
@@ -126,7 +126,7 @@ class ConflictService:
         self,
         claim: Claim,
         fingerprint: str | None,
-        source: ConflictSource,
+        origin: ConflictOrigin,
         reason: str,
         run_id: str,
         flow: Flow | None,
@@ -142,7 +142,7 @@ class ConflictService:
             claim_id=claim.claim_id,
             scope=claim.scope,
             status=ConflictStatus.OPEN,
-            source=source,
+            origin=origin,
             fingerprint=fingerprint,
             claim_fingerprint=claim.fingerprint,
             reason=reason,

@@ -26,7 +26,7 @@ from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.limits import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
 from oncegate.domain.records import Conflict, Flow, FlowRecord, Overlap, ScopeRecord
-from oncegate.domain.sensitive import SensitiveKeyPolicy
+from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.models import (
@@ -95,7 +95,7 @@ class Inventory:
         self._store = store
         self._clock = clock
         # Notes and descriptions are free text kept for as long as the registration: checked like result data.
-        self._stored_data = stored_data or StoredDataGuard(SensitiveKeyPolicy.REJECT)
+        self._stored_data = stored_data or StoredDataGuard(SensitivePolicy.REJECT)
         self._ttl = ttl
         self._require_registered = require_registered
         self._lock = threading.Lock()

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
+from oncegate.domain.sensitive import SensitivePolicy, sensitive_findings
 from oncegate.domain.warnings import SENSITIVE_DATA
 from oncegate.errors import SensitiveData
 from oncegate.models import (
@@ -123,7 +123,7 @@ def _listed(findings: list[str]) -> str:
 class StoredDataGuard:
     """The one check of what a request stores; each action calls it first, before any read or write."""
 
-    def __init__(self, policy: SensitiveKeyPolicy) -> None:
+    def __init__(self, policy: SensitivePolicy) -> None:
         self.policy = policy
 
     def check(self, request: BaseModel, subject: str) -> list[str]:
@@ -131,12 +131,12 @@ class StoredDataGuard:
 
         ``subject`` names what the request is about (``claim <id>``) in the warning logged under ``warn``.
         """
-        if self.policy is SensitiveKeyPolicy.OFF:
+        if self.policy is SensitivePolicy.OFF:
             return []
         found = stored_findings(request)
         if not found:
             return []
-        if self.policy is SensitiveKeyPolicy.REJECT:
+        if self.policy is SensitivePolicy.REJECT:
             raise SensitiveData(_refusal(found), target=found[0][0], details=found)
         # Named, never quoted: where personal data is stored, for whoever means to turn reject on.
         logger.warning(

@@ -56,7 +56,7 @@ class ResultRecords(ClaimReads, ClaimWrites, Protocol):
     """What recording results, releases, heartbeats and reviews use of the store: the claim, read and written."""
 
 
-class ResultService:
+class Results:
     """What the run holding a claim reports, and the review a failure for good waits for."""
 
     def __init__(self, core: ClaimsCore, store: ResultRecords) -> None:

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 from oncegate.domain.records import Claim, Conflict, EarlierAttempt, Flow, HistoryEvent
-from oncegate.models import ClaimResult, ClaimView, ConflictResolution, ConflictView, FlowRef, HistoryEntry, LastAttempt
+from oncegate.models import (
+    ClaimResult,
+    ClaimView,
+    ConflictResolution,
+    ConflictView,
+    EarlierAttemptView,
+    FlowRef,
+    HistoryEntry,
+)
 
 
 def flow_ref(flow: Flow | None) -> FlowRef | None:
     return FlowRef(name=flow.name, environment=flow.environment) if flow else None
 
 
-def last_attempt(earlier: EarlierAttempt | None) -> LastAttempt | None:
+def earlier_attempt_view(earlier: EarlierAttempt | None) -> EarlierAttemptView | None:
     """The attempt a reconcile answer asks the run to look up, as the API shows it."""
     if earlier is None:
         return None
-    return LastAttempt(
+    return EarlierAttemptView(
         attempt=earlier.attempt,
         run_id=earlier.run_id,
         flow=flow_ref(earlier.flow),
@@ -38,7 +46,7 @@ def claim_result(claim: Claim) -> ClaimResult:
 def history_entry(event: HistoryEvent) -> HistoryEntry:
     return HistoryEntry(
         at=event.at,
-        event=event.kind,
+        kind=event.kind,
         outcome=event.outcome,
         attempt=event.attempt,
         run_id=event.run_id,
@@ -91,7 +99,7 @@ def conflict_view(conflict: Conflict) -> ConflictView:
         claim_id=conflict.claim_id,
         scope=conflict.scope,
         status=conflict.status,
-        source=conflict.source,
+        origin=conflict.origin,
         source_system=conflict.source_system,
         fingerprint=conflict.fingerprint,
         claim_fingerprint=conflict.claim_fingerprint,

@@ -33,7 +33,7 @@ from oncegate.domain.records import (
 )
 from oncegate.domain.statuses import (
     ClaimStatus,
-    ConflictSource,
+    ConflictOrigin,
     ConflictStatus,
     EventKind,
     Resolution,
@@ -72,7 +72,7 @@ CLAIM_COLUMNS = (
     "KeyId",
     "SchemaVersion",
 )
-# 2: the reconciling attempt and the release in doubt are columns (1 kept them in the history).
+# 2: the earlier attempt and the release in doubt are columns (1 kept them in the history).
 CLAIM_SCHEMA = 2
 FINGERPRINT_COLUMNS = (
     "ClaimId",
@@ -183,7 +183,7 @@ def claim_to_row(claim: Claim) -> Row:
         "GrantedTo": claim.granted_to,
         "Source": claim.source,
         "Reference": claim.reference,
-        "Reconciling": _json_text(_earlier_attempt_row(claim.reconciling)),
+        "Reconciling": _json_text(_earlier_attempt_row(claim.earlier_attempt)),
         "ReleasedInDoubt": claim.released_in_doubt,
         "Generation": claim.generation,
         "Resolutions": _json_text(resolutions) if resolutions else None,
@@ -249,7 +249,7 @@ def claim_from_row(row: Row, version: str) -> Claim:
         granted_to=row.get("GrantedTo"),
         source=row.get("Source"),
         reference=row.get("Reference"),
-        reconciling=_earlier_attempt(_json_value(row.get("Reconciling"))),
+        earlier_attempt=_earlier_attempt(_json_value(row.get("Reconciling"))),
         released_in_doubt=bool(row.get("ReleasedInDoubt")),
         state_in_history=int(row.get("SchemaVersion") or 1) < CLAIM_SCHEMA,
         generation=int(row.get("Generation") or 0),
@@ -338,7 +338,7 @@ def conflict_to_row(conflict: Conflict) -> Row:
         "ClaimId": conflict.claim_id,
         "Scope": conflict.scope,
         "Status": conflict.status.value,
-        "Source": conflict.source.value,
+        "Source": conflict.origin.value,
         "Fingerprint": conflict.fingerprint,
         "ClaimFingerprint": conflict.claim_fingerprint,
         "Reason": conflict.reason,
@@ -346,7 +346,7 @@ def conflict_to_row(conflict: Conflict) -> Row:
         **_flow_columns(conflict.flow),
         "CreatedAt": conflict.created_at,
         "Details": _json_text(conflict.details),
-        # "Source" already says who noticed the conflict (claim or reported).
+        # "Source" already holds who noticed the conflict (its origin: claim or reported), since 0.1.0.
         "SourceSystem": conflict.source_system,
         "Decision": conflict.decision.value if conflict.decision else None,
         "Reviewer": conflict.reviewer,
@@ -362,7 +362,7 @@ def conflict_from_row(row: Row, version: str) -> Conflict:
         claim_id=row["ClaimId"],
         scope=row["Scope"],
         status=ConflictStatus(row["Status"]),
-        source=ConflictSource(row["Source"]),
+        origin=ConflictOrigin(row["Source"]),
         fingerprint=row.get("Fingerprint"),
         claim_fingerprint=row.get("ClaimFingerprint"),
         reason=row["Reason"],

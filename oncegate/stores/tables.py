@@ -37,8 +37,9 @@ Resolving a conflict replaces its row and moves its listing row (delete and inse
 transaction conditioned on the conflict row's ETag. Conflicts 0.1.0 wrote have no ``Version`` and
 no listing row: a store opening the table adds them, once.
 The inventory's flows, scopes and overlaps each fill one partition of a small table of their
-own; a flow's RowKey is a digest of its name and environment, which may hold characters a
-RowKey forbids (``/ \\ # ?``).
+own, and the key secrets and the store's id share a sixth (``SUFFIXES``: six tables in all); a
+flow's RowKey is a digest of its name and environment, which may hold characters a RowKey forbids
+(``/ \\ # ?``).
 
 The module runs past 400 lines on purpose: it adapts all three ports over one storage account, and
 their methods share the entity helpers and the error translation at the top; this picture of the
@@ -155,7 +156,7 @@ STORE_ROW = "identity"
 
 
 def table_names(prefix: str) -> tuple[str, ...]:
-    """The claims, conflicts, flows, scopes and overlaps tables for a prefix."""
+    """The six tables for a prefix: claims, conflicts, flows, scopes, overlaps, and keys (key secrets, store id)."""
     return tuple(prefix + suffix for suffix in SUFFIXES)
 
 
@@ -342,7 +343,7 @@ def _on_status(statuses: tuple[int, ...], error: Callable[[], Exception]) -> Ite
 
 
 class TableStore:
-    """Claims, their history and conflicts, and the flow inventory in five Azure tables."""
+    """Claims, their history and conflicts, the flow inventory, the key secrets and the store id in six Azure tables."""
 
     kind = "tables"
 

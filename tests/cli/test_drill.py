@@ -30,8 +30,8 @@ from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.entrypoints import server
 from oncegate.entrypoints.routes import FunctionRoute
 from oncegate.models import ClaimRequest, ClaimResponse, ClaimView, RecordResultRequest
-from oncegate.service.claims import ClaimService
-from oncegate.service.results import ResultService
+from oncegate.service.claims import Claims
+from oncegate.service.results import Results
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
 from tests.cli.test_signin import SIGN_IN, FakeMsal
@@ -163,7 +163,7 @@ def test_the_drill_names_the_source_it_is_given_in_its_claims_and_report(oncegat
 class ProceedsTwice:
     """The claim service, but it tells the first run it would have answered ``in_progress`` to proceed as well."""
 
-    def __init__(self, claims: ClaimService) -> None:
+    def __init__(self, claims: Claims) -> None:
         self._claims = claims
         self._lock = threading.Lock()
         self._forged = False
@@ -183,7 +183,7 @@ class ProceedsTwice:
 class LosesResults:
     """The result service, but it acknowledges every result as stored, and stores none."""
 
-    def __init__(self, results: ResultService, claims: ClaimService) -> None:
+    def __init__(self, results: Results, claims: Claims) -> None:
         self._results = results
         self._claims = claims
 

@@ -166,7 +166,7 @@ class World:
         results = {
             entry.details.get("targetRecordId")
             for entry in stored.history or []
-            if (entry.event, entry.outcome) == (EventKind.RESULT, "succeeded")
+            if (entry.kind, entry.outcome) == (EventKind.RESULT, "succeeded")
         }
         assert set(self.succeeded.values()) <= results
 
@@ -262,8 +262,8 @@ def reconcile_after(world: World) -> None:
     answer = world.faulted(lambda: world.ask("run-A"))
     # Told "proceed", run-A would create the order again; only "reconcile" makes it look first.
     assert answer.decision is Decision.RECONCILE, answer.reason
-    assert answer.last_attempt is not None
-    assert (answer.last_attempt.run_id, answer.last_attempt.attempt) == ("run-0", 1)
+    assert answer.earlier_attempt is not None
+    assert (answer.earlier_attempt.run_id, answer.earlier_attempt.attempt) == ("run-0", 1)
     world.assert_holds(answer, "run-A", attempt=2)
     world.act(answer)
     assert world.stored().target_record_id == "ERP-v1-1"

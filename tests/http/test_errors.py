@@ -10,7 +10,7 @@ from azure.functions.decorators.http import HttpTrigger
 
 from oncegate import bootstrap
 from oncegate.domain.keys import KeyHasher
-from oncegate.domain.sensitive import SensitiveKeyPolicy
+from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.errors import NotFound
 from oncegate.models import LookupRequest
 from tests.conftest import KEY_SECRET, FakeClock
@@ -374,7 +374,7 @@ def test_a_key_with_personal_data_is_a_400_sensitive_key_that_stores_nothing(api
 
     assert (refused.status, refused.code, refused.targets) == (400, "sensitive_key", ["key"])
     assert "11010519491231002X" not in json.dumps(refused.body)
-    unchecked = Gate(service.store, KeyHasher(KEY_SECRET), sensitive_keys=SensitiveKeyPolicy.OFF)
+    unchecked = Gate(service.store, KeyHasher(KEY_SECRET), sensitive_keys=SensitivePolicy.OFF)
     with pytest.raises(NotFound):
         unchecked.lookup(LookupRequest(scope="erp.create-order", key="11010519491231002X"))
 

@@ -218,7 +218,7 @@ def test_record_result_review_and_resolution_send_their_events(api: Api, events:
     for sent in (resolved, reviewed, result):
         declared(sent)
     assert (resolved.name, resolved.dimensions[telemetry.RESOLUTION]) == (telemetry.CONFLICT_RESOLVED.name, "dismiss")
-    assert (resolved.dimensions[telemetry.SCOPE], resolved.dimensions[telemetry.SOURCE]) == (
+    assert (resolved.dimensions[telemetry.SCOPE], resolved.dimensions[telemetry.ORIGIN]) == (
         "erp.create-order",
         "claim",
     )

@@ -77,7 +77,7 @@ def _claim(expected: ExpectedClaim) -> tuple[Claim, list[FingerprintRecord]]:
     )
     if expected.granted is Decision.RECONCILE:
         earlier = EarlierAttempt(expected.attempt - 1, "run-earlier", None, ClaimStatus.IN_PROGRESS, NOW)
-        claim = replace(claim, reconciling=earlier)
+        claim = replace(claim, earlier_attempt=earlier)
     records = [FingerprintRecord("c", _fingerprint(alias), 1, alias_generation=0) for alias in expected.aliases]
     return claim, records
 
@@ -181,8 +181,8 @@ def test_every_verdict_says_exactly_what_to_write(expected: ExpectedClaim, inten
     assert (record.source, record.reference) == ("shop-us", claim.reference or intent.reference)
     assert record.lease_expires_at == NOW + intent.lease
     assert record.updated_at == intent.decided_at
-    assert record.reconciling == verdict.reconciles
-    assert (verdict.decision is Decision.RECONCILE) == (verdict.reconciles is not None)
+    assert record.earlier_attempt == verdict.earlier_attempt
+    assert (verdict.decision is Decision.RECONCILE) == (verdict.earlier_attempt is not None)
     expected_fingerprint = intent.fingerprint.keyed if intent.fingerprint else claim.fingerprint
     assert record.fingerprint == expected_fingerprint
     assert (record.claim_id, record.first_received_at, record.key_id) == (

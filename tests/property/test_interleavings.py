@@ -258,8 +258,8 @@ class Interleavings(RuleBasedStateMachine):
                 self._expect_fenced(key, earlier, "the attempt just taken over")
         assert answer.lease_expires_at == expected.lease_expires_at
         if answer.decision is Decision.RECONCILE:
-            assert answer.last_attempt is not None
-            assert (answer.last_attempt.attempt, answer.last_attempt.run_id) == expected.previous
+            assert answer.earlier_attempt is not None
+            assert (answer.earlier_attempt.attempt, answer.earlier_attempt.run_id) == expected.previous
 
     def _opened(self, key: str, version: str, conflict_id: str) -> None:
         open_conflicts = self.claims[key].open_conflicts
@@ -513,7 +513,7 @@ class Interleavings(RuleBasedStateMachine):
             results = {
                 entry.details.get("targetRecordId")
                 for entry in view.history or []
-                if (entry.event, entry.outcome) == (EventKind.RESULT, Outcome.SUCCEEDED.value)
+                if (entry.kind, entry.outcome) == (EventKind.RESULT, Outcome.SUCCEEDED.value)
             }
             lost = [result for result in self.superseded[key] if result not in results]
             assert not lost, f"invariant 3: results of {key} superseded by accept_new are gone from its history: {lost}"

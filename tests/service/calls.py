@@ -104,7 +104,7 @@ def succeeded(service: Gate, *, target: str = "SO-1", run: str = "run-1", **fiel
 def history(service: Gate, claim_id: str) -> list[tuple[EventKind, str]]:
     """The claim's history as (event, outcome) pairs, oldest first: an entry counting answers alike, once each."""
     entries = service.get_claim(claim_id).history or []
-    return [(entry.event, entry.outcome) for entry in entries for _ in range(entry.count or 1)]
+    return [(entry.kind, entry.outcome) for entry in entries for _ in range(entry.count or 1)]
 
 
 def register(service: Gate, flow: FlowRef = FLOW, **fields: Any) -> FlowView:

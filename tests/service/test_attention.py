@@ -141,7 +141,7 @@ def test_a_review_takes_the_failure_off_the_list_and_the_key_stays_blocked(servi
     assert listed(service) == []
     assert claim(service, run="run-2", key="blocked").decision is Decision.BLOCKED
     events = service.get_claim(claim_id).history or []
-    reviews = [entry for entry in events if entry.event is EventKind.REVIEW]
+    reviews = [entry for entry in events if entry.kind is EventKind.REVIEW]
     assert len(reviews) == 1
     assert (reviews[0].outcome, reviews[0].details) == (
         "acknowledged",

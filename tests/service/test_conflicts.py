@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oncegate.domain.statuses import ClaimStatus, ConflictSource, ConflictStatus, Decision, EventKind, Resolution
+from oncegate.domain.statuses import ClaimStatus, ConflictOrigin, ConflictStatus, Decision, EventKind, Resolution
 from oncegate.errors import NotFound, StateConflict
 from oncegate.models import ClaimResponse, ListConflictsQuery
 from tests.conftest import FakeClock
@@ -40,7 +40,7 @@ def test_accept_new_lets_the_new_version_proceed_and_keeps_the_earlier_result(se
     record(service, new_version, target_record_id="SO-2")
     view = service.get_claim(first.claim_id)
     assert (view.fingerprint, view.target_record_id) == (keyed("v2"), "SO-2")
-    results = [entry.details.get("targetRecordId") for entry in view.history or [] if entry.event is EventKind.RESULT]
+    results = [entry.details.get("targetRecordId") for entry in view.history or [] if entry.kind is EventKind.RESULT]
     assert results == ["SO-1", "SO-2"]
     assert (EventKind.RESOLUTION, "accept_new") in history(service, first.claim_id)
     again = claim(service, run="run-4", fingerprint="v2")
@@ -159,9 +159,9 @@ def test_a_reported_conflict_is_open_and_the_same_for_the_same_claim_and_fingerp
     other = report(service, fingerprint="v3")
     found_by_claim = claim(service, run="run-11", fingerprint="v2")
 
-    assert (reported.status, reported.source, reported.claim_id) == (
+    assert (reported.status, reported.origin, reported.claim_id) == (
         ConflictStatus.OPEN,
-        ConflictSource.REPORTED,
+        ConflictOrigin.REPORTED,
         answer.claim_id,
     )
     assert reported.details == {"erpAmount": 12.5}

@@ -187,7 +187,7 @@ def test_an_expired_lease_without_a_result_is_reconciled_never_proceeded(service
     assert (second.status, second.attempt) == (ClaimStatus.IN_PROGRESS, 2)
     assert second.claim_token not in (None, first.claim_token)
     assert second.lease_expires_at == clock.now + timedelta(seconds=300)
-    last = second.last_attempt
+    last = second.earlier_attempt
     assert last is not None
     assert (last.attempt, last.run_id, last.flow, last.status) == (1, "run-1", FLOW, ClaimStatus.IN_PROGRESS)
     assert last.lease_expires_at == first.lease_expires_at
@@ -224,8 +224,8 @@ def test_an_unknown_outcome_is_reconciled_with_its_last_attempt(service: Gate, c
     second = claim(service, run="run-2")
 
     assert second.decision is Decision.RECONCILE
-    assert second.last_attempt is not None
-    assert (second.last_attempt.status, second.last_attempt.error) == (
+    assert second.earlier_attempt is not None
+    assert (second.earlier_attempt.status, second.earlier_attempt.error) == (
         ClaimStatus.UNKNOWN,
         "the ERP call timed out after sending",
     )

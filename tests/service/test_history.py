@@ -43,7 +43,7 @@ def test_the_history_tells_the_whole_story_in_order(service: Gate, clock: FakeCl
 
     entries = service.get_claim(first.claim_id).history or []
 
-    assert [(entry.event.value, entry.outcome, entry.run_id) for entry in entries] == [
+    assert [(entry.kind.value, entry.outcome, entry.run_id) for entry in entries] == [
         ("claim", "proceed", "run-1"),
         ("claim", "in_progress", "run-2"),
         ("result", "succeeded", "run-1"),
@@ -88,7 +88,7 @@ def test_a_duplicate_from_another_flow_copy_names_both_flows_in_the_history(serv
 
     last = (service.get_claim(first.claim_id).history or [])[-1]
 
-    assert (last.event, last.outcome, last.flow) == (EventKind.CLAIM, "duplicate", FLOW_COPY)
+    assert (last.kind, last.outcome, last.flow) == (EventKind.CLAIM, "duplicate", FLOW_COPY)
     assert FLOW.environment in last.recognised_by
     assert FLOW_COPY.environment in last.recognised_by
 
@@ -98,7 +98,7 @@ def test_a_claim_that_was_never_answered_twice_has_one_entry(service: Gate) -> N
 
     entries = service.get_claim(first.claim_id).history or []
 
-    assert [(entry.event, entry.outcome, entry.attempt) for entry in entries] == [(EventKind.CLAIM, "proceed", 1)]
+    assert [(entry.kind, entry.outcome, entry.attempt) for entry in entries] == [(EventKind.CLAIM, "proceed", 1)]
 
 
 # Causality (issue 22): a history line stands after the change it was decided on, whichever instance wrote it.
@@ -116,7 +116,7 @@ def test_answers_from_an_instance_whose_clock_is_behind_stand_after_the_claim_th
     claim(behind, run="run-3")
 
     entries = ahead.get_claim(first.claim_id).history or []
-    assert [(entry.event.value, entry.outcome) for entry in entries] == [
+    assert [(entry.kind.value, entry.outcome) for entry in entries] == [
         ("claim", "proceed"),
         ("claim", "in_progress"),
         ("result", "succeeded"),

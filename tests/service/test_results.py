@@ -113,7 +113,7 @@ def test_release_gives_the_claim_up_and_says_why_in_the_history(service: Gate, c
 
     assert (view.status, view.lease_expires_at) == (ClaimStatus.RELEASED, None)
     entries = service.get_claim(answer.claim_id).history or []
-    assert (entries[-1].event, entries[-1].outcome) == (EventKind.RELEASE, "released")
+    assert (entries[-1].kind, entries[-1].outcome) == (EventKind.RELEASE, "released")
     assert "the order was cancelled" in entries[-1].recognised_by
 
 

@@ -188,7 +188,7 @@ def test_a_claim_changed_between_listing_and_deleting_is_kept_with_its_history(
 
     assert report.kept == Counter({Kept.CHANGED: 1})
     assert report.deleted_total == 0
-    history = [entry.event for entry in service.get_claim(answer.claim_id).history or []]
+    history = [entry.kind for entry in service.get_claim(answer.claim_id).history or []]
     assert history.count(EventKind.RESOLUTION) == 1
     assert len(history) == 4
 

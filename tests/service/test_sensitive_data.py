@@ -23,7 +23,7 @@ from oncegate import bootstrap
 from oncegate.config import ConfigError, Settings
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import ClaimFilter
-from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
+from oncegate.domain.sensitive import SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import ClaimStatus, Decision, Outcome, Resolution
 from oncegate.domain.warnings import SENSITIVE_DATA
 from oncegate.errors import SensitiveData, SensitiveKey
@@ -61,7 +61,7 @@ Policy = Callable[..., Gate]
 def service_with(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Policy:
     """A service over this test's store, with the key and data policies given (data follows keys when not given)."""
 
-    def make(data: SensitiveKeyPolicy | None = None, keys: SensitiveKeyPolicy = SensitiveKeyPolicy.REJECT) -> Gate:
+    def make(data: SensitivePolicy | None = None, keys: SensitivePolicy = SensitivePolicy.REJECT) -> Gate:
         return Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock, sensitive_keys=keys, sensitive_data=data)
 
     return make
@@ -206,7 +206,7 @@ def test_reject_names_the_field_never_the_value_and_changes_nothing(service_with
 
 @pytest.mark.parametrize("action", ACTIONS)
 def test_warn_stores_it_with_the_warning_sensitive_data(service_with: Policy, action: str) -> None:
-    service = service_with(SensitiveKeyPolicy.WARN)
+    service = service_with(SensitivePolicy.WARN)
     stored = ACTIONS[action](service)
 
     answer = stored.act(EMAIL)
@@ -218,7 +218,7 @@ def test_warn_stores_it_with_the_warning_sensitive_data(service_with: Policy, ac
 def test_warn_logs_where_personal_data_was_stored_never_the_value(
     service_with: Policy, caplog: pytest.LogCaptureFixture
 ) -> None:
-    service = service_with(SensitiveKeyPolicy.WARN)
+    service = service_with(SensitivePolicy.WARN)
     answer = claim(service)
 
     with caplog.at_level("WARNING", logger="oncegate.service.privacy"):
@@ -232,7 +232,7 @@ def test_warn_logs_where_personal_data_was_stored_never_the_value(
 
 @pytest.mark.parametrize("action", ACTIONS)
 def test_off_stores_it_without_a_warning(service_with: Policy, action: str) -> None:
-    service = service_with(SensitiveKeyPolicy.OFF)
+    service = service_with(SensitivePolicy.OFF)
     stored = ACTIONS[action](service)
 
     answer = stored.act(EMAIL)
@@ -349,11 +349,11 @@ def test_a_flow_s_owner_is_a_contact_on_purpose_and_never_looked_at(service: Gat
 
 
 def test_data_follows_the_key_policy_unless_it_has_its_own(service_with: Policy) -> None:
-    warned = service_with(keys=SensitiveKeyPolicy.WARN)
+    warned = service_with(keys=SensitivePolicy.WARN)
     answer = claim(warned)
     assert SENSITIVE_DATA in (record(warned, answer, data={"email": EMAIL}).warnings or [])
 
-    strict_keys = service_with(SensitiveKeyPolicy.OFF, keys=SensitiveKeyPolicy.REJECT)
+    strict_keys = service_with(SensitivePolicy.OFF, keys=SensitivePolicy.REJECT)
     with pytest.raises(SensitiveKey):
         claim(strict_keys, key=EMAIL)
     answer = claim(strict_keys, key="SO-2")
@@ -361,7 +361,7 @@ def test_data_follows_the_key_policy_unless_it_has_its_own(service_with: Policy)
 
 
 def test_the_key_warning_comes_back_from_report_conflict_too(service_with: Policy) -> None:
-    service = service_with(keys=SensitiveKeyPolicy.WARN)
+    service = service_with(keys=SensitivePolicy.WARN)
     claim(service, key="4111 1111 1111 1111")
 
     view = report(service, key="4111 1111 1111 1111", reason="The ERP holds another amount.")
@@ -374,10 +374,10 @@ def _settings(tmp_path: Path, **environment: str) -> Settings:
 
 
 def test_the_setting_defaults_to_the_key_policy(tmp_path: Path) -> None:
-    assert _settings(tmp_path).sensitive_data is SensitiveKeyPolicy.REJECT
-    assert _settings(tmp_path, ONCEGATE_SENSITIVE_KEYS="warn").sensitive_data is SensitiveKeyPolicy.WARN
+    assert _settings(tmp_path).sensitive_data is SensitivePolicy.REJECT
+    assert _settings(tmp_path, ONCEGATE_SENSITIVE_KEYS="warn").sensitive_data is SensitivePolicy.WARN
     both = _settings(tmp_path, ONCEGATE_SENSITIVE_KEYS="reject", ONCEGATE_SENSITIVE_DATA="Warn")
-    assert (both.sensitive_keys, both.sensitive_data) == (SensitiveKeyPolicy.REJECT, SensitiveKeyPolicy.WARN)
+    assert (both.sensitive_keys, both.sensitive_data) == (SensitivePolicy.REJECT, SensitivePolicy.WARN)
 
 
 def test_a_bad_setting_is_named(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from oncegate.domain.keys import KeyHasher
-from oncegate.domain.sensitive import SensitiveKeyPolicy, sensitive_findings
+from oncegate.domain.sensitive import SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import Decision
 from oncegate.errors import NotFound, SensitiveKey
 from oncegate.models import LookupRequest, ReportConflictRequest
@@ -70,25 +70,25 @@ def test_a_key_with_personal_data_is_refused_by_every_entrance_and_nothing_is_st
     assert refused.value.target == "key"
     assert "an e-mail address" in refused.value.message
     assert "ana.lopez" not in refused.value.message
-    unchecked = Gate(service.store, KeyHasher(KEY_SECRET), sensitive_keys=SensitiveKeyPolicy.OFF)
+    unchecked = Gate(service.store, KeyHasher(KEY_SECRET), sensitive_keys=SensitivePolicy.OFF)
     with pytest.raises(NotFound):
         unchecked.lookup(LookupRequest(scope=SCOPE, key=key))
 
 
 @pytest.fixture
-def service_with(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[SensitiveKeyPolicy], Gate]:
+def service_with(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[SensitivePolicy], Gate]:
     return lambda policy: Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock, sensitive_keys=policy)
 
 
-def test_warn_lets_the_key_through_with_a_warning(service_with: Callable[[SensitiveKeyPolicy], Gate]) -> None:
-    answer = claim(service_with(SensitiveKeyPolicy.WARN), key="4111 1111 1111 1111")
+def test_warn_lets_the_key_through_with_a_warning(service_with: Callable[[SensitivePolicy], Gate]) -> None:
+    answer = claim(service_with(SensitivePolicy.WARN), key="4111 1111 1111 1111")
 
     assert answer.decision is Decision.PROCEED
     assert "sensitive_key" in answer.warnings
 
 
-def test_off_checks_nothing(service_with: Callable[[SensitiveKeyPolicy], Gate]) -> None:
-    answer = claim(service_with(SensitiveKeyPolicy.OFF), key="ana@contoso.com")
+def test_off_checks_nothing(service_with: Callable[[SensitivePolicy], Gate]) -> None:
+    answer = claim(service_with(SensitivePolicy.OFF), key="ana@contoso.com")
 
     assert answer.decision is Decision.PROCEED
     assert "sensitive_key" not in answer.warnings

@@ -58,7 +58,7 @@ def test_an_expired_claim_is_settled_succeeded_without_its_token(service: Gate, 
     assert (settled.reviewer, settled.lease_expires_at) == (REVIEWER, None)
     assert attention(service) == []
     entry = (service.get_claim(answer.claim_id).history or [])[-1]
-    assert (entry.event, entry.outcome, entry.attempt) == (EventKind.REVIEW, "succeeded", 1)
+    assert (entry.kind, entry.outcome, entry.attempt) == (EventKind.REVIEW, "succeeded", 1)
     assert entry.details == {
         "reviewer": REVIEWER,
         "previousStatus": "in_progress",

@@ -82,7 +82,7 @@ def test_conflicts_carry_the_source_system_the_run_named(service: Gate, clock: F
     assert met.conflict_id is not None
     assert conflicts[met.conflict_id].source_system == "shop-us"
     assert reported.source_system == "shop-eu"
-    assert reported.source.value == "reported"
+    assert reported.origin.value == "reported"
     history = service.get_claim(first.claim_id).history or []
     assert history[-1].source == "shop-eu"
 

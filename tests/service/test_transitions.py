@@ -56,7 +56,7 @@ def test_a_failure_for_good_waits_for_a_review_of_its_own() -> None:
 
 
 def test_a_release_while_reconciling_keeps_the_claim_in_doubt() -> None:
-    reconciling = replace(HELD, reconciling=EarlierAttempt(1, "run-0", None, ClaimStatus.IN_PROGRESS, NOW))
+    reconciling = replace(HELD, earlier_attempt=EarlierAttempt(1, "run-0", None, ClaimStatus.IN_PROGRESS, NOW))
 
     plain = released(HELD, None, LATER)
     doubtful = released(reconciling, "nothing found", LATER)

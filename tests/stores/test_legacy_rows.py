@@ -205,8 +205,8 @@ def test_a_claim_granted_to_reconcile_before_the_upgrade_is_still_reconcile(lega
     again = ask(legacy, "reconciling", reconciling["run"])
 
     assert (again.decision, again.claim_token) == (Decision.RECONCILE, reconciling["token"])
-    assert again.last_attempt is not None
-    assert (again.last_attempt.attempt, again.last_attempt.run_id) == (1, "run-old")
+    assert again.earlier_attempt is not None
+    assert (again.earlier_attempt.attempt, again.earlier_attempt.run_id) == (1, "run-old")
 
 
 def test_a_claim_released_in_doubt_before_the_upgrade_is_reconciled_not_proceeded(legacy: Legacy) -> None:

@@ -20,7 +20,7 @@ from oncegate.domain.records import (
 )
 from oncegate.domain.statuses import (
     ClaimStatus,
-    ConflictSource,
+    ConflictOrigin,
     ConflictStatus,
     EventKind,
     Resolution,
@@ -114,7 +114,7 @@ def conflict(conflict_id: str | None = None, **changes: Any) -> Conflict:
         claim_id=new_id(),
         scope="erp.create-order",
         status=ConflictStatus.OPEN,
-        source=ConflictSource.CLAIM,
+        origin=ConflictOrigin.CLAIM,
         fingerprint=None,
         claim_fingerprint=None,
         reason="Fingerprint differs from the claim's.",
@@ -130,7 +130,7 @@ def resolved_conflict(conflict_id: str | None = None, **changes: Any) -> Conflic
     full = conflict(
         conflict_id,
         status=ConflictStatus.RESOLVED,
-        source=ConflictSource.REPORTED,
+        origin=ConflictOrigin.REPORTED,
         fingerprint="sha256:" + "ef" * 32,
         claim_fingerprint="sha256:" + "ab" * 32,
         flow=FLOW,

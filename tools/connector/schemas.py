@@ -19,7 +19,7 @@ from oncegate.domain.statuses import (
     AnswerStatus,
     AttentionReason,
     ClaimStatus,
-    ConflictSource,
+    ConflictOrigin,
     ConflictStatus,
     Decision,
     EventKind,
@@ -76,7 +76,7 @@ ENUM_NAMES: dict[type[StrEnum], dict[str, str]] = {
         "unknown": "Outcome unknown for too long",
         "failed_unreviewed": "Failed for good, not reviewed",
     },
-    ConflictSource: {"claim": "Found by Check and claim", "reported": "Reported by a flow"},
+    ConflictOrigin: {"claim": "Found by Check and claim", "reported": "Reported by a flow"},
 }
 
 

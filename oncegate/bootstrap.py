@@ -20,8 +20,8 @@ from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.errors import StoreUnavailable
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.claims import Claims
-from oncegate.service.common import ClaimsCore, utc_now
 from oncegate.service.conflicts import Conflicts
+from oncegate.service.core import ClaimsCore, utc_now
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
 from oncegate.service.key_secrets import KeySecrets
 from oncegate.service.privacy import StoredDataGuard

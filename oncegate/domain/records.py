@@ -72,9 +72,8 @@ class Claim:
 
     ``earlier_attempt`` is the earlier attempt the current one was granted to reconcile (None for an
     attempt granted ``proceed``); ``released_in_doubt`` says its run released it without knowing what
-    that earlier attempt did, so the claim stays ``unknown``. Rows written before these were fields
-    kept them in the history and in the error text: ``state_in_history`` marks such a claim until
-    the service has read them from there.
+    that earlier attempt did, so the claim stays ``unknown``. (Rows written before these were fields
+    kept them in the history and in the error text; the stores read them from there.)
     """
 
     claim_id: str
@@ -100,7 +99,6 @@ class Claim:
     reference: str | None = None
     earlier_attempt: EarlierAttempt | None = None
     released_in_doubt: bool = False
-    state_in_history: bool = False
     generation: int = 0
     # The check value of the key secret the claim id was made with (None on rows of earlier releases).
     key_id: str | None = None

@@ -45,16 +45,10 @@ from oncegate.models import (
     ListPageQuery,
     LookupRequest,
 )
-from oncegate.service.common import (
-    Caller,
-    ClaimsCore,
-    flow_of,
-    flow_text,
-    keyed,
-    new_grant_id,
-    settled,
-)
 from oncegate.service.conflicts import Conflicts
+from oncegate.service.core import ClaimsCore, flow_of, flow_text
+from oncegate.service.identity import Caller, keyed, new_grant_id
+from oncegate.service.races import settled
 from oncegate.service.views import claim_result, claim_view, earlier_attempt_view, flow_ref, history_entry
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable
 
@@ -183,7 +177,6 @@ class Claims:
 
     def _decide(self, claim: Claim, caller: Caller) -> ClaimResponse:
         """Apply the decision table (oncegate.domain.decisions) to a claim that exists, and write what it says."""
-        claim = self._core.explicit(claim)
         caller = replace(caller, decided_at=self._core.decided_at(claim, caller.now))
         records: list[FingerprintRecord] = []
         if needs_fingerprint_records(claim, caller.fingerprint):

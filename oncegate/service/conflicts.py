@@ -36,14 +36,10 @@ from oncegate.models import (
     ReportConflictRequest,
     ResolveConflictRequest,
 )
-from oncegate.service.common import (
-    ClaimsCore,
-    Identity,
-    flow_of,
-    keyed,
-    settled,
-)
+from oncegate.service.core import ClaimsCore, flow_of
+from oncegate.service.identity import Identity, keyed
 from oncegate.service.privacy import warned
+from oncegate.service.races import settled
 from oncegate.service.views import conflict_view
 from oncegate.stores.port import ClaimReads, ClaimWrites, ConflictRecords, HistoryRecords
 

@@ -40,12 +40,10 @@ from oncegate.models import (
     ReleaseRequest,
     ReviewClaimRequest,
 )
-from oncegate.service.common import (
-    ClaimsCore,
-    settled,
-    stale_token_message,
-)
+from oncegate.service.core import ClaimsCore
+from oncegate.service.identity import stale_token_message
 from oncegate.service.privacy import warned
+from oncegate.service.races import settled
 from oncegate.service.views import claim_view
 from oncegate.stores.port import ClaimReads, ClaimWrites
 
@@ -229,8 +227,6 @@ class Results:
             target_record_id=request.target_record_id,
             data=request.data,
         )
-        # A row of an earlier release keeps its reconciling state in the history: read it, as the settled row drops it.
-        claim = self._core.explicit(claim)
         decided = settle(claim, settlement)
         if isinstance(decided, Refusal):
             if decided.busy:

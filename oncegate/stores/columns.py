@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,6 +39,7 @@ from oncegate.domain.statuses import (
     EventKind,
     Resolution,
 )
+from oncegate.domain.transitions import RELEASED_IN_DOUBT
 
 Row = dict[str, Any]
 
@@ -225,9 +227,10 @@ def utc_iso(value: datetime | None) -> str | None:
     return None if value is None else value.astimezone(UTC).isoformat()
 
 
-def claim_from_row(row: Row, version: str) -> Claim:
+def claim_from_row(row: Row, version: str, history: Callable[[], list[HistoryEvent]] | None = None) -> Claim:
+    """The claim of a row; a row of schema 1 comes upgraded (``history`` reads its claim's history if needed)."""
     retryable = row.get("Retryable")
-    return Claim(
+    claim = Claim(
         claim_id=row["ClaimId"],
         scope=row["Scope"],
         status=ClaimStatus(row["Status"]),
@@ -251,7 +254,6 @@ def claim_from_row(row: Row, version: str) -> Claim:
         reference=row.get("Reference"),
         earlier_attempt=_earlier_attempt(_json_value(row.get("Reconciling"))),
         released_in_doubt=bool(row.get("ReleasedInDoubt")),
-        state_in_history=int(row.get("SchemaVersion") or 1) < CLAIM_SCHEMA,
         generation=int(row.get("Generation") or 0),
         key_id=row.get("KeyId"),
         legacy_token=row.get("ClaimToken") or None,
@@ -261,6 +263,42 @@ def claim_from_row(row: Row, version: str) -> Claim:
         ),
         version=version,
     )
+    return claim if int(row.get("SchemaVersion") or 1) >= CLAIM_SCHEMA else _upgraded(claim, history)
+
+
+# How rows of schema 1 kept the reconciling state: the granting event's details (in the API's spelling of the
+# time), the release's error text. Read back here, so no record above the stores carries a legacy field.
+LEGACY_LAST_ATTEMPT = "lastAttempt"
+
+
+def _upgraded(claim: Claim, history: Callable[[], list[HistoryEvent]] | None) -> Claim:
+    """A schema-1 claim with its earlier attempt and doubt as fields, as 0.1.0 kept them in the history."""
+    in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error or "").startswith(RELEASED_IN_DOUBT)
+    earlier = None
+    if claim.attempt > 1 and history is not None:
+        for event in history():
+            grant = event.kind is EventKind.CLAIM and event.attempt == claim.attempt and event.run_id == claim.run_id
+            if grant and event.outcome == "reconcile" and LEGACY_LAST_ATTEMPT in event.details:
+                earlier = _legacy_earlier_attempt(event.details[LEGACY_LAST_ATTEMPT])
+    return replace(claim, earlier_attempt=earlier, released_in_doubt=in_doubt)
+
+
+def _legacy_earlier_attempt(details: Row) -> EarlierAttempt:
+    flow = details.get("flow")
+    return EarlierAttempt(
+        attempt=int(details["attempt"]),
+        run_id=details["runId"],
+        flow=Flow(flow["name"], flow["environment"]) if flow else None,
+        status=ClaimStatus(details["status"]),
+        started_at=_required_when(str(_iso(details["startedAt"]))),
+        lease_expires_at=_when(_iso(details.get("leaseExpiresAt"))),
+        error=details.get("error"),
+    )
+
+
+def _iso(text: str | None) -> str | None:
+    # The API wrote times with a Z; fromisoformat reads it from Python 3.11 on, but say so for the reader.
+    return None if text is None else text.replace("Z", "+00:00") if text.endswith("Z") else text
 
 
 def fingerprint_to_row(record: FingerprintRecord) -> Row:

@@ -361,7 +361,7 @@ class SqliteStore:
         row = self._select_one("SELECT * FROM claims WHERE ClaimId = ?", (claim_id,))
         if row is None:
             raise NotFound(f"no claim has the id {claim_id}.", target="claimId")
-        return columns.claim_from_row(dict(row), str(row["Version"]))
+        return columns.claim_from_row(dict(row), str(row["Version"]), lambda: self.list_events(claim_id))
 
     def update_claim(
         self,
@@ -444,7 +444,10 @@ class SqliteStore:
                 )
                 .fetchall()
             )
-        return _page(rows, limit, columns.claim_from_row, ("UpdatedAt", "ClaimId"))
+        return _page(rows, limit, self._claim, ("UpdatedAt", "ClaimId"))
+
+    def _claim(self, row: Row, version: str) -> Claim:
+        return columns.claim_from_row(row, version, lambda: self.list_events(row["ClaimId"]))
 
     def flush_index(self) -> None:
         """Nothing to write: the claims table's own indexes find claims by source or reference."""

@@ -233,8 +233,8 @@ def _claim_index(claim: Claim) -> list[dict[str, Any]]:
     return _index_entities(claim.claim_id, claim.first_received_at, source=claim.source, reference=claim.reference)
 
 
-def _claim(entity: TableEntity) -> Claim:
-    return columns.claim_from_row(large_values.gather(entity), _etag(entity.metadata))
+def _claim(entity: TableEntity, history: Callable[[], list[HistoryEvent]] | None = None) -> Claim:
+    return columns.claim_from_row(large_values.gather(entity), _etag(entity.metadata), history)
 
 
 def _conflict(entity: TableEntity) -> Conflict:
@@ -389,11 +389,15 @@ class TableStore:
         self._to_index(_claim_index(claim))
         return columns.claim_from_row(columns.claim_to_row(claim), _etag(result[0]))
 
+    def _claim_of(self, entity: TableEntity) -> Claim:
+        """A listed claim; a row of schema 1 reads its history for what it kept there (rare, and only once)."""
+        return _claim(entity, lambda: self.list_events(entity["PartitionKey"]))
+
     def get_claim(self, claim_id: str) -> Claim:
         """The stored claim; raises ``NotFound``."""
         with _on_status(MISSING, lambda: NotFound(f"no claim has the id {claim_id}.", target="claimId")):
             entity = self._claims.get_entity(claim_id, CLAIM_ROW)
-        return _claim(entity)
+        return _claim(entity, lambda: self.list_events(claim_id))
 
     def update_claim(
         self,
@@ -460,7 +464,7 @@ class TableStore:
             )
             entities = list(next(pages))
             token = pages.continuation_token
-        return Page([_claim(entity) for entity in entities], _cursor(token))
+        return Page([self._claim_of(entity) for entity in entities], _cursor(token))
 
     def _indexed_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None) -> Page[Claim]:
         """Claims of a source system (else a reference), first received first: ``limit + 1`` rows of one index
@@ -493,7 +497,7 @@ class TableStore:
     def _indexed_claim(self, row: TableEntity) -> Claim | None:
         """The claim an index row names, if it is still the claim indexed (not purged, nor made again since)."""
         try:
-            claim = _claim(self._claims.get_entity(row["ClaimId"], CLAIM_ROW))
+            claim = self._claim_of(self._claims.get_entity(row["ClaimId"], CLAIM_ROW))
         except ResourceNotFoundError:
             return None
         return claim if row["RowKey"] == _index_place(claim.claim_id, claim.first_received_at) else None

@@ -14,10 +14,10 @@ from oncegate import bootstrap
 from oncegate.cli import main
 from oncegate.domain.keys import KeyHasher
 from oncegate.entrypoints import server
-from oncegate.errors import StoreUnavailable
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
-from tests.conftest import FakeClock
+from tests.conftest import KEY_SECRET, FakeClock
+from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
 from tests.http.client import ServerApi, succeed
 from tests.http.test_actions import claim_body, ok, open_conflict
@@ -259,12 +259,11 @@ def test_without_entra_the_reviewer_is_required(api: ServerApi, oncegate: Oncega
 
 
 def test_a_store_outage_is_exit_3_with_retry_after(
-    oncegate: Oncegate, wired: Gate, monkeypatch: pytest.MonkeyPatch
+    oncegate: Oncegate, open_store: Callable[[], ClaimStore], clock: FakeClock
 ) -> None:
-    def unavailable() -> None:
-        raise StoreUnavailable("the SQLite store is unavailable: disk I/O error")
-
-    monkeypatch.setattr(wired.services.claims, "health", unavailable)
+    faults = FaultyStore(open_store(), Fault.BEFORE)
+    bootstrap.use_services(Gate(faults, KeyHasher(KEY_SECRET), clock=clock).services)
+    faults.arm(1, lasting=True, message="the SQLite store is unavailable: disk I/O error")
 
     run = oncegate("health")
 

@@ -16,28 +16,29 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import azure.functions as func
 import pytest
 
 from oncegate import bootstrap
 from oncegate.bootstrap import Services, wire
+from oncegate.config import AuthMode, Settings
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, Decision
-from oncegate.entrypoints import server
-from oncegate.entrypoints.routes import FunctionRoute
 from oncegate.models import ClaimRequest, ClaimResponse, ClaimView, RecordResultRequest
 from oncegate.service.claims import Claims
 from oncegate.service.results import Results
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
 from tests.cli.test_signin import SIGN_IN, FakeMsal
+from tests.cli.test_signin_accepted import DELEGATED_SCOPE, IssuingMsal, sign_in
 from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
 from tests.http.client import ServerApi
 from tests.http.test_actions import ok
+from tests.support.entra import LocalEntra
 
 REPO = Path(__file__).resolve().parents[2]
 CONCURRENCY = 16
@@ -319,27 +320,24 @@ def test_where_only_registered_flows_may_claim_the_drill_stops_at_the_first_bloc
 
 @pytest.mark.parametrize("store_kind", ["sqlite"])
 def test_a_caller_who_may_not_resolve_leaves_the_conflict_open_and_the_drill_passes(
-    oncegate: Oncegate, api: ServerApi, monkeypatch: pytest.MonkeyPatch
+    oncegate: Oncegate, api: ServerApi, wired: Gate, local_entra: LocalEntra, tmp_path: Path
 ) -> None:
-    dispatch = server.dispatch
-    forbidden = '{"error": {"code": "forbidden", "message": "drill lacks the app role OnceGate.Reviewer."}}'
+    # An Entra ID deployment, and a caller holding OnceGate.Flow only: the app itself refuses its resolve.
+    settings = Settings.from_environment({"ONCEGATE_SQLITE_PATH": str(tmp_path / "unused.db")})
+    bootstrap.use_services(
+        wired.services, settings=dataclasses.replace(settings, auth=AuthMode.ENTRA, entra=local_entra.api)
+    )
+    msal = IssuingMsal(local_entra, "OnceGate.Flow", "2.0")
 
-    def without_reviewer_role(routes: Sequence[FunctionRoute], method: str, url: str, *rest: Any) -> func.HttpResponse:
-        # What an Entra ID deployment answers a caller holding OnceGate.Flow only.
-        if url.endswith("/resolve"):
-            return func.HttpResponse(forbidden, status_code=403, headers={"Content-Type": "application/json"})
-        return dispatch(routes, method, url, *rest)
-
-    monkeypatch.setattr(server, "dispatch", without_reviewer_role)
-
-    run = oncegate("drill", "--concurrency", "2")
+    run = oncegate(*sign_in(DELEGATED_SCOPE), "drill", "--concurrency", "2", app_factory=msal.factory)
 
     assert run.code == 0, run.out + run.err
     (_, dismissed) = rows(run.out, "3 changed")
     assert dismissed[4] == "forbidden (403)"
     conflict_id = dismissed[5]
     assert f"Note: Conflict {conflict_id} was left open: this caller may not resolve conflicts" in run.out
-    assert ok(api.call("get_conflict", route={"conflictId": conflict_id}))["status"] == "open"
+    reviewer = {"Authorization": f"Bearer {local_entra.token(local_entra.claims('OnceGate.Reviewer'))}"}
+    assert ok(api.call("get_conflict", route={"conflictId": conflict_id}, headers=reviewer))["status"] == "open"
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"])

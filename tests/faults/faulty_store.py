@@ -7,14 +7,19 @@ Two ways to fail, as a real store fails::
                    service sees StoreUnavailable (a timeout after the commit, the nastiest case)
 
 Only calls made while armed are counted, so a test builds its starting state through the same
-store without faults, arms it, and runs the one action under test. One fault fires per arming.
+store without faults, arms it, and runs the one action under test. One fault fires per arming,
+unless the arming lasts: then every counted call from the chosen one on fails (an outage) until
+``disarm()``. An arming may count the calls of some methods only, the others passing uncounted,
+and may give the store's own words for the failure. ``interleave`` fails nothing: it lets another
+instance act between one call of the service and the next, as a race in production does.
 (``lossy_proxy.LossyProxy`` does the same one level down, to the HTTP requests of Table Storage.)
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Collection
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -30,7 +35,7 @@ class Fault(StrEnum):
 
 
 class FaultyStore:
-    """The ClaimStore port around a real store, failing at one chosen call (``kind`` and ``close`` pass through)."""
+    """The ClaimStore port around a real store, failing at a chosen call (``kind`` and ``close`` pass through)."""
 
     def __init__(self, inner: ClaimStore, fault: Fault) -> None:
         self.inner = inner
@@ -40,10 +45,44 @@ class FaultyStore:
         self.fired: str | None = None
         self._armed = False
         self._at = 0
+        self._only: frozenset[str] = frozenset()
+        self._lasting = False
+        self._message: str | None = None
+        self._between: Callable[[], object] | None = None
+        # The service calls the store from several threads (the purge deletes in parallel).
+        self._lock = threading.Lock()
 
-    def arm(self, at: int) -> None:
-        """Fail the ``at``-th call from now (1-based)."""
-        self.calls, self.fired, self._armed, self._at = [], None, True, at
+    def arm(
+        self, at: int, *, only: str | Collection[str] = (), lasting: bool = False, message: str | None = None
+    ) -> None:
+        """Fail the ``at``-th call from now (1-based).
+
+        ``only`` counts the calls of those methods only; ``lasting`` fails every counted call from the
+        ``at``-th on, until ``disarm()``; ``message`` is what the store says (by default, which call failed).
+        """
+        self._set(at, only, lasting=lasting, message=message, between=None)
+
+    def interleave(self, at: int, only: str, action: Callable[[], object]) -> None:
+        """Fail nothing: right after the ``at``-th call of ``only`` from now, run ``action``, then answer.
+
+        ``action`` is another instance acting on the same data between this call and the next (its
+        calls go to its own store); the service gets this call's answer as the store gave it.
+        """
+        self._set(at, only, lasting=False, message=None, between=action)
+
+    def _set(
+        self,
+        at: int,
+        only: str | Collection[str],
+        *,
+        lasting: bool,
+        message: str | None,
+        between: Callable[[], object] | None,
+    ) -> None:
+        with self._lock:
+            self.calls, self.fired, self._armed, self._at = [], None, True, at
+            self._only = frozenset({only} if isinstance(only, str) else only)
+            self._lasting, self._message, self._between = lasting, message, between
 
     def disarm(self) -> list[str]:
         """Stop counting and failing; the calls made while armed, in order."""
@@ -51,17 +90,27 @@ class FaultyStore:
         return self.calls
 
     def _call(self, name: str, operation: Callable[[], T]) -> T:
-        if not self._armed:
+        with self._lock:
+            # Decided under the lock, done outside it: the calls of several threads still overlap.
+            counted = self._armed and (not self._only or name in self._only)
+            if counted:
+                self.calls.append(name)
+            number = len(self.calls)
+            chosen = counted and number >= self._at and (self.fired is None or self._lasting)
+            if chosen:
+                self.fired = self.fired or name
+            between = self._between
+        if not chosen:
             return operation()
-        self.calls.append(name)
-        if self.fired is not None or self._at != len(self.calls):
-            return operation()
-        self.fired = name
+        if between is not None:
+            answer = operation()
+            between()
+            return answer
         if self.fault is Fault.AFTER:
             # Whatever the store answered (a record, a lost race, not found) never reaches the service.
             with contextlib.suppress(Exception):
                 operation()
-        raise StoreUnavailable(f"injected fault {self.fault.value} {name} (call {len(self.calls)})")
+        raise StoreUnavailable(self._message or f"injected fault {self.fault.value} {name} (call {number})")
 
     def __getattr__(self, name: str) -> Any:
         # Every public method of the store is a storage call, so a method the port gains later is swept too.

@@ -25,6 +25,7 @@ from oncegate.errors import StoreUnavailable
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.tables import TableStore
 from tests.conftest import KEY_SECRET, FakeClock
+from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
 from tests.http.client import Api, FunctionsApi, succeed
 from tests.http.test_actions import FLOW, claim_body, ok
@@ -107,6 +108,15 @@ def events(distro_setup: Distro, monkeypatch: pytest.MonkeyPatch, new_service: C
     service = new_service()
     bootstrap.use_services(service.services)
     return Events(distro_setup.exporter, service)
+
+
+@pytest.fixture
+def faults(events: Events, open_store: Callable[[], ClaimStore], clock: FakeClock) -> FaultyStore:
+    """The service of ``events`` made again over a store that fails where the test arms it (unarmed, it does not)."""
+    store = FaultyStore(open_store(), Fault.BEFORE)
+    events.service = Gate(store, KeyHasher(KEY_SECRET), clock=clock)
+    bootstrap.use_services(events.service.services)
+    return store
 
 
 def declared(sent: Sent) -> None:
@@ -257,17 +267,11 @@ def test_an_action_without_an_event_of_its_own_sends_nothing(api: Api, events: E
 # -- 503s ----------------------------------------------------------------------------------------------------
 
 
-def test_a_503_sends_unavailable_instead_of_the_actions_event(
-    api: Api, events: Events, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_503_sends_unavailable_instead_of_the_actions_event(api: Api, events: Events, faults: FaultyStore) -> None:
     first = ok(api.call("check_and_claim", claim_body()))
     events.take()
 
-    def down(*_: object, **__: object) -> None:
-        raise StoreUnavailable("the store is down")
-
-    monkeypatch.setattr(events.service.store, "get_claim", down)
-    monkeypatch.setattr(events.service.store, "create_claim", down)
+    faults.arm(1, only=("get_claim", "create_claim"), lasting=True, message="the store is down")
     claimed = api.call("check_and_claim", claim_body(key="ORDER-2"))
     unavailable = events.one()
     read = api.call("get_claim", route={"claimId": first["claimId"]})
@@ -389,11 +393,8 @@ def test_the_watch_reports_all_clear_too(events: Events) -> None:
     assert (sent.dimensions[telemetry.CLAIMS], sent.dimensions[telemetry.CONFLICTS]) == (0, 0)
 
 
-def test_a_watch_the_store_fails_sends_unavailable(events: Events, monkeypatch: pytest.MonkeyPatch) -> None:
-    def down(*_: object, **__: object) -> None:
-        raise StoreUnavailable("the store is down")
-
-    monkeypatch.setattr(events.service.store, "list_claims", down)
+def test_a_watch_the_store_fails_sends_unavailable(events: Events, faults: FaultyStore) -> None:
+    faults.arm(1, only="list_claims", lasting=True, message="the store is down")
 
     with pytest.raises(StoreUnavailable):
         run_timer("watch_claims_needing_attention")

@@ -5,20 +5,34 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
+from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind
-from oncegate.errors import NotFound, StoreUnavailable
+from oncegate.errors import NotFound
 from oncegate.models import ClaimCounts, ReviewClaimRequest
 from oncegate.service.retention import Kept, PurgeReport
-from tests.conftest import FakeClock
+from oncegate.stores.port import ClaimStore
+from tests.conftest import KEY_SECRET, FakeClock
+from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
 from tests.service.calls import SCOPE, claim, record, release, resolve, scopes, set_scope, succeeded
 
 SHORT = "mail.send-reminder"
 DAY = 24 * 3600
+
+
+@pytest.fixture
+def faults(open_store: Callable[[], ClaimStore]) -> FaultyStore:
+    """This test's store, failing (or letting another instance act) at the call the test arms."""
+    return FaultyStore(open_store(), Fault.BEFORE)
+
+
+@pytest.fixture
+def faulty_service(faults: FaultyStore, clock: FakeClock) -> Gate:
+    """The service over ``faults``: unarmed, it works as over the store itself."""
+    return Gate(faults, KeyHasher(KEY_SECRET), clock=clock)
 
 
 def review(service: Gate, claim_id: str, reviewer: str = "ana@contoso.com") -> None:
@@ -170,22 +184,22 @@ def test_a_time_budget_stops_the_purge_after_a_page(service: Gate, clock: FakeCl
 
 
 def test_a_claim_changed_between_listing_and_deleting_is_kept_with_its_history(
-    service: Gate, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    faulty_service: Gate, faults: FaultyStore, new_service: Callable[[], Gate], clock: FakeClock
 ) -> None:
+    service = faulty_service
     answer = succeeded(service)
     clock.advance(91 * DAY)
-    list_claims = service.store.list_claims
+    other = new_service()
 
-    def listed_then_changed(*args: Any, **options: Any) -> Any:
-        page = list_claims(*args, **options)
+    def change() -> None:
         # Another instance resolves a conflict on the claim: its version moves on.
-        changed = claim(service, run="run-2", fingerprint="v2")
-        resolve(service, changed.conflict_id, "keep_original")
-        return page
+        changed = claim(other, run="run-2", fingerprint="v2")
+        resolve(other, changed.conflict_id, "keep_original")
 
-    monkeypatch.setattr(service.store, "list_claims", listed_then_changed)
+    faults.interleave(1, "list_claims", change)
     report = service.retention.purge()
 
+    assert faults.disarm() == ["list_claims"]
     assert report.kept == Counter({Kept.CHANGED: 1})
     assert report.deleted_total == 0
     history = [entry.kind for entry in service.get_claim(answer.claim_id).history or []]
@@ -194,23 +208,16 @@ def test_a_claim_changed_between_listing_and_deleting_is_kept_with_its_history(
 
 
 def test_a_store_failure_stops_the_purge_with_the_cursor_to_resume_from(
-    service: Gate, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    faulty_service: Gate, faults: FaultyStore, clock: FakeClock
 ) -> None:
+    service = faulty_service
     for index in range(3):
         succeeded(service, key=f"ORDER-{index}", run=f"run-{index}")
     clock.advance(91 * DAY)
-    list_claims = service.store.list_claims
-    calls = Counter[str]()
 
-    def failing_second_time(*args: Any, **options: Any) -> Any:
-        calls["list"] += 1
-        if calls["list"] == 2:
-            raise StoreUnavailable("the SQLite store is unavailable: disk I/O error")
-        return list_claims(*args, **options)
-
-    monkeypatch.setattr(service.store, "list_claims", failing_second_time)
+    faults.arm(2, only="list_claims", message="the SQLite store is unavailable: disk I/O error")
     stopped: PurgeReport = service.retention.purge(page_size=2)
-    monkeypatch.setattr(service.store, "list_claims", list_claims)
+    faults.disarm()
     resumed = service.retention.purge(page_size=2, resume_cursor=stopped.cursor)
 
     assert stopped.error is not None

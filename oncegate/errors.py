@@ -91,10 +91,18 @@ class AccessDenied(OnceGateError):
 
 
 class NotFound(OnceGateError):
-    """No claim or conflict has that id."""
+    """No claim or conflict has that id.
+
+    ``record`` names what is missing (``claim``, ``conflict``) where a store raised it: the stores know
+    records, not the wire; the HTTP edge names the field (``claimId``) from it.
+    """
 
     status = 404
     code = "not_found"
+
+    def __init__(self, message: str, *, target: str | None = None, record: str | None = None) -> None:
+        super().__init__(message, target=target)
+        self.record = record
 
 
 class MethodNotAllowed(OnceGateError):

@@ -1,8 +1,14 @@
-"""The contract's defaults and bounds: the service applies them, the API models check them.
+"""The contract's defaults and bounds: the service applies them, the API models check them, the stores'
+contract suite holds every store to them.
 
 They live in the domain so that the decision and retention code does not read them from the wire
 models, and an API change cannot move them by accident.
 """
+
+from __future__ import annotations
+
+import json
+from typing import Any
 
 DEFAULT_LEASE_SECONDS = 300
 MIN_LEASE_SECONDS = 15
@@ -13,3 +19,11 @@ MAX_RETENTION_DAYS = 3650
 # What a flow may store with a result or a conflict: small enough for one Table Storage row (issue 9).
 DATA_LIMIT_BYTES = 16 * 1024
 DETAILS_LIMIT_BYTES = 8 * 1024
+# The longest target record id and error text a result may carry.
+TARGET_RECORD_ID_MAX_LENGTH = 512
+ERROR_MAX_LENGTH = 4096
+
+
+def json_size(value: Any) -> int:
+    """Bytes of the compact UTF-8 JSON form, the size limits' unit."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))

@@ -164,10 +164,15 @@ def render(status: int, model: BaseModel, headers: dict[str, str] | None = None)
     return func.HttpResponse(body, status_code=status, headers={**JSON_HEADERS, **(headers or {})})
 
 
+# The wire's name of each record a store may find missing.
+RECORD_FIELDS = {"claim": "claimId", "conflict": "conflictId"}
+
+
 def render_error(exc: OnceGateError) -> func.HttpResponse:
-    raw_details = (
-        exc.details if isinstance(exc, InvalidRequest) else ([(exc.target, exc.message)] if exc.target else [])
-    )
+    target = exc.target
+    if target is None and isinstance(exc, NotFound) and exc.record is not None:
+        target = RECORD_FIELDS[exc.record]
+    raw_details = exc.details if isinstance(exc, InvalidRequest) else ([(target, exc.message)] if target else [])
     details = [ErrorDetail(target=target, message=message) for target, message in raw_details]
     body = ErrorBody(error=ErrorInfo(code=exc.code, message=exc.message, details=details))
     headers = {"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, StoreUnavailable) else {}

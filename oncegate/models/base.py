@@ -10,9 +10,8 @@ Every field that the connector sends or shows carries its designer text (:func:`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
@@ -20,6 +19,7 @@ from pydantic.fields import FieldInfo
 
 # The contract's bounds live in the domain; the models check requests against them.
 from oncegate.domain.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+from oncegate.domain.limits import json_size as json_size  # the size limits' unit, for the models that check them
 
 # The longest cursor handed out: the place of a flow whose name and environment are 256 characters
 # of four UTF-8 bytes each, in base64, sealed.
@@ -33,11 +33,6 @@ Visibility = Literal["important", "advanced", "internal"]
 IMPORTANT: Visibility = "important"
 ADVANCED: Visibility = "advanced"
 INTERNAL: Visibility = "internal"
-
-
-def json_size(value: Any) -> int:
-    """Bytes of the compact UTF-8 JSON form, the size limits' unit."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
 def designer(

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, AwareDatetime, Field, JsonValue, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 
-from oncegate.domain.limits import DATA_LIMIT_BYTES
+from oncegate.domain.limits import DATA_LIMIT_BYTES, ERROR_MAX_LENGTH, TARGET_RECORD_ID_MAX_LENGTH
 from oncegate.domain.statuses import ClaimStatus, Outcome, SettledOutcome
 from oncegate.models.base import (
     ADVANCED,
@@ -199,7 +199,7 @@ class RecordResultRequest(_Token):
             "The id of the record that the target system really holds, read back after the write.",
             IMPORTANT,
         ),
-    ] = Field(default=None, min_length=1, max_length=512)
+    ] = Field(default=None, min_length=1, max_length=TARGET_RECORD_ID_MAX_LENGTH)
     data: Annotated[
         JsonValue,
         AfterValidator(_data_limit),
@@ -211,7 +211,7 @@ class RecordResultRequest(_Token):
     ] = None
     error: Annotated[
         str | None, designer("Error Message", "What went wrong, when the outcome is failed or unknown.", ADVANCED)
-    ] = Field(default=None, max_length=4096)
+    ] = Field(default=None, max_length=ERROR_MAX_LENGTH)
     retryable: Annotated[
         bool,
         designer(

@@ -360,7 +360,7 @@ class SqliteStore:
     def get_claim(self, claim_id: str) -> Claim:
         row = self._select_one("SELECT * FROM claims WHERE ClaimId = ?", (claim_id,))
         if row is None:
-            raise NotFound(f"no claim has the id {claim_id}.", target="claimId")
+            raise NotFound(f"no claim has the id {claim_id}.", record="claim")
         return columns.claim_from_row(dict(row), str(row["Version"]), lambda: self.list_events(claim_id))
 
     def update_claim(
@@ -515,7 +515,7 @@ class SqliteStore:
     def get_conflict(self, conflict_id: str) -> Conflict:
         row = self._select_one("SELECT * FROM conflicts WHERE ConflictId = ?", (conflict_id,))
         if row is None:
-            raise NotFound(f"no conflict has the id {conflict_id}.", target="conflictId")
+            raise NotFound(f"no conflict has the id {conflict_id}.", record="conflict")
         return columns.conflict_from_row(dict(row), str(row["Version"]))
 
     def update_conflict(self, conflict: Conflict) -> Conflict:

@@ -395,7 +395,7 @@ class TableStore:
 
     def get_claim(self, claim_id: str) -> Claim:
         """The stored claim; raises ``NotFound``."""
-        with _on_status(MISSING, lambda: NotFound(f"no claim has the id {claim_id}.", target="claimId")):
+        with _on_status(MISSING, lambda: NotFound(f"no claim has the id {claim_id}.", record="claim")):
             entity = self._claims.get_entity(claim_id, CLAIM_ROW)
         return _claim(entity, lambda: self.list_events(claim_id))
 
@@ -689,7 +689,7 @@ class TableStore:
 
     def get_conflict(self, conflict_id: str) -> Conflict:
         """The stored conflict; raises ``NotFound``."""
-        with _on_status(MISSING, lambda: NotFound(f"no conflict has the id {conflict_id}.", target="conflictId")):
+        with _on_status(MISSING, lambda: NotFound(f"no conflict has the id {conflict_id}.", record="conflict")):
             return _conflict(self._conflicts.get_entity(CONFLICT_PARTITION, conflict_id))
 
     def update_conflict(self, conflict: Conflict) -> Conflict:

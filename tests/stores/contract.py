@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 
 import pytest
 
+from oncegate.domain.limits import DATA_LIMIT_BYTES, ERROR_MAX_LENGTH, TARGET_RECORD_ID_MAX_LENGTH, json_size
 from oncegate.domain.records import Claim, ClaimFilter, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreRace, TooLarge
-from oncegate.models import DATA_LIMIT_BYTES, RecordResultRequest, json_size
 from oncegate.stores.port import ClaimStore
 from tests.support import records
 from tests.support.records import T0
@@ -149,11 +149,8 @@ OVER_ENTITY = "x" * (ENTITY_BYTES // 2)
 
 
 def api_max_length(field: str) -> int:
-    """The longest text ``field`` of a result may hold, as the API validates it."""
-    (limit,) = (
-        item.max_length for item in RecordResultRequest.model_fields[field].metadata if hasattr(item, "max_length")
-    )
-    return int(limit)
+    """The longest text ``field`` of a result may hold, as the contract bounds it."""
+    return {"error": ERROR_MAX_LENGTH, "target_record_id": TARGET_RECORD_ID_MAX_LENGTH}[field]
 
 
 def api_max_data() -> dict[str, str]:
@@ -322,7 +319,7 @@ class StoreContract:
     def test_get_unknown_claim_raises_not_found(self, store: ClaimStore) -> None:
         with pytest.raises(NotFound) as raised:
             store.get_claim(records.new_id())
-        assert raised.value.target == "claimId"
+        assert raised.value.record == "claim"
 
     def test_another_instance_reads_what_one_wrote(
         self, store: ClaimStore, make_store: Callable[[], ClaimStore]
@@ -669,7 +666,7 @@ class StoreContract:
     def test_get_unknown_conflict_raises_not_found(self, store: ClaimStore) -> None:
         with pytest.raises(NotFound) as raised:
             store.get_conflict(records.new_id())
-        assert raised.value.target == "conflictId"
+        assert raised.value.record == "conflict"
 
     def test_list_conflicts_filters_by_status_and_scope_oldest_first(self, store: ClaimStore) -> None:
         # Ids run against time, and two share a timestamp: the order must come from (CreatedAt, ConflictId).

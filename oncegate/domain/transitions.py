@@ -35,7 +35,7 @@ class Result:
         """What the history line keeps of it: the fields given (``retryable`` only for a failure)."""
         failed = self.outcome is Outcome.FAILED
         kept = {
-            "targetRecordId": self.target_record_id,
+            "target_record_id": self.target_record_id,
             "data": self.data,
             "error": self.error,
             "retryable": self.retryable if failed else None,
@@ -283,12 +283,12 @@ def resolution_applied(claim: Claim, conflict: Conflict, record: FingerprintReco
         resolved_at=conflict.resolved_at or now,
     )
     changed = replace(claim, reviewer=conflict.reviewer, updated_at=now)
-    details: dict[str, Any] = {"conflictId": conflict.conflict_id, "note": conflict.note}
+    details: dict[str, Any] = {"conflict_id": conflict.conflict_id, "note": conflict.note}
     if decision is Resolution.ACCEPT_NEW:
         details["previous"] = {
             "status": claim.status.value,
             "fingerprint": claim.fingerprint,
-            "targetRecordId": claim.target_record_id,
+            "target_record_id": claim.target_record_id,
             "data": claim.data,
         }
         # "Failed, confirmed safe to retry" under the new fingerprint: its next claim proceeds, while the

@@ -113,7 +113,7 @@ class Conflicts:
             flow=flow,
             fingerprint=keyed(fingerprint),
             source=source,
-            details={"conflictId": conflict.conflict_id},
+            details={"conflict_id": conflict.conflict_id},
         )
         self._store.add_event(event)
         return conflict_view(conflict)

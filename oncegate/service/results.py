@@ -237,8 +237,8 @@ class Results:
         found = f"holds target record {request.target_record_id}" if request.target_record_id else "holds nothing"
         details = {
             "reviewer": request.reviewer,
-            "previousStatus": claim.status.value,
-            "targetRecordId": request.target_record_id,
+            "previous_status": claim.status.value,
+            "target_record_id": request.target_record_id,
             "data": request.data,
             "note": request.note,
         }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from oncegate.domain.records import Claim, Conflict, EarlierAttempt, Flow, HistoryEvent
 from oncegate.models import (
     ClaimResult,
@@ -43,6 +45,19 @@ def claim_result(claim: Claim) -> ClaimResult:
     )
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def wire_details(details: dict[str, Any]) -> dict[str, Any]:
+    """A history line's details as the API spells them: camelCase names (the flow's own ``data`` untouched)."""
+    return {
+        _camel(name): wire_details(value) if name in ("previous", "reconciles") and isinstance(value, dict) else value
+        for name, value in details.items()
+    }
+
+
 def history_entry(event: HistoryEvent) -> HistoryEntry:
     return HistoryEntry(
         at=event.at,
@@ -54,7 +69,7 @@ def history_entry(event: HistoryEvent) -> HistoryEntry:
         fingerprint=event.fingerprint,
         source=event.source,
         recognised_by=event.recognised_by,
-        details=event.details,
+        details=wire_details(event.details),
         count=event.count,
         first_at=event.at if event.count is not None else None,
         last_at=event.last_at,

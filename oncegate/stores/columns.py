@@ -266,9 +266,8 @@ def claim_from_row(row: Row, version: str, history: Callable[[], list[HistoryEve
     return claim if int(row.get("SchemaVersion") or 1) >= CLAIM_SCHEMA else _upgraded(claim, history)
 
 
-# How rows of schema 1 kept the reconciling state: the granting event's details (in the API's spelling of the
-# time), the release's error text. Read back here, so no record above the stores carries a legacy field.
-LEGACY_LAST_ATTEMPT = "lastAttempt"
+# Rows of schema 1 kept the reconciling state in the history (the granting line's "lastAttempt", in the API's
+# spelling) and the release's error text: read back here, so no record above the stores carries a legacy field.
 
 
 def _upgraded(claim: Claim, history: Callable[[], list[HistoryEvent]] | None) -> Claim:
@@ -278,8 +277,8 @@ def _upgraded(claim: Claim, history: Callable[[], list[HistoryEvent]] | None) ->
     if claim.attempt > 1 and history is not None:
         for event in history():
             grant = event.kind is EventKind.CLAIM and event.attempt == claim.attempt and event.run_id == claim.run_id
-            if grant and event.outcome == "reconcile" and LEGACY_LAST_ATTEMPT in event.details:
-                earlier = _legacy_earlier_attempt(event.details[LEGACY_LAST_ATTEMPT])
+            if grant and event.outcome == "reconcile" and "last_attempt" in event.details:
+                earlier = _legacy_earlier_attempt(event.details["last_attempt"])
     return replace(claim, earlier_attempt=earlier, released_in_doubt=in_doubt)
 
 
@@ -331,6 +330,52 @@ def fingerprint_from_row(row: Row, version: str) -> FingerprintRecord:
     )
 
 
+# A history line's details under the store's own names (as columns are): the domain's names are snake_case,
+# the API's camelCase. Rows written before (0.1.0 included) kept the API's spelling, read back here; a name
+# not listed (a conflict's details, a test's) is kept as it is, and "Data" (the flow's own JSON) is never renamed.
+DETAIL_NAMES = {
+    "target_record_id": "TargetRecordId",
+    "data": "Data",
+    "error": "Error",
+    "retryable": "Retryable",
+    "conflict_id": "ConflictId",
+    "note": "Note",
+    "reason": "Reason",
+    "reviewer": "Reviewer",
+    "previous_status": "PreviousStatus",
+    "previous": "Previous",
+    "reconciles": "Reconciles",
+    "status": "Status",
+    "fingerprint": "Fingerprint",
+    "attempt": "Attempt",
+    "last_attempt": "LastAttempt",
+}
+NESTED_DETAILS = ("previous", "reconciles")
+_DETAIL_OF_STORED = {stored: name for name, stored in DETAIL_NAMES.items()}
+_DETAIL_OF_LEGACY = {
+    "targetRecordId": "target_record_id",
+    "conflictId": "conflict_id",
+    "previousStatus": "previous_status",
+    "lastAttempt": "last_attempt",
+}
+
+
+def _details_row(details: Row) -> Row:
+    row = {}
+    for name, value in details.items():
+        kept = _details_row(value) if name in NESTED_DETAILS and isinstance(value, dict) else value
+        row[DETAIL_NAMES.get(name, name)] = kept
+    return row
+
+
+def _details(row: Row) -> Row:
+    details = {}
+    for stored, value in row.items():
+        name = _DETAIL_OF_STORED.get(stored) or _DETAIL_OF_LEGACY.get(stored) or stored
+        details[name] = _details(value) if name in NESTED_DETAILS and isinstance(value, dict) else value
+    return details
+
+
 def event_to_row(event: HistoryEvent) -> Row:
     return {
         "ClaimId": event.claim_id,
@@ -344,7 +389,7 @@ def event_to_row(event: HistoryEvent) -> Row:
         **_flow_columns(event.flow),
         "Fingerprint": event.fingerprint,
         "Source": event.source,
-        "Details": _json_text(event.details) if event.details else None,
+        "Details": _json_text(_details_row(event.details)) if event.details else None,
         # A line counting repeated answers: how many, and the last one's time (At holds the first one's).
         "Count": event.count,
         "LastAt": event.last_at,
@@ -364,7 +409,7 @@ def event_from_row(row: Row) -> HistoryEvent:
         flow=_flow(row),
         fingerprint=row.get("Fingerprint"),
         source=row.get("Source"),
-        details=_json_value(row.get("Details")) or {},
+        details=_details(_json_value(row.get("Details")) or {}),
         count=None if row.get("Count") is None else int(row["Count"]),
         last_at=_when(row.get("LastAt")),
     )

@@ -170,7 +170,7 @@ API_MAX_ERRORS = {
 def api_max_event(claim_id: str, error: str) -> HistoryEvent:
     """The largest result event the API can cause: its details hold data, error and target record at their limits."""
     details = {
-        "targetRecordId": CONTROL * api_max_length("target_record_id"),
+        "target_record_id": CONTROL * api_max_length("target_record_id"),
         "data": api_max_data(),
         "error": error,
         "retryable": False,

@@ -272,7 +272,8 @@ def test_a_value_longer_than_a_property_is_stored_in_numbered_pieces(
     table_store_factory: TableStoreFactory, azurite: Azurite | ExternalTables
 ) -> None:
     # Issue 9's result: 40,598 characters once JSON-escaped, where a property holds 32,768 UTF-16 code units.
-    details = {"data": "x" * 16000, "error": "\u0001" * 4096}
+    # Store-owned names (columns.DETAIL_NAMES): the text stored is the details as the row keeps them.
+    details = {"Data": "x" * 16000, "Error": "\u0001" * 4096}
     claim = records.claim()
     event = records.event(claim.claim_id, kind=EventKind.RESULT, outcome="failed", details=details)
     table_store_factory().create_claim(claim, event)

@@ -78,6 +78,7 @@ class Change(StrEnum):
     NONE = "none"
     NEW_CLAIM = "new_claim"  # a key never seen: its first claim is inserted
     NEW_ATTEMPT = "new_attempt"  # the run takes the claim over: a new attempt, grant and lease
+    WITHDRAW = "withdraw"  # the claim this request just made is deleted (a race across a key-secret switch)
     OPEN_CONFLICT = "open_conflict"  # the conflict queue gets (or finds) this fingerprint's conflict
 
 
@@ -127,6 +128,18 @@ def check_and_claim(
     if verdict.change is Change.NEW_ATTEMPT:
         return replace(verdict, record=taken_over(claim, intent, verdict.earlier_attempt))
     return verdict
+
+
+def withdrawn() -> Verdict:
+    """A claim just made during a key-secret rotation meets the key's claim under another secret: it is deleted.
+
+    Two instances on both sides of the switch may each make a claim under their own secret. Each looks
+    for the other's after making its own, so the later of the two always sees the earlier and withdraws:
+    at most one proceeds. Both may withdraw; both are told to retry shortly, as in_progress, rather than
+    racing again at once. See the rotation runbook in docs/operations.md.
+    """
+    reason = "Another instance claimed this key at the same moment during a key secret rotation; retry shortly."
+    return Verdict(Decision.IN_PROGRESS, reason, reason, Change.WITHDRAW, retry_after_seconds=1)
 
 
 def first_claim(intent: Intent) -> Claim:

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from oncegate import __version__
-from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records
+from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records, withdrawn
 from oncegate.domain.keys import normalise_scope, normalise_source
 from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent
 from oncegate.domain.statuses import (
@@ -155,23 +155,18 @@ class Claims:
         return self._granted(verdict.decision, stored, caller, verdict.reason)
 
     def _withdrawn(self, made: Claim, caller: Caller) -> ClaimResponse:
-        """During a rotation, a claim made while another secret's claim of the key exists is withdrawn.
-
-        Two instances on both sides of the switch may each make a claim under their own secret. Each
-        looks for the other's after making its own, so the later of the two always sees the earlier
-        and withdraws: at most one proceeds. Both may withdraw; both are told to retry shortly, as
-        in_progress, rather than racing again at once. See the rotation runbook in docs/operations.md.
-        """
+        """The claim this request made is deleted, as :func:`~oncegate.domain.decisions.withdrawn` says why."""
+        verdict = withdrawn()
         logger.info("Claim %s made during a rotation meets a claim under another secret: withdrawn", made.claim_id)
         self._store.delete_claim(made)
         self._core.counted(made, None)
         return ClaimResponse(
-            decision=Decision.IN_PROGRESS,
+            decision=verdict.decision,
             claim_id=made.claim_id,
             status=AnswerStatus.NONE,
             attempt=0,
-            reason="Another instance claimed this key at the same moment during a key secret rotation; retry shortly.",
-            retry_after_seconds=1,
+            reason=verdict.reason,
+            retry_after_seconds=verdict.retry_after_seconds,
             warnings=caller.warnings,
         )
 

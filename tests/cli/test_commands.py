@@ -7,20 +7,19 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-import azure.functions as func
 import pytest
 
 from oncegate import bootstrap
 from oncegate.cli import main
 from oncegate.domain.keys import KeyHasher
-from oncegate.entrypoints import server
 from oncegate.stores.port import ClaimStore
-from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
+from tests.cli.conftest import FUNCTION_KEY, Oncegate, Run, Seen
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
 from tests.http.client import ServerApi, succeed
 from tests.http.test_actions import claim_body, ok, open_conflict
+from tests.support.functions_host import functions_host
 
 KEY = "shop-eu/SO-1001"
 UNKNOWN_CLAIM = "a" * 52
@@ -271,12 +270,17 @@ def test_a_store_outage_is_exit_3_with_retry_after(
     assert run.err.startswith("store_unavailable: the SQLite store is unavailable: disk I/O error (retry after 5 s)")
 
 
-def test_a_rejected_function_key_is_exit_2_with_a_hint(oncegate: Oncegate, monkeypatch: pytest.MonkeyPatch) -> None:
-    # What the Functions host answers for a wrong key: 401 and no body.
-    monkeypatch.setattr(server, "dispatch", lambda *args: func.HttpResponse(status_code=401))
+def test_a_rejected_function_key_is_exit_2_with_a_hint(
+    local_server: tuple[str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What the Functions host answers for a wrong key, before the app sees the request: 401 and no body.
+    with functions_host(local_server, key="the-right-key") as url:
+        right = main(["--url", url, "--key", "the-right-key", "conflicts", "list"])
+        capsys.readouterr()
+        code = main(["--url", url, "--key", "a-wrong-key", "conflicts", "list"])
+    run = Run(code, *capsys.readouterr())
 
-    run = oncegate("conflicts", "list")
-
+    assert right == 0
     assert run.code == 2
     assert run.err.startswith("HTTP 401: Unauthorized: ")
     assert "ONCEGATE_FUNCTION_KEY" in run.err

@@ -88,11 +88,7 @@ def keys(args: argparse.Namespace) -> int:
             print(f"Key secret {record.key_id} is retired on {settings.store_text}.")
             return 0
         marks = services.key_secrets.marks()
-        counts = {
-            record.key_id: services.key_secrets.claims_made_with(record.key_id)
-            for record in marks.secrets
-            if record.live
-        }
+        counts = services.key_secrets.claims_made_with([record for record in marks.secrets if record.live])
     except OnceGateError as exc:
         return refused(command, exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
     except KeyboardInterrupt:

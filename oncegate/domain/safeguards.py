@@ -161,6 +161,17 @@ def check_secrets(roles: Roles, secrets: tuple[KeySecretRecord, ...], now: datet
     return SecretsVerdict(claim_with=roles.current, writes=tuple(writes))
 
 
+def secret_of(secrets: tuple[KeySecretRecord, ...], key_id: str) -> KeySecretRecord:
+    """The record of the secret with this check value; ``NotFound`` listing the ones the store knows."""
+    record = next((record for record in secrets if record.key_id == key_id), None)
+    if record is None:
+        known = ", ".join(sorted(record.key_id for record in secrets)) or "none"
+        raise NotFound(
+            f"This store knows no key secret with the check value {key_id!r} (it knows: {known}).", target="keyId"
+        )
+    return record
+
+
 def retired(
     secrets: tuple[KeySecretRecord, ...], key_id: str, *, now: datetime, claims: int, orphan: int | None
 ) -> KeySecretRecord | None:
@@ -169,12 +180,7 @@ def retired(
     The newest secret in use cannot be retired (every new claim is made with it). One with claims
     left is retired only when the operator names how many it orphans: those keys would proceed again.
     """
-    record = next((record for record in secrets if record.key_id == key_id), None)
-    if record is None:
-        known = ", ".join(sorted(record.key_id for record in secrets)) or "none"
-        raise NotFound(
-            f"This store knows no key secret with the check value {key_id!r} (it knows: {known}).", target="keyId"
-        )
+    record = secret_of(secrets, key_id)
     if record.retired_at is not None:
         return None
     live = sorted((other for other in secrets if other.live), key=lambda other: other.in_use_from or now)

@@ -47,7 +47,7 @@ from oncegate.models import (
 )
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, flow_of, flow_text
-from oncegate.service.identity import Caller, keyed, new_grant_id
+from oncegate.service.identity import Caller, keyed, new_grant_id, token
 from oncegate.service.races import settled
 from oncegate.service.views import claim_result, claim_view, earlier_attempt_view, flow_ref, history_entry
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable
@@ -271,7 +271,7 @@ class Claims:
             claim,
             caller,
             reason,
-            claim_token=self._core.token(claim, caller.hasher),
+            claim_token=token(claim, caller.hasher),
             lease_expires_at=claim.lease_expires_at,
             **extra,
         )

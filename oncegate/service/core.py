@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from oncegate.domain.keys import KeyHasher, KeyRing, normalise_scope
+from oncegate.domain.keys import KeyRing, normalise_scope
 from oncegate.domain.records import Claim, FingerprintRecord, Flow, HistoryEvent
 from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import (
@@ -32,7 +32,7 @@ from oncegate.models import (
     FlowRef,
     LookupRequest,
 )
-from oncegate.service.identity import Identity, holds, token
+from oncegate.service.identity import Identity, holds
 from oncegate.service.inventory import Inventory
 from oncegate.service.privacy import StoredDataGuard
 from oncegate.service.recent import REMEMBERED, RecentClaims
@@ -171,11 +171,8 @@ class ClaimsCore:
         self.inventory.status_changed(claim.scope, before.status if before else None, after.status if after else None)
         return after
 
-    @staticmethod
-    def token(claim: Claim, hasher: KeyHasher) -> str:
-        return token(claim, hasher)
-
     def holds(self, claim: Claim, claim_token: str) -> bool:
+        """Whether ``claim_token`` is the current grant's, under any secret this instance may claim with now."""
         return holds(self.keys, claim, claim_token)
 
     @staticmethod

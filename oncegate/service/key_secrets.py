@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Protocol
 
 from oncegate.domain.records import Claim, ClaimFilter, KeySecretRecord, Page, StoreMarks
-from oncegate.domain.safeguards import retired
+from oncegate.domain.safeguards import retired, secret_of
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import InvalidRequest
 from oncegate.service.safeguard import StoreIdPin
@@ -50,25 +50,26 @@ class KeySecrets:
     def marks(self) -> StoreMarks:
         return self._store.read_marks()
 
-    def claims_made_with(self, key_id: str, *, on_progress: Callable[[int], None] | None = None) -> int:
-        """How many claims were made with the secret: every claim is read, a page at a time."""
-        record = self._record(key_id)
-        count, cursor, examined = 0, None, 0
+    def claims_made_with(self, records: Collection[KeySecretRecord]) -> dict[str, int]:
+        """How many claims were made with each of these secrets, by check value: every claim is read once, a page
+        at a time, however many secrets are counted."""
+        counts = dict.fromkeys((record.key_id for record in records), 0)
+        cursor = None
         while True:
             page = self._store.list_claims(ClaimFilter(list(ClaimStatus)), limit=PAGE_SIZE, cursor=cursor)
-            examined += len(page.items)
-            count += sum(1 for claim in page.items if made_with(claim, record))
-            if on_progress is not None:
-                on_progress(examined)
+            for claim in page.items:
+                for record in records:
+                    counts[record.key_id] += made_with(claim, record)
             cursor = page.cursor
             if cursor is None:
-                return count
+                return counts
 
     def retire(self, key_id: str, *, orphan: int | None) -> KeySecretRecord:
         """Retire the secret, once the claims made with it are none or as many as ``orphan`` says."""
-        record = self._record(key_id)
-        claims = self.claims_made_with(key_id) if record.in_use_from is not None else 0
-        changed = retired(self._store.read_marks().secrets, key_id, now=self._clock(), claims=claims, orphan=orphan)
+        known = self._store.read_marks().secrets
+        record = secret_of(known, key_id)
+        claims = self.claims_made_with([record])[key_id] if record.in_use_from is not None else 0
+        changed = retired(known, key_id, now=self._clock(), claims=claims, orphan=orphan)
         if changed is None:
             return record
         logger.warning("Key secret %s retired (%d claims made with it orphaned)", key_id, claims)
@@ -92,12 +93,3 @@ class KeySecrets:
             self._pin.keep(store_id)
         logger.warning("Store marked as store %s by an operator", store_id)
         return store_id
-
-    def _record(self, key_id: str) -> KeySecretRecord:
-        known = self._store.read_marks().secrets
-        record = next((record for record in known if record.key_id == key_id), None)
-        if record is None:
-            # retired() words the refusal, listing the secrets the store knows.
-            retired(known, key_id, now=self._clock(), claims=0, orphan=None)
-        assert record is not None
-        return record

@@ -129,11 +129,6 @@ class Safeguard:
         self._seen: str | None = None
         self.skew: timedelta | None = None
 
-    @property
-    def store_id(self) -> str | None:
-        """The store's id as last read (None before the first check)."""
-        return self._seen
-
     def ring(self, *, fresh: bool = False) -> KeyRing:
         """The ring to claim with; reads the marks when the last good reading is older than the interval
         (``fresh``: now, as health does, so that it never reports a store it last read seconds ago)."""

@@ -36,6 +36,7 @@ from oncegate.domain.statuses import (
     ClaimStatus,
     ConflictOrigin,
     ConflictStatus,
+    Decision,
     EventKind,
     Resolution,
 )
@@ -277,7 +278,7 @@ def _upgraded(claim: Claim, history: Callable[[], list[HistoryEvent]] | None) ->
     if claim.attempt > 1 and history is not None:
         for event in history():
             grant = event.kind is EventKind.CLAIM and event.attempt == claim.attempt and event.run_id == claim.run_id
-            if grant and event.outcome == "reconcile" and "last_attempt" in event.details:
+            if grant and event.outcome == Decision.RECONCILE and "last_attempt" in event.details:
                 earlier = _legacy_earlier_attempt(event.details["last_attempt"])
     return replace(claim, earlier_attempt=earlier, released_in_doubt=in_doubt)
 
@@ -289,15 +290,10 @@ def _legacy_earlier_attempt(details: Row) -> EarlierAttempt:
         run_id=details["runId"],
         flow=Flow(flow["name"], flow["environment"]) if flow else None,
         status=ClaimStatus(details["status"]),
-        started_at=_required_when(str(_iso(details["startedAt"]))),
-        lease_expires_at=_when(_iso(details.get("leaseExpiresAt"))),
+        started_at=_required_when(details["startedAt"]),
+        lease_expires_at=_when(details.get("leaseExpiresAt")),
         error=details.get("error"),
     )
-
-
-def _iso(text: str | None) -> str | None:
-    # The API wrote times with a Z; fromisoformat reads it from Python 3.11 on, but say so for the reader.
-    return None if text is None else text.replace("Z", "+00:00") if text.endswith("Z") else text
 
 
 def fingerprint_to_row(record: FingerprintRecord) -> Row:

@@ -233,10 +233,6 @@ def _claim_index(claim: Claim) -> list[dict[str, Any]]:
     return _index_entities(claim.claim_id, claim.first_received_at, source=claim.source, reference=claim.reference)
 
 
-def _claim(entity: TableEntity, history: Callable[[], list[HistoryEvent]] | None = None) -> Claim:
-    return columns.claim_from_row(large_values.gather(entity), _etag(entity.metadata), history)
-
-
 def _conflict(entity: TableEntity) -> Conflict:
     return columns.conflict_from_row(large_values.gather(entity), str(entity.get(VERSION, LEGACY_VERSION)))
 
@@ -390,14 +386,15 @@ class TableStore:
         return columns.claim_from_row(columns.claim_to_row(claim), _etag(result[0]))
 
     def _claim_of(self, entity: TableEntity) -> Claim:
-        """A listed claim; a row of schema 1 reads its history for what it kept there (rare, and only once)."""
-        return _claim(entity, lambda: self.list_events(entity["PartitionKey"]))
+        """The claim of its entity; a row of schema 1 reads its history for what it kept there (rare)."""
+        row, version = large_values.gather(entity), _etag(entity.metadata)
+        return columns.claim_from_row(row, version, lambda: self.list_events(entity["PartitionKey"]))
 
     def get_claim(self, claim_id: str) -> Claim:
         """The stored claim; raises ``NotFound``."""
         with _on_status(MISSING, lambda: NotFound(f"no claim has the id {claim_id}.", record="claim")):
             entity = self._claims.get_entity(claim_id, CLAIM_ROW)
-        return _claim(entity, lambda: self.list_events(claim_id))
+        return self._claim_of(entity)
 
     def update_claim(
         self,

@@ -9,13 +9,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+from oncegate.bounded import Bounded
 from oncegate.domain.keys import KeyRing, normalise_scope
 from oncegate.domain.records import Claim, FingerprintRecord, Flow, HistoryEvent
 from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings
@@ -86,8 +85,7 @@ class ClaimsCore:
         self.stored_data = stored_data
         self.sensitive_keys = sensitive_keys
         self.recent = RecentClaims()
-        self._stamped: OrderedDict[str, datetime] = OrderedDict()
-        self._stamp_lock = threading.Lock()
+        self._stamped: Bounded[str, datetime] = Bounded(REMEMBERED)
 
     def identify(self, intent: BusinessIntent | LookupRequest) -> tuple[tuple[Identity, ...], str, list[str]]:
         """The key under every secret known (older first), the scope, and the warnings the key earned."""
@@ -150,14 +148,12 @@ class ClaimsCore:
         whichever instance answered (issue 22). Two lines this instance stamps for one claim never share
         a time either, so they list in the order it decided them.
         """
-        with self._stamp_lock:
-            last = self._stamped.pop(claim.claim_id, None)
+
+        def after(last: datetime | None) -> datetime:
             earliest = claim.updated_at if last is None else max(claim.updated_at, last)
-            stamped = max(now, earliest + TICK)
-            self._stamped[claim.claim_id] = stamped
-            if len(self._stamped) > REMEMBERED:
-                self._stamped.popitem(last=False)
-        return stamped
+            return max(now, earliest + TICK)
+
+        return self._stamped.swap(claim.claim_id, after)
 
     def counted(self, before: Claim | None, after: C) -> C:
         """``after`` as stored (None: deleted), remembered for the holder's next write, its change of status

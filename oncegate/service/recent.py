@@ -9,9 +9,7 @@ only ever the starting point of such a conditional write, never the ground for a
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
+from oncegate.bounded import Bounded
 from oncegate.domain.records import Claim
 
 # About 1 KB a claim: a few MB at most, and more than the claims one instance holds leases on.
@@ -22,23 +20,15 @@ class RecentClaims:
     """A bounded, thread-safe memory of the last claims written, least recently written forgotten first."""
 
     def __init__(self, size: int = REMEMBERED) -> None:
-        self._size = size
-        self._claims: OrderedDict[str, Claim] = OrderedDict()
-        self._lock = threading.Lock()
+        self._claims: Bounded[str, Claim] = Bounded(size)
 
     def remember(self, claim: Claim) -> None:
         """Keep ``claim`` as stored; its version is what a later write is conditioned on."""
-        with self._lock:
-            self._claims[claim.claim_id] = claim
-            self._claims.move_to_end(claim.claim_id)
-            if len(self._claims) > self._size:
-                self._claims.popitem(last=False)
+        self._claims.put(claim.claim_id, claim)
 
     def recall(self, claim_id: str) -> Claim | None:
         """The claim as this instance last wrote it, or None."""
-        with self._lock:
-            return self._claims.get(claim_id)
+        return self._claims.get(claim_id)
 
     def forget(self, claim_id: str) -> None:
-        with self._lock:
-            self._claims.pop(claim_id, None)
+        self._claims.pop(claim_id)

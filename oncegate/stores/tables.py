@@ -52,7 +52,6 @@ import hashlib
 import heapq
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import replace
@@ -75,6 +74,7 @@ from azure.core.exceptions import (
 from azure.data.tables import TableClient, TableEntity, TableServiceClient, TransactionOperation, UpdateMode
 
 from oncegate import telemetry
+from oncegate.bounded import Bounded
 from oncegate.domain.records import (
     Claim,
     ClaimFilter,
@@ -355,8 +355,7 @@ class TableStore:
         self._unindexed: dict[tuple[str, str], dict[str, Any]] = {}
         self._index_lock = threading.Lock()
         # The series lines this instance wrote last, at their ETags: the next count merges without a read.
-        self._series: OrderedDict[tuple[str, str], tuple[str, HistoryEvent]] = OrderedDict()
-        self._series_lock = threading.Lock()
+        self._series: Bounded[tuple[str, str], tuple[str, HistoryEvent]] = Bounded(SERIES_REMEMBERED)
         logger.info("Table Storage store ready: %s", ", ".join(names))
 
     @classmethod
@@ -615,7 +614,7 @@ class TableStore:
                 return
             if failed in MISSING:  # unknown here, or gone (the claim was deleted and made again)
                 try:
-                    self._remember_series(key, _etag(self._claims.create_entity(entity)), event)
+                    self._series.put(key, (_etag(self._claims.create_entity(entity)), event))
                     return
                 except ResourceExistsError:
                     pass
@@ -645,18 +644,10 @@ class TableStore:
         except HttpResponseError as exc:
             if exc.status_code not in STALE:
                 raise
-            with self._series_lock:
-                self._series.pop(key, None)
+            self._series.pop(key)
             return exc.status_code
-        self._remember_series(key, _etag(metadata), counted)
+        self._series.put(key, (_etag(metadata), counted))
         return None
-
-    def _remember_series(self, key: tuple[str, str], etag: str, series: HistoryEvent) -> None:
-        with self._series_lock:
-            self._series[key] = (etag, series)
-            self._series.move_to_end(key)
-            if len(self._series) > SERIES_REMEMBERED:
-                self._series.popitem(last=False)
 
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
         """The claim's history by time: its rows, one range of the partition, sorted here.

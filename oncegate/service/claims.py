@@ -96,14 +96,7 @@ class Claims:
         found = self._core.find(caller.identities)
         verdict = check_and_claim(found[0] if found else None, caller.intent(), refusal=refusal)
         if found is None:
-            return ClaimResponse(
-                decision=verdict.decision,
-                claim_id=caller.claim_id,
-                status=AnswerStatus.NONE,
-                attempt=0,
-                reason=verdict.reason,
-                warnings=caller.warnings,
-            )
+            return _unclaimed(verdict, caller.claim_id, caller)
         claim, identity = found
         caller = replace(caller.as_(identity), decided_at=self._core.decided_at(claim, caller.now))
         self._answered(claim, caller, verdict.decision, verdict.recognised_by)
@@ -160,15 +153,7 @@ class Claims:
         logger.info("Claim %s made during a rotation meets a claim under another secret: withdrawn", made.claim_id)
         self._store.delete_claim(made)
         self._core.counted(made, None)
-        return ClaimResponse(
-            decision=verdict.decision,
-            claim_id=made.claim_id,
-            status=AnswerStatus.NONE,
-            attempt=0,
-            reason=verdict.reason,
-            retry_after_seconds=verdict.retry_after_seconds,
-            warnings=caller.warnings,
-        )
+        return _unclaimed(verdict, made.claim_id, caller)
 
     def _decide(self, claim: Claim, caller: Caller) -> ClaimResponse:
         """Apply the decision table (oncegate.domain.decisions) to a claim that exists, and write what it says."""
@@ -355,3 +340,16 @@ class Claims:
         self._store.ping()
         self._core.safeguard.ring(fresh=True)
         return Health(status="ok", store=self._store.kind, version=__version__)
+
+
+def _unclaimed(verdict: Verdict, claim_id: str, caller: Caller) -> ClaimResponse:
+    """The answer when no claim stands for the key (none made, or the one made withdrawn): attempt 0."""
+    return ClaimResponse(
+        decision=verdict.decision,
+        claim_id=claim_id,
+        status=AnswerStatus.NONE,
+        attempt=0,
+        reason=verdict.reason,
+        retry_after_seconds=verdict.retry_after_seconds,
+        warnings=caller.warnings,
+    )

@@ -232,9 +232,13 @@ class Results:
             if decided.busy:
                 raise StateConflict("claim_busy", decided.message, target=decided.target)
             raise StateConflict("stale_claim", decided.message, target=decided.target)
-        if decided is claim:
-            return claim
         found = f"holds target record {request.target_record_id}" if request.target_record_id else "holds nothing"
+        change = Transition(
+            decided,
+            settlement.outcome.value,
+            f"Reviewer {request.reviewer} settled attempt {claim.attempt} ({claim.status.value}) as "
+            f"{settlement.outcome.value}: the target system {found}.",
+        )
         details = {
             "reviewer": request.reviewer,
             "previous_status": claim.status.value,
@@ -242,20 +246,10 @@ class Results:
             "data": request.data,
             "note": request.note,
         }
-        event = self._core.event(
-            claim,
-            EventKind.REVIEW,
-            settlement.outcome.value,
-            f"Reviewer {request.reviewer} settled attempt {claim.attempt} ({claim.status.value}) as "
-            f"{settlement.outcome.value}: the target system {found}.",
-            at=settlement.now,
-            run_id=claim.run_id,
-            flow=claim.flow,
-            fingerprint=claim.fingerprint,
-            details={name: value for name, value in details.items() if value is not None},
-        )
-        logger.info("Claim %s settled as %s by %s", claim.claim_id, settlement.outcome.value, request.reviewer)
-        return self._core.counted(claim, self._store.update_claim(decided, event))
+        kept = {name: value for name, value in details.items() if value is not None}
+        if change.changes(claim):
+            logger.info("Claim %s settled as %s by %s", claim.claim_id, settlement.outcome.value, request.reviewer)
+        return self._written(claim, change, EventKind.REVIEW, settlement.now, details=kept, fingerprint=True)
 
 
 def _check_review_fields(request: ReviewClaimRequest) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from oncegate.domain.idempotency import key_attempt
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow
 from oncegate.domain.statuses import ClaimStatus, Decision
@@ -49,6 +50,8 @@ class Intent:
     source: str | None = None
     reference: str | None = None
     stamp: datetime | None = None
+    # The version of the scope's fingerprint rules ``fingerprint`` was made under (issue 25).
+    rules_version: int = 0
 
     @property
     def decided_at(self) -> datetime:
@@ -150,6 +153,7 @@ def first_claim(intent: Intent) -> Claim:
         status=ClaimStatus.IN_PROGRESS,
         attempt=1,
         fingerprint=intent.fingerprint.keyed if intent.fingerprint else None,
+        rules_version=intent.rules_version,
         grant_id=intent.grant_id,
         granted_to=intent.signed_in,
         run_id=intent.run_id,
@@ -166,12 +170,16 @@ def first_claim(intent: Intent) -> Claim:
 
 def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> Claim:
     """The claim as a new attempt takes it over: what the earlier attempt left (its result, error, grant) is
-    cleared; the first source and reference named are kept (a claim without them takes this run's)."""
+    cleared; the first source and reference named are kept (a claim without them takes this run's). An
+    attempt that reconciles keeps the idempotency key of the attempt in doubt."""
+    fingerprint = intent.fingerprint.keyed if intent.fingerprint else None
     return replace(
         claim,
         status=ClaimStatus.IN_PROGRESS,
         attempt=claim.attempt + 1,
-        fingerprint=(intent.fingerprint.keyed if intent.fingerprint else None) or claim.fingerprint,
+        fingerprint=fingerprint or claim.fingerprint,
+        rules_version=intent.rules_version if fingerprint else claim.rules_version,
+        idempotency_attempt=key_attempt(claim, earlier),
         grant_id=intent.grant_id,
         granted_to=intent.signed_in,
         legacy_token=None,

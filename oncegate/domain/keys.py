@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import re
 import unicodedata
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -90,6 +91,7 @@ class KeyHasher:
         self._secret = secret.encode("utf-8")
         self._fingerprint_key = _derive(self._secret, "fingerprint")
         self._token_key = _derive(self._secret, "claim token")
+        self._idempotency_key = _derive(self._secret, "idempotency key")
 
     @property
     def key_id(self) -> str:
@@ -118,6 +120,20 @@ class KeyHasher:
         message = f"{claim_id}\n{attempt}\n{grant_id}".encode()
         mac = hmac.new(self._token_key, message, hashlib.sha256).digest()[:TOKEN_MAC_BYTES]
         return f"{attempt}.{base64.urlsafe_b64encode(mac).decode('ascii')}"
+
+    def idempotency_key(self, claim_id: str, born: datetime, attempt: int) -> str:
+        """The idempotency key of one attempt of a claim, shaped as a UUID (RFC 9562 version 8).
+
+        A MAC over the claim id, when the claim was first received (a key claimed again after retention
+        deleted its claim is a new business event) and the attempt: nothing in it leads back to the
+        business key, and only this service can make it. Which attempt is :mod:`oncegate.domain.idempotency`'s.
+        """
+        # Whole seconds: the time reads back the same from every store.
+        message = f"{claim_id}\n{born.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}\n{attempt}".encode()
+        raw = bytearray(hmac.new(self._idempotency_key, message, hashlib.sha256).digest()[:16])
+        raw[6] = (raw[6] & 0x0F) | 0x80  # version 8: custom
+        raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC's variant
+        return str(uuid.UUID(bytes=bytes(raw)))
 
     def signed_in_digest(self, name: str) -> str:
         """Who a grant was made to (Entra ID sign-in), kept as a keyed digest: the row names nobody."""

@@ -102,6 +102,12 @@ class Claim:
     generation: int = 0
     # The check value of the key secret the claim id was made with (None on rows of earlier releases).
     key_id: str | None = None
+    # The version of its scope's fingerprint rules the fingerprint was made under (0: none; rows of earlier
+    # releases): a request is fingerprinted under the same version to be compared with it (issue 25).
+    rules_version: int = 0
+    # The attempt whose idempotency key the current attempt hands the target system: an earlier one whose
+    # outcome is in doubt, which this attempt reconciles; None for its own (see domain/idempotency.py).
+    idempotency_attempt: int | None = None
     legacy_token: str | None = None
     legacy_resolutions: tuple[AppliedResolution, ...] = ()
     version: str | None = None
@@ -270,6 +276,25 @@ class FlowRecord:
 
 
 @dataclass(frozen=True)
+class FingerprintRules:
+    """Which parts of a payload make up the business data, as a scope's owner set them: one version.
+
+    ``include`` and ``ignore`` are JSON Pointers (RFC 6901, ``*`` for every item of an array), expanded
+    (a preset's pointers are in ``ignore``); ``preset`` only names the preset the owner chose. Version 0 is
+    the scope without rules: the whole payload.
+    """
+
+    version: int = 0
+    include: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    preset: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.include and not self.ignore
+
+
+@dataclass(frozen=True)
 class ScopeRecord:
     """A side effect in the catalogue: its settings, and its claims by status.
 
@@ -277,7 +302,8 @@ class ScopeRecord:
     applies its own defaults. A retention job reads ``retention_days`` from here.
     ``claims_by_source`` counts the claims made for each source system named (issue 16).
     ``key_pattern`` is the shape its owner declared its keys have (issue 22): see
-    :mod:`oncegate.domain.key_patterns`.
+    :mod:`oncegate.domain.key_patterns`. ``fingerprint_rules`` are its owner's fingerprint rules, every
+    version kept (issue 25): see :mod:`oncegate.domain.fingerprint_rules`.
     """
 
     scope: str
@@ -286,6 +312,8 @@ class ScopeRecord:
     retention_days: int | None = None
     description: str | None = None
     key_pattern: str | None = None
+    # Every version of the scope's fingerprint rules, oldest first: claims keep the version they were made under.
+    fingerprint_rules: tuple[FingerprintRules, ...] = ()
     registered_at: datetime | None = None
     first_seen_at: datetime | None = None
     last_seen_at: datetime | None = None

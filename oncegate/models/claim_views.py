@@ -115,6 +115,16 @@ class ClaimResponse(_Model):
             IMPORTANT,
         ),
     ] = None
+    idempotency_key: Annotated[
+        str | None,
+        designer(
+            "Idempotency Key",
+            "A key to hand the target system (an Idempotency-Key header, a client request id, an external id), "
+            "present with proceed and reconcile: the same while an earlier attempt's outcome is in doubt, so the "
+            "target recognises a request it already got, and a new one after a recorded failure.",
+            IMPORTANT,
+        ),
+    ] = None
     lease_expires_at: LeaseExpiresAt = None
     result: Annotated[
         ClaimResult | None, designer("Result", "What the first successful run recorded, present with duplicate.")

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
+from oncegate.domain.fingerprint_rules import FingerprintPreset, pointers_problem
 from oncegate.domain.key_patterns import MAX_PATTERN_LENGTH, key_pattern_problem
 from oncegate.domain.limits import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS, MIN_RETENTION_DAYS
 from oncegate.models.base import (
@@ -70,6 +71,22 @@ def _valid_key_pattern(pattern: str | None) -> str | None:
     return pattern
 
 
+def _valid_included(pointers: list[str]) -> list[str]:
+    if problem := pointers_problem(pointers, ignored=False):
+        raise ValueError(problem)
+    return pointers
+
+
+def _valid_ignored(pointers: list[str]) -> list[str]:
+    if problem := pointers_problem(pointers, ignored=True):
+        raise ValueError(problem)
+    return pointers
+
+
+POINTERS_TEXT = (
+    "JSON Pointers (RFC 6901) into Payload, such as /Title or /lines/*/amount, where * stands for every item of "
+    "an array."
+)
 KEY_PATTERN_TEXT = (
     "A regular expression that the scope's keys match whole, such as 310115[0-9]{12} or [0-9]{16}. A key that "
     "matches it is never refused as personal data: set it when the scope's ids have the shape of a phone, card or "
@@ -111,6 +128,35 @@ class SetScopeRequest(_Request):
         Field(max_length=MAX_PATTERN_LENGTH),
         AfterValidator(_valid_key_pattern),
         designer("Key Pattern", KEY_PATTERN_TEXT, ADVANCED),
+    ] = None
+    fingerprint_include: Annotated[
+        list[Annotated[str, Field(max_length=256)]] | None,
+        AfterValidator(_valid_included),
+        designer(
+            "Fingerprint Include",
+            f"The parts of Payload that make up the business data; the rest is left out of the fingerprint. "
+            f"{POINTERS_TEXT}",
+            ADVANCED,
+        ),
+    ] = None
+    fingerprint_ignore: Annotated[
+        list[Annotated[str, Field(max_length=256)]] | None,
+        AfterValidator(_valid_ignored),
+        designer(
+            "Fingerprint Ignore",
+            f"The parts of Payload left out of the fingerprint, such as a modified time or version stamp. "
+            f"{POINTERS_TEXT}",
+            ADVANCED,
+        ),
+    ] = None
+    fingerprint_preset: Annotated[
+        FingerprintPreset | None,
+        designer(
+            "Fingerprint Preset",
+            "Ignore the system fields of a trigger body sent as Payload: sharepoint (When an item is created or "
+            "modified) or dataverse (When a row is added, modified or deleted).",
+            ADVANCED,
+        ),
     ] = None
 
 
@@ -222,6 +268,28 @@ class ScopeView(_Model):
             "Key Pattern",
             "The pattern the scope's keys match whole, as declared with Set scope; such keys are never refused as "
             "personal data.",
+        ),
+    ] = None
+    fingerprint_include: Annotated[
+        list[str] | None,
+        designer("Fingerprint Include", "The parts of Payload that make up the business data, as set with Set scope."),
+    ] = None
+    fingerprint_ignore: Annotated[
+        list[str] | None,
+        designer(
+            "Fingerprint Ignore",
+            "The parts of Payload left out of the fingerprint, as set with Set scope, with the preset's fields.",
+        ),
+    ] = None
+    fingerprint_preset: Annotated[
+        FingerprintPreset | None, designer("Fingerprint Preset", "The trigger body preset set with Set scope.")
+    ] = None
+    fingerprint_rules_version: Annotated[
+        int | None,
+        designer(
+            "Fingerprint Rules Version",
+            "The version of the fingerprint rules, counted from 1; each claim is compared under the version it was "
+            "made with.",
         ),
     ] = None
     registered_at: RegisteredAt = None

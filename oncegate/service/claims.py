@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from oncegate import __version__
 from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records, withdrawn
+from oncegate.domain.idempotency import idempotency_key
 from oncegate.domain.keys import normalise_scope, normalise_source
 from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent
 from oncegate.domain.statuses import (
@@ -103,7 +104,8 @@ class Claims:
         return self._answer(verdict.decision, claim, caller, verdict.reason)
 
     def _caller(self, request: ClaimRequest) -> Caller:
-        identities, scope, warnings = self._core.identify(request)
+        rules_version = self._core.inventory.fingerprint_rules(normalise_scope(request.scope)).version
+        identities, scope, warnings = self._core.identify(request, rules_version=rules_version)
         current = next(identity for identity in identities if identity.hasher is self._core.keys.current)
         flow = flow_of(request.flow)
         if current.fingerprint is None:
@@ -123,6 +125,8 @@ class Claims:
             warnings=warnings,
             source=normalise_source(request.source),
             reference=request.reference,
+            rules_version=rules_version,
+            fingerprint_in=lambda hasher, version: self._core.fingerprint(hasher, request, version),
         )
 
     def _claim_once(self, caller: Caller) -> ClaimResponse:
@@ -158,6 +162,9 @@ class Claims:
     def _decide(self, claim: Claim, caller: Caller) -> ClaimResponse:
         """Apply the decision table (oncegate.domain.decisions) to a claim that exists, and write what it says."""
         caller = replace(caller, decided_at=self._core.decided_at(claim, caller.now))
+        if claim.fingerprint is not None:
+            # Compared like with like: under the fingerprint rules the claim's fingerprint was made with (issue 25).
+            caller = caller.under(claim.rules_version)
         records: list[FingerprintRecord] = []
         if needs_fingerprint_records(claim, caller.fingerprint):
             # A mismatch: only now read what reviewers decided about this fingerprint (one read, off the common path).
@@ -257,6 +264,7 @@ class Claims:
             caller,
             reason,
             claim_token=token(claim, caller.hasher),
+            idempotency_key=idempotency_key(caller.hasher, claim),
             lease_expires_at=claim.lease_expires_at,
             **extra,
         )

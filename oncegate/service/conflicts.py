@@ -85,7 +85,8 @@ class Conflicts:
             raise NotFound("No claim exists for this key in this scope: check and claim first.", target="key")
         claim, identity = found
         now = self._core.decided_at(claim, now)
-        fingerprint = identity.fingerprint
+        # Under the rules the claim's own fingerprint was made with, to compare like with like (issue 25).
+        fingerprint = self._core.fingerprint(identity.hasher, request, claim.rules_version)
         flow = flow_of(request.flow)
         source = normalise_source(request.source)
         conflict, record = self.open_conflict(

@@ -15,7 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from oncegate.bounded import Bounded
-from oncegate.domain.keys import KeyRing, normalise_scope
+from oncegate.domain.fingerprint_rules import applied
+from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope
 from oncegate.domain.records import Claim, FingerprintRecord, Flow, HistoryEvent
 from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import (
@@ -87,20 +88,33 @@ class ClaimsCore:
         self.recent = RecentClaims()
         self._stamped: Bounded[str, datetime] = Bounded(REMEMBERED)
 
-    def identify(self, intent: BusinessIntent | LookupRequest) -> tuple[tuple[Identity, ...], str, list[str]]:
-        """The key under every secret known (older first), the scope, and the warnings the key earned."""
+    def identify(
+        self, intent: BusinessIntent | LookupRequest, *, rules_version: int = 0
+    ) -> tuple[tuple[Identity, ...], str, list[str]]:
+        """The key under every secret known (older first), the scope, and the warnings the key earned; the
+        fingerprint made under that version of the scope's fingerprint rules."""
         # A lookup stores nothing, so its refusal does not say so.
         warnings = self.check_key(intent.scope, intent.key, stores=isinstance(intent, BusinessIntent))
-        supplied, payload = (intent.fingerprint, intent.payload) if isinstance(intent, BusinessIntent) else (None, None)
         identities = tuple(
             Identity(
                 hasher=hasher,
                 claim_id=hasher.claim_id(intent.scope, intent.key),
-                fingerprint=hasher.fingerprint(supplied=supplied, payload=payload),
+                fingerprint=self.fingerprint(hasher, intent, rules_version),
             )
             for hasher in self.keys.lookup_order
         )
         return identities, normalise_scope(intent.scope), warnings
+
+    def fingerprint(
+        self, hasher: KeyHasher, intent: BusinessIntent | LookupRequest, rules_version: int
+    ) -> Fingerprint | None:
+        """The request's fingerprint under a version of its scope's fingerprint rules (issue 25)."""
+        if not isinstance(intent, BusinessIntent):
+            return None
+        payload = intent.payload
+        if payload is not None and rules_version:
+            payload = applied(payload, self.inventory.fingerprint_rules(normalise_scope(intent.scope), rules_version))
+        return hasher.fingerprint(supplied=intent.fingerprint, payload=payload)
 
     def check_key(self, scope: str, key: str, *, stores: bool = True) -> list[str]:
         """The warning a business key earned for personal data, unless it is refused for it.

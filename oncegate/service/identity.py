@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -73,6 +74,10 @@ class Caller:
     reference: str | None = None
     # When the answer was decided on the claim found (``ClaimsCore.decided_at``); None for a new claim.
     decided_at: datetime | None = None
+    # The version of the scope's fingerprint rules ``fingerprint`` was made under, and how to make it under
+    # another (a secret's, a version's): a claim is compared under the version it was made with (issue 25).
+    rules_version: int = 0
+    fingerprint_in: Callable[[KeyHasher, int], Fingerprint | None] | None = None
 
     @property
     def stamp(self) -> datetime:
@@ -90,6 +95,13 @@ class Caller:
     def as_(self, identity: Identity) -> Caller:
         """This request as the secret of ``identity`` names it."""
         return replace(self, claim_id=identity.claim_id, fingerprint=identity.fingerprint, hasher=identity.hasher)
+
+    def under(self, rules_version: int) -> Caller:
+        """This request fingerprinted under another version of its scope's fingerprint rules."""
+        if rules_version == self.rules_version or self.fingerprint_in is None:
+            return self
+        fingerprint = self.fingerprint_in(self.hasher, rules_version)
+        return replace(self, fingerprint=fingerprint, rules_version=rules_version)
 
     @property
     def older_identities(self) -> tuple[Identity, ...]:
@@ -122,6 +134,7 @@ class Caller:
             source=self.source,
             reference=self.reference,
             stamp=self.decided_at,
+            rules_version=self.rules_version,
         )
 
 

@@ -20,12 +20,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from oncegate.domain import fingerprint_rules
 from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.limits import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
-from oncegate.domain.records import Conflict, Flow, FlowRecord, Overlap, ScopeRecord
+from oncegate.domain.records import Conflict, FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
@@ -140,6 +141,21 @@ class Inventory:
         record = self._current().scopes.get(scope)
         return record.lease_seconds if record and record.lease_seconds else DEFAULT_LEASE_SECONDS
 
+    def fingerprint_rules(self, scope: str, version: int | None = None) -> FingerprintRules:
+        """A version of the scope's fingerprint rules (None: the current one).
+
+        A version this instance has not read yet was set on another instance since: read again at once,
+        for a claim made under it must be compared under it.
+        """
+        found = _rules_version(self._current().scopes.get(scope), version)
+        if found is None:
+            with self._lock:
+                self._snapshot = None
+            found = _rules_version(self._current().scopes.get(scope), version)
+        if found is None:
+            raise StoreUnavailable(f"version {version} of the fingerprint rules of scope {scope} cannot be read.")
+        return found
+
     def declares(self, scope: str, key: str) -> bool:
         """Whether ``key`` has the shape the owner of ``scope`` declared its keys have (its key pattern)."""
         record = self._current().scopes.get(normalise_scope(scope))
@@ -231,6 +247,7 @@ class Inventory:
                 retention_days=request.retention_days,
                 description=request.description,
                 key_pattern=request.key_pattern,
+                fingerprint_rules=_with_rules(record.fingerprint_rules, request),
                 registered_at=record.registered_at or self._clock(),
             )
 
@@ -283,6 +300,29 @@ def open_conflicts(store: ConflictRecords) -> Iterator[Conflict]:
     )
 
 
+def _with_rules(history: tuple[FingerprintRules, ...], request: SetScopeRequest) -> tuple[FingerprintRules, ...]:
+    """The rules' versions with the request's rules as the next version, unless they are the current rules."""
+    current = history[-1] if history else FingerprintRules()
+    wanted = fingerprint_rules.rules(
+        current.version + 1,
+        include=request.fingerprint_include or (),
+        ignore=request.fingerprint_ignore or (),
+        preset=request.fingerprint_preset,
+    )
+    # Every version is kept: a claim made under one is compared under it for as long as it is kept.
+    return (*history, wanted) if fingerprint_rules.changed(current, wanted) else history
+
+
+def _rules_version(record: ScopeRecord | None, version: int | None) -> FingerprintRules | None:
+    """That version of the scope's rules (None: the current); None when the record does not hold it (yet)."""
+    history = record.fingerprint_rules if record else ()
+    if version is None:
+        return history[-1] if history else FingerprintRules()
+    if version == 0:
+        return FingerprintRules()
+    return next((rules for rules in history if rules.version == version), None)
+
+
 def _overlap_place(record: Overlap) -> tuple[str, str]:
     first, second = record.flows
     return f"{first.name}\n{first.environment}", f"{second.name}\n{second.environment}"
@@ -323,6 +363,19 @@ def _overlap_view(record: Overlap) -> OverlapView:
     )
 
 
+def _rules_view(history: tuple[FingerprintRules, ...]) -> dict[str, Any]:
+    """The current fingerprint rules as the scope's view shows them; nothing for a scope that never had any."""
+    if not history:
+        return {}
+    current = history[-1]
+    return {
+        "fingerprint_include": list(current.include) or None,
+        "fingerprint_ignore": list(current.ignore) or None,
+        "fingerprint_preset": current.preset,
+        "fingerprint_rules_version": current.version,
+    }
+
+
 def _scope_view(record: ScopeRecord, open_conflicts: int) -> ScopeView:
     # Counts are deltas from every instance: until all have flushed, one may show below zero for a while.
     counts = {status.value: max(0, record.claims_by_status.get(status, 0)) for status in ClaimStatus}
@@ -333,6 +386,7 @@ def _scope_view(record: ScopeRecord, open_conflicts: int) -> ScopeView:
         retention_days=record.retention_days or DEFAULT_RETENTION_DAYS,
         description=record.description,
         key_pattern=record.key_pattern,
+        **_rules_view(record.fingerprint_rules),
         registered_at=record.registered_at,
         first_seen_at=record.first_seen_at,
         last_seen_at=record.last_seen_at,

@@ -25,6 +25,7 @@ from oncegate.domain.records import (
     Conflict,
     EarlierAttempt,
     FingerprintRecord,
+    FingerprintRules,
     Flow,
     FlowRecord,
     HistoryEvent,
@@ -73,6 +74,8 @@ CLAIM_COLUMNS = (
     "Generation",
     "Resolutions",
     "KeyId",
+    "RulesVersion",
+    "IdempotencyAttempt",
     "SchemaVersion",
 )
 # 2: the earlier attempt and the release in doubt are columns (1 kept them in the history).
@@ -135,6 +138,10 @@ def _json_value(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def _when(value: datetime | str | None) -> datetime | None:
     if value is None:
         return None
@@ -191,6 +198,9 @@ def claim_to_row(claim: Claim) -> Row:
         "Generation": claim.generation,
         "Resolutions": _json_text(resolutions) if resolutions else None,
         "KeyId": claim.key_id,
+        # Both absent on rows written before issue 25: no fingerprint rules, each attempt its own key.
+        "RulesVersion": claim.rules_version or None,
+        "IdempotencyAttempt": claim.idempotency_attempt,
         "SchemaVersion": CLAIM_SCHEMA,
     }
 
@@ -257,6 +267,8 @@ def claim_from_row(row: Row, version: str, history: Callable[[], list[HistoryEve
         released_in_doubt=bool(row.get("ReleasedInDoubt")),
         generation=int(row.get("Generation") or 0),
         key_id=row.get("KeyId"),
+        rules_version=int(row.get("RulesVersion") or 0),
+        idempotency_attempt=_optional_int(row.get("IdempotencyAttempt")),
         legacy_token=row.get("ClaimToken") or None,
         legacy_resolutions=tuple(
             AppliedResolution(conflict_id, fingerprint, Resolution(decision))
@@ -520,6 +532,7 @@ def scope_to_row(record: ScopeRecord) -> Row:
         "RetentionDays": record.retention_days,
         "Description": record.description,
         "KeyPattern": record.key_pattern,
+        "FingerprintRules": _json_text([_rules_row(rules) for rules in record.fingerprint_rules] or None),
         "RegisteredAt": record.registered_at,
         "FirstSeenAt": record.first_seen_at,
         "LastSeenAt": record.last_seen_at,
@@ -537,12 +550,31 @@ def scope_from_row(row: Row, version: str) -> ScopeRecord:
         retention_days=None if retention is None else int(retention),
         description=row.get("Description"),
         key_pattern=row.get("KeyPattern"),
+        fingerprint_rules=tuple(_rules(rules) for rules in _json_value(row.get("FingerprintRules")) or []),
         registered_at=_when(row.get("RegisteredAt")),
         first_seen_at=_when(row.get("FirstSeenAt")),
         last_seen_at=_when(row.get("LastSeenAt")),
         claims_by_status={status: int(row[column]) for status, column in STATUS_COLUMNS.items() if row.get(column)},
         claims_by_source=_json_value(row.get("ClaimsBySource")) or {},
         version=version,
+    )
+
+
+def _rules_row(rules: FingerprintRules) -> Row:
+    return {
+        "Version": rules.version,
+        "Include": list(rules.include),
+        "Ignore": list(rules.ignore),
+        "Preset": rules.preset,
+    }
+
+
+def _rules(row: Row) -> FingerprintRules:
+    return FingerprintRules(
+        version=int(row["Version"]),
+        include=tuple(row.get("Include") or ()),
+        ignore=tuple(row.get("Ignore") or ()),
+        preset=row.get("Preset"),
     )
 
 

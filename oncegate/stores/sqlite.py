@@ -127,13 +127,15 @@ ADDED_COLUMNS = {
         "Source TEXT",
         "Reference TEXT",
         "KeyId TEXT",
+        "RulesVersion INTEGER",
+        "IdempotencyAttempt INTEGER",
     ),
     # A secret's state (issue 22); rows made before have no Version.
     "key_ids": ("Announced INTEGER", "InUseFrom TEXT", "RetiredAt TEXT", "Version INTEGER NOT NULL DEFAULT 1"),
     "history": ("Source TEXT", "Count INTEGER", "LastAt TEXT"),
     "conflicts": ("SourceSystem TEXT",),
     "flows": ("ClaimsBySource TEXT",),
-    "scopes": ("ClaimsBySource TEXT", "KeyPattern TEXT"),
+    "scopes": ("ClaimsBySource TEXT", "KeyPattern TEXT", "FingerprintRules TEXT"),
 }
 # Indexes on added columns, made once the columns are there: finding claims by source or reference (issue 16).
 ADDED_INDEXES = """

@@ -32,6 +32,7 @@ from oncegate.models import (
     ListConflictsQuery,
     RecordResultRequest,
     ResolveConflictRequest,
+    SetScopeRequest,
 )
 from oncegate.stores import columns
 from oncegate.stores.port import ClaimStore
@@ -214,3 +215,22 @@ def test_a_claim_released_in_doubt_before_the_upgrade_is_reconciled_not_proceede
     answer = ask(legacy, "in_doubt", "run-next")
 
     assert answer.decision is Decision.RECONCILE
+
+
+def test_claims_of_0_1_0_are_compared_without_the_fingerprint_rules_set_since(legacy: Legacy) -> None:
+    # Their fingerprints were made of the whole payload: version 0 of the rules, whatever the scope has now.
+    legacy.service.inventory.set_scope(SetScopeRequest(scope="erp.create-order", fingerprint_ignore=["/amount"]))
+
+    same = ask(legacy, "done", "run-late")
+    changed = ask(legacy, "done", "run-late", payload={"amount": 21})
+
+    assert (same.decision, changed.decision) == (Decision.DUPLICATE, Decision.CONFLICT)
+
+
+def test_an_attempt_of_0_1_0_in_doubt_is_reconciled_with_one_idempotency_key(legacy: Legacy) -> None:
+    first = ask(legacy, "in_doubt", "run-next")
+    again = ask(legacy, "in_doubt", "run-next")
+
+    assert first.decision is Decision.RECONCILE
+    assert first.idempotency_key is not None
+    assert again.idempotency_key == first.idempotency_key

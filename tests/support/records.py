@@ -12,6 +12,7 @@ from oncegate.domain.records import (
     AppliedResolution,
     Claim,
     Conflict,
+    FingerprintRules,
     Flow,
     FlowRecord,
     HistoryEvent,
@@ -80,6 +81,8 @@ def full_claim(claim_id: str | None = None, **changes: Any) -> Claim:
         reviewer="alex@example.com",
         source="sharepoint:expenses",
         reference="SO-10042 café",
+        rules_version=2,
+        idempotency_attempt=1,
         legacy_resolutions=(
             AppliedResolution(new_id(), "sha256:" + "cd" * 32, Resolution.KEEP_ORIGINAL),
             AppliedResolution(new_id(), None, Resolution.DISMISS),
@@ -178,6 +181,10 @@ def configured_scope(**changes: Any) -> ScopeRecord:
         lease_seconds=900,
         retention_days=30,
         description="Creates the sales order in the ERP.",
+        fingerprint_rules=(
+            FingerprintRules(1, include=("/order", "/lines/*/amount")),
+            FingerprintRules(2, ignore=("/@odata.etag", "/Modified", "/a~1b"), preset="sharepoint"),
+        ),
         claims_by_source={"shop-eu": 40, "shop-us": 1},
         registered_at=T0,
         first_seen_at=T0,

@@ -67,6 +67,12 @@ def list_claim_history(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.list_claim_history)
 
 
+# The poll address of Check and claim (wait): the Location of its 202 answer (issue 25).
+@app.route(route="claims/{claimId}/wait", methods=["GET"])
+def wait_for_claim(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.wait_for_claim)
+
+
 @app.route(route="claims/{claimId}/result", methods=["POST"])
 def record_result(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.record_result)

@@ -28,6 +28,7 @@ from oncegate.service.privacy import StoredDataGuard
 from oncegate.service.results import Results
 from oncegate.service.retention import Retention
 from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
+from oncegate.service.waits import Waits
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 
@@ -74,6 +75,7 @@ class Services:
     """Every service over one store, built once by :func:`wire`; an entry point calls the one it needs."""
 
     claims: Claims
+    waits: Waits
     results: Results
     conflicts: Conflicts
     inventory: Inventory
@@ -137,8 +139,10 @@ def wire(
         sensitive_keys=sensitive_keys,
     )
     conflicts = Conflicts(core, store)
+    claims = Claims(core, conflicts, store)
     return Services(
-        claims=Claims(core, conflicts, store),
+        claims=claims,
+        waits=Waits(core, claims),
         results=Results(core, store),
         conflicts=conflicts,
         inventory=inventory,

@@ -17,6 +17,7 @@ import logging
 import re
 from collections.abc import Callable, Collection
 from contextvars import ContextVar
+from datetime import timedelta
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -27,8 +28,9 @@ from oncegate import bootstrap, telemetry
 from oncegate.bootstrap import Services
 from oncegate.config import AuthMode, ConfigError
 from oncegate.domain.statuses import ConflictStatus
+from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, Waiting
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
-from oncegate.entrypoints import bearer
+from oncegate.entrypoints import bearer, waits
 from oncegate.entrypoints.principal import Principal, Role
 from oncegate.entrypoints.routes import allowed_methods, function_routes
 from oncegate.entrypoints.strict_json import read_object
@@ -75,6 +77,7 @@ from oncegate.models import (
     ScopeList,
     ScopeView,
     SetScopeRequest,
+    WaitQuery,
 )
 
 logger = logging.getLogger(__name__)
@@ -298,14 +301,46 @@ def _with_param(request: func.HttpRequest, name: str, value: str) -> str:
 
 
 @sends(telemetry.CHECK)
-def check_and_claim(services: Services, request: func.HttpRequest) -> ClaimResponse:
+def check_and_claim(services: Services, request: func.HttpRequest) -> ClaimResponse | func.HttpResponse:
     principal = _SIGNED_IN.get()
     signed_in = principal.name if principal else None
     body = parse_body(request, ClaimRequest)
     telemetry.describe(_flow_dimensions(body.scope, body.flow))
-    answer = services.claims.check_and_claim(body, signed_in=signed_in)
+    if not body.wait:
+        answer = services.claims.check_and_claim(body, signed_in=signed_in)
+        telemetry.describe(_decision_dimensions(answer))
+        return answer
+    max_wait = timedelta(seconds=body.max_wait_seconds or DEFAULT_MAX_WAIT_SECONDS)
+    return _waited(request, *services.waits.check_and_claim(body, signed_in=signed_in, max_wait=max_wait))
+
+
+@reads_query
+@sends(telemetry.CHECK)
+def wait_for_claim(services: Services, request: func.HttpRequest) -> ClaimResponse | func.HttpResponse:
+    """A poll of Check and claim (wait): 202 while the holder holds the lease, else the answer (issue 25)."""
+    claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
+    query = validate(WaitQuery, own_params(request, ["ticket"]))
+    principal = _SIGNED_IN.get()
+    waiting = waits.open_ticket(query.ticket, claim_id, bootstrap.get_cursor_seal())
+    telemetry.describe({telemetry.SCOPE: waiting.scope})
+    return _waited(request, *services.waits.poll(waiting, signed_in=principal.name if principal else None))
+
+
+def _waited(
+    request: func.HttpRequest, answer: ClaimResponse, waiting: Waiting | None
+) -> ClaimResponse | func.HttpResponse:
+    """The answer, or 202 with the poll address while the run still waits (the Logic Apps asynchronous pattern)."""
     telemetry.describe(_decision_dimensions(answer))
-    return answer
+    if waiting is None:
+        return answer
+    ticket = waits.seal(waiting, answer.claim_id, bootstrap.get_cursor_seal())
+    parts = urlsplit(request.url)
+    path = f"{parts.path[: parts.path.rindex('/claims')]}/{waits.poll_list(answer.claim_id)}"
+    # Only the host's own parameters (a function key in ``code``) go along with the ticket.
+    kept = [(name, value) for name, value in parse_qsl(parts.query) if name.lower() in HOST_PARAMS]
+    location = urlunsplit(parts._replace(path=path, query=urlencode([*kept, ("ticket", ticket)])))
+    retry_after = answer.retry_after_seconds or 1
+    return render(202, answer, {"Location": location, "Retry-After": str(retry_after)})
 
 
 @sends(telemetry.RESULT)

@@ -39,6 +39,7 @@ from oncegate.models.claim_requests import (
     RecordResultRequest,
     ReleaseRequest,
     ReviewClaimRequest,
+    WaitQuery,
 )
 from oncegate.models.claim_views import (
     ClaimAttentionList,
@@ -135,6 +136,7 @@ __all__ = [
     "SourceCount",
     "Text256",
     "Visibility",
+    "WaitQuery",
     "designer",
     "json_size",
 ]

@@ -10,6 +10,7 @@ from pydantic.fields import FieldInfo
 
 from oncegate.domain.limits import DATA_LIMIT_BYTES, ERROR_MAX_LENGTH, TARGET_RECORD_ID_MAX_LENGTH
 from oncegate.domain.statuses import ClaimStatus, Outcome, SettledOutcome
+from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, MAX_MAX_WAIT_SECONDS, MIN_MAX_WAIT_SECONDS
 from oncegate.models.base import (
     ADVANCED,
     IMPORTANT,
@@ -26,6 +27,9 @@ from oncegate.models.base import (
     designer,
     json_size,
 )
+
+# A sealed ticket holds the run id, flow and reference (up to 256 characters each) and a few digests.
+MAX_TICKET_LENGTH = 8192
 
 
 class FlowRef(_Request):
@@ -153,6 +157,45 @@ class ClaimRequest(BusinessIntent):
             ADVANCED,
         ),
     ] = None
+    wait: Annotated[
+        bool,
+        designer(
+            "Wait",
+            "When another run holds the claim, wait for it to finish instead of answering in_progress: the action "
+            "answers 202 and the flow engine polls until the holder succeeded, failed, released or ran out of its "
+            "lease, then gives the decision this run gets at that moment. Needs Flow and Payload or Fingerprint.",
+            ADVANCED,
+        ),
+    ] = False
+    max_wait_seconds: Annotated[
+        int | None,
+        designer(
+            "Max Wait Seconds",
+            f"With Wait: how long to wait at most, from {MIN_MAX_WAIT_SECONDS} to {MAX_MAX_WAIT_SECONDS} seconds "
+            f"({DEFAULT_MAX_WAIT_SECONDS} when left empty); then the answer is in_progress. Keep it within the "
+            "action's timeout.",
+            ADVANCED,
+        ),
+    ] = Field(default=None, ge=MIN_MAX_WAIT_SECONDS, le=MAX_MAX_WAIT_SECONDS)
+
+    @field_validator("wait")
+    @classmethod
+    def _recognisable_when_waiting(cls, wait: bool, info: ValidationInfo) -> bool:
+        # A repeated poll is the same run asking again only with its flow and business data (Intent.is_holder_of).
+        data = info.data
+        if wait and (data.get("flow") is None or (data.get("payload") is None and data.get("fingerprint") is None)):
+            raise ValueError("wait needs flow, and payload or fingerprint, so that each poll is recognised as this run")
+        return wait
+
+
+class WaitQuery(_Request):
+    """A poll of Check and claim (wait): the run's request, sealed in the address the 202 answer gave."""
+
+    ticket: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_TICKET_LENGTH),
+        designer("Ticket", "The waiting run's request, sealed; the Location header carries it.", INTERNAL),
+    ]
 
 
 class LookupRequest(_Request):

@@ -111,7 +111,7 @@ class ClaimResponse(_Model):
         designer(
             "Claim Token",
             "The token that proves this run holds the claim, present with proceed and reconcile. Pass it to Record "
-            "result, Release claim or Heartbeat (extend claim lease).",
+            "result, Release claim or Heartbeat to extend the claim lease.",
             IMPORTANT,
         ),
     ] = None

@@ -82,11 +82,19 @@ class Claims:
         ``signed_in`` names the caller Entra ID signed in (None with function keys): a grant made to a
         signed-in caller is given back to that caller only.
         """
+        return self.decide_for(self.caller(request, signed_in=signed_in))
+
+    def caller(self, request: ClaimRequest, *, signed_in: str | None = None) -> Caller:
+        """The request normalised: its key reduced to claim ids, its data to fingerprints; nothing written yet."""
         self._core.require_safe_store()
         # Source and reference are stored in clear: checked first, before anything is read or written.
         stored_warnings = self._core.stored_data.check(request, f"a claim of run {request.run_id}")
         caller = replace(self._caller(request), signed_in=signed_in)
         caller.warnings.extend(stored_warnings)
+        return caller
+
+    def decide_for(self, caller: Caller) -> ClaimResponse:
+        """Check and claim for a request already normalised (:meth:`caller`, or a waiting run's poll)."""
         refusal = self._core.inventory.refusal(caller.flow)
         answer = self._refused(caller, refusal) if refusal else settled(lambda: self._claim_once(caller))
         self._core.inventory.answered(caller.scope, caller.flow, answer.decision, caller.now)

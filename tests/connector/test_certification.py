@@ -143,7 +143,8 @@ def test_operation_summary_too_long_and_restricted_characters_in_summary(any_def
         summary = op.spec["summary"]
         assert len(summary) <= 80, op.id
         assert re.fullmatch(r"[A-Za-z0-9 ()]+", summary), f"{op.id}: {summary!r} has restricted characters"
-        assert summary[-1].isalnum() or summary[-1] == ")", f"ValueMustEndWithAlphanumeric: {summary!r}"
+        # Microsoft's connector string guidance: a summary ends in a letter or digit, never ")" (issue 25).
+        assert summary[-1].isalnum(), f"ValueMustEndWithAlphanumeric: {summary!r}"
 
 
 def test_summary_and_description_differ(any_definition: dict[str, Any]) -> None:

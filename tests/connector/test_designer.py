@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from oncegate.domain.statuses import ClaimStatus, Decision
 from tests.connector.spec import (
     descriptions,
@@ -54,7 +56,20 @@ def is_title_case(text: str) -> bool:
 def test_every_action_of_the_contract_is_there(definition: dict[str, Any]) -> None:
     ids = {op.id for op in operations(definition)}
     assert ids >= ACTIONS | {"OnConflictReported"}
-    assert ids - ACTIONS - {"OnConflictReported"} <= {"GetHealth"}
+    # Health, and the address Check and claim (wait) polls, hidden from the designer.
+    assert ids - ACTIONS - {"OnConflictReported"} <= {"GetHealth", "WaitForClaim"}
+
+
+@pytest.mark.parametrize("operation_id", ["CheckAndClaim", "WaitForClaim"])
+def test_check_and_claim_declares_the_asynchronous_pattern(definition: dict[str, Any], operation_id: str) -> None:
+    # Power Automate and Logic Apps treat an action as asynchronous when it declares 202 with Location (issue 25).
+    (op,) = [op for op in operations(definition) if op.id == operation_id]
+    accepted = op.spec["responses"]["202"]
+
+    assert set(accepted["headers"]) == {"Location", "Retry-After"}
+    assert accepted["schema"] == {"$ref": "#/definitions/ClaimResponse"}
+    assert op.spec["responses"]["200"]["schema"] == {"$ref": "#/definitions/ClaimResponse"}
+    assert (op.spec["x-ms-visibility"] == "internal") is (operation_id == "WaitForClaim")
 
 
 def test_summaries_are_sentence_case(any_definition: dict[str, Any]) -> None:

@@ -21,6 +21,8 @@ LISTS = {
     re.compile("/api/claims"): "list_claims_needing_attention",
     re.compile("/api/claim-list"): "list_claims",
     re.compile("/api/claims/(?P<claimId>[^/]+)/history"): "list_claim_history",
+    # Not a list: the poll address of Check and claim (wait), which a test follows as the engine does.
+    re.compile("/api/claims/(?P<claimId>[^/]+)/wait"): "wait_for_claim",
 }
 
 

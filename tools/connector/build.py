@@ -107,6 +107,13 @@ LOCATION_HEADER = {
         "description": "The address to poll next, carrying the trigger state.",
     }
 }
+WAIT_LOCATION_HEADER = {
+    "Location": {
+        "type": "string",
+        "x-ms-summary": "Location",
+        "description": "The address to poll next, carrying the waiting run's request, sealed.",
+    }
+}
 NO_NEW_CONFLICT = "No new conflict yet: poll the Location address again after the given seconds."
 # Every error answer has the error body, so a flow can branch on error.code whatever the status.
 ERROR_SCHEMA = {"$ref": f"#/definitions/{models.ErrorBody.__name__}"}
@@ -215,6 +222,13 @@ def responses_of(operation: Operation, auth: Auth = "key") -> Schema:
         # The Logic Apps polling contract: Location carries the state, Retry-After the interval.
         success["headers"] = {**LOCATION_HEADER, **RETRY_AFTER_HEADER}
         responses["202"] = {"description": NO_NEW_CONFLICT, "headers": {**LOCATION_HEADER, **RETRY_AFTER_HEADER}}
+    if operation.accepted:
+        # The asynchronous pattern: Power Automate and Logic Apps poll Location until the answer is not 202.
+        responses["202"] = {
+            "description": operation.accepted,
+            "schema": {"$ref": f"#/definitions/{operation.response}"},
+            "headers": {**WAIT_LOCATION_HEADER, **RETRY_AFTER_HEADER},
+        }
     described = {status: ERRORS[status] for status in operation.errors}
     if 409 in described:
         described[409] = operation.conflict_description

@@ -40,6 +40,8 @@ class Operation:
     conflict_description: str = ""
     # Whether the caller must be signed in (Entra ID): every action but health, which is anonymous.
     signed_in: bool = True
+    # An action that may answer 202 with Location and Retry-After, which the engine polls (issue 25): its text.
+    accepted: str = ""
 
 
 class PathParameter(NamedTuple):
@@ -78,6 +80,10 @@ ERRORS = {
     503: "The store cannot be reached or is busy (store_unavailable): nothing was changed, so retry after the given "
     "seconds. Or a setting of the app is wrong (not_configured), which its message names.",
 }
+WAITING = (
+    "Wait was on and another run holds the claim: the engine polls the Location address after Retry-After seconds "
+    "until the holder is done. The body is the in_progress answer."
+)
 STALE = "The claim token is stale: another attempt now holds the claim, or this attempt already ended (stale_claim)."
 
 # In the order of the definition, which groups the actions as makers look for them.
@@ -95,6 +101,21 @@ OPERATIONS: dict[str, Operation] = {
         errors=(400, 413, 503),
         body=models.ClaimRequest,
         body_description="The business key, its data and the calling run.",
+        accepted=WAITING,
+    ),
+    "wait_for_claim": Operation(
+        "WaitForClaim",
+        summary="Wait for the holder of a claim",
+        description=(
+            "The address the engine polls after Check and claim answered 202 because Wait was on and another run "
+            "held the claim. It answers 202 again while the holder holds the lease, then the decision for this run."
+        ),
+        visibility=INTERNAL,
+        response="ClaimResponse",
+        success="The decision, once the holder finished, failed, released or ran out of its lease, or the wait ended.",
+        errors=(400, 404, 503),
+        query=models.WaitQuery,
+        accepted=WAITING,
     ),
     "record_result": Operation(
         "RecordResult",
@@ -129,7 +150,7 @@ OPERATIONS: dict[str, Operation] = {
     "renew_claim": Operation(
         # The operation id stays RenewClaim (saved flows name their actions by it); the summary says heartbeat.
         "RenewClaim",
-        summary="Heartbeat (extend claim lease)",
+        summary="Heartbeat to extend the claim lease",
         description=(
             "Extends the lease of a long side effect, so that no other run is told to reconcile while this run is "
             "still working."

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.statuses import (
     AnswerStatus,
     AttentionReason,
@@ -60,6 +61,10 @@ ENUM_NAMES: dict[type[StrEnum], dict[str, str]] = {
         "none": "No claim",
     },
     Outcome: {"succeeded": "Succeeded", "failed": "Failed", "unknown": "Unknown"},
+    FingerprintPreset: {
+        "sharepoint": "SharePoint item (When an item is created or modified)",
+        "dataverse": "Dataverse row (When a row is added, modified or deleted)",
+    },
     SettledOutcome: {"succeeded": "Succeeded: the target system holds the record", "failed": "Failed: it holds none"},
     ConflictStatus: {"open": "Open", "resolved": "Resolved"},
     Resolution: {"accept_new": "Accept the new data", "keep_original": "Keep the original", "dismiss": "Dismiss"},

@@ -1,0 +1,62 @@
+"""A run waiting for the holder of its claim: what Check and claim (wait) asks again at each poll (issue 25).
+
+When a run that asked with ``wait`` meets another run's lease, the HTTP edge answers ``202 Accepted``
+with a poll address that carries the run's :class:`Waiting`, sealed (``oncegate.entrypoints.waits``).
+Each poll runs Check and claim again for it, as the run would if it asked itself: the same run id,
+flow, fingerprint and lease. It holds the key only as the claim ids and keyed fingerprints the key
+secrets make of it, never the business key or its data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from oncegate.domain.records import Flow
+
+DEFAULT_MAX_WAIT_SECONDS = 900
+MIN_MAX_WAIT_SECONDS = 1
+MAX_MAX_WAIT_SECONDS = 86_400
+# How long after its wait ended a poll address still answers (a poll repeated after it answered, say).
+POLL_GRACE = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class WaitingIdentity:
+    """The key as one secret makes it: its check value, the claim id, and the keyed fingerprint under each
+    version of the scope's fingerprint rules a comparison may need (the current one, the claim's)."""
+
+    key_id: str
+    claim_id: str
+    fingerprints: Mapping[int, str]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A run's Check and claim, as it is asked again at each poll until ``deadline``.
+
+    ``identities`` are in the key ring's lookup order (older secrets first); ``granted_to`` is the
+    signed-in caller as the current secret digests it (None with function keys): only that caller's
+    polls count. ``rules_version`` is the version its new claim would be made under.
+    """
+
+    scope: str
+    run_id: str
+    flow: Flow | None
+    lease_seconds: int
+    identities: tuple[WaitingIdentity, ...]
+    rules_version: int
+    deadline: datetime
+    source: str | None = None
+    reference: str | None = None
+    granted_to: str | None = None
+    has_fingerprint: bool = True
+
+    def over(self, now: datetime) -> bool:
+        """Whether the wait is over: the poll answers what Check and claim says, 202 no more."""
+        return now >= self.deadline
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the poll address is no longer honoured at all."""
+        return now >= self.deadline + POLL_GRACE

@@ -1,0 +1,139 @@
+"""Check and claim (wait): a run that meets another run's lease waits for it, polled by the flow engine (issue 25).
+
+The first request is Check and claim itself; when its answer is ``in_progress`` the run's request is
+kept as a :class:`~oncegate.domain.waiting.Waiting` (the HTTP edge seals it into the poll address).
+Each poll runs Check and claim again for it through the same decision table, so it answers what the
+run would be answered asking again: ``duplicate`` once the holder succeeded, ``proceed`` after a
+retryable failure or a release, ``reconcile`` after its lease ran out; ``in_progress`` while the
+holder holds the lease, until the wait's deadline. A poll repeated after it answered is the same
+run asking again: it gets its own grant back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from oncegate.domain.keys import Fingerprint, KeyHasher
+from oncegate.domain.statuses import Decision
+from oncegate.domain.waiting import Waiting, WaitingIdentity
+from oncegate.errors import InvalidRequest
+from oncegate.models import ClaimRequest, ClaimResponse
+from oncegate.service.claims import Claims
+from oncegate.service.core import ClaimsCore
+from oncegate.service.identity import Caller, Identity
+
+# The poll address's parameter, named by every refusal of one.
+TICKET = "ticket"
+
+
+class Waits:
+    """Check and claim that waits for the holder, and the polls that ask again."""
+
+    def __init__(self, core: ClaimsCore, claims: Claims) -> None:
+        self._core = core
+        self._claims = claims
+
+    def check_and_claim(
+        self, request: ClaimRequest, *, signed_in: str | None, max_wait: timedelta
+    ) -> tuple[ClaimResponse, Waiting | None]:
+        """Check and claim; the waiting run too when the answer is ``in_progress`` (None: the answer is final)."""
+        caller = self._claims.caller(request, signed_in=signed_in)
+        answer = self._claims.decide_for(caller)
+        if answer.decision is not Decision.IN_PROGRESS or max_wait <= timedelta(0):
+            return answer, None
+        return answer, self._waiting(caller, caller.now + max_wait)
+
+    def poll(self, waiting: Waiting, *, signed_in: str | None) -> tuple[ClaimResponse, Waiting | None]:
+        """Check and claim again for a waiting run; the run still waiting, or None when the answer is final."""
+        self._core.require_safe_store()
+        now = self._core.clock()
+        if waiting.expired(now):
+            raise InvalidRequest(
+                f"This poll address expired: its wait ended at {waiting.deadline.isoformat()}. Ask Check and claim "
+                "again.",
+                target=TICKET,
+            )
+        answer = self._claims.decide_for(self._caller(waiting, signed_in))
+        still = answer.decision is Decision.IN_PROGRESS and not waiting.over(now)
+        return answer, waiting if still else None
+
+    def _waiting(self, caller: Caller, deadline: datetime) -> Waiting:
+        assert caller.fingerprint_in is not None, "a request's caller can fingerprint under any version"
+        versions = {caller.rules_version}
+        found = self._core.find(caller.identities)
+        if found is not None:
+            # The claim met is compared under its own version: the polls must be able to, without the payload.
+            versions.add(found[0].rules_version)
+        identities = []
+        for identity in caller.identities:
+            made = {version: caller.fingerprint_in(identity.hasher, version) for version in versions}
+            fingerprints = {version: fingerprint.keyed for version, fingerprint in made.items() if fingerprint}
+            identities.append(WaitingIdentity(identity.hasher.key_id, identity.claim_id, fingerprints))
+        return Waiting(
+            scope=caller.scope,
+            run_id=caller.run_id,
+            flow=caller.flow,
+            lease_seconds=int(caller.lease.total_seconds()),
+            identities=tuple(identities),
+            rules_version=caller.rules_version,
+            deadline=deadline,
+            source=caller.source,
+            reference=caller.reference,
+            granted_to=caller.granted_to,
+        )
+
+    def _caller(self, waiting: Waiting, signed_in: str | None) -> Caller:
+        """The waiting run's Check and claim, under the key secrets this instance knows now."""
+        ring = self._core.keys
+        hashers = {hasher.key_id: hasher for hasher in ring.lookup_order}
+        if waiting.granted_to is not None and not (
+            signed_in and any(waiting.granted_to == hasher.signed_in_digest(signed_in) for hasher in ring.lookup_order)
+        ):
+            raise InvalidRequest("This poll address was handed to another signed-in caller.", target=TICKET)
+
+        known = [(hashers[mine.key_id], mine) for mine in waiting.identities if mine.key_id in hashers]
+
+        def fingerprint_in(hasher: KeyHasher, version: int) -> Fingerprint | None:
+            return _fingerprint(next(mine for made_by, mine in known if made_by is hasher), version)
+
+        identities = tuple(
+            Identity(hasher, mine.claim_id, _fingerprint(mine, waiting.rules_version)) for hasher, mine in known
+        )
+        current = next((identity for identity in identities if identity.hasher is ring.current), None)
+        if current is None:
+            raise InvalidRequest(
+                "This poll address was made with a key secret the service no longer claims with: ask Check and claim "
+                "again.",
+                target=TICKET,
+            )
+        return Caller(
+            claim_id=current.claim_id,
+            scope=waiting.scope,
+            fingerprint=current.fingerprint,
+            hasher=current.hasher,
+            identities=identities,
+            run_id=waiting.run_id,
+            flow=waiting.flow,
+            lease=timedelta(seconds=waiting.lease_seconds),
+            now=self._core.clock(),
+            signed_in=signed_in,
+            source=waiting.source,
+            reference=waiting.reference,
+            rules_version=waiting.rules_version,
+            fingerprint_in=fingerprint_in,
+        )
+
+
+def _fingerprint(identity: WaitingIdentity, version: int) -> Fingerprint | None:
+    """The waiting run's fingerprint under a version of the rules, as one secret keyed it (None: it sent none)."""
+    if not identity.fingerprints:
+        return None
+    keyed = identity.fingerprints.get(version)
+    if keyed is None:
+        raise InvalidRequest(
+            "The scope's fingerprint rules changed while this run waited, and the claim was taken over under other "
+            "rules since: ask Check and claim again.",
+            target=TICKET,
+        )
+    # The keyed form only: the poll address carries no plain digest of the business data.
+    return Fingerprint(keyed=keyed, plain=keyed)

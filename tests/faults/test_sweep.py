@@ -28,14 +28,22 @@ import pytest
 
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, EventKind, Resolution
+from oncegate.domain.waiting import Waiting
 from oncegate.errors import NotFound, StateConflict, StoreUnavailable
-from oncegate.models import ClaimResponse, ClaimView, HeartbeatRequest, ListConflictsQuery, ReportConflictRequest
+from oncegate.models import (
+    ClaimRequest,
+    ClaimResponse,
+    ClaimView,
+    HeartbeatRequest,
+    ListConflictsQuery,
+    ReportConflictRequest,
+)
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.faults.lossy_proxy import LossyProxy
 from tests.gate import Gate
-from tests.service.calls import claim, heartbeat, keyed, record, release, resolve
+from tests.service.calls import FLOW, claim, heartbeat, keyed, record, release, resolve
 from tests.support.azurite import ExternalTables, TableStoreFactory
 from tests.support.records import current_token
 
@@ -46,6 +54,8 @@ WARM_UP = "faults.warm-up"
 EVERY_LEASE_OVER = 2 * 86_400
 # No action needs this many storage calls; a sweep that gets here never runs out of calls.
 MAX_CALLS = 20
+# Longer than any scenario's wait.
+WAIT = timedelta(hours=1)
 
 
 class Target:
@@ -124,11 +134,27 @@ class World:
         answer = claim(
             self.service, run=run, key=KEY, scope=self.scope, fingerprint=version, lease_seconds=lease_seconds
         )
+        return self.handed(answer, run)
+
+    def handed(self, answer: ClaimResponse, run: str) -> ClaimResponse:
         assert answer.claim_id == self.claim_id
         if answer.claim_token is not None:
             holder = self.holders.setdefault(answer.claim_token, run)
             assert holder == run, f"token {answer.claim_token} handed to {holder} and to {run}"
         return answer
+
+    def wait(self, run: str) -> tuple[ClaimResponse, Waiting | None]:
+        """Check and claim (wait): the answer, and the waiting run the engine polls for (issue 25)."""
+        request = ClaimRequest(
+            scope=self.scope, key=KEY, run_id=run, flow=FLOW, fingerprint="v1", lease_seconds=300, wait=True
+        )
+        answer, waiting = self.service.services.waits.check_and_claim(request, signed_in=None, max_wait=WAIT)
+        return self.handed(answer, run), waiting
+
+    def poll(self, run: str, waiting: Waiting) -> tuple[ClaimResponse, Waiting | None]:
+        """One poll of the engine at the 202 answer's address."""
+        answer, still = self.service.services.waits.poll(waiting, signed_in=None)
+        return self.handed(answer, run), still
 
     def act(self, answer: ClaimResponse, version: str = "v1") -> None:
         """What a flow does with its answer: the side effect on proceed; on reconcile, look it up first."""
@@ -242,6 +268,51 @@ def claim_in_progress(world: World) -> None:
     assert answer.holder.lease_expires_at == holder.lease_expires_at
     world.act(holder)
     assert world.ask("run-A").decision is Decision.DUPLICATE
+
+
+def wait_start(world: World) -> None:
+    holder = world.ask("run-0")
+    answer, waiting = world.faulted(lambda: world.wait("run-A"))
+    assert answer.decision is Decision.IN_PROGRESS
+    assert waiting is not None
+    world.act(holder)
+    assert world.poll("run-A", waiting)[0].decision is Decision.DUPLICATE
+
+
+def wait_poll_held(world: World) -> None:
+    holder = world.ask("run-0")
+    _, waiting = world.wait("run-A")
+    assert waiting is not None
+    answer, still = world.faulted(lambda: world.poll("run-A", waiting))
+    assert (answer.decision, still) == (Decision.IN_PROGRESS, waiting)
+    world.act(holder)
+    assert world.poll("run-A", waiting)[0].decision is Decision.DUPLICATE
+
+
+def wait_poll_released(world: World) -> None:
+    holder = world.ask("run-0")
+    _, waiting = world.wait("run-A")
+    assert waiting is not None
+    release(world.service, holder, "the order was cancelled")
+    answer, still = world.faulted(lambda: world.poll("run-A", waiting))
+    assert (answer.decision, still) == (Decision.PROCEED, None)
+    world.assert_holds(answer, "run-A", attempt=2)
+    # The engine polling the same address again is the same run asking again: its own grant back.
+    assert world.poll("run-A", waiting)[0].claim_token == answer.claim_token
+    world.act(answer)
+
+
+def wait_poll_expired(world: World) -> None:
+    world.ask("run-0", lease_seconds=60)
+    _, waiting = world.wait("run-A")
+    assert waiting is not None
+    world.target.create("v1")  # the ERP took the order, then the holder died before recording it
+    world.clock.advance(61)
+    answer, _ = world.faulted(lambda: world.poll("run-A", waiting))
+    assert answer.decision is Decision.RECONCILE, answer.reason
+    world.assert_holds(answer, "run-A", attempt=2)
+    world.act(answer)
+    assert world.stored().target_record_id == "ERP-v1-1"
 
 
 def claim_reconcile_unknown(world: World) -> None:
@@ -371,6 +442,10 @@ SCENARIOS: dict[str, Callable[[World], None]] = {
     "claim-new-background-due": claim_new_background_due,
     "claim-duplicate": claim_duplicate,
     "claim-in_progress": claim_in_progress,
+    "wait-start": wait_start,
+    "wait-poll-held": wait_poll_held,
+    "wait-poll-released": wait_poll_released,
+    "wait-poll-expired": wait_poll_expired,
     "claim-reconcile-unknown": claim_reconcile_unknown,
     "claim-reconcile-expired": claim_reconcile_expired,
     "claim-after-failure": claim_after_failure,

@@ -19,6 +19,7 @@
     flows register --name NAME --environment ENV [--owner O] [--enabled | --disabled] [--notes T]
     scopes list [--top N] [--all-pages]
     scopes set SCOPE [--owner O] [--lease-seconds S] [--retention-days D] [--description T] [--key-pattern P]
+               [--fingerprint-include PTR]... [--fingerprint-ignore PTR]... [--fingerprint-preset sharepoint|dataverse]
     drill [--scope SCOPE] [--source SOURCE] [--concurrency N]
     health
 
@@ -46,6 +47,7 @@ from oncegate.cli import commands, store_commands
 from oncegate.cli.client import DEFAULT_PORT
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.cli.signin import AppFactory, msal_app
+from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.limits import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RETENTION_DAYS,
@@ -283,6 +285,21 @@ def _add_scopes(subparsers: Any) -> None:
         metavar="P",
         help="a regular expression the scope's keys match whole, such as '[0-9]{16}': such keys are never refused "
         "as personal data ('' clears it)",
+    )
+    for which, what in (
+        ("include", "a part of the payload that makes up the business data"),
+        ("ignore", "a part of the payload left out of the fingerprint"),
+    ):
+        setting.add_argument(
+            f"--fingerprint-{which}",
+            action="append",
+            metavar="PTR",
+            help=f"{what}, as a JSON Pointer such as /Modified or /lines/*/amount; repeat for more, '' clears them",
+        )
+    setting.add_argument(
+        "--fingerprint-preset",
+        choices=[*(preset.value for preset in FingerprintPreset), ""],
+        help="ignore the system fields of a SharePoint item or Dataverse row trigger body ('' clears it)",
     )
 
 

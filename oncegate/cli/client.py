@@ -235,6 +235,9 @@ class Client:
         retention_days: int | None,
         description: str | None,
         key_pattern: str | None = None,
+        fingerprint_include: list[str] | None = None,
+        fingerprint_ignore: list[str] | None = None,
+        fingerprint_preset: str | None = None,
     ) -> Answer[ScopeView]:
         """Set a scope's settings: a field left out gets its default."""
         wanted = {
@@ -244,6 +247,9 @@ class Client:
             "retentionDays": retention_days,
             "description": description,
             "keyPattern": key_pattern,
+            "fingerprintInclude": fingerprint_include,
+            "fingerprintIgnore": fingerprint_ignore,
+            "fingerprintPreset": fingerprint_preset,
         }
         return self._call(ScopeView, "PUT", "/api/scopes", _present(wanted))
 

@@ -272,6 +272,9 @@ def scopes_set(client: Client, args: argparse.Namespace) -> Output:
         "retention_days": args.retention_days,
         "description": args.description,
         "key_pattern": args.key_pattern,
+        "fingerprint_include": _pointers(args.fingerprint_include),
+        "fingerprint_ignore": _pointers(args.fingerprint_ignore),
+        "fingerprint_preset": args.fingerprint_preset,
     }
     current = _registered_scope(client, args.scope_name)
     kept = {name: getattr(current, name) for name in given} if current else {}
@@ -279,6 +282,13 @@ def scopes_set(client: Client, args: argparse.Namespace) -> Output:
     # An option given empty clears the setting: a key pattern declared by mistake must be removable.
     wanted = {name: value if value != "" else None for name, value in wanted.items()}
     return _shown(client.set_scope(args.scope_name, **wanted), rendering.scope_text)
+
+
+def _pointers(given: list[str] | None) -> list[str] | str | None:
+    """The pointers of a repeated option; "" (clear them) when it was given once, empty."""
+    if given is None:
+        return None
+    return "" if given == [""] else given
 
 
 def _registered_scope(client: Client, scope: str) -> ScopeView | None:

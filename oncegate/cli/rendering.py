@@ -351,6 +351,7 @@ def scope_text(scope: ScopeView) -> RenderableType:
             ("Default lease", f"{scope.lease_seconds} s"),
             ("Retention", plural(scope.retention_days, "day")),
             ("Key pattern", scope.key_pattern),
+            *_fingerprint_rules(scope),
             ("Registered", _when(scope.registered_at) or "no"),
             ("First seen", _when(scope.first_seen_at)),
             ("Last seen", _when(scope.last_seen_at)),
@@ -358,6 +359,18 @@ def scope_text(scope: ScopeView) -> RenderableType:
             ("Open conflicts", scope.open_conflicts),
         ]
     )
+
+
+def _fingerprint_rules(scope: ScopeView) -> list[tuple[str, Any]]:
+    """The scope's fingerprint rules, for a scope that has any (issue 25)."""
+    if scope.fingerprint_rules_version is None:
+        return []
+    return [
+        ("Fingerprint rules", f"version {scope.fingerprint_rules_version}"),
+        ("Fingerprint include", ", ".join(scope.fingerprint_include or []) or "the whole payload"),
+        ("Fingerprint ignore", ", ".join(scope.fingerprint_ignore or [])),
+        ("Fingerprint preset", scope.fingerprint_preset),
+    ]
 
 
 def drill_text(report: Report) -> RenderableType:

@@ -114,19 +114,24 @@ def segments(pointer: str) -> tuple[str, ...]:
 def rules(
     version: int, *, include: Sequence[str] = (), ignore: Sequence[str] = (), preset: FingerprintPreset | None = None
 ) -> FingerprintRules:
-    """One version of the rules, a preset's pointers added to ``ignore`` (each pointer once, in order)."""
-    ignored = [*PRESETS[preset], *ignore] if preset else list(ignore)
+    """One version of the rules, with the preset's pointers as this release has them (each pointer once)."""
     return FingerprintRules(
         version=version,
         include=tuple(dict.fromkeys(include)),
-        ignore=tuple(dict.fromkeys(ignored)),
+        ignore=tuple(dict.fromkeys(ignore)),
         preset=preset.value if preset else None,
+        preset_ignore=PRESETS[preset] if preset else (),
     )
 
 
 def changed(current: FingerprintRules, wanted: FingerprintRules) -> bool:
     """Whether ``wanted`` is other rules than ``current``: only then a new version is made."""
-    return (current.include, current.ignore, current.preset) != (wanted.include, wanted.ignore, wanted.preset)
+    return (current.include, current.ignore, current.preset, current.preset_ignore) != (
+        wanted.include,
+        wanted.ignore,
+        wanted.preset,
+        wanted.preset_ignore,
+    )
 
 
 def applied(payload: Any, rules_: FingerprintRules) -> Any:
@@ -141,7 +146,7 @@ def applied(payload: Any, rules_: FingerprintRules) -> Any:
         if kept is MISSING:
             kept = {} if isinstance(payload, dict) else []
         kept = _finished(kept)
-    for pointer in rules_.ignore:
+    for pointer in rules_.ignored:
         kept = _without(kept, segments(pointer))
     return kept
 

@@ -19,10 +19,10 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim, EarlierAttempt
 
 
-def key_attempt(claim: Claim, reconciles: EarlierAttempt | None) -> int | None:
-    """The attempt whose key a new attempt taking ``claim`` over carries: the in-doubt one's when it
-    ``reconciles`` it, else None (its own)."""
-    if reconciles is None:
+def key_attempt(claim: Claim, earlier: EarlierAttempt | None) -> int | None:
+    """The attempt whose key a new attempt taking ``claim`` over carries: when it reconciles an ``earlier``
+    attempt in doubt, that attempt's (or the one whose key it carried in turn); else None, its own."""
+    if earlier is None:
         return None
     return claim.idempotency_attempt or claim.attempt
 

@@ -279,19 +279,26 @@ class FlowRecord:
 class FingerprintRules:
     """Which parts of a payload make up the business data, as a scope's owner set them: one version.
 
-    ``include`` and ``ignore`` are JSON Pointers (RFC 6901, ``*`` for every item of an array), expanded
-    (a preset's pointers are in ``ignore``); ``preset`` only names the preset the owner chose. Version 0 is
-    the scope without rules: the whole payload.
+    ``include`` and ``ignore`` are the owner's JSON Pointers (RFC 6901, ``*`` for every item of an
+    array); ``preset`` names the trigger body preset chosen, and ``preset_ignore`` holds its pointers as
+    they were when this version was made, so that a later release's preset leaves this version's meaning
+    alone. Version 0 is the scope without rules: the whole payload.
     """
 
     version: int = 0
     include: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     preset: str | None = None
+    preset_ignore: tuple[str, ...] = ()
+
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        """Every pointer left out: the preset's, then the owner's, each once."""
+        return tuple(dict.fromkeys((*self.preset_ignore, *self.ignore)))
 
     @property
     def empty(self) -> bool:
-        return not self.include and not self.ignore
+        return not self.include and not self.ignored
 
 
 @dataclass(frozen=True)

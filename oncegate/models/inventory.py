@@ -278,7 +278,7 @@ class ScopeView(_Model):
         list[str] | None,
         designer(
             "Fingerprint Ignore",
-            "The parts of Payload left out of the fingerprint, as set with Set scope, with the preset's fields.",
+            "The parts of Payload left out of the fingerprint, as set with Set scope; the preset's fields come on top.",
         ),
     ] = None
     fingerprint_preset: Annotated[

@@ -566,6 +566,7 @@ def _rules_row(rules: FingerprintRules) -> Row:
         "Include": list(rules.include),
         "Ignore": list(rules.ignore),
         "Preset": rules.preset,
+        "PresetIgnore": list(rules.preset_ignore),
     }
 
 
@@ -575,6 +576,7 @@ def _rules(row: Row) -> FingerprintRules:
         include=tuple(row.get("Include") or ()),
         ignore=tuple(row.get("Ignore") or ()),
         preset=row.get("Preset"),
+        preset_ignore=tuple(row.get("PresetIgnore") or ()),
     )
 
 

@@ -175,6 +175,28 @@ def test_scopes_set_declares_a_key_pattern_shown_in_the_list_and_kept_until_clea
     assert "keyPattern" not in json.loads(cleared.out)
 
 
+def test_scopes_set_fingerprint_rules_kept_until_cleared_and_a_bad_pointer_refused(oncegate: Oncegate) -> None:
+    rules = ["--fingerprint-preset", "sharepoint", "--fingerprint-ignore", "/Created", "--fingerprint-ignore", "/ID"]
+    declared = oncegate("scopes", "set", "erp.create-order", *rules)
+    kept = oncegate("scopes", "set", "erp.create-order", "--owner", "team-erp", "--json")
+    refused = oncegate("scopes", "set", "erp.create-order", "--fingerprint-include", "Title")
+    cleared = oncegate(
+        "scopes", "set", "erp.create-order", "--fingerprint-ignore", "", "--fingerprint-preset", "", "--json"
+    )
+
+    assert declared.code == 0, declared.err
+    assert re.search(r"^Fingerprint ignore\s+/Created, /ID$", declared.out, re.MULTILINE)
+    assert re.search(r"^Fingerprint preset\s+sharepoint$", declared.out, re.MULTILINE)
+    # The owner's change left the rules as they were: no new version.
+    assert json.loads(kept.out)["fingerprintIgnore"] == ["/Created", "/ID"]
+    assert json.loads(kept.out)["fingerprintRulesVersion"] == 1
+    assert refused.code == 2
+    assert "(fingerprintInclude)" in refused.err
+    assert "'Title'" in refused.err
+    assert "fingerprintIgnore" not in json.loads(cleared.out)
+    assert json.loads(cleared.out)["fingerprintRulesVersion"] == 2
+
+
 def test_all_pages_says_how_far_it_got_on_stderr(api: ServerApi, oncegate: Oncegate) -> None:
     for index in range(5):
         oncegate("flows", "register", "--name", f"Flow {index}", "--environment", "Default-contoso")

@@ -183,7 +183,7 @@ def configured_scope(**changes: Any) -> ScopeRecord:
         description="Creates the sales order in the ERP.",
         fingerprint_rules=(
             FingerprintRules(1, include=("/order", "/lines/*/amount")),
-            FingerprintRules(2, ignore=("/@odata.etag", "/Modified", "/a~1b"), preset="sharepoint"),
+            FingerprintRules(2, ignore=("/a~1b",), preset="sharepoint", preset_ignore=("/@odata.etag", "/Modified")),
         ),
         claims_by_source={"shop-eu": 40, "shop-us": 1},
         registered_at=T0,

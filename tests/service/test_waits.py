@@ -1,0 +1,95 @@
+"""Check and claim (wait) in the service on both stores: who may poll, and fingerprint rules changing meanwhile.
+
+The engine's side (202, Location, Retry-After) is tested over HTTP in ``tests/http/test_waiting.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from oncegate.domain.statuses import Decision
+from oncegate.domain.waiting import Waiting
+from oncegate.errors import InvalidRequest
+from oncegate.models import ClaimRequest, ClaimResponse
+from tests.conftest import FakeClock
+from tests.gate import Gate
+from tests.service.calls import FLOW, KEY, SCOPE, claim, record, set_scope
+
+ORDER = {"order": "SO-1", "amount": 10, "modified": "09:00"}
+WAIT = timedelta(minutes=15)
+
+
+def wait(service: Gate, run: str, *, signed_in: str | None = None, **fields: Any) -> Waiting:
+    request = ClaimRequest(scope=SCOPE, key=KEY, run_id=run, flow=FLOW, wait=True, **{"payload": ORDER, **fields})
+    answer, waiting = service.services.waits.check_and_claim(request, signed_in=signed_in, max_wait=WAIT)
+    assert answer.decision is Decision.IN_PROGRESS
+    assert waiting is not None
+    return waiting
+
+
+def poll(service: Gate, waiting: Waiting, signed_in: str | None = None) -> ClaimResponse:
+    return service.services.waits.poll(waiting, signed_in=signed_in)[0]
+
+
+def test_only_the_signed_in_caller_that_waits_may_poll(service: Gate) -> None:
+    service.check_and_claim(ClaimRequest(scope=SCOPE, key=KEY, run_id="run-0", flow=FLOW, payload=ORDER))
+    waiting = wait(service, "run-1", signed_in="ana@contoso.com")
+
+    with pytest.raises(InvalidRequest) as refused:
+        poll(service, waiting, signed_in="mallory@contoso.com")
+    with pytest.raises(InvalidRequest):
+        poll(service, waiting)
+
+    assert refused.value.target == "ticket"
+    assert poll(service, waiting, signed_in="ana@contoso.com").decision is Decision.IN_PROGRESS
+
+
+def test_another_instance_answers_the_poll(new_service: Callable[[], Gate], clock: FakeClock) -> None:
+    first, second = new_service(), new_service()
+    held = claim(first, run="run-0", payload=ORDER)
+    waiting = wait(first, "run-1")
+    record(first, held, "failed", error="ERP down", retryable=True)
+
+    answer = poll(second, waiting)
+
+    assert (answer.decision, answer.attempt) == (Decision.PROCEED, 2)
+
+
+def test_a_rule_change_during_the_wait_compares_under_the_claims_rules(service: Gate) -> None:
+    set_scope(service, fingerprint_ignore=["/modified"])
+    held = claim(service, run="run-0", payload=ORDER)
+    waiting = wait(service, "run-1", payload={**ORDER, "modified": "10:00"})
+    set_scope(service, fingerprint_include=["/order"])
+    record(service, held, "succeeded", target_record_id="ERP-1")
+
+    assert poll(service, waiting).decision is Decision.DUPLICATE
+
+
+def test_a_claim_keeps_its_rules_when_taken_over_during_the_wait(service: Gate) -> None:
+    held = claim(service, run="run-0", payload=ORDER)
+    waiting = wait(service, "run-1")
+    set_scope(service, fingerprint_ignore=["/modified"])
+    record(service, held, "failed", error="ERP down", retryable=True)
+    third = claim(service, run="run-2", payload={**ORDER, "modified": "10:00"})
+
+    # Under the claim's own rules (none), the third run's data differed: it met a conflict, and the claim waits.
+    assert third.decision is Decision.CONFLICT
+    assert poll(service, waiting).decision is Decision.PROCEED
+
+
+def test_a_key_claimed_again_under_rules_the_wait_never_saw_ends_it_naming_the_ticket(service: Gate) -> None:
+    held = claim(service, run="run-0", payload=ORDER)
+    waiting = wait(service, "run-1")
+    set_scope(service, fingerprint_ignore=["/modified"])
+    # The claim is deleted (retention, say) and the key claimed again, under the new rules.
+    service.store.delete_claim(service.store.get_claim(held.claim_id))
+    claim(service, run="run-2", payload=ORDER)
+
+    with pytest.raises(InvalidRequest) as refused:
+        poll(service, waiting)
+
+    assert refused.value.target == "ticket"

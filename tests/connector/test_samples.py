@@ -77,6 +77,18 @@ def test_workflow_records_the_record_read_back(workflow: dict[str, Any]) -> None
     assert proceed["Record_unknown_outcome"]["inputs"]["body"]["outcome"] == "unknown"
 
 
+def test_workflow_waits_within_its_timeout_and_hands_the_erp_the_idempotency_key(workflow: dict[str, Any]) -> None:
+    check = workflow["definition"]["actions"]["Check_and_claim"]
+    timeout = re.fullmatch(r"PT(\d+)M", check["limit"]["timeout"])
+    assert timeout is not None
+    assert check["inputs"]["body"]["wait"] is True
+    assert check["inputs"]["body"]["maxWaitSeconds"] < int(timeout.group(1)) * 60
+    creating = {name: action for name, action in actions(workflow["definition"]) if name.startswith("Create_the_order")}
+    assert len(creating) == 2
+    for name, action in creating.items():
+        assert action["inputs"]["headers"]["Idempotency-Key"] == "@{body('Check_and_claim')?['idempotencyKey']}", name
+
+
 def test_recipe_walks_through_the_pattern(definition: dict[str, Any]) -> None:
     recipe = RECIPE.read_text(encoding="utf-8")
     summaries = {op.spec["operationId"]: op.spec["summary"] for op in operations(definition)}

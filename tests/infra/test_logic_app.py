@@ -25,6 +25,7 @@ from tree_sitter import Node
 
 from oncegate import bootstrap
 from oncegate.domain.statuses import Decision
+from tests.conftest import FakeClock
 from tests.connector.spec import DEFINITIONS, PROPERTIES, load
 from tests.connector.test_samples import WORKFLOW, actions, oncegate_calls
 from tests.gate import Gate
@@ -389,8 +390,12 @@ def store_kind() -> str:
 
 
 @pytest.fixture
-def call_app(service: Gate) -> Iterator[Call]:
-    """A connector action sent to the function its method and path name, as the Functions host routes it."""
+def call_app(service: Gate, clock: FakeClock) -> Iterator[Call]:
+    """A connector action sent to the function its method and path name, as the Functions host routes it.
+
+    A ``202`` with ``Location`` is followed as the engine follows it (the asynchronous pattern, issue 25):
+    after ``Retry-After`` seconds (the test's clock moves on), GET ``Location``, until the answer is not 202.
+    """
     import function_app  # reads the settings at import, so only once a test needs the app
     from oncegate.entrypoints.routes import function_routes
     from oncegate.entrypoints.server import dispatch
@@ -400,6 +405,9 @@ def call_app(service: Gate) -> Iterator[Call]:
     def call(method: str, path: str, body: Any) -> tuple[int, Any]:
         headers = {"Content-Type": "application/json"}
         response = dispatch(routes, method.upper(), f"http://localhost{path}", headers, json.dumps(body).encode())
+        while response.status_code == 202 and "Location" in response.headers:
+            clock.advance(int(response.headers["Retry-After"]))
+            response = dispatch(routes, "GET", response.headers["Location"], {}, b"")
         raw = response.get_body()
         return response.status_code, json.loads(raw) if raw else None
 
@@ -433,10 +441,12 @@ def test_the_same_order_twice_proceeds_once_then_is_a_duplicate(definition: dict
 
 
 def another_run(call: Call, definition: dict[str, Any], outcome: dict[str, Any] | None) -> None:
-    """What an earlier run of the same order left: a claim, and the result it recorded (None: still running)."""
+    """What an earlier run of the same order left: a claim, and the result it recorded (None: still running,
+    with a lease longer than the sample's wait)."""
     flow = {"name": "logic-oncegate-sample", "environment": PARAMETERS["environmentName"]}
     body = definition["actions"]["Check_and_claim"]["inputs"]["body"]
     claim = {"scope": body["scope"], "key": ORDER["orderNumber"], "payload": ORDER, "runId": "run-0", "flow": flow}
+    claim["leaseSeconds"] = 2 * body["maxWaitSeconds"]
     status, granted = call("post", "/api/claims", claim)
     assert (status, granted["decision"]) == (200, "proceed")
     if outcome is not None:
@@ -472,6 +482,23 @@ def test_each_decision_takes_its_case(definition: dict[str, Any], call_app: Call
         assert done.outputs[LAST[decision]]["conflictId"] == answer(done)["conflictId"]
     if decision == "reconcile":
         assert answer(run(definition, call_app, "run-2"))["result"]["targetRecordId"] == "order-run-1"
+
+
+def test_the_run_waits_for_a_holder_whose_lease_runs_out_and_reconciles_with_its_idempotency_key(
+    definition: dict[str, Any], call_app: Call, clock: FakeClock
+) -> None:
+    flow = {"name": "logic-oncegate-sample", "environment": PARAMETERS["environmentName"]}
+    scope = definition["actions"]["Check_and_claim"]["inputs"]["body"]["scope"]
+    holder = {"scope": scope, "key": ORDER["orderNumber"], "payload": ORDER, "runId": "run-0", "flow": flow}
+    status, held = call_app("post", "/api/claims", {**holder, "leaseSeconds": 300})
+    started = clock.now
+
+    done = run(definition, call_app, "run-1")
+
+    assert (status, answer(done)["decision"]) == (200, "reconcile")
+    assert (clock.now - started).total_seconds() >= 300, "the engine waited for the lease"
+    created = done.outputs["Create_the_order_after_all"]
+    assert created["headers"]["Idempotency-Key"] == held["idempotencyKey"]
 
 
 # -- the checks have teeth -------------------------------------------------------------------------------------

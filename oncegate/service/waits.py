@@ -53,17 +53,22 @@ class Waits:
                 "again.",
                 target=TICKET,
             )
-        answer = self._claims.decide_for(self._caller(waiting, signed_in))
+        answer = self._claims.decide_for(self._caller(waiting, signed_in, now))
         still = answer.decision is Decision.IN_PROGRESS and not waiting.over(now)
         return answer, waiting if still else None
 
-    def _waiting(self, caller: Caller, deadline: datetime) -> Waiting:
+    def _waiting(self, caller: Caller, deadline: datetime) -> Waiting | None:
+        """The run as its polls ask again; None when they could not (the answer stands, 200 as without wait)."""
         assert caller.fingerprint_in is not None, "a request's caller can fingerprint under any version"
         versions = {caller.rules_version}
         found = self._core.find(caller.identities)
         if found is not None:
+            claim, identity = found
+            if identity.fingerprint is not None and claim.fingerprint == identity.fingerprint.plain:
+                # A claim of a release before fingerprints were keyed: the poll address carries the keyed form only.
+                return None
             # The claim met is compared under its own version: the polls must be able to, without the payload.
-            versions.add(found[0].rules_version)
+            versions.add(claim.rules_version)
         identities = []
         for identity in caller.identities:
             made = {version: caller.fingerprint_in(identity.hasher, version) for version in versions}
@@ -82,7 +87,7 @@ class Waits:
             granted_to=caller.granted_to,
         )
 
-    def _caller(self, waiting: Waiting, signed_in: str | None) -> Caller:
+    def _caller(self, waiting: Waiting, signed_in: str | None, now: datetime) -> Caller:
         """The waiting run's Check and claim, under the key secrets this instance knows now."""
         ring = self._core.keys
         hashers = {hasher.key_id: hasher for hasher in ring.lookup_order}
@@ -115,7 +120,7 @@ class Waits:
             run_id=waiting.run_id,
             flow=waiting.flow,
             lease=timedelta(seconds=waiting.lease_seconds),
-            now=self._core.clock(),
+            now=now,
             signed_in=signed_in,
             source=waiting.source,
             reference=waiting.reference,
@@ -131,8 +136,7 @@ def _fingerprint(identity: WaitingIdentity, version: int) -> Fingerprint | None:
     keyed = identity.fingerprints.get(version)
     if keyed is None:
         raise InvalidRequest(
-            "The scope's fingerprint rules changed while this run waited, and the claim was taken over under other "
-            "rules since: ask Check and claim again.",
+            "The key was claimed again under fingerprint rules set while this run waited: ask Check and claim again.",
             target=TICKET,
         )
     # The keyed form only: the poll address carries no plain digest of the business data.

@@ -234,3 +234,15 @@ def test_an_attempt_of_0_1_0_in_doubt_is_reconciled_with_one_idempotency_key(leg
     assert first.decision is Decision.RECONCILE
     assert first.idempotency_key is not None
     assert again.idempotency_key == first.idempotency_key
+
+
+def test_a_live_claim_of_0_1_0_is_not_waited_on_as_its_fingerprint_is_plain(legacy: Legacy) -> None:
+    # A poll carries the keyed fingerprint only: against 0.1.0's plain one it would see changed data.
+    held = legacy.manifest["held"]
+    request = ClaimRequest(
+        scope="erp.create-order", key=held["key"], run_id="run-other", flow=FLOW, payload=held["payload"], wait=True
+    )
+
+    answer, waiting = legacy.service.services.waits.check_and_claim(request, signed_in=None, max_wait=timedelta(minutes=15))
+
+    assert (answer.decision, waiting) == (Decision.IN_PROGRESS, None)

@@ -52,7 +52,10 @@ HIDDEN_NAME = "*"
 # - the reviewer: the processing record names who decided, on purpose; a flow's or scope's owner is
 #   the contact who answers for it, on purpose too;
 # - the run id and flow: the caller's run as Power Automate names it, kept to recognise the run;
-# - tokens, outcomes, decisions, flags, numbers and scope names: no free text.
+# - tokens, outcomes, decisions, flags, numbers, presets and scope names: no free text;
+# - how long a run waits for the holder: stored nowhere (the poll address carries the run's request);
+# - fingerprint rules: pointers name members of a payload a scope's owner chose, and Dataverse's annotations
+#   read as e-mail addresses (totalamount@OData.Community.Display.V1.FormattedValue) to the check.
 STORED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     ClaimRequest: ("source", "reference"),
     RecordResultRequest: ("target_record_id", "data", "error"),
@@ -66,6 +69,7 @@ STORED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
 NOT_LOOKED_AT = frozenset(
     {"key", "payload", "fingerprint", "reviewer", "owner", "run_id", "flow", "name", "environment", "scope"}
     | {"claim_token", "outcome", "retryable", "decision", "enabled", "lease_seconds", "retention_days", "attempt"}
+    | {"wait", "max_wait_seconds", "fingerprint_include", "fingerprint_ignore", "fingerprint_preset"}
 )
 View = TypeVar("View", ClaimView, ConflictView, FlowView, ScopeView)
 

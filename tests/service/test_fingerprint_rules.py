@@ -150,6 +150,18 @@ def test_a_retried_attempt_after_a_rule_change_keeps_the_rules_it_was_made_with(
     assert retried.decision is Decision.PROCEED
 
 
+def test_a_dataverse_annotation_is_a_pointer_not_an_e_mail_address(service: Gate) -> None:
+    # "name@OData.Community.Display.V1.FormattedValue" has the shape of an e-mail address: it is not refused.
+    annotation = "/totalamount@OData.Community.Display.V1.FormattedValue"
+    view = set_scope(service, fingerprint_ignore=[annotation])
+    succeeded(service, payload=DATAVERSE)
+
+    again = claim(service, run="run-2", payload={**DATAVERSE, annotation[1:]: "1 250,00 €"})
+
+    assert view.fingerprint_ignore == [annotation]
+    assert again.decision is Decision.DUPLICATE
+
+
 def test_a_pointer_matching_nothing_is_no_error(service: Gate) -> None:
     set_scope(service, fingerprint_ignore=["/not/in/this/payload", "/lines/7/amount"])
     succeeded(service, payload=[1, 2])

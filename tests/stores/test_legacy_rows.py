@@ -243,6 +243,7 @@ def test_a_live_claim_of_0_1_0_is_not_waited_on_as_its_fingerprint_is_plain(lega
         scope="erp.create-order", key=held["key"], run_id="run-other", flow=FLOW, payload=held["payload"], wait=True
     )
 
-    answer, waiting = legacy.service.services.waits.check_and_claim(request, signed_in=None, max_wait=timedelta(minutes=15))
+    waits = legacy.service.services.waits
+    answer, waiting = waits.check_and_claim(request, signed_in=None, max_wait=timedelta(minutes=15))
 
     assert (answer.decision, waiting) == (Decision.IN_PROGRESS, None)

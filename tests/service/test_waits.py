@@ -5,6 +5,7 @@ The engine's side (202, Location, Retry-After) is tested over HTTP in ``tests/ht
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -17,7 +18,8 @@ from oncegate.errors import InvalidRequest
 from oncegate.models import ClaimRequest, ClaimResponse
 from tests.conftest import FakeClock
 from tests.gate import Gate
-from tests.service.calls import FLOW, KEY, SCOPE, claim, record, set_scope
+from tests.service.calls import FLOW, KEY, SCOPE, claim, record, release, set_scope
+from tests.service.test_concurrency import RACERS, race
 
 ORDER = {"order": "SO-1", "amount": 10, "modified": "09:00"}
 WAIT = timedelta(minutes=15)
@@ -93,3 +95,19 @@ def test_a_key_claimed_again_under_rules_the_wait_never_saw_ends_it_naming_the_t
         poll(service, waiting)
 
     assert refused.value.target == "ticket"
+
+
+def test_runs_waiting_on_one_holder_poll_at_once_when_it_releases_and_exactly_one_proceeds(
+    new_service: Callable[[], Gate],
+) -> None:
+    service = new_service()
+    held = claim(service, run="run-0", payload=ORDER)
+    waiting = [wait(service, f"run-{i + 1}") for i in range(RACERS)]
+    release(service, held)
+
+    answers = race(new_service, lambda instance, i: poll(instance, waiting[i]))
+
+    assert Counter(answer.decision for answer in answers) == {Decision.PROCEED: 1, Decision.IN_PROGRESS: RACERS - 1}
+    winner = next(i for i, answer in enumerate(answers) if answer.decision is Decision.PROCEED)
+    # The winner's engine polling again is the same run: its own grant back; the others still wait for it.
+    assert poll(service, waiting[winner]).claim_token == answers[winner].claim_token

@@ -17,6 +17,7 @@ from oncegate.config import Settings, StoreKind, local_key_secret
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
+from oncegate.entrypoints.stored_data import StoredDataGuard
 from oncegate.errors import StoreUnavailable
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.claims import Claims
@@ -24,7 +25,6 @@ from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
 from oncegate.service.key_secrets import KeySecrets
-from oncegate.service.privacy import StoredDataGuard
 from oncegate.service.results import Results
 from oncegate.service.retention import Retention
 from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
@@ -81,6 +81,8 @@ class Services:
     retention: Retention
     key_secrets: KeySecrets
     store: ClaimStore
+    # What a request stores besides its key, checked at the edge before the service is called.
+    stored_data: StoredDataGuard
     # Where the store is (settings.store_location), for health; None for services wired by hand.
     store_location: str | None = None
 
@@ -107,7 +109,7 @@ def wire(
     check_interval: timedelta = CHECK_INTERVAL,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
-    # Everything else a request stores (oncegate.service.privacy): the key's policy unless it has its own.
+    # Everything else a request stores (oncegate.entrypoints.stored_data): the key's policy unless it has its own.
     stored_data = StoredDataGuard(sensitive_keys if sensitive_data is None else sensitive_data)
     # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts
     # flushed every ``flush_interval`` (see oncegate.service.inventory).
@@ -117,7 +119,6 @@ def wire(
         ttl=registry_ttl,
         flush_interval=flush_interval,
         require_registered=require_registered_flows,
-        stored_data=stored_data,
     )
     # The key secrets, the store's id and its clock, checked every ``check_interval`` (oncegate.service.safeguard).
     safeguard = Safeguard(
@@ -133,7 +134,6 @@ def wire(
         safeguard,
         clock=clock,
         inventory=inventory,
-        stored_data=stored_data,
         sensitive_keys=sensitive_keys,
     )
     conflicts = Conflicts(core, store)
@@ -147,6 +147,7 @@ def wire(
         retention=Retention(store, inventory, clock=clock),
         key_secrets=KeySecrets(store, clock=clock, pin=pin),
         store=store,
+        stored_data=stored_data,
         store_location=store_location,
     )
 

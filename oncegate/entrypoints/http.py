@@ -28,7 +28,7 @@ from oncegate.bootstrap import Services
 from oncegate.config import AuthMode, ConfigError
 from oncegate.domain.statuses import ConflictStatus
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
-from oncegate.entrypoints import bearer
+from oncegate.entrypoints import actions, bearer
 from oncegate.entrypoints.principal import Principal, Role
 from oncegate.entrypoints.routes import allowed_methods, function_routes
 from oncegate.entrypoints.strict_json import read_object
@@ -303,7 +303,7 @@ def check_and_claim(services: Services, request: func.HttpRequest) -> ClaimRespo
     signed_in = principal.name if principal else None
     body = parse_body(request, ClaimRequest)
     telemetry.describe(_flow_dimensions(body.scope, body.flow))
-    answer = services.claims.check_and_claim(body, signed_in=signed_in)
+    answer = actions.check_and_claim(services, body, signed_in=signed_in)
     telemetry.describe(_decision_dimensions(answer))
     return answer
 
@@ -313,27 +313,27 @@ def record_result(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
     body = parse_body(request, RecordResultRequest)
     telemetry.describe({telemetry.OUTCOME: body.outcome.value, telemetry.RETRYABLE: body.retryable})
-    claim = services.results.record_result(claim_id, body)
+    claim = actions.record_result(services, claim_id, body)
     telemetry.describe(_flow_dimensions(claim.scope, claim.flow))
     return claim
 
 
 def release_claim(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    return services.results.release(claim_id, parse_body(request, ReleaseRequest))
+    return actions.release(services, claim_id, parse_body(request, ReleaseRequest))
 
 
 def renew_claim(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    return services.results.heartbeat(claim_id, parse_body(request, HeartbeatRequest))
+    return actions.heartbeat(services, claim_id, parse_body(request, HeartbeatRequest))
 
 
 def get_claim(services: Services, request: func.HttpRequest) -> ClaimView:
-    return _with_history_link(request, *services.claims.get_claim(route_id(request, "claimId", CLAIM_ID_PATTERN)))
+    return _with_history_link(request, *actions.get_claim(services, route_id(request, "claimId", CLAIM_ID_PATTERN)))
 
 
 def lookup_claim(services: Services, request: func.HttpRequest) -> ClaimView:
-    return _with_history_link(request, *services.claims.lookup(parse_body(request, LookupRequest)))
+    return _with_history_link(request, *actions.lookup(services, parse_body(request, LookupRequest)))
 
 
 @reads_query
@@ -341,7 +341,7 @@ def list_claim_history(services: Services, request: func.HttpRequest) -> ClaimHi
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
     list_name = _history_list(claim_id)
     query = validate(ListPageQuery, query_params(request, ListPageQuery, list_name))
-    entries, cursor = services.claims.history(claim_id, query)
+    entries, cursor = actions.history(services, claim_id, query)
     return ClaimHistory(value=entries, next_link=next_link(request, cursor, list_name))
 
 
@@ -374,7 +374,7 @@ def list_claims_needing_attention(services: Services, request: func.HttpRequest)
             "Get claim and Look up claim show any one claim.",
             target="attention",
         )
-    claims, cursor = services.attention.page(query)
+    claims, cursor = actions.claims_needing_attention(services, query)
     return ClaimAttentionList(value=claims, next_link=next_link(request, cursor, "claims"))
 
 
@@ -390,20 +390,20 @@ def list_claims(services: Services, request: func.HttpRequest) -> ClaimList:
         raise InvalidRequest(
             "Give source, reference, status or since: a list of every claim is not offered.", target="source"
         )
-    found, cursor = services.claims.find(filters)
+    found, cursor = actions.list_claims(services, filters)
     return ClaimList(value=found, next_link=next_link(request, cursor, "claims-found"))
 
 
 @sends(telemetry.REVIEW)
 def review_claim(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    claim = services.results.review(claim_id, signed_reviewer(parse_body(request, ReviewClaimRequest)))
+    claim = actions.review(services, claim_id, signed_reviewer(parse_body(request, ReviewClaimRequest)))
     telemetry.describe({telemetry.SCOPE: claim.scope})
     return claim
 
 
 def report_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
-    return services.conflicts.report_conflict(parse_body(request, ReportConflictRequest))
+    return actions.report_conflict(services, parse_body(request, ReportConflictRequest))
 
 
 @reads_query
@@ -417,7 +417,7 @@ def list_conflicts(services: Services, request: func.HttpRequest) -> ConflictLis
         )
     if params.get("status") == "all":
         params["status"] = None
-    conflicts, cursor = services.conflicts.list_conflicts(validate(ListConflictsQuery, params))
+    conflicts, cursor = actions.list_conflicts(services, validate(ListConflictsQuery, params))
     return ConflictList(value=conflicts, next_link=next_link(request, cursor, "conflicts"))
 
 
@@ -428,7 +428,7 @@ def poll_conflicts(services: Services, request: func.HttpRequest) -> func.HttpRe
     Either way ``Location`` carries the state to poll with next, so each conflict is delivered once.
     """
     query = validate(PollConflictsQuery, query_params(request, PollConflictsQuery, "conflict-events"))
-    conflicts, state = services.conflicts.poll_conflicts(scope=query.scope, state=query.state, limit=POLL_BATCH_SIZE)
+    conflicts, state = actions.poll_conflicts(services, scope=query.scope, state=query.state, limit=POLL_BATCH_SIZE)
     sealed = bootstrap.get_cursor_seal().seal(state, "conflict-events")
     # A full batch may have more behind it: poll again at once, so a backlog drains without waiting (issue 13).
     wait = 0 if len(conflicts) >= POLL_BATCH_SIZE else POLL_INTERVAL_SECONDS
@@ -439,7 +439,7 @@ def poll_conflicts(services: Services, request: func.HttpRequest) -> func.HttpRe
 
 
 def get_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
-    return services.conflicts.get_conflict(route_id(request, "conflictId", CONFLICT_ID_PATTERN))
+    return actions.get_conflict(services, route_id(request, "conflictId", CONFLICT_ID_PATTERN))
 
 
 @sends(telemetry.CONFLICT_RESOLVED)
@@ -447,35 +447,35 @@ def resolve_conflict(services: Services, request: func.HttpRequest) -> ConflictV
     conflict_id = route_id(request, "conflictId", CONFLICT_ID_PATTERN)
     resolution = signed_reviewer(parse_body(request, ResolveConflictRequest))
     telemetry.describe({telemetry.RESOLUTION: resolution.decision.value})
-    conflict = services.conflicts.resolve_conflict(conflict_id, resolution)
+    conflict = actions.resolve_conflict(services, conflict_id, resolution)
     telemetry.describe({telemetry.SCOPE: conflict.scope, telemetry.ORIGIN: conflict.origin.value})
     return conflict
 
 
 @reads_query
 def list_flows(services: Services, request: func.HttpRequest) -> FlowList:
-    flows, cursor = services.inventory.list_flows(_page_query(request, "flows"))
+    flows, cursor = actions.list_flows(services, _page_query(request, "flows"))
     return FlowList(value=flows, next_link=next_link(request, cursor, "flows"))
 
 
 def register_flow(services: Services, request: func.HttpRequest) -> FlowView:
-    return services.inventory.register_flow(parse_body(request, RegisterFlowRequest))
+    return actions.register_flow(services, parse_body(request, RegisterFlowRequest))
 
 
 @reads_query
 def list_flow_overlaps(services: Services, request: func.HttpRequest) -> OverlapList:
-    overlaps, cursor = services.inventory.list_overlaps(_page_query(request, "flows/overlaps"))
+    overlaps, cursor = actions.list_overlaps(services, _page_query(request, "flows/overlaps"))
     return OverlapList(value=overlaps, next_link=next_link(request, cursor, "flows/overlaps"))
 
 
 @reads_query
 def list_scopes(services: Services, request: func.HttpRequest) -> ScopeList:
-    scopes, cursor = services.inventory.list_scopes(_page_query(request, "scopes"))
+    scopes, cursor = actions.list_scopes(services, _page_query(request, "scopes"))
     return ScopeList(value=scopes, next_link=next_link(request, cursor, "scopes"))
 
 
 def set_scope(services: Services, request: func.HttpRequest) -> ScopeView:
-    return services.inventory.set_scope(parse_body(request, SetScopeRequest))
+    return actions.set_scope(services, parse_body(request, SetScopeRequest))
 
 
 def _page_query(request: func.HttpRequest, list_name: str) -> ListPageQuery:
@@ -507,7 +507,7 @@ def health(services: Services, request: func.HttpRequest) -> Health:
     """The service's health, naming the store it runs on (and the store that does not answer)."""
     where = services.store_location
     try:
-        answer = services.claims.health()
+        answer = actions.health(services)
     except StoreUnavailable as exc:
         if where is None:
             raise

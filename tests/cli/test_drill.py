@@ -25,10 +25,12 @@ import pytest
 from oncegate import bootstrap
 from oncegate.bootstrap import Services, wire
 from oncegate.config import AuthMode, Settings
+from oncegate.domain.answers import ClaimAnswer
 from oncegate.domain.keys import KeyHasher
+from oncegate.domain.records import Claim
 from oncegate.domain.statuses import ClaimStatus, Decision
-from oncegate.models import ClaimRequest, ClaimResponse, ClaimView, RecordResultRequest
 from oncegate.service.claims import Claims
+from oncegate.service.commands import CheckAndClaim, RecordResult
 from oncegate.service.results import Results
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
@@ -172,13 +174,13 @@ class ProceedsTwice:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._claims, name)
 
-    def check_and_claim(self, request: ClaimRequest, *, signed_in: str | None = None) -> ClaimResponse:
+    def check_and_claim(self, request: CheckAndClaim, *, signed_in: str | None = None) -> ClaimAnswer:
         answer = self._claims.check_and_claim(request, signed_in=signed_in)
         with self._lock:
             if answer.decision is not Decision.IN_PROGRESS or self._forged:
                 return answer
             self._forged = True
-        return answer.model_copy(update={"decision": Decision.PROCEED, "claim_token": "1.forged", "holder": None})
+        return dataclasses.replace(answer, decision=Decision.PROCEED, claim_token="1.forged", holder=None)
 
 
 class LosesResults:
@@ -191,10 +193,11 @@ class LosesResults:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._results, name)
 
-    def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
-        claim, _ = self._claims.get_claim(claim_id)
-        update = {"status": ClaimStatus.SUCCEEDED, "target_record_id": request.target_record_id, "history": None}
-        return claim.model_copy(update=update)
+    def record_result(self, claim_id: str, request: RecordResult) -> Claim:
+        claim, _, _ = self._claims.get_claim(claim_id)
+        return dataclasses.replace(
+            claim, status=ClaimStatus.SUCCEEDED, target_record_id=request.result.target_record_id
+        )
 
 
 def proceeds_twice(services: Services) -> Services:
@@ -391,7 +394,7 @@ class HoldsResults:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._results, name)
 
-    def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
+    def record_result(self, claim_id: str, request: RecordResult) -> Claim:
         self.claim_ids.append(claim_id)
         self.arrived.set()
         self.go.wait(timeout=60)

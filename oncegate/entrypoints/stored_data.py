@@ -1,5 +1,8 @@
 """Personal data in what a request stores besides its key: one walk of its stored fields, under one policy.
 
+Checked at the edge, on the wire's request, before its command reaches a service: the fields are
+named as the caller sent them (``data.customer.email``), and a refused request has read nothing.
+
 Flows store result data, target record ids, error texts, release reasons and conflict reports as
 sent; people store review and resolution notes, a flow's notes and a scope's description. Each
 string there (in JSON, every member's name and value and every array item, however nested) is read

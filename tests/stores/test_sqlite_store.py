@@ -41,9 +41,13 @@ class TestSqliteStore(StoreContract):
                     other.get_claim(kept.claim_id)  # not committed yet: another connection does not see it
             assert other.get_claim(kept.claim_id).run_id == kept.run_id
 
-            with pytest.raises(RuntimeError), store.writing_together():
-                store.create_claim(lost, records.event(lost.claim_id))
-                raise RuntimeError("the call ends before its commit")
+            def cut_short() -> None:
+                with store.writing_together():
+                    store.create_claim(lost, records.event(lost.claim_id))
+                    raise RuntimeError("the call ends before its commit")
+
+            with pytest.raises(RuntimeError):
+                cut_short()
             with pytest.raises(NotFound):
                 other.get_claim(lost.claim_id)
         finally:

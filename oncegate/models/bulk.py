@@ -32,15 +32,17 @@ ITEM_REFUSAL = designer(
 )
 
 
-def _entry_of(model: type[_Model], name: str, doc: str, *, renamed: dict[str, str] | None = None) -> Any:
-    """``model`` with every field optional and its designer text kept; ``renamed`` gives fields another name."""
+def _entry_of(
+    model: type[_Model], name: str, doc: str, *, renamed: dict[str, tuple[str, FieldInfo]] | None = None
+) -> Any:
+    """``model`` with every field optional and its designer text kept; ``renamed`` gives a field another name and
+    designer text."""
     fields: dict[str, Any] = {}
     for field_name, info in model.model_fields.items():
         annotation: Any = info.annotation
-        fields[(renamed or {}).get(field_name, field_name)] = (
-            annotation | None,
-            FieldInfo.merge_field_infos(info, default=None),
-        )
+        new_name, text = (renamed or {}).get(field_name, (field_name, None))
+        merged = FieldInfo.merge_field_infos(info, *([text] if text else []), default=None)
+        fields[new_name] = (annotation | None, merged)
     return create_model(name, __base__=_Model, __doc__=doc, **fields)
 
 
@@ -52,7 +54,12 @@ _ResultAnswer = _entry_of(
     ClaimView,
     "_ResultAnswer",
     "The claim as Record result answers it, every field absent for a refused item.",
-    renamed={"error": "error_message"},
+    renamed={
+        "error": (
+            "error_message",
+            designer("Recorded Error", "The error text recorded with a failed or unknown outcome, as sent."),
+        )
+    },
 )
 
 

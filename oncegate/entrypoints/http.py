@@ -365,7 +365,7 @@ def check_and_claim_many(services: Services, request: func.HttpRequest) -> Claim
 
 def _claim_item(services: Services, item: Any, signed_in: str | None) -> ClaimResponse:
     """One item of Check and claim many: the single call's service, telemetry and answer."""
-    with _item_answer(telemetry.CHECK):
+    with _item_answer(telemetry.CHECK, "check_and_claim_many"):
         body = item_body(ClaimRequest, item)
         telemetry.describe(_flow_dimensions(body.scope, body.flow))
         answer = services.claims.check_and_claim(body, signed_in=signed_in)
@@ -398,7 +398,7 @@ def record_results(services: Services, request: func.HttpRequest) -> RecordResul
 
 def _result_item(services: Services, item: Any) -> ClaimView:
     """One item of Record results: the single call's service, telemetry and answer."""
-    with _item_answer(telemetry.RESULT):
+    with _item_answer(telemetry.RESULT, "record_results"):
         body = item_body(ResultItem, item)
         if not CLAIM_ID_PATTERN.fullmatch(body.claim_id):
             raise NotFound(f"No claim has the id {body.claim_id!r}.", target="claimId")
@@ -430,9 +430,9 @@ def _fields(model: BaseModel) -> dict[str, Any]:
 
 
 @contextmanager
-def _item_answer(event: telemetry.Event) -> Iterator[None]:
+def _item_answer(event: telemetry.Event, action: str) -> Iterator[None]:
     """One item of a bulk call sends the event its single call sends, or Unavailable for its 503, marked bulk."""
-    with telemetry.answering(event, "bulk_item"):
+    with telemetry.answering(event, action):
         telemetry.describe({telemetry.BULK: True})
         try:
             yield

@@ -13,13 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from oncegate.config import Settings, StoreKind, local_key_secret
+from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind, local_key_secret
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.entrypoints.stored_data import StoredDataGuard
 from oncegate.errors import StoreUnavailable
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
+from oncegate.service.bulk import Bulk
 from oncegate.service.claims import Claims
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
@@ -80,6 +81,8 @@ class Services:
     attention: Attention
     retention: Retention
     key_secrets: KeySecrets
+    # Bulk calls (issue 24): the items of one request, applied through claims and results.
+    bulk: Bulk
     store: ClaimStore
     # What a request stores besides its key, checked at the edge before the service is called.
     stored_data: StoredDataGuard
@@ -87,7 +90,8 @@ class Services:
     store_location: str | None = None
 
     def close(self) -> None:
-        """Flush the inventory's counts, then close the store."""
+        """Let the bulk calls under way finish, flush the inventory's counts, then close the store."""
+        self.bulk.close()
         self.inventory.close()
         self.store.close()
 
@@ -107,6 +111,7 @@ def wire(
     pin: StoreIdPin | None = None,
     wall_clock: Callable[[], datetime] | None = None,
     check_interval: timedelta = CHECK_INTERVAL,
+    bulk_concurrency: int = DEFAULT_BULK_CONCURRENCY,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
     # Everything else a request stores (oncegate.entrypoints.stored_data): the key's policy unless it has its own.
@@ -146,6 +151,7 @@ def wire(
         attention=Attention(store, clock=clock, unknown_alert=unknown_alert),
         retention=Retention(store, inventory, clock=clock),
         key_secrets=KeySecrets(store, clock=clock, pin=pin),
+        bulk=Bulk(store, ready=core.require_safe_store, concurrency=bulk_concurrency),
         store=store,
         stored_data=stored_data,
         store_location=store_location,
@@ -163,6 +169,7 @@ def build_services(settings: Settings, *, secret: str | None = None) -> Services
         unknown_alert=timedelta(minutes=settings.unknown_alert_minutes),
         store_location=settings.store_location,
         pin=store_pin(settings),
+        bulk_concurrency=settings.bulk_concurrency,
     )
 
 

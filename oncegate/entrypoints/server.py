@@ -36,7 +36,7 @@ from urllib.parse import parse_qsl, urlsplit
 import azure.functions as func
 
 from oncegate.entrypoints import logs
-from oncegate.entrypoints.http import MAX_BODY_BYTES, render, render_error
+from oncegate.entrypoints.http import MAX_BULK_BODY_BYTES, body_limit, render, render_error
 from oncegate.entrypoints.routes import FunctionRoute, function_routes, match
 from oncegate.errors import InvalidRequest, NotFound, TooLarge
 from oncegate.models import ErrorBody, ErrorInfo
@@ -46,8 +46,8 @@ logger = logging.getLogger(__name__)
 ROUTE_PREFIX = "/api/"
 # A body is framed by Content-Length only; these methods must declare one, even of 0.
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-# More digits than this cannot be under MAX_BODY_BYTES, and int() refuses 4,300 and more.
-LENGTH_DIGITS = len(str(MAX_BODY_BYTES))
+# More digits than this cannot be under any route's body limit, and int() refuses 4,300 and more.
+LENGTH_DIGITS = len(str(MAX_BULK_BODY_BYTES))
 IDLE_SECONDS = 30
 # The stdlib's limits on a header section (http.client's _MAXLINE and _MAXHEADERS).
 MAX_HEADER_LINE = 65536
@@ -286,8 +286,9 @@ class _Handler(BaseHTTPRequestHandler):
         """The declared length of the body, or None once the request is refused for its framing."""
         if self.headers.get("Transfer-Encoding") is not None:
             # Chunked bodies are refused, not decoded: the API's clients (the connector, the CLI, any
-            # HTTP action) send Content-Length, bodies are at most 64 KiB, and RFC 9112 §6.3 lets a
-            # server that wants a length answer 411. A chunk decoder would be more to get wrong.
+            # HTTP action) send Content-Length, bodies are at most 64 KiB (6.5 MiB for a bulk call), and
+            # RFC 9112 §6.3 lets a server that wants a length answer 411. A chunk decoder would be more
+            # to get wrong.
             self.send_error(HTTPStatus.LENGTH_REQUIRED, "Send the body with a Content-Length, not chunked.")
             return None
         declared = self.headers.get_all("Content-Length")
@@ -304,8 +305,9 @@ class _Handler(BaseHTTPRequestHandler):
             # int() would take "-1", "+5", "1_0" and "²"; a read of -1 waits for the client to hang up.
             self._refuse(render_error(InvalidRequest("Give one Content-Length in digits.", target="Content-Length")))
             return None
-        if len(value) > LENGTH_DIGITS or int(value) > MAX_BODY_BYTES:
-            self._refuse(render_error(TooLarge(f"The request body is over {MAX_BODY_BYTES} bytes.", target="body")))
+        limit = body_limit(urlsplit(self.path).path.removeprefix(ROUTE_PREFIX))
+        if len(value) > LENGTH_DIGITS or int(value) > limit:
+            self._refuse(render_error(TooLarge(f"The request body is over {limit} bytes.", target="body")))
             return None
         return int(value)
 

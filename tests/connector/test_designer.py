@@ -22,6 +22,8 @@ VISIBILITIES = {"important", "advanced", "internal"}
 ACTIONS = {
     "CheckAndClaim",
     "RecordResult",
+    "CheckAndClaimMany",
+    "RecordResults",
     "ReleaseClaim",
     "RenewClaim",
     "GetClaim",

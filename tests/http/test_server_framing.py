@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 import pytest
 
 import function_app
-from oncegate.entrypoints.http import MAX_BODY_BYTES
+from oncegate.entrypoints.http import MAX_BODY_BYTES, MAX_BULK_BODY_BYTES
 from oncegate.entrypoints.server import make_server
 from oncegate.errors import NotFound
 from oncegate.models import ClaimRequest, LookupRequest
@@ -123,6 +123,20 @@ def test_a_body_over_the_limit_is_a_413_without_waiting_for_it(local_server: tup
     answer = refused(local_server, post(b"Content-Length: %d\r\n" % (100 * MAX_BODY_BYTES), b"{" * 1024))
 
     assert (answer.status, answer.error["code"]) == (413, "too_large")
+
+
+def test_a_bulk_call_takes_a_body_of_100_items_and_no_more(local_server: tuple[str, int]) -> None:
+    bulk = b"POST /api/claims/batch HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+    with connected(local_server) as (sock, reader):
+        sock.sendall(bulk + b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % (50 * MAX_BODY_BYTES))
+        invited = read_answer(reader)
+    over = refused(local_server, bulk + b"Content-Length: %d\r\n\r\n" % (MAX_BULK_BODY_BYTES + 1))
+    single = refused(local_server, post(b"Content-Length: %d\r\n" % (50 * MAX_BODY_BYTES)))
+
+    assert invited.status == 100
+    assert (over.status, over.error["code"]) == (413, "too_large")
+    assert str(MAX_BULK_BODY_BYTES) in over.error["message"]
+    assert single.status == 413
 
 
 def test_a_content_length_of_thousands_of_digits_is_a_413(local_server: tuple[str, int]) -> None:

@@ -92,9 +92,9 @@ def retried(run: Runner, args: Sequence[str], sleep: Callable[[float], None]) ->
 
 
 def execute(steps: Plan, run: Runner = run_az, sleep: Callable[[float], None] = time.sleep) -> None:
-    if steps.key_exists is not None and steps.create_key is not None:
-        if retried(run, steps.key_exists, sleep).lower() != "true":
-            retried(run, steps.create_key, sleep)
+    missing = steps.key_exists is not None and retried(run, steps.key_exists, sleep).lower() != "true"
+    if missing and steps.create_key is not None:
+        retried(run, steps.create_key, sleep)
     retried(run, steps.deploy, sleep)
 
 

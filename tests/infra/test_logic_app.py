@@ -176,9 +176,13 @@ def test_the_connection_parameters_are_the_definitions_security(module: BicepFil
 
 
 def test_entra_mode_needs_the_connectors_registration_and_key_mode_does_not(module: BicepFile) -> None:
-    guards = {"connectorClientId": "connectorClientIdRequired", "connectorClientSecret": "connectorClientSecretRequired"}
+    guards = {
+        "connectorClientId": "connectorClientIdRequired",
+        "connectorClientSecret": "connectorClientSecretRequired",
+    }
     for missing, guard in guards.items():
-        with pytest.raises(Fail, match=f"logicapps-entra-needs-logicAppsC.*: value is shorter than 1"):
+        needs = f"logicapps-entra-needs-logicApps{missing[0].upper()}{missing[1:]}"
+        with pytest.raises(Fail, match=f"{needs}: value is shorter than 1"):
             deploy_module(module, guard, {**DEPLOYMENT, "authMode": "entra", missing: ""})
         assert deploy_module(module, guard, {**DEPLOYMENT, "authMode": "key", missing: ""}) is None
     # The connector waits for both checks: it is not written without the registration.
@@ -243,7 +247,9 @@ def test_no_key_or_secret_is_a_parameter_value_or_an_output(
     assert module.declaration("param", "connectorClientSecret").has_decorator("secure")
     # No parameter carries the function key: stage two reads it itself, by its name.
     for file in (module, connection_module):
-        assert not [p.name for p in file.declarations("param") if "key" in p.name.lower() and p.name != "functionKeyName"]
+        assert not [
+            p.name for p in file.declarations("param") if "key" in p.name.lower() and p.name != "functionKeyName"
+        ]
     outputs = {output.name: text(output.value) for output in module.declarations("output") if output.value}
     assert outputs == {"connectorName": "connector.name"}
     outputs = {output.name: text(output.value) for output in connection_module.declarations("output") if output.value}

@@ -22,8 +22,8 @@ from tests.infra.bicep import (
     Declaration,
     Evaluator,
     Fail,
-    deploy_module,
     call_name,
+    deploy_module,
     literal,
     loop_variables,
     properties,
@@ -375,7 +375,7 @@ KEY_SECRET_SETTINGS = (
 
 def deploy_settings(api: BicepFile, live: dict[str, str], **params: str) -> dict[str, str]:
     """The app settings a deployment of ``api.bicep`` writes, given what the app has now (``live``)."""
-    given = {name: "" for name in OPERATOR_PARAMETERS} | params
+    given = dict.fromkeys(OPERATOR_PARAMETERS, "") | params
     deployment = {
         "liveSettings": live,
         "keySecretUri": "https://kv.vault.azure.net/secrets/oncegate-key-secret/0a1b2c3d4e5f",
@@ -463,13 +463,19 @@ def test_a_second_deployment_changes_nothing_an_operator_set(bicep: dict[str, Bi
     # Two parameter sets: an azd environment that sets nothing, and one that sets what the operator set.
     unset = deploy_settings(api, on_the_app)
     same = deploy_settings(
-        api, on_the_app, requireRegisteredFlows="true", logLevel="DEBUG", unknownAlertMinutes="60",
+        api,
+        on_the_app,
+        requireRegisteredFlows="true",
+        logLevel="DEBUG",
+        unknownAlertMinutes="60",
         retentionSchedule="0 0 4 * * *",
     )
     assert unset == on_the_app
     assert same == on_the_app
     # A value the environment gives is the template's to write: it replaces the app's.
-    assert deploy_settings(api, on_the_app, requireRegisteredFlows="false")["ONCEGATE_REQUIRE_REGISTERED_FLOWS"] == "false"
+    assert (
+        deploy_settings(api, on_the_app, requireRegisteredFlows="false")["ONCEGATE_REQUIRE_REGISTERED_FLOWS"] == "false"
+    )
 
 
 def test_every_operator_setting_is_a_parameter_fed_from_the_azd_environment(
@@ -499,6 +505,10 @@ def test_the_app_identity_has_no_queue_role_and_the_host_no_queue_endpoint(bicep
         assert "queue" not in file.text.lower().replace("no queue", ""), f"{name} mentions a queue"
 
 
+def of_type(file: BicepFile, prefix: str) -> list[Declaration]:
+    return [r for r in file.declarations("resource") if r.declared_type.startswith(prefix)]
+
+
 def test_storage_is_zone_redundant_by_default_and_locked(main_bicep: BicepFile, bicep: dict[str, BicepFile]) -> None:
     sku = main_bicep.declaration("param", "storageSku")
     assert sku.value is not None
@@ -512,9 +522,14 @@ def test_storage_is_zone_redundant_by_default_and_locked(main_bicep: BicepFile, 
     locks = main_bicep.declaration("param", "deleteLocks")
     assert locks.value is not None
     assert literal(locks.value) is True
-    for path, audited in [("core/storage/storage-account.bicep", "storage"), ("core/security/keyvault.bicep", "keyVault")]:
+    for path, audited in [
+        ("core/storage/storage-account.bicep", "storage"),
+        ("core/security/keyvault.bicep", "keyVault"),
+    ]:
         file = bicep[path]
-        (lock,) = [r for r in file.declarations("resource") if r.declared_type.startswith("Microsoft.Authorization/locks@")]
+        (lock,) = [
+            r for r in file.declarations("resource") if r.declared_type.startswith("Microsoft.Authorization/locks@")
+        ]
         assert lock.texts("scope") == [audited]
         assert lock.texts("level") == ["'CanNotDelete'"]
         assert lock.condition is not None
@@ -530,7 +545,11 @@ def test_the_audit_trail_goes_to_the_workspace(main_bicep: BicepFile, bicep: dic
     }
     for path, (scope, categories) in expected.items():
         file = bicep[path]
-        (setting,) = [r for r in file.declarations("resource") if r.declared_type.startswith("Microsoft.Insights/diagnosticSettings@")]
+        (setting,) = [
+            r
+            for r in file.declarations("resource")
+            if r.declared_type.startswith("Microsoft.Insights/diagnosticSettings@")
+        ]
         assert setting.condition is None, f"{path}: the audit trail is not optional"
         assert setting.texts("scope") == [scope]
         assert setting.texts("workspaceId") == ["logAnalyticsWorkspaceId"]

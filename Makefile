@@ -1,7 +1,8 @@
 # The README's two commands: `make run` (the service on the embedded SQLite store) and `make test`.
 # Each installs what it needs first, into the same .venv in the repo: `make run` only what the service
-# runs on; `make test` (and lint, bench) the development tools too, and Azurite from npm (pinned in
-# package.json). A stamp per layer: after `make test`, `make run` installs nothing; after `make run`,
+# runs on; `make test` (and lint, bench) the development tools too, Azurite and Microsoft's Kusto parser
+# from npm (pinned in package.json), and Checkov in a virtual environment of its own (.venv/checkov: it
+# pins libraries older than the project's tools need). A stamp per layer: after `make test`, `make run` installs nothing; after `make run`,
 # `make test` adds the rest.
 
 PYTHON ?= python3
@@ -9,10 +10,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
+CHECKOV := $(VENV)/checkov/bin/checkov
+CHECKOV_VERSION := 3.3.30
 PORT ?= 7071
 WORKERS ?= 1
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench clean lock
 
 install: $(DEV)
 
@@ -25,10 +28,21 @@ $(RUNTIME): pyproject.toml requirements.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(DEV): $(RUNTIME) package.json package-lock.json
+$(DEV): $(RUNTIME) package.json package-lock.json $(CHECKOV)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+# tests/infra/test_checkov.py runs it over infra/.
+$(CHECKOV): | $(BIN)/python
+	$(BIN)/python -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/python -m pip install --quiet checkov==$(CHECKOV_VERSION)
+
+# requirements.txt, what Azure installs, is a lock with hashes generated from pyproject.toml's dependencies
+# for the platform's Python (Linux, 3.11); tests/test_lock.py checks it against pyproject.toml.
+lock: $(DEV)
+	$(BIN)/uv pip compile pyproject.toml --generate-hashes --python-version 3.11 \
+		--python-platform x86_64-manylinux_2_28 -o requirements.txt
 
 # PORT=8080 (or `make run PORT=8080`) serves on another port; WORKERS=2 serves from two processes.
 run: $(RUNTIME)

@@ -352,12 +352,19 @@ def test_with_entra_the_burst_signs_in_once(oncegate: Oncegate, seen: list[Seen]
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"])
-def test_a_scope_the_service_refuses_is_exit_2_before_anything_is_claimed(oncegate: Oncegate) -> None:
-    run = oncegate("drill", "--scope", "not a scope")
+def test_a_scope_the_service_refuses_is_exit_2_before_anything_is_sent(
+    oncegate: Oncegate, seen: list[Seen], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        oncegate("drill", "--scope", "not a scope")
 
-    assert (run.code, run.out) == (2, "")
-    assert run.err.splitlines()[-1].startswith("invalid_request: ")
-    assert "(scope)" in run.err
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert (
+        "argument --scope: give 1 to 64 letters, digits, dots, underscores or hyphens, such as erp.create-order; "
+        in err
+    )
+    assert seen == []
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"])

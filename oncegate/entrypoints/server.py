@@ -5,7 +5,9 @@ matched by the same matcher as the catch-all's 404 and 405 (``routes``), so ther
 route table to drift. Function keys are not checked, as Core Tools does not check them locally either.
 
 Every answer, refusals of the HTTP framing included, is in the app's error format: a body whose
-length cannot be known is refused and its connection closed, never waited for.
+length cannot be known is refused and its connection closed, never waited for. A body too large
+is refused at its headers, and the rest of it read and thrown away (a bounded amount, for a bounded
+time) before the connection closes, so that a client still sending reads the 413 (RFC 9112 §9.6).
 
 The module runs past 400 lines on purpose: the HTTP/1.1 framing rules it enforces (headers, lengths,
 Host, keep-alive) and the worker processes that share one listening socket are read together, since
@@ -49,6 +51,10 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # More digits than this cannot be under MAX_BODY_BYTES, and int() refuses 4,300 and more.
 LENGTH_DIGITS = len(str(MAX_BODY_BYTES))
 IDLE_SECONDS = 30
+# After refusing a body as too large, how much of it, and for how long, is read and thrown away before
+# the connection closes (RFC 9112 §9.6): enough for a body several times the limit, not for ever.
+DISCARD_BYTES = 16 * 1024 * 1024
+DISCARD_SECONDS = 5.0
 # The stdlib's limits on a header section (http.client's _MAXLINE and _MAXHEADERS).
 MAX_HEADER_LINE = 65536
 MAX_HEADERS = 100
@@ -306,8 +312,31 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if len(value) > LENGTH_DIGITS or int(value) > MAX_BODY_BYTES:
             self._refuse(render_error(TooLarge(f"The request body is over {MAX_BODY_BYTES} bytes.", target="body")))
+            if (self.headers.get("Expect") or "").lower() != "100-continue":
+                self._discard_body()
             return None
         return int(value)
+
+    def _discard_body(self) -> None:
+        """Read and throw away what the client is still sending, up to a bound, so that it reads the refusal.
+
+        Closed at once, the connection would be reset by the bytes that keep arriving, and a client
+        still sending (http.client sends the whole body before it reads) would see a broken pipe or a
+        reset instead of the 413. RFC 9112 §9.6: close the writing side first, then keep reading.
+        A client that asked ``Expect: 100-continue`` sends no body after a refusal: nothing to wait for.
+        """
+        self.wfile.flush()
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + self.server.discard_seconds
+        left = DISCARD_BYTES
+        with contextlib.suppress(OSError):
+            while left > 0 and (remaining := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(remaining)
+                chunk = self.rfile.read1(min(left, 65536))
+                if not chunk:
+                    return
+                left -= len(chunk)
 
     def handle_expect_100(self) -> bool:
         # Judge the declared body before inviting it, so that a refused one is never sent.
@@ -378,6 +407,7 @@ class _AppServer(ThreadingHTTPServer):
         handler = type("_IdleBoundHandler", (_Handler,), {"timeout": idle_seconds})
         super().__init__(address, handler, bind_and_activate=bind_and_activate)
         self.routes = routes
+        self.discard_seconds = DISCARD_SECONDS
 
 
 def make_server(

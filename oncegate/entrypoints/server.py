@@ -27,6 +27,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +43,11 @@ from oncegate.entrypoints.http import MAX_BODY_BYTES, render, render_error
 from oncegate.entrypoints.routes import FunctionRoute, function_routes, match
 from oncegate.errors import InvalidRequest, NotFound, TooLarge
 from oncegate.models import ErrorBody, ErrorInfo
+
+if sys.platform == "win32":
+    from multiprocessing.connection import PipeConnection as Connection
+else:
+    from multiprocessing.connection import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -496,32 +502,33 @@ class _StopSignals:
 
     Sent to the process group (Ctrl+C, ``kill -- -PGID``), a signal reaches the workers as well as this
     process: raising here would end this process mid-wait, and stopping the workers on the way out
-    would interrupt their flush of the counts with a second signal (issue 22).
+    would interrupt their flush of the counts with a second signal (issue 22). The pipe is
+    multiprocessing's, which ``multiprocessing.connection.wait`` takes on Windows too (an ``os.pipe``
+    descriptor it does not); one byte is written once, so the write never blocks.
     """
 
     def __enter__(self) -> _StopSignals:
         self.asked = False
-        self.wake, self._wakes = os.pipe()
-        os.set_blocking(self._wakes, False)
+        self.wake, self._wakes = multiprocessing.Pipe(duplex=False)
         self._previous = {number: signal.signal(number, self._asked) for number in STOP_SIGNALS}
         return self
 
     def _asked(self, signum: int, frame: object) -> None:
-        self.asked = True
-        with contextlib.suppress(BlockingIOError):
-            os.write(self._wakes, b"!")
+        if not self.asked:
+            self.asked = True
+            self._wakes.send_bytes(b"!")
 
     def __exit__(self, *exc: object) -> None:
         for number, handler in self._previous.items():
             signal.signal(number, handler)
-        os.close(self.wake)
-        os.close(self._wakes)
+        self.wake.close()
+        self._wakes.close()
 
 
 def _supervise(
     processes: Sequence[multiprocessing.process.BaseProcess],
     stop: _StopSignals,
-    readiness: multiprocessing.connection.Connection,
+    readiness: Connection,
     on_ready: Callable[[], None],
 ) -> Any:
     """Until a stop signal or a worker's exit, count the workers ready; then stop them all.
@@ -561,9 +568,13 @@ def _supervise(
 
 
 def _end_with_parent(parent: int) -> None:
-    """Have Linux send this worker SIGTERM when the process that started it dies, even by SIGKILL."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    """Have Linux send this worker SIGTERM when the process that started it dies, even by SIGKILL.
+
+    Elsewhere (macOS, Windows: no prctl) a worker whose parent died is only stopped by a signal of its own.
+    """
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:
         # The parent died before the request above: nobody would stop this worker.
         raise SystemExit(0)
@@ -594,7 +605,7 @@ def _worker(
     app_dir: str,
     listener: socket.socket,
     parent: int | None = None,
-    ready: multiprocessing.connection.Connection | None = None,
+    ready: Connection | None = None,
     *,
     on_ready: Callable[[], None] = lambda: None,
 ) -> None:

@@ -322,11 +322,11 @@ def drill(client: Client, args: argparse.Namespace) -> Output:
         progress(_interrupted_line(stopped))
         raise
     if report.blocked is not None:
-        return Output(report.as_json(), rendering.drill_text(report), exit_code=USAGE_EXIT)
+        return Output(report.as_json(), rendering.drill_text(report, verbose=args.verbose), exit_code=USAGE_EXIT)
     if report.passed:
-        return Output(report.as_json(), rendering.drill_text(report))
+        return Output(report.as_json(), rendering.drill_text(report, verbose=args.verbose))
     note = f"The drill found {len(report.deviations)} deviation(s) from the contract."
-    return Output(report.as_json(), rendering.drill_text(report), note, DEVIATION_EXIT)
+    return Output(report.as_json(), rendering.drill_text(report, verbose=args.verbose), note, DEVIATION_EXIT)
 
 
 def _interrupted_line(stopped: Interrupted) -> str:

@@ -52,7 +52,10 @@ def test_every_vendored_type_file_is_used(types: Types) -> None:
     assert (TYPES / "LICENSE").is_file()
 
 
-@pytest.mark.skipif(not SHARED_TYPES.is_dir(), reason="no reference copy of the Bicep types to compare with (the maintainers' workspace has one)")
+NO_REFERENCE = "no reference copy of the Bicep types to compare with (the maintainers' workspace has one)"
+
+
+@pytest.mark.skipif(not SHARED_TYPES.is_dir(), reason=NO_REFERENCE)
 def test_the_vendored_types_are_microsofts_unchanged() -> None:
     for path in [*TYPES.rglob("types.json"), TYPES / "LICENSE"]:
         original = SHARED_TYPES / path.relative_to(TYPES)

@@ -365,7 +365,8 @@ def local_key_secret(sqlite_path: Path) -> str:
 def _make_private(path: Path) -> None:
     """Files made by earlier releases (or copied in) may be readable by others: the secret is nobody else's."""
     with contextlib.suppress(OSError):
-        if path.stat().st_mode & 0o077:
+        # Windows has no group and other bits to clear: its st_mode says 0o666 of every writable file.
+        if os.name == "posix" and path.stat().st_mode & 0o077:
             logging.getLogger(__name__).warning("Making %s readable by its owner only", path)
             path.chmod(0o600)
 

@@ -218,7 +218,8 @@ def _private_file(path: Path) -> None:
     try:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
-        if path.stat().st_mode & 0o077:
+        # Windows has no group and other bits to clear: its st_mode says 0o666 of every writable file.
+        if os.name == "posix" and path.stat().st_mode & 0o077:
             # Files made by earlier releases were 0644: claims, history and conflicts are nobody else's to read.
             logger.warning("Making %s readable by its owner only (it was %o)", path, path.stat().st_mode & 0o777)
             with suppress(OSError):  # a file of another owner: SQLite still opens it, as before

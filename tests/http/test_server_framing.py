@@ -8,6 +8,7 @@ bounded by the socket's timeout, never by a sleep.
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
@@ -20,7 +21,7 @@ import pytest
 
 import function_app
 from oncegate.entrypoints.http import MAX_BODY_BYTES, MAX_BULK_BODY_BYTES
-from oncegate.entrypoints.server import make_server
+from oncegate.entrypoints.server import DISCARD_BYTES, make_server
 from oncegate.errors import NotFound
 from oncegate.models import ClaimRequest, LookupRequest
 from tests.gate import Gate
@@ -312,3 +313,43 @@ def test_the_links_a_list_answers_point_at_the_host_asked(local_server: tuple[st
 
     assert answer.status == 200, answer
     assert json.loads(answer.body)["nextLink"].startswith("http://gate.example:8443/api/claim-list?")
+
+
+@pytest.mark.parametrize("attempt", range(6))
+def test_a_client_sending_a_large_body_reads_the_413_on_an_idle_server(
+    local_server: tuple[str, int], attempt: int
+) -> None:
+    """Issue 27: closed at once, the connection was reset under a client still sending (5 tries in 6)."""
+    body = b'{"scope": "erp.create-order", "key": "' + b"x" * (3 * 1024 * 1024) + b'"}'
+    connection = http.client.HTTPConnection(*local_server, timeout=TIMEOUT)
+    try:
+        connection.request("POST", "/api/claims", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+    finally:
+        connection.close()
+
+    assert (response.status, answer["error"]["code"]) == (413, "too_large")
+
+
+def sent_until_closed(sock: socket.socket, declared: int) -> int:
+    """How many body bytes went out before the server closed the connection (or all of them)."""
+    sent = 0
+    try:
+        while sent < declared:
+            sent += sock.send(b"x" * 65536)
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    return sent
+
+
+def test_what_is_discarded_after_a_413_is_bounded(local_server: tuple[str, int]) -> None:
+    # More than the server reads after a refusal: it closes once it has read its bound, not at the body's end.
+    declared = 4 * DISCARD_BYTES
+    with connected(local_server) as (sock, reader):
+        sock.sendall(post(b"Content-Length: %d\r\n" % declared))
+        answer = read_answer(reader)
+        sent = sent_until_closed(sock, declared)
+
+    assert answer.status == 413
+    assert DISCARD_BYTES <= sent < declared

@@ -98,6 +98,9 @@ param requireRegisteredFlows string = ''
 @description('ONCEGATE_UNKNOWN_ALERT_MINUTES. Empty: the app keeps its value (a new app: 15). azd: ONCEGATE_UNKNOWN_ALERT_MINUTES.')
 param unknownAlertMinutes string = ''
 
+@description('ONCEGATE_BULK_CONCURRENCY: items of bulk calls applied at once per instance, 1-64. Empty: the app keeps its value (a new app: 8). azd: ONCEGATE_BULK_CONCURRENCY.')
+param bulkConcurrency string = ''
+
 @description('ONCEGATE_RETENTION_SCHEDULE, an NCRONTAB schedule. Empty: the app keeps its value (a new app: 0 30 2 * * *). azd: ONCEGATE_RETENTION_SCHEDULE.')
 param retentionSchedule string = ''
 
@@ -294,6 +297,7 @@ module api 'app/api.bicep' = {
     sensitiveData: sensitiveData
     requireRegisteredFlows: requireRegisteredFlows
     unknownAlertMinutes: unknownAlertMinutes
+    bulkConcurrency: bulkConcurrency
     retentionSchedule: retentionSchedule
     attentionSchedule: attentionSchedule
   }

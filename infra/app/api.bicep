@@ -75,6 +75,9 @@ param requireRegisteredFlows string
 @description('ONCEGATE_UNKNOWN_ALERT_MINUTES: minutes before an unknown outcome needs attention; empty keeps the app\'s (new app: 15).')
 param unknownAlertMinutes string
 
+@description('ONCEGATE_BULK_CONCURRENCY: items of bulk calls applied at once per instance, 1-64; empty keeps the app\'s (new app: 8).')
+param bulkConcurrency string
+
 @description('ONCEGATE_RETENTION_SCHEDULE: NCRONTAB schedule of the retention purge (seconds first, UTC); empty keeps the app\'s.')
 param retentionSchedule string
 
@@ -146,6 +149,7 @@ var operatorSettings = {
   ONCEGATE_SENSITIVE_DATA: empty(sensitiveData) ? (liveSettings.?ONCEGATE_SENSITIVE_DATA ?? 'reject') : sensitiveData
   ONCEGATE_REQUIRE_REGISTERED_FLOWS: empty(requireRegisteredFlows) ? (liveSettings.?ONCEGATE_REQUIRE_REGISTERED_FLOWS ?? 'false') : requireRegisteredFlows
   ONCEGATE_UNKNOWN_ALERT_MINUTES: empty(unknownAlertMinutes) ? (liveSettings.?ONCEGATE_UNKNOWN_ALERT_MINUTES ?? '15') : unknownAlertMinutes
+  ONCEGATE_BULK_CONCURRENCY: empty(bulkConcurrency) ? (liveSettings.?ONCEGATE_BULK_CONCURRENCY ?? '8') : bulkConcurrency
   ONCEGATE_LOG_LEVEL: empty(logLevel) ? (liveSettings.?ONCEGATE_LOG_LEVEL ?? 'INFO') : logLevel
   ONCEGATE_RETENTION_SCHEDULE: empty(retentionSchedule) ? (liveSettings.?ONCEGATE_RETENTION_SCHEDULE ?? '0 30 2 * * *') : retentionSchedule
   ONCEGATE_ATTENTION_SCHEDULE: empty(attentionSchedule) ? (liveSettings.?ONCEGATE_ATTENTION_SCHEDULE ?? '0 */15 * * * *') : attentionSchedule

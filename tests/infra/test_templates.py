@@ -400,6 +400,7 @@ OPERATOR_PARAMETERS = {
     "sensitiveData": "ONCEGATE_SENSITIVE_DATA",
     "requireRegisteredFlows": "ONCEGATE_REQUIRE_REGISTERED_FLOWS",
     "unknownAlertMinutes": "ONCEGATE_UNKNOWN_ALERT_MINUTES",
+    "bulkConcurrency": "ONCEGATE_BULK_CONCURRENCY",
     "retentionSchedule": "ONCEGATE_RETENTION_SCHEDULE",
     "attentionSchedule": "ONCEGATE_ATTENTION_SCHEDULE",
 }
@@ -447,6 +448,7 @@ def test_a_second_deployment_changes_nothing_an_operator_set(bicep: dict[str, Bi
         "ONCEGATE_SENSITIVE_DATA": "reject",
         "ONCEGATE_REQUIRE_REGISTERED_FLOWS": "false",
         "ONCEGATE_UNKNOWN_ALERT_MINUTES": "15",
+        "ONCEGATE_BULK_CONCURRENCY": "8",
         "ONCEGATE_RETENTION_SCHEDULE": "0 30 2 * * *",
         "ONCEGATE_ATTENTION_SCHEDULE": "0 */15 * * * *",
     }

@@ -128,7 +128,8 @@ def test_make_run_installs_the_runtime_only_and_make_test_adds_the_rest(workdir:
 def test_make_run_after_make_test_installs_nothing_and_the_reverse_adds_dev(workdir: Path) -> None:
     # Both installed, in the order make would stamp them: make run only serves.
     (workdir / ".venv" / "bin").mkdir(parents=True)
-    for stamp in (".venv/bin/python", ".venv/.installed-runtime", ".venv/.installed-dev"):
+    (workdir / ".venv" / "checkov" / "bin").mkdir(parents=True)
+    for stamp in (".venv/bin/python", ".venv/.installed-runtime", ".venv/checkov/bin/checkov", ".venv/.installed-dev"):
         (workdir / stamp).touch()
     assert dry_run(workdir, "run").splitlines() == [".venv/bin/oncegate serve --port 7071 --workers 1"]
     assert dry_run(workdir, "test").splitlines() == [".venv/bin/pytest"]

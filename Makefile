@@ -1,34 +1,64 @@
 # The README's two commands: `make run` (the service on the embedded SQLite store) and `make test`.
 # Each installs what it needs first, into the same .venv in the repo: `make run` only what the service
-# runs on; `make test` (and lint, bench) the development tools too, and Azurite from npm (pinned in
-# package.json). A stamp per layer: after `make test`, `make run` installs nothing; after `make run`,
+# runs on; `make test` (and lint, bench) the development tools too, Azurite and Microsoft's Kusto parser
+# from npm (pinned in package.json), and Checkov in a virtual environment of its own (.venv/checkov: it
+# pins libraries older than the project's tools need). A stamp per layer: after `make test`, `make run` installs nothing; after `make run`,
 # `make test` adds the rest.
 
+# The Python that makes .venv: 3.11 or later (Azure Functions runs 3.11). Another: make run PYTHON=python3.11
 PYTHON ?= python3
+NEEDED := 3.11
+# True (status 0) for an interpreter OnceGate runs on.
+SUPPORTED := -c 'import sys; sys.exit(sys.version_info < (3, 11))'
 VENV := .venv
 BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
+CHECKOV := $(VENV)/checkov/bin/checkov
+CHECKOV_VERSION := 3.3.30
 PORT ?= 7071
 WORKERS ?= 1
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench clean lock FORCE
 
 install: $(DEV)
 
-$(BIN)/python:
+# A .venv made by a Python OnceGate does not run on (an earlier make run PYTHON=python3.10) is made again;
+# PYTHON is checked before it makes one, so that pip never stops with "requires a different Python".
+STALE := $(shell [ -x $(BIN)/python ] && ! $(BIN)/python $(SUPPORTED) && echo stale)
+
+$(BIN)/python: $(if $(STALE),FORCE)
+	@$(PYTHON) $(SUPPORTED) 2>/dev/null || { \
+	  echo "make: OnceGate needs Python $(NEEDED) or later; PYTHON=$(PYTHON) is $$(command -v $(PYTHON) >/dev/null && $(PYTHON) --version 2>&1 || echo 'not found')." >&2; \
+	  echo "      Install Python $(NEEDED), then point make at it: make run PYTHON=python$(NEEDED) (or its full path)." >&2; \
+	  exit 2; }
+	$(if $(STALE),rm -rf $(VENV)  # made by $(shell $(BIN)/python --version 2>&1))
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+FORCE:
+
 # The package and its dependencies, without the [dev] extras; requirements.txt is what Azure installs.
-$(RUNTIME): pyproject.toml requirements.txt | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+# PYTHONWARNINGS: setuptools' boxed note on editable installs, which asks nothing of the reader.
+$(RUNTIME): pyproject.toml requirements.txt $(if $(STALE),FORCE) | $(BIN)/python
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(DEV): $(RUNTIME) package.json package-lock.json
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(DEV): $(RUNTIME) package.json package-lock.json $(CHECKOV)
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[dev]'
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+# tests/infra/test_checkov.py runs it over infra/.
+$(CHECKOV): | $(BIN)/python
+	$(BIN)/python -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/python -m pip install --quiet checkov==$(CHECKOV_VERSION)
+
+# requirements.txt, what Azure installs, is a lock with hashes generated from pyproject.toml's dependencies
+# for the platform's Python (Linux, 3.11); tests/test_lock.py checks it against pyproject.toml.
+lock: $(DEV)
+	$(BIN)/uv pip compile pyproject.toml --generate-hashes --python-version 3.11 \
+		--python-platform x86_64-manylinux_2_28 -o requirements.txt
 
 # PORT=8080 (or `make run PORT=8080`) serves on another port; WORKERS=2 serves from two processes.
 run: $(RUNTIME)
@@ -37,10 +67,13 @@ run: $(RUNTIME)
 test: $(DEV)
 	$(BIN)/pytest
 
+# The package runs on Windows and macOS too: its types are checked as each platform's stdlib has them.
 lint: $(DEV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	$(BIN)/mypy --platform linux
+	$(BIN)/mypy --platform win32
+	$(BIN)/mypy --platform darwin
 
 # Not part of `make test`: about 5 minutes on 2 cores. Prints the figures and writes them into
 # docs/performance.md (between its markers) and docs/latency.png. `python -m bench --quick` checks it.

@@ -42,6 +42,17 @@ def check_and_claim(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.check_and_claim)
 
 
+# Bulk calls (issue 24): literal segments, so the host matches them before claims/{claimId}.
+@app.route(route="claims/batch", methods=["POST"])
+def check_and_claim_many(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.check_and_claim_many)
+
+
+@app.route(route="claims/results", methods=["POST"])
+def record_results(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.record_results)
+
+
 @app.route(route="claims", methods=["GET"])
 def list_claims_needing_attention(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.list_claims_needing_attention)

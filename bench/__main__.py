@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from bench import client_cpu, latency, load, makers, report, roundtrips, targets
+from bench import bulk, client_cpu, latency, load, makers, report, roundtrips, targets
 from bench.rig import Rig
 from tests.load.workload import Workload
 
@@ -108,9 +108,11 @@ def main() -> None:
         )
         results.load = step("load", lambda: load.measure(rig, sizes.load))
         results.targets = step("targets", lambda: measure_targets(rig, sizes, results))
+        bulk_figures = step("bulk calls", lambda: bulk.measure(rig, rounds=sizes.target_rounds))
     results.seconds = time.monotonic() - began
     results.load_after = report.Machine.now().load_before
     print(report.markdown(results))
+    print(bulk.markdown(bulk_figures))
     if not quick:
         report.write_docs(results, DOCS / "performance.md")
         report.plot(results.latency, DOCS / "latency.png")

@@ -62,6 +62,51 @@ param maximumInstanceCount int = 100
 @description('Flex Consumption: memory of each instance, in MB.')
 param instanceMemoryMB int = 2048
 
+@allowed([
+  'Standard_ZRS'
+  'Standard_GZRS'
+  'Standard_RAGZRS'
+  'Standard_LRS'
+  'Standard_GRS'
+  'Standard_RAGRS'
+])
+@description('Redundancy of the storage account holding the claims. Standard_ZRS, the default: three synchronous copies in three zones of the region. Standard_GZRS (or RAGZRS): also an asynchronous copy in the paired region, for a regional failover (docs/operations.md). LRS and GRS keep the region\'s copies in one datacentre. Changing it later is a conversion (docs/operations.md), not a redeploy. azd: ONCEGATE_STORAGE_SKU.')
+param storageSku string = 'Standard_ZRS'
+
+@description('Flex Consumption: spread the app\'s instances over availability zones. Only in regions where Flex Consumption supports zone redundancy, and fixed when the plan is created. azd: ONCEGATE_ZONE_REDUNDANT.')
+param zoneRedundant bool = false
+
+@description('CanNotDelete locks on the storage account (the claims) and the Key Vault (the key secret): deleting either, or the resource group, fails until the lock is removed (docs/deploy.md, "Tearing down").')
+param deleteLocks bool = true
+
+@description('ONCEGATE_LOG_LEVEL: DEBUG, INFO, WARNING or ERROR. Empty: the app keeps the level it has (a new app: INFO). azd: ONCEGATE_LOG_LEVEL.')
+@allowed(['', 'DEBUG', 'INFO', 'WARNING', 'ERROR'])
+param logLevel string = ''
+
+@description('ONCEGATE_SENSITIVE_KEYS: reject or warn. Empty: the app keeps its value (a new app: reject). azd: ONCEGATE_SENSITIVE_KEYS.')
+@allowed(['', 'reject', 'warn'])
+param sensitiveKeys string = ''
+
+@description('ONCEGATE_SENSITIVE_DATA: reject or warn. Empty: the app keeps its value (a new app: reject). azd: ONCEGATE_SENSITIVE_DATA.')
+@allowed(['', 'reject', 'warn'])
+param sensitiveData string = ''
+
+@description('ONCEGATE_REQUIRE_REGISTERED_FLOWS: true or false. Empty: the app keeps its value (a new app: false). azd: ONCEGATE_REQUIRE_REGISTERED_FLOWS.')
+@allowed(['', 'true', 'false'])
+param requireRegisteredFlows string = ''
+
+@description('ONCEGATE_UNKNOWN_ALERT_MINUTES. Empty: the app keeps its value (a new app: 15). azd: ONCEGATE_UNKNOWN_ALERT_MINUTES.')
+param unknownAlertMinutes string = ''
+
+@description('ONCEGATE_BULK_CONCURRENCY: items of bulk calls applied at once per instance, 1-64. Empty: the app keeps its value (a new app: 8). azd: ONCEGATE_BULK_CONCURRENCY.')
+param bulkConcurrency string = ''
+
+@description('ONCEGATE_RETENTION_SCHEDULE, an NCRONTAB schedule. Empty: the app keeps its value (a new app: 0 30 2 * * *). azd: ONCEGATE_RETENTION_SCHEDULE.')
+param retentionSchedule string = ''
+
+@description('ONCEGATE_ATTENTION_SCHEDULE, an NCRONTAB schedule. Empty: the app keeps its value (a new app: 0 */15 * * * *). azd: ONCEGATE_ATTENTION_SCHEDULE.')
+param attentionSchedule string = ''
+
 @description('Principal (object) ID of the deployer or of an operators\' group, given Storage Table Data Reader on the table service so that claims can be read in the portal. azd passes the signed-in principal (AZURE_PRINCIPAL_ID). Empty: no one.')
 param principalId string = ''
 
@@ -119,15 +164,16 @@ var tableNames = [
   '${tablePrefix}Keys'
 ]
 var keySecretName = 'oncegate-key-secret'
-// fail() stops the deployment with its message. Both depend on parameters only, so ARM can evaluate them
-// at validation, before it deploys anything (not observed: docs/deploy.md, "What could not be verified").
-// An empty newKeySecret writes nothing (core/security/keyvault.bicep).
-var keySecretToWrite = empty(newKeySecret) || length(newKeySecret) >= 32
-  ? newKeySecret
-  : fail('newKeySecret must be at least 32 characters (ONCEGATE_KEY_SECRET).')
-var checkedEntraClientId = authMode == 'entra' && empty(entraClientId)
-  ? fail('authMode entra needs entraClientId: the application (client) ID of the OnceGate API app registration (docs/deploy.md, step 2).')
-  : entraClientId
+// Entra mode needs the API's app registration: the module below stops the deployment without it, and the
+// app waits for it (ARM checks a module's @minLength when the module deploys: docs/deploy.md, "What could
+// not be verified here"). The key secret's length is checked the same way, where it is written
+// (core/security/key-secret.bicep).
+module entraClientIdRequired 'core/required.bicep' = if (authMode == 'entra') {
+  name: 'authMode-entra-needs-entraClientId'
+  params: {
+    value: entraClientId
+  }
+}
 
 resource apiIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
   name: 'id-oncegate-${resourceToken}'
@@ -146,6 +192,7 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   }
   properties: {
     reserved: true
+    zoneRedundant: zoneRedundant
   }
 }
 
@@ -157,6 +204,9 @@ module storage 'core/storage/storage-account.bicep' = {
     tags: tags
     deploymentContainerName: deploymentContainerName
     tableNames: tableNames
+    skuName: storageSku
+    deleteLock: deleteLocks
+    logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId
   }
 }
 
@@ -176,6 +226,7 @@ module workbook 'core/monitor/workbook.bicep' = {
   name: 'workbook'
   params: {
     applicationInsightsName: monitoring.outputs.applicationInsightsName
+    logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId
     location: location
     tags: tags
   }
@@ -200,9 +251,11 @@ module keyVault 'core/security/keyvault.bicep' = {
     location: location
     tags: tags
     keySecretName: keySecretName
-    newKeySecret: keySecretToWrite
+    newKeySecret: newKeySecret
     enablePurgeProtection: enablePurgeProtection
     softDeleteRetentionInDays: softDeleteRetentionInDays
+    deleteLock: deleteLocks
+    logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId
   }
 }
 
@@ -234,15 +287,25 @@ module api 'app/api.bicep' = {
     keySecretUri: keyVault.outputs.keySecretUri
     tablePrefix: tablePrefix
     authMode: authMode
-    entraClientId: checkedEntraClientId
+    entraClientId: entraClientId
     entraAllowedAudiences: entraAllowedAudiences
     entraAllowedApplications: entraAllowedApplications
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
+    logLevel: logLevel
+    sensitiveKeys: sensitiveKeys
+    sensitiveData: sensitiveData
+    requireRegisteredFlows: requireRegisteredFlows
+    unknownAlertMinutes: unknownAlertMinutes
+    bulkConcurrency: bulkConcurrency
+    retentionSchedule: retentionSchedule
+    attentionSchedule: attentionSchedule
   }
-  // The host reads storage, the Key Vault references and App Insights with the identity from its first start.
+  // The host reads storage, the Key Vault references and App Insights with the identity from its first
+  // start; in entra mode the app waits for the check that its client ID is given.
   dependsOn: [
     rbac
+    entraClientIdRequired
   ]
 }
 
@@ -254,8 +317,7 @@ module logicApps 'app/logicapps.bicep' = if (deployLogicApps) {
     resourceToken: resourceToken
     functionAppName: api.outputs.name
     authMode: authMode
-    environmentName: environmentName
-    entraClientId: checkedEntraClientId
+    entraClientId: entraClientId
     connectorClientId: logicAppsConnectorClientId
     connectorClientSecret: logicAppsConnectorClientSecret
   }
@@ -275,3 +337,11 @@ output keyVaultName string = keyVault.outputs.name
 
 @description('Principal (object) ID of the app\'s identity: the assignee of Key Vault Secrets User on a new key secret (docs/deploy.md).')
 output identityPrincipalId string = apiIdentity.properties.principalId
+
+// Read by azure.yaml's postdeploy hook (tools/logicapps_connection.py), which deploys the Logic Apps
+// connection and sample workflow once the code is published: azd keeps outputs in the environment.
+@description('Name of the function app, for the postdeploy hook.')
+output SERVICE_API_NAME string = api.outputs.name
+
+@description('Name of the Logic Apps custom connector; empty when deployLogicApps is off.')
+output LOGIC_APPS_CONNECTOR_NAME string = deployLogicApps ? logicApps.outputs.connectorName : ''

@@ -13,18 +13,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from oncegate.config import Settings, StoreKind, local_key_secret
+from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind, local_key_secret
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
+from oncegate.entrypoints.stored_data import StoredDataGuard
 from oncegate.errors import StoreUnavailable
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
+from oncegate.service.bulk import Bulk
 from oncegate.service.claims import Claims
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
 from oncegate.service.key_secrets import KeySecrets
-from oncegate.service.privacy import StoredDataGuard
 from oncegate.service.results import Results
 from oncegate.service.retention import Retention
 from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
@@ -82,12 +83,17 @@ class Services:
     attention: Attention
     retention: Retention
     key_secrets: KeySecrets
+    # Bulk calls (issue 24): the items of one request, applied through claims and results.
+    bulk: Bulk
     store: ClaimStore
+    # What a request stores besides its key, checked at the edge before the service is called.
+    stored_data: StoredDataGuard
     # Where the store is (settings.store_location), for health; None for services wired by hand.
     store_location: str | None = None
 
     def close(self) -> None:
-        """Flush the inventory's counts, then close the store."""
+        """Let the bulk calls under way finish, flush the inventory's counts, then close the store."""
+        self.bulk.close()
         self.inventory.close()
         self.store.close()
 
@@ -107,9 +113,10 @@ def wire(
     pin: StoreIdPin | None = None,
     wall_clock: Callable[[], datetime] | None = None,
     check_interval: timedelta = CHECK_INTERVAL,
+    bulk_concurrency: int = DEFAULT_BULK_CONCURRENCY,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
-    # Everything else a request stores (oncegate.service.privacy): the key's policy unless it has its own.
+    # Everything else a request stores (oncegate.entrypoints.stored_data): the key's policy unless it has its own.
     stored_data = StoredDataGuard(sensitive_keys if sensitive_data is None else sensitive_data)
     # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts
     # flushed every ``flush_interval`` (see oncegate.service.inventory).
@@ -119,7 +126,6 @@ def wire(
         ttl=registry_ttl,
         flush_interval=flush_interval,
         require_registered=require_registered_flows,
-        stored_data=stored_data,
     )
     # The key secrets, the store's id and its clock, checked every ``check_interval`` (oncegate.service.safeguard).
     safeguard = Safeguard(
@@ -135,7 +141,6 @@ def wire(
         safeguard,
         clock=clock,
         inventory=inventory,
-        stored_data=stored_data,
         sensitive_keys=sensitive_keys,
     )
     conflicts = Conflicts(core, store)
@@ -150,7 +155,9 @@ def wire(
         attention=Attention(store, clock=clock, unknown_alert=unknown_alert),
         retention=Retention(store, inventory, clock=clock),
         key_secrets=KeySecrets(store, clock=clock, pin=pin),
+        bulk=Bulk(store, ready=core.require_safe_store, concurrency=bulk_concurrency),
         store=store,
+        stored_data=stored_data,
         store_location=store_location,
     )
 
@@ -166,6 +173,7 @@ def build_services(settings: Settings, *, secret: str | None = None) -> Services
         unknown_alert=timedelta(minutes=settings.unknown_alert_minutes),
         store_location=settings.store_location,
         pin=store_pin(settings),
+        bulk_concurrency=settings.bulk_concurrency,
     )
 
 

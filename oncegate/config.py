@@ -31,6 +31,9 @@ DEFAULT_TABLE_PREFIX = "OnceGate"
 SECRET_FILE_NAME = "key-secret"
 DEFAULT_UNKNOWN_ALERT_MINUTES = 15
 MAX_UNKNOWN_ALERT_MINUTES = 7 * 24 * 60
+# Threads per instance that apply the items of bulk calls on Table Storage (issue 24); see oncegate.service.bulk.
+DEFAULT_BULK_CONCURRENCY = 8
+MAX_BULK_CONCURRENCY = 64
 # Table names are 3-63 letters and digits starting with a letter; the longest suffix is "Conflicts".
 TABLE_PREFIX_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9]{0,49}")
 STORE_ID_PATTERN = re.compile(r"[A-Za-z0-9-]{1,64}")
@@ -96,6 +99,7 @@ class Settings:
     sensitive_data: SensitivePolicy = SensitivePolicy.REJECT
     require_registered_flows: bool = False
     unknown_alert_minutes: int = DEFAULT_UNKNOWN_ALERT_MINUTES
+    bulk_concurrency: int = DEFAULT_BULK_CONCURRENCY
     # The id of the store this app serves, kept outside it: a wiped or replaced store is refused (issue 22).
     store_id: str | None = None
     entra: EntraApi | None = None
@@ -127,6 +131,7 @@ class Settings:
                 "ONCEGATE_REQUIRE_REGISTERED_FLOWS", read("ONCEGATE_REQUIRE_REGISTERED_FLOWS")
             ),
             unknown_alert_minutes=_unknown_alert_minutes(read("ONCEGATE_UNKNOWN_ALERT_MINUTES")),
+            bulk_concurrency=_bulk_concurrency(read("ONCEGATE_BULK_CONCURRENCY")),
             store_id=_store_id(read("ONCEGATE_STORE_ID")),
         )
         settings._validate()
@@ -278,6 +283,17 @@ def _flag(setting: str, value: str | None) -> bool:
     return text == "true"
 
 
+def _bulk_concurrency(value: str | None) -> int:
+    """How many items of bulk calls an instance applies at once on Table Storage: 1 to 64, 8 when unset."""
+    if value is None:
+        return DEFAULT_BULK_CONCURRENCY
+    if not value.isdigit() or not 1 <= int(value) <= MAX_BULK_CONCURRENCY:
+        raise ConfigError(
+            "ONCEGATE_BULK_CONCURRENCY", f"must be a whole number from 1 to {MAX_BULK_CONCURRENCY}, not {value!r}."
+        )
+    return int(value)
+
+
 def _unknown_alert_minutes(value: str | None) -> int:
     """After how many minutes an unknown outcome needs attention: 1 to a week, 15 when unset."""
     if value is None:
@@ -349,7 +365,8 @@ def local_key_secret(sqlite_path: Path) -> str:
 def _make_private(path: Path) -> None:
     """Files made by earlier releases (or copied in) may be readable by others: the secret is nobody else's."""
     with contextlib.suppress(OSError):
-        if path.stat().st_mode & 0o077:
+        # Windows has no group and other bits to clear: its st_mode says 0o666 of every writable file.
+        if os.name == "posix" and path.stat().st_mode & 0o077:
             logging.getLogger(__name__).warning("Making %s readable by its owner only", path)
             path.chmod(0o600)
 

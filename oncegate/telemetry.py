@@ -4,8 +4,9 @@ Each event is a log record on the ``oncegate.events`` logger carrying the Azure 
 exporter's custom-event attribute, so that it lands in ``customEvents`` under its name, its
 dimensions in ``customDimensions`` (as text: ``toint()`` and ``todouble()`` them in KQL)::
 
-    OnceGate.Check              every Check and claim answer but a 503: the decision, or the refusal's code
-    OnceGate.Result             every Record result answer but a 503
+    OnceGate.Check              every Check and claim answer but a 503: the decision, or the refusal's code;
+                                one per item of Check and claim many too (``bulk`` true)
+    OnceGate.Result             every Record result answer but a 503; one per item of Record results too
     OnceGate.Review             every Review claim answer but a 503
     OnceGate.ConflictResolved   every Resolve conflict answer but a 503
     OnceGate.Unavailable        every 503, of any action, instead of the action's own event: store_unavailable,
@@ -68,6 +69,7 @@ HOLDER_FLOW_NAME = "holderFlowName"
 HOLDER_FLOW_ENVIRONMENT = "holderFlowEnvironment"
 OUTCOME = "outcome"
 RETRYABLE = "retryable"
+BULK = "bulk"  # true for an item of a bulk call (Check and claim many, Record results); absent for a single call
 RESOLUTION = "resolution"
 ORIGIN = "source"  # a conflict's origin: claim or reported (the dimension keeps its first name)
 DELETED = "deleted"
@@ -93,8 +95,8 @@ class Event:
 
 _ANSWER = frozenset({HTTP_STATUS, ERROR_CODE, ROUND_TRIPS, LATENCY_MS})
 _FLOW = frozenset({SCOPE, FLOW_NAME, FLOW_ENVIRONMENT})
-CHECK = Event("OnceGate.Check", _ANSWER | _FLOW | {DECISION, WARNINGS, HOLDER_FLOW_NAME, HOLDER_FLOW_ENVIRONMENT})
-RESULT = Event("OnceGate.Result", _ANSWER | _FLOW | {OUTCOME, RETRYABLE})
+CHECK = Event("OnceGate.Check", _ANSWER | _FLOW | {DECISION, WARNINGS, HOLDER_FLOW_NAME, HOLDER_FLOW_ENVIRONMENT, BULK})
+RESULT = Event("OnceGate.Result", _ANSWER | _FLOW | {OUTCOME, RETRYABLE, BULK})
 REVIEW = Event("OnceGate.Review", _ANSWER | {SCOPE})
 CONFLICT_RESOLVED = Event("OnceGate.ConflictResolved", _ANSWER | {SCOPE, RESOLUTION, ORIGIN})
 UNAVAILABLE = Event("OnceGate.Unavailable", _ANSWER | _FLOW | {ACTION, SETTING, CLOCK_SKEW_SECONDS})

@@ -30,7 +30,7 @@ param deploymentContainerName string
 @description('Name of the Application Insights component.')
 param applicationInsightsName string
 
-@description('Versionless URI of the HMAC key secret in Key Vault: ONCEGATE_KEY_SECRET on the first deployment.')
+@description('URI of the HMAC key secret in Key Vault, with its version: ONCEGATE_KEY_SECRET on the first deployment.')
 #disable-next-line secure-secrets-in-params // the secret's address, not its value
 param keySecretUri string
 
@@ -53,9 +53,36 @@ param entraAllowedAudiences array
 @description('Entra mode: client IDs of the applications allowed to call; empty admits any application of the tenant.')
 param entraAllowedApplications array
 
-@description('ONCEGATE_LOG_LEVEL: DEBUG, INFO, WARNING or ERROR. DEBUG adds a line per request and the Azure SDK\'s request logs.')
-@allowed(['DEBUG', 'INFO', 'WARNING', 'ERROR'])
-param logLevel string = 'INFO'
+// The settings an operator may change. Each is '' unless the azd environment (or the deployment's
+// parameters) gives it: then the app keeps the value it has, and a new app gets OnceGate's default.
+// A value given here is written on every deployment. docs/operations.md, "Settings".
+@description('ONCEGATE_LOG_LEVEL: DEBUG, INFO, WARNING or ERROR; empty keeps the app\'s (new app: INFO).')
+@allowed(['', 'DEBUG', 'INFO', 'WARNING', 'ERROR'])
+param logLevel string
+
+@description('ONCEGATE_SENSITIVE_KEYS: reject or warn; empty keeps the app\'s (new app: reject).')
+@allowed(['', 'reject', 'warn'])
+param sensitiveKeys string
+
+@description('ONCEGATE_SENSITIVE_DATA: reject or warn; empty keeps the app\'s (new app: reject).')
+@allowed(['', 'reject', 'warn'])
+param sensitiveData string
+
+@description('ONCEGATE_REQUIRE_REGISTERED_FLOWS: true or false; empty keeps the app\'s (new app: false).')
+@allowed(['', 'true', 'false'])
+param requireRegisteredFlows string
+
+@description('ONCEGATE_UNKNOWN_ALERT_MINUTES: minutes before an unknown outcome needs attention; empty keeps the app\'s (new app: 15).')
+param unknownAlertMinutes string
+
+@description('ONCEGATE_BULK_CONCURRENCY: items of bulk calls applied at once per instance, 1-64; empty keeps the app\'s (new app: 8).')
+param bulkConcurrency string
+
+@description('ONCEGATE_RETENTION_SCHEDULE: NCRONTAB schedule of the retention purge (seconds first, UTC); empty keeps the app\'s.')
+param retentionSchedule string
+
+@description('ONCEGATE_ATTENTION_SCHEDULE: NCRONTAB schedule of the attention watch (seconds first, UTC); empty keeps the app\'s.')
+param attentionSchedule string
 
 @minValue(40)
 @maxValue(1000)
@@ -79,6 +106,7 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing
 
 var endpoints = storage.properties.primaryEndpoints
 // The account's endpoints end in '/'; docs/operations.md writes ONCEGATE_TABLES_ENDPOINT without it.
+// No queue endpoint: the app has no queue trigger, and its identity holds no queue role (rbac.bicep).
 var tablesEndpoint = endsWith(endpoints.table, '/') ? take(endpoints.table, length(endpoints.table) - 1) : endpoints.table
 
 var appSettings = {
@@ -86,7 +114,6 @@ var appSettings = {
   AzureWebJobsStorage__credential: 'managedidentity'
   AzureWebJobsStorage__clientId: identityClientId
   AzureWebJobsStorage__blobServiceUri: endpoints.blob
-  AzureWebJobsStorage__queueServiceUri: endpoints.queue
   AzureWebJobsStorage__tableServiceUri: endpoints.table
   // Telemetry signed in with the identity: the component refuses the instrumentation key alone.
   APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
@@ -105,27 +132,35 @@ var appSettings = {
   ONCEGATE_ENTRA_CLIENT_ID: entraClientId
   ONCEGATE_ENTRA_AUTHORITY: environment().authentication.loginEndpoint
   ONCEGATE_ENTRA_AUDIENCES: join(entraAllowedAudiences, ',')
-  ONCEGATE_SENSITIVE_KEYS: 'reject'
-  ONCEGATE_SENSITIVE_DATA: 'reject'
-  ONCEGATE_REQUIRE_REGISTERED_FLOWS: 'false'
-  // Governance: when an unknown outcome needs attention, and the two timer functions' NCRONTAB schedules
-  // (seconds first, UTC), which function_app.py reads as %ONCEGATE_..._SCHEDULE%: the host refuses a timer
-  // function whose setting is missing.
-  ONCEGATE_UNKNOWN_ALERT_MINUTES: '15'
-  // What the app logs (oncegate/entrypoints/logs.py); host.json lets Information through for functions.
-  ONCEGATE_LOG_LEVEL: logLevel
-  ONCEGATE_RETENTION_SCHEDULE: '0 30 2 * * *'
-  ONCEGATE_ATTENTION_SCHEDULE: '0 */15 * * * *'
+}
+
+// What the app has now, read from the live site when the settings deploy. list() reads the settings
+// after the site exists (the pattern of Azure Verified Modules' web/site/config); on a new site they
+// are empty.
+var liveSettings = list('${functionApp.id}/config/appsettings', '2024-04-01').properties
+
+// An operator's setting: the value this deployment gives, else the one the app has, else the default.
+// Governance: when an unknown outcome needs attention, and the two timer functions' NCRONTAB schedules
+// (seconds first, UTC), which function_app.py reads as %ONCEGATE_..._SCHEDULE%: the host refuses a timer
+// function whose setting is missing. What the app logs: oncegate/entrypoints/logs.py (host.json lets
+// Information through for functions).
+var operatorSettings = {
+  ONCEGATE_SENSITIVE_KEYS: empty(sensitiveKeys) ? (liveSettings.?ONCEGATE_SENSITIVE_KEYS ?? 'reject') : sensitiveKeys
+  ONCEGATE_SENSITIVE_DATA: empty(sensitiveData) ? (liveSettings.?ONCEGATE_SENSITIVE_DATA ?? 'reject') : sensitiveData
+  ONCEGATE_REQUIRE_REGISTERED_FLOWS: empty(requireRegisteredFlows) ? (liveSettings.?ONCEGATE_REQUIRE_REGISTERED_FLOWS ?? 'false') : requireRegisteredFlows
+  ONCEGATE_UNKNOWN_ALERT_MINUTES: empty(unknownAlertMinutes) ? (liveSettings.?ONCEGATE_UNKNOWN_ALERT_MINUTES ?? '15') : unknownAlertMinutes
+  ONCEGATE_BULK_CONCURRENCY: empty(bulkConcurrency) ? (liveSettings.?ONCEGATE_BULK_CONCURRENCY ?? '8') : bulkConcurrency
+  ONCEGATE_LOG_LEVEL: empty(logLevel) ? (liveSettings.?ONCEGATE_LOG_LEVEL ?? 'INFO') : logLevel
+  ONCEGATE_RETENTION_SCHEDULE: empty(retentionSchedule) ? (liveSettings.?ONCEGATE_RETENTION_SCHEDULE ?? '0 30 2 * * *') : retentionSchedule
+  ONCEGATE_ATTENTION_SCHEDULE: empty(attentionSchedule) ? (liveSettings.?ONCEGATE_ATTENTION_SCHEDULE ?? '0 */15 * * * *') : attentionSchedule
 }
 
 var entraAudiences = union([entraClientId, 'api://${entraClientId}'], entraAllowedAudiences)
-var entraApplicationPolicy = empty(entraAllowedApplications)
-  ? {}
-  : {
-      defaultAuthorizationPolicy: {
-        allowedApplications: entraAllowedApplications
-      }
-    }
+var entraApplicationPolicy = empty(entraAllowedApplications) ? {} : {
+  defaultAuthorizationPolicy: {
+    allowedApplications: entraAllowedApplications
+  }
+}
 
 // The issuer is the v2.0 endpoint: the app registration asks for v2 access tokens
 // (api.requestedAccessTokenVersion = 2, docs/deploy.md), whose iss claim is this URL.
@@ -205,11 +240,9 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
 // never changes which secret the app hashes keys with. ONCEGATE_KEY_SECRET, and during a rotation
 // ONCEGATE_KEY_SECRET_NEXT or ONCEGATE_KEY_SECRET_PREVIOUS (docs/operations.md), are changed on the app
 // by an operator (docs/deploy.md). Only a site that has none yet, the first deployment, gets the vault's
-// oncegate-key-secret; an empty setting is an unset one to the app. list() reads the settings when this
-// resource deploys, after the site exists (the pattern of Azure Verified Modules' web/site/config).
+// oncegate-key-secret, pinned to its current version; an empty setting is an unset one to the app.
 // ONCEGATE_STORE_ID, the id of the store the app serves, is set by the operator after the first
 // deployment (docs/deploy.md, step 4) and kept the same way: a wiped store is then refused.
-var liveSettings = list('${functionApp.id}/config/appsettings', '2024-04-01').properties
 var keySecretSettings = {
   ONCEGATE_KEY_SECRET: liveSettings.?ONCEGATE_KEY_SECRET ?? '@Microsoft.KeyVault(SecretUri=${keySecretUri})'
   ONCEGATE_KEY_SECRET_NEXT: liveSettings.?ONCEGATE_KEY_SECRET_NEXT ?? ''
@@ -217,10 +250,12 @@ var keySecretSettings = {
   ONCEGATE_STORE_ID: liveSettings.?ONCEGATE_STORE_ID ?? ''
 }
 
+// The appsettings resource replaces the whole set: the live settings go first, so that a setting the
+// template does not own (one an operator or the portal added) is kept, and the template's own win.
 resource appSettingsConfig 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: functionApp
   name: 'appsettings'
-  properties: union(appSettings, keySecretSettings)
+  properties: union(liveSettings, appSettings, operatorSettings, keySecretSettings)
 }
 
 // Deployed in key mode too, switched off, so moving from entra back to key really turns it off.

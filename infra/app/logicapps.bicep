@@ -1,16 +1,14 @@
-// OnceGate for Logic Apps (Consumption), in one deployment: the custom connector, a connection to this
-// function app, and the sample workflow (docs/deploy.md, "Logic Apps in one step"). Power Automate
-// connectors live in Dataverse, not in Azure: they are imported with `pac connector create`
-// (connector/README.md).
+// OnceGate for Logic Apps (Consumption), stage one: the custom connector, deployed with the app
+// (docs/deploy.md, "Logic Apps in one step"). Its connection and the sample workflow are stage two,
+// app/logicapps-connection.bicep, deployed after the code is published (azure.yaml's postdeploy hook,
+// tools/logicapps_connection.py): a function key can be read only from a running host, and a connection
+// redeployed with the infrastructure would lose the key it was given. Power Automate connectors live in
+// Dataverse, not in Azure: they are imported with `pac connector create` (connector/README.md).
 //
 // One copy of everything: the connector is the generated definition under connector/ (key or Entra
-// variant, following authMode) with its host set to this app, and the workflow is
-// connector/samples/workflow.json. loadJsonContent, not loadTextContent: a definition is about 140,000
-// characters, over loadTextContent's limit of 131,072 and well under loadJsonContent's 1,048,576.
-//
-// The connection signs in with the app's default host function key, read by listKeys when the connection
-// deploys: the key is never a parameter or an output. In entra mode there is no key to give: the
-// connection is signed in once by a person, in the portal (docs/deploy.md).
+// variant, following authMode) with its host set to this app. loadJsonContent, not loadTextContent: a
+// definition is about 140,000 characters, over loadTextContent's limit of 131,072 and well under
+// loadJsonContent's 1,048,576.
 
 @description('Region of the connector, the connection and the workflow.')
 param location string
@@ -31,9 +29,6 @@ param functionAppName string
 @description('ONCEGATE_AUTH of the function app: key (the connector\'s function key variant) or entra (its Microsoft Entra ID variant).')
 param authMode string
 
-@description('The sample workflow\'s flow environment, sent with every claim: the environment name.')
-param environmentName string
-
 @description('Entra mode: application (client) ID of the OnceGate API app registration; the connection asks for a token for api://<this ID>.')
 param entraClientId string
 
@@ -50,9 +45,13 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' existing = {
 
 var functionAppHost = functionApp.properties.defaultHostName
 var tenantId = tenant().tenantId
-var definition = authMode == 'entra'
-  ? loadJsonContent('../../connector/entra/apiDefinition.swagger.json')
-  : loadJsonContent('../../connector/apiDefinition.swagger.json')
+// The sign-in host of the cloud deployed to (login.microsoftonline.com in the public cloud), without the
+// trailing '/' environment() gives it.
+var loginEndpoint = environment().authentication.loginEndpoint
+var loginUri = endsWith(loginEndpoint, '/') ? substring(loginEndpoint, 0, length(loginEndpoint) - 1) : loginEndpoint
+var keyDefinition = loadJsonContent('../../connector/apiDefinition.swagger.json')
+var entraDefinition = loadJsonContent('../../connector/entra/apiDefinition.swagger.json')
+var definition = authMode == 'entra' ? entraDefinition : keyDefinition
 // The connection parameter that carries each definition's security, named as the connector platform
 // names it: api_key for the key variant's apiKey scheme (the x-functions-key header), token for OAuth.
 var keyConnectionParameters = {
@@ -65,10 +64,7 @@ var entraConnectionParameters = {
     type: 'oauthSetting'
     oAuthSettings: {
       identityProvider: 'aad'
-      // fail() only in entra mode: ARM may evaluate the variable whichever mode deploys.
-      clientId: authMode == 'entra' && (empty(connectorClientId) || empty(connectorClientSecret))
-        ? fail('Logic Apps in entra mode need the connector\'s app registration: logicAppsConnectorClientId and logicAppsConnectorClientSecret (docs/deploy.md, "Logic Apps in one step").')
-        : connectorClientId
+      clientId: connectorClientId
       clientSecret: connectorClientSecret
       scopes: []
       properties: {
@@ -76,7 +72,7 @@ var entraConnectionParameters = {
       }
       customParameters: {
         loginUri: {
-          value: 'https://login.microsoftonline.com'
+          value: loginUri
         }
         tenantId: {
           value: tenantId
@@ -86,6 +82,22 @@ var entraConnectionParameters = {
         }
       }
     }
+  }
+}
+
+// Entra mode needs the connector's app registration: these stop the deployment without it, before the
+// connector is written (core/required.bicep).
+module connectorClientIdRequired '../core/required.bicep' = if (authMode == 'entra') {
+  name: 'logicapps-entra-needs-logicAppsConnectorClientId'
+  params: {
+    value: connectorClientId
+  }
+}
+
+module connectorClientSecretRequired '../core/required.bicep' = if (authMode == 'entra') {
+  name: 'logicapps-entra-needs-logicAppsConnectorClientSecret'
+  params: {
+    value: connectorClientSecret
   }
 }
 
@@ -105,55 +117,11 @@ resource connector 'Microsoft.Web/customApis@2016-06-01' = {
     swagger: union(definition, { host: functionAppHost })
     connectionParameters: authMode == 'entra' ? entraConnectionParameters : keyConnectionParameters
   }
+  dependsOn: [
+    connectorClientIdRequired
+    connectorClientSecretRequired
+  ]
 }
 
-resource connection 'Microsoft.Web/connections@2016-06-01' = {
-  name: 'oncegate-${resourceToken}'
-  location: location
-  tags: tags
-  properties: {
-    displayName: 'OnceGate at ${functionAppHost}'
-    api: {
-      id: connector.id
-    }
-    // Only the chosen branch is evaluated (ARM's if()): in entra mode no key is read.
-    parameterValues: authMode == 'entra'
-      ? {}
-      : {
-          api_key: listKeys('${functionApp.id}/host/default', '2024-04-01').functionKeys.default
-        }
-  }
-}
-
-// The workflow's own parameters: what its definition declares, and nothing else.
-var workflowParameters = {
-  '$connections': {
-    value: {
-      oncegate: {
-        connectionId: connection.id
-        connectionName: connection.name
-        id: connector.id
-      }
-    }
-  }
-  environmentName: {
-    value: environmentName
-  }
-}
-
-resource workflow 'Microsoft.Logic/workflows@2019-05-01' = {
-  name: 'logic-oncegate-sample-${resourceToken}'
-  location: location
-  tags: tags
-  properties: {
-    state: 'Enabled'
-    definition: loadJsonContent('../../connector/samples/workflow.json', '$.definition')
-    parameters: workflowParameters
-  }
-}
-
-@description('Name of the sample workflow: its trigger\'s URL is read with listCallbackUrl (docs/deploy.md), never output here.')
-output workflowName string = workflow.name
-
-@description('Name of the custom connector (Microsoft.Web/customApis) and of its connection (Microsoft.Web/connections).')
+@description('Name of the custom connector (Microsoft.Web/customApis); its connection, deployed by stage two, has the same name.')
 output connectorName string = connector.name

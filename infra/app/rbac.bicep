@@ -5,7 +5,8 @@
 // - Tables: Storage Table Data Contributor on the table service, not the account. Not on each table:
 //   the app creates its tables at start when missing, and the Functions host keeps its own tables in
 //   the same account (AzureWebJobsStorage__tableServiceUri).
-// - Blobs and queues (host storage, the deployment package): on the account, as in the samples.
+// - Blobs (host storage, the deployment package): on the account, as in the samples. No queue role:
+//   the app has no queue trigger, and the host keeps its keys and leases in blobs.
 // - Key Vault Secrets User on oncegate-key-secret, not on the vault. A rotation's new secret gets its
 //   own assignment from the operator who creates it (docs/deploy.md); a redeploy does not remove it.
 // - The operators' principal (optional): Storage Table Data Reader on the table service, to read claims
@@ -41,14 +42,8 @@ param operatorPrincipalType string
 var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3' // OnceGate's tables and the host's
 var storageTableDataReader = '76199698-9eea-4c19-bc75-cec21354c6b6' // the operators: claims in the portal
 var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b' // host storage and the deployment package
-var storageQueueDataContributor = '974c5e8b-45b9-4653-ba55-5f855dd0fb88' // host storage queues
 var monitoringMetricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb' // telemetry signed in with Entra ID
 var keyVaultSecretsUser = '4633458b-17de-408a-b874-0445c86b69e6' // the ONCEGATE_KEY_SECRET reference
-
-var storageRoles = [
-  storageBlobDataOwner
-  storageQueueDataContributor
-]
 
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: storageAccountName
@@ -74,17 +69,15 @@ resource keySecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' existing = {
   name: keySecretName
 }
 
-resource storageAssignments 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
-  for roleId in storageRoles: {
-    name: guid(storage.id, principalId, roleId)
-    scope: storage
-    properties: {
-      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleId)
-      principalId: principalId
-      principalType: 'ServicePrincipal'
-    }
+resource blobAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(storage.id, principalId, storageBlobDataOwner)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataOwner)
+    principalId: principalId
+    principalType: 'ServicePrincipal'
   }
-]
+}
 
 resource tableAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(tableService.id, principalId, storageTableDataContributor)

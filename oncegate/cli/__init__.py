@@ -1,27 +1,30 @@
 """The oncegate command: serve the Functions app locally, or look at and act on a deployment.
 
-  oncegate serve [--host H] [--port P] [--app-dir D]
+  oncegate serve [--host H] [--port P] [--app-dir D] [--workers N] [--threads N]
   oncegate purge [--dry-run] [--page-size N] [--max-pages N] [--resume CURSOR] [--json]
   oncegate keys [--json]
   oncegate keys retire KEY_ID [--orphan N]
   oncegate store init
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
+    claims, conflicts, flows, scopes   (alone: conflicts, flows and scopes list; claims shows its help)
     claims show CLAIM_ID [--all-pages]
     claims lookup --scope SCOPE --key KEY [--all-pages]   (its first name, find, still works)
     claims attention [--scope SCOPE] [--top N] [--all-pages]
     claims list [--source S] [--reference R] [--status STATUS] [--since TIME] [--scope SCOPE] [--top N] [--all-pages]
-    claims review CLAIM_ID [--reviewer R] [--note N] [--outcome succeeded|failed --attempt N [--target-record-id ID]]
+    claims review CLAIM_ID --reviewer R [--note N] [--outcome succeeded|failed --attempt N [--target-record-id ID]]
     conflicts list [--status open|resolved|all] [--scope SCOPE] [--top N] [--all-pages]
     conflicts show CONFLICT_ID
-    conflicts resolve CONFLICT_ID --decision accept_new|keep_original|dismiss [--reviewer R] [--note N]
+    conflicts resolve CONFLICT_ID --decision accept_new|keep_original|dismiss --reviewer R [--note N]
     flows list [--top N] [--all-pages]
     flows overlaps [--top N] [--all-pages]
     flows register --name NAME --environment ENV [--owner O] [--enabled | --disabled] [--notes T]
     scopes list [--top N] [--all-pages]
     scopes set SCOPE [--owner O] [--lease-seconds S] [--retention-days D] [--description T] [--key-pattern P]
                [--fingerprint-include PTR]... [--fingerprint-ignore PTR]... [--fingerprint-preset sharepoint|dataverse]
-    drill [--scope SCOPE] [--source SOURCE] [--concurrency N]
+    drill [--scope SCOPE] [--source SOURCE] [--concurrency N] [--verbose]
     health
+  The options of the deployment (--url, --key, --entra, --json...) go before COMMAND or after it.
+  --reviewer may be left out with --entra: the service records who signed in, whatever it says.
 
 serve, purge, keys and store work on the store the environment's settings name (ONCEGATE_STORE...),
 as the app does, and say which store that is; every other command talks to a deployment over its HTTP API.
@@ -29,7 +32,8 @@ Tables are for people; --json prints the service's answer for scripts. Progress 
 
 Exit status: 0 done; 1 the drill found the service deviating from the contract; 2 bad usage, a
 bad setting, a failed sign-in, a request the service refused (4xx) or a drill blocked by the flow
-inventory; 3 the service or its store failed (5xx) or could not be reached.
+inventory; 3 the service or its store failed (5xx) or could not be reached; 130 interrupted (Ctrl+C);
+141 the reader of the output went away (a closed pipe, as `| head` closes it). Neither shows a traceback.
 
 The module runs past 400 lines on purpose: it declares every command's arguments and their help texts
 in one place, so that the synopsis above and the parsers below are read side by side.
@@ -38,15 +42,16 @@ in one place, so that the synopsis above and the parsers below are read side by 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from collections.abc import Callable
+import sys
 from typing import Any
 
 from oncegate import __version__
 from oncegate.cli import commands, store_commands
-from oncegate.cli.client import DEFAULT_PORT
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.cli.signin import AppFactory, msal_app
+from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, moment, scope, source, whole_number
 from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.limits import (
     DEFAULT_LEASE_SECONDS,
@@ -65,27 +70,26 @@ MAX_CONCURRENCY = 128
 # The service's bounds on a list page (the top query parameter of every list).
 MAX_TOP = 200
 MAX_WORKERS = 16
-MAX_PORT = 65_535
+MAX_THREADS = 64
+# What a shell reports for a command that SIGPIPE ended: 128 + 13.
+CLOSED_PIPE_EXIT = 141
 MISPLACED_SCOPE = (
     "--scope before the command is gone: it was the Entra ID API scope, now --api-scope. "
     "To choose a claim scope, put --scope after the command, e.g. oncegate conflicts list --scope erp.create-order."
 )
 
 
-def _whole_number(low: int, high: int) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        number = int(value) if value.isdigit() else -1
-        if not low <= number <= high:
-            raise argparse.ArgumentTypeError(f"give a whole number from {low} to {high}, not {value!r}")
-        return number
+def _connection_options(*, top: bool) -> argparse.ArgumentParser:
+    """The options naming the deployment and the output: before the command (``top``) or after it.
 
-    return parse
-
-
-def _add_connection_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("deployment (every command but serve and purge)")
+    After the command they default to SUPPRESS, so that one given before it is not overwritten.
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+    unset: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
+    group = parser.add_argument_group("deployment (every command but serve, purge, keys and store)")
     group.add_argument(
         "--url",
+        **unset,
         help="the function app's address, such as https://contoso-oncegate.azurewebsites.net (env ONCEGATE_URL; "
         f"default http://127.0.0.1:PORT, which is {DEFAULT_PORT} when PORT is unset, where oncegate serve listens)",
     )
@@ -95,46 +99,76 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
         "--function-key",
         dest="function_key",
         metavar="KEY",
+        **unset,
         help="a function key of the app, sent as x-functions-key (env ONCEGATE_FUNCTION_KEY, which keeps it off the "
         "command line); oncegate serve checks none",
     )
     credentials.add_argument(
-        "--entra", action="store_true", help="sign in to Microsoft Entra ID and send a bearer token instead of a key"
+        "--entra",
+        action="store_true",
+        help="sign in to Microsoft Entra ID and send a bearer token instead of a key",
+        **unset,
     )
-    group.add_argument("--tenant", help="with --entra: the Entra ID tenant, its id or domain (env ONCEGATE_TENANT_ID)")
+    group.add_argument(
+        "--tenant", help="with --entra: the Entra ID tenant, its id or domain (env ONCEGATE_TENANT_ID)", **unset
+    )
     group.add_argument(
         "--client-id",
+        **unset,
         help="with --entra: the application id of the CLI's app registration, confidential when "
         "ONCEGATE_CLIENT_SECRET is set (env ONCEGATE_CLIENT_ID)",
     )
     group.add_argument(
         "--api-scope",
         help="with --entra: the API's scope, such as api://<API client id>/user_impersonation (env ONCEGATE_API_SCOPE)",
+        **unset,
     )
-    # The old spelling of --api-scope, caught so that it is never read as a claim scope (see MISPLACED_SCOPE).
-    parser.add_argument("--scope", dest="misplaced_scope", help=argparse.SUPPRESS)
-    group.add_argument("--json", action="store_true", help="print the service's JSON answer as it came, for scripts")
+    group.add_argument(
+        "--json", action="store_true", help="print the service's JSON answer as it came, for scripts", **unset
+    )
+    return parser
 
 
 def _command(
     subparsers: Any, name: str, command: commands.Command, help: str, *, aliases: tuple[str, ...] = ()
 ) -> argparse.ArgumentParser:
-    # --json after the command too; SUPPRESS keeps the global --json when it is not repeated here.
-    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=help, aliases=aliases)
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the JSON answer")
-    parser.set_defaults(handler=command)
+    # The deployment's options after the command too, a copy for each: "resolve" changes the parent's options in
+    # place, where claims lookup's --key is the business key and leaves the function key --function-key.
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=help,
+        description=help,
+        aliases=aliases,
+        parents=[_connection_options(top=False)],
+        conflict_handler="resolve",
+    )
+    parser.set_defaults(handler=command, command_parser=parser)
     return parser
 
 
+def _group(subparsers: Any, name: str, help: str) -> tuple[argparse.ArgumentParser, Any]:
+    """A group of commands (claims, conflicts...): alone, it shows its help, or lists (see :func:`_lists`)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=help, parents=[_connection_options(top=False)]
+    )
+    parser.set_defaults(handler=None, group_parser=parser)
+    return parser, parser.add_subparsers(dest="action", metavar="ACTION")
+
+
+def _lists(group: argparse.ArgumentParser, listing: argparse.ArgumentParser) -> None:
+    """``group`` alone runs ``listing`` with its defaults: ``oncegate scopes`` is ``oncegate scopes list``."""
+    group.set_defaults(**vars(listing.parse_args([])), action="list")
+
+
 def _add_claims(subparsers: Any) -> None:
-    claims = subparsers.add_parser("claims", help="look at claims").add_subparsers(dest="action", required=True)
+    _, claims = _group(subparsers, "claims", "look at claims")
     show = _command(claims, "show", commands.claims_show, "a claim and its history, by claim id")
     show.add_argument("claim_id", metavar="CLAIM_ID", help="the claim's id, from Check and claim")
     _add_whole_history(show)
     # Lookup, as the API's action (POST /api/claims/lookup); "find", its first name, still works.
     by_key = "a claim and its history, by scope and business key"
     find = _command(claims, "lookup", commands.claims_lookup, by_key, aliases=("find",))
-    find.add_argument("--scope", required=True, help="the claim's scope, such as erp.create-order")
+    find.add_argument("--scope", required=True, type=scope, help="the claim's scope, such as erp.create-order")
     find.add_argument(
         "--key",
         dest="business_key",
@@ -147,15 +181,17 @@ def _add_claims(subparsers: Any) -> None:
         "claims that need a person, oldest first: leases run out, outcomes unknown too long, failures nobody reviewed"
     )
     attention = _command(claims, "attention", commands.claims_attention, needing)
-    attention.add_argument("--scope", help="only the claims of this scope")
+    attention.add_argument("--scope", type=scope, help="only the claims of this scope")
     _add_paging(attention, "claims")
     by_source = "claims by the source system they came from, their reference, status or first received (one at least)"
     listed = _command(claims, "list", commands.claims_list, by_source)
-    listed.add_argument("--source", help="the source system, such as shop-eu or sharepoint:expenses")
+    listed.add_argument("--source", type=source, help="the source system, such as shop-eu or sharepoint:expenses")
     listed.add_argument("--reference", help="the reference the flow gave, such as SO-1001")
     listed.add_argument("--status", choices=[status.value for status in ClaimStatus], help="the claims' status")
-    listed.add_argument("--since", metavar="TIME", help="first received at or after, such as 2026-12-01T00:00:00Z")
-    listed.add_argument("--scope", help="only the claims of this scope")
+    listed.add_argument(
+        "--since", metavar="TIME", type=moment, help="first received at or after, such as 2026-12-01T00:00:00Z"
+    )
+    listed.add_argument("--scope", type=scope, help="only the claims of this scope")
     _add_paging(listed, "claims")
     review = _command(
         claims,
@@ -165,7 +201,9 @@ def _add_claims(subparsers: Any) -> None:
         "settle an attempt in doubt (lease expired, or unknown) with what the target system holds",
     )
     review.add_argument("claim_id", metavar="CLAIM_ID", help="the claim's id")
-    review.add_argument("--reviewer", help="who reviewed, such as an e-mail address (with --entra: who signed in)")
+    review.add_argument(
+        "--reviewer", help="who reviewed, such as ana@contoso.com: required, but with --entra, where who signed in is"
+    )
     review.add_argument("--note", help="what you found or did, kept in the claim's history")
     review.add_argument(
         "--outcome",
@@ -175,7 +213,7 @@ def _add_claims(subparsers: Any) -> None:
     )
     review.add_argument(
         "--attempt",
-        type=_whole_number(1, 10**9),
+        type=whole_number(1, 10**9),
         metavar="N",
         help="with --outcome: the claim's attempt you looked up (claims show); refused if a run took it over since",
     )
@@ -184,9 +222,7 @@ def _add_claims(subparsers: Any) -> None:
 
 
 def _add_conflicts(subparsers: Any) -> None:
-    conflicts = subparsers.add_parser("conflicts", help="list and resolve conflicts").add_subparsers(
-        dest="action", required=True
-    )
+    group, conflicts = _group(subparsers, "conflicts", "list and resolve conflicts")
     listing = _command(conflicts, "list", commands.conflicts_list, "conflicts, oldest first")
     statuses = [status.value for status in ConflictStatus]
     listing.add_argument(
@@ -195,8 +231,9 @@ def _add_conflicts(subparsers: Any) -> None:
         default=ConflictStatus.OPEN.value,
         help="open: waiting for their owner (default); resolved: closed with a decision; all: both",
     )
-    listing.add_argument("--scope", help="only the conflicts of this scope")
+    listing.add_argument("--scope", type=scope, help="only the conflicts of this scope")
     _add_paging(listing, "conflicts")
+    _lists(group, listing)
     show = _command(conflicts, "show", commands.conflicts_show, "one conflict")
     show.add_argument("conflict_id", metavar="CONFLICT_ID", help="the conflict's id: 24 letters and digits")
     resolve = _command(conflicts, "resolve", commands.conflicts_resolve, "close a conflict with a reviewer's decision")
@@ -209,14 +246,16 @@ def _add_conflicts(subparsers: Any) -> None:
         "data counts as the same business intent, answered duplicate; dismiss: close it, and the next change opens "
         "a new conflict",
     )
-    resolve.add_argument("--reviewer", help="who decided, such as an e-mail address (with --entra: who signed in)")
+    resolve.add_argument(
+        "--reviewer", help="who decided, such as ana@contoso.com: required, but with --entra, where who signed in is"
+    )
     resolve.add_argument("--note", help="why, kept with the decision")
 
 
 def _add_paging(parser: argparse.ArgumentParser, noun: str) -> None:
     parser.add_argument(
         "--top",
-        type=_whole_number(1, MAX_TOP),
+        type=whole_number(1, MAX_TOP),
         metavar="N",
         help=f"{noun} per page, 1 to {MAX_TOP} (the service's 50 when absent)",
     )
@@ -234,8 +273,10 @@ def _add_whole_history(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_flows(subparsers: Any) -> None:
-    flows = subparsers.add_parser("flows", help="the flow inventory").add_subparsers(dest="action", required=True)
-    _add_paging(_command(flows, "list", commands.flows_list, "every flow seen or registered, with its counts"), "flows")
+    group, flows = _group(subparsers, "flows", "the flow inventory")
+    listing = _command(flows, "list", commands.flows_list, "every flow seen or registered, with its counts")
+    _add_paging(listing, "flows")
+    _lists(group, listing)
     overlaps = _command(flows, "overlaps", commands.flows_overlaps, "pairs of flows that met each other's claims")
     _add_paging(overlaps, "pairs")
     register = _command(
@@ -256,25 +297,25 @@ def _add_flows(subparsers: Any) -> None:
 
 
 def _add_scopes(subparsers: Any) -> None:
-    scopes = subparsers.add_parser("scopes", help="the side-effect catalogue").add_subparsers(
-        dest="action", required=True
-    )
-    _add_paging(_command(scopes, "list", commands.scopes_list, "every scope, with its claims by status"), "scopes")
+    group, scopes = _group(subparsers, "scopes", "the side-effect catalogue")
+    listing = _command(scopes, "list", commands.scopes_list, "every scope, with its claims by status")
+    _add_paging(listing, "scopes")
+    _lists(group, listing)
     setting = _command(
         scopes, "set", commands.scopes_set, "change a scope's settings: only the options given change, the others stay"
     )
-    setting.add_argument("scope_name", metavar="SCOPE", help="the scope, such as erp.create-order")
+    setting.add_argument("scope_name", metavar="SCOPE", type=scope, help="the scope, such as erp.create-order")
     setting.add_argument("--owner", help="who answers for the side effect and its conflicts")
     setting.add_argument(
         "--lease-seconds",
-        type=_whole_number(MIN_LEASE_SECONDS, MAX_LEASE_SECONDS),
+        type=whole_number(MIN_LEASE_SECONDS, MAX_LEASE_SECONDS),
         metavar="S",
         help=f"the lease of a claim that asks for none, {MIN_LEASE_SECONDS} to {MAX_LEASE_SECONDS} seconds "
         f"({DEFAULT_LEASE_SECONDS} until set)",
     )
     setting.add_argument(
         "--retention-days",
-        type=_whole_number(MIN_RETENTION_DAYS, MAX_RETENTION_DAYS),
+        type=whole_number(MIN_RETENTION_DAYS, MAX_RETENTION_DAYS),
         metavar="D",
         help=f"how long finished claims are kept, {MIN_RETENTION_DAYS} to {MAX_RETENTION_DAYS} days "
         f"({DEFAULT_RETENTION_DAYS} until set)",
@@ -312,16 +353,15 @@ def _add_serve(subparsers: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (127.0.0.1: this machine only)")
     parser.add_argument(
         "--port",
-        type=_whole_number(0, MAX_PORT),
-        # A string default goes through type= as well, so a bad PORT is refused like a bad --port.
-        default=os.environ.get("PORT", "").strip() or str(DEFAULT_PORT),
+        type=whole_number(0, MAX_PORT),
+        # Absent: PORT, read when serving, so that a bad one is refused naming PORT.
         metavar="P",
         help=f"the port, 0 to {MAX_PORT} (0: any free port); default PORT from the environment, else {DEFAULT_PORT}",
     )
     parser.add_argument("--app-dir", default=".", help="the folder holding function_app.py (default: this folder)")
     parser.add_argument(
         "--workers",
-        type=_whole_number(1, MAX_WORKERS),
+        type=whole_number(1, MAX_WORKERS),
         default="1",
         metavar="N",
         help=f"processes serving requests, 1 to {MAX_WORKERS}; one runs Python on one core at a time, so on "
@@ -341,14 +381,14 @@ def _add_purge(subparsers: Any) -> None:
     parser.add_argument("--dry-run", action="store_true", help="delete nothing; count what would be deleted")
     parser.add_argument(
         "--page-size",
-        type=_whole_number(1, MAX_PAGE_SIZE),
+        type=whole_number(1, MAX_PAGE_SIZE),
         default=DEFAULT_PAGE_SIZE,
         metavar="N",
         help=f"claims read per page, 1 to {MAX_PAGE_SIZE} (default {DEFAULT_PAGE_SIZE})",
     )
     parser.add_argument(
         "--max-pages",
-        type=_whole_number(1, 10**9),
+        type=whole_number(1, 10**9),
         metavar="N",
         help="stop after N pages, 1 or more; the report says where to resume (default: no limit)",
     )
@@ -370,6 +410,7 @@ def _add_drill(subparsers: Any) -> None:
         "--scope",
         dest="drill_scope",
         metavar="SCOPE",
+        type=scope,
         default=DEFAULT_SCOPE,
         help=f"the scope the drill claims in: 1 to 64 letters, digits, dots, underscores or hyphens "
         f"(default {DEFAULT_SCOPE})",
@@ -378,15 +419,19 @@ def _add_drill(subparsers: Any) -> None:
         "--source",
         dest="drill_source",
         metavar="SOURCE",
+        type=source,
         help="the source system the drill's claims name, such as drill or shop-eu-test (default: none)",
     )
     runner.add_argument(
         "--concurrency",
-        type=_whole_number(MIN_CONCURRENCY, MAX_CONCURRENCY),
+        type=whole_number(MIN_CONCURRENCY, MAX_CONCURRENCY),
         metavar="N",
         default=DEFAULT_CONCURRENCY,
         help=f"runs fired at once in each burst, {MIN_CONCURRENCY} to {MAX_CONCURRENCY} "
         f"(default {DEFAULT_CONCURRENCY})",
+    )
+    runner.add_argument(
+        "--verbose", action="store_true", help="every call the drill made and each key's history, not only the checks"
     )
 
 
@@ -405,9 +450,11 @@ def _add_keys(subparsers: Any) -> None:
     )
     retire.add_argument("key_id", metavar="KEY_ID", help="the secret's check value, as `oncegate keys` lists it")
     retire.add_argument(
-        "--orphan", type=_whole_number(0, 10**12), metavar="N", help="retire it although N claims were made with it"
+        "--orphan", type=whole_number(0, 10**12), metavar="N", help="retire it although N claims were made with it"
     )
-    store = subparsers.add_parser("store", help="the store itself").add_subparsers(dest="action", required=True)
+    group = subparsers.add_parser("store", help="the store itself")
+    group.set_defaults(handler=None, group_parser=group)
+    store = group.add_subparsers(dest="action", metavar="ACTION")
     init = store.add_parser(
         "init",
         help="mark a store without an id (wiped, restored empty, new) as the one this app serves, with the id "
@@ -419,11 +466,16 @@ def _add_keys(subparsers: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="oncegate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="oncegate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_connection_options(top=True)],
     )
     parser.add_argument("--version", action="version", version=f"oncegate {__version__}")
-    _add_connection_options(parser)
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    # The old spelling of --api-scope, caught so that it is never read as a claim scope (see MISPLACED_SCOPE).
+    parser.add_argument("--scope", dest="misplaced_scope", help=argparse.SUPPRESS)
+    parser.set_defaults(handler=None, group_parser=parser)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_serve(subparsers)
     _add_purge(subparsers)
     _add_keys(subparsers)
@@ -437,12 +489,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -> int:
-    """Run the command; ``app_factory`` makes the MSAL application for ``--entra`` (tests pass a fake)."""
+    """Run the command; ``app_factory`` makes the MSAL application for ``--entra`` (tests pass a fake).
+
+    Ctrl+C and a closed pipe end any command, wherever they come (rendering included), with their
+    exit status and no traceback.
+    """
+    try:
+        return _run(argv, app_factory)
+    except KeyboardInterrupt:
+        return commands.INTERRUPTED_EXIT
+    except BrokenPipeError:
+        # Python flushes stdout again on its way out, and would report that write failing too.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return CLOSED_PIPE_EXIT
+
+
+def _run(argv: list[str] | None, app_factory: AppFactory) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.misplaced_scope is not None:
         parser.error(MISPLACED_SCOPE)
+    if args.handler is None:
+        # A group of commands alone (oncegate claims), or nothing at all: what there is to run.
+        args.group_parser.print_help()
+        return 0
     if args.command in LOCAL_COMMANDS:
         code: int = args.handler(args)
         return code
+    if args.entra and args.function_key:
+        args.command_parser.error("give --key or --entra, not both")
+    if "reviewer" in args and args.reviewer is None and not args.entra:
+        args.command_parser.error(
+            "--reviewer is required: who decided, such as --reviewer ana@contoso.com (with --entra it may be left "
+            "out: the service records who signed in)"
+        )
     return commands.run_remote(args.handler, args, app_factory)

@@ -28,6 +28,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
+from oncegate.cli.values import BadSetting, port_setting
 from oncegate.models import (
     ClaimAttentionList,
     ClaimHistory,
@@ -46,7 +47,6 @@ from oncegate.models import (
     ScopeView,
 )
 
-DEFAULT_PORT = 7071
 TIMEOUT_SECONDS = 30.0
 USAGE_EXIT = 2
 SERVICE_EXIT = 3
@@ -120,9 +120,14 @@ def _is_loopback(host: str | None) -> bool:
 
 
 def default_url(environ: Mapping[str, str]) -> str:
-    """Where ``oncegate serve`` listens by default: this machine, on PORT when it is set (as ``make run`` does)."""
-    port = environ.get("PORT", "").strip()
-    return f"http://127.0.0.1:{port or DEFAULT_PORT}"
+    """Where ``oncegate serve`` listens by default: this machine, on PORT when it is set (as ``make run`` does).
+
+    A PORT that is not a port is a bad setting (exit 2), not a service that cannot be reached.
+    """
+    try:
+        return f"http://127.0.0.1:{port_setting(environ)}"
+    except BadSetting as exc:
+        raise ClientError(str(exc)) from exc
 
 
 def base_url(url: str) -> str:

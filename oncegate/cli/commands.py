@@ -7,6 +7,7 @@ runs the command and turns what it expects to go wrong into a message and an exi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import importlib.machinery
@@ -27,6 +28,7 @@ from oncegate.cli.client import (
     SERVICE_EXIT,
     USAGE_EXIT,
     Answer,
+    ApiError,
     Client,
     ClientError,
     Model,
@@ -35,6 +37,7 @@ from oncegate.cli.client import (
 )
 from oncegate.cli.drill import Interrupted, run_drill
 from oncegate.cli.signin import AppFactory, EntraSettings, access_token
+from oncegate.cli.values import BadSetting, port_setting
 from oncegate.models import ClaimView, ScopeView
 
 DEVIATION_EXIT = 1
@@ -63,16 +66,17 @@ def serve(args: argparse.Namespace) -> int:
     # person is watching, so a setting that cannot work stops the server before it says it serves.
     try:
         settings = Settings.from_environment()
-    except ConfigError as exc:
+        port = args.port if args.port is not None else port_setting(os.environ, low=0)
+    except (ConfigError, BadSetting) as exc:
         return refused("serve", f"{exc} Fix the setting, then start again.")
     missing = _no_app_in(Path(args.app_dir))
     if missing:
         return refused("serve", missing)
     logs.configure(handler=True)
     try:
-        listener = listening(args.host, args.port)
+        listener = listening(args.host, port)
     except OSError as exc:
-        return refused("serve", _unbound(args.host, args.port, exc))
+        return refused("serve", _unbound(args.host, port, exc))
     host, port = listener.getsockname()[:2]
     workers = f", {args.workers} worker processes" if args.workers > 1 else ""
 
@@ -147,8 +151,21 @@ def _shown(answer: Answer[Model], render: Callable[[Model], RenderableType]) -> 
     return Output(answer.raw, render(answer.model))
 
 
+@contextlib.contextmanager
+def _as_typed(record: str, typed: str) -> Iterator[None]:
+    """A record not found is said one way, with its id as typed (not as the service read it from the path)."""
+    try:
+        yield
+    except ApiError as exc:
+        if exc.code != "not_found":
+            raise
+        raise ApiError(exc.status, exc.code, f"No {record} has the id {typed!r}.") from exc
+
+
 def claims_show(client: Client, args: argparse.Namespace) -> Output:
-    return _with_history(client, client.get_claim(args.claim_id), args.all_pages)
+    with _as_typed("claim", args.claim_id):
+        answer = client.get_claim(args.claim_id)
+    return _with_history(client, answer, args.all_pages)
 
 
 def claims_lookup(client: Client, args: argparse.Namespace) -> Output:
@@ -188,12 +205,13 @@ def claims_review(client: Client, args: argparse.Namespace) -> Output:
         "targetRecordId": args.target_record_id,
         "data": _json_option(args.data, "--data") if args.data is not None else None,
     }
-    answer = client.review_claim(
-        args.claim_id,
-        reviewer=args.reviewer,
-        note=args.note,
-        settlement={k: v for k, v in settlement.items() if v is not None},
-    )
+    with _as_typed("claim", args.claim_id):
+        answer = client.review_claim(
+            args.claim_id,
+            reviewer=args.reviewer,
+            note=args.note,
+            settlement={k: v for k, v in settlement.items() if v is not None},
+        )
     return _shown(answer, rendering.claim_text)
 
 
@@ -237,11 +255,16 @@ def conflicts_list(client: Client, args: argparse.Namespace) -> Output:
 
 
 def conflicts_show(client: Client, args: argparse.Namespace) -> Output:
-    return _shown(client.get_conflict(args.conflict_id), rendering.conflict_text)
+    with _as_typed("conflict", args.conflict_id):
+        answer = client.get_conflict(args.conflict_id)
+    return _shown(answer, rendering.conflict_text)
 
 
 def conflicts_resolve(client: Client, args: argparse.Namespace) -> Output:
-    answer = client.resolve_conflict(args.conflict_id, decision=args.decision, reviewer=args.reviewer, note=args.note)
+    with _as_typed("conflict", args.conflict_id):
+        answer = client.resolve_conflict(
+            args.conflict_id, decision=args.decision, reviewer=args.reviewer, note=args.note
+        )
     return _shown(answer, rendering.conflict_text)
 
 
@@ -309,11 +332,11 @@ def drill(client: Client, args: argparse.Namespace) -> Output:
         progress(_interrupted_line(stopped))
         raise
     if report.blocked is not None:
-        return Output(report.as_json(), rendering.drill_text(report), exit_code=USAGE_EXIT)
+        return Output(report.as_json(), rendering.drill_text(report, verbose=args.verbose), exit_code=USAGE_EXIT)
     if report.passed:
-        return Output(report.as_json(), rendering.drill_text(report))
+        return Output(report.as_json(), rendering.drill_text(report, verbose=args.verbose))
     note = f"The drill found {len(report.deviations)} deviation(s) from the contract."
-    return Output(report.as_json(), rendering.drill_text(report), note, DEVIATION_EXIT)
+    return Output(report.as_json(), rendering.drill_text(report, verbose=args.verbose), note, DEVIATION_EXIT)
 
 
 def _interrupted_line(stopped: Interrupted) -> str:
@@ -356,8 +379,6 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
     except ClientError as exc:
         print(exc.report(), file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
     if args.json:
         print(json.dumps(output.raw, indent=2, ensure_ascii=False))
     else:

@@ -485,7 +485,10 @@ def _checks(calls: Sequence[Call], lookups: list[Lookup], concurrency: int) -> l
             f"{concurrency} runs at once on a new record: one proceeds, the rest are in_progress; then a duplicate",
             (*_decisions(calls, RACE, AFTER), *_one_proceed(calls, RACE)),
         ),
-        Check("The changed payload is a conflict, which the drill dismisses (or may not)", _conflict(calls)),
+        Check(
+            "The changed payload is a conflict; the drill dismisses it, or leaves it open without the reviewer role",
+            _conflict(calls),
+        ),
         Check(
             "The business result happened once per key, and every duplicate returned it",
             tuple(deviation for key in KEYS for deviation in _once(calls, key, recorded[key])),

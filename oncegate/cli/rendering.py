@@ -373,7 +373,12 @@ def _fingerprint_rules(scope: ScopeView) -> list[tuple[str, Any]]:
     ]
 
 
-def drill_text(report: Report) -> RenderableType:
+def drill_text(report: Report, *, verbose: bool = False) -> RenderableType:
+    """The drill's report: what it checked and its verdict; every call and each key's history with ``verbose``.
+
+    At 32 runs a burst the calls alone are over a hundred lines: a person reads the checks, and
+    turns to the calls (``--verbose``, or ``--json`` for a script) when one failed.
+    """
     header = _fields(
         [
             ("Drill", f"{report.url}, scope {report.scope}, {report.concurrency} runs at once"),
@@ -398,9 +403,12 @@ def drill_text(report: Report) -> RenderableType:
     ]
     headers = ["STEP", "KEY", "CALL", "RUN", "ANSWER", "ATTEMPT", "TARGET RECORD / CONFLICT", "MS"]
     calls_table = _titled(f"Calls ({len(calls)})", _table(headers, calls))
+    details: list[RenderableType] = [calls_table, *(_drill_history(lookup) for lookup in report.lookups)]
+    if not verbose:
+        details = [Text(f"{len(calls)} calls and each key's history: add --verbose (or --json).", style="dim")]
     if report.blocked is not None:
         # Nothing else was tried: the reason and the command that lets the drill's flow claim are all that matter.
-        return _spaced(header, calls_table, Group(Text(report.blocked.reason or ""), Text(report.fix or "")))
+        return _spaced(header, *details[:1], Group(Text(report.blocked.reason or ""), Text(report.fix or "")))
     checks = [
         Text.assemble("  ", ("ok  " if check.passed else "FAIL", "green" if check.passed else "bold red"), "  ")
         + Text(check.name)
@@ -413,8 +421,7 @@ def drill_text(report: Report) -> RenderableType:
         verdict = Text("\n".join(lines), style="red")
     return _spaced(
         header,
-        calls_table,
-        *(_drill_history(lookup) for lookup in report.lookups),
+        *details,
         _titled("Checks", Group(*checks)),
         *(Text(f"Note: {note}") for note in report.notes),
         verdict,

@@ -13,11 +13,13 @@ table, and the parsing and rendering they share; apart, each action would import
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Hashable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import timedelta
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -27,10 +29,11 @@ from pydantic import BaseModel, ValidationError
 from oncegate import bootstrap, telemetry
 from oncegate.bootstrap import Services
 from oncegate.config import AuthMode, ConfigError
+from oncegate.domain.keys import normalise_key, normalise_scope
 from oncegate.domain.statuses import ConflictStatus
-from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, Waiting
+from oncegate.domain.waiting import Waiting
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
-from oncegate.entrypoints import bearer, waits
+from oncegate.entrypoints import actions, bearer, waits
 from oncegate.entrypoints.principal import Principal, Role
 from oncegate.entrypoints.routes import allowed_methods, function_routes
 from oncegate.entrypoints.strict_json import read_object
@@ -45,9 +48,14 @@ from oncegate.errors import (
     TooLarge,
 )
 from oncegate.models import (
+    MAX_ITEMS,
+    BulkItems,
     ClaimAttentionList,
     ClaimHistory,
+    ClaimItem,
     ClaimList,
+    ClaimManyAnswer,
+    ClaimManyEntry,
     ClaimRequest,
     ClaimResponse,
     ClaimView,
@@ -69,20 +77,27 @@ from oncegate.models import (
     OverlapList,
     PollConflictsQuery,
     RecordResultRequest,
+    RecordResultsAnswer,
     RegisterFlowRequest,
     ReleaseRequest,
     ReportConflictRequest,
     ResolveConflictRequest,
+    ResultEntry,
+    ResultItem,
     ReviewClaimRequest,
     ScopeList,
     ScopeView,
     SetScopeRequest,
     WaitQuery,
+    json_size,
 )
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
+# A bulk call's body: its items, each up to a single call's body, and room for the list around them (issue 24).
+MAX_BULK_BODY_BYTES = (MAX_ITEMS + 1) * MAX_BODY_BYTES
+BULK_ROUTES = frozenset({"claims/batch", "claims/results"})
 CLAIM_ID_PATTERN = re.compile(r"[a-z2-7]{52}")
 CONFLICT_ID_PATTERN = re.compile(r"[a-z2-7]{24}")
 POLL_BATCH_SIZE = 50
@@ -171,13 +186,18 @@ def render(status: int, model: BaseModel, headers: dict[str, str] | None = None)
 RECORD_FIELDS = {"claim": "claimId", "conflict": "conflictId"}
 
 
-def render_error(exc: OnceGateError) -> func.HttpResponse:
+def error_info(exc: OnceGateError) -> ErrorInfo:
+    """The error as the body of any refusal says it: its code, message and details."""
     target = exc.target
     if target is None and isinstance(exc, NotFound) and exc.record is not None:
         target = RECORD_FIELDS[exc.record]
     raw_details = exc.details if isinstance(exc, InvalidRequest) else ([(target, exc.message)] if target else [])
     details = [ErrorDetail(target=target, message=message) for target, message in raw_details]
-    body = ErrorBody(error=ErrorInfo(code=exc.code, message=exc.message, details=details))
+    return ErrorInfo(code=exc.code, message=exc.message, details=details)
+
+
+def render_error(exc: OnceGateError) -> func.HttpResponse:
+    body = ErrorBody(error=error_info(exc))
     headers = {"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, StoreUnavailable) else {}
     if isinstance(exc, AccessDenied) and exc.challenge:
         headers["WWW-Authenticate"] = exc.challenge
@@ -221,14 +241,32 @@ def signed_reviewer(body: Model) -> Model:
 # -- parsing --------------------------------------------------------------------------------
 
 
-def parse_body(request: func.HttpRequest, model: type[Model]) -> Model:
-    """The JSON object body as ``model``; 413 when too large, 400 naming each bad field."""
+def body_limit(path: str) -> int:
+    """The most bytes a body may have at ``path`` (below ``/api/``): a bulk call's body holds 100 items."""
+    return MAX_BULK_BODY_BYTES if path.strip("/") in BULK_ROUTES else MAX_BODY_BYTES
+
+
+def parse_body(request: func.HttpRequest, model: type[Model], *, limit: int = MAX_BODY_BYTES) -> Model:
+    """The JSON object body as ``model``; 413 when over ``limit`` bytes, 400 naming each bad field."""
     raw = request.get_body() or b""
-    if len(raw) > MAX_BODY_BYTES:
-        raise TooLarge(f"The request body is over {MAX_BODY_BYTES} bytes.", target="body")
+    if len(raw) > limit:
+        raise TooLarge(f"The request body is over {limit} bytes.", target="body")
     if not raw.strip():
         raise InvalidRequest("The body must be a JSON object.", target="body")
     return validate(model, read_object(raw))
+
+
+def item_body(model: type[Model], item: Any) -> Model:
+    """One item of a bulk call read as its single call's body: 413 over that call's limit, 400 naming each bad field.
+
+    The fields are named as in the single call's refusal (``key``, not ``items.3.key``): the item's answer
+    stands in the item's place.
+    """
+    if not isinstance(item, dict):
+        raise InvalidRequest("Each item must be a JSON object, as the single action's body is.", target="body")
+    if json_size(item) > MAX_BODY_BYTES:
+        raise TooLarge(f"The item is over {MAX_BODY_BYTES} bytes as JSON, the single action's limit.", target="body")
+    return validate(model, item)
 
 
 def validate(model: type[Model], data: dict[str, Any]) -> Model:
@@ -306,12 +344,11 @@ def check_and_claim(services: Services, request: func.HttpRequest) -> ClaimRespo
     signed_in = principal.name if principal else None
     body = parse_body(request, ClaimRequest)
     telemetry.describe(_flow_dimensions(body.scope, body.flow))
-    if not body.wait:
-        answer = services.claims.check_and_claim(body, signed_in=signed_in)
-        telemetry.describe(_decision_dimensions(answer))
-        return answer
-    max_wait = timedelta(seconds=body.max_wait_seconds or DEFAULT_MAX_WAIT_SECONDS)
-    return _waited(request, *services.waits.check_and_claim(body, signed_in=signed_in, max_wait=max_wait))
+    if body.wait:
+        return _waited(request, *actions.check_and_wait(services, body, signed_in=signed_in))
+    answer = actions.check_and_claim(services, body, signed_in=signed_in)
+    telemetry.describe(_decision_dimensions(answer))
+    return answer
 
 
 @reads_query
@@ -323,7 +360,7 @@ def wait_for_claim(services: Services, request: func.HttpRequest) -> ClaimRespon
     principal = _SIGNED_IN.get()
     waiting = waits.open_ticket(query.ticket, claim_id, bootstrap.get_cursor_seal())
     telemetry.describe({telemetry.SCOPE: waiting.scope})
-    return _waited(request, *services.waits.poll(waiting, signed_in=principal.name if principal else None))
+    return _waited(request, *actions.poll(services, waiting, signed_in=principal.name if principal else None))
 
 
 def _waited(
@@ -348,27 +385,136 @@ def record_result(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
     body = parse_body(request, RecordResultRequest)
     telemetry.describe({telemetry.OUTCOME: body.outcome.value, telemetry.RETRYABLE: body.retryable})
-    claim = services.results.record_result(claim_id, body)
+    claim = actions.record_result(services, claim_id, body)
     telemetry.describe(_flow_dimensions(claim.scope, claim.flow))
     return claim
 
 
+def check_and_claim_many(services: Services, request: func.HttpRequest) -> ClaimManyAnswer:
+    """Check and claim for each item, as if sent one after another in order (issue 24; ``oncegate.service.bulk``)."""
+    principal = _SIGNED_IN.get()
+    signed_in = principal.name if principal else None
+    items = parse_body(request, BulkItems, limit=MAX_BULK_BODY_BYTES).items
+    call = _call_digest(items)
+    answers = services.bulk.each(
+        list(enumerate(items)), lambda place: _claim_item(services, *place, call, signed_in), same=_same_key
+    )
+    return ClaimManyAnswer(value=[_claim_entry(item, answer) for item, answer in zip(items, answers, strict=True)])
+
+
+def _call_digest(items: list[Any]) -> str:
+    """A short digest of a bulk call's items: the same call sent again (a retry) has the same one."""
+    canonical = json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:8]
+
+
+def item_run_id(run_id: str, call: str, index: int) -> str:
+    """An item's own run: a Select gives every item the flow run's id, and two rows with one key must not both be
+    that run asking again (each would be given the claim). The same call sent again names the same runs, so a
+    retried call is given its claims back; another call, or another row, is another run."""
+    return f"{run_id}#{call}.{index + 1}"
+
+
+def _claim_item(services: Services, index: int, item: Any, call: str, signed_in: str | None) -> ClaimResponse:
+    """One item of Check and claim many: the single call's service, telemetry and answer."""
+    with _item_answer(telemetry.CHECK, "check_and_claim_many"):
+        # An item is a Check and claim body but for wait: a bulk call answers at once (issue 25).
+        body = item_body(ClaimItem, item)
+        body = body.model_copy(update={"run_id": item_run_id(body.run_id, call, index)})
+        telemetry.describe(_flow_dimensions(body.scope, body.flow))
+        answer = actions.check_and_claim(services, body, signed_in=signed_in)
+        telemetry.describe(_decision_dimensions(answer))
+        return answer
+
+
+def _same_key(place: tuple[int, Any]) -> Hashable:
+    """The claim an item of Check and claim many is for, as far as its scope and key tell before it is read."""
+    item = place[1]
+    try:
+        return normalise_scope(item["scope"]), normalise_key(item["key"])
+    except (TypeError, KeyError, InvalidRequest):
+        return id(item)  # refused when read: its place in no claim's order matters
+
+
+def _claim_entry(item: Any, answer: ClaimResponse | OnceGateError) -> ClaimManyEntry:
+    reference = item.get("reference") if isinstance(item, dict) else None
+    given = {"reference": reference} if isinstance(reference, str) else {}
+    if isinstance(answer, OnceGateError):
+        return ClaimManyEntry(**given, error=error_info(answer))
+    return ClaimManyEntry(**_fields(answer), **given)
+
+
+def record_results(services: Services, request: func.HttpRequest) -> RecordResultsAnswer:
+    """Record result for each item (issue 24): items for the same claim one after another, in order."""
+    items = parse_body(request, BulkItems, limit=MAX_BULK_BODY_BYTES).items
+    answers = services.bulk.each(items, lambda item: _result_item(services, item), same=_same_claim)
+    return RecordResultsAnswer(value=[_result_entry(item, answer) for item, answer in zip(items, answers, strict=True)])
+
+
+def _result_item(services: Services, item: Any) -> ClaimView:
+    """One item of Record results: the single call's service, telemetry and answer."""
+    with _item_answer(telemetry.RESULT, "record_results"):
+        body = item_body(ResultItem, item)
+        if not CLAIM_ID_PATTERN.fullmatch(body.claim_id):
+            raise NotFound(f"No claim has the id {body.claim_id!r}.", target="claimId")
+        telemetry.describe({telemetry.OUTCOME: body.outcome.value, telemetry.RETRYABLE: body.retryable})
+        result = RecordResultRequest(**{name: getattr(body, name) for name in RecordResultRequest.model_fields})
+        claim = actions.record_result(services, body.claim_id, result)
+        telemetry.describe(_flow_dimensions(claim.scope, claim.flow))
+        return claim
+
+
+def _same_claim(item: Any) -> Hashable:
+    claim_id = item.get("claimId") if isinstance(item, dict) else None
+    return claim_id if isinstance(claim_id, str) else id(item)
+
+
+def _result_entry(item: Any, answer: ClaimView | OnceGateError) -> ResultEntry:
+    if isinstance(answer, OnceGateError):
+        claim_id = item.get("claimId") if isinstance(item, dict) else None
+        given = {"claim_id": claim_id} if isinstance(claim_id, str) else {}
+        return ResultEntry(**given, error=error_info(answer))
+    fields = _fields(answer)
+    fields["error_message"] = fields.pop("error")
+    return ResultEntry(**fields)
+
+
+def _fields(model: BaseModel) -> dict[str, Any]:
+    """A model's fields by name, nested models kept as they are."""
+    return {name: getattr(model, name) for name in type(model).model_fields}
+
+
+@contextmanager
+def _item_answer(event: telemetry.Event, action: str) -> Iterator[None]:
+    """One item of a bulk call sends the event its single call sends, or Unavailable for its 503, marked bulk."""
+    with telemetry.answering(event, action):
+        telemetry.describe({telemetry.BULK: True})
+        try:
+            yield
+        except OnceGateError as exc:
+            setting = exc.target if isinstance(exc, NotConfigured) else None
+            telemetry.describe({telemetry.HTTP_STATUS: exc.status, telemetry.ERROR_CODE: exc.code})
+            telemetry.describe({telemetry.SETTING: setting})
+            raise
+        telemetry.describe({telemetry.HTTP_STATUS: 200})
+
+
 def release_claim(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    return services.results.release(claim_id, parse_body(request, ReleaseRequest))
+    return actions.release(services, claim_id, parse_body(request, ReleaseRequest))
 
 
 def renew_claim(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    return services.results.heartbeat(claim_id, parse_body(request, HeartbeatRequest))
+    return actions.heartbeat(services, claim_id, parse_body(request, HeartbeatRequest))
 
 
 def get_claim(services: Services, request: func.HttpRequest) -> ClaimView:
-    return _with_history_link(request, *services.claims.get_claim(route_id(request, "claimId", CLAIM_ID_PATTERN)))
+    return _with_history_link(request, *actions.get_claim(services, route_id(request, "claimId", CLAIM_ID_PATTERN)))
 
 
 def lookup_claim(services: Services, request: func.HttpRequest) -> ClaimView:
-    return _with_history_link(request, *services.claims.lookup(parse_body(request, LookupRequest)))
+    return _with_history_link(request, *actions.lookup(services, parse_body(request, LookupRequest)))
 
 
 @reads_query
@@ -376,7 +522,7 @@ def list_claim_history(services: Services, request: func.HttpRequest) -> ClaimHi
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
     list_name = _history_list(claim_id)
     query = validate(ListPageQuery, query_params(request, ListPageQuery, list_name))
-    entries, cursor = services.claims.history(claim_id, query)
+    entries, cursor = actions.history(services, claim_id, query)
     return ClaimHistory(value=entries, next_link=next_link(request, cursor, list_name))
 
 
@@ -409,7 +555,7 @@ def list_claims_needing_attention(services: Services, request: func.HttpRequest)
             "Get claim and Look up claim show any one claim.",
             target="attention",
         )
-    claims, cursor = services.attention.page(query)
+    claims, cursor = actions.claims_needing_attention(services, query)
     return ClaimAttentionList(value=claims, next_link=next_link(request, cursor, "claims"))
 
 
@@ -425,20 +571,20 @@ def list_claims(services: Services, request: func.HttpRequest) -> ClaimList:
         raise InvalidRequest(
             "Give source, reference, status or since: a list of every claim is not offered.", target="source"
         )
-    found, cursor = services.claims.find(filters)
+    found, cursor = actions.list_claims(services, filters)
     return ClaimList(value=found, next_link=next_link(request, cursor, "claims-found"))
 
 
 @sends(telemetry.REVIEW)
 def review_claim(services: Services, request: func.HttpRequest) -> ClaimView:
     claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
-    claim = services.results.review(claim_id, signed_reviewer(parse_body(request, ReviewClaimRequest)))
+    claim = actions.review(services, claim_id, signed_reviewer(parse_body(request, ReviewClaimRequest)))
     telemetry.describe({telemetry.SCOPE: claim.scope})
     return claim
 
 
 def report_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
-    return services.conflicts.report_conflict(parse_body(request, ReportConflictRequest))
+    return actions.report_conflict(services, parse_body(request, ReportConflictRequest))
 
 
 @reads_query
@@ -452,7 +598,7 @@ def list_conflicts(services: Services, request: func.HttpRequest) -> ConflictLis
         )
     if params.get("status") == "all":
         params["status"] = None
-    conflicts, cursor = services.conflicts.list_conflicts(validate(ListConflictsQuery, params))
+    conflicts, cursor = actions.list_conflicts(services, validate(ListConflictsQuery, params))
     return ConflictList(value=conflicts, next_link=next_link(request, cursor, "conflicts"))
 
 
@@ -463,7 +609,7 @@ def poll_conflicts(services: Services, request: func.HttpRequest) -> func.HttpRe
     Either way ``Location`` carries the state to poll with next, so each conflict is delivered once.
     """
     query = validate(PollConflictsQuery, query_params(request, PollConflictsQuery, "conflict-events"))
-    conflicts, state = services.conflicts.poll_conflicts(scope=query.scope, state=query.state, limit=POLL_BATCH_SIZE)
+    conflicts, state = actions.poll_conflicts(services, scope=query.scope, state=query.state, limit=POLL_BATCH_SIZE)
     sealed = bootstrap.get_cursor_seal().seal(state, "conflict-events")
     # A full batch may have more behind it: poll again at once, so a backlog drains without waiting (issue 13).
     wait = 0 if len(conflicts) >= POLL_BATCH_SIZE else POLL_INTERVAL_SECONDS
@@ -474,7 +620,7 @@ def poll_conflicts(services: Services, request: func.HttpRequest) -> func.HttpRe
 
 
 def get_conflict(services: Services, request: func.HttpRequest) -> ConflictView:
-    return services.conflicts.get_conflict(route_id(request, "conflictId", CONFLICT_ID_PATTERN))
+    return actions.get_conflict(services, route_id(request, "conflictId", CONFLICT_ID_PATTERN))
 
 
 @sends(telemetry.CONFLICT_RESOLVED)
@@ -482,35 +628,35 @@ def resolve_conflict(services: Services, request: func.HttpRequest) -> ConflictV
     conflict_id = route_id(request, "conflictId", CONFLICT_ID_PATTERN)
     resolution = signed_reviewer(parse_body(request, ResolveConflictRequest))
     telemetry.describe({telemetry.RESOLUTION: resolution.decision.value})
-    conflict = services.conflicts.resolve_conflict(conflict_id, resolution)
+    conflict = actions.resolve_conflict(services, conflict_id, resolution)
     telemetry.describe({telemetry.SCOPE: conflict.scope, telemetry.ORIGIN: conflict.origin.value})
     return conflict
 
 
 @reads_query
 def list_flows(services: Services, request: func.HttpRequest) -> FlowList:
-    flows, cursor = services.inventory.list_flows(_page_query(request, "flows"))
+    flows, cursor = actions.list_flows(services, _page_query(request, "flows"))
     return FlowList(value=flows, next_link=next_link(request, cursor, "flows"))
 
 
 def register_flow(services: Services, request: func.HttpRequest) -> FlowView:
-    return services.inventory.register_flow(parse_body(request, RegisterFlowRequest))
+    return actions.register_flow(services, parse_body(request, RegisterFlowRequest))
 
 
 @reads_query
 def list_flow_overlaps(services: Services, request: func.HttpRequest) -> OverlapList:
-    overlaps, cursor = services.inventory.list_overlaps(_page_query(request, "flows/overlaps"))
+    overlaps, cursor = actions.list_overlaps(services, _page_query(request, "flows/overlaps"))
     return OverlapList(value=overlaps, next_link=next_link(request, cursor, "flows/overlaps"))
 
 
 @reads_query
 def list_scopes(services: Services, request: func.HttpRequest) -> ScopeList:
-    scopes, cursor = services.inventory.list_scopes(_page_query(request, "scopes"))
+    scopes, cursor = actions.list_scopes(services, _page_query(request, "scopes"))
     return ScopeList(value=scopes, next_link=next_link(request, cursor, "scopes"))
 
 
 def set_scope(services: Services, request: func.HttpRequest) -> ScopeView:
-    return services.inventory.set_scope(parse_body(request, SetScopeRequest))
+    return actions.set_scope(services, parse_body(request, SetScopeRequest))
 
 
 def _page_query(request: func.HttpRequest, list_name: str) -> ListPageQuery:
@@ -542,7 +688,7 @@ def health(services: Services, request: func.HttpRequest) -> Health:
     """The service's health, naming the store it runs on (and the store that does not answer)."""
     where = services.store_location
     try:
-        answer = services.claims.health()
+        answer = actions.health(services)
     except StoreUnavailable as exc:
         if where is None:
             raise

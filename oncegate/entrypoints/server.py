@@ -5,7 +5,9 @@ matched by the same matcher as the catch-all's 404 and 405 (``routes``), so ther
 route table to drift. Function keys are not checked, as Core Tools does not check them locally either.
 
 Every answer, refusals of the HTTP framing included, is in the app's error format: a body whose
-length cannot be known is refused and its connection closed, never waited for.
+length cannot be known is refused and its connection closed, never waited for. A body too large
+is refused at its headers, and the rest of it read and thrown away (a bounded amount, for a bounded
+time) before the connection closes, so that a client still sending reads the 413 (RFC 9112 §9.6).
 
 The module runs past 400 lines on purpose: the HTTP/1.1 framing rules it enforces (headers, lengths,
 Host, keep-alive) and the worker processes that share one listening socket are read together, since
@@ -25,6 +27,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,19 +39,28 @@ from urllib.parse import parse_qsl, urlsplit
 import azure.functions as func
 
 from oncegate.entrypoints import logs
-from oncegate.entrypoints.http import MAX_BODY_BYTES, render, render_error
+from oncegate.entrypoints.http import MAX_BULK_BODY_BYTES, body_limit, render, render_error
 from oncegate.entrypoints.routes import FunctionRoute, function_routes, match
 from oncegate.errors import InvalidRequest, NotFound, TooLarge
 from oncegate.models import ErrorBody, ErrorInfo
+
+if sys.platform == "win32":
+    from multiprocessing.connection import PipeConnection as Connection
+else:
+    from multiprocessing.connection import Connection
 
 logger = logging.getLogger(__name__)
 
 ROUTE_PREFIX = "/api/"
 # A body is framed by Content-Length only; these methods must declare one, even of 0.
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-# More digits than this cannot be under MAX_BODY_BYTES, and int() refuses 4,300 and more.
-LENGTH_DIGITS = len(str(MAX_BODY_BYTES))
+# More digits than this cannot be under any route's body limit, and int() refuses 4,300 and more.
+LENGTH_DIGITS = len(str(MAX_BULK_BODY_BYTES))
 IDLE_SECONDS = 30
+# After refusing a body as too large, how much of it, and for how long, is read and thrown away before
+# the connection closes (RFC 9112 §9.6): enough for a body several times the limit, not for ever.
+DISCARD_BYTES = 16 * 1024 * 1024
+DISCARD_SECONDS = 5.0
 # The stdlib's limits on a header section (http.client's _MAXLINE and _MAXHEADERS).
 MAX_HEADER_LINE = 65536
 MAX_HEADERS = 100
@@ -286,8 +298,9 @@ class _Handler(BaseHTTPRequestHandler):
         """The declared length of the body, or None once the request is refused for its framing."""
         if self.headers.get("Transfer-Encoding") is not None:
             # Chunked bodies are refused, not decoded: the API's clients (the connector, the CLI, any
-            # HTTP action) send Content-Length, bodies are at most 64 KiB, and RFC 9112 §6.3 lets a
-            # server that wants a length answer 411. A chunk decoder would be more to get wrong.
+            # HTTP action) send Content-Length, bodies are at most 64 KiB (6.5 MiB for a bulk call), and
+            # RFC 9112 §6.3 lets a server that wants a length answer 411. A chunk decoder would be more
+            # to get wrong.
             self.send_error(HTTPStatus.LENGTH_REQUIRED, "Send the body with a Content-Length, not chunked.")
             return None
         declared = self.headers.get_all("Content-Length")
@@ -304,10 +317,34 @@ class _Handler(BaseHTTPRequestHandler):
             # int() would take "-1", "+5", "1_0" and "²"; a read of -1 waits for the client to hang up.
             self._refuse(render_error(InvalidRequest("Give one Content-Length in digits.", target="Content-Length")))
             return None
-        if len(value) > LENGTH_DIGITS or int(value) > MAX_BODY_BYTES:
-            self._refuse(render_error(TooLarge(f"The request body is over {MAX_BODY_BYTES} bytes.", target="body")))
+        limit = body_limit(urlsplit(self.path).path.removeprefix(ROUTE_PREFIX))
+        if len(value) > LENGTH_DIGITS or int(value) > limit:
+            self._refuse(render_error(TooLarge(f"The request body is over {limit} bytes.", target="body")))
+            if (self.headers.get("Expect") or "").lower() != "100-continue":
+                self._discard_body()
             return None
         return int(value)
+
+    def _discard_body(self) -> None:
+        """Read and throw away what the client is still sending, up to a bound, so that it reads the refusal.
+
+        Closed at once, the connection would be reset by the bytes that keep arriving, and a client
+        still sending (http.client sends the whole body before it reads) would see a broken pipe or a
+        reset instead of the 413. RFC 9112 §9.6: close the writing side first, then keep reading.
+        A client that asked ``Expect: 100-continue`` sends no body after a refusal: nothing to wait for.
+        """
+        self.wfile.flush()
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + self.server.discard_seconds
+        left = DISCARD_BYTES
+        with contextlib.suppress(OSError):
+            while left > 0 and (remaining := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(remaining)
+                chunk = self.rfile.read1(min(left, 65536))
+                if not chunk:
+                    return
+                left -= len(chunk)
 
     def handle_expect_100(self) -> bool:
         # Judge the declared body before inviting it, so that a refused one is never sent.
@@ -378,6 +415,7 @@ class _AppServer(ThreadingHTTPServer):
         handler = type("_IdleBoundHandler", (_Handler,), {"timeout": idle_seconds})
         super().__init__(address, handler, bind_and_activate=bind_and_activate)
         self.routes = routes
+        self.discard_seconds = DISCARD_SECONDS
 
 
 def make_server(
@@ -466,32 +504,33 @@ class _StopSignals:
 
     Sent to the process group (Ctrl+C, ``kill -- -PGID``), a signal reaches the workers as well as this
     process: raising here would end this process mid-wait, and stopping the workers on the way out
-    would interrupt their flush of the counts with a second signal (issue 22).
+    would interrupt their flush of the counts with a second signal (issue 22). The pipe is
+    multiprocessing's, which ``multiprocessing.connection.wait`` takes on Windows too (an ``os.pipe``
+    descriptor it does not); one byte is written once, so the write never blocks.
     """
 
     def __enter__(self) -> _StopSignals:
         self.asked = False
-        self.wake, self._wakes = os.pipe()
-        os.set_blocking(self._wakes, False)
+        self.wake, self._wakes = multiprocessing.Pipe(duplex=False)
         self._previous = {number: signal.signal(number, self._asked) for number in STOP_SIGNALS}
         return self
 
     def _asked(self, signum: int, frame: object) -> None:
-        self.asked = True
-        with contextlib.suppress(BlockingIOError):
-            os.write(self._wakes, b"!")
+        if not self.asked:
+            self.asked = True
+            self._wakes.send_bytes(b"!")
 
     def __exit__(self, *exc: object) -> None:
         for number, handler in self._previous.items():
             signal.signal(number, handler)
-        os.close(self.wake)
-        os.close(self._wakes)
+        self.wake.close()
+        self._wakes.close()
 
 
 def _supervise(
     processes: Sequence[multiprocessing.process.BaseProcess],
     stop: _StopSignals,
-    readiness: multiprocessing.connection.Connection,
+    readiness: Connection,
     on_ready: Callable[[], None],
 ) -> Any:
     """Until a stop signal or a worker's exit, count the workers ready; then stop them all.
@@ -531,9 +570,13 @@ def _supervise(
 
 
 def _end_with_parent(parent: int) -> None:
-    """Have Linux send this worker SIGTERM when the process that started it dies, even by SIGKILL."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    """Have Linux send this worker SIGTERM when the process that started it dies, even by SIGKILL.
+
+    Elsewhere (macOS, Windows: no prctl) a worker whose parent died is only stopped by a signal of its own.
+    """
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:
         # The parent died before the request above: nobody would stop this worker.
         raise SystemExit(0)
@@ -564,7 +607,7 @@ def _worker(
     app_dir: str,
     listener: socket.socket,
     parent: int | None = None,
-    ready: multiprocessing.connection.Connection | None = None,
+    ready: Connection | None = None,
     *,
     on_ready: Callable[[], None] = lambda: None,
 ) -> None:

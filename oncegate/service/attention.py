@@ -26,9 +26,8 @@ from typing import Protocol
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.records import Claim, ClaimFilter
 from oncegate.domain.statuses import AttentionReason, ClaimStatus
-from oncegate.models import ClaimNeedingAttention, ListClaimsQuery
+from oncegate.service.commands import ListAttention
 from oncegate.service.inventory import open_conflicts
-from oncegate.service.views import claim_view
 from oncegate.stores.paging import every_item, page_of, utc_text
 from oncegate.stores.port import ClaimListing, ConflictRecords
 
@@ -97,12 +96,10 @@ class Attention:
         self._clock = clock
         self.unknown_alert = unknown_alert
 
-    def page(self, query: ListClaimsQuery) -> tuple[list[ClaimNeedingAttention], str | None]:
+    def page(self, query: ListAttention) -> tuple[list[NeedsAttention], str | None]:
         """One page of the claims needing attention, oldest first, and the cursor of the next page."""
         scope = normalise_scope(query.scope) if query.scope else None
-        found, cursor = page_of(self._all(scope), lambda item: item.place, top=query.top, cursor=query.cursor)
-        views = [ClaimNeedingAttention(why=item.why, since=item.since, claim=claim_view(item.claim)) for item in found]
-        return views, cursor
+        return page_of(self._all(scope), lambda item: item.place, top=query.limit, cursor=query.cursor)
 
     def counts(self) -> dict[str, Counter[AttentionReason]]:
         """How many claims of each scope need attention, by why; empty when all is well."""

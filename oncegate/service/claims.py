@@ -13,44 +13,31 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
-from oncegate import __version__
+from oncegate.domain.answers import ClaimAnswer, answer, conflict_answer, flow_warnings, unclaimed
 from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records, withdrawn
 from oncegate.domain.idempotency import idempotency_key
 from oncegate.domain.keys import normalise_scope, normalise_source
 from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent
 from oncegate.domain.statuses import (
-    AnswerStatus,
-    ClaimStatus,
     ConflictOrigin,
     ConflictStatus,
     Decision,
     EventKind,
 )
-from oncegate.domain.warnings import ANOTHER_FLOW_COPY, NO_FINGERPRINT, NO_FLOW
+from oncegate.domain.warnings import NO_FINGERPRINT, NO_FLOW
 from oncegate.errors import (
     AlreadyExists,
     ConcurrentUpdate,
     NotFound,
     StateConflict,
 )
-from oncegate.models import (
-    ClaimRequest,
-    ClaimResponse,
-    ClaimView,
-    FindClaimsQuery,
-    Health,
-    HistoryEntry,
-    Holder,
-    ListPageQuery,
-    LookupRequest,
-)
+from oncegate.service.commands import CheckAndClaim, KeyOf, Paging
 from oncegate.service.conflicts import Conflicts
-from oncegate.service.core import ClaimsCore, flow_of, flow_text
+from oncegate.service.core import ClaimsCore, flow_text
 from oncegate.service.identity import Caller, keyed, new_grant_id, token
 from oncegate.service.races import settled
-from oncegate.service.views import claim_result, claim_view, earlier_attempt_view, flow_ref, history_entry
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable
 
 logger = logging.getLogger(__name__)
@@ -76,7 +63,7 @@ class Claims:
         self._conflicts = conflicts
         self._store = store
 
-    def check_and_claim(self, request: ClaimRequest, *, signed_in: str | None = None) -> ClaimResponse:
+    def check_and_claim(self, request: CheckAndClaim, *, signed_in: str | None = None) -> ClaimAnswer:
         """Decide whether this run may do the side effect; see the contract's decision table.
 
         ``signed_in`` names the caller Entra ID signed in (None with function keys): a grant made to a
@@ -84,38 +71,34 @@ class Claims:
         """
         return self.decide_for(self.caller(request, signed_in=signed_in))
 
-    def caller(self, request: ClaimRequest, *, signed_in: str | None = None) -> Caller:
+    def caller(self, request: CheckAndClaim, *, signed_in: str | None = None) -> Caller:
         """The request normalised: its key reduced to claim ids, its data to fingerprints; nothing written yet."""
         self._core.require_safe_store()
-        # Source and reference are stored in clear: checked first, before anything is read or written.
-        stored_warnings = self._core.stored_data.check(request, f"a claim of run {request.run_id}")
-        caller = replace(self._caller(request), signed_in=signed_in)
-        caller.warnings.extend(stored_warnings)
-        return caller
+        return replace(self._caller(request), signed_in=signed_in)
 
-    def decide_for(self, caller: Caller) -> ClaimResponse:
+    def decide_for(self, caller: Caller) -> ClaimAnswer:
         """Check and claim for a request already normalised (:meth:`caller`, or a waiting run's poll)."""
         refusal = self._core.inventory.refusal(caller.flow)
         answer = self._refused(caller, refusal) if refusal else settled(lambda: self._claim_once(caller))
         self._core.inventory.answered(caller.scope, caller.flow, answer.decision, caller.now)
         return answer
 
-    def _refused(self, caller: Caller, refusal: str) -> ClaimResponse:
+    def _refused(self, caller: Caller, refusal: str) -> ClaimAnswer:
         """Blocked by the inventory before any claim is made or taken over; an existing claim's history says why."""
         found = self._core.find(caller.identities)
         verdict = check_and_claim(found[0] if found else None, caller.intent(), refusal=refusal)
         if found is None:
-            return _unclaimed(verdict, caller.claim_id, caller)
+            return unclaimed(verdict, caller.claim_id, caller.warnings)
         claim, identity = found
         caller = replace(caller.as_(identity), decided_at=self._core.decided_at(claim, caller.now))
         self._answered(claim, caller, verdict.decision, verdict.recognised_by)
-        return self._answer(verdict.decision, claim, caller, verdict.reason)
+        return answer(verdict, claim, caller.intent(), caller.warnings, None)
 
-    def _caller(self, request: ClaimRequest) -> Caller:
+    def _caller(self, request: CheckAndClaim) -> Caller:
         rules_version = self._core.inventory.fingerprint_rules(normalise_scope(request.scope)).version
         identities, scope, warnings = self._core.identify(request, rules_version=rules_version)
         current = next(identity for identity in identities if identity.hasher is self._core.keys.current)
-        flow = flow_of(request.flow)
+        flow = request.flow
         if current.fingerprint is None:
             warnings.append(NO_FINGERPRINT)
         if flow is None:
@@ -137,7 +120,7 @@ class Claims:
             fingerprint_in=lambda hasher, version: self._core.fingerprint(hasher, request, version),
         )
 
-    def _claim_once(self, caller: Caller) -> ClaimResponse:
+    def _claim_once(self, caller: Caller) -> ClaimAnswer:
         # During a rotation the key may be claimed under an older secret: look there first.
         found = self._core.find(caller.older_identities)
         if found is not None:
@@ -157,55 +140,62 @@ class Claims:
             return self._withdrawn(stored, caller)
         if caller.source is not None:
             self._core.inventory.source_claimed(caller.scope, caller.flow, caller.source)
-        return self._granted(verdict.decision, stored, caller, verdict.reason)
+        return self._told(verdict, stored, caller)
 
-    def _withdrawn(self, made: Claim, caller: Caller) -> ClaimResponse:
+    def _withdrawn(self, made: Claim, caller: Caller) -> ClaimAnswer:
         """The claim this request made is deleted, as :func:`~oncegate.domain.decisions.withdrawn` says why."""
         verdict = withdrawn()
         logger.info("Claim %s made during a rotation meets a claim under another secret: withdrawn", made.claim_id)
         self._store.delete_claim(made)
         self._core.counted(made, None)
-        return _unclaimed(verdict, made.claim_id, caller)
+        return unclaimed(verdict, made.claim_id, caller.warnings)
 
-    def _decide(self, claim: Claim, caller: Caller) -> ClaimResponse:
-        """Apply the decision table (oncegate.domain.decisions) to a claim that exists, and write what it says."""
-        caller = replace(caller, decided_at=self._core.decided_at(claim, caller.now))
-        if claim.fingerprint is not None:
-            # Compared like with like: under the fingerprint rules the claim's fingerprint was made with (issue 25).
-            caller = caller.under(claim.rules_version)
-        records: list[FingerprintRecord] = []
-        if needs_fingerprint_records(claim, caller.fingerprint):
-            # A mismatch: only now read what reviewers decided about this fingerprint (one read, off the common path).
-            assert caller.fingerprint is not None
-            forms = (caller.fingerprint.keyed, caller.fingerprint.plain)
-            records = self._store.get_fingerprints(claim.claim_id, forms)
-        verdict = check_and_claim(claim, caller.intent(grant_id=new_grant_id()), records)
-        if verdict.change is Change.OPEN_CONFLICT:
-            return self._conflict(claim, caller, verdict)
-        if verdict.change is Change.NEW_ATTEMPT:
-            return self._take_over(claim, caller, verdict)
-        flow_warning = verdict.decision in (Decision.DUPLICATE, Decision.IN_PROGRESS)
-        self._answered(claim, caller, verdict.decision, verdict.recognised_by, flow_warning=flow_warning)
-        if verdict.grants:
-            return self._granted(
-                verdict.decision,
+    def _decide(self, claim: Claim, caller: Caller) -> ClaimAnswer:
+        """Apply the decision table (oncegate.domain.decisions) to a claim that exists, and write what it says.
+
+        One verdict may be decided twice: a conflict found resolved that the claim never heard of (an earlier
+        release wrote the conflict before the claim) is applied to the claim, which is then decided again.
+        """
+        for repair in (True, False):
+            caller = replace(caller, decided_at=self._core.decided_at(claim, caller.now))
+            if claim.fingerprint is not None:
+                # Compared like with like: under the fingerprint rules the claim's fingerprint was made with (issue 25).
+                caller = caller.under(claim.rules_version)
+            verdict = check_and_claim(claim, caller.intent(grant_id=new_grant_id()), self._fingerprints(claim, caller))
+            if verdict.change is Change.NEW_ATTEMPT:
+                return self._take_over(claim, caller, verdict)
+            if verdict.change is not Change.OPEN_CONFLICT:
+                flow_warning = verdict.decision in (Decision.DUPLICATE, Decision.IN_PROGRESS)
+                self._answered(claim, caller, verdict.decision, verdict.recognised_by, flow_warning=flow_warning)
+                return self._told(verdict, claim, caller)
+            conflict, record = self._conflicts.open_conflict(
                 claim,
-                caller,
+                keyed(caller.fingerprint),
+                ConflictOrigin.CLAIM,
                 verdict.reason,
-                earlier_attempt=earlier_attempt_view(verdict.earlier_attempt),
+                caller.run_id,
+                caller.flow,
+                source_system=caller.source,
             )
-        extra: dict[str, Any] = {}
-        if verdict.decision is Decision.IN_PROGRESS:
-            # Not the holder's run id: with it, another caller could pass for the holder (issue 9).
-            extra = {
-                "retry_after_seconds": verdict.retry_after_seconds,
-                "holder": Holder(flow=flow_ref(claim.flow), lease_expires_at=claim.lease_expires_at),
-            }
-        elif verdict.decision is Decision.DUPLICATE:
-            extra = {"result": claim_result(claim)}
-        return self._answer(verdict.decision, claim, caller, verdict.reason, **extra)
+            if repair and conflict.status is ConflictStatus.RESOLVED:
+                try:
+                    claim = self._conflicts.apply_resolution(claim, conflict, record, caller.now)
+                    continue
+                except StateConflict:
+                    pass  # a new version cannot be accepted while an attempt runs: the conflict answer stands
+            recognised_by = f"{verdict.reason} Conflict {conflict.conflict_id} is open."
+            self._answered(claim, caller, Decision.CONFLICT, recognised_by)
+            return conflict_answer(claim, caller.intent(), caller.warnings, conflict.conflict_id)
+        raise AssertionError("a claim repaired once is decided without repair")
 
-    def _take_over(self, claim: Claim, caller: Caller, verdict: Verdict) -> ClaimResponse:
+    def _fingerprints(self, claim: Claim, caller: Caller) -> list[FingerprintRecord]:
+        """What reviewers decided about the caller's fingerprint, read only on a mismatch (off the common path)."""
+        if not needs_fingerprint_records(claim, caller.fingerprint):
+            return []
+        assert caller.fingerprint is not None
+        return self._store.get_fingerprints(claim.claim_id, (caller.fingerprint.keyed, caller.fingerprint.plain))
+
+    def _take_over(self, claim: Claim, caller: Caller, verdict: Verdict) -> ClaimAnswer:
         """A new attempt for this run: proceed, or reconcile the attempt it takes over."""
         renewed = verdict.record
         assert renewed is not None, "a new attempt's verdict carries the claim taken over"
@@ -214,79 +204,22 @@ class Claims:
             event = replace(event, details={"reconciles": {"attempt": verdict.earlier_attempt.attempt}})
         # A new attempt is the only change that may give a claim its source or reference.
         stored = self._core.counted(claim, self._store.update_claim(renewed, event, relabelled=True))
-        return self._granted(
-            verdict.decision,
-            stored,
-            caller,
-            verdict.reason,
-            earlier_attempt=earlier_attempt_view(verdict.earlier_attempt),
-        )
-
-    def _conflict(self, claim: Claim, caller: Caller, verdict: Verdict) -> ClaimResponse:
-        reason = verdict.reason
-        conflict, record = self._conflicts.open_conflict(
-            claim,
-            keyed(caller.fingerprint),
-            ConflictOrigin.CLAIM,
-            reason,
-            caller.run_id,
-            caller.flow,
-            source_system=caller.source,
-        )
-        if conflict.status is ConflictStatus.RESOLVED:
-            # Resolved by an earlier release that wrote the conflict before the claim, and the claim never heard
-            # of it: repair, then decide again. A new version cannot be accepted while an attempt runs; then the
-            # conflict answer stands.
-            try:
-                return self._decide(self._conflicts.apply_resolution(claim, conflict, record, caller.now), caller)
-            except StateConflict:
-                pass
-        self._answered(claim, caller, Decision.CONFLICT, f"{reason} Conflict {conflict.conflict_id} is open.")
-        return self._answer(
-            Decision.CONFLICT,
-            claim,
-            caller,
-            # The fingerprints (keyed digests) mean nothing to a maker: they stay in the history's line.
-            "This key was already claimed with different business data (another amount, lines or version). "
-            "Nothing was done; the conflict waits for its owner.",
-            conflict_id=conflict.conflict_id,
-        )
+        return self._told(verdict, stored, caller)
 
     # -- answers and events -----------------------------------------------------------------
 
-    def _answer(self, decision: Decision, claim: Claim, caller: Caller, reason: str, **extra: Any) -> ClaimResponse:
-        return ClaimResponse(
-            decision=decision,
-            claim_id=claim.claim_id,
-            status=AnswerStatus(claim.status.value),
-            attempt=claim.attempt,
-            reason=reason,
-            warnings=[*caller.warnings, *self._flow_warnings(claim, caller, decision), *caller.source_warnings(claim)],
-            **extra,
-        )
-
-    def _granted(self, decision: Decision, claim: Claim, caller: Caller, reason: str, **extra: Any) -> ClaimResponse:
-        return self._answer(
-            decision,
-            claim,
-            caller,
-            reason,
-            claim_token=token(claim, caller.hasher),
-            idempotency_key=idempotency_key(caller.hasher, claim),
-            lease_expires_at=claim.lease_expires_at,
-            **extra,
-        )
-
     @staticmethod
-    def _flow_warnings(claim: Claim, caller: Caller, decision: Decision) -> list[str]:
-        if decision not in (Decision.DUPLICATE, Decision.IN_PROGRESS) or claim.flow is None or caller.flow is None:
-            return []
-        return [ANOTHER_FLOW_COPY] if claim.flow != caller.flow else []
+    def _told(verdict: Verdict, claim: Claim, caller: Caller) -> ClaimAnswer:
+        """The answer of ``verdict`` on ``claim`` as written; the claim token and idempotency key when it grants."""
+        if not verdict.grants:
+            return answer(verdict, claim, caller.intent(), caller.warnings, None)
+        told = answer(verdict, claim, caller.intent(), caller.warnings, token(claim, caller.hasher))
+        return replace(told, idempotency_key=idempotency_key(caller.hasher, claim))
 
     def _answered(
         self, claim: Claim, caller: Caller, decision: Decision, recognised_by: str, *, flow_warning: bool = False
     ) -> None:
-        if flow_warning and self._flow_warnings(claim, caller, decision):
+        if flow_warning and flow_warnings(claim, caller.flow, decision):
             recognised_by += f" The claim belongs to {flow_text(claim.flow)}, not {flow_text(caller.flow)}."
             if claim.flow is not None and caller.flow is not None:  # always, with a flow warning
                 self._core.inventory.copy_met(claim.flow, caller.flow, claim.claim_id, caller.now)
@@ -308,11 +241,11 @@ class Claims:
 
     # -- Reading claims --------------------------------------------------------------------
 
-    def get_claim(self, claim_id: str) -> tuple[ClaimView, str | None]:
+    def get_claim(self, claim_id: str) -> tuple[Claim, list[HistoryEvent], str | None]:
         """The processing record with the first page of its history, and the cursor of the history's next page."""
         return self._with_history(self._store.get_claim(claim_id))
 
-    def lookup(self, request: LookupRequest) -> tuple[ClaimView, str | None]:
+    def lookup(self, request: KeyOf) -> tuple[Claim, list[HistoryEvent], str | None]:
         """The processing record of a business key, found through its digest (under any secret known), as
         ``get_claim`` gives it."""
         self._core.require_safe_store()
@@ -323,49 +256,30 @@ class Claims:
         # The claim as found: read again by its id, one deleted in between would be named by a digest.
         return self._with_history(found[0])
 
-    def history(self, claim_id: str, query: ListPageQuery) -> tuple[list[HistoryEntry], str | None]:
+    def history(self, claim_id: str, page: Paging) -> tuple[list[HistoryEvent], str | None]:
         """One page of a claim's history, oldest first, and the cursor of the next page."""
-        page = self._store.list_history(claim_id, limit=query.top, cursor=query.cursor)
-        if not page.items and query.cursor is None:
+        found = self._store.list_history(claim_id, limit=page.limit, cursor=page.cursor)
+        if not found.items and page.cursor is None:
             self._store.get_claim(claim_id)  # every claim has a first line: raises NotFound for a claim unknown
-        return [history_entry(event) for event in page.items], page.cursor
+        return found.items, found.cursor
 
-    def _with_history(self, claim: Claim) -> tuple[ClaimView, str | None]:
+    def _with_history(self, claim: Claim) -> tuple[Claim, list[HistoryEvent], str | None]:
         # The oldest lines first: the proceed, the reconciles and the results decide what a claim went through;
         # the rest is a page away. Repeated answers count in one line each, so most histories fit whole.
         page = self._store.list_history(claim.claim_id, limit=HISTORY_PAGE)
-        return claim_view(claim, page.items), page.cursor
+        return claim, page.items, page.cursor
 
-    def find(self, query: FindClaimsQuery) -> tuple[list[ClaimView], str | None]:
+    def find(self, matching: ClaimFilter, page: Paging) -> tuple[list[Claim], str | None]:
         """One page of the claims of a source system, reference, status or first received, without history.
 
-        The cursor is the store's: a page may hold fewer than ``top`` claims (even none) while it says more follow.
+        The cursor is the store's: a page may hold fewer than ``limit`` claims (even none) while it says more follow.
         """
-        matching = ClaimFilter(
-            statuses=[query.status] if query.status else list(ClaimStatus),
-            scope=normalise_scope(query.scope) if query.scope else None,
-            source=normalise_source(query.source),
-            reference=query.reference,
-            received_since=query.since,
-        )
-        page = self._store.list_claims(matching, limit=query.top, cursor=query.cursor)
-        return [claim_view(claim) for claim in page.items], page.cursor
+        found = self._store.list_claims(matching, limit=page.limit, cursor=page.cursor)
+        return found.items, found.cursor
 
-    def health(self) -> Health:
-        """Raises ``StoreUnavailable`` when the store does not answer, ``NotConfigured`` for another secret."""
+    def health(self) -> str:
+        """The store's kind; raises ``StoreUnavailable`` when the store does not answer, ``NotConfigured`` for
+        another secret."""
         self._store.ping()
         self._core.safeguard.ring(fresh=True)
-        return Health(status="ok", store=self._store.kind, version=__version__)
-
-
-def _unclaimed(verdict: Verdict, claim_id: str, caller: Caller) -> ClaimResponse:
-    """The answer when no claim stands for the key (none made, or the one made withdrawn): attempt 0."""
-    return ClaimResponse(
-        decision=verdict.decision,
-        claim_id=claim_id,
-        status=AnswerStatus.NONE,
-        attempt=0,
-        reason=verdict.reason,
-        retry_after_seconds=verdict.retry_after_seconds,
-        warnings=caller.warnings,
-    )
+        return self._store.kind

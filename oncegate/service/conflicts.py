@@ -26,21 +26,13 @@ from oncegate.domain.statuses import (
 from oncegate.domain.transitions import resolution_applied
 from oncegate.errors import (
     AlreadyExists,
-    InvalidRequest,
     NotFound,
     StateConflict,
 )
-from oncegate.models import (
-    ConflictView,
-    ListConflictsQuery,
-    ReportConflictRequest,
-    ResolveConflictRequest,
-)
-from oncegate.service.core import ClaimsCore, flow_of
+from oncegate.service.commands import ListConflicts, ReportConflict, ResolveConflict
+from oncegate.service.core import ClaimsCore
 from oncegate.service.identity import Identity, keyed
-from oncegate.service.privacy import warned
 from oncegate.service.races import settled
-from oncegate.service.views import conflict_view
 from oncegate.stores.port import ClaimReads, ClaimWrites, ConflictRecords, HistoryRecords
 
 logger = logging.getLogger(__name__)
@@ -67,19 +59,16 @@ class Conflicts:
         self._core = core
         self._store = store
 
-    def report_conflict(self, request: ReportConflictRequest) -> ConflictView:
-        """A conflict the flow found itself; the same open conflict comes back for the same fingerprint."""
-        self._core.require_safe_store()
-        identities, _, key_warnings = self._core.identify(request)
-        warnings = [
-            *key_warnings,
-            *self._core.stored_data.check(request, f"a conflict reported by run {request.run_id}"),
-        ]
-        return warned(settled(lambda: self._report_once(identities, request, self._core.clock())), warnings)
+    def report_conflict(self, request: ReportConflict) -> tuple[Conflict, list[str]]:
+        """A conflict the flow found itself; the same open conflict comes back for the same fingerprint.
 
-    def _report_once(
-        self, identities: tuple[Identity, ...], request: ReportConflictRequest, now: datetime
-    ) -> ConflictView:
+        With the conflict, the warnings its key earned.
+        """
+        self._core.require_safe_store()
+        identities, _, warnings = self._core.identify(request)
+        return settled(lambda: self._report_once(identities, request, self._core.clock())), warnings
+
+    def _report_once(self, identities: tuple[Identity, ...], request: ReportConflict, now: datetime) -> Conflict:
         found = self._core.find(identities)
         if found is None:
             raise NotFound("No claim exists for this key in this scope: check and claim first.", target="key")
@@ -87,7 +76,7 @@ class Conflicts:
         now = self._core.decided_at(claim, now)
         # Under the rules the claim's own fingerprint was made with, to compare like with like (issue 25).
         fingerprint = self._core.fingerprint(identity.hasher, request, claim.rules_version)
-        flow = flow_of(request.flow)
+        flow = request.flow
         source = normalise_source(request.source)
         conflict, record = self.open_conflict(
             claim,
@@ -117,7 +106,7 @@ class Conflicts:
             details={"conflict_id": conflict.conflict_id},
         )
         self._store.add_event(event)
-        return conflict_view(conflict)
+        return conflict
 
     def open_conflict(
         self,
@@ -169,28 +158,28 @@ class Conflicts:
             again: Conflict = exc.existing
             return again, record
 
-    def get_conflict(self, conflict_id: str) -> ConflictView:
+    def get_conflict(self, conflict_id: str) -> Conflict:
         """The conflict; one left open by a resolution cut short after changing the claim is closed first."""
 
-        def attempt() -> ConflictView:
+        def attempt() -> Conflict:
             conflict = self._store.get_conflict(conflict_id)
             if conflict.status is ConflictStatus.RESOLVED:
-                return conflict_view(conflict)
+                return conflict
             claim = self._store.get_claim(conflict.claim_id)
             if outlived(conflict, claim):
-                return conflict_view(conflict)
+                return conflict
             record = self._core.fingerprint_record(claim.claim_id, conflict.fingerprint)
-            return conflict_view(self._repaired(conflict, claim, record, None, self._core.clock()))
+            return self._repaired(conflict, claim, record, None, self._core.clock())
 
         return settled(attempt)
 
-    def list_conflicts(self, query: ListConflictsQuery) -> tuple[list[ConflictView], str | None]:
+    def list_conflicts(self, query: ListConflicts) -> tuple[list[Conflict], str | None]:
         """One page of conflicts and the cursor of the next page."""
         scope = normalise_scope(query.scope) if query.scope else None
-        page = self._store.list_conflicts(status=query.status, scope=scope, limit=query.top, cursor=query.cursor)
-        return [conflict_view(conflict) for conflict in page.items], page.cursor
+        page = self._store.list_conflicts(status=query.status, scope=scope, limit=query.limit, cursor=query.cursor)
+        return page.items, page.cursor
 
-    def poll_conflicts(self, *, scope: str | None, state: str | None, limit: int) -> tuple[list[ConflictView], str]:
+    def poll_conflicts(self, *, scope: str | None, state: str | None, limit: int) -> tuple[list[Conflict], str]:
         """Conflicts created after ``state`` (from now when absent), and the state to poll with next.
 
         The state is the place of the last conflict delivered, so each is delivered once.
@@ -202,9 +191,9 @@ class Conflicts:
         if page.items:
             last = page.items[-1]
             state = self._store.conflicts_after(last.created_at, last.conflict_id)
-        return [conflict_view(conflict) for conflict in page.items], state
+        return page.items, state
 
-    def resolve_conflict(self, conflict_id: str, request: ResolveConflictRequest) -> ConflictView:
+    def resolve_conflict(self, conflict_id: str, request: ResolveConflict) -> Conflict:
         """Apply the reviewer's decision to the claim, then close the conflict; the same way again is a no-op.
 
         The claim is written first, conditioned on the version read: a refused resolution (``claim_busy``,
@@ -213,12 +202,9 @@ class Conflicts:
         read or resolution of the conflict closes as decided (the decision is kept on the fingerprint record).
         """
         reviewer = request.reviewer
-        if reviewer is None:
-            raise InvalidRequest("reviewer is required: who decided.", target="reviewer")
-        warnings = self._core.stored_data.check(request, f"conflict {conflict_id}")
         self._core.require_safe_store()
 
-        def attempt() -> ConflictView:
+        def attempt() -> Conflict:
             now = self._core.clock()
             conflict = self._store.get_conflict(conflict_id)
             claim = self._store.get_claim(conflict.claim_id)
@@ -240,7 +226,7 @@ class Conflicts:
                     resolved_at=now,
                 )
                 self.apply_resolution(claim, closed, record, now)
-                return conflict_view(self._store.update_conflict(closed))
+                return self._store.update_conflict(closed)
             conflict = self._repaired(conflict, claim, record, request.decision, now)
             if conflict.decision is not request.decision:
                 decision = conflict.decision.value if conflict.decision else "?"
@@ -249,9 +235,9 @@ class Conflicts:
                     f"Conflict {conflict.conflict_id} was already resolved as {decision} by {conflict.reviewer}.",
                     target="decision",
                 )
-            return conflict_view(conflict)
+            return conflict
 
-        return warned(settled(attempt), warnings)
+        return settled(attempt)
 
     @staticmethod
     def _applied(claim: Claim, conflict: Conflict, record: FingerprintRecord | None) -> bool:

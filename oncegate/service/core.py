@@ -27,14 +27,9 @@ from oncegate.errors import (
     NotFound,
     SensitiveKey,
 )
-from oncegate.models import (
-    BusinessIntent,
-    FlowRef,
-    LookupRequest,
-)
+from oncegate.service.commands import BusinessData, KeyOf
 from oncegate.service.identity import Identity, holds
 from oncegate.service.inventory import Inventory
-from oncegate.service.privacy import StoredDataGuard
 from oncegate.service.recent import REMEMBERED, RecentClaims
 from oncegate.service.safeguard import Safeguard
 from oncegate.stores.port import ClaimReads, HistoryRecords
@@ -58,10 +53,6 @@ def flow_text(flow: Flow | None) -> str:
     return f"flow '{flow.name}' in '{flow.environment}'" if flow else "an unnamed flow"
 
 
-def flow_of(ref: FlowRef | None) -> Flow | None:
-    return Flow(ref.name, ref.environment) if ref else None
-
-
 class CoreRecords(ClaimReads, HistoryRecords, Protocol):
     """What the core reads itself: a claim, its fingerprint records, and (rows of 0.1.0) its history."""
 
@@ -76,25 +67,21 @@ class ClaimsCore:
         *,
         clock: Callable[[], datetime],
         inventory: Inventory,
-        stored_data: StoredDataGuard,
         sensitive_keys: SensitivePolicy,
     ) -> None:
         self.store = store
         self.safeguard = safeguard
         self.clock = clock
         self.inventory = inventory
-        self.stored_data = stored_data
         self.sensitive_keys = sensitive_keys
         self.recent = RecentClaims()
         self._stamped: Bounded[str, datetime] = Bounded(REMEMBERED)
 
-    def identify(
-        self, intent: BusinessIntent | LookupRequest, *, rules_version: int = 0
-    ) -> tuple[tuple[Identity, ...], str, list[str]]:
+    def identify(self, intent: KeyOf, *, rules_version: int = 0) -> tuple[tuple[Identity, ...], str, list[str]]:
         """The key under every secret known (older first), the scope, and the warnings the key earned; the
         fingerprint made under that version of the scope's fingerprint rules."""
         # A lookup stores nothing, so its refusal does not say so.
-        warnings = self.check_key(intent.scope, intent.key, stores=isinstance(intent, BusinessIntent))
+        warnings = self.check_key(intent.scope, intent.key, stores=isinstance(intent, BusinessData))
         identities = tuple(
             Identity(
                 hasher=hasher,
@@ -105,11 +92,9 @@ class ClaimsCore:
         )
         return identities, normalise_scope(intent.scope), warnings
 
-    def fingerprint(
-        self, hasher: KeyHasher, intent: BusinessIntent | LookupRequest, rules_version: int
-    ) -> Fingerprint | None:
+    def fingerprint(self, hasher: KeyHasher, intent: KeyOf, rules_version: int) -> Fingerprint | None:
         """The request's fingerprint under a version of its scope's fingerprint rules (issue 25)."""
-        if not isinstance(intent, BusinessIntent):
+        if not isinstance(intent, BusinessData):
             return None
         payload = intent.payload
         if payload is not None and rules_version:

@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from oncegate.domain.decisions import Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing
 from oncegate.domain.records import Claim, Flow
-from oncegate.domain.warnings import SOURCE_DIFFERS
 
 
 def keyed(fingerprint: Fingerprint | None) -> str | None:
@@ -112,11 +111,6 @@ class Caller:
     @property
     def other_identities(self) -> tuple[Identity, ...]:
         return tuple(identity for identity in self.identities if identity.hasher is not self.hasher)
-
-    def source_warnings(self, claim: Claim) -> list[str]:
-        """``source_differs`` when this request names a source system other than the one the claim keeps."""
-        differs = self.source is not None and claim.source is not None and claim.source != self.source
-        return [SOURCE_DIFFERS] if differs else []
 
     def intent(self, *, grant_id: str = "") -> Intent:
         """What the decision table reads of this request; ``grant_id`` names the grant a new attempt would get."""

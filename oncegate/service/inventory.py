@@ -17,31 +17,19 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from oncegate.domain import fingerprint_rules
 from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
-from oncegate.domain.limits import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
+from oncegate.domain.limits import DEFAULT_LEASE_SECONDS
 from oncegate.domain.records import Conflict, FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
-from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
-from oncegate.models import (
-    ClaimCounts,
-    FlowRef,
-    FlowView,
-    ListPageQuery,
-    OverlapView,
-    RegisterFlowRequest,
-    ScopeView,
-    SetScopeRequest,
-    SourceCount,
-)
-from oncegate.service.privacy import StoredDataGuard, warned
+from oncegate.service.commands import Paging, RegisterFlow, SetScope
 from oncegate.service.usage import Usage
 from oncegate.stores.paging import every_item, page_of
 from oncegate.stores.port import ClaimIndex, ConflictRecords, InventoryRecords
@@ -60,11 +48,9 @@ def _flow_text(flow: Flow) -> str:
     return f"Flow '{flow.name}' in '{flow.environment}'"
 
 
-def _page(
-    items: Iterable[T], place: Callable[[T], tuple[str, str]], query: ListPageQuery
-) -> tuple[list[T], str | None]:
+def _page(items: Iterable[T], place: Callable[[T], tuple[str, str]], page: Paging) -> tuple[list[T], str | None]:
     """One page of ``items`` in the order of their place, and the cursor after its last item."""
-    return page_of(items, place, top=query.top, cursor=query.cursor)
+    return page_of(items, place, top=page.limit, cursor=page.cursor)
 
 
 @dataclass(frozen=True)
@@ -91,12 +77,9 @@ class Inventory:
         ttl: timedelta = REGISTRY_TTL,
         flush_interval: timedelta = FLUSH_INTERVAL,
         require_registered: bool = False,
-        stored_data: StoredDataGuard | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
-        # Notes and descriptions are free text kept for as long as the registration: checked like result data.
-        self._stored_data = stored_data or StoredDataGuard(SensitivePolicy.REJECT)
         self._ttl = ttl
         self._require_registered = require_registered
         self._lock = threading.Lock()
@@ -192,16 +175,14 @@ class Inventory:
 
     # -- flows -------------------------------------------------------------------------------------
 
-    def list_flows(self, query: ListPageQuery) -> tuple[list[FlowView], str | None]:
+    def list_flows(self, page: Paging) -> tuple[list[FlowRecord], str | None]:
         """One page of the flows, by name and environment, with this process's counts flushed first."""
         self.usage.flush()
-        page, cursor = _page(self._store.list_flows(), lambda r: (r.flow.name, r.flow.environment), query)
-        return [_flow_view(record) for record in page], cursor
+        return _page(self._store.list_flows(), lambda r: (r.flow.name, r.flow.environment), page)
 
-    def register_flow(self, request: RegisterFlowRequest) -> FlowView:
+    def register_flow(self, request: RegisterFlow) -> FlowRecord:
         """Register the flow or replace its registration; its counts stay."""
-        flow = Flow(request.name, request.environment)
-        warnings = self._stored_data.check(request, _flow_text(flow))
+        flow = request.flow
 
         def registered(record: FlowRecord) -> FlowRecord:
             return replace(
@@ -217,27 +198,28 @@ class Inventory:
         )
         logger.info("%s registered: enabled=%s", _flow_text(flow), saved.enabled)
         self._remember(saved)
-        return warned(_flow_view(saved), warnings)
+        return saved
 
-    def list_overlaps(self, query: ListPageQuery) -> tuple[list[OverlapView], str | None]:
+    def list_overlaps(self, page: Paging) -> tuple[list[Overlap], str | None]:
         """One page of the pairs of flows that met each other's claims, with this process's counts flushed first."""
         self.usage.flush()
-        page, cursor = _page(self._store.list_overlaps(), _overlap_place, query)
-        return [_overlap_view(record) for record in page], cursor
+        return _page(self._store.list_overlaps(), _overlap_place, page)
 
     # -- scopes ------------------------------------------------------------------------------------
 
-    def list_scopes(self, query: ListPageQuery) -> tuple[list[ScopeView], str | None]:
-        """One page of the scopes, by name, with their open conflicts and this process's counts flushed first."""
+    def list_scopes(self, page: Paging) -> tuple[list[tuple[ScopeRecord, int]], str | None]:
+        """One page of the scopes, by name, each with its open conflicts; this process's counts flushed first."""
         self.usage.flush()
-        page, cursor = _page(self._store.list_scopes(), lambda r: (r.scope, ""), query)
+        found, cursor = _page(self._store.list_scopes(), lambda r: (r.scope, ""), page)
         open_conflicts = self._open_conflicts()
-        return [_scope_view(record, open_conflicts[record.scope]) for record in page], cursor
+        return [(record, open_conflicts[record.scope]) for record in found], cursor
 
-    def set_scope(self, request: SetScopeRequest) -> ScopeView:
-        """Set the scope's owner, default lease, retention, description and key pattern; its counts stay."""
+    def set_scope(self, request: SetScope) -> tuple[ScopeRecord, int]:
+        """Set the scope's owner, default lease, retention, description and key pattern; its counts stay.
+
+        With the scope, its open conflicts.
+        """
         scope = normalise_scope(request.scope)
-        warnings = self._stored_data.check(request, f"scope {scope}")
 
         def configured(record: ScopeRecord) -> ScopeRecord:
             return replace(
@@ -255,7 +237,7 @@ class Inventory:
             self._store.list_scopes, self._store.save_scope, lambda r: r.scope == scope, ScopeRecord(scope), configured
         )
         self._remember(saved)
-        return warned(_scope_view(saved, self._open_conflicts()[scope]), warnings)
+        return saved, self._open_conflicts()[scope]
 
     def _open_conflicts(self) -> Counter[str]:
         return Counter(conflict.scope for conflict in open_conflicts(self._store))
@@ -300,13 +282,13 @@ def open_conflicts(store: ConflictRecords) -> Iterator[Conflict]:
     )
 
 
-def _with_rules(history: tuple[FingerprintRules, ...], request: SetScopeRequest) -> tuple[FingerprintRules, ...]:
+def _with_rules(history: tuple[FingerprintRules, ...], request: SetScope) -> tuple[FingerprintRules, ...]:
     """The rules' versions with the request's rules as the next version, unless they are the current rules."""
     current = history[-1] if history else FingerprintRules()
     wanted = fingerprint_rules.rules(
         current.version + 1,
-        include=request.fingerprint_include or (),
-        ignore=request.fingerprint_ignore or (),
+        include=request.fingerprint_include,
+        ignore=request.fingerprint_ignore,
         preset=request.fingerprint_preset,
     )
     # Every version is kept: a claim made under one is compared under it for as long as it is kept.
@@ -326,71 +308,3 @@ def _rules_version(record: ScopeRecord | None, version: int | None) -> Fingerpri
 def _overlap_place(record: Overlap) -> tuple[str, str]:
     first, second = record.flows
     return f"{first.name}\n{first.environment}", f"{second.name}\n{second.environment}"
-
-
-def _source_counts(claims_by_source: Mapping[str, int]) -> list[SourceCount] | None:
-    """The claims per source system, most first; None (left out of the answer) when no claim named one."""
-    ranked = sorted(claims_by_source.items(), key=lambda item: (-item[1], item[0]))
-    return [SourceCount(source=source, claims=count) for source, count in ranked if count > 0] or None
-
-
-def _flow_view(record: FlowRecord) -> FlowView:
-    return FlowView(
-        name=record.flow.name,
-        environment=record.flow.environment,
-        registered=record.registered_at is not None,
-        enabled=record.enabled,
-        owner=record.owner,
-        notes=record.notes,
-        registered_at=record.registered_at,
-        first_seen_at=record.first_seen_at,
-        last_seen_at=record.last_seen_at,
-        claims=record.claims,
-        duplicates=record.duplicates,
-        sources=_source_counts(record.claims_by_source),
-    )
-
-
-def _overlap_view(record: Overlap) -> OverlapView:
-    flow, other = (FlowRef(name=flow.name, environment=flow.environment) for flow in record.flows)
-    return OverlapView(
-        flow=flow,
-        other_flow=other,
-        count=record.count,
-        first_seen_at=record.first_seen_at,
-        last_seen_at=record.last_seen_at,
-        example_claim_id=record.example_claim_id,
-    )
-
-
-def _rules_view(history: tuple[FingerprintRules, ...]) -> dict[str, Any]:
-    """The current fingerprint rules as the scope's view shows them; nothing for a scope that never had any."""
-    if not history:
-        return {}
-    current = history[-1]
-    return {
-        "fingerprint_include": list(current.include) or None,
-        "fingerprint_ignore": list(current.ignore) or None,
-        "fingerprint_preset": current.preset,
-        "fingerprint_rules_version": current.version,
-    }
-
-
-def _scope_view(record: ScopeRecord, open_conflicts: int) -> ScopeView:
-    # Counts are deltas from every instance: until all have flushed, one may show below zero for a while.
-    counts = {status.value: max(0, record.claims_by_status.get(status, 0)) for status in ClaimStatus}
-    return ScopeView(
-        scope=record.scope,
-        owner=record.owner,
-        lease_seconds=record.lease_seconds or DEFAULT_LEASE_SECONDS,
-        retention_days=record.retention_days or DEFAULT_RETENTION_DAYS,
-        description=record.description,
-        key_pattern=record.key_pattern,
-        **_rules_view(record.fingerprint_rules),
-        registered_at=record.registered_at,
-        first_seen_at=record.first_seen_at,
-        last_seen_at=record.last_seen_at,
-        claims=ClaimCounts.model_validate(counts),
-        sources=_source_counts(record.claims_by_source),
-        open_conflicts=open_conflicts,
-    )

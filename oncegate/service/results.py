@@ -15,11 +15,9 @@ from oncegate.domain.statuses import (
     ClaimStatus,
     EventKind,
     Outcome,
-    SettledOutcome,
 )
 from oncegate.domain.transitions import (
     Refusal,
-    Result,
     Settlement,
     Transition,
     extended,
@@ -29,22 +27,13 @@ from oncegate.domain.transitions import (
     settle,
 )
 from oncegate.errors import (
-    InvalidRequest,
     StateConflict,
     StoreRace,
 )
-from oncegate.models import (
-    ClaimView,
-    HeartbeatRequest,
-    RecordResultRequest,
-    ReleaseRequest,
-    ReviewClaimRequest,
-)
+from oncegate.service.commands import Acknowledge, Heartbeat, RecordResult, Release, Settle
 from oncegate.service.core import ClaimsCore
 from oncegate.service.identity import stale_token_message
-from oncegate.service.privacy import warned
 from oncegate.service.races import settled
-from oncegate.service.views import claim_view
 from oncegate.stores.port import ClaimReads, ClaimWrites
 
 logger = logging.getLogger(__name__)
@@ -61,39 +50,32 @@ class Results:
         self._core = core
         self._store = store
 
-    def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
-        """Store the side effect's outcome; the same result sent again is a no-op.
+    def record_result(self, claim_id: str, request: RecordResult) -> Claim:
+        """Store the side effect's outcome; the same result sent again is a no-op."""
+        return self._with_token(claim_id, request.claim_token, lambda claim, now: self._record(claim, request, now))
 
-        Refused for personal data, the result is not stored and the run keeps its lease: it may send it again without.
-        """
-        warnings = self._core.stored_data.check(request, f"claim {claim_id}")
-        view = self._with_token(claim_id, request.claim_token, lambda claim, now: self._record(claim, request, now))
-        return warned(view, warnings)
-
-    def release(self, claim_id: str, request: ReleaseRequest) -> ClaimView:
+    def release(self, claim_id: str, request: Release) -> Claim:
         """Give up the claim before any side effect, so the next run may proceed."""
-        warnings = self._core.stored_data.check(request, f"claim {claim_id}")
-        view = self._with_token(claim_id, request.claim_token, lambda claim, now: self._release(claim, request, now))
-        return warned(view, warnings)
+        return self._with_token(claim_id, request.claim_token, lambda claim, now: self._release(claim, request, now))
 
-    def heartbeat(self, claim_id: str, request: HeartbeatRequest) -> ClaimView:
+    def heartbeat(self, claim_id: str, request: Heartbeat) -> Claim:
         """Extend the lease of the run holding the claim."""
         return self._with_token(
             claim_id, request.claim_token, lambda claim, now: self._extend_lease(claim, request, now)
         )
 
-    def _with_token(self, claim_id: str, token: str, change: Callable[[Claim, datetime], Claim]) -> ClaimView:
+    def _with_token(self, claim_id: str, token: str, change: Callable[[Claim, datetime], Claim]) -> Claim:
         self._core.require_safe_store()
         recalled = self._core.recent.recall(claim_id)
         written = self._written_from(recalled, token, change) if recalled else None
         if written is not None:
-            return claim_view(written)
+            return written
 
-        def attempt() -> ClaimView:
+        def attempt() -> Claim:
             claim = self._store.get_claim(claim_id)
             if not self._core.holds(claim, token):
                 raise StateConflict("stale_claim", stale_token_message(claim), target="claimToken")
-            return claim_view(change(claim, self._core.clock()))
+            return change(claim, self._core.clock())
 
         return settled(attempt)
 
@@ -112,25 +94,19 @@ class Results:
             return None
         return None if written is recalled else written
 
-    def _record(self, claim: Claim, request: RecordResultRequest, now: datetime) -> Claim:
+    def _record(self, claim: Claim, request: RecordResult, now: datetime) -> Claim:
         now = self._core.decided_at(claim, now)  # its history line stands after the claim it was decided on
-        result = Result(
-            outcome=request.outcome,
-            target_record_id=request.target_record_id,
-            data=request.data,
-            error=request.error,
-            retryable=request.retryable,
-        )
+        result = request.result
         change = recorded(claim, result, now)
         return self._written(claim, change, EventKind.RESULT, now, details=result.details, fingerprint=True)
 
-    def _release(self, claim: Claim, request: ReleaseRequest, now: datetime) -> Claim:
+    def _release(self, claim: Claim, request: Release, now: datetime) -> Claim:
         now = self._core.decided_at(claim, now)
         change = released(claim, request.reason, now)
         details = {"reason": request.reason} if request.reason else {}
         return self._written(claim, change, EventKind.RELEASE, now, details=details)
 
-    def _extend_lease(self, claim: Claim, request: HeartbeatRequest, now: datetime) -> Claim:
+    def _extend_lease(self, claim: Claim, request: Heartbeat, now: datetime) -> Claim:
         lease = timedelta(seconds=request.lease_seconds or self._core.inventory.lease_seconds(claim.scope))
         stored = self._store.update_claim(extended(claim, lease, now).record, None)
         self._core.recent.remember(stored)
@@ -162,7 +138,7 @@ class Results:
         )
         return self._core.counted(claim, self._store.update_claim(change.record, event))
 
-    def review(self, claim_id: str, request: ReviewClaimRequest) -> ClaimView:
+    def review(self, claim_id: str, request: Acknowledge | Settle) -> Claim:
         """Acknowledge a failure that is not retryable, or, with an outcome, settle an attempt in doubt.
 
         Acknowledged, the key stays blocked and the claim leaves the attention list. Settled (the
@@ -171,20 +147,15 @@ class Results:
         or failed and retryable. Either way it may be deleted once its scope's retention is over. The
         same review by the same reviewer again is a no-op.
         """
-        if request.reviewer is None:
-            raise InvalidRequest("reviewer is required: who reviewed the claim.", target="reviewer")
-        settling = request.outcome is not None
-        _check_review_fields(request)
-        warnings = self._core.stored_data.check(request, f"claim {claim_id}")
         self._core.require_safe_store()
 
-        def attempt() -> ClaimView:
+        def attempt() -> Claim:
             claim = self._store.get_claim(claim_id)
-            return claim_view(self._settle(claim, request) if settling else self._acknowledge(claim, request))
+            return self._settle(claim, request) if isinstance(request, Settle) else self._acknowledge(claim, request)
 
-        return warned(settled(attempt), warnings)
+        return settled(attempt)
 
-    def _acknowledge(self, claim: Claim, request: ReviewClaimRequest) -> Claim:
+    def _acknowledge(self, claim: Claim, request: Acknowledge) -> Claim:
         if claim.status is not ClaimStatus.FAILED or claim.retryable is not False:
             state = "a retryable failure" if claim.status is ClaimStatus.FAILED else claim.status.value
             doubt = (
@@ -214,11 +185,7 @@ class Results:
         self._core.recent.remember(stored)
         return stored
 
-    def _settle(self, claim: Claim, request: ReviewClaimRequest) -> Claim:
-        # _check_review_fields and review() made sure of these.
-        assert request.reviewer is not None
-        assert request.outcome is not None
-        assert request.attempt is not None
+    def _settle(self, claim: Claim, request: Settle) -> Claim:
         settlement = Settlement(
             reviewer=request.reviewer,
             attempt=request.attempt,
@@ -250,21 +217,3 @@ class Results:
         if change.changes(claim):
             logger.info("Claim %s settled as %s by %s", claim.claim_id, settlement.outcome.value, request.reviewer)
         return self._written(claim, change, EventKind.REVIEW, settlement.now, details=kept, fingerprint=True)
-
-
-def _check_review_fields(request: ReviewClaimRequest) -> None:
-    """The settlement's fields go together: an outcome needs the attempt, and a record only comes with success."""
-    if request.outcome is None:
-        given = [name for name in ("attempt", "target_record_id", "data") if getattr(request, name) is not None]
-        if given:
-            field = ReviewClaimRequest.model_fields[given[0]].alias or given[0]
-            raise InvalidRequest(f"{field} settles an attempt in doubt: send it with outcome.", target=field)
-        return
-    if request.attempt is None:
-        raise InvalidRequest(
-            "attempt is required with outcome: the claim's attempt you looked up in the target system.",
-            target="attempt",
-        )
-    if request.outcome is SettledOutcome.FAILED and (request.target_record_id or request.data is not None):
-        target = "targetRecordId" if request.target_record_id else "data"
-        raise InvalidRequest(f"{target} comes with outcome succeeded: a failed attempt made no record.", target=target)

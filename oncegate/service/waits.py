@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from oncegate.domain.answers import ClaimAnswer
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.statuses import Decision
 from oncegate.domain.waiting import Waiting, WaitingIdentity
 from oncegate.errors import InvalidRequest
-from oncegate.models import ClaimRequest, ClaimResponse
 from oncegate.service.claims import Claims
+from oncegate.service.commands import CheckAndClaim
 from oncegate.service.core import ClaimsCore
 from oncegate.service.identity import Caller, Identity
 
@@ -34,8 +35,8 @@ class Waits:
         self._claims = claims
 
     def check_and_claim(
-        self, request: ClaimRequest, *, signed_in: str | None, max_wait: timedelta
-    ) -> tuple[ClaimResponse, Waiting | None]:
+        self, request: CheckAndClaim, *, signed_in: str | None, max_wait: timedelta
+    ) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim; the waiting run too when the answer is ``in_progress`` (None: the answer is final)."""
         caller = self._claims.caller(request, signed_in=signed_in)
         answer = self._claims.decide_for(caller)
@@ -43,7 +44,7 @@ class Waits:
             return answer, None
         return answer, self._waiting(caller, caller.now + max_wait)
 
-    def poll(self, waiting: Waiting, *, signed_in: str | None) -> tuple[ClaimResponse, Waiting | None]:
+    def poll(self, waiting: Waiting, *, signed_in: str | None) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim again for a waiting run; the run still waiting, or None when the answer is final."""
         self._core.require_safe_store()
         now = self._core.clock()

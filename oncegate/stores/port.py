@@ -11,6 +11,7 @@ every decision lives in :mod:`oncegate.service`. One contract suite
 from __future__ import annotations
 
 from collections.abc import Collection
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
 
@@ -135,7 +136,25 @@ class ClaimIndex(Protocol):
         """
 
 
-class ClaimRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, ClaimIndex, Protocol):
+class WritesTogether(Protocol):
+    """How the writes of a bulk call reach the store (issue 24): together where the store can commit them so."""
+
+    # Whether writes to different claims gain from being sent at once: Table Storage's are each a request of
+    # their own, which a bulk call overlaps; SQLite has one writer at a time and commits a bulk call together.
+    parallel_writes: bool
+
+    def writing_together(self) -> AbstractContextManager[None]:
+        """A block whose writes, made by this thread, are all kept or all lost at its end.
+
+        Within it each write still stands alone: one that raises changes nothing and the others stay, and
+        this thread reads what it wrote. SQLite commits the block in one transaction, each write its own
+        savepoint, holding the writers' lock for the block; leaving the block with an exception keeps none
+        of it, and a commit that fails raises ``StoreUnavailable``. Where each write is a request of its own
+        (Table Storage) every write is kept as it is made, as outside the block.
+        """
+
+
+class ClaimRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, ClaimIndex, WritesTogether, Protocol):
     """Claims, their history and their fingerprint records: every adapter implements all of it; each service
     is handed only the groups it uses (issue 23)."""
 

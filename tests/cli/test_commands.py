@@ -208,11 +208,11 @@ def test_an_unknown_claim_is_exit_2_with_the_services_error_said_once(oncegate: 
 
 
 def test_an_invalid_request_names_its_field_once(oncegate: Oncegate) -> None:
-    run = oncegate("conflicts", "list", "--scope", "not a scope")
+    run = oncegate("flows", "register", "--name", "", "--environment", "Default-contoso")
 
     assert run.code == 2
     assert run.err.startswith("invalid_request: ")
-    assert "(scope)" in run.err
+    assert "(name)" in run.err
     assert len(run.err.splitlines()) == 1
 
 
@@ -247,13 +247,18 @@ def test_resolving_a_resolved_conflict_another_way_is_exit_2(api: ServerApi, onc
     assert run.err.startswith("conflict_resolved: ")
 
 
-def test_without_entra_the_reviewer_is_required(api: ServerApi, oncegate: Oncegate) -> None:
+def test_without_entra_the_reviewer_is_required(
+    api: ServerApi, oncegate: Oncegate, seen: list[Seen], capsys: pytest.CaptureFixture[str]
+) -> None:
     conflict_id = open_conflict(api, "ORDER-9")
+    sent = len(seen)
 
-    run = oncegate("conflicts", "resolve", conflict_id, "--decision", "dismiss")
+    with pytest.raises(SystemExit) as exited:
+        oncegate("conflicts", "resolve", conflict_id, "--decision", "dismiss")
 
-    assert run.code == 2
-    assert run.err.startswith("invalid_request: reviewer is required")
+    assert exited.value.code == 2
+    assert "error: --reviewer is required: who decided, such as --reviewer ana@contoso.com" in capsys.readouterr().err
+    assert len(seen) == sent
     assert ok(api.call("get_conflict", route={"conflictId": conflict_id}))["status"] == "open"
 
 

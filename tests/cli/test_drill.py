@@ -25,10 +25,12 @@ import pytest
 from oncegate import bootstrap
 from oncegate.bootstrap import Services, wire
 from oncegate.config import AuthMode, Settings
+from oncegate.domain.answers import ClaimAnswer
 from oncegate.domain.keys import KeyHasher
+from oncegate.domain.records import Claim
 from oncegate.domain.statuses import ClaimStatus, Decision
-from oncegate.models import ClaimRequest, ClaimResponse, ClaimView, RecordResultRequest
 from oncegate.service.claims import Claims
+from oncegate.service.commands import CheckAndClaim, RecordResult
 from oncegate.service.results import Results
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
@@ -74,7 +76,7 @@ def report(run_out: str) -> dict[str, Any]:
 
 
 def test_the_drill_passes_and_shows_every_call_and_how_each_repeat_was_recognised(oncegate: Oncegate) -> None:
-    run = oncegate("drill", *BURST)
+    run = oncegate("drill", *BURST, "--verbose")
 
     assert run.code == 0, run.out + run.err
     assert run.err.splitlines() == PROGRESS
@@ -172,13 +174,13 @@ class ProceedsTwice:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._claims, name)
 
-    def check_and_claim(self, request: ClaimRequest, *, signed_in: str | None = None) -> ClaimResponse:
+    def check_and_claim(self, request: CheckAndClaim, *, signed_in: str | None = None) -> ClaimAnswer:
         answer = self._claims.check_and_claim(request, signed_in=signed_in)
         with self._lock:
             if answer.decision is not Decision.IN_PROGRESS or self._forged:
                 return answer
             self._forged = True
-        return answer.model_copy(update={"decision": Decision.PROCEED, "claim_token": "1.forged", "holder": None})
+        return dataclasses.replace(answer, decision=Decision.PROCEED, claim_token="1.forged", holder=None)
 
 
 class LosesResults:
@@ -191,10 +193,11 @@ class LosesResults:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._results, name)
 
-    def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
-        claim, _ = self._claims.get_claim(claim_id)
-        update = {"status": ClaimStatus.SUCCEEDED, "target_record_id": request.target_record_id, "history": None}
-        return claim.model_copy(update=update)
+    def record_result(self, claim_id: str, request: RecordResult) -> Claim:
+        claim, _, _ = self._claims.get_claim(claim_id)
+        return dataclasses.replace(
+            claim, status=ClaimStatus.SUCCEEDED, target_record_id=request.result.target_record_id
+        )
 
 
 def proceeds_twice(services: Services) -> Services:
@@ -223,7 +226,7 @@ def test_a_service_that_tells_two_runs_to_proceed_fails_the_drill_naming_them(
 ) -> None:
     broken(proceeds_twice)
 
-    run = oncegate("drill", *BURST)
+    run = oncegate("drill", *BURST, "--verbose")
 
     assert run.code == 1, run.out + run.err
     assert run.err.splitlines() == [*PROGRESS, "The drill found 5 deviation(s) from the contract."], run.out
@@ -284,10 +287,10 @@ def test_a_drill_flow_disabled_in_the_inventory_stops_at_once_and_ends_with_the_
     oncegate("flows", "register", "--name", "OnceGate drill", "--environment", "127.0.0.1", "--disabled")
     seen.clear()
 
-    run = oncegate("drill", "--concurrency", "2")
+    run = oncegate("drill", "--concurrency", "2", "--verbose")
     as_json = report(oncegate("drill", "--concurrency", "2", "--json").out)
     fix = oncegate(*shlex.split(run.out.splitlines()[-1])[3:])
-    again = oncegate("drill", "--concurrency", "2")
+    again = oncegate("drill", "--concurrency", "2", "--verbose")
 
     assert run.code == 2, run.out + run.err
     assert [request.url.split("/api/")[1] for request in seen][:2] == ["health", "claims"]
@@ -307,7 +310,7 @@ def test_where_only_registered_flows_may_claim_the_drill_stops_at_the_first_bloc
 ) -> None:
     bootstrap.use_services(wire(open_store(), KeyHasher(KEY_SECRET), clock=clock, require_registered_flows=True))
 
-    run = oncegate("drill", *BURST)
+    run = oncegate("drill", *BURST, "--verbose")
 
     assert run.code == 2, run.out + run.err
     claims = [request for request in seen if request.url.endswith("/api/claims")]
@@ -329,7 +332,7 @@ def test_a_caller_who_may_not_resolve_leaves_the_conflict_open_and_the_drill_pas
     )
     msal = IssuingMsal(local_entra, "OnceGate.Flow", "2.0")
 
-    run = oncegate(*sign_in(DELEGATED_SCOPE), "drill", "--concurrency", "2", app_factory=msal.factory)
+    run = oncegate(*sign_in(DELEGATED_SCOPE), "drill", "--concurrency", "2", "--verbose", app_factory=msal.factory)
 
     assert run.code == 0, run.out + run.err
     (_, dismissed) = rows(run.out, "3 changed")
@@ -352,12 +355,19 @@ def test_with_entra_the_burst_signs_in_once(oncegate: Oncegate, seen: list[Seen]
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"])
-def test_a_scope_the_service_refuses_is_exit_2_before_anything_is_claimed(oncegate: Oncegate) -> None:
-    run = oncegate("drill", "--scope", "not a scope")
+def test_a_scope_the_service_refuses_is_exit_2_before_anything_is_sent(
+    oncegate: Oncegate, seen: list[Seen], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        oncegate("drill", "--scope", "not a scope")
 
-    assert (run.code, run.out) == (2, "")
-    assert run.err.splitlines()[-1].startswith("invalid_request: ")
-    assert "(scope)" in run.err
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert (
+        "argument --scope: give 1 to 64 letters, digits, dots, underscores or hyphens, such as erp.create-order; "
+        in err
+    )
+    assert seen == []
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"])
@@ -391,7 +401,7 @@ class HoldsResults:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._results, name)
 
-    def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
+    def record_result(self, claim_id: str, request: RecordResult) -> Claim:
         self.claim_ids.append(claim_id)
         self.arrived.set()
         self.go.wait(timeout=60)
@@ -426,3 +436,17 @@ def test_an_interrupted_drill_releases_the_claims_it_holds_and_exits_130(
     releases = [entry["details"] for entry in released["history"] if entry["event"] == "release"]
     assert releases == [{"reason": "oncegate drill was interrupted before doing its side effect."}]
     assert ok(api.call("list_claims_needing_attention", params={"attention": "true"}))["value"] == []
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_the_drill_shows_what_a_person_reads_and_the_calls_behind_verbose(oncegate: Oncegate) -> None:
+    """Issue 27: 450 lines at 80 columns, most of them calls; the checks and the verdict are what is read."""
+    short = oncegate("drill", *BURST)
+    verbose = oncegate("drill", *BURST, "--verbose")
+
+    assert (short.code, verbose.code) == (0, 0)
+    assert len(short.out.splitlines()) <= 25
+    assert "add --verbose (or --json)" in short.out
+    assert "Calls (" not in short.out
+    assert "Calls (" in verbose.out
+    assert short.out.splitlines()[-1] == verbose.out.splitlines()[-1]

@@ -50,6 +50,9 @@ CASES = [
     for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
     if op.spec["parameters"] or mode is schemathesis.GenerationMode.POSITIVE
 ]
+# Bulk calls answer 200 with an error entry for an item the definition does not allow (issue 24): by design
+# an item's refusal does not refuse the others, so only a body that is not 1 to 100 items is a 4xx.
+ITEM_BY_ITEM = {"CheckAndClaimMany", "RecordResults"}
 HEADERS = {"x-functions-key": "local-tests-send-a-key-as-the-gateway-does"}
 
 
@@ -69,7 +72,8 @@ def test_operation_conforms_to_the_definition(
 ) -> None:
     op = operation(definition, operation_id)
     api_operation = api[op.path][op.method.upper()]
-    checks = [*CONFORMANCE, negative_data_rejection] if mode is schemathesis.GenerationMode.NEGATIVE else CONFORMANCE
+    negative = mode is schemathesis.GenerationMode.NEGATIVE and operation_id not in ITEM_BY_ITEM
+    checks = [*CONFORMANCE, negative_data_rejection] if negative else CONFORMANCE
 
     @settings(
         max_examples=MAX_EXAMPLES,

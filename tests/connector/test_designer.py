@@ -24,6 +24,8 @@ VISIBILITIES = {"important", "advanced", "internal"}
 ACTIONS = {
     "CheckAndClaim",
     "RecordResult",
+    "CheckAndClaimMany",
+    "RecordResults",
     "ReleaseClaim",
     "RenewClaim",
     "GetClaim",

@@ -1,7 +1,8 @@
 """The shell blocks of the README and the Power Automate recipe run as pasted against a served OnceGate.
 
-A file's blocks run in order in one bash, as a reader pastes them into one terminal, and then all
-of them again (pasting twice must work too). Each block must end with status 0, no command in it
+A file's blocks run in order in one shell, bash and then zsh (macOS's default, after the
+``setopt interactive_comments`` the README asks for), as a reader pastes them into one terminal,
+and then all of them again (pasting twice must work too). Each block must end with status 0, no command in it
 may fail, and its output must show what its ``# => …`` comments promise, in order. The blocks
 read ``ONCEGATE_URL``, which the test points at its own server; a block preceded by
 ``<!-- not run by tests/docs: why -->`` (``make run`` itself) is left out.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,14 +25,33 @@ DOCUMENTS = [REPO / "README.md", REPO / "connector" / "samples" / "power-automat
 # What the walk-throughs show between them: every decision a flow branches on, but blocked.
 SHOWN = {"proceed", "in_progress", "duplicate", "reconcile", "conflict"}
 TIMEOUT_SECONDS = 120
-# Each failing command, as bash's ERR trap reports it (errtrace: in functions too).
-PRELUDE = "set -E\ntrap 'echo \"::failed with status $?: $BASH_COMMAND\" >&2' ERR\n"
+# Each failing command, as the shell's error trap reports it (bash: errtrace, in functions too; zsh's
+# ZERR fires in functions as it is).
+PRELUDES = {
+    "bash": "set -E\ntrap 'echo \"::failed with status $?: $BASH_COMMAND\" >&2' ERR\n",
+    "zsh": "setopt interactive_comments\ntrap 'echo \"::failed with status $?\" >&2' ZERR\n",
+}
+# zsh without its start-up files: the reader's own .zshrc is not what is tested.
+COMMANDS = {"bash": ["bash", "-c"], "zsh": ["zsh", "-f", "-c"]}
+ZSH_MISSING = (
+    "zsh is not installed: apt-get install zsh (Debian, Ubuntu; .ci/run does), dnf install zsh, or brew install "
+    "zsh; macOS has it"
+)
 MARK = re.compile(r"^::(?P<what>block|exit) (?P<index>\d+)(?: (?P<status>\d+))?$", re.MULTILINE)
 
 
-def run_in_one_shell(blocks: list[ShellBlock], url: str, workdir: Path) -> dict[int, tuple[int | None, str]]:
-    """Source each block in turn in one bash; each block's exit status (None: it never ended) and output."""
-    script = [PRELUDE]
+def shell(name: str) -> str:
+    """``name`` when it is installed; the test is skipped, saying how to install it, when it is not."""
+    if shutil.which(name) is None:
+        pytest.skip(ZSH_MISSING if name == "zsh" else f"{name} is not installed")
+    return name
+
+
+def run_in_one_shell(
+    blocks: list[ShellBlock], url: str, workdir: Path, shell: str = "bash"
+) -> dict[int, tuple[int | None, str]]:
+    """Source each block in turn in one ``shell``; each block's exit status (None: it never ended) and output."""
+    script = [PRELUDES[shell]]
     for index, block in enumerate(blocks):
         (workdir / f"block-{index}.sh").write_text(block.code, encoding="utf-8")
         script.append(f"echo '::block {index}'\n. ./block-{index}.sh\necho \"::exit {index} $?\"\n")
@@ -38,7 +59,7 @@ def run_in_one_shell(blocks: list[ShellBlock], url: str, workdir: Path) -> dict[
     env = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_") and name != "PORT"}
     env["ONCEGATE_URL"] = url
     done = subprocess.run(
-        ["bash", "-c", "".join(script)],
+        [*COMMANDS[shell], "".join(script)],
         cwd=workdir,
         env=env,
         stdout=subprocess.PIPE,
@@ -81,19 +102,20 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.parametrize("name", list(COMMANDS))
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: str(path.relative_to(REPO)))
-def test_the_shell_blocks_run_as_pasted(document: Path, served_url: str, workdir: Path) -> None:
+def test_the_shell_blocks_run_as_pasted(document: Path, name: str, served_url: str, workdir: Path) -> None:
     blocks = [block for block in shell_blocks(document) if block.not_run is None]
     assert blocks, f"{document} has no shell block to run"
 
-    results = run_in_one_shell(blocks + blocks, served_url, workdir)
+    results = run_in_one_shell(blocks + blocks, served_url, workdir, shell(name))
 
     report = {
         f"{block} (pasted {'again' if index >= len(blocks) else 'first'})": problems(block, *results[index])
         for index, block in enumerate(blocks + blocks)
         if index in results
     }
-    assert len(results) == 2 * len(blocks), f"bash stopped early:\n{results}"
+    assert len(results) == 2 * len(blocks), f"{name} stopped early:\n{results}"
     failed = {where: found for where, found in report.items() if found}
     outputs = "\n".join(f"--- {where}\n{results[index][1]}" for index, where in enumerate(report))
     assert not failed, f"{failed}\n\n{outputs}"

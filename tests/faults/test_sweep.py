@@ -54,8 +54,8 @@ WARM_UP = "faults.warm-up"
 EVERY_LEASE_OVER = 2 * 86_400
 # No action needs this many storage calls; a sweep that gets here never runs out of calls.
 MAX_CALLS = 20
-# Longer than any scenario's wait.
-WAIT = timedelta(hours=1)
+# Longer than any scenario's wait, in seconds.
+WAIT = 3600
 
 
 class Target:
@@ -146,14 +146,21 @@ class World:
     def wait(self, run: str) -> tuple[ClaimResponse, Waiting | None]:
         """Check and claim (wait): the answer, and the waiting run the engine polls for (issue 25)."""
         request = ClaimRequest(
-            scope=self.scope, key=KEY, run_id=run, flow=FLOW, fingerprint="v1", lease_seconds=300, wait=True
+            scope=self.scope,
+            key=KEY,
+            run_id=run,
+            flow=FLOW,
+            fingerprint="v1",
+            lease_seconds=300,
+            wait=True,
+            max_wait_seconds=WAIT,
         )
-        answer, waiting = self.service.services.waits.check_and_claim(request, signed_in=None, max_wait=WAIT)
+        answer, waiting = self.service.check_and_wait(request)
         return self.handed(answer, run), waiting
 
     def poll(self, run: str, waiting: Waiting) -> tuple[ClaimResponse, Waiting | None]:
         """One poll of the engine at the 202 answer's address."""
-        answer, still = self.service.services.waits.poll(waiting, signed_in=None)
+        answer, still = self.service.poll(waiting)
         return self.handed(answer, run), still
 
     def act(self, answer: ClaimResponse, version: str = "v1") -> None:

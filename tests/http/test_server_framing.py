@@ -8,6 +8,7 @@ bounded by the socket's timeout, never by a sleep.
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
@@ -19,8 +20,8 @@ from typing import Any, BinaryIO
 import pytest
 
 import function_app
-from oncegate.entrypoints.http import MAX_BODY_BYTES
-from oncegate.entrypoints.server import make_server
+from oncegate.entrypoints.http import MAX_BODY_BYTES, MAX_BULK_BODY_BYTES
+from oncegate.entrypoints.server import DISCARD_BYTES, make_server
 from oncegate.errors import NotFound
 from oncegate.models import ClaimRequest, LookupRequest
 from tests.gate import Gate
@@ -123,6 +124,20 @@ def test_a_body_over_the_limit_is_a_413_without_waiting_for_it(local_server: tup
     answer = refused(local_server, post(b"Content-Length: %d\r\n" % (100 * MAX_BODY_BYTES), b"{" * 1024))
 
     assert (answer.status, answer.error["code"]) == (413, "too_large")
+
+
+def test_a_bulk_call_takes_a_body_of_100_items_and_no_more(local_server: tuple[str, int]) -> None:
+    bulk = b"POST /api/claims/batch HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+    with connected(local_server) as (sock, reader):
+        sock.sendall(bulk + b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % (50 * MAX_BODY_BYTES))
+        invited = read_answer(reader)
+    over = refused(local_server, bulk + b"Content-Length: %d\r\n\r\n" % (MAX_BULK_BODY_BYTES + 1))
+    single = refused(local_server, post(b"Content-Length: %d\r\n" % (50 * MAX_BODY_BYTES)))
+
+    assert invited.status == 100
+    assert (over.status, over.error["code"]) == (413, "too_large")
+    assert str(MAX_BULK_BODY_BYTES) in over.error["message"]
+    assert single.status == 413
 
 
 def test_a_content_length_of_thousands_of_digits_is_a_413(local_server: tuple[str, int]) -> None:
@@ -298,3 +313,43 @@ def test_the_links_a_list_answers_point_at_the_host_asked(local_server: tuple[st
 
     assert answer.status == 200, answer
     assert json.loads(answer.body)["nextLink"].startswith("http://gate.example:8443/api/claim-list?")
+
+
+@pytest.mark.parametrize("attempt", range(6))
+def test_a_client_sending_a_large_body_reads_the_413_on_an_idle_server(
+    local_server: tuple[str, int], attempt: int
+) -> None:
+    """Issue 27: closed at once, the connection was reset under a client still sending (5 tries in 6)."""
+    body = b'{"scope": "erp.create-order", "key": "' + b"x" * (3 * 1024 * 1024) + b'"}'
+    connection = http.client.HTTPConnection(*local_server, timeout=TIMEOUT)
+    try:
+        connection.request("POST", "/api/claims", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+    finally:
+        connection.close()
+
+    assert (response.status, answer["error"]["code"]) == (413, "too_large")
+
+
+def sent_until_closed(sock: socket.socket, declared: int) -> int:
+    """How many body bytes went out before the server closed the connection (or all of them)."""
+    sent = 0
+    try:
+        while sent < declared:
+            sent += sock.send(b"x" * 65536)
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    return sent
+
+
+def test_what_is_discarded_after_a_413_is_bounded(local_server: tuple[str, int]) -> None:
+    # More than the server reads after a refusal: it closes once it has read its bound, not at the body's end.
+    declared = 4 * DISCARD_BYTES
+    with connected(local_server) as (sock, reader):
+        sock.sendall(post(b"Content-Length: %d\r\n" % declared))
+        answer = read_answer(reader)
+        sent = sent_until_closed(sock, declared)
+
+    assert answer.status == 413
+    assert DISCARD_BYTES <= sent < declared

@@ -402,7 +402,43 @@ def read_all(folder: Path) -> list[BicepFile]:
 
 
 class Fail(Exception):
-    """``fail('...')`` was evaluated: the deployment stops with this message."""
+    """The deployment stops with this message: ``fail('...')`` was evaluated, or a module refused a value."""
+
+
+def deploy_module(file: BicepFile, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """The parameters ``file``'s module ``name`` deploys with, checked as ARM checks them; None when not deployed.
+
+    ARM checks a nested deployment's parameters against their ``@minLength``, ``@maxLength`` and
+    ``@allowed`` before the module deploys anything: a value that does not fit stops it (``Fail``).
+    """
+    module = file.declaration("module", name)
+    evaluate = Evaluator(file, params)
+    if module.condition is not None and not evaluate(module.condition):
+        return None
+    target = BicepFile(file.path.parent / module.declared_type)
+    given = module.get("params")
+    evaluate.partly = True  # a value known only at deployment is passed on unchecked
+    values = (
+        {} if given is None else {key: evaluate.property_value(node, 0) for key, _, node in properties(unwrap(given))}
+    )
+    for key, value in values.items():
+        if isinstance(value, str) and value.startswith("<deployment: "):
+            continue
+        declared = target.declaration("param", str(key))
+        shortest, longest, allowed = (declared.decorator(d) for d in ("minLength", "maxLength", "allowed"))
+        if shortest is not None and len(value) < shortest.value():
+            raise Fail(f"{module_name(module)}: {key} is shorter than {shortest.value()}")
+        if longest is not None and len(value) > longest.value():
+            raise Fail(f"{module_name(module)}: {key} is longer than {longest.value()}")
+        if allowed is not None and value not in allowed.value():
+            raise Fail(f"{module_name(module)}: {key} is not one of {allowed.value()}")
+    return values
+
+
+def module_name(module: Declaration) -> str:
+    """The deployment name a module declares, as written (ARM's error names it)."""
+    name = module.get("name")
+    return (string_value(name) or text(name)) if name is not None else module.name
 
 
 class Evaluator:
@@ -412,16 +448,26 @@ class Evaluator:
     interpolation, parameters (given or their defaults) and variables (a variable given by name stands
     for its value, like a parameter), ``?:`` (only the chosen branch is evaluated, as ARM's ``if()``),
     ``&&``/``||`` (short-circuit), comparisons, ``!``, ``??``, ``.`` and ``.?`` on objects, and the
-    functions ``empty``, ``length``, ``union``, ``concat``, ``contains``, ``toLower``, ``fail``. Anything
+    functions ``empty``, ``length``, ``union``, ``concat``, ``contains``, ``toLower``, ``endsWith``,
+    ``substring``, ``fail``. Anything
     else (a reference to a deployed resource, a module's output) raises ``NotLiteral``.
     """
 
     def __init__(self, file: BicepFile, params: dict[str, Any] | None = None) -> None:
         self.file = file
         self.params = dict(params or {})
+        self.partly = False
 
     def __call__(self, node: Node) -> Any:
         return self.evaluate(node, 0)
+
+    def evaluate_partly(self, node: Node) -> Any:
+        """As a call, but a property known only at deployment stands as ``<deployment: its expression>``."""
+        self.partly = True
+        try:
+            return self.evaluate(node, 0)
+        finally:
+            self.partly = False
 
     def symbol(self, name: str, depth: int) -> Any:
         if name in self.params:
@@ -451,7 +497,7 @@ class Evaluator:
         if kind == "array":
             return [self.evaluate(item, depth + 1) for item in node.named_children if item.type != "comment"]
         if kind == "object":
-            return {key: self.evaluate(value, depth + 1) for key, _, value in properties(node)}
+            return {key: self.property_value(value, depth + 1) for key, _, value in properties(node)}
         if kind == "identifier":
             return self.symbol(text(node), depth)
         if kind == "ternary_expression":
@@ -476,6 +522,14 @@ class Evaluator:
         if kind == "call_expression":
             return self.call(node, depth)
         raise NotLiteral(text(node))
+
+    def property_value(self, node: Node, depth: int) -> Any:
+        try:
+            return self.evaluate(node, depth)
+        except NotLiteral:
+            if not self.partly:
+                raise
+            return f"<deployment: {text(node)}>"
 
     def binary(self, node: Node, depth: int) -> Any:
         left_node, right_node = node.child_by_field_name("left"), node.child_by_field_name("right")
@@ -525,6 +579,11 @@ class Evaluator:
             return values[1] in values[0]
         if name == "toLower":
             return str(values[0]).lower()
+        if name == "endsWith":
+            return str(values[0]).lower().endswith(str(values[1]).lower())
+        if name == "substring":
+            start = values[1]
+            return str(values[0])[start : start + values[2]] if len(values) > 2 else str(values[0])[start:]
         raise NotLiteral(text(node))
 
     @staticmethod

@@ -32,8 +32,14 @@ def parameters(root: Path) -> dict[str, Any]:
 def test_azure_yaml_deploys_this_folder_as_the_api_function(root: Path) -> None:
     project = yaml.safe_load((root / "azure.yaml").read_text(encoding="utf-8"))
     assert project["services"] == {"api": {"project": ".", "language": "python", "host": "function"}}
-    # No hook that could make up or rewrite a secret on the way.
-    assert "hooks" not in project
+    # One hook, after the code is published: the Logic Apps connection (tests/infra/test_postdeploy.py).
+    # None that could make up or rewrite a secret on the way.
+    assert project["hooks"] == {
+        "postdeploy": {
+            "posix": {"shell": "sh", "run": "python3 -m tools.logicapps_connection"},
+            "windows": {"shell": "pwsh", "run": "python -m tools.logicapps_connection"},
+        }
+    }
     assert all("hooks" not in service for service in project["services"].values())
 
 

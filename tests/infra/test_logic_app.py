@@ -29,10 +29,24 @@ from tests.conftest import FakeClock
 from tests.connector.spec import DEFINITIONS, PROPERTIES, load
 from tests.connector.test_samples import WORKFLOW, actions, oncegate_calls
 from tests.gate import Gate
-from tests.infra.bicep import BicepFile, Evaluator, Fail, NotLiteral, arguments, call_name, properties, text, walk
+from tests.infra.bicep import (
+    BicepFile,
+    Evaluator,
+    Fail,
+    NotLiteral,
+    arguments,
+    call_name,
+    deploy_module,
+    properties,
+    string_value,
+    text,
+    walk,
+)
 from tests.infra.wdl import Call, Run
 
 MODULE = "app/logicapps.bicep"
+# Stage two: deployed by azure.yaml's postdeploy hook once the code is published (tools/logicapps_connection.py).
+CONNECTION_MODULE = "app/logicapps-connection.bicep"
 HOST = "func-oncegate-abc.azurewebsites.net"
 # What Bicep inlines from a file at compile time, at most (MaxJsonFileCharacterLimit in Azure/bicep's
 # LanguageConstants). loadTextContent takes 131,072 characters, less than a connector definition.
@@ -45,6 +59,7 @@ DEPLOYMENT = {
     "connectorClientId": "33333333-3333-3333-3333-333333333333",
     "connectorClientSecret": "s" * 40,
     "environmentName": "oncegate-prod",
+    "loginEndpoint": "https://login.microsoftonline.us/",
 }
 RUN_AFTER_STATUSES = {"Succeeded", "Failed", "Skipped", "TimedOut"}
 # Workflow Definition Language functions that name an action, and the one that names a parameter.
@@ -75,6 +90,11 @@ def load_json_content(path: Path, json_path: str = "$") -> Any:
 @pytest.fixture(scope="module")
 def module(bicep: dict[str, BicepFile]) -> BicepFile:
     return bicep[MODULE]
+
+
+@pytest.fixture(scope="module")
+def connection_module(bicep: dict[str, BicepFile]) -> BicepFile:
+    return bicep[CONNECTION_MODULE]
 
 
 @pytest.fixture(scope="module")
@@ -120,10 +140,12 @@ def test_the_connector_is_the_generated_definition_pointed_at_this_app(module: B
     assert brand == load(PROPERTIES[auth_mode])["properties"]["iconBrandColor"]
 
 
-def test_every_file_is_loaded_from_where_it_is_generated_and_fits(module: BicepFile) -> None:
-    expected = {*DEFINITIONS.values(), PROPERTIES["key"], WORKFLOW}
-    loaded = loaded_files(module)
-    assert loaded == {path.resolve() for path in expected}
+def test_every_file_is_loaded_from_where_it_is_generated_and_fits(
+    module: BicepFile, connection_module: BicepFile
+) -> None:
+    assert loaded_files(module) == {path.resolve() for path in (*DEFINITIONS.values(), PROPERTIES["key"])}
+    assert loaded_files(connection_module) == {WORKFLOW.resolve()}
+    loaded = loaded_files(module) | loaded_files(connection_module)
     oversized = [path for path in loaded if len(path.read_text(encoding="utf-8")) > LOAD_JSON_CONTENT_LIMIT]
     assert oversized == [], "over loadJsonContent's limit"
 
@@ -147,44 +169,76 @@ def test_the_connection_parameters_are_the_definitions_security(module: BicepFil
     custom = {name: entry["value"] for name, entry in oauth["customParameters"].items()}
     assert custom["resourceUri"] == f"api://{DEPLOYMENT['entraClientId']}"
     assert custom["tenantId"] == DEPLOYMENT["tenantId"]
+    # The sign-in host of the cloud deployed to, as environment() names it, without its trailing '/'.
+    assert custom["loginUri"] == "https://login.microsoftonline.us"
+    login = module.declaration("var", "loginEndpoint").value
+    assert login is not None
+    assert text(login) == "environment().authentication.loginEndpoint"
 
 
 def test_entra_mode_needs_the_connectors_registration_and_key_mode_does_not(module: BicepFile) -> None:
-    entra = module.declaration("var", "entraConnectionParameters").value
-    assert entra is not None
-    for missing in ("connectorClientId", "connectorClientSecret"):
-        with pytest.raises(Fail, match="connector's app registration"):
-            Loading(module, {**DEPLOYMENT, "authMode": "entra", missing: ""})(entra)
-    # ARM evaluates the variable in key mode too: there it must not stop the deployment.
-    unset = {**DEPLOYMENT, "authMode": "key", "connectorClientId": "", "connectorClientSecret": ""}
-    Loading(module, unset)(entra)
-    assert deployed(module, "key", "connector", "properties", "connectionParameters") == {
-        "api_key": {"type": "securestring"}
+    guards = {
+        "connectorClientId": "connectorClientIdRequired",
+        "connectorClientSecret": "connectorClientSecretRequired",
     }
+    for missing, guard in guards.items():
+        needs = f"logicapps-entra-needs-logicApps{missing[0].upper()}{missing[1:]}"
+        with pytest.raises(Fail, match=f"{needs}: value is shorter than 1"):
+            deploy_module(module, guard, {**DEPLOYMENT, "authMode": "entra", missing: ""})
+        assert deploy_module(module, guard, {**DEPLOYMENT, "authMode": "key", missing: ""}) is None
+    # The connector waits for both checks: it is not written without the registration.
+    depends = module.declaration("resource", "connector").get("dependsOn")
+    assert depends is not None
+    assert set(text(depends).split()) >= set(guards.values())
+    unset = {**DEPLOYMENT, "authMode": "key", "connectorClientId": "", "connectorClientSecret": ""}
+    connector = module.declaration("resource", "connector").get("properties", "connectionParameters")
+    assert connector is not None
+    assert Loading(module, unset)(connector) == {"api_key": {"type": "securestring"}}
 
 
 # -- the connection and its key ------------------------------------------------------------------------------
-def test_the_function_key_is_read_at_deployment_into_the_connection_only(
-    module: BicepFile, bicep_files: list[BicepFile]
+def test_the_connection_and_workflow_are_deployed_after_the_code_is_published(
+    root: Path, module: BicepFile, connection_module: BicepFile, main_bicep: BicepFile
 ) -> None:
-    values = module.declaration("resource", "connection").get("properties", "parameterValues")
+    # Stage one (with the infrastructure) writes the connector only; a connection written there would
+    # lose its key on every provision, and no key can be read before the host runs.
+    kinds = {kind for kind, _, existing in module.resources().values() if not existing}
+    assert kinds == {"Microsoft.Web/customApis"}
+    kinds = {kind for kind, _, existing in connection_module.resources().values() if not existing}
+    assert kinds == {"Microsoft.Web/connections", "Microsoft.Logic/workflows"}
+    assert CONNECTION_MODULE not in main_bicep.modules().values()
+    outputs = {output.name: text(output.value) for output in main_bicep.declarations("output") if output.value}
+    assert outputs["SERVICE_API_NAME"] == "api.outputs.name"
+    assert outputs["LOGIC_APPS_CONNECTOR_NAME"] == "deployLogicApps ? logicApps.outputs.connectorName : ''"
+
+
+def test_the_connection_signs_in_with_a_function_key_of_its_own(
+    connection_module: BicepFile, bicep_files: list[BicepFile]
+) -> None:
+    values = connection_module.declaration("resource", "connection").get("properties", "parameterValues")
     assert values is not None
     reads = [(f, node) for f in bicep_files for node in walk(f.root) if call_name(node) == "listKeys"]
     assert len(reads) == 1, "the function key is read once"
     ((file, read),) = reads
-    assert file is module
+    assert file is connection_module
     assert values.start_byte <= read.start_byte < read.end_byte <= values.end_byte, "listKeys outside the connection"
     assert read.parent is not None
-    assert text(read.parent) == "listKeys('${functionApp.id}/host/default', '2024-04-01').functionKeys"
-    assert module.declaration("resource", "functionApp").existing
+    # The named key, not the shared default one that opens every route to everyone holding it.
+    assert text(read.parent.parent or read) == (
+        "listKeys('${functionApp.id}/host/default', '2024-04-01').functionKeys[functionKeyName]"
+    )
+    name = connection_module.declaration("param", "functionKeyName")
+    assert name.value is not None
+    assert string_value(name.value) == "oncegate-logicapps" != "default"
+    assert connection_module.declaration("resource", "functionApp").existing
     # Read at deployment in key mode; in entra mode that branch is not evaluated, and no key is read.
     with pytest.raises(NotLiteral):
-        Evaluator(module, {"authMode": "key"})(values)
-    assert Evaluator(module, {"authMode": "entra"})(values) == {}
+        Evaluator(connection_module, {"authMode": "key"})(values)
+    assert Evaluator(connection_module, {"authMode": "entra"})(values) == {}
 
 
 def test_no_key_or_secret_is_a_parameter_value_or_an_output(
-    root: Path, module: BicepFile, main_bicep: BicepFile
+    root: Path, module: BicepFile, connection_module: BicepFile, main_bicep: BicepFile
 ) -> None:
     parameters = load(root / "infra" / "main.parameters.json")["parameters"]
     # Environment values with no default: empty unless the operator gives them (entra mode only).
@@ -192,16 +246,22 @@ def test_no_key_or_secret_is_a_parameter_value_or_an_output(
     assert parameters["logicAppsConnectorClientId"] == {"value": "${ONCEGATE_CONNECTOR_CLIENT_ID}"}
     assert main_bicep.declaration("param", "logicAppsConnectorClientSecret").has_decorator("secure")
     assert module.declaration("param", "connectorClientSecret").has_decorator("secure")
-    # No parameter carries the function key: the module reads it itself.
-    assert not [p.name for p in module.declarations("param") if "key" in p.name.lower()]
+    # No parameter carries the function key: stage two reads it itself, by its name.
+    for file in (module, connection_module):
+        assert not [
+            p.name for p in file.declarations("param") if "key" in p.name.lower() and p.name != "functionKeyName"
+        ]
     outputs = {output.name: text(output.value) for output in module.declarations("output") if output.value}
-    assert outputs == {"workflowName": "workflow.name", "connectorName": "connector.name"}
+    assert outputs == {"connectorName": "connector.name"}
+    outputs = {output.name: text(output.value) for output in connection_module.declarations("output") if output.value}
+    assert outputs == {"workflowName": "workflow.name", "connectionName": "connection.name"}
 
 
 # -- the workflow as the module deploys it --------------------------------------------------------------------
 def test_the_workflow_is_the_sample_with_the_parameters_it_declares(
-    module: BicepFile, definition: dict[str, Any]
+    connection_module: BicepFile, definition: dict[str, Any]
 ) -> None:
+    module = connection_module
     assert deployed(module, "key", "workflow", "properties", "definition") == definition
     given = module.declaration("resource", "workflow").get("properties", "parameters")
     assert given is not None

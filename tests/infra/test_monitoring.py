@@ -37,6 +37,9 @@ PLACEHOLDER = re.compile(r"\{(\w+)(?::\w+)?\}")
 COMMENT = re.compile(r"^\s*//.*$", re.M)
 EVENTS = {event.name: event for event in telemetry.EVENTS}
 QUERY_ITEM, PARAMETERS_ITEM, TEXT_ITEM = 3, 9, 1
+COMPONENT, WORKSPACE = "microsoft.insights/components", "microsoft.operationalinsights/workspaces"
+# What workbook.bicep replaces with the Log Analytics workspace's resource ID.
+WORKSPACE_PLACEHOLDER = "<log-analytics-workspace-id>"
 
 
 def workbook() -> dict[str, Any]:
@@ -44,11 +47,20 @@ def workbook() -> dict[str, Any]:
     return content
 
 
+def audit_queries() -> dict[str, str]:
+    """The tiles on the workspace's audit logs (Key Vault, table service), not on the app's telemetry."""
+    return {
+        item["name"]: item["content"]["query"]
+        for item in workbook()["items"]
+        if item["type"] == QUERY_ITEM and item["content"]["resourceType"] == WORKSPACE
+    }
+
+
 def workbook_queries() -> dict[str, str]:
-    """Every query of the workbook, parameters' included, by the item (or parameter) it belongs to."""
+    """Every query of the workbook on the app's telemetry, parameters' included, by the item (or parameter)."""
     queries = {}
     for item in workbook()["items"]:
-        if item["type"] == QUERY_ITEM:
+        if item["type"] == QUERY_ITEM and item["name"] not in audit_queries():
             queries[item["name"]] = item["content"]["query"]
         elif item["type"] == PARAMETERS_ITEM:
             for parameter in item["content"]["parameters"]:
@@ -139,11 +151,15 @@ def test_the_workbook_is_a_valid_workbook_of_the_component() -> None:
             continue
         query = item["content"]
         assert query["version"] == "KqlItem/1.0"
-        assert (query["queryType"], query["resourceType"]) == (0, "microsoft.insights/components"), item["name"]
+        if item["name"] in audit_queries():
+            # The workspace, named by the placeholder workbook.bicep fills in.
+            assert query["crossComponentResources"] == [WORKSPACE_PLACEHOLDER], item["name"]
+        else:
+            assert (query["queryType"], query["resourceType"]) == (0, COMPONENT), item["name"]
         assert query["title"], item["name"]
         assert query["visualization"] in ("table", "timechart", "tiles", "barchart"), item["name"]
         assert "timeContext" in query or query.get("timeContextFromParameter") in parameters, item["name"]
-    for name, query in workbook_queries().items():
+    for name, query in {**workbook_queries(), **audit_queries()}.items():
         unknown = set(PLACEHOLDER.findall(query)) - parameters
         assert not unknown, f"{name} reads parameters nobody sets: {unknown}"
 
@@ -190,8 +206,21 @@ def test_the_workbook_is_deployed_on_the_component(bicep: dict[str, BicepFile]) 
     assert resource.texts("serializedData") == ["string(content)"]
     content = file.declaration("var", "content").value
     assert content is not None
-    assert "loadJsonContent('workbook.json')" in text(content)
+    assert "loadTextContent('workbook.json'), workspacePlaceholder, logAnalyticsWorkspaceId" in text(content)
     assert "applicationInsights.id" in text(content)
+    placeholder = file.declaration("var", "workspacePlaceholder").value
+    assert placeholder is not None
+    assert string_value(placeholder) == WORKSPACE_PLACEHOLDER
+    assert WORKBOOK.read_text(encoding="utf-8").count(WORKSPACE_PLACEHOLDER) == len(audit_queries())
+
+
+def test_the_audit_tile_reads_the_logs_the_diagnostic_settings_send() -> None:
+    (query,) = audit_queries().values()
+    # Key Vault's AuditEvent (in AzureDiagnostics) and the table service's write and delete logs.
+    assert 'ResourceProvider == "MICROSOFT.KEYVAULT" and Category == "AuditEvent"' in query
+    assert 'StorageTableLogs\n    | where Category in ("StorageWrite", "StorageDelete")' in query
+    # A workspace without one of the tables yet (no log sent so far) shows the other, not an error.
+    assert "union isfuzzy=true" in query
 
 
 # -- the alerts -----------------------------------------------------------------------------------------

@@ -23,8 +23,10 @@ from tests.infra.bicep import (
     Evaluator,
     Fail,
     call_name,
+    deploy_module,
     literal,
     loop_variables,
+    properties,
     references,
     text,
     unwrap,
@@ -42,7 +44,6 @@ APP, OPERATORS = "the app's identity", "the operators' principal"
 ROLES = {
     ("0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3", TABLE_SERVICE, APP): "Storage Table Data Contributor",
     ("b7e6dc6d-f1e8-4753-8033-0f276bb0955b", STORAGE, APP): "Storage Blob Data Owner",
-    ("974c5e8b-45b9-4653-ba55-5f855dd0fb88", STORAGE, APP): "Storage Queue Data Contributor",
     ("3913510d-42f4-4e42-8a64-420c390055eb", "Microsoft.Insights/components", APP): "Monitoring Metrics Publisher",
     ("4633458b-17de-408a-b874-0445c86b69e6", "Microsoft.KeyVault/vaults/secrets", APP): "Key Vault Secrets User",
     ("76199698-9eea-4c19-bc75-cec21354c6b6", TABLE_SERVICE, OPERATORS): "Storage Table Data Reader",
@@ -77,6 +78,9 @@ API_VERSIONS = {
     "Microsoft.KeyVault/vaults/secrets@2023-07-01": LEARN + "microsoft.keyvault/vaults/secrets",
     "Microsoft.Web/customApis@2016-06-01": LEARN + "microsoft.web/customapis; test_logic_app.py",
     "Microsoft.Web/connections@2016-06-01": LEARN + "microsoft.web/connections; test_logic_app.py",
+    "Microsoft.Insights/diagnosticSettings@2021-05-01-preview": LEARN
+    + "microsoft.insights/diagnosticsettings (the one version; extension resource, scope on the audited one)",
+    "Microsoft.Authorization/locks@2020-05-01": LEARN + "microsoft.authorization/locks (the latest stable version)",
     "Microsoft.Logic/workflows@2019-05-01": LEARN + "microsoft.logic/workflows; test_logic_app.py",
 }
 
@@ -293,23 +297,41 @@ def test_no_deployment_draws_or_generates_a_secret(bicep_files: list[BicepFile])
 
 def test_the_key_secret_is_written_only_when_a_value_is_given(bicep: dict[str, BicepFile]) -> None:
     vault = bicep["core/security/keyvault.bicep"]
-    (secret,) = secret_resources(vault)
-    assert [
-        file for name, file in bicep.items() if secret_resources(file) and name != "core/security/keyvault.bicep"
-    ] == []
+    (secret,) = secret_resources(bicep["core/security/key-secret.bicep"])
+    writers = [name for name, file in bicep.items() if secret_resources(file)]
+    assert writers == ["core/security/key-secret.bicep"]
     value = vault.declaration("param", "newKeySecret")
     assert value.has_decorator("secure")
     assert value.value is not None
     assert literal(value.value) == ""
-    assert secret.texts("value") == ["newKeySecret"]
-    assert secret.condition is not None
+    assert secret.texts("value") == ["value"]
+    # Written through one module, deployed only with a value; ARM checks its length there.
     for given, written in [("", False), ("x" * MIN_SECRET_LENGTH, True)]:
-        assert Evaluator(vault, {"newKeySecret": given})(secret.condition) is written
-    # Nothing reads the conditional resource: a redeploy, which does not declare it, still has the URI.
-    assert [text(node) for node in references(vault.root) if text(node) == secret.name] == []
+        deployed = deploy_module(vault, "keySecretEntry", {"newKeySecret": given, "keySecretName": KEY_SECRET_NAME})
+        assert (deployed is not None) is written
+    with pytest.raises(Fail, match="value is shorter than 32"):
+        deploy_module(vault, "keySecretEntry", {"newKeySecret": "x" * (MIN_SECRET_LENGTH - 1)})
+    assert MIN_SECRET_LENGTH == 32, "key-secret.bicep's @minLength says 32"
+
+
+def test_the_first_deployment_pins_the_secret_version_it_finds_or_writes(bicep: dict[str, BicepFile]) -> None:
+    vault = bicep["core/security/keyvault.bicep"]
     uri = vault.declaration("output", "keySecretUri").value
     assert uri is not None
-    assert text(uri) == "'${keyVault.properties.vaultUri}secrets/${keySecretName}'"
+    # The version just written, else the vault's current one (an existing secret, read only then).
+    assert text(uri) == (
+        "writesKeySecret ? keySecretEntry.outputs.uriWithVersion : keySecret.properties.secretUriWithVersion"
+    )
+    assert vault.declaration("resource", "keySecret").existing
+    written = bicep["core/security/key-secret.bicep"].declaration("output", "uriWithVersion").value
+    assert written is not None
+    assert text(written) == "keySecret.properties.secretUriWithVersion"
+    # The app's reference is built from that URI as it is: ONCEGATE_KEY_SECRET names one version.
+    (value,) = describe_setting_value(bicep["app/api.bicep"], "ONCEGATE_KEY_SECRET")
+    assert value == "liveSettings.?ONCEGATE_KEY_SECRET ?? '@Microsoft.KeyVault(SecretUri=${keySecretUri})'"
+    assert text(bicep["main.bicep"].declaration("module", "api").get("params", "keySecretUri") or uri) == (
+        "keyVault.outputs.keySecretUri"
+    )
 
 
 def test_main_writes_the_secret_only_from_new_key_secret(main_bicep: BicepFile) -> None:
@@ -318,30 +340,28 @@ def test_main_writes_the_secret_only_from_new_key_secret(main_bicep: BicepFile) 
     assert secret.value is not None
     assert literal(secret.value) == ""
     assert not secret.has_decorator("metadata")
-    given = main_bicep.declaration("module", "keyVault").get("params", "newKeySecret")
-    assert given is not None
-    assert Evaluator(main_bicep, {"newKeySecret": ""})(given) == ""
     good = "k" * MIN_SECRET_LENGTH
-    assert Evaluator(main_bicep, {"newKeySecret": good})(given) == good
-    with pytest.raises(Fail, match="at least 32"):
-        Evaluator(main_bicep, {"newKeySecret": good[:-1]})(given)
+    for given in ("", good):
+        deployed = deploy_module(main_bicep, "keyVault", {"newKeySecret": given})
+        assert deployed is not None
+        assert deployed["newKeySecret"] == given
     assert main_bicep.declaration("var", "keySecretName").code.endswith(f"'{KEY_SECRET_NAME}'")
-    assert MIN_SECRET_LENGTH == 32, "the message and the check above say 32"
 
 
 def test_entra_mode_refuses_to_deploy_without_a_client_id(main_bicep: BicepFile) -> None:
-    given = main_bicep.declaration("module", "api").get("params", "entraClientId")
-    assert given is not None
-    with pytest.raises(Fail, match="entraClientId"):
-        Evaluator(main_bicep, {"authMode": "entra", "entraClientId": ""})(given)
+    with pytest.raises(Fail, match="authMode-entra-needs-entraClientId: value is shorter than 1"):
+        deploy_module(main_bicep, "entraClientIdRequired", {"authMode": "entra", "entraClientId": ""})
     client = "00000000-0000-0000-0000-000000000000"
-    assert Evaluator(main_bicep, {"authMode": "entra", "entraClientId": client})(given) == client
-    assert Evaluator(main_bicep, {"authMode": "key", "entraClientId": ""})(given) == ""
-    # It is the value the app module sees: nothing passes the raw parameter around the check.
-    api_params = main_bicep.declaration("module", "api").get("params")
-    assert api_params is not None
-    raw = [node for node in references(api_params) if text(node) == "entraClientId"]
-    assert raw == []
+    assert deploy_module(main_bicep, "entraClientIdRequired", {"authMode": "entra", "entraClientId": client})
+    assert deploy_module(main_bicep, "entraClientIdRequired", {"authMode": "key", "entraClientId": ""}) is None
+    # The app waits for the check: nothing of it deploys before the deployment is refused.
+    depends = main_bicep.declaration("module", "api").get("dependsOn")
+    assert depends is not None
+    assert "entraClientIdRequired" in literal_names(depends)
+
+
+def literal_names(node: Node) -> list[str]:
+    return [text(item) for item in unwrap(node).named_children if item.type != "comment"]
 
 
 # The settings an operator changes on the app, which a redeploy keeps: the key secrets and the pinned store id.
@@ -353,53 +373,201 @@ KEY_SECRET_SETTINGS = (
 )
 
 
+def deploy_settings(api: BicepFile, live: dict[str, str], **params: str) -> dict[str, str]:
+    """The app settings a deployment of ``api.bicep`` writes, given what the app has now (``live``)."""
+    given = dict.fromkeys(OPERATOR_PARAMETERS, "") | params
+    deployment = {
+        "liveSettings": live,
+        "keySecretUri": "https://kv.vault.azure.net/secrets/oncegate-key-secret/0a1b2c3d4e5f",
+        "tablesEndpoint": "https://st.table.core.windows.net",
+        "identityClientId": "44444444-4444-4444-4444-444444444444",
+        "authMode": "key",
+        "entraClientId": "",
+        "tablePrefix": "OnceGate",
+        **given,
+    }
+    properties = api.declaration("resource", "appSettingsConfig").get("properties")
+    assert properties is not None
+    settings = Evaluator(api, deployment).evaluate_partly(properties)
+    assert isinstance(settings, dict)
+    return settings
+
+
+# The parameter of api.bicep (and main.bicep, and the azd value) behind each setting an operator may change.
+OPERATOR_PARAMETERS = {
+    "logLevel": "ONCEGATE_LOG_LEVEL",
+    "sensitiveKeys": "ONCEGATE_SENSITIVE_KEYS",
+    "sensitiveData": "ONCEGATE_SENSITIVE_DATA",
+    "requireRegisteredFlows": "ONCEGATE_REQUIRE_REGISTERED_FLOWS",
+    "unknownAlertMinutes": "ONCEGATE_UNKNOWN_ALERT_MINUTES",
+    "bulkConcurrency": "ONCEGATE_BULK_CONCURRENCY",
+    "retentionSchedule": "ONCEGATE_RETENTION_SCHEDULE",
+    "attentionSchedule": "ONCEGATE_ATTENTION_SCHEDULE",
+}
+
+
 def test_a_redeploy_keeps_the_key_secret_settings_the_app_has(bicep: dict[str, BicepFile]) -> None:
     api = bicep["app/api.bicep"]
     config = api.declaration("resource", "appSettingsConfig")
-    # The key secret settings come last, so nothing in appSettings can override them, and only from there.
-    assert config.texts("properties") == ["union(appSettings, keySecretSettings)"]
-    appsettings_var = api.declaration("var", "appSettings").value
-    assert appsettings_var is not None
-    assert api.object_keys(appsettings_var) & set(KEY_SECRET_SETTINGS) == set()
-    # What the app has now, read from the live site when the settings deploy.
+    # The live settings first, then the template's, and the key secret settings last, so nothing overrides them.
+    assert config.texts("properties") == ["union(liveSettings, appSettings, operatorSettings, keySecretSettings)"]
+    for name in ("appSettings", "operatorSettings"):
+        value = api.declaration("var", name).value
+        assert value is not None
+        assert api.object_keys(value) & set(KEY_SECRET_SETTINGS) == set()
     live = api.declaration("var", "liveSettings").value
     assert live is not None
     assert text(live) == "list('${functionApp.id}/config/appsettings', '2024-04-01').properties"
-    settings = api.declaration("var", "keySecretSettings").value
-    assert settings is not None
-    uri = "https://kv.vault.azure.net/secrets/oncegate-key-secret"
-
-    def deployed(live_settings: dict[str, str]) -> dict[str, str]:
-        result = Evaluator(api, {"liveSettings": live_settings, "keySecretUri": uri})(settings)
-        assert isinstance(result, dict)
-        return result
-
-    # The first deployment: a new site has none of them.
-    first = deployed({})
-    assert first == {
-        "ONCEGATE_KEY_SECRET": f"@Microsoft.KeyVault(SecretUri={uri})",
+    first = deploy_settings(api, {})
+    pinned = "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/oncegate-key-secret/0a1b2c3d4e5f)"
+    assert {name: first[name] for name in KEY_SECRET_SETTINGS} == {
+        "ONCEGATE_KEY_SECRET": pinned,
         "ONCEGATE_KEY_SECRET_NEXT": "",
         "ONCEGATE_KEY_SECRET_PREVIOUS": "",
         "ONCEGATE_STORE_ID": "",
     }
     # A rotation's settings, set on the app by an operator, survive a redeploy from anywhere: every phase.
-    new = "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/oncegate-key-secret-2)"
+    new = "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/oncegate-key-secret-2/9f8e7d6c)"
     phases = [
-        {"ONCEGATE_KEY_SECRET": first["ONCEGATE_KEY_SECRET"], "ONCEGATE_KEY_SECRET_NEXT": new},
-        {"ONCEGATE_KEY_SECRET": new, "ONCEGATE_KEY_SECRET_PREVIOUS": first["ONCEGATE_KEY_SECRET"]},
+        {"ONCEGATE_KEY_SECRET": pinned, "ONCEGATE_KEY_SECRET_NEXT": new},
+        {"ONCEGATE_KEY_SECRET": new, "ONCEGATE_KEY_SECRET_PREVIOUS": pinned},
         {"ONCEGATE_KEY_SECRET": new, "ONCEGATE_KEY_SECRET_PREVIOUS": "", "ONCEGATE_STORE_ID": "3f2a9c1e5b7d4a60"},
     ]
     for phase in phases:
-        live_settings = {**phase, "ONCEGATE_STORE": "tables"}
-        kept = deployed(live_settings)
+        kept = deploy_settings(api, {**first, **phase})
         assert {name: kept[name] for name in phase} == phase
-        assert set(kept) == set(KEY_SECRET_SETTINGS)
+
+
+def test_a_second_deployment_changes_nothing_an_operator_set(bicep: dict[str, BicepFile]) -> None:
+    api = bicep["app/api.bicep"]
+    first = deploy_settings(api, {})
+    # A new app gets OnceGate's defaults (oncegate/config.py reads the same when a setting is unset).
+    assert {OPERATOR_PARAMETERS[p]: first[OPERATOR_PARAMETERS[p]] for p in OPERATOR_PARAMETERS} == {
+        "ONCEGATE_LOG_LEVEL": "INFO",
+        "ONCEGATE_SENSITIVE_KEYS": "reject",
+        "ONCEGATE_SENSITIVE_DATA": "reject",
+        "ONCEGATE_REQUIRE_REGISTERED_FLOWS": "false",
+        "ONCEGATE_UNKNOWN_ALERT_MINUTES": "15",
+        "ONCEGATE_BULK_CONCURRENCY": "8",
+        "ONCEGATE_RETENTION_SCHEDULE": "0 30 2 * * *",
+        "ONCEGATE_ATTENTION_SCHEDULE": "0 */15 * * * *",
+    }
+    # The operator changes settings on the app (docs/operations.md) and adds one the template does not own.
+    on_the_app = {
+        **first,
+        "ONCEGATE_REQUIRE_REGISTERED_FLOWS": "true",
+        "ONCEGATE_LOG_LEVEL": "DEBUG",
+        "ONCEGATE_UNKNOWN_ALERT_MINUTES": "60",
+        "ONCEGATE_RETENTION_SCHEDULE": "0 0 4 * * *",
+        "ONCEGATE_STORE_ID": "3f2a9c1e5b7d4a60",
+        "WEBSITE_TIME_ZONE": "UTC",
+    }
+    # Two parameter sets: an azd environment that sets nothing, and one that sets what the operator set.
+    unset = deploy_settings(api, on_the_app)
+    same = deploy_settings(
+        api,
+        on_the_app,
+        requireRegisteredFlows="true",
+        logLevel="DEBUG",
+        unknownAlertMinutes="60",
+        retentionSchedule="0 0 4 * * *",
+    )
+    assert unset == on_the_app
+    assert same == on_the_app
+    # A value the environment gives is the template's to write: it replaces the app's.
+    assert (
+        deploy_settings(api, on_the_app, requireRegisteredFlows="false")["ONCEGATE_REQUIRE_REGISTERED_FLOWS"] == "false"
+    )
+
+
+def test_every_operator_setting_is_a_parameter_fed_from_the_azd_environment(
+    root: Path, bicep: dict[str, BicepFile]
+) -> None:
+    main, api = bicep["main.bicep"], bicep["app/api.bicep"]
+    azd = json.loads((root / "infra" / "main.parameters.json").read_text(encoding="utf-8"))["parameters"]
+    passed = main.declaration("module", "api").get("params")
+    assert passed is not None
+    for parameter, setting in OPERATOR_PARAMETERS.items():
+        # Empty unless the environment gives a value: no default there, so an unset value keeps the app's.
+        assert azd[parameter] == {"value": f"${{{setting}}}"}
+        default = main.declaration("param", parameter).value
+        assert default is not None
+        assert literal(default) == ""
+        assert text(unwrap(get_param(passed, parameter))) == parameter
+        assert api.declaration("param", parameter).value is None, f"{parameter}: api.bicep takes it from main"
+
+
+def get_param(params: Node, name: str) -> Node:
+    (value,) = [value for key, _, value in properties(unwrap(params)) if key == name]
+    return value
+
+
+def test_the_app_identity_has_no_queue_role_and_the_host_no_queue_endpoint(bicep: dict[str, BicepFile]) -> None:
+    for name, file in bicep.items():
+        assert "queue" not in file.text.lower().replace("no queue", ""), f"{name} mentions a queue"
+
+
+def of_type(file: BicepFile, prefix: str) -> list[Declaration]:
+    return [r for r in file.declarations("resource") if r.declared_type.startswith(prefix)]
+
+
+def test_storage_is_zone_redundant_by_default_and_locked(main_bicep: BicepFile, bicep: dict[str, BicepFile]) -> None:
+    sku = main_bicep.declaration("param", "storageSku")
+    assert sku.value is not None
+    assert literal(sku.value) == "Standard_ZRS"
+    allowed = sku.decorator("allowed")
+    assert allowed is not None
+    assert {"Standard_ZRS", "Standard_GZRS", "Standard_RAGZRS"} <= set(allowed.value())
+    storage_file = bicep["core/storage/storage-account.bicep"]
+    assert storage_file.declaration("resource", "storage").texts("name")[-1] == "skuName"
+    assert deploy_module(main_bicep, "storage", {})["skuName"] == "Standard_ZRS"  # type: ignore[index]
+    locks = main_bicep.declaration("param", "deleteLocks")
+    assert locks.value is not None
+    assert literal(locks.value) is True
+    for path, audited in [
+        ("core/storage/storage-account.bicep", "storage"),
+        ("core/security/keyvault.bicep", "keyVault"),
+    ]:
+        file = bicep[path]
+        (lock,) = [
+            r for r in file.declarations("resource") if r.declared_type.startswith("Microsoft.Authorization/locks@")
+        ]
+        assert lock.texts("scope") == [audited]
+        assert lock.texts("level") == ["'CanNotDelete'"]
+        assert lock.condition is not None
+        assert text(lock.condition) == "deleteLock"
+    plan = main_bicep.declaration("resource", "plan")
+    assert plan.texts("zoneRedundant") == ["zoneRedundant"]
+
+
+def test_the_audit_trail_goes_to_the_workspace(main_bicep: BicepFile, bicep: dict[str, BicepFile]) -> None:
+    expected = {
+        "core/security/keyvault.bicep": ("keyVault", {"AuditEvent"}),
+        "core/storage/storage-account.bicep": ("tableServices", {"StorageWrite", "StorageDelete"}),
+    }
+    for path, (scope, categories) in expected.items():
+        file = bicep[path]
+        (setting,) = [
+            r
+            for r in file.declarations("resource")
+            if r.declared_type.startswith("Microsoft.Insights/diagnosticSettings@")
+        ]
+        assert setting.condition is None, f"{path}: the audit trail is not optional"
+        assert setting.texts("scope") == [scope]
+        assert setting.texts("workspaceId") == ["logAnalyticsWorkspaceId"]
+        logs = setting.get("properties", "logs")
+        assert logs is not None
+        assert {entry["category"] for entry in literal(logs) if entry["enabled"]} == categories
+    for module in ("storage", "keyVault", "workbook"):
+        given = main_bicep.declaration("module", module).get("params", "logAnalyticsWorkspaceId")
+        assert given is not None
+        assert text(given) == "monitoring.outputs.logAnalyticsWorkspaceId"
 
 
 def test_loop_variables_are_read(bicep_files: list[BicepFile]) -> None:
     # A sanity check of the reader: the loops of rbac.bicep and storage-account.bicep are seen.
     found = {name for file in bicep_files for name in loop_variables(file.root)}
-    assert {"roleId", "tableName"} <= found
+    assert {"tableName"} <= found
 
 
 def anonymous_routes(function_app: Path) -> set[str]:

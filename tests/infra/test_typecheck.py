@@ -52,10 +52,24 @@ def test_every_vendored_type_file_is_used(types: Types) -> None:
     assert (TYPES / "LICENSE").is_file()
 
 
-@pytest.mark.skipif(not SHARED_TYPES.is_dir(), reason="no ../shared/reference/bicep-types beside this clone")
+# Vendored from the same commit of Azure/bicep-types-az as the reference copy, which leaves them out
+# (tests/infra/types/README.md): the diagnostic settings of the audit trail and the delete locks.
+NOT_IN_REFERENCE = {
+    "monitor_1/microsoft.insights/2021-05-01-preview/types.json",
+    "resources_0/microsoft.authorization/2020-05-01/types.json",
+}
+
+
+NO_REFERENCE = "no reference copy of the Bicep types to compare with (the maintainers' workspace has one)"
+
+
+@pytest.mark.skipif(not SHARED_TYPES.is_dir(), reason=NO_REFERENCE)
 def test_the_vendored_types_are_microsofts_unchanged() -> None:
     for path in [*TYPES.rglob("types.json"), TYPES / "LICENSE"]:
         original = SHARED_TYPES / path.relative_to(TYPES)
+        if path.relative_to(TYPES).as_posix() in NOT_IN_REFERENCE:
+            assert not original.is_file(), f"{path.relative_to(TYPES)} is in the reference now: compare it"
+            continue
         assert original.is_file(), f"{path.relative_to(TYPES)} is not in {SHARED_TYPES}"
         assert path.read_bytes() == original.read_bytes(), f"{path.relative_to(TYPES)} differs from the reference"
 
@@ -124,8 +138,8 @@ PLANTED = {
     ),
     "unknown module parameter": (
         "main.bicep",
-        "    newKeySecret: keySecretToWrite\n",
-        "    newKeySecret: keySecretToWrite\n    keySecretValue: keySecretToWrite\n",
+        "    newKeySecret: newKeySecret\n",
+        "    newKeySecret: newKeySecret\n    keySecretValue: newKeySecret\n",
         "keyvault.bicep has no parameter keySecretValue",
     ),
     "module parameter of the wrong type": (
@@ -185,9 +199,9 @@ PLANTED = {
     ),
     "app setting that is not a string": (
         "app/api.bicep",
-        "ONCEGATE_UNKNOWN_ALERT_MINUTES: '15'",
-        "ONCEGATE_UNKNOWN_ALERT_MINUTES: 15",
-        "properties.ONCEGATE_UNKNOWN_ALERT_MINUTES: 15 is a int, the property takes string",
+        "ONCEGATE_STORE: 'tables'",
+        "ONCEGATE_STORE: 15",
+        "properties.ONCEGATE_STORE: 15 is a int, the property takes string",
     ),
     "module output wired to a parameter of another type": (
         "main.bicep",

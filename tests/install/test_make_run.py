@@ -128,7 +128,8 @@ def test_make_run_installs_the_runtime_only_and_make_test_adds_the_rest(workdir:
 def test_make_run_after_make_test_installs_nothing_and_the_reverse_adds_dev(workdir: Path) -> None:
     # Both installed, in the order make would stamp them: make run only serves.
     (workdir / ".venv" / "bin").mkdir(parents=True)
-    for stamp in (".venv/bin/python", ".venv/.installed-runtime", ".venv/.installed-dev"):
+    (workdir / ".venv" / "checkov" / "bin").mkdir(parents=True)
+    for stamp in (".venv/bin/python", ".venv/.installed-runtime", ".venv/checkov/bin/checkov", ".venv/.installed-dev"):
         (workdir / stamp).touch()
     assert dry_run(workdir, "run").splitlines() == [".venv/bin/oncegate serve --port 7071 --workers 1"]
     assert dry_run(workdir, "test").splitlines() == [".venv/bin/pytest"]
@@ -138,3 +139,40 @@ def test_make_run_after_make_test_installs_nothing_and_the_reverse_adds_dev(work
     assert "-e '.[dev]'" in test
     assert "npm ci" in test
     assert "install --quiet -e .\n" not in test
+
+
+def a_python_310(path: Path) -> Path:
+    """An interpreter that says it is Python 3.10: fails the Makefile's check as a real one would."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('#!/bin/sh\n[ "$1" = --version ] && echo "Python 3.10.13" && exit 0\nexit 1\n', encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_python_too_old_is_refused_before_any_venv_naming_the_version_and_python(workdir: Path) -> None:
+    python = a_python_310(workdir / "bin" / "python3.10")
+    env = {name: value for name, value in os.environ.items() if name not in INHERITED_FROM_MAKE}
+
+    done = subprocess.run(
+        ["make", "--no-print-directory", "run", f"PYTHON={python}"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+    assert done.returncode == 2
+    assert f"OnceGate needs Python 3.11 or later; PYTHON={python} is Python 3.10.13." in done.stderr
+    assert "make run PYTHON=python3.11" in done.stderr
+    assert not (workdir / ".venv").exists()
+
+
+def test_a_venv_made_by_another_python_is_made_again(workdir: Path) -> None:
+    # As an earlier make run PYTHON=python3.10 left it, installed and stamped.
+    a_python_310(workdir / ".venv" / "bin" / "python")
+    (workdir / ".venv" / ".installed-runtime").touch()
+
+    run = dry_run(workdir, "run")
+
+    assert "rm -rf .venv  # made by Python 3.10.13" in run
+    assert run.index("rm -rf .venv") < run.index("-m venv .venv") < run.index("pip install --quiet -e .\n")

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from oncegate.domain.answers import answer
 from oncegate.domain.decisions import Change, Intent, check_and_claim, decide
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow
@@ -190,3 +191,43 @@ def test_every_verdict_says_exactly_what_to_write(expected: ExpectedClaim, inten
         claim.first_received_at,
         claim.key_id,
     )
+
+
+@given(expected=states(), intent=intents(), warnings=st.lists(st.sampled_from(["no_flow", "sensitive_key"])))
+def test_each_answer_carries_what_its_decision_promises(
+    expected: ExpectedClaim, intent: Intent, warnings: list[str]
+) -> None:
+    """What each answer carries is decided beside the table (oncegate.domain.answers): a token only with a grant,
+    the holder (never its run id) only with in_progress, the original result only with duplicate."""
+    if expected.status is None:
+        return
+    claim, records = _claim(expected)
+    claim = replace(claim, flow=Flow("Other flow", "Default"), source="shop-us")
+    verdict = check_and_claim(claim, intent, records)
+    written = verdict.record or claim
+
+    told = answer(verdict, written, intent, warnings, "token" if verdict.grants else None)
+
+    assert (told.decision, told.claim_id, told.attempt, told.reason) == (
+        verdict.decision,
+        written.claim_id,
+        written.attempt,
+        verdict.reason,
+    )
+    assert told.status.value == written.status.value
+    assert (told.claim_token is not None) == verdict.grants
+    assert (told.lease_expires_at is not None) == verdict.grants
+    assert told.earlier_attempt == (verdict.earlier_attempt if verdict.grants else None)
+    assert (told.holder is not None) == (verdict.decision is Decision.IN_PROGRESS)
+    if told.holder is not None:
+        assert (told.holder.flow, told.holder.lease_expires_at) == (claim.flow, claim.lease_expires_at)
+        assert told.retry_after_seconds == verdict.retry_after_seconds
+    assert (told.result is not None) == (verdict.decision is Decision.DUPLICATE)
+    # The request's own warnings first, then what meeting this claim adds.
+    met_other_flow = verdict.decision in (Decision.DUPLICATE, Decision.IN_PROGRESS) and intent.flow is not None
+    differs = intent.source is not None and intent.source != "shop-us"
+    assert told.warnings == [
+        *warnings,
+        *(["another_flow_copy"] if met_other_flow else []),
+        *(["source_differs"] if differs else []),
+    ]

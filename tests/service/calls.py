@@ -109,28 +109,28 @@ def history(service: Gate, claim_id: str) -> list[tuple[EventKind, str]]:
 
 def register(service: Gate, flow: FlowRef = FLOW, **fields: Any) -> FlowView:
     """Register ``flow`` in the inventory (enabled unless ``enabled=False``)."""
-    return service.inventory.register_flow(RegisterFlowRequest(name=flow.name, environment=flow.environment, **fields))
+    return service.register_flow(RegisterFlowRequest(name=flow.name, environment=flow.environment, **fields))
 
 
 def flows(service: Gate) -> dict[tuple[str, str], FlowView]:
     """The whole flow inventory by (name, environment), this instance's counts flushed first."""
-    listed, cursor = service.inventory.list_flows(ListPageQuery(top=200))
+    listed, cursor = service.list_flows(ListPageQuery(top=200))
     assert cursor is None
     return {(view.name, view.environment): view for view in listed}
 
 
 def overlaps(service: Gate) -> list[OverlapView]:
-    listed, cursor = service.inventory.list_overlaps(ListPageQuery(top=200))
+    listed, cursor = service.list_overlaps(ListPageQuery(top=200))
     assert cursor is None
     return listed
 
 
 def set_scope(service: Gate, scope: str = SCOPE, **fields: Any) -> ScopeView:
-    return service.inventory.set_scope(SetScopeRequest(scope=scope, **fields))
+    return service.set_scope(SetScopeRequest(scope=scope, **fields))
 
 
 def scopes(service: Gate) -> dict[str, ScopeView]:
     """The whole scope catalogue by scope, this instance's counts flushed first."""
-    listed, cursor = service.inventory.list_scopes(ListPageQuery(top=200))
+    listed, cursor = service.list_scopes(ListPageQuery(top=200))
     assert cursor is None
     return {view.scope: view for view in listed}

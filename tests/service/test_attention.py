@@ -26,7 +26,7 @@ def listed(service: Gate, **query: object) -> list[tuple[str, AttentionReason]]:
     items: list[tuple[str, AttentionReason]] = []
     cursor = None
     while True:
-        page, cursor = service.attention.page(
+        page, cursor = service.attention_page(
             ListClaimsQuery.model_validate({"attention": True, **query, "cursor": cursor})
         )
         items += [(item.claim.claim_id, item.why) for item in page]
@@ -67,7 +67,7 @@ def test_the_list_holds_what_needs_a_person_oldest_first(service: Gate, clock: F
     clock.advance(MINUTE)
     claim(service, run="run-live", key="live", lease_seconds=3600)
 
-    page, cursor = service.attention.page(ListClaimsQuery(attention=True))
+    page, cursor = service.attention_page(ListClaimsQuery(attention=True))
 
     assert cursor is None
     assert [(item.claim.claim_id, item.why) for item in page] == [
@@ -109,7 +109,7 @@ def test_pages_follow_the_cursor_and_a_scope_narrows_the_list(service: Gate, clo
     pages = []
     cursor = None
     while True:
-        page, cursor = service.attention.page(ListClaimsQuery(attention=True, top=2, cursor=cursor))
+        page, cursor = service.attention_page(ListClaimsQuery(attention=True, top=2, cursor=cursor))
         pages.append([item.claim.claim_id for item in page])
         if cursor is None:
             break

@@ -14,8 +14,8 @@ import pytest
 
 from oncegate.domain.sensitive import sensitive_findings
 from oncegate.domain.statuses import Outcome
+from oncegate.entrypoints.stored_data import stored_findings
 from oncegate.models import RecordResultRequest
-from oncegate.service.privacy import stored_findings
 from tests.service.business_ids import ISSUE_MISSES, KINDS, corpus
 
 CORPUS = corpus()

@@ -185,7 +185,7 @@ def test_get_claim_gives_the_first_page_of_the_history_and_its_list_the_rest(ser
         clock.advance(1)
         claim(service, run=f"run-{index}", flow=FlowRef(name=f"Flow {index}", environment="Default-contoso"))
 
-    view, cursor = service.services.claims.get_claim(first.claim_id)
+    view, cursor = service.get_claim_page(first.claim_id)
     lines = [*(view.history or [])]
     while cursor is not None:
         page, cursor = service.history(first.claim_id, ListPageQuery(top=7, cursor=cursor))

@@ -353,7 +353,7 @@ def test_a_conflict_of_a_purged_claim_decides_nothing_about_the_key_claimed_agai
     instance: Callable[..., Gate], clock: FakeClock
 ) -> None:
     service = instance(ring(A))
-    service.inventory.set_scope(SetScopeRequest(scope=SCOPE, retention_days=1))
+    service.set_scope(SetScopeRequest(scope=SCOPE, retention_days=1))
     record(service, claim(service, key="SO-5", run="run-v1", fingerprint="v1"), target_record_id="ERP-1")
     opened = claim(service, key="SO-5", run="run-v2", fingerprint="v2")
     assert opened.conflict_id is not None

@@ -25,6 +25,7 @@ def test_the_whole_store_is_the_groups_together_and_nothing_else() -> None:
         port.HistoryRecords,
         port.ClaimListing,
         port.ClaimIndex,
+        port.WritesTogether,
         port.ConflictRecords,
         port.InventoryRecords,
         port.StoreMarkRecords,

@@ -24,8 +24,8 @@ import pytest
 
 from oncegate.domain.sensitive import sensitive_findings
 from oncegate.domain.statuses import Outcome
+from oncegate.entrypoints.stored_data import stored_findings
 from oncegate.models import RecordResultRequest
-from oncegate.service.privacy import stored_findings
 
 CORPUS = Path(__file__).parent / "corpus"
 BUSINESS: dict[str, list[str]] = json.loads((CORPUS / "business.json").read_text(encoding="utf-8"))

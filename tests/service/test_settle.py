@@ -42,7 +42,7 @@ def expired(service: Gate, clock: FakeClock, key: str = "ORDER-1") -> ClaimRespo
 
 
 def attention(service: Gate) -> list[str]:
-    page, _ = service.attention.page(ListClaimsQuery.model_validate({"attention": True}))
+    page, _ = service.attention_page(ListClaimsQuery.model_validate({"attention": True}))
     return [item.claim.claim_id for item in page]
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -22,19 +21,20 @@ from tests.service.calls import FLOW, KEY, SCOPE, claim, record, release, set_sc
 from tests.service.test_concurrency import RACERS, race
 
 ORDER = {"order": "SO-1", "amount": 10, "modified": "09:00"}
-WAIT = timedelta(minutes=15)
+WAIT = 900
 
 
 def wait(service: Gate, run: str, *, signed_in: str | None = None, **fields: Any) -> Waiting:
-    request = ClaimRequest(scope=SCOPE, key=KEY, run_id=run, flow=FLOW, wait=True, **{"payload": ORDER, **fields})
-    answer, waiting = service.services.waits.check_and_claim(request, signed_in=signed_in, max_wait=WAIT)
+    fields = {"payload": ORDER, **fields}
+    request = ClaimRequest(scope=SCOPE, key=KEY, run_id=run, flow=FLOW, wait=True, max_wait_seconds=WAIT, **fields)
+    answer, waiting = service.check_and_wait(request, signed_in=signed_in)
     assert answer.decision is Decision.IN_PROGRESS
     assert waiting is not None
     return waiting
 
 
 def poll(service: Gate, waiting: Waiting, signed_in: str | None = None) -> ClaimResponse:
-    return service.services.waits.poll(waiting, signed_in=signed_in)[0]
+    return service.poll(waiting, signed_in=signed_in)[0]
 
 
 def test_only_the_signed_in_caller_that_waits_may_poll(service: Gate) -> None:

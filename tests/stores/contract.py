@@ -247,6 +247,36 @@ class StoreContract:
         assert all(loser.existing == winners[0] for loser in losers)
         assert store.list_events(claim_id) == [e for e in events if e.run_id == winners[0].run_id]
 
+    # Writing together: a bulk call's writes (issue 24)
+
+    def test_writes_made_together_each_stand_alone_and_are_all_kept(
+        self, store: ClaimStore, make_store: Callable[[], ClaimStore]
+    ) -> None:
+        first, second = records.claim(), records.claim()
+        taken = records.claim()
+        taken_event = records.event(taken.claim_id)
+        store.create_claim(taken, taken_event)
+
+        with store.writing_together():
+            created = store.create_claim(first, records.event(first.claim_id))
+            with pytest.raises(AlreadyExists):
+                store.create_claim(replace(taken, run_id="run-2"), records.event(taken.claim_id, run_id="run-2"))
+            # This thread reads what it wrote in the block, and writes on from it.
+            updated = store.update_claim(replace(store.get_claim(first.claim_id), run_id="run-4"), None)
+            with pytest.raises(ConcurrentUpdate):
+                store.update_claim(replace(created, run_id="run-3"), None)
+            store.create_claim(second, records.event(second.claim_id))
+
+        other = make_store()
+        assert other.get_claim(first.claim_id) == updated
+        assert other.get_claim(second.claim_id).run_id == second.run_id
+        assert other.get_claim(taken.claim_id).run_id == taken.run_id
+        assert other.list_events(taken.claim_id) == [taken_event]
+
+    def test_a_store_says_whether_its_writes_gain_from_going_at_once(self, store: ClaimStore) -> None:
+        # Bulk calls run their items at once only where each write is a request of its own (oncegate.service.bulk).
+        assert store.parallel_writes is (store.kind == "tables")
+
     def test_update_with_current_version_replaces_the_claim(self, store: ClaimStore) -> None:
         claim = records.full_claim(status=ClaimStatus.IN_PROGRESS, completed_at=None, data=None)
         first_event = records.event(claim.claim_id)

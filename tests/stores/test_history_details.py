@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from oncegate.service.views import wire_details
+from oncegate.entrypoints.render import wire_details
 from oncegate.stores import columns
 from tests.support import records
 

@@ -219,7 +219,7 @@ def test_a_claim_released_in_doubt_before_the_upgrade_is_reconciled_not_proceede
 
 def test_claims_of_0_1_0_are_compared_without_the_fingerprint_rules_set_since(legacy: Legacy) -> None:
     # Their fingerprints were made of the whole payload: version 0 of the rules, whatever the scope has now.
-    legacy.service.inventory.set_scope(SetScopeRequest(scope="erp.create-order", fingerprint_ignore=["/amount"]))
+    legacy.service.set_scope(SetScopeRequest(scope="erp.create-order", fingerprint_ignore=["/amount"]))
 
     same = ask(legacy, "done", "run-late")
     changed = ask(legacy, "done", "run-late", payload={"amount": 21})
@@ -243,7 +243,6 @@ def test_a_live_claim_of_0_1_0_is_not_waited_on_as_its_fingerprint_is_plain(lega
         scope="erp.create-order", key=held["key"], run_id="run-other", flow=FLOW, payload=held["payload"], wait=True
     )
 
-    waits = legacy.service.services.waits
-    answer, waiting = waits.check_and_claim(request, signed_in=None, max_wait=timedelta(minutes=15))
+    answer, waiting = legacy.service.check_and_wait(request)
 
     assert (answer.decision, waiting) == (Decision.IN_PROGRESS, None)

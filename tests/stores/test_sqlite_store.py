@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from oncegate.domain.records import Conflict
-from oncegate.errors import AlreadyExists
+from oncegate.errors import AlreadyExists, NotFound
 from oncegate.stores import columns
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import utc_text
@@ -31,6 +31,29 @@ LEGACY_FILE = Path(__file__).parent.parent / "fixtures" / "legacy" / "claims-0.1
 
 
 class TestSqliteStore(StoreContract):
+    def test_writes_made_together_commit_at_the_end_of_the_block_or_not_at_all(self, tmp_path: Path) -> None:
+        store, other = SqliteStore(tmp_path / "together.db"), SqliteStore(tmp_path / "together.db")
+        kept, lost = records.claim(), records.claim()
+        try:
+            with store.writing_together():
+                store.create_claim(kept, records.event(kept.claim_id))
+                with pytest.raises(NotFound):
+                    other.get_claim(kept.claim_id)  # not committed yet: another connection does not see it
+            assert other.get_claim(kept.claim_id).run_id == kept.run_id
+
+            def cut_short() -> None:
+                with store.writing_together():
+                    store.create_claim(lost, records.event(lost.claim_id))
+                    raise RuntimeError("the call ends before its commit")
+
+            with pytest.raises(RuntimeError):
+                cut_short()
+            with pytest.raises(NotFound):
+                other.get_claim(lost.claim_id)
+        finally:
+            store.close()
+            other.close()
+
     def test_writes_answer_what_they_wrote_without_reading_it_back(self, tmp_path: Path) -> None:
         store = SqliteStore(tmp_path / "oncegate.db")
         statements: list[str] = []

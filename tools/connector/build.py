@@ -82,6 +82,8 @@ RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     models.ClaimHistory,
     models.ClaimList,
     models.ClaimResponse,
+    models.ClaimManyAnswer,
+    models.RecordResultsAnswer,
     models.ClaimView,
     models.ConflictView,
     models.ConflictList,

@@ -1,6 +1,7 @@
 // Log Analytics and workspace-based Application Insights. Local authentication is off: telemetry is
 // accepted only from clients signed in with Microsoft Entra ID (the app's identity, which holds
-// Monitoring Metrics Publisher on the component).
+// Monitoring Metrics Publisher on the component). The workspace also receives the audit trail: Key Vault's
+// AuditEvent and the table service's write and delete logs (their diagnostic settings, beside each).
 
 @description('Name of the Log Analytics workspace.')
 param logAnalyticsName string
@@ -40,3 +41,6 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' = {
 
 @description('Name of the Application Insights component.')
 output applicationInsightsName string = applicationInsights.name
+
+@description('Resource ID of the Log Analytics workspace: where the diagnostic settings send the audit logs.')
+output logAnalyticsWorkspaceId string = logAnalytics.id

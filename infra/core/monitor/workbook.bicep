@@ -6,6 +6,9 @@
 @description('Name of the Application Insights component the workbook reads.')
 param applicationInsightsName string
 
+@description('Resource ID of the Log Analytics workspace holding the audit logs, which the audit tile reads.')
+param logAnalyticsWorkspaceId string
+
 @description('Region of the workbook.')
 param location string
 
@@ -16,8 +19,10 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing
   name: applicationInsightsName
 }
 
-// fallbackResourceIds: the resource the queries run on when the workbook opens from the gallery.
-var content = union(loadJsonContent('workbook.json'), {
+// fallbackResourceIds: the resource the queries run on when the workbook opens from the gallery. The audit
+// tile reads the workspace instead (its crossComponentResources), named in workbook.json by a placeholder.
+var workspacePlaceholder = '<log-analytics-workspace-id>'
+var content = union(json(replace(loadTextContent('workbook.json'), workspacePlaceholder, logAnalyticsWorkspaceId)), {
   fallbackResourceIds: [
     applicationInsights.id
   ]

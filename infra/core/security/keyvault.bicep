@@ -1,7 +1,10 @@
 // The Key Vault holding OnceGate's HMAC key secret. Access is by Azure RBAC only (no access
 // policies); the app reads the secret through a Key Vault reference with its user-assigned identity.
 // The secret's value is written only when a new one is given (the first deployment): a redeploy
-// leaves the secret, and every version of it, as it is.
+// leaves the secret, and every version of it, as it is. The app's reference names one version of the
+// secret (keySecretUri), so a stray new version reaches no instance until the runbook moves the pin.
+// A CanNotDelete lock keeps the vault, and the secret every claim id is made with, from being deleted;
+// every read and write of the secret is logged to the Log Analytics workspace (AuditEvent).
 
 @minLength(3)
 @maxLength(24)
@@ -21,6 +24,12 @@ param keySecretName string
 @secure()
 @description('A new value for the secret, at least 32 characters, written as its latest version. Empty: the secret is not written, and the one in the vault stays.')
 param newKeySecret string = ''
+
+@description('A CanNotDelete lock on the vault.')
+param deleteLock bool
+
+@description('Resource ID of the Log Analytics workspace the vault\'s AuditEvent logs go to.')
+param logAnalyticsWorkspaceId string
 
 @description('Purge protection; irreversible once on.')
 param enablePurgeProtection bool
@@ -53,20 +62,53 @@ resource keyVault 'Microsoft.KeyVault/vaults@2023-07-01' = {
   }
 }
 
-// Conditional on a value: a deployment that declares the secret writes the declared value (a new
+// Only when a value is given: a deployment that declares the secret writes the declared value (a new
 // version), so a deployment without a value must not declare it at all.
-resource keySecretEntry 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = if (!empty(newKeySecret)) {
+var writesKeySecret = !empty(newKeySecret)
+
+module keySecretEntry 'key-secret.bicep' = if (writesKeySecret) {
+  name: 'key-secret'
+  params: {
+    vaultName: keyVault.name
+    name: keySecretName
+    value: newKeySecret
+  }
+}
+
+// The secret as the vault has it, read only when this deployment writes no new version (ARM's if()
+// evaluates the chosen branch alone): its current version is the one to pin.
+resource keySecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' existing = {
   parent: keyVault
   name: keySecretName
+}
+
+resource audit 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'oncegate-audit'
+  scope: keyVault
   properties: {
-    value: newKeySecret
-    contentType: 'text/plain'
+    workspaceId: logAnalyticsWorkspaceId
+    logs: [
+      {
+        category: 'AuditEvent'
+        enabled: true
+      }
+    ]
+  }
+}
+
+resource lock 'Microsoft.Authorization/locks@2020-05-01' = if (deleteLock) {
+  name: 'oncegate-keep-key-secret'
+  scope: keyVault
+  properties: {
+    level: 'CanNotDelete'
+    notes: 'Holds the HMAC secret of every OnceGate claim id. Remove the lock before deleting (docs/deploy.md).'
   }
 }
 
 @description('Name of the Key Vault.')
 output name string = keyVault.name
 
-// Built from the vault, not read from keySecretEntry, which a redeploy does not declare.
-@description('Versionless URI of the key secret, for the app setting\'s Key Vault reference (the app follows the latest version).')
-output keySecretUri string = '${keyVault.properties.vaultUri}secrets/${keySecretName}'
+// The app's Key Vault reference pins this version on the first deployment; later ones keep the app's
+// setting (app/api.bicep), and the rotation runbook moves it (docs/deploy.md).
+@description('URI of the key secret with its version: the one this deployment wrote, else the vault\'s current one.')
+output keySecretUri string = writesKeySecret ? keySecretEntry.outputs.uriWithVersion : keySecret.properties.secretUriWithVersion

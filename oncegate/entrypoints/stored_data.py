@@ -1,5 +1,8 @@
 """Personal data in what a request stores besides its key: one walk of its stored fields, under one policy.
 
+Checked at the edge, on the wire's request, before its command reaches a service: the fields are
+named as the caller sent them (``data.customer.email``), and a refused request has read nothing.
+
 Flows store result data, target record ids, error texts, release reasons and conflict reports as
 sent; people store review and resolution notes, a flow's notes and a scope's description. Each
 string there (in JSON, every member's name and value and every array item, however nested) is read
@@ -27,6 +30,7 @@ from oncegate.domain.sensitive import SensitivePolicy, sensitive_findings
 from oncegate.domain.warnings import SENSITIVE_DATA
 from oncegate.errors import SensitiveData
 from oncegate.models import (
+    ClaimItem,
     ClaimRequest,
     ClaimView,
     ConflictView,
@@ -58,6 +62,7 @@ HIDDEN_NAME = "*"
 #   read as e-mail addresses (totalamount@OData.Community.Display.V1.FormattedValue) to the check.
 STORED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     ClaimRequest: ("source", "reference"),
+    ClaimItem: ("source", "reference"),
     RecordResultRequest: ("target_record_id", "data", "error"),
     ReleaseRequest: ("reason",),
     ReviewClaimRequest: ("note", "target_record_id", "data"),

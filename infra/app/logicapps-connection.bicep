@@ -1,0 +1,92 @@
+// OnceGate for Logic Apps (Consumption), stage two: the connection to this app and the sample workflow,
+// deployed after the code is published by azure.yaml's postdeploy hook (tools/logicapps_connection.py,
+// docs/deploy.md, "Logic Apps in one step"); stage one, app/logicapps.bicep, deployed the connector.
+//
+// Function keys: the connection signs in with a function key of its own, functionKeyName, which the hook
+// creates on the running host when it is missing. listKeys reads it when the connection deploys: the key
+// is never a parameter or an output, and revoking it (az functionapp keys delete) shuts out this
+// connection alone, where the shared default key opens every route to every caller that holds it. In
+// entra mode there is no key to give: the connection is signed in once by a person, in the portal.
+
+@description('Name of the OnceGate function app the connection calls.')
+param functionAppName string
+
+@description('Name of the custom connector stage one deployed (main.bicep\'s output LOGIC_APPS_CONNECTOR_NAME); the connection has the same name.')
+param connectorName string
+
+@allowed([
+  'key'
+  'entra'
+])
+@description('ONCEGATE_AUTH of the function app: key (the connection holds a function key) or entra (a person signs it in).')
+param authMode string
+
+@description('The azd environment name: the sample workflow\'s flow environment, sent with every claim, and the azd-env-name tag.')
+param environmentName string
+
+@minLength(1)
+@description('Name of the function key the connection signs in with: a host key of its own, revocable alone.')
+param functionKeyName string = 'oncegate-logicapps'
+
+resource functionApp 'Microsoft.Web/sites@2024-04-01' existing = {
+  name: functionAppName
+}
+
+resource connector 'Microsoft.Web/customApis@2016-06-01' existing = {
+  name: connectorName
+}
+
+var location = connector.location
+var tags = {
+  'azd-env-name': environmentName
+}
+var resourceToken = substring(connectorName, length('oncegate-'))
+
+resource connection 'Microsoft.Web/connections@2016-06-01' = {
+  name: connectorName
+  location: location
+  tags: tags
+  properties: {
+    displayName: 'OnceGate at ${functionApp.properties.defaultHostName}'
+    api: {
+      id: connector.id
+    }
+    // Only the chosen branch is evaluated (ARM's if()): in entra mode no key is read.
+    parameterValues: authMode == 'entra' ? {} : {
+      api_key: listKeys('${functionApp.id}/host/default', '2024-04-01').functionKeys[functionKeyName]
+    }
+  }
+}
+
+// The workflow's own parameters: what its definition declares, and nothing else.
+var workflowParameters = {
+  '$connections': {
+    value: {
+      oncegate: {
+        connectionId: connection.id
+        connectionName: connection.name
+        id: connector.id
+      }
+    }
+  }
+  environmentName: {
+    value: environmentName
+  }
+}
+
+resource workflow 'Microsoft.Logic/workflows@2019-05-01' = {
+  name: 'logic-oncegate-sample-${resourceToken}'
+  location: location
+  tags: tags
+  properties: {
+    state: 'Enabled'
+    definition: loadJsonContent('../../connector/samples/workflow.json', '$.definition')
+    parameters: workflowParameters
+  }
+}
+
+@description('Name of the sample workflow: its trigger\'s URL is read with listCallbackUrl (docs/deploy.md), never output here.')
+output workflowName string = workflow.name
+
+@description('Name of the connection (Microsoft.Web/connections).')
+output connectionName string = connection.name

@@ -1,0 +1,122 @@
+"""What Check and claim answers, in the domain's words: the decision and what the flow needs to act on it.
+
+Beside the decision table (:mod:`oncegate.domain.decisions`): :func:`answer` says what each decision
+carries (the claim token with a grant, the holder with in_progress, the original result with
+duplicate) and which warnings the claim met adds. :mod:`oncegate.service.claims` calls it with the
+verdict and the claim as written; the entry points render the answer as the wire's ``ClaimResponse``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from oncegate.domain.decisions import Intent, Verdict
+from oncegate.domain.records import Claim, EarlierAttempt, Flow
+from oncegate.domain.statuses import AnswerStatus, Decision
+from oncegate.domain.warnings import ANOTHER_FLOW_COPY, SOURCE_DIFFERS
+
+
+@dataclass(frozen=True, kw_only=True)
+class Holder:
+    """The run holding a live lease: its flow, never its run id (with it, another caller could pass for it)."""
+
+    flow: Flow | None
+    lease_expires_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimAnswer:
+    """One Check and claim answer.
+
+    ``claim_token``, ``idempotency_key`` and ``lease_expires_at`` come with a grant (proceed, reconcile) (the
+    idempotency key: :mod:`oncegate.domain.idempotency`); ``holder`` and
+    ``retry_after_seconds`` with in_progress; ``result`` (the claim whose recorded result is the
+    original one) with duplicate; ``earlier_attempt`` with reconcile; ``conflict_id`` with conflict.
+    """
+
+    decision: Decision
+    claim_id: str
+    status: AnswerStatus
+    attempt: int
+    reason: str
+    warnings: list[str] = field(default_factory=list)
+    claim_token: str | None = None
+    idempotency_key: str | None = None
+    lease_expires_at: datetime | None = None
+    retry_after_seconds: int | None = None
+    holder: Holder | None = None
+    result: Claim | None = None
+    earlier_attempt: EarlierAttempt | None = None
+    conflict_id: str | None = None
+
+
+# Said to the maker instead of the verdict's reason: the fingerprints (keyed digests) mean nothing to a maker, they
+# stay in the history's line.
+CONFLICT_REASON = (
+    "This key was already claimed with different business data (another amount, lines or version). "
+    "Nothing was done; the conflict waits for its owner."
+)
+
+
+def flow_warnings(claim: Claim, flow: Flow | None, decision: Decision) -> list[str]:
+    """``another_flow_copy`` when a run of one flow meets the claim another flow holds or did."""
+    if decision not in (Decision.DUPLICATE, Decision.IN_PROGRESS) or claim.flow is None or flow is None:
+        return []
+    return [ANOTHER_FLOW_COPY] if claim.flow != flow else []
+
+
+def source_warnings(claim: Claim, source: str | None) -> list[str]:
+    """``source_differs`` when the request names a source system other than the one the claim keeps."""
+    differs = source is not None and claim.source is not None and claim.source != source
+    return [SOURCE_DIFFERS] if differs else []
+
+
+def answer(verdict: Verdict, claim: Claim, intent: Intent, warnings: Sequence[str], token: str | None) -> ClaimAnswer:
+    """What the run is told of ``verdict`` on ``claim`` (as written): what each decision carries, and its warnings.
+
+    ``warnings`` are those the request itself earned (its key, no flow, no fingerprint); ``token`` is the
+    claim token of the claim's grant, handed over only with a decision that grants.
+    """
+    told = ClaimAnswer(
+        decision=verdict.decision,
+        claim_id=claim.claim_id,
+        status=AnswerStatus(claim.status.value),
+        attempt=claim.attempt,
+        reason=verdict.reason,
+        warnings=[
+            *warnings,
+            *flow_warnings(claim, intent.flow, verdict.decision),
+            *source_warnings(claim, intent.source),
+        ],
+    )
+    if verdict.grants:
+        return replace(
+            told, claim_token=token, lease_expires_at=claim.lease_expires_at, earlier_attempt=verdict.earlier_attempt
+        )
+    if verdict.decision is Decision.IN_PROGRESS:
+        holder = Holder(flow=claim.flow, lease_expires_at=claim.lease_expires_at)
+        return replace(told, retry_after_seconds=verdict.retry_after_seconds, holder=holder)
+    if verdict.decision is Decision.DUPLICATE:
+        return replace(told, result=claim)
+    return told
+
+
+def conflict_answer(claim: Claim, intent: Intent, warnings: Sequence[str], conflict_id: str) -> ClaimAnswer:
+    """The answer of a changed fingerprint: the conflict the owner will decide, and nothing done."""
+    verdict = Verdict(Decision.CONFLICT, CONFLICT_REASON, CONFLICT_REASON)
+    return replace(answer(verdict, claim, intent, warnings, None), conflict_id=conflict_id)
+
+
+def unclaimed(verdict: Verdict, claim_id: str, warnings: Sequence[str]) -> ClaimAnswer:
+    """The answer when no claim stands for the key (none made, or the one made withdrawn): attempt 0."""
+    return ClaimAnswer(
+        decision=verdict.decision,
+        claim_id=claim_id,
+        status=AnswerStatus.NONE,
+        attempt=0,
+        reason=verdict.reason,
+        retry_after_seconds=verdict.retry_after_seconds,
+        warnings=list(warnings),
+    )

@@ -1,0 +1,184 @@
+"""The wire's requests parsed into the services' commands (:mod:`oncegate.service.commands`).
+
+Every action (:mod:`oncegate.entrypoints.actions`) parses its request model here, so that a service
+never sees a wire model. A request's fields that only go together on the wire (a settlement's
+outcome and attempt) are checked here too, so that the services take commands that are whole.
+"""
+
+from __future__ import annotations
+
+from oncegate.domain.keys import normalise_scope, normalise_source
+from oncegate.domain.records import (
+    ClaimFilter,
+    Flow,
+)
+from oncegate.domain.statuses import ClaimStatus, Outcome, SettledOutcome
+from oncegate.domain.transitions import Result
+from oncegate.errors import InvalidRequest
+from oncegate.models import (
+    ClaimItem,
+    FindClaimsQuery,
+    FlowRef,
+    HeartbeatRequest,
+    ListClaimsQuery,
+    ListConflictsQuery,
+    ListPageQuery,
+    LookupRequest,
+    RecordResultRequest,
+    RegisterFlowRequest,
+    ReleaseRequest,
+    ReportConflictRequest,
+    ResolveConflictRequest,
+    ReviewClaimRequest,
+    SetScopeRequest,
+)
+from oncegate.service.commands import (
+    Acknowledge,
+    CheckAndClaim,
+    Heartbeat,
+    KeyOf,
+    ListAttention,
+    ListConflicts,
+    Paging,
+    RecordResult,
+    RegisterFlow,
+    Release,
+    ReportConflict,
+    ResolveConflict,
+    SetScope,
+    Settle,
+)
+
+
+def flow_of(ref: FlowRef | None) -> Flow | None:
+    return Flow(ref.name, ref.environment) if ref else None
+
+
+def check_and_claim(request: ClaimItem) -> CheckAndClaim:
+    return CheckAndClaim(
+        scope=request.scope,
+        key=request.key,
+        payload=request.payload,
+        fingerprint=request.fingerprint,
+        source=request.source,
+        run_id=request.run_id,
+        flow=flow_of(request.flow),
+        lease_seconds=request.lease_seconds,
+        reference=request.reference,
+    )
+
+
+def lookup(request: LookupRequest) -> KeyOf:
+    return KeyOf(scope=request.scope, key=request.key)
+
+
+def report_conflict(request: ReportConflictRequest) -> ReportConflict:
+    return ReportConflict(
+        scope=request.scope,
+        key=request.key,
+        payload=request.payload,
+        fingerprint=request.fingerprint,
+        source=request.source,
+        run_id=request.run_id,
+        flow=flow_of(request.flow),
+        reason=request.reason,
+        details=request.details,
+    )
+
+
+def record_result(request: RecordResultRequest) -> RecordResult:
+    return RecordResult(
+        claim_token=request.claim_token,
+        result=Result(
+            outcome=Outcome(request.outcome.value),
+            target_record_id=request.target_record_id,
+            data=request.data,
+            error=request.error,
+            retryable=request.retryable,
+        ),
+    )
+
+
+def release(request: ReleaseRequest) -> Release:
+    return Release(claim_token=request.claim_token, reason=request.reason)
+
+
+def heartbeat(request: HeartbeatRequest) -> Heartbeat:
+    return Heartbeat(claim_token=request.claim_token, lease_seconds=request.lease_seconds)
+
+
+def review(request: ReviewClaimRequest) -> Acknowledge | Settle:
+    """An acknowledgement, or with an outcome a settlement; the fields of a settlement go together."""
+    if request.reviewer is None:
+        raise InvalidRequest("reviewer is required: who reviewed the claim.", target="reviewer")
+    if request.outcome is None:
+        given = [name for name in ("attempt", "target_record_id", "data") if getattr(request, name) is not None]
+        if given:
+            field = ReviewClaimRequest.model_fields[given[0]].alias or given[0]
+            raise InvalidRequest(f"{field} settles an attempt in doubt: send it with outcome.", target=field)
+        return Acknowledge(reviewer=request.reviewer, note=request.note)
+    if request.attempt is None:
+        raise InvalidRequest(
+            "attempt is required with outcome: the claim's attempt you looked up in the target system.",
+            target="attempt",
+        )
+    if request.outcome is SettledOutcome.FAILED and (request.target_record_id or request.data is not None):
+        target = "targetRecordId" if request.target_record_id else "data"
+        raise InvalidRequest(f"{target} comes with outcome succeeded: a failed attempt made no record.", target=target)
+    return Settle(
+        reviewer=request.reviewer,
+        note=request.note,
+        outcome=request.outcome,
+        attempt=request.attempt,
+        target_record_id=request.target_record_id,
+        data=request.data,
+    )
+
+
+def resolve_conflict(request: ResolveConflictRequest) -> ResolveConflict:
+    if request.reviewer is None:
+        raise InvalidRequest("reviewer is required: who decided.", target="reviewer")
+    return ResolveConflict(decision=request.decision, reviewer=request.reviewer, note=request.note)
+
+
+def paging(query: ListPageQuery) -> Paging:
+    return Paging(limit=query.top, cursor=query.cursor)
+
+
+def claim_filter(query: FindClaimsQuery) -> tuple[ClaimFilter, Paging]:
+    matching = ClaimFilter(
+        statuses=[query.status] if query.status else list(ClaimStatus),
+        scope=normalise_scope(query.scope) if query.scope else None,
+        source=normalise_source(query.source),
+        reference=query.reference,
+        received_since=query.since,
+    )
+    return matching, Paging(limit=query.top, cursor=query.cursor)
+
+
+def list_conflicts(query: ListConflictsQuery) -> ListConflicts:
+    return ListConflicts(status=query.status, scope=query.scope, limit=query.top, cursor=query.cursor)
+
+
+def list_attention(query: ListClaimsQuery) -> ListAttention:
+    return ListAttention(scope=query.scope, limit=query.top, cursor=query.cursor)
+
+
+def register_flow(request: RegisterFlowRequest) -> RegisterFlow:
+    return RegisterFlow(
+        flow=Flow(request.name, request.environment), owner=request.owner, enabled=request.enabled, notes=request.notes
+    )
+
+
+def set_scope(request: SetScopeRequest) -> SetScope:
+    return SetScope(
+        scope=request.scope,
+        owner=request.owner,
+        lease_seconds=request.lease_seconds,
+        retention_days=request.retention_days,
+        description=request.description,
+        key_pattern=request.key_pattern,
+        fingerprint_include=tuple(request.fingerprint_include or ()),
+        fingerprint_ignore=tuple(request.fingerprint_ignore or ()),
+        fingerprint_preset=request.fingerprint_preset,
+    )

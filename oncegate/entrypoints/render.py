@@ -1,0 +1,252 @@
+"""The services' records rendered as the wire's views (:mod:`oncegate.models`).
+
+The one place a domain record becomes the JSON a flow reads: every action
+(:mod:`oncegate.entrypoints.actions`) renders what its service returns here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from oncegate import __version__
+from oncegate.domain.answers import ClaimAnswer
+from oncegate.domain.limits import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
+from oncegate.domain.records import (
+    Claim,
+    Conflict,
+    EarlierAttempt,
+    FingerprintRules,
+    Flow,
+    FlowRecord,
+    HistoryEvent,
+    Overlap,
+    ScopeRecord,
+)
+from oncegate.domain.statuses import ClaimStatus
+from oncegate.models import (
+    ClaimCounts,
+    ClaimNeedingAttention,
+    ClaimResponse,
+    ClaimResult,
+    ClaimView,
+    ConflictResolution,
+    ConflictView,
+    EarlierAttemptView,
+    FlowRef,
+    FlowView,
+    Health,
+    HistoryEntry,
+    Holder,
+    OverlapView,
+    ScopeView,
+    SourceCount,
+)
+from oncegate.service.attention import NeedsAttention
+
+
+def flow_ref(flow: Flow | None) -> FlowRef | None:
+    return FlowRef(name=flow.name, environment=flow.environment) if flow else None
+
+
+def earlier_attempt_view(earlier: EarlierAttempt | None) -> EarlierAttemptView | None:
+    """The attempt a reconcile answer asks the run to look up, as the API shows it."""
+    if earlier is None:
+        return None
+    return EarlierAttemptView(
+        attempt=earlier.attempt,
+        run_id=earlier.run_id,
+        flow=flow_ref(earlier.flow),
+        status=earlier.status,
+        started_at=earlier.started_at,
+        lease_expires_at=earlier.lease_expires_at,
+        error=earlier.error,
+    )
+
+
+def claim_result(claim: Claim) -> ClaimResult:
+    return ClaimResult(
+        target_record_id=claim.target_record_id,
+        data=claim.data,
+        completed_at=claim.completed_at,
+        run_id=claim.run_id,
+        flow=flow_ref(claim.flow),
+    )
+
+
+def claim_response(answer: ClaimAnswer) -> ClaimResponse:
+    holder = answer.holder
+    return ClaimResponse(
+        decision=answer.decision,
+        claim_id=answer.claim_id,
+        status=answer.status,
+        attempt=answer.attempt,
+        reason=answer.reason,
+        warnings=list(answer.warnings),
+        claim_token=answer.claim_token,
+        idempotency_key=answer.idempotency_key,
+        lease_expires_at=answer.lease_expires_at,
+        retry_after_seconds=answer.retry_after_seconds,
+        holder=Holder(flow=flow_ref(holder.flow), lease_expires_at=holder.lease_expires_at) if holder else None,
+        result=claim_result(answer.result) if answer.result else None,
+        earlier_attempt=earlier_attempt_view(answer.earlier_attempt),
+        conflict_id=answer.conflict_id,
+    )
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def wire_details(details: dict[str, Any]) -> dict[str, Any]:
+    """A history line's details as the API spells them: camelCase names (the flow's own ``data`` untouched)."""
+    return {
+        _camel(name): wire_details(value) if name in ("previous", "reconciles") and isinstance(value, dict) else value
+        for name, value in details.items()
+    }
+
+
+def history_entry(event: HistoryEvent) -> HistoryEntry:
+    return HistoryEntry(
+        at=event.at,
+        kind=event.kind,
+        outcome=event.outcome,
+        attempt=event.attempt,
+        run_id=event.run_id,
+        flow=flow_ref(event.flow),
+        fingerprint=event.fingerprint,
+        source=event.source,
+        recognised_by=event.recognised_by,
+        details=wire_details(event.details),
+        count=event.count,
+        first_at=event.at if event.count is not None else None,
+        last_at=event.last_at,
+    )
+
+
+def claim_view(claim: Claim, history: list[HistoryEvent] | None = None) -> ClaimView:
+    return ClaimView(
+        claim_id=claim.claim_id,
+        scope=claim.scope,
+        source=claim.source,
+        reference=claim.reference,
+        status=claim.status,
+        attempt=claim.attempt,
+        fingerprint=claim.fingerprint,
+        first_received_at=claim.first_received_at,
+        last_attempt_at=claim.last_attempt_at,
+        lease_expires_at=claim.lease_expires_at,
+        run_id=claim.run_id,
+        flow=flow_ref(claim.flow),
+        target_record_id=claim.target_record_id,
+        data=claim.data,
+        completed_at=claim.completed_at,
+        error=claim.error,
+        retryable=claim.retryable,
+        reviewer=claim.reviewer,
+        history=None if history is None else [history_entry(event) for event in history],
+    )
+
+
+def conflict_view(conflict: Conflict) -> ConflictView:
+    resolution = None
+    if conflict.decision is not None and conflict.resolved_at is not None:
+        resolution = ConflictResolution(
+            decision=conflict.decision,
+            reviewer=conflict.reviewer or "",
+            note=conflict.note,
+            resolved_at=conflict.resolved_at,
+        )
+    return ConflictView(
+        conflict_id=conflict.conflict_id,
+        claim_id=conflict.claim_id,
+        scope=conflict.scope,
+        status=conflict.status,
+        origin=conflict.origin,
+        source_system=conflict.source_system,
+        fingerprint=conflict.fingerprint,
+        claim_fingerprint=conflict.claim_fingerprint,
+        reason=conflict.reason,
+        details=conflict.details,
+        run_id=conflict.run_id,
+        flow=flow_ref(conflict.flow),
+        created_at=conflict.created_at,
+        resolution=resolution,
+    )
+
+
+def attention_view(item: NeedsAttention) -> ClaimNeedingAttention:
+    return ClaimNeedingAttention(why=item.why, since=item.since, claim=claim_view(item.claim))
+
+
+def _source_counts(claims_by_source: Mapping[str, int]) -> list[SourceCount] | None:
+    """The claims per source system, most first; None (left out of the answer) when no claim named one."""
+    ranked = sorted(claims_by_source.items(), key=lambda item: (-item[1], item[0]))
+    return [SourceCount(source=source, claims=count) for source, count in ranked if count > 0] or None
+
+
+def flow_view(record: FlowRecord) -> FlowView:
+    return FlowView(
+        name=record.flow.name,
+        environment=record.flow.environment,
+        registered=record.registered_at is not None,
+        enabled=record.enabled,
+        owner=record.owner,
+        notes=record.notes,
+        registered_at=record.registered_at,
+        first_seen_at=record.first_seen_at,
+        last_seen_at=record.last_seen_at,
+        claims=record.claims,
+        duplicates=record.duplicates,
+        sources=_source_counts(record.claims_by_source),
+    )
+
+
+def overlap_view(record: Overlap) -> OverlapView:
+    flow, other = (FlowRef(name=flow.name, environment=flow.environment) for flow in record.flows)
+    return OverlapView(
+        flow=flow,
+        other_flow=other,
+        count=record.count,
+        first_seen_at=record.first_seen_at,
+        last_seen_at=record.last_seen_at,
+        example_claim_id=record.example_claim_id,
+    )
+
+
+def _rules_view(history: tuple[FingerprintRules, ...]) -> dict[str, Any]:
+    """The current fingerprint rules as the scope's view shows them; nothing for a scope that never had any."""
+    if not history:
+        return {}
+    current = history[-1]
+    return {
+        "fingerprint_include": list(current.include) or None,
+        "fingerprint_ignore": list(current.ignore) or None,
+        "fingerprint_preset": current.preset,
+        "fingerprint_rules_version": current.version,
+    }
+
+
+def scope_view(record: ScopeRecord, open_conflicts: int) -> ScopeView:
+    # Counts are deltas from every instance: until all have flushed, one may show below zero for a while.
+    counts = {status.value: max(0, record.claims_by_status.get(status, 0)) for status in ClaimStatus}
+    return ScopeView(
+        scope=record.scope,
+        owner=record.owner,
+        lease_seconds=record.lease_seconds or DEFAULT_LEASE_SECONDS,
+        retention_days=record.retention_days or DEFAULT_RETENTION_DAYS,
+        description=record.description,
+        key_pattern=record.key_pattern,
+        **_rules_view(record.fingerprint_rules),
+        registered_at=record.registered_at,
+        first_seen_at=record.first_seen_at,
+        last_seen_at=record.last_seen_at,
+        claims=ClaimCounts.model_validate(counts),
+        sources=_source_counts(record.claims_by_source),
+        open_conflicts=open_conflicts,
+    )
+
+
+def health(store_kind: str) -> Health:
+    return Health(status="ok", store=store_kind, version=__version__)

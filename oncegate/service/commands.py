@@ -1,0 +1,153 @@
+"""What each service action takes: plain values, already checked for shape at the edge.
+
+The HTTP entry points (and the tests' ``Gate``) parse the wire's pydantic requests into these in
+:mod:`oncegate.entrypoints.parse`; a service never sees a wire model. Each field is the request's,
+with the wire's types made domain ones (a flow reference is a :class:`~oncegate.domain.records.Flow`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from oncegate.domain.fingerprint_rules import FingerprintPreset
+from oncegate.domain.records import Flow
+from oncegate.domain.statuses import ConflictStatus, Resolution, SettledOutcome
+from oncegate.domain.transitions import Result
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeyOf:
+    """A business key in its scope: what Look up claim takes, and what Check and claim and Report conflict add to."""
+
+    scope: str
+    key: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BusinessData(KeyOf):
+    """A business key with its data: the payload (or the caller's own fingerprint) and the source system."""
+
+    payload: Any = None
+    fingerprint: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckAndClaim(BusinessData):
+    """Check and claim: may this run do the side effect for this business key?"""
+
+    run_id: str
+    flow: Flow | None = None
+    lease_seconds: int | None = None
+    reference: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportConflict(BusinessData):
+    """A conflict the flow found itself, about the claim of this key."""
+
+    run_id: str
+    flow: Flow | None = None
+    reason: str
+    details: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordResult:
+    """The side effect's outcome, from the run holding the claim."""
+
+    claim_token: str
+    result: Result
+
+
+@dataclass(frozen=True, kw_only=True)
+class Release:
+    """The run holding the claim gives it up before any side effect."""
+
+    claim_token: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Heartbeat:
+    """The run holding the claim extends its lease."""
+
+    claim_token: str
+    lease_seconds: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Acknowledge:
+    """A reviewer acknowledges a failure that is not retryable: the key stays blocked."""
+
+    reviewer: str
+    note: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settle(Acknowledge):
+    """A reviewer settles an attempt in doubt with the outcome found in the target system."""
+
+    outcome: SettledOutcome
+    attempt: int
+    target_record_id: str | None = None
+    data: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolveConflict:
+    """A reviewer's decision on a conflict."""
+
+    decision: Resolution
+    reviewer: str
+    note: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Paging:
+    """Which page of a list: at most ``limit`` items after ``cursor`` (the store's, or None for the first)."""
+
+    limit: int
+    cursor: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListConflicts(Paging):
+    """The conflicts of one status and scope, or all."""
+
+    status: ConflictStatus | None = None
+    scope: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListAttention(Paging):
+    """The claims that need a person, of one scope or all."""
+
+    scope: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegisterFlow:
+    """Register a flow, or replace its registration."""
+
+    flow: Flow
+    owner: str | None = None
+    enabled: bool = True
+    notes: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetScope:
+    """A scope's owner, default lease, retention, description, key pattern and fingerprint rules."""
+
+    scope: str
+    owner: str | None = None
+    lease_seconds: int | None = None
+    retention_days: int | None = None
+    description: str | None = None
+    key_pattern: str | None = None
+    # The fingerprint rules (issue 25): JSON Pointers, checked for shape at the edge.
+    fingerprint_include: tuple[str, ...] = ()
+    fingerprint_ignore: tuple[str, ...] = ()
+    fingerprint_preset: FingerprintPreset | None = None

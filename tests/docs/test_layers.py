@@ -1,0 +1,48 @@
+"""The wire stays at the edge: the domain, the services and the stores import no wire model (issue 23).
+
+The contract's pydantic models (``oncegate.models``) are parsed and rendered in ``oncegate.entrypoints``;
+below it, services take the plain commands of ``oncegate.service.commands`` and return domain records.
+Read from the source with ``ast``, so an import inside a function counts as much as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "oncegate"
+# Each layer and what it must never import: nothing of a layer above it.
+FORBIDDEN = {
+    "domain": ("oncegate.models", "oncegate.service", "oncegate.stores", "oncegate.entrypoints", "oncegate.bootstrap"),
+    "stores": ("oncegate.models", "oncegate.service", "oncegate.entrypoints", "oncegate.bootstrap"),
+    "service": ("oncegate.models", "oncegate.entrypoints", "oncegate.bootstrap", "pydantic"),
+}
+MODULES = [(layer, path) for layer in FORBIDDEN for path in sorted((PACKAGE / layer).glob("*.py"))]
+
+
+def imported(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize(("layer", "path"), MODULES, ids=[f"{layer}/{path.name}" for layer, path in MODULES])
+def test_a_layer_imports_nothing_above_it(layer: str, path: Path) -> None:
+    above = [name for name in imported(path) if name.startswith(FORBIDDEN[layer])]
+    assert above == [], f"{layer}/{path.name} imports {above}"
+
+
+def test_the_check_sees_an_import_of_the_wire() -> None:
+    # The check itself: the HTTP actions do import the wire models, and the check finds them.
+    assert any(name.startswith("oncegate.models") for name in imported(PACKAGE / "entrypoints" / "render.py"))
+
+
+def test_there_is_no_grab_bag_of_the_services() -> None:
+    assert not (PACKAGE / "service" / "common.py").exists()

@@ -1,0 +1,208 @@
+"""Bulk calls (issue 24): Check and claim many and Record results, item by item, on both stores.
+
+Each item is answered as its single call answers it, in its place; a refused item fails alone; a
+body that is not 1 to 100 items is one refusal that changes nothing; a store failing mid-call
+answers store_unavailable for exactly the items not applied.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from oncegate import bootstrap
+from oncegate.domain.keys import KeyHasher
+from oncegate.entrypoints.http import MAX_BODY_BYTES
+from tests.conftest import KEY_SECRET, FakeClock
+from tests.faults.faulty_store import Fault, FaultyStore
+from tests.gate import Gate
+from tests.http.client import Api, FunctionsApi
+from tests.http.test_actions import claim_body, ok
+
+
+@pytest.fixture(params=["sqlite", pytest.param("tables", marks=pytest.mark.azurite)])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Bulk calls meet each store differently (one transaction, or items at once): both are tested."""
+    kind: str = request.param
+    return kind
+
+
+def rows(count: int, *, start: int = 0, run: str = "run-import") -> list[dict[str, Any]]:
+    """An import's rows as a Select action builds the items: each with the reference that finds its row."""
+    return [claim_body(f"SO-{n}", run=run, reference=f"row-{n}") for n in range(start, start + count)]
+
+
+def many(api: Api, items: Any) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = ok(api.call("check_and_claim_many", {"items": items}))["value"]
+    return entries
+
+
+def results(api: Api, items: Any) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = ok(api.call("record_results", {"items": items}))["value"]
+    return entries
+
+
+def succeeded(entry: dict[str, Any], record: str) -> dict[str, Any]:
+    return {
+        "claimId": entry["claimId"],
+        "claimToken": entry["claimToken"],
+        "outcome": "succeeded",
+        "targetRecordId": record,
+    }
+
+
+def test_each_item_is_answered_as_its_single_call_in_its_place(api: Api) -> None:
+    items = rows(3)
+    # The second row again, from another run: answered as a second request after the first would be.
+    items.append({**items[1], "runId": "run-other", "reference": "row-1-again"})
+
+    entries = many(api, items)
+
+    assert [entry["decision"] for entry in entries] == ["proceed", "proceed", "proceed", "in_progress"]
+    assert [entry["reference"] for entry in entries] == ["row-0", "row-1", "row-2", "row-1-again"]
+    assert entries[3]["claimId"] == entries[1]["claimId"]
+    assert "claimToken" not in entries[3]
+    assert all(entry["claimToken"] and entry["warnings"] == [] for entry in entries[:3])
+    single = ok(api.call("check_and_claim", {**items[0], "runId": "run-single"}))
+    assert (single["decision"], single["claimId"]) == ("in_progress", entries[0]["claimId"])
+
+
+def test_results_are_recorded_item_by_item_and_duplicates_follow(api: Api) -> None:
+    claimed = many(api, rows(3))
+    items = [succeeded(entry, f"ERP-{n}") for n, entry in enumerate(claimed)]
+    # A token that is not this attempt's: that item's own stale_claim, the others recorded.
+    items[2] = {**items[2], "claimToken": "x" * 43}
+
+    recorded = results(api, [*items, items[0]])
+
+    assert [entry.get("status") for entry in recorded] == ["succeeded", "succeeded", None, "succeeded"]
+    assert recorded[2]["error"]["code"] == "stale_claim"
+    assert recorded[2]["claimId"] == claimed[2]["claimId"]
+    assert recorded[3]["targetRecordId"] == "ERP-0"  # the same result again changes nothing
+    again = many(api, rows(3, run="run-again"))
+    assert [entry["decision"] for entry in again] == ["duplicate", "duplicate", "in_progress"]
+    assert again[1]["result"]["targetRecordId"] == "ERP-1"
+
+
+def test_a_failed_result_keeps_its_text_beside_the_item_error(api: Api) -> None:
+    (claimed,) = many(api, rows(1))
+    failed = {"claimId": claimed["claimId"], "claimToken": claimed["claimToken"], "outcome": "failed"}
+
+    (entry,) = results(api, [{**failed, "error": "ERP down", "retryable": True}])
+
+    assert (entry["status"], entry["errorMessage"]) == ("failed", "ERP down")
+    assert "error" not in entry
+
+
+def test_refused_items_fail_alone(api: Api) -> None:
+    items: list[Any] = rows(5)
+    items[1] = {**items[1], "key": "ana.silva@contoso.com"}
+    items[2] = "SO-2"
+    items[3] = {**items[3], "runId": None}
+    items[4] = {**items[4], "payload": {"notes": "x" * MAX_BODY_BYTES}}
+
+    entries = many(api, items)
+
+    assert entries[0]["decision"] == "proceed"
+    assert [entry.get("error", {}).get("code") for entry in entries[1:]] == [
+        "sensitive_key",
+        "invalid_request",
+        "invalid_request",
+        "too_large",
+    ]
+    assert entries[1]["reference"] == "row-1"
+    assert [detail["target"] for detail in entries[3]["error"]["details"]] == ["runId"]
+    assert "decision" not in entries[1]
+
+
+def test_an_item_asking_to_wait_is_refused_alone_as_a_bulk_call_answers_at_once(api: Api) -> None:
+    held = many(api, rows(1, run="run-holder"))[0]
+    items = rows(2)
+    items[0] = {**items[0], "wait": True}
+
+    entries = many(api, items)
+
+    assert held["decision"] == "proceed"
+    assert entries[0]["error"]["code"] == "invalid_request"
+    assert [detail["target"] for detail in entries[0]["error"]["details"]] == ["wait"]
+    assert entries[1]["decision"] == "proceed"
+
+
+@pytest.mark.parametrize(
+    ("body", "target"),
+    [
+        ({"items": rows(101)}, "items"),
+        ({"items": []}, "items"),
+        ({"items": rows(1)[0]}, "items"),
+        ({"rows": rows(1)}, "rows"),
+        ([rows(1)], "body"),
+    ],
+    ids=["101 items", "no item", "not a list", "another field", "not an object"],
+)
+def test_a_body_that_is_not_1_to_100_items_is_refused_whole(api: Api, body: Any, target: str) -> None:
+    for name in ("check_and_claim_many", "record_results"):
+        reply = api.call(name, body)
+
+        assert (reply.status, reply.code) == (400, "invalid_request"), reply.body
+        assert target in reply.targets
+    assert ok(api.call("check_and_claim", rows(1)[0]))["decision"] == "proceed"  # nothing was claimed
+
+
+def test_a_bulk_body_may_hold_100_items_at_their_limit_and_no_more(api: Api) -> None:
+    # Each item just under the single call's 64 KiB: the whole body is far over it.
+    fat = [{**item, "payload": {"notes": "x" * (MAX_BODY_BYTES - 1024)}} for item in rows(100)]
+
+    entries = many(api, fat)
+
+    assert [entry["decision"] for entry in entries] == ["proceed"] * 100
+    # Over HTTP the server refuses a longer body by its Content-Length (tests/http/test_server_framing.py).
+    over = FunctionsApi().call("check_and_claim_many", b'{"items": [' + b" " * (101 * MAX_BODY_BYTES) + b"]}")
+    assert (over.status, over.code) == (413, "too_large")
+
+
+@pytest.mark.parametrize("fault", [Fault.BEFORE])
+def test_a_store_failing_mid_call_answers_503_for_exactly_the_items_not_applied(
+    open_store: Any, clock: FakeClock, fault: Fault
+) -> None:
+    store = FaultyStore(open_store(), fault)
+    services = Gate(store, KeyHasher(KEY_SECRET), clock=clock).services
+    bootstrap.use_services(services)
+    api = FunctionsApi()
+    many(api, rows(1, start=99))  # the store is marked and its secrets read before the outage
+    store.arm(21, only="create_claim", lasting=True)
+
+    entries = many(api, rows(60))
+    store.disarm()
+
+    applied = [n for n, entry in enumerate(entries) if "decision" in entry]
+    unapplied = [n for n, entry in enumerate(entries) if "error" in entry]
+    assert len(applied) == 20
+    assert all(entries[n]["error"]["code"] == "store_unavailable" for n in unapplied)
+    if store.kind == "sqlite":
+        assert applied == list(range(20))  # one after another: the 21st item met the outage
+    # Nothing applied is lost, and every item not applied proceeds when sent again.
+    again = many(api, rows(60, run="run-retry"))
+    assert {n for n, entry in enumerate(again) if entry["decision"] == "proceed"} == set(unapplied)
+    assert all(again[n]["decision"] == "in_progress" for n in applied)
+    services.close()
+
+
+def test_rows_given_the_flow_runs_one_run_id_are_each_a_run_of_their_own(api: Api) -> None:
+    """A Select gives every item the flow run's id: a row repeated in the page must not be given the claim twice,
+    a later page of the same run is another run, and the platform's retry of the very call gets its claims back."""
+    items = rows(3, run="run-nightly")
+    items.append({**items[1], "reference": "row-1-again"})
+
+    entries = many(api, items)
+    again = many(api, items)
+    later = many(api, rows(2, start=1, run="run-nightly"))
+
+    assert [entry["decision"] for entry in entries] == ["proceed", "proceed", "proceed", "in_progress"]
+    assert [(entry["decision"], entry.get("claimToken")) for entry in again] == [
+        (entry["decision"], entry.get("claimToken")) for entry in entries
+    ]
+    assert [entry["decision"] for entry in later] == ["in_progress", "in_progress"]
+    first = ok(api.call("get_claim", route={"claimId": entries[0]["claimId"]}))
+    assert first["runId"].startswith("run-nightly#")
+    assert first["runId"].endswith(".1")

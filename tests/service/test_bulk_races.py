@@ -1,0 +1,145 @@
+"""Bulk calls racing bulk calls and single calls for the same 100 keys: every key proceeds once (issue 24).
+
+Half the racers send the keys in bulk calls of 50, each in an order of its own; the other half
+send single Check and claim calls. Racers are threads sharing a few service instances, and
+processes with services of their own, on one SQLite file or one set of tables on Azurite.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+import pytest
+
+from oncegate.bootstrap import Services, wire
+from oncegate.domain.keys import KeyHasher
+from oncegate.entrypoints import actions
+from oncegate.errors import OnceGateError
+from oncegate.models import ClaimRequest, ClaimResponse
+from oncegate.stores.port import ClaimStore
+from oncegate.stores.sqlite import SqliteStore
+from tests.conftest import KEY_SECRET, SQLITE_FILE
+from tests.gate import Gate
+
+KEYS = [f"SO-{n}" for n in range(100)]
+RACERS = 8
+INSTANCES = 4
+PROCESSES = 4
+CHUNK = 50
+# Where a process finds the store: ("sqlite", path) or ("tables", connection string, table prefix).
+Address = tuple[str, ...]
+
+
+def racer(services: Services, index: int) -> list[tuple[str, str]]:
+    """Racer ``index`` asks for every key once: in bulk calls when even, one call per key when odd.
+
+    Each racer's own order, so bulk calls meet single calls and each other on every key. Answers
+    as (key, decision or error code).
+    """
+    keys = random.Random(index).sample(KEYS, len(KEYS))
+    requests = [
+        ClaimRequest(scope="erp.create-order", key=key, run_id=f"run-{index}", fingerprint="v1") for key in keys
+    ]
+    answers: list[ClaimResponse | OnceGateError] = []
+    if index % 2 == 0:
+        for start in range(0, len(requests), CHUNK):
+            answers += services.bulk.each(
+                requests[start : start + CHUNK],
+                lambda request: actions.check_and_claim(services, request),
+                same=lambda request: request.key,
+            )
+    else:
+        answers = [actions.check_and_claim(services, request) for request in requests]
+    return [
+        (request.key, answer.decision.value if isinstance(answer, ClaimResponse) else answer.code)
+        for request, answer in zip(requests, answers, strict=True)
+    ]
+
+
+def assert_each_key_proceeds_once(answers: list[tuple[str, str]]) -> None:
+    assert len(answers) == RACERS * len(KEYS)
+    proceeds = Counter(key for key, decision in answers if decision == "proceed")
+    assert proceeds == Counter(KEYS)
+    assert Counter(decision for _, decision in answers) == {
+        "proceed": len(KEYS),
+        "in_progress": (RACERS - 1) * len(KEYS),
+    }
+
+
+def test_bulk_and_single_calls_in_threads_proceed_once_per_key(new_service: Callable[[], Gate]) -> None:
+    instances = [new_service().services for _ in range(INSTANCES)]
+    barrier = threading.Barrier(RACERS)
+
+    def run(index: int) -> list[tuple[str, str]]:
+        barrier.wait(timeout=30)
+        return racer(instances[index % INSTANCES], index)
+
+    with ThreadPoolExecutor(RACERS) as pool:
+        answers = [answer for racer_answers in pool.map(run, range(RACERS)) for answer in racer_answers]
+
+    assert_each_key_proceeds_once(answers)
+    for services in instances:
+        services.bulk.close()
+
+
+def _open(address: Address) -> ClaimStore:
+    if address[0] == "sqlite":
+        return SqliteStore(address[1])
+    from oncegate.stores.tables import TableStore
+
+    return TableStore.from_connection_string(address[1], prefix=address[2])
+
+
+def _race_in_process(
+    address: Address, indexes: list[int], barrier: Barrier, results: Queue[list[tuple[str, str]]]
+) -> None:
+    services = wire(_open(address), KeyHasher(KEY_SECRET))
+    try:
+        services.claims.health()  # the store's marks read before the race, as a started instance has
+        barrier.wait(timeout=60)
+        with ThreadPoolExecutor(len(indexes)) as pool:
+            for answers in pool.map(lambda index: racer(services, index), indexes):
+                results.put(answers)
+    finally:
+        services.close()
+
+
+@pytest.fixture
+def address(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Address:
+    if store_kind == "sqlite":
+        path = tmp_path / SQLITE_FILE
+        SqliteStore(path).close()  # the schema exists before the race, as in a deployed server
+        return ("sqlite", str(path))
+    factory = request.getfixturevalue("table_store_factory")
+    factory()  # the tables exist before the race, and the factory drops them after the test
+    return ("tables", factory.connection_string, factory.prefix)
+
+
+def test_bulk_and_single_calls_in_processes_proceed_once_per_key(address: Address) -> None:
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(PROCESSES)
+    results: Queue[list[tuple[str, str]]] = context.Queue()
+    per_process = RACERS // PROCESSES
+    processes = [
+        context.Process(
+            target=_race_in_process,
+            args=(address, list(range(first, first + per_process)), barrier, results),
+        )
+        for first in range(0, RACERS, per_process)
+    ]
+    for process in processes:
+        process.start()
+    answers = [answer for _ in range(RACERS) for answer in results.get(timeout=180)]
+    for process in processes:
+        process.join(timeout=30)
+
+    assert_each_key_proceeds_once(answers)
+    assert [process.exitcode for process in processes] == [0] * PROCESSES

@@ -240,6 +240,7 @@ class Client:
         retention_days: int | None,
         description: str | None,
         key_pattern: str | None = None,
+        horizon_days: int | None = None,
     ) -> Answer[ScopeView]:
         """Set a scope's settings: a field left out gets its default."""
         wanted = {
@@ -247,6 +248,7 @@ class Client:
             "owner": owner,
             "leaseSeconds": lease_seconds,
             "retentionDays": retention_days,
+            "horizonDays": horizon_days,
             "description": description,
             "keyPattern": key_pattern,
         }

@@ -350,6 +350,7 @@ def scope_text(scope: ScopeView) -> RenderableType:
             ("Description", scope.description),
             ("Default lease", f"{scope.lease_seconds} s"),
             ("Retention", plural(scope.retention_days, "day")),
+            ("Horizon", plural(scope.horizon_days, "day")),
             ("Key pattern", scope.key_pattern),
             ("Registered", _when(scope.registered_at) or "no"),
             ("First seen", _when(scope.first_seen_at)),

@@ -176,6 +176,7 @@ def set_scope(request: SetScopeRequest) -> SetScope:
         owner=request.owner,
         lease_seconds=request.lease_seconds,
         retention_days=request.retention_days,
+        horizon_days=request.horizon_days,
         description=request.description,
         key_pattern=request.key_pattern,
     )

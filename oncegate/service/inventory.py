@@ -211,6 +211,7 @@ class Inventory:
                 owner=request.owner,
                 lease_seconds=request.lease_seconds,
                 retention_days=request.retention_days,
+                horizon_days=request.horizon_days,
                 description=request.description,
                 key_pattern=request.key_pattern,
                 registered_at=record.registered_at or self._clock(),

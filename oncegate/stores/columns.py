@@ -22,6 +22,7 @@ from typing import Any
 from oncegate.domain.records import (
     AppliedResolution,
     Claim,
+    ClaimFilter,
     Conflict,
     EarlierAttempt,
     FingerprintRecord,
@@ -73,6 +74,7 @@ CLAIM_COLUMNS = (
     "Generation",
     "Resolutions",
     "KeyId",
+    "PurgedAt",
     "SchemaVersion",
 )
 # 2: the earlier attempt and the release in doubt are columns (1 kept them in the history).
@@ -157,6 +159,16 @@ def _flow(row: Row) -> Flow | None:
     return Flow(name, row.get("FlowEnvironment") or "") if name else None
 
 
+# The Status column of a tombstone (Claim.purged_at set; always of a succeeded claim): a list of claims by status
+# never meets one, and a list of tombstones (ClaimFilter.tombstones) meets nothing else.
+TOMBSTONE_STATUS = "purged"
+
+
+def stored_statuses(matching: ClaimFilter) -> list[str]:
+    """The Status column's values a list of ``matching`` reads."""
+    return [TOMBSTONE_STATUS] if matching.tombstones else [status.value for status in matching.statuses]
+
+
 def claim_to_row(claim: Claim) -> Row:
     # ClaimToken and Resolutions are written back only as earlier releases left them: a token in clear
     # stays valid until its attempt ends, and a resolution list no longer grows (see AppliedResolution).
@@ -164,7 +176,7 @@ def claim_to_row(claim: Claim) -> Row:
     return {
         "ClaimId": claim.claim_id,
         "Scope": claim.scope,
-        "Status": claim.status.value,
+        "Status": TOMBSTONE_STATUS if claim.purged_at is not None else claim.status.value,
         "Attempt": claim.attempt,
         "Fingerprint": claim.fingerprint,
         "GrantId": claim.grant_id,
@@ -191,6 +203,7 @@ def claim_to_row(claim: Claim) -> Row:
         "Generation": claim.generation,
         "Resolutions": _json_text(resolutions) if resolutions else None,
         "KeyId": claim.key_id,
+        "PurgedAt": claim.purged_at,
         "SchemaVersion": CLAIM_SCHEMA,
     }
 
@@ -234,7 +247,7 @@ def claim_from_row(row: Row, version: str, history: Callable[[], list[HistoryEve
     claim = Claim(
         claim_id=row["ClaimId"],
         scope=row["Scope"],
-        status=ClaimStatus(row["Status"]),
+        status=ClaimStatus.SUCCEEDED if row["Status"] == TOMBSTONE_STATUS else ClaimStatus(row["Status"]),
         attempt=int(row["Attempt"]),
         fingerprint=row.get("Fingerprint"),
         grant_id=row.get("GrantId"),
@@ -257,6 +270,7 @@ def claim_from_row(row: Row, version: str, history: Callable[[], list[HistoryEve
         released_in_doubt=bool(row.get("ReleasedInDoubt")),
         generation=int(row.get("Generation") or 0),
         key_id=row.get("KeyId"),
+        purged_at=_when(row.get("PurgedAt")),
         legacy_token=row.get("ClaimToken") or None,
         legacy_resolutions=tuple(
             AppliedResolution(conflict_id, fingerprint, Resolution(decision))
@@ -520,6 +534,7 @@ def scope_to_row(record: ScopeRecord) -> Row:
         "RetentionDays": record.retention_days,
         "Description": record.description,
         "KeyPattern": record.key_pattern,
+        "HorizonDays": record.horizon_days,
         "RegisteredAt": record.registered_at,
         "FirstSeenAt": record.first_seen_at,
         "LastSeenAt": record.last_seen_at,
@@ -529,7 +544,7 @@ def scope_to_row(record: ScopeRecord) -> Row:
 
 
 def scope_from_row(row: Row, version: str) -> ScopeRecord:
-    lease, retention = row.get("LeaseSeconds"), row.get("RetentionDays")
+    lease, retention, horizon = row.get("LeaseSeconds"), row.get("RetentionDays"), row.get("HorizonDays")
     return ScopeRecord(
         scope=row["Scope"],
         owner=row.get("Owner"),
@@ -537,6 +552,7 @@ def scope_from_row(row: Row, version: str) -> ScopeRecord:
         retention_days=None if retention is None else int(retention),
         description=row.get("Description"),
         key_pattern=row.get("KeyPattern"),
+        horizon_days=None if horizon is None else int(horizon),
         registered_at=_when(row.get("RegisteredAt")),
         first_seen_at=_when(row.get("FirstSeenAt")),
         last_seen_at=_when(row.get("LastSeenAt")),

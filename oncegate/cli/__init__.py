@@ -19,7 +19,8 @@
     flows overlaps [--top N] [--all-pages]
     flows register --name NAME --environment ENV [--owner O] [--enabled | --disabled] [--notes T]
     scopes list [--top N] [--all-pages]
-    scopes set SCOPE [--owner O] [--lease-seconds S] [--retention-days D] [--description T] [--key-pattern P]
+    scopes set SCOPE [--owner O] [--lease-seconds S] [--retention-days D] [--horizon-days H] [--description T]
+                     [--key-pattern P]
                [--fingerprint-include PTR]... [--fingerprint-ignore PTR]... [--fingerprint-preset sharepoint|dataverse]
     drill [--scope SCOPE] [--source SOURCE] [--concurrency N] [--verbose]
     health
@@ -54,8 +55,10 @@ from oncegate.cli.signin import AppFactory, msal_app
 from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, moment, scope, source, whole_number
 from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.limits import (
+    DEFAULT_HORIZON_DAYS,
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RETENTION_DAYS,
+    MAX_HORIZON_DAYS,
     MAX_LEASE_SECONDS,
     MAX_RETENTION_DAYS,
     MIN_LEASE_SECONDS,
@@ -319,6 +322,14 @@ def _add_scopes(subparsers: Any) -> None:
         metavar="D",
         help=f"how long finished claims are kept, {MIN_RETENTION_DAYS} to {MAX_RETENTION_DAYS} days "
         f"({DEFAULT_RETENTION_DAYS} until set)",
+    )
+    setting.add_argument(
+        "--horizon-days",
+        type=whole_number(MIN_RETENTION_DAYS, MAX_HORIZON_DAYS),
+        metavar="H",
+        help=f"how long after its last change a succeeded claim's key is still answered duplicate, at least the "
+        f"retention, up to {MAX_HORIZON_DAYS} days ({DEFAULT_HORIZON_DAYS} until set): past the retention, by its "
+        "tombstone",
     )
     setting.add_argument("--description", help="what the side effect does")
     setting.add_argument(

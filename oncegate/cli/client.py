@@ -243,6 +243,7 @@ class Client:
         fingerprint_include: list[str] | None = None,
         fingerprint_ignore: list[str] | None = None,
         fingerprint_preset: str | None = None,
+        horizon_days: int | None = None,
     ) -> Answer[ScopeView]:
         """Set a scope's settings: a field left out gets its default."""
         wanted = {
@@ -250,6 +251,7 @@ class Client:
             "owner": owner,
             "leaseSeconds": lease_seconds,
             "retentionDays": retention_days,
+            "horizonDays": horizon_days,
             "description": description,
             "keyPattern": key_pattern,
             "fingerprintInclude": fingerprint_include,

@@ -293,6 +293,7 @@ def scopes_set(client: Client, args: argparse.Namespace) -> Output:
         "owner": args.owner,
         "lease_seconds": args.lease_seconds,
         "retention_days": args.retention_days,
+        "horizon_days": args.horizon_days,
         "description": args.description,
         "key_pattern": args.key_pattern,
         "fingerprint_include": _pointers(args.fingerprint_include),
@@ -302,6 +303,9 @@ def scopes_set(client: Client, args: argparse.Namespace) -> Output:
     current = _registered_scope(client, args.scope_name)
     kept = {name: getattr(current, name) for name in given} if current else {}
     wanted = {name: value if value is not None else kept.get(name) for name, value in given.items()}
+    if args.horizon_days is None and wanted["horizon_days"] is not None and wanted["retention_days"] is not None:
+        # The horizon shown is never shorter than the retention: a longer retention given now lengthens it alike.
+        wanted["horizon_days"] = max(wanted["horizon_days"], wanted["retention_days"])
     # An option given empty clears the setting: a key pattern declared by mistake must be removable.
     wanted = {name: value if value != "" else None for name, value in wanted.items()}
     return _shown(client.set_scope(args.scope_name, **wanted), rendering.scope_text)

@@ -350,6 +350,7 @@ def scope_text(scope: ScopeView) -> RenderableType:
             ("Description", scope.description),
             ("Default lease", f"{scope.lease_seconds} s"),
             ("Retention", plural(scope.retention_days, "day")),
+            ("Horizon", plural(scope.horizon_days, "day")),
             ("Key pattern", scope.key_pattern),
             *_fingerprint_rules(scope),
             ("Registered", _when(scope.registered_at) or "no"),

@@ -195,6 +195,7 @@ def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> 
         retryable=None,
         earlier_attempt=earlier,
         released_in_doubt=False,
+        purged_at=None,  # a tombstone taken over (a reviewer accepted new data) is a claim again
         source=claim.source or intent.source,
         reference=claim.reference or intent.reference,
     )
@@ -313,6 +314,15 @@ def _duplicate(claim: Claim, intent: Intent) -> Verdict:
         how = f"Same key and fingerprint {short(intent.fingerprint)} as attempt {claim.attempt}, which succeeded."
     else:
         how = f"Fingerprint {short(intent.fingerprint)} was accepted by a reviewer as the same business intent."
+    if claim.purged_at is not None:
+        # Retention purged the claim, and its tombstone keeps the key for the scope's horizon (issue 26).
+        how += f" The claim was purged at {claim.purged_at.isoformat()}; its tombstone recognised the key."
+        return Verdict(
+            Decision.DUPLICATE,
+            how,
+            f"Already done by run {claim.run_id}, long enough ago that only the target record and the time it was "
+            "done are kept: skip the side effect and reuse them.",
+        )
     return Verdict(
         Decision.DUPLICATE, how, f"Already done by run {claim.run_id}: skip the side effect and reuse the result."
     )

@@ -16,6 +16,10 @@ MAX_LEASE_SECONDS = 86_400
 DEFAULT_RETENTION_DAYS = 90
 MIN_RETENTION_DAYS = 1
 MAX_RETENTION_DAYS = 3650
+# How long a succeeded claim's key is recognised after its last change: the claim for its retention, then its
+# tombstone. A year by default, as a late replay (a run resubmitted, a polling trigger turned back on) comes months on.
+DEFAULT_HORIZON_DAYS = 365
+MAX_HORIZON_DAYS = 3650
 # What a flow may store with a result or a conflict: small enough for one Table Storage row (issue 9).
 DATA_LIMIT_BYTES = 16 * 1024
 DETAILS_LIMIT_BYTES = 8 * 1024

@@ -70,6 +70,11 @@ class Claim:
     ``granted_to`` is a keyed digest of who signed in (Entra ID) when the current attempt was
     granted: only that caller gets it back as the same run asking again.
 
+    ``purged_at`` says the claim is a tombstone: retention purged a succeeded claim at that time and
+    kept what a late replay of its key needs to be answered ``duplicate`` (the status, the target
+    record, the completion, the fingerprint) for its scope's horizon; its data, history and labels
+    are gone.
+
     ``earlier_attempt`` is the earlier attempt the current one was granted to reconcile (None for an
     attempt granted ``proceed``); ``released_in_doubt`` says its run released it without knowing what
     that earlier attempt did, so the claim stays ``unknown``. (Rows written before these were fields
@@ -108,6 +113,7 @@ class Claim:
     # The attempt whose idempotency key the current attempt hands the target system: an earlier one whose
     # outcome is in doubt, which this attempt reconciles; None for its own (see domain/idempotency.py).
     idempotency_attempt: int | None = None
+    purged_at: datetime | None = None
     legacy_token: str | None = None
     legacy_resolutions: tuple[AppliedResolution, ...] = ()
     version: str | None = None
@@ -223,7 +229,8 @@ class ClaimFilter:
     """Which claims a list holds: in one of ``statuses`` (at least one), and each other filter only if given.
 
     Of ``scope``, last changed before ``changed_before``, of the source system ``source``, with
-    ``reference``, first received at or after ``received_since``.
+    ``reference``, first received at or after ``received_since``. ``tombstones`` lists the tombstones
+    of purged claims (see :attr:`Claim.purged_at`) instead of the claims: a list holds one or the other.
     """
 
     statuses: Collection[ClaimStatus]
@@ -232,11 +239,13 @@ class ClaimFilter:
     source: str | None = None
     reference: str | None = None
     received_since: datetime | None = None
+    tombstones: bool = False
 
     def matches(self, claim: Claim) -> bool:
         since, before = self.received_since, self.changed_before
         return (
-            claim.status in self.statuses
+            (claim.purged_at is not None) is self.tombstones
+            and claim.status in self.statuses
             and self.scope in (None, claim.scope)
             and (before is None or claim.updated_at < before)
             and self.source in (None, claim.source)
@@ -309,8 +318,10 @@ class ScopeRecord:
     applies its own defaults. A retention job reads ``retention_days`` from here.
     ``claims_by_source`` counts the claims made for each source system named (issue 16).
     ``key_pattern`` is the shape its owner declared its keys have (issue 22): see
-    :mod:`oncegate.domain.key_patterns`. ``fingerprint_rules`` are its owner's fingerprint rules, every
-    version kept (issue 25): see :mod:`oncegate.domain.fingerprint_rules`.
+    :mod:`oncegate.domain.key_patterns`. ``horizon_days`` is how long after its last change a
+    succeeded claim's key is still recognised, as a tombstone once retention purged the claim.
+    ``fingerprint_rules`` are its owner's fingerprint rules, every version kept (issue 25): see
+    :mod:`oncegate.domain.fingerprint_rules`.
     """
 
     scope: str
@@ -321,6 +332,7 @@ class ScopeRecord:
     key_pattern: str | None = None
     # Every version of the scope's fingerprint rules, oldest first: claims keep the version they were made under.
     fingerprint_rules: tuple[FingerprintRules, ...] = ()
+    horizon_days: int | None = None
     registered_at: datetime | None = None
     first_seen_at: datetime | None = None
     last_seen_at: datetime | None = None

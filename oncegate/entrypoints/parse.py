@@ -7,6 +7,8 @@ outcome and attempt) are checked here too, so that the services take commands th
 
 from __future__ import annotations
 
+from typing import Any
+
 from oncegate.domain.keys import normalise_scope, normalise_source
 from oncegate.domain.records import (
     ClaimFilter,
@@ -54,18 +56,21 @@ def flow_of(ref: FlowRef | None) -> Flow | None:
     return Flow(ref.name, ref.environment) if ref else None
 
 
+def _run_of(request: ClaimItem | ReportConflictRequest) -> dict[str, Any]:
+    """What Check and claim and Report conflict both say: the key, its business data, and the run asking."""
+    return {
+        "scope": request.scope,
+        "key": request.key,
+        "payload": request.payload,
+        "fingerprint": request.fingerprint,
+        "source": request.source,
+        "run_id": request.run_id,
+        "flow": flow_of(request.flow),
+    }
+
+
 def check_and_claim(request: ClaimItem) -> CheckAndClaim:
-    return CheckAndClaim(
-        scope=request.scope,
-        key=request.key,
-        payload=request.payload,
-        fingerprint=request.fingerprint,
-        source=request.source,
-        run_id=request.run_id,
-        flow=flow_of(request.flow),
-        lease_seconds=request.lease_seconds,
-        reference=request.reference,
-    )
+    return CheckAndClaim(**_run_of(request), lease_seconds=request.lease_seconds, reference=request.reference)
 
 
 def lookup(request: LookupRequest) -> KeyOf:
@@ -73,17 +78,7 @@ def lookup(request: LookupRequest) -> KeyOf:
 
 
 def report_conflict(request: ReportConflictRequest) -> ReportConflict:
-    return ReportConflict(
-        scope=request.scope,
-        key=request.key,
-        payload=request.payload,
-        fingerprint=request.fingerprint,
-        source=request.source,
-        run_id=request.run_id,
-        flow=flow_of(request.flow),
-        reason=request.reason,
-        details=request.details,
-    )
+    return ReportConflict(**_run_of(request), reason=request.reason, details=request.details)
 
 
 def record_result(request: RecordResultRequest) -> RecordResult:
@@ -176,6 +171,7 @@ def set_scope(request: SetScopeRequest) -> SetScope:
         owner=request.owner,
         lease_seconds=request.lease_seconds,
         retention_days=request.retention_days,
+        horizon_days=request.horizon_days,
         description=request.description,
         key_pattern=request.key_pattern,
         fingerprint_include=tuple(request.fingerprint_include or ()),

@@ -43,6 +43,7 @@ from oncegate.models import (
     SourceCount,
 )
 from oncegate.service.attention import NeedsAttention
+from oncegate.service.retention import horizon_days
 
 
 def flow_ref(flow: Flow | None) -> FlowRef | None:
@@ -145,6 +146,7 @@ def claim_view(claim: Claim, history: list[HistoryEvent] | None = None) -> Claim
         error=claim.error,
         retryable=claim.retryable,
         reviewer=claim.reviewer,
+        purged_at=claim.purged_at,
         history=None if history is None else [history_entry(event) for event in history],
     )
 
@@ -236,6 +238,7 @@ def scope_view(record: ScopeRecord, open_conflicts: int) -> ScopeView:
         owner=record.owner,
         lease_seconds=record.lease_seconds or DEFAULT_LEASE_SECONDS,
         retention_days=record.retention_days or DEFAULT_RETENTION_DAYS,
+        horizon_days=horizon_days(record),
         description=record.description,
         key_pattern=record.key_pattern,
         **_rules_view(record.fingerprint_rules),

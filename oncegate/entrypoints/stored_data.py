@@ -74,6 +74,7 @@ STORED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
 NOT_LOOKED_AT = frozenset(
     {"key", "payload", "fingerprint", "reviewer", "owner", "run_id", "flow", "name", "environment", "scope"}
     | {"claim_token", "outcome", "retryable", "decision", "enabled", "lease_seconds", "retention_days", "attempt"}
+    | {"horizon_days"}
     | {"wait", "max_wait_seconds", "fingerprint_include", "fingerprint_ignore", "fingerprint_preset"}
 )
 View = TypeVar("View", ClaimView, ConflictView, FlowView, ScopeView)

@@ -244,6 +244,14 @@ class ClaimView(_Model):
             "not retryable clears it until someone reviews that failure.",
         ),
     ] = None
+    purged_at: Annotated[
+        datetime | None,
+        designer(
+            "Purged At",
+            "When retention purged the claim down to its tombstone, in UTC: only its status, target record, "
+            "completion, run and flow are kept, so that a late replay of its key is still answered duplicate.",
+        ),
+    ] = None
     history: Annotated[
         list[HistoryEntry] | None,
         designer(

@@ -5,11 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from oncegate.domain.fingerprint_rules import FingerprintPreset, pointers_problem
 from oncegate.domain.key_patterns import MAX_PATTERN_LENGTH, key_pattern_problem
-from oncegate.domain.limits import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS, MIN_RETENTION_DAYS
+from oncegate.domain.limits import (
+    DEFAULT_HORIZON_DAYS,
+    DEFAULT_RETENTION_DAYS,
+    MAX_HORIZON_DAYS,
+    MAX_RETENTION_DAYS,
+    MIN_RETENTION_DAYS,
+)
 from oncegate.models.base import (
     ADVANCED,
     IMPORTANT,
@@ -120,6 +126,16 @@ class SetScopeRequest(_Request):
             ADVANCED,
         ),
     ] = Field(default=DEFAULT_RETENTION_DAYS, ge=MIN_RETENTION_DAYS, le=MAX_RETENTION_DAYS)
+    horizon_days: Annotated[
+        int | None,
+        designer(
+            "Horizon Days",
+            f"How many days after its last change a succeeded claim's key is still answered duplicate, from the "
+            f"retention to {MAX_HORIZON_DAYS} ({DEFAULT_HORIZON_DAYS} when left empty): past the retention, by the "
+            "claim's tombstone.",
+            ADVANCED,
+        ),
+    ] = Field(default=None, ge=MIN_RETENTION_DAYS, le=MAX_HORIZON_DAYS)
     description: Annotated[
         str | None, designer("Description", "What the side effect does, in one sentence.", ADVANCED)
     ] = Field(default=None, max_length=1024)
@@ -158,6 +174,17 @@ class SetScopeRequest(_Request):
             ADVANCED,
         ),
     ] = None
+
+    @field_validator("horizon_days")
+    @classmethod
+    def _not_shorter_than_the_retention(cls, horizon: int | None, info: ValidationInfo) -> int | None:
+        # On the field, so the 400 names it; retention_days is declared (and validated) first.
+        retention = info.data.get("retention_days")
+        if horizon is not None and retention is not None and horizon < retention:
+            raise ValueError(
+                f"the horizon must be at least the retention ({retention} days): claims are kept that long"
+            )
+        return horizon
 
 
 class ListPageQuery(_Request):
@@ -261,6 +288,14 @@ class ScopeView(_Model):
         int, designer("Default Lease Seconds", "The lease of the scope's claims that do not ask for one.")
     ]
     retention_days: Annotated[int, designer("Retention Days", "How many days the scope's claims are kept.")]
+    horizon_days: Annotated[
+        int,
+        designer(
+            "Horizon Days",
+            "How many days after its last change a succeeded claim's key is still answered duplicate: the claim for "
+            "its retention, then its tombstone. A replay later than this is a new key.",
+        ),
+    ]
     description: Annotated[str | None, designer("Description", "What the side effect does.")] = None
     key_pattern: Annotated[
         str | None,

@@ -145,6 +145,7 @@ class SetScope:
     owner: str | None = None
     lease_seconds: int | None = None
     retention_days: int | None = None
+    horizon_days: int | None = None
     description: str | None = None
     key_pattern: str | None = None
     # The fingerprint rules (issue 25): JSON Pointers, checked for shape at the edge.

@@ -227,6 +227,7 @@ class Inventory:
                 owner=request.owner,
                 lease_seconds=request.lease_seconds,
                 retention_days=request.retention_days,
+                horizon_days=request.horizon_days,
                 description=request.description,
                 key_pattern=request.key_pattern,
                 fingerprint_rules=_with_rules(record.fingerprint_rules, request),

@@ -9,8 +9,15 @@ A claim is deleted when its last change (``UpdatedAt``) is older than its scope'
   its ``reviewer`` is set. An unreviewed one waits in the attention list instead.
 
 Never an ``in_progress`` or ``unknown`` claim, never a retryable failure (its next run retries it),
-never a claim with an open conflict. Once deleted, the key is forgotten: its next Check and claim is
-answered ``proceed``, as for a key never seen.
+never a claim with an open conflict.
+
+A succeeded claim leaves a tombstone (issue 26): its row keeps the status, target record, completion,
+run, flow and fingerprint, and loses its data, labels and history, so that a late replay of the key
+(a run resubmitted months on, a polling trigger turned back on) is still answered ``duplicate``. The
+tombstone goes once the scope's horizon is over (``horizonDays``, a year by default, never shorter
+than the retention), counted from the claim's last change, by the same purge, after the claims. A
+released claim or a reviewed failure leaves nothing: nothing was done for the key, and its next
+Check and claim is answered ``proceed``, as for a key never seen.
 
 The claims are listed a page at a time (``list_claims``: finished and changed before the shortest
 retention of any scope), each is checked against its own scope's retention and the open conflicts
@@ -28,13 +35,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from oncegate.domain.limits import DEFAULT_RETENTION_DAYS
-from oncegate.domain.records import Claim, ClaimFilter
+from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_RETENTION_DAYS
+from oncegate.domain.records import Claim, ClaimFilter, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.service.inventory import Inventory, open_conflicts
@@ -63,8 +70,10 @@ class Kept(StrEnum):
 class PurgeReport:
     """What a purge did: running totals while it goes (``on_progress``), its outcome at the end.
 
-    ``deleted`` counts claims by scope and status: deleted, or that would be deleted in a dry run.
-    ``cursor`` is where a purge resumes; ``finished`` says the list was read to its end.
+    ``deleted`` counts claims by scope and status: deleted, or that would be deleted in a dry run (a
+    succeeded one leaves its tombstone). ``tombstones_deleted`` counts, by scope, the tombstones past
+    their horizon deleted, once the claims are done. ``cursor`` is where a purge resumes (in the
+    claims); ``finished`` says the list was read to its end.
     """
 
     dry_run: bool
@@ -74,6 +83,7 @@ class PurgeReport:
     examined: int = 0
     deleted: Counter[tuple[str, ClaimStatus]] = field(default_factory=Counter)
     kept: Counter[Kept] = field(default_factory=Counter)
+    tombstones_deleted: Counter[str] = field(default_factory=Counter)
     error: str | None = None
 
     @property
@@ -91,11 +101,14 @@ class PurgeReport:
             f"{scope} {status.value} {count}" for (scope, status), count in sorted(self.deleted.items())
         )
         kept = ", ".join(f"{reason.value} {count}" for reason, count in sorted(self.kept.items()))
+        tombstones = sum(self.tombstones_deleted.values())
+        past = f", {verb} {tombstones} tombstone{'s' * (tombstones != 1)} past the horizon" if tombstones else ""
         return (
             f"{self.pages} page{'s' * (self.pages != 1)}, {self.examined} claim{'s' * (self.examined != 1)} examined, "
             f"{verb} {self.deleted_total}"
             f"{f' ({by_scope})' if by_scope else ''}, kept {sum(self.kept.values())}"
             f"{f' ({kept})' if kept else ''}"
+            f"{past}"
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -110,9 +123,37 @@ class PurgeReport:
                 for (scope, status), count in sorted(self.deleted.items())
             ],
             "kept": {reason.value: count for reason, count in sorted(self.kept.items())},
+            "tombstonesDeleted": sum(self.tombstones_deleted.values()),
             "cursor": self.cursor,
             "error": self.error,
         }
+
+
+def horizon_days(record: ScopeRecord) -> int:
+    """How long after its last change a succeeded claim's key is recognised: never shorter than the retention."""
+    horizon = record.horizon_days or DEFAULT_HORIZON_DAYS
+    return max(horizon, record.retention_days or DEFAULT_RETENTION_DAYS)
+
+
+def buried(claim: Claim, now: datetime) -> Claim:
+    """The tombstone of a succeeded claim: what a late replay of its key is answered with, and nothing else.
+
+    Kept: the status, attempt, target record and completion (the answer's result), the run and flow that did it,
+    the fingerprint (changed data is still a conflict) and the grant (the run's token still names it). Gone: the
+    result's data, the labels stored in clear (source, reference), who reviewed it and who signed in.
+    """
+    return replace(
+        claim,
+        data=None,
+        source=None,
+        reference=None,
+        error=None,
+        reviewer=None,
+        granted_to=None,
+        earlier_attempt=None,
+        lease_expires_at=None,
+        purged_at=now,
+    )
 
 
 def kept_because(claim: Claim, *, now: datetime, retention_days: int, open_conflict: bool) -> Kept | None:
@@ -168,9 +209,9 @@ class Retention:
         before the first page (reading the scopes' retention).
         """
         now = now or self._clock()
-        retention = {
-            record.scope: record.retention_days or DEFAULT_RETENTION_DAYS for record in self._store.list_scopes()
-        }
+        scopes = self._store.list_scopes()
+        retention = {record.scope: record.retention_days or DEFAULT_RETENTION_DAYS for record in scopes}
+        horizon = {record.scope: horizon_days(record) for record in scopes}
         # One list for every scope: from the shortest retention on, each claim is then held to its own.
         changed_before = now - timedelta(days=min([DEFAULT_RETENTION_DAYS, *retention.values()]))
         deadline = None if time_budget is None else time.monotonic() + time_budget.total_seconds()
@@ -190,6 +231,8 @@ class Retention:
                     deadline is not None and time.monotonic() >= deadline
                 ):
                     break
+            if report.finished and report.error is None:
+                self._tombstones(report, pool, now=now, horizon=horizon, size=page_size, deadline=deadline)
         if not dry_run:
             self._flush_counts()
         return report
@@ -222,7 +265,7 @@ class Retention:
             else:
                 report.kept[kept] += 1
         report.examined += len(page.items)
-        outcomes = [True] * len(doomed) if report.dry_run else pool.map(self._deleted, doomed)
+        outcomes = [True] * len(doomed) if report.dry_run else pool.map(lambda c: self._deleted(c, now=now), doomed)
         for claim, deleted in zip(doomed, outcomes, strict=True):
             if deleted:
                 report.deleted[claim.scope, claim.status] += 1
@@ -232,13 +275,57 @@ class Retention:
         report.cursor = page.cursor
         report.finished = page.cursor is None
 
-    def _deleted(self, claim: Claim) -> bool:
-        """Delete the claim as listed; False when it changed since (it is kept, and examined again next time)."""
+    def _deleted(self, claim: Claim, *, now: datetime) -> bool:
+        """Delete the claim as listed, a succeeded one down to its tombstone; False when it changed since (it
+        is kept, and examined again next time)."""
+        tombstone = buried(claim, now) if claim.status is ClaimStatus.SUCCEEDED else None
         try:
-            self._store.delete_claim(claim)
+            self._store.delete_claim(claim, tombstone=tombstone)
         except ConcurrentUpdate:
             return False
         self._inventory.status_changed(claim.scope, claim.status, None)
+        return True
+
+    def _tombstones(
+        self,
+        report: PurgeReport,
+        pool: Executor,
+        *,
+        now: datetime,
+        horizon: Mapping[str, int],
+        size: int,
+        deadline: float | None,
+    ) -> None:
+        """Delete the tombstones whose scope's horizon is over, counted from the claim's last change."""
+        matching = ClaimFilter(
+            (ClaimStatus.SUCCEEDED,),
+            tombstones=True,
+            changed_before=now - timedelta(days=min([DEFAULT_HORIZON_DAYS, *horizon.values()])),
+        )
+        cursor: str | None = None
+        while True:
+            try:
+                page = self._store.list_claims(matching, limit=size, cursor=cursor)
+            except StoreUnavailable as exc:
+                report.error = exc.message
+                return
+            over = [
+                tombstone
+                for tombstone in page.items
+                if tombstone.updated_at < now - timedelta(days=horizon.get(tombstone.scope, DEFAULT_HORIZON_DAYS))
+            ]
+            gone = [True] * len(over) if report.dry_run else pool.map(self._tombstone_deleted, over)
+            for tombstone, deleted in zip(over, gone, strict=True):
+                report.tombstones_deleted[tombstone.scope] += int(deleted)
+            cursor = page.cursor
+            if cursor is None or (deadline is not None and time.monotonic() >= deadline):
+                return
+
+    def _tombstone_deleted(self, tombstone: Claim) -> bool:
+        try:
+            self._store.delete_claim(tombstone)
+        except ConcurrentUpdate:
+            return False  # taken over meanwhile (a reviewer accepted new data): a claim again
         return True
 
     def _flush_counts(self) -> None:

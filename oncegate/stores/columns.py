@@ -22,6 +22,7 @@ from typing import Any
 from oncegate.domain.records import (
     AppliedResolution,
     Claim,
+    ClaimFilter,
     Conflict,
     EarlierAttempt,
     FingerprintRecord,
@@ -76,6 +77,7 @@ CLAIM_COLUMNS = (
     "KeyId",
     "RulesVersion",
     "IdempotencyAttempt",
+    "PurgedAt",
     "SchemaVersion",
 )
 # 2: the earlier attempt and the release in doubt are columns (1 kept them in the history).
@@ -164,6 +166,16 @@ def _flow(row: Row) -> Flow | None:
     return Flow(name, row.get("FlowEnvironment") or "") if name else None
 
 
+# The Status column of a tombstone (Claim.purged_at set; always of a succeeded claim): a list of claims by status
+# never meets one, and a list of tombstones (ClaimFilter.tombstones) meets nothing else.
+TOMBSTONE_STATUS = "purged"
+
+
+def stored_statuses(matching: ClaimFilter) -> list[str]:
+    """The Status column's values a list of ``matching`` reads."""
+    return [TOMBSTONE_STATUS] if matching.tombstones else [status.value for status in matching.statuses]
+
+
 def claim_to_row(claim: Claim) -> Row:
     # ClaimToken and Resolutions are written back only as earlier releases left them: a token in clear
     # stays valid until its attempt ends, and a resolution list no longer grows (see AppliedResolution).
@@ -171,7 +183,7 @@ def claim_to_row(claim: Claim) -> Row:
     return {
         "ClaimId": claim.claim_id,
         "Scope": claim.scope,
-        "Status": claim.status.value,
+        "Status": TOMBSTONE_STATUS if claim.purged_at is not None else claim.status.value,
         "Attempt": claim.attempt,
         "Fingerprint": claim.fingerprint,
         "GrantId": claim.grant_id,
@@ -201,6 +213,7 @@ def claim_to_row(claim: Claim) -> Row:
         # Both absent on rows written before issue 25: no fingerprint rules, each attempt its own key.
         "RulesVersion": claim.rules_version or None,
         "IdempotencyAttempt": claim.idempotency_attempt,
+        "PurgedAt": claim.purged_at,
         "SchemaVersion": CLAIM_SCHEMA,
     }
 
@@ -244,7 +257,7 @@ def claim_from_row(row: Row, version: str, history: Callable[[], list[HistoryEve
     claim = Claim(
         claim_id=row["ClaimId"],
         scope=row["Scope"],
-        status=ClaimStatus(row["Status"]),
+        status=ClaimStatus.SUCCEEDED if row["Status"] == TOMBSTONE_STATUS else ClaimStatus(row["Status"]),
         attempt=int(row["Attempt"]),
         fingerprint=row.get("Fingerprint"),
         grant_id=row.get("GrantId"),
@@ -269,6 +282,7 @@ def claim_from_row(row: Row, version: str, history: Callable[[], list[HistoryEve
         key_id=row.get("KeyId"),
         rules_version=int(row.get("RulesVersion") or 0),
         idempotency_attempt=_optional_int(row.get("IdempotencyAttempt")),
+        purged_at=_when(row.get("PurgedAt")),
         legacy_token=row.get("ClaimToken") or None,
         legacy_resolutions=tuple(
             AppliedResolution(conflict_id, fingerprint, Resolution(decision))
@@ -533,6 +547,7 @@ def scope_to_row(record: ScopeRecord) -> Row:
         "Description": record.description,
         "KeyPattern": record.key_pattern,
         "FingerprintRules": _json_text([_rules_row(rules) for rules in record.fingerprint_rules] or None),
+        "HorizonDays": record.horizon_days,
         "RegisteredAt": record.registered_at,
         "FirstSeenAt": record.first_seen_at,
         "LastSeenAt": record.last_seen_at,
@@ -542,7 +557,7 @@ def scope_to_row(record: ScopeRecord) -> Row:
 
 
 def scope_from_row(row: Row, version: str) -> ScopeRecord:
-    lease, retention = row.get("LeaseSeconds"), row.get("RetentionDays")
+    lease, retention, horizon = row.get("LeaseSeconds"), row.get("RetentionDays"), row.get("HorizonDays")
     return ScopeRecord(
         scope=row["Scope"],
         owner=row.get("Owner"),
@@ -551,6 +566,7 @@ def scope_from_row(row: Row, version: str) -> ScopeRecord:
         description=row.get("Description"),
         key_pattern=row.get("KeyPattern"),
         fingerprint_rules=tuple(_rules(rules) for rules in _json_value(row.get("FingerprintRules")) or []),
+        horizon_days=None if horizon is None else int(horizon),
         registered_at=_when(row.get("RegisteredAt")),
         first_seen_at=_when(row.get("FirstSeenAt")),
         last_seen_at=_when(row.get("LastSeenAt")),

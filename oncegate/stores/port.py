@@ -67,8 +67,11 @@ class ClaimWrites(Protocol):
         them through rows of its own writes again (the service decides, not the store).
         """
 
-    def delete_claim(self, claim: Claim) -> None:
+    def delete_claim(self, claim: Claim, *, tombstone: Claim | None = None) -> None:
         """Delete the claim, its whole history and its fingerprint records if ``claim.version`` is still current.
+
+        With ``tombstone`` (the claim with ``purged_at`` set and only what a late replay needs), the claim's
+        row is replaced by it instead of deleted, in the same commit as the last of the history.
 
         Raises ``ConcurrentUpdate`` when the claim changed since it was read, or is gone. The claim row
         goes last: a delete cut short leaves the claim with part of its history, which the next purge

@@ -129,13 +129,14 @@ ADDED_COLUMNS = {
         "KeyId TEXT",
         "RulesVersion INTEGER",
         "IdempotencyAttempt INTEGER",
+        "PurgedAt TEXT",
     ),
     # A secret's state (issue 22); rows made before have no Version.
     "key_ids": ("Announced INTEGER", "InUseFrom TEXT", "RetiredAt TEXT", "Version INTEGER NOT NULL DEFAULT 1"),
     "history": ("Source TEXT", "Count INTEGER", "LastAt TEXT"),
     "conflicts": ("SourceSystem TEXT",),
     "flows": ("ClaimsBySource TEXT",),
-    "scopes": ("ClaimsBySource TEXT", "KeyPattern TEXT", "FingerprintRules TEXT"),
+    "scopes": ("ClaimsBySource TEXT", "KeyPattern TEXT", "HorizonDays INTEGER", "FingerprintRules TEXT"),
 }
 # Indexes on added columns, made once the columns are there: finding claims by source or reference (issue 16).
 ADDED_INDEXES = """
@@ -469,7 +470,7 @@ class SqliteStore:
 
     def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]:
         after = decode_cursor(cursor) if cursor else ("", "")
-        wanted = {f"status{index}": status.value for index, status in enumerate(matching.statuses)}
+        wanted = {f"status{index}": status for index, status in enumerate(columns.stored_statuses(matching))}
         before, since = matching.changed_before, matching.received_since
         # Only the filters given are in the query, so SQLite can use the index of source or reference.
         filters = {
@@ -504,12 +505,20 @@ class SqliteStore:
         """Nothing to repair: the indexes are written with each claim."""
         return 0
 
-    def delete_claim(self, claim: Claim) -> None:
-        # One transaction: the claim and its history go together, or not at all.
+    def delete_claim(self, claim: Claim, *, tombstone: Claim | None = None) -> None:
+        # One transaction: the claim (or all but its tombstone) and its history go together, or not at all.
         with self._write() as connection:
-            changed = connection.execute(
-                "DELETE FROM claims WHERE ClaimId = ? AND Version = ?", (claim.claim_id, int(claim.version or 0))
-            ).rowcount
+            if tombstone is None:
+                changed = connection.execute(
+                    "DELETE FROM claims WHERE ClaimId = ? AND Version = ?", (claim.claim_id, int(claim.version or 0))
+                ).rowcount
+            else:
+                row = _claim_row(tombstone)
+                changed = connection.execute(
+                    f"UPDATE claims SET {', '.join(f'{name} = ?' for name in row)}, Version = Version + 1"
+                    " WHERE ClaimId = ? AND Version = ?",
+                    [*row.values(), claim.claim_id, int(claim.version or 0)],
+                ).rowcount
             if changed != 1:
                 raise ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}, or is gone")
             connection.execute("DELETE FROM history WHERE ClaimId = ?", (claim.claim_id,))

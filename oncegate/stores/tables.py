@@ -451,9 +451,9 @@ class TableStore:
             "since": matching.received_since,
         }
         parameters = {name: value for name, value in wanted.items() if value is not None}
-        statuses = matching.statuses
+        statuses = columns.stored_statuses(matching)
         query = " and ".join([*(CLAIM_CLAUSES[name] for name in parameters), _status_clause(len(statuses))])
-        parameters.update({f"status{index}": status.value for index, status in enumerate(statuses)})
+        parameters.update({f"status{index}": status for index, status in enumerate(statuses)})
         refused = BAD_REQUEST if cursor else ()
         with _on_status(refused, lambda: InvalidRequest("cursor is not one this service handed out.", target="cursor")):
             # The SDK types the token as str; for entities it is the dict it hands out itself.
@@ -557,12 +557,13 @@ class TableStore:
             for entity in entities:
                 self._unindexed[(entity["PartitionKey"], entity["RowKey"])] = entity
 
-    def delete_claim(self, claim: Claim) -> None:
-        """Delete the claim's history, then its row, in transactions conditioned on the claim's ETag.
+    def delete_claim(self, claim: Claim, *, tombstone: Claim | None = None) -> None:
+        """Delete the claim's history, then its row (or replace it with ``tombstone``), in transactions
+        conditioned on the claim's ETag.
 
         Every transaction carries the claim row: each but the last touches it (a merge of nothing, which
-        changes its ETag), the last deletes it. A claim that changes meanwhile fails the next transaction
-        and keeps what is left; only a history of more than 99 rows needs more than one transaction.
+        changes its ETag), the last deletes or replaces it. A claim that changes meanwhile fails the next
+        transaction and keeps what is left; only a history of more than 99 rows needs more than one transaction.
         """
         stale = f"claim {claim.claim_id} changed since {claim.version}, or is gone"
         with _on_status(STALE, lambda: ConcurrentUpdate(stale)):
@@ -585,10 +586,12 @@ class TableStore:
                     _if_unchanged(etag, UpdateMode.MERGE),
                 )
                 etag = _etag(table_batch.submit_transaction(self._claims, [touch, *batch])[0])
-            delete = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
-            table_batch.submit_transaction(
-                self._claims, [(TransactionOperation.DELETE, _claim_keys(claim.claim_id), delete), *history]
-            )
+            if tombstone is None:
+                delete = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
+                last = (TransactionOperation.DELETE, _claim_keys(claim.claim_id), delete)
+            else:
+                last = (TransactionOperation.UPDATE, _claim_entity(tombstone), _if_unchanged(etag, UpdateMode.REPLACE))
+            table_batch.submit_transaction(self._claims, [last, *history])
         # The claim is gone; its index rows go after it. One left behind (a failure here) names a claim that
         # no longer exists, which the index's reader passes over.
         for entity in _claim_index(claim):

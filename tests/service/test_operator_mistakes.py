@@ -353,7 +353,8 @@ def test_a_conflict_of_a_purged_claim_decides_nothing_about_the_key_claimed_agai
     instance: Callable[..., Gate], clock: FakeClock
 ) -> None:
     service = instance(ring(A))
-    service.set_scope(SetScopeRequest(scope=SCOPE, retention_days=1))
+    # Retention and horizon of a day: the purge deletes the claim and then its tombstone (issue 26).
+    service.set_scope(SetScopeRequest(scope=SCOPE, retention_days=1, horizon_days=1))
     record(service, claim(service, key="SO-5", run="run-v1", fingerprint="v1"), target_record_id="ERP-1")
     opened = claim(service, key="SO-5", run="run-v2", fingerprint="v2")
     assert opened.conflict_id is not None
@@ -362,13 +363,14 @@ def test_a_conflict_of_a_purged_claim_decides_nothing_about_the_key_claimed_agai
     )
     record(service, claim(service, key="SO-5", run="run-v2b", fingerprint="v2"), target_record_id="ERP-2")
     clock.advance(2 * 86400)
-    assert service.retention.purge().deleted_total == 1
+    purged = service.retention.purge()
+    assert (purged.deleted_total, sum(purged.tombstones_deleted.values())) == (1, 1)
 
     again = claim(service, key="SO-5", run="run-v1-late", fingerprint="v1")
     record(service, again, target_record_id="ERP-3")
     later = claim(service, key="SO-5", run="run-v2-late", fingerprint="v2")
 
-    assert again.decision is Decision.PROCEED  # by design: retention forgot the key
+    assert again.decision is Decision.PROCEED  # by design: past the horizon, the key is forgotten
     assert later.decision is Decision.CONFLICT
     assert later.conflict_id not in (None, opened.conflict_id)
     stored = service.get_claim(again.claim_id)

@@ -610,6 +610,44 @@ class StoreContract:
         assert len(store.list_events(kept.claim_id)) == 1
         assert every_claim(store, statuses=(ClaimStatus.SUCCEEDED,)) == [stored]
 
+    @pytest.mark.parametrize("events", [1, 250], ids=["one event", "more than a transaction holds"])
+    def test_a_claim_purged_to_its_tombstone_keeps_only_the_tombstone(self, store: ClaimStore, events: int) -> None:
+        claim = replace(records.claim(status=ClaimStatus.SUCCEEDED), target_record_id="ERP-1", data={"lines": 3})
+        store.create_claim(claim, records.event(claim.claim_id))
+        for seconds in range(1, events):
+            store.add_event(records.event(claim.claim_id, at=T0 + timedelta(seconds=seconds)))
+        listed = store.get_claim(claim.claim_id)
+        tombstone = replace(listed, data=None, reference=None, source=None, purged_at=T0 + timedelta(days=90))
+
+        store.delete_claim(listed, tombstone=tombstone)
+
+        kept = store.get_claim(claim.claim_id)
+        assert replace(kept, version=None) == replace(tombstone, version=None)
+        assert kept.version != listed.version
+        assert store.list_events(claim.claim_id) == []
+        # A list of claims never meets a tombstone; a list of tombstones meets only them.
+        assert every_claim(store, statuses=(ClaimStatus.SUCCEEDED,)) == []
+        found = store.list_claims(ClaimFilter((ClaimStatus.SUCCEEDED,), tombstones=True), limit=10)
+        assert found.items == [kept]
+        # A new claim of the key meets the tombstone, which the conditional insert carries back.
+        with pytest.raises(AlreadyExists) as met:
+            store.create_claim(claim, records.event(claim.claim_id))
+        assert met.value.existing == kept
+        # And the tombstone goes in its turn, whole.
+        store.delete_claim(kept)
+        with pytest.raises(NotFound):
+            store.get_claim(claim.claim_id)
+
+    def test_a_tombstone_is_not_written_over_a_claim_that_changed(self, store: ClaimStore) -> None:
+        claim = records.claim(status=ClaimStatus.SUCCEEDED)
+        listed = store.create_claim(claim, records.event(claim.claim_id))
+        changed = store.update_claim(replace(listed, status=ClaimStatus.IN_PROGRESS, attempt=2), None)
+
+        with pytest.raises(ConcurrentUpdate):
+            store.delete_claim(listed, tombstone=replace(listed, purged_at=T0))
+
+        assert store.get_claim(claim.claim_id) == changed
+
     def test_delete_claim_with_a_stale_version_changes_nothing(self, store: ClaimStore) -> None:
         claim = records.claim(status=ClaimStatus.SUCCEEDED)
         first_event = records.event(claim.claim_id)

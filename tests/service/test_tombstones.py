@@ -1,0 +1,145 @@
+"""The promise's horizon (issue 26): a succeeded claim purged by retention leaves a tombstone, so a late replay of
+its key is answered ``duplicate`` until the scope's horizon is over; then the tombstone goes too. Both stores."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, json_size
+from oncegate.domain.statuses import ClaimStatus, Decision, EventKind
+from oncegate.errors import NotFound
+from oncegate.models import SetScopeRequest
+from oncegate.service.retention import buried
+from oncegate.stores import columns
+from tests.conftest import FakeClock
+from tests.gate import Gate
+from tests.service.calls import SCOPE, claim, record, release, scopes, set_scope
+
+DAY = 24 * 3600
+# A claim as flows make them: a result with some data, a source system and a label.
+DATA = {"order": "SO-1001", "lines": [{"sku": f"SKU-{n}", "quantity": n, "price": 12.5} for n in range(12)]}
+
+
+def done(service: Gate, key: str = "SO-1001", **fields: object) -> str:
+    answer = claim(service, key=key, run="run-1", source="shop-eu", reference=f"order {key}", **fields)
+    assert answer.decision is Decision.PROCEED
+    record(service, answer, target_record_id="ERP-77", data=DATA)
+    return answer.claim_id
+
+
+def test_a_late_replay_of_a_purged_key_is_answered_duplicate_with_what_is_known(
+    service: Gate, clock: FakeClock
+) -> None:
+    claim_id = done(service)
+    clock.advance(91 * DAY)
+    report = service.retention.purge()
+
+    replay = claim(service, key="SO-1001", run="run-resubmitted")
+
+    assert report.deleted_total == 1
+    assert replay.decision is Decision.DUPLICATE
+    assert (replay.claim_id, replay.status.value, replay.attempt) == (claim_id, "succeeded", 1)
+    assert replay.result is not None
+    assert (replay.result.target_record_id, replay.result.run_id, replay.result.data) == ("ERP-77", "run-1", None)
+    assert replay.result.completed_at is not None
+    assert "tombstone" in service.get_claim(claim_id).history[-1].recognised_by  # type: ignore[index]
+    # What Get claim shows: the tombstone, when it was purged, and no data, labels or history of before.
+    shown = service.get_claim(claim_id)
+    assert (shown.status, shown.target_record_id, shown.data, shown.source, shown.reference) == (
+        ClaimStatus.SUCCEEDED,
+        "ERP-77",
+        None,
+        None,
+        None,
+    )
+    assert shown.purged_at == clock()
+    assert [(entry.kind, entry.outcome) for entry in shown.history or []] == [(EventKind.CLAIM, "duplicate")]
+
+
+def test_changed_data_against_a_tombstone_is_still_a_conflict(service: Gate, clock: FakeClock) -> None:
+    done(service)
+    clock.advance(91 * DAY)
+    service.retention.purge()
+
+    changed = claim(service, key="SO-1001", run="run-edited", fingerprint="v2")
+
+    assert changed.decision is Decision.CONFLICT
+    assert changed.conflict_id is not None
+
+
+def test_past_the_horizon_the_tombstone_goes_and_the_key_is_new(service: Gate, clock: FakeClock) -> None:
+    set_scope(service, retention_days=30, horizon_days=60)
+    claim_id = done(service)
+    clock.advance(31 * DAY)
+    first = service.retention.purge()
+    clock.advance(29 * DAY)  # 60 days after the result: not yet past the horizon
+    second = service.retention.purge()
+    assert claim(service, key="SO-1001", run="run-2").decision is Decision.DUPLICATE
+    clock.advance(2 * DAY)
+    third = service.retention.purge()
+
+    assert (first.deleted_total, sum(first.tombstones_deleted.values())) == (1, 0)
+    assert sum(second.tombstones_deleted.values()) == 0
+    assert third.tombstones_deleted == {SCOPE: 1}
+    with pytest.raises(NotFound):
+        service.store.get_claim(claim_id)
+    assert service.store.list_events(claim_id) == []
+    assert claim(service, key="SO-1001", run="run-3").decision is Decision.PROCEED
+
+
+def test_a_dry_run_counts_the_tombstones_it_would_delete_and_deletes_nothing(service: Gate, clock: FakeClock) -> None:
+    set_scope(service, retention_days=1, horizon_days=1)
+    claim_id = done(service)
+    clock.advance(2 * DAY)
+
+    report = service.retention.purge(dry_run=True)
+
+    assert (report.deleted_total, report.tombstones_deleted) == (1, {})  # the tombstone is not written in a dry run
+    assert service.store.get_claim(claim_id).purged_at is None
+
+
+def test_a_released_claim_leaves_no_tombstone(service: Gate, clock: FakeClock) -> None:
+    released = release(service, claim(service, key="SO-2", run="run-r"))
+    clock.advance(91 * DAY)
+    service.retention.purge()
+
+    with pytest.raises(NotFound):
+        service.store.get_claim(released.claim_id)
+
+
+def test_each_scope_publishes_its_horizon_never_shorter_than_its_retention(service: Gate) -> None:
+    set_scope(service, "mail.default")
+    set_scope(service, "erp.long", retention_days=400)
+    set_scope(service, "erp.set", retention_days=30, horizon_days=730)
+
+    listed = scopes(service)
+
+    assert (listed["mail.default"].retention_days, listed["mail.default"].horizon_days) == (90, DEFAULT_HORIZON_DAYS)
+    assert (listed["erp.long"].retention_days, listed["erp.long"].horizon_days) == (400, 400)
+    assert listed["erp.set"].horizon_days == 730
+    with pytest.raises(ValidationError) as refused:
+        SetScopeRequest.model_validate({"scope": "erp.short", "retentionDays": 90, "horizonDays": 30})
+    assert [error["loc"] for error in refused.value.errors()] == [("horizonDays",)]
+
+
+def test_a_tombstone_costs_a_fraction_of_the_claim_it_replaces(service: Gate, clock: FakeClock) -> None:
+    """The figure docs/operations.md gives: the stored bytes of a claim (row and history) against its tombstone's."""
+    claim_id = done(service)
+    for run in range(3):
+        claim(service, key="SO-1001", run=f"run-again-{run}")
+    stored = service.store.get_claim(claim_id)
+    events = service.store.list_events(claim_id)
+    claim_bytes = json_size(_row(columns.claim_to_row(stored))) + sum(
+        json_size(_row(columns.event_to_row(event))) for event in events
+    )
+    tombstone_bytes = json_size(_row(columns.claim_to_row(buried(stored, clock()))))
+
+    print(f"claim {claim_bytes} bytes ({len(events)} history rows), tombstone {tombstone_bytes} bytes")
+    assert tombstone_bytes < 1024
+    assert tombstone_bytes * 3 < claim_bytes
+
+
+def _row(row: dict[str, object]) -> dict[str, object]:
+    """A row's columns that hold something, times as text: what a store keeps of it."""
+    return {name: str(value) for name, value in row.items() if value is not None}

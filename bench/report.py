@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from bench import makers
+from bench import bulk, makers
 from bench.latency import CONCURRENCY, Measured
 from bench.load import LoadResult
+from bench.rig import STORE_NAMES
 from bench.roundtrips import RoundTrips
 from bench.targets import Target
 from tests.load.workload import Workload
@@ -33,7 +34,6 @@ ACCOUNT_REQUESTS_PER_SECOND = 20_000
 PARTITION_ENTITIES_PER_SECOND = 2_000
 # The targets the issue set, in Table Storage requests.
 TARGETS = {"new claim (proceed)": 1, "record result": 1, "duplicate of a finished claim": 3}
-STORE_NAMES = {"sqlite": "SQLite", "tables": "Table Storage (Azurite)"}
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,7 @@ class Results:
     seconds: float = 0.0
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
     targets: list[Target] = field(default_factory=list)
+    bulk: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -123,6 +124,8 @@ def markdown(results: Results) -> str:
         parts.append(_makers(results))
     if results.load:
         parts.append(_load(results))
+    if results.bulk:
+        parts.append(bulk.section(results.bulk))
     if results.round_trips:
         parts.append(_scale(results))
     return "\n\n".join(parts)

@@ -31,6 +31,7 @@ from tests.support.azurite import Azurite
 
 SECRET = "bench-secret-" + "x" * 32
 STORES = ("sqlite", "tables")
+STORE_NAMES = {"sqlite": "SQLite", "tables": "Table Storage (Azurite)"}
 SCOPE = "bench.create-order"
 FLOW = {"name": "Create ERP order", "environment": "Default-contoso"}
 # Longer than any pause between the benchmark's phases; Azure keeps idle connections for minutes too.

@@ -175,11 +175,28 @@ class _Answer:
 _CURRENT: ContextVar[_Answer | None] = ContextVar("oncegate_telemetry_answer", default=None)
 
 
+@dataclass(frozen=True)
+class Answered:
+    """An answer's event made and not yet sent: what ``answering`` keeps when told to keep it."""
+
+    event: Event
+    dimensions: dict[str, Value | None]
+
+    def unavailable(self, code: str) -> Answered:
+        """The same answer turned into a 503 after all, as Unavailable with its action, scope and flow."""
+        return Answered(UNAVAILABLE, {**self.dimensions, HTTP_STATUS: 503, ERROR_CODE: code})
+
+    def send(self) -> None:
+        emit(self.event, self.dimensions)
+
+
 @contextmanager
-def answering(event: Event | None, action: str) -> Iterator[None]:
+def answering(event: Event | None, action: str, *, kept: list[Answered] | None = None) -> Iterator[None]:
     """Time one answer of ``action`` and count its round trips; emit ``event`` at the end (Unavailable for a 503).
 
-    ``event`` None: the action has no event of its own, and only a 503 is sent.
+    ``event`` None: the action has no event of its own, and only a 503 is sent. With ``kept``, the event is
+    added to it instead of sent: a bulk call's item is told its final answer only once the call has been
+    committed (``oncegate.service.bulk``), and sends its event then.
     """
     if not enabled():
         yield
@@ -195,7 +212,11 @@ def answering(event: Event | None, action: str) -> Iterator[None]:
     if sent is not None:
         answer.dimensions[ROUND_TRIPS] = answer.round_trips
         answer.dimensions[LATENCY_MS] = round((time.perf_counter() - answer.started) * 1000, 2)
-        emit(sent, answer.dimensions)
+        made = Answered(sent, answer.dimensions)
+        if kept is None:
+            made.send()
+        else:
+            kept.append(made)
 
 
 def describe(dimensions: Mapping[str, Value | None]) -> None:

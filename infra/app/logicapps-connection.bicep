@@ -85,6 +85,19 @@ resource workflow 'Microsoft.Logic/workflows@2019-05-01' = {
   }
 }
 
+// The bulk import (issue 24): a page of rows -> Select -> Check and claim many -> Filter proceed -> For each
+// (the side effect) -> Select -> Record results; two connector calls per 100 rows.
+resource bulkWorkflow 'Microsoft.Logic/workflows@2019-05-01' = {
+  name: 'logic-oncegate-bulk-${resourceToken}'
+  location: location
+  tags: tags
+  properties: {
+    state: 'Enabled'
+    definition: loadJsonContent('../../connector/samples/bulk-workflow.json', '$.definition')
+    parameters: workflowParameters
+  }
+}
+
 @description('Name of the sample workflow: its trigger\'s URL is read with listCallbackUrl (docs/deploy.md), never output here.')
 output workflowName string = workflow.name
 

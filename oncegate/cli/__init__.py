@@ -20,9 +20,9 @@
     flows register --name NAME --environment ENV [--owner O] [--enabled | --disabled] [--notes T]
     scopes list [--top N] [--all-pages]
     scopes set SCOPE [--owner O] [--lease-seconds S] [--retention-days D] [--horizon-days H] [--description T]
-                     [--key-pattern P]
-               [--fingerprint-include PTR]... [--fingerprint-ignore PTR]... [--fingerprint-preset sharepoint|dataverse]
-    drill [--scope SCOPE] [--source SOURCE] [--concurrency N] [--verbose]
+                     [--key-pattern P] [--fingerprint-include PTR]... [--fingerprint-ignore PTR]...
+                     [--fingerprint-preset sharepoint|dataverse]
+    drill [--scope SCOPE] [--source SOURCE] [--concurrency N] [--batch] [--verbose]
     health
   The options of the deployment (--url, --key, --entra, --json...) go before COMMAND or after it.
   --reviewer may be left out with --entra: the service records who signed in, whatever it says.
@@ -440,6 +440,12 @@ def _add_drill(subparsers: Any) -> None:
         default=DEFAULT_CONCURRENCY,
         help=f"runs fired at once in each burst, {MIN_CONCURRENCY} to {MAX_CONCURRENCY} "
         f"(default {DEFAULT_CONCURRENCY})",
+    )
+    runner.add_argument(
+        "--batch",
+        action="store_true",
+        help="fire 20 fresh records in bulk calls (Check and claim many, Record results) racing single calls, "
+        "then once more in one batch, and check one result per record",
     )
     runner.add_argument(
         "--verbose", action="store_true", help="every call the drill made and each key's history, not only the checks"

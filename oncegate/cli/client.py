@@ -33,6 +33,7 @@ from oncegate.models import (
     ClaimAttentionList,
     ClaimHistory,
     ClaimList,
+    ClaimManyAnswer,
     ClaimResponse,
     ClaimView,
     ConflictList,
@@ -43,6 +44,7 @@ from oncegate.models import (
     FlowView,
     Health,
     OverlapList,
+    RecordResultsAnswer,
     ScopeList,
     ScopeView,
 )
@@ -177,10 +179,16 @@ class Client:
         self, *, scope: str, key: str, payload: Any, run_id: str, flow: FlowRef, source: str | None = None
     ) -> Answer[ClaimResponse]:
         """Check and claim, as a flow asks it before its side effect; ``source`` is sent only when given."""
-        body = {"scope": scope, "key": key, "payload": payload, "runId": run_id, "flow": flow.model_dump()}
-        if source is not None:
-            body["source"] = source
+        body = claim_body(scope=scope, key=key, payload=payload, run_id=run_id, flow=flow, source=source)
         return self._call(ClaimResponse, "POST", "/api/claims", body)
+
+    def check_and_claim_many(self, items: list[dict[str, Any]]) -> Answer[ClaimManyAnswer]:
+        """Check and claim many: each item a Check and claim body (:func:`claim_body`), answered in its place."""
+        return self._call(ClaimManyAnswer, "POST", "/api/claims/batch", {"items": items})
+
+    def record_results(self, items: list[dict[str, Any]]) -> Answer[RecordResultsAnswer]:
+        """Record results: each item a Record result body with its ``claimId``, answered in its place."""
+        return self._call(RecordResultsAnswer, "POST", "/api/claims/results", {"items": items})
 
     def record_result(
         self, claim_id: str, *, claim_token: str, outcome: str, target_record_id: str | None
@@ -328,6 +336,22 @@ class Client:
             raise Unreachable(
                 f"Cannot reach {self.url}: {reason}. Is the service running there (oncegate serve), and is --url right?"
             ) from exc
+
+
+def claim_body(
+    *,
+    scope: str,
+    key: str,
+    payload: Any,
+    run_id: str,
+    flow: FlowRef,
+    source: str | None = None,
+    reference: str | None = None,
+) -> dict[str, Any]:
+    """A Check and claim body, alone or as an item of Check and claim many; ``source`` and ``reference`` only when
+    given."""
+    body = {"scope": scope, "key": key, "payload": payload, "runId": run_id, "flow": flow.model_dump()}
+    return {**body, **_present({"source": source, "reference": reference})}
 
 
 def _target(link: str) -> str:

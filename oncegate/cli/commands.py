@@ -24,6 +24,7 @@ from rich.console import RenderableType
 
 from oncegate import __version__
 from oncegate.cli import rendering
+from oncegate.cli.batch_drill import run_batch_drill
 from oncegate.cli.client import (
     SERVICE_EXIT,
     USAGE_EXIT,
@@ -328,8 +329,9 @@ def _registered_scope(client: Client, scope: str) -> ScopeView | None:
 
 
 def drill(client: Client, args: argparse.Namespace) -> Output:
+    drilling = run_batch_drill if args.batch else run_drill
     try:
-        report = run_drill(
+        report = drilling(
             client, scope=args.drill_scope, source=args.drill_source, concurrency=args.concurrency, on_step=progress
         )
     except Interrupted as stopped:

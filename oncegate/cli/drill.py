@@ -70,8 +70,15 @@ CONFLICT = 409
 CHECK_AND_CLAIM = "check and claim"
 RECORD_RESULT = "record result"
 DISMISS = "dismiss conflict"
+# An item of a bulk call (``oncegate drill --batch``, oncegate.cli.batch_drill) is checked as its single call is.
+CHECK_AND_CLAIM_MANY = "check and claim many"
+RECORD_RESULTS = "record results"
+CLAIMS = (CHECK_AND_CLAIM, CHECK_AND_CLAIM_MANY)
+RESULTS = (RECORD_RESULT, RECORD_RESULTS)
 
 FIRST, AGAIN, BURST, RACE, AFTER, CHANGED = "1 first", "1 again", "2 burst", "2 race", "2 after", "3 changed"
+# The batch drill's steps: racers at once on new records, then one batch of the same records again.
+BATCH_RACE, BATCH_AGAIN = "B1 race", "B2 again"
 EXPECTED: dict[str, frozenset[Decision]] = {
     FIRST: frozenset({Decision.PROCEED}),
     AGAIN: frozenset({Decision.DUPLICATE}),
@@ -80,6 +87,9 @@ EXPECTED: dict[str, frozenset[Decision]] = {
     RACE: frozenset({Decision.PROCEED, Decision.IN_PROGRESS}),
     AFTER: frozenset({Decision.DUPLICATE}),
     CHANGED: frozenset({Decision.CONFLICT}),
+    # Exactly one per record proceeds; a racer that comes after its result is recorded is told duplicate.
+    BATCH_RACE: frozenset({Decision.PROCEED, Decision.IN_PROGRESS, Decision.DUPLICATE}),
+    BATCH_AGAIN: frozenset({Decision.DUPLICATE}),
 }
 
 T = TypeVar("T")
@@ -103,7 +113,7 @@ class Call:
     refused: int | None = None
 
     def is_claim(self, *decisions: Decision) -> bool:
-        return self.action == CHECK_AND_CLAIM and (not decisions or self.answer in decisions)
+        return self.action in CLAIMS and (not decisions or self.answer in decisions)
 
     def as_json(self) -> dict[str, Any]:
         fields = {
@@ -148,7 +158,8 @@ class Check:
 class Report:
     """What the drill did, what it was answered, and what it found.
 
-    ``blocked`` is the answer that stopped the drill, and ``fix`` the command that lets its flow claim.
+    ``blocked`` is the answer that stopped the drill, and ``fix`` the command that lets its flow claim;
+    ``batch`` says the drill fired its records in bulk calls (``--batch``), each record a key of ``keys``.
     """
 
     url: str
@@ -164,6 +175,7 @@ class Report:
     source: str | None = None
     blocked: Call | None = None
     fix: str | None = None
+    batch: bool = False
 
     @property
     def deviations(self) -> list[str]:
@@ -177,6 +189,7 @@ class Report:
         """The machine-readable report (``--json``)."""
         return {
             "passed": self.passed,
+            "batch": self.batch,
             "url": self.url,
             "store": self.store,
             "blocked": self.blocked.as_json() if self.blocked else None,
@@ -536,7 +549,7 @@ def _recorded(calls: Sequence[Call], key: str) -> str | None:
         (
             call.target_record_id
             for call in calls
-            if call.key == key and call.action == RECORD_RESULT and call.answer == ClaimStatus.SUCCEEDED
+            if call.key == key and call.action in RESULTS and call.answer == ClaimStatus.SUCCEEDED
         ),
         None,
     )
@@ -544,7 +557,7 @@ def _recorded(calls: Sequence[Call], key: str) -> str | None:
 
 def _once(calls: Sequence[Call], key: str, recorded: str | None) -> Iterator[str]:
     mine = [call for call in calls if call.key == key]
-    records = [call for call in mine if call.action == RECORD_RESULT]
+    records = [call for call in mine if call.action in RESULTS]
     if len(records) != 1:
         done = ", ".join(f"{call.run_id} made {call.target_record_id}" for call in records) or "no run proceeded"
         yield f"key {key}: the side effect was done {len(records)} times ({done}); once expected."
@@ -566,7 +579,11 @@ def _once(calls: Sequence[Call], key: str, recorded: str | None) -> Iterator[str
 
 def _answered(calls: Sequence[Call], key: str) -> Counter[tuple[str, str]]:
     """The history entries the key's answers should have left, by event and outcome."""
-    events = {CHECK_AND_CLAIM: EventKind.CLAIM, RECORD_RESULT: EventKind.RESULT, DISMISS: EventKind.RESOLUTION}
+    events = {
+        **dict.fromkeys(CLAIMS, EventKind.CLAIM),
+        **dict.fromkeys(RESULTS, EventKind.RESULT),
+        DISMISS: EventKind.RESOLUTION,
+    }
     answered = [call for call in calls if call.key == key and call.refused is None]
     return Counter((events[call.action].value, call.answer) for call in answered)
 

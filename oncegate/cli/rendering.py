@@ -380,13 +380,22 @@ def drill_text(report: Report, *, verbose: bool = False) -> RenderableType:
     At 32 runs a burst the calls alone are over a hundred lines: a person reads the checks, and
     turns to the calls (``--verbose``, or ``--json`` for a script) when one failed.
     """
+    keys = list(report.keys.items())
+    if report.batch:
+        # 20 records: the first and last key name them all (they differ only in their last part).
+        (first, first_key), (last, last_key) = keys[0], keys[-1]
+        shown = [("Records", f"{len(keys)} keys, {first} {first_key} to {last} {last_key}")]
+        runs = f"{report.concurrency} racers at once, in batches and single calls"
+    else:
+        shown = [(f"Key {label}", key) for label, key in keys]
+        runs = f"{report.concurrency} runs at once"
     header = _fields(
         [
-            ("Drill", f"{report.url}, scope {report.scope}, {report.concurrency} runs at once"),
+            ("Drill", f"{report.url}, scope {report.scope}, {runs}"),
             ("Source", report.source),
             ("Store", report.store),
             ("Flow", _flow(report.flow)),
-            *((f"Key {label}", key) for label, key in report.keys.items()),
+            *shown,
         ]
     )
     calls = [

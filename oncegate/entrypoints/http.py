@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Collection, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -396,9 +396,13 @@ def check_and_claim_many(services: Services, request: func.HttpRequest) -> Claim
     signed_in = principal.name if principal else None
     items = parse_body(request, BulkItems, limit=MAX_BULK_BODY_BYTES).items
     call = _call_digest(items)
+    kept: list[list[telemetry.Answered]] = [[] for _ in items]
     answers = services.bulk.each(
-        list(enumerate(items)), lambda place: _claim_item(services, *place, call, signed_in), same=_same_key
+        list(enumerate(items)),
+        lambda place: _claim_item(services, *place, call, signed_in, kept[place[0]]),
+        same=_same_key,
     )
+    _send_item_events(kept, answers, "check_and_claim_many")
     return ClaimManyAnswer(value=[_claim_entry(item, answer) for item, answer in zip(items, answers, strict=True)])
 
 
@@ -415,9 +419,11 @@ def item_run_id(run_id: str, call: str, index: int) -> str:
     return f"{run_id}#{call}.{index + 1}"
 
 
-def _claim_item(services: Services, index: int, item: Any, call: str, signed_in: str | None) -> ClaimResponse:
+def _claim_item(
+    services: Services, index: int, item: Any, call: str, signed_in: str | None, kept: list[telemetry.Answered]
+) -> ClaimResponse:
     """One item of Check and claim many: the single call's service, telemetry and answer."""
-    with _item_answer(telemetry.CHECK, "check_and_claim_many"):
+    with _item_answer(telemetry.CHECK, "check_and_claim_many", kept):
         # An item is a Check and claim body but for wait: a bulk call answers at once (issue 25).
         body = item_body(ClaimItem, item)
         body = body.model_copy(update={"run_id": item_run_id(body.run_id, call, index)})
@@ -447,13 +453,17 @@ def _claim_entry(item: Any, answer: ClaimResponse | OnceGateError) -> ClaimManyE
 def record_results(services: Services, request: func.HttpRequest) -> RecordResultsAnswer:
     """Record result for each item (issue 24): items for the same claim one after another, in order."""
     items = parse_body(request, BulkItems, limit=MAX_BULK_BODY_BYTES).items
-    answers = services.bulk.each(items, lambda item: _result_item(services, item), same=_same_claim)
+    kept: list[list[telemetry.Answered]] = [[] for _ in items]
+    answers = services.bulk.each(
+        list(enumerate(items)), lambda place: _result_item(services, place[1], kept[place[0]]), same=_same_claim
+    )
+    _send_item_events(kept, answers, "record_results")
     return RecordResultsAnswer(value=[_result_entry(item, answer) for item, answer in zip(items, answers, strict=True)])
 
 
-def _result_item(services: Services, item: Any) -> ClaimView:
+def _result_item(services: Services, item: Any, kept: list[telemetry.Answered]) -> ClaimView:
     """One item of Record results: the single call's service, telemetry and answer."""
-    with _item_answer(telemetry.RESULT, "record_results"):
+    with _item_answer(telemetry.RESULT, "record_results", kept):
         body = item_body(ResultItem, item)
         if not CLAIM_ID_PATTERN.fullmatch(body.claim_id):
             raise NotFound(f"No claim has the id {body.claim_id!r}.", target="claimId")
@@ -464,7 +474,8 @@ def _result_item(services: Services, item: Any) -> ClaimView:
         return claim
 
 
-def _same_claim(item: Any) -> Hashable:
+def _same_claim(place: tuple[int, Any]) -> Hashable:
+    item = place[1]
     claim_id = item.get("claimId") if isinstance(item, dict) else None
     return claim_id if isinstance(claim_id, str) else id(item)
 
@@ -485,18 +496,37 @@ def _fields(model: BaseModel) -> dict[str, Any]:
 
 
 @contextmanager
-def _item_answer(event: telemetry.Event, action: str) -> Iterator[None]:
-    """One item of a bulk call sends the event its single call sends, or Unavailable for its 503, marked bulk."""
-    with telemetry.answering(event, action):
+def _item_answer(event: telemetry.Event, action: str, kept: list[telemetry.Answered]) -> Iterator[None]:
+    """One item of a bulk call makes the event its single call sends, or Unavailable for its 503, marked bulk; it is
+    kept, and sent once the item's answer is final (:func:`_send_item_events`)."""
+    refused: OnceGateError | None = None
+    with telemetry.answering(event, action, kept=kept):
         telemetry.describe({telemetry.BULK: True})
         try:
             yield
         except OnceGateError as exc:
+            # Caught inside the answer, as respond catches a single call's: an answer left by an exception is none.
             setting = exc.target if isinstance(exc, NotConfigured) else None
             telemetry.describe({telemetry.HTTP_STATUS: exc.status, telemetry.ERROR_CODE: exc.code})
             telemetry.describe({telemetry.SETTING: setting})
-            raise
-        telemetry.describe({telemetry.HTTP_STATUS: 200})
+            refused = exc
+        else:
+            telemetry.describe({telemetry.HTTP_STATUS: 200})
+    if refused is not None:
+        raise refused
+
+
+def _send_item_events(
+    kept: list[list[telemetry.Answered]], answers: Sequence[BaseModel | OnceGateError], action: str
+) -> None:
+    """Each item's event, for the answer it was finally given: an item answered ``store_unavailable`` sends
+    Unavailable, whether it met the outage, was not tried after it, or was lost with a commit that failed."""
+    for made, answer in zip(kept, answers, strict=True):
+        if isinstance(answer, StoreUnavailable):
+            untried = telemetry.Answered(telemetry.UNAVAILABLE, {telemetry.ACTION: action})
+            made = [event.unavailable(answer.code) for event in made or [untried]]
+        for event in made:
+            event.send()
 
 
 def release_claim(services: Services, request: func.HttpRequest) -> ClaimView:

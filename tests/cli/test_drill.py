@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -450,3 +451,100 @@ def test_the_drill_shows_what_a_person_reads_and_the_calls_behind_verbose(oncega
     assert "Calls (" not in short.out
     assert "Calls (" in verbose.out
     assert short.out.splitlines()[-1] == verbose.out.splitlines()[-1]
+
+
+# -- the batch drill (issue 24) ---------------------------------------------------------------------------------
+RACERS = 8
+BATCH_PROGRESS = [
+    f"drill B1 race: {RACERS} racers on 20 records, 4 in batches and 4 in single calls",
+    "drill B2 again: 1 batch of 21 items, one record twice",
+    "drill: reading each record's claim back",
+]
+BATCH = ["drill", "--batch", "--concurrency", str(RACERS)]
+
+
+def claims_of(drill: dict[str, Any], step: str) -> list[dict[str, Any]]:
+    return [call for call in drill["calls"] if call["step"] == step and call["call"].startswith("check and claim")]
+
+
+def test_the_batch_drill_passes_with_one_proceed_and_one_result_per_record(oncegate: Oncegate, api: ServerApi) -> None:
+    run = oncegate(*BATCH, "--json")
+
+    assert run.code == 0, run.out + run.err
+    assert run.err.splitlines() == BATCH_PROGRESS
+    drill = report(run.out)
+    assert (drill["passed"], drill["batch"], drill["deviations"]) == (True, True, [])
+    assert [check["passed"] for check in drill["checks"]] == [True] * 4
+    labels = [f"R{n:02d}" for n in range(1, 21)]
+    assert list(drill["keys"]) == labels
+    race = claims_of(drill, "B1 race")
+    # Every racer asked for every record: half of them in one bulk call each, half one call at a time.
+    assert Counter(call["call"] for call in race) == {"check and claim many": 80, "check and claim": 80}
+    assert Counter(call["key"] for call in race if call["answer"] == "proceed") == Counter(labels)
+    assert {call["answer"] for call in race} <= {"proceed", "in_progress", "duplicate"}
+    results = [call for call in drill["calls"] if call["call"] in ("record results", "record result")]
+    assert Counter(call["key"] for call in results) == Counter(labels)
+    assert {call["answer"] for call in results} == {"succeeded"}
+    again = claims_of(drill, "B2 again")
+    assert [call["key"] for call in again] == [*labels, "R01"]
+    assert {call["answer"] for call in again} == {"duplicate"}
+    recorded = {call["key"]: call["targetRecordId"] for call in results}
+    assert all(call["targetRecordId"] == recorded[call["key"]] for call in again)
+    for label in ("R01", "R20"):
+        claim = ok(api.call("lookup_claim", {"scope": "drill.check", "key": drill["keys"][label]}))
+        assert (claim["status"], claim["targetRecordId"]) == ("succeeded", recorded[label])
+        assert drill["claims"][label]["claimId"] == claim["claimId"]
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_the_batch_drill_shows_the_checks_and_verdict_and_the_calls_behind_verbose(oncegate: Oncegate) -> None:
+    short = oncegate(*BATCH)
+    verbose = oncegate(*BATCH, "--verbose")
+
+    assert (short.code, verbose.code) == (0, 0), short.out + short.err
+    assert len(short.out.splitlines()) <= 25
+    assert re.search(r"Records\s+20 keys, R01 drill-\S+-r01 to R20 drill-\S+-r20", short.out)
+    assert f"{RACERS} racers at once, in batches and single calls" in short.out
+    assert short.out.count("  ok    ") == 4
+    assert "add --verbose (or --json)" in short.out
+    assert (
+        short.out.splitlines()[-1]
+        == verbose.out.splitlines()[-1]
+        == ("Passed: each business result happened once, and every repeat was recognised.")
+    )
+    again = rows(verbose.out, "B2 again")
+    assert [row[2] for row in again] == ["check and claim many"] * 21
+    assert {row[4] for row in again} == {"duplicate"}
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_service_that_tells_two_runs_to_proceed_fails_the_batch_drill_naming_the_record(
+    oncegate: Oncegate, broken: Callable[[Broken], None]
+) -> None:
+    broken(proceeds_twice)
+
+    run = oncegate(*BATCH, "--json")
+
+    assert run.code == 1, run.out + run.err
+    drill = report(run.out)
+    assert drill["checks"][0]["passed"] is False
+    (twice,) = [deviation for deviation in drill["deviations"] if "runs were told proceed" in deviation]
+    assert re.fullmatch(r"record R\d\d: 2 runs were told proceed \(.+, .+\); exactly one must be\.", twice)
+    assert any("the side effect was done 2 times" in deviation for deviation in drill["deviations"])
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_service_that_loses_results_fails_the_batch_drill_at_every_repeat(
+    oncegate: Oncegate, broken: Callable[[Broken], None]
+) -> None:
+    broken(loses_results)
+
+    run = oncegate(*BATCH, "--json")
+
+    assert run.code == 1, run.out + run.err
+    drill = report(run.out)
+    # Each record was done once, as told; what went wrong is every later answer, and the claims read back.
+    assert [check["passed"] for check in drill["checks"]] == [True, False, True, False]
+    told = [d for d in drill["deviations"] if d.startswith("B2 again: ") and "was told in_progress" in d]
+    lost = [d for d in drill["deviations"] if re.fullmatch(r"key R\d\d: the claim is in_progress .*", d)]
+    assert (len(told), len(lost)) == (21, 20)

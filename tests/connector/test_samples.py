@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,9 @@ from oncegate.domain.statuses import Decision
 from tests.connector.spec import CONNECTOR, load, operations, resolve
 
 WORKFLOW = CONNECTOR / "samples" / "workflow.json"
+# The bulk import (issue 24): rows -> Select -> Check and claim many -> Filter proceed -> For each -> Select ->
+# Record results.
+BULK_WORKFLOW = CONNECTOR / "samples" / "bulk-workflow.json"
 RECIPE = CONNECTOR / "samples" / "power-automate-recipe.md"
 README = CONNECTOR / "README.md"
 ONCEGATE_CONNECTION = "@parameters('$connections')['oncegate']['connectionId']"
@@ -47,10 +51,30 @@ def workflow() -> dict[str, Any]:
     return document
 
 
-def test_workflow_calls_only_operations_of_the_definition(workflow: dict[str, Any], definition: dict[str, Any]) -> None:
+def operation_ids(workflow: dict[str, Any], definition: dict[str, Any]) -> dict[str, str]:
+    """The connector operation each OnceGate action of the workflow calls, by the action's name."""
+    offered = {(op.method, re.sub(r"\{[^}]+\}", "{}", op.path)): op for op in operations(definition)}
+    return {
+        name: offered[action["inputs"]["method"], template_of(action["inputs"]["path"])].spec["operationId"]
+        for name, action in oncegate_calls(workflow)
+    }
+
+
+@pytest.mark.parametrize(
+    ("sample", "called"),
+    [
+        (WORKFLOW, {"Check_and_claim": "CheckAndClaim", "Record_result": "RecordResult"}),
+        (BULK_WORKFLOW, {"Check_and_claim_many": "CheckAndClaimMany", "Record_results": "RecordResults"}),
+    ],
+    ids=["single", "bulk"],
+)
+def test_workflow_calls_only_operations_of_the_definition(
+    sample: Path, called: dict[str, str], definition: dict[str, Any]
+) -> None:
+    workflow = load(sample)
     offered = {(op.method, re.sub(r"\{[^}]+\}", "{}", op.path)): op for op in operations(definition)}
     calls = oncegate_calls(workflow)
-    assert {name for name, _ in calls} >= {"Check_and_claim", "Record_result"}
+    assert operation_ids(workflow, definition).items() >= called.items()
     for name, action in calls:
         key = (action["inputs"]["method"], template_of(action["inputs"]["path"]))
         assert key in offered, f"{name} calls {key}, which the definition does not offer"

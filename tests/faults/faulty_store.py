@@ -13,13 +13,17 @@ unless the arming lasts: then every counted call from the chosen one on fails (a
 and may give the store's own words for the failure. ``interleave`` fails nothing: it lets another
 instance act between one call of the service and the next, as a race in production does.
 (``lossy_proxy.LossyProxy`` does the same one level down, to the HTTP requests of Table Storage.)
+
+A bulk call's ``writing_together`` block is counted as one call at its end, its commit: BEFORE
+fails the commit, so the block's writes are undone (on SQLite, one transaction: all of them), and
+AFTER lets it commit and loses its answer.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -111,6 +115,17 @@ class FaultyStore:
             with contextlib.suppress(Exception):
                 operation()
         raise StoreUnavailable(self._message or f"injected fault {self.fault.value} {name} (call {number})")
+
+    @contextlib.contextmanager
+    def writing_together(self) -> Iterator[None]:
+        """The store's block, its commit a counted call: failing before it, the block's writes are undone."""
+        with self.inner.writing_together():
+            yield
+            if self.fault is Fault.BEFORE:
+                # Raised inside the store's block, which undoes its writes as a commit that failed loses them.
+                self._call("writing_together", lambda: None)
+        if self.fault is Fault.AFTER:
+            self._call("writing_together", lambda: None)
 
     def __getattr__(self, name: str) -> Any:
         # Every public method of the store is a storage call, so a method the port gains later is swept too.

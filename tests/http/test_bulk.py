@@ -206,3 +206,37 @@ def test_rows_given_the_flow_runs_one_run_id_are_each_a_run_of_their_own(api: Ap
     first = ok(api.call("get_claim", route={"claimId": entries[0]["claimId"]}))
     assert first["runId"].startswith("run-nightly#")
     assert first["runId"].endswith(".1")
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_sqlite_bulk_call_whose_commit_fails_keeps_nothing_and_says_so_for_each_item(
+    open_store: Any, clock: FakeClock
+) -> None:
+    """SQLite commits a bulk call in one transaction: a commit that fails loses every item's write, so every item
+    that was not refused answers store_unavailable, however it was answered before the commit."""
+    store = FaultyStore(open_store(), Fault.BEFORE)
+    services = Gate(store, KeyHasher(KEY_SECRET), clock=clock).services
+    bootstrap.use_services(services)
+    api = FunctionsApi()
+    (done,) = many(api, rows(1, start=99))
+    results(api, [succeeded(done, "ERP-99")])
+    earlier = ok(api.call("lookup_claim", {"scope": "erp.create-order", "key": "SO-99"}))
+    # Three new rows, a sensitive key (refused before the store), and a row done earlier (a duplicate).
+    items = [*rows(3), {**rows(1)[0], "key": "ana.silva@contoso.com"}, *rows(1, start=99, run="run-later")]
+    store.arm(1, only="writing_together")
+
+    entries = many(api, items)
+
+    assert store.disarm() == ["writing_together"]
+    codes = [entry.get("error", {}).get("code") for entry in entries]
+    assert codes == ["store_unavailable"] * 3 + ["sensitive_key", "store_unavailable"]
+    assert all("decision" not in entry and "claimToken" not in entry for entry in entries)
+    assert entries[0]["error"]["message"].startswith("Not kept: the store failed to commit this call")
+    # Nothing was kept: not the new claims, not the duplicate's line in the history.
+    for n in range(3):
+        missing = api.call("lookup_claim", {"scope": "erp.create-order", "key": f"SO-{n}"})
+        assert (missing.status, missing.code) == (404, "not_found")
+    assert ok(api.call("lookup_claim", {"scope": "erp.create-order", "key": "SO-99"})) == earlier
+    again = many(api, items)
+    assert [entry.get("decision") for entry in again] == ["proceed"] * 3 + [None, "duplicate"]
+    services.close()

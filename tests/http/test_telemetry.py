@@ -264,6 +264,97 @@ def test_an_action_without_an_event_of_its_own_sends_nothing(api: Api, events: E
     assert events.take() == []
 
 
+# -- bulk calls ------------------------------------------------------------------------------------------------
+
+
+def test_each_item_of_check_and_claim_many_sends_its_single_calls_event_marked_bulk(api: Api, events: Events) -> None:
+    items = [claim_body(), claim_body(run="run-2"), claim_body(key="jane.doe@contoso.com"), claim_body(key="ORDER-2")]
+
+    ok(api.call("check_and_claim_many", {"items": items}))
+
+    # One event per item, none for the call itself, in the items' order whichever thread applied each.
+    sent = events.take()
+    assert [event.name for event in sent] == [telemetry.CHECK.name] * 4
+    assert [event.dimensions.get(telemetry.DECISION) for event in sent] == ["proceed", "in_progress", None, "proceed"]
+    assert [event.dimensions[telemetry.HTTP_STATUS] for event in sent] == [200, 200, 400, 200]
+    assert sent[2].dimensions[telemetry.ERROR_CODE] == "sensitive_key"
+    for event in sent:
+        declared(event)
+        assert event.dimensions[telemetry.BULK] is True
+        assert event.dimensions[telemetry.SCOPE] == "erp.create-order"
+        assert event.dimensions[telemetry.FLOW_NAME] == FLOW["name"]
+        assert event.dimensions[telemetry.LATENCY_MS] > 0
+    # Each item's own store round trips: the held key reads the claim its insert was refused for.
+    trips = [event.dimensions[telemetry.ROUND_TRIPS] for event in sent]
+    assert 0 < trips[0] < trips[1]
+    assert trips[2] == 0
+    ok(api.call("check_and_claim", claim_body(key="ORDER-3")))
+    assert telemetry.BULK not in events.one().dimensions
+
+
+def test_each_item_of_record_results_sends_its_single_calls_event_marked_bulk(api: Api, events: Events) -> None:
+    claimed = ok(api.call("check_and_claim_many", {"items": [claim_body(), claim_body(key="ORDER-2")]}))["value"]
+    events.take()
+    items = [
+        {"claimId": answer["claimId"], "claimToken": answer["claimToken"], "outcome": "succeeded"} for answer in claimed
+    ]
+    items[1] = {**items[1], "claimToken": "x" * 43, "outcome": "failed", "retryable": True}
+
+    ok(api.call("record_results", {"items": items}))
+
+    sent = events.take()
+    assert [event.name for event in sent] == [telemetry.RESULT.name] * 2
+    for event in sent:
+        declared(event)
+        assert event.dimensions[telemetry.BULK] is True
+    assert [event.dimensions[telemetry.OUTCOME] for event in sent] == ["succeeded", "failed"]
+    assert [event.dimensions[telemetry.HTTP_STATUS] for event in sent] == [200, 409]
+    assert sent[1].dimensions[telemetry.ERROR_CODE] == "stale_claim"
+    assert sent[0].dimensions[telemetry.SCOPE] == "erp.create-order"
+
+
+def test_every_bulk_item_the_store_did_not_apply_sends_unavailable(
+    api: Api, events: Events, faults: FaultyStore
+) -> None:
+    ok(api.call("check_and_claim", claim_body(key="WARM-UP")))  # the store's marks read before the outage
+    events.take()
+    faults.arm(2, only="create_claim", lasting=True, message="the store is down")
+
+    entries = ok(api.call("check_and_claim_many", {"items": [claim_body(key=f"ORDER-{n}") for n in range(40)]}))
+
+    applied = [entry for entry in entries["value"] if "decision" in entry]
+    sent = events.take()
+    assert len(sent) == 40
+    assert len([event for event in sent if event.name == telemetry.CHECK.name]) == len(applied) >= 1
+    unavailable = [event for event in sent if event.name == telemetry.UNAVAILABLE.name]
+    assert len(unavailable) == 40 - len(applied)
+    for event in unavailable:
+        declared(event)
+        assert event.dimensions[telemetry.ACTION] == "check_and_claim_many"
+        assert (event.dimensions[telemetry.HTTP_STATUS], event.dimensions[telemetry.ERROR_CODE]) == (
+            503,
+            "store_unavailable",
+        )
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_items_a_failed_sqlite_commit_lost_send_unavailable_not_their_decision(
+    api: Api, events: Events, faults: FaultyStore
+) -> None:
+    """Issue 24: each item sent its decision before the commit, so a lost call counted proceeds that never were."""
+    items = [claim_body(), claim_body(key="ORDER-2"), claim_body(key="jane.doe@contoso.com")]
+    faults.arm(1, only="writing_together")
+
+    ok(api.call("check_and_claim_many", {"items": items}))
+
+    sent = events.take()
+    assert [event.name for event in sent] == [telemetry.UNAVAILABLE.name] * 2 + [telemetry.CHECK.name]
+    assert [event.dimensions[telemetry.HTTP_STATUS] for event in sent] == [503, 503, 400]
+    assert all(telemetry.DECISION not in event.dimensions for event in sent)
+    assert sent[0].dimensions[telemetry.SCOPE] == "erp.create-order"
+    assert sent[2].dimensions[telemetry.BULK] is True
+
+
 # -- 503s ----------------------------------------------------------------------------------------------------
 
 

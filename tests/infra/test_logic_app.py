@@ -7,15 +7,19 @@ and goes nowhere else, and the workflow is ``connector/samples/workflow.json`` a
 decision has its case, ``runAfter`` and every expression name only actions that have run by then and
 parameters the definition declares; and it runs (``wdl.py``, against the app in this process): the
 same order twice gives one ``proceed`` and one ``duplicate``, and each decision takes its case.
-``tests/connector/test_samples.py`` checks the same workflow's calls (operation, method, body fields)
-against the connector definition.
+The bulk import, ``connector/samples/bulk-workflow.json``, deployed beside it, is held to the same
+checks, to the recipe's shape (rows, Select, Check and claim many, Filter proceed, For each, Select,
+Record results) and runs a 1,000-row import in 20 connector calls. ``tests/connector/test_samples.py``
+checks both workflows' calls (operation, method, body fields) against the connector definition.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import random
 import re
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +31,7 @@ from oncegate import bootstrap
 from oncegate.domain.statuses import Decision
 from tests.conftest import FakeClock
 from tests.connector.spec import DEFINITIONS, PROPERTIES, load
-from tests.connector.test_samples import WORKFLOW, actions, oncegate_calls
+from tests.connector.test_samples import BULK_WORKFLOW, WORKFLOW, actions, oncegate_calls, operation_ids
 from tests.gate import Gate
 from tests.infra.bicep import (
     BicepFile,
@@ -103,6 +107,12 @@ def definition() -> dict[str, Any]:
     return document
 
 
+@pytest.fixture(scope="module")
+def bulk_definition() -> dict[str, Any]:
+    document: dict[str, Any] = load(BULK_WORKFLOW)["definition"]
+    return document
+
+
 def deployed(module: BicepFile, auth_mode: str, resource: str, *path: str) -> Any:
     node = module.declaration("resource", resource).get(*path)
     assert node is not None, f"{resource} has no {'.'.join(path)}"
@@ -144,7 +154,7 @@ def test_every_file_is_loaded_from_where_it_is_generated_and_fits(
     module: BicepFile, connection_module: BicepFile
 ) -> None:
     assert loaded_files(module) == {path.resolve() for path in (*DEFINITIONS.values(), PROPERTIES["key"])}
-    assert loaded_files(connection_module) == {WORKFLOW.resolve()}
+    assert loaded_files(connection_module) == {WORKFLOW.resolve(), BULK_WORKFLOW.resolve()}
     loaded = loaded_files(module) | loaded_files(connection_module)
     oversized = [path for path in loaded if len(path.read_text(encoding="utf-8")) > LOAD_JSON_CONTENT_LIMIT]
     assert oversized == [], "over loadJsonContent's limit"
@@ -258,12 +268,14 @@ def test_no_key_or_secret_is_a_parameter_value_or_an_output(
 
 
 # -- the workflow as the module deploys it --------------------------------------------------------------------
+@pytest.mark.parametrize(("resource", "sample"), [("workflow", WORKFLOW), ("bulkWorkflow", BULK_WORKFLOW)])
 def test_the_workflow_is_the_sample_with_the_parameters_it_declares(
-    connection_module: BicepFile, definition: dict[str, Any]
+    connection_module: BicepFile, resource: str, sample: Path
 ) -> None:
     module = connection_module
-    assert deployed(module, "key", "workflow", "properties", "definition") == definition
-    given = module.declaration("resource", "workflow").get("properties", "parameters")
+    definition = load(sample)["definition"]
+    assert deployed(module, "key", resource, "properties", "definition") == definition
+    given = module.declaration("resource", resource).get("properties", "parameters")
     assert given is not None
     assert module.object_keys(given) == set(definition["parameters"])
     (connections,) = module.object_values(module.object_values(given, "$connections")[0], "value")
@@ -351,11 +363,23 @@ def own_strings(action: dict[str, Any]) -> Iterator[str]:
             yield from strings(value)
 
 
+def initialized(definition: dict[str, Any]) -> set[str]:
+    """The variables the workflow initializes: only at its top level, where Logic Apps takes them."""
+    return {
+        variable["name"]
+        for action in definition["actions"].values()
+        if action["type"] == "InitializeVariable"
+        for variable in action["inputs"]["variables"]
+    }
+
+
 def expression_problems(definition: dict[str, Any]) -> list[str]:
-    """Expressions that name an action that has not run before them, or a parameter not declared."""
+    """Expressions that name an action that has not run before them, a parameter not declared, or a variable
+    not initialized."""
     problems = []
     before = ran_before(definition)
     declared = set(definition.get("parameters", {}))
+    variables = initialized(definition)
     for name, action in actions(definition):
         for string in own_strings(action):
             if "@" not in string:
@@ -364,7 +388,7 @@ def expression_problems(definition: dict[str, Any]) -> list[str]:
                 if target not in before[name]:
                     problems.append(f"{name}: {function}('{target}') has not run before it")
             problems += [f"{name}: no parameter {p}" for p in PARAMETER_REFERENCE.findall(string) if p not in declared]
-            problems += [f"{name}: no variable {v}" for v in VARIABLE_REFERENCE.findall(string)]
+            problems += [f"{name}: no variable {v}" for v in VARIABLE_REFERENCE.findall(string) if v not in variables]
     return problems
 
 
@@ -613,3 +637,85 @@ def test_the_docs_trigger_the_sample_twice_with_the_same_order(root: Path, defin
     assert len(posts) >= 2, "two calls to the trigger's URL"
     assert "proceed" in section
     assert "duplicate" in section
+
+
+# -- the bulk import (issue 24) ---------------------------------------------------------------------------------
+PAGE = "For_each_page_of_100_rows"
+BULK_STEPS = [
+    # (action, its type, the action it runs after): the recipe's bulk import, inside the loop over pages.
+    ("Start_the_page_with_no_results", "SetVariable", None),
+    ("Select_the_items", "Select", "Start_the_page_with_no_results"),
+    ("Check_and_claim_many", "ApiConnection", "Select_the_items"),
+    ("Filter_proceed", "Query", "Check_and_claim_many"),
+    ("Count_the_proceeds", "IncrementVariable", "Filter_proceed"),
+    ("For_each_row_to_create", "Foreach", "Count_the_proceeds"),
+    ("Select_the_results", "Select", "For_each_row_to_create"),
+    ("Any_result_to_record", "If", "Select_the_results"),
+]
+
+
+def test_the_bulk_import_is_rows_select_claim_many_filter_proceed_each_select_record_results(
+    bulk_definition: dict[str, Any],
+) -> None:
+    page = bulk_definition["actions"][PAGE]
+    assert page["foreach"] == "@chunk(triggerBody()?['rows'], 100)"
+    # One page after another: the connection's calls stay in order, and the results variable is the page's own.
+    assert page["runtimeConfiguration"]["concurrency"]["repetitions"] == 1
+    steps = page["actions"]
+    assert [(name, steps[name]["type"]) for name, _, _ in BULK_STEPS] == [(n, kind) for n, kind, _ in BULK_STEPS]
+    for name, _, after in BULK_STEPS:
+        assert set(steps[name]["runAfter"]) == ({after} if after else set()), name
+    assert steps["Select_the_items"]["inputs"]["from"] == f"@items('{PAGE}')"
+    assert steps["Check_and_claim_many"]["inputs"]["body"] == {"items": "@body('Select_the_items')"}
+    assert steps["Filter_proceed"]["inputs"] == {
+        "from": "@body('Check_and_claim_many')?['value']",
+        "where": "@equals(item()?['decision'], 'proceed')",
+    }
+    assert steps["For_each_row_to_create"]["foreach"] == "@body('Filter_proceed')"
+    record = steps["Any_result_to_record"]["actions"]["Record_results"]
+    assert record["inputs"]["body"] == {"items": "@body('Select_the_results')"}
+    assert set(steps["Select_the_results"]["inputs"]["select"]) <= {
+        "claimId",
+        "claimToken",
+        "outcome",
+        "targetRecordId",
+        "error",
+    }
+    called = operation_ids({"definition": bulk_definition}, load(DEFINITIONS["key"]))
+    assert called == {"Check_and_claim_many": "CheckAndClaimMany", "Record_results": "RecordResults"}
+    assert connections_used(bulk_definition) == {"oncegate"}
+    assert initialized(bulk_definition) == {"results", "proceeded"}
+
+
+def test_the_bulk_import_runs_after_and_names_only_what_ran(bulk_definition: dict[str, Any]) -> None:
+    assert run_after_problems(bulk_definition) == []
+    assert expression_problems(bulk_definition) == []
+
+
+def import_rows(count: int, repeated: int) -> list[dict[str, Any]]:
+    """An import of ``count`` rows, ``repeated`` of them the same order as another row (with a row id of its own),
+    spread over the pages."""
+    orders = [{"orderNumber": f"TEST-{n:04d}", "customer": "Test customer", "amount": 10.0 + n} for n in range(count)]
+    rows = [{**order, "rowId": f"row-{n}"} for n, order in enumerate(orders[: count - repeated])]
+    rows += [{**orders[n * 7 % len(rows)], "rowId": f"row-{len(rows) + n}"} for n in range(repeated)]
+    random.Random(24).shuffle(rows)
+    return rows
+
+
+def test_a_1000_row_import_with_100_repeated_rows_costs_20_connector_calls_and_each_order_is_created_once(
+    bulk_definition: dict[str, Any], call_app: Call
+) -> None:
+    rows = import_rows(1000, 100)
+
+    first = Run(bulk_definition, {"rows": rows}, call_app, PARAMETERS, name="run-1").start()
+    again = Run(bulk_definition, {"rows": rows}, call_app, PARAMETERS, name="run-2").start()
+
+    assert answer(first)["proceeded"] == 900
+    assert Counter(path for _, path in first.sent) == {"/api/claims/batch": 10, "/api/claims/results": 10}
+    # The same import again: every row a duplicate, nothing to record, one call per page.
+    assert answer(again)["proceeded"] == 0
+    assert Counter(path for _, path in again.sent) == {"/api/claims/batch": 10}
+    status, claim = call_app("post", "/api/claims/lookup", {"scope": "sample.create-order", "key": "TEST-0007"})
+    # The order's first row in the import created it; the row repeating it later was a duplicate.
+    created_by = next(row["rowId"] for row in rows if row["orderNumber"] == "TEST-0007")
+    assert (status, claim["status"], claim["targetRecordId"]) == (200, "succeeded", f"order-{created_by}")

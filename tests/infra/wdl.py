@@ -5,7 +5,9 @@ process: a run starts from a trigger body, takes its actions in ``runAfter`` ord
 ``runAfter`` statuses are not met is ``Skipped``, as are those after it), evaluates the expressions of
 their inputs, sends each OnceGate connector action to the function its method and path name, and keeps
 what the ``Response`` action answers. Action types: ``ApiConnection``, ``Compose``, ``Switch``, ``If``,
-``Terminate``, ``Response``. Expressions: ``@expr`` and ``@{expr}``, string and number literals,
+``Terminate``, ``Response``; for the bulk import, ``Foreach`` (one iteration after another, each
+action's status and outputs those of its last iteration), ``Select``, ``Query`` (Filter array) and
+the variable actions. Expressions: ``@expr`` and ``@{expr}``, string and number literals,
 ``?['x']`` and ``['x']`` reads, and the functions in ``Run.functions``. Anything else fails loudly:
 a sample that outgrows this must grow it too.
 """
@@ -110,6 +112,16 @@ def interpolations(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def nested(action: dict[str, Any]) -> list[str]:
+    """The names of every action inside ``action``: each iteration of a loop runs them afresh."""
+    branches = [action, action.get("else", {}), action.get("default", {}), *action.get("cases", {}).values()]
+    names = []
+    for branch in branches:
+        for name, inner in branch.get("actions", {}).items():
+            names += [name, *nested(inner)]
+    return names
+
+
 @dataclass
 class Run:
     """One run of a workflow definition."""
@@ -123,6 +135,12 @@ class Run:
     statuses: dict[str, str] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     response: Any = None
+    variables: dict[str, Any] = field(default_factory=dict)
+    # The connector actions sent, as (method, path): what a run costs in connector calls.
+    sent: list[tuple[str, str]] = field(default_factory=list)
+    # The element a Select or a Filter array is at (``item()``), and each loop's (``items('loop')``).
+    _item: list[Any] = field(default_factory=list)
+    _loops: dict[str, Any] = field(default_factory=dict)
 
     @property
     def functions(self) -> dict[str, Callable[..., Any]]:
@@ -136,6 +154,11 @@ class Run:
             "encodeURIComponent": lambda text: quote(str(text), safe=""),
             "empty": lambda value: value is None or len(value) == 0,
             "equals": lambda left, right: left == right,
+            "length": len,
+            "chunk": lambda values, size: [values[start : start + size] for start in range(0, len(values), size)],
+            "item": lambda: self._item[-1],
+            "items": lambda loop: self._loops[loop],
+            "variables": lambda name: self.variables[name],
         }
 
     def output(self, name: str) -> Any:
@@ -189,6 +212,7 @@ class Run:
             return "Succeeded"
         if kind == "ApiConnection":
             inputs = self.evaluate(action["inputs"])
+            self.sent.append((inputs["method"], inputs["path"]))
             status, body = self.call(inputs["method"], inputs["path"], inputs.get("body"))
             self.outputs[name] = {"statusCode": status, "body": body}
             return "Succeeded" if status < 300 else "Failed"
@@ -202,10 +226,50 @@ class Run:
         if kind == "Response":
             self.response = self.evaluate(action["inputs"])
             return "Succeeded"
+        if kind in ("Select", "Query"):
+            self.outputs[name] = {"body": self.each_item(action["inputs"], kind)}
+            return "Succeeded"
+        if kind == "Foreach":
+            statuses = []
+            for value in self.evaluate(action["foreach"]):
+                self._loops[name] = value
+                for inner in nested(action):
+                    self.statuses.pop(inner, None)
+                statuses.append(self.run_all(action["actions"]))
+            self._loops.pop(name, None)
+            return "Failed" if "Failed" in statuses else "Succeeded"
+        if kind in ("InitializeVariable", "SetVariable", "AppendToArrayVariable", "IncrementVariable"):
+            self.set_variable(kind, self.evaluate(action["inputs"]))
+            return "Succeeded"
         if kind == "Terminate":
             self.statuses[name] = action["inputs"]["runStatus"]
             raise Terminated(name)
         raise ValueError(f"{name}: action type {kind} is not one this runner knows")
+
+    def each_item(self, inputs: dict[str, Any], kind: str) -> list[Any]:
+        """A Select's mapped elements, or a Filter array's kept ones, ``item()`` being each element in turn."""
+        found = []
+        for element in self.evaluate(inputs["from"]):
+            self._item.append(element)
+            try:
+                if kind == "Select":
+                    found.append(self.evaluate(inputs["select"]))
+                elif self.evaluate(inputs["where"]):
+                    found.append(element)
+            finally:
+                self._item.pop()
+        return found
+
+    def set_variable(self, kind: str, inputs: dict[str, Any]) -> None:
+        if kind == "InitializeVariable":
+            for variable in inputs["variables"]:
+                self.variables[variable["name"]] = variable.get("value")
+        elif kind == "SetVariable":
+            self.variables[inputs["name"]] = inputs["value"]
+        elif kind == "AppendToArrayVariable":
+            self.variables[inputs["name"]].append(inputs["value"])
+        else:
+            self.variables[inputs["name"]] += inputs.get("value", 1)
 
     def condition(self, expression: dict[str, Any]) -> bool:
         ((operator, operands),) = expression.items()
@@ -215,7 +279,7 @@ class Run:
             return any(self.condition(operand) for operand in operands)
         if operator == "not":
             return not self.condition(operands)
-        if operator == "equals":
+        if operator in ("equals", "greater"):
             left, right = (self.evaluate(operand) for operand in operands)
-            return bool(left == right)
+            return bool(left == right if operator == "equals" else left > right)
         raise ValueError(f"condition {operator} is not one this runner knows")

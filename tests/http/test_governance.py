@@ -173,7 +173,13 @@ def test_the_purge_timer_deletes_what_retention_allows_and_logs_a_summary(
     with caplog.at_level(logging.INFO, logger=TIMERS_LOGGER):
         run_timer("purge_finished_claims")
 
-    assert api.call("get_claim", route={"claimId": done["claimId"]}).status == 404
+    # Its tombstone stays (issue 26): the claim shows as purged, without its history.
+    purged = ok(api.call("get_claim", route={"claimId": done["claimId"]}))
+    assert (purged["status"], purged["purgedAt"], purged["history"]) == (
+        "succeeded",
+        clock().isoformat().replace("+00:00", "Z"),
+        [],
+    )
     (summary,) = timer_records(caplog)
     assert summary.levelno == logging.INFO
     assert "1 page, 1 claim examined, deleted 1 (erp.create-order succeeded 1)" in summary.getMessage()

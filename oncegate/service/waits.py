@@ -11,6 +11,8 @@ run asking again: it gets its own grant back.
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from oncegate.domain.answers import ClaimAnswer
@@ -42,7 +44,8 @@ class Waits:
         answer = self._claims.decide_for(caller)
         if answer.decision is not Decision.IN_PROGRESS or max_wait <= timedelta(0):
             return answer, None
-        return answer, self._waiting(caller, caller.now + max_wait)
+        waiting = self._waiting(caller, caller.now + max_wait)
+        return (_paced(answer, waiting.deadline, caller.now) if waiting else answer), waiting
 
     def poll(self, waiting: Waiting, *, signed_in: str | None) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim again for a waiting run; the run still waiting, or None when the answer is final."""
@@ -55,8 +58,9 @@ class Waits:
                 target=TICKET,
             )
         answer = self._claims.decide_for(self._caller(waiting, signed_in, now))
-        still = answer.decision is Decision.IN_PROGRESS and not waiting.over(now)
-        return answer, waiting if still else None
+        if answer.decision is Decision.IN_PROGRESS and not waiting.over(now):
+            return _paced(answer, waiting.deadline, now), waiting
+        return answer, None
 
     def _waiting(self, caller: Caller, deadline: datetime) -> Waiting | None:
         """The run as its polls ask again; None when they could not (the answer stands, 200 as without wait)."""
@@ -142,3 +146,9 @@ def _fingerprint(identity: WaitingIdentity, version: int) -> Fingerprint | None:
         )
     # The keyed form only: the poll address carries no plain digest of the business data.
     return Fingerprint(keyed=keyed, plain=keyed)
+
+
+def _paced(answer: ClaimAnswer, deadline: datetime, now: datetime) -> ClaimAnswer:
+    """The answer asking the engine to poll again no later than the wait's deadline (a lease may run far longer)."""
+    left = max(1, math.ceil((deadline - now).total_seconds()))
+    return replace(answer, retry_after_seconds=min(answer.retry_after_seconds or left, left))

@@ -161,6 +161,20 @@ def test_max_wait_ends_the_wait_with_in_progress(server: ServerApi, clock: FakeC
     assert len(engine.seen) == 5  # Retry-After 60 s, for 300 s
 
 
+def test_the_engine_is_never_told_to_come_back_after_the_wait_ends(server: ServerApi, clock: FakeClock) -> None:
+    """A lease of an hour, a wait of 100 s: the polls come at 60 s and at 100 s, not at 120 s."""
+    held = holder(server)
+    beat = {"claimToken": held["claimToken"], "leaseSeconds": 3600}
+    server.call("renew_claim", beat, route={"claimId": held["claimId"]})
+    engine = Engine(server, clock)
+
+    answer = engine.run(claim_body("run-2", wait=True, maxWaitSeconds=100))
+
+    assert [int(reply.headers["retry-after"]) for reply in engine.seen] == [60, 40]
+    assert [reply.body["retryAfterSeconds"] for reply in engine.seen] == [60, 40]
+    assert (answer.status, answer.body["decision"]) == (200, "in_progress")
+
+
 def test_without_wait_the_answer_is_in_progress_as_before(server: ServerApi) -> None:
     holder(server)
 

@@ -2,8 +2,9 @@
 
 Storage round trips per action, claim latency next to the bare store operation (in process and
 over HTTP, 1, 8 and 32 callers at once), today's "look up, then add a row" pattern against
-OnceGate under the same duplicate triggers, and the issue's load (64 clients x 500 keys x 4
-triggers) with its audit, on SQLite and on Table Storage (Azurite) side by side. Writes the
+OnceGate under the same duplicate triggers, the issue's load (64 clients x 500 keys x 4
+triggers) with its audit, and the local server's handler threads against a thread per connection,
+on SQLite and on Table Storage (Azurite) side by side. Writes the
 figures into docs/performance.md and the plot docs/latency.png. ``--quick`` checks the
 benchmark itself with small sizes and writes nothing.
 """
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from bench import bulk, client_cpu, latency, load, makers, report, roundtrips, targets
+from bench import bulk, client_cpu, latency, load, makers, report, roundtrips, targets, threads
 from bench.rig import Rig
 from tests.load.workload import Workload
 
@@ -108,6 +109,10 @@ def main() -> None:
         )
         results.load = step("load", lambda: load.measure(rig, sizes.load))
         results.targets = step("targets", lambda: measure_targets(rig, sizes, results))
+        results.threads = step(
+            "handler threads",
+            lambda: threads.measure(rig, rounds=sizes.target_rounds, seconds=sizes.server_seconds),
+        )
         bulk_figures = step("bulk calls", lambda: bulk.measure(rig, rounds=sizes.target_rounds))
     results.seconds = time.monotonic() - began
     results.load_after = report.Machine.now().load_before

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from bench import makers
+from bench import makers, threads
 from bench.latency import CONCURRENCY, Measured
 from bench.load import LoadResult
 from bench.roundtrips import RoundTrips
@@ -88,6 +88,8 @@ class Results:
     seconds: float = 0.0
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
     targets: list[Target] = field(default_factory=list)
+    # Per store and handler threads (0: a thread per connection), claims/s and server CPU seconds a claim.
+    threads: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -123,6 +125,10 @@ def markdown(results: Results) -> str:
         parts.append(_makers(results))
     if results.load:
         parts.append(_load(results))
+    if results.threads:
+        parts.append(
+            "### 6. The local server's handler threads, before and now\n\n" + threads.markdown(results.threads)
+        )
     if results.round_trips:
         parts.append(_scale(results))
     return "\n\n".join(parts)

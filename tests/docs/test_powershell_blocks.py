@@ -92,7 +92,8 @@ def test_brackets_balance(block: str) -> None:
 
 def test_every_program_is_one_the_virtual_environment_holds() -> None:
     programs = [found["program"] for line in LINES for found in SCRIPTS.finditer(code(line))]
-    assert programs and set(programs) <= PROGRAMS
+    assert programs
+    assert set(programs) <= PROGRAMS
     modules = [found.group(1) for line in LINES for found in re.finditer(r"python -m ([\w.]+)", code(line))]
     assert set(modules) == {"pip", "pytest"}
     assert all(importlib.util.find_spec(module) for module in modules)
@@ -104,7 +105,8 @@ def test_the_python_and_extras_named_are_the_projects() -> None:
     assert wanted
     assert {found.group(1) for line in LINES for found in re.finditer(r"\bpy -(\d+\.\d+)", line)} == {wanted[1]}
     extras = {found.group(1) for line in LINES for found in re.finditer(r"'\.\[(\w+)\]'", line)}
-    assert extras and extras <= set(project["optional-dependencies"])
+    assert extras
+    assert extras <= set(project["optional-dependencies"])
 
 
 ONCEGATE = [

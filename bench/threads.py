@@ -26,7 +26,7 @@ SECONDS = 5.0
 
 
 def label(threads: int) -> str:
-    return "a thread per connection (before)" if threads == PER_CONNECTION else f"{threads} threads"
+    return "a thread per connection (before)" if threads == PER_CONNECTION else f"{threads} thread{'s' * (threads > 1)}"
 
 
 def measure(

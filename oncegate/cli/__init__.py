@@ -356,9 +356,9 @@ def _add_serve(subparsers: Any) -> None:
         metavar="N",
         # Absent: ONCEGATE_SERVE_THREADS, read when serving, so that a bad one is refused naming it.
         help=f"handler threads per worker, 0 to {MAX_THREADS}, answering the requests of every connection (0: a "
-        f"thread per connection, as before); more threads take turns at one interpreter lock and cost CPU "
-        f"per claim. Default ONCEGATE_SERVE_THREADS from the environment, else {DEFAULT_THREADS}, measured "
-        "by make bench",
+        "thread per connection, as before); on SQLite two do as well as more, which take turns at one interpreter "
+        "lock, while on Table Storage over a network more overlap its waits. Default ONCEGATE_SERVE_THREADS from "
+        f"the environment, else {DEFAULT_THREADS}, measured by make bench",
     )
     parser.set_defaults(handler=commands.serve)
 

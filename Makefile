@@ -18,6 +18,8 @@ CHECKOV := $(VENV)/checkov/bin/checkov
 CHECKOV_VERSION := 3.3.30
 PORT ?= 7071
 WORKERS ?= 1
+# Handler threads per worker: empty leaves it to ONCEGATE_SERVE_THREADS, else oncegate serve's default.
+THREADS ?=
 
 .PHONY: install run test lint bench clean lock FORCE
 
@@ -60,9 +62,10 @@ lock: $(DEV)
 	$(BIN)/uv pip compile pyproject.toml --generate-hashes --python-version 3.11 \
 		--python-platform x86_64-manylinux_2_28 -o requirements.txt
 
-# PORT=8080 (or `make run PORT=8080`) serves on another port; WORKERS=2 serves from two processes.
+# PORT=8080 (or `make run PORT=8080`) serves on another port; WORKERS=2 serves from two processes;
+# THREADS=4 answers with four handler threads in each.
 run: $(RUNTIME)
-	$(BIN)/oncegate serve --port $(PORT) --workers $(WORKERS)
+	$(BIN)/oncegate serve --port $(PORT) --workers $(WORKERS)$(if $(THREADS), --threads $(THREADS))
 
 test: $(DEV)
 	$(BIN)/pytest

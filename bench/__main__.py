@@ -3,9 +3,10 @@
 Storage round trips per action, claim latency next to the bare store operation (in process and
 over HTTP, 1, 8 and 32 callers at once), today's "look up, then add a row" pattern against
 OnceGate under the same duplicate triggers, the issue's load (64 clients x 500 keys x 4
-triggers) with its audit, and bulk calls against the single calls they replace, on SQLite and on
-Table Storage (Azurite) side by side. Writes the figures into docs/performance.md and the plot
-docs/latency.png. ``--quick`` checks the benchmark itself with small sizes and writes nothing.
+triggers) with its audit, bulk calls against the single calls they replace, and the local server's
+handler threads against a thread per connection, on SQLite and on Table Storage (Azurite) side by
+side. Writes the figures into docs/performance.md and the plot docs/latency.png. ``--quick`` checks
+the benchmark itself with small sizes and writes nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from bench import bulk, client_cpu, latency, load, makers, report, roundtrips, targets
+from bench import bulk, client_cpu, latency, load, makers, report, roundtrips, targets, threads
 from bench.rig import Rig
 from tests.load.workload import Workload
 
@@ -110,6 +111,10 @@ def main() -> None:
         results.targets = step("targets", lambda: measure_targets(rig, sizes, results))
         results.bulk = step("bulk calls", lambda: bulk.measure(rig, rounds=sizes.target_rounds))
         results.targets += bulk.judged(results.bulk)
+        results.threads = step(
+            "handler threads",
+            lambda: threads.measure(rig, rounds=sizes.target_rounds, seconds=sizes.server_seconds),
+        )
     results.seconds = time.monotonic() - began
     results.load_after = report.Machine.now().load_before
     print(report.markdown(results))

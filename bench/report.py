@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from bench import bulk, makers
+from bench import bulk, makers, threads
 from bench.latency import CONCURRENCY, Measured
 from bench.load import LoadResult
 from bench.rig import STORE_NAMES
@@ -89,6 +89,8 @@ class Results:
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
     targets: list[Target] = field(default_factory=list)
     bulk: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Per store and handler threads (0: a thread per connection), claims/s and server CPU seconds a claim.
+    threads: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -126,6 +128,10 @@ def markdown(results: Results) -> str:
         parts.append(_load(results))
     if results.bulk:
         parts.append(bulk.section(results.bulk))
+    if results.threads:
+        parts.append(
+            "### 7. The local server's handler threads, before and now\n\n" + threads.markdown(results.threads)
+        )
     if results.round_trips:
         parts.append(_scale(results))
     return "\n\n".join(parts)

@@ -189,11 +189,19 @@ class Served:
 
 
 @contextmanager
-def serving(rig: Rig, workers: int) -> Iterator[Served]:
-    """``oncegate serve --workers N`` on a SQLite file of its own, as a user starts it."""
+def serving(rig: Rig, workers: int, *, kind: str = "sqlite", threads: int | None = None) -> Iterator[Served]:
+    """``oncegate serve --workers N [--threads T]`` on data of its own in the ``kind`` of store, as a user starts it."""
     environment = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_")}
-    environment["ONCEGATE_SQLITE_PATH"] = str(rig.workdir / f"serve-{workers}.db")
+    name = f"serve-{workers}" + ("" if threads is None else f"-threads-{threads}")
+    if kind == "sqlite":
+        environment["ONCEGATE_SQLITE_PATH"] = rig.location(kind, name)
+    else:
+        environment["ONCEGATE_STORE"] = "tables"
+        environment["ONCEGATE_TABLES_CONNECTION_STRING"] = rig.azurite.connection_string
+        environment["ONCEGATE_TABLE_PREFIX"] = rig.location(kind, name)
+        environment["ONCEGATE_KEY_SECRET"] = SECRET
     command = [sys.executable, "-m", "oncegate.cli", "serve", "--port", "0", "--workers", str(workers)]
+    command += [] if threads is None else ["--threads", str(threads)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, env=environment, text=True, cwd=ROOT)
     try:
         assert process.stdout is not None

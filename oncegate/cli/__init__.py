@@ -52,7 +52,7 @@ from oncegate import __version__
 from oncegate.cli import commands, store_commands
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.cli.signin import AppFactory, msal_app
-from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, moment, scope, source, whole_number
+from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, MAX_THREADS, moment, scope, source, whole_number
 from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.limits import (
     DEFAULT_HORIZON_DAYS,
@@ -65,6 +65,7 @@ from oncegate.domain.limits import (
     MIN_RETENTION_DAYS,
 )
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Resolution, SettledOutcome
+from oncegate.entrypoints.handler_pool import DEFAULT_THREADS
 from oncegate.service.retention import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 LOCAL_COMMANDS = ("serve", "purge", "keys", "store")
@@ -73,7 +74,6 @@ MAX_CONCURRENCY = 128
 # The service's bounds on a list page (the top query parameter of every list).
 MAX_TOP = 200
 MAX_WORKERS = 16
-MAX_THREADS = 64
 # What a shell reports for a command that SIGPIPE ended: 128 + 13.
 CLOSED_PIPE_EXIT = 141
 MISPLACED_SCOPE = (
@@ -377,6 +377,16 @@ def _add_serve(subparsers: Any) -> None:
         metavar="N",
         help=f"processes serving requests, 1 to {MAX_WORKERS}; one runs Python on one core at a time, so on "
         "SQLite a second one nearly doubles the claims answered per second on two cores (default 1)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=whole_number(0, MAX_THREADS),
+        metavar="N",
+        # Absent: ONCEGATE_SERVE_THREADS, read when serving, so that a bad one is refused naming it.
+        help=f"handler threads per worker, 0 to {MAX_THREADS}, answering the requests of every connection (0: a "
+        "thread per connection, as before); on SQLite two do as well as more, which take turns at one interpreter "
+        "lock, while on Table Storage over a network more overlap its waits. Default ONCEGATE_SERVE_THREADS from "
+        f"the environment, else {DEFAULT_THREADS}, measured by make bench",
     )
     parser.set_defaults(handler=commands.serve)
 

@@ -38,7 +38,7 @@ from oncegate.cli.client import (
 )
 from oncegate.cli.drill import Interrupted, run_drill
 from oncegate.cli.signin import AppFactory, EntraSettings, access_token
-from oncegate.cli.values import BadSetting, port_setting
+from oncegate.cli.values import BadSetting, port_setting, threads_setting
 from oncegate.models import ClaimView, ScopeView
 
 DEVIATION_EXIT = 1
@@ -68,6 +68,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_environment()
         port = args.port if args.port is not None else port_setting(os.environ, low=0)
+        threads = args.threads if args.threads is not None else threads_setting(os.environ)
     except (ConfigError, BadSetting) as exc:
         return refused("serve", f"{exc} Fix the setting, then start again.")
     missing = _no_app_in(Path(args.app_dir))
@@ -79,7 +80,8 @@ def serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         return refused("serve", _unbound(args.host, port, exc))
     host, port = listener.getsockname()[:2]
-    workers = f", {args.workers} worker processes" if args.workers > 1 else ""
+    answering = f"{threads} handler threads" if threads else "a thread per connection"
+    workers = f", {args.workers} worker processes of {answering}" if args.workers > 1 else f", {answering}"
 
     def serving() -> None:
         # Said once every worker serves: a script that waits for this line may send requests and signals.
@@ -87,7 +89,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"Store: {settings.store_text}", flush=True)
 
     try:
-        serve_in_workers(load_app, args.app_dir, listener, workers=args.workers, on_ready=serving)
+        serve_in_workers(load_app, args.app_dir, listener, workers=args.workers, threads=threads, on_ready=serving)
     except KeyboardInterrupt:
         pass
     except WorkerFailed as exc:

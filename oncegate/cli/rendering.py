@@ -5,6 +5,12 @@ columns; a field without a value is left out. :func:`show` prints them with rich
 to a terminal, plain and never wrapped in a pipe or a file. ``--json`` bypasses all of this (see
 ``commands``).
 
+Fitted to a terminal, a table never breaks an id, an enum value, a time or a number: a person copies
+them whole. Free text (a reason, a note, how a request was recognised) folds over lines, no narrower
+than it reads. Each table ranks its columns, and as the terminal narrows it leaves out the least
+important first, saying which, until the rest fits (an 80-column terminal keeps a claim id's 52
+characters whole).
+
 The module runs past 400 lines on purpose: one renderer per kind of record the command shows, sharing
 the cell and table helpers at the top.
 """
@@ -13,11 +19,13 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from rich.console import Console, Group, RenderableType
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -38,6 +46,8 @@ from oncegate.models import (
 from oncegate.service.retention import PurgeReport
 
 REASON_CHARS = 60
+# How a request was recognised is a sentence: narrower than this, it reads a word a line.
+RECOGNISED_WIDTH = 30
 # Wide enough that no line is ever wrapped when the output goes to a pipe or a file.
 UNWRAPPED = 100_000
 # Colours for the values a person looks for first; a value not listed is plain.
@@ -110,13 +120,83 @@ def _fields(rows: Iterable[tuple[str, object]]) -> Table:
     return grid
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for header in headers:
-        table.add_column(header, overflow="fold")
-    for row in rows:
-        table.add_row(*(_cell(cell) for cell in row))
-    return table
+# Between two columns of a table: a cell's padding on either side.
+GUTTER = 2
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table's column: ``leaves`` 0 is always shown, others leave a narrow terminal highest first.
+
+    ``text`` folds over lines, no narrower than ``width``; any other column is never broken.
+    """
+
+    header: str
+    leaves: int = 0
+    text: bool = False
+    width: int = 0
+
+    def least(self, cells: Iterable[str]) -> int:
+        """The narrowest this column is shown: its text's ``width``, else its widest cell whole."""
+        words = [cell_len(word) for word in self.header.split()]
+        if self.text:
+            return max([self.width, *words])
+        return max([cell_len(self.header), *(cell_len(line) for cell in cells for line in cell.splitlines())])
+
+
+def _id(header: str, leaves: int = 0) -> Column:
+    return Column(header, leaves)
+
+
+def _free(header: str, leaves: int, width: int) -> Column:
+    return Column(header, leaves, text=True, width=width)
+
+
+class _Fitted:
+    """A table that leaves out its least important columns, and says so, until it fits the width it gets."""
+
+    def __init__(self, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
+        self.columns = columns
+        self.rows = rows
+
+    def shown(self, width: int) -> list[int]:
+        """The columns kept at ``width``, in their order."""
+        kept = list(range(len(self.columns)))
+        least = [column.least(row[index] for row in self.rows) for index, column in enumerate(self.columns)]
+        while sum(least[index] for index in kept) + GUTTER * (len(kept) - 1) > width:
+            leaving = [index for index in kept if self.columns[index].leaves]
+            if not leaving:
+                break  # narrower than an id: the terminal wraps the line, the id stays whole
+            kept.remove(max(leaving, key=lambda index: (self.columns[index].leaves, index)))
+        return kept
+
+    def table(self, kept: Sequence[int], width: int) -> Table:
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for index in kept:
+            column = self.columns[index]
+            if column.text:
+                table.add_column(column.header, overflow="fold", min_width=column.least([]))
+            else:
+                table.add_column(column.header, no_wrap=True, overflow="ignore")
+        for row in self.rows:
+            # A cell of several lines (a count per status) is one line in a pipe, where lines are records.
+            cells = row if width < UNWRAPPED else [cell.replace("\n", ", ") for cell in row]
+            table.add_row(*(_cell(cells[index]) for index in kept))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
+        kept = self.shown(options.max_width)
+        yield self.table(kept, options.max_width)
+        left_out = [column.header for index, column in enumerate(self.columns) if index not in kept]
+        if left_out:
+            yield Text(
+                f"Left out at {options.max_width} columns: {', '.join(left_out)} (a wider terminal shows them).",
+                style="dim",
+            )
+
+
+def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> _Fitted:
+    return _Fitted(columns, rows)
 
 
 def _titled(title: str, body: RenderableType) -> Group:
@@ -172,7 +252,11 @@ def _history_table(history: list[HistoryEntry]) -> Group:
         ]
         for entry in history
     ]
-    table = _table(["AT", "EVENT", "OUTCOME", "COUNT", "ATTEMPT", "RUN", "FLOW", "RECOGNISED BY"], rows)
+    columns = [
+        *(_id("AT"), _id("EVENT"), _id("OUTCOME"), _id("COUNT", 3), _id("ATTEMPT", 2), _id("RUN", 4)),
+        *(_free("FLOW", 5, 16), _free("RECOGNISED BY", 1, RECOGNISED_WIDTH)),
+    ]
+    table = _table(columns, rows)
     return _titled(f"History ({len(rows)})", table)
 
 
@@ -198,7 +282,8 @@ def attention_table(claims: list[ClaimNeedingAttention]) -> RenderableType:
         ]
         for item in claims
     ]
-    return _table(["SINCE", "WHY", "SCOPE", "ATTEMPT", "RUN", "FLOW", "CLAIM"], rows)
+    columns = [_id("SINCE", 2), _id("WHY"), _id("SCOPE", 1), _id("ATTEMPT", 4), _id("RUN", 3), _free("FLOW", 5, 16)]
+    return _table([*columns, _id("CLAIM")], rows)
 
 
 def claims_table(claims: list[ClaimView]) -> RenderableType:
@@ -216,7 +301,8 @@ def claims_table(claims: list[ClaimView]) -> RenderableType:
         ]
         for claim in claims
     ]
-    return _table(["FIRST RECEIVED", "SOURCE", "REFERENCE", "SCOPE", "STATUS", "TARGET RECORD", "CLAIM"], rows)
+    columns = [_id("FIRST RECEIVED", 4), _id("SOURCE", 3), _id("REFERENCE", 1), _id("SCOPE", 2), _id("STATUS")]
+    return _table([*columns, _id("TARGET RECORD", 5), _id("CLAIM")], rows)
 
 
 def conflicts_table(conflicts: list[ConflictView], status: str) -> RenderableType:
@@ -234,7 +320,8 @@ def conflicts_table(conflicts: list[ConflictView], status: str) -> RenderableTyp
         ]
         for conflict in conflicts
     ]
-    return _table(["CONFLICT", "CREATED", "STATUS", "SCOPE", "SOURCE", "RUN", "REASON"], rows)
+    columns = [_id("CONFLICT"), _id("CREATED", 3), _id("STATUS"), _id("SCOPE", 1), _id("SOURCE", 4), _id("RUN", 5)]
+    return _table([*columns, _free("REASON", 2, 20)], rows)
 
 
 def conflict_text(conflict: ConflictView) -> RenderableType:
@@ -277,8 +364,11 @@ def flows_table(flows: list[FlowView]) -> RenderableType:
         ]
         for flow in flows
     ]
-    headers = ["FLOW", "ENVIRONMENT", "REGISTERED", "ENABLED", "OWNER", "CLAIMS", "DUPLICATES", "LAST SEEN", "NOTES"]
-    return _table(headers, rows)
+    columns = [
+        *(_free("FLOW", 0, 16), _id("ENVIRONMENT"), _id("REGISTERED", 4), _id("ENABLED", 1), _free("OWNER", 5, 12)),
+        *(_id("CLAIMS", 2), _id("DUPLICATES", 3), _id("LAST SEEN", 6), _free("NOTES", 7, 16)),
+    ]
+    return _table(columns, rows)
 
 
 def flow_text(flow: FlowView) -> RenderableType:
@@ -311,11 +401,12 @@ def overlaps_table(overlaps: list[OverlapView]) -> RenderableType:
         ]
         for overlap in overlaps
     ]
-    return _table(["FLOW", "OTHER FLOW", "COUNT", "LAST SEEN", "EXAMPLE CLAIM"], rows)
+    columns = [_free("FLOW", 0, 16), _free("OTHER FLOW", 0, 16), _id("COUNT"), _id("LAST SEEN", 2)]
+    return _table([*columns, _id("EXAMPLE CLAIM", 1)], rows)
 
 
-def _claim_counts(counts: ClaimCounts) -> str:
-    return ", ".join(f"{status} {count}" for status, count in counts.model_dump().items() if count) or "none"
+def _claim_counts(counts: ClaimCounts, between: str = ", ") -> str:
+    return between.join(f"{status} {count}" for status, count in counts.model_dump().items() if count) or "none"
 
 
 def scopes_table(scopes: list[ScopeView]) -> RenderableType:
@@ -327,7 +418,8 @@ def scopes_table(scopes: list[ScopeView]) -> RenderableType:
             scope.owner or "",
             f"{scope.lease_seconds} s",
             f"{scope.retention_days} d",
-            _claim_counts(scope.claims),
+            # In a terminal, one status a line: a count never wraps away from its status.
+            _claim_counts(scope.claims, "\n"),
             str(scope.open_conflicts),
             _when(scope.last_seen_at) or "",
             _clip(scope.key_pattern or ""),
@@ -335,11 +427,11 @@ def scopes_table(scopes: list[ScopeView]) -> RenderableType:
         ]
         for scope in scopes
     ]
-    headers = [
-        *("SCOPE", "OWNER", "LEASE", "RETENTION", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "KEY PATTERN"),
-        "DESCRIPTION",
+    columns = [
+        *(_id("SCOPE"), _free("OWNER", 4, 12), _id("LEASE", 5), _id("RETENTION", 6), _id("CLAIMS")),
+        *(_id("OPEN CONFLICTS", 2), _id("LAST SEEN", 3), _id("KEY PATTERN", 8), _free("DESCRIPTION", 7, 16)),
     ]
-    return _table(headers, rows)
+    return _table(columns, rows)
 
 
 def scope_text(scope: ScopeView) -> RenderableType:
@@ -411,8 +503,11 @@ def drill_text(report: Report, *, verbose: bool = False) -> RenderableType:
         ]
         for call in report.calls
     ]
-    headers = ["STEP", "KEY", "CALL", "RUN", "ANSWER", "ATTEMPT", "TARGET RECORD / CONFLICT", "MS"]
-    calls_table = _titled(f"Calls ({len(calls)})", _table(headers, calls))
+    columns = [
+        *(_id("STEP"), _id("KEY", 1), _id("CALL"), _id("RUN", 3), _id("ANSWER"), _id("ATTEMPT", 4)),
+        *(_id("TARGET RECORD / CONFLICT", 2), _id("MS", 5)),
+    ]
+    calls_table = _titled(f"Calls ({len(calls)})", _table(columns, calls))
     details: list[RenderableType] = [calls_table, *(_drill_history(lookup) for lookup in report.lookups)]
     if not verbose:
         details = [Text(f"{len(calls)} calls and each key's history: add --verbose (or --json).", style="dim")]
@@ -454,7 +549,8 @@ def _drill_history(lookup: Lookup) -> RenderableType:
         for entry in history
     ]
     title = f"History of key {lookup.key}, claim {lookup.claim.claim_id} ({len(rows)})"
-    return _titled(title, _table(["TIME", "EVENT", "OUTCOME", "COUNT", "RUN", "RECOGNISED BY"], rows))
+    columns = [_id("TIME"), _id("EVENT"), _id("OUTCOME"), _id("COUNT", 3), _id("RUN", 2)]
+    return _titled(title, _table([*columns, _free("RECOGNISED BY", 1, RECOGNISED_WIDTH)], rows))
 
 
 def health_text(answer: Health) -> RenderableType:
@@ -476,7 +572,8 @@ def progress_line(report: PurgeReport) -> str:
 def purge_text(report: PurgeReport, store: str) -> RenderableType:
     verb = "Would delete" if report.dry_run else "Deleted"
     rows = [[scope, status.value, str(count)] for (scope, status), count in sorted(report.deleted.items())]
-    table: RenderableType = _table(["SCOPE", "STATUS", verb.upper()], rows) if rows else f"{verb} no claim."
+    columns = [_id("SCOPE"), _id("STATUS"), _id(verb.upper())]
+    table: RenderableType = _table(columns, rows) if rows else f"{verb} no claim."
     kept = ", ".join(f"{reason.value} {count}" for reason, count in sorted(report.kept.items())) or "none"
     examined = (
         f"{plural(report.examined, 'claim')} examined in {plural(report.pages, 'page')}; "
@@ -524,7 +621,8 @@ def key_secrets_text(marks: StoreMarks, counts: dict[str, int], store: str) -> R
         for record in _by_use(marks)
     ]
     header = Text(f"Store: {store}, store id {marks.store_id or '(none yet)'}")
-    table = _table(["KEY ID", "STATE", "IN USE FROM", "RETIRED", "CLAIMS"], rows) if rows else "No key secret yet."
+    columns = [_id("KEY ID"), _id("STATE"), _id("IN USE FROM", 1), _id("RETIRED", 2), _id("CLAIMS", 1)]
+    table = _table(columns, rows) if rows else "No key secret yet."
     return _spaced(header, table)
 
 

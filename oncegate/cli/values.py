@@ -13,8 +13,11 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
+from oncegate.entrypoints.handler_pool import DEFAULT_THREADS
+
 DEFAULT_PORT = 7071
 MAX_PORT = 65_535
+MAX_THREADS = 64
 # The service's shapes (oncegate/models/base.py): a scope, and a source, which may also hold ':'.
 SCOPE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 SOURCE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -67,6 +70,20 @@ def moment(value: str) -> str:
             f"not {value!r}"
         )
     return value
+
+
+def threads_setting(environ: Mapping[str, str]) -> int:
+    """The handler threads ONCEGATE_SERVE_THREADS names, else the default; :class:`BadSetting` naming it."""
+    text = environ.get("ONCEGATE_SERVE_THREADS", "").strip()
+    if not text:
+        return DEFAULT_THREADS
+    if not (text.isascii() and text.isdigit() and int(text) <= MAX_THREADS):
+        raise BadSetting(
+            f"ONCEGATE_SERVE_THREADS is {text!r} in the environment: give the handler threads per worker of "
+            f"oncegate serve, a whole number from 0 to {MAX_THREADS}, such as ONCEGATE_SERVE_THREADS=4 (or unset "
+            f"it for {DEFAULT_THREADS})."
+        )
+    return int(text)
 
 
 def port_setting(environ: Mapping[str, str], *, low: int = 1) -> int:

@@ -39,6 +39,7 @@ from urllib.parse import parse_qsl, urlsplit
 import azure.functions as func
 
 from oncegate.entrypoints import logs
+from oncegate.entrypoints.handler_pool import DEFAULT_THREADS, PER_CONNECTION, HandlerPool
 from oncegate.entrypoints.http import MAX_BULK_BODY_BYTES, body_limit, render, render_error
 from oncegate.entrypoints.routes import FunctionRoute, function_routes, match
 from oncegate.errors import InvalidRequest, NotFound, TooLarge
@@ -214,6 +215,25 @@ class _Handler(BaseHTTPRequestHandler):
     # A client that stops sending mid-request (or opens a connection and says nothing) would hold a
     # thread for ever; after this long without a byte its connection is closed (see make_server).
     timeout = IDLE_SECONDS
+
+    @classmethod
+    def opened(cls, request: socket.socket, client_address: Any, server: _AppServer) -> _Handler:
+        """A handler set up on one connection, whose requests a :class:`HandlerPool` answers one at a time."""
+        handler = cls.__new__(cls)
+        handler.request, handler.client_address, handler.server = request, client_address, server
+        handler.setup()
+        return handler
+
+    def buffered(self) -> bool:
+        """Whether bytes of the next request are already in: in the read buffer, or waiting on the socket."""
+        self.connection.settimeout(0)
+        try:
+            # Non-blocking, a peek returns what is buffered, else what one read finds (b"" when nothing).
+            return bool(self.rfile.peek(1))  # type: ignore[attr-defined]
+        except OSError:
+            return True  # the next read meets the error, and ends the connection
+        finally:
+            self.connection.settimeout(self.timeout)
 
     def _serve(self) -> None:
         length = self._body_length()
@@ -400,6 +420,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _AppServer(ThreadingHTTPServer):
+    """With ``threads``, a :class:`HandlerPool` of that many answers every connection; with 0, each has a thread."""
+
     daemon_threads = True
     # Flows fire in bursts; a deep accept queue keeps 32+ simultaneous callers from being refused.
     request_queue_size = 256
@@ -410,12 +432,28 @@ class _AppServer(ThreadingHTTPServer):
         routes: Sequence[FunctionRoute],
         idle_seconds: float,
         *,
+        threads: int = DEFAULT_THREADS,
         bind_and_activate: bool = True,
     ) -> None:
-        handler = type("_IdleBoundHandler", (_Handler,), {"timeout": idle_seconds})
+        handler: type[_Handler] = type("_IdleBoundHandler", (_Handler,), {"timeout": idle_seconds})
         super().__init__(address, handler, bind_and_activate=bind_and_activate)
+        self.handler = handler
         self.routes = routes
         self.discard_seconds = DISCARD_SECONDS
+        self.idle_seconds = idle_seconds
+        self.pool = HandlerPool(threads, idle_seconds) if threads != PER_CONNECTION else None
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if self.pool is None:
+            super().process_request(request, client_address)
+            return
+        self.pool.add(self.handler.opened(request, client_address, self))
+
+    def server_close(self) -> None:
+        if self.pool is not None:
+            # Each thread ends the request it is answering, as a thread per connection would (daemon, not waited for).
+            self.pool.close(timeout=self.idle_seconds)
+        super().server_close()
 
 
 def make_server(
@@ -425,15 +463,18 @@ def make_server(
     *,
     idle_seconds: float = IDLE_SECONDS,
     listener: socket.socket | None = None,
+    threads: int = DEFAULT_THREADS,
 ) -> ThreadingHTTPServer:
     """A threaded HTTP server for ``app``; port 0 picks a free port (see ``server_address``).
 
     With ``listener``, it accepts on that bound and listening socket instead (``serve_in_workers``).
     A connection that sends nothing for ``idle_seconds`` (mid-request, or between requests) is closed.
+    ``threads`` handler threads answer every connection's requests (0: a thread per connection).
     """
+    routes = function_routes(app)
     if listener is None:
-        return _AppServer((host, port), function_routes(app), idle_seconds)
-    server = _AppServer(listener.getsockname()[:2], function_routes(app), idle_seconds, bind_and_activate=False)
+        return _AppServer((host, port), routes, idle_seconds, threads=threads)
+    server = _AppServer(listener.getsockname()[:2], routes, idle_seconds, threads=threads, bind_and_activate=False)
     server.socket.close()
     server.socket = listener
     return server
@@ -464,6 +505,7 @@ def serve_in_workers(
     listener: socket.socket,
     *,
     workers: int,
+    threads: int = DEFAULT_THREADS,
     on_ready: Callable[[], None] = lambda: None,
 ) -> None:
     """Serve the app from ``workers`` processes accepting on one socket, until SIGTERM or SIGINT.
@@ -473,20 +515,21 @@ def serve_in_workers(
     a module-level function, as a spawned process needs) and builds its own services, as instances
     of the function app in Azure do: the store is what they share, and every write is conditioned.
 
-    ``on_ready`` is called once every worker serves. A stop asked of this process is passed on to
+    In each worker, ``threads`` handler threads answer the requests of every connection (0: a thread per
+    connection). ``on_ready`` is called once every worker serves. A stop asked of this process is passed on to
     each worker, which finishes, flushes its inventory counts once and exits; a worker still there
     ``STOP_GRACE_SECONDS`` later is killed. Raises :class:`WorkerFailed` when a worker stops unasked,
     after stopping the others.
     """
     if workers == 1:
-        _worker(load_app, app_dir, listener, on_ready=on_ready)
+        _worker(load_app, app_dir, listener, threads, on_ready=on_ready)
         return
     context = multiprocessing.get_context("spawn")
     readiness, ready = context.Pipe(duplex=False)
     processes = [
         context.Process(
             target=_worker,
-            args=(load_app, app_dir, listener, os.getpid(), ready),
+            args=(load_app, app_dir, listener, threads, os.getpid(), ready),
             name=f"oncegate-worker-{number}",
         )
         for number in range(1, workers + 1)
@@ -606,6 +649,7 @@ def _worker(
     load_app: Callable[[str], func.FunctionApp],
     app_dir: str,
     listener: socket.socket,
+    threads: int,
     parent: int | None = None,
     ready: Connection | None = None,
     *,
@@ -618,7 +662,7 @@ def _worker(
     if parent is not None:
         _end_with_parent(parent)
     logs.configure(handler=True)
-    server = make_server(load_app(app_dir), listener=listener)
+    server = make_server(load_app(app_dir), listener=listener, threads=threads)
     replaced = _stop_serving_on_signal(server) if threading.current_thread() is threading.main_thread() else {}
     if ready is not None:
         ready.send(os.getpid())

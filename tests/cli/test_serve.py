@@ -9,6 +9,7 @@ import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,8 +88,56 @@ def test_the_banner_names_the_store(settings: Path, capsys: pytest.CaptureFixtur
 
     assert run.code == 0, run.err
     banner, store = run.out.splitlines()
-    assert re.fullmatch(r"OnceGate \S+ serving on http://127\.0\.0\.1:\d+/api \(Ctrl\+C to stop\)", banner)
+    assert re.fullmatch(
+        r"OnceGate \S+ serving on http://127\.0\.0\.1:\d+/api, 2 handler threads \(Ctrl\+C to stop\)", banner
+    )
     assert store == f"Store: sqlite at {settings}"
+
+
+@pytest.mark.usefixtures("stops_at_once")
+@pytest.mark.parametrize(
+    ("argv", "setting", "said"),
+    [
+        ((), "5", "5 handler threads"),
+        (("--threads", "3"), "5", "3 handler threads"),
+        (("--threads", "0"), None, "a thread per connection"),
+    ],
+)
+def test_the_handler_threads_follow_the_option_then_the_setting(
+    argv: tuple[str, ...],
+    setting: str | None,
+    said: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 27: the help advertised --threads, which serve did not take."""
+    made: list[int] = []
+    make_server = server.make_server
+
+    def recording(*args: Any, threads: int, **options: Any) -> Any:
+        made.append(threads)
+        return make_server(*args, threads=threads, **options)
+
+    monkeypatch.setattr(server, "make_server", recording)
+    if setting is not None:
+        monkeypatch.setenv("ONCEGATE_SERVE_THREADS", setting)
+
+    run = serve(capsys, "--port", "0", *argv)
+
+    assert run.code == 0, run.err
+    assert f"/api, {said} (Ctrl+C" in run.out
+    assert made == [int(said.split()[0]) if said[0].isdigit() else 0]
+
+
+def test_threads_that_are_no_count_stop_serve_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ONCEGATE_SERVE_THREADS", "many")
+
+    run = serve(capsys, "--port", "0")
+
+    assert (run.code, run.out) == (2, "")
+    assert run.err.startswith("oncegate serve: ONCEGATE_SERVE_THREADS is 'many' in the environment: give ")
 
 
 @pytest.mark.usefixtures("stops_at_once")

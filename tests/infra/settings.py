@@ -20,6 +20,7 @@ README_ROW = re.compile(r"^\|\s*`(ONCEGATE_[A-Z0-9_]+)`", re.M)
 # Read by the code, deliberately not deployed.
 LOCAL_ONLY = {
     "ONCEGATE_SQLITE_PATH": "the embedded SQLite store runs locally only; Azure runs ONCEGATE_STORE=tables",
+    "ONCEGATE_SERVE_THREADS": "the handler threads of oncegate serve, the local server; Azure runs the Functions host",
     "ONCEGATE_TABLES_CONNECTION_STRING": (
         "Azurite in development; in Azure the identity signs in at ONCEGATE_TABLES_ENDPOINT, "
         "and the code refuses both at once"

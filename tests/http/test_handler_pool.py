@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import selectors
 import threading
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 import pytest
 
-import function_app
 from oncegate.entrypoints import handler_pool
-from oncegate.entrypoints.server import make_server
 from tests.http.test_server_framing import HEALTH, connected, read_answer
+from tests.load.served import serving
 
 CONNECTIONS = 8
 
@@ -26,20 +24,6 @@ def selector(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     """This platform's selector, and select() as on Windows, where a parked connection must wake the leader."""
     if request.param == "select":
         monkeypatch.setattr(handler_pool, "SELECTOR", selectors.SelectSelector)
-
-
-@contextmanager
-def serving(threads: int, *, idle_seconds: float = 30) -> Iterator[tuple[str, int]]:
-    server = make_server(function_app.app, "127.0.0.1", 0, threads=threads, idle_seconds=idle_seconds)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        host, port = server.server_address[:2]
-        yield str(host), int(port)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def test_kept_alive_connections_add_no_threads() -> None:

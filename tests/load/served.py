@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import function_app
 from oncegate import bootstrap
@@ -16,10 +17,10 @@ from tests.gate import Gate
 
 
 @contextmanager
-def served(service: Gate) -> Iterator[tuple[str, int]]:
-    """Serve the Functions app over HTTP on 127.0.0.1 with ``service`` wired in; yields (host, port)."""
-    bootstrap.use_services(service.services)
-    server = make_server(function_app.app, "127.0.0.1", 0)
+def serving(**options: Any) -> Iterator[tuple[str, int]]:
+    """The Functions app served over HTTP on 127.0.0.1, a free port (``options`` as ``make_server`` takes them);
+    yields (host, port)."""
+    server = make_server(function_app.app, "127.0.0.1", 0, **options)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
@@ -29,6 +30,16 @@ def served(service: Gate) -> Iterator[tuple[str, int]]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@contextmanager
+def served(service: Gate) -> Iterator[tuple[str, int]]:
+    """Serve the Functions app over HTTP on 127.0.0.1 with ``service`` wired in; yields (host, port)."""
+    bootstrap.use_services(service.services)
+    try:
+        with serving() as address:
+            yield address
+    finally:
         bootstrap.use_services(None)
 
 

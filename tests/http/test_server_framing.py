@@ -12,6 +12,7 @@ import http.client
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -353,3 +354,30 @@ def test_what_is_discarded_after_a_413_is_bounded(local_server: tuple[str, int])
 
     assert answer.status == 413
     assert DISCARD_BYTES <= sent < declared
+
+
+def test_a_client_that_stalls_after_a_413_holds_the_server_no_longer_than_the_discard_time() -> None:
+    """The discard ends at its time bound even when the client neither sends the rest nor hangs up: with one
+    handler thread, the next caller is served as soon as that bound passes, not when the stalled client gives up."""
+    server = make_server(function_app.app, "127.0.0.1", 0, threads=1)
+    server.discard_seconds = 0.3  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    address = server.server_address[:2]
+    try:
+        with connected(address) as (stalled, reader):
+            stalled.sendall(post(b"Content-Length: %d\r\n" % (MAX_BULK_BODY_BYTES * 2), b"x" * 1024))
+            assert read_answer(reader).status == 413
+            began = time.monotonic()
+            with connected(address) as (sock, other):
+                sock.sendall(HEALTH)
+                answer = read_answer(other)
+            waited = time.monotonic() - began
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+    assert answer.status in (200, 503)
+    # Served once the 0.3 s bound passed (the connection's TIMEOUT of 5 s would fail the read otherwise).
+    assert waited < TIMEOUT - 1

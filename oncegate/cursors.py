@@ -40,13 +40,17 @@ class CursorSeal:
         """``cursor`` with the tag binding it to ``list_name``, as the caller gets it."""
         return f"{cursor}{SEPARATOR}{self._tag(cursor, list_name)}"
 
-    def open(self, sealed: str, list_name: str, *, target: str) -> str:
-        """The plain cursor inside ``sealed``; 400 naming ``target`` unless this seal made it for ``list_name``."""
+    def open(self, sealed: str, list_name: str, *, target: str, refusal: str | None = None) -> str:
+        """The plain cursor inside ``sealed``; 400 naming ``target`` unless this seal made it for ``list_name``.
+
+        ``refusal`` says so in the words of what was sealed (a poll address is not a list's cursor).
+        """
         cursor, separator, tag = sealed.rpartition(SEPARATOR)
         expected = self._tag(cursor, list_name).encode("ascii")
         # Only the tag is compared, in constant time; nothing reads the cursor before it verifies.
         if not separator or not hmac.compare_digest(tag.encode("utf-8", "surrogatepass"), expected):
-            raise InvalidRequest(f"{target} is not one this service handed out for this list.", target=target)
+            message = refusal or f"{target} is not one this service handed out for this list."
+            raise InvalidRequest(message, target=target)
         return cursor
 
     def _tag(self, cursor: str, list_name: str) -> str:

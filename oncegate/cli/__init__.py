@@ -69,6 +69,8 @@ from oncegate.entrypoints.handler_pool import DEFAULT_THREADS
 from oncegate.service.retention import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 LOCAL_COMMANDS = ("serve", "purge", "keys", "store")
+# What `oncegate --help` prints: the docstring but its last paragraph, which is for who reads the code.
+HELP = (__doc__ or "").rsplit("\n\n", 1)[0] + "\n"
 MIN_CONCURRENCY = 2
 MAX_CONCURRENCY = 128
 # The service's bounds on a list page (the top query parameter of every list).
@@ -351,6 +353,7 @@ def _add_scopes(subparsers: Any) -> None:
     setting.add_argument(
         "--fingerprint-preset",
         choices=[*(preset.value for preset in FingerprintPreset), ""],
+        metavar="|".join(preset.value for preset in FingerprintPreset),
         help="ignore the system fields of a SharePoint item or Dataverse row trigger body ('' clears it)",
     )
 
@@ -494,7 +497,7 @@ def _add_keys(subparsers: Any) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="oncegate",
-        description=__doc__,
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_connection_options(top=True)],
     )

@@ -232,6 +232,10 @@ def claim_text(claim: ClaimView) -> RenderableType:
             ("Error", claim.error),
             ("Retryable", retryable),
             ("Reviewer", claim.reviewer),
+            (
+                "Purged",
+                f"{_when(claim.purged_at)}: a tombstone, kept for its scope's horizon" if claim.purged_at else None,
+            ),
         ]
     )
     # An action's answer (a review) carries no history: say nothing of it rather than "History (0)".
@@ -418,6 +422,7 @@ def scopes_table(scopes: list[ScopeView]) -> RenderableType:
             scope.owner or "",
             f"{scope.lease_seconds} s",
             f"{scope.retention_days} d",
+            f"{scope.horizon_days} d",
             # In a terminal, one status a line: a count never wraps away from its status.
             _claim_counts(scope.claims, "\n"),
             str(scope.open_conflicts),
@@ -428,7 +433,8 @@ def scopes_table(scopes: list[ScopeView]) -> RenderableType:
         for scope in scopes
     ]
     columns = [
-        *(_id("SCOPE"), _free("OWNER", 4, 12), _id("LEASE", 5), _id("RETENTION", 6), _id("CLAIMS")),
+        *(_id("SCOPE"), _free("OWNER", 4, 12), _id("LEASE", 5), _id("RETENTION", 6), _id("HORIZON", 6)),
+        _id("CLAIMS"),
         *(_id("OPEN CONFLICTS", 2), _id("LAST SEEN", 3), _id("KEY PATTERN", 8), _free("DESCRIPTION", 7, 16)),
     ]
     return _table(columns, rows)
@@ -566,7 +572,9 @@ def health_text(answer: Health) -> RenderableType:
 
 def progress_line(report: PurgeReport) -> str:
     verb = "would delete" if report.dry_run else "deleted"
-    return f"page {report.pages}: {report.examined} examined, {report.deleted_total} {verb}"
+    tombstones = sum(report.tombstones_deleted.values())
+    past = f", {tombstones} tombstones past the horizon {verb}" if tombstones else ""
+    return f"page {report.pages}: {report.examined} examined, {report.deleted_total} {verb}{past}"
 
 
 def purge_text(report: PurgeReport, store: str) -> RenderableType:
@@ -577,9 +585,15 @@ def purge_text(report: PurgeReport, store: str) -> RenderableType:
     kept = ", ".join(f"{reason.value} {count}" for reason, count in sorted(report.kept.items())) or "none"
     examined = (
         f"{plural(report.examined, 'claim')} examined in {plural(report.pages, 'page')}; "
-        f"{verb.lower()} {report.deleted_total}."
+        f"{verb.lower()} {report.deleted_total}, each succeeded one down to its tombstone."
     )
-    return _spaced(Text(f"Store: {store}"), table, Group(Text(f"Kept: {kept}"), Text(examined)))
+    tombstones = sum(report.tombstones_deleted.values())
+    past = f"Tombstones past their scope's horizon: {verb.lower()} {tombstones}" + (
+        f" ({', '.join(f'{scope} {count}' for scope, count in sorted(report.tombstones_deleted.items()))})."
+        if tombstones
+        else "."
+    )
+    return _spaced(Text(f"Store: {store}"), table, Group(Text(f"Kept: {kept}"), Text(examined), Text(past)))
 
 
 def _secret_state(record: KeySecretRecord, newest: str | None) -> str:

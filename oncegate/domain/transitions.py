@@ -306,6 +306,7 @@ def resolution_applied(claim: Claim, conflict: Conflict, record: FingerprintReco
             target_record_id=None,
             data=None,
             completed_at=None,
+            purged_at=None,  # a tombstone whose new version is accepted is a claim again, failed and retryable
         )
     recognised_by = (
         f"Reviewer {conflict.reviewer} resolved conflict {conflict.conflict_id} as {decision.value}: "

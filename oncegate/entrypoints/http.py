@@ -246,14 +246,19 @@ def body_limit(path: str) -> int:
     return MAX_BULK_BODY_BYTES if path.strip("/") in BULK_ROUTES else MAX_BODY_BYTES
 
 
-def parse_body(request: func.HttpRequest, model: type[Model], *, limit: int = MAX_BODY_BYTES) -> Model:
-    """The JSON object body as ``model``; 413 when over ``limit`` bytes, 400 naming each bad field."""
+def parse_body(
+    request: func.HttpRequest, model: type[Model], *, limit: int = MAX_BODY_BYTES, items: str | None = None
+) -> Model:
+    """The JSON object body as ``model``; 413 when over ``limit`` bytes, 400 naming each bad field.
+
+    ``items`` names a bulk call's list, whose items are refused one by one (see ``strict_json.read_object``).
+    """
     raw = request.get_body() or b""
     if len(raw) > limit:
         raise TooLarge(f"The request body is over {limit} bytes.", target="body")
     if not raw.strip():
         raise InvalidRequest("The body must be a JSON object.", target="body")
-    return validate(model, read_object(raw))
+    return validate(model, read_object(raw, items=items))
 
 
 def item_body(model: type[Model], item: Any) -> Model:
@@ -262,6 +267,8 @@ def item_body(model: type[Model], item: Any) -> Model:
     The fields are named as in the single call's refusal (``key``, not ``items.3.key``): the item's answer
     stands in the item's place.
     """
+    if isinstance(item, InvalidRequest):
+        raise item  # refused as JSON already: a member given twice, a number that is not finite
     if not isinstance(item, dict):
         raise InvalidRequest("Each item must be a JSON object, as the single action's body is.", target="body")
     if json_size(item) > MAX_BODY_BYTES:
@@ -394,7 +401,7 @@ def check_and_claim_many(services: Services, request: func.HttpRequest) -> Claim
     """Check and claim for each item, as if sent one after another in order (issue 24; ``oncegate.service.bulk``)."""
     principal = _SIGNED_IN.get()
     signed_in = principal.name if principal else None
-    items = parse_body(request, BulkItems, limit=MAX_BULK_BODY_BYTES).items
+    items = parse_body(request, BulkItems, limit=MAX_BULK_BODY_BYTES, items="items").items
     call = _call_digest(items)
     kept: list[list[telemetry.Answered]] = [[] for _ in items]
     answers = services.bulk.each(
@@ -408,7 +415,8 @@ def check_and_claim_many(services: Services, request: func.HttpRequest) -> Claim
 
 def _call_digest(items: list[Any]) -> str:
     """A short digest of a bulk call's items: the same call sent again (a retry) has the same one."""
-    canonical = json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # An item refused as JSON already stands as its refusal: its text is enough to tell the calls apart.
+    canonical = json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:8]
 
 
@@ -425,6 +433,12 @@ def _claim_item(
     """One item of Check and claim many: the single call's service, telemetry and answer."""
     with _item_answer(telemetry.CHECK, "check_and_claim_many", kept):
         # An item is a Check and claim body but for wait: a bulk call answers at once (issue 25).
+        if isinstance(item, dict) and "wait" in item:
+            message = (
+                "The items of Check and claim many do not wait: each is answered at once, in_progress included. "
+                "Leave wait out, or send the record alone to Check and claim with wait."
+            )
+            raise InvalidRequest(message, details=[("wait", message)])
         body = item_body(ClaimItem, item)
         body = body.model_copy(update={"run_id": item_run_id(body.run_id, call, index)})
         telemetry.describe(_flow_dimensions(body.scope, body.flow))
@@ -452,7 +466,7 @@ def _claim_entry(item: Any, answer: ClaimResponse | OnceGateError) -> ClaimManyE
 
 def record_results(services: Services, request: func.HttpRequest) -> RecordResultsAnswer:
     """Record result for each item (issue 24): items for the same claim one after another, in order."""
-    items = parse_body(request, BulkItems, limit=MAX_BULK_BODY_BYTES).items
+    items = parse_body(request, BulkItems, limit=MAX_BULK_BODY_BYTES, items="items").items
     kept: list[list[telemetry.Answered]] = [[] for _ in items]
     answers = services.bulk.each(
         list(enumerate(items)), lambda place: _result_item(services, place[1], kept[place[0]]), same=_same_claim
@@ -581,8 +595,8 @@ def list_claims_needing_attention(services: Services, request: func.HttpRequest)
     query = validate(ListClaimsQuery, {"attention": "false", **query_params(request, ListClaimsQuery, "claims")})
     if not query.attention:
         raise InvalidRequest(
-            "Only the claims that need attention are listed: add attention=true. "
-            "Get claim and Look up claim show any one claim.",
+            "Add attention=true for the claims that need a person, or filter by source, reference, status or since "
+            "(a list of every claim is not offered). Get claim and Look up claim show any one claim.",
             target="attention",
         )
     claims, cursor = actions.claims_needing_attention(services, query)

@@ -239,7 +239,11 @@ class _Handler(BaseHTTPRequestHandler):
         length = self._body_length()
         if length is None:
             return
-        body = self.rfile.read(length) if length else b""
+        body = self._read_body(length)
+        if body is None:
+            message = f"The body did not arrive within {self.timeout:g} s; send it whole, at once."
+            self._refuse(render_error(InvalidRequest(message, target="body")))
+            return
         if len(body) < length:
             # The client closed before sending all it declared: acting on a part would act on a guess.
             message = f"The body ended after {len(body)} of the {length} bytes Content-Length declared."
@@ -250,6 +254,30 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.routes, self.command, f"http://{host}{self.path}", dict(self.headers.items()), body
         )
         self._send(response)
+
+    def _read_body(self, length: int) -> bytes | None:
+        """The declared body, or as much as came before the client closed; None when it took longer than the idle
+        time as a whole. Bounded as a whole, not per read: a client trickling a byte every few seconds would
+        otherwise hold this handler, one of a few, for as long as it likes."""
+        deadline = time.monotonic() + float(self.timeout or IDLE_SECONDS)
+        parts: list[bytes] = []
+        left = length
+        try:
+            while left > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self.connection.settimeout(remaining)
+                chunk = self.rfile.read1(min(left, 65536))
+                if not chunk:
+                    break
+                parts.append(chunk)
+                left -= len(chunk)
+        except TimeoutError:
+            return None
+        finally:
+            self.connection.settimeout(self.timeout)
+        return b"".join(parts)
 
     # The methods RFC 9110 defines go to the app, which answers those no function takes with 405 and
     # Allow; any other method is unknown to the server, so the stdlib's 501 (see send_error) fits it.

@@ -29,8 +29,13 @@ class _Duplicated(dict[str, Any]):
     member = ""
 
 
-def read_object(raw: bytes) -> dict[str, Any]:
-    """The body as a JSON object; 400 naming the body, or the field at fault, for anything else."""
+def read_object(raw: bytes, *, items: str | None = None) -> dict[str, Any]:
+    """The body as a JSON object; 400 naming the body, or the field at fault, for anything else.
+
+    With ``items``, the name of a bulk call's list: a defect inside one item refuses that item alone. The item
+    is replaced by its refusal (an ``InvalidRequest`` naming the field within the item, as the single call's
+    refusal would), and the caller answers it in the item's place; a defect outside the items refuses the body.
+    """
     marked: list[bool] = []
 
     def number(literal: str) -> float | str:
@@ -58,7 +63,10 @@ def read_object(raw: bytes) -> dict[str, Any]:
         # RecursionError: arrays nested a few thousand deep fit in 64 KiB and exhaust the decoder's stack.
         raise InvalidRequest(f"The body is not valid UTF-8 JSON: {exc}", target="body") from exc
     if marked:
-        raise _first_defect(data)
+        listed = data.get(items) if items is not None and type(data) is dict else None
+        if not isinstance(listed, list) or _defect({name: value for name, value in data.items() if name != items}):
+            raise _first_defect(data)
+        data[items] = [_defect(item) or item for item in listed]
     if not isinstance(data, dict):
         raise InvalidRequest("The body must be a JSON object.", target="body")
     return data
@@ -77,6 +85,11 @@ def _duplicated(found: dict[str, Any], pairs: list[tuple[str, Any]]) -> _Duplica
 
 def _first_defect(data: Any) -> InvalidRequest:
     """The refusal of the first marked value, in document order."""
+    return _defect(data) or InvalidRequest("The body is not valid JSON for this service.", target="body")
+
+
+def _defect(data: Any) -> InvalidRequest | None:
+    """The refusal of the first marked value in ``data``, in document order; None when it has none."""
     stack: list[tuple[Any, Path]] = [(data, None)]
     while stack:  # iterative: the body may be nested as deep as the decoder allows
         node, path = stack.pop()
@@ -86,7 +99,7 @@ def _first_defect(data: Any) -> InvalidRequest:
             return _refusal((path, node.member), f"the member {node.member!r} is given more than once")
         parts = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
         stack.extend((child, (path, str(part))) for part, child in reversed(list(parts)))
-    return InvalidRequest("The body is not valid JSON for this service.", target="body")
+    return None
 
 
 def _refusal(path: Path, message: str) -> InvalidRequest:

@@ -39,7 +39,11 @@ def seal(waiting: Waiting, claim_id: str, seal_: CursorSeal) -> str:
 
 def open_ticket(ticket: str, claim_id: str, seal_: CursorSeal) -> Waiting:
     """The waiting run a ticket holds; 400 naming ``ticket`` unless this service sealed it for this claim."""
-    plain = seal_.open(ticket, poll_list(claim_id), target=TICKET)
+    refusal = (
+        "ticket is not one this service handed out for this claim's wait: it was changed, or belongs to another "
+        "claim. Follow the Location of the last answer as it was given, or ask Check and claim again."
+    )
+    plain = seal_.open(ticket, poll_list(claim_id), target=TICKET, refusal=refusal)
     try:
         fields = json.loads(base64.urlsafe_b64decode(plain + "=" * (-len(plain) % 4)))
         if fields.get("v") != FORMAT:

@@ -115,10 +115,11 @@ def test_scopes_set_then_list_with_claims_by_status(api: ServerApi, oncegate: On
     assert "Retention       30 days" in done.out
     header, row = listed.out.splitlines()
     assert cells(header) == [
-        "SCOPE", "OWNER", "LEASE", "RETENTION", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "KEY PATTERN", "DESCRIPTION",
+        "SCOPE", "OWNER", "LEASE", "RETENTION", "HORIZON", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "KEY PATTERN",
+        "DESCRIPTION",
     ]  # fmt: skip
     scope = cells(row)
-    assert scope[:6] == ["erp.create-order", "team-erp", "60 s", "30 d", "in_progress 1, succeeded 1", "0"]
+    assert scope[:7] == ["erp.create-order", "team-erp", "60 s", "30 d", "365 d", "in_progress 1, succeeded 1", "0"]
     assert scope[-1] == "Orders in the ERP"
     assert json.loads(raw.out) == served
     assert utc(claimed["leaseExpiresAt"]) == clock.now + timedelta(seconds=60)

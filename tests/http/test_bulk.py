@@ -7,6 +7,7 @@ answers store_unavailable for exactly the items not applied.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -147,6 +148,43 @@ def test_a_body_that_is_not_1_to_100_items_is_refused_whole(api: Api, body: Any,
         assert (reply.status, reply.code) == (400, "invalid_request"), reply.body
         assert target in reply.targets
     assert ok(api.call("check_and_claim", rows(1)[0]))["decision"] == "proceed"  # nothing was claimed
+
+
+def test_the_count_of_items_is_refused_in_plain_words(api: Api) -> None:
+    reply = api.call("check_and_claim_many", {"items": rows(101)})
+
+    assert reply.body["error"]["message"] == (
+        "The request is not valid: give 1 to 100 items in one call, not 101: send more in further calls (items)."
+    )
+
+
+@pytest.mark.parametrize(
+    ("defect", "target"),
+    [(b'"key": "SO-a", "key": "SO-b"', "key"), (b'"key": "SO-a", "leaseSeconds": NaN', "leaseSeconds")],
+    ids=["a member given twice", "a number that is not finite"],
+)
+def test_json_an_item_alone_breaks_is_that_items_refusal(api: Api, defect: bytes, target: str) -> None:
+    """Strict JSON inside one item (a member twice, NaN) refuses that item, named as the single call names it."""
+    good = json.dumps(rows(2)).encode()[1:-1]
+    bad = b'{"scope": "erp.create-order", "runId": "run-import", "fingerprint": "v1", ' + defect + b"}"
+
+    entries = many_raw(api, b'{"items": [' + good + b", " + bad + b"]}")
+
+    assert [entry.get("decision") for entry in entries] == ["proceed", "proceed", None]
+    assert entries[2]["error"]["code"] == "invalid_request"
+    assert [detail["target"] for detail in entries[2]["error"]["details"]] == [target]
+
+
+def test_json_broken_outside_the_items_still_refuses_the_whole_call(api: Api) -> None:
+    reply = api.call("check_and_claim_many", b'{"items": [], "items": ' + json.dumps(rows(1)).encode() + b"}")
+
+    assert (reply.status, reply.targets) == (400, ["items"])
+    assert ok(api.call("check_and_claim", rows(1)[0]))["decision"] == "proceed"  # nothing was claimed
+
+
+def many_raw(api: Api, body: bytes) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = ok(api.call("check_and_claim_many", body))["value"]
+    return entries
 
 
 def test_a_bulk_body_may_hold_100_items_at_their_limit_and_no_more(api: Api) -> None:

@@ -8,6 +8,7 @@ bounded by the socket's timeout, never by a sleep.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -275,7 +276,9 @@ def test_a_client_that_stops_mid_request_is_disconnected_after_the_idle_time() -
         host, port = server.server_address[:2]
         with connected((str(host), int(port))) as (sock, reader):
             sock.sendall(post(b"Content-Length: 100\r\n", b'{"scope":'))
-            # Bounded by the socket's own timeout: the server closes well before it.
+            # Bounded by the socket's own timeout: the server says why and closes well before it.
+            refused = read_answer(reader)
+            assert (refused.status, refused.error["details"][0]["target"]) == (400, "body")
             assert reader.read() == b""
     finally:
         server.shutdown()
@@ -381,3 +384,39 @@ def test_a_client_that_stalls_after_a_413_holds_the_server_no_longer_than_the_di
     assert answer.status in (200, 503)
     # Served once the 0.3 s bound passed (the connection's TIMEOUT of 5 s would fail the read otherwise).
     assert waited < TIMEOUT - 1
+
+
+def test_a_body_trickled_slower_than_the_idle_time_is_refused_and_frees_the_handler() -> None:
+    """A byte every 0.1 s never lets a read wait the idle time (0.5 s here), yet the body as a whole may take no
+    longer: it is refused, and with one handler thread the next caller is served right after."""
+    server = make_server(function_app.app, "127.0.0.1", 0, threads=1, idle_seconds=0.5)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    address = server.server_address[:2]
+    stop = threading.Event()
+    try:
+        with connected(address) as (slow, reader):
+            slow.sendall(post(b"Content-Length: 1000\r\n"))
+
+            def trickle() -> None:
+                with contextlib.suppress(OSError):
+                    while not stop.wait(0.1):  # the pace of the slow client, not a wait for the server
+                        slow.send(b"x")
+
+            trickler = threading.Thread(target=trickle, daemon=True)
+            trickler.start()
+            refused = read_answer(reader)
+            stop.set()
+            trickler.join(timeout=5)
+        with connected(address) as (sock, other):
+            sock.sendall(HEALTH)
+            served = read_answer(other)
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+    assert refused.status == 400
+    assert refused.error["details"][0]["target"] == "body"
+    assert served.status in (200, 503)

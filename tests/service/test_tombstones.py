@@ -7,9 +7,9 @@ import pytest
 from pydantic import ValidationError
 
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, json_size
-from oncegate.domain.statuses import ClaimStatus, Decision, EventKind
+from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Resolution
 from oncegate.errors import NotFound
-from oncegate.models import SetScopeRequest
+from oncegate.models import ResolveConflictRequest, SetScopeRequest
 from oncegate.service.retention import buried
 from oncegate.stores import columns
 from tests.conftest import FakeClock
@@ -143,3 +143,26 @@ def test_a_tombstone_costs_a_fraction_of_the_claim_it_replaces(service: Gate, cl
 def _row(row: dict[str, object]) -> dict[str, object]:
     """A row's columns that hold something, times as text: what a store keeps of it."""
     return {name: str(value) for name, value in row.items() if value is not None}
+
+
+def test_a_new_version_accepted_on_a_tombstone_proceeds_and_the_old_one_is_a_conflict(
+    service: Gate, clock: FakeClock
+) -> None:
+    """The reviewer accepts the changed data a late replay brought: the tombstone is a claim again, as any claim
+    whose new version was accepted (failed, retryable), so the next run with the new data proceeds."""
+    claim_id = done(service)
+    clock.advance(91 * DAY)
+    service.retention.purge()
+    changed = claim(service, key="SO-1001", run="run-edited", fingerprint="v2")
+    assert changed.conflict_id is not None
+    service.resolve_conflict(
+        changed.conflict_id, ResolveConflictRequest(decision=Resolution.ACCEPT_NEW, reviewer="ana@contoso.com")
+    )
+
+    accepted = service.get_claim(claim_id)
+    again = claim(service, key="SO-1001", run="run-edited-2", fingerprint="v2")
+    old = claim(service, key="SO-1001", run="run-old", fingerprint="v1")
+
+    assert (accepted.status, accepted.retryable, accepted.purged_at) == (ClaimStatus.FAILED, True, None)
+    assert (again.decision, again.attempt) == (Decision.PROCEED, 2)
+    assert old.decision is Decision.CONFLICT

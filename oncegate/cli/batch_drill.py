@@ -54,6 +54,7 @@ from oncegate.cli.drill import (
     _refusal,
     _register_command,
     _release_held,
+    made_up_record_id,
     new_key,
 )
 from oncegate.domain.statuses import Decision, Outcome
@@ -182,7 +183,7 @@ def _batch(drill: _Drill, step: str, order: Sequence[str], run_id: str) -> list[
 def _record_all(drill: _Drill, told: list[tuple[Call, Any]]) -> list[Call]:
     """The side effect of each item told proceed, then their results in one Record results."""
     # The side effect: a record the target system would hold. Nothing is created anywhere.
-    targets = [f"DRILL-{secrets.token_hex(6).upper()}" for _ in told]
+    targets = [made_up_record_id() for _ in told]
     items = [
         {
             "claimId": entry.claim_id,

@@ -25,10 +25,12 @@ import pytest
 
 from oncegate import bootstrap
 from oncegate.bootstrap import Services, wire
+from oncegate.cli.drill import made_up_record_id
 from oncegate.config import AuthMode, Settings
 from oncegate.domain.answers import ClaimAnswer
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim
+from oncegate.domain.sensitive import sensitive_findings
 from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.service.claims import Claims
 from oncegate.service.commands import CheckAndClaim, RecordResult
@@ -241,7 +243,7 @@ def test_a_service_that_tells_two_runs_to_proceed_fails_the_drill_naming_them(
     assert deviations[0] == f"  - 2 race: 2 runs were told proceed ({', '.join(proceeded)}); exactly one must be."
     assert re.fullmatch(r"  - key B: the side effect was done 2 times \(.*\); once expected\.", deviations[1])
     assert re.fullmatch(
-        r"  - 2 race: drill-run-\d+ \(key B\) did the side effect \(DRILL-[0-9A-F]{12}\), but Record result was "
+        r"  - 2 race: drill-run-\d+ \(key B\) did the side effect \(DRILL-[A-Z]{12}\), but Record result was "
         r"refused: stale_claim: This claim token does not match this claim: attempt 1 .*",
         deviations[2],
     )
@@ -548,3 +550,13 @@ def test_a_service_that_loses_results_fails_the_batch_drill_at_every_repeat(
     told = [d for d in drill["deviations"] if d.startswith("B2 again: ") and "was told in_progress" in d]
     lost = [d for d in drill["deviations"] if re.fullmatch(r"key R\d\d: the claim is in_progress .*", d)]
     assert (len(told), len(lost)) == (21, 20)
+
+
+def test_the_record_ids_a_drill_makes_up_never_look_like_personal_data() -> None:
+    """Twelve hex digits ran to eleven digits one time in a hundred (DRILL-D15199593258, a phone number to the
+    personal-data check), and the drill then failed its own Record result."""
+    made = {made_up_record_id() for _ in range(2000)}
+
+    assert len(made) == 2000
+    assert [record for record in made if sensitive_findings(record)] == []
+    assert sensitive_findings("DRILL-D15199593258")  # what hex once made: refused, as it should be

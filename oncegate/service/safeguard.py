@@ -151,6 +151,10 @@ class Safeguard:
         raise StoreUnavailable("the store's key secrets kept changing under this request; retry shortly.")
 
     def _check_once(self) -> KeyRing:
+        # The pin before the store: an instance marks a new store before it pins the id, so a pin read first is
+        # always in the store read after it. Read the other way round, a worker starting beside another one on a
+        # new store could read the store empty, then the pin just written, and refuse the new store as wiped.
+        pinned = self._pin.pinned() if self._pin else None
         asked_at = self._wall_clock()
         marks = self._store.read_marks()
         marks = replace(marks, asked_at=asked_at, answered_at=self._wall_clock())
@@ -161,7 +165,6 @@ class Safeguard:
             logger.error("Refusing to claim: %s", refused.message)
             telemetry.describe({telemetry.CLOCK_SKEW_SECONDS: round(refused.skew.total_seconds(), 1)})
             raise
-        pinned = self._pin.pinned() if self._pin else None
         new_id = check_store_id(marks, pinned=pinned, seen=self._seen, fresh=secrets.token_hex(8))
         now = self._clock()
         verdict = check_secrets(self._roles, marks.secrets, now)

@@ -34,6 +34,7 @@ from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 from oncegate.stores.tables import table_names
 from tests.conftest import FakeClock
+from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
 from tests.service.calls import SCOPE, claim, record
 
@@ -283,6 +284,24 @@ def test_a_sqlite_database_wiped_beside_its_store_id_file_is_refused_until_store
     assert "oncegate store init" in refused.value.message
     assert store_id == pin.pinned()
     assert claim(wiped, key=done[0], run="run-again").decision is Decision.PROCEED
+
+
+def test_two_workers_starting_on_a_new_sqlite_store_agree_on_its_id(tmp_path: Path, clock: FakeClock) -> None:
+    """`serve --workers 2` on a new database: one worker marks the store and writes the store-id file between the
+    other's read of the store and its read of the file. That worker must not take the new store for a wiped one
+    (it answered 503 not_configured to the first claims until its next check)."""
+    database = tmp_path / "claims.db"
+    pin = PinnedFile(tmp_path / "claims.store-id")
+    faults = FaultyStore(SqliteStore(database), Fault.BEFORE)
+    second = Gate(faults, KeyHasher(A), clock=clock, pin=pin, check_interval=timedelta(0))
+    first = Gate(SqliteStore(database), KeyHasher(A), clock=clock, pin=pin, check_interval=timedelta(0))
+
+    faults.interleave(1, "read_marks", first.health)
+    answer = claim(second, key="SO-1", run="run-1")
+
+    assert faults.disarm()[0] == "read_marks"
+    assert answer.decision is Decision.PROCEED
+    assert second.store.read_marks().store_id == pin.pinned() == first.store.read_marks().store_id
 
 
 def test_a_store_wiped_under_a_running_instance_is_refused_without_a_pin(instance: Callable[..., Gate]) -> None:

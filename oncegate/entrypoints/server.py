@@ -257,27 +257,33 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_body(self, length: int) -> bytes | None:
         """The declared body, or as much as came before the client closed; None when it took longer than the idle
-        time as a whole. Bounded as a whole, not per read: a client trickling a byte every few seconds would
-        otherwise hold this handler, one of a few, for as long as it likes."""
-        deadline = time.monotonic() + float(self.timeout or IDLE_SECONDS)
+        time as a whole."""
         parts: list[bytes] = []
-        left = length
+        in_time = self._read_within(length, float(self.timeout or IDLE_SECONDS), parts.append)
+        return b"".join(parts) if in_time else None
+
+    def _read_within(self, limit: int, seconds: float, take: Callable[[bytes], object]) -> bool:
+        """Hand ``take`` what the client sends, up to ``limit`` bytes or until it closes; False when ``seconds``
+        ran out first. Bounded as a whole, not per read: a client trickling a byte every few seconds would
+        otherwise hold this handler, one of a few, for as long as it likes."""
+        deadline = time.monotonic() + seconds
+        left = limit
         try:
             while left > 0:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return None
+                    return False
                 self.connection.settimeout(remaining)
                 chunk = self.rfile.read1(min(left, 65536))
                 if not chunk:
-                    break
-                parts.append(chunk)
+                    return True
+                take(chunk)
                 left -= len(chunk)
         except TimeoutError:
-            return None
+            return False
         finally:
             self.connection.settimeout(self.timeout)
-        return b"".join(parts)
+        return True
 
     # The methods RFC 9110 defines go to the app, which answers those no function takes with 405 and
     # Allow; any other method is unknown to the server, so the stdlib's 501 (see send_error) fits it.
@@ -384,15 +390,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_WR)
-        deadline = time.monotonic() + self.server.discard_seconds
-        left = DISCARD_BYTES
         with contextlib.suppress(OSError):
-            while left > 0 and (remaining := deadline - time.monotonic()) > 0:
-                self.connection.settimeout(remaining)
-                chunk = self.rfile.read1(min(left, 65536))
-                if not chunk:
-                    return
-                left -= len(chunk)
+            self._read_within(DISCARD_BYTES, self.server.discard_seconds, lambda _: None)
 
     def handle_expect_100(self) -> bool:
         # Judge the declared body before inviting it, so that a refused one is never sent.
@@ -461,13 +460,14 @@ class _AppServer(ThreadingHTTPServer):
         idle_seconds: float,
         *,
         threads: int = DEFAULT_THREADS,
+        discard_seconds: float = DISCARD_SECONDS,
         bind_and_activate: bool = True,
     ) -> None:
         handler: type[_Handler] = type("_IdleBoundHandler", (_Handler,), {"timeout": idle_seconds})
         super().__init__(address, handler, bind_and_activate=bind_and_activate)
         self.handler = handler
         self.routes = routes
-        self.discard_seconds = DISCARD_SECONDS
+        self.discard_seconds = discard_seconds
         self.idle_seconds = idle_seconds
         self.pool = HandlerPool(threads, idle_seconds) if threads != PER_CONNECTION else None
 
@@ -492,17 +492,20 @@ def make_server(
     idle_seconds: float = IDLE_SECONDS,
     listener: socket.socket | None = None,
     threads: int = DEFAULT_THREADS,
+    discard_seconds: float = DISCARD_SECONDS,
 ) -> ThreadingHTTPServer:
     """A threaded HTTP server for ``app``; port 0 picks a free port (see ``server_address``).
 
     With ``listener``, it accepts on that bound and listening socket instead (``serve_in_workers``).
     A connection that sends nothing for ``idle_seconds`` (mid-request, or between requests) is closed.
-    ``threads`` handler threads answer every connection's requests (0: a thread per connection).
+    ``threads`` handler threads answer every connection's requests (0: a thread per connection). After a 413,
+    what the client still sends is read and thrown away for at most ``discard_seconds``.
     """
     routes = function_routes(app)
+    options: dict[str, Any] = {"threads": threads, "discard_seconds": discard_seconds}
     if listener is None:
-        return _AppServer((host, port), routes, idle_seconds, threads=threads)
-    server = _AppServer(listener.getsockname()[:2], routes, idle_seconds, threads=threads, bind_and_activate=False)
+        return _AppServer((host, port), routes, idle_seconds, **options)
+    server = _AppServer(listener.getsockname()[:2], routes, idle_seconds, **options, bind_and_activate=False)
     server.socket.close()
     server.socket = listener
     return server

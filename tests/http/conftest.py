@@ -7,16 +7,14 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import pytest
 
-import function_app
 from oncegate import bootstrap
-from oncegate.entrypoints.server import make_server
 from tests.gate import Gate
 from tests.http.client import Api, FunctionsApi, ServerApi
+from tests.load.served import serving
 
 
 @pytest.fixture
@@ -36,14 +34,8 @@ def wired(service: Gate) -> Iterator[Gate]:
 @pytest.fixture(scope="session")
 def local_server() -> Iterator[tuple[str, int]]:
     """``oncegate serve``'s server on a free port; it asks bootstrap for the service on every request."""
-    server = make_server(function_app.app, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
-    yield str(host), int(port)
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=10)
+    with serving() as address:
+        yield address
 
 
 @pytest.fixture(params=["functions", "server"])

@@ -21,12 +21,12 @@ from typing import Any, BinaryIO
 
 import pytest
 
-import function_app
 from oncegate.entrypoints.http import MAX_BODY_BYTES, MAX_BULK_BODY_BYTES
-from oncegate.entrypoints.server import DISCARD_BYTES, make_server
+from oncegate.entrypoints.server import DISCARD_BYTES
 from oncegate.errors import NotFound
 from oncegate.models import ClaimRequest, LookupRequest
 from tests.gate import Gate
+from tests.load.served import serving
 
 TIMEOUT = 5
 HEALTH = b"GET /api/health HTTP/1.1\r\nHost: test\r\n\r\n"
@@ -269,21 +269,12 @@ def test_a_body_cut_short_by_the_client_is_a_400_and_nothing_is_claimed(
 
 
 def test_a_client_that_stops_mid_request_is_disconnected_after_the_idle_time() -> None:
-    server = make_server(function_app.app, "127.0.0.1", 0, idle_seconds=0.2)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        host, port = server.server_address[:2]
-        with connected((str(host), int(port))) as (sock, reader):
-            sock.sendall(post(b"Content-Length: 100\r\n", b'{"scope":'))
-            # Bounded by the socket's own timeout: the server says why and closes well before it.
-            refused = read_answer(reader)
-            assert (refused.status, refused.error["details"][0]["target"]) == (400, "body")
-            assert reader.read() == b""
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(idle_seconds=0.2) as address, connected(address) as (sock, reader):
+        sock.sendall(post(b"Content-Length: 100\r\n", b'{"scope":'))
+        # Bounded by the socket's own timeout: the server says why and closes well before it.
+        refused = read_answer(reader)
+        assert (refused.status, refused.error["details"][0]["target"]) == (400, "body")
+        assert reader.read() == b""
 
 
 def test_a_hundred_header_lines_are_read(local_server: tuple[str, int]) -> None:
@@ -362,24 +353,14 @@ def test_what_is_discarded_after_a_413_is_bounded(local_server: tuple[str, int])
 def test_a_client_that_stalls_after_a_413_holds_the_server_no_longer_than_the_discard_time() -> None:
     """The discard ends at its time bound even when the client neither sends the rest nor hangs up: with one
     handler thread, the next caller is served as soon as that bound passes, not when the stalled client gives up."""
-    server = make_server(function_app.app, "127.0.0.1", 0, threads=1)
-    server.discard_seconds = 0.3  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    address = server.server_address[:2]
-    try:
-        with connected(address) as (stalled, reader):
-            stalled.sendall(post(b"Content-Length: %d\r\n" % (MAX_BULK_BODY_BYTES * 2), b"x" * 1024))
-            assert read_answer(reader).status == 413
-            began = time.monotonic()
-            with connected(address) as (sock, other):
-                sock.sendall(HEALTH)
-                answer = read_answer(other)
-            waited = time.monotonic() - began
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(threads=1, discard_seconds=0.3) as address, connected(address) as (stalled, reader):
+        stalled.sendall(post(b"Content-Length: %d\r\n" % (MAX_BULK_BODY_BYTES * 2), b"x" * 1024))
+        assert read_answer(reader).status == 413
+        began = time.monotonic()
+        with connected(address) as (sock, other):
+            sock.sendall(HEALTH)
+            answer = read_answer(other)
+        waited = time.monotonic() - began
 
     assert answer.status in (200, 503)
     # Served once the 0.3 s bound passed (the connection's TIMEOUT of 5 s would fail the read otherwise).
@@ -389,12 +370,8 @@ def test_a_client_that_stalls_after_a_413_holds_the_server_no_longer_than_the_di
 def test_a_body_trickled_slower_than_the_idle_time_is_refused_and_frees_the_handler() -> None:
     """A byte every 0.1 s never lets a read wait the idle time (0.5 s here), yet the body as a whole may take no
     longer: it is refused, and with one handler thread the next caller is served right after."""
-    server = make_server(function_app.app, "127.0.0.1", 0, threads=1, idle_seconds=0.5)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    address = server.server_address[:2]
     stop = threading.Event()
-    try:
+    with serving(threads=1, idle_seconds=0.5) as address:
         with connected(address) as (slow, reader):
             slow.sendall(post(b"Content-Length: 1000\r\n"))
 
@@ -405,17 +382,14 @@ def test_a_body_trickled_slower_than_the_idle_time_is_refused_and_frees_the_hand
 
             trickler = threading.Thread(target=trickle, daemon=True)
             trickler.start()
-            refused = read_answer(reader)
-            stop.set()
-            trickler.join(timeout=5)
+            try:
+                refused = read_answer(reader)
+            finally:
+                stop.set()
+                trickler.join(timeout=5)
         with connected(address) as (sock, other):
             sock.sendall(HEALTH)
             served = read_answer(other)
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
     assert refused.status == 400
     assert refused.error["details"][0]["target"] == "body"

@@ -237,6 +237,16 @@ def _add_columns(connection: sqlite3.Connection) -> None:
                 connection.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
 
+def _replace_claim(connection: sqlite3.Connection, claim: Claim, version: str | None) -> int:
+    """Write ``claim`` over its row if the row is still at ``version``: the rows changed, 1 or 0."""
+    row = _claim_row(claim)
+    assignments = ", ".join(f"{name} = ?" for name in row)
+    return connection.execute(
+        f"UPDATE claims SET {assignments}, Version = Version + 1 WHERE ClaimId = ? AND Version = ?",
+        [*row.values(), claim.claim_id, int(version or 0)],
+    ).rowcount
+
+
 def _insert(table: str, row: Row) -> tuple[str, list[Any]]:
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
@@ -420,13 +430,8 @@ class SqliteStore:
         fingerprint: FingerprintRecord | None = None,
         relabelled: bool = False,
     ) -> Claim:
-        row = _claim_row(claim)
-        assignments = ", ".join(f"{name} = ?" for name in row)
         with self._write() as connection:
-            changed = connection.execute(
-                f"UPDATE claims SET {assignments}, Version = Version + 1 WHERE ClaimId = ? AND Version = ?",
-                [*row.values(), claim.claim_id, int(claim.version or 0)],
-            ).rowcount
+            changed = _replace_claim(connection, claim, claim.version)
             if changed != 1:
                 raise ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}")
             if event is not None:
@@ -513,12 +518,7 @@ class SqliteStore:
                     "DELETE FROM claims WHERE ClaimId = ? AND Version = ?", (claim.claim_id, int(claim.version or 0))
                 ).rowcount
             else:
-                row = _claim_row(tombstone)
-                changed = connection.execute(
-                    f"UPDATE claims SET {', '.join(f'{name} = ?' for name in row)}, Version = Version + 1"
-                    " WHERE ClaimId = ? AND Version = ?",
-                    [*row.values(), claim.claim_id, int(claim.version or 0)],
-                ).rowcount
+                changed = _replace_claim(connection, tombstone, claim.version)
             if changed != 1:
                 raise ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}, or is gone")
             connection.execute("DELETE FROM history WHERE ClaimId = ?", (claim.claim_id,))

@@ -42,6 +42,7 @@ from oncegate.models import (
     ScopeView,
     SetScopeRequest,
 )
+from oncegate.service.core import flow_text
 
 # -- claims ---------------------------------------------------------------------------------------------------
 
@@ -174,7 +175,7 @@ def list_flows(services: Services, query: ListPageQuery) -> tuple[list[FlowView]
 def register_flow(services: Services, request: RegisterFlowRequest) -> FlowView:
     command = parse.register_flow(request)
     # Notes are free text kept for as long as the registration: checked like result data.
-    stored = services.stored_data.check(request, f"Flow '{request.name}' in '{request.environment}'")
+    stored = services.stored_data.check(request, flow_text(command.flow))
     return warned(render.flow_view(services.inventory.register_flow(command)), stored)
 
 

@@ -18,6 +18,7 @@ from oncegate.domain.limits import (
 )
 from oncegate.models.base import (
     ADVANCED,
+    BY_VALUE,
     IMPORTANT,
     WARNINGS,
     Cursor,
@@ -26,6 +27,7 @@ from oncegate.models.base import (
     ScopeInput,
     Text256,
     _Model,
+    _Query,
     _Request,
     designer,
 )
@@ -167,6 +169,7 @@ class SetScopeRequest(_Request):
     ] = None
     fingerprint_preset: Annotated[
         FingerprintPreset | None,
+        BY_VALUE,
         designer(
             "Fingerprint Preset",
             "Ignore the system fields of a trigger body sent as Payload: sharepoint (When an item is created or "
@@ -187,7 +190,7 @@ class SetScopeRequest(_Request):
         return horizon
 
 
-class ListPageQuery(_Request):
+class ListPageQuery(_Query):
     """Paging of the inventory's lists."""
 
     top: Annotated[

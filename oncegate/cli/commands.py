@@ -39,7 +39,7 @@ from oncegate.cli.client import (
 from oncegate.cli.drill import Interrupted, run_drill
 from oncegate.cli.signin import AppFactory, EntraSettings, access_token
 from oncegate.cli.values import BadSetting, port_setting, threads_setting
-from oncegate.models import ClaimView
+from oncegate.models import ClaimView, SetScopeRequest
 
 DEVIATION_EXIT = 1
 INTERRUPTED_EXIT = 130
@@ -290,18 +290,8 @@ def scopes_list(client: Client, args: argparse.Namespace) -> Output:
     return _listed(client.scope_pages(top=args.top), args.all_pages, "scopes", rendering.scopes_table)
 
 
-# The settings of ``scopes set``, each an option (``--lease-seconds``) and a field of Set scope.
-SCOPE_SETTINGS = (
-    "owner",
-    "lease_seconds",
-    "retention_days",
-    "horizon_days",
-    "description",
-    "key_pattern",
-    "fingerprint_include",
-    "fingerprint_ignore",
-    "fingerprint_preset",
-)
+# The settings of ``scopes set``: each field of Set scope is an option (``lease_seconds``: ``--lease-seconds``).
+SCOPE_SETTINGS = [name for name in SetScopeRequest.model_fields if name != "scope"]
 
 
 def scopes_set(client: Client, args: argparse.Namespace) -> Output:

@@ -714,3 +714,20 @@ def test_entra_protection_spares_only_the_anonymous_routes(root: Path, bicep: di
     assert set(literal(excluded)) == anonymous == {f"/{prefix}/health"}
     assert settings.texts("requireAuthentication") == ["true"]
     assert settings.texts("unauthenticatedClientAction") == ["'Return401'"]
+
+
+def test_deploy_md_says_what_the_templates_do(root: Path, bicep_files: list[BicepFile]) -> None:
+    # Slips issue 35 found: the docs asked for a Bicep that reads fail(), which no template calls; said a
+    # first deployment without the secret stops at the role assignment (the vault module's output stops it,
+    # and nothing after that module deploys); and had the app restart onto a stray secret version, which
+    # the pinned reference never hands it.
+    calls = {call_name(node) for file in bicep_files for node in walk(file.root) if node.type == "call_expression"}
+    assert "fail" not in calls
+    deploy = (root / "docs" / "deploy.md").read_text(encoding="utf-8")
+    mentions = [line for line in deploy.splitlines() if "fail()" in line]
+    assert len(mentions) == 1, mentions
+    assert "use no `fail()`" in mentions[0]
+    prose = " ".join(deploy.split())
+    assert "stops at the role assignment" not in prose
+    assert "the vault module reads the vault's current `oncegate-key-secret` for its output" in prose
+    assert "once it restarts on the new value" not in prose

@@ -254,6 +254,7 @@ module zonesRequired 'core/required.bicep' = if (zonesMissing) {
     value: take(location, 0)
   }
 }
+
 // Entra mode needs the API's app registration: the module below stops the deployment without it, and the
 // app waits for it (ARM checks a module's @minLength when the module deploys: docs/deploy.md, "What could
 // not be verified here"). The key secret's length is checked the same way, where it is written

@@ -9,18 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.connector.spec import CONNECTOR, DEFINITIONS, PROPERTIES, load
+from tests.connector.spec import CONNECTOR, DEFINITIONS, PROPERTIES, PUBLISHER, load
 from tools.connector import build as generator
-
-# A publisher as one fills in connector/README.md's publisher file: real-looking, none of it reserved.
-PUBLISHER = {
-    "name": "Northbank Logistics integration team",
-    "email": "integration@northbank-logistics.eu",
-    "supportUrl": "https://northbank-logistics.eu/oncegate/support",
-    "website": "https://northbank-logistics.eu/oncegate",
-    "privacyPolicy": "https://northbank-logistics.eu/privacy",
-    "host": "oncegate.northbank-logistics.eu",
-}
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.connector.conftest import PUBLISHER
-from tests.connector.spec import CONNECTOR, DEFINITIONS, load
+from tests.connector.spec import CONNECTOR, DEFINITIONS, PUBLISHER, load
 from tools.connector import build as generator
 from tools.connector.build import PLACEHOLDER_HOST
 from tools.connector.publisher import Publisher, problems

@@ -25,7 +25,7 @@ from oncegate.stores.port import ClaimStore
 from tests.conftest import FakeClock
 from tests.gate import Gate
 from tests.http.client import ServerApi, succeed
-from tests.http.test_waiting import LEASE, Engine, at, claim_body, holder
+from tests.http.test_waiting import LEASE, Engine, claim_body, holder
 
 A = "secret-a-" + "a" * 32
 B = "secret-b-" + "b" * 32

@@ -26,6 +26,7 @@ import pytest
 
 from oncegate.cli import main
 from oncegate.domain.keys import KeyHasher, KeyRing
+from oncegate.domain.limits import DEFAULT_HORIZON_DAYS
 from oncegate.domain.safeguards import SWITCH_GRACE
 from oncegate.domain.statuses import Decision
 from oncegate.errors import NotConfigured
@@ -116,8 +117,8 @@ def test_a_secret_whose_tombstones_remain_is_not_retired_and_its_keys_stay_dupli
     retire = operator(f"oncegate keys retire {a_id}")
 
     assert purged.code == 0, purged.err
+    assert retire.code == 2, retire.out
     assert (shown["claims"], shown["tombstones"]) == (0, 1)
-    assert retire.code == 2
     assert "1 tombstone" in retire.err
     assert "--orphan 1" in retire.err
     assert listed(operator)[a_id]["state"] == "previous"
@@ -134,3 +135,58 @@ def runbook_commands() -> list[str]:
     section = text.split("## The key secret", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
     return [line.strip() for block in blocks for line in block.splitlines() if line.strip().startswith("oncegate ")]
+
+
+def test_the_rotation_runbook_as_written_with_the_purge_between_its_steps(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    commands = runbook_commands()
+    assert commands == ["oncegate keys", "oncegate keys", "oncegate keys retire <its key id>"]
+    list_keys, retire = commands[1], commands[2].replace("<its key id>", KeyHasher(A).key_id)
+    # Before the rotation: a key done long ago (its horizon is over by today) and one done 100 days ago.
+    started = clock.now
+    clock.now = started - timedelta(days=300)
+    before = instance(ring(A))
+    record(before, claim(before, key="K-long-ago", run="run-first"))
+    clock.now = started
+    record(before, claim(before, key="K-1", run="run-first"))
+    # 1. Next.
+    instance(ring(A, next_=B)).health()
+    assert operator("oncegate purge").code == 0
+    # 2. Switch; the grace over, new keys are claimed with B.
+    switched = instance(ring(B, previous=A))
+    switched.health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+    record(switched, claim(switched, key="K-after-the-switch", run="run-first"))
+    assert operator("oncegate purge").code == 0
+    # 3. Retire: refused while K-1's tombstone is there, which `oncegate keys` shows, with the day it goes.
+    shown = operator(list_keys)
+    a_entry = listed(operator)[KeyHasher(A).key_id]
+    refused = operator(retire)
+    horizon = datetime.fromisoformat(a_entry["lastHorizon"])
+
+    assert shown.code == 0
+    assert "TOMBSTONES" in shown.out
+    assert "LAST HORIZON" in shown.out
+    assert (a_entry["claims"], a_entry["tombstones"], a_entry["held"]) == (0, 1, 0)
+    assert horizon - started - timedelta(days=DEFAULT_HORIZON_DAYS) < timedelta(minutes=1)
+    assert refused.code == 2
+    assert "1 tombstone (the last reaches its horizon on" in refused.err
+    assert claim(switched, key="K-1", run="run-again").decision is Decision.DUPLICATE
+
+    # The daily purge on the day after that horizon deletes the tombstone: now the retire is accepted.
+    clock.now = horizon + timedelta(days=1)
+    record(switched, claim(switched, key="K-late", run="run-first"))
+    switched.retention.purge()
+    emptied = listed(operator)[KeyHasher(A).key_id]
+    retired = operator(retire)
+    # 4. Drop the setting.
+    after = instance(ring(B))
+
+    assert (emptied["claims"], emptied["tombstones"], emptied["lastHorizon"]) == (0, 0, None)
+    assert retired.code == 0, retired.err
+    assert f"Key secret {KeyHasher(A).key_id} is retired" in retired.out
+    assert after.health().status == "ok"
+    assert claim(after, key="K-late", run="run-again").decision is Decision.DUPLICATE
+    # K-1's horizon is over: it is answered as a key never seen, as it would be without a rotation.
+    assert claim(after, key="K-1", run="run-again").decision is Decision.PROCEED

@@ -35,12 +35,16 @@ class KeySecretRecords(StoreMarkRecords, Protocol):
     def list_scopes(self) -> list[ScopeRecord]: ...
 
 
-def made_with(claim: Claim, record: KeySecretRecord) -> bool:
+def made_with(claim: Claim, record: KeySecretRecord, *, first_in_use: datetime | None) -> bool:
     """Whether the claim may have been made with this secret: it says so, or (rows of earlier releases, which do
-    not say) it was first received while the secret was in use."""
+    not say) it was first received while the secret was in use, or before any secret was recorded when this is
+    the store's first (``first_in_use``: when that one came into use): releases before the records had one only.
+    """
     if claim.key_id is not None:
         return claim.key_id == record.key_id
-    return record.in_use_from is not None and claim.first_received_at >= record.in_use_from
+    if record.in_use_from is None:
+        return False
+    return claim.first_received_at >= record.in_use_from or record.in_use_from == first_in_use
 
 
 class KeySecrets:
@@ -58,10 +62,12 @@ class KeySecrets:
         """The rows found only through each of these secrets, by check value: its claims in every status and its
         tombstones (issue 31), each read once, however many secrets are counted."""
         usage = {record.key_id: SecretUsage() for record in records}
+        in_use = [known.in_use_from for known in self._store.read_marks().secrets if known.in_use_from is not None]
+        first = min(in_use, default=None)
         scopes = {scope.scope: scope for scope in self._store.list_scopes()}
         for row in self._rows():
             for record in records:
-                if made_with(row, record):
+                if made_with(row, record, first_in_use=first):
                     gone = gone_at(row, scopes.get(row.scope))
                     counted = usage[record.key_id].counting(tombstone=row.purged_at is not None, gone_at=gone)
                     usage[record.key_id] = counted

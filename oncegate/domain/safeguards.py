@@ -200,7 +200,7 @@ class SecretUsage:
         when = []
         if self.held:
             held = _counted(self.held, "claim")
-            when.append(f"{held} that retention never deletes by itself (see the attention list)")
+            when.append(f"{held} that retention never deletes by itself, in the attention list")
         if self.last_horizon is not None:
             others = " of the others" if self.held else ""
             when.append(f"the last{others} reaches its horizon on {_at(self.last_horizon)}")

@@ -34,7 +34,7 @@ from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import Run
 from tests.conftest import SQLITE_FILE, FakeClock
 from tests.gate import Gate
-from tests.service.calls import claim, record
+from tests.service.calls import claim, record, release
 
 A = "secret-a-" + "a" * 32
 B = "secret-b-" + "b" * 32
@@ -127,6 +127,32 @@ def test_a_secret_whose_tombstones_remain_is_not_retired_and_its_keys_stay_dupli
         claim(instance(ring(B)), key="K-1", run="run-again")
     assert dropped.value.target == "ONCEGATE_KEY_SECRET_PREVIOUS"
     assert claim(switched, key="K-1", run="run-again").decision is Decision.DUPLICATE
+
+
+def test_claims_in_every_status_count_and_those_retention_keeps_have_no_horizon(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    before = instance(ring(A))
+    claim(before, key="K-running", run="run-first")
+    record(before, claim(before, key="K-failed", run="run-first"), "failed", error="ERP down", retryable=True)
+    release(before, claim(before, key="K-released", run="run-first"))
+    record(before, claim(before, key="K-done", run="run-first"))
+    done_at = clock.now
+    instance(ring(A, next_=B)).health()
+    instance(ring(B, previous=A)).health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+
+    purged = operator("oncegate purge --json")
+    shown = listed(operator)[KeyHasher(A).key_id]
+    refused = operator(f"oncegate keys retire {KeyHasher(A).key_id}")
+
+    assert json.loads(purged.out)["deleted"] == 2  # the released claim, and the succeeded one down to its tombstone
+    assert (shown["claims"], shown["tombstones"], shown["held"]) == (2, 1, 2)
+    horizon = datetime.fromisoformat(shown["lastHorizon"])
+    assert abs(horizon - done_at - timedelta(days=DEFAULT_HORIZON_DAYS)) < timedelta(seconds=1)
+    assert refused.code == 2
+    assert "2 claims and 1 tombstone (2 claims that retention never deletes by itself" in refused.err
+    assert "--orphan 3" in refused.err
 
 
 def runbook_commands() -> list[str]:

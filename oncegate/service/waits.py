@@ -58,9 +58,13 @@ class Waits:
                 "again.",
                 target=TICKET,
             )
+        caller = self._caller(waiting, signed_in, now)
         try:
-            answer = self._claims.decide_for(self._caller(waiting, signed_in, now))
+            answer = self._claims.decide_for(caller)
         except NotFound as exc:
+            if caller.may_claim:
+                raise
+            # Made before the switch, and the key's claim under the older secret is gone: only the key makes a new one.
             raise InvalidRequest(STALE, target=TICKET) from exc
         if answer.decision is Decision.IN_PROGRESS and not waiting.over(now):
             return _paced(answer, waiting.deadline, now), waiting

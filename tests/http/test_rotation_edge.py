@@ -144,3 +144,24 @@ def test_a_polling_triggers_state_from_before_the_switch_is_read_after_it(
 
     assert first.status == 202
     assert polled.status == 202
+
+
+def test_a_poll_address_from_before_the_switch_makes_no_claim_with_the_previous_secret(
+    server: ServerApi, clock: FakeClock, phase: Callable[[KeyRing], Gate]
+) -> None:
+    phase(BEFORE)
+    held = holder(server)
+    waiting = server.call("check_and_claim", claim_body("run-2", wait=True))
+    server.call("release_claim", {"claimToken": held["claimToken"]}, route={"claimId": held["claimId"]})
+    switched = phase(SWITCHED)
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+    switched.store.delete_claim(switched.store.get_claim(held["claimId"]))  # as retention deletes a released claim
+
+    polled = server.follow(waiting.headers["location"])
+    again = server.call("check_and_claim", claim_body("run-2"))
+
+    assert (polled.status, polled.targets) == (400, ["ticket"])
+    assert "ask Check and claim again" in polled.body["error"]["message"]
+    # Asked again, the key is claimed with the secret new claims are made with since the switch.
+    assert again.body["decision"] == "proceed"
+    assert again.body["claimId"] == KeyHasher(B).claim_id("erp.create-order", "ORDER-1001")

@@ -161,6 +161,56 @@ def check_secrets(roles: Roles, secrets: tuple[KeySecretRecord, ...], now: datet
     return SecretsVerdict(claim_with=roles.current, writes=tuple(writes))
 
 
+@dataclass(frozen=True)
+class SecretUsage:
+    """The rows found only through one key secret: what retiring it would orphan (issue 31).
+
+    A row's lookup needs the secret its claim id was made with: a claim in any status, and the tombstone
+    retention leaves of a succeeded one (it answers a late replay ``duplicate`` until its scope's horizon).
+    Conflicts, fingerprint records and history hang off a claim's row and go with it; a poll address or
+    an idempotency key is made again from the claim, never stored. ``held`` counts the claims retention
+    never deletes by itself (in progress, unknown, a failure retryable or not reviewed). ``last_horizon``
+    is when retention deletes the last of the others: tombstones and succeeded claims at their scope's
+    horizon, released claims and reviewed failures at its retention (None: no such row).
+    """
+
+    claims: int = 0
+    tombstones: int = 0
+    held: int = 0
+    last_horizon: datetime | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.claims + self.tombstones
+
+    def counting(self, *, tombstone: bool, gone_at: datetime | None) -> SecretUsage:
+        """This usage with one row more: a tombstone or a claim, deleted by retention at ``gone_at`` (None: held)."""
+        horizons = [moment for moment in (self.last_horizon, gone_at) if moment is not None]
+        return SecretUsage(
+            claims=self.claims + (not tombstone),
+            tombstones=self.tombstones + tombstone,
+            held=self.held + (gone_at is None),
+            last_horizon=max(horizons, default=None),
+        )
+
+    def text(self) -> str:
+        """What remains, in words: '2 claims and 1 tombstone (the last reaches its horizon on ...)'."""
+        parts = [_counted(self.claims, "claim"), _counted(self.tombstones, "tombstone")]
+        made = " and ".join(part for part in parts if part)
+        when = []
+        if self.held:
+            held = _counted(self.held, "claim")
+            when.append(f"{held} that retention never deletes by itself, in the attention list")
+        if self.last_horizon is not None:
+            others = " of the others" if self.held else ""
+            when.append(f"the last{others} reaches its horizon on {_at(self.last_horizon)}")
+        return f"{made} ({'; '.join(when)})" if when else made
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' * (count != 1)}" if count else ""
+
+
 def secret_of(secrets: tuple[KeySecretRecord, ...], key_id: str) -> KeySecretRecord:
     """The record of the secret with this check value; ``NotFound`` listing the ones the store knows."""
     record = next((record for record in secrets if record.key_id == key_id), None)
@@ -173,12 +223,13 @@ def secret_of(secrets: tuple[KeySecretRecord, ...], key_id: str) -> KeySecretRec
 
 
 def retired(
-    secrets: tuple[KeySecretRecord, ...], key_id: str, *, now: datetime, claims: int, orphan: int | None
+    secrets: tuple[KeySecretRecord, ...], key_id: str, *, now: datetime, usage: SecretUsage, orphan: int | None
 ) -> KeySecretRecord | None:
-    """The secret's record, retired; None when it already is. ``claims``: how many claims were made with it.
+    """The secret's record, retired; None when it already is. ``usage``: the rows found only through it.
 
-    The newest secret in use cannot be retired (every new claim is made with it). One with claims
-    left is retired only when the operator names how many it orphans: those keys would proceed again.
+    The newest secret in use cannot be retired (every new claim is made with it). One with rows left
+    (claims or tombstones) is retired only when the operator names how many it orphans: those keys would
+    be answered proceed again.
     """
     record = secret_of(secrets, key_id)
     if record.retired_at is not None:
@@ -197,11 +248,11 @@ def retired(
             "the switch to a newer one.",
             target="keyId",
         )
-    if claims and orphan != claims:
+    if usage.rows and orphan != usage.rows:
         raise InvalidRequest(
-            f"{claims} claim{'s were' if claims != 1 else ' was'} made with {key_id}: once it is retired, those keys "
-            f"would be answered proceed again. Wait until retention has deleted them, or pass --orphan {claims} to "
-            "retire it all the same.",
+            f"Rows made with {key_id} remain, found only through it: {usage.text()}. Once it is retired, those keys "
+            "would be answered proceed again. Wait until retention has deleted them (`oncegate keys` shows when), or "
+            f"pass --orphan {usage.rows} to retire it all the same.",
             target="orphan",
         )
     return replace(record, retired_at=now)

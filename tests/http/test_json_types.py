@@ -199,3 +199,26 @@ def test_a_field_of_another_json_type_is_a_400_naming_it(
     # The declared type is taken: the connector's definition and the service agree.
     reply = _send(api, name, _placed(base, path, valid), held)
     assert target not in _refused_for(reply, name), (valid, reply.body)
+
+
+# The values issue 31 found coerced, each sent as the reproduction sent it.
+FOUND: list[tuple[str, dict[str, Any], str]] = [
+    ("check_and_claim", {**CLAIM, "leaseSeconds": "60"}, "leaseSeconds"),
+    ("check_and_claim", {**CLAIM, "wait": True, "maxWaitSeconds": "10"}, "maxWaitSeconds"),
+    ("check_and_claim", {**CLAIM, "wait": True, "maxWaitSeconds": True}, "maxWaitSeconds"),
+    ("check_and_claim", {**CLAIM, "wait": "yes"}, "wait"),
+    ("set_scope", {"scope": CLAIM["scope"], "horizonDays": "400"}, "horizonDays"),
+    ("record_result", {"claimToken": TOKEN, "outcome": "failed", "retryable": "yes"}, "retryable"),
+    ("record_result", {"claimToken": TOKEN, "outcome": "failed", "retryable": 0}, "retryable"),
+]
+
+
+@pytest.mark.parametrize(("name", "body", "target"), FOUND, ids=[f"{case[0]}-{case[2]}" for case in FOUND])
+def test_what_the_issue_found_coerced_is_a_400_naming_the_field(
+    api: Api, held: tuple[str, str], name: str, body: dict[str, Any], target: str
+) -> None:
+    reply = _send(api, name, body, held)
+
+    assert (reply.status, reply.code) == (400, "invalid_request")
+    assert reply.targets == [target]
+    assert target in reply.body["error"]["message"]

@@ -26,6 +26,7 @@
     health
   The options of the deployment (--url, --key, --entra, --json...) go before COMMAND or after it.
   --reviewer may be left out with --entra: the service records who signed in, whatever it says.
+  An option of scopes set left out keeps its setting; given '' it resets the setting to its default.
 
 serve, purge, keys and store work on the store the environment's settings name (ONCEGATE_STORE...),
 as the app does, and say which store that is; every other command talks to a deployment over its HTTP API.
@@ -52,7 +53,7 @@ from oncegate import __version__
 from oncegate.cli import commands, store_commands
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.cli.signin import AppFactory, msal_app
-from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, MAX_THREADS, moment, scope, source, whole_number
+from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, MAX_THREADS, moment, or_reset, scope, source, whole_number
 from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.limits import (
     DEFAULT_HORIZON_DAYS,
@@ -307,33 +308,37 @@ def _add_scopes(subparsers: Any) -> None:
     _add_paging(listing, "scopes")
     _lists(group, listing)
     setting = _command(
-        scopes, "set", commands.scopes_set, "change a scope's settings: only the options given change, the others stay"
+        scopes,
+        "set",
+        commands.scopes_set,
+        "change a scope's settings: only the options given change, the others stay; an option given '' resets "
+        "its setting to the default",
     )
     setting.add_argument("scope_name", metavar="SCOPE", type=scope, help="the scope, such as erp.create-order")
-    setting.add_argument("--owner", help="who answers for the side effect and its conflicts")
+    setting.add_argument("--owner", help="who answers for the side effect and its conflicts ('' clears it)")
     setting.add_argument(
         "--lease-seconds",
-        type=whole_number(MIN_LEASE_SECONDS, MAX_LEASE_SECONDS),
+        type=or_reset(whole_number(MIN_LEASE_SECONDS, MAX_LEASE_SECONDS)),
         metavar="S",
         help=f"the lease of a claim that asks for none, {MIN_LEASE_SECONDS} to {MAX_LEASE_SECONDS} seconds "
-        f"({DEFAULT_LEASE_SECONDS} until set)",
+        f"({DEFAULT_LEASE_SECONDS} until set; '' resets it)",
     )
     setting.add_argument(
         "--retention-days",
-        type=whole_number(MIN_RETENTION_DAYS, MAX_RETENTION_DAYS),
+        type=or_reset(whole_number(MIN_RETENTION_DAYS, MAX_RETENTION_DAYS)),
         metavar="D",
         help=f"how long finished claims are kept, {MIN_RETENTION_DAYS} to {MAX_RETENTION_DAYS} days "
-        f"({DEFAULT_RETENTION_DAYS} until set)",
+        f"({DEFAULT_RETENTION_DAYS} until set; '' resets it)",
     )
     setting.add_argument(
         "--horizon-days",
-        type=whole_number(MIN_RETENTION_DAYS, MAX_HORIZON_DAYS),
+        type=or_reset(whole_number(MIN_RETENTION_DAYS, MAX_HORIZON_DAYS)),
         metavar="H",
         help=f"how long after its last change a succeeded claim's key is still answered duplicate, at least the "
-        f"retention, up to {MAX_HORIZON_DAYS} days ({DEFAULT_HORIZON_DAYS} until set): past the retention, by its "
-        "tombstone",
+        f"retention, up to {MAX_HORIZON_DAYS} days ({DEFAULT_HORIZON_DAYS} until set, never shorter than the "
+        "retention; '' resets it): past the retention, by its tombstone",
     )
-    setting.add_argument("--description", help="what the side effect does")
+    setting.add_argument("--description", help="what the side effect does ('' clears it)")
     setting.add_argument(
         "--key-pattern",
         metavar="P",

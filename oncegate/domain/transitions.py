@@ -65,6 +65,9 @@ def _require_in_progress(claim: Claim, verb: str) -> None:
 
 
 def _same_result(claim: Claim, result: Result) -> bool:
+    if claim.purged_at is not None:
+        # A tombstone keeps the outcome and the target record of the result, not its data or text (issue 31).
+        return claim.status.value == result.outcome.value and claim.target_record_id == result.target_record_id
     return (
         claim.status.value == result.outcome.value
         and claim.target_record_id == result.target_record_id

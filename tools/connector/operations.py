@@ -416,8 +416,9 @@ OPERATIONS: dict[str, Operation] = {
         "SetScope",
         summary="Set scope",
         description=(
-            "Sets the owner, default lease, retention and description of a scope. Claims of the scope that ask for "
-            "no lease get its default lease."
+            "Sets the owner, default lease, retention, horizon, description, key pattern or fingerprint rules of a "
+            "scope: only the fields given change, the others stay as set. Claims of the scope that ask for no lease "
+            "get its default lease."
         ),
         visibility=ADVANCED,
         response="ScopeView",

@@ -127,6 +127,23 @@ def test_a_fingerprint_a_reviewer_kept_as_the_same_is_still_a_duplicate_on_the_t
     assert other.decision is Decision.CONFLICT
 
 
+def test_a_tombstone_deleted_at_its_horizon_takes_the_fingerprints_it_kept(service: Gate, clock: FakeClock) -> None:
+    set_scope(service, retention_days=30, horizon_days=60)
+    claim_id = done(service)
+    resolve(service, claim(service, key="SO-1001", run="run-edited", fingerprint="v2").conflict_id, "keep_original")
+    clock.advance(31 * DAY)
+    service.retention.purge()
+    kept = service.store.get_fingerprints(claim_id, [keyed("v2")])
+    clock.advance(30 * DAY)
+    service.retention.purge()
+
+    assert [record.alias_generation for record in kept] == [0]
+    with pytest.raises(NotFound):
+        service.store.get_claim(claim_id)
+    assert service.store.get_fingerprints(claim_id, [keyed("v2")]) == []
+    assert claim(service, key="SO-1001", run="run-late", fingerprint="v2").decision is Decision.PROCEED
+
+
 def test_past_the_horizon_the_tombstone_goes_and_the_key_is_new(service: Gate, clock: FakeClock) -> None:
     set_scope(service, retention_days=30, horizon_days=60)
     claim_id = done(service)

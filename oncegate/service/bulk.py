@@ -41,8 +41,7 @@ Answer = TypeVar("Answer")
 # in_progress until the lease runs out (issue 31).
 AGAIN = "Send the whole call again, unchanged, and use its answers instead of these."
 NOT_APPLIED = (
-    f"Not applied: the store failed during this call before this item was tried, so nothing of it was written. "
-    f"{AGAIN}"
+    f"Not applied: the store failed during this call before this item was tried, so nothing of it was written. {AGAIN}"
 )
 LOST = f"Not kept: the store failed to commit this call, so nothing of it was written. {AGAIN}"
 

@@ -225,3 +225,31 @@ def import_with_a_fault(
     assert after_the_lease["proceeded"] == []
     assert sorted(after_the_lease["skippedAsDone"]) == sorted(row["rowId"] for row in rows)
     assert (after_the_lease["held"], after_the_lease["failed"]) == ([], [])
+
+
+def test_a_row_whose_look_up_fails_is_listed_as_failed_and_done_by_the_run_after_the_lease(
+    definition: dict[str, Any], call_app: Call, clock: FakeClock
+) -> None:
+    """A reconcile whose look-up in the target fails through every retry neither creates the order nor drops the
+    row: it is listed as failed, its claim held until the lease runs out, and the next run does it."""
+    erp = Erp()
+    ended = Faults(STRIKES["claim call applied, run ended"])
+    down = Faults(Strike("look-up", 1, after=False, times=DEFAULT_RETRIES + 1))
+
+    def ending(method: str, path: str, body: Any) -> tuple[int, Any]:
+        return ended.around(path.removeprefix("/api/"), lambda: call_app(method, path, body))
+
+    def looking_up(request: dict[str, Any]) -> tuple[int, Any]:
+        return down.around("look-up" if request["method"] == "GET" else "create", lambda: erp(request))
+
+    with pytest.raises(Killed):
+        run(definition, ending, erp, clock, "run-1")
+    rerun = outcome(run(definition, call_app, looking_up, clock, "run-2"))
+    clock.advance(LEASE_SECONDS)
+    after_the_lease = outcome(run(definition, call_app, erp, clock, "run-3"))
+
+    assert down.fired == DEFAULT_RETRIES + 1
+    assert [(failed["rowId"], failed["error"]) for failed in rerun["failed"]] == [("row-0", "lookup_failed")]
+    assert "row-0" not in rerun["proceeded"] + rerun["skippedAsDone"] + rerun["held"]
+    assert (after_the_lease["proceeded"], after_the_lease["failed"]) == (["row-0"], [])
+    assert erp.orders() == dict.fromkeys({row["orderNumber"] for row in import_rows()}, 1)

@@ -181,7 +181,7 @@ class Run:
             "equals": lambda left, right: left == right,
             "greater": lambda left, right: left > right,
             "not": lambda value: not value,
-            "createArray": lambda *values: list(values),
+            "json": json.loads,
             "coalesce": lambda *values: next((value for value in values if value is not None), None),
             "first": lambda values: values[0] if values else None,
             "max": lambda *values: max(values[0] if len(values) == 1 else values),

@@ -273,9 +273,14 @@ def _held(claim: Claim, intent: Intent) -> Verdict:
     return Verdict(
         Decision.IN_PROGRESS,
         f"Run {claim.run_id} holds the lease until {lease.isoformat()}.",
-        f"Another run is doing the side effect now; retry in {retry_after} s or stop.",
+        held_reason(retry_after),
         retry_after_seconds=retry_after,
     )
+
+
+def held_reason(retry_after: int) -> str:
+    """What a run is told while another run holds the lease, asked to come back after ``retry_after`` seconds."""
+    return f"Another run is doing the side effect now; retry in {retry_after} s or stop."
 
 
 def _granted_again(claim: Claim) -> Verdict:

@@ -314,3 +314,10 @@ def test_the_waiting_table_of_the_performance_page_is_what_the_engine_meets(
     # The schedule's promises, met through the service: 20 s answered within 10 s, 10 minutes within 15 polls.
     assert delay <= (10 if HOLDS[hold] <= 20 else HOLDS[hold] // 2)
     assert polls <= 15
+
+
+def test_a_poll_without_its_ticket_is_refused_naming_it(api: Api) -> None:
+    """The connector declares ``ticket`` optional (an internal parameter with no default); the service needs it."""
+    claim_id = holder(api)["claimId"]
+
+    _refused(api.call("wait_for_claim", route={"claimId": claim_id}))

@@ -5,6 +5,7 @@
   oncegate keys [--json]
   oncegate keys retire KEY_ID [--orphan N]
   oncegate store init
+  oncegate store recount
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
     claims, conflicts, flows, scopes   (alone: conflicts, flows and scopes list; claims shows its help)
     claims show CLAIM_ID [--all-pages]
@@ -492,6 +493,12 @@ def _add_keys(subparsers: Any) -> None:
         "that every claim made before is forgotten",
     )
     init.set_defaults(handler=store_commands.store_init)
+    recount = store.add_parser(
+        "recount",
+        help="count each scope's claims by status again from the store: an instance stopped without closing "
+        "(kill -9, a crash) loses the counts of its last minute, which `oncegate scopes` then shows",
+    )
+    recount.set_defaults(handler=store_commands.store_recount)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,7 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from oncegate.cli.drill import Lookup, Report
-from oncegate.domain.records import KeySecretRecord, StoreMarks
+from oncegate.domain.records import KeySecretRecord, ScopeRecord, StoreMarks
 from oncegate.models import (
     ClaimCounts,
     ClaimNeedingAttention,
@@ -638,6 +638,16 @@ def key_secrets_text(marks: StoreMarks, counts: dict[str, int], store: str) -> R
     columns = [_id("KEY ID"), _id("STATE"), _id("IN USE FROM", 1), _id("RETIRED", 2), _id("CLAIMS", 1)]
     table = _table(columns, rows) if rows else "No key secret yet."
     return _spaced(header, table)
+
+
+def recount_text(scopes: list[ScopeRecord], store: str) -> RenderableType:
+    """The scopes' claims by status as ``store recount`` counted them again from the store's claims (issue 33)."""
+    header = Text(f"Store: {store}; each scope's claims counted again from the store")
+    rows = [
+        [record.scope, "\n".join(f"{status} {count}" for status, count in record.claims_by_status.items()) or "none"]
+        for record in scopes
+    ]
+    return _spaced(header, _table([_id("SCOPE"), _id("CLAIMS")], rows) if rows else "No scopes.")
 
 
 def _by_use(marks: StoreMarks) -> list[KeySecretRecord]:

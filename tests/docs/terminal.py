@@ -19,6 +19,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
 import struct
 import termios
@@ -66,16 +67,23 @@ class Pasted:
         return found
 
 
-def paste(shell: str, blocks: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float) -> Pasted:
-    """Type ``blocks`` into a new interactive ``shell`` in a terminal of its own, one after the other, then exit."""
-    typed = SETUP[shell]
+def paste(
+    shell: str, blocks: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float, setup: str = ""
+) -> Pasted:
+    """Type ``blocks`` into a new interactive ``shell`` in a terminal of its own, one after the other, then exit.
+
+    ``setup`` is typed first, after the markers' own set-up: what the test needs of the shell.
+    """
+    program = shutil.which(SHELLS[shell][0])
+    assert program is not None, f"{shell} is not installed"
+    typed = SETUP[shell] + setup
     for index, code in enumerate(blocks):
         typed += f'echo "::block" {index}\n{code.rstrip(chr(10))}\necho "::exit" {index} $?\n'
     typed += "exit\n"
     pid, terminal = pty.fork()
     if pid == 0:  # the child: the shell, in the folder the reader pastes in
         os.chdir(cwd)
-        os.execvpe(SHELLS[shell][0], SHELLS[shell], dict(env))
+        os.execve(program, SHELLS[shell], dict(env))
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
     try:
         shown = _converse(terminal, typed.encode(), time.monotonic() + timeout)

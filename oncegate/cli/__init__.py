@@ -52,6 +52,7 @@ from typing import Any
 from oncegate import __version__
 from oncegate.cli import commands, store_commands
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
+from oncegate.cli.helptext import FittedDescription
 from oncegate.cli.signin import AppFactory, msal_app
 from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, MAX_THREADS, moment, scope, source, whole_number
 from oncegate.domain.fingerprint_rules import FingerprintPreset
@@ -505,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="oncegate",
         description=HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=FittedDescription,
         parents=[_connection_options(top=True)],
     )
     parser.add_argument("--version", action="version", version=f"oncegate {__version__}")

@@ -19,6 +19,7 @@ from oncegate.domain.answers import ClaimAnswer
 from oncegate.domain.decisions import held_reason
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.statuses import Decision
+from oncegate.domain.times import said
 from oncegate.domain.waiting import Waiting, WaitingIdentity
 from oncegate.errors import InvalidRequest
 from oncegate.service.claims import Claims
@@ -54,8 +55,7 @@ class Waits:
         now = self._core.clock()
         if waiting.expired(now):
             raise InvalidRequest(
-                f"This poll address expired: its wait ended at {waiting.deadline.isoformat()}. Ask Check and claim "
-                "again.",
+                f"This poll address expired: its wait ended at {said(waiting.deadline)}. Ask Check and claim again.",
                 target=TICKET,
             )
         answer = self._claims.decide_for(self._caller(waiting, signed_in, now))

@@ -352,7 +352,7 @@ def claims_table(claims: list[ClaimView]) -> RenderableType:
         ]
         for claim in claims
     ]
-    # What a person searches by (the source system, the reference, the target system's record) leaves last.
+    # What a person looks a claim up by (its source system, reference, target system's record) leaves last.
     columns = [_id("FIRST RECEIVED", 4), _id("SOURCE", 2), _id("REFERENCE", 1), _id("SCOPE", 5), _id("STATUS")]
     return _table([*columns, _id("TARGET RECORD", 3), _under("CLAIM")], rows)
 

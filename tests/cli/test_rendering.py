@@ -105,7 +105,7 @@ def test_claims_list_keeps_each_claim_id_and_status_whole(
 
     headers = ["FIRST RECEIVED", "SOURCE", "REFERENCE", "SCOPE", "STATUS", "TARGET RECORD"]
     left_out = check(out, width, [seeded["claim"], "succeeded (1)", "ERP-778812"], headers)
-    # What a person searches by stays (issue 33: at 80 columns the claim id kept its place and these left);
+    # What a person looks a claim up by stays (issue 33: at 80 columns the claim id kept its place and these left);
     # the id goes under its row instead, whole.
     assert {"SOURCE", "REFERENCE", "TARGET RECORD", "STATUS"}.isdisjoint(left_out)
     assert ("CLAIM" in out) if width >= 200 else (f"  claim {seeded['claim']}" in out.splitlines())

@@ -5,6 +5,7 @@
   oncegate keys [--json]
   oncegate keys retire KEY_ID [--orphan N]
   oncegate store init
+  oncegate store recount
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
     claims, conflicts, flows, scopes   (alone: conflicts, flows and scopes list; claims shows its help)
     claims show CLAIM_ID [--all-pages]
@@ -52,6 +53,7 @@ from typing import Any
 from oncegate import __version__
 from oncegate.cli import commands, store_commands
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
+from oncegate.cli.helptext import FittedDescription
 from oncegate.cli.signin import AppFactory, msal_app
 from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, MAX_THREADS, moment, or_reset, scope, source, whole_number
 from oncegate.domain.fingerprint_rules import FingerprintPreset
@@ -501,13 +503,19 @@ def _add_keys(subparsers: Any) -> None:
         "that every claim made before is forgotten",
     )
     init.set_defaults(handler=store_commands.store_init)
+    recount = store.add_parser(
+        "recount",
+        help="count each scope's claims by status again from the store: an instance stopped without closing "
+        "(kill -9, a crash) loses the counts of its last minute, which `oncegate scopes` then shows",
+    )
+    recount.set_defaults(handler=store_commands.store_recount)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="oncegate",
         description=HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=FittedDescription,
         parents=[_connection_options(top=True)],
     )
     parser.add_argument("--version", action="version", version=f"oncegate {__version__}")

@@ -1,6 +1,6 @@
 """The commands that work on the store itself, as the app does, rather than over the API: ``purge``,
-``keys`` and ``store init``. Each reads the store settings from the environment (``ONCEGATE_STORE``...)
-and names the store it works on.
+``keys``, ``store init`` and ``store recount``. Each reads the store settings from the environment
+(``ONCEGATE_STORE``...) and names the store it works on.
 """
 
 from __future__ import annotations
@@ -117,6 +117,27 @@ def store_init(args: argparse.Namespace) -> int:
     finally:
         services.close()
     print(f"{settings.store_text} is now store {store_id}; claims made before it was wiped are forgotten.")
+    return 0
+
+
+def store_recount(args: argparse.Namespace) -> int:
+    """Count each scope's claims by status again from the store, putting right what stopped instances lost."""
+    from oncegate.errors import OnceGateError
+
+    opened = _local_services("store recount")
+    if isinstance(opened, int):
+        return opened
+    services, settings = opened
+    progress(f"Counting the claims on {settings.store_text}")
+    try:
+        scopes = services.inventory.recount_scopes()
+    except OnceGateError as exc:
+        return refused("store recount", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+    except KeyboardInterrupt:
+        return INTERRUPTED_EXIT
+    finally:
+        services.close()
+    rendering.show(rendering.recount_text(scopes, settings.store_text), sys.stdout)
     return 0
 
 

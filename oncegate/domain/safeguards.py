@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from oncegate.domain.records import KeySecretRecord, StoreMarks
+from oncegate.domain.times import said
 from oncegate.errors import ClockSkewed, InvalidRequest, NotConfigured, NotFound
 
 # Longer than an instance's interval between two reads of the marks plus the largest clock difference
@@ -74,7 +75,7 @@ class SecretsVerdict:
 
 
 def _at(moment: datetime | None) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "?"
+    return said(moment) if moment else "?"
 
 
 def check_secrets(roles: Roles, secrets: tuple[KeySecretRecord, ...], now: datetime) -> SecretsVerdict:

@@ -31,6 +31,7 @@ from oncegate.domain.safeguards import (
     check_store_id,
     clock_skew,
 )
+from oncegate.domain.times import said
 from oncegate.errors import ClockSkewed, ConcurrentUpdate, StoreUnavailable
 from oncegate.stores.port import StoreMarkRecords
 
@@ -169,7 +170,8 @@ class Safeguard:
         now = self._clock()
         verdict = check_secrets(self._roles, marks.secrets, now)
         for record in verdict.writes:
-            logger.info("Key secret %s recorded (in use from %s)", record.key_id, record.in_use_from)
+            in_use_from = said(record.in_use_from) if record.in_use_from else "not yet"
+            logger.info("Key secret %s recorded (in use from %s)", record.key_id, in_use_from)
             self._store.save_secret(record)
         if new_id is not None:
             self._store.mark_store(new_id, at=now)

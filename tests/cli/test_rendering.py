@@ -17,7 +17,8 @@ import pytest
 from rich.console import Console
 
 from oncegate.cli import main, rendering
-from oncegate.domain.records import KeySecretRecord, StoreMarks
+from oncegate.domain.marks import StoreMarks
+from oncegate.domain.records import KeySecretRecord
 from oncegate.models import ClaimRequest, ListConflictsQuery, RecordResultRequest
 from tests.cli.conftest import FUNCTION_KEY
 from tests.gate import Gate

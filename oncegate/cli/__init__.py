@@ -468,19 +468,23 @@ def _add_drill(subparsers: Any) -> None:
 def _add_keys(subparsers: Any) -> None:
     description = (
         "the store's id and the key secrets its claims were made with (check values, never secrets), with the "
-        "claims made with each, on the store the environment's settings name (as serve does)"
+        "claims and tombstones made with each and when retention deletes the last, on the store the environment's "
+        "settings name (as serve does)"
     )
     keys = subparsers.add_parser("keys", help=description, description=description)
     keys.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print them as JSON")
     keys.set_defaults(handler=store_commands.keys, action="list")
     retire = keys.add_subparsers(dest="action").add_parser(
         "retire",
-        help="retire a key secret no claim needs any more (the runbook's third step); refused while claims made "
-        "with it remain, unless --orphan names how many: their keys would be answered proceed again",
+        help="retire a key secret no row needs any more (the runbook's third step); refused while claims or "
+        "tombstones made with it remain, unless --orphan names how many: their keys would be answered proceed again",
     )
     retire.add_argument("key_id", metavar="KEY_ID", help="the secret's check value, as `oncegate keys` lists it")
     retire.add_argument(
-        "--orphan", type=whole_number(0, 10**12), metavar="N", help="retire it although N claims were made with it"
+        "--orphan",
+        type=whole_number(0, 10**12),
+        metavar="N",
+        help="retire it although N claims and tombstones made with it remain",
     )
     group = subparsers.add_parser("store", help="the store itself")
     group.set_defaults(handler=None, group_parser=group)

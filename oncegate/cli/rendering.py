@@ -32,6 +32,7 @@ from rich.text import Text
 from oncegate.cli.drill import Lookup, Report
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import KeySecretRecord
+from oncegate.domain.safeguards import SecretUsage
 from oncegate.models import (
     ClaimCounts,
     ClaimNeedingAttention,
@@ -605,7 +606,7 @@ def _secret_state(record: KeySecretRecord, newest: str | None) -> str:
     return "current" if record.key_id == newest else "previous"
 
 
-def key_secrets_json(marks: StoreMarks, counts: dict[str, int]) -> dict[str, Any]:
+def key_secrets_json(marks: StoreMarks, usage: dict[str, SecretUsage]) -> dict[str, Any]:
     newest = _newest_secret(marks)
     return {
         "storeId": marks.store_id,
@@ -616,14 +617,26 @@ def key_secrets_json(marks: StoreMarks, counts: dict[str, int]) -> dict[str, Any
                 "addedAt": _when(record.added_at),
                 "inUseFrom": _when(record.in_use_from),
                 "retiredAt": _when(record.retired_at),
-                "claims": counts.get(record.key_id),
+                **_usage_json(usage.get(record.key_id)),
             }
             for record in _by_use(marks)
         ],
     }
 
 
-def key_secrets_text(marks: StoreMarks, counts: dict[str, int], store: str) -> RenderableType:
+def _usage_json(usage: SecretUsage | None) -> dict[str, Any]:
+    """The rows found only through a secret; null for one not counted (announced, or retired)."""
+    if usage is None:
+        return {"claims": None, "tombstones": None, "held": None, "lastHorizon": None}
+    return {
+        "claims": usage.claims,
+        "tombstones": usage.tombstones,
+        "held": usage.held,
+        "lastHorizon": _when(usage.last_horizon),
+    }
+
+
+def key_secrets_text(marks: StoreMarks, usage: dict[str, SecretUsage], store: str) -> RenderableType:
     newest = _newest_secret(marks)
     rows = [
         [
@@ -631,14 +644,31 @@ def key_secrets_text(marks: StoreMarks, counts: dict[str, int], store: str) -> R
             _secret_state(record, newest),
             _when(record.in_use_from) or "",
             _when(record.retired_at) or "",
-            str(counts[record.key_id]) if record.key_id in counts else "",
+            *_usage_cells(usage.get(record.key_id)),
         ]
         for record in _by_use(marks)
     ]
     header = Text(f"Store: {store}, store id {marks.store_id or '(none yet)'}")
-    columns = [_id("KEY ID"), _id("STATE"), _id("IN USE FROM", 1), _id("RETIRED", 2), _id("CLAIMS", 1)]
+    columns = [
+        _id("KEY ID"),
+        _id("STATE"),
+        _id("IN USE FROM", 2),
+        _id("RETIRED", 3),
+        _id("CLAIMS", 1),
+        _id("TOMBSTONES", 1),
+        _id("LAST HORIZON", 1),
+    ]
     table = _table(columns, rows) if rows else "No key secret yet."
     return _spaced(header, table)
+
+
+def _usage_cells(usage: SecretUsage | None) -> list[str]:
+    if usage is None:
+        return ["", "", ""]
+    # A claim retention never deletes by itself (in progress, unknown, a failure kept) has no horizon: said apart.
+    held = f"{usage.held} held" if usage.held else ""
+    horizon = ", ".join(part for part in (_when(usage.last_horizon), held) if part)
+    return [str(usage.claims), str(usage.tombstones), horizon]
 
 
 def _by_use(marks: StoreMarks) -> list[KeySecretRecord]:

@@ -88,7 +88,7 @@ def keys(args: argparse.Namespace) -> int:
             print(f"Key secret {record.key_id} is retired on {settings.store_text}.")
             return 0
         marks = services.key_secrets.marks()
-        counts = services.key_secrets.claims_made_with([record for record in marks.secrets if record.live])
+        usage = services.key_secrets.usage([record for record in marks.secrets if record.live])
     except OnceGateError as exc:
         return refused(command, exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
     except KeyboardInterrupt:
@@ -96,9 +96,9 @@ def keys(args: argparse.Namespace) -> int:
     finally:
         services.close()
     if args.json:
-        print(json.dumps(rendering.key_secrets_json(marks, counts), indent=2))
+        print(json.dumps(rendering.key_secrets_json(marks, usage), indent=2))
     else:
-        rendering.show(rendering.key_secrets_text(marks, counts, settings.store_text), sys.stdout)
+        rendering.show(rendering.key_secrets_text(marks, usage, settings.store_text), sys.stdout)
     return 0
 
 

@@ -1,10 +1,11 @@
-"""What must hold before any claim is made: the right key secrets, the same store, a clock that agrees.
+"""What must hold before any claim is made: the right key secrets, a clock that agrees (the same store:
+:mod:`oncegate.domain.store_id`).
 
 Each check is a pure function of what the store says about itself (:class:`StoreMarks`) and of
 this instance's settings; the service (``oncegate.service.safeguard``) reads, calls and writes.
 Each refusal is one an operator's mistake would otherwise turn into a second ``proceed``
-(issue 22): a key done under one secret looked up under another, a wiped store read as a new one,
-a lease granted or expired on a clock that runs ahead.
+(issue 22): a key done under one secret looked up under another, a lease granted or expired on a
+clock that runs ahead.
 
 **Key secrets.** The store keeps a record per secret (:class:`KeySecretRecord`): announced (an
 instance holds it as the next secret), in use from a given time, retired. The timeline of a
@@ -27,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from oncegate.domain.marks import StoreMarks, TableMark
+from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import KeySecretRecord
 from oncegate.errors import ClockSkewed, InvalidRequest, NotConfigured, NotFound
 
@@ -42,7 +43,6 @@ STORE_CLOCK_RESOLUTION = timedelta(seconds=1)
 SECRET = "ONCEGATE_KEY_SECRET"
 PREVIOUS = "ONCEGATE_KEY_SECRET_PREVIOUS"
 NEXT = "ONCEGATE_KEY_SECRET_NEXT"
-STORE_ID = "ONCEGATE_STORE_ID"
 RUNBOOK = "See docs/operations.md, 'The key secret'."
 
 
@@ -162,6 +162,56 @@ def check_secrets(roles: Roles, secrets: tuple[KeySecretRecord, ...], now: datet
     return SecretsVerdict(claim_with=roles.current, writes=tuple(writes))
 
 
+@dataclass(frozen=True)
+class SecretUsage:
+    """The rows found only through one key secret: what retiring it would orphan (issue 31).
+
+    A row's lookup needs the secret its claim id was made with: a claim in any status, and the tombstone
+    retention leaves of a succeeded one (it answers a late replay ``duplicate`` until its scope's horizon).
+    Conflicts, fingerprint records and history hang off a claim's row and go with it; a poll address or
+    an idempotency key is made again from the claim, never stored. ``held`` counts the claims retention
+    never deletes by itself (in progress, unknown, a failure retryable or not reviewed). ``last_horizon``
+    is when retention deletes the last of the others: tombstones and succeeded claims at their scope's
+    horizon, released claims and reviewed failures at its retention (None: no such row).
+    """
+
+    claims: int = 0
+    tombstones: int = 0
+    held: int = 0
+    last_horizon: datetime | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.claims + self.tombstones
+
+    def counting(self, *, tombstone: bool, gone_at: datetime | None) -> SecretUsage:
+        """This usage with one row more: a tombstone or a claim, deleted by retention at ``gone_at`` (None: held)."""
+        horizons = [moment for moment in (self.last_horizon, gone_at) if moment is not None]
+        return SecretUsage(
+            claims=self.claims + (not tombstone),
+            tombstones=self.tombstones + tombstone,
+            held=self.held + (gone_at is None),
+            last_horizon=max(horizons, default=None),
+        )
+
+    def text(self) -> str:
+        """What remains, in words: '2 claims and 1 tombstone (the last reaches its horizon on ...)'."""
+        parts = [_counted(self.claims, "claim"), _counted(self.tombstones, "tombstone")]
+        made = " and ".join(part for part in parts if part)
+        when = []
+        if self.held:
+            held = _counted(self.held, "claim")
+            when.append(f"{held} that retention never deletes by itself, in the attention list")
+        if self.last_horizon is not None:
+            others = " of the others" if self.held else ""
+            when.append(f"the last{others} reaches its horizon on {_at(self.last_horizon)}")
+        return f"{made} ({'; '.join(when)})" if when else made
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' * (count != 1)}" if count else ""
+
+
 def secret_of(secrets: tuple[KeySecretRecord, ...], key_id: str) -> KeySecretRecord:
     """The record of the secret with this check value; ``NotFound`` listing the ones the store knows."""
     record = next((record for record in secrets if record.key_id == key_id), None)
@@ -174,12 +224,13 @@ def secret_of(secrets: tuple[KeySecretRecord, ...], key_id: str) -> KeySecretRec
 
 
 def retired(
-    secrets: tuple[KeySecretRecord, ...], key_id: str, *, now: datetime, claims: int, orphan: int | None
+    secrets: tuple[KeySecretRecord, ...], key_id: str, *, now: datetime, usage: SecretUsage, orphan: int | None
 ) -> KeySecretRecord | None:
-    """The secret's record, retired; None when it already is. ``claims``: how many claims were made with it.
+    """The secret's record, retired; None when it already is. ``usage``: the rows found only through it.
 
-    The newest secret in use cannot be retired (every new claim is made with it). One with claims
-    left is retired only when the operator names how many it orphans: those keys would proceed again.
+    The newest secret in use cannot be retired (every new claim is made with it). One with rows left
+    (claims or tombstones) is retired only when the operator names how many it orphans: those keys would
+    be answered proceed again.
     """
     record = secret_of(secrets, key_id)
     if record.retired_at is not None:
@@ -198,155 +249,14 @@ def retired(
             "the switch to a newer one.",
             target="keyId",
         )
-    if claims and orphan != claims:
+    if usage.rows and orphan != usage.rows:
         raise InvalidRequest(
-            f"{claims} claim{'s were' if claims != 1 else ' was'} made with {key_id}: once it is retired, those keys "
-            f"would be answered proceed again. Wait until retention has deleted them, or pass --orphan {claims} to "
-            "retire it all the same.",
+            f"Rows made with {key_id} remain, found only through it: {usage.text()}. Once it is retired, those keys "
+            "would be answered proceed again. Wait until retention has deleted them (`oncegate keys` shows when), or "
+            f"pass --orphan {usage.rows} to retire it all the same.",
             target="orphan",
         )
     return replace(record, retired_at=now)
-
-
-def check_store_id(
-    marks: StoreMarks, *, pinned: str | None, seen: str | None, fresh: str, may_start: bool = True
-) -> str | None:
-    """Refuse a store that is not the one this instance, or its settings, knew; the id to mark it with.
-
-    ``pinned`` is the id the settings name (``ONCEGATE_STORE_ID``, or the SQLite store's ``store-id``
-    file); ``seen`` the one this process read before. The id is kept beside the key secrets, and each
-    table that guards the promise carries a mark naming it (issue 31): a table that lost its mark was
-    emptied, dropped or replaced behind an intact id, and only ``oncegate store init`` marks it again.
-
-    A store without an id or marks is new, unless the pin or this process says it is not (then it was
-    wiped, restored empty or replaced), or unless new stores are marked only on purpose (``may_start``
-    False: Table Storage, whose new store looks exactly like a wiped one). An id an earlier release
-    wrote, without the tables' marks, has them written while its claims table holds claims; with none,
-    it may have lost them, and ``store init`` decides. Returns the id whose marks are to be written
-    where they are missing (the stored one, the tables' own, else ``fresh``), or None when the store
-    is whole.
-    """
-    stored = marks.store_id
-    if stored is None:
-        if seen is not None:
-            raise NotConfigured(
-                f"The store lost its identity ({seen}) while this instance ran{_missing(marks)}: it was wiped, "
-                "restored empty or replaced, and every key done before would be answered proceed again. Nothing is "
-                "claimed. Restore the store; to start a new one on purpose, run `oncegate store init` and restart.",
-                target=STORE_ID,
-            )
-        return _unnamed_store(marks, pinned=pinned, fresh=fresh, may_start=may_start)
-    if pinned is not None and stored != pinned:
-        raise NotConfigured(
-            f"This store is store {stored}, not store {pinned} that ONCEGATE_STORE_ID (or the store-id file beside a "
-            "SQLite database) names: its claims are not the ones this app made. Either the store settings point at "
-            f"another store (fix them), or store {pinned} was wiped and an instance without the setting started it "
-            f"anew as {stored}: then every key done before would be answered proceed again. Restore store {pinned}; "
-            f"only if its claims are truly lost, set ONCEGATE_STORE_ID to {stored}.",
-            target=STORE_ID,
-        )
-    if seen is not None and stored != seen:
-        raise NotConfigured(
-            f"The store was replaced while this instance ran (store {seen} before, {stored} now). Restart the app "
-            "if that was meant.",
-            target=STORE_ID,
-        )
-    _refuse_foreign_tables(marks, stored)
-    lost = [mark for mark in marks.tables if mark.store_id is None]
-    if lost and (marks.tables_marked or not marks.holds_claims or any(mark.missing for mark in lost)):
-        raise NotConfigured(_lost_tables(lost, stored), target=STORE_ID)
-    # An id an earlier release wrote, over a claims table that holds claims: its tables get their marks now.
-    return None if marks.tables_marked and not lost else stored
-
-
-def _unnamed_store(marks: StoreMarks, *, pinned: str | None, fresh: str, may_start: bool) -> str:
-    """The id to mark a store without one with: its tables' own, the pinned one or ``fresh``; or the refusal."""
-    named = sorted({mark.store_id for mark in marks.tables if mark.store_id is not None})
-    if named:
-        # Tables marked, the id not yet written: a marking cut short (the tables are marked first), or the id's
-        # own table lost. With no claim in the store nothing can be answered twice: the marking is finished.
-        if len(named) > 1 or (pinned is not None and pinned != named[0]):
-            raise NotConfigured(
-                f"The store's tables belong to store {' and store '.join(named)}, while ONCEGATE_STORE_ID (or the "
-                f"store-id file beside a SQLite database) names store {pinned or '(none)'}: they were mixed from "
-                "different stores. Nothing is claimed. Point the store settings at one store, or restore it.",
-                target=STORE_ID,
-            )
-        if marks.holds_claims:
-            raise NotConfigured(
-                f"The store's identity (kept beside its key secrets) is gone while its claims table, of store "
-                f"{named[0]}, holds claims: the key secrets' records were lost with it, and a wrong secret would no "
-                "longer be refused. Nothing is claimed. Restore the table of key secrets; to mark the store again "
-                "on purpose, run `oncegate store init`.",
-                target=STORE_ID,
-            )
-        return named[0]
-    if pinned is not None:
-        raise NotConfigured(
-            f"The store carries no identity{_missing(marks)}, while ONCEGATE_STORE_ID (or the store-id file beside a "
-            f"SQLite database) names store {pinned}: it was wiped, restored empty or replaced, and every key done "
-            "before would be answered proceed again. Nothing is claimed. Restore the store, or point the setting at "
-            "it; to start a new store on purpose, run `oncegate store init`.",
-            target=STORE_ID,
-        )
-    if not may_start:
-        raise NotConfigured(UNMARKED, target=STORE_ID)
-    # A new store (SQLite's own new file), or one an earlier release wrote before stores had ids.
-    return fresh
-
-
-# Table Storage's first deployment, or any store that cannot tell new from wiped: the one command that marks it.
-UNMARKED = (
-    "This store carries no mark of the store the app serves: it is new, or it was wiped, restored empty or replaced "
-    "(the two look the same), and every key done before a wipe would be answered proceed again. Nothing is claimed "
-    "until it is marked on purpose: run `oncegate store init` with the app's store settings (an azd deployment "
-    "runs it itself), then set ONCEGATE_STORE_ID to the id it prints. See docs/operations.md, 'A store that lost "
-    "its claims'."
-)
-
-
-def _missing(marks: StoreMarks) -> str:
-    missing = [mark.table for mark in marks.tables if mark.missing]
-    return f" (the table {', '.join(missing)} does not exist)" if missing else ""
-
-
-def missing_table(table: str) -> str:
-    """Why an action on a table that is not there is refused: a table missing is never read as an empty one."""
-    return (
-        f"The table {table} does not exist: the store was deleted, wiped or not provisioned, and every key done "
-        "before would be answered proceed again. Nothing is claimed until it is restored (docs/operations.md, 'A "
-        "store that lost its claims'); only if its claims are truly lost, run `oncegate store init`."
-    )
-
-
-def _refuse_foreign_tables(marks: StoreMarks, stored: str) -> None:
-    foreign = [mark for mark in marks.tables if mark.store_id not in (None, stored)]
-    if foreign:
-        tables = ", ".join(f"{mark.table} (store {mark.store_id})" for mark in foreign)
-        raise NotConfigured(
-            f"This store is store {stored}, but its table {tables} belongs to another store: it was restored or "
-            "copied from elsewhere, and its claims are not this store's. Nothing is claimed. Restore the table of "
-            f"store {stored}.",
-            target=STORE_ID,
-        )
-
-
-def _lost_tables(lost: list[TableMark], stored: str) -> str:
-    """Why a store whose id is intact is refused: tables of it that lost their marks, or are not there."""
-    missing = [mark.table for mark in lost if mark.missing]
-    unmarked = [mark.table for mark in lost if not mark.missing]
-    what = " and ".join(
-        [
-            *([f"the table {', '.join(missing)} is missing"] if missing else []),
-            *([f"the table {', '.join(unmarked)} lost its mark"] if unmarked else []),
-        ]
-    )
-    return (
-        f"This store is store {stored}, but {what}: it was deleted, emptied or replaced behind the store's id, and "
-        "every key done before would be answered proceed again. Nothing is claimed. Restore it (docs/operations.md, "
-        "'A store that lost its claims'); only if its claims are truly lost, run `oncegate store init` to mark it "
-        "again on purpose."
-    )
 
 
 def clock_skew(marks: StoreMarks) -> timedelta | None:

@@ -1,24 +1,27 @@
 """The store's key secrets and id, for operators: ``oncegate keys`` and ``oncegate store init`` (issue 22).
 
 Retiring a secret is how a rotation ends: until then every instance must hold it (as
-``ONCEGATE_KEY_SECRET_PREVIOUS``), because claims made with it are found only through it. The
-count of claims still made with it is what the operator confirms: zero once retention has deleted
-them, or the number of keys that would proceed again, named on the command line.
+``ONCEGATE_KEY_SECRET_PREVIOUS``), because claims made with it are found only through it, and so
+are the tombstones retention leaves of them until their scope's horizon (issue 31). The count of
+those rows is what the operator confirms: zero once retention has deleted them, or the number of
+keys that would proceed again, named on the command line.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from datetime import datetime
 from typing import Protocol
 
 from oncegate.domain.marks import StoreMarks
-from oncegate.domain.records import Claim, ClaimFilter, KeySecretRecord, Page
-from oncegate.domain.safeguards import check_store_id, retired, secret_of
+from oncegate.domain.records import Claim, ClaimFilter, KeySecretRecord, Page, ScopeRecord
+from oncegate.domain.safeguards import SecretUsage, retired, secret_of
 from oncegate.domain.statuses import ClaimStatus
+from oncegate.domain.store_id import check_store_id
 from oncegate.errors import InvalidRequest
+from oncegate.service.retention import gone_at
 from oncegate.service.safeguard import StoreIdPin
 from oncegate.stores.port import StoreMarkRecords
 
@@ -27,17 +30,23 @@ PAGE_SIZE = 1000
 
 
 class KeySecretRecords(StoreMarkRecords, Protocol):
-    """The marks, and the claims to count per secret."""
+    """The marks, the claims and tombstones to count per secret, and the scopes' retention and horizon."""
 
     def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]: ...
 
+    def list_scopes(self) -> list[ScopeRecord]: ...
 
-def made_with(claim: Claim, record: KeySecretRecord) -> bool:
+
+def made_with(claim: Claim, record: KeySecretRecord, *, first_in_use: datetime | None) -> bool:
     """Whether the claim may have been made with this secret: it says so, or (rows of earlier releases, which do
-    not say) it was first received while the secret was in use."""
+    not say) it was first received while the secret was in use, or before any secret was recorded when this is
+    the store's first (``first_in_use``: when that one came into use): releases before the records had one only.
+    """
     if claim.key_id is not None:
         return claim.key_id == record.key_id
-    return record.in_use_from is not None and claim.first_received_at >= record.in_use_from
+    if record.in_use_from is None:
+        return False
+    return claim.first_received_at >= record.in_use_from or record.in_use_from == first_in_use
 
 
 class KeySecrets:
@@ -51,29 +60,46 @@ class KeySecrets:
     def marks(self) -> StoreMarks:
         return self._store.read_marks()
 
-    def claims_made_with(self, records: Collection[KeySecretRecord]) -> dict[str, int]:
-        """How many claims were made with each of these secrets, by check value: every claim is read once, a page
-        at a time, however many secrets are counted."""
-        counts = dict.fromkeys((record.key_id for record in records), 0)
-        cursor = None
-        while True:
-            page = self._store.list_claims(ClaimFilter(list(ClaimStatus)), limit=PAGE_SIZE, cursor=cursor)
-            for claim in page.items:
-                for record in records:
-                    counts[record.key_id] += made_with(claim, record)
-            cursor = page.cursor
-            if cursor is None:
-                return counts
+    def usage(self, records: Collection[KeySecretRecord]) -> dict[str, SecretUsage]:
+        """The rows found only through each of these secrets, by check value: its claims in every status and its
+        tombstones (issue 31), each read once, however many secrets are counted."""
+        usage = {record.key_id: SecretUsage() for record in records}
+        in_use = [known.in_use_from for known in self._store.read_marks().secrets if known.in_use_from is not None]
+        first = min(in_use, default=None)
+        scopes = {scope.scope: scope for scope in self._store.list_scopes()}
+        for row in self._rows():
+            for record in records:
+                if made_with(row, record, first_in_use=first):
+                    gone = gone_at(row, scopes.get(row.scope))
+                    counted = usage[record.key_id].counting(tombstone=row.purged_at is not None, gone_at=gone)
+                    usage[record.key_id] = counted
+        return usage
+
+    def _rows(self) -> Iterator[Claim]:
+        """Every claim, then every tombstone, a page at a time."""
+        for matching in (ClaimFilter(list(ClaimStatus)), ClaimFilter(list(ClaimStatus), tombstones=True)):
+            cursor = None
+            while True:
+                page = self._store.list_claims(matching, limit=PAGE_SIZE, cursor=cursor)
+                yield from page.items
+                cursor = page.cursor
+                if cursor is None:
+                    break
 
     def retire(self, key_id: str, *, orphan: int | None) -> KeySecretRecord:
-        """Retire the secret, once the claims made with it are none or as many as ``orphan`` says."""
+        """Retire the secret, once the rows found only through it are none or as many as ``orphan`` says."""
         known = self._store.read_marks().secrets
         record = secret_of(known, key_id)
-        claims = self.claims_made_with([record])[key_id] if record.in_use_from is not None else 0
-        changed = retired(known, key_id, now=self._clock(), claims=claims, orphan=orphan)
+        usage = self.usage([record])[key_id] if record.in_use_from is not None else SecretUsage()
+        changed = retired(known, key_id, now=self._clock(), usage=usage, orphan=orphan)
         if changed is None:
             return record
-        logger.warning("Key secret %s retired (%d claims made with it orphaned)", key_id, claims)
+        logger.warning(
+            "Key secret %s retired (%d claims and %d tombstones made with it orphaned)",
+            key_id,
+            usage.claims,
+            usage.tombstones,
+        )
         return self._store.save_secret(changed)
 
     def start_store(self, *, new_only: bool = False) -> str:

@@ -28,9 +28,9 @@ from oncegate.domain.safeguards import (
     Roles,
     check_clock,
     check_secrets,
-    check_store_id,
     clock_skew,
 )
+from oncegate.domain.store_id import check_store_id
 from oncegate.errors import ClockSkewed, ConcurrentUpdate, StoreUnavailable
 from oncegate.stores.port import StoreMarkRecords
 

@@ -19,7 +19,7 @@ from oncegate.domain.answers import ClaimAnswer
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.statuses import Decision
 from oncegate.domain.waiting import Waiting, WaitingIdentity
-from oncegate.errors import InvalidRequest
+from oncegate.errors import InvalidRequest, NotFound
 from oncegate.service.claims import Claims
 from oncegate.service.commands import CheckAndClaim
 from oncegate.service.core import ClaimsCore
@@ -27,6 +27,7 @@ from oncegate.service.identity import Caller, Identity
 
 # The poll address's parameter, named by every refusal of one.
 TICKET = "ticket"
+STALE = "This poll address was made with a key secret the service no longer claims with: ask Check and claim again."
 
 
 class Waits:
@@ -57,7 +58,14 @@ class Waits:
                 "again.",
                 target=TICKET,
             )
-        answer = self._claims.decide_for(self._caller(waiting, signed_in, now))
+        caller = self._caller(waiting, signed_in, now)
+        try:
+            answer = self._claims.decide_for(caller)
+        except NotFound as exc:
+            if caller.may_claim:
+                raise
+            # Made before the switch, and the key's claim under the older secret is gone: only the key makes a new one.
+            raise InvalidRequest(STALE, target=TICKET) from exc
         if answer.decision is Decision.IN_PROGRESS and not waiting.over(now):
             return _paced(answer, waiting.deadline, now), waiting
         return answer, None
@@ -109,13 +117,11 @@ class Waits:
         identities = tuple(
             Identity(hasher, mine.claim_id, _fingerprint(mine, waiting.rules_version)) for hasher, mine in known
         )
-        current = next((identity for identity in identities if identity.hasher is ring.current), None)
-        if current is None:
-            raise InvalidRequest(
-                "This poll address was made with a key secret the service no longer claims with: ask Check and claim "
-                "again.",
-                target=TICKET,
-            )
+        if not identities:
+            raise InvalidRequest(STALE, target=TICKET)
+        # A poll address made before a switch lacks the key under the new secret (only the key makes it): the
+        # key's claim under the secret it has is decided on as before, but no new claim can be made for it.
+        current = next((identity for identity in identities if identity.hasher is ring.current), identities[-1])
         return Caller(
             claim_id=current.claim_id,
             scope=waiting.scope,
@@ -131,6 +137,7 @@ class Waits:
             reference=waiting.reference,
             rules_version=waiting.rules_version,
             fingerprint_in=fingerprint_in,
+            may_claim=current.hasher is ring.current,
         )
 
 

@@ -42,8 +42,8 @@ from oncegate.domain.records import (
     Page,
     ScopeRecord,
 )
-from oncegate.domain.safeguards import STORE_ID, missing_table
 from oncegate.domain.statuses import ConflictStatus
+from oncegate.domain.store_id import STORE_ID, missing_table
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotConfigured, NotFound, StoreUnavailable
 from oncegate.stores import columns, large_values
 from oncegate.stores.columns import Row

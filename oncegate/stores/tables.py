@@ -88,8 +88,8 @@ from oncegate.domain.records import (
     Page,
     ScopeRecord,
 )
-from oncegate.domain.safeguards import STORE_ID, missing_table
 from oncegate.domain.statuses import ConflictStatus
+from oncegate.domain.store_id import STORE_ID, missing_table
 from oncegate.errors import (
     AlreadyExists,
     ConcurrentUpdate,

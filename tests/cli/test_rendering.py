@@ -19,6 +19,7 @@ from rich.console import Console
 from oncegate.cli import main, rendering
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import KeySecretRecord
+from oncegate.domain.safeguards import SecretUsage
 from oncegate.models import ClaimRequest, ListConflictsQuery, RecordResultRequest
 from tests.cli.conftest import FUNCTION_KEY
 from tests.gate import Gate
@@ -170,10 +171,14 @@ def test_key_secrets_keep_their_ids_whole(width: int) -> None:
         KeySecretRecord("a6vq2mxk0c5l7rhd", added, in_use_from=added),
         KeySecretRecord("q9wbd3kzx1m2pt7e", added),
     )
+    usage = {"a6vq2mxk0c5l7rhd": SecretUsage(claims=12, tombstones=3, held=1, last_horizon=added)}
     buffer = io.StringIO()
     Console(file=buffer, width=width, color_system=None).print(
-        rendering.key_secrets_text(StoreMarks("3f2a9c", secrets), {}, "sqlite at x")
+        rendering.key_secrets_text(StoreMarks("3f2a9c", secrets), usage, "sqlite at x")
     )
 
     out = buffer.getvalue()
-    check(out, width, [record.key_id for record in secrets] + ["retired", "current", "announced"], ["KEY ID", "STATE"])
+    whole = [record.key_id for record in secrets] + ["retired", "current", "announced", "2026-12-01T00:00:00Z, 1 held"]
+    left_out = check(out, width, whole, ["KEY ID", "STATE", "CLAIMS", "TOMBSTONES", "LAST HORIZON"])
+    # What an operator about to retire a secret reads stays at 80 columns: its rows and when the last goes.
+    assert {"CLAIMS", "TOMBSTONES", "LAST HORIZON"}.isdisjoint(left_out)

@@ -83,7 +83,7 @@ def test_retiring_a_secret_with_claims_is_refused_naming_the_count_then_done_wit
     assert during.code == 2
     assert "under way" in during.err
     assert refused.code == 2
-    assert "3 claims were made with" in refused.err
+    assert "found only through it: 3 claims (" in refused.err
     assert "--orphan 3" in refused.err
     assert current.code == 2
     assert "current key secret" in current.err

@@ -163,7 +163,7 @@ def test_retiring_the_old_secret_counts_the_claims_it_would_orphan(
 
     assert "under way" in during.value.message
     assert refused.value.target == "orphan"
-    assert "3 claims were made with" in refused.value.message
+    assert "found only through it: 3 claims (" in refused.value.message
     assert "--orphan 3" in refused.value.message
     assert current.value.target == "keyId"
     # Retired: an instance on B alone now works, and the operator accepted that those keys proceed again.

@@ -23,8 +23,8 @@ from oncegate import bootstrap
 from oncegate.config import Settings
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.marks import StoreMarks, TableMark
-from oncegate.domain.safeguards import check_store_id
 from oncegate.domain.statuses import Decision
+from oncegate.domain.store_id import check_store_id
 from oncegate.entrypoints import actions
 from oncegate.errors import InvalidRequest, NotConfigured
 from oncegate.models import ClaimRequest

@@ -135,6 +135,8 @@ def store_init(args: argparse.Namespace) -> int:
         print(json.dumps({"storeId": store_id}))
     elif args.new_only and before == store_id:
         print(f"{settings.store_text} is store {store_id}.")
+    elif args.new_only:
+        print(f"{settings.store_text} is marked as a new store, {store_id}: set ONCEGATE_STORE_ID to it.")
     else:
         print(f"{settings.store_text} is now store {store_id}; claims made before it was wiped are forgotten.")
     return 0

@@ -11,6 +11,7 @@ store-id file beside the database, on Table Storage the setting (``PinnedSetting
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -357,3 +358,33 @@ def test_the_marks_are_read_inside_a_bulk_calls_transaction(app: App) -> None:
     )
 
     assert [answer.decision for answer in answers] == [Decision.PROCEED] * 5  # type: ignore[union-attr]
+
+
+def test_instances_starting_together_on_a_new_store_agree_on_its_marks(
+    open_store: Callable[[], ClaimStore], clock: FakeClock
+) -> None:
+    """Four instances that may start a store (SQLite's own, or wired by hand) make their first claims at once:
+    one marking wins, the others finish or accept it, and none refuses the new store (see 8be6089)."""
+    instances = [Gate(open_store(), KeyHasher(A), clock=clock, check_interval=timedelta(0)) for _ in range(4)]
+    barrier = threading.Barrier(len(instances))
+    answers: list[str] = []
+
+    def first_claim(index: int) -> None:
+        barrier.wait(timeout=30)
+        try:
+            answers.append(claim(instances[index], key=f"SO-{index}", run="run-1").decision.value)
+        except Exception as error:  # every outcome is counted
+            answers.append(type(error).__name__)
+
+    threads = [threading.Thread(target=first_claim, args=(index,)) for index in range(len(instances))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    marks = [instance.store.read_marks() for instance in instances]
+
+    assert answers == ["proceed"] * len(instances)
+    assert len({mark.store_id for mark in marks}) == 1
+    assert all(
+        mark.tables_marked and {table.store_id for table in mark.tables} == {marks[0].store_id} for mark in marks
+    )

@@ -498,10 +498,17 @@ def _add_keys(subparsers: Any) -> None:
     store = group.add_subparsers(dest="action", metavar="ACTION")
     init = store.add_parser(
         "init",
-        help="mark a store without an id (wiped, restored empty, new) as the one this app serves, with the id "
-        "ONCEGATE_STORE_ID (or the SQLite store-id file) names, else a new one: the explicit step that accepts "
-        "that every claim made before is forgotten",
+        help="mark a store (new, wiped, restored empty, or a table of it that lost its mark) as the one this app "
+        "serves, with its own id, else the id ONCEGATE_STORE_ID (or the SQLite store-id file) names, else a new "
+        "one, and print it: the explicit step that accepts that every claim lost before is forgotten",
     )
+    init.add_argument(
+        "--new-only",
+        action="store_true",
+        help="mark only a new store (or one of an earlier release); a whole store's id is printed and a store that "
+        "lost a mark is refused: what a deployment runs on every deploy",
+    )
+    init.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help='print {"storeId": ...}')
     init.set_defaults(handler=store_commands.store_init)
     recount = store.add_parser(
         "recount",

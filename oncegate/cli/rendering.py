@@ -30,7 +30,8 @@ from rich.table import Table
 from rich.text import Text
 
 from oncegate.cli.drill import Lookup, Report
-from oncegate.domain.records import KeySecretRecord, ScopeRecord, StoreMarks
+from oncegate.domain.marks import StoreMarks
+from oncegate.domain.records import KeySecretRecord, ScopeRecord
 from oncegate.domain.safeguards import SecretUsage
 from oncegate.domain.statuses import ConflictOrigin
 from oncegate.domain.times import said

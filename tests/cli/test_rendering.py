@@ -18,7 +18,8 @@ from rich.console import Console
 
 import oncegate.cli
 from oncegate.cli import helptext, main, rendering
-from oncegate.domain.records import KeySecretRecord, StoreMarks
+from oncegate.domain.marks import StoreMarks
+from oncegate.domain.records import KeySecretRecord
 from oncegate.domain.safeguards import SecretUsage
 from oncegate.models import ClaimRequest, ListConflictsQuery, RecordResultRequest, SetScopeRequest
 from oncegate.service.attention import UNKNOWN_ALERT

@@ -18,6 +18,9 @@ import time
 # The stdlib's limits on a header section (http.client's _MAXLINE and _MAXHEADERS), the request line's too.
 MAX_HEADER_LINE = 65536
 MAX_HEADERS = 100
+# The header fields in all (after the request line). The stdlib sets no such bound; here a head waits in memory
+# for as long as its client takes to send it, so a thousand slow clients hold at most a thousand of these.
+MAX_HEADER_BYTES = 65536
 EMPTY_LINES = (b"\r\n", b"\n")
 
 
@@ -40,7 +43,7 @@ class Incoming:
         self._body_start = 0
         self._body_length: int | None = None
         self._discard_left: int | None = None
-        self._line_start = self._scanned = self._lines = 0
+        self._line_start = self._scanned = self._lines = self._field_bytes = 0
         self._due_at = now + self._idle_seconds
         self._scan()
 
@@ -130,15 +133,17 @@ class Incoming:
         """Find the head's end, or the line that refuses it, among the bytes not yet scanned.
 
         As the handler reads the head (the request line, then fields up to an empty line): a line over
-        MAX_HEADER_LINE, a field beyond MAX_HEADERS, or a request line of fewer than three words (HTTP/0.9,
-        or nothing the handler can read) ends the head here, for the handler to answer or refuse.
+        MAX_HEADER_LINE, a field beyond MAX_HEADERS, fields over MAX_HEADER_BYTES in all, or a request line of
+        fewer than three words (HTTP/0.9, or nothing the handler can read) ends the head here, for the handler
+        to answer or refuse.
         """
         data = self._bytes
         while self._head_end is None:
             newline = data.find(b"\n", max(self._scanned, self._line_start))
             if newline < 0:
                 self._scanned = len(data)
-                if len(data) - self._line_start > MAX_HEADER_LINE:
+                partial = len(data) - self._line_start
+                if partial > MAX_HEADER_LINE or (self._lines and self._field_bytes + partial > MAX_HEADER_BYTES):
                     self._head_end = len(data)
                 return
             line = data[self._line_start : newline + 1]
@@ -152,3 +157,7 @@ class Incoming:
                     self._head_end = newline + 1
             elif bytes(line) in EMPTY_LINES or self._lines > MAX_HEADERS + 1:
                 self._head_end = newline + 1
+            else:
+                self._field_bytes += len(line)
+                if self._field_bytes > MAX_HEADER_BYTES:
+                    self._head_end = newline + 1

@@ -42,7 +42,7 @@ import azure.functions as func
 from oncegate.entrypoints import logs
 from oncegate.entrypoints.handler_pool import DEFAULT_THREADS, PER_CONNECTION, HandlerPool
 from oncegate.entrypoints.http import MAX_BULK_BODY_BYTES, body_limit, render, render_error
-from oncegate.entrypoints.incoming import MAX_HEADER_LINE, MAX_HEADERS, Incoming
+from oncegate.entrypoints.incoming import MAX_HEADER_BYTES, MAX_HEADER_LINE, MAX_HEADERS, Incoming
 from oncegate.entrypoints.routes import FunctionRoute, function_routes, match
 from oncegate.errors import InvalidRequest, NotFound, TooLarge
 from oncegate.models import ErrorBody, ErrorInfo
@@ -158,19 +158,24 @@ class _BadHeaders(Exception):
 
 
 def read_headers(rfile: Any) -> _Headers:
-    """The header section up to its empty line, within the stdlib's limits (line length, number of fields).
+    """The header section up to its empty line, within the stdlib's limits (line length, number of fields) and
+    MAX_HEADER_BYTES in all.
 
     The stdlib hands it to the ``email`` package, which took a third of the server's time per
     request; HTTP needs none of MIME. A line folded onto the next (obs-fold) continues the field
     before it, as that package read it; a line with no colon is refused (RFC 9112 §5).
     """
     fields: list[tuple[str, str]] = []
+    total = 0
     for _ in range(MAX_HEADERS + 1):
         line = rfile.readline(MAX_HEADER_LINE + 1)
         if len(line) > MAX_HEADER_LINE:
             raise _BadHeaders("Line too long", too_large=True)
         if line in (b"\r\n", b"\n", b""):
             return _Headers(fields)
+        total += len(line)
+        if total > MAX_HEADER_BYTES:
+            raise _BadHeaders(f"The header fields are over {MAX_HEADER_BYTES} bytes in all", too_large=True)
         text = line.decode("iso-8859-1").rstrip("\r\n")
         if "\r" in text:
             # A CR alone inside a line: a reader that splits lines on it would see other fields (RFC 9112 §2.2).

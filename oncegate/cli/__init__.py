@@ -5,6 +5,7 @@
   oncegate keys [--json]
   oncegate keys retire KEY_ID [--orphan N]
   oncegate store init
+  oncegate store recount
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
     claims, conflicts, flows, scopes   (alone: conflicts, flows and scopes list; claims shows its help)
     claims show CLAIM_ID [--all-pages]
@@ -52,6 +53,7 @@ from typing import Any
 from oncegate import __version__
 from oncegate.cli import commands, store_commands
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
+from oncegate.cli.helptext import FittedDescription
 from oncegate.cli.signin import AppFactory, msal_app
 from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, MAX_THREADS, moment, or_reset, scope, source, whole_number
 from oncegate.domain.fingerprint_rules import FingerprintPreset
@@ -501,18 +503,31 @@ def _add_keys(subparsers: Any) -> None:
     store = group.add_subparsers(dest="action", metavar="ACTION")
     init = store.add_parser(
         "init",
-        help="mark a store without an id (wiped, restored empty, new) as the one this app serves, with the id "
-        "ONCEGATE_STORE_ID (or the SQLite store-id file) names, else a new one: the explicit step that accepts "
-        "that every claim made before is forgotten",
+        help="mark a store (new, wiped, restored empty, or a table of it that lost its mark) as the one this app "
+        "serves, with its own id, else the id ONCEGATE_STORE_ID (or the SQLite store-id file) names, else a new "
+        "one, and print it: the explicit step that accepts that every claim lost before is forgotten",
     )
+    init.add_argument(
+        "--new-only",
+        action="store_true",
+        help="mark only a new store (or one of an earlier release); a whole store's id is printed and a store that "
+        "lost a mark is refused: what a deployment runs on every deploy",
+    )
+    init.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help='print {"storeId": ...}')
     init.set_defaults(handler=store_commands.store_init)
+    recount = store.add_parser(
+        "recount",
+        help="count each scope's claims by status again from the store: an instance stopped without closing "
+        "(kill -9, a crash) loses the counts of its last minute, which `oncegate scopes` then shows",
+    )
+    recount.set_defaults(handler=store_commands.store_recount)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="oncegate",
         description=HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=FittedDescription,
         parents=[_connection_options(top=True)],
     )
     parser.add_argument("--version", action="version", version=f"oncegate {__version__}")

@@ -354,7 +354,14 @@ class ScopeView(_Model):
     registered_at: RegisteredAt = None
     first_seen_at: FirstSeenAt = None
     last_seen_at: LastSeenAt = None
-    claims: Annotated[ClaimCounts, designer("Claims", "The scope's claims by status. Counts may lag by a minute.")]
+    claims: Annotated[
+        ClaimCounts,
+        designer(
+            "Claims",
+            "The scope's claims by status, as counted: they may lag by a minute, and lose a stopped instance's last "
+            "minute until an operator counts them again.",
+        ),
+    ]
     sources: Annotated[
         list[SourceCount] | None,
         designer("Scope Sources", "The scope's claims made for each source system, most first."),

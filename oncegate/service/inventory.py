@@ -26,20 +26,21 @@ from oncegate.domain import fingerprint_rules
 from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
-from oncegate.domain.records import Conflict, FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
+from oncegate.domain.records import ClaimFilter, Conflict, FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, InvalidRequest, OnceGateError, StoreUnavailable
 from oncegate.service.commands import KEEP, Paging, RegisterFlow, SetScope
 from oncegate.service.usage import Usage
 from oncegate.stores.paging import every_item, page_of
-from oncegate.stores.port import ClaimIndex, ConflictRecords, InventoryRecords
+from oncegate.stores.port import ClaimIndex, ClaimListing, ConflictRecords, InventoryRecords
 
 logger = logging.getLogger(__name__)
 
 REGISTRY_TTL = timedelta(seconds=30)
 FLUSH_INTERVAL = timedelta(seconds=60)
-# Open conflicts are read a page at a time.
+# Open conflicts are read a page at a time, and claims when they are counted again.
 CONFLICT_PAGE = 1000
+RECOUNT_PAGE = 1000
 SAVE_ROUNDS = 8
 T = TypeVar("T")
 
@@ -62,8 +63,9 @@ class _Snapshot:
     scopes: dict[str, ScopeRecord]
 
 
-class InventoryStore(InventoryRecords, ClaimIndex, ConflictRecords, Protocol):
-    """What the inventory uses of the store: its own records, the claim index it flushes, open conflicts."""
+class InventoryStore(InventoryRecords, ClaimIndex, ClaimListing, ConflictRecords, Protocol):
+    """What the inventory uses of the store: its own records, the claim index it flushes, the claims it counts
+    again, open conflicts."""
 
 
 class Inventory:
@@ -235,6 +237,32 @@ class Inventory:
         )
         self._remember(saved)
         return saved, self._open_conflicts()[scope]
+
+    def recount_scopes(self) -> list[ScopeRecord]:
+        """Count every scope's claims by status in the store again and keep those counts (issue 33); the scopes.
+
+        The counts an instance adds up are merged now and then (:mod:`oncegate.service.usage`), so an instance
+        stopped without closing (a kill -9, a crash) loses what it had not merged. One read of every claim puts
+        them right; claims answered while it reads are counted once more or once less, until the next recount.
+        """
+        self.usage.flush()
+        counted: dict[str, Counter[ClaimStatus]] = {}
+        for claim in every_item(
+            lambda cursor: self._store.list_claims(ClaimFilter(list(ClaimStatus)), limit=RECOUNT_PAGE, cursor=cursor)
+        ):
+            counted.setdefault(claim.scope, Counter())[claim.status] += 1
+        scopes = {record.scope for record in self._store.list_scopes()} | set(counted)
+        return [self._counted_again(scope, counted.get(scope, Counter())) for scope in sorted(scopes)]
+
+    def _counted_again(self, scope: str, counted: Counter[ClaimStatus]) -> ScopeRecord:
+        counts = {status: count for status, count in counted.items() if count}
+        return self._saved(
+            self._store.list_scopes,
+            self._store.save_scope,
+            lambda record: record.scope == scope,
+            ScopeRecord(scope),
+            lambda record: replace(record, claims_by_status=counts),
+        )
 
     def _open_conflicts(self) -> Counter[str]:
         return Counter(conflict.scope for conflict in open_conflicts(self._store))

@@ -132,8 +132,8 @@ def test_scopes_set_then_list_with_claims_by_status(api: ServerApi, oncegate: On
     assert "Retention       30 days" in done.out
     header, row = listed.out.splitlines()
     assert cells(header) == [
-        "SCOPE", "OWNER", "LEASE", "RETENTION", "HORIZON", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "KEY PATTERN",
-        "DESCRIPTION",
+        "SCOPE", "OWNER", "LEASE", "RETENTION", "HORIZON", "CLAIMS", "OPEN CONFLICTS", "FINGERPRINT RULES",
+        "LAST SEEN", "KEY PATTERN", "DESCRIPTION",
     ]  # fmt: skip
     scope = cells(row)
     assert scope[:7] == ["erp.create-order", "team-erp", "60 s", "30 d", "365 d", "in_progress 1, succeeded 1", "0"]

@@ -60,6 +60,22 @@ def test_the_package_carries_the_publishers_facts_and_nothing_else_changes(packa
         assert (package / name).read_bytes() == (CONNECTOR / name).read_bytes()
 
 
+def test_the_packages_properties_and_readme_name_the_publisher(package: Path) -> None:
+    """A submission is the definition, the properties and a readme (the PowerPlatformConnectors repository's
+    template, with its required "## Publisher:" heading): each names the publisher, not "OnceGate"."""
+    for name in generator.PROPERTIES_FILES:
+        packaged: dict[str, Any] = load(package / name)
+        assert packaged["properties"]["publisher"] == PUBLISHER["name"]
+        original: dict[str, Any] = load(CONNECTOR / name)
+        del packaged["properties"]["publisher"], original["properties"]["publisher"]
+        assert packaged == original, name
+    readme = (package / "readme.md").read_text(encoding="utf-8").splitlines()
+    committed = (CONNECTOR / "README.md").read_text(encoding="utf-8").splitlines()
+    assert [line for line in readme if line.startswith("## Publisher:")] == [f"## Publisher: {PUBLISHER['name']}"]
+    changed = [(ours, theirs) for ours, theirs in zip(readme, committed, strict=True) if ours != theirs]
+    assert changed == [(f"## Publisher: {PUBLISHER['name']}", "## Publisher: OnceGate")]
+
+
 PLACEHOLDER = "is a placeholder"
 # (key, value) -> what the refusal says of it.
 PLACEHOLDERS = {

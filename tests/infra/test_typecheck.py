@@ -18,7 +18,15 @@ from tests.infra.settings import code_settings, deployed_settings, readme_settin
 from tests.infra.typecheck import TYPES, Checker, Types
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED_TYPES = ROOT.parent / "shared" / "reference" / "bicep-types"
+# Beside the clone, or beside the folder of worktrees a clone is checked out in.
+SHARED_TYPES = next(
+    (
+        folder / "shared" / "reference" / "bicep-types"
+        for folder in (ROOT.parent, ROOT.parent.parent)
+        if (folder / "shared" / "reference" / "bicep-types").is_dir()
+    ),
+    ROOT.parent / "shared" / "reference" / "bicep-types",
+)
 
 
 @pytest.fixture(scope="module")

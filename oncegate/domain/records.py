@@ -113,6 +113,10 @@ class Claim:
     # The attempt whose idempotency key the current attempt hands the target system: an earlier one whose
     # outcome is in doubt, which this attempt reconciles; None for its own (see domain/idempotency.py).
     idempotency_attempt: int | None = None
+    # The keyed digest of each member of the payload, by JSON Pointer (issue 33): any version of the fingerprint
+    # rules can compare a request with the claim. None when the claim has none: made by an earlier release, sent
+    # no payload, or past the bound (oncegate.domain.members); its fingerprint alone is compared then.
+    members: Mapping[str, str] | None = None
     purged_at: datetime | None = None
     legacy_token: str | None = None
     legacy_resolutions: tuple[AppliedResolution, ...] = ()
@@ -120,8 +124,10 @@ class Claim:
 
     def accepts(self, forms: Collection[str], records: Collection[FingerprintRecord]) -> bool:
         """Whether a fingerprint (in any of its ``forms``) counts as this claim's business intent."""
-        if self.fingerprint in forms:
-            return True
+        return self.fingerprint in forms or self.aliased(forms, records)
+
+    def aliased(self, forms: Collection[str], records: Collection[FingerprintRecord]) -> bool:
+        """Whether a reviewer kept the original for a fingerprint (in any of its ``forms``) in this generation."""
         if any(record.fingerprint in forms and record.alias_generation == self.generation for record in records):
             return True
         return self.generation == 0 and bool(set(forms) & self._legacy_aliases())
@@ -214,6 +220,10 @@ class Conflict:
     created_at: datetime
     details: Any = None
     source_system: str | None = None
+    # The members of the payload that differ from the claim's under the scope's fingerprint rules, by JSON
+    # Pointer, never their values: the first few named, and how many more there are (issue 33).
+    changed: tuple[str, ...] = ()
+    more_changed: int = 0
     decision: Resolution | None = None
     reviewer: str | None = None
     note: str | None = None
@@ -299,6 +309,9 @@ class FingerprintRules:
     ignore: tuple[str, ...] = ()
     preset: str | None = None
     preset_ignore: tuple[str, ...] = ()
+    # The include pointers that matched a member of some payload claimed under this version (issue 33): the others
+    # may be mistyped.
+    matched: tuple[str, ...] = ()
 
     @property
     def ignored(self) -> tuple[str, ...]:

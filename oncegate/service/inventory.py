@@ -20,26 +20,28 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Protocol, TypeVar
 
 from oncegate.domain import fingerprint_rules
 from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.limits import DEFAULT_LEASE_SECONDS
-from oncegate.domain.records import Conflict, FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
+from oncegate.domain.records import ClaimFilter, Conflict, FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.service.commands import Paging, RegisterFlow, SetScope
 from oncegate.service.usage import Usage
 from oncegate.stores.paging import every_item, page_of
-from oncegate.stores.port import ClaimIndex, ConflictRecords, InventoryRecords
+from oncegate.stores.port import ClaimIndex, ClaimListing, ConflictRecords, InventoryRecords
 
 logger = logging.getLogger(__name__)
 
 REGISTRY_TTL = timedelta(seconds=30)
 FLUSH_INTERVAL = timedelta(seconds=60)
-# Open conflicts are read a page at a time.
+# Open conflicts, and a scope's claims whose rules' versions are counted, are read a page at a time.
 CONFLICT_PAGE = 1000
+CLAIM_PAGE = 1000
 SAVE_ROUNDS = 8
 T = TypeVar("T")
 
@@ -62,8 +64,9 @@ class _Snapshot:
     scopes: dict[str, ScopeRecord]
 
 
-class InventoryStore(InventoryRecords, ClaimIndex, ConflictRecords, Protocol):
-    """What the inventory uses of the store: its own records, the claim index it flushes, open conflicts."""
+class InventoryStore(InventoryRecords, ClaimIndex, ClaimListing, ConflictRecords, Protocol):
+    """What the inventory uses of the store: its own records, the claim index it flushes, open conflicts, and the
+    claims whose rules' versions Set scope keeps."""
 
 
 class Inventory:
@@ -124,20 +127,35 @@ class Inventory:
         record = self._current().scopes.get(scope)
         return record.lease_seconds if record and record.lease_seconds else DEFAULT_LEASE_SECONDS
 
-    def fingerprint_rules(self, scope: str, version: int | None = None) -> FingerprintRules:
-        """A version of the scope's fingerprint rules (None: the current one).
+    def fingerprint_rules(self, scope: str, version: int | None = None, *, fresh: bool = False) -> FingerprintRules:
+        """A version of the scope's fingerprint rules (None: the current one); ``fresh`` reads the scopes again.
 
         A version this instance has not read yet was set on another instance since: read again at once,
-        for a claim made under it must be compared under it.
+        for a claim made under it must be compared under it. A version no longer kept (Set scope keeps
+        those a claim still uses, within a bound: :func:`kept_rules`) gives the current rules.
         """
-        found = _rules_version(self._current().scopes.get(scope), version)
+        record = self._scopes_read().get(scope) if fresh else self._current().scopes.get(scope)
+        found = _rules_version(record, version)
         if found is None:
-            with self._lock:
-                self._snapshot = None
-            found = _rules_version(self._current().scopes.get(scope), version)
-        if found is None:
-            raise StoreUnavailable(f"version {version} of the fingerprint rules of scope {scope} cannot be read.")
-        return found
+            record = self._scopes_read().get(scope)
+            found = _rules_version(record, version)
+        return found or _rules_version(record, None) or FingerprintRules()
+
+    def _scopes_read(self) -> dict[str, ScopeRecord]:
+        """The scopes as the store holds them now, put in this instance's snapshot (the flows stay as read)."""
+        scopes = {record.scope: record for record in self._store.list_scopes()}
+        current = self._current()
+        with self._lock:
+            if self._snapshot is current:
+                self._snapshot = _Snapshot(current.loaded_at, current.flows, scopes)
+        return scopes
+
+    def rules_matched(self, scope: str, rules: FingerprintRules, unmatched: tuple[str, ...]) -> None:
+        """The include pointers of ``rules`` a payload matched, remembered for the scope once (issue 33): counted in
+        memory and merged into the scope row with the counts, so no claim pays a write for it."""
+        matched = set(rules.include) - set(unmatched) - set(rules.matched)
+        if matched:
+            self.usage.rules_matched(scope, rules.version, matched)
 
     def declares(self, scope: str, key: str) -> bool:
         """Whether ``key`` has the shape the owner of ``scope`` declared its keys have (its key pattern)."""
@@ -230,15 +248,26 @@ class Inventory:
                 horizon_days=request.horizon_days,
                 description=request.description,
                 key_pattern=request.key_pattern,
-                fingerprint_rules=_with_rules(record.fingerprint_rules, request),
+                fingerprint_rules=fingerprint_rules.kept_rules(_with_rules(record.fingerprint_rules, request), in_use),
                 registered_at=record.registered_at or self._clock(),
             )
+
+        in_use = _Versions(lambda: self._versions_in_use(scope))
 
         saved = self._saved(
             self._store.list_scopes, self._store.save_scope, lambda r: r.scope == scope, ScopeRecord(scope), configured
         )
         self._remember(saved)
         return saved, self._open_conflicts()[scope]
+
+    def _versions_in_use(self, scope: str) -> set[int]:
+        """The versions of the scope's rules its claims and tombstones were made under: read whole, so only when
+        the rules' versions outgrow their bound."""
+        versions: set[int] = set()
+        for matching in (ClaimFilter(tuple(ClaimStatus), scope=scope, tombstones=buried) for buried in (False, True)):
+            claims = every_item(partial(self._store.list_claims, matching, limit=CLAIM_PAGE))
+            versions.update(claim.rules_version for claim in claims)
+        return versions
 
     def _open_conflicts(self) -> Counter[str]:
         return Counter(conflict.scope for conflict in open_conflicts(self._store))
@@ -276,6 +305,19 @@ class Inventory:
             self._snapshot = _Snapshot(current.loaded_at, flows, scopes)
 
 
+class _Versions:
+    """The rules' versions a scope's claims use, read once and only if asked."""
+
+    def __init__(self, read: Callable[[], set[int]]) -> None:
+        self._read = read
+        self._found: set[int] | None = None
+
+    def __contains__(self, version: object) -> bool:
+        if self._found is None:
+            self._found = self._read()
+        return version in self._found
+
+
 def open_conflicts(store: ConflictRecords) -> Iterator[Conflict]:
     """Every open conflict, read a page at a time."""
     return every_item(
@@ -292,7 +334,6 @@ def _with_rules(history: tuple[FingerprintRules, ...], request: SetScope) -> tup
         ignore=request.fingerprint_ignore,
         preset=request.fingerprint_preset,
     )
-    # Every version is kept: a claim made under one is compared under it for as long as it is kept.
     return (*history, wanted) if fingerprint_rules.changed(current, wanted) else history
 
 

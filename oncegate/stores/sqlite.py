@@ -130,11 +130,12 @@ ADDED_COLUMNS = {
         "RulesVersion INTEGER",
         "IdempotencyAttempt INTEGER",
         "PurgedAt TEXT",
+        "Members TEXT",
     ),
     # A secret's state (issue 22); rows made before have no Version.
     "key_ids": ("Announced INTEGER", "InUseFrom TEXT", "RetiredAt TEXT", "Version INTEGER NOT NULL DEFAULT 1"),
     "history": ("Source TEXT", "Count INTEGER", "LastAt TEXT"),
-    "conflicts": ("SourceSystem TEXT",),
+    "conflicts": ("SourceSystem TEXT", "Changed TEXT"),
     "flows": ("ClaimsBySource TEXT",),
     "scopes": ("ClaimsBySource TEXT", "KeyPattern TEXT", "HorizonDays INTEGER", "FingerprintRules TEXT"),
 }

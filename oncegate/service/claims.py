@@ -213,7 +213,12 @@ class Claims:
         return caller.under(claim.rules_version) if claim.fingerprint is not None else caller
 
     def _rules_moved(self, caller: Caller) -> bool:
-        """Whether the scope's rules changed since this instance read them (read again now: a conflict is rare)."""
+        """Whether the scope's rules changed since this instance read them (read again now: a conflict is rare).
+
+        Only for a request compared member by member: a fingerprint is compared under the claim's own version.
+        """
+        if caller.members is None:
+            return False
         return self._core.inventory.fingerprint_rules(caller.scope, fresh=True).version != caller.rules.version
 
     def _under_current_rules(self, caller: Caller) -> Caller:

@@ -27,7 +27,17 @@ from oncegate.domain import fingerprint_rules
 from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.limits import DEFAULT_LEASE_SECONDS
-from oncegate.domain.records import ClaimFilter, Conflict, FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
+from oncegate.domain.records import (
+    Claim,
+    ClaimFilter,
+    Conflict,
+    FingerprintRules,
+    Flow,
+    FlowRecord,
+    Overlap,
+    Page,
+    ScopeRecord,
+)
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.service.commands import Paging, RegisterFlow, SetScope
@@ -264,10 +274,15 @@ class Inventory:
         """The versions of the scope's rules its claims and tombstones were made under: read whole, so only when
         the rules' versions outgrow their bound."""
         versions: set[int] = set()
-        for matching in (ClaimFilter(tuple(ClaimStatus), scope=scope, tombstones=buried) for buried in (False, True)):
-            claims = every_item(partial(self._store.list_claims, matching, limit=CLAIM_PAGE))
+        for buried in (False, True):
+            claims = every_item(
+                partial(self._claims_page, ClaimFilter(tuple(ClaimStatus), scope=scope, tombstones=buried))
+            )
             versions.update(claim.rules_version for claim in claims)
         return versions
+
+    def _claims_page(self, matching: ClaimFilter, cursor: str | None) -> Page[Claim]:
+        return self._store.list_claims(matching, limit=CLAIM_PAGE, cursor=cursor)
 
     def _open_conflicts(self) -> Counter[str]:
         return Counter(conflict.scope for conflict in open_conflicts(self._store))

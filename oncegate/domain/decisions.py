@@ -278,8 +278,9 @@ def _is_changed(claim: Claim, intent: Intent, records: Collection[FingerprintRec
 def _conflict(claim: Claim, intent: Intent) -> Verdict:
     reason = f"Fingerprint {short(intent.fingerprint)} differs from the claim's {short(claim.fingerprint)}."
     if intent.changed:
+        # The parts first: a list or a terminal that clips the reason still shows where to look.
         shown, more = named(intent.changed)
-        reason += f" Changed: {', '.join(shown)}{f' and {more} more' if more else ''}."
+        reason = f"Changed: {', '.join(shown)}{f' and {more} more parts' if more else ''}. {reason}"
     return Verdict(Decision.CONFLICT, reason, reason, Change.OPEN_CONFLICT)
 
 

@@ -22,6 +22,7 @@ The presets list the system fields of two trigger bodies, which change with ever
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Container, Sequence
 from enum import StrEnum
@@ -150,9 +151,10 @@ def kept_rules(history: tuple[FingerprintRules, ...], in_use: Container[int]) ->
 
 
 def _size(rules_: FingerprintRules) -> int:
-    """About the characters one version takes in the scope row."""
+    """At least the UTF-16 code units one version takes in the scope row: each pointer JSON-escaped to ASCII (a
+    control character is 6, a character outside the BMP 12), where the row holds 6 and 2."""
     pointers = (*rules_.include, *rules_.ignore, *rules_.preset_ignore, *rules_.matched)
-    return 64 + sum(len(pointer) + 4 for pointer in pointers)
+    return 64 + sum(len(json.dumps(pointer)) + 1 for pointer in pointers)
 
 
 def changed(current: FingerprintRules, wanted: FingerprintRules) -> bool:

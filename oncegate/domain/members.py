@@ -58,7 +58,14 @@ def escaped(token: str) -> str:
 
 
 def leaves(payload: Any) -> Iterator[tuple[str, str, Any]]:
-    """Each leaf of ``payload`` with its pointer and shape: a scalar, or an empty object or array."""
+    """Each leaf of ``payload`` with its pointer and shape: a scalar, or an empty object or array.
+
+    The payload itself is always one, ``""``: its value when it is a scalar, else an empty object or array for its
+    kind, which the rules keep as they keep the payload's kind (``{"a": 1}`` under rules that leave ``/a`` out is
+    still an object, never an array).
+    """
+    if isinstance(payload, dict | list) and payload:
+        yield "", "", type(payload)()
     stack: list[tuple[str, str, Any]] = [("", "", payload)]
     while stack:
         pointer, shape, value = stack.pop()
@@ -115,7 +122,7 @@ def _personal(name: str) -> bool:
 def kept(pointer: str, shape: str, rules: FingerprintRules) -> bool:
     """Whether the rules keep the member at ``pointer`` (of that shape): included (when they include), not ignored.
 
-    A payload that is a scalar or empty is one member, ``""``, kept whole as the rules keep such a payload.
+    The member ``""`` (the payload's kind, or the payload when it is a scalar) is always kept, as the rules keep it.
     """
     path = segments(pointer)
     if not path:
@@ -150,7 +157,7 @@ def unmatched(payload: Any, rules: FingerprintRules) -> tuple[str, ...]:
     """The include pointers that point at nothing in ``payload`` (a mistyped pointer makes every payload alike)."""
     if not rules.include or not isinstance(payload, dict | list):
         return ()
-    places = [(segments(pointer), shape) for pointer, shape, _ in leaves(payload)]
+    places = [(segments(pointer), shape) for pointer, shape, _ in leaves(payload) if pointer]
     return tuple(
         rule for rule in rules.include if not any(_within(path, shape, segments(rule)) for path, shape in places)
     )

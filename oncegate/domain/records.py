@@ -1,5 +1,8 @@
 """The records the claim service keeps. They know nothing of storage.
 
+It runs past 400 lines: every record the service keeps, side by side, so that a field added to one is read
+beside the others; each is a plain dataclass.
+
 ``version`` is the store's opaque concurrency token (a row version in SQLite, the ETag in
 Table Storage): the service hands it back unchanged on the next conditional update.
 """
@@ -113,9 +116,7 @@ class Claim:
     # The attempt whose idempotency key the current attempt hands the target system: an earlier one whose
     # outcome is in doubt, which this attempt reconciles; None for its own (see domain/idempotency.py).
     idempotency_attempt: int | None = None
-    # The keyed digest of each member of the payload, by JSON Pointer (issue 33): any version of the fingerprint
-    # rules can compare a request with the claim. None when the claim has none: made by an earlier release, sent
-    # no payload, or past the bound (oncegate.domain.members); its fingerprint alone is compared then.
+    # A keyed digest per member of the payload, by JSON Pointer (oncegate.domain.members); None: fingerprint only.
     members: Mapping[str, str] | None = None
     purged_at: datetime | None = None
     legacy_token: str | None = None
@@ -220,8 +221,7 @@ class Conflict:
     created_at: datetime
     details: Any = None
     source_system: str | None = None
-    # The members of the payload that differ from the claim's under the scope's fingerprint rules, by JSON
-    # Pointer, never their values: the first few named, and how many more there are (issue 33).
+    # The parts of the payload that changed, by JSON Pointer, never their values: the first few, and how many more.
     changed: tuple[str, ...] = ()
     more_changed: int = 0
     decision: Resolution | None = None
@@ -309,8 +309,7 @@ class FingerprintRules:
     ignore: tuple[str, ...] = ()
     preset: str | None = None
     preset_ignore: tuple[str, ...] = ()
-    # The include pointers that matched a member of some payload claimed under this version (issue 33): the others
-    # may be mistyped.
+    # The include pointers some payload claimed under this version matched (issue 33): the others may be mistyped.
     matched: tuple[str, ...] = ()
 
     @property

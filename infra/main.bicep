@@ -13,8 +13,45 @@ targetScope = 'resourceGroup'
 @description('Name of the environment (the azd environment name, or any short name): part of the unique token in every resource name, and the azd-env-name tag.')
 param environmentName string
 
+// The regions that offer the Flex Consumption plan (Microsoft's Flex Consumption azd template lists the
+// same; `az functionapp list-flexconsumption-locations` gives today's list). ARM refuses any other
+// value before anything is deployed, naming these. A zone-redundant storage SKU also needs zones in the
+// region: regionsWithoutZones below.
 @minLength(1)
-@description('Region of every resource; it must offer the Flex Consumption plan.')
+@allowed([
+  'australiaeast'
+  'australiasoutheast'
+  'brazilsouth'
+  'canadacentral'
+  'centralindia'
+  'centralus'
+  'eastasia'
+  'eastus'
+  'eastus2'
+  'francecentral'
+  'germanywestcentral'
+  'italynorth'
+  'japaneast'
+  'koreacentral'
+  'northcentralus'
+  'northeurope'
+  'norwayeast'
+  'southafricanorth'
+  'southcentralus'
+  'southeastasia'
+  'southindia'
+  'spaincentral'
+  'swedencentral'
+  'uaenorth'
+  'uksouth'
+  'ukwest'
+  'westcentralus'
+  'westeurope'
+  'westus'
+  'westus2'
+  'westus3'
+])
+@description('Region of every resource: one that offers the Flex Consumption plan (and, for a zone-redundant storageSku, zone-redundant storage).')
 @metadata({
   azd: {
     type: 'location'
@@ -70,13 +107,13 @@ param instanceMemoryMB int = 2048
   'Standard_GRS'
   'Standard_RAGRS'
 ])
-@description('Redundancy of the storage account holding the claims. Standard_ZRS, the default: three synchronous copies in three zones of the region. Standard_GZRS (or RAGZRS): also an asynchronous copy in the paired region, for a regional failover (docs/operations.md). LRS and GRS keep the region\'s copies in one datacentre. Changing it later is a conversion (docs/operations.md), not a redeploy. azd: ONCEGATE_STORAGE_SKU.')
+@description('Redundancy of a new storage account holding the claims. Standard_ZRS, the default: three synchronous copies in three zones of the region. Standard_GZRS (or RAGZRS): also an asynchronous copy in the paired region, for a regional failover (docs/operations.md). LRS and GRS keep the region\'s copies in one datacentre. Read on the first deployment only: every later one keeps the account\'s live SKU (a conversion or a failover changes it, docs/operations.md). azd: ONCEGATE_STORAGE_SKU.')
 param storageSku string = 'Standard_ZRS'
 
 @description('Flex Consumption: spread the app\'s instances over availability zones. Only in regions where Flex Consumption supports zone redundancy, and fixed when the plan is created. azd: ONCEGATE_ZONE_REDUNDANT.')
 param zoneRedundant bool = false
 
-@description('CanNotDelete locks on the storage account (the claims) and the Key Vault (the key secret): deleting either, or the resource group, fails until the lock is removed (docs/deploy.md, "Tearing down").')
+@description('CanNotDelete locks on the storage account (the claims) and the Key Vault (the key secret): deleting either, or the resource group, or a role assignment on either, fails until the lock is lifted (docs/deploy.md, "The delete locks"). Creating a lock needs Microsoft.Authorization/locks/write: Owner, or User Access Administrator. A deployer with Contributor and Role Based Access Control Administrator sets it false, and an owner places the locks. azd: ONCEGATE_DELETE_LOCKS.')
 param deleteLocks bool = true
 
 @description('ONCEGATE_LOG_LEVEL: DEBUG, INFO, WARNING or ERROR. Empty: the app keeps the level it has (a new app: INFO). azd: ONCEGATE_LOG_LEVEL.')
@@ -118,6 +155,17 @@ param principalId string = ''
 @description('What principalId is: User, Group, or ServicePrincipal (a pipeline\'s identity).')
 param principalType string = 'User'
 
+@description('Principal (object) ID given Storage Table Data Contributor on the table service, so that azure.yaml\'s postprovision hook can mark a new store with `oncegate store init --new-only` and pin its id on the app (docs/deploy.md). azd passes the signed-in principal (AZURE_PRINCIPAL_ID). Empty: no one; then mark the store by hand (docs/deploy.md, step 4).')
+param storeMarkerPrincipalId string = ''
+
+@allowed([
+  'User'
+  'Group'
+  'ServicePrincipal'
+])
+@description('What storeMarkerPrincipalId is.')
+param storeMarkerPrincipalType string = 'User'
+
 @description('E-mail address the OnceGate alerts go to (claims needing attention, conflicts open too long, 503s, a key secret the store does not know). Empty: the alerts show in the portal only. azd: ONCEGATE_ALERT_EMAIL.')
 param alertEmail string = ''
 
@@ -129,6 +177,16 @@ param conflictAlertHours int = 24
 @minValue(1)
 @description('503 answers in 15 minutes beyond which the 503 alert fires.')
 param unavailableAlertThreshold int = 10
+
+@minValue(30)
+@maxValue(730)
+@description('Days the audit trail (Key Vault\'s AuditEvent in AzureDiagnostics, the table service\'s writes and deletes in StorageTableLogs) can be queried in the workspace. The rest of the workspace keeps 30 days. azd: ONCEGATE_AUDIT_RETENTION_DAYS.')
+param auditRetentionDays int = 90
+
+@minValue(0)
+@maxValue(4383)
+@description('Total days the audit trail is kept, long-term retention (the archive: kept at a lower price, read back with a search job or a restore) included. 0, or a value below auditRetentionDays: no long-term retention. At most 4383 (12 years). azd: ONCEGATE_AUDIT_ARCHIVE_DAYS.')
+param auditTotalRetentionDays int = 0
 
 @description('Key Vault purge protection. Irreversible once on: a deleted vault and its secret stay recoverable, and cannot be purged, for the retention period.')
 param enablePurgeProtection bool = true
@@ -164,6 +222,50 @@ var tableNames = [
   '${tablePrefix}Keys'
 ]
 var keySecretName = 'oncegate-key-secret'
+
+// The first deployment of an environment is the one given newKeySecret (docs/deploy.md, step 3); every
+// later one, from any clone, machine or pipeline, leaves it empty and redeploys resources that exist.
+// A redeploy keeps the storage account's live SKU and region, as it keeps the app's settings: after a
+// conversion (az storage account update --sku Standard_GZRS) or a failover (which moves the account to
+// the paired region as LRS), re-sending storageSku and location would undo the one or fail on the other.
+// ARM has no "does it exist" test; a marker written by the deployment would need a resource of its own.
+// Putting back a lost secret (newKeySecret on an existing environment) reads storageSku instead: give it
+// the account's SKU then (docs/deploy.md, "When the key secret is lost").
+var redeploy = empty(newKeySecret)
+var storageAccountName = 'st${resourceToken}'
+
+// The storage account as it is, read only on a redeploy (ARM's if() evaluates the chosen branch alone).
+resource liveStorage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: storageAccountName
+}
+
+// Flex Consumption regions without zone-redundant storage, each with a region near it that has both
+// (learn.microsoft.com/azure/storage/common/redundancy-regions-zrs). A new account with a zone-redundant
+// SKU there stops the deployment before anything is created: the guard's deployment name says which
+// region to use instead, or choose storageSku Standard_LRS (or GRS) knowingly.
+var regionsWithoutZones = {
+  australiasoutheast: 'australiaeast'
+  northcentralus: 'centralus'
+  southindia: 'centralindia'
+  ukwest: 'uksouth'
+  westcentralus: 'westus2'
+  westus: 'westus2'
+}
+var zoneRedundantSkus = [
+  'Standard_ZRS'
+  'Standard_GZRS'
+  'Standard_RAGZRS'
+]
+var zonesMissing = !redeploy && contains(zoneRedundantSkus, storageSku) && contains(regionsWithoutZones, location)
+
+module zonesRequired 'core/required.bicep' = if (zonesMissing) {
+  name: 'no-zones-in-${location}-use-${zonesMissing ? regionsWithoutZones[location] : location}'
+  params: {
+    // Empty, so ARM refuses it, and not a literal, which the compiler would refuse before ARM names the guard.
+    value: take(location, 0)
+  }
+}
+
 // Entra mode needs the API's app registration: the module below stops the deployment without it, and the
 // app waits for it (ARM checks a module's @minLength when the module deploys: docs/deploy.md, "What could
 // not be verified here"). The key secret's length is checked the same way, where it is written
@@ -179,6 +281,10 @@ resource apiIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-3
   name: 'id-oncegate-${resourceToken}'
   location: location
   tags: tags
+  // The region guard runs first: every other resource waits for this one, the plan or monitoring.
+  dependsOn: [
+    zonesRequired
+  ]
 }
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
@@ -194,17 +300,20 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
     reserved: true
     zoneRedundant: zoneRedundant
   }
+  dependsOn: [
+    zonesRequired
+  ]
 }
 
 module storage 'core/storage/storage-account.bicep' = {
   name: 'storage'
   params: {
-    name: 'st${resourceToken}'
-    location: location
+    name: storageAccountName
+    location: redeploy ? liveStorage.location : location
     tags: tags
     deploymentContainerName: deploymentContainerName
     tableNames: tableNames
-    skuName: storageSku
+    skuName: redeploy ? liveStorage.sku.name : storageSku
     deleteLock: deleteLocks
     logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId
   }
@@ -217,7 +326,12 @@ module monitoring 'core/monitor/monitoring.bicep' = {
     applicationInsightsName: 'appi-${resourceToken}'
     location: location
     tags: tags
+    auditRetentionDays: auditRetentionDays
+    auditTotalRetentionDays: auditTotalRetentionDays
   }
+  dependsOn: [
+    zonesRequired
+  ]
 }
 
 // What the portal shows of OnceGate: a workbook of the app's telemetry events and alerts when a person
@@ -269,6 +383,8 @@ module rbac 'app/rbac.bicep' = {
     principalId: apiIdentity.properties.principalId
     operatorPrincipalId: principalId
     operatorPrincipalType: principalType
+    markerPrincipalId: storeMarkerPrincipalId
+    markerPrincipalType: storeMarkerPrincipalType
   }
 }
 
@@ -342,6 +458,13 @@ output identityPrincipalId string = apiIdentity.properties.principalId
 // connection and sample workflow once the code is published: azd keeps outputs in the environment.
 @description('Name of the function app, for the postdeploy hook.')
 output SERVICE_API_NAME string = api.outputs.name
+
+// Read by azure.yaml's postprovision hook (tools/store_mark.py), which marks a new store and pins its id.
+@description('Table Storage endpoint of the claim tables, for the postprovision hook.')
+output STORE_TABLES_ENDPOINT string = storage.outputs.tableEndpoint
+
+@description('Prefix of the claim tables, for the postprovision hook.')
+output STORE_TABLE_PREFIX string = tablePrefix
 
 @description('Name of the Logic Apps custom connector; empty when deployLogicApps is off.')
 output LOGIC_APPS_CONNECTOR_NAME string = deployLogicApps ? logicApps.outputs.connectorName : ''

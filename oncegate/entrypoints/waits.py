@@ -13,15 +13,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from oncegate.cursors import CursorSeal
 from oncegate.domain.records import Flow
-from oncegate.domain.waiting import Waiting, WaitingIdentity
+from oncegate.domain.waiting import MAX_MAX_WAIT_SECONDS, Waiting, WaitingIdentity
 from oncegate.errors import InvalidRequest
 from oncegate.service.waits import TICKET
 
+MAX_WAIT = timedelta(seconds=MAX_MAX_WAIT_SECONDS)
 # The ticket's own format, so that a later release can tell (and refuse) one of another shape.
 FORMAT = 1
 
@@ -69,6 +70,7 @@ def _fields(waiting: Waiting) -> dict[str, Any]:
         ],
         "rules": waiting.rules_version,
         "until": waiting.deadline.astimezone(UTC).isoformat(),
+        "from": waiting.since.astimezone(UTC).isoformat(),
         "source": waiting.source,
         "ref": waiting.reference,
         "to": waiting.granted_to,
@@ -77,6 +79,7 @@ def _fields(waiting: Waiting) -> dict[str, Any]:
 
 def _waiting(fields: dict[str, Any]) -> Waiting:
     flow = fields["flow"]
+    deadline = datetime.fromisoformat(fields["until"])
     return Waiting(
         scope=fields["scope"],
         run_id=fields["run"],
@@ -87,7 +90,10 @@ def _waiting(fields: dict[str, Any]) -> Waiting:
             for key_id, claim_id, fingerprints in fields["ids"]
         ),
         rules_version=int(fields["rules"]),
-        deadline=datetime.fromisoformat(fields["until"]),
+        deadline=deadline,
+        # A ticket of 0.4.0 does not say when its wait began: read as begun as long ago as a wait may last, its
+        # polls come as that release paced them (the lease left, at most a minute and a half).
+        since=datetime.fromisoformat(fields["from"]) if "from" in fields else deadline - MAX_WAIT,
         source=fields["source"],
         reference=fields["ref"],
         granted_to=fields["to"],

@@ -18,6 +18,7 @@ from oncegate.domain.statuses import ClaimStatus, Outcome, SettledOutcome
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, MAX_MAX_WAIT_SECONDS, MIN_MAX_WAIT_SECONDS
 from oncegate.models.base import (
     ADVANCED,
+    BY_VALUE,
     IMPORTANT,
     INTERNAL,
     Cursor,
@@ -28,6 +29,7 @@ from oncegate.models.base import (
     Source,
     SourceInput,
     Text256,
+    _Query,
     _Request,
     designer,
     json_size,
@@ -201,7 +203,7 @@ class ClaimRequest(ClaimItem):
         return wait
 
 
-class WaitQuery(_Request):
+class WaitQuery(_Query):
     """A poll of Check and claim (wait): the run's request, sealed in the address the 202 answer gave."""
 
     ticket: Annotated[
@@ -241,6 +243,7 @@ class RecordResultRequest(_Token):
 
     outcome: Annotated[
         Outcome,
+        BY_VALUE,
         designer(
             "Outcome",
             "How the side effect ended: succeeded, failed, or unknown when it was attempted and its outcome is not "
@@ -315,6 +318,7 @@ class ReviewClaimRequest(_Request):
     # The settlement of an attempt in doubt; all absent, the review acknowledges a failure as before.
     outcome: Annotated[
         SettledOutcome | None,
+        BY_VALUE,
         designer(
             "Outcome",
             "Settles an attempt in doubt (in_progress past its lease, or unknown) with what the target system "
@@ -349,7 +353,7 @@ class ReviewClaimRequest(_Request):
     ] = None
 
 
-class ListClaimsQuery(_Request):
+class ListClaimsQuery(_Query):
     """The claims that need a person, and their paging: a list of every claim is not offered."""
 
     # Required, so that a bare GET /api/claims is refused naming it. The schema's default is for the
@@ -373,7 +377,7 @@ def _in_utc(moment: datetime) -> datetime:
         raise ValueError("must be a time between the years 1 and 9999 in UTC") from exc
 
 
-class FindClaimsQuery(_Request):
+class FindClaimsQuery(_Query):
     """Claims found by where they came from: source system, reference, status and first received (issue 16).
 
     At least one of ``source``, ``reference``, ``status`` and ``since`` is given: the HTTP layer reads

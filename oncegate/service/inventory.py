@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from oncegate.domain import fingerprint_rules
 from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
-from oncegate.domain.limits import DEFAULT_LEASE_SECONDS
+from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
 from oncegate.domain.records import (
     Claim,
     ClaimFilter,
@@ -39,8 +39,8 @@ from oncegate.domain.records import (
     ScopeRecord,
 )
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
-from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
-from oncegate.service.commands import Paging, RegisterFlow, SetScope
+from oncegate.errors import ConcurrentUpdate, InvalidRequest, OnceGateError, StoreUnavailable
+from oncegate.service.commands import KEEP, Paging, RegisterFlow, SetScope
 from oncegate.service.usage import Usage
 from oncegate.stores.paging import every_item, page_of
 from oncegate.stores.port import ClaimIndex, ClaimListing, ConflictRecords, InventoryRecords
@@ -49,9 +49,9 @@ logger = logging.getLogger(__name__)
 
 REGISTRY_TTL = timedelta(seconds=30)
 FLUSH_INTERVAL = timedelta(seconds=60)
-# Open conflicts, and a scope's claims whose rules' versions are counted, are read a page at a time.
+# Open conflicts are read a page at a time, and claims when they are counted again or their rules' versions are.
 CONFLICT_PAGE = 1000
-CLAIM_PAGE = 1000
+RECOUNT_PAGE = 1000
 SAVE_ROUNDS = 8
 T = TypeVar("T")
 
@@ -75,8 +75,8 @@ class _Snapshot:
 
 
 class InventoryStore(InventoryRecords, ClaimIndex, ClaimListing, ConflictRecords, Protocol):
-    """What the inventory uses of the store: its own records, the claim index it flushes, open conflicts, and the
-    claims whose rules' versions Set scope keeps."""
+    """What the inventory uses of the store: its own records, the claim index it flushes, the claims it counts
+    again (and whose rules' versions Set scope keeps), open conflicts."""
 
 
 class Inventory:
@@ -243,24 +243,22 @@ class Inventory:
         return [(record, open_conflicts[record.scope]) for record in found], cursor
 
     def set_scope(self, request: SetScope) -> tuple[ScopeRecord, int]:
-        """Set the scope's owner, default lease, retention, description and key pattern; its counts stay.
+        """Set the settings the request names, a None among them to its default; the others and the counts stay.
 
         With the scope, its open conflicts.
         """
         scope = normalise_scope(request.scope)
+        named = {name: value for name in SETTINGS if (value := getattr(request, name)) is not KEEP}
 
         def configured(record: ScopeRecord) -> ScopeRecord:
-            return replace(
+            changed = replace(
                 record,
-                owner=request.owner,
-                lease_seconds=request.lease_seconds,
-                retention_days=request.retention_days,
-                horizon_days=request.horizon_days,
-                description=request.description,
-                key_pattern=request.key_pattern,
+                **named,
                 fingerprint_rules=fingerprint_rules.kept_rules(_with_rules(record.fingerprint_rules, request), in_use),
                 registered_at=record.registered_at or self._clock(),
             )
+            _require_horizon_over_retention(changed, named)
+            return changed
 
         in_use = _Versions(lambda: self._versions_in_use(scope))
 
@@ -282,7 +280,33 @@ class Inventory:
         return versions
 
     def _claims_page(self, matching: ClaimFilter, cursor: str | None) -> Page[Claim]:
-        return self._store.list_claims(matching, limit=CLAIM_PAGE, cursor=cursor)
+        return self._store.list_claims(matching, limit=RECOUNT_PAGE, cursor=cursor)
+
+    def recount_scopes(self) -> list[ScopeRecord]:
+        """Count every scope's claims by status in the store again and keep those counts (issue 33); the scopes.
+
+        The counts an instance adds up are merged now and then (:mod:`oncegate.service.usage`), so an instance
+        stopped without closing (a kill -9, a crash) loses what it had not merged. One read of every claim puts
+        them right; claims answered while it reads are counted once more or once less, until the next recount.
+        """
+        self.usage.flush()
+        counted: dict[str, Counter[ClaimStatus]] = {}
+        for claim in every_item(
+            lambda cursor: self._store.list_claims(ClaimFilter(list(ClaimStatus)), limit=RECOUNT_PAGE, cursor=cursor)
+        ):
+            counted.setdefault(claim.scope, Counter())[claim.status] += 1
+        scopes = {record.scope for record in self._store.list_scopes()} | set(counted)
+        return [self._counted_again(scope, counted.get(scope, Counter())) for scope in sorted(scopes)]
+
+    def _counted_again(self, scope: str, counted: Counter[ClaimStatus]) -> ScopeRecord:
+        counts = {status: count for status, count in counted.items() if count}
+        return self._saved(
+            self._store.list_scopes,
+            self._store.save_scope,
+            lambda record: record.scope == scope,
+            ScopeRecord(scope),
+            lambda record: replace(record, claims_by_status=counts),
+        )
 
     def _open_conflicts(self) -> Counter[str]:
         return Counter(conflict.scope for conflict in open_conflicts(self._store))
@@ -340,14 +364,42 @@ def open_conflicts(store: ConflictRecords) -> Iterator[Conflict]:
     )
 
 
+# The settings of a scope that Set scope sets by name, each a field of the command and of the scope's record.
+SETTINGS = ("owner", "lease_seconds", "retention_days", "horizon_days", "description", "key_pattern")
+
+
+def _require_horizon_over_retention(record: ScopeRecord, named: dict[str, Any]) -> None:
+    """Refuses a horizon set shorter than the retention, whichever of the two the request named."""
+    retention = record.retention_days or DEFAULT_RETENTION_DAYS
+    if record.horizon_days is None or record.horizon_days >= retention:
+        return
+    if "horizon_days" in named:
+        raise InvalidRequest(
+            f"The horizon must be at least the scope's retention ({retention} days): claims are kept that long.",
+            target="horizonDays",
+        )
+    raise InvalidRequest(
+        f"The scope's horizon is {record.horizon_days} days, shorter than this retention: send horizonDays too, at "
+        f"least {retention}, or null to go back to the default ({DEFAULT_HORIZON_DAYS} days, never shorter than "
+        "the retention).",
+        target="retentionDays",
+    )
+
+
 def _with_rules(history: tuple[FingerprintRules, ...], request: SetScope) -> tuple[FingerprintRules, ...]:
-    """The rules' versions with the request's rules as the next version, unless they are the current rules."""
+    """The rules' versions with the parts the request names changed as the next version, unless that changes
+    nothing; a request that names no part leaves them as they are."""
     current = history[-1] if history else FingerprintRules()
+    include, ignore, preset = request.fingerprint_include, request.fingerprint_ignore, request.fingerprint_preset
+    if include is KEEP and ignore is KEEP and preset is KEEP:
+        return history
     wanted = fingerprint_rules.rules(
         current.version + 1,
-        include=request.fingerprint_include,
-        ignore=request.fingerprint_ignore,
-        preset=request.fingerprint_preset,
+        include=current.include if include is KEEP else include,
+        ignore=current.ignore if ignore is KEEP else ignore,
+        preset=(fingerprint_rules.FingerprintPreset(current.preset) if current.preset else None)
+        if preset is KEEP
+        else preset,
     )
     return (*history, wanted) if fingerprint_rules.changed(current, wanted) else history
 

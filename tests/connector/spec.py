@@ -25,6 +25,15 @@ PROPERTIES = {
     "entra": CONNECTOR / "entra" / "apiProperties.json",
 }
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
+# A publisher as one fills in connector/README.md's publisher file: real-looking, none of it reserved.
+PUBLISHER = {
+    "name": "Northbank Logistics integration team",
+    "email": "integration@northbank-logistics.eu",
+    "supportUrl": "https://northbank-logistics.eu/oncegate/support",
+    "website": "https://northbank-logistics.eu/oncegate",
+    "privacyPolicy": "https://northbank-logistics.eu/privacy",
+    "host": "oncegate.northbank-logistics.eu",
+}
 
 Schema = dict[str, Any]
 

@@ -417,6 +417,7 @@ def deploy_module(file: BicepFile, name: str, params: dict[str, Any]) -> dict[st
         return None
     target = BicepFile(file.path.parent / module.declared_type)
     given = module.get("params")
+    deployment = module_name(module, evaluate)
     evaluate.partly = True  # a value known only at deployment is passed on unchecked
     values = (
         {} if given is None else {key: evaluate.property_value(node, 0) for key, _, node in properties(unwrap(given))}
@@ -427,18 +428,25 @@ def deploy_module(file: BicepFile, name: str, params: dict[str, Any]) -> dict[st
         declared = target.declaration("param", str(key))
         shortest, longest, allowed = (declared.decorator(d) for d in ("minLength", "maxLength", "allowed"))
         if shortest is not None and len(value) < shortest.value():
-            raise Fail(f"{module_name(module)}: {key} is shorter than {shortest.value()}")
+            raise Fail(f"{deployment}: {key} is shorter than {shortest.value()}")
         if longest is not None and len(value) > longest.value():
-            raise Fail(f"{module_name(module)}: {key} is longer than {longest.value()}")
+            raise Fail(f"{deployment}: {key} is longer than {longest.value()}")
         if allowed is not None and value not in allowed.value():
-            raise Fail(f"{module_name(module)}: {key} is not one of {allowed.value()}")
+            raise Fail(f"{deployment}: {key} is not one of {allowed.value()}")
     return values
 
 
-def module_name(module: Declaration) -> str:
-    """The deployment name a module declares, as written (ARM's error names it)."""
+def module_name(module: Declaration, evaluate: Evaluator | None = None) -> str:
+    """The deployment name a module declares (ARM's error names it): evaluated where it can be, else as written."""
     name = module.get("name")
-    return (string_value(name) or text(name)) if name is not None else module.name
+    if name is None:
+        return module.name
+    if evaluate is not None:
+        try:
+            return str(evaluate(name))
+        except NotLiteral:
+            pass
+    return string_value(name) or text(name)
 
 
 class Evaluator:
@@ -449,7 +457,7 @@ class Evaluator:
     for its value, like a parameter), ``?:`` (only the chosen branch is evaluated, as ARM's ``if()``),
     ``&&``/``||`` (short-circuit), comparisons, ``!``, ``??``, ``.`` and ``.?`` on objects, and the
     functions ``empty``, ``length``, ``union``, ``concat``, ``contains``, ``toLower``, ``endsWith``,
-    ``substring``, ``fail``. Anything
+    ``substring``, ``take``, ``fail``; ``object[key]``. Anything
     else (a reference to a deployed resource, a module's output) raises ``NotLiteral``.
     """
 
@@ -504,7 +512,7 @@ class Evaluator:
             condition = self.evaluate(node.child_by_field_name("condition") or node.named_children[0], depth + 1)
             branch = node.child_by_field_name("consequence" if condition else "alternative")
             assert branch is not None
-            return self.evaluate(branch, depth + 1)
+            return self.property_value(branch, depth + 1)
         if kind == "unary_expression":
             operator = text(node.children[0])
             value = self.evaluate(node.named_children[-1], depth + 1)
@@ -521,6 +529,12 @@ class Evaluator:
             raise NotLiteral(text(node))
         if kind == "call_expression":
             return self.call(node, depth)
+        if kind == "subscript_expression":
+            obj = self.evaluate(node.child_by_field_name("object") or node.named_children[0], depth + 1)
+            key = self.evaluate(node.child_by_field_name("index") or node.named_children[-1], depth + 1)
+            if isinstance(obj, dict | list):
+                return obj[key]
+            raise NotLiteral(text(node))
         raise NotLiteral(text(node))
 
     def property_value(self, node: Node, depth: int) -> Any:
@@ -581,6 +595,8 @@ class Evaluator:
             return str(values[0]).lower()
         if name == "endsWith":
             return str(values[0]).lower().endswith(str(values[1]).lower())
+        if name == "take":
+            return values[0][: values[1]]
         if name == "substring":
             start = values[1]
             return str(values[0])[start : start + values[2]] if len(values) > 2 else str(values[0])[start:]

@@ -62,18 +62,27 @@ ACCEPTED = {
         "FTP and SCM publishing with a password are off through basicPublishingCredentialsPolicies (ftp, scm: "
         "allow false, test_templates.py); Checkov looks only for siteConfig.ftpsState"
     ),
+    # Checkov reads siteConfig.http20Enabled (checkov/arm/checks/resource/AppServiceHttps20Enabled.py and
+    # FunctionAppHttpVersionLatest.py): the HTTP version the platform's front ends offer clients, not a
+    # security control (the site takes HTTPS only and TLS 1.2 at least: test_templates.py).
     ("CKV_AZURE_18", "app/api.bicep", "Microsoft.Web/sites.functionApp"): (
-        "HTTP/2 is not used by the Power Platform and Logic Apps connectors that call the app; left at the "
-        "platform's default rather than a Flex Consumption setting not verified here"
+        "siteConfig.http20Enabled is left at the platform's default (HTTP/1.1): Flex Consumption deprecates a "
+        "list of site properties (Microsoft's 'Flex Consumption plan deprecations'), and whether a Flex site "
+        "takes this one is not documented where it was looked for nor verifiable without a subscription; it "
+        "changes the protocol version between clients and the front ends, not who may call or how securely "
+        "(HTTPS only, TLS 1.2)"
     ),
-    ("CKV_AZURE_67", "app/api.bicep", "Microsoft.Web/sites.functionApp"): "the same as CKV_AZURE_18, for a function",
+    ("CKV_AZURE_67", "app/api.bicep", "Microsoft.Web/sites.functionApp"): "the same as CKV_AZURE_18 (the same key)",
     ("CKV_AZURE_17", "app/api.bicep", "Microsoft.Web/sites.functionApp"): (
         "callers prove who they are with a function key or a Microsoft Entra ID token; the connectors present "
         "no client certificate"
     ),
     ("CKV_AZURE_212", "app/api.bicep", "Microsoft.Web/sites.functionApp"): (
-        "Flex Consumption scales out on demand, from zero, across instances the platform replaces; there is no "
-        "fixed instance count to set"
+        "Checkov counts siteConfig.numberOfWorkers, the instances of a dedicated or Premium plan, which a Flex "
+        "Consumption app does not have. Its standing instances are always-ready instances "
+        "(functionAppConfig.scaleAndConcurrency.alwaysReady), billed while idle: OnceGate scales from zero by "
+        "default, its callers retry a cold start, and a zone-redundant plan (zoneRedundant) keeps at least two "
+        "always-ready instances across zones by itself"
     ),
     ("CKV_AZURE_213", "app/api.bicep", "Microsoft.Web/sites.functionApp"): (
         "Flex Consumption has no health check setting (siteConfig.healthCheckPath is not supported); the app's "

@@ -40,13 +40,14 @@ GUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 # same the Flex Consumption samples assign, the one resource type each is scoped to, and who holds it.
 STORAGE = "Microsoft.Storage/storageAccounts"
 TABLE_SERVICE = "Microsoft.Storage/storageAccounts/tableServices"
-APP, OPERATORS = "the app's identity", "the operators' principal"
+APP, OPERATORS, MARKER = "the app's identity", "the operators' principal", "the store's marker (azd: the deployer)"
 ROLES = {
     ("0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3", TABLE_SERVICE, APP): "Storage Table Data Contributor",
     ("b7e6dc6d-f1e8-4753-8033-0f276bb0955b", STORAGE, APP): "Storage Blob Data Owner",
     ("3913510d-42f4-4e42-8a64-420c390055eb", "Microsoft.Insights/components", APP): "Monitoring Metrics Publisher",
     ("4633458b-17de-408a-b874-0445c86b69e6", "Microsoft.KeyVault/vaults/secrets", APP): "Key Vault Secrets User",
     ("76199698-9eea-4c19-bc75-cec21354c6b6", TABLE_SERVICE, OPERATORS): "Storage Table Data Reader",
+    ("0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3", TABLE_SERVICE, MARKER): "Storage Table Data Contributor",
 }
 
 # Every resource type and API version in use, and where it was checked besides Microsoft's type
@@ -69,6 +70,9 @@ API_VERSIONS = {
     "Microsoft.Storage/storageAccounts/tableServices@2023-05-01": TYPES,
     "Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01": TYPES,
     "Microsoft.OperationalInsights/workspaces@2023-09-01": QUICKSTART,
+    "Microsoft.OperationalInsights/workspaces/tables@2023-09-01": LEARN
+    + "microsoft.operationalinsights/workspaces/tables; retentionInDays 4-730, totalRetentionInDays 4-4383 in "
+    + TYPES,
     "Microsoft.Insights/components@2020-02-02": QUICKSTART + "; DisableLocalAuth",
     "Microsoft.Insights/workbooks@2023-06-01": TYPES + "; workbook.json, test_monitoring.py",
     "Microsoft.Insights/scheduledQueryRules@2023-12-01": TYPES + "; alerts/*.kql, test_monitoring.py",
@@ -161,11 +165,12 @@ def test_role_assignments_are_the_built_in_roles_each_on_its_own_resource(bicep_
             holder = APP
             assert principal_type == "'ServicePrincipal'", f"{assignment.name}: {principal_type}"
         else:
-            holder = OPERATORS
-            assert (principal, principal_type) == ("operatorPrincipalId", "operatorPrincipalType")
-            # Only when an operator is named: azd leaves AZURE_PRINCIPAL_ID empty in some pipelines.
+            holder = OPERATORS if principal == "operatorPrincipalId" else MARKER
+            kind = "operator" if holder == OPERATORS else "marker"
+            assert (principal, principal_type) == (f"{kind}PrincipalId", f"{kind}PrincipalType")
+            # Only when one is named: azd leaves AZURE_PRINCIPAL_ID empty in some pipelines.
             assert assignment.condition is not None
-            assert text(assignment.condition) == "!empty(operatorPrincipalId)"
+            assert text(assignment.condition) == f"!empty({kind}PrincipalId)"
         granted |= {(role, scope, holder) for role in roles}
     assert granted == set(ROLES)
 
@@ -520,7 +525,9 @@ def test_storage_is_zone_redundant_by_default_and_locked(main_bicep: BicepFile, 
     assert {"Standard_ZRS", "Standard_GZRS", "Standard_RAGZRS"} <= set(allowed.value())
     storage_file = bicep["core/storage/storage-account.bicep"]
     assert storage_file.declaration("resource", "storage").texts("name")[-1] == "skuName"
-    assert deploy_module(main_bicep, "storage", {})["skuName"] == "Standard_ZRS"  # type: ignore[index]
+    first = deploy_module(main_bicep, "storage", {"newKeySecret": NEW_SECRET, "location": "swedencentral"})
+    assert first is not None
+    assert (first["skuName"], first["location"]) == ("Standard_ZRS", "swedencentral")
     locks = main_bicep.declaration("param", "deleteLocks")
     assert locks.value is not None
     assert literal(locks.value) is True
@@ -538,6 +545,122 @@ def test_storage_is_zone_redundant_by_default_and_locked(main_bicep: BicepFile, 
         assert text(lock.condition) == "deleteLock"
     plan = main_bicep.declaration("resource", "plan")
     assert plan.texts("zoneRedundant") == ["zoneRedundant"]
+
+
+NEW_SECRET = "k" * MIN_SECRET_LENGTH
+
+
+def test_a_redeploy_keeps_the_storage_accounts_live_sku_and_region(main_bicep: BicepFile) -> None:
+    # The failover runbook converts the account (az storage account update --sku Standard_GZRS), or a
+    # failover moves it to the paired region as LRS; the next azd up, from any clone, leaves both as they are.
+    live = main_bicep.declaration("resource", "liveStorage")
+    assert live.existing
+    assert live.declared_type == "Microsoft.Storage/storageAccounts@2023-05-01"
+    assert text(live.get("name") or live.node) == "storageAccountName"
+    module = main_bicep.declaration("module", "storage")
+    assert text(module.get("params", "name") or module.node) == "storageAccountName"
+    for storage_sku in ("Standard_ZRS", "Standard_LRS"):
+        redeployed = deploy_module(main_bicep, "storage", {"storageSku": storage_sku, "location": "swedencentral"})
+        assert redeployed is not None
+        assert redeployed["skuName"] == "<deployment: liveStorage.sku.name>"
+        assert redeployed["location"] == "<deployment: liveStorage.location>"
+    # Only the first deployment (the one given newKeySecret) reads the parameters.
+    first = deploy_module(main_bicep, "storage", {"newKeySecret": NEW_SECRET, "storageSku": "Standard_GZRS"})
+    assert first is not None
+    assert first["skuName"] == "Standard_GZRS"
+
+
+# Regions that offer Flex Consumption (Microsoft's functions-quickstart-python-http-azd, infra/main.bicep,
+# less its early-access region eastus2euap), and which of them lack zone-redundant storage
+# (learn.microsoft.com/azure/storage/common/redundancy-regions-zrs, standard general-purpose v2).
+FLEX_REGIONS = {
+    "australiaeast", "australiasoutheast", "brazilsouth", "canadacentral", "centralindia", "centralus", "eastasia",
+    "eastus", "eastus2", "francecentral", "germanywestcentral", "italynorth", "japaneast", "koreacentral",
+    "northcentralus", "northeurope", "norwayeast", "southafricanorth", "southcentralus", "southeastasia",
+    "southindia", "spaincentral", "swedencentral", "uaenorth", "uksouth", "ukwest", "westcentralus", "westeurope",
+    "westus", "westus2", "westus3",
+}  # fmt: skip
+WITHOUT_ZRS = {"australiasoutheast", "northcentralus", "southindia", "ukwest", "westcentralus", "westus"}
+
+
+def test_only_flex_consumption_regions_are_allowed(main_bicep: BicepFile) -> None:
+    location = main_bicep.declaration("param", "location")
+    allowed = location.decorator("allowed")
+    assert allowed is not None
+    assert set(allowed.value()) == FLEX_REGIONS
+
+
+def test_a_new_zone_redundant_account_in_a_region_without_zones_stops_naming_a_region_that_works(
+    main_bicep: BicepFile,
+) -> None:
+    neighbours = Evaluator(main_bicep)(main_bicep.declaration("var", "regionsWithoutZones").value or main_bicep.root)
+    assert set(neighbours) == WITHOUT_ZRS
+    assert set(neighbours.values()) <= FLEX_REGIONS - WITHOUT_ZRS, "each names a region with Flex and ZRS"
+    for region, neighbour in neighbours.items():
+        for sku in ("Standard_ZRS", "Standard_GZRS", "Standard_RAGZRS"):
+            given = {"newKeySecret": NEW_SECRET, "location": region, "storageSku": sku}
+            with pytest.raises(Fail, match=f"^no-zones-in-{region}-use-{neighbour}: value is shorter than 1$"):
+                deploy_module(main_bicep, "zonesRequired", given)
+        # Locally redundant storage there is a choice the operator made: it deploys.
+        given = {"newKeySecret": NEW_SECRET, "location": region, "storageSku": "Standard_LRS"}
+        assert deploy_module(main_bicep, "zonesRequired", given) is None
+    for region in FLEX_REGIONS - WITHOUT_ZRS:
+        given = {"newKeySecret": NEW_SECRET, "location": region, "storageSku": "Standard_ZRS"}
+        assert deploy_module(main_bicep, "zonesRequired", given) is None
+    # A redeploy keeps the account it has, wherever it is: no guard.
+    assert deploy_module(main_bicep, "zonesRequired", {"location": "ukwest", "storageSku": "Standard_ZRS"}) is None
+
+
+def test_the_region_guard_runs_before_anything_is_created(main_bicep: BicepFile) -> None:
+    # ARM starts whatever depends on nothing at once: every resource and module must wait for the guard,
+    # directly (dependsOn) or through what it reads or waits for. Exempt: the guard itself, the other guard
+    # (it deploys nothing) and the existing account (read, never written).
+    deployed = {s.name: s for s in main_bicep.statements if s.keyword in ("resource", "module")}
+    waits = {
+        name: {text(node) for node in references(statement.node)} & set(deployed)
+        for name, statement in deployed.items()
+    }
+
+    def after_guard(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        return "zonesRequired" in waits[name] or any(
+            after_guard(other, seen | {name}) for other in waits[name] - seen - {name}
+        )
+
+    exempt = {"zonesRequired", "entraClientIdRequired", "liveStorage"}
+    early = sorted(name for name in deployed if name not in exempt and not after_guard(name))
+    assert early == [], f"may start before the region guard: {early}"
+
+
+def test_the_audit_trail_is_kept_90_days_and_may_be_archived(
+    main_bicep: BicepFile, bicep: dict[str, BicepFile]
+) -> None:
+    monitoring = bicep["core/monitor/monitoring.bicep"]
+    tables = monitoring.declaration("resource", "auditRetention")
+    assert tables.declared_type.startswith("Microsoft.OperationalInsights/workspaces/tables@")
+    assert tables.texts("parent") == ["logAnalytics"]
+    assert Evaluator(monitoring)(monitoring.declaration("var", "auditTables").value or monitoring.root) == [
+        "AzureDiagnostics",  # Key Vault's AuditEvent, the diagnostic setting's default destination
+        "StorageTableLogs",  # the table service's StorageWrite and StorageDelete
+    ]
+    retention = main_bicep.declaration("param", "auditRetentionDays")
+    assert retention.value is not None
+    assert literal(retention.value) >= 90
+    total = main_bicep.declaration("param", "auditTotalRetentionDays")
+    assert total.value is not None
+    properties_node = tables.get("properties")
+    assert properties_node is not None
+    for given, expected in [
+        ({}, (90, 90)),
+        ({"auditRetentionDays": 180}, (180, 180)),
+        ({"auditTotalRetentionDays": 2555}, (90, 2555)),  # seven years, most of it long-term retention
+        ({"auditRetentionDays": 365, "auditTotalRetentionDays": 30}, (365, 365)),
+    ]:
+        passed = deploy_module(main_bicep, "monitoring", given)
+        assert passed is not None
+        kept = Evaluator(monitoring, passed)(properties_node)
+        assert (kept["retentionInDays"], kept["totalRetentionInDays"]) == expected
+    # The rest of the workspace (the app's telemetry) keeps its 30 days.
+    assert monitoring.declaration("resource", "logAnalytics").texts("retentionInDays") == ["30"]
 
 
 def test_the_audit_trail_goes_to_the_workspace(main_bicep: BicepFile, bicep: dict[str, BicepFile]) -> None:
@@ -593,3 +716,20 @@ def test_entra_protection_spares_only_the_anonymous_routes(root: Path, bicep: di
     assert set(literal(excluded)) == anonymous == {f"/{prefix}/health"}
     assert settings.texts("requireAuthentication") == ["true"]
     assert settings.texts("unauthenticatedClientAction") == ["'Return401'"]
+
+
+def test_deploy_md_says_what_the_templates_do(root: Path, bicep_files: list[BicepFile]) -> None:
+    # Slips issue 35 found: the docs asked for a Bicep that reads fail(), which no template calls; said a
+    # first deployment without the secret stops at the role assignment (the vault module's output stops it,
+    # and nothing after that module deploys); and had the app restart onto a stray secret version, which
+    # the pinned reference never hands it.
+    calls = {call_name(node) for file in bicep_files for node in walk(file.root) if node.type == "call_expression"}
+    assert "fail" not in calls
+    deploy = (root / "docs" / "deploy.md").read_text(encoding="utf-8")
+    mentions = [line for line in deploy.splitlines() if "fail()" in line]
+    assert len(mentions) == 1, mentions
+    assert "use no `fail()`" in mentions[0]
+    prose = " ".join(deploy.split())
+    assert "stops at the role assignment" not in prose
+    assert "the vault module reads the vault's current `oncegate-key-secret` for its output" in prose
+    assert "once it restarts on the new value" not in prose

@@ -118,7 +118,7 @@ def test_a_claim_is_compared_under_the_rules_current_when_it_is_answered(service
     same_data = claim(service, run="run-3", key="A", payload={**order, "modified": "10:00"})
     other_amount = claim(service, run="run-4", key="A", payload={**order, "amount": 12})
     # And then no rules at all: the modified time matters again, for the claim made under the first rules too.
-    set_scope(service)
+    set_scope(service, fingerprint_include=None, fingerprint_ignore=None)
     other_time = claim(service, run="run-5", key="A", payload={**order, "modified": "11:00"})
 
     assert same_data.decision is Decision.DUPLICATE

@@ -3,7 +3,8 @@
 ``python -m tools.connector`` writes ``connector/apiDefinition.swagger.json`` (function key
 connection) and ``connector/entra/apiDefinition.swagger.json`` (Microsoft Entra ID connection);
 ``--check`` writes nothing and exits 1 when a committed file differs, so the definition cannot drift
-from the code. The tests run the same check.
+from the code. The tests run the same check. ``--publisher FILE --out DIR`` writes the package for the
+gallery instead: the same definitions with the publisher's contact, pages and host (``publisher``).
 
 The operations are the HTTP functions of ``function_app.app`` (route, method, function name) with
 the designer text of ``operations``; the bodies are the models' JSON schemas (``schemas``).
@@ -26,6 +27,7 @@ from oncegate.entrypoints.routes import FunctionRoute, function_routes
 from oncegate.models import IMPORTANT
 from tools.connector import operations
 from tools.connector.operations import ERRORS, OPERATIONS, PATH_PARAMETERS, Operation
+from tools.connector.publisher import Publisher, PublisherError, read_publisher
 from tools.connector.schemas import Schema, model_definition, query_parameters
 
 Auth = Literal["key", "entra"]
@@ -42,8 +44,8 @@ VARIANTS: dict[Auth, Path] = {"key": Path(DEFINITION_FILE), "entra": Path("entra
 PLACEHOLDER_HOST = "oncegate.example.com"
 ROUTE_PREFIX = "/api/"
 
-# Publisher facts for the certification metadata: replace with the publisher's own pages before
-# submitting the connector (see connector/README.md).
+# The publisher's contact, website and privacy policy are not here: OnceGate has no domain of its own, and
+# the package for the gallery takes the publisher's (tools/connector/publisher.py, connector/README.md).
 TITLE = "OnceGate"
 # The string guidance: no product of the platform (nor the word for a programming interface) in it.
 DESCRIPTION = (
@@ -51,13 +53,6 @@ DESCRIPTION = (
     "result happens once. Branch on the decision, record the real result, and route changed business data "
     "to its owner instead of silently repeating or skipping it."
 )
-CONTACT = {
-    "name": "OnceGate support",
-    "url": "https://oncegate.example.com/support",
-    "email": "support@oncegate.example.com",
-}
-WEBSITE = "https://oncegate.example.com"
-PRIVACY_POLICY = "https://oncegate.example.com/privacy"
 CATEGORIES = ("IT Operations", "Productivity")
 
 SECURITY_DEFINITIONS: dict[Auth, Schema] = {
@@ -263,13 +258,21 @@ def paths(auth: Auth = "key") -> dict[str, Schema]:
     return result
 
 
-def build(auth: Auth = "key") -> Schema:
-    """The whole Swagger 2.0 document of the connector for one connection type."""
+def build(auth: Auth = "key", publisher: Publisher | None = None) -> Schema:
+    """The whole Swagger 2.0 document of the connector for one connection type, with the publisher's facts if given."""
     security_definitions = SECURITY_DEFINITIONS[auth]
+    info: Schema = {"title": TITLE, "description": DESCRIPTION, "version": __version__}
+    pages: list[Schema] = []
+    if publisher is not None:
+        info["contact"] = {"name": publisher.name, "url": publisher.support_url, "email": publisher.email}
+        pages = [
+            {"propertyName": "Website", "propertyValue": publisher.website},
+            {"propertyName": "Privacy policy", "propertyValue": publisher.privacy_policy},
+        ]
     return {
         "swagger": "2.0",
-        "info": {"title": TITLE, "description": DESCRIPTION, "version": __version__, "contact": CONTACT},
-        "host": PLACEHOLDER_HOST,
+        "info": info,
+        "host": publisher.host if publisher is not None else PLACEHOLDER_HOST,
         "basePath": "/",
         "schemes": ["https"],
         "consumes": ["application/json"],
@@ -279,8 +282,7 @@ def build(auth: Auth = "key") -> Schema:
         "securityDefinitions": security_definitions,
         "security": [{name: []} for name in security_definitions],
         "x-ms-connector-metadata": [
-            {"propertyName": "Website", "propertyValue": WEBSITE},
-            {"propertyName": "Privacy policy", "propertyValue": PRIVACY_POLICY},
+            *pages,
             {"propertyName": "Categories", "propertyValue": ";".join(CATEGORIES)},
         ],
     }
@@ -290,16 +292,42 @@ def render(document: Schema) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
-def rendered(connector_dir: Path) -> dict[Path, str]:
+def rendered(connector_dir: Path, publisher: Publisher | None = None) -> dict[Path, str]:
     """Each definition file under ``connector_dir`` and the text it should have."""
-    return {connector_dir / path: render(build(auth)) for auth, path in VARIANTS.items()}
+    return {connector_dir / path: render(build(auth, publisher)) for auth, path in VARIANTS.items()}
+
+
+# What a package holds besides the definitions, copied as they are (paconn and pac read them beside them).
+PACKAGE_FILES = ("apiProperties.json", "entra/apiProperties.json", "icon.png")
+
+
+def package(connector_dir: Path, publisher_file: Path, out: Path) -> None:
+    """The package for the gallery: the definitions with the publisher's facts, beside the other files."""
+    publisher = read_publisher(publisher_file)
+    for name in PACKAGE_FILES:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes((connector_dir / name).read_bytes())
+    for path, text in rendered(out, publisher).items():
+        path.write_text(text, encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description="Write or check the connector's definitions.")
     parser.add_argument("--connector-dir", type=Path, default=Path("connector"), help="default: ./connector")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file is out of date")
+    parser.add_argument("--publisher", type=Path, help="with --out: the publisher's JSON (connector/README.md)")
+    parser.add_argument("--out", type=Path, help="with --publisher: write the package for the gallery here")
     args = parser.parse_args(argv)
+    if (args.publisher is None) != (args.out is None) or (args.out is not None and args.check):
+        parser.error("--publisher and --out go together, without --check")
+    if args.out is not None:
+        try:
+            package(args.connector_dir, args.publisher, args.out)
+        except PublisherError as exc:
+            print(f"No package written: {exc}", file=sys.stderr)
+            return 1
+        print(f"{args.out} written with {args.publisher}", file=sys.stderr)
+        return 0
     stale = []
     for path, text in rendered(args.connector_dir).items():
         current = path.read_text(encoding="utf-8") if path.exists() else None

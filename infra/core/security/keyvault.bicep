@@ -3,7 +3,8 @@
 // The secret's value is written only when a new one is given (the first deployment): a redeploy
 // leaves the secret, and every version of it, as it is. The app's reference names one version of the
 // secret (keySecretUri), so a stray new version reaches no instance until the runbook moves the pin.
-// A CanNotDelete lock keeps the vault, and the secret every claim id is made with, from being deleted;
+// A CanNotDelete lock keeps the vault, and the secret every claim id is made with, from being deleted
+// (and a role assignment on the vault or a secret, until it is lifted: docs/deploy.md, "The delete locks");
 // every read and write of the secret is logged to the Log Analytics workspace (AuditEvent).
 
 @minLength(3)

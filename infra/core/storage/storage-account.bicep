@@ -5,7 +5,8 @@
 // Zone-redundant by default: three copies in three zones of the region, written synchronously, so a
 // zone lost loses no claim. Geo-redundant SKUs (GRS, GZRS) add an asynchronous copy in the paired
 // region (docs/operations.md, "A regional failover"). A CanNotDelete lock keeps the account, and the
-// claims with it, from being deleted by a mistaken `az group delete` or `azd down`. The table
+// claims with it, from being deleted by a mistaken `az group delete` or `azd down`; it also refuses
+// deleting a role assignment on the account until it is lifted (docs/deploy.md, "The delete locks"). The table
 // service's write and delete logs go to the Log Analytics workspace: who changed which claim row.
 
 @minLength(3)
@@ -121,3 +122,6 @@ resource lock 'Microsoft.Authorization/locks@2020-05-01' = if (deleteLock) {
 
 @description('Name of the storage account.')
 output name string = storage.name
+
+@description('Table Storage endpoint of the account (its cloud\'s own suffix).')
+output tableEndpoint string = storage.properties.primaryEndpoints.table

@@ -222,7 +222,7 @@ def test_a_tampered_poll_address_is_refused_naming_the_ticket(server: ServerApi)
     holder(server)
     location = server.call("check_and_claim", claim_body("run-2", wait=True)).headers["location"]
 
-    _refused(server.follow(_with_ticket(location, lambda ticket: "A" + ticket[1:])))
+    _refused(server.follow(_with_ticket(location, lambda ticket: ("B" if ticket[0] == "A" else "A") + ticket[1:])))
     _refused(server.follow(_with_ticket(location, lambda ticket: ticket[:-1])))
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from enum import StrEnum
 from typing import Any, Final
 
@@ -131,9 +131,12 @@ def rules(
     )
 
 
-def kept_rules(history: tuple[FingerprintRules, ...], in_use: Container[int]) -> tuple[FingerprintRules, ...]:
+def kept_rules(
+    history: tuple[FingerprintRules, ...], in_use: Callable[[], Container[int]]
+) -> tuple[FingerprintRules, ...]:
     """The versions a scope keeps: all while they fit :data:`RULES_BUDGET`, else the current one and, newest first,
-    those a claim still uses (``in_use``) as long as they fit (issue 33).
+    those a claim still uses (``in_use()``, asked only then: it reads the scope's claims) as long as they fit
+    (issue 33).
 
     A scope row holds every version, and 15 versions of 128 long pointers filled it (a 413 for the next change).
     A claim whose version is gone is compared under the current rules: member by member as every claim with
@@ -142,9 +145,9 @@ def kept_rules(history: tuple[FingerprintRules, ...], in_use: Container[int]) ->
     if sum(map(_size, history)) <= RULES_BUDGET:
         return history
     *older, current = history
-    kept, size = [current], _size(current)
+    kept, size, used = [current], _size(current), in_use()
     for rules_ in reversed(older):
-        if rules_.version in in_use and size + _size(rules_) <= RULES_BUDGET:
+        if rules_.version in used and size + _size(rules_) <= RULES_BUDGET:
             kept.insert(0, rules_)
             size += _size(rules_)
     return tuple(kept)

@@ -254,13 +254,13 @@ class Inventory:
             changed = replace(
                 record,
                 **named,
-                fingerprint_rules=fingerprint_rules.kept_rules(_with_rules(record.fingerprint_rules, request), in_use),
+                fingerprint_rules=fingerprint_rules.kept_rules(
+                    _with_rules(record.fingerprint_rules, request), lambda: self._versions_in_use(scope)
+                ),
                 registered_at=record.registered_at or self._clock(),
             )
             _require_horizon_over_retention(changed, named)
             return changed
-
-        in_use = _Versions(lambda: self._versions_in_use(scope))
 
         saved = self._saved(
             self._store.list_scopes, self._store.save_scope, lambda r: r.scope == scope, ScopeRecord(scope), configured
@@ -271,13 +271,8 @@ class Inventory:
     def _versions_in_use(self, scope: str) -> set[int]:
         """The versions of the scope's rules its claims and tombstones were made under: read whole, so only when
         the rules' versions outgrow their bound."""
-        versions: set[int] = set()
-        for buried in (False, True):
-            claims = every_item(
-                partial(self._claims_page, ClaimFilter(tuple(ClaimStatus), scope=scope, tombstones=buried))
-            )
-            versions.update(claim.rules_version for claim in claims)
-        return versions
+        found = (ClaimFilter(tuple(ClaimStatus), scope=scope, tombstones=buried) for buried in (False, True))
+        return {claim.rules_version for matching in found for claim in every_item(partial(self._claims_page, matching))}
 
     def _claims_page(self, matching: ClaimFilter, cursor: str | None) -> Page[Claim]:
         return self._store.list_claims(matching, limit=RECOUNT_PAGE, cursor=cursor)
@@ -291,9 +286,7 @@ class Inventory:
         """
         self.usage.flush()
         counted: dict[str, Counter[ClaimStatus]] = {}
-        for claim in every_item(
-            lambda cursor: self._store.list_claims(ClaimFilter(list(ClaimStatus)), limit=RECOUNT_PAGE, cursor=cursor)
-        ):
+        for claim in every_item(partial(self._claims_page, ClaimFilter(list(ClaimStatus)))):
             counted.setdefault(claim.scope, Counter())[claim.status] += 1
         scopes = {record.scope for record in self._store.list_scopes()} | set(counted)
         return [self._counted_again(scope, counted.get(scope, Counter())) for scope in sorted(scopes)]
@@ -342,19 +335,6 @@ class Inventory:
             else:
                 scopes[record.scope] = record
             self._snapshot = _Snapshot(current.loaded_at, flows, scopes)
-
-
-class _Versions:
-    """The rules' versions a scope's claims use, read once and only if asked."""
-
-    def __init__(self, read: Callable[[], set[int]]) -> None:
-        self._read = read
-        self._found: set[int] | None = None
-
-    def __contains__(self, version: object) -> bool:
-        if self._found is None:
-            self._found = self._read()
-        return version in self._found
 
 
 def open_conflicts(store: ConflictRecords) -> Iterator[Conflict]:

@@ -576,9 +576,10 @@ def test_no_interleaving_breaks_the_claim_invariants(
 ) -> None:
     if store_kind == "tables":
         connection_string: str = request.getfixturevalue("azurite").connection_string
+        made: list[str] = request.getfixturevalue("test_tables")
 
         def stores() -> StoreOpener:
-            return TableStoreFactory(connection_string)
+            return TableStoreFactory(connection_string, made)
 
     else:
 

@@ -1,7 +1,10 @@
 """Fixtures shared by the service and HTTP suites: a clock moved by hand and the claim service on each store.
 
 ``store_kind`` runs a test once on SQLite and once on Table Storage (Azurite); a suite that needs
-only one store overrides it. ``new_service`` makes further service instances over the same stored
+only one store overrides it. A service suite runs on both stores only where the store's own paths
+are what it tests (races, ETags, listings and counts, retention, tombstones, legacy rows, outages);
+one whose behaviour is the service's alone runs on SQLite, and the store contract suite
+(tests/stores/contract.py) runs every store write and read on both. ``new_service`` makes further service instances over the same stored
 data, as several Functions instances or server threads would be.
 """
 

@@ -1,4 +1,4 @@
-"""Every row of the contract's decision table, on SQLite and on Table Storage."""
+"""Every row of the contract's decision table."""
 
 from __future__ import annotations
 
@@ -13,6 +13,16 @@ from oncegate.models import ClaimResponse, ClaimResult
 from tests.conftest import FakeClock
 from tests.gate import Gate
 from tests.service.calls import FLOW, FLOW_COPY, claim, keyed, record, record_with, release, succeeded
+
+
+@pytest.fixture
+def store_kind() -> str:
+    """SQLite only: the decision table is the service's (domain/decisions.py) over the store port.
+
+    The store contract suite (tests/stores/contract.py) runs the store's part on both stores.
+    """
+    return "sqlite"
+
 
 # -- proceed ------------------------------------------------------------------------------------
 

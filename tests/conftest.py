@@ -4,8 +4,8 @@
 only one store overrides it. A service suite runs on both stores only where the store's own paths
 are what it tests (races, ETags, listings and counts, retention, tombstones, legacy rows, outages);
 one whose behaviour is the service's alone runs on SQLite, and the store contract suite
-(tests/stores/contract.py) runs every store write and read on both. ``new_service`` makes further service instances over the same stored
-data, as several Functions instances or server threads would be.
+(tests/stores/contract.py) runs every store write and read on both. ``new_service`` makes further
+service instances over the same stored data, as several Functions instances or server threads would be.
 """
 
 from __future__ import annotations

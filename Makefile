@@ -17,6 +17,8 @@ DEV := $(VENV)/.installed-dev
 CHECKOV := $(VENV)/checkov/bin/checkov
 CHECKOV_VERSION := 3.3.30
 PORT ?= 7071
+# make test's processes (pytest-xdist); JOBS=1 runs the suite in one, as pytest alone does.
+JOBS ?= 2
 WORKERS ?= 1
 # Handler threads per worker: empty leaves it to ONCEGATE_SERVE_THREADS, else oncegate serve's default.
 THREADS ?=
@@ -68,8 +70,9 @@ lock: $(DEV)
 run: $(RUNTIME)
 	$(BIN)/oncegate serve --port $(PORT) --workers $(WORKERS)$(if $(THREADS), --threads $(THREADS))
 
+# Two processes on two cores: the suite waits on Azurite, servers and subprocesses as much as it computes.
 test: $(DEV)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(JOBS)
 
 # The package runs on Windows and macOS too: its types are checked as each platform's stdlib has them.
 lint: $(DEV)

@@ -42,6 +42,13 @@ class FakeClock:
         return self.now
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a worker of a run in several processes (make test: -n 2), the slow tests go first, so that
+    the workers end together rather than one running the last slow test alone."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()

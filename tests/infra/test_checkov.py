@@ -120,6 +120,7 @@ def failed(report: dict[str, Any]) -> set[tuple[str, str, str]]:
     }
 
 
+@pytest.mark.slow
 def test_checkov_parses_every_bicep_file(report: dict[str, Any]) -> None:
     # A file Checkov cannot parse is counted here and otherwise skipped without a word.
     assert report["summary"]["parsing_errors"] == 0, report["results"].get("parsing_errors")

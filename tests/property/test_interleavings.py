@@ -570,6 +570,7 @@ def _run(machine: Callable[[], Interleavings], examples: int, steps: int, **more
 
 
 # A pass takes seconds; shrinking a failure may take minutes (Hypothesis gives up shrinking after five).
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_no_interleaving_breaks_the_claim_invariants(
     store_kind: str, request: pytest.FixtureRequest, tmp_path: Path
@@ -590,6 +591,7 @@ def test_no_interleaving_breaks_the_claim_invariants(
 
 
 # A pass takes seconds; shrinking a failure may take minutes (Hypothesis gives up shrinking after five).
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_runs_told_reconcile_may_release_before_looking(tmp_path: Path) -> None:
     """Released, the attempt granted to reconcile must leave the attempt it reconciles in doubt.

@@ -62,7 +62,7 @@ def serving_without_rich(environment: dict[str, str]) -> Iterator[str]:
     try:
         assert process.stdout is not None
         line = process.stdout.readline()  # blocks until serve says it serves, or exits
-        assert " serving on http://" in line, (line, process.stderr.read() if process.poll() is not None else "")
+        assert " serving on http://" in line, (line, process.poll())
         yield line.split(" serving on ", 1)[1].split(" ", 1)[0].rstrip(",")
     finally:
         process.terminate()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from oncegate.domain.keys import payload_fingerprint
@@ -107,7 +109,7 @@ def test_a_duplicate_asked_without_a_fingerprint_still_finds_the_result(service:
     ids=["outer-spaces", "outer-newlines", "unicode-nfc", "key-case", "scope-case", "two-scopes"],
 )
 def test_what_makes_the_same_business_key(
-    service: Gate, first: dict[str, str], second: dict[str, str], same: bool
+    service: Gate, first: dict[str, Any], second: dict[str, Any], same: bool
 ) -> None:
     """Outer whitespace, Unicode normal forms and a scope's case make no other key; a key's case and the scope do."""
     made = claim(service, **first)

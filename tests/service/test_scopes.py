@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
-from oncegate.domain.statuses import ClaimStatus, Decision
+from oncegate.domain.statuses import AnswerStatus, Decision
 from oncegate.models import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS, ClaimCounts
 from oncegate.service.inventory import REGISTRY_TTL
 from tests.conftest import FakeClock
@@ -152,5 +152,5 @@ def test_a_retention_job_reads_each_scope_retention_from_the_store(service: Gate
 def test_a_new_scope_is_in_progress_only(service: Gate) -> None:
     answer = claim(service)
 
-    assert answer.status == ClaimStatus.IN_PROGRESS
+    assert answer.status == AnswerStatus.IN_PROGRESS
     assert scopes(service)[SCOPE].claims == ClaimCounts(in_progress=1)

@@ -3,6 +3,8 @@ its key is answered ``duplicate`` until the scope's horizon is over; then the to
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
@@ -21,7 +23,7 @@ DAY = 24 * 3600
 DATA = {"order": "SO-1001", "lines": [{"sku": f"SKU-{n}", "quantity": n, "price": 12.5} for n in range(12)]}
 
 
-def done(service: Gate, key: str = "SO-1001", **fields: object) -> str:
+def done(service: Gate, key: str = "SO-1001", **fields: Any) -> str:
     answer = claim(service, key=key, run="run-1", source="shop-eu", reference=f"order {key}", **fields)
     assert answer.decision is Decision.PROCEED
     record(service, answer, target_record_id="ERP-77", data=DATA)

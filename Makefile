@@ -71,8 +71,10 @@ run: $(RUNTIME)
 	$(BIN)/oncegate serve --port $(PORT) --workers $(WORKERS)$(if $(THREADS), --threads $(THREADS))
 
 # Two processes on two cores: the suite waits on Azurite, servers and subprocesses as much as it computes.
+# loadgroup: the tests of a module marked xdist_group (Checkov, the Kusto parser) run in one process, which pays
+# for its costly set-up once.
 test: $(DEV)
-	$(BIN)/pytest -n $(JOBS)
+	$(BIN)/pytest -n $(JOBS) --dist loadgroup
 
 # The package runs on Windows and macOS too: its types are checked as each platform's stdlib has them (the
 # tests and the benchmark, which run on Linux, as Linux has them).

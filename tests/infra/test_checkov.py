@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+# make test runs in several processes: this module's tests share one, where Checkov runs once.
+pytestmark = pytest.mark.xdist_group("checkov")
+
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOV = Path(os.environ.get("CHECKOV", Path(sys.prefix) / "checkov" / "bin" / "checkov"))
 

@@ -149,7 +149,7 @@ def test_make_run_after_make_test_installs_nothing_and_the_reverse_adds_dev(work
     for stamp in (".venv/bin/python", ".venv/.installed-runtime", ".venv/checkov/bin/checkov", ".venv/.installed-dev"):
         (workdir / stamp).touch()
     assert dry_run(workdir, "run").splitlines() == [".venv/bin/oncegate serve --port 7071 --workers 1"]
-    assert dry_run(workdir, "test").splitlines() == [".venv/bin/pytest -n 2"]
+    assert dry_run(workdir, "test").splitlines() == [".venv/bin/pytest -n 2 --dist loadgroup"]
     # Only the runtime installed (make run): make test adds the [dev] extras and Azurite, not the runtime again.
     (workdir / ".venv" / ".installed-dev").unlink()
     test = dry_run(workdir, "test")

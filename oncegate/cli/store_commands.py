@@ -1,6 +1,6 @@
 """The commands that work on the store itself, as the app does, rather than over the API: ``purge``,
-``keys`` and ``store init``. Each reads the store settings from the environment (``ONCEGATE_STORE``...)
-and names the store it works on.
+``keys``, ``store init`` and ``store recount``. Each reads the store settings from the environment
+(``ONCEGATE_STORE``...) and names the store it works on.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ else:
     rendering = on_first_use("oncegate.cli.rendering")
 
 
-def _local_services(command: str, *, create: bool = False) -> tuple[Any, Any] | int:
+def _local_services(command: str) -> tuple[Any, Any] | int:
     """The services over the store of the environment's settings, and the settings; or the exit status of a refusal.
 
     A SQLite database that does not exist is refused: opening it would make an empty one (and a new key
@@ -33,7 +33,7 @@ def _local_services(command: str, *, create: bool = False) -> tuple[Any, Any] | 
 
     try:
         settings = Settings.from_environment()
-        if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists() and not create:
+        if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists():
             return refused(command, f"no database at {settings.store_location}: {_where_is_the_store(command)}")
         return build_services(settings), settings
     except ConfigError as exc:
@@ -109,20 +109,63 @@ def keys(args: argparse.Namespace) -> int:
 
 
 def store_init(args: argparse.Namespace) -> int:
-    """Mark a store without an id (wiped, new, or of an earlier release) as the one this app serves."""
+    """Mark the store of the environment's settings as the one this app serves (``--new-only``: a new one only).
+
+    It needs the store settings and nothing else: marking reads no claim, so no key secret is asked for
+    (a deployment runs it on the deployer's machine, which holds none).
+    """
+    from oncegate.bootstrap import build_store, store_pin
+    from oncegate.config import ConfigError, Settings
+    from oncegate.errors import OnceGateError
+    from oncegate.service.core import utc_now
+    from oncegate.service.key_secrets import KeySecrets
+
+    try:
+        settings = Settings.from_environment(hashes_keys=False)
+    except ConfigError as exc:
+        return refused("store init", str(exc))
+    # Each refusal as the service's error.code: message, so that a deployment can tell a store that does not
+    # answer yet (store_unavailable: its role is still being applied) from one refused (not_configured).
+    try:
+        store = build_store(settings)
+    except OnceGateError as exc:
+        return refused("store init", f"{exc.code}: {settings.store_text}: {exc.message}", SERVICE_EXIT)
+    try:
+        before = store.read_marks().store_id
+        store_id = KeySecrets(store, clock=utc_now, pin=store_pin(settings)).start_store(new_only=args.new_only)
+    except OnceGateError as exc:
+        return refused("store init", f"{exc.code}: {exc.message}", SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+    finally:
+        store.close()
+    if getattr(args, "json", False):
+        print(json.dumps({"storeId": store_id}))
+    elif args.new_only and before == store_id:
+        print(f"{settings.store_text} is store {store_id}.")
+    elif args.new_only:
+        print(f"{settings.store_text} is marked as a new store, {store_id}: set ONCEGATE_STORE_ID to it.")
+    else:
+        print(f"{settings.store_text} is now store {store_id}; claims made before it was wiped are forgotten.")
+    return 0
+
+
+def store_recount(args: argparse.Namespace) -> int:
+    """Count each scope's claims by status again from the store, putting right what stopped instances lost."""
     from oncegate.errors import OnceGateError
 
-    opened = _local_services("store init", create=True)
+    opened = _local_services("store recount")
     if isinstance(opened, int):
         return opened
     services, settings = opened
+    progress(f"Counting the claims on {settings.store_text}")
     try:
-        store_id = services.key_secrets.start_store()
+        scopes = services.inventory.recount_scopes()
     except OnceGateError as exc:
-        return refused("store init", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+        return refused("store recount", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+    except KeyboardInterrupt:
+        return INTERRUPTED_EXIT
     finally:
         services.close()
-    print(f"{settings.store_text} is now store {store_id}; claims made before it was wiped are forgotten.")
+    rendering.show(rendering.recount_text(scopes, settings.store_text), sys.stdout)
     return 0
 
 

@@ -159,22 +159,22 @@ def list_attention(query: ListClaimsQuery) -> ListAttention:
     return ListAttention(scope=query.scope, limit=query.top, cursor=query.cursor)
 
 
+# The fields of Register flow that name the flow rather than set something about it.
+FLOW_IDENTITY = frozenset({"name", "environment"})
+
+
 def register_flow(request: RegisterFlowRequest) -> RegisterFlow:
-    return RegisterFlow(
-        flow=Flow(request.name, request.environment), owner=request.owner, enabled=request.enabled, notes=request.notes
-    )
+    """The settings the request names, a null among them reset; one left out stays as it is (issue 31)."""
+    named: dict[str, Any] = {
+        name: getattr(request, name) for name in request.model_fields_set - {"name", "environment"}
+    }
+    return RegisterFlow(flow=Flow(request.name, request.environment), **named)
 
 
 def set_scope(request: SetScopeRequest) -> SetScope:
-    return SetScope(
-        scope=request.scope,
-        owner=request.owner,
-        lease_seconds=request.lease_seconds,
-        retention_days=request.retention_days,
-        horizon_days=request.horizon_days,
-        description=request.description,
-        key_pattern=request.key_pattern,
-        fingerprint_include=tuple(request.fingerprint_include or ()),
-        fingerprint_ignore=tuple(request.fingerprint_ignore or ()),
-        fingerprint_preset=request.fingerprint_preset,
-    )
+    """The settings the request names, a null among them reset; one left out stays as it is (issue 31)."""
+    named: dict[str, Any] = {name: getattr(request, name) for name in request.model_fields_set - {"scope"}}
+    for pointers in ("fingerprint_include", "fingerprint_ignore"):
+        if pointers in named:
+            named[pointers] = tuple(named[pointers] or ())
+    return SetScope(scope=request.scope, **named)

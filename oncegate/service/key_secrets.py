@@ -15,9 +15,11 @@ from collections.abc import Callable, Collection, Iterator
 from datetime import datetime
 from typing import Protocol
 
-from oncegate.domain.records import Claim, ClaimFilter, KeySecretRecord, Page, ScopeRecord, StoreMarks
+from oncegate.domain.marks import StoreMarks
+from oncegate.domain.records import Claim, ClaimFilter, KeySecretRecord, Page, ScopeRecord
 from oncegate.domain.safeguards import SecretUsage, retired, secret_of
 from oncegate.domain.statuses import ClaimStatus
+from oncegate.domain.store_id import check_store_id
 from oncegate.errors import InvalidRequest
 from oncegate.service.retention import gone_at
 from oncegate.service.safeguard import StoreIdPin
@@ -100,21 +102,52 @@ class KeySecrets:
         )
         return self._store.save_secret(changed)
 
-    def start_store(self) -> str:
-        """Mark a store that has no id (new, wiped or of an earlier release) as the store this app serves.
+    def start_store(self, *, new_only: bool = False) -> str:
+        """Mark the store as the one this app serves, where a mark is missing; its id.
 
-        The id is the one the settings pin (``ONCEGATE_STORE_ID``, or the SQLite ``store-id`` file), else a
-        new one. A store that has an id is refused: it is not new.
+        The id is the store's own, else its tables', else the one the settings pin (``ONCEGATE_STORE_ID``, or the
+        SQLite ``store-id`` file), else a new one. Plain, this is the operator's explicit step that accepts
+        that claims lost with a table are forgotten: a store whose marks are whole is refused (nothing to
+        start). ``new_only`` (a deployment's step) marks only what the app itself would take for new or for
+        an earlier release's store, and answers a whole store's id; a store that lost a mark is refused.
         """
         marks = self._store.read_marks()
-        if marks.store_id is not None:
-            raise InvalidRequest(
-                f"The store is store {marks.store_id} already: it was not wiped, and nothing was changed.",
-                target="store",
-            )
-        store_id = (self._pin.pinned() if self._pin else None) or secrets.token_hex(8)
+        pinned = self._pin.pinned() if self._pin else None
+        if new_only:
+            store_id = check_store_id(marks, pinned=pinned, seen=None, fresh=secrets.token_hex(8), may_start=True)
+            if store_id is None:
+                assert marks.store_id is not None
+                return marks.store_id
+        else:
+            store_id = _store_to_start(marks, pinned)
         self._store.mark_store(store_id, at=self._clock())
         if self._pin is not None:
             self._pin.keep(store_id)
         logger.warning("Store marked as store %s by an operator", store_id)
         return store_id
+
+
+def _store_to_start(marks: StoreMarks, pinned: str | None) -> str:
+    """The id ``store init`` marks the store with; ``InvalidRequest`` when it is whole, or its marks disagree."""
+    named = {mark.store_id for mark in marks.tables if mark.store_id is not None}
+    if (
+        marks.store_id is not None
+        and marks.tables_marked
+        and named == {marks.store_id}
+        and all(mark.store_id for mark in marks.tables)
+    ):
+        raise InvalidRequest(
+            f"The store is store {marks.store_id} already, and each of its tables carries its mark: it was not "
+            "wiped, and nothing was changed.",
+            target="store",
+        )
+    store_id = marks.store_id or (min(named) if len(named) == 1 else None) or pinned or secrets.token_hex(8)
+    disagree = (named | {pinned}) - {store_id, None}
+    if disagree:
+        raise InvalidRequest(
+            f"The store is store {store_id}, while {', '.join(sorted(str(other) for other in disagree))} is named by "
+            "a table's mark or ONCEGATE_STORE_ID: the settings point at another store, or tables of two stores were "
+            "mixed. Nothing was changed: fix the settings, or restore the tables of one store.",
+            target="store",
+        )
+    return store_id

@@ -16,8 +16,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from oncegate.domain.answers import ClaimAnswer
+from oncegate.domain.decisions import held_reason
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.statuses import Decision
+from oncegate.domain.times import said
 from oncegate.domain.waiting import Waiting, WaitingIdentity
 from oncegate.errors import InvalidRequest, NotFound
 from oncegate.service.claims import Claims
@@ -46,7 +48,7 @@ class Waits:
         if answer.decision is not Decision.IN_PROGRESS or max_wait <= timedelta(0):
             return answer, None
         waiting = self._waiting(caller, caller.now + max_wait)
-        return (_paced(answer, waiting.deadline, caller.now) if waiting else answer), waiting
+        return (_paced(answer, waiting, caller.now) if waiting else answer), waiting
 
     def poll(self, waiting: Waiting, *, signed_in: str | None) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim again for a waiting run; the run still waiting, or None when the answer is final."""
@@ -54,8 +56,7 @@ class Waits:
         now = self._core.clock()
         if waiting.expired(now):
             raise InvalidRequest(
-                f"This poll address expired: its wait ended at {waiting.deadline.isoformat()}. Ask Check and claim "
-                "again.",
+                f"This poll address expired: its wait ended at {said(waiting.deadline)}. Ask Check and claim again.",
                 target=TICKET,
             )
         caller = self._caller(waiting, signed_in, now)
@@ -67,7 +68,7 @@ class Waits:
             # Made before the switch, and the key's claim under the older secret is gone: only the key makes a new one.
             raise InvalidRequest(STALE, target=TICKET) from exc
         if answer.decision is Decision.IN_PROGRESS and not waiting.over(now):
-            return _paced(answer, waiting.deadline, now), waiting
+            return _paced(answer, waiting, now), waiting
         return answer, None
 
     def _waiting(self, caller: Caller, deadline: datetime) -> Waiting | None:
@@ -95,6 +96,7 @@ class Waits:
             identities=tuple(identities),
             rules_version=caller.rules_version,
             deadline=deadline,
+            since=caller.now,
             source=caller.source,
             reference=caller.reference,
             granted_to=caller.granted_to,
@@ -155,7 +157,12 @@ def _fingerprint(identity: WaitingIdentity, version: int) -> Fingerprint | None:
     return Fingerprint(keyed=keyed, plain=keyed)
 
 
-def _paced(answer: ClaimAnswer, deadline: datetime, now: datetime) -> ClaimAnswer:
-    """The answer asking the engine to poll again no later than the wait's deadline (a lease may run far longer)."""
-    left = max(1, math.ceil((deadline - now).total_seconds()))
-    return replace(answer, retry_after_seconds=min(answer.retry_after_seconds or left, left))
+def _paced(answer: ClaimAnswer, waiting: Waiting, now: datetime) -> ClaimAnswer:
+    """The answer asking the engine to poll again on the wait's schedule (issue 33): sooner than the lease left,
+    so that a holder done early is seen soon, and never past the wait's deadline or the holder's lease."""
+    if answer.holder is None:
+        # No holder (a claim withdrawn in a key-secret rotation): ask again as the answer says, within the wait.
+        left = max(1, math.ceil((waiting.deadline - now).total_seconds()))
+        return replace(answer, retry_after_seconds=min(answer.retry_after_seconds or left, left))
+    seconds = waiting.poll_after(now, answer.holder.lease_expires_at)
+    return replace(answer, retry_after_seconds=seconds, reason=held_reason(seconds))

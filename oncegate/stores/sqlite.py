@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from oncegate import telemetry
+from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.records import (
     Claim,
     ClaimFilter,
@@ -40,10 +41,11 @@ from oncegate.domain.records import (
     Overlap,
     Page,
     ScopeRecord,
-    StoreMarks,
 )
 from oncegate.domain.statuses import ConflictStatus
-from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreUnavailable
+from oncegate.domain.store_id import STORE_ID, missing_table
+from oncegate.domain.tombstones import buried_fingerprints
+from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotConfigured, NotFound, StoreUnavailable
 from oncegate.stores import columns, large_values
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
@@ -130,9 +132,18 @@ ADDED_COLUMNS = {
         "RulesVersion INTEGER",
         "IdempotencyAttempt INTEGER",
         "PurgedAt TEXT",
+        # Set on the table's mark row alone (MARK_ROW).
+        "StoreId TEXT",
     ),
     # A secret's state (issue 22); rows made before have no Version.
-    "key_ids": ("Announced INTEGER", "InUseFrom TEXT", "RetiredAt TEXT", "Version INTEGER NOT NULL DEFAULT 1"),
+    "key_ids": (
+        "Announced INTEGER",
+        "InUseFrom TEXT",
+        "RetiredAt TEXT",
+        "Version INTEGER NOT NULL DEFAULT 1",
+        "StoreId TEXT",
+    ),
+    "store_identity": ("TablesMarked INTEGER",),
     "history": ("Source TEXT", "Count INTEGER", "LastAt TEXT"),
     "conflicts": ("SourceSystem TEXT",),
     "flows": ("ClaimsBySource TEXT",),
@@ -145,6 +156,13 @@ CREATE INDEX IF NOT EXISTS claims_by_reference ON claims (Reference, UpdatedAt, 
 """
 # Files made by the first release declare ClaimToken NOT NULL; claims no longer keep a token, so "" says none.
 NO_TOKEN = ""
+# The mark row of a table that guards the promise (issue 31): in the table itself, so that `DELETE FROM claims` or
+# `DROP TABLE claims` takes it too. Its id is no claim id (52 base32 letters) and no key id; its Status no status,
+# so no list of claims reads it.
+MARK_ROW = "store-mark"
+MARK_STATUS = "mark"
+# The guarded tables besides store_identity, by the column that keys their rows.
+MARKED_TABLES = {"claims": "ClaimId", "key_ids": "KeyId"}
 
 
 def _sql_row(row: Row) -> Row:
@@ -247,6 +265,42 @@ def _replace_claim(connection: sqlite3.Connection, claim: Claim, version: str | 
     ).rowcount
 
 
+def _missing_as_none(
+    connection: sqlite3.Connection, sql: str, parameters: tuple[Any, ...] = (), *, every: bool = False
+) -> Any:
+    """The query's first row (``every``: all rows); None when its table was dropped under this open store."""
+    try:
+        cursor = connection.execute(sql, parameters)
+    except sqlite3.OperationalError as exc:
+        if not _no_such_table(exc):
+            raise
+        return None
+    return cursor.fetchall() if every else cursor.fetchone()
+
+
+def _no_such_table(exc: sqlite3.OperationalError) -> bool:
+    return str(exc).startswith("no such table")
+
+
+def _table_mark(connection: sqlite3.Connection, table: str, key: str) -> TableMark:
+    try:
+        row = connection.execute(f"SELECT StoreId FROM {table} WHERE {key} = ?", (MARK_ROW,)).fetchone()
+    except sqlite3.OperationalError as exc:
+        if not _no_such_table(exc):
+            raise
+        return TableMark(table, None, missing=True)
+    return TableMark(table, row["StoreId"] if row else None)
+
+
+def _mark_row(table: str, key: str, store_id: str, when: str) -> Row:
+    """A table's mark row: its key, the store's id, and what the table's NOT NULL columns need."""
+    if table == "claims":
+        filler: Row = {"Scope": "", "Status": MARK_STATUS, "Attempt": 0, "ClaimToken": NO_TOKEN, "RunId": ""}
+        times = {"FirstReceivedAt": when, "LastAttemptAt": when, "UpdatedAt": when}
+        return {key: MARK_ROW, **filler, **times, "StoreId": store_id, "Version": 1}
+    return {key: MARK_ROW, "AddedAt": when, "StoreId": store_id, "Version": 1}
+
+
 def _insert(table: str, row: Row) -> tuple[str, list[Any]]:
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
@@ -330,6 +384,10 @@ class SqliteStore:
         try:
             yield
         except sqlite3.OperationalError as exc:
+            if _no_such_table(exc):
+                # A table dropped under this open store: never "no claim yet", and no retry brings it back.
+                logger.error("A OnceGate table is missing: %s", exc)
+                raise NotConfigured(missing_table(str(exc).rsplit(":", 1)[-1].strip()), target=STORE_ID) from exc
             logger.warning("SQLite store unavailable: %s", exc)
             raise StoreUnavailable(f"the SQLite store is unavailable: {exc}") from exc
 
@@ -522,7 +580,21 @@ class SqliteStore:
             if changed != 1:
                 raise ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}, or is gone")
             connection.execute("DELETE FROM history WHERE ClaimId = ?", (claim.claim_id,))
-            connection.execute("DELETE FROM fingerprints WHERE ClaimId = ?", (claim.claim_id,))
+            kept = self._buried_fingerprints(connection, tombstone) if tombstone is not None else []
+            marks = ", ".join("?" for _ in kept)
+            connection.execute(
+                f"DELETE FROM fingerprints WHERE ClaimId = ? AND Fingerprint NOT IN ({marks})",
+                [claim.claim_id, *(record.fingerprint for record in kept)],
+            )
+            for record in kept:
+                self._save_fingerprint(connection, record)
+
+    @staticmethod
+    def _buried_fingerprints(connection: sqlite3.Connection, tombstone: Claim) -> list[FingerprintRecord]:
+        """The claim's fingerprint records its tombstone keeps, as they are to be written (issue 31)."""
+        rows = connection.execute("SELECT * FROM fingerprints WHERE ClaimId = ?", (tombstone.claim_id,)).fetchall()
+        stored = [columns.fingerprint_from_row(dict(row), str(row["Version"])) for row in rows]
+        return buried_fingerprints(tombstone, stored)
 
     def add_event(self, event: HistoryEvent) -> None:
         # Event ids are unique, so a row already there is this very event sent again: the same as on Tables.
@@ -658,14 +730,31 @@ class SqliteStore:
             raise ConcurrentUpdate(f"{table} row {row[key]} exists already") from exc
 
     def read_marks(self) -> StoreMarks:
-        """The store's id and key secrets; no clock of its own: SQLite shares this machine's."""
+        """The store's id, its key secrets and its tables' marks, in one read transaction; no clock of its own:
+        SQLite shares this machine's."""
+        # One snapshot for every read (a bulk call's writes may already hold this thread's transaction open).
+        together = getattr(self._local, "together", False)
         with self._translated():
             connection = self._connection()
-            identity = connection.execute("SELECT StoreId FROM store_identity").fetchone()
-            rows = connection.execute("SELECT * FROM key_ids").fetchall()
+            if not together:
+                connection.execute("BEGIN")
+            try:
+                identity = _missing_as_none(connection, "SELECT StoreId, TablesMarked FROM store_identity")
+                rows = _missing_as_none(connection, "SELECT * FROM key_ids WHERE KeyId != ?", (MARK_ROW,), every=True)
+                tables = tuple(_table_mark(connection, table, key) for table, key in MARKED_TABLES.items())
+                whole = identity is not None and identity["TablesMarked"] and all(mark.store_id for mark in tables)
+                holds = not whole and _missing_as_none(
+                    connection, "SELECT 1 FROM claims WHERE ClaimId != ? LIMIT 1", (MARK_ROW,)
+                )
+            finally:
+                if not together:
+                    connection.execute("COMMIT")
         return StoreMarks(
             store_id=identity["StoreId"] if identity else None,
-            secrets=tuple(columns.secret_from_row(dict(row), str(row["Version"])) for row in rows),
+            secrets=tuple(columns.secret_from_row(dict(row), str(row["Version"])) for row in rows or ()),
+            tables=tables,
+            tables_marked=bool(identity and identity["TablesMarked"]),
+            holds_claims=bool(holds),
         )
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
@@ -673,13 +762,23 @@ class SqliteStore:
         return replace(record, version=version)
 
     def mark_store(self, store_id: str, *, at: datetime) -> None:
-        try:
-            with self._write() as connection:
-                if connection.execute("SELECT 1 FROM store_identity").fetchone():
-                    raise ConcurrentUpdate("the store has an id already")
-                connection.execute(*_insert("store_identity", {"StoreId": store_id, "CreatedAt": utc_text(at)}))
-        except sqlite3.IntegrityError as exc:
-            raise ConcurrentUpdate("the store has an id already") from exc
+        """The marks and the id in one transaction: no reader ever sees one without the other."""
+        when = utc_text(at)
+        with self._write() as connection:
+            identity = connection.execute("SELECT StoreId FROM store_identity").fetchone()
+            if identity is not None and identity["StoreId"] != store_id:
+                raise ConcurrentUpdate(f"the store is store {identity['StoreId']} already")
+            for table, key in MARKED_TABLES.items():
+                marked = connection.execute(f"SELECT StoreId FROM {table} WHERE {key} = ?", (MARK_ROW,)).fetchone()
+                if marked is not None and marked["StoreId"] != store_id:
+                    raise ConcurrentUpdate(f"the table {table} is marked as store {marked['StoreId']}")
+                if marked is None:
+                    connection.execute(*_insert(table, _mark_row(table, key, store_id, when)))
+            if identity is None:
+                row = {"StoreId": store_id, "CreatedAt": when, "TablesMarked": 1}
+                connection.execute(*_insert("store_identity", row))
+            else:
+                connection.execute("UPDATE store_identity SET TablesMarked = 1")
 
     def ping(self) -> None:
         self._select_one("SELECT 1", ())

@@ -75,6 +75,7 @@ from azure.data.tables import TableClient, TableEntity, TableServiceClient, Tran
 
 from oncegate import telemetry
 from oncegate.bounded import Bounded
+from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.records import (
     Claim,
     ClaimFilter,
@@ -86,10 +87,18 @@ from oncegate.domain.records import (
     Overlap,
     Page,
     ScopeRecord,
-    StoreMarks,
 )
 from oncegate.domain.statuses import ConflictStatus
-from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreUnavailable
+from oncegate.domain.store_id import STORE_ID, missing_table
+from oncegate.domain.tombstones import buried_fingerprints
+from oncegate.errors import (
+    AlreadyExists,
+    ConcurrentUpdate,
+    InvalidRequest,
+    NotConfigured,
+    NotFound,
+    StoreUnavailable,
+)
 from oncegate.stores import columns, large_values, table_batch
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, page_of, utc_text
@@ -153,6 +162,8 @@ KEY_PARTITION = "key"
 # The store's id: one row beside the key secrets, so that one read brings both.
 STORE_PARTITION = "store"
 STORE_ROW = "identity"
+# The claims table's own mark (issue 31), in a partition no claim id (52 letters) or index partition has.
+MARK_ROW = "mark"
 
 
 def table_names(prefix: str) -> tuple[str, ...]:
@@ -288,13 +299,18 @@ def _translated() -> Iterator[None]:
     except HttpResponseError as exc:
         if exc.status_code is not None and (exc.status_code >= 500 or exc.status_code == 429):
             raise _unavailable(exc) from exc
-        if exc.status_code == 404 and _table_missing(exc):
-            # Never read as "no such claim": that would be answered proceed for every key (issue 22).
-            logger.error("A OnceGate table is missing: %s", exc)
+        if exc.status_code == 403:
+            # The identity has no data role on the tables, or was just given one: a role takes minutes to apply.
+            logger.error("Table Storage refused access: %s", exc)
             raise StoreUnavailable(
-                f"The table {_table_of(exc)} does not exist: the store was deleted, wiped or not provisioned. Nothing "
-                "is claimed until it is restored (see docs/operations.md, 'A store that lost its claims')."
+                f"Table Storage refused access ({getattr(exc, 'error_code', None) or 403}): this identity has no data "
+                "role on the tables yet (a role assignment takes a few minutes to apply)."
             ) from exc
+        if exc.status_code == 404 and _table_missing(exc):
+            # Never read as "no such claim": that would be answered proceed for every key (issue 22). Not an
+            # outage either: no retry brings it back (issue 31).
+            logger.error("A OnceGate table is missing: %s", exc)
+            raise NotConfigured(missing_table(_table_of(exc)), target=STORE_ID) from exc
         raise
 
 
@@ -348,10 +364,15 @@ class TableStore:
     def __init__(self, service: TableServiceClient, *, prefix: str = "OnceGate") -> None:
         self._service = service
         names = table_names(prefix)
+        self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
+            service.get_table_client(name) for name in names
+        )
+        # A store with an id never has its claims or keys table made again: one that is missing is refused
+        # (issue 31) until `oncegate store init`. The other four hold nothing a key's answer depends on.
+        guarded = (self._claims, self._keys) if self._identity() is None else ()
         with _translated():
-            self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
-                service.create_table_if_not_exists(name) for name in names
-            )
+            for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps):
+                service.create_table_if_not_exists(table.table_name)
         self._add_missing_listing_rows()
         # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).
         self._unindexed: dict[tuple[str, str], dict[str, Any]] = {}
@@ -564,6 +585,8 @@ class TableStore:
         Every transaction carries the claim row: each but the last touches it (a merge of nothing, which
         changes its ETag), the last deletes or replaces it. A claim that changes meanwhile fails the next
         transaction and keeps what is left; only a history of more than 99 rows needs more than one transaction.
+        A tombstone keeps the fingerprint records :func:`~oncegate.domain.tombstones.buried_fingerprints` names,
+        rewritten in its own transaction; the others go with the history.
         """
         stale = f"claim {claim.claim_id} changed since {claim.version}, or is gone"
         with _on_status(STALE, lambda: ConcurrentUpdate(stale)):
@@ -572,11 +595,15 @@ class TableStore:
             )
             if next((_etag(row.metadata) for row in rows if row["RowKey"] == CLAIM_ROW), None) != claim.version:
                 raise ConcurrentUpdate(stale)
+            kept = self._buried_fingerprints(tombstone, rows) if tombstone is not None else []
+            staying = {CLAIM_ROW, *(FINGERPRINT_PREFIX + record.fingerprint for record in kept)}
             history = [
                 (TransactionOperation.DELETE, _claim_keys(claim.claim_id, row["RowKey"]))
                 for row in rows
-                if row["RowKey"] != CLAIM_ROW
+                if row["RowKey"] not in staying
             ]
+            # Last, so that they go in the transaction that writes the tombstone (there are fewer than a batch).
+            history += [_fingerprint_operation(record) for record in kept]
             etag = claim.version
             while len(history) > HISTORY_BATCH:
                 batch, history = history[:HISTORY_BATCH], history[HISTORY_BATCH:]
@@ -597,6 +624,13 @@ class TableStore:
         for entity in _claim_index(claim):
             with suppress(HttpResponseError, ServiceRequestError, ServiceResponseError):
                 self._claims.delete_entity(entity["PartitionKey"], entity["RowKey"])
+
+    def _buried_fingerprints(self, tombstone: Claim, rows: list[Any]) -> list[FingerprintRecord]:
+        """The claim's fingerprint records its tombstone keeps (issue 31): read only when the claim has any, as
+        only a claim whose conflicts were resolved does; each written back at the ETag it was read with."""
+        keys = [row["RowKey"] for row in rows]
+        names = [key.removeprefix(FINGERPRINT_PREFIX) for key in keys if key.startswith(FINGERPRINT_PREFIX)]
+        return buried_fingerprints(tombstone, self.get_fingerprints(tombstone.claim_id, names)) if names else []
 
     def add_event(self, event: HistoryEvent) -> None:
         """Append a history event to its claim's partition."""
@@ -832,21 +866,64 @@ class TableStore:
         return _etag(metadata)
 
     def read_marks(self) -> StoreMarks:
-        """The store's id and key secrets (their own table, a few rows), and the time the service answered at."""
+        """The store's id and key secrets (their own table, a few rows), the claims table's mark (one point read),
+        and the time the service answered at; whether the claims table holds anything, when a mark is missing."""
         answered: list[str] = []
 
         def keep_date(response: Any) -> None:
             answered.append(response.http_response.headers.get("Date", ""))
 
-        with _translated():
-            entities = list(self._keys.list_entities(raw_response_hook=keep_date))
-        store_id = next((e["StoreId"] for e in entities if e["PartitionKey"] == STORE_PARTITION), None)
+        entities = self._marks_of(self._keys, keep_date)
+        identity = next((e for e in entities or () if e["PartitionKey"] == STORE_PARTITION), None)
         secrets = tuple(
             columns.secret_from_row({**entity, "KeyId": entity["RowKey"]}, _etag(entity.metadata))
-            for entity in entities
+            for entity in entities or ()
             if entity["PartitionKey"] == KEY_PARTITION
         )
-        return StoreMarks(store_id=store_id, secrets=secrets, clock=_date(answered[-1] if answered else ""))
+        claims = self._claims_mark()
+        marked = bool(identity and identity.get("TablesMarked"))
+        return StoreMarks(
+            store_id=identity["StoreId"] if identity else None,
+            secrets=secrets,
+            # The keys table's mark is the id's own row: a missing keys table is named as missing all the same.
+            tables=(claims, *([TableMark(self._keys.table_name, None, missing=True)] if entities is None else [])),
+            tables_marked=marked,
+            holds_claims=not (marked and claims.store_id) and not claims.missing and self._holds_claims(),
+            clock=_date(answered[-1] if answered else ""),
+        )
+
+    @staticmethod
+    def _marks_of(table: TableClient, hook: Callable[[Any], None]) -> list[TableEntity] | None:
+        """Every row of the keys table; None when the table is missing."""
+        try:
+            with _translated():
+                return list(table.list_entities(raw_response_hook=hook))
+        except NotConfigured:
+            return None
+
+    def _claims_mark(self) -> TableMark:
+        try:
+            with _translated():
+                entity = self._claims.get_entity(STORE_PARTITION, MARK_ROW)
+        except NotConfigured:
+            return TableMark(self._claims.table_name, None, missing=True)
+        except ResourceNotFoundError:
+            return TableMark(self._claims.table_name, None)
+        return TableMark(self._claims.table_name, entity["StoreId"])
+
+    def _holds_claims(self) -> bool:
+        """Whether any row besides the mark is in the claims table: a claim, a tombstone, an index row."""
+        with _translated():
+            rows = self._claims.list_entities(results_per_page=2, select=["PartitionKey", "RowKey"])
+            return any(row["PartitionKey"] != STORE_PARTITION for row in rows)
+
+    def _identity(self) -> TableEntity | None:
+        """The row of the store's id; None when the store has none (or no keys table)."""
+        try:
+            with _translated():
+                return self._keys.get_entity(STORE_PARTITION, STORE_ROW)
+        except (ResourceNotFoundError, NotConfigured):
+            return None
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
         row = columns.secret_to_row(record)
@@ -854,8 +931,31 @@ class TableStore:
         return replace(record, version=self._save(self._keys, KEY_PARTITION, record.key_id, row, record.version))
 
     def mark_store(self, store_id: str, *, at: datetime) -> None:
-        row = {"StoreId": store_id, "CreatedAt": at}
-        self._save(self._keys, STORE_PARTITION, STORE_ROW, row, None)
+        """The claims table's mark, then the id beside the key secrets (no transaction spans two tables)."""
+        with _translated():
+            for table in (self._claims, self._keys):
+                self._service.create_table_if_not_exists(table.table_name)
+        self._mark_row(self._claims, MARK_ROW, store_id, at)
+        self._mark_row(self._keys, STORE_ROW, store_id, at)
+
+    @staticmethod
+    def _mark_row(table: TableClient, row_key: str, store_id: str, at: datetime) -> None:
+        """Insert the mark naming ``store_id``; one already there must name it too (the id's own row gets the
+        flag saying that its tables are marked)."""
+        entity = {"PartitionKey": STORE_PARTITION, "RowKey": row_key, "StoreId": store_id, "CreatedAt": at}
+        if row_key == STORE_ROW:
+            entity["TablesMarked"] = True
+        with _translated():
+            try:
+                table.create_entity(entity)
+                return
+            except ResourceExistsError:
+                stored = table.get_entity(STORE_PARTITION, row_key)
+            if stored["StoreId"] != store_id:
+                raise ConcurrentUpdate(f"{table.table_name} is marked as store {stored['StoreId']}")
+            if row_key == STORE_ROW and not stored.get("TablesMarked"):
+                marked = {"PartitionKey": STORE_PARTITION, "RowKey": row_key, "TablesMarked": True}
+                table.update_entity(marked, **_if_unchanged(_etag(stored.metadata), UpdateMode.MERGE))
 
     def ping(self) -> None:
         """One small query on the claims table; raises ``StoreUnavailable`` if it cannot be reached."""

@@ -1,6 +1,6 @@
 # The README's two commands: `make run` (the service on the embedded SQLite store) and `make test`.
-# Each installs what it needs first, into the same .venv in the repo: `make run` only what the service
-# runs on; `make test` (and lint, bench) the development tools too, Azurite and Microsoft's Kusto parser
+# Each installs what it needs first, into the same .venv in the repo: `make run` what the service runs
+# on and the oncegate command's [cli] extra (rich, which Azure never installs); `make test` (and lint, bench) the development tools too, Azurite and Microsoft's Kusto parser
 # from npm (pinned in package.json), and Checkov in a virtual environment of its own (.venv/checkov: it
 # pins libraries older than the project's tools need). A stamp per layer: after `make test`, `make run` installs nothing; after `make run`,
 # `make test` adds the rest.
@@ -17,6 +17,8 @@ DEV := $(VENV)/.installed-dev
 CHECKOV := $(VENV)/checkov/bin/checkov
 CHECKOV_VERSION := 3.3.30
 PORT ?= 7071
+# make test's processes (pytest-xdist); JOBS=1 runs the suite in one, as pytest alone does.
+JOBS ?= 2
 WORKERS ?= 1
 # Handler threads per worker: empty leaves it to ONCEGATE_SERVE_THREADS, else oncegate serve's default.
 THREADS ?=
@@ -40,10 +42,11 @@ $(BIN)/python: $(if $(STALE),FORCE)
 
 FORCE:
 
-# The package and its dependencies, without the [dev] extras; requirements.txt is what Azure installs.
+# The package, its dependencies and the command line's [cli] extra, without the [dev] extras; requirements.txt,
+# what Azure installs, has no [cli] extra (oncegate serve runs without it).
 # PYTHONWARNINGS: setuptools' boxed note on editable installs, which asks nothing of the reader.
 $(RUNTIME): pyproject.toml requirements.txt $(if $(STALE),FORCE) | $(BIN)/python
-	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e .
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[cli]'
 	touch $@
 
 $(DEV): $(RUNTIME) package.json package-lock.json $(CHECKOV)
@@ -57,7 +60,7 @@ $(CHECKOV): | $(BIN)/python
 	$(VENV)/checkov/bin/python -m pip install --quiet checkov==$(CHECKOV_VERSION)
 
 # requirements.txt, what Azure installs, is a lock with hashes generated from pyproject.toml's dependencies
-# for the platform's Python (Linux, 3.11); tests/test_lock.py checks it against pyproject.toml.
+# (no extra: not the [cli] one either) for the platform's Python (Linux, 3.11); tests/test_lock.py checks it against pyproject.toml.
 lock: $(DEV)
 	$(BIN)/uv pip compile pyproject.toml --generate-hashes --python-version 3.11 \
 		--python-platform x86_64-manylinux_2_28 -o requirements.txt
@@ -67,16 +70,20 @@ lock: $(DEV)
 run: $(RUNTIME)
 	$(BIN)/oncegate serve --port $(PORT) --workers $(WORKERS)$(if $(THREADS), --threads $(THREADS))
 
+# Two processes on two cores: the suite waits on Azurite, servers and subprocesses as much as it computes.
+# loadgroup: the tests of a module marked xdist_group (Checkov, the Kusto parser) run in one process, which pays
+# for its costly set-up once.
 test: $(DEV)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(JOBS) --dist loadgroup
 
-# The package runs on Windows and macOS too: its types are checked as each platform's stdlib has them.
+# The package runs on Windows and macOS too: its types are checked as each platform's stdlib has them (the
+# tests and the benchmark, which run on Linux, as Linux has them).
 lint: $(DEV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --platform linux
-	$(BIN)/mypy --platform win32
-	$(BIN)/mypy --platform darwin
+	$(BIN)/mypy --platform win32 oncegate function_app.py tools
+	$(BIN)/mypy --platform darwin oncegate function_app.py tools
 
 # Not part of `make test`: about 5 minutes on 2 cores. Prints the figures and writes them into
 # docs/performance.md (between its markers) and docs/latency.png. `python -m bench --quick` checks it.

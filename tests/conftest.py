@@ -1,8 +1,11 @@
 """Fixtures shared by the service and HTTP suites: a clock moved by hand and the claim service on each store.
 
 ``store_kind`` runs a test once on SQLite and once on Table Storage (Azurite); a suite that needs
-only one store overrides it. ``new_service`` makes further service instances over the same stored
-data, as several Functions instances or server threads would be.
+only one store overrides it. A service suite runs on both stores only where the store's own paths
+are what it tests (races, ETags, listings and counts, retention, tombstones, legacy rows, outages);
+one whose behaviour is the service's alone runs on SQLite, and the store contract suite
+(tests/stores/contract.py) runs every store write and read on both. ``new_service`` makes further
+service instances over the same stored data, as several Functions instances or server threads would be.
 """
 
 from __future__ import annotations
@@ -37,6 +40,13 @@ class FakeClock:
     def advance(self, seconds: float) -> datetime:
         self.now += timedelta(seconds=seconds)
         return self.now
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a worker of a run in several processes (make test: -n 2), the slow tests go first, so that
+    the workers end together rather than one running the last slow test alone."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture

@@ -51,7 +51,7 @@ import sys
 from typing import Any
 
 from oncegate import __version__
-from oncegate.cli import commands, store_commands
+from oncegate.cli import commands, extra, store_commands
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.cli.helptext import FittedDescription
 from oncegate.cli.signin import AppFactory, msal_app
@@ -72,6 +72,8 @@ from oncegate.entrypoints.handler_pool import DEFAULT_THREADS
 from oncegate.service.retention import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 LOCAL_COMMANDS = ("serve", "purge", "keys", "store")
+# What runs on the service's dependencies alone, without the cli extra (make run installs no extra).
+WITHOUT_EXTRA = ("serve",)
 # What `oncegate --help` prints: the docstring but its last paragraph, which is for who reads the code.
 HELP = (__doc__ or "").rsplit("\n\n", 1)[0] + "\n"
 MIN_CONCURRENCY = 2
@@ -551,10 +553,16 @@ def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -
     """Run the command; ``app_factory`` makes the MSAL application for ``--entra`` (tests pass a fake).
 
     Ctrl+C and a closed pipe end any command, wherever they come (rendering included), with their
-    exit status and no traceback.
+    exit status and no traceback. A command that draws tables without the cli extra installed (rich)
+    says which extra to install, exit 2; ``serve`` needs none.
     """
     try:
         return _run(argv, app_factory)
+    except ModuleNotFoundError as exc:
+        if not extra.is_missing(exc):
+            raise
+        print(extra.MISSING, file=sys.stderr)
+        return extra.MISSING_EXIT
     except KeyboardInterrupt:
         return commands.INTERRUPTED_EXIT
     except BrokenPipeError:
@@ -573,6 +581,8 @@ def _run(argv: list[str] | None, app_factory: AppFactory) -> int:
         # A group of commands alone (oncegate claims), or nothing at all: what there is to run.
         args.group_parser.print_help()
         return 0
+    if args.command not in WITHOUT_EXTRA:
+        extra.require()
     if args.command in LOCAL_COMMANDS:
         code: int = args.handler(args)
         return code

@@ -17,13 +17,11 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
-from rich.console import RenderableType
 
 from oncegate import __version__
-from oncegate.cli import rendering
 from oncegate.cli.batch_drill import run_batch_drill
 from oncegate.cli.client import (
     SERVICE_EXIT,
@@ -37,9 +35,18 @@ from oncegate.cli.client import (
     default_url,
 )
 from oncegate.cli.drill import Interrupted, run_drill
+from oncegate.cli.extra import on_first_use
 from oncegate.cli.signin import AppFactory, EntraSettings, access_token
 from oncegate.cli.values import BadSetting, port_setting, threads_setting
 from oncegate.models import ClaimView, SetScopeRequest
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from oncegate.cli import rendering
+else:
+    # rich comes with the cli extra: serve runs without it (oncegate/cli/extra.py).
+    rendering = on_first_use("oncegate.cli.rendering")
 
 DEVIATION_EXIT = 1
 INTERRUPTED_EXIT = 130

@@ -8,11 +8,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oncegate.cli import rendering
 from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
 from oncegate.cli.commands import INTERRUPTED_EXIT, progress, refused
+from oncegate.cli.extra import on_first_use
+
+if TYPE_CHECKING:
+    from oncegate.cli import rendering
+else:
+    # rich comes with the cli extra (oncegate/cli/extra.py).
+    rendering = on_first_use("oncegate.cli.rendering")
 
 
 def _local_services(command: str) -> tuple[Any, Any] | int:

@@ -469,6 +469,7 @@ def claims_of(drill: dict[str, Any], step: str) -> list[dict[str, Any]]:
     return [call for call in drill["calls"] if call["step"] == step and call["call"].startswith("check and claim")]
 
 
+@pytest.mark.slow
 def test_the_batch_drill_passes_with_one_proceed_and_one_result_per_record(oncegate: Oncegate, api: ServerApi) -> None:
     run = oncegate(*BATCH, "--json")
 

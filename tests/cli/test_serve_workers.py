@@ -120,6 +120,7 @@ def workers_of(pid: int) -> set[int]:
     return {int(child) for child in children.read_text().split()} if children.exists() else set()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
 def test_the_workers_end_with_the_command(tmp_path: Path, signal_name: str) -> None:
     process = start(tmp_path / "oncegate.db", "--workers", "2", "--app-dir", str(REPO), cwd=tmp_path)
@@ -143,6 +144,7 @@ def flow_claims(port: int) -> int:
     return sum(flow["claims"] for flow in flows if (flow["name"], flow["environment"]) == tuple(FLOW.values()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
 def test_a_stop_signal_to_the_process_group_keeps_every_flow_count(tmp_path: Path, signal_name: str) -> None:
     """Issue 22: each worker flushes its counts once, uninterrupted by the signal the parent passes on."""

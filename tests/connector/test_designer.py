@@ -225,7 +225,7 @@ def test_the_connector_description_names_no_platform_product(any_definition: dic
 
 def _titles(node: dict[str, Any]) -> list[str]:
     """The titles of an object's fields as dynamic content shows them: nested objects' fields too, not arrays'."""
-    titles = []
+    titles: list[str] = []
     for child in node.get("properties", {}).values():
         nested = child.get("type") == "object" and "properties" in child
         titles += _titles(child) if nested else [child["x-ms-summary"]]

@@ -42,7 +42,3 @@ def test_a_layer_imports_nothing_above_it(layer: str, path: Path) -> None:
 def test_the_check_sees_an_import_of_the_wire() -> None:
     # The check itself: the HTTP actions do import the wire models, and the check finds them.
     assert any(name.startswith("oncegate.models") for name in imported(PACKAGE / "entrypoints" / "render.py"))
-
-
-def test_there_is_no_grab_bag_of_the_services() -> None:
-    assert not (PACKAGE / "service" / "common.py").exists()

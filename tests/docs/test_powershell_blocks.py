@@ -72,7 +72,7 @@ def code(line: str) -> str:
 def test_windows_has_its_set_up_tests_and_walk_through() -> None:
     assert len(BLOCKS) >= 3
     joined = "\n".join(BLOCKS)
-    for needed in ("-m venv .venv", "pip install -e .", "oncegate serve", "-m pytest", "Invoke-RestMethod"):
+    for needed in ("-m venv .venv", "pip install -e '.[cli]'", "oncegate serve", "-m pytest", "Invoke-RestMethod"):
         assert needed in joined
 
 

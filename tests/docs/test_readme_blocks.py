@@ -105,6 +105,7 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(COMMANDS))
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: str(path.relative_to(REPO)))
 def test_the_shell_blocks_run_as_pasted(document: Path, name: str, served_url: str, workdir: Path) -> None:

@@ -45,13 +45,13 @@ def test_a_flush_failing_at_any_request_loses_no_row_and_repeats_none(
 
 @pytest.mark.parametrize("at", range(1, 4))
 def test_a_flush_whose_answer_is_lost_at_any_request_loses_no_row_and_repeats_none(
-    azurite: Azurite | ExternalTables, at: int
+    azurite: Azurite | ExternalTables, test_tables: list[str], at: int
 ) -> None:
     # The transaction landed and its answer was lost (500 OperationTimedOut): the SDK's retry, an upsert, is the same.
     if isinstance(azurite, ExternalTables):
         pytest.skip("the lossy proxy speaks plain HTTP to the emulator this suite starts")
     proxy = LossyProxy(azurite.connection_string)
-    factory = TableStoreFactory(proxy.connection_string)
+    factory = TableStoreFactory(proxy.connection_string, test_tables)
     try:
         store = factory()
         claims = [*made(store, 2, source="shop-eu"), *made(store, 2, source="shop-us", reference="R-2")]

@@ -491,7 +491,7 @@ def rig(
     if isinstance(azurite, ExternalTables):
         pytest.skip("the lossy proxy speaks plain HTTP to the emulator this suite starts")
     proxy = LossyProxy(azurite.connection_string)
-    factory = TableStoreFactory(proxy.connection_string)
+    factory = TableStoreFactory(proxy.connection_string, request.getfixturevalue("test_tables"))
     yield Gate(factory(), KeyHasher(KEY_SECRET), clock=clock), proxy
     factory.close()
     proxy.close()

@@ -245,14 +245,14 @@ def test_items_answered_503_after_the_store_kept_their_claims_get_them_back_when
 
 @pytest.mark.parametrize("store_kind", ["tables"])
 def test_a_table_write_answered_500_over_http_is_given_back_when_the_whole_call_is_sent_again(
-    azurite: Any, clock: FakeClock
+    azurite: Any, test_tables: list[str], clock: FakeClock
 ) -> None:
     """The same over real HTTP: Table Storage applies an insert and its answer is lost (a 500, not retried, as a
     connection cut is not)."""
     if isinstance(azurite, ExternalTables):
         pytest.skip("the lossy proxy speaks plain HTTP to the emulator this suite starts")
     proxy = LossyProxy(azurite.connection_string)
-    factory = TableStoreFactory(proxy.connection_string)
+    factory = TableStoreFactory(proxy.connection_string, test_tables)
     try:
         send_the_whole_call_again_after_a_cut(factory(retry_total=0), clock, lambda: proxy.arm(30), proxy.disarm)
     finally:

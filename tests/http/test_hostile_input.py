@@ -314,7 +314,7 @@ def _function_serving(path: str, method: str) -> str:
         trigger: Any = function.get_trigger()
         methods = [str(getattr(verb, "value", verb)) for verb in trigger.methods or []]
         if trigger.route == route and method.upper() in methods:
-            return name
+            return str(name)
     raise AssertionError(f"no function serves {method} {path}")
 
 

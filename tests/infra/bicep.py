@@ -420,7 +420,9 @@ def deploy_module(file: BicepFile, name: str, params: dict[str, Any]) -> dict[st
     deployment = module_name(module, evaluate)
     evaluate.partly = True  # a value known only at deployment is passed on unchecked
     values = (
-        {} if given is None else {key: evaluate.property_value(node, 0) for key, _, node in properties(unwrap(given))}
+        {}
+        if given is None
+        else {str(key): evaluate.property_value(node, 0) for key, _, node in properties(unwrap(given))}
     )
     for key, value in values.items():
         if isinstance(value, str) and value.startswith("<deployment: "):

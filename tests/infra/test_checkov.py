@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+# make test runs in several processes: this module's tests share one, where Checkov runs once.
+pytestmark = pytest.mark.xdist_group("checkov")
+
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOV = Path(os.environ.get("CHECKOV", Path(sys.prefix) / "checkov" / "bin" / "checkov"))
 
@@ -120,6 +123,7 @@ def failed(report: dict[str, Any]) -> set[tuple[str, str, str]]:
     }
 
 
+@pytest.mark.slow
 def test_checkov_parses_every_bicep_file(report: dict[str, Any]) -> None:
     # A file Checkov cannot parse is counted here and otherwise skipped without a word.
     assert report["summary"]["parsing_errors"] == 0, report["results"].get("parsing_errors")

@@ -22,6 +22,9 @@ import pytest
 
 from tests.infra.test_monitoring import alert_queries, audit_queries, workbook_queries
 
+# make test runs in several processes: this module's tests share one, where the Kusto parser runs once.
+pytestmark = pytest.mark.xdist_group("kusto")
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("kusto.js")
 PARSER = ROOT / "node_modules" / "@kusto" / "language-service-next" / "Kusto.Language.Bridge.js"

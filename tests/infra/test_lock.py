@@ -60,11 +60,11 @@ def test_the_lock_pins_every_dependency_inside_its_range_with_hashes() -> None:
     asked = {canonicalize_name(Requirement(line).name) for line in dependencies}
     stale = sorted(name for name, entry in entries.items() if ROOT_MARK in entry["via"] and name not in asked)  # type: ignore[operator]
     assert stale == [], f"pinned for pyproject.toml, which no longer asks for {stale}: run make lock"
-    for name, entry in entries.items():
+    for package, entry in entries.items():
         hashes = entry["hashes"]
         assert isinstance(hashes, list)
-        assert hashes, f"{name} has no hash"
-        assert all(re.fullmatch(r"[0-9a-f]{64}", value) for value in hashes), name
+        assert hashes, f"{package} has no hash"
+        assert all(re.fullmatch(r"[0-9a-f]{64}", value) for value in hashes), package
 
 
 def test_every_locked_package_is_reached_from_pyproject() -> None:

@@ -680,6 +680,7 @@ def import_rows(count: int, repeated: int) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.slow
 def test_a_1000_row_import_with_100_repeated_rows_costs_21_connector_calls_and_each_order_is_created_once(
     bulk_definition: dict[str, Any], call_app: Call
 ) -> None:

@@ -1,8 +1,10 @@
-"""``make run`` installs only what the service needs, and that is enough to run it; ``make test`` adds the rest.
+"""``make run`` installs only what the service and its command need, and that is enough to run it; ``make test``
+adds the rest.
 
-The service's imports (``oncegate/`` and ``function_app.py``, the ``oncegate`` command included) must
-come from ``pyproject.toml``'s dependencies and what they depend on, never from the ``[dev]`` extras:
-``make run`` installs none of those. The Makefile is read with ``make -n``, which prints what it
+The service's imports (``oncegate/`` and ``function_app.py``) must come from ``pyproject.toml``'s
+dependencies and what they depend on, never from the extras; the ``oncegate`` command's own
+(``oncegate/cli/``) may come from the ``[cli]`` extra too, which ``make run`` installs and Azure's
+lock leaves out, never from ``[dev]``. The Makefile is read with ``make -n``, which prints what it
 would run and runs nothing.
 """
 
@@ -30,11 +32,11 @@ def normalised(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def runtime_distributions() -> set[str]:
-    """pyproject.toml's dependencies, without extras, and everything they need in turn, as installed here."""
-    pending = [
-        Requirement(line) for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    ]
+def runtime_distributions(*extras: str) -> set[str]:
+    """pyproject.toml's dependencies, with these of its extras, and everything they need in turn, as installed here."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = [*project["dependencies"], *(line for extra in extras for line in project["optional-dependencies"][extra])]
+    pending = [Requirement(line) for line in lines]
     found: set[str] = set()
     while pending:
         requirement = pending.pop()
@@ -54,10 +56,14 @@ def runtime_distributions() -> set[str]:
     return found
 
 
-def imported_modules() -> dict[str, str]:
-    """Each top-level module the service imports (at the top of a file or inside a function), and where."""
+SERVICE = [ROOT / "function_app.py", *sorted((ROOT / "oncegate").rglob("*.py"))]
+COMMAND = ROOT / "oncegate" / "cli"
+
+
+def imported_modules(paths: list[Path]) -> dict[str, str]:
+    """Each top-level module these files import (at the top of a file or inside a function), and where."""
     modules: dict[str, str] = {}
-    for path in [ROOT / "function_app.py", *sorted((ROOT / "oncegate").rglob("*.py"))]:
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -70,22 +76,33 @@ def imported_modules() -> dict[str, str]:
     return modules
 
 
-def test_the_service_imports_only_what_make_run_installs() -> None:
-    runtime = runtime_distributions()
+def imported_from_outside(paths: list[Path], *extras: str) -> dict[str, str]:
+    """The modules these files import from no distribution of the dependencies and these extras, and where."""
+    runtime = runtime_distributions(*extras)
     providers = importlib.metadata.packages_distributions()
-    outside = {
+    return {
         module: where
-        for module, where in imported_modules().items()
+        for module, where in imported_modules(paths).items()
         if module not in sys.stdlib_module_names
         and module != "oncegate"
         and not {normalised(dist) for dist in providers.get(module, [])} & runtime
     }
+
+
+def test_the_service_imports_only_what_make_run_installs() -> None:
+    outside = imported_from_outside(SERVICE, "cli")
     assert outside == {}, "imported, but not from pyproject.toml's dependencies (add it there, not to [dev])"
 
 
+def test_only_the_command_imports_the_cli_extra_which_azure_never_installs() -> None:
+    assert imported_from_outside([path for path in SERVICE if COMMAND not in path.parents]) == {}
+    # The check itself: the command's tables do come from the extra.
+    assert set(imported_from_outside([path for path in SERVICE if COMMAND in path.parents])) == {"rich"}
+
+
 def test_a_dev_only_import_is_found() -> None:
-    # Guards the test above: pytest is installed here, but only as a [dev] extra.
-    assert "pytest" not in runtime_distributions()
+    # Guards the tests above: pytest is installed here, but only as a [dev] extra.
+    assert "pytest" not in runtime_distributions("cli")
     assert "pytest" in importlib.metadata.packages_distributions()
 
 
@@ -116,7 +133,7 @@ def workdir(tmp_path: Path) -> Path:
 def test_make_run_installs_the_runtime_only_and_make_test_adds_the_rest(workdir: Path) -> None:
     run = dry_run(workdir, "run")
     assert "-m venv .venv" in run
-    assert "pip install --quiet -e .\n" in run
+    assert "pip install --quiet -e '.[cli]'\n" in run
     assert "[dev]" not in run
     assert "npm" not in run
     assert run.rstrip().endswith("oncegate serve --port 7071 --workers 1")
@@ -132,13 +149,13 @@ def test_make_run_after_make_test_installs_nothing_and_the_reverse_adds_dev(work
     for stamp in (".venv/bin/python", ".venv/.installed-runtime", ".venv/checkov/bin/checkov", ".venv/.installed-dev"):
         (workdir / stamp).touch()
     assert dry_run(workdir, "run").splitlines() == [".venv/bin/oncegate serve --port 7071 --workers 1"]
-    assert dry_run(workdir, "test").splitlines() == [".venv/bin/pytest"]
+    assert dry_run(workdir, "test").splitlines() == [".venv/bin/pytest -n 2 --dist loadgroup"]
     # Only the runtime installed (make run): make test adds the [dev] extras and Azurite, not the runtime again.
     (workdir / ".venv" / ".installed-dev").unlink()
     test = dry_run(workdir, "test")
     assert "-e '.[dev]'" in test
     assert "npm ci" in test
-    assert "install --quiet -e .\n" not in test
+    assert "install --quiet -e '.[cli]'\n" not in test
 
 
 def a_python_310(path: Path) -> Path:
@@ -175,4 +192,4 @@ def test_a_venv_made_by_another_python_is_made_again(workdir: Path) -> None:
     run = dry_run(workdir, "run")
 
     assert "rm -rf .venv  # made by Python 3.10.13" in run
-    assert run.index("rm -rf .venv") < run.index("-m venv .venv") < run.index("pip install --quiet -e .\n")
+    assert run.index("rm -rf .venv") < run.index("-m venv .venv") < run.index("pip install --quiet -e '.[cli]'\n")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from oncegate.domain.keys import KeyHasher
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET
@@ -18,6 +20,7 @@ from tests.load.workload import Workload, audit, run
 LOAD = Workload(clients=32, keys=200, duplicates=4, changed_every=10)
 
 
+@pytest.mark.slow
 def test_concurrent_duplicate_triggers_over_http_leave_one_success_per_key_and_a_full_history(
     open_store: Callable[[], ClaimStore],
 ) -> None:

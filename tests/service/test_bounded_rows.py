@@ -23,6 +23,7 @@ def _claim_row_size(service: Gate, claim_id: str) -> int:
     return len(repr(columns.claim_to_row(service.store.get_claim(claim_id))))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("same_fingerprint", [True, False], ids=["one fingerprint", "a new one each round"])
 def test_many_resolutions_leave_the_claim_row_bounded_and_the_key_working(
     service: Gate, same_fingerprint: bool

@@ -74,6 +74,7 @@ def assert_each_key_proceeds_once(answers: list[tuple[str, str]]) -> None:
     }
 
 
+@pytest.mark.slow
 def test_bulk_and_single_calls_in_threads_proceed_once_per_key(new_service: Callable[[], Gate]) -> None:
     instances = [new_service().services for _ in range(INSTANCES)]
     barrier = threading.Barrier(RACERS)
@@ -123,6 +124,7 @@ def address(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
     return ("tables", factory.connection_string, factory.prefix)
 
 
+@pytest.mark.slow
 def test_bulk_and_single_calls_in_processes_proceed_once_per_key(address: Address) -> None:
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(PROCESSES)

@@ -1,18 +1,29 @@
-"""Every row of the contract's decision table, on SQLite and on Table Storage."""
+"""Every row of the contract's decision table."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
-from oncegate.domain.statuses import ClaimStatus, Decision
+from oncegate.domain.statuses import AnswerStatus, ClaimStatus, Decision
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimResponse, ClaimResult
 from tests.conftest import FakeClock
 from tests.gate import Gate
 from tests.service.calls import FLOW, FLOW_COPY, claim, keyed, record, record_with, release, succeeded
+
+
+@pytest.fixture
+def store_kind() -> str:
+    """SQLite only: the decision table is the service's (domain/decisions.py) over the store port.
+
+    The store contract suite (tests/stores/contract.py) runs the store's part on both stores.
+    """
+    return "sqlite"
+
 
 # -- proceed ------------------------------------------------------------------------------------
 
@@ -21,7 +32,7 @@ def test_a_new_key_proceeds_with_a_token_and_a_lease(service: Gate, clock: FakeC
     answer = claim(service, lease_seconds=120)
 
     assert answer.decision is Decision.PROCEED
-    assert (answer.status, answer.attempt) == (ClaimStatus.IN_PROGRESS, 1)
+    assert (answer.status, answer.attempt) == (AnswerStatus.IN_PROGRESS, 1)
     assert answer.claim_token
     assert answer.lease_expires_at == clock.now + timedelta(seconds=120)
     assert answer.warnings == []
@@ -45,7 +56,7 @@ def test_a_retryable_failure_lets_the_next_run_proceed_with_a_new_token(service:
     second = claim(service, run="run-2")
 
     assert second.decision is Decision.PROCEED
-    assert (second.status, second.attempt) == (ClaimStatus.IN_PROGRESS, 2)
+    assert (second.status, second.attempt) == (AnswerStatus.IN_PROGRESS, 2)
     assert second.claim_token not in (None, first.claim_token)
     assert second.lease_expires_at == clock.now + timedelta(seconds=300)
 
@@ -86,7 +97,7 @@ def test_a_succeeded_claim_answers_duplicate_with_the_original_result(service: G
     again = claim(service, run="run-2", flow=FLOW)
 
     assert again.decision is Decision.DUPLICATE
-    assert (again.status, again.attempt) == (ClaimStatus.SUCCEEDED, 1)
+    assert (again.status, again.attempt) == (AnswerStatus.SUCCEEDED, 1)
     assert again.claim_token is None
     assert again.result == ClaimResult(
         target_record_id="SO-1001",
@@ -117,7 +128,7 @@ def test_another_run_during_a_live_lease_is_told_in_progress_with_the_holder(ser
     other = claim(service, run="run-2")
 
     assert other.decision is Decision.IN_PROGRESS
-    assert (other.status, other.attempt) == (ClaimStatus.IN_PROGRESS, 1)
+    assert (other.status, other.attempt) == (AnswerStatus.IN_PROGRESS, 1)
     assert other.claim_token is None
     assert other.holder is not None
     assert other.holder.flow == FLOW
@@ -149,7 +160,7 @@ def test_another_flow_sending_the_holders_run_id_is_in_progress_and_cannot_take_
     ],
 )
 def test_the_holders_run_id_without_its_flow_and_fingerprint_is_in_progress(
-    service: Gate, asks_again: dict[str, object]
+    service: Gate, asks_again: dict[str, Any]
 ) -> None:
     holder = claim(service, run="run-A", flow=FLOW, fingerprint="v1")
 
@@ -184,7 +195,7 @@ def test_an_expired_lease_without_a_result_is_reconciled_never_proceeded(service
     second = claim(service, run="run-2", flow=FLOW_COPY)
 
     assert second.decision is Decision.RECONCILE
-    assert (second.status, second.attempt) == (ClaimStatus.IN_PROGRESS, 2)
+    assert (second.status, second.attempt) == (AnswerStatus.IN_PROGRESS, 2)
     assert second.claim_token not in (None, first.claim_token)
     assert second.lease_expires_at == clock.now + timedelta(seconds=300)
     last = second.earlier_attempt
@@ -321,7 +332,7 @@ def test_a_final_failure_blocks_every_later_run(service: Gate, clock: FakeClock)
         clock.advance(600)
         blocked = claim(service, run=run)
         assert blocked.decision is Decision.BLOCKED
-        assert (blocked.status, blocked.attempt, blocked.claim_token) == (ClaimStatus.FAILED, 1, None)
+        assert (blocked.status, blocked.attempt, blocked.claim_token) == (AnswerStatus.FAILED, 1, None)
     assert "customer account closed" in blocked.reason
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from oncegate.domain.keys import payload_fingerprint
@@ -10,6 +12,16 @@ from oncegate.errors import InvalidRequest
 from oncegate.models import LookupRequest
 from tests.gate import Gate
 from tests.service.calls import FLOW, FLOW_COPY, claim, succeeded
+
+
+@pytest.fixture
+def store_kind() -> str:
+    """SQLite only: keys, scopes and fingerprints are made into a claim id and digests before the store sees them.
+
+    The store contract suite (tests/stores/contract.py) runs the store's part on both stores.
+    """
+    return "sqlite"
+
 
 ORDER = {"customer": "C-7", "amount": 1.0, "lines": [{"sku": "A-1", "qty": 2}], "note": None}
 # The same JSON value: other key order, other number spellings.
@@ -97,7 +109,7 @@ def test_a_duplicate_asked_without_a_fingerprint_still_finds_the_result(service:
     ids=["outer-spaces", "outer-newlines", "unicode-nfc", "key-case", "scope-case", "two-scopes"],
 )
 def test_what_makes_the_same_business_key(
-    service: Gate, first: dict[str, str], second: dict[str, str], same: bool
+    service: Gate, first: dict[str, Any], second: dict[str, Any], same: bool
 ) -> None:
     """Outer whitespace, Unicode normal forms and a scope's case make no other key; a key's case and the scope do."""
     made = claim(service, **first)

@@ -185,10 +185,10 @@ def test_a_disabled_flow_takes_over_nothing_and_the_claim_history_says_why(servi
     expired = claim(service, run="run-2")
     duplicate = claim(service, run="run-3", key="ORDER-2")
 
-    assert (expired.decision, expired.status, expired.attempt) == (Decision.BLOCKED, ClaimStatus.IN_PROGRESS, 1)
+    assert (expired.decision, expired.status, expired.attempt) == (Decision.BLOCKED, AnswerStatus.IN_PROGRESS, 1)
     assert (duplicate.decision, duplicate.status, duplicate.claim_token) == (
         Decision.BLOCKED,
-        ClaimStatus.SUCCEEDED,
+        AnswerStatus.SUCCEEDED,
         None,
     )
     stored = service.get_claim(held.claim_id)

@@ -178,6 +178,7 @@ def _runbook_up_to(service_in: Callable[[str], Gate], rollout: tuple[str, str], 
         service_in("switched").services.key_secrets.retire(KeyHasher(OLD).key_id, orphan=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids="+".join)
 def test_instances_on_both_sides_of_a_rollout_never_both_proceed(
     service_in: Callable[[str], Gate], rollout: tuple[str, str], clock: FakeClock

@@ -67,6 +67,7 @@ def secret_file(tmp_path: Path) -> Path:
 # -- many processes starting at once on a new folder ---------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_processes_starting_at_once_on_a_new_folder_all_get_the_one_published_secret(tmp_path: Path) -> None:
     folders = [tmp_path / f"round-{index}" for index in range(ROUNDS)]

@@ -10,6 +10,7 @@ from azure.data.tables import TableServiceClient
 
 from oncegate.domain.statuses import Decision
 from oncegate.models import LookupRequest
+from oncegate.stores.tables import table_names
 from tests.conftest import SQLITE_FILE, FakeClock
 from tests.gate import Gate
 from tests.service.calls import SCOPE, claim, record, report, resolve
@@ -19,14 +20,14 @@ PAYLOAD_SECRET = "CUSTOMER-IBAN-Xv4Lp9"
 
 
 def stored_text(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Everything the store holds, as text: the SQLite files' bytes, or every entity of every table."""
+    """Everything the store holds, as text: the SQLite files' bytes, or every entity of the test's six tables."""
     if store_kind == "sqlite":
         files = sorted(tmp_path.glob(SQLITE_FILE + "*"))
         assert files, "the SQLite store wrote no file"
         return b"".join(path.read_bytes() for path in files).decode("utf-8", errors="replace")
-    connection_string = request.getfixturevalue("azurite").connection_string
-    with TableServiceClient.from_connection_string(connection_string) as tables:
-        names = [table.name for table in tables.list_tables()]
+    factory = request.getfixturevalue("table_store_factory")
+    with TableServiceClient.from_connection_string(factory.connection_string) as tables:
+        names = table_names(factory.prefix)
         entities = [dict(entity) for name in names for entity in tables.get_table_client(name).list_entities()]
     assert entities, "the tables hold nothing"
     return json.dumps(entities, default=str, ensure_ascii=False)

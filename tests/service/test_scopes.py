@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS
-from oncegate.domain.statuses import ClaimStatus, Decision
+from oncegate.domain.statuses import AnswerStatus, Decision
 from oncegate.errors import InvalidRequest
 from oncegate.models import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS, ClaimCounts, ScopeView, SetScopeRequest
 from oncegate.service.inventory import REGISTRY_TTL
@@ -159,7 +159,7 @@ def test_a_retention_job_reads_each_scope_retention_from_the_store(service: Gate
 def test_a_new_scope_is_in_progress_only(service: Gate) -> None:
     answer = claim(service)
 
-    assert answer.status == ClaimStatus.IN_PROGRESS
+    assert answer.status == AnswerStatus.IN_PROGRESS
     assert scopes(service)[SCOPE].claims == ClaimCounts(in_progress=1)
 
 

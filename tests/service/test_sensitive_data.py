@@ -53,6 +53,16 @@ from tests.service.calls import (
     set_scope,
 )
 
+
+@pytest.fixture
+def store_kind() -> str:
+    """SQLite only: the personal-data check runs before anything is written, whatever the store.
+
+    The store contract suite (tests/stores/contract.py) runs the store's part on both stores.
+    """
+    return "sqlite"
+
+
 EMAIL = "ana.lopez@contoso.com"
 Policy = Callable[..., Gate]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -27,11 +28,11 @@ DAY = 24 * 3600
 DATA = {"order": "SO-1001", "lines": [{"sku": f"SKU-{n}", "quantity": n, "price": 12.5} for n in range(12)]}
 
 
-def done(service: Gate, key: str = "SO-1001", **fields: object) -> str:
+def done(service: Gate, key: str = "SO-1001", **fields: Any) -> str:
     return granted_and_done(service, key, **fields).claim_id
 
 
-def granted_and_done(service: Gate, key: str = "SO-1001", **fields: object) -> ClaimResponse:
+def granted_and_done(service: Gate, key: str = "SO-1001", **fields: Any) -> ClaimResponse:
     """The answer that granted the claim, whose result was recorded: its token is the run's."""
     answer = claim(service, key=key, run="run-1", source="shop-eu", reference=f"order {key}", **fields)
     assert answer.decision is Decision.PROCEED

@@ -554,6 +554,7 @@ class StoreContract:
         found = every_claim(store, statuses=(ClaimStatus.FAILED,), source="shop-eu")
         assert [(claim.source, claim.reference) for claim in found] == [("shop-eu", "SO-1002")]
 
+    @pytest.mark.slow
     def test_list_claims_by_source_pages_past_a_thousand_claims(self, store: ClaimStore) -> None:
         # Table Storage answers at most 1,000 rows a request: a source's claims must page on past that.
         def made(index: int) -> Claim:
@@ -962,6 +963,7 @@ class StoreContract:
             for c in store.list_conflicts(status=ConflictStatus.OPEN, scope=None, limit=50, cursor=None).items
         }
 
+    @pytest.mark.slow
     def test_a_page_of_conflicts_costs_as_much_among_10000_as_among_100(
         self, metered_store: tuple[ClaimStore, Meter], seed_conflicts: Callable[[ClaimStore, list[Conflict]], None]
     ) -> None:

@@ -9,6 +9,7 @@ written; the daily repair writes those of an instance that stopped before its fl
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 from urllib.parse import unquote
 
 import pytest
@@ -29,12 +30,12 @@ pytestmark = pytest.mark.azurite
 EVERY = tuple(ClaimStatus)
 
 
-def made(store: TableStore, count: int, **fields: object) -> list[Claim]:
+def made(store: TableStore, count: int, **fields: Any) -> list[Claim]:
     claims = [records.claim(first_received_at=T0 + timedelta(seconds=n), **fields) for n in range(count)]
     return [store.create_claim(claim, records.event(claim.claim_id)) for claim in claims]
 
 
-def found(store: TableStore, **filters: object) -> list[str]:
+def found(store: TableStore, **filters: Any) -> list[str]:
     ids, cursor = [], None
     while True:
         page = store.list_claims(ClaimFilter(EVERY, **filters), limit=7, cursor=cursor)

@@ -29,7 +29,14 @@ from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest
 from oncegate.service.retention import horizon_days
 from oncegate.stores import export_format
 from oncegate.stores.paging import every_item, utc_text
-from oncegate.stores.port import BackupRecords, ClaimIndex, ConflictRecords, InventoryRecords, StoreMarkRecords
+from oncegate.stores.port import (
+    BackupRecords,
+    ClaimIndex,
+    ConflictRecords,
+    InventoryRecords,
+    RestoreReads,
+    StoreMarkRecords,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +47,9 @@ CONFLICT_PAGE = 200
 CLOCK_GRAIN = timedelta(seconds=1)
 
 
-class BackupStore(BackupRecords, ConflictRecords, InventoryRecords, StoreMarkRecords, ClaimIndex, Protocol):
+class BackupStore(
+    BackupRecords, RestoreReads, ConflictRecords, InventoryRecords, StoreMarkRecords, ClaimIndex, Protocol
+):
     """The groups of the store port an export and an import use."""
 
     kind: str
@@ -336,3 +345,11 @@ def mark(store: BackupStore, store_id: str, *, at: datetime) -> None:
         found = store.read_marks().store_id
         if found != store_id:
             raise InvalidRequest(f"the store is marked as store {found}, not {store_id}.", target="store") from None
+
+
+def restore_notice(store: RestoreReads, now: datetime) -> Restore | None:
+    """The restore the store's health tells of: one under way, or one whose forgotten keys' horizon is to come."""
+    restore = store.read_restore()
+    if restore is None or (restore.completed_at is not None and not restore.forgetting(now)):
+        return None
+    return restore

@@ -261,11 +261,15 @@ class BackupRecords(Protocol):
         """What the store holds, by the names an operator reads (``claims``, ``conflicts``, ``key secrets``...,
         ``store id``); empty for a store that holds nothing. The restore record is not counted."""
 
-    def read_restore(self) -> Restore | None:
-        """The record of the import that filled this store; None for a store never restored."""
-
     def save_restore(self, restore: Restore) -> None:
         """Write the restore record, whatever was there."""
+
+
+class RestoreReads(Protocol):
+    """Whether the store was filled from an export, which its health says until the export's keys' horizon."""
+
+    def read_restore(self) -> Restore | None:
+        """The record of the import that filled this store; None for a store never restored."""
 
 
 class Reachable(Protocol):
@@ -277,7 +281,9 @@ class Reachable(Protocol):
         """Raise ``StoreUnavailable`` if the store cannot be reached."""
 
 
-class ClaimStore(ClaimRecords, ConflictRecords, InventoryRecords, StoreMarkRecords, BackupRecords, Reachable, Protocol):
+class ClaimStore(
+    ClaimRecords, ConflictRecords, InventoryRecords, StoreMarkRecords, BackupRecords, RestoreReads, Reachable, Protocol
+):
     """One backend holding all four: what bootstrap builds and every adapter implements."""
 
     def close(self) -> None:

@@ -27,6 +27,7 @@ from oncegate.service import backups
 from oncegate.service.backups import BackupStore
 from oncegate.service.core import utc_now
 from oncegate.stores import columns
+from oncegate.stores.paging import utc_text
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 from oncegate.stores.tables import table_names
@@ -185,6 +186,42 @@ def test_a_store_exported_wiped_and_imported_keeps_every_key_conflict_tombstone_
     assert restore is not None
     assert restore.completed_at == clock()
     assert (restore.exported_at, restore.forgotten_until) == (export_file.started_at, clock() + timedelta(days=400))
+
+
+def test_a_restored_store_says_so_in_its_health_until_the_horizon_of_the_keys_it_forgot(
+    stores: Stores, clock: FakeClock, tmp_path: Path
+) -> None:
+    service = gate(stores, clock)
+    set_scope(service, retention_days=30, horizon_days=200)
+    record(service, claim(service, key="SO-1"))
+    export_file = exported(stores.open(), tmp_path / "export.jsonl", clock)
+    stores.wipe()
+    clock.advance(600)
+    restored_at = clock()
+    backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
+    restored = gate(stores, clock)
+
+    told = restored.health().restored
+    clock.advance(DAY * 365 - 1)
+    still = restored.health().restored
+    clock.advance(1)
+    past = restored.health()
+
+    assert told is not None
+    assert (told.restored_from, told.exported_at, told.restored_at) == (
+        export_file.store_id,
+        export_file.started_at,
+        restored_at,
+    )
+    # The longest horizon of any scope, or the default one: a year.
+    assert told.forgotten_until == restored_at + timedelta(days=365)
+    assert told.message == (
+        f"Restored from an export: keys done after {export_file.header['startedAt']} are forgotten until "
+        f"{utc_text(told.forgotten_until)}."
+    )
+    assert still == told
+    assert past.restored is None
+    assert past.status == "ok"
 
 
 def test_a_claim_listed_in_the_export_is_found_by_its_source_after_the_import(

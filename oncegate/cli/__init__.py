@@ -510,7 +510,6 @@ def _add_keys(subparsers: Any) -> None:
     importing.add_argument("file", metavar="FILE", help="an export written by oncegate store export")
     importing.add_argument(
         "--forget-after",
-        type=moment,
         required=True,
         metavar="TIME",
         help="the export's time, as the export printed it: accepts that keys done after it are forgotten "

@@ -15,6 +15,7 @@ from typing import Any
 from oncegate.cli import rendering
 from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
 from oncegate.cli.commands import INTERRUPTED_EXIT, progress, refused
+from oncegate.cli.values import moment
 
 
 def _local_services(command: str, *, create: bool = False) -> tuple[Any, Any] | int:
@@ -188,6 +189,10 @@ def store_import(args: argparse.Namespace) -> int:
 
     path = Path(args.file)
     try:
+        forget_after = datetime.fromisoformat(moment(args.forget_after))
+    except argparse.ArgumentTypeError as exc:
+        return refused("store import", f"--forget-after: {exc}")
+    try:
         export_file = backups.read_export(path)
     except OnceGateError as exc:
         return refused("store import", exc.message)
@@ -200,7 +205,7 @@ def store_import(args: argparse.Namespace) -> int:
         report = backups.import_export(
             store,
             export_file,
-            forget_after=datetime.fromisoformat(args.forget_after),
+            forget_after=forget_after,
             now=utc_now,
             on_progress=lambda kind, n: progress(f"  {n} records written ({kind})"),
         )
@@ -224,9 +229,9 @@ def store_import(args: argparse.Namespace) -> int:
 
 
 def _text(moment: datetime | None) -> str:
-    from oncegate.stores.paging import utc_text
+    from oncegate.service.backups import moment_text
 
-    return utc_text(moment).replace("+00:00", "Z") if moment else "(never)"
+    return moment_text(moment) if moment else "(never)"
 
 
 def _where_is_the_store(command: str) -> str:

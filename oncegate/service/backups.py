@@ -47,6 +47,11 @@ CONFLICT_PAGE = 200
 CLOCK_GRAIN = timedelta(seconds=1)
 
 
+def moment_text(at: datetime) -> str:
+    """A time as the commands print it and ``--forget-after`` takes it: UTC, to the microsecond, with ``Z``."""
+    return utc_text(at).replace("+00:00", "Z")
+
+
 class BackupStore(
     BackupRecords, RestoreReads, ConflictRecords, InventoryRecords, StoreMarkRecords, ClaimIndex, Protocol
 ):
@@ -252,7 +257,7 @@ def import_export(
     """
     if forget_after != export_file.started_at:
         raise InvalidRequest(
-            f"--forget-after must be the export's time, {utc_text(export_file.started_at)}: keys done after it "
+            f"--forget-after must be the export's time, {moment_text(export_file.started_at)}: keys done after it "
             "are not in the export, and the restored store answers them proceed again.",
             target="--forget-after",
         )
@@ -293,7 +298,7 @@ def _restore_to_go_on(store: BackupStore, export_file: ExportFile, now: datetime
             return restore
         raise InvalidRequest(
             f"the store was restored from another export (of store {restore.restored_from}, taken at "
-            f"{utc_text(restore.exported_at)}): import into an empty store.",
+            f"{moment_text(restore.exported_at)}): import into an empty store.",
             target="store",
         )
     found = store.stored_contents()

@@ -253,7 +253,7 @@ def test_an_import_is_refused_without_the_exports_time_and_into_a_store_that_hol
         backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
 
     assert wrong_time.value.target == "--forget-after"
-    assert export_file.header["startedAt"] in wrong_time.value.message
+    assert backups.moment_text(export_file.started_at) in wrong_time.value.message
     assert not_empty.value.message == (
         "the store is not empty: it holds claims, key secrets, store id. Import into an empty store."
     )

@@ -1,0 +1,133 @@
+"""The restore runbook of docs/operations.md (*Backup and restore*) run as written, in bash, on a SQLite store.
+
+The blocks that take an export, move the database aside and import it run word for word; the export's
+time, which the operator reads off the export's output, is the one value the test fills in
+(``EXPORTED_AT``). The ``az`` blocks need a subscription and are not run. Afterwards every key done
+before the export is answered ``duplicate`` again and health says the store was restored; the
+commands' refusals and progress are checked through the command itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oncegate import bootstrap
+from oncegate.cli import main
+from oncegate.config import Settings
+from oncegate.domain.statuses import Decision
+from tests.cli.conftest import Run
+from tests.docs.markdown import REPO, ShellBlock, shell_blocks
+from tests.gate import Gate
+from tests.service.calls import claim, record
+
+OPERATIONS = REPO / "docs" / "operations.md"
+SECTION = "## Backup and restore\n"
+KEYS = [f"SO-{index}" for index in range(5)]
+RESTORE_WITH = re.compile(r"^Restore with: oncegate store import \S+ --forget-after (?P<time>\S+)$", re.MULTILINE)
+
+
+def runbook() -> dict[str, ShellBlock]:
+    """The section's shell blocks that run on this machine, by what they do."""
+    text = OPERATIONS.read_text(encoding="utf-8")
+    start = text.count("\n", 0, text.index(SECTION)) + 1
+    end = text.count("\n", 0, text.index("\n## ", text.index(SECTION) + 1)) + 1
+    blocks = [block for block in shell_blocks(OPERATIONS) if start < block.line < end]
+    steps = {
+        "export": [
+            block for block in blocks if block.code.strip().endswith("oncegate store export oncegate-export.jsonl.gz")
+        ],
+        "aside": [block for block in blocks if "mv .oncegate/oncegate.db" in block.code],
+        "import": [block for block in blocks if "oncegate store import" in block.code],
+    }
+    assert all(len(found) == 1 for found in steps.values()), steps
+    return {step: found[0] for step, found in steps.items()}
+
+
+def bash(block: ShellBlock, workdir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_")}
+    clean["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{clean['PATH']}"
+    return subprocess.run(
+        ["bash", "-e", "-c", block.code],
+        cwd=workdir,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder where `oncegate serve` ran on its default SQLite store and did five keys."""
+    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    service = Gate.of(bootstrap.build_services(Settings.from_environment()))
+    for key in KEYS:
+        record(service, claim(service, key=key, run=f"run-{key}"))
+    service.close()
+    return tmp_path
+
+
+def test_the_restore_runbook_as_written_brings_back_every_key_and_health_says_so(served: Path) -> None:
+    steps = runbook()
+
+    exported = bash(steps["export"], served)
+    time = RESTORE_WITH.search(exported.stdout)
+    aside = bash(steps["aside"], served)
+    imported = bash(steps["import"], served, EXPORTED_AT=time["time"] if time else "")
+
+    assert exported.returncode == 0, exported.stderr
+    assert "claim: 5 rows" in exported.stderr
+    assert time is not None, exported.stdout
+    assert aside.returncode == 0, aside.stderr
+    assert not (served / ".oncegate" / "oncegate.db").exists() or imported.returncode == 0
+    assert imported.returncode == 0, imported.stderr
+    assert f"Keys done after {time['time']} are forgotten until" in imported.stdout
+    service = Gate.of(bootstrap.build_services(Settings.from_environment()))
+    try:
+        for key in KEYS:
+            assert claim(service, key=key, run="run-again").decision is Decision.DUPLICATE, key
+        restored = service.health().restored
+        assert restored is not None
+        assert restored.message.startswith(
+            f"Restored from an export: keys done after {time['time'].replace('Z', '+00:00')}"
+        )
+    finally:
+        service.close()
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Run:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    return Run(code, out, err)
+
+
+def test_the_import_names_what_it_refuses_and_exits_2(served: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    exported = run(capsys, "store", "export", "export.jsonl")
+    time = RESTORE_WITH.search(exported.out)
+    assert time is not None
+
+    wrong = run(capsys, "store", "import", "export.jsonl", "--forget-after", "2020-01-01T00:00:00Z")
+    full = run(capsys, "store", "import", "export.jsonl", "--forget-after", time["time"])
+    missing = run(capsys, "store", "import", "nothing.jsonl", "--forget-after", time["time"])
+    unreadable = run(capsys, "store", "import", "export.jsonl", "--forget-after", "yesterday")
+
+    assert exported.code == 0
+    assert (wrong.code, full.code, missing.code) == (2, 2, 2)
+    assert f"oncegate store import: --forget-after must be the export's time, {time['time']}:" in wrong.err
+    assert full.err.splitlines()[-1] == (
+        "oncegate store import: the store is not empty: it holds claims, flows, scopes, key secrets, store id. "
+        "Import into an empty store."
+    )
+    assert "nothing.jsonl cannot be read as an export" in missing.err
+    assert unreadable.code == 2
+    assert unreadable.err.startswith("oncegate store import: --forget-after: give a date and time with its zone")

@@ -52,7 +52,9 @@ import hashlib
 import heapq
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -162,6 +164,8 @@ CHANGED_FILTER = "RowKey eq @rk and Timestamp ge @at"
 # A partition query answers up to 1,000 rows a request: a claim whose rows take more is read again if it changed.
 PARTITION_PAGE_ROWS = 1000
 EXPORT_READS = 3
+# Claim partitions an export reads at once: each is a request of its own.
+EXPORT_READERS = 8
 
 
 def table_names(prefix: str) -> tuple[str, ...]:
@@ -345,6 +349,12 @@ def _on_status(statuses: tuple[int, ...], error: Callable[[], Exception]) -> Ite
         if exc.status_code in statuses:
             raise error() from exc
         raise
+
+
+def _read(future: Future[ClaimBackup | None]) -> Iterator[ClaimBackup]:
+    backup = future.result()
+    if backup is not None:
+        yield backup
 
 
 def _is_history(entity: TableEntity) -> bool:
@@ -882,18 +892,25 @@ class TableStore:
 
     def export_claims(self) -> Iterator[ClaimBackup]:
         """Claim rows through the table (as the purge reads them), then each claim's partition in one query:
-        its row, history and fingerprint records as one view. Index rows are left out: an import writes them."""
-        with _translated():
+        its row, history and fingerprint records as one view. Index rows are left out: an import writes them.
+
+        ``EXPORT_READERS`` partitions are read at once, in claim id order, never more ahead than that: the
+        export holds a few claims at a time, however many the store has.
+        """
+        with _translated(), ThreadPoolExecutor(EXPORT_READERS, thread_name_prefix="oncegate-export") as pool:
             rows = self._claims.query_entities(
                 CLAIM_ROWS_FILTER,
                 parameters={"rk": CLAIM_ROW},
                 select=["PartitionKey"],
                 results_per_page=REPAIR_PAGE_ROWS,
             )
+            reading: deque[Future[ClaimBackup | None]] = deque()
             for row in rows:
-                backup = self._backup(row["PartitionKey"])
-                if backup is not None:
-                    yield backup
+                reading.append(pool.submit(self._backup, row["PartitionKey"]))
+                if len(reading) >= EXPORT_READERS:
+                    yield from _read(reading.popleft())
+            while reading:
+                yield from _read(reading.popleft())
 
     def _backup(self, claim_id: str) -> ClaimBackup | None:
         """The claim's partition whole; None when the claim is gone (purged since it was listed).

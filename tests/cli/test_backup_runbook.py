@@ -9,10 +9,12 @@ commands' refusals and progress are checked through the command itself.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from oncegate import bootstrap
 from oncegate.cli import main
 from oncegate.config import Settings
 from oncegate.domain.statuses import Decision
+from oncegate.stores import export_format
 from tests.cli.conftest import Run
 from tests.docs.markdown import REPO, ShellBlock, shell_blocks
 from tests.gate import Gate
@@ -131,3 +134,20 @@ def test_the_import_names_what_it_refuses_and_exits_2(served: Path, capsys: pyte
     assert "nothing.jsonl cannot be read as an export" in missing.err
     assert unreadable.code == 2
     assert unreadable.err.startswith("oncegate store import: --forget-after: give a date and time with its zone")
+
+
+def test_the_export_in_json_names_its_time_the_secrets_it_needs_and_when_it_expires(
+    served: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exported = run(capsys, "store", "export", "export.jsonl.gz", "--json")
+
+    summary = json.loads(exported.out)
+    header = next(iter(export_format.records(served / "export.jsonl.gz")))
+    assert exported.code == 0
+    assert (summary["storeId"], summary["startedAt"]) == (header["storeId"], header["startedAt"].replace("+00:00", "Z"))
+    assert summary["counts"] == {"secret": 1, "scope": 1, "flow": 1, "claim": len(KEYS)}
+    assert summary["keySecretIds"] == header["keySecretIds"]
+    assert len(summary["keySecretIds"]) == 1
+    expires = datetime.fromisoformat(summary["expiresAt"]) - datetime.fromisoformat(summary["finishedAt"])
+    assert expires == timedelta(days=365)
+    assert not (served / "export.partial.jsonl.gz").exists()

@@ -35,10 +35,12 @@ class Restore:
     Keys done after ``exported_at`` are not in the export: they are forgotten (answered ``proceed``
     again) until ``forgotten_until``, when their horizon would have passed anyway. ``records_done``
     counts the export's records written, so that an import run again goes on after them;
-    ``completed_at`` is None while the import is under way.
+    ``completed_at`` is None while the import is under way. ``export_id`` tells one export from another
+    taken in the same second (Table Storage's clock has whole seconds).
     """
 
     restored_from: str
+    export_id: str
     exported_at: datetime
     started_at: datetime
     forgotten_until: datetime

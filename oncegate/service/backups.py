@@ -15,6 +15,7 @@ an import cut short and run again goes on where it stopped. The store's mark goe
 from __future__ import annotations
 
 import logging
+import secrets
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -112,6 +113,7 @@ def export(
         "format": export_format.FORMAT,
         "formatVersion": export_format.FORMAT_VERSION,
         "storeId": marks.store_id,
+        "exportId": secrets.token_hex(8),
         "storeKind": store.kind,
         "startedAt": utc_text(started_at),
         "horizonDays": horizon,
@@ -191,6 +193,10 @@ class ExportFile:
     @property
     def store_id(self) -> str:
         return str(self.header["storeId"])
+
+    @property
+    def export_id(self) -> str:
+        return str(self.header["exportId"])
 
     @property
     def started_at(self) -> datetime:
@@ -294,7 +300,7 @@ def _restore_to_go_on(store: BackupStore, export_file: ExportFile, now: datetime
     """The restore record of this export's import cut short, or a new one for an empty store."""
     restore = store.read_restore()
     if restore is not None:
-        if restore.restored_from == export_file.store_id and restore.exported_at == export_file.started_at:
+        if restore.export_id == export_file.export_id:
             return restore
         raise InvalidRequest(
             f"the store was restored from another export (of store {restore.restored_from}, taken at "
@@ -311,6 +317,7 @@ def _restore_to_go_on(store: BackupStore, export_file: ExportFile, now: datetime
         )
     restore = Restore(
         restored_from=export_file.store_id,
+        export_id=export_file.export_id,
         exported_at=export_file.started_at,
         started_at=now,
         forgotten_until=now + export_file.horizon,

@@ -4,7 +4,8 @@ An export holds rows in the stores' format (:mod:`oncegate.stores.columns`), nev
 a file written by one store reads into the other and a renamed API field breaks no export. Times are
 fixed-width UTC text, as SQLite keeps them. The file is::
 
-    {"record": "header", "format": "oncegate-export", "formatVersion": 1, "storeId": ..., "startedAt": ...}
+    {"record": "header", "format": "oncegate-export", "formatVersion": 1, "storeId": ..., "exportId": ...,
+     "startedAt": ..., "horizonDays": ..., "keySecretIds": [...]}
     {"record": "secret", "row": {...}}                 the key secrets' records (check values, never secrets)
     {"record": "scope" | "flow" | "overlap", "row": {...}}
     {"record": "conflict", "row": {...}}

@@ -111,8 +111,8 @@ CREATE TABLE IF NOT EXISTS scopes (
 );
 -- The import that filled this store, if one did (issue 35): one row.
 CREATE TABLE IF NOT EXISTS restores (
-    RestoredFrom TEXT PRIMARY KEY, ExportedAt TEXT NOT NULL, StartedAt TEXT NOT NULL, ForgottenUntil TEXT NOT NULL,
-    RecordsDone INTEGER NOT NULL, CompletedAt TEXT
+    RestoredFrom TEXT PRIMARY KEY, ExportId TEXT NOT NULL, ExportedAt TEXT NOT NULL, StartedAt TEXT NOT NULL,
+    ForgottenUntil TEXT NOT NULL, RecordsDone INTEGER NOT NULL, CompletedAt TEXT
 );
 CREATE TABLE IF NOT EXISTS overlaps (
     OverlapId TEXT PRIMARY KEY, FlowName TEXT NOT NULL, FlowEnvironment TEXT NOT NULL, OtherFlowName TEXT NOT NULL,
@@ -783,6 +783,7 @@ class SqliteStore:
             return None
         return Restore(
             restored_from=row["RestoredFrom"],
+            export_id=row["ExportId"],
             exported_at=datetime.fromisoformat(row["ExportedAt"]),
             started_at=datetime.fromisoformat(row["StartedAt"]),
             forgotten_until=datetime.fromisoformat(row["ForgottenUntil"]),
@@ -794,6 +795,7 @@ class SqliteStore:
         row = _sql_row(
             {
                 "RestoredFrom": restore.restored_from,
+                "ExportId": restore.export_id,
                 "ExportedAt": restore.exported_at,
                 "StartedAt": restore.started_at,
                 "ForgottenUntil": restore.forgotten_until,

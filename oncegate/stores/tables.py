@@ -996,6 +996,7 @@ class TableStore:
                 return None
         return Restore(
             restored_from=entity["RestoredFrom"],
+            export_id=entity["ExportId"],
             exported_at=entity["ExportedAt"],
             started_at=entity["StartedAt"],
             forgotten_until=entity["ForgottenUntil"],
@@ -1006,6 +1007,7 @@ class TableStore:
     def save_restore(self, restore: Restore) -> None:
         row = {
             "RestoredFrom": restore.restored_from,
+            "ExportId": restore.export_id,
             "ExportedAt": restore.exported_at,
             "StartedAt": restore.started_at,
             "ForgottenUntil": restore.forgotten_until,

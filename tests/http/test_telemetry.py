@@ -491,7 +491,7 @@ def test_the_watch_of_a_restored_store_says_until_when_it_forgets_the_keys_done_
 ) -> None:
     exported_at = clock.now - timedelta(days=2)
     forgotten_until = clock.now + timedelta(days=365)
-    restore = Restore("0123456789abcdef", exported_at, clock.now, forgotten_until, completed_at=clock.now)
+    restore = Restore("0123456789abcdef", "e1", exported_at, clock.now, forgotten_until, completed_at=clock.now)
     events.service.store.save_restore(restore)
 
     run_timer("watch_claims_needing_attention")

@@ -260,6 +260,32 @@ def test_an_import_is_refused_without_the_exports_time_and_into_a_store_that_hol
     assert stores.open().read_restore() is None
 
 
+def test_a_store_that_never_served_a_claim_has_nothing_to_export(
+    stores: Stores, clock: FakeClock, tmp_path: Path
+) -> None:
+    with pytest.raises(InvalidRequest, match="the store has no id: it never served a claim"):
+        backups.export(stores.open(), tmp_path / "export.jsonl", now=clock)
+
+    assert list(tmp_path.glob("export*")) == []
+
+
+def test_a_store_restored_from_one_export_refuses_another(stores: Stores, clock: FakeClock, tmp_path: Path) -> None:
+    record(gate(stores, clock), claim(gate(stores, clock), key="SO-1"))
+    first = exported(stores.open(), tmp_path / "first.jsonl", clock)
+    clock.advance(60)
+    second = exported(stores.open(), tmp_path / "second.jsonl", clock)
+    stores.wipe()
+    backups.import_export(stores.open(), first, forget_after=first.started_at, now=clock)
+
+    with pytest.raises(InvalidRequest) as refused:
+        backups.import_export(stores.open(), second, forget_after=second.started_at, now=clock)
+
+    assert refused.value.message == (
+        f"the store was restored from another export (of store {first.store_id}, taken at "
+        f"{backups.moment_text(first.started_at)}): import into an empty store."
+    )
+
+
 def test_an_export_cut_short_is_refused_by_the_import(stores: Stores, clock: FakeClock, tmp_path: Path) -> None:
     record(gate(stores, clock), claim(gate(stores, clock), key="SO-1"))
     path = tmp_path / "export.jsonl"

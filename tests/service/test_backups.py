@@ -286,6 +286,24 @@ def test_a_store_restored_from_one_export_refuses_another(stores: Stores, clock:
     )
 
 
+def test_an_import_fills_a_store_marked_already_as_the_exported_one_and_refuses_one_marked_as_another(
+    stores: Stores, clock: FakeClock, tmp_path: Path
+) -> None:
+    done = claim(gate(stores, clock), key="SO-1")
+    record(gate(stores, clock), done)
+    export_file = exported(stores.open(), tmp_path / "export.jsonl", clock)
+    stores.wipe()
+    stores.open().mark_store("another-store", at=clock())
+
+    with pytest.raises(InvalidRequest, match="it holds store id"):
+        backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
+    stores.wipe()
+    stores.open().mark_store(export_file.store_id, at=clock())  # as a deployment marks its new store
+    backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
+
+    assert claim(gate(stores, clock), key="SO-1", run="run-2").decision is Decision.DUPLICATE
+
+
 def test_an_export_cut_short_is_refused_by_the_import(stores: Stores, clock: FakeClock, tmp_path: Path) -> None:
     record(gate(stores, clock), claim(gate(stores, clock), key="SO-1"))
     path = tmp_path / "export.jsonl"

@@ -37,6 +37,7 @@ from oncegate.stores.port import (
     InventoryRecords,
     RestoreReads,
     StoreMarkRecords,
+    WritesTogether,
 )
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,14 @@ def moment_text(at: datetime) -> str:
 
 
 class BackupStore(
-    BackupRecords, RestoreReads, ConflictRecords, InventoryRecords, StoreMarkRecords, ClaimIndex, Protocol
+    BackupRecords,
+    RestoreReads,
+    ConflictRecords,
+    InventoryRecords,
+    StoreMarkRecords,
+    ClaimIndex,
+    WritesTogether,
+    Protocol,
 ):
     """The groups of the store port an export and an import use."""
 
@@ -272,28 +280,46 @@ def import_export(
     if restore.completed_at is not None:
         report.already_done = True
         return report
-    lines = export_format.records(export_file.path)
-    next(lines)  # the header
-    done = 0
-    for record in lines:
-        if record["record"] == export_format.END:
-            break
-        done += 1
-        if done <= restore.records_done:
-            continue
-        _write(store, export_format.restored(record))
-        report.counts[record["record"]] += 1
-        if done % PROGRESS_EVERY == 0:
+    done = restore.records_done
+    for chunk in _chunks(_records_after(export_file, done), PROGRESS_EVERY):
+        # SQLite commits a chunk and the progress saved with it in one transaction; Table Storage writes each.
+        with store.writing_together():
+            for record in chunk:
+                _write(store, export_format.restored(record))
+                report.counts[record["record"]] += 1
             store.flush_index()
+            done += len(chunk)
             restore = replace(restore, records_done=done)
             store.save_restore(restore)
-            if on_progress:
-                on_progress(record["record"], done)
+        if on_progress:
+            on_progress(chunk[-1]["record"], done)
     store.flush_index()
     mark(store, export_file.store_id, at=now())
     report.restore = replace(restore, records_done=done, completed_at=now())
     store.save_restore(report.restore)
     return report
+
+
+def _records_after(export_file: ExportFile, done: int) -> Iterator[dict[str, Any]]:
+    """The export's records after the first ``done``, header and end left out."""
+    lines = export_format.records(export_file.path)
+    next(lines)  # the header
+    for index, record in enumerate(lines):
+        if record["record"] == export_format.END:
+            return
+        if index >= done:
+            yield record
+
+
+def _chunks(records: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    chunk: list[dict[str, Any]] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _restore_to_go_on(store: BackupStore, export_file: ExportFile, now: datetime) -> Restore:

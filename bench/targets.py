@@ -200,6 +200,9 @@ def serving(rig: Rig, workers: int, *, kind: str = "sqlite", threads: int | None
         environment["ONCEGATE_TABLES_CONNECTION_STRING"] = rig.azurite.connection_string
         environment["ONCEGATE_TABLE_PREFIX"] = rig.location(kind, name)
         environment["ONCEGATE_KEY_SECRET"] = SECRET
+        # An app on Table Storage serves a marked store only: marked as an operator (or azd) does (issue 31).
+        init = [sys.executable, "-m", "oncegate.cli", "store", "init", "--new-only"]
+        subprocess.run(init, env=environment, cwd=ROOT, check=True, capture_output=True)
     command = [sys.executable, "-m", "oncegate.cli", "serve", "--port", "0", "--workers", str(workers)]
     command += [] if threads is None else ["--threads", str(threads)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, env=environment, text=True, cwd=ROOT)

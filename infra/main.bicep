@@ -155,6 +155,17 @@ param principalId string = ''
 @description('What principalId is: User, Group, or ServicePrincipal (a pipeline\'s identity).')
 param principalType string = 'User'
 
+@description('Principal (object) ID given Storage Table Data Contributor on the table service, so that azure.yaml\'s postprovision hook can mark a new store with `oncegate store init --new-only` and pin its id on the app (docs/deploy.md). azd passes the signed-in principal (AZURE_PRINCIPAL_ID). Empty: no one; then mark the store by hand (docs/deploy.md, step 4).')
+param storeMarkerPrincipalId string = ''
+
+@allowed([
+  'User'
+  'Group'
+  'ServicePrincipal'
+])
+@description('What storeMarkerPrincipalId is.')
+param storeMarkerPrincipalType string = 'User'
+
 @description('E-mail address the OnceGate alerts go to (claims needing attention, conflicts open too long, 503s, a key secret the store does not know). Empty: the alerts show in the portal only. azd: ONCEGATE_ALERT_EMAIL.')
 param alertEmail string = ''
 
@@ -372,6 +383,8 @@ module rbac 'app/rbac.bicep' = {
     principalId: apiIdentity.properties.principalId
     operatorPrincipalId: principalId
     operatorPrincipalType: principalType
+    markerPrincipalId: storeMarkerPrincipalId
+    markerPrincipalType: storeMarkerPrincipalType
   }
 }
 
@@ -445,6 +458,13 @@ output identityPrincipalId string = apiIdentity.properties.principalId
 // connection and sample workflow once the code is published: azd keeps outputs in the environment.
 @description('Name of the function app, for the postdeploy hook.')
 output SERVICE_API_NAME string = api.outputs.name
+
+// Read by azure.yaml's postprovision hook (tools/store_mark.py), which marks a new store and pins its id.
+@description('Table Storage endpoint of the claim tables, for the postprovision hook.')
+output STORE_TABLES_ENDPOINT string = storage.outputs.tableEndpoint
+
+@description('Prefix of the claim tables, for the postprovision hook.')
+output STORE_TABLE_PREFIX string = tablePrefix
 
 @description('Name of the Logic Apps custom connector; empty when deployLogicApps is off.')
 output LOGIC_APPS_CONNECTOR_NAME string = deployLogicApps ? logicApps.outputs.connectorName : ''

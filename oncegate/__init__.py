@@ -1,3 +1,3 @@
 """OnceGate: however often a flow is triggered, the business result happens once."""
 
-__version__ = "0.1.0"
+__version__ = "0.5.0"

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import atexit
-import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +35,6 @@ from oncegate.stores.sqlite import SqliteStore
 _lock = threading.Lock()
 _services: Services | None = None
 _settings: Settings | None = None
-_cursor_seal: CursorSeal | None = None
 # Beside a SQLite database ``oncegate.db``: ``oncegate.store-id``, a name that ``rm oncegate.db*`` (the
 # database and its -wal and -shm files) leaves in place.
 STORE_ID_SUFFIX = ".store-id"
@@ -88,6 +86,8 @@ class Services:
     store: ClaimStore
     # What a request stores besides its key, checked at the edge before the service is called.
     stored_data: StoredDataGuard
+    # The seal on the cursors, poll addresses and trigger states the HTTP edge hands out, from the key secrets.
+    cursor_seal: CursorSeal
     # Where the store is (settings.store_location), for health; None for services wired by hand.
     store_location: str | None = None
 
@@ -127,10 +127,11 @@ def wire(
         flush_interval=flush_interval,
         require_registered=require_registered_flows,
     )
+    ring = keys if isinstance(keys, KeyRing) else KeyRing(keys)
     # The key secrets, the store's id and its clock, checked every ``check_interval`` (oncegate.service.safeguard).
     safeguard = Safeguard(
         store,
-        keys if isinstance(keys, KeyRing) else KeyRing(keys),
+        ring,
         clock=clock,
         wall_clock=wall_clock,
         pin=pin,
@@ -158,6 +159,7 @@ def wire(
         bulk=Bulk(store, ready=core.require_safe_store, concurrency=bulk_concurrency),
         store=store,
         stored_data=stored_data,
+        cursor_seal=CursorSeal.of(ring),
         store_location=store_location,
     )
 
@@ -195,7 +197,7 @@ def get_settings() -> Settings:
 
 def get_services() -> Services:
     """The process-wide services, built from the settings on first use."""
-    global _services, _cursor_seal
+    global _services
     settings = get_settings()
     with _lock:
         if _services is None:
@@ -208,28 +210,19 @@ def get_services() -> Services:
                 raise StoreUnavailable(
                     f"The store ({settings.store_text}) does not answer: {exc.message}{where}"
                 ) from exc
-            _cursor_seal = CursorSeal.from_secret(secret)
             # The inventory's counts of the last interval reach the store when the worker shuts down.
             atexit.register(_services.close)
         return _services
 
 
 def get_cursor_seal() -> CursorSeal:
-    """The seal of the cursors the HTTP layer hands out, keyed from the services' secret."""
-    global _cursor_seal
-    get_services()
-    with _lock:
-        if _cursor_seal is None:
-            # Services wired in by hand (tests, the drill) came without their secret: cursors are then
-            # good in this process only, which is all such services serve.
-            _cursor_seal = CursorSeal(secrets.token_bytes(32))
-        return _cursor_seal
+    """The seal of the cursors the HTTP layer hands out, keyed from the services' secrets."""
+    return get_services().cursor_seal
 
 
 def use_services(services: Services | None, *, settings: Settings | None = None) -> None:
     """Serve these services (and these settings) from now on; None rebuilds from the environment."""
-    global _services, _settings, _cursor_seal
+    global _services, _settings
     with _lock:
         _services = services
         _settings = settings
-        _cursor_seal = None

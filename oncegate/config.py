@@ -105,7 +105,9 @@ class Settings:
     entra: EntraApi | None = None
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
+    def from_environment(cls, environ: Mapping[str, str] | None = None, *, hashes_keys: bool = True) -> Settings:
+        """The settings the environment gives; ``hashes_keys`` False for a command that reads no claim (``store
+        init``), which needs no key secret on Table Storage."""
         env = os.environ if environ is None else environ
 
         def read(name: str) -> str | None:
@@ -134,7 +136,7 @@ class Settings:
             bulk_concurrency=_bulk_concurrency(read("ONCEGATE_BULK_CONCURRENCY")),
             store_id=_store_id(read("ONCEGATE_STORE_ID")),
         )
-        settings._validate()
+        settings._validate(hashes_keys=hashes_keys)
         if settings.auth is AuthMode.ENTRA:
             # Read in Entra mode only: key mode ignores them, as the Bicep deploys them empty there.
             settings = replace(settings, entra=_entra_api(read))
@@ -153,7 +155,7 @@ class Settings:
         prefix = f", tables {self.table_prefix}*" if self.store is StoreKind.TABLES else ""
         return f"{self.store.value} at {self.store_location}{prefix}"
 
-    def _validate(self) -> None:
+    def _validate(self, *, hashes_keys: bool) -> None:
         secrets_given = {
             "ONCEGATE_KEY_SECRET": self.key_secret,
             "ONCEGATE_KEY_SECRET_PREVIOUS": self.key_secret_previous,
@@ -165,7 +167,7 @@ class Settings:
         if not TABLE_PREFIX_PATTERN.fullmatch(self.table_prefix):
             raise ConfigError("ONCEGATE_TABLE_PREFIX", "must be 1-50 letters and digits, starting with a letter.")
         if self.store is StoreKind.TABLES:
-            self._validate_tables()
+            self._validate_tables(hashes_keys=hashes_keys)
             return
         _check_sqlite_folder(self.sqlite_path)
         if self.key_secret is None and os.path.lexists(self.sqlite_path.parent / SECRET_FILE_NAME):
@@ -184,7 +186,7 @@ class Settings:
             setting = "ONCEGATE_KEY_SECRET_PREVIOUS" if self.key_secret_previous else "ONCEGATE_KEY_SECRET_NEXT"
             raise ConfigError(setting, "is the same as ONCEGATE_KEY_SECRET.")
 
-    def _validate_tables(self) -> None:
+    def _validate_tables(self, *, hashes_keys: bool) -> None:
         if self.tables_connection_string and self.tables_endpoint:
             raise ConfigError(
                 "ONCEGATE_TABLES_ENDPOINT", "set either it or ONCEGATE_TABLES_CONNECTION_STRING, not both."
@@ -200,7 +202,7 @@ class Settings:
         if self.tables_connection_string:
             # Refused here, at start, not as a 500 on every request that would build the store with it.
             _account_url(self.tables_connection_string)
-        if self.key_secret is None:
+        if self.key_secret is None and hashes_keys:
             raise ConfigError(
                 "ONCEGATE_KEY_SECRET",
                 "is required with ONCEGATE_STORE=tables: every instance must hash keys with the same secret.",
@@ -219,7 +221,9 @@ def _check_sqlite_folder(path: Path) -> None:
 def _store_id(value: str | None) -> str | None:
     if value is not None and not STORE_ID_PATTERN.fullmatch(value):
         raise ConfigError(
-            "ONCEGATE_STORE_ID", "must be 1-64 letters, digits and dashes: the id `oncegate health` shows as store id."
+            "ONCEGATE_STORE_ID",
+            "must be 1-64 letters, digits and dashes: the store id `oncegate store init` printed (`oncegate keys` "
+            "shows it too).",
         )
     return value
 

@@ -19,9 +19,9 @@
 
     Framing refusals              answered by the local server (``oncegate serve``) to a request it cannot
                                   read as HTTP, before any action; the Functions host answers those itself:
-                                  400 invalid_request | 411 length_required | 414 request_uri_too_long |
-                                  431 request_header_fields_too_large | 501 not_implemented |
-                                  505 http_version_not_supported
+                                  400 invalid_request | 408 request_timeout | 411 length_required |
+                                  414 request_uri_too_long | 431 request_header_fields_too_large |
+                                  501 not_implemented | 505 http_version_not_supported
 
     StoreRace                     internal: a conditional write lost a race
     ├── AlreadyExists             a conditional insert found a record (carries it)

@@ -241,8 +241,9 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
 // ONCEGATE_KEY_SECRET_NEXT or ONCEGATE_KEY_SECRET_PREVIOUS (docs/operations.md), are changed on the app
 // by an operator (docs/deploy.md). Only a site that has none yet, the first deployment, gets the vault's
 // oncegate-key-secret, pinned to its current version; an empty setting is an unset one to the app.
-// ONCEGATE_STORE_ID, the id of the store the app serves, is set by the operator after the first
-// deployment (docs/deploy.md, step 4) and kept the same way: a wiped store is then refused.
+// ONCEGATE_STORE_ID, the id of the store the app serves, is written by azure.yaml's postprovision hook
+// (or the operator) once the store is marked (docs/deploy.md, step 4) and kept the same way: a wiped
+// store is then refused.
 var keySecretSettings = {
   ONCEGATE_KEY_SECRET: liveSettings.?ONCEGATE_KEY_SECRET ?? '@Microsoft.KeyVault(SecretUri=${keySecretUri})'
   ONCEGATE_KEY_SECRET_NEXT: liveSettings.?ONCEGATE_KEY_SECRET_NEXT ?? ''

@@ -11,6 +11,10 @@
 //   own assignment from the operator who creates it (docs/deploy.md); a redeploy does not remove it.
 // - The operators' principal (optional): Storage Table Data Reader on the table service, to read claims
 //   in the portal. Nothing else: it reads no secret and writes nothing.
+// - The store's marker (optional; azd: the deployer): Storage Table Data Contributor on the table service,
+//   for azure.yaml's postprovision hook, which marks a new store with `oncegate store init --new-only`
+//   (tools/store_mark.py). It reaches no further than deploying does: whoever deploys the app's code acts
+//   as its identity, which holds this role already.
 
 @description('Name of the storage account holding the host storage, the deployment package and the claim tables.')
 param storageAccountName string
@@ -39,7 +43,18 @@ param operatorPrincipalId string
 @description('What operatorPrincipalId is.')
 param operatorPrincipalType string
 
-var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3' // OnceGate's tables and the host's
+@description('Principal (object) ID that marks the store at deployment (azd: the deployer), to write the claim tables; empty for none.')
+param markerPrincipalId string
+
+@allowed([
+  'User'
+  'Group'
+  'ServicePrincipal'
+])
+@description('What markerPrincipalId is.')
+param markerPrincipalType string
+
+var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3' // OnceGate's tables and the host's; the marker
 var storageTableDataReader = '76199698-9eea-4c19-bc75-cec21354c6b6' // the operators: claims in the portal
 var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b' // host storage and the deployment package
 var monitoringMetricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb' // telemetry signed in with Entra ID
@@ -116,5 +131,15 @@ resource operatorTableAssignment 'Microsoft.Authorization/roleAssignments@2022-0
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataReader)
     principalId: operatorPrincipalId
     principalType: operatorPrincipalType
+  }
+}
+
+resource markerTableAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(markerPrincipalId)) {
+  name: guid(tableService.id, markerPrincipalId, storageTableDataContributor)
+  scope: tableService
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataContributor)
+    principalId: markerPrincipalId
+    principalType: markerPrincipalType
   }
 }

@@ -5,6 +5,7 @@
   oncegate keys [--json]
   oncegate keys retire KEY_ID [--orphan N]
   oncegate store init
+  oncegate store recount
   oncegate store export FILE [--json]
   oncegate store import FILE --forget-after TIME
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
@@ -28,6 +29,7 @@
     health
   The options of the deployment (--url, --key, --entra, --json...) go before COMMAND or after it.
   --reviewer may be left out with --entra: the service records who signed in, whatever it says.
+  An option of scopes set left out keeps its setting; given '' it resets the setting to its default.
 
 serve, purge, keys and store work on the store the environment's settings name (ONCEGATE_STORE...),
 as the app does, and say which store that is; every other command talks to a deployment over its HTTP API.
@@ -53,8 +55,9 @@ from typing import Any
 from oncegate import __version__
 from oncegate.cli import commands, store_commands
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
+from oncegate.cli.helptext import FittedDescription
 from oncegate.cli.signin import AppFactory, msal_app
-from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, MAX_THREADS, moment, scope, source, whole_number
+from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, MAX_THREADS, moment, or_reset, scope, source, whole_number
 from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.limits import (
     DEFAULT_HORIZON_DAYS,
@@ -309,33 +312,37 @@ def _add_scopes(subparsers: Any) -> None:
     _add_paging(listing, "scopes")
     _lists(group, listing)
     setting = _command(
-        scopes, "set", commands.scopes_set, "change a scope's settings: only the options given change, the others stay"
+        scopes,
+        "set",
+        commands.scopes_set,
+        "change a scope's settings: only the options given change, the others stay; an option given '' resets "
+        "its setting to the default",
     )
     setting.add_argument("scope_name", metavar="SCOPE", type=scope, help="the scope, such as erp.create-order")
-    setting.add_argument("--owner", help="who answers for the side effect and its conflicts")
+    setting.add_argument("--owner", help="who answers for the side effect and its conflicts ('' clears it)")
     setting.add_argument(
         "--lease-seconds",
-        type=whole_number(MIN_LEASE_SECONDS, MAX_LEASE_SECONDS),
+        type=or_reset(whole_number(MIN_LEASE_SECONDS, MAX_LEASE_SECONDS)),
         metavar="S",
         help=f"the lease of a claim that asks for none, {MIN_LEASE_SECONDS} to {MAX_LEASE_SECONDS} seconds "
-        f"({DEFAULT_LEASE_SECONDS} until set)",
+        f"({DEFAULT_LEASE_SECONDS} until set; '' resets it)",
     )
     setting.add_argument(
         "--retention-days",
-        type=whole_number(MIN_RETENTION_DAYS, MAX_RETENTION_DAYS),
+        type=or_reset(whole_number(MIN_RETENTION_DAYS, MAX_RETENTION_DAYS)),
         metavar="D",
         help=f"how long finished claims are kept, {MIN_RETENTION_DAYS} to {MAX_RETENTION_DAYS} days "
-        f"({DEFAULT_RETENTION_DAYS} until set)",
+        f"({DEFAULT_RETENTION_DAYS} until set; '' resets it)",
     )
     setting.add_argument(
         "--horizon-days",
-        type=whole_number(MIN_RETENTION_DAYS, MAX_HORIZON_DAYS),
+        type=or_reset(whole_number(MIN_RETENTION_DAYS, MAX_HORIZON_DAYS)),
         metavar="H",
         help=f"how long after its last change a succeeded claim's key is still answered duplicate, at least the "
-        f"retention, up to {MAX_HORIZON_DAYS} days ({DEFAULT_HORIZON_DAYS} until set): past the retention, by its "
-        "tombstone",
+        f"retention, up to {MAX_HORIZON_DAYS} days ({DEFAULT_HORIZON_DAYS} until set, never shorter than the "
+        "retention; '' resets it): past the retention, by its tombstone",
     )
-    setting.add_argument("--description", help="what the side effect does")
+    setting.add_argument("--description", help="what the side effect does ('' clears it)")
     setting.add_argument(
         "--key-pattern",
         metavar="P",
@@ -470,29 +477,40 @@ def _add_drill(subparsers: Any) -> None:
 def _add_keys(subparsers: Any) -> None:
     description = (
         "the store's id and the key secrets its claims were made with (check values, never secrets), with the "
-        "claims made with each, on the store the environment's settings name (as serve does)"
+        "claims and tombstones made with each and when retention deletes the last, on the store the environment's "
+        "settings name (as serve does)"
     )
     keys = subparsers.add_parser("keys", help=description, description=description)
     keys.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print them as JSON")
     keys.set_defaults(handler=store_commands.keys, action="list")
     retire = keys.add_subparsers(dest="action").add_parser(
         "retire",
-        help="retire a key secret no claim needs any more (the runbook's third step); refused while claims made "
-        "with it remain, unless --orphan names how many: their keys would be answered proceed again",
+        help="retire a key secret no row needs any more (the runbook's third step); refused while claims or "
+        "tombstones made with it remain, unless --orphan names how many: their keys would be answered proceed again",
     )
     retire.add_argument("key_id", metavar="KEY_ID", help="the secret's check value, as `oncegate keys` lists it")
     retire.add_argument(
-        "--orphan", type=whole_number(0, 10**12), metavar="N", help="retire it although N claims were made with it"
+        "--orphan",
+        type=whole_number(0, 10**12),
+        metavar="N",
+        help="retire it although N claims and tombstones made with it remain",
     )
     group = subparsers.add_parser("store", help="the store itself")
     group.set_defaults(handler=None, group_parser=group)
     store = group.add_subparsers(dest="action", metavar="ACTION")
     init = store.add_parser(
         "init",
-        help="mark a store without an id (wiped, restored empty, new) as the one this app serves, with the id "
-        "ONCEGATE_STORE_ID (or the SQLite store-id file) names, else a new one: the explicit step that accepts "
-        "that every claim made before is forgotten",
+        help="mark a store (new, wiped, restored empty, or a table of it that lost its mark) as the one this app "
+        "serves, with its own id, else the id ONCEGATE_STORE_ID (or the SQLite store-id file) names, else a new "
+        "one, and print it: the explicit step that accepts that every claim lost before is forgotten",
     )
+    init.add_argument(
+        "--new-only",
+        action="store_true",
+        help="mark only a new store (or one of an earlier release); a whole store's id is printed and a store that "
+        "lost a mark is refused: what a deployment runs on every deploy",
+    )
+    init.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help='print {"storeId": ...}')
     init.set_defaults(handler=store_commands.store_init)
     exporting = store.add_parser(
         "export",
@@ -516,13 +534,19 @@ def _add_keys(subparsers: Any) -> None:
         "(answered proceed again) until their horizon has passed",
     )
     importing.set_defaults(handler=store_commands.store_import)
+    recount = store.add_parser(
+        "recount",
+        help="count each scope's claims by status again from the store: an instance stopped without closing "
+        "(kill -9, a crash) loses the counts of its last minute, which `oncegate scopes` then shows",
+    )
+    recount.set_defaults(handler=store_commands.store_recount)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="oncegate",
         description=HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=FittedDescription,
         parents=[_connection_options(top=True)],
     )
     parser.add_argument("--version", action="version", version=f"oncegate {__version__}")

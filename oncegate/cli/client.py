@@ -47,6 +47,7 @@ from oncegate.models import (
     RecordResultsAnswer,
     ScopeList,
     ScopeView,
+    SetScopeRequest,
 )
 
 TIMEOUT_SECONDS = 30.0
@@ -239,34 +240,12 @@ class Client:
         wanted = {"name": name, "environment": environment, "owner": owner, "enabled": enabled, "notes": notes}
         return self._call(FlowView, "PUT", "/api/flows", _present(wanted))
 
-    def set_scope(
-        self,
-        scope: str,
-        *,
-        owner: str | None,
-        lease_seconds: int | None,
-        retention_days: int | None,
-        description: str | None,
-        key_pattern: str | None = None,
-        fingerprint_include: list[str] | None = None,
-        fingerprint_ignore: list[str] | None = None,
-        fingerprint_preset: str | None = None,
-        horizon_days: int | None = None,
-    ) -> Answer[ScopeView]:
-        """Set a scope's settings: a field left out gets its default."""
-        wanted = {
-            "scope": scope,
-            "owner": owner,
-            "leaseSeconds": lease_seconds,
-            "retentionDays": retention_days,
-            "horizonDays": horizon_days,
-            "description": description,
-            "keyPattern": key_pattern,
-            "fingerprintInclude": fingerprint_include,
-            "fingerprintIgnore": fingerprint_ignore,
-            "fingerprintPreset": fingerprint_preset,
-        }
-        return self._call(ScopeView, "PUT", "/api/scopes", _present(wanted))
+    def set_scope(self, scope: str, settings: Mapping[str, Any]) -> Answer[ScopeView]:
+        """Set the scope's settings named in ``settings`` by field name (``lease_seconds``); None resets one to its
+        default, and a setting not named stays as it is."""
+        fields = SetScopeRequest.model_fields
+        wanted = {fields[name].alias or name: value for name, value in settings.items()}
+        return self._call(ScopeView, "PUT", "/api/scopes", {"scope": scope, **wanted})
 
     def get_conflict(self, conflict_id: str) -> Answer[ConflictView]:
         return self._call(ConflictView, "GET", f"/api/conflicts/{quote(conflict_id, safe='')}")

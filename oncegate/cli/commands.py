@@ -39,7 +39,7 @@ from oncegate.cli.client import (
 from oncegate.cli.drill import Interrupted, run_drill
 from oncegate.cli.signin import AppFactory, EntraSettings, access_token
 from oncegate.cli.values import BadSetting, port_setting, threads_setting
-from oncegate.models import ClaimView, ScopeView
+from oncegate.models import ClaimView, SetScopeRequest
 
 DEVIATION_EXIT = 1
 INTERRUPTED_EXIT = 130
@@ -290,28 +290,17 @@ def scopes_list(client: Client, args: argparse.Namespace) -> Output:
     return _listed(client.scope_pages(top=args.top), args.all_pages, "scopes", rendering.scopes_table)
 
 
+# The settings of ``scopes set``: each field of Set scope is an option (``lease_seconds``: ``--lease-seconds``).
+SCOPE_SETTINGS = [name for name in SetScopeRequest.model_fields if name != "scope"]
+
+
 def scopes_set(client: Client, args: argparse.Namespace) -> Output:
-    """Change the settings given; the service replaces them all, so the others are sent as they are now."""
-    given = {
-        "owner": args.owner,
-        "lease_seconds": args.lease_seconds,
-        "retention_days": args.retention_days,
-        "horizon_days": args.horizon_days,
-        "description": args.description,
-        "key_pattern": args.key_pattern,
-        "fingerprint_include": _pointers(args.fingerprint_include),
-        "fingerprint_ignore": _pointers(args.fingerprint_ignore),
-        "fingerprint_preset": args.fingerprint_preset,
-    }
-    current = _registered_scope(client, args.scope_name)
-    kept = {name: getattr(current, name) for name in given} if current else {}
-    wanted = {name: value if value is not None else kept.get(name) for name, value in given.items()}
-    if args.horizon_days is None and wanted["horizon_days"] is not None and wanted["retention_days"] is not None:
-        # The horizon shown is never shorter than the retention: a longer retention given now lengthens it alike.
-        wanted["horizon_days"] = max(wanted["horizon_days"], wanted["retention_days"])
-    # An option given empty clears the setting: a key pattern declared by mistake must be removable.
-    wanted = {name: value if value != "" else None for name, value in wanted.items()}
-    return _shown(client.set_scope(args.scope_name, **wanted), rendering.scope_text)
+    """Change the settings given, each given empty ('') back to its default; the service keeps the others."""
+    given = {name: getattr(args, name) for name in SCOPE_SETTINGS}
+    for pointers in ("fingerprint_include", "fingerprint_ignore"):
+        given[pointers] = _pointers(given[pointers])
+    wanted = {name: None if value == "" else value for name, value in given.items() if value is not None}
+    return _shown(client.set_scope(args.scope_name, wanted), rendering.scope_text)
 
 
 def _pointers(given: list[str] | None) -> list[str] | str | None:
@@ -319,15 +308,6 @@ def _pointers(given: list[str] | None) -> list[str] | str | None:
     if given is None:
         return None
     return "" if given == [""] else given
-
-
-def _registered_scope(client: Client, scope: str) -> ScopeView | None:
-    """The scope's settings as registered now; None when nobody has set them."""
-    for page in client.scope_pages(top=None):
-        for view in page.model.value:
-            if view.scope == scope.lower():
-                return view if view.registered_at is not None else None
-    return None
 
 
 def drill(client: Client, args: argparse.Namespace) -> Output:

@@ -30,7 +30,11 @@ from rich.table import Table
 from rich.text import Text
 
 from oncegate.cli.drill import Lookup, Report
-from oncegate.domain.records import KeySecretRecord, StoreMarks
+from oncegate.domain.marks import StoreMarks
+from oncegate.domain.records import KeySecretRecord, ScopeRecord
+from oncegate.domain.safeguards import SecretUsage
+from oncegate.domain.statuses import ConflictOrigin
+from oncegate.domain.times import said
 from oncegate.models import (
     ClaimCounts,
     ClaimNeedingAttention,
@@ -84,7 +88,7 @@ def plural(count: int, noun: str) -> str:
 
 
 def _when(value: datetime | None, timespec: str = "seconds") -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
+    return None if value is None else said(value, timespec)
 
 
 def _yes(value: bool) -> str:
@@ -128,13 +132,16 @@ GUTTER = 2
 class Column:
     """A table's column: ``leaves`` 0 is always shown, others leave a narrow terminal highest first.
 
-    ``text`` folds over lines, no narrower than ``width``; any other column is never broken.
+    ``text`` folds over lines, no narrower than ``width``; any other column is never broken. An ``under``
+    column (a long id) goes on a line of its own under each row when the row is too narrow for it, before any
+    column leaves: a person reads a row by the others and copies the id whole.
     """
 
     header: str
     leaves: int = 0
     text: bool = False
     width: int = 0
+    under: bool = False
 
     def least(self, cells: Iterable[str]) -> int:
         """The narrowest this column is shown: its text's ``width``, else its widest cell whole."""
@@ -152,6 +159,10 @@ def _free(header: str, leaves: int, width: int) -> Column:
     return Column(header, leaves, text=True, width=width)
 
 
+def _under(header: str) -> Column:
+    return Column(header, under=True)
+
+
 class _Fitted:
     """A table that leaves out its least important columns, and says so, until it fits the width it gets."""
 
@@ -159,10 +170,15 @@ class _Fitted:
         self.columns = columns
         self.rows = rows
 
+    def least(self) -> list[int]:
+        return [column.least(row[index] for row in self.rows) for index, column in enumerate(self.columns)]
+
     def shown(self, width: int) -> list[int]:
-        """The columns kept at ``width``, in their order."""
+        """The columns kept in the row at ``width``, in their order (an ``under`` column left out goes beneath)."""
         kept = list(range(len(self.columns)))
-        least = [column.least(row[index] for row in self.rows) for index, column in enumerate(self.columns)]
+        least = self.least()
+        if sum(least) + GUTTER * (len(kept) - 1) > width:
+            kept = [index for index in kept if not self.columns[index].under]
         while sum(least[index] for index in kept) + GUTTER * (len(kept) - 1) > width:
             leaving = [index for index in kept if self.columns[index].leaves]
             if not leaving:
@@ -170,24 +186,57 @@ class _Fitted:
             kept.remove(max(leaving, key=lambda index: (self.columns[index].leaves, index)))
         return kept
 
-    def table(self, kept: Sequence[int], width: int) -> Table:
-        table = Table(box=None, pad_edge=False, header_style="bold")
-        for index in kept:
+    def table(
+        self, kept: Sequence[int], width: int, rows: Sequence[Sequence[str]], widths: Sequence[int] | None = None
+    ) -> Table:
+        table = Table(box=None, pad_edge=False, header_style="bold", show_header=bool(widths is None or not rows))
+        for place, index in enumerate(kept):
             column = self.columns[index]
+            fixed = widths[place] if widths else None
             if column.text:
-                table.add_column(column.header, overflow="fold", min_width=column.least([]))
+                table.add_column(column.header, overflow="fold", min_width=column.least([]), width=fixed)
             else:
-                table.add_column(column.header, no_wrap=True, overflow="ignore")
-        for row in self.rows:
+                table.add_column(column.header, no_wrap=True, overflow="ignore", width=fixed)
+        for row in rows:
             # A cell of several lines (a count per status) is one line in a pipe, where lines are records.
             cells = row if width < UNWRAPPED else [cell.replace("\n", ", ") for cell in row]
             table.add_row(*(_cell(cells[index]) for index in kept))
         return table
 
+    def _widths(self, kept: Sequence[int], width: int) -> list[int]:
+        """Each kept column's width: an id's widest cell, the text columns sharing what is left."""
+        least = self.least()
+        widest = [
+            max([cell_len(cell) for row in self.rows for cell in row[index].splitlines()] + [0]) for index in kept
+        ]
+        widths = [least[index] for index in kept]
+        spare = width - sum(widths) - GUTTER * (len(kept) - 1)
+        for place, index in enumerate(kept):
+            if self.columns[index].text and spare > 0:
+                grown = min(spare, max(0, widest[place] - widths[place]))
+                widths[place] += grown
+                spare -= grown
+        return widths
+
+    def _beneath(self, kept: Sequence[int], width: int) -> Iterator[RenderableType]:
+        """The header, then each row with its ``under`` columns on lines of their own beneath it."""
+        widths = self._widths(kept, width)
+        yield self.table(kept, width, [], widths)
+        under = [index for index, column in enumerate(self.columns) if column.under and index not in kept]
+        for row in self.rows:
+            yield self.table(kept, width, [row], widths)
+            for index in under:
+                yield Text(f"  {self.columns[index].header.lower()} {row[index]}", style="dim", no_wrap=True)
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
         kept = self.shown(options.max_width)
-        yield self.table(kept, options.max_width)
-        left_out = [column.header for index, column in enumerate(self.columns) if index not in kept]
+        if any(column.under and index not in kept for index, column in enumerate(self.columns)):
+            yield from self._beneath(kept, options.max_width)
+        else:
+            yield self.table(kept, options.max_width, self.rows)
+        left_out = [
+            column.header for index, column in enumerate(self.columns) if index not in kept and not column.under
+        ]
         if left_out:
             yield Text(
                 f"Left out at {options.max_width} columns: {', '.join(left_out)} (a wider terminal shows them).",
@@ -287,7 +336,7 @@ def attention_table(claims: list[ClaimNeedingAttention]) -> RenderableType:
         for item in claims
     ]
     columns = [_id("SINCE", 2), _id("WHY"), _id("SCOPE", 1), _id("ATTEMPT", 4), _id("RUN", 3), _free("FLOW", 5, 16)]
-    return _table([*columns, _id("CLAIM")], rows)
+    return _table([*columns, _under("CLAIM")], rows)
 
 
 def claims_table(claims: list[ClaimView]) -> RenderableType:
@@ -305,8 +354,9 @@ def claims_table(claims: list[ClaimView]) -> RenderableType:
         ]
         for claim in claims
     ]
-    columns = [_id("FIRST RECEIVED", 4), _id("SOURCE", 3), _id("REFERENCE", 1), _id("SCOPE", 2), _id("STATUS")]
-    return _table([*columns, _id("TARGET RECORD", 5), _id("CLAIM")], rows)
+    # What a person looks a claim up by (its source system, reference, target system's record) leaves last.
+    columns = [_id("FIRST RECEIVED", 4), _id("SOURCE", 2), _id("REFERENCE", 1), _id("SCOPE", 5), _id("STATUS")]
+    return _table([*columns, _id("TARGET RECORD", 3), _under("CLAIM")], rows)
 
 
 def conflicts_table(conflicts: list[ConflictView], status: str) -> RenderableType:
@@ -318,14 +368,18 @@ def conflicts_table(conflicts: list[ConflictView], status: str) -> RenderableTyp
             _when(conflict.created_at) or "",
             conflict.status.value,
             conflict.scope,
-            conflict.origin.value,
+            FOUND_BY[conflict.origin],
             conflict.run_id,
             _clip(conflict.reason),
         ]
         for conflict in conflicts
     ]
-    columns = [_id("CONFLICT"), _id("CREATED", 3), _id("STATUS"), _id("SCOPE", 1), _id("SOURCE", 4), _id("RUN", 5)]
+    columns = [_id("CONFLICT"), _id("CREATED", 3), _id("STATUS"), _id("SCOPE", 1), _id("FOUND BY", 4), _id("RUN", 5)]
     return _table([*columns, _free("REASON", 2, 20)], rows)
+
+
+# Who noticed a conflict (its origin), in the words of the actions: "source" is the source system everywhere else.
+FOUND_BY = {ConflictOrigin.CLAIM: "Check and claim", ConflictOrigin.REPORTED: "Report conflict"}
 
 
 def conflict_text(conflict: ConflictView) -> RenderableType:
@@ -336,7 +390,7 @@ def conflict_text(conflict: ConflictView) -> RenderableType:
             ("Status", conflict.status.value),
             ("Claim", conflict.claim_id),
             ("Scope", conflict.scope),
-            ("Source", conflict.origin.value),
+            ("Found by", FOUND_BY[conflict.origin]),
             ("Fingerprint", conflict.fingerprint),
             ("Claim fingerprint", conflict.claim_fingerprint),
             ("Reason", conflict.reason),
@@ -426,6 +480,7 @@ def scopes_table(scopes: list[ScopeView]) -> RenderableType:
             # In a terminal, one status a line: a count never wraps away from its status.
             _claim_counts(scope.claims, "\n"),
             str(scope.open_conflicts),
+            _rules_said(scope),
             _when(scope.last_seen_at) or "",
             _clip(scope.key_pattern or ""),
             _clip(scope.description or ""),
@@ -435,7 +490,9 @@ def scopes_table(scopes: list[ScopeView]) -> RenderableType:
     columns = [
         *(_id("SCOPE"), _free("OWNER", 4, 12), _id("LEASE", 5), _id("RETENTION", 6), _id("HORIZON", 6)),
         _id("CLAIMS"),
-        *(_id("OPEN CONFLICTS", 2), _id("LAST SEEN", 3), _id("KEY PATTERN", 8), _free("DESCRIPTION", 7, 16)),
+        _id("OPEN CONFLICTS", 2),
+        _free("FINGERPRINT RULES", 1, 18),
+        *(_id("LAST SEEN", 3), _id("KEY PATTERN", 8), _free("DESCRIPTION", 7, 16)),
     ]
     return _table(columns, rows)
 
@@ -458,6 +515,17 @@ def scope_text(scope: ScopeView) -> RenderableType:
             ("Open conflicts", scope.open_conflicts),
         ]
     )
+
+
+def _rules_said(scope: ScopeView) -> str:
+    """The scope's fingerprint rules in a cell: its preset and pointers, or the whole payload (issue 33)."""
+    if scope.fingerprint_rules_version is None:
+        return "whole payload"
+    parts = [f"preset {scope.fingerprint_preset}"] if scope.fingerprint_preset else []
+    parts += [f"include {pointer}" for pointer in scope.fingerprint_include or []]
+    parts += [f"ignore {pointer}" for pointer in scope.fingerprint_ignore or []]
+    # In a terminal, one part a line, as the claims per status: a pointer never wraps away from its verb.
+    return "\n".join([f"version {scope.fingerprint_rules_version}", *(parts or ["whole payload"])])
 
 
 def _fingerprint_rules(scope: ScopeView) -> list[tuple[str, Any]]:
@@ -605,7 +673,7 @@ def _secret_state(record: KeySecretRecord, newest: str | None) -> str:
     return "current" if record.key_id == newest else "previous"
 
 
-def key_secrets_json(marks: StoreMarks, counts: dict[str, int]) -> dict[str, Any]:
+def key_secrets_json(marks: StoreMarks, usage: dict[str, SecretUsage]) -> dict[str, Any]:
     newest = _newest_secret(marks)
     return {
         "storeId": marks.store_id,
@@ -616,14 +684,26 @@ def key_secrets_json(marks: StoreMarks, counts: dict[str, int]) -> dict[str, Any
                 "addedAt": _when(record.added_at),
                 "inUseFrom": _when(record.in_use_from),
                 "retiredAt": _when(record.retired_at),
-                "claims": counts.get(record.key_id),
+                **_usage_json(usage.get(record.key_id)),
             }
             for record in _by_use(marks)
         ],
     }
 
 
-def key_secrets_text(marks: StoreMarks, counts: dict[str, int], store: str) -> RenderableType:
+def _usage_json(usage: SecretUsage | None) -> dict[str, Any]:
+    """The rows found only through a secret; null for one not counted (announced, or retired)."""
+    if usage is None:
+        return {"claims": None, "tombstones": None, "held": None, "lastHorizon": None}
+    return {
+        "claims": usage.claims,
+        "tombstones": usage.tombstones,
+        "held": usage.held,
+        "lastHorizon": _when(usage.last_horizon),
+    }
+
+
+def key_secrets_text(marks: StoreMarks, usage: dict[str, SecretUsage], store: str) -> RenderableType:
     newest = _newest_secret(marks)
     rows = [
         [
@@ -631,14 +711,41 @@ def key_secrets_text(marks: StoreMarks, counts: dict[str, int], store: str) -> R
             _secret_state(record, newest),
             _when(record.in_use_from) or "",
             _when(record.retired_at) or "",
-            str(counts[record.key_id]) if record.key_id in counts else "",
+            *_usage_cells(usage.get(record.key_id)),
         ]
         for record in _by_use(marks)
     ]
     header = Text(f"Store: {store}, store id {marks.store_id or '(none yet)'}")
-    columns = [_id("KEY ID"), _id("STATE"), _id("IN USE FROM", 1), _id("RETIRED", 2), _id("CLAIMS", 1)]
+    columns = [
+        _id("KEY ID"),
+        _id("STATE"),
+        _id("IN USE FROM", 2),
+        _id("RETIRED", 3),
+        _id("CLAIMS", 1),
+        _id("TOMBSTONES", 1),
+        _id("LAST HORIZON", 1),
+    ]
     table = _table(columns, rows) if rows else "No key secret yet."
     return _spaced(header, table)
+
+
+def _usage_cells(usage: SecretUsage | None) -> list[str]:
+    if usage is None:
+        return ["", "", ""]
+    # A claim retention never deletes by itself (in progress, unknown, a failure kept) has no horizon: said apart.
+    held = f"{usage.held} held" if usage.held else ""
+    horizon = ", ".join(part for part in (_when(usage.last_horizon), held) if part)
+    return [str(usage.claims), str(usage.tombstones), horizon]
+
+
+def recount_text(scopes: list[ScopeRecord], store: str) -> RenderableType:
+    """The scopes' claims by status as ``store recount`` counted them again from the store's claims (issue 33)."""
+    header = Text(f"Store: {store}; each scope's claims counted again from the store")
+    rows = [
+        [record.scope, "\n".join(f"{status} {count}" for status, count in record.claims_by_status.items()) or "none"]
+        for record in scopes
+    ]
+    return _spaced(header, _table([_id("SCOPE"), _id("CLAIMS")], rows) if rows else "No scopes.")
 
 
 def _by_use(marks: StoreMarks) -> list[KeySecretRecord]:

@@ -1,6 +1,6 @@
 """The commands that work on the store itself, as the app does, rather than over the API: ``purge``,
-``keys``, ``store init``, ``store export`` and ``store import``. Each reads the store settings from the
-environment (``ONCEGATE_STORE``...) and names the store it works on.
+``keys``, ``store init``, ``store recount``, ``store export`` and ``store import``. Each reads the store
+settings from the environment (``ONCEGATE_STORE``...) and names the store it works on.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from oncegate.cli.commands import INTERRUPTED_EXIT, progress, refused
 from oncegate.cli.values import moment
 
 
-def _local_services(command: str, *, create: bool = False) -> tuple[Any, Any] | int:
+def _local_services(command: str) -> tuple[Any, Any] | int:
     """The services over the store of the environment's settings, and the settings; or the exit status of a refusal.
 
     A SQLite database that does not exist is refused: opening it would make an empty one (and a new key
@@ -30,7 +30,7 @@ def _local_services(command: str, *, create: bool = False) -> tuple[Any, Any] | 
 
     try:
         settings = Settings.from_environment()
-        if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists() and not create:
+        if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists():
             return refused(command, f"no database at {settings.store_location}: {_where_is_the_store(command)}")
         return build_services(settings), settings
     except ConfigError as exc:
@@ -91,7 +91,7 @@ def keys(args: argparse.Namespace) -> int:
             print(f"Key secret {record.key_id} is retired on {settings.store_text}.")
             return 0
         marks = services.key_secrets.marks()
-        counts = services.key_secrets.claims_made_with([record for record in marks.secrets if record.live])
+        usage = services.key_secrets.usage([record for record in marks.secrets if record.live])
     except OnceGateError as exc:
         return refused(command, exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
     except KeyboardInterrupt:
@@ -99,27 +99,70 @@ def keys(args: argparse.Namespace) -> int:
     finally:
         services.close()
     if args.json:
-        print(json.dumps(rendering.key_secrets_json(marks, counts), indent=2))
+        print(json.dumps(rendering.key_secrets_json(marks, usage), indent=2))
     else:
-        rendering.show(rendering.key_secrets_text(marks, counts, settings.store_text), sys.stdout)
+        rendering.show(rendering.key_secrets_text(marks, usage, settings.store_text), sys.stdout)
     return 0
 
 
 def store_init(args: argparse.Namespace) -> int:
-    """Mark a store without an id (wiped, new, or of an earlier release) as the one this app serves."""
+    """Mark the store of the environment's settings as the one this app serves (``--new-only``: a new one only).
+
+    It needs the store settings and nothing else: marking reads no claim, so no key secret is asked for
+    (a deployment runs it on the deployer's machine, which holds none).
+    """
+    from oncegate.bootstrap import build_store, store_pin
+    from oncegate.config import ConfigError, Settings
+    from oncegate.errors import OnceGateError
+    from oncegate.service.core import utc_now
+    from oncegate.service.key_secrets import KeySecrets
+
+    try:
+        settings = Settings.from_environment(hashes_keys=False)
+    except ConfigError as exc:
+        return refused("store init", str(exc))
+    # Each refusal as the service's error.code: message, so that a deployment can tell a store that does not
+    # answer yet (store_unavailable: its role is still being applied) from one refused (not_configured).
+    try:
+        store = build_store(settings)
+    except OnceGateError as exc:
+        return refused("store init", f"{exc.code}: {settings.store_text}: {exc.message}", SERVICE_EXIT)
+    try:
+        before = store.read_marks().store_id
+        store_id = KeySecrets(store, clock=utc_now, pin=store_pin(settings)).start_store(new_only=args.new_only)
+    except OnceGateError as exc:
+        return refused("store init", f"{exc.code}: {exc.message}", SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+    finally:
+        store.close()
+    if getattr(args, "json", False):
+        print(json.dumps({"storeId": store_id}))
+    elif args.new_only and before == store_id:
+        print(f"{settings.store_text} is store {store_id}.")
+    elif args.new_only:
+        print(f"{settings.store_text} is marked as a new store, {store_id}: set ONCEGATE_STORE_ID to it.")
+    else:
+        print(f"{settings.store_text} is now store {store_id}; claims made before it was wiped are forgotten.")
+    return 0
+
+
+def store_recount(args: argparse.Namespace) -> int:
+    """Count each scope's claims by status again from the store, putting right what stopped instances lost."""
     from oncegate.errors import OnceGateError
 
-    opened = _local_services("store init", create=True)
+    opened = _local_services("store recount")
     if isinstance(opened, int):
         return opened
     services, settings = opened
+    progress(f"Counting the claims on {settings.store_text}")
     try:
-        store_id = services.key_secrets.start_store()
+        scopes = services.inventory.recount_scopes()
     except OnceGateError as exc:
-        return refused("store init", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+        return refused("store recount", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+    except KeyboardInterrupt:
+        return INTERRUPTED_EXIT
     finally:
         services.close()
-    print(f"{settings.store_text} is now store {store_id}; claims made before it was wiped are forgotten.")
+    rendering.show(rendering.recount_text(scopes, settings.store_text), sys.stdout)
     return 0
 
 
@@ -127,14 +170,15 @@ def _bare_store(command: str, *, create: bool) -> tuple[Any, Any] | int:
     """The store of the environment's settings with no service over it, and the settings; or a refusal's status.
 
     An export or an import must not be the store's first use: services over an empty store would mark it
-    as a new store, which an import must not find.
+    as a new store, which an import must not find. Neither reads a key, so no key secret is asked for (as
+    ``store init``): the export carries the key secrets' records, digests of nothing.
     """
     from oncegate.bootstrap import build_store
     from oncegate.config import ConfigError, Settings, StoreKind
     from oncegate.errors import OnceGateError
 
     try:
-        settings = Settings.from_environment()
+        settings = Settings.from_environment(hashes_keys=False)
         if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists() and not create:
             return refused(command, f"no database at {settings.store_location}: {_where_is_the_store(command)}")
         return build_store(settings), settings
@@ -183,6 +227,7 @@ def store_export(args: argparse.Namespace) -> int:
 
 def store_import(args: argparse.Namespace) -> int:
     """Fill the empty store of the environment's settings from FILE, or go on with an import of it cut short."""
+    from oncegate.bootstrap import store_pin
     from oncegate.errors import OnceGateError
     from oncegate.service import backups
     from oncegate.service.core import utc_now
@@ -200,6 +245,7 @@ def store_import(args: argparse.Namespace) -> int:
     if isinstance(opened, int):
         return opened
     store, settings = opened
+    pin = store_pin(settings)
     progress(f"Importing {path} ({export_file.records} records) into {settings.store_text}")
     try:
         report = backups.import_export(
@@ -208,7 +254,10 @@ def store_import(args: argparse.Namespace) -> int:
             forget_after=forget_after,
             now=utc_now,
             on_progress=lambda kind, n: progress(f"  {n} records written ({kind})"),
+            pinned=pin.pinned(),
         )
+        # As `store init` does: beside a SQLite database, the store-id file that recognises it if it is lost again.
+        pin.keep(report.restore.restored_from)
     except OnceGateError as exc:
         return refused("store import", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
     except KeyboardInterrupt:

@@ -39,6 +39,15 @@ def whole_number(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def or_reset(parse: Callable[[str], int]) -> Callable[[str], int | str]:
+    """An argument type: what ``parse`` takes, or '' to reset the setting to its default."""
+
+    def read(value: str) -> int | str:
+        return "" if value == "" else parse(value)
+
+    return read
+
+
 def scope(value: str) -> str:
     """An argument type: a claim scope, as the service accepts it."""
     if not SCOPE.fullmatch(value):

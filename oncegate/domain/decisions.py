@@ -22,6 +22,7 @@ from oncegate.domain.idempotency import key_attempt
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow
 from oncegate.domain.statuses import ClaimStatus, Decision
+from oncegate.domain.times import said
 
 MAX_RETRY_AFTER_SECONDS = 60
 
@@ -265,17 +266,23 @@ def _conflict(claim: Claim, intent: Intent) -> Verdict:
 def _held(claim: Claim, intent: Intent) -> Verdict:
     lease = claim.lease_expires_at
     if lease is None or lease <= intent.now:
-        return _reconcile(claim, f"the lease of attempt {claim.attempt} expired at {lease} without a result")
+        expired = f"expired at {said(lease)}" if lease else "expired"
+        return _reconcile(claim, f"the lease of attempt {claim.attempt} {expired} without a result")
     if intent.is_holder_of(claim):
         return _granted_again(claim)
     remaining = math.ceil((lease - intent.now).total_seconds())
     retry_after = max(1, min(MAX_RETRY_AFTER_SECONDS, remaining))
     return Verdict(
         Decision.IN_PROGRESS,
-        f"Run {claim.run_id} holds the lease until {lease.isoformat()}.",
-        f"Another run is doing the side effect now; retry in {retry_after} s or stop.",
+        f"Run {claim.run_id} holds the lease until {said(lease)}.",
+        held_reason(retry_after),
         retry_after_seconds=retry_after,
     )
+
+
+def held_reason(retry_after: int) -> str:
+    """What a run is told while another run holds the lease, asked to come back after ``retry_after`` seconds."""
+    return f"Another run is doing the side effect now; retry in {retry_after} s or stop."
 
 
 def _granted_again(claim: Claim) -> Verdict:
@@ -316,7 +323,7 @@ def _duplicate(claim: Claim, intent: Intent) -> Verdict:
         how = f"Fingerprint {short(intent.fingerprint)} was accepted by a reviewer as the same business intent."
     if claim.purged_at is not None:
         # Retention purged the claim, and its tombstone keeps the key for the scope's horizon (issue 26).
-        how += f" The claim was purged at {claim.purged_at.isoformat()}; its tombstone recognised the key."
+        how += f" The claim was purged at {said(claim.purged_at)}; its tombstone recognised the key."
         return Verdict(
             Decision.DUPLICATE,
             how,

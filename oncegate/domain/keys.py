@@ -102,6 +102,11 @@ class KeyHasher:
         """
         return _b32(_derive(self._secret, "key check"))[:16]
 
+    @property
+    def cursor_key(self) -> bytes:
+        """The key of the seal on cursors and poll addresses the HTTP edge hands out (``oncegate.cursors``)."""
+        return _derive(self._secret, "cursor")
+
     def claim_id(self, scope: str, key: str) -> str:
         """The claim's address: 52 lowercase base32 characters, stable for the same scope and key."""
         message = f"{normalise_scope(scope)}\n{normalise_key(key)}".encode()

@@ -378,20 +378,3 @@ class KeySecretRecord:
     def live(self) -> bool:
         """In use and not retired: every instance must be able to read the claims made with it."""
         return self.in_use_from is not None and self.retired_at is None
-
-
-@dataclass(frozen=True)
-class StoreMarks:
-    """What a store says about itself, read in one round trip: who it is, its key secrets, its clock.
-
-    ``store_id`` is written once, when the store is first used (or by ``oncegate store init``): a
-    store that lost it was wiped or replaced. ``clock`` is the store's own time as its answer said
-    (Table Storage's ``Date``), None where the store shares this machine's clock (SQLite).
-    """
-
-    store_id: str | None
-    secrets: tuple[KeySecretRecord, ...]
-    clock: datetime | None = None
-    # When the question was asked and the answer came, on this instance's clock: the store's time lies between.
-    asked_at: datetime | None = None
-    answered_at: datetime | None = None

@@ -1,10 +1,11 @@
-"""What must hold before any claim is made: the right key secrets, the same store, a clock that agrees.
+"""What must hold before any claim is made: the right key secrets, a clock that agrees (the same store:
+:mod:`oncegate.domain.store_id`).
 
 Each check is a pure function of what the store says about itself (:class:`StoreMarks`) and of
 this instance's settings; the service (``oncegate.service.safeguard``) reads, calls and writes.
 Each refusal is one an operator's mistake would otherwise turn into a second ``proceed``
-(issue 22): a key done under one secret looked up under another, a wiped store read as a new one,
-a lease granted or expired on a clock that runs ahead.
+(issue 22): a key done under one secret looked up under another, a lease granted or expired on a
+clock that runs ahead.
 
 **Key secrets.** The store keeps a record per secret (:class:`KeySecretRecord`): announced (an
 instance holds it as the next secret), in use from a given time, retired. The timeline of a
@@ -27,7 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from oncegate.domain.records import KeySecretRecord, StoreMarks
+from oncegate.domain.marks import StoreMarks
+from oncegate.domain.records import KeySecretRecord
+from oncegate.domain.times import said
 from oncegate.errors import ClockSkewed, InvalidRequest, NotConfigured, NotFound
 
 # Longer than an instance's interval between two reads of the marks plus the largest clock difference
@@ -41,7 +44,6 @@ STORE_CLOCK_RESOLUTION = timedelta(seconds=1)
 SECRET = "ONCEGATE_KEY_SECRET"
 PREVIOUS = "ONCEGATE_KEY_SECRET_PREVIOUS"
 NEXT = "ONCEGATE_KEY_SECRET_NEXT"
-STORE_ID = "ONCEGATE_STORE_ID"
 RUNBOOK = "See docs/operations.md, 'The key secret'."
 
 
@@ -74,7 +76,7 @@ class SecretsVerdict:
 
 
 def _at(moment: datetime | None) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "?"
+    return said(moment) if moment else "?"
 
 
 def check_secrets(roles: Roles, secrets: tuple[KeySecretRecord, ...], now: datetime) -> SecretsVerdict:
@@ -161,6 +163,56 @@ def check_secrets(roles: Roles, secrets: tuple[KeySecretRecord, ...], now: datet
     return SecretsVerdict(claim_with=roles.current, writes=tuple(writes))
 
 
+@dataclass(frozen=True)
+class SecretUsage:
+    """The rows found only through one key secret: what retiring it would orphan (issue 31).
+
+    A row's lookup needs the secret its claim id was made with: a claim in any status, and the tombstone
+    retention leaves of a succeeded one (it answers a late replay ``duplicate`` until its scope's horizon).
+    Conflicts, fingerprint records and history hang off a claim's row and go with it; a poll address or
+    an idempotency key is made again from the claim, never stored. ``held`` counts the claims retention
+    never deletes by itself (in progress, unknown, a failure retryable or not reviewed). ``last_horizon``
+    is when retention deletes the last of the others: tombstones and succeeded claims at their scope's
+    horizon, released claims and reviewed failures at its retention (None: no such row).
+    """
+
+    claims: int = 0
+    tombstones: int = 0
+    held: int = 0
+    last_horizon: datetime | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.claims + self.tombstones
+
+    def counting(self, *, tombstone: bool, gone_at: datetime | None) -> SecretUsage:
+        """This usage with one row more: a tombstone or a claim, deleted by retention at ``gone_at`` (None: held)."""
+        horizons = [moment for moment in (self.last_horizon, gone_at) if moment is not None]
+        return SecretUsage(
+            claims=self.claims + (not tombstone),
+            tombstones=self.tombstones + tombstone,
+            held=self.held + (gone_at is None),
+            last_horizon=max(horizons, default=None),
+        )
+
+    def text(self) -> str:
+        """What remains, in words: '2 claims and 1 tombstone (the last reaches its horizon on ...)'."""
+        parts = [_counted(self.claims, "claim"), _counted(self.tombstones, "tombstone")]
+        made = " and ".join(part for part in parts if part)
+        when = []
+        if self.held:
+            held = _counted(self.held, "claim")
+            when.append(f"{held} that retention never deletes by itself, in the attention list")
+        if self.last_horizon is not None:
+            others = " of the others" if self.held else ""
+            when.append(f"the last{others} reaches its horizon on {_at(self.last_horizon)}")
+        return f"{made} ({'; '.join(when)})" if when else made
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' * (count != 1)}" if count else ""
+
+
 def secret_of(secrets: tuple[KeySecretRecord, ...], key_id: str) -> KeySecretRecord:
     """The record of the secret with this check value; ``NotFound`` listing the ones the store knows."""
     record = next((record for record in secrets if record.key_id == key_id), None)
@@ -173,12 +225,13 @@ def secret_of(secrets: tuple[KeySecretRecord, ...], key_id: str) -> KeySecretRec
 
 
 def retired(
-    secrets: tuple[KeySecretRecord, ...], key_id: str, *, now: datetime, claims: int, orphan: int | None
+    secrets: tuple[KeySecretRecord, ...], key_id: str, *, now: datetime, usage: SecretUsage, orphan: int | None
 ) -> KeySecretRecord | None:
-    """The secret's record, retired; None when it already is. ``claims``: how many claims were made with it.
+    """The secret's record, retired; None when it already is. ``usage``: the rows found only through it.
 
-    The newest secret in use cannot be retired (every new claim is made with it). One with claims
-    left is retired only when the operator names how many it orphans: those keys would proceed again.
+    The newest secret in use cannot be retired (every new claim is made with it). One with rows left
+    (claims or tombstones) is retired only when the operator names how many it orphans: those keys would
+    be answered proceed again.
     """
     record = secret_of(secrets, key_id)
     if record.retired_at is not None:
@@ -197,60 +250,14 @@ def retired(
             "the switch to a newer one.",
             target="keyId",
         )
-    if claims and orphan != claims:
+    if usage.rows and orphan != usage.rows:
         raise InvalidRequest(
-            f"{claims} claim{'s were' if claims != 1 else ' was'} made with {key_id}: once it is retired, those keys "
-            f"would be answered proceed again. Wait until retention has deleted them, or pass --orphan {claims} to "
-            "retire it all the same.",
+            f"Rows made with {key_id} remain, found only through it: {usage.text()}. Once it is retired, those keys "
+            "would be answered proceed again. Wait until retention has deleted them (`oncegate keys` shows when), or "
+            f"pass --orphan {usage.rows} to retire it all the same.",
             target="orphan",
         )
     return replace(record, retired_at=now)
-
-
-def check_store_id(marks: StoreMarks, *, pinned: str | None, seen: str | None, fresh: str) -> str | None:
-    """Refuse a store that is not the one this instance, or its settings, knew; the id to write for a new one.
-
-    ``pinned`` is the id the settings name (``ONCEGATE_STORE_ID``, or the SQLite store's ``store-id``
-    file); ``seen`` the one this process read before. A store without an id that knows key secrets
-    was made by a release before ids existed: it takes the pinned id, or a new one. A store without
-    anything is new, unless either says it is not: then it was wiped, restored empty or replaced,
-    and only ``oncegate store init`` starts it anew. Returns the id to write (the pinned one, else ``fresh``),
-    or None when the store has its id already.
-    """
-    stored = marks.store_id
-    if stored is None:
-        if seen is not None:
-            raise NotConfigured(
-                f"The store lost its identity ({seen}) while this instance ran: it was wiped, restored empty or "
-                "replaced, and every key done before would be answered proceed again. Nothing is claimed. Restore "
-                "the store; to start a new one on purpose, run `oncegate store init` and restart.",
-                target=STORE_ID,
-            )
-        if pinned is not None and not marks.secrets:
-            raise NotConfigured(
-                f"The store is empty, while ONCEGATE_STORE_ID (or the store-id file beside a SQLite database) names "
-                f"store {pinned}: it was wiped, restored empty or replaced, and every key done before would be "
-                "answered proceed again. Nothing is claimed. Restore the store, or point the setting at it; to start "
-                "a new store on purpose, run `oncegate store init`.",
-                target=STORE_ID,
-            )
-        return pinned or fresh
-    if pinned is not None and stored != pinned:
-        raise NotConfigured(
-            f"This store is store {stored}, not store {pinned} that ONCEGATE_STORE_ID (or the store-id file beside a "
-            "SQLite database) names: its claims are not the ones this app made. Either the store settings point at "
-            f"another store (fix them), or store {pinned} was wiped and an instance without the setting started it "
-            f"anew as {stored}: then every key done before would be answered proceed again. Restore store {pinned}; "
-            f"only if its claims are truly lost, set ONCEGATE_STORE_ID to {stored}.",
-            target=STORE_ID,
-        )
-    if seen is not None and stored != seen:
-        raise NotConfigured(
-            f"The store was replaced while this instance ran (store {seen} before, {stored} now). Restart the app "
-            "if that was meant.",
-            target=STORE_ID,
-        )
-    return None
 
 
 def clock_skew(marks: StoreMarks) -> timedelta | None:

@@ -28,6 +28,8 @@ declares what its keys look like (:mod:`oncegate.domain.key_patterns`).
   ``86-138-0013-8000``, ``0086 …``, ``(+86) …``): eleven digits starting 13-19 that are a mobile
   number in China's numbering plan. Other countries' national numbers are left alone: without a
   country code they look like any other number.
+- 00 glued to a country code (``008613800138000``) is a number when it is the whole run of digits, ten or
+  more after the 00, and a mobile's: zero-padded ids look alike, and SAP's ten-digit documents never reach ten.
 """
 
 from __future__ import annotations
@@ -316,6 +318,8 @@ def _is_phone(candidate: str) -> bool:
 
 
 def _has_phone(text: str) -> bool:
+    if "00" in text and _has_glued_mobile(text):
+        return True
     if "(" in text or "00" in text:
         text = INTERNATIONAL_PREFIX.sub(lambda prefix: "+" + (prefix[1] or prefix[2]), text)
     for match in PHONE.finditer(text):
@@ -337,15 +341,34 @@ def _phone_ends(candidate: str) -> list[int]:
     return ends
 
 
+# The international prefix 00 glued to a country code and number, 10 to 15 digits, the whole run (issue 31).
+GLUED_INTERNATIONAL = re.compile(r"(?<![0-9A-Za-z+])00([1-9][0-9]{9,14})(?![0-9])")
+
+
+def _has_glued_mobile(text: str) -> bool:
+    for match in GLUED_INTERNATIONAL.finditer(text):
+        try:
+            number = phonenumbers.parse("+" + match[1], None)
+        except phonenumbers.NumberParseException:
+            continue
+        if _is_mobile(number):
+            return True
+    return False
+
+
+def _is_mobile(number: phonenumbers.PhoneNumber) -> bool:
+    """Whether the number is a mobile's (or may be, where the plan does not tell) and valid in its country's plan."""
+    kind = phonenumbers.number_type(number)
+    mobile = kind in (phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE_OR_MOBILE)
+    return mobile and phonenumbers.is_valid_number(number)
+
+
 # Eleven digits starting 13-19, whole or as 3-4-4 (or 3-8, 7-4), after an "86" or not, never inside a longer run.
 CHINA_MOBILE = re.compile(r"(?<![0-9])(?:86[\s./_\-]{0,3})?(1[3-9][0-9](?:[\s./_\-]?[0-9]{4}){2})(?![0-9])")
 
 
 def _is_china_mobile(candidate: str) -> bool:
-    number = phonenumbers.parse(re.sub(r"[^0-9]", "", candidate), "CN")
-    kind = phonenumbers.number_type(number)
-    mobile = kind in (phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE_OR_MOBILE)
-    return mobile and phonenumbers.is_valid_number(number)
+    return _is_mobile(phonenumbers.parse(re.sub(r"[^0-9]", "", candidate), "CN"))
 
 
 def _has_china_mobile(text: str) -> bool:

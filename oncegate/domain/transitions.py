@@ -14,6 +14,7 @@ from typing import Any
 
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord
 from oncegate.domain.statuses import ClaimStatus, Outcome, Resolution
+from oncegate.domain.times import said
 from oncegate.errors import StateConflict
 
 # The error text of a release made while reconciling; rows of schema 1 were read back by it (see the stores).
@@ -65,6 +66,9 @@ def _require_in_progress(claim: Claim, verb: str) -> None:
 
 
 def _same_result(claim: Claim, result: Result) -> bool:
+    if claim.purged_at is not None:
+        # A tombstone keeps the outcome and the target record of the result, not its data or text (issue 31).
+        return claim.status.value == result.outcome.value and claim.target_record_id == result.target_record_id
     return (
         claim.status.value == result.outcome.value
         and claim.target_record_id == result.target_record_id
@@ -195,7 +199,7 @@ def settle(claim: Claim, settlement: Settlement) -> Claim | Refusal:
     if _settled_so(claim, settlement):
         return claim
     if claim.status is ClaimStatus.IN_PROGRESS and not in_doubt(claim, settlement.now):
-        lease = claim.lease_expires_at.isoformat() if claim.lease_expires_at else "(none)"
+        lease = said(claim.lease_expires_at) if claim.lease_expires_at else "(none)"
         return Refusal(
             f"Run {claim.run_id} holds the lease of attempt {claim.attempt} until {lease} and may still record its "
             "result: settle it only once the lease has run out.",

@@ -6,11 +6,14 @@ cost 1.32 times the CPU per claim of one caller (issue 27). Here a fixed pool an
 one at a time per connection, and a connection between two requests (or not yet sending its
 first) waits in a selector instead of in a thread.
 
-The threads take turns as leader and followers: the one leading waits on the selector and answers
-the first connection with a request in itself, handing the lead to the next free thread, so that
-no request waits for one thread to pass it to another. A connection idle longer than the server's
-idle time is closed. A thread reads a whole request once its first byte is in, so a client that
-stops half-way holds one of the threads until the idle time ends it.
+The threads take turns as leader and followers: the one leading waits on the selector, reads what
+each connection sends without waiting for more (``Connection.receive``), and answers the first
+connection whose request is whole itself, handing the lead to the next free thread, so that no
+request waits for one thread to pass it to another. A connection holds a thread only once its
+request is whole (issue 31: reading the rest of a request once its first byte came, 2 clients
+sending a byte at a time held both threads, and health probes went unanswered). A step that is
+late (a connection idle too long, a request that did not arrive within the idle time) is given to
+a thread at its time, to be refused or closed.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ logger = logging.getLogger(__name__)
 # `make bench` against a thread per connection (docs/performance.md). 0 gives each connection a thread.
 DEFAULT_THREADS = 2
 PER_CONNECTION = 0
-# How often the leader looks for connections idle too long, when nothing else wakes it.
+# How often, at most, the leader looks for connections whose step is late.
 SWEEP_SECONDS = 1.0
 # The platform's best: epoll (Linux), kqueue (macOS), select() (Windows).
 SELECTOR: type[selectors.BaseSelector] = selectors.DefaultSelector
@@ -43,31 +46,47 @@ class Connection(Protocol):
     """What the pool asks of a request handler set up on one connection (``server._Handler``)."""
 
     connection: socket.socket
-    close_connection: bool
 
-    def handle_one_request(self) -> None: ...
+    def receive(self) -> bool:
+        """Take what the client has sent, without waiting; whether the next step is due (a whole request, say)."""
+        ...
+
+    def due(self) -> bool:
+        """Whether the next step is due with what is already in (a request sent behind the one answered)."""
+        ...
+
+    def due_at(self) -> float:
+        """The ``time.monotonic()`` at which the next step is taken even though it is not due: it is late."""
+        ...
+
+    def handle_one_request(self) -> None:
+        """Take the next step, due or late: answer a request, refuse a late one, close an idle connection."""
+        ...
+
+    def over(self) -> bool:
+        """Whether the connection ends now, once the step is taken."""
+        ...
 
     def finish(self) -> None: ...
-
-    def buffered(self) -> bool:
-        """Whether the next request's first bytes have already been read into the handler's buffer."""
-        ...
 
 
 class HandlerPool:
     """``threads`` threads answering the requests of every connection given to :meth:`add`.
 
+    A late step is taken at most ``sweep_seconds`` (or ``SWEEP_SECONDS``, if less) after its time.
+
     :meth:`close` lets each thread end the request it is answering, then closes every connection.
     """
 
-    def __init__(self, threads: int, idle_seconds: float, *, name: str = "oncegate-handler") -> None:
-        self._idle_seconds = idle_seconds
+    def __init__(self, threads: int, sweep_seconds: float, *, name: str = "oncegate-handler") -> None:
+        self._sweep_seconds = min(sweep_seconds, SWEEP_SECONDS)
         self._selector = SELECTOR()
         self._wake_to_register = type(self._selector).__name__ not in SEE_LATE_REGISTRATIONS
-        # Guards the selector's registrations and ``_since``: parked by any thread, taken by the leader.
+        # Guards the selector's registrations and ``_parked``: parked by any thread, taken by the leader.
         self._registry = threading.Lock()
         self._lead = threading.Lock()
-        self._since: dict[Connection, float] = {}
+        self._parked: set[Connection] = set()
+        self._swept = time.monotonic()
         self._ready: collections.deque[Connection] = collections.deque()
         self._wakes, self._waker = socket.socketpair()
         for end in (self._wakes, self._waker):
@@ -81,7 +100,7 @@ class HandlerPool:
             thread.start()
 
     def add(self, connection: Connection) -> None:
-        """Answer ``connection``'s requests, the first as soon as it has arrived and a thread is free."""
+        """Answer ``connection``'s requests, each as soon as it is whole and a thread is free."""
         self._park(connection)
 
     def _run(self) -> None:
@@ -89,40 +108,38 @@ class HandlerPool:
             self._answer(connection)
 
     def _next(self) -> Connection | None:
-        """As leader, wait for a connection with a request in; None once the pool closes."""
+        """As leader, wait for a connection whose next step is due or late; None once the pool closes."""
         with self._lead:
             while not self._closing:
                 if self._ready:
                     return self._ready.popleft()
-                for key, _ in self._selector.select(timeout=min(self._idle_seconds, SWEEP_SECONDS)):
+                for key, _ in self._selector.select(timeout=self._sweep_seconds):
                     if key.fileobj is self._wakes:
                         with contextlib.suppress(OSError):
                             self._wakes.recv(4096)
-                        continue
-                    with self._registry:
-                        self._selector.unregister(key.fileobj)
-                        self._since.pop(key.data, None)
-                    self._ready.append(key.data)
-                self._close_expired()
+                    elif key.data.receive():
+                        self._take(key.data)
+                self._sweep()
         return None
 
     def _answer(self, connection: Connection) -> None:
-        # Requests already in the buffer (pipelined) raise no event: they are answered here, in turn.
+        # A request already whole behind the one answered (pipelined) raises no event: it is answered here, in turn.
         while True:
             try:
                 connection.handle_one_request()
+                over = connection.over()
             except Exception:
                 logger.exception("a request failed in the local server")
-                connection.close_connection = True
-            if connection.close_connection or self._closing:
+                over = True
+            if over or self._closing:
                 close(connection)
                 return
-            if not connection.buffered():
+            if not connection.due():
                 self._park(connection)
                 return
 
     def _park(self, connection: Connection) -> None:
-        """Wait without a thread for the connection's next bytes."""
+        """Gather the connection's next bytes without a thread."""
         with self._registry:
             try:
                 if self._closing:
@@ -131,24 +148,32 @@ class HandlerPool:
             except (OSError, ValueError):  # closed meanwhile, by its client or with the pool
                 close(connection)
                 return
-            self._since[connection] = time.monotonic()
+            self._parked.add(connection)
         if self._wake_to_register:
             self._wake()
+
+    def _take(self, connection: Connection) -> None:
+        """Out of the selector and into the queue of steps to take (the leader's only)."""
+        with self._registry:
+            self._selector.unregister(connection.connection)
+            self._parked.discard(connection)
+        self._ready.append(connection)
 
     def _wake(self) -> None:
         # A full buffer means a wake-up is already waiting to be read.
         with contextlib.suppress(OSError):
             self._waker.send(b"\0")
 
-    def _close_expired(self) -> None:
+    def _sweep(self) -> None:
+        """Queue the connections whose step is late, looking at most every ``_sweep_seconds``."""
         now = time.monotonic()
+        if now - self._swept < self._sweep_seconds:
+            return
+        self._swept = now
         with self._registry:
-            expired = [connection for connection, since in self._since.items() if now - since > self._idle_seconds]
-            for connection in expired:
-                self._selector.unregister(connection.connection)
-                del self._since[connection]
-        for connection in expired:
-            close(connection)
+            late = [connection for connection in self._parked if connection.due_at() <= now]
+        for connection in late:
+            self._take(connection)
 
     def close(self, timeout: float) -> None:
         with self._registry:
@@ -158,8 +183,8 @@ class HandlerPool:
         for thread in self._threads:
             thread.join(max(deadline - time.monotonic(), 0))
         with self._registry:
-            left = [*self._since, *self._ready]
-            self._since.clear()
+            left = [*self._parked, *self._ready]
+            self._parked.clear()
             self._ready.clear()
         for connection in left:
             close(connection)

@@ -166,15 +166,9 @@ def register_flow(request: RegisterFlowRequest) -> RegisterFlow:
 
 
 def set_scope(request: SetScopeRequest) -> SetScope:
-    return SetScope(
-        scope=request.scope,
-        owner=request.owner,
-        lease_seconds=request.lease_seconds,
-        retention_days=request.retention_days,
-        horizon_days=request.horizon_days,
-        description=request.description,
-        key_pattern=request.key_pattern,
-        fingerprint_include=tuple(request.fingerprint_include or ()),
-        fingerprint_ignore=tuple(request.fingerprint_ignore or ()),
-        fingerprint_preset=request.fingerprint_preset,
-    )
+    """The settings the request names, a null among them reset; one left out stays as it is (issue 31)."""
+    named: dict[str, Any] = {name: getattr(request, name) for name in request.model_fields_set - {"scope"}}
+    for pointers in ("fingerprint_include", "fingerprint_ignore"):
+        if pointers in named:
+            named[pointers] = tuple(named[pointers] or ())
+    return SetScope(scope=request.scope, **named)

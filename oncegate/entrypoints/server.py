@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import email.utils
 import functools
+import io
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -41,6 +42,7 @@ import azure.functions as func
 from oncegate.entrypoints import logs
 from oncegate.entrypoints.handler_pool import DEFAULT_THREADS, PER_CONNECTION, HandlerPool
 from oncegate.entrypoints.http import MAX_BULK_BODY_BYTES, body_limit, render, render_error
+from oncegate.entrypoints.incoming import MAX_HEADER_BYTES, MAX_HEADER_LINE, MAX_HEADERS, Incoming
 from oncegate.entrypoints.routes import FunctionRoute, function_routes, match
 from oncegate.errors import InvalidRequest, NotFound, TooLarge
 from oncegate.models import ErrorBody, ErrorInfo
@@ -48,6 +50,7 @@ from oncegate.models import ErrorBody, ErrorInfo
 if sys.platform == "win32":
     from multiprocessing.connection import PipeConnection as Connection
 else:
+    import resource
     from multiprocessing.connection import Connection
 
 logger = logging.getLogger(__name__)
@@ -62,9 +65,8 @@ IDLE_SECONDS = 30
 # the connection closes (RFC 9112 §9.6): enough for a body several times the limit, not for ever.
 DISCARD_BYTES = 16 * 1024 * 1024
 DISCARD_SECONDS = 5.0
-# The stdlib's limits on a header section (http.client's _MAXLINE and _MAXHEADERS).
-MAX_HEADER_LINE = 65536
-MAX_HEADERS = 100
+# The most one read of a connection takes.
+RECEIVE_BYTES = 65536
 # prctl(2): the signal a process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
 # How long the workers have, once asked to stop, to answer what they are answering and flush their counts.
@@ -156,19 +158,24 @@ class _BadHeaders(Exception):
 
 
 def read_headers(rfile: Any) -> _Headers:
-    """The header section up to its empty line, within the stdlib's limits (line length, number of fields).
+    """The header section up to its empty line, within the stdlib's limits (line length, number of fields) and
+    MAX_HEADER_BYTES in all.
 
     The stdlib hands it to the ``email`` package, which took a third of the server's time per
     request; HTTP needs none of MIME. A line folded onto the next (obs-fold) continues the field
     before it, as that package read it; a line with no colon is refused (RFC 9112 §5).
     """
     fields: list[tuple[str, str]] = []
+    total = 0
     for _ in range(MAX_HEADERS + 1):
         line = rfile.readline(MAX_HEADER_LINE + 1)
         if len(line) > MAX_HEADER_LINE:
             raise _BadHeaders("Line too long", too_large=True)
         if line in (b"\r\n", b"\n", b""):
             return _Headers(fields)
+        total += len(line)
+        if total > MAX_HEADER_BYTES:
+            raise _BadHeaders(f"The header fields are over {MAX_HEADER_BYTES} bytes in all", too_large=True)
         text = line.decode("iso-8859-1").rstrip("\r\n")
         if "\r" in text:
             # A CR alone inside a line: a reader that splits lines on it would see other fields (RFC 9112 §2.2).
@@ -224,23 +231,119 @@ class _Handler(BaseHTTPRequestHandler):
         handler.setup()
         return handler
 
-    def buffered(self) -> bool:
-        """Whether bytes of the next request are already in: in the read buffer, or waiting on the socket."""
-        self.connection.settimeout(0)
+    def setup(self) -> None:
+        super().setup()
+        # Requests are read into ``_incoming`` (without waiting, by the pool's selector), never from a file on the
+        # socket: closed here, it would otherwise keep the socket open after the connection closes.
+        self.rfile.close()
+        self.rfile = io.BytesIO()
+        self._incoming = Incoming(float(self.timeout or IDLE_SECONDS))
+        self.close_connection = False
+
+    def receive(self) -> bool:
+        """Take what the client has sent, without waiting for more; whether the next step is due."""
         try:
-            # Non-blocking, a peek returns what is buffered, else what one read finds (b"" when nothing).
-            return bool(self.rfile.peek(1))  # type: ignore[attr-defined]
+            self.connection.settimeout(0)
+            chunk = self.connection.recv(RECEIVE_BYTES)
+        except BlockingIOError:
+            chunk = None
         except OSError:
-            return True  # the next read meets the error, and ends the connection
+            chunk = b""  # reset by the client: what is in is all there will be
         finally:
-            self.connection.settimeout(self.timeout)
+            with contextlib.suppress(OSError):
+                self.connection.settimeout(self.timeout)
+        if chunk is not None:
+            self._incoming.take(chunk)
+        return self._incoming.due()
+
+    def due(self) -> bool:
+        """Whether the next step can run now: a request sent behind the last is whole already, say."""
+        return self._incoming.due()
+
+    def due_at(self) -> float:
+        """When the next step runs even without all it awaits (``time.monotonic()``)."""
+        return self._incoming.due_at()
+
+    def over(self) -> bool:
+        """Whether the connection ends now: its last answer is sent (or it was refused, or is idle), and neither
+        the body of a request nor the discard after a refusal is still awaited."""
+        return self.close_connection and not (self._incoming.awaiting_body or self._incoming.discarding)
+
+    def handle(self) -> None:
+        """With a thread per connection (``threads=0``): wait in this thread for each step, then take it."""
+        while True:
+            self._wait_until_due()
+            self.handle_one_request()
+            if self.over():
+                return
+
+    def _wait_until_due(self) -> None:
+        while not self._incoming.due():
+            remaining = self._incoming.due_at() - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                self.connection.settimeout(remaining)
+                chunk = self.connection.recv(RECEIVE_BYTES)
+            except TimeoutError:
+                return
+            except OSError:
+                chunk = b""
+            finally:
+                with contextlib.suppress(OSError):
+                    self.connection.settimeout(self.timeout)
+            self._incoming.take(chunk)
+
+    def handle_one_request(self) -> None:
+        """Take the connection's next step, due or late: answer a request whose head (then body) is in, refuse
+        one whose head or body took longer than the idle time, close an idle connection or end a discard."""
+        incoming = self._incoming
+        try:
+            if incoming.discarding or incoming.idle:
+                incoming.end()
+                self.close_connection = True
+            elif incoming.awaiting_body:
+                self._answer_body()
+            elif incoming.head_in:
+                self._answer_head()
+            else:
+                self.requestline = self.command = ""
+                self.request_version = self.protocol_version
+                message = f"The request's head did not arrive within {self.timeout:g} s; send it whole, at once."
+                self.send_error(HTTPStatus.REQUEST_TIMEOUT, message)
+        except TimeoutError as exc:
+            # An answer the client did not read for the idle time (as the stdlib's handler ends it).
+            self.log_error("Request timed out: %r", exc)
+            self.close_connection = True
+
+    def _answer_head(self) -> None:
+        """The stdlib's ``handle_one_request`` on a head already in, up to the body its method awaits."""
+        self.rfile = io.BytesIO(self._incoming.head())
+        self.raw_requestline = self.rfile.readline(MAX_HEADER_LINE + 1)
+        if len(self.raw_requestline) > MAX_HEADER_LINE:
+            self.requestline = self.request_version = self.command = ""
+            self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG)
+            return
+        if not self.parse_request():
+            return
+        method = getattr(self, f"do_{self.command}", None)
+        if method is None:
+            self.send_error(HTTPStatus.NOT_IMPLEMENTED, f"Unsupported method ({self.command!r})")
+            return
+        method()
 
     def _serve(self) -> None:
         length = self._body_length()
         if length is None:
             return
-        body = self._read_body(length)
-        if body is None:
+        self._incoming.await_body(self.rfile.tell(), length)
+        if self._incoming.due():
+            self._answer_body()
+        # Else the body is awaited without a thread (HandlerPool), then answered by _answer_body.
+
+    def _answer_body(self) -> None:
+        body, length = self._incoming.body(), self._incoming.body_length
+        if len(body) < length and not self._incoming.closed:
             message = f"The body did not arrive within {self.timeout:g} s; send it whole, at once."
             self._refuse(render_error(InvalidRequest(message, target="body")))
             return
@@ -249,41 +352,12 @@ class _Handler(BaseHTTPRequestHandler):
             message = f"The body ended after {len(body)} of the {length} bytes Content-Length declared."
             self._refuse(render_error(InvalidRequest(message, target="Content-Length")))
             return
+        self._incoming.next_request()
         host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
         response = dispatch(
             self.server.routes, self.command, f"http://{host}{self.path}", dict(self.headers.items()), body
         )
         self._send(response)
-
-    def _read_body(self, length: int) -> bytes | None:
-        """The declared body, or as much as came before the client closed; None when it took longer than the idle
-        time as a whole."""
-        parts: list[bytes] = []
-        in_time = self._read_within(length, float(self.timeout or IDLE_SECONDS), parts.append)
-        return b"".join(parts) if in_time else None
-
-    def _read_within(self, limit: int, seconds: float, take: Callable[[bytes], object]) -> bool:
-        """Hand ``take`` what the client sends, up to ``limit`` bytes or until it closes; False when ``seconds``
-        ran out first. Bounded as a whole, not per read: a client trickling a byte every few seconds would
-        otherwise hold this handler, one of a few, for as long as it likes."""
-        deadline = time.monotonic() + seconds
-        left = limit
-        try:
-            while left > 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self.connection.settimeout(remaining)
-                chunk = self.rfile.read1(min(left, 65536))
-                if not chunk:
-                    return True
-                take(chunk)
-                left -= len(chunk)
-        except TimeoutError:
-            return False
-        finally:
-            self.connection.settimeout(self.timeout)
-        return True
 
     # The methods RFC 9110 defines go to the app, which answers those no function takes with 405 and
     # Allow; any other method is unknown to the server, so the stdlib's 501 (see send_error) fits it.
@@ -380,18 +454,19 @@ class _Handler(BaseHTTPRequestHandler):
         return int(value)
 
     def _discard_body(self) -> None:
-        """Read and throw away what the client is still sending, up to a bound, so that it reads the refusal.
+        """Throw away what the client is still sending, up to a bound, so that it reads the refusal.
 
         Closed at once, the connection would be reset by the bytes that keep arriving, and a client
         still sending (http.client sends the whole body before it reads) would see a broken pipe or a
         reset instead of the 413. RFC 9112 §9.6: close the writing side first, then keep reading.
+        The reading is the pool's, without a thread, and the connection closes once it is done.
         A client that asked ``Expect: 100-continue`` sends no body after a refusal: nothing to wait for.
         """
         self.wfile.flush()
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_WR)
-        with contextlib.suppress(OSError):
-            self._read_within(DISCARD_BYTES, self.server.discard_seconds, lambda _: None)
+        # The connection ends with the discard's own step (handle_one_request), not with this answer (see over).
+        self._incoming.discard(self.rfile.tell(), DISCARD_BYTES, self.server.discard_seconds)
 
     def handle_expect_100(self) -> bool:
         # Judge the declared body before inviting it, so that a refused one is never sent.
@@ -407,6 +482,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _refuse(self, response: func.HttpResponse) -> None:
         # What follows a refused request (its body, or a request line that did not parse) cannot be
         # trusted to start the next request, so the connection ends with this answer.
+        self._incoming.end()
         if self.request_version == "HTTP/0.9":
             # Still the stdlib's default when the request line did not parse: answer with a status line.
             self.request_version = self.protocol_version
@@ -469,7 +545,8 @@ class _AppServer(ThreadingHTTPServer):
         self.routes = routes
         self.discard_seconds = discard_seconds
         self.idle_seconds = idle_seconds
-        self.pool = HandlerPool(threads, idle_seconds) if threads != PER_CONNECTION else None
+        sweep_seconds = min(idle_seconds, discard_seconds)
+        self.pool = HandlerPool(threads, sweep_seconds) if threads != PER_CONNECTION else None
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if self.pool is None:
@@ -497,7 +574,8 @@ def make_server(
     """A threaded HTTP server for ``app``; port 0 picks a free port (see ``server_address``).
 
     With ``listener``, it accepts on that bound and listening socket instead (``serve_in_workers``).
-    A connection that sends nothing for ``idle_seconds`` (mid-request, or between requests) is closed.
+    A connection that sends nothing for ``idle_seconds`` between requests is closed; a request whose head, or
+    whose body, takes longer than that as a whole is refused (408, 400) and its connection closed.
     ``threads`` handler threads answer every connection's requests (0: a thread per connection). After a 413,
     what the client still sends is read and thrown away for at most ``discard_seconds``.
     """
@@ -552,6 +630,7 @@ def serve_in_workers(
     ``STOP_GRACE_SECONDS`` later is killed. Raises :class:`WorkerFailed` when a worker stops unasked,
     after stopping the others.
     """
+    more_open_files()
     if workers == 1:
         _worker(load_app, app_dir, listener, threads, on_ready=on_ready)
         return
@@ -571,6 +650,20 @@ def serve_in_workers(
         failed = _supervise(processes, stop, readiness, on_ready)
     if failed is not None:
         raise WorkerFailed(failed.name, failed.exitcode)
+
+
+def more_open_files() -> None:
+    """Raise this process's soft limit on open files to its hard limit (the workers inherit it).
+
+    Every connection is a file, a slow client's too: at a soft limit of 1,024 (common on Linux) the server would
+    stop accepting at about a thousand connections, though it holds them without threads. Where the hard limit
+    is unlimited (macOS) or the platform has no such limit (Windows), the limit stays as it is.
+    """
+    if sys.platform != "win32":
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < hard:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 class _StopSignals:

@@ -1,22 +1,29 @@
-"""Request bodies read as strict JSON: one object, unique members, finite numbers.
+"""Request bodies read as strict JSON: one object, unique members, finite numbers, Unicode text.
 
 Python's ``json`` accepts what the contract refuses: ``NaN`` and ``Infinity``, numbers that
-overflow to infinity (``1e400``, which would be stored as ``null``: data silently altered), and
-a member given twice (the last one silently wins). The decoder's hooks mark each where it occurs,
-and a walk over the decoded body names the first by its path, as a validation error names a field.
-Done once here, it holds for every field of every body, whatever its model declares.
+overflow to infinity (``1e400``, which would be stored as ``null``: data silently altered), a
+member given twice (the last one silently wins), and a lone surrogate written as an escape
+(``"\\ud800"``), which is not a character: UTF-8 cannot encode it, so every digest, HMAC and
+canonical JSON made of the string failed with a 500 (issue 31; I-JSON, RFC 7493 §2.1, refuses it).
+The decoder's hooks mark each where it occurs (an escape in the text, for a surrogate), and a walk
+over the decoded body names the first by its path, as a validation error names a field. Done once
+here, it holds for every string of every body, whatever its model declares.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, TypeAlias
 
 from oncegate.errors import InvalidRequest
 
 # A path into the body as a linked list (parent, part): extending one costs the same at any depth.
 Path: TypeAlias = tuple["Path", str] | None
+# UTF-8 cannot carry a surrogate (D800 to DFFF): one can only come from an escape. A surrogate pair decodes to
+# one character, and an escaped backslash before "ud800" is plain text; the walk tells those apart.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class _NonFinite(str):
@@ -62,11 +69,16 @@ def read_object(raw: bytes, *, items: str | None = None) -> dict[str, Any]:
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         # RecursionError: arrays nested a few thousand deep fit in 64 KiB and exhaust the decoder's stack.
         raise InvalidRequest(f"The body is not valid UTF-8 JSON: {exc}", target="body") from exc
-    if marked:
+    if marked or SURROGATE_ESCAPE.search(text):
         listed = data.get(items) if items is not None and type(data) is dict else None
         if not isinstance(listed, list) or _defect({name: value for name, value in data.items() if name != items}):
-            raise _first_defect(data)
-        data[items] = [_defect(item) or item for item in listed]
+            defect = _defect(data)
+            if defect is not None:
+                raise defect
+            if marked:
+                raise _first_defect(data)
+        else:
+            data[items] = [_defect(item) or item for item in listed]
     if not isinstance(data, dict):
         raise InvalidRequest("The body must be a JSON object.", target="body")
     return data
@@ -95,11 +107,27 @@ def _defect(data: Any) -> InvalidRequest | None:
         node, path = stack.pop()
         if isinstance(node, _NonFinite):
             return _refusal(path, f"{node} is not a finite number")
+        if isinstance(node, str) and not _is_text(node):
+            return _refusal(path, _LONE_SURROGATE)
         if isinstance(node, _Duplicated):
             return _refusal((path, node.member), f"the member {node.member!r} is given more than once")
+        if isinstance(node, dict) and (name := next((name for name in node if not _is_text(name)), None)):
+            return _refusal((path, name.encode("utf-8", "backslashreplace").decode("ascii")), _LONE_SURROGATE)
         parts = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
         stack.extend((child, (path, str(part))) for part, child in reversed(list(parts)))
     return None
+
+
+_LONE_SURROGATE = "a lone surrogate (an escape from \\ud800 to \\udfff not in a pair) is not a character"
+
+
+def _is_text(text: str) -> bool:
+    """Whether ``text`` is Unicode text: no lone surrogate."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _refusal(path: Path, message: str) -> InvalidRequest:

@@ -2,7 +2,9 @@
 
 Field names are snake_case in Python and camelCase on the wire (``runId``, ``claimToken``).
 Requests forbid unknown fields, so a misspelt field is a 400 naming it rather than a value
-silently ignored. Size limits are checked on the canonical JSON of a value.
+silently ignored. A body's fields take only their own JSON type (``"60"`` is not a number, ``0``
+not a boolean), while a query's parameters, strings by nature, are read as their types
+(:class:`_Query`). Size limits are checked on the canonical JSON of a value.
 
 Every field that the connector sends or shows carries its designer text (:func:`designer`), which
 ``tools/connector`` writes into the connector's definition: renaming a field takes its text along.
@@ -65,7 +67,20 @@ class _Model(BaseModel):
 
 
 class _Request(_Model):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
+    # Strict: a body comes decoded from JSON (entrypoints/strict_json.py), and each field takes its own JSON type
+    # only; lax, "60" would be 60 and 0 would be false for every field (issue 31).
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid", strict=True)
+
+
+class _Query(_Request):
+    """A query's parameters: strings by nature, each read as its field's type (``top=50``, ``attention=true``)."""
+
+    model_config = ConfigDict(strict=False)
+
+
+# An enum field of a request takes the enum's value: strict mode takes only the enum's members from Python, and a
+# body comes decoded from JSON, where the value is all there is. Put it in the field's Annotated.
+BY_VALUE = Field(strict=False)
 
 
 Text256 = Annotated[str, Field(min_length=1, max_length=256)]

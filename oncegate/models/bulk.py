@@ -27,7 +27,7 @@ ITEM_REFUSAL = designer(
     "Item Error",
     "Present instead of the answer when this item alone was refused: its code (such as invalid_request, "
     "sensitive_key, too_large, stale_claim or store_unavailable), message and details, as the single action "
-    "would answer them. Retry only the items with store_unavailable.",
+    "would answer them. When any item has store_unavailable, send the whole call again, unchanged.",
     IMPORTANT,
 )
 

@@ -18,6 +18,7 @@ from oncegate.domain.statuses import ClaimStatus, Outcome, SettledOutcome
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, MAX_MAX_WAIT_SECONDS, MIN_MAX_WAIT_SECONDS
 from oncegate.models.base import (
     ADVANCED,
+    BY_VALUE,
     IMPORTANT,
     INTERNAL,
     Cursor,
@@ -28,12 +29,14 @@ from oncegate.models.base import (
     Source,
     SourceInput,
     Text256,
+    _Query,
     _Request,
     designer,
     json_size,
 )
 
-# A sealed ticket holds the run id, flow and reference (up to 256 characters each) and a few digests.
+# A sealed ticket holds the run id, flow and reference (up to 256 characters each, 4 bytes a character at most in
+# its format) and a few digests: 6,625 characters at the very most (tests/http/test_wait_ticket_size.py).
 MAX_TICKET_LENGTH = 8192
 
 
@@ -201,7 +204,7 @@ class ClaimRequest(ClaimItem):
         return wait
 
 
-class WaitQuery(_Request):
+class WaitQuery(_Query):
     """A poll of Check and claim (wait): the run's request, sealed in the address the 202 answer gave."""
 
     ticket: Annotated[
@@ -241,6 +244,7 @@ class RecordResultRequest(_Token):
 
     outcome: Annotated[
         Outcome,
+        BY_VALUE,
         designer(
             "Outcome",
             "How the side effect ended: succeeded, failed, or unknown when it was attempted and its outcome is not "
@@ -315,6 +319,7 @@ class ReviewClaimRequest(_Request):
     # The settlement of an attempt in doubt; all absent, the review acknowledges a failure as before.
     outcome: Annotated[
         SettledOutcome | None,
+        BY_VALUE,
         designer(
             "Outcome",
             "Settles an attempt in doubt (in_progress past its lease, or unknown) with what the target system "
@@ -349,7 +354,7 @@ class ReviewClaimRequest(_Request):
     ] = None
 
 
-class ListClaimsQuery(_Request):
+class ListClaimsQuery(_Query):
     """The claims that need a person, and their paging: a list of every claim is not offered."""
 
     # Required, so that a bare GET /api/claims is refused naming it. The schema's default is for the
@@ -373,7 +378,7 @@ def _in_utc(moment: datetime) -> datetime:
         raise ValueError("must be a time between the years 1 and 9999 in UTC") from exc
 
 
-class FindClaimsQuery(_Request):
+class FindClaimsQuery(_Query):
     """Claims found by where they came from: source system, reference, status and first received (issue 16).
 
     At least one of ``source``, ``reference``, ``status`` and ``since`` is given: the HTTP layer reads

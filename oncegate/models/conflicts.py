@@ -11,6 +11,7 @@ from oncegate.domain.limits import DETAILS_LIMIT_BYTES
 from oncegate.domain.statuses import ConflictOrigin, ConflictStatus, Resolution
 from oncegate.models.base import (
     ADVANCED,
+    BY_VALUE,
     IMPORTANT,
     INTERNAL,
     MAX_CURSOR_LENGTH,
@@ -20,6 +21,7 @@ from oncegate.models.base import (
     Scope,
     Text256,
     _Model,
+    _Query,
     _Request,
     designer,
     json_size,
@@ -57,6 +59,7 @@ class ResolveConflictRequest(_Request):
 
     decision: Annotated[
         Resolution,
+        BY_VALUE,
         designer(
             "Resolution",
             "The owner's decision: accept_new makes the new data the claim's version, keep_original treats it as "
@@ -79,7 +82,7 @@ class ResolveConflictRequest(_Request):
     ] = Field(default=None, max_length=2048)
 
 
-class ListConflictsQuery(_Request):
+class ListConflictsQuery(_Query):
     """Filters and paging of the conflict list."""
 
     # None (no filter) is spelled status=all in the query: http.list_conflicts reads it so.
@@ -100,7 +103,7 @@ class ListConflictsQuery(_Request):
     cursor: Cursor = None
 
 
-class PollConflictsQuery(_Request):
+class PollConflictsQuery(_Query):
     """The polling trigger's filter and its state (handed back in ``Location``)."""
 
     scope: Annotated[

@@ -18,6 +18,7 @@ from oncegate.domain.limits import (
 )
 from oncegate.models.base import (
     ADVANCED,
+    BY_VALUE,
     IMPORTANT,
     WARNINGS,
     Cursor,
@@ -26,6 +27,7 @@ from oncegate.models.base import (
     ScopeInput,
     Text256,
     _Model,
+    _Query,
     _Request,
     designer,
 )
@@ -77,14 +79,14 @@ def _valid_key_pattern(pattern: str | None) -> str | None:
     return pattern
 
 
-def _valid_included(pointers: list[str]) -> list[str]:
-    if problem := pointers_problem(pointers, ignored=False):
+def _valid_included(pointers: list[str] | None) -> list[str] | None:
+    if pointers is not None and (problem := pointers_problem(pointers, ignored=False)):
         raise ValueError(problem)
     return pointers
 
 
-def _valid_ignored(pointers: list[str]) -> list[str]:
-    if problem := pointers_problem(pointers, ignored=True):
+def _valid_ignored(pointers: list[str] | None) -> list[str] | None:
+    if pointers is not None and (problem := pointers_problem(pointers, ignored=True)):
         raise ValueError(problem)
     return pointers
 
@@ -101,49 +103,59 @@ KEY_PATTERN_TEXT = (
 
 
 class SetScopeRequest(_Request):
-    """Set a scope's owner, default lease, retention, description and key pattern; a field left out gets its default."""
+    """Set a scope's owner, default lease, retention, horizon, description, key pattern and fingerprint rules.
+
+    Only the fields given change (issue 31): a field left out stays as the scope holds it, and a field sent as
+    null is reset to its default. The parse reads which were given from ``model_fields_set``.
+    """
 
     scope: ScopeInput
     owner: Annotated[
         Text256 | None,
         designer(
-            "Owner", "Who answers for the side effect and its conflicts, such as a team's email address.", IMPORTANT
+            "Owner",
+            "Who answers for the side effect and its conflicts, such as a team's email address. Left empty, the "
+            "scope keeps its owner.",
+            IMPORTANT,
         ),
     ] = None
     lease_seconds: Annotated[
         LeaseSeconds | None,
         designer(
             "Default Lease Seconds",
-            "The lease of the scope's claims that do not ask for one, from 15 to 86400 seconds (300 when left empty).",
+            "The lease of the scope's claims that do not ask for one, from 15 to 86400 seconds. Left empty, the scope "
+            "keeps its lease (300 until set).",
             ADVANCED,
         ),
     ] = None
     retention_days: Annotated[
-        int,
+        int | None,
         designer(
             "Retention Days",
-            "How many days the scope's claims are kept, from 1 to 3650 (90 when left empty).",
+            f"How many days the scope's claims are kept, from 1 to 3650. Left empty, the scope keeps its retention "
+            f"({DEFAULT_RETENTION_DAYS} until set).",
             ADVANCED,
         ),
-    ] = Field(default=DEFAULT_RETENTION_DAYS, ge=MIN_RETENTION_DAYS, le=MAX_RETENTION_DAYS)
+    ] = Field(default=None, ge=MIN_RETENTION_DAYS, le=MAX_RETENTION_DAYS)
     horizon_days: Annotated[
         int | None,
         designer(
             "Horizon Days",
             f"How many days after its last change a succeeded claim's key is still answered duplicate, from the "
-            f"retention to {MAX_HORIZON_DAYS} ({DEFAULT_HORIZON_DAYS} when left empty): past the retention, by the "
-            "claim's tombstone.",
+            f"retention to {MAX_HORIZON_DAYS}: past the retention, by the claim's tombstone. Left empty, the scope "
+            f"keeps its horizon ({DEFAULT_HORIZON_DAYS} until set, never shorter than the retention).",
             ADVANCED,
         ),
     ] = Field(default=None, ge=MIN_RETENTION_DAYS, le=MAX_HORIZON_DAYS)
     description: Annotated[
-        str | None, designer("Description", "What the side effect does, in one sentence.", ADVANCED)
+        str | None,
+        designer("Description", "What the side effect does, in one sentence. Left empty, it stays.", ADVANCED),
     ] = Field(default=None, max_length=1024)
     key_pattern: Annotated[
         str | None,
         Field(max_length=MAX_PATTERN_LENGTH),
         AfterValidator(_valid_key_pattern),
-        designer("Key Pattern", KEY_PATTERN_TEXT, ADVANCED),
+        designer("Key Pattern", f"{KEY_PATTERN_TEXT} Left empty, it stays.", ADVANCED),
     ] = None
     fingerprint_include: Annotated[
         list[Annotated[str, Field(max_length=256)]] | None,
@@ -151,7 +163,7 @@ class SetScopeRequest(_Request):
         designer(
             "Fingerprint Include",
             f"The parts of Payload that make up the business data; the rest is left out of the fingerprint. "
-            f"{POINTERS_TEXT}",
+            f"{POINTERS_TEXT} Left empty, they stay.",
             ADVANCED,
         ),
     ] = None
@@ -161,16 +173,17 @@ class SetScopeRequest(_Request):
         designer(
             "Fingerprint Ignore",
             f"The parts of Payload left out of the fingerprint, such as a modified time or version stamp. "
-            f"{POINTERS_TEXT}",
+            f"{POINTERS_TEXT} Left empty, they stay.",
             ADVANCED,
         ),
     ] = None
     fingerprint_preset: Annotated[
         FingerprintPreset | None,
+        BY_VALUE,
         designer(
             "Fingerprint Preset",
             "Ignore the system fields of a trigger body sent as Payload: sharepoint (When an item is created or "
-            "modified) or dataverse (When a row is added, modified or deleted).",
+            "modified) or dataverse (When a row is added, modified or deleted). Left empty, it stays.",
             ADVANCED,
         ),
     ] = None
@@ -187,7 +200,7 @@ class SetScopeRequest(_Request):
         return horizon
 
 
-class ListPageQuery(_Request):
+class ListPageQuery(_Query):
     """Paging of the inventory's lists."""
 
     top: Annotated[
@@ -330,7 +343,14 @@ class ScopeView(_Model):
     registered_at: RegisteredAt = None
     first_seen_at: FirstSeenAt = None
     last_seen_at: LastSeenAt = None
-    claims: Annotated[ClaimCounts, designer("Claims", "The scope's claims by status. Counts may lag by a minute.")]
+    claims: Annotated[
+        ClaimCounts,
+        designer(
+            "Claims",
+            "The scope's claims by status, as counted: they may lag by a minute, and lose a stopped instance's last "
+            "minute until an operator counts them again.",
+        ),
+    ]
     sources: Annotated[
         list[SourceCount] | None,
         designer("Scope Sources", "The scope's claims made for each source system, most first."),

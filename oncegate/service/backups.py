@@ -8,8 +8,11 @@ store keeps a :class:`~oncegate.domain.backups.Restore` record that says so.
 The export reads a store that goes on serving: each claim is one view of its partition, and the
 claims the store wrote after the export began are reported, those the file holds in an older state
 (or not at all) by id. The import writes through idempotent writes and records how far it got, so
-an import cut short and run again goes on where it stopped. The store's mark goes last, through
+an import cut short and run again goes on where it stopped. The store's marks go last, through
 ``mark_store``: until then the store is no store the app serves.
+
+The module runs past 400 lines on purpose: the export and the import are the two sides of one file's
+records and one store's marks, and each checks what the other wrote.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from typing import Any, Protocol
 
 from oncegate.domain.backups import ClaimBackup, Restore
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS
+from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import Conflict, FlowRecord, KeySecretRecord, Overlap, ScopeRecord
+from oncegate.domain.store_id import STORE_ID, check_store_id
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest
 from oncegate.service.retention import horizon_days
 from oncegate.stores import export_format
@@ -113,6 +118,9 @@ def export(
     marks = store.read_marks()
     if marks.store_id is None:
         raise InvalidRequest("the store has no id: it never served a claim, so there is nothing to export.")
+    # A store the app refuses (a table of it lost its mark: emptied, dropped, replaced) is not exported: the import
+    # would mark what is left whole, as the store it was, and the keys done before the loss would proceed again.
+    check_store_id(marks, pinned=None, seen=None, fresh=marks.store_id, may_start=False)
     started_at = marks.clock - CLOCK_GRAIN if marks.clock else now()
     scopes = store.list_scopes()
     horizon = max([DEFAULT_HORIZON_DAYS, *(horizon_days(scope) for scope in scopes)])
@@ -263,17 +271,26 @@ def import_export(
     forget_after: datetime,
     now: Callable[[], datetime],
     on_progress: Progress | None = None,
+    pinned: str | None = None,
 ) -> ImportReport:
     """Fill an empty store from the export, or go on with an import of it cut short; mark the store last.
 
-    Refused (``InvalidRequest``) unless ``forget_after`` is the export's time, and for a store that holds
-    anything but what an earlier run of this import wrote.
+    Refused (``InvalidRequest``) unless ``forget_after`` is the export's time, for a store that holds
+    anything but what an earlier run of this import wrote, and when the id the settings pin (``pinned``:
+    ``ONCEGATE_STORE_ID``, or the SQLite store-id file) is another store's, which the app would refuse.
     """
     if forget_after != export_file.started_at:
         raise InvalidRequest(
             f"--forget-after must be the export's time, {moment_text(export_file.started_at)}: keys done after it "
             "are not in the export, and the restored store answers them proceed again.",
             target="--forget-after",
+        )
+    if pinned is not None and pinned != export_file.store_id:
+        raise InvalidRequest(
+            f"ONCEGATE_STORE_ID (or the store-id file beside a SQLite database) names store {pinned}, while the "
+            f"export is of store {export_file.store_id}: the app would refuse the restored store. Import the export "
+            f"of store {pinned}, or point the setting at store {export_file.store_id}.",
+            target=STORE_ID,
         )
     restore = _restore_to_go_on(store, export_file, now())
     report = ImportReport(restore, Counter(), resumed_after=restore.records_done)
@@ -334,8 +351,9 @@ def _restore_to_go_on(store: BackupStore, export_file: ExportFile, now: datetime
             target="store",
         )
     found = store.stored_contents()
-    # A store marked as the exported one and holding nothing else (a deployment marks its store): accepted.
-    if found == ["store id"] and store.read_marks().store_id == export_file.store_id:
+    # A store marked as the exported one and holding nothing else (`store init`, a deployment): accepted. Its
+    # id and each table's mark must name it; a marking cut short leaves some out, which the import finishes.
+    if found == ["store id"] and _marked_as(store.read_marks()) == {export_file.store_id}:
         found = []
     if found:
         raise InvalidRequest(
@@ -380,9 +398,15 @@ def mark(store: BackupStore, store_id: str, *, at: datetime) -> None:
     try:
         store.mark_store(store_id, at=at)
     except ConcurrentUpdate:
-        found = store.read_marks().store_id
-        if found != store_id:
-            raise InvalidRequest(f"the store is marked as store {found}, not {store_id}.", target="store") from None
+        found = _marked_as(store.read_marks()) - {store_id}
+        if found:
+            others = " and store ".join(sorted(found))
+            raise InvalidRequest(f"the store is marked as store {others}, not {store_id}.", target="store") from None
+
+
+def _marked_as(marks: StoreMarks) -> set[str]:
+    """Every store the store's id and its tables' marks name (issue 31): one for a store marked whole."""
+    return {each for each in (marks.store_id, *(mark.store_id for mark in marks.tables)) if each is not None}
 
 
 def restore_notice(store: RestoreReads, now: datetime) -> Restore | None:

@@ -35,11 +35,15 @@ logger = logging.getLogger(__name__)
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
 
+# A store failing mid-call may have kept the write of the item that met the failure (its answer was lost), so the
+# advice is the whole call again, unchanged: in Check and claim many each item is then the same run asking again
+# and is given back a claim its first answer lost, where a call of only these items would be other runs, told
+# in_progress until the lease runs out (issue 31).
+AGAIN = "Send the whole call again, unchanged, and use its answers instead of these."
 NOT_APPLIED = (
-    "Not applied: the store failed during this call before this item was tried, so nothing of it was written. "
-    "Send it again."
+    f"Not applied: the store failed during this call before this item was tried, so nothing of it was written. {AGAIN}"
 )
-LOST = "Not kept: the store failed to commit this call, so nothing of it was written. Send it again."
+LOST = f"Not kept: the store failed to commit this call, so nothing of it was written. {AGAIN}"
 
 
 class _Answers(Generic[Item, Answer]):

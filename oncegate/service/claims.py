@@ -124,9 +124,11 @@ class Claims:
 
     def _claim_once(self, caller: Caller) -> ClaimAnswer:
         # During a rotation the key may be claimed under an older secret: look there first.
-        found = self._core.find(caller.older_identities)
+        found = self._core.find(caller.older_identities if caller.may_claim else caller.identities)
         if found is not None:
             return self._decide(found[0], caller.as_(found[1]))
+        if not caller.may_claim:
+            raise NotFound(f"No claim of this key in the scope {caller.scope} under the secrets it was named with.")
         verdict = check_and_claim(None, caller.intent(grant_id=new_grant_id()))
         claim = verdict.record
         assert claim is not None, "a new key's verdict carries its first claim"

@@ -8,6 +8,7 @@ with the wire's types made domain ones (a flow reference is a :class:`~oncegate.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from oncegate.domain.fingerprint_rules import FingerprintPreset
@@ -137,18 +138,31 @@ class RegisterFlow:
     notes: str | None = None
 
 
+class Unchanged(Enum):
+    """A setting that Set scope did not name: the scope keeps it as it is (issue 31)."""
+
+    KEEP = "keep"
+
+
+KEEP = Unchanged.KEEP
+
+
 @dataclass(frozen=True, kw_only=True)
 class SetScope:
-    """A scope's owner, default lease, retention, description, key pattern and fingerprint rules."""
+    """A scope's owner, default lease, retention, horizon, description, key pattern and fingerprint rules.
+
+    A setting left ``KEEP`` stays as the scope holds it; None (no pointers, for the rules' lists) resets it to
+    its default. Only what the request names changes, so that no request resets what an operator set.
+    """
 
     scope: str
-    owner: str | None = None
-    lease_seconds: int | None = None
-    retention_days: int | None = None
-    horizon_days: int | None = None
-    description: str | None = None
-    key_pattern: str | None = None
+    owner: str | Unchanged | None = KEEP
+    lease_seconds: int | Unchanged | None = KEEP
+    retention_days: int | Unchanged | None = KEEP
+    horizon_days: int | Unchanged | None = KEEP
+    description: str | Unchanged | None = KEEP
+    key_pattern: str | Unchanged | None = KEEP
     # The fingerprint rules (issue 25): JSON Pointers, checked for shape at the edge.
-    fingerprint_include: tuple[str, ...] = ()
-    fingerprint_ignore: tuple[str, ...] = ()
-    fingerprint_preset: FingerprintPreset | None = None
+    fingerprint_include: tuple[str, ...] | Unchanged = KEEP
+    fingerprint_ignore: tuple[str, ...] | Unchanged = KEEP
+    fingerprint_preset: FingerprintPreset | Unchanged | None = KEEP

@@ -77,6 +77,9 @@ class Caller:
     # another (a secret's, a version's): a claim is compared under the version it was made with (issue 25).
     rules_version: int = 0
     fingerprint_in: Callable[[KeyHasher, int], Fingerprint | None] | None = None
+    # Whether a new claim may be made for it: not for a poll address made before a key secret switch, which
+    # holds the key under the older secrets only; new claims are made with the newer one (issue 31).
+    may_claim: bool = True
 
     @property
     def stamp(self) -> datetime:

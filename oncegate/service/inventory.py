@@ -20,26 +20,27 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from oncegate.domain import fingerprint_rules
 from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
-from oncegate.domain.limits import DEFAULT_LEASE_SECONDS
-from oncegate.domain.records import Conflict, FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
+from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
+from oncegate.domain.records import ClaimFilter, Conflict, FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
-from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
-from oncegate.service.commands import Paging, RegisterFlow, SetScope
+from oncegate.errors import ConcurrentUpdate, InvalidRequest, OnceGateError, StoreUnavailable
+from oncegate.service.commands import KEEP, Paging, RegisterFlow, SetScope
 from oncegate.service.usage import Usage
 from oncegate.stores.paging import every_item, page_of
-from oncegate.stores.port import ClaimIndex, ConflictRecords, InventoryRecords
+from oncegate.stores.port import ClaimIndex, ClaimListing, ConflictRecords, InventoryRecords
 
 logger = logging.getLogger(__name__)
 
 REGISTRY_TTL = timedelta(seconds=30)
 FLUSH_INTERVAL = timedelta(seconds=60)
-# Open conflicts are read a page at a time.
+# Open conflicts are read a page at a time, and claims when they are counted again.
 CONFLICT_PAGE = 1000
+RECOUNT_PAGE = 1000
 SAVE_ROUNDS = 8
 T = TypeVar("T")
 
@@ -62,8 +63,9 @@ class _Snapshot:
     scopes: dict[str, ScopeRecord]
 
 
-class InventoryStore(InventoryRecords, ClaimIndex, ConflictRecords, Protocol):
-    """What the inventory uses of the store: its own records, the claim index it flushes, open conflicts."""
+class InventoryStore(InventoryRecords, ClaimIndex, ClaimListing, ConflictRecords, Protocol):
+    """What the inventory uses of the store: its own records, the claim index it flushes, the claims it counts
+    again, open conflicts."""
 
 
 class Inventory:
@@ -215,30 +217,54 @@ class Inventory:
         return [(record, open_conflicts[record.scope]) for record in found], cursor
 
     def set_scope(self, request: SetScope) -> tuple[ScopeRecord, int]:
-        """Set the scope's owner, default lease, retention, description and key pattern; its counts stay.
+        """Set the settings the request names, a None among them to its default; the others and the counts stay.
 
         With the scope, its open conflicts.
         """
         scope = normalise_scope(request.scope)
+        named = {name: value for name in SETTINGS if (value := getattr(request, name)) is not KEEP}
 
         def configured(record: ScopeRecord) -> ScopeRecord:
-            return replace(
+            changed = replace(
                 record,
-                owner=request.owner,
-                lease_seconds=request.lease_seconds,
-                retention_days=request.retention_days,
-                horizon_days=request.horizon_days,
-                description=request.description,
-                key_pattern=request.key_pattern,
+                **named,
                 fingerprint_rules=_with_rules(record.fingerprint_rules, request),
                 registered_at=record.registered_at or self._clock(),
             )
+            _require_horizon_over_retention(changed, named)
+            return changed
 
         saved = self._saved(
             self._store.list_scopes, self._store.save_scope, lambda r: r.scope == scope, ScopeRecord(scope), configured
         )
         self._remember(saved)
         return saved, self._open_conflicts()[scope]
+
+    def recount_scopes(self) -> list[ScopeRecord]:
+        """Count every scope's claims by status in the store again and keep those counts (issue 33); the scopes.
+
+        The counts an instance adds up are merged now and then (:mod:`oncegate.service.usage`), so an instance
+        stopped without closing (a kill -9, a crash) loses what it had not merged. One read of every claim puts
+        them right; claims answered while it reads are counted once more or once less, until the next recount.
+        """
+        self.usage.flush()
+        counted: dict[str, Counter[ClaimStatus]] = {}
+        for claim in every_item(
+            lambda cursor: self._store.list_claims(ClaimFilter(list(ClaimStatus)), limit=RECOUNT_PAGE, cursor=cursor)
+        ):
+            counted.setdefault(claim.scope, Counter())[claim.status] += 1
+        scopes = {record.scope for record in self._store.list_scopes()} | set(counted)
+        return [self._counted_again(scope, counted.get(scope, Counter())) for scope in sorted(scopes)]
+
+    def _counted_again(self, scope: str, counted: Counter[ClaimStatus]) -> ScopeRecord:
+        counts = {status: count for status, count in counted.items() if count}
+        return self._saved(
+            self._store.list_scopes,
+            self._store.save_scope,
+            lambda record: record.scope == scope,
+            ScopeRecord(scope),
+            lambda record: replace(record, claims_by_status=counts),
+        )
 
     def _open_conflicts(self) -> Counter[str]:
         return Counter(conflict.scope for conflict in open_conflicts(self._store))
@@ -283,14 +309,42 @@ def open_conflicts(store: ConflictRecords) -> Iterator[Conflict]:
     )
 
 
+# The settings of a scope that Set scope sets by name, each a field of the command and of the scope's record.
+SETTINGS = ("owner", "lease_seconds", "retention_days", "horizon_days", "description", "key_pattern")
+
+
+def _require_horizon_over_retention(record: ScopeRecord, named: dict[str, Any]) -> None:
+    """Refuses a horizon set shorter than the retention, whichever of the two the request named."""
+    retention = record.retention_days or DEFAULT_RETENTION_DAYS
+    if record.horizon_days is None or record.horizon_days >= retention:
+        return
+    if "horizon_days" in named:
+        raise InvalidRequest(
+            f"The horizon must be at least the scope's retention ({retention} days): claims are kept that long.",
+            target="horizonDays",
+        )
+    raise InvalidRequest(
+        f"The scope's horizon is {record.horizon_days} days, shorter than this retention: send horizonDays too, at "
+        f"least {retention}, or null to go back to the default ({DEFAULT_HORIZON_DAYS} days, never shorter than "
+        "the retention).",
+        target="retentionDays",
+    )
+
+
 def _with_rules(history: tuple[FingerprintRules, ...], request: SetScope) -> tuple[FingerprintRules, ...]:
-    """The rules' versions with the request's rules as the next version, unless they are the current rules."""
+    """The rules' versions with the parts the request names changed as the next version, unless that changes
+    nothing; a request that names no part leaves them as they are."""
     current = history[-1] if history else FingerprintRules()
+    include, ignore, preset = request.fingerprint_include, request.fingerprint_ignore, request.fingerprint_preset
+    if include is KEEP and ignore is KEEP and preset is KEEP:
+        return history
     wanted = fingerprint_rules.rules(
         current.version + 1,
-        include=request.fingerprint_include,
-        ignore=request.fingerprint_ignore,
-        preset=request.fingerprint_preset,
+        include=current.include if include is KEEP else include,
+        ignore=current.ignore if ignore is KEEP else ignore,
+        preset=(fingerprint_rules.FingerprintPreset(current.preset) if current.preset else None)
+        if preset is KEEP
+        else preset,
     )
     # Every version is kept: a claim made under one is compared under it for as long as it is kept.
     return (*history, wanted) if fingerprint_rules.changed(current, wanted) else history

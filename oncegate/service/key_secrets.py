@@ -1,23 +1,27 @@
 """The store's key secrets and id, for operators: ``oncegate keys`` and ``oncegate store init`` (issue 22).
 
 Retiring a secret is how a rotation ends: until then every instance must hold it (as
-``ONCEGATE_KEY_SECRET_PREVIOUS``), because claims made with it are found only through it. The
-count of claims still made with it is what the operator confirms: zero once retention has deleted
-them, or the number of keys that would proceed again, named on the command line.
+``ONCEGATE_KEY_SECRET_PREVIOUS``), because claims made with it are found only through it, and so
+are the tombstones retention leaves of them until their scope's horizon (issue 31). The count of
+those rows is what the operator confirms: zero once retention has deleted them, or the number of
+keys that would proceed again, named on the command line.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from datetime import datetime
 from typing import Protocol
 
-from oncegate.domain.records import Claim, ClaimFilter, KeySecretRecord, Page, StoreMarks
-from oncegate.domain.safeguards import retired, secret_of
+from oncegate.domain.marks import StoreMarks
+from oncegate.domain.records import Claim, ClaimFilter, KeySecretRecord, Page, ScopeRecord
+from oncegate.domain.safeguards import SecretUsage, retired, secret_of
 from oncegate.domain.statuses import ClaimStatus
+from oncegate.domain.store_id import check_store_id
 from oncegate.errors import InvalidRequest
+from oncegate.service.retention import gone_at
 from oncegate.service.safeguard import StoreIdPin
 from oncegate.stores.port import StoreMarkRecords
 
@@ -26,17 +30,23 @@ PAGE_SIZE = 1000
 
 
 class KeySecretRecords(StoreMarkRecords, Protocol):
-    """The marks, and the claims to count per secret."""
+    """The marks, the claims and tombstones to count per secret, and the scopes' retention and horizon."""
 
     def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]: ...
 
+    def list_scopes(self) -> list[ScopeRecord]: ...
 
-def made_with(claim: Claim, record: KeySecretRecord) -> bool:
+
+def made_with(claim: Claim, record: KeySecretRecord, *, first_in_use: datetime | None) -> bool:
     """Whether the claim may have been made with this secret: it says so, or (rows of earlier releases, which do
-    not say) it was first received while the secret was in use."""
+    not say) it was first received while the secret was in use, or before any secret was recorded when this is
+    the store's first (``first_in_use``: when that one came into use): releases before the records had one only.
+    """
     if claim.key_id is not None:
         return claim.key_id == record.key_id
-    return record.in_use_from is not None and claim.first_received_at >= record.in_use_from
+    if record.in_use_from is None:
+        return False
+    return claim.first_received_at >= record.in_use_from or record.in_use_from == first_in_use
 
 
 class KeySecrets:
@@ -50,46 +60,94 @@ class KeySecrets:
     def marks(self) -> StoreMarks:
         return self._store.read_marks()
 
-    def claims_made_with(self, records: Collection[KeySecretRecord]) -> dict[str, int]:
-        """How many claims were made with each of these secrets, by check value: every claim is read once, a page
-        at a time, however many secrets are counted."""
-        counts = dict.fromkeys((record.key_id for record in records), 0)
-        cursor = None
-        while True:
-            page = self._store.list_claims(ClaimFilter(list(ClaimStatus)), limit=PAGE_SIZE, cursor=cursor)
-            for claim in page.items:
-                for record in records:
-                    counts[record.key_id] += made_with(claim, record)
-            cursor = page.cursor
-            if cursor is None:
-                return counts
+    def usage(self, records: Collection[KeySecretRecord]) -> dict[str, SecretUsage]:
+        """The rows found only through each of these secrets, by check value: its claims in every status and its
+        tombstones (issue 31), each read once, however many secrets are counted."""
+        usage = {record.key_id: SecretUsage() for record in records}
+        in_use = [known.in_use_from for known in self._store.read_marks().secrets if known.in_use_from is not None]
+        first = min(in_use, default=None)
+        scopes = {scope.scope: scope for scope in self._store.list_scopes()}
+        for row in self._rows():
+            for record in records:
+                if made_with(row, record, first_in_use=first):
+                    gone = gone_at(row, scopes.get(row.scope))
+                    counted = usage[record.key_id].counting(tombstone=row.purged_at is not None, gone_at=gone)
+                    usage[record.key_id] = counted
+        return usage
+
+    def _rows(self) -> Iterator[Claim]:
+        """Every claim, then every tombstone, a page at a time."""
+        for matching in (ClaimFilter(list(ClaimStatus)), ClaimFilter(list(ClaimStatus), tombstones=True)):
+            cursor = None
+            while True:
+                page = self._store.list_claims(matching, limit=PAGE_SIZE, cursor=cursor)
+                yield from page.items
+                cursor = page.cursor
+                if cursor is None:
+                    break
 
     def retire(self, key_id: str, *, orphan: int | None) -> KeySecretRecord:
-        """Retire the secret, once the claims made with it are none or as many as ``orphan`` says."""
+        """Retire the secret, once the rows found only through it are none or as many as ``orphan`` says."""
         known = self._store.read_marks().secrets
         record = secret_of(known, key_id)
-        claims = self.claims_made_with([record])[key_id] if record.in_use_from is not None else 0
-        changed = retired(known, key_id, now=self._clock(), claims=claims, orphan=orphan)
+        usage = self.usage([record])[key_id] if record.in_use_from is not None else SecretUsage()
+        changed = retired(known, key_id, now=self._clock(), usage=usage, orphan=orphan)
         if changed is None:
             return record
-        logger.warning("Key secret %s retired (%d claims made with it orphaned)", key_id, claims)
+        logger.warning(
+            "Key secret %s retired (%d claims and %d tombstones made with it orphaned)",
+            key_id,
+            usage.claims,
+            usage.tombstones,
+        )
         return self._store.save_secret(changed)
 
-    def start_store(self) -> str:
-        """Mark a store that has no id (new, wiped or of an earlier release) as the store this app serves.
+    def start_store(self, *, new_only: bool = False) -> str:
+        """Mark the store as the one this app serves, where a mark is missing; its id.
 
-        The id is the one the settings pin (``ONCEGATE_STORE_ID``, or the SQLite ``store-id`` file), else a
-        new one. A store that has an id is refused: it is not new.
+        The id is the store's own, else its tables', else the one the settings pin (``ONCEGATE_STORE_ID``, or the
+        SQLite ``store-id`` file), else a new one. Plain, this is the operator's explicit step that accepts
+        that claims lost with a table are forgotten: a store whose marks are whole is refused (nothing to
+        start). ``new_only`` (a deployment's step) marks only what the app itself would take for new or for
+        an earlier release's store, and answers a whole store's id; a store that lost a mark is refused.
         """
         marks = self._store.read_marks()
-        if marks.store_id is not None:
-            raise InvalidRequest(
-                f"The store is store {marks.store_id} already: it was not wiped, and nothing was changed.",
-                target="store",
-            )
-        store_id = (self._pin.pinned() if self._pin else None) or secrets.token_hex(8)
+        pinned = self._pin.pinned() if self._pin else None
+        if new_only:
+            store_id = check_store_id(marks, pinned=pinned, seen=None, fresh=secrets.token_hex(8), may_start=True)
+            if store_id is None:
+                assert marks.store_id is not None
+                return marks.store_id
+        else:
+            store_id = _store_to_start(marks, pinned)
         self._store.mark_store(store_id, at=self._clock())
         if self._pin is not None:
             self._pin.keep(store_id)
         logger.warning("Store marked as store %s by an operator", store_id)
         return store_id
+
+
+def _store_to_start(marks: StoreMarks, pinned: str | None) -> str:
+    """The id ``store init`` marks the store with; ``InvalidRequest`` when it is whole, or its marks disagree."""
+    named = {mark.store_id for mark in marks.tables if mark.store_id is not None}
+    if (
+        marks.store_id is not None
+        and marks.tables_marked
+        and named == {marks.store_id}
+        and all(mark.store_id for mark in marks.tables)
+    ):
+        raise InvalidRequest(
+            f"The store is store {marks.store_id} already, and each of its tables carries its mark: it was not "
+            "wiped, and nothing was changed.",
+            target="store",
+        )
+    store_id = marks.store_id or (min(named) if len(named) == 1 else None) or pinned or secrets.token_hex(8)
+    disagree = (named | {pinned}) - {store_id, None}
+    if disagree:
+        raise InvalidRequest(
+            f"The store is store {store_id}, while {', '.join(sorted(str(other) for other in disagree))} is named by "
+            "a table's mark or ONCEGATE_STORE_ID: the settings point at another store, or tables of two stores were "
+            "mixed. Nothing was changed: fix the settings, or restore the tables of one store.",
+            target="store",
+        )
+    return store_id

@@ -135,6 +135,18 @@ def horizon_days(record: ScopeRecord) -> int:
     return max(horizon, record.retention_days or DEFAULT_RETENTION_DAYS)
 
 
+def gone_at(claim: Claim, record: ScopeRecord | None) -> datetime | None:
+    """When retention deletes this row at the earliest (None: never by itself): a tombstone, or the tombstone a
+    succeeded claim becomes, at its scope's horizon; a released claim or a reviewed failure at its retention."""
+    record = record or ScopeRecord(claim.scope)
+    if claim.status is ClaimStatus.SUCCEEDED:
+        return claim.updated_at + timedelta(days=horizon_days(record))
+    finished = claim.status is ClaimStatus.RELEASED or (
+        claim.status is ClaimStatus.FAILED and claim.retryable is False and claim.reviewer is not None
+    )
+    return claim.updated_at + timedelta(days=record.retention_days or DEFAULT_RETENTION_DAYS) if finished else None
+
+
 def buried(claim: Claim, now: datetime) -> Claim:
     """The tombstone of a succeeded claim: what a late replay of its key is answered with, and nothing else.
 

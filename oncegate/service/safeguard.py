@@ -28,9 +28,10 @@ from oncegate.domain.safeguards import (
     Roles,
     check_clock,
     check_secrets,
-    check_store_id,
     clock_skew,
 )
+from oncegate.domain.store_id import check_store_id
+from oncegate.domain.times import said
 from oncegate.errors import ClockSkewed, ConcurrentUpdate, StoreUnavailable
 from oncegate.stores.port import StoreMarkRecords
 
@@ -45,6 +46,9 @@ ROUNDS = 4
 class StoreIdPin(Protocol):
     """Where the id of the store an app serves is kept outside the store, so a wiped store is recognised."""
 
+    # Whether the app may take an unmarked, empty store for a new one and mark it itself (issue 31).
+    starts_stores: bool
+
     def pinned(self) -> str | None:
         """The id kept, or None."""
 
@@ -53,7 +57,13 @@ class StoreIdPin(Protocol):
 
 
 class PinnedSetting:
-    """``ONCEGATE_STORE_ID``: written by the operator (or the deployment), never by the app."""
+    """``ONCEGATE_STORE_ID``: written by the operator (or the deployment), never by the app.
+
+    An app so pinned (Table Storage, or SQLite with the setting) never marks a new store itself: a new,
+    empty store looks exactly like a wiped one, so ``oncegate store init`` marks it, on purpose.
+    """
+
+    starts_stores = False
 
     def __init__(self, store_id: str | None) -> None:
         self._store_id = store_id
@@ -75,8 +85,11 @@ class PinnedFile:
     """A ``store-id`` file beside a SQLite database, written when the store is first marked.
 
     The database and the file are apart on purpose: a database deleted or replaced while the file
-    stays is refused, as the key-secret file beside it keeps the secret.
+    stays is refused, as the key-secret file beside it keeps the secret. The app makes the database
+    itself, and marks it in the same transaction as its tables: a new file is taken for a new store.
     """
+
+    starts_stores = True
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -165,11 +178,18 @@ class Safeguard:
             logger.error("Refusing to claim: %s", refused.message)
             telemetry.describe({telemetry.CLOCK_SKEW_SECONDS: round(refused.skew.total_seconds(), 1)})
             raise
-        new_id = check_store_id(marks, pinned=pinned, seen=self._seen, fresh=secrets.token_hex(8))
+        new_id = check_store_id(
+            marks,
+            pinned=pinned,
+            seen=self._seen,
+            fresh=secrets.token_hex(8),
+            may_start=self._pin.starts_stores if self._pin else True,
+        )
         now = self._clock()
         verdict = check_secrets(self._roles, marks.secrets, now)
         for record in verdict.writes:
-            logger.info("Key secret %s recorded (in use from %s)", record.key_id, record.in_use_from)
+            in_use_from = said(record.in_use_from) if record.in_use_from else "not yet"
+            logger.info("Key secret %s recorded (in use from %s)", record.key_id, in_use_from)
             self._store.save_secret(record)
         if new_id is not None:
             self._store.mark_store(new_id, at=now)

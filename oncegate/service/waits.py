@@ -16,10 +16,12 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from oncegate.domain.answers import ClaimAnswer
+from oncegate.domain.decisions import held_reason
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.statuses import Decision
+from oncegate.domain.times import said
 from oncegate.domain.waiting import Waiting, WaitingIdentity
-from oncegate.errors import InvalidRequest
+from oncegate.errors import InvalidRequest, NotFound
 from oncegate.service.claims import Claims
 from oncegate.service.commands import CheckAndClaim
 from oncegate.service.core import ClaimsCore
@@ -27,6 +29,7 @@ from oncegate.service.identity import Caller, Identity
 
 # The poll address's parameter, named by every refusal of one.
 TICKET = "ticket"
+STALE = "This poll address was made with a key secret the service no longer claims with: ask Check and claim again."
 
 
 class Waits:
@@ -45,7 +48,7 @@ class Waits:
         if answer.decision is not Decision.IN_PROGRESS or max_wait <= timedelta(0):
             return answer, None
         waiting = self._waiting(caller, caller.now + max_wait)
-        return (_paced(answer, waiting.deadline, caller.now) if waiting else answer), waiting
+        return (_paced(answer, waiting, caller.now) if waiting else answer), waiting
 
     def poll(self, waiting: Waiting, *, signed_in: str | None) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim again for a waiting run; the run still waiting, or None when the answer is final."""
@@ -53,13 +56,19 @@ class Waits:
         now = self._core.clock()
         if waiting.expired(now):
             raise InvalidRequest(
-                f"This poll address expired: its wait ended at {waiting.deadline.isoformat()}. Ask Check and claim "
-                "again.",
+                f"This poll address expired: its wait ended at {said(waiting.deadline)}. Ask Check and claim again.",
                 target=TICKET,
             )
-        answer = self._claims.decide_for(self._caller(waiting, signed_in, now))
+        caller = self._caller(waiting, signed_in, now)
+        try:
+            answer = self._claims.decide_for(caller)
+        except NotFound as exc:
+            if caller.may_claim:
+                raise
+            # Made before the switch, and the key's claim under the older secret is gone: only the key makes a new one.
+            raise InvalidRequest(STALE, target=TICKET) from exc
         if answer.decision is Decision.IN_PROGRESS and not waiting.over(now):
-            return _paced(answer, waiting.deadline, now), waiting
+            return _paced(answer, waiting, now), waiting
         return answer, None
 
     def _waiting(self, caller: Caller, deadline: datetime) -> Waiting | None:
@@ -87,6 +96,7 @@ class Waits:
             identities=tuple(identities),
             rules_version=caller.rules_version,
             deadline=deadline,
+            since=caller.now,
             source=caller.source,
             reference=caller.reference,
             granted_to=caller.granted_to,
@@ -109,13 +119,11 @@ class Waits:
         identities = tuple(
             Identity(hasher, mine.claim_id, _fingerprint(mine, waiting.rules_version)) for hasher, mine in known
         )
-        current = next((identity for identity in identities if identity.hasher is ring.current), None)
-        if current is None:
-            raise InvalidRequest(
-                "This poll address was made with a key secret the service no longer claims with: ask Check and claim "
-                "again.",
-                target=TICKET,
-            )
+        if not identities:
+            raise InvalidRequest(STALE, target=TICKET)
+        # A poll address made before a switch lacks the key under the new secret (only the key makes it): the
+        # key's claim under the secret it has is decided on as before, but no new claim can be made for it.
+        current = next((identity for identity in identities if identity.hasher is ring.current), identities[-1])
         return Caller(
             claim_id=current.claim_id,
             scope=waiting.scope,
@@ -131,6 +139,7 @@ class Waits:
             reference=waiting.reference,
             rules_version=waiting.rules_version,
             fingerprint_in=fingerprint_in,
+            may_claim=current.hasher is ring.current,
         )
 
 
@@ -148,7 +157,12 @@ def _fingerprint(identity: WaitingIdentity, version: int) -> Fingerprint | None:
     return Fingerprint(keyed=keyed, plain=keyed)
 
 
-def _paced(answer: ClaimAnswer, deadline: datetime, now: datetime) -> ClaimAnswer:
-    """The answer asking the engine to poll again no later than the wait's deadline (a lease may run far longer)."""
-    left = max(1, math.ceil((deadline - now).total_seconds()))
-    return replace(answer, retry_after_seconds=min(answer.retry_after_seconds or left, left))
+def _paced(answer: ClaimAnswer, waiting: Waiting, now: datetime) -> ClaimAnswer:
+    """The answer asking the engine to poll again on the wait's schedule (issue 33): sooner than the lease left,
+    so that a holder done early is seen soon, and never past the wait's deadline or the holder's lease."""
+    if answer.holder is None:
+        # No holder (a claim withdrawn in a key-secret rotation): ask again as the answer says, within the wait.
+        left = max(1, math.ceil((waiting.deadline - now).total_seconds()))
+        return replace(answer, retry_after_seconds=min(answer.retry_after_seconds or left, left))
+    seconds = waiting.poll_after(now, answer.holder.lease_expires_at)
+    return replace(answer, retry_after_seconds=seconds, reason=held_reason(seconds))

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from oncegate.domain.backups import ClaimBackup, Restore
+from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import (
     Claim,
     ClaimFilter,
@@ -27,7 +28,6 @@ from oncegate.domain.records import (
     Overlap,
     Page,
     ScopeRecord,
-    StoreMarks,
 )
 from oncegate.domain.statuses import ConflictStatus
 
@@ -220,16 +220,23 @@ class StoreMarkRecords(Protocol):
     """What a store says about itself: its id and the key secrets its claims were made with (issue 22)."""
 
     def read_marks(self) -> StoreMarks:
-        """The store's id, its key secrets' records and (Table Storage) the time it answered at, in one read.
+        """The store's id, its key secrets' records, the marks of the tables that guard the promise and (Table
+        Storage) the time it answered at.
 
-        A store whose tables are missing raises ``StoreUnavailable``: it is never read as a new store.
+        A table that is missing is reported as such (``TableMark.missing``, or no id when it is the id's own
+        table), never read as an empty one; ``holds_claims`` is read when a mark or the id is missing.
         """
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
         """Insert the record (version None) or replace it at its version; raises ``ConcurrentUpdate``."""
 
     def mark_store(self, store_id: str, *, at: datetime) -> None:
-        """Write the store's id once; raises ``ConcurrentUpdate`` when it has one."""
+        """Mark the store as ``store_id`` where a mark is missing: each guarded table's own mark, then the id.
+
+        The tables' marks go first, so that a marking cut short leaves marked tables without an id (which the
+        next check finishes while no claim was made), never an id over unmarked tables (which it refuses).
+        Missing tables are made. Raises ``ConcurrentUpdate`` when a mark names another store.
+        """
 
 
 class BackupRecords(Protocol):

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from oncegate import telemetry
 from oncegate.domain.backups import ClaimBackup, Restore
+from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.records import (
     Claim,
     ClaimFilter,
@@ -42,10 +43,10 @@ from oncegate.domain.records import (
     Overlap,
     Page,
     ScopeRecord,
-    StoreMarks,
 )
 from oncegate.domain.statuses import ConflictStatus
-from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound, StoreUnavailable
+from oncegate.domain.store_id import STORE_ID, missing_table
+from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotConfigured, NotFound, StoreUnavailable
 from oncegate.stores import columns, large_values
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
@@ -137,9 +138,18 @@ ADDED_COLUMNS = {
         "RulesVersion INTEGER",
         "IdempotencyAttempt INTEGER",
         "PurgedAt TEXT",
+        # Set on the table's mark row alone (MARK_ROW).
+        "StoreId TEXT",
     ),
     # A secret's state (issue 22); rows made before have no Version.
-    "key_ids": ("Announced INTEGER", "InUseFrom TEXT", "RetiredAt TEXT", "Version INTEGER NOT NULL DEFAULT 1"),
+    "key_ids": (
+        "Announced INTEGER",
+        "InUseFrom TEXT",
+        "RetiredAt TEXT",
+        "Version INTEGER NOT NULL DEFAULT 1",
+        "StoreId TEXT",
+    ),
+    "store_identity": ("TablesMarked INTEGER",),
     "history": ("Source TEXT", "Count INTEGER", "LastAt TEXT"),
     "conflicts": ("SourceSystem TEXT",),
     "flows": ("ClaimsBySource TEXT",),
@@ -167,6 +177,13 @@ CONTENTS = {
 }
 # Files made by the first release declare ClaimToken NOT NULL; claims no longer keep a token, so "" says none.
 NO_TOKEN = ""
+# The mark row of a table that guards the promise (issue 31): in the table itself, so that `DELETE FROM claims` or
+# `DROP TABLE claims` takes it too. Its id is no claim id (52 base32 letters) and no key id; its Status no status,
+# so no list of claims reads it.
+MARK_ROW = "store-mark"
+MARK_STATUS = "mark"
+# The guarded tables besides store_identity, by the column that keys their rows.
+MARKED_TABLES = {"claims": "ClaimId", "key_ids": "KeyId"}
 
 
 def _sql_row(row: Row) -> Row:
@@ -269,6 +286,50 @@ def _replace_claim(connection: sqlite3.Connection, claim: Claim, version: str | 
     ).rowcount
 
 
+def _missing_as_none(
+    connection: sqlite3.Connection, sql: str, parameters: tuple[Any, ...] = (), *, every: bool = False
+) -> Any:
+    """The query's first row (``every``: all rows); None when its table was dropped under this open store."""
+    try:
+        cursor = connection.execute(sql, parameters)
+    except sqlite3.OperationalError as exc:
+        if not _no_such_table(exc):
+            raise
+        return None
+    return cursor.fetchall() if every else cursor.fetchone()
+
+
+def _no_such_table(exc: sqlite3.OperationalError) -> bool:
+    return str(exc).startswith("no such table")
+
+
+def _table_mark(connection: sqlite3.Connection, table: str, key: str) -> TableMark:
+    try:
+        row = connection.execute(f"SELECT StoreId FROM {table} WHERE {key} = ?", (MARK_ROW,)).fetchone()
+    except sqlite3.OperationalError as exc:
+        if not _no_such_table(exc):
+            raise
+        return TableMark(table, None, missing=True)
+    return TableMark(table, row["StoreId"] if row else None)
+
+
+def _holds_rows(connection: sqlite3.Connection, table: str) -> bool:
+    """Whether the table holds a row besides its mark row (issue 35: an import fills only an empty store)."""
+    key = MARKED_TABLES.get(table)
+    besides = f" WHERE {key} != ?" if key else ""
+    row = connection.execute(f"SELECT 1 FROM {table}{besides} LIMIT 1", (MARK_ROW,) if key else ()).fetchone()
+    return row is not None
+
+
+def _mark_row(table: str, key: str, store_id: str, when: str) -> Row:
+    """A table's mark row: its key, the store's id, and what the table's NOT NULL columns need."""
+    if table == "claims":
+        filler: Row = {"Scope": "", "Status": MARK_STATUS, "Attempt": 0, "ClaimToken": NO_TOKEN, "RunId": ""}
+        times = {"FirstReceivedAt": when, "LastAttemptAt": when, "UpdatedAt": when}
+        return {key: MARK_ROW, **filler, **times, "StoreId": store_id, "Version": 1}
+    return {key: MARK_ROW, "AddedAt": when, "StoreId": store_id, "Version": 1}
+
+
 def _insert(table: str, row: Row) -> tuple[str, list[Any]]:
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
@@ -369,6 +430,10 @@ class SqliteStore:
         try:
             yield
         except sqlite3.OperationalError as exc:
+            if _no_such_table(exc):
+                # A table dropped under this open store: never "no claim yet", and no retry brings it back.
+                logger.error("A OnceGate table is missing: %s", exc)
+                raise NotConfigured(missing_table(str(exc).rsplit(":", 1)[-1].strip()), target=STORE_ID) from exc
             logger.warning("SQLite store unavailable: %s", exc)
             raise StoreUnavailable(f"the SQLite store is unavailable: {exc}") from exc
 
@@ -697,14 +762,31 @@ class SqliteStore:
             raise ConcurrentUpdate(f"{table} row {row[key]} exists already") from exc
 
     def read_marks(self) -> StoreMarks:
-        """The store's id and key secrets; no clock of its own: SQLite shares this machine's."""
+        """The store's id, its key secrets and its tables' marks, in one read transaction; no clock of its own:
+        SQLite shares this machine's."""
+        # One snapshot for every read (a bulk call's writes may already hold this thread's transaction open).
+        together = getattr(self._local, "together", False)
         with self._translated():
             connection = self._connection()
-            identity = connection.execute("SELECT StoreId FROM store_identity").fetchone()
-            rows = connection.execute("SELECT * FROM key_ids").fetchall()
+            if not together:
+                connection.execute("BEGIN")
+            try:
+                identity = _missing_as_none(connection, "SELECT StoreId, TablesMarked FROM store_identity")
+                rows = _missing_as_none(connection, "SELECT * FROM key_ids WHERE KeyId != ?", (MARK_ROW,), every=True)
+                tables = tuple(_table_mark(connection, table, key) for table, key in MARKED_TABLES.items())
+                whole = identity is not None and identity["TablesMarked"] and all(mark.store_id for mark in tables)
+                holds = not whole and _missing_as_none(
+                    connection, "SELECT 1 FROM claims WHERE ClaimId != ? LIMIT 1", (MARK_ROW,)
+                )
+            finally:
+                if not together:
+                    connection.execute("COMMIT")
         return StoreMarks(
             store_id=identity["StoreId"] if identity else None,
-            secrets=tuple(columns.secret_from_row(dict(row), str(row["Version"])) for row in rows),
+            secrets=tuple(columns.secret_from_row(dict(row), str(row["Version"])) for row in rows or ()),
+            tables=tables,
+            tables_marked=bool(identity and identity["TablesMarked"]),
+            holds_claims=bool(holds),
         )
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
@@ -712,13 +794,23 @@ class SqliteStore:
         return replace(record, version=version)
 
     def mark_store(self, store_id: str, *, at: datetime) -> None:
-        try:
-            with self._write() as connection:
-                if connection.execute("SELECT 1 FROM store_identity").fetchone():
-                    raise ConcurrentUpdate("the store has an id already")
-                connection.execute(*_insert("store_identity", {"StoreId": store_id, "CreatedAt": utc_text(at)}))
-        except sqlite3.IntegrityError as exc:
-            raise ConcurrentUpdate("the store has an id already") from exc
+        """The marks and the id in one transaction: no reader ever sees one without the other."""
+        when = utc_text(at)
+        with self._write() as connection:
+            identity = connection.execute("SELECT StoreId FROM store_identity").fetchone()
+            if identity is not None and identity["StoreId"] != store_id:
+                raise ConcurrentUpdate(f"the store is store {identity['StoreId']} already")
+            for table, key in MARKED_TABLES.items():
+                marked = connection.execute(f"SELECT StoreId FROM {table} WHERE {key} = ?", (MARK_ROW,)).fetchone()
+                if marked is not None and marked["StoreId"] != store_id:
+                    raise ConcurrentUpdate(f"the table {table} is marked as store {marked['StoreId']}")
+                if marked is None:
+                    connection.execute(*_insert(table, _mark_row(table, key, store_id, when)))
+            if identity is None:
+                row = {"StoreId": store_id, "CreatedAt": when, "TablesMarked": 1}
+                connection.execute(*_insert("store_identity", row))
+            else:
+                connection.execute("UPDATE store_identity SET TablesMarked = 1")
 
     def export_claims(self) -> Iterator[ClaimBackup]:
         """Claims in claim id order, a page at a time: each page's claims, history and fingerprint records are
@@ -730,7 +822,8 @@ class SqliteStore:
                 connection.execute("BEGIN")
                 try:
                     rows = connection.execute(
-                        "SELECT * FROM claims WHERE ClaimId > ? ORDER BY ClaimId LIMIT ?", (after, EXPORT_PAGE)
+                        "SELECT * FROM claims WHERE ClaimId > ? AND ClaimId != ? ORDER BY ClaimId LIMIT ?",
+                        (after, MARK_ROW, EXPORT_PAGE),
                     ).fetchall()
                     ids = [row["ClaimId"] for row in rows]
                     marks = ", ".join("?" for _ in ids)
@@ -751,7 +844,10 @@ class SqliteStore:
         with self._translated():
             rows = (
                 self._connection()
-                .execute("SELECT ClaimId, Version FROM claims WHERE UpdatedAt >= ? ORDER BY ClaimId", (utc_text(at),))
+                .execute(
+                    "SELECT ClaimId, Version FROM claims WHERE UpdatedAt >= ? AND ClaimId != ? ORDER BY ClaimId",
+                    (utc_text(at), MARK_ROW),
+                )
                 .fetchall()
             )
         return iter([(row["ClaimId"], str(row["Version"])) for row in rows])
@@ -772,10 +868,13 @@ class SqliteStore:
             connection.execute(insert.replace("INSERT", "INSERT OR REPLACE", 1), values)
 
     def stored_contents(self) -> list[str]:
+        """What the tables hold; the mark rows of ``claims`` and ``key_ids`` count as the store's id."""
         with self._translated():
             connection = self._connection()
-            found = [table for table in CONTENTS if connection.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone()]
-        return list(dict.fromkeys(CONTENTS[table] for table in found))
+            found = [name for table, name in CONTENTS.items() if _holds_rows(connection, table)]
+            if any(_table_mark(connection, table, key).store_id for table, key in MARKED_TABLES.items()):
+                found.append("store id")
+        return list(dict.fromkeys(found))
 
     def read_restore(self) -> Restore | None:
         row = self._select_one("SELECT * FROM restores", ())

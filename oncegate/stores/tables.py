@@ -78,6 +78,7 @@ from azure.data.tables import TableClient, TableEntity, TableServiceClient, Tran
 from oncegate import telemetry
 from oncegate.bounded import Bounded
 from oncegate.domain.backups import ClaimBackup, Restore
+from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.records import (
     Claim,
     ClaimFilter,
@@ -89,10 +90,17 @@ from oncegate.domain.records import (
     Overlap,
     Page,
     ScopeRecord,
-    StoreMarks,
 )
 from oncegate.domain.statuses import ConflictStatus
-from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreUnavailable
+from oncegate.domain.store_id import STORE_ID, missing_table
+from oncegate.errors import (
+    AlreadyExists,
+    ConcurrentUpdate,
+    InvalidRequest,
+    NotConfigured,
+    NotFound,
+    StoreUnavailable,
+)
 from oncegate.stores import columns, large_values, table_batch
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, page_of, utc_text
@@ -166,6 +174,8 @@ PARTITION_PAGE_ROWS = 1000
 EXPORT_READS = 3
 # Claim partitions an export reads at once: each is a request of its own.
 EXPORT_READERS = 8
+# The claims table's own mark (issue 31), in a partition no claim id (52 letters) or index partition has.
+MARK_ROW = "mark"
 
 
 def table_names(prefix: str) -> tuple[str, ...]:
@@ -301,13 +311,18 @@ def _translated() -> Iterator[None]:
     except HttpResponseError as exc:
         if exc.status_code is not None and (exc.status_code >= 500 or exc.status_code == 429):
             raise _unavailable(exc) from exc
-        if exc.status_code == 404 and _table_missing(exc):
-            # Never read as "no such claim": that would be answered proceed for every key (issue 22).
-            logger.error("A OnceGate table is missing: %s", exc)
+        if exc.status_code == 403:
+            # The identity has no data role on the tables, or was just given one: a role takes minutes to apply.
+            logger.error("Table Storage refused access: %s", exc)
             raise StoreUnavailable(
-                f"The table {_table_of(exc)} does not exist: the store was deleted, wiped or not provisioned. Nothing "
-                "is claimed until it is restored (see docs/operations.md, 'A store that lost its claims')."
+                f"Table Storage refused access ({getattr(exc, 'error_code', None) or 403}): this identity has no data "
+                "role on the tables yet (a role assignment takes a few minutes to apply)."
             ) from exc
+        if exc.status_code == 404 and _table_missing(exc):
+            # Never read as "no such claim": that would be answered proceed for every key (issue 22). Not an
+            # outage either: no retry brings it back (issue 31).
+            logger.error("A OnceGate table is missing: %s", exc)
+            raise NotConfigured(missing_table(_table_of(exc)), target=STORE_ID) from exc
         raise
 
 
@@ -361,12 +376,12 @@ def _is_history(entity: TableEntity) -> bool:
     return str(entity["RowKey"]).startswith(HISTORY_PREFIX)
 
 
-def _holds_any(table: TableClient, partition: str | None) -> bool:
-    """Whether the table (or one partition of it) holds a row: one row asked for."""
-    query = PARTITION_FILTER if partition else "PartitionKey ge @pk"
+def _holds_any(table: TableClient, partition: str | None, *, besides: str | None = None) -> bool:
+    """Whether the table (or one partition of it; or any partition but ``besides``) holds a row: one row asked for."""
+    query = PARTITION_FILTER if partition else "PartitionKey ne @pk" if besides else "PartitionKey ge @pk"
     with _translated():
         rows = table.query_entities(
-            query, parameters={"pk": partition or ""}, select=["PartitionKey"], results_per_page=1
+            query, parameters={"pk": partition or besides or ""}, select=["PartitionKey"], results_per_page=1
         )
         return next(iter(rows), None) is not None
 
@@ -381,10 +396,15 @@ class TableStore:
     def __init__(self, service: TableServiceClient, *, prefix: str = "OnceGate") -> None:
         self._service = service
         names = table_names(prefix)
+        self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
+            service.get_table_client(name) for name in names
+        )
+        # A store with an id never has its claims or keys table made again: one that is missing is refused
+        # (issue 31) until `oncegate store init`. The other four hold nothing a key's answer depends on.
+        guarded = (self._claims, self._keys) if self._identity() is None else ()
         with _translated():
-            self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
-                service.create_table_if_not_exists(name) for name in names
-            )
+            for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps):
+                service.create_table_if_not_exists(table.table_name)
         self._add_missing_listing_rows()
         # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).
         self._unindexed: dict[tuple[str, str], dict[str, Any]] = {}
@@ -865,21 +885,64 @@ class TableStore:
         return _etag(metadata)
 
     def read_marks(self) -> StoreMarks:
-        """The store's id and key secrets (their own table, a few rows), and the time the service answered at."""
+        """The store's id and key secrets (their own table, a few rows), the claims table's mark (one point read),
+        and the time the service answered at; whether the claims table holds anything, when a mark is missing."""
         answered: list[str] = []
 
         def keep_date(response: Any) -> None:
             answered.append(response.http_response.headers.get("Date", ""))
 
-        with _translated():
-            entities = list(self._keys.list_entities(raw_response_hook=keep_date))
-        store_id = next((e["StoreId"] for e in entities if e["PartitionKey"] == STORE_PARTITION), None)
+        entities = self._marks_of(self._keys, keep_date)
+        identity = next((e for e in entities or () if e["PartitionKey"] == STORE_PARTITION), None)
         secrets = tuple(
             columns.secret_from_row({**entity, "KeyId": entity["RowKey"]}, _etag(entity.metadata))
-            for entity in entities
+            for entity in entities or ()
             if entity["PartitionKey"] == KEY_PARTITION
         )
-        return StoreMarks(store_id=store_id, secrets=secrets, clock=_date(answered[-1] if answered else ""))
+        claims = self._claims_mark()
+        marked = bool(identity and identity.get("TablesMarked"))
+        return StoreMarks(
+            store_id=identity["StoreId"] if identity else None,
+            secrets=secrets,
+            # The keys table's mark is the id's own row: a missing keys table is named as missing all the same.
+            tables=(claims, *([TableMark(self._keys.table_name, None, missing=True)] if entities is None else [])),
+            tables_marked=marked,
+            holds_claims=not (marked and claims.store_id) and not claims.missing and self._holds_claims(),
+            clock=_date(answered[-1] if answered else ""),
+        )
+
+    @staticmethod
+    def _marks_of(table: TableClient, hook: Callable[[Any], None]) -> list[TableEntity] | None:
+        """Every row of the keys table; None when the table is missing."""
+        try:
+            with _translated():
+                return list(table.list_entities(raw_response_hook=hook))
+        except NotConfigured:
+            return None
+
+    def _claims_mark(self) -> TableMark:
+        try:
+            with _translated():
+                entity = self._claims.get_entity(STORE_PARTITION, MARK_ROW)
+        except NotConfigured:
+            return TableMark(self._claims.table_name, None, missing=True)
+        except ResourceNotFoundError:
+            return TableMark(self._claims.table_name, None)
+        return TableMark(self._claims.table_name, entity["StoreId"])
+
+    def _holds_claims(self) -> bool:
+        """Whether any row besides the mark is in the claims table: a claim, a tombstone, an index row."""
+        with _translated():
+            rows = self._claims.list_entities(results_per_page=2, select=["PartitionKey", "RowKey"])
+            return any(row["PartitionKey"] != STORE_PARTITION for row in rows)
+
+    def _identity(self) -> TableEntity | None:
+        """The row of the store's id; None when the store has none (or no keys table)."""
+        try:
+            with _translated():
+                return self._keys.get_entity(STORE_PARTITION, STORE_ROW)
+        except (ResourceNotFoundError, NotConfigured):
+            return None
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
         row = columns.secret_to_row(record)
@@ -887,8 +950,31 @@ class TableStore:
         return replace(record, version=self._save(self._keys, KEY_PARTITION, record.key_id, row, record.version))
 
     def mark_store(self, store_id: str, *, at: datetime) -> None:
-        row = {"StoreId": store_id, "CreatedAt": at}
-        self._save(self._keys, STORE_PARTITION, STORE_ROW, row, None)
+        """The claims table's mark, then the id beside the key secrets (no transaction spans two tables)."""
+        with _translated():
+            for table in (self._claims, self._keys):
+                self._service.create_table_if_not_exists(table.table_name)
+        self._mark_row(self._claims, MARK_ROW, store_id, at)
+        self._mark_row(self._keys, STORE_ROW, store_id, at)
+
+    @staticmethod
+    def _mark_row(table: TableClient, row_key: str, store_id: str, at: datetime) -> None:
+        """Insert the mark naming ``store_id``; one already there must name it too (the id's own row gets the
+        flag saying that its tables are marked)."""
+        entity = {"PartitionKey": STORE_PARTITION, "RowKey": row_key, "StoreId": store_id, "CreatedAt": at}
+        if row_key == STORE_ROW:
+            entity["TablesMarked"] = True
+        with _translated():
+            try:
+                table.create_entity(entity)
+                return
+            except ResourceExistsError:
+                stored = table.get_entity(STORE_PARTITION, row_key)
+            if stored["StoreId"] != store_id:
+                raise ConcurrentUpdate(f"{table.table_name} is marked as store {stored['StoreId']}")
+            if row_key == STORE_ROW and not stored.get("TablesMarked"):
+                marked = {"PartitionKey": STORE_PARTITION, "RowKey": row_key, "TablesMarked": True}
+                table.update_entity(marked, **_if_unchanged(_etag(stored.metadata), UpdateMode.MERGE))
 
     def export_claims(self) -> Iterator[ClaimBackup]:
         """Claim rows through the table (as the purge reads them), then each claim's partition in one query:
@@ -977,16 +1063,20 @@ class TableStore:
 
     def stored_contents(self) -> list[str]:
         """One row read from each table (from each partition that counts), by the names an operator reads."""
-        looked_at = [
-            ("claims", self._claims, None),
-            ("conflicts", self._conflicts, CONFLICT_PARTITION),
-            ("flows", self._flows, None),
-            ("scopes", self._scopes, None),
-            ("overlaps", self._overlaps, None),
-            ("key secrets", self._keys, KEY_PARTITION),
-            ("store id", self._keys, STORE_PARTITION),
+        # The claims table's rows but its mark (issue 31), which is the store's id, never a claim.
+        claims_besides = {"besides": STORE_PARTITION}
+        looked_at: list[tuple[str, TableClient, str | None, dict[str, str]]] = [
+            ("claims", self._claims, None, claims_besides),
+            ("conflicts", self._conflicts, CONFLICT_PARTITION, {}),
+            ("flows", self._flows, None, {}),
+            ("scopes", self._scopes, None, {}),
+            ("overlaps", self._overlaps, None, {}),
+            ("key secrets", self._keys, KEY_PARTITION, {}),
+            ("store id", self._keys, STORE_PARTITION, {}),
+            ("store id", self._claims, STORE_PARTITION, {}),
         ]
-        return [name for name, table, partition in looked_at if _holds_any(table, partition)]
+        found = [name for name, table, partition, besides in looked_at if _holds_any(table, partition, **besides)]
+        return list(dict.fromkeys(found))
 
     def read_restore(self) -> Restore | None:
         with _translated():

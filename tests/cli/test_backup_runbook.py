@@ -16,14 +16,17 @@ import subprocess
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from azure.data.tables import TableServiceClient
 
 from oncegate import bootstrap
 from oncegate.cli import main
 from oncegate.config import Settings
 from oncegate.domain.statuses import Decision
 from oncegate.stores import export_format
+from oncegate.stores.tables import table_names
 from tests.cli.conftest import Run
 from tests.docs.markdown import REPO, ShellBlock, shell_blocks
 from tests.gate import Gate
@@ -45,7 +48,7 @@ def runbook() -> dict[str, ShellBlock]:
         "export": [
             block for block in blocks if block.code.strip().endswith("oncegate store export oncegate-export.jsonl.gz")
         ],
-        "aside": [block for block in blocks if "mv .oncegate/oncegate.db" in block.code],
+        "aside": [block for block in blocks if 'mv "$file" wiped/' in block.code],
         "import": [block for block in blocks if "oncegate store import" in block.code],
     }
     assert all(len(found) == 1 for found in steps.values()), steps
@@ -151,3 +154,44 @@ def test_the_export_in_json_names_its_time_the_secrets_it_needs_and_when_it_expi
     expires = datetime.fromisoformat(summary["expiresAt"]) - datetime.fromisoformat(summary["finishedAt"])
     assert expires == timedelta(days=365)
     assert not (served / "export.partial.jsonl.gz").exists()
+
+
+@pytest.mark.azurite
+def test_on_table_storage_export_and_import_need_no_key_secret_and_the_pinned_app_serves_the_restored_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], table_store_factory: Any
+) -> None:
+    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    table_store_factory()  # the factory drops the test's tables afterwards
+    monkeypatch.setenv("ONCEGATE_STORE", "tables")
+    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
+    monkeypatch.setenv("ONCEGATE_TABLE_PREFIX", table_store_factory.prefix)
+    marked = run(capsys, "store", "init", "--new-only", "--json")
+    store_id = json.loads(marked.out)["storeId"]
+    app_settings = {**os.environ, "ONCEGATE_KEY_SECRET": "secret-a-" + "a" * 32, "ONCEGATE_STORE_ID": store_id}
+    service = Gate.of(bootstrap.build_services(Settings.from_environment(app_settings)))
+    for key in KEYS:
+        record(service, claim(service, key=key, run=f"run-{key}"))
+    service.close()
+
+    # The operator's machine holds the store settings and no key secret, as for `store init`.
+    exported = run(capsys, "store", "export", "export.jsonl")
+    time = RESTORE_WITH.search(exported.out)
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as tables:
+        for name in table_names(table_store_factory.prefix):
+            tables.delete_table(name)
+    imported = run(capsys, "store", "import", "export.jsonl", "--forget-after", time["time"] if time else "")
+    restored = Gate.of(bootstrap.build_services(Settings.from_environment(app_settings)))
+    try:
+        answers = [claim(restored, key=key, run="run-again").decision for key in KEYS]
+        health = restored.health()
+    finally:
+        restored.close()
+
+    assert exported.code == 0, exported.err
+    assert time is not None
+    assert imported.code == 0, imported.err
+    assert f"is store {store_id} again" in imported.out
+    assert answers == [Decision.DUPLICATE] * len(KEYS)
+    assert (health.status, health.restored is not None) == ("ok", True)

@@ -122,7 +122,7 @@ def test_conflicts_list_without_all_pages_shows_one_page_and_says_there_is_more(
 
     assert text.code == raw.code == 0
     rows = text.out.splitlines()
-    assert rows[0].split() == ["CONFLICT", "CREATED", "STATUS", "SCOPE", "SOURCE", "RUN", "REASON"]
+    assert rows[0].split() == ["CONFLICT", "CREATED", "STATUS", "SCOPE", "FOUND", "BY", "RUN", "REASON"]
     assert [row.split()[0] for row in rows[1:]] == [conflict["conflictId"] for conflict in first_page["value"]]
     assert set(opened) > {row.split()[0] for row in rows[1:]}
     assert "--all-pages" in text.err

@@ -10,6 +10,7 @@ import pytest
 
 from tests.cli.conftest import Oncegate, Seen
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.http.client import ServerApi, succeed
 from tests.http.test_actions import FLOW, claim_body, ok, utc
 
@@ -115,8 +116,8 @@ def test_scopes_set_then_list_with_claims_by_status(api: ServerApi, oncegate: On
     assert "Retention       30 days" in done.out
     header, row = listed.out.splitlines()
     assert cells(header) == [
-        "SCOPE", "OWNER", "LEASE", "RETENTION", "HORIZON", "CLAIMS", "OPEN CONFLICTS", "LAST SEEN", "KEY PATTERN",
-        "DESCRIPTION",
+        "SCOPE", "OWNER", "LEASE", "RETENTION", "HORIZON", "CLAIMS", "OPEN CONFLICTS", "FINGERPRINT RULES",
+        "LAST SEEN", "KEY PATTERN", "DESCRIPTION",
     ]  # fmt: skip
     scope = cells(row)
     assert scope[:7] == ["erp.create-order", "team-erp", "60 s", "30 d", "365 d", "in_progress 1, succeeded 1", "0"]
@@ -156,6 +157,33 @@ def test_scopes_set_changes_only_what_is_given(oncegate: Oncegate) -> None:
     assert re.search(r"^Retention\s+1 day$", text, re.MULTILINE)
     # A value is shown as it is, never read as rich markup.
     assert re.search(r"^Description\s+Orders \[in the ERP\]$", text, re.MULTILINE)
+
+
+def test_scopes_set_sends_only_the_options_given(oncegate: Oncegate, wired: Gate) -> None:
+    """Issue 31: the command sent every setting as it read it, so a default shown was stored as set."""
+    run = oncegate("scopes", "set", "erp.create-order", "--owner", "team-erp")
+
+    (stored,) = wired.store.list_scopes()
+    assert run.code == 0, run.err
+    assert (stored.owner, stored.lease_seconds, stored.retention_days, stored.horizon_days) == (
+        "team-erp",
+        None,
+        None,
+        None,
+    )
+
+
+def test_scopes_set_resets_each_option_given_empty(oncegate: Oncegate) -> None:
+    options = ["--owner", "team-erp", "--lease-seconds", "60", "--retention-days", "30", "--horizon-days", "400"]
+    oncegate("scopes", "set", "erp.create-order", *options, "--description", "Orders")
+    resets = ["--owner", "", "--lease-seconds", "", "--retention-days", "", "--horizon-days", "", "--description", ""]
+
+    kept = json.loads(oncegate("scopes", "set", "erp.create-order", "--json").out)
+    reset = json.loads(oncegate("scopes", "set", "erp.create-order", *resets, "--json").out)
+
+    settings = ("owner", "leaseSeconds", "retentionDays", "horizonDays", "description")
+    assert [kept.get(name) for name in settings] == ["team-erp", 60, 30, 400, "Orders"]
+    assert [reset.get(name) for name in settings] == [None, 300, 90, 365, None]
 
 
 def test_scopes_set_declares_a_key_pattern_shown_in_the_list_and_kept_until_cleared(oncegate: Oncegate) -> None:

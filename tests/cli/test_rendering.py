@@ -16,10 +16,15 @@ from datetime import UTC, datetime
 import pytest
 from rich.console import Console
 
-from oncegate.cli import main, rendering
-from oncegate.domain.records import KeySecretRecord, StoreMarks
-from oncegate.models import ClaimRequest, ListConflictsQuery, RecordResultRequest
+import oncegate.cli
+from oncegate.cli import helptext, main, rendering
+from oncegate.domain.marks import StoreMarks
+from oncegate.domain.records import KeySecretRecord
+from oncegate.domain.safeguards import SecretUsage
+from oncegate.models import ClaimRequest, ListConflictsQuery, RecordResultRequest, SetScopeRequest
+from oncegate.service.attention import UNKNOWN_ALERT
 from tests.cli.conftest import FUNCTION_KEY
+from tests.conftest import FakeClock
 from tests.gate import Gate
 
 WIDTHS = (80, 200)
@@ -100,10 +105,12 @@ def test_claims_list_keeps_each_claim_id_and_status_whole(
 ) -> None:
     out = shown(width, ["claims", "list", "--source", "shop-eu"], url, monkeypatch)
 
-    headers = ["FIRST RECEIVED", "SOURCE", "REFERENCE", "SCOPE", "STATUS", "TARGET RECORD", "CLAIM"]
-    left_out = check(out, width, [seeded["claim"], "succeeded (1)"], headers)
-    # The reference tells one claim of a source from another, and fits beside the id.
-    assert {"CLAIM", "STATUS", "REFERENCE"}.isdisjoint(left_out)
+    headers = ["FIRST RECEIVED", "SOURCE", "REFERENCE", "SCOPE", "STATUS", "TARGET RECORD"]
+    left_out = check(out, width, [seeded["claim"], "succeeded (1)", "ERP-778812"], headers)
+    # What a person looks a claim up by stays (issue 33: at 80 columns the claim id kept its place and these left);
+    # the id goes under its row instead, whole.
+    assert {"SOURCE", "REFERENCE", "TARGET RECORD", "STATUS"}.isdisjoint(left_out)
+    assert ("CLAIM" in out) if width >= 200 else (f"  claim {seeded['claim']}" in out.splitlines())
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -124,7 +131,7 @@ def test_conflicts_keep_their_ids_whole(
 ) -> None:
     out = shown(width, ["conflicts", "list"], url, monkeypatch)
 
-    headers = ["CONFLICT", "CREATED", "STATUS", "SCOPE", "SOURCE", "RUN", "REASON"]
+    headers = ["CONFLICT", "CREATED", "STATUS", "SCOPE", "FOUND BY", "RUN", "REASON"]
     left_out = check(out, width, [seeded["conflict"], SCOPE, "open"], headers)
     assert {"CONFLICT", "STATUS", "SCOPE", "REASON"}.isdisjoint(left_out)
 
@@ -169,10 +176,67 @@ def test_key_secrets_keep_their_ids_whole(width: int) -> None:
         KeySecretRecord("a6vq2mxk0c5l7rhd", added, in_use_from=added),
         KeySecretRecord("q9wbd3kzx1m2pt7e", added),
     )
+    usage = {"a6vq2mxk0c5l7rhd": SecretUsage(claims=12, tombstones=3, held=1, last_horizon=added)}
     buffer = io.StringIO()
     Console(file=buffer, width=width, color_system=None).print(
-        rendering.key_secrets_text(StoreMarks("3f2a9c", secrets), {}, "sqlite at x")
+        rendering.key_secrets_text(StoreMarks("3f2a9c", secrets), usage, "sqlite at x")
     )
 
     out = buffer.getvalue()
+    whole = [record.key_id for record in secrets] + ["retired", "current", "announced", "2026-12-01T00:00:00Z, 1 held"]
+    left_out = check(out, width, whole, ["KEY ID", "STATE", "CLAIMS", "TOMBSTONES", "LAST HORIZON"])
+    # What an operator about to retire a secret reads stays at 80 columns: its rows and when the last goes.
+    assert {"CLAIMS", "TOMBSTONES", "LAST HORIZON"}.isdisjoint(left_out)
     check(out, width, [record.key_id for record in secrets] + ["retired", "current", "announced"], ["KEY ID", "STATE"])
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_claims_attention_keeps_since_and_the_claim_id(
+    width: int, wired: Gate, clock: FakeClock, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = wired.check_and_claim(ClaimRequest.model_validate({"scope": SCOPE, "key": "SO-9", "runId": "run-9"}))
+    unknown = {"claimToken": answer.claim_token, "outcome": "unknown", "error": "ERP timed out"}
+    wired.record_result(answer.claim_id, RecordResultRequest.model_validate(unknown))
+    clock.advance(UNKNOWN_ALERT.total_seconds() + 60)
+
+    out = shown(width, ["claims", "attention"], url, monkeypatch)
+
+    left_out = check(out, width, [answer.claim_id, "2024-05-01T08:30:15Z"], ["SINCE", "WHY", "SCOPE"])
+    assert {"SINCE", "WHY"}.isdisjoint(left_out)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_help_fits_the_terminal_and_keeps_each_option_whole(
+    width: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: at 80 columns `oncegate --help` had 22 lines wider than the terminal, up to 117 columns."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+
+    assert max(len(line) for line in out.splitlines()) <= width, out
+    for line in (oncegate.cli.__doc__ or "").split("\n\n", 1)[1].split("\n\n", 1)[0].splitlines():
+        for option in helptext.options(line):
+            assert option in out, f"{option!r} is broken over lines:\n{out}"
+
+
+def test_a_scope_shows_its_fingerprint_rules_and_preset(wired: Gate, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    wired.set_scope(SetScopeRequest(scope=SCOPE, fingerprint_preset="sharepoint", fingerprint_ignore=["/modified"]))
+
+    narrow = shown(80, ["scopes", "list"], url, monkeypatch)
+    wide = shown(200, ["scopes", "list"], url, monkeypatch)
+
+    for out in (narrow, wide):
+        assert "FINGERPRINT RULES" in out
+        assert "preset sharepoint" in out
+        assert "ignore /modified" in out
+
+
+def test_a_conflict_says_who_found_it_not_a_source(
+    seeded: dict[str, str], url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = shown(80, ["conflicts", "show", seeded["conflict"]], url, monkeypatch)
+
+    assert re.search(r"^Found by +Check and claim", out, re.MULTILINE), out
+    assert not re.search(r"^Source\b", out, re.MULTILINE)

@@ -186,3 +186,39 @@ def test_workers_that_cannot_load_the_app_stop_the_command_with_a_failure(tmp_pa
         r"its error is above\.",
         err.splitlines()[-1],
     ), err
+
+
+def scope_claims(port: int) -> dict[str, int]:
+    (scope,) = [view for view in request(port, "GET", "/api/scopes")["value"] if view["scope"] == "erp.create-order"]
+    return {status: count for status, count in scope["claims"].items() if count}
+
+
+def test_counts_a_kill_lost_are_put_right_by_store_recount(tmp_path: Path) -> None:
+    """Issue 33: kill -9 loses the counts the workers had not merged; ``oncegate store recount`` counts them again."""
+    database = tmp_path / "oncegate.db"
+    process = start(database, "--workers", "2", "--app-dir", str(REPO), cwd=tmp_path)
+    keys = [f"SO-{number}" for number in range(CLAIMS_PER_ROUND)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(functools.partial(claim, port_of(process), "run-1"), keys))
+    stop(process, "SIGKILL")
+    process = start(database, "--workers", "2", "--app-dir", str(REPO), cwd=tmp_path)
+    try:
+        port = port_of(process)
+        lost = request(port, "GET", "/api/scopes")["value"]
+        environment = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_")}
+        recount = subprocess.run(
+            [sys.executable, "-m", "oncegate.cli", "store", "recount"],
+            capture_output=True,
+            text=True,
+            env={**environment, "ONCEGATE_SQLITE_PATH": str(database), "PYTHONPATH": str(REPO)},
+            cwd=tmp_path,
+            timeout=120,
+        )
+        counted = scope_claims(port)
+    finally:
+        stop(process)
+
+    assert lost == []  # nothing was merged before the kill: the scope was never even written
+    assert recount.returncode == 0, recount.stderr
+    assert re.search(r"erp\.create-order\s+in_progress 40", recount.stdout), recount.stdout
+    assert counted == {"inProgress": CLAIMS_PER_ROUND}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -82,7 +83,7 @@ def test_retiring_a_secret_with_claims_is_refused_naming_the_count_then_done_wit
     assert during.code == 2
     assert "under way" in during.err
     assert refused.code == 2
-    assert "3 claims were made with" in refused.err
+    assert "found only through it: 3 claims (" in refused.err
     assert "--orphan 3" in refused.err
     assert current.code == 2
     assert "current key secret" in current.err
@@ -124,3 +125,34 @@ def _switched_a_while_ago(database: Path) -> None:
         assert secret.in_use_from is not None
         store.save_secret(replace(secret, in_use_from=secret.in_use_from - SWITCH_GRACE - timedelta(seconds=1)))
     store.close()
+
+
+def test_a_claims_table_emptied_behind_the_store_id_is_refused_and_new_only_never_starts_it_again(
+    database: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`DELETE FROM claims` with the store-id file intact (issue 31): on main, 3 of 3 done keys proceeded."""
+    store_id = (database.parent / "oncegate.store-id").read_text().strip()
+    whole = run(capsys, "store", "init", "--new-only", "--json")
+    with sqlite3.connect(database) as connection:
+        connection.execute("DELETE FROM claims")
+    connection.close()
+
+    emptied = Gate.of(bootstrap.build_services(Settings.from_environment()))
+    refusals = []
+    for index in range(3):
+        with pytest.raises(NotConfigured) as refused:
+            claim(emptied, key=f"ORDER-{index}", run="run-again")
+        refusals.append(refused.value.target)
+    emptied.close()
+    kept = run(capsys, "store", "init", "--new-only")
+    started = run(capsys, "store", "init", "--json")
+
+    assert json.loads(whole.out) == {"storeId": store_id}
+    assert refusals == ["ONCEGATE_STORE_ID"] * 3
+    assert kept.code == 3
+    assert "not_configured:" in kept.err
+    assert "lost its mark" in kept.err
+    assert json.loads(started.out) == {"storeId": store_id}
+    served = Gate.of(bootstrap.build_services(Settings.from_environment()))
+    assert claim(served, key="ORDER-0", run="run-again").decision is Decision.PROCEED
+    served.close()

@@ -13,8 +13,8 @@ from oncegate.domain.statuses import Decision
 from tests.connector.spec import CONNECTOR, load, operations, resolve
 
 WORKFLOW = CONNECTOR / "samples" / "workflow.json"
-# The bulk import (issue 24): rows -> Select -> Check and claim many -> Filter proceed -> For each -> Select ->
-# Record results.
+# The bulk import (issues 24 and 31): passes over the rows -> Select -> Check and claim many -> a case per decision ->
+# For each row to create -> Select -> Record results.
 BULK_WORKFLOW = CONNECTOR / "samples" / "bulk-workflow.json"
 RECIPE = CONNECTOR / "samples" / "power-automate-recipe.md"
 README = CONNECTOR / "README.md"

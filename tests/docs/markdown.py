@@ -12,7 +12,8 @@ SKIPPED_DIRS = {"node_modules", ".venv", ".git"}
 SHELLS = {"bash", "sh", "shell"}
 # Put on the line before a shell block that must not run in the tests (it starts a server...), with why.
 NOT_RUN = re.compile(r"<!-- not run by tests/docs: (?P<why>.+?) -->")
-EXPECT = re.compile(r"# => (?P<text>.+?)\s*$", re.MULTILINE)
+# A block of what a shell block's output shows, right after it (blank lines between at most): a line each, in order.
+OUTPUT = re.compile(r"\s*```text\n(?P<shown>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<code>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\((?P<target><[^>\n]*>|[^)\s]+)(?:\s+\"[^\"]*\")?\)")
 REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(?P<target>\S+)", re.MULTILINE)
@@ -28,10 +29,12 @@ class ShellBlock:
     line: int
     code: str
     not_run: str | None
+    shown: str = ""
 
     @property
     def expectations(self) -> list[str]:
-        return [match["text"] for match in EXPECT.finditer(self.code)]
+        """What the output must show, in order: the lines of the output block after it."""
+        return [line.strip() for line in self.shown.splitlines() if line.strip()]
 
     def __str__(self) -> str:
         return f"{self.path.relative_to(REPO)}:{self.line}"
@@ -62,7 +65,9 @@ def shell_blocks(path: Path) -> list[ShellBlock]:
         before = text[: fence.start()].rstrip("\n").rsplit("\n", 1)[-1]
         marker = NOT_RUN.fullmatch(before.strip())
         line = text.count("\n", 0, fence.start()) + 1
-        blocks.append(ShellBlock(path, line, fence["code"], marker["why"] if marker else None))
+        output = OUTPUT.match(text, fence.end())
+        shown = output["shown"] if output else ""
+        blocks.append(ShellBlock(path, line, fence["code"], marker["why"] if marker else None, shown))
     return blocks
 
 

@@ -1,11 +1,13 @@
 """The shell blocks of the README and the Power Automate recipe run as pasted against a served OnceGate.
 
-A file's blocks run in order in one shell, bash and then zsh (macOS's default, after the
-``setopt interactive_comments`` the README asks for), as a reader pastes them into one terminal,
-and then all of them again (pasting twice must work too). Each block must end with status 0, no command in it
-may fail, and its output must show what its ``# => …`` comments promise, in order. The blocks
-read ``ONCEGATE_URL``, which the test points at its own server; a block preceded by
-``<!-- not run by tests/docs: why -->`` (``make run`` itself) is left out.
+A file's blocks run in order in one shell, bash and then zsh (macOS's default), as a reader pastes them
+into one terminal, and then all of them again (pasting twice must work too). Twice over: typed into a
+real interactive shell on a pseudo-terminal (``tests/docs/terminal.py``), started with no start-up
+files, where each block must end with status 0, no command may fail or be misread and no file may
+appear; and sourced by ``bash -c`` and ``zsh -f -c``, where the output must show what the block's
+output block (a ``text`` block right after it) says, in order. The blocks read ``ONCEGATE_URL``,
+which the test points at its own server; a block preceded by ``<!-- not run by tests/docs: why -->``
+(``make run`` itself) is left out.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.markdown import REPO, ShellBlock, shell_blocks
+from tests.docs.terminal import paste
 
 DOCUMENTS = [REPO / "README.md", REPO / "connector" / "samples" / "power-automate-recipe.md"]
 # What the walk-throughs show between them: every decision a flow branches on, but blocked.
@@ -29,7 +32,7 @@ TIMEOUT_SECONDS = 120
 # ZERR fires in functions as it is).
 PRELUDES = {
     "bash": "set -E\ntrap 'echo \"::failed with status $?: $BASH_COMMAND\" >&2' ERR\n",
-    "zsh": "setopt interactive_comments\ntrap 'echo \"::failed with status $?\" >&2' ZERR\n",
+    "zsh": "trap 'echo \"::failed with status $?\" >&2' ZERR\n",
 }
 # zsh without its start-up files: the reader's own .zshrc is not what is tested.
 COMMANDS = {"bash": ["bash", "-c"], "zsh": ["zsh", "-f", "-c"]}
@@ -119,6 +122,33 @@ def test_the_shell_blocks_run_as_pasted(document: Path, name: str, served_url: s
     failed = {where: found for where, found in report.items() if found}
     outputs = "\n".join(f"--- {where}\n{results[index][1]}" for index, where in enumerate(report))
     assert not failed, f"{failed}\n\n{outputs}"
+
+
+def files_in(folder: Path) -> set[str]:
+    return {str(path.relative_to(folder)) for path in folder.rglob("*") if ".venv" not in path.parts}
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: str(path.relative_to(REPO)))
+def test_the_shell_blocks_paste_into_an_interactive_shell_as_it_starts(
+    document: Path, name: str, served_url: str, workdir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 33: pasted into zsh without interactive_comments, a `# =>` comment wrote files into the repository."""
+    blocks = [block for block in shell_blocks(document) if block.not_run is None]
+    before = files_in(workdir)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_") and name != "PORT"}
+    env |= {"ONCEGATE_URL": served_url, "HOME": str(tmp_path_factory.mktemp("home")), "TERM": "xterm-256color"}
+
+    pasted = paste(
+        shell(name), [block.code for block in blocks + blocks], cwd=workdir, env=env, timeout=TIMEOUT_SECONDS
+    )
+
+    failed = {
+        f"{block} (pasted {'again' if index >= len(blocks) else 'first'})": pasted.problems(index)
+        for index, block in enumerate(blocks + blocks)
+    }
+    assert not {where: found for where, found in failed.items() if found}, pasted.transcript[-6000:]
+    assert files_in(workdir) == before
 
 
 def test_the_walk_throughs_show_every_decision_but_blocked() -> None:

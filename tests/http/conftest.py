@@ -15,6 +15,7 @@ from oncegate import bootstrap
 from tests.gate import Gate
 from tests.http.client import Api, FunctionsApi, ServerApi
 from tests.load.served import serving
+from tests.service.calls import claim
 
 
 @pytest.fixture
@@ -29,6 +30,14 @@ def wired(service: Gate) -> Iterator[Gate]:
     bootstrap.use_services(service.services)
     yield service
     bootstrap.use_services(None)
+
+
+@pytest.fixture
+def held(service: Gate) -> tuple[str, str]:
+    """A live claim: its id and token."""
+    answer = claim(service)
+    assert answer.claim_token is not None
+    return answer.claim_id, answer.claim_token
 
 
 @pytest.fixture(scope="session")

@@ -2,12 +2,14 @@
 
 Each item is answered as its single call answers it, in its place; a refused item fails alone; a
 body that is not 1 to 100 items is one refusal that changes nothing; a store failing mid-call
-answers store_unavailable for exactly the items not applied.
+answers store_unavailable for exactly the items not applied, and the whole call sent again gets back the claims
+the store kept behind a 503 (issue 31).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,11 +17,14 @@ import pytest
 from oncegate import bootstrap
 from oncegate.domain.keys import KeyHasher
 from oncegate.entrypoints.http import MAX_BODY_BYTES
+from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
+from tests.faults.lossy_proxy import LossyProxy
 from tests.gate import Gate
 from tests.http.client import Api, FunctionsApi
 from tests.http.test_actions import claim_body, ok
+from tests.support.azurite import ExternalTables, TableStoreFactory
 
 
 @pytest.fixture(params=["sqlite", pytest.param("tables", marks=pytest.mark.azurite)])
@@ -223,6 +228,85 @@ def test_a_store_failing_mid_call_answers_503_for_exactly_the_items_not_applied(
     again = many(api, rows(60, run="run-retry"))
     assert {n for n, entry in enumerate(again) if entry["decision"] == "proceed"} == set(unapplied)
     assert all(again[n]["decision"] == "in_progress" for n in applied)
+    services.close()
+
+
+def test_items_answered_503_after_the_store_kept_their_claims_get_them_back_when_the_whole_call_is_sent_again(
+    open_store: Any, clock: FakeClock
+) -> None:
+    """Issue 31: the store's connection cut mid-call after it kept a claim answers 503 for an item that holds it. A
+    call of only those items is other runs (another digest), told in_progress; the whole call sent again unchanged,
+    as the answer says, is each item's run asking again: every claim comes back."""
+    store = FaultyStore(open_store(), Fault.AFTER)
+    # The 21st claim and every one after it are written, and their answers lost.
+    cut = (lambda: store.arm(21, only="create_claim", lasting=True), store.disarm)
+    send_the_whole_call_again_after_a_cut(store, clock, *cut)
+
+
+@pytest.mark.parametrize("store_kind", ["tables"])
+def test_a_table_write_answered_500_over_http_is_given_back_when_the_whole_call_is_sent_again(
+    azurite: Any, clock: FakeClock
+) -> None:
+    """The same over real HTTP: Table Storage applies an insert and its answer is lost (a 500, not retried, as a
+    connection cut is not)."""
+    if isinstance(azurite, ExternalTables):
+        pytest.skip("the lossy proxy speaks plain HTTP to the emulator this suite starts")
+    proxy = LossyProxy(azurite.connection_string)
+    factory = TableStoreFactory(proxy.connection_string)
+    try:
+        send_the_whole_call_again_after_a_cut(factory(retry_total=0), clock, lambda: proxy.arm(30), proxy.disarm)
+    finally:
+        factory.close()
+        proxy.close()
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_sqlite_call_committed_but_not_answered_gets_every_claim_back_when_the_whole_call_is_sent_again(
+    open_store: Any, clock: FakeClock
+) -> None:
+    """SQLite commits a bulk call in one transaction: the commit kept and its answer lost, every item answers 503 and
+    holds its claim."""
+    store = FaultyStore(open_store(), Fault.AFTER)
+    send_the_whole_call_again_after_a_cut(store, clock, lambda: store.arm(1, only="writing_together"), store.disarm)
+
+
+def send_the_whole_call_again_after_a_cut(
+    store: ClaimStore, clock: FakeClock, arm: Callable[[], object], disarm: Callable[[], object]
+) -> None:
+    """A call of 60 new rows, the store cut during it (``arm``); then the calls a flow sends, as the answers say."""
+    services = Gate(store, KeyHasher(KEY_SECRET), clock=clock).services
+    bootstrap.use_services(services)
+    api = FunctionsApi()
+    many(api, rows(1, start=99))  # the store is marked and its secrets read before the cut
+    items = rows(60)
+    arm()
+
+    entries = many(api, items)
+    disarm()
+
+    unavailable = [n for n, entry in enumerate(entries) if entry.get("error", {}).get("code") == "store_unavailable"]
+    lookups = {n: api.call("lookup_claim", {"scope": "erp.create-order", "key": f"SO-{n}"}) for n in unavailable}
+    kept = [n for n, lookup in lookups.items() if lookup.status == 200]
+    assert kept, "the cut kept no claim behind a 503: nothing to show"
+    # Each item not applied says what to do; only an item that met the cut (its write kept) has the store's words.
+    advice = "Send the whole call again, unchanged"
+    advised = {n for n in unavailable if advice in entries[n]["error"]["message"]}
+    assert advised
+    assert set(unavailable) - advised <= set(kept)
+    # Those items in a call of their own (last first, so never the same call): other runs, held off by the claims
+    # their first answers lost.
+    assert {entry["decision"] for entry in many(api, [items[n] for n in reversed(kept)])} == {"in_progress"}
+    # The whole call, unchanged: every item is the same run asking again, and holds its claim.
+    again = many(api, items)
+    assert [entry["decision"] for entry in again] == ["proceed"] * 60
+    for n, entry in enumerate(entries):
+        if "decision" in entry:
+            assert again[n]["claimToken"] == entry["claimToken"], n
+    assert all(again[n]["claimId"] == lookups[n].body["claimId"] for n in kept)
+    recorded = results(api, [succeeded(entry, f"ERP-{n}") for n, entry in enumerate(again)])
+    assert [entry["status"] for entry in recorded] == ["succeeded"] * 60
+    later = many(api, rows(60, run="run-later"))
+    assert [entry["decision"] for entry in later] == ["duplicate"] * 60
     services.close()
 
 

@@ -16,7 +16,6 @@ from oncegate.models import LookupRequest
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate
 from tests.http.client import FUNCTIONS, Api, Reply, ServerApi, succeed
-from tests.service.calls import claim
 
 CLAIM: dict[str, Any] = {
     "scope": "erp.create-order",
@@ -38,14 +37,6 @@ def changed(body: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """``body`` with ``fields`` set; a field set to ``...`` is left out."""
     merged = {**body, **fields}
     return {name: value for name, value in merged.items() if value is not ...}
-
-
-@pytest.fixture
-def held(service: Gate) -> tuple[str, str]:
-    """A live claim: its id and token."""
-    answer = claim(service)
-    assert answer.claim_token is not None
-    return answer.claim_id, answer.claim_token
 
 
 def send(api: Api, name: str, body: Any, held: tuple[str, str]) -> Reply:

@@ -117,6 +117,36 @@ def test_a_scope_set_without_settings_gets_the_defaults(api: Api) -> None:
     assert "owner" not in view
 
 
+SETTINGS = {
+    "owner": "erp-team@contoso.com",
+    "leaseSeconds": 600,
+    "retentionDays": 30,
+    "horizonDays": 730,
+    "description": "Orders.",
+    "keyPattern": "SO-[0-9]{6}",
+    "fingerprintIgnore": ["/Modified"],
+    "fingerprintPreset": "sharepoint",
+}
+
+
+def test_a_bare_put_of_a_scope_changes_nothing_and_a_null_resets_the_setting(api: Api) -> None:
+    """Issue 31: a bare PUT /api/scopes reset what an operator set; now only a field sent as null is reset."""
+    ok(api.call("set_scope", {"scope": SCOPE, **SETTINGS}))
+
+    bare = ok(api.call("set_scope", {"scope": SCOPE}))
+    reset = ok(api.call("set_scope", {"scope": SCOPE, **dict.fromkeys(SETTINGS), "fingerprintInclude": None}))
+
+    assert {name: bare.get(name) for name in SETTINGS} == SETTINGS
+    assert bare["fingerprintRulesVersion"] == 1
+    assert {name: reset.get(name) for name in SETTINGS} == {
+        **dict.fromkeys(SETTINGS),
+        "leaseSeconds": 300,
+        "retentionDays": 90,
+        "horizonDays": 365,
+    }
+    assert reset["fingerprintRulesVersion"] == 2
+
+
 @pytest.mark.parametrize(
     ("name", "body", "target"),
     [

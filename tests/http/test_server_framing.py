@@ -210,6 +210,8 @@ def test_a_method_http_does_not_define_is_a_501_in_the_error_format(local_server
         # Folded lines count as lines: 1,600 of them made one 100 MB header, read in quadratic time.
         (b"GET /api/health HTTP/1.1\r\nX-Fold: a\r\n" + b" b\r\n" * 120 + b"\r\n", 431),
         (b"GET /api/health HTTP/1.1\r\n" + b"".join(b"X-%d: a\r\n" % n for n in range(101)) + b"\r\n", 431),
+        # Held in memory while a slow client sends them: 64 KiB of fields in all, though no line is too long.
+        (b"GET /api/health HTTP/1.1\r\n" + b"X-A: %b\r\nX-B: %b\r\n\r\n" % (b"a" * 40_000, b"b" * 40_000), 431),
         # A CR without its LF: a reader splitting on it would see a Content-Length the server did not.
         (b"POST /api/claims HTTP/1.1\r\nX-A: a\rContent-Length: 5\r\nContent-Length: 0\r\n\r\n", 400),
         (b"GET /api/health HTTP/1.1\r\nHost: test\r\nNo colon here\r\n\r\n", 400),
@@ -227,6 +229,7 @@ def test_a_method_http_does_not_define_is_a_501_in_the_error_format(local_server
         "unicode-digit",
         "folds",
         "fields",
+        "fields-in-all",
         "bare-cr",
         "colon",
         "host-with-path",

@@ -32,13 +32,18 @@ def parameters(root: Path) -> dict[str, Any]:
 def test_azure_yaml_deploys_this_folder_as_the_api_function(root: Path) -> None:
     project = yaml.safe_load((root / "azure.yaml").read_text(encoding="utf-8"))
     assert project["services"] == {"api": {"project": ".", "language": "python", "host": "function"}}
-    # One hook, after the code is published: the Logic Apps connection (tests/infra/test_postdeploy.py).
-    # None that could make up or rewrite a secret on the way.
+    # Two hooks: before the code is published, the store's mark and pinned id (tests/infra/test_store_mark.py);
+    # after it, the Logic Apps connection (tests/infra/test_postdeploy.py). None that could make up or rewrite a
+    # secret on the way.
     assert project["hooks"] == {
+        "postprovision": {
+            "posix": {"shell": "sh", "run": "python3 -m tools.store_mark"},
+            "windows": {"shell": "pwsh", "run": "python -m tools.store_mark"},
+        },
         "postdeploy": {
             "posix": {"shell": "sh", "run": "python3 -m tools.logicapps_connection"},
             "windows": {"shell": "pwsh", "run": "python -m tools.logicapps_connection"},
-        }
+        },
     }
     assert all("hooks" not in service for service in project["services"].values())
 
@@ -87,6 +92,12 @@ def test_the_deployer_is_wired_as_the_azd_templates_do(parameters: dict[str, Any
     assert allowed is not None
     assert set(allowed.value()) == {"User", "Group", "ServicePrincipal"}
     assert parameters["entraClientId"] == "${ONCEGATE_ENTRA_CLIENT_ID}"
+    # The deployer marks the store (azure.yaml's postprovision hook): the same principal, empty by default.
+    assert parameters["storeMarkerPrincipalId"] == "${AZURE_PRINCIPAL_ID}"
+    assert parameters["storeMarkerPrincipalType"] == "${AZURE_PRINCIPAL_TYPE=User}"
+    marker = main_bicep.declaration("param", "storeMarkerPrincipalId")
+    assert marker.value is not None
+    assert literal(marker.value) == ""
 
 
 def test_docs_name_every_parameter_and_the_environment_values(

@@ -8,8 +8,10 @@ decision has its case, ``runAfter`` and every expression name only actions that 
 parameters the definition declares; and it runs (``wdl.py``, against the app in this process): the
 same order twice gives one ``proceed`` and one ``duplicate``, and each decision takes its case.
 The bulk import, ``connector/samples/bulk-workflow.json``, deployed beside it, is held to the same
-checks, to the recipe's shape (rows, Select, Check and claim many, Filter proceed, For each, Select,
-Record results) and runs a 1,000-row import in 20 connector calls. ``tests/connector/test_samples.py``
+checks, to the recipe's shape (passes over the rows still to do; per page Select, Check and claim many
+sent again whole while an item was not answered, a case per decision, For each row to create, Select,
+Record results) and runs a 1,000-row import in 21 connector calls; ``test_bulk_workflow.py`` runs it
+with faults. ``tests/connector/test_samples.py``
 checks both workflows' calls (operation, method, body fields) against the connector definition.
 """
 
@@ -27,12 +29,10 @@ from typing import Any
 import pytest
 from tree_sitter import Node
 
-from oncegate import bootstrap
 from oncegate.domain.statuses import Decision
 from tests.conftest import FakeClock
 from tests.connector.spec import DEFINITIONS, PROPERTIES, load
 from tests.connector.test_samples import BULK_WORKFLOW, WORKFLOW, actions, oncegate_calls, operation_ids
-from tests.gate import Gate
 from tests.infra.bicep import (
     BicepFile,
     Evaluator,
@@ -46,7 +46,7 @@ from tests.infra.bicep import (
     text,
     walk,
 )
-from tests.infra.wdl import Call, Run
+from tests.infra.wdl import Call, Run, nested
 
 MODULE = "app/logicapps.bicep"
 # Stage two: deployed by azure.yaml's postdeploy hook once the code is published (tools/logicapps_connection.py).
@@ -327,11 +327,15 @@ def run_after_problems(definition: dict[str, Any]) -> list[str]:
 
 def ran_before(definition: dict[str, Any]) -> dict[str, set[str]]:
     """For each action, the actions started or finished before it starts: those it runs after, and
-    those its enclosing actions (a Switch, an If) run after, transitively."""
+    those its enclosing actions (a Switch, an If) run after, transitively. An action after an Until may
+    read the actions inside it (their last iteration), as the Until's own expression does."""
+    untils = {name: set(nested(action)) for name, action in actions(definition) if action["type"] == "Until"}
     steps: dict[str, set[str]] = {}
     for parent, siblings in containers(definition):
         for name, action in siblings.items():
-            steps[name] = set(action.get("runAfter", {})) | ({parent} if parent else set())
+            runs_after = set(action.get("runAfter", {}))
+            inside = {inner for before in runs_after for inner in untils.get(before, set())}
+            steps[name] = runs_after | inside | ({parent} if parent else set())
     found = {}
     for name in steps:
         seen: set[str] = set()
@@ -381,11 +385,12 @@ def expression_problems(definition: dict[str, Any]) -> list[str]:
     declared = set(definition.get("parameters", {}))
     variables = initialized(definition)
     for name, action in actions(definition):
+        read = before[name] | (set(nested(action)) if action["type"] == "Until" else set())
         for string in own_strings(action):
             if "@" not in string:
                 continue
             for function, target in ACTION_REFERENCE.findall(string):
-                if target not in before[name]:
+                if target not in read:
                     problems.append(f"{name}: {function}('{target}') has not run before it")
             problems += [f"{name}: no parameter {p}" for p in PARAMETER_REFERENCE.findall(string) if p not in declared]
             problems += [f"{name}: no variable {v}" for v in VARIABLE_REFERENCE.findall(string) if v not in variables]
@@ -471,33 +476,6 @@ PARAMETERS = {
 @pytest.fixture
 def store_kind() -> str:
     return "sqlite"
-
-
-@pytest.fixture
-def call_app(service: Gate, clock: FakeClock) -> Iterator[Call]:
-    """A connector action sent to the function its method and path name, as the Functions host routes it.
-
-    A ``202`` with ``Location`` is followed as the engine follows it (the asynchronous pattern, issue 25):
-    after ``Retry-After`` seconds (the test's clock moves on), GET ``Location``, until the answer is not 202.
-    """
-    import function_app  # reads the settings at import, so only once a test needs the app
-    from oncegate.entrypoints.routes import function_routes
-    from oncegate.entrypoints.server import dispatch
-
-    routes = function_routes(function_app.app)
-
-    def call(method: str, path: str, body: Any) -> tuple[int, Any]:
-        headers = {"Content-Type": "application/json"}
-        response = dispatch(routes, method.upper(), f"http://localhost{path}", headers, json.dumps(body).encode())
-        while response.status_code == 202 and "Location" in response.headers:
-            clock.advance(int(response.headers["Retry-After"]))
-            response = dispatch(routes, "GET", response.headers["Location"], {}, b"")
-        raw = response.get_body()
-        return response.status_code, json.loads(raw) if raw else None
-
-    bootstrap.use_services(service.services)
-    yield call
-    bootstrap.use_services(None)
 
 
 def run(definition: dict[str, Any], call: Call, name: str, order: dict[str, Any] = ORDER) -> Run:
@@ -639,41 +617,40 @@ def test_the_docs_trigger_the_sample_twice_with_the_same_order(root: Path, defin
     assert "duplicate" in section
 
 
-# -- the bulk import (issue 24) ---------------------------------------------------------------------------------
+# -- the bulk import (issue 24; issue 31) -------------------------------------------------------------------------
+PASSES = "Until_every_row_is_done_or_held"
 PAGE = "For_each_page_of_100_rows"
-BULK_STEPS = [
-    # (action, its type, the action it runs after): the recipe's bulk import, inside the loop over pages.
-    ("Start_the_page_with_no_results", "SetVariable", None),
-    ("Select_the_items", "Select", "Start_the_page_with_no_results"),
-    ("Check_and_claim_many", "ApiConnection", "Select_the_items"),
-    ("Filter_proceed", "Query", "Check_and_claim_many"),
-    ("Count_the_proceeds", "IncrementVariable", "Filter_proceed"),
-    ("For_each_row_to_create", "Foreach", "Count_the_proceeds"),
-    ("Select_the_results", "Select", "For_each_row_to_create"),
-    ("Any_result_to_record", "If", "Select_the_results"),
-]
+CASES = {"proceed", "reconcile", "duplicate", "in_progress"}
 
 
-def test_the_bulk_import_is_rows_select_claim_many_filter_proceed_each_select_record_results(
+def test_the_bulk_import_claims_each_page_acts_on_each_decision_and_records_the_results(
     bulk_definition: dict[str, Any],
 ) -> None:
-    page = bulk_definition["actions"][PAGE]
-    assert page["foreach"] == "@chunk(triggerBody()?['rows'], 100)"
-    # One page after another: the connection's calls stay in order, and the results variable is the page's own.
+    """The recipe's bulk import: passes over the rows still to do, each page a Select, Check and claim many (sent again
+    whole while an item was not answered), a case for each decision, the orders made with the claims' idempotency keys,
+    and Record results; the run answers with the rows proceeded, skipped as done, held and failed."""
+    passes = bulk_definition["actions"][PASSES]
+    assert (passes["type"], passes["expression"]) == ("Until", "@empty(variables('pending'))")
+    page = passes["actions"][PAGE]
+    assert page["foreach"] == "@chunk(variables('rows'), 100)"
+    # One page after another: the connection's calls stay in order, and the page's variables are its own.
     assert page["runtimeConfiguration"]["concurrency"]["repetitions"] == 1
     steps = page["actions"]
-    assert [(name, steps[name]["type"]) for name, _, _ in BULK_STEPS] == [(n, kind) for n, kind, _ in BULK_STEPS]
-    for name, _, after in BULK_STEPS:
-        assert set(steps[name]["runAfter"]) == ({after} if after else set()), name
-    assert steps["Select_the_items"]["inputs"]["from"] == f"@items('{PAGE}')"
-    assert steps["Check_and_claim_many"]["inputs"]["body"] == {"items": "@body('Select_the_items')"}
-    assert steps["Filter_proceed"]["inputs"] == {
-        "from": "@body('Check_and_claim_many')?['value']",
-        "where": "@equals(item()?['decision'], 'proceed')",
-    }
-    assert steps["For_each_row_to_create"]["foreach"] == "@body('Filter_proceed')"
-    record = steps["Any_result_to_record"]["actions"]["Record_results"]
-    assert record["inputs"]["body"] == {"items": "@body('Select_the_results')"}
+    select = steps["Select_the_items"]["inputs"]
+    assert select["from"] == f"@items('{PAGE}')"
+    # The row's own id is its reference, never its payload: copied rows are the same order, not a conflict.
+    assert select["select"]["payload"] == "@removeProperty(item(), 'rowId')"
+    assert select["select"]["reference"] == "@item()?['rowId']"
+    again = steps["Until_the_store_answered_every_item"]
+    assert again["actions"]["Check_and_claim_many"]["inputs"]["body"] == {"items": "@body('Select_the_items')"}
+    assert again["expression"] == "@empty(body('Filter_the_items_not_answered'))"
+    switch = steps["For_each_answer"]["actions"]["Switch_on_decision"]
+    assert {case["case"] for case in switch["cases"].values()} == CASES
+    assert switch["default"]["actions"], "conflict, blocked and an item's error are counted as failed"
+    create = steps["For_each_row_to_create"]["actions"]["Create_the_order"]["inputs"]
+    assert create["headers"] == {"Idempotency-Key": "@{items('For_each_row_to_create')?['answer']?['idempotencyKey']}"}
+    recorded = steps["Any_result_to_record"]["actions"]["Until_the_store_answered_every_result"]["actions"]
+    assert recorded["Record_results"]["inputs"]["body"] == {"items": "@body('Select_the_results')"}
     assert set(steps["Select_the_results"]["inputs"]["select"]) <= {
         "claimId",
         "claimToken",
@@ -681,10 +658,11 @@ def test_the_bulk_import_is_rows_select_claim_many_filter_proceed_each_select_re
         "targetRecordId",
         "error",
     }
+    body = bulk_definition["actions"]["Answer_the_caller"]["inputs"]["body"]
+    assert {"proceeded", "skippedAsDone", "held", "failed"} <= set(body)
     called = operation_ids({"definition": bulk_definition}, load(DEFINITIONS["key"]))
     assert called == {"Check_and_claim_many": "CheckAndClaimMany", "Record_results": "RecordResults"}
     assert connections_used(bulk_definition) == {"oncegate"}
-    assert initialized(bulk_definition) == {"results", "proceeded"}
 
 
 def test_the_bulk_import_runs_after_and_names_only_what_ran(bulk_definition: dict[str, Any]) -> None:
@@ -702,7 +680,7 @@ def import_rows(count: int, repeated: int) -> list[dict[str, Any]]:
     return rows
 
 
-def test_a_1000_row_import_with_100_repeated_rows_costs_20_connector_calls_and_each_order_is_created_once(
+def test_a_1000_row_import_with_100_repeated_rows_costs_21_connector_calls_and_each_order_is_created_once(
     bulk_definition: dict[str, Any], call_app: Call
 ) -> None:
     rows = import_rows(1000, 100)
@@ -710,10 +688,14 @@ def test_a_1000_row_import_with_100_repeated_rows_costs_20_connector_calls_and_e
     first = Run(bulk_definition, {"rows": rows}, call_app, PARAMETERS, name="run-1").start()
     again = Run(bulk_definition, {"rows": rows}, call_app, PARAMETERS, name="run-2").start()
 
-    assert answer(first)["proceeded"] == 900
-    assert Counter(path for _, path in first.sent) == {"/api/claims/batch": 10, "/api/claims/results": 10}
+    done = answer(first)
+    assert (len(done["proceeded"]), len(done["skippedAsDone"]), done["held"], done["failed"]) == (900, 100, [], [])
+    # A repeated row in its order's page is held (in_progress) until the second pass, which finds it done: one more
+    # Check and claim many for those rows, and nothing more to record.
+    assert Counter(path for _, path in first.sent) == {"/api/claims/batch": 11, "/api/claims/results": 10}
     # The same import again: every row a duplicate, nothing to record, one call per page.
-    assert answer(again)["proceeded"] == 0
+    assert answer(again)["proceeded"] == []
+    assert sorted(answer(again)["skippedAsDone"]) == sorted(row["rowId"] for row in rows)
     assert Counter(path for _, path in again.sent) == {"/api/claims/batch": 10}
     status, claim = call_app("post", "/api/claims/lookup", {"scope": "sample.create-order", "key": "TEST-0007"})
     # The order's first row in the import created it; the row repeating it later was a duplicate.

@@ -40,13 +40,14 @@ GUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 # same the Flex Consumption samples assign, the one resource type each is scoped to, and who holds it.
 STORAGE = "Microsoft.Storage/storageAccounts"
 TABLE_SERVICE = "Microsoft.Storage/storageAccounts/tableServices"
-APP, OPERATORS = "the app's identity", "the operators' principal"
+APP, OPERATORS, MARKER = "the app's identity", "the operators' principal", "the store's marker (azd: the deployer)"
 ROLES = {
     ("0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3", TABLE_SERVICE, APP): "Storage Table Data Contributor",
     ("b7e6dc6d-f1e8-4753-8033-0f276bb0955b", STORAGE, APP): "Storage Blob Data Owner",
     ("3913510d-42f4-4e42-8a64-420c390055eb", "Microsoft.Insights/components", APP): "Monitoring Metrics Publisher",
     ("4633458b-17de-408a-b874-0445c86b69e6", "Microsoft.KeyVault/vaults/secrets", APP): "Key Vault Secrets User",
     ("76199698-9eea-4c19-bc75-cec21354c6b6", TABLE_SERVICE, OPERATORS): "Storage Table Data Reader",
+    ("0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3", TABLE_SERVICE, MARKER): "Storage Table Data Contributor",
 }
 
 # Every resource type and API version in use, and where it was checked besides Microsoft's type
@@ -164,11 +165,12 @@ def test_role_assignments_are_the_built_in_roles_each_on_its_own_resource(bicep_
             holder = APP
             assert principal_type == "'ServicePrincipal'", f"{assignment.name}: {principal_type}"
         else:
-            holder = OPERATORS
-            assert (principal, principal_type) == ("operatorPrincipalId", "operatorPrincipalType")
-            # Only when an operator is named: azd leaves AZURE_PRINCIPAL_ID empty in some pipelines.
+            holder = OPERATORS if principal == "operatorPrincipalId" else MARKER
+            kind = "operator" if holder == OPERATORS else "marker"
+            assert (principal, principal_type) == (f"{kind}PrincipalId", f"{kind}PrincipalType")
+            # Only when one is named: azd leaves AZURE_PRINCIPAL_ID empty in some pipelines.
             assert assignment.condition is not None
-            assert text(assignment.condition) == "!empty(operatorPrincipalId)"
+            assert text(assignment.condition) == f"!empty({kind}PrincipalId)"
         granted |= {(role, scope, holder) for role in roles}
     assert granted == set(ROLES)
 

@@ -6,10 +6,20 @@ process: a run starts from a trigger body, takes its actions in ``runAfter`` ord
 their inputs, sends each OnceGate connector action to the function its method and path name, and keeps
 what the ``Response`` action answers. Action types: ``ApiConnection``, ``Compose``, ``Switch``, ``If``,
 ``Terminate``, ``Response``; for the bulk import, ``Foreach`` (one iteration after another, each
-action's status and outputs those of its last iteration), ``Select``, ``Query`` (Filter array) and
-the variable actions. Expressions: ``@expr`` and ``@{expr}``, string and number literals,
-``?['x']`` and ``['x']`` reads, and the functions in ``Run.functions``. Anything else fails loudly:
-a sample that outgrows this must grow it too.
+action's status and outputs those of its last iteration), ``Until`` (its actions again until its
+expression holds after them, at most ``limit.count`` times; its status is its last iteration's),
+``Wait``, ``Select``, ``Query`` (Filter array) and the variable actions. Expressions: ``@expr`` and
+``@{expr}``, string and number literals, ``?['x']`` and ``['x']`` reads, and the functions in
+``Run.functions``. Anything else fails loudly: a sample that outgrows this must grow it too.
+
+The engine's side, when a test asks for it (issue 31): ``retries=4`` is the default retry policy of
+a connector or HTTP action (up to 4 retries at exponential intervals, on 408, 429, 5xx and a
+connection that failed, ``ConnectionError`` here), its waits and ``Wait`` actions passed to
+``sleep``. A ``target`` plays the target system: a ``Compose`` whose inputs say what it
+``standsFor`` (its ``method``, ``uri``, ``headers`` and body, which the sample's maker replaces with
+that HTTP action) is sent to it as that call, and its outputs are the call's, ``statusCode`` and
+``body``. :class:`Killed` raised by a call or the target ends the run where it is, as a run whose
+host was lost or that someone cancelled: nothing after it runs.
 """
 
 from __future__ import annotations
@@ -24,6 +34,13 @@ from urllib.parse import quote
 
 # A connector action: (method, path, body) -> (status, JSON body).
 Call = Callable[[str, str, Any], tuple[int, Any]]
+# The target system's side of a stand-in: the Compose's evaluated inputs -> (status, JSON body).
+Target = Callable[[dict[str, Any]], tuple[int, Any]]
+# What the default retry policy retries, besides a connection that failed (status 0 here) and 5xx.
+RETRIED = {0, 408, 429}
+# The default policy's intervals: exponential, scaled by 7.5 s, between 5 and 45 s.
+RETRY_SCALE_SECONDS, RETRY_MIN_SECONDS, RETRY_MAX_SECONDS = 7.5, 5.0, 45.0
+UNIT_SECONDS = {"Second": 1, "Minute": 60, "Hour": 3600}
 TOKEN = re.compile(
     r"\s*(?:(?P<string>'(?:[^']|'')*')|(?P<number>-?\d+(?:\.\d+)?)|(?P<name>[A-Za-z_]\w*)|(?P<punct>\?\[|[()\[\],]))"
 )
@@ -32,6 +49,10 @@ FAILED = {"Failed", "TimedOut"}
 
 class Terminated(Exception):
     """A ``Terminate`` action ended the run."""
+
+
+class Killed(BaseException):
+    """The run ends where it is (its host was lost, or it was cancelled): raised through every action to the test."""
 
 
 class Expression:
@@ -136,8 +157,12 @@ class Run:
     outputs: dict[str, Any] = field(default_factory=dict)
     response: Any = None
     variables: dict[str, Any] = field(default_factory=dict)
-    # The connector actions sent, as (method, path): what a run costs in connector calls.
+    # The connector actions sent, as (method, path), each retry too: what a run costs in connector calls.
     sent: list[tuple[str, str]] = field(default_factory=list)
+    # The engine's retry policy (4: the default one), what a stand-in's call reaches, and how the engine waits.
+    retries: int = 0
+    target: Target | None = None
+    sleep: Callable[[float], object] = lambda seconds: None
     # The element a Select or a Filter array is at (``item()``), and each loop's (``items('loop')``).
     _item: list[Any] = field(default_factory=list)
     _loops: dict[str, Any] = field(default_factory=dict)
@@ -154,6 +179,14 @@ class Run:
             "encodeURIComponent": lambda text: quote(str(text), safe=""),
             "empty": lambda value: value is None or len(value) == 0,
             "equals": lambda left, right: left == right,
+            "greater": lambda left, right: left > right,
+            "not": lambda value: not value,
+            "json": json.loads,
+            "coalesce": lambda *values: next((value for value in values if value is not None), None),
+            "first": lambda values: values[0] if values else None,
+            "max": lambda *values: max(values[0] if len(values) == 1 else values),
+            "range": lambda start, count: list(range(start, start + count)),
+            "removeProperty": lambda value, name: {key: kept for key, kept in value.items() if key != name},
             "length": len,
             "chunk": lambda values, size: [values[start : start + size] for start in range(0, len(values), size)],
             "item": lambda: self._item[-1],
@@ -207,15 +240,24 @@ class Run:
 
     def execute(self, name: str, action: dict[str, Any]) -> str:
         kind = action["type"]
+        if kind == "Compose" and self.target is not None and "standsFor" in action["inputs"]:
+            inputs, target = self.evaluate(action["inputs"]), self.target
+            status, body = self.with_retries(lambda: target(inputs))
+            self.outputs[name] = {"statusCode": status, "body": body}
+            return "Succeeded" if 0 < status < 300 else "Failed"
         if kind == "Compose":
             self.outputs[name] = self.evaluate(action["inputs"])
             return "Succeeded"
         if kind == "ApiConnection":
             inputs = self.evaluate(action["inputs"])
-            self.sent.append((inputs["method"], inputs["path"]))
-            status, body = self.call(inputs["method"], inputs["path"], inputs.get("body"))
+
+            def send() -> tuple[int, Any]:
+                self.sent.append((inputs["method"], inputs["path"]))
+                return self.call(inputs["method"], inputs["path"], inputs.get("body"))
+
+            status, body = self.with_retries(send)
             self.outputs[name] = {"statusCode": status, "body": body}
-            return "Succeeded" if status < 300 else "Failed"
+            return "Succeeded" if 0 < status < 300 else "Failed"
         if kind == "Switch":
             value = self.evaluate(action["expression"])
             chosen = [case for case in action["cases"].values() if case["case"] == value]
@@ -238,6 +280,20 @@ class Run:
                 statuses.append(self.run_all(action["actions"]))
             self._loops.pop(name, None)
             return "Failed" if "Failed" in statuses else "Succeeded"
+        if kind == "Until":
+            # An iteration that failed does not end the loop; the loop's status is its last iteration's.
+            status = "Succeeded"
+            for _ in range(action.get("limit", {}).get("count", 60)):
+                for inner in nested(action):
+                    self.statuses.pop(inner, None)
+                status = self.run_all(action["actions"])
+                if self.evaluate(action["expression"]):
+                    break
+            return status
+        if kind == "Wait":
+            interval = self.evaluate(action["inputs"]["interval"])
+            self.sleep(interval["count"] * UNIT_SECONDS[interval["unit"]])
+            return "Succeeded"
         if kind in ("InitializeVariable", "SetVariable", "AppendToArrayVariable", "IncrementVariable"):
             self.set_variable(kind, self.evaluate(action["inputs"]))
             return "Succeeded"
@@ -245,6 +301,20 @@ class Run:
             self.statuses[name] = action["inputs"]["runStatus"]
             raise Terminated(name)
         raise ValueError(f"{name}: action type {kind} is not one this runner knows")
+
+    def with_retries(self, send: Callable[[], tuple[int, Any]]) -> tuple[int, Any]:
+        """The answer to an action's request under the retry policy; status 0 when no answer came at all."""
+        for retry in range(self.retries + 1):
+            if retry:
+                scaled = RETRY_SCALE_SECONDS * 2 ** (retry - 1)
+                self.sleep(min(RETRY_MAX_SECONDS, max(RETRY_MIN_SECONDS, scaled)))
+            try:
+                status, body = send()
+            except ConnectionError:
+                status, body = 0, None
+            if status not in RETRIED and status < 500:
+                break
+        return status, body
 
     def each_item(self, inputs: dict[str, Any], kind: str) -> list[Any]:
         """A Select's mapped elements, or a Filter array's kept ones, ``item()`` being each element in turn."""

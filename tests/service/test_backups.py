@@ -18,14 +18,18 @@ from typing import Any
 import pytest
 from azure.data.tables import TableServiceClient
 
+from oncegate.bootstrap import STORE_ID_SUFFIX
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.records import ClaimFilter
 from oncegate.domain.safeguards import SWITCH_GRACE
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
-from oncegate.errors import InvalidRequest
+from oncegate.domain.store_id import check_store_id
+from oncegate.errors import InvalidRequest, NotConfigured
 from oncegate.service import backups
 from oncegate.service.backups import BackupStore
 from oncegate.service.core import utc_now
+from oncegate.service.key_secrets import KeySecrets
+from oncegate.service.safeguard import PinnedFile, PinnedSetting, StoreIdPin
 from oncegate.stores import columns
 from oncegate.stores.paging import utc_text
 from oncegate.stores.port import ClaimStore
@@ -75,6 +79,12 @@ class Stores:
         for store in self._opened:
             store.close()
 
+    def pin(self, store_id: str | None) -> StoreIdPin:
+        """Where the app keeps the store's id, as bootstrap wires it: a file beside the database, or the setting."""
+        if self._factory is None:
+            return PinnedFile(self._path.with_name(self._path.stem + STORE_ID_SUFFIX))
+        return PinnedSetting(store_id)
+
 
 @pytest.fixture
 def stores(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stores]:
@@ -84,8 +94,8 @@ def stores(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
     made.close()
 
 
-def gate(stores: Stores, clock: FakeClock, ring: KeyRing = SWITCHED) -> Gate:
-    return Gate(stores.open(), ring, clock=clock, check_interval=timedelta(0))
+def gate(stores: Stores, clock: FakeClock, ring: KeyRing = SWITCHED, pin: StoreIdPin | None = None) -> Gate:
+    return Gate(stores.open(), ring, clock=clock, check_interval=timedelta(0), pin=pin)
 
 
 def fill(stores: Stores, clock: FakeClock) -> dict[str, Any]:
@@ -167,11 +177,18 @@ def test_a_store_exported_wiped_and_imported_keeps_every_key_conflict_tombstone_
     clock.advance(3600)
 
     report = backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
-    restored = gate(stores, clock)
+    marks = stores.open().read_marks()
+    # Served as bootstrap serves it: pinned by the store-id file (SQLite) or ONCEGATE_STORE_ID (Table Storage).
+    restored = gate(stores, clock, pin=stores.pin(export_file.store_id))
 
     assert stored(restored.store) == before
     assert report.counts["claim"] == len(before["claims"]) == 9
-    assert restored.store.read_marks().store_id == export_file.store_id
+    # The exported store's id, and each guarded table's own mark naming it (issue 31): a whole store, not refused.
+    assert marks.store_id == export_file.store_id
+    assert marks.tables_marked
+    assert [mark.store_id for mark in marks.tables] == [export_file.store_id] * len(marks.tables)
+    assert check_store_id(marks, pinned=export_file.store_id, seen=None, fresh="new", may_start=False) is None
+    assert restored.health().status == "ok"
     for key in DONE:
         assert claim(restored, key=key, run="run-after").decision is Decision.DUPLICATE, key
     assert claim(restored, key="SO-held", run="run-after").decision is Decision.IN_PROGRESS
@@ -302,6 +319,56 @@ def test_an_import_fills_a_store_marked_already_as_the_exported_one_and_refuses_
     backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
 
     assert claim(gate(stores, clock), key="SO-1", run="run-2").decision is Decision.DUPLICATE
+
+
+def test_an_import_fills_a_store_store_init_marked_as_the_exported_one_and_the_app_pinned_to_it_serves_it(
+    stores: Stores, clock: FakeClock, tmp_path: Path
+) -> None:
+    done = claim(gate(stores, clock), key="SO-1")
+    record(gate(stores, clock), done)
+    export_file = exported(stores.open(), tmp_path / "export.jsonl", clock)
+    stores.wipe()
+    # The app's pin names the exported store (SQLite: the store-id file left beside the database moved aside), and
+    # `oncegate store init` marks the empty store with it.
+    pin = stores.pin(export_file.store_id)
+    pin.keep(export_file.store_id)
+    marked = KeySecrets(stores.open(), clock=clock, pin=pin).start_store()
+    contents = stores.open().stored_contents()
+
+    with pytest.raises(InvalidRequest) as pinned_elsewhere:
+        backups.import_export(
+            stores.open(), export_file, forget_after=export_file.started_at, now=clock, pinned="another-store"
+        )
+    backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
+
+    assert marked == export_file.store_id
+    assert contents == ["store id"]  # the tables' mark rows are the store's id, not claims or key secrets
+    assert pinned_elsewhere.value.target == "ONCEGATE_STORE_ID"
+    assert "names store another-store, while the export is of store" in pinned_elsewhere.value.message
+    assert claim(gate(stores, clock, pin=pin), key="SO-1", run="run-2").decision is Decision.DUPLICATE
+    assert claim(gate(stores, clock, pin=pin), key="SO-2").decision is Decision.PROCEED
+
+
+def test_a_store_whose_claims_table_lost_its_mark_is_not_exported(
+    stores: Stores, clock: FakeClock, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    record(gate(stores, clock), claim(gate(stores, clock), key="SO-1"))
+    store = stores.open()
+    if stores.kind == "sqlite":
+        with store._connection() as connection:  # type: ignore[attr-defined]  # the test's own damage
+            connection.execute("DELETE FROM claims")
+    else:
+        factory = request.getfixturevalue("table_store_factory")
+        with TableServiceClient.from_connection_string(factory.connection_string) as service:
+            table = service.get_table_client(table_names(factory.prefix)[0])
+            for row in list(table.list_entities(select=["PartitionKey", "RowKey"])):
+                table.delete_entity(row["PartitionKey"], row["RowKey"])
+
+    # Exported, the import would mark what is left whole as the store it was: SO-1 would proceed again.
+    with pytest.raises(NotConfigured, match="lost its mark"):
+        backups.export(stores.open(), tmp_path / "export.jsonl", now=clock)
+
+    assert list(tmp_path.glob("export*")) == []
 
 
 def test_an_export_cut_short_is_refused_by_the_import(stores: Stores, clock: FakeClock, tmp_path: Path) -> None:

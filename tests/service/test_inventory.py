@@ -28,6 +28,7 @@ from tests.service.calls import (
     overlaps,
     record,
     register,
+    set_scope,
     succeeded,
 )
 
@@ -314,3 +315,38 @@ def test_registration_and_counts_from_two_instances_both_survive(
 
     view = flows(registering)[(FLOW.name, FLOW.environment)]
     assert (view.owner, view.registered, view.claims) == ("ana@contoso.com", True, 3)
+
+
+def test_counts_an_instance_lost_are_counted_again_from_the_store(new_service: Callable[[], Gate]) -> None:
+    """An instance stopped without closing (kill -9) loses the counts it had not merged; a recount restores them."""
+    kept, lost = new_service(), new_service()
+    for number in range(3):
+        record(kept, claim(kept, run=f"kept-{number}", key=f"ORDER-K{number}"), "succeeded", target_record_id="ERP-1")
+    for number in range(5):
+        held = claim(lost, run=f"lost-{number}", key=f"ORDER-L{number}")
+        if number < 4:
+            record(lost, held, "succeeded", target_record_id="ERP-2")
+    kept.inventory.close()
+    # ``lost`` never flushes: its process was killed with what it had counted.
+    (drifted,) = new_service().store.list_scopes()
+
+    (recounted,) = new_service().inventory.recount_scopes()
+
+    assert drifted.claims_by_status == {ClaimStatus.SUCCEEDED: 3}
+    assert recounted.claims_by_status == {ClaimStatus.SUCCEEDED: 7, ClaimStatus.IN_PROGRESS: 1}
+    (stored,) = new_service().store.list_scopes()
+    assert (stored.scope, stored.claims_by_status) == (SCOPE, recounted.claims_by_status)
+
+
+def test_a_recount_keeps_the_scopes_settings_and_clears_the_counts_of_claims_gone(
+    service: Gate, new_service: Callable[[], Gate]
+) -> None:
+    set_scope(service, owner="ana@contoso.com", fingerprint_ignore=["/modified"])
+    held = claim(service)
+    service.inventory.close()
+    service.store.delete_claim(service.store.get_claim(held.claim_id))
+
+    (recounted,) = new_service().inventory.recount_scopes()
+
+    assert (recounted.owner, recounted.claims_by_status) == ("ana@contoso.com", {})
+    assert recounted.fingerprint_rules[-1].ignore == ("/modified",)

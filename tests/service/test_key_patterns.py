@@ -56,13 +56,19 @@ def test_the_pattern_is_kept_on_the_store_and_read_by_every_instance(
     assert claim(other, key="4111 1111 1111 1111").decision is Decision.PROCEED
 
 
-def test_setting_the_scope_again_without_it_clears_it(service: Gate) -> None:
+def test_setting_the_scope_again_without_it_keeps_it_and_null_clears_it(service: Gate) -> None:
     set_scope(service, key_pattern=CUSTOMER_NUMBERS)
     set_scope(service, owner="team-erp")
+    kept = scopes(service)[SCOPE].key_pattern
+    accepted = claim(service, key="13800138000")
+    set_scope(service, key_pattern=None)
 
+    # Only what a request names changes (issue 31): a pattern stays until a request clears it.
+    assert kept == CUSTOMER_NUMBERS
+    assert accepted.decision is Decision.PROCEED
     assert scopes(service)[SCOPE].key_pattern is None
     with pytest.raises(SensitiveKey):
-        claim(service, key="13800138000")
+        claim(service, key="13800138001")
 
 
 def test_a_pattern_carrying_personal_data_is_refused_as_stored_data(service: Gate) -> None:

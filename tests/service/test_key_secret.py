@@ -266,3 +266,37 @@ def test_the_settings_of_each_phase_build_its_key_ring(tmp_path: Path) -> None:
         )
         assert ring.key_ids == PHASES[phase]().key_ids, phase
         assert ring.current.key_id == PHASES[phase]().current.key_id, phase
+
+
+# -- the idempotency key across the switch (issue 31) --------------------------------------------------
+
+
+def test_an_attempt_hands_the_target_the_same_idempotency_key_on_both_sides_of_the_switch(
+    service_in: Callable[[str], Gate], clock: FakeClock
+) -> None:
+    # The key is made from the claim with the secret of its id, so the claim made under the old secret keeps
+    # handing out the old secret's key: the same run asking again, and a run reconciling it, on any instance.
+    lease = 120
+    first = claim(service_in("before"), run="run-1", lease_seconds=lease)
+    step_one, switched = service_in("next"), service_in("switched")
+    step_one.health()
+    switched.health()
+    during_grace = [claim(instance, run="run-1", lease_seconds=lease) for instance in (step_one, switched)]
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+    after_grace = [claim(instance, run="run-1", lease_seconds=lease) for instance in (step_one, switched)]
+    clock.advance(lease)
+    reconciled = claim(switched, run="run-2", lease_seconds=lease)
+    record(switched, reconciled, "failed", error="ERP down", retryable=True)
+    retried = claim(step_one, run="run-3", lease_seconds=lease)
+
+    again = [*during_grace, *after_grace]
+    assert first.decision is Decision.PROCEED
+    assert [answer.decision for answer in again] == [Decision.PROCEED] * 4
+    assert {answer.idempotency_key for answer in again} == {first.idempotency_key}
+    assert {answer.claim_token for answer in again} == {first.claim_token}
+    assert (reconciled.decision, reconciled.idempotency_key) == (Decision.RECONCILE, first.idempotency_key)
+    # After a recorded failure the next attempt gets a key of its own, still on the claim made before the switch.
+    assert retried.decision is Decision.PROCEED
+    assert retried.idempotency_key not in (None, first.idempotency_key)
+    assert retried.claim_id == reconciled.claim_id == first.claim_id == KeyHasher(OLD).claim_id(SCOPE, KEY)
+    assert switched.get_claim(first.claim_id).attempt == 3

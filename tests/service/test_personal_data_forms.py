@@ -3,10 +3,14 @@
 Phone numbers of mainland China without "+" (``(+86) …``, ``0086 …``, ``86-138-…``, bare),
 a card grouped by slashes, e-mail addresses with a quoted local part or a domain literal, a card
 number split across two fields of result data, and a release reason carrying a mobile number.
+Issue 31: a mobile number written with 00 glued to its country code (``008613800138000``).
 """
 
 from __future__ import annotations
 
+import random
+
+import phonenumbers
 import pytest
 
 from oncegate.domain.sensitive import NUMBER_FINDINGS, sensitive_findings
@@ -78,3 +82,47 @@ def test_a_card_number_split_across_two_fields_is_refused(service: Gate, data: d
     assert "together seem to contain a payment card number" in refused.value.message
     assert "4111" not in refused.value.message
     assert record(service, answer, target_record_id="SO-1", data={"cardLast4": "1111"}).data == {"cardLast4": "1111"}
+
+
+def _china_mobiles(count: int) -> list[str]:
+    """``count`` mainland China mobile numbers of every carrier prefix, the same every run."""
+    rng = random.Random(31)
+    found: list[str] = []
+    while len(found) < count:
+        number = f"1{rng.choice('3456789')}{rng.randrange(10**9):09d}"
+        if phonenumbers.is_valid_number(phonenumbers.parse(number, "CN")):
+            found.append(number)
+    return found
+
+
+# Issue 31: 40 of 40 were missed written 0086 and the number with no space, found with a space or as 86 and the number.
+GLUED = [f"0086{number}" for number in _china_mobiles(40)]
+
+
+def test_a_mobile_written_0086_and_the_number_is_refused_as_a_key(service: Gate) -> None:
+    refused_at: dict[str, str | None] = {}
+    for key in GLUED:
+        try:
+            claim(service, key=key)
+        except SensitiveKey as refused:
+            refused_at[key] = refused.target
+        else:
+            refused_at[key] = None
+
+    assert refused_at == dict.fromkeys(GLUED, "key")
+    assert service.store.list_scopes() == []
+
+
+def test_a_mobile_written_0086_and_the_number_is_refused_as_stored_data(service: Gate) -> None:
+    answer = claim(service)
+    refused_at: dict[str, str | None] = {}
+    for text in GLUED:
+        try:
+            record(service, answer, target_record_id="SO-1", data={"contact": text})
+        except SensitiveData as refused:
+            refused_at[text] = refused.target
+        else:
+            refused_at[text] = None
+
+    assert refused_at == dict.fromkeys(GLUED, "data.contact")
+    assert service.get_claim(answer.claim_id).status is ClaimStatus.IN_PROGRESS

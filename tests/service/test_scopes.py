@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
+import pytest
+
+from oncegate.domain.limits import DEFAULT_HORIZON_DAYS
 from oncegate.domain.statuses import ClaimStatus, Decision
-from oncegate.models import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS, ClaimCounts
+from oncegate.errors import InvalidRequest
+from oncegate.models import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS, ClaimCounts, ScopeView, SetScopeRequest
 from oncegate.service.inventory import REGISTRY_TTL
 from tests.conftest import FakeClock
 from tests.gate import Gate
@@ -127,12 +132,12 @@ def test_settings_are_stored_and_returned_and_the_counts_stay(service: Gate, clo
         "Creates the order.",
     )
     assert (first.registered_at, first.claims) == (set_at, ClaimCounts(in_progress=1))
-    # Settings are replaced whole: what the second call left out is back to its default.
+    # Only what a request names changes (issue 31): what the second call left out stays as the first set it.
     assert (second.owner, second.lease_seconds, second.retention_days, second.description) == (
         "ops@contoso.com",
-        DEFAULT_LEASE_SECONDS,
-        DEFAULT_RETENTION_DAYS,
-        None,
+        600,
+        30,
+        "Creates the order.",
     )
     assert second.registered_at == set_at
     assert scopes(service)[SCOPE] == second
@@ -146,7 +151,9 @@ def test_a_retention_job_reads_each_scope_retention_from_the_store(service: Gate
 
     retention = {record.scope: record.retention_days for record in service.store.list_scopes()}
 
-    assert retention == {SCOPE: 7, OTHER_SCOPE: DEFAULT_RETENTION_DAYS, "seen.only": None}
+    # A scope set without a retention holds none: the default applies, and a later default would too (issue 31).
+    assert retention == {SCOPE: 7, OTHER_SCOPE: None, "seen.only": None}
+    assert scopes(service)[OTHER_SCOPE].retention_days == DEFAULT_RETENTION_DAYS
 
 
 def test_a_new_scope_is_in_progress_only(service: Gate) -> None:
@@ -154,3 +161,86 @@ def test_a_new_scope_is_in_progress_only(service: Gate) -> None:
 
     assert answer.status == ClaimStatus.IN_PROGRESS
     assert scopes(service)[SCOPE].claims == ClaimCounts(in_progress=1)
+
+
+# Every setting of a scope, on the wire, set away from its default.
+OPERATOR_SET: dict[str, Any] = {
+    "owner": "erp-team@contoso.com",
+    "leaseSeconds": 600,
+    "retentionDays": 30,
+    "horizonDays": 730,
+    "description": "Creates the order.",
+    "keyPattern": "SO-[0-9]{6}",
+    "fingerprintInclude": ["/order"],
+    "fingerprintIgnore": ["/order/Modified"],
+    "fingerprintPreset": "sharepoint",
+}
+
+
+def _put(service: Gate, **settings: Any) -> ScopeView:
+    """PUT /api/scopes with exactly these wire fields, as a flow or the CLI sends them."""
+    return service.set_scope(SetScopeRequest.model_validate({"scope": SCOPE, **settings}, by_name=False))
+
+
+def _settings(view: ScopeView) -> dict[str, Any]:
+    shown = view.model_dump(by_alias=True, mode="json")
+    return {name: shown.get(name) for name in [*OPERATOR_SET, "fingerprintRulesVersion"]}
+
+
+def test_a_bare_set_scope_changes_nothing_an_operator_set(service: Gate) -> None:
+    """Issue 31: a bare PUT /api/scopes reset the horizon, the retention and the rules (every setting) to defaults."""
+    operated = _settings(_put(service, **OPERATOR_SET))
+
+    bare = _put(service)
+    one = _put(service, owner="ops@contoso.com")
+
+    assert operated == {**OPERATOR_SET, "fingerprintRulesVersion": 1}
+    assert _settings(bare) == operated
+    assert _settings(one) == {**operated, "owner": "ops@contoso.com"}
+    assert _settings(scopes(service)[SCOPE]) == _settings(one)
+
+
+@pytest.mark.parametrize("name", list(OPERATOR_SET))
+def test_a_setting_sent_as_null_is_reset_to_its_default_and_the_others_stay(service: Gate, name: str) -> None:
+    _put(service, **OPERATOR_SET)
+    defaults = _settings(_put(service, **{name: None}))
+    reset = _settings(scopes(service)[SCOPE])
+
+    default = {
+        "owner": None,
+        "leaseSeconds": DEFAULT_LEASE_SECONDS,
+        "retentionDays": DEFAULT_RETENTION_DAYS,
+        "horizonDays": DEFAULT_HORIZON_DAYS,
+        "description": None,
+        "keyPattern": None,
+        "fingerprintInclude": None,
+        "fingerprintIgnore": None,
+        "fingerprintPreset": None,
+    }[name]
+    rules_changed = name.startswith("fingerprint")
+    assert reset == defaults == {**OPERATOR_SET, name: default, "fingerprintRulesVersion": 2 if rules_changed else 1}
+
+
+def test_a_horizon_shorter_than_the_retention_is_refused_whichever_the_request_names(service: Gate) -> None:
+    _put(service, retentionDays=30, horizonDays=100)
+
+    with pytest.raises(InvalidRequest) as longer_retention:
+        _put(service, retentionDays=120)
+    with pytest.raises(InvalidRequest) as shorter_horizon:
+        _put(service, horizonDays=20)
+    reset = _put(service, retentionDays=400, horizonDays=None)
+
+    assert longer_retention.value.target == "retentionDays"
+    assert "horizonDays" in longer_retention.value.message
+    assert shorter_horizon.value.target == "horizonDays"
+    # Back to the default, the horizon is never shorter than the retention.
+    assert (reset.retention_days, reset.horizon_days) == (400, 400)
+
+
+def test_a_longer_retention_lengthens_a_horizon_nobody_set(service: Gate) -> None:
+    _put(service, owner="erp-team@contoso.com")
+
+    view = _put(service, retentionDays=400)
+
+    assert (view.retention_days, view.horizon_days) == (400, 400)
+    assert _put(service, retentionDays=None).horizon_days == DEFAULT_HORIZON_DAYS

@@ -95,6 +95,36 @@ def test_every_region_s_example_numbers_are_found() -> None:
     assert missed == []
 
 
+def test_every_region_s_example_mobile_is_found_written_00_and_the_number() -> None:
+    # Issue 31: "008613800138000" was missed where "0086 13800138000" was found; so for every country.
+    glued = []
+    for region in sorted(phonenumbers.SUPPORTED_REGIONS):
+        number = phonenumbers.example_number_for_type(region, phonenumbers.PhoneNumberType.MOBILE)
+        if number is not None:
+            digits = f"{number.country_code}{phonenumbers.national_significant_number(number)}"
+            if len(digits) >= 10:  # shorter, glued to 00 it is as likely a zero-padded id (sensitive.py)
+                glued.append(f"00{digits}")
+    missed = [text for text in glued if "a phone number" not in sensitive_findings(text)]
+
+    assert len(glued) > 200
+    assert missed == []
+
+
+def test_a_document_number_padded_with_00_to_ten_or_eleven_digits_is_no_phone_number() -> None:
+    # A short territory's mobile glued to 00 has the shape of SAP's ten-digit documents: such numbers stay ids.
+    short = []
+    for region in sorted(phonenumbers.SUPPORTED_REGIONS):
+        number = phonenumbers.example_number_for_type(region, phonenumbers.PhoneNumberType.MOBILE)
+        if number is not None:
+            digits = f"{number.country_code}{phonenumbers.national_significant_number(number)}"
+            if len(digits) < 10:
+                short.append(f"00{digits}")
+    flagged = [text for text in short if sensitive_findings(text)]
+
+    assert len(short) >= 10
+    assert flagged == []
+
+
 HOSTILE = {
     "digit groups": "4 " * 8_000,
     "dotted digits": "4.4_" * 4_000,
@@ -107,6 +137,7 @@ HOSTILE = {
     "bracketed domains": "a@[1.1.1" * 2_000,
     "parenthesised country codes": "(+86) " * 2_700,
     "international prefixes": "0086 1" * 2_700,
+    "glued international prefixes": "008613800138000" * 1_100,
     "mobile-like groups": "138 0013 " * 1_800,
     "card words": "card 4 " * 2_300,
 }

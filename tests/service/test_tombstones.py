@@ -8,8 +8,8 @@ from pydantic import ValidationError
 
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, json_size
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Resolution
-from oncegate.errors import NotFound
-from oncegate.models import ResolveConflictRequest, SetScopeRequest
+from oncegate.errors import NotFound, StateConflict
+from oncegate.models import ClaimResponse, ResolveConflictRequest, SetScopeRequest
 from oncegate.service.retention import buried
 from oncegate.stores import columns
 from tests.conftest import FakeClock
@@ -22,10 +22,15 @@ DATA = {"order": "SO-1001", "lines": [{"sku": f"SKU-{n}", "quantity": n, "price"
 
 
 def done(service: Gate, key: str = "SO-1001", **fields: object) -> str:
+    return granted_and_done(service, key, **fields).claim_id
+
+
+def granted_and_done(service: Gate, key: str = "SO-1001", **fields: object) -> ClaimResponse:
+    """The answer that granted the claim, whose result was recorded: its token is the run's."""
     answer = claim(service, key=key, run="run-1", source="shop-eu", reference=f"order {key}", **fields)
     assert answer.decision is Decision.PROCEED
     record(service, answer, target_record_id="ERP-77", data=DATA)
-    return answer.claim_id
+    return answer
 
 
 def test_a_late_replay_of_a_purged_key_is_answered_duplicate_with_what_is_known(
@@ -66,6 +71,29 @@ def test_changed_data_against_a_tombstone_is_still_a_conflict(service: Gate, clo
 
     assert changed.decision is Decision.CONFLICT
     assert changed.conflict_id is not None
+
+
+def test_the_same_result_sent_again_to_a_tombstone_is_a_no_op_and_another_is_refused(
+    service: Gate, clock: FakeClock
+) -> None:
+    """Issue 31: the run's Record result arriving again after the purge (a retry, a replayed call) was 409 where the
+    contract promises a no-op 200. The tombstone keeps the outcome and the target record, not the data: those two
+    say whether the result is the same."""
+    answer = granted_and_done(service)
+    clock.advance(91 * DAY)
+    service.retention.purge()
+    tombstone = service.get_claim(answer.claim_id)
+
+    again = record(service, answer, target_record_id="ERP-77", data=DATA)
+    refused = []
+    for outcome, target in (("succeeded", "ERP-78"), ("succeeded", None), ("failed", None), ("unknown", "ERP-77")):
+        with pytest.raises(StateConflict) as stale:
+            record(service, answer, outcome, target_record_id=target)
+        refused.append((stale.value.code, stale.value.target))
+
+    assert (again.status, again.target_record_id, again.purged_at) == (ClaimStatus.SUCCEEDED, "ERP-77", clock())
+    assert service.get_claim(answer.claim_id) == tombstone
+    assert refused == [("stale_claim", "outcome")] * 4
 
 
 def test_past_the_horizon_the_tombstone_goes_and_the_key_is_new(service: Gate, clock: FakeClock) -> None:

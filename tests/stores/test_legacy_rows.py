@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 from azure.data.tables import EdmType, EntityProperty, TableServiceClient
 
-from oncegate.domain.keys import KeyHasher
+from oncegate.domain.keys import KeyHasher, KeyRing
+from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, Resolution
-from oncegate.errors import StateConflict
+from oncegate.errors import InvalidRequest, StateConflict
 from oncegate.models import (
     ClaimRequest,
     ClaimResponse,
@@ -246,3 +247,22 @@ def test_a_live_claim_of_0_1_0_is_not_waited_on_as_its_fingerprint_is_plain(lega
     answer, waiting = legacy.service.check_and_wait(request)
 
     assert (answer.decision, waiting) == (Decision.IN_PROGRESS, None)
+
+
+def test_every_row_of_0_1_0_counts_against_retiring_the_secret_it_was_made_with(legacy: Legacy) -> None:
+    # Rows of 0.1.0 do not name their secret, and were made before today's release first recorded it: counted
+    # only from its recording on, none of them held the retire back, and each would have proceeded again (issue 31).
+    secret, newer = legacy.manifest["secret"], "newer-secret-" + "n" * 32
+    legacy.service.health()  # today's release records the secret 0.1.0 made every claim with
+    rows = len(legacy.service.store.list_claims(ClaimFilter(list(ClaimStatus)), limit=1000).items)
+    written = datetime.fromisoformat(legacy.manifest["written_at"])
+    rotation = KeyRing(KeyHasher(newer), previous=KeyHasher(secret))
+    Gate(legacy.service.store, rotation, clock=lambda: written + timedelta(minutes=10)).health()
+    after_the_grace = Gate(legacy.service.store, rotation, clock=lambda: written + timedelta(minutes=20))
+
+    with pytest.raises(InvalidRequest) as refused:
+        after_the_grace.services.key_secrets.retire(KeyHasher(secret).key_id, orphan=None)
+
+    assert rows > 5
+    assert f"found only through it: {rows} claims (" in refused.value.message
+    assert f"--orphan {rows}" in refused.value.message

@@ -142,7 +142,8 @@ OPERATIONS: dict[str, Operation] = {
             "Check and claim for up to 100 records in one call, such as the rows of an import. Each item is a Check "
             "and claim body and gets the answer Check and claim would give it, in the items' order, or an error for "
             "that item alone. Items never wait. Filter the answers on decision: proceed carries the claim token and "
-            "the item's reference, so the flow finds its row."
+            "the item's reference, so the flow finds its row. When any item has the error store_unavailable, send "
+            "the whole call again, unchanged, and use its answers instead: items the store kept get their claims back."
         ),
         visibility=IMPORTANT,
         response="ClaimManyAnswer",
@@ -157,7 +158,8 @@ OPERATIONS: dict[str, Operation] = {
         description=(
             "Records the results of up to 100 side effects in one call, each with its claim ID and claim token, as "
             "Record result records one. Each item is answered in its place: the claim, or an error for that item "
-            "alone, such as stale_claim. Sending the same results again changes nothing."
+            "alone, such as stale_claim. Sending the same results again changes nothing: when any item has the error "
+            "store_unavailable, send the whole call again, unchanged."
         ),
         visibility=IMPORTANT,
         response="RecordResultsAnswer",
@@ -416,8 +418,9 @@ OPERATIONS: dict[str, Operation] = {
         "SetScope",
         summary="Set scope",
         description=(
-            "Sets the owner, default lease, retention and description of a scope. Claims of the scope that ask for "
-            "no lease get its default lease."
+            "Sets the owner, default lease, retention, horizon, description, key pattern or fingerprint rules of a "
+            "scope: only the fields given change, the others stay as set. Claims of the scope that ask for no lease "
+            "get its default lease."
         ),
         visibility=ADVANCED,
         response="ScopeView",

@@ -28,7 +28,7 @@ from oncegate.domain.statuses import (
     Resolution,
     SettledOutcome,
 )
-from oncegate.models.base import PARTS
+from oncegate.models.base import INTERNAL, PARTS
 
 Schema = dict[str, Any]
 
@@ -174,8 +174,13 @@ def query_parameters(model: type[BaseModel]) -> list[Schema]:
             null = {"value": node[NULL_VALUE]["value"], "displayName": node[NULL_VALUE]["displayName"]}
             translated["enum"] = [*translated["enum"], null["value"]]
             translated["x-ms-enum-values"] = [*translated["x-ms-enum-values"], null]
-        parameter: Schema = {"name": prop, "in": "query", "required": prop in required, **translated}
+        text = designer_text(model.__name__, prop, node)
+        # An internal parameter the designer never asks for may be required only with a default: one without
+        # (a poll's ticket, which the engine sends from a Location address) is declared optional, and the
+        # service still refuses a request without it.
+        asked = text.get("x-ms-visibility") != INTERNAL or node.get("default") is not None
+        parameter: Schema = {"name": prop, "in": "query", "required": prop in required and asked, **translated}
         if node.get("default") is not None:
             parameter["default"] = node["default"]
-        parameters.append({**parameter, **designer_text(model.__name__, prop, node)})
+        parameters.append({**parameter, **text})
     return parameters

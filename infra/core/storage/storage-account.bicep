@@ -122,3 +122,6 @@ resource lock 'Microsoft.Authorization/locks@2020-05-01' = if (deleteLock) {
 
 @description('Name of the storage account.')
 output name string = storage.name
+
+@description('Table Storage endpoint of the account (its cloud\'s own suffix).')
+output tableEndpoint string = storage.properties.primaryEndpoints.table

@@ -1,0 +1,57 @@
+"""One version, from ``oncegate/__init__.py``: Health, ``oncegate --version``, both connector definitions, the
+contract and the changelog agree (issue 33), so that the version a deployment reports says which release it runs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from oncegate import __version__
+from oncegate.cli import main
+from tests.docs.markdown import REPO
+from tests.gate import Gate
+
+DEFINITIONS = [REPO / "connector" / name / "apiDefinition.swagger.json" for name in ("", "entra")]
+RELEASE = re.compile(r"^## (?P<version>\d+\.\d+\.\d+)\b", re.MULTILINE)
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def test_health_says_the_version(service: Gate) -> None:
+    assert service.health().version == __version__
+
+
+def test_the_command_says_the_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"oncegate {__version__}"
+
+
+@pytest.mark.parametrize("definition", DEFINITIONS, ids=lambda path: str(path.relative_to(REPO)))
+def test_the_connector_says_the_version(definition: Path) -> None:
+    assert json.loads(definition.read_text(encoding="utf-8"))["info"]["version"] == __version__
+
+
+def test_the_contract_says_the_version() -> None:
+    contract = (REPO / "docs" / "contract.md").read_text(encoding="utf-8")
+
+    assert re.findall(r"\*\*Version (\S+?)\.\*\*", contract) == [__version__]
+
+
+def test_the_changelog_has_each_release_before_this_one_newest_first() -> None:
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    released = [match["version"] for match in RELEASE.finditer(changelog)]
+
+    assert changelog.index("## Unreleased") < changelog.index(f"## {released[0]}")
+    assert released == sorted(released, key=_key, reverse=True)
+    assert released[-1] == "0.1.0"
+    # The version reported is the one this round releases: past the last release on the page.
+    assert _key(__version__) > _key(released[0])
+    assert f"Released as {__version__}" in changelog

@@ -1,0 +1,178 @@
+"""Slow clients against the local server (issue 31): a connection holds a handler thread only once its whole
+request is in, so a thousand connections trickling their requests leave the threads to everyone else.
+
+Each server is real, on a free port, with its default two handler threads. Every wait is bounded by a
+socket's timeout; the only pause is the slow clients' own pace between two bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from tests.http.test_server_framing import HEALTH, connected, read_answer
+from tests.load.served import serving
+
+SLOW = 1000
+PROBES = 9
+# Each health probe must be answered within this, while the slow clients trickle.
+PROBE_SECONDS = 1.0
+# The slow clients' pace: one byte on every connection, then this pause, round after round.
+PACE_SECONDS = 0.05
+# Never complete: a head that goes on (a long header line) and a body far longer than the test lasts.
+SLOW_HEAD = b"GET /api/health HTTP/1.1\r\nHost: test\r\nX-Slow: " + b"x" * 60_000
+SLOW_BODY = b"POST /api/claims HTTP/1.1\r\nHost: test\r\nContent-Length: 60000\r\n\r\n"
+
+
+def allow_descriptors(needed: int) -> None:
+    """Raise this process's soft limit on open files to ``needed`` (both ends of every connection live here)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"{needed} open files are needed and the hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
+class Rounds:
+    """The slow clients' rounds, each a byte on every connection: a probe waits for the next to be sent."""
+
+    def __init__(self) -> None:
+        self._done = 0
+        self._changed = threading.Condition()
+
+    def sent(self) -> None:
+        with self._changed:
+            self._done += 1
+            self._changed.notify_all()
+
+    def wait_next(self) -> None:
+        with self._changed:
+            target = self._done + 1
+            assert self._changed.wait_for(lambda: self._done >= target, timeout=30), "the slow clients stopped"
+
+
+@contextmanager
+def trickling(address: tuple[str, int], request: bytes, *, count: int = SLOW) -> Iterator[Rounds]:
+    """``count`` connections, each sending ``request`` (its head whole when it is a body that trickles) a byte per
+    round, until the block ends; the connections are all open and have each sent a first byte when it begins."""
+    stop = threading.Event()
+    rounds = Rounds()
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.create_connection(address, timeout=5)) for _ in range(count)]
+        whole, rest = (request, b"x" * 60_000) if request.endswith(b"\r\n\r\n") else (b"", request)
+        for sock in sockets:
+            sock.sendall(whole + rest[:1])
+
+        def trickle() -> None:
+            for offset in range(1, len(rest)):
+                for sock in sockets:
+                    with contextlib.suppress(OSError):
+                        sock.send(rest[offset : offset + 1])
+                rounds.sent()
+                if stop.wait(PACE_SECONDS):  # the pace of the slow clients, not a wait for the server
+                    return
+
+        trickler = threading.Thread(target=trickle, name="slow-clients", daemon=True)
+        trickler.start()
+        try:
+            yield rounds
+        finally:
+            stop.set()
+            trickler.join(timeout=30)
+
+
+def probe(address: tuple[str, int]) -> tuple[int | None, float]:
+    """A health probe on a connection of its own: its status (None when unanswered within PROBE_SECONDS), its time."""
+    began = time.monotonic()
+    try:
+        with connected(address) as (sock, reader):
+            sock.settimeout(PROBE_SECONDS)
+            sock.sendall(HEALTH)
+            status: int | None = read_answer(reader).status
+    except (TimeoutError, OSError):
+        status = None
+    return status, time.monotonic() - began
+
+
+def probes_answered(address: tuple[str, int], rounds: Rounds) -> list[tuple[int | None, float]]:
+    """PROBES probes, each after another round of bytes from the slow clients."""
+    answered = []
+    for _ in range(PROBES):
+        rounds.wait_next()
+        answered.append(probe(address))
+    return answered
+
+
+@pytest.mark.parametrize("request_sent", [SLOW_HEAD, SLOW_BODY], ids=["head", "body"])
+def test_a_thousand_slow_clients_leave_the_handler_threads_to_health_probes(request_sent: bytes) -> None:
+    """Issue 31: with two handler threads, 2 connections sending their headers a byte at a time left 4 of 9
+    probes answered in 5 s, and 64 left none."""
+    allow_descriptors(2 * SLOW + 256)
+    with serving() as address, trickling(address, request_sent) as rounds:
+        answered = probes_answered(address, rounds)
+
+    assert [status for status, _ in answered] == [200] * PROBES, answered
+    assert max(seconds for _, seconds in answered) < PROBE_SECONDS
+
+
+@pytest.mark.parametrize("threads", [1, 0], ids=["one-thread", "a-thread-per-connection"])
+def test_a_slow_client_is_answered_once_its_request_is_whole(threads: int) -> None:
+    """Its request trickled in, a byte at a time between other callers' requests, it is answered as any other."""
+    with serving(threads=threads) as address, connected(address) as (slow, reader):
+        for byte in HEALTH[:-1]:
+            slow.sendall(bytes([byte]))
+            assert probe(address)[0] == 200
+        slow.sendall(HEALTH[-1:])
+        assert read_answer(reader).status == 200
+
+
+@pytest.mark.parametrize("threads", [2, 0], ids=["two-threads", "a-thread-per-connection"])
+def test_a_head_trickled_slower_than_the_idle_time_is_refused_as_a_whole(threads: int) -> None:
+    """A byte every 0.1 s never lets the connection idle for the idle time (0.5 s here), yet its head as a whole
+    may take no longer: 408, and the connection closes, as a body trickled that slowly is refused."""
+    stop = threading.Event()
+    with serving(threads=threads, idle_seconds=0.5) as address, connected(address) as (slow, reader):
+
+        def trickle() -> None:
+            with contextlib.suppress(OSError):
+                for byte in SLOW_HEAD:
+                    slow.send(bytes([byte]))
+                    if stop.wait(0.1):  # the pace of the slow client, not a wait for the server
+                        return
+
+        trickler = threading.Thread(target=trickle, daemon=True)
+        trickler.start()
+        try:
+            refused = read_answer(reader)
+            closed = reader.read()
+        finally:
+            stop.set()
+            trickler.join(timeout=5)
+
+    assert (refused.status, refused.error["code"]) == (408, "request_timeout")
+    assert closed == b""
+
+
+@pytest.mark.parametrize("threads", [2, 0], ids=["two-threads", "a-thread-per-connection"])
+def test_a_request_that_asks_to_close_is_answered_when_its_body_comes_after_its_head(threads: int) -> None:
+    """Its head read (100 Continue says so), the body is still awaited though the connection closes after the
+    answer: closed at the head, the connection ended without one (``urllib`` sends the two apart)."""
+    head = b"POST /api/claims/lookup HTTP/1.1\r\nHost: test\r\nConnection: close\r\nExpect: 100-continue\r\n"
+    body = b'{"scope": "erp.create-order", "key": "ORDER-1001"}'
+    with serving(threads=threads) as address, connected(address) as (sock, reader):
+        sock.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body))
+        assert read_answer(reader).status == 100
+        sock.sendall(body)
+        answer = read_answer(reader)
+        closed = reader.read()
+
+    assert (answer.status, answer.error["code"]) == (404, "not_found")
+    assert closed == b""

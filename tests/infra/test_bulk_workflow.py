@@ -1,0 +1,255 @@
+"""The bulk import sample, ``connector/samples/bulk-workflow.json``, run with faults at every step (issue 31).
+
+The sample runs in this process (``wdl.py``) against the app, on both stores, with the engine's default
+retry policy on every connector call and on the calls its stand-ins make to a stand-in ERP
+(:class:`Erp`), which makes an order per call unless it has seen the call's ``Idempotency-Key``. A
+fault strikes one step: a call that never arrives, a call whose answer is lost after it was applied,
+the OnceGate server down through every retry, the run ended (its host lost) before or after a call, or
+the store cut in the middle of Check and claim many. Then the import runs again at once (the rerun),
+and once more after the lease: every row's order is made exactly once, every claim ends succeeded,
+and the last run finds every row done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from oncegate.domain.keys import KeyHasher
+from tests.conftest import KEY_SECRET, FakeClock
+from tests.connector.spec import load
+from tests.connector.test_samples import BULK_WORKFLOW
+from tests.faults.faulty_store import Fault, FaultyStore
+from tests.gate import Gate
+from tests.infra.test_logic_app import PARAMETERS
+from tests.infra.wdl import Call, Killed, Run, Target
+
+SCOPE = "sample.create-order"
+# The engine's default retry policy: up to 4 retries.
+DEFAULT_RETRIES = 4
+LEASE_SECONDS = 300
+ROWS = 150
+REPEATED = 12
+
+
+@pytest.fixture(scope="module")
+def definition() -> dict[str, Any]:
+    document: dict[str, Any] = load(BULK_WORKFLOW)["definition"]
+    return document
+
+
+@pytest.fixture
+def store(open_store: Callable[[], Any]) -> FaultyStore:
+    """The store under the app, to be cut in the middle of a call; it fails nothing until armed."""
+    return FaultyStore(open_store(), Fault.AFTER)
+
+
+@pytest.fixture
+def service(store: FaultyStore, clock: FakeClock) -> Iterator[Gate]:
+    gate = Gate(store, KeyHasher(KEY_SECRET), clock=clock)
+    yield gate
+    gate.close()
+
+
+def import_rows() -> list[dict[str, Any]]:
+    """``ROWS`` rows over two pages, ``REPEATED`` of them an order of another row again, each with a row id of its own
+    (in the same page as that row and in the other)."""
+    rows = [
+        {"rowId": f"row-{n}", "orderNumber": f"SO-{n:04d}", "customer": "Contoso", "amount": 10.0 + n}
+        for n in range(ROWS - REPEATED)
+    ]
+    for n in range(REPEATED):
+        rows.insert(1 + n * 12, {**rows[n * 11], "rowId": f"row-{len(rows)}"})
+    return rows
+
+
+@dataclass
+class Erp:
+    """The target system behind the sample's stand-ins: it makes an order for each create call, except one whose
+    ``Idempotency-Key`` it has seen, which it answers with the order that key made; a look-up lists an order
+    number's orders."""
+
+    # False: an ERP that ignores the key, and makes an order for every create call.
+    keyed: bool = True
+    made: list[tuple[str, str]] = field(default_factory=list)
+    keys: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, request: dict[str, Any]) -> tuple[int, Any]:
+        if request["method"] == "GET":
+            (number,) = parse_qs(urlsplit(request["uri"]).query)["orderNumber"]
+            return 200, {"value": [{"id": made} for order, made in self.made if order == number]}
+        key = request["headers"].get("Idempotency-Key") if self.keyed else None
+        if key and key in self.keys:
+            return 201, {"id": self.keys[key]}
+        made = f"ERP-{len(self.made) + 1}"
+        self.made.append((request["order"]["orderNumber"], made))
+        if key:
+            self.keys[key] = made
+        return 201, {"id": made}
+
+    def orders(self) -> Counter[str]:
+        return Counter(order for order, _ in self.made)
+
+
+@dataclass(frozen=True)
+class Strike:
+    """A fault at the ``nth`` call of a step (``claims/batch``, ``claims/results`` or ``create``), for ``times`` calls
+    in a row: the call is applied first when ``after``; then its answer is lost (a connection that failed), or the
+    run ends there when ``kill``."""
+
+    step: str
+    nth: int
+    after: bool
+    kill: bool = False
+    times: int = 1
+
+
+@dataclass
+class Faults:
+    strike: Strike | None
+    counted: Counter[str] = field(default_factory=Counter)
+    fired: int = 0
+
+    def around(self, step: str, send: Callable[[], tuple[int, Any]]) -> tuple[int, Any]:
+        self.counted[step] += 1
+        strike = self.strike
+        if strike is None or strike.step != step or not strike.nth <= self.counted[step] < strike.nth + strike.times:
+            return send()
+        self.fired += 1
+        if strike.after:
+            send()
+        if strike.kill:
+            raise Killed(step)
+        raise ConnectionError(step)
+
+
+STRIKES = {
+    "claim call refused": Strike("claims/batch", 1, after=False),
+    "claim call applied, answer lost": Strike("claims/batch", 1, after=True),
+    "claim call applied, server down through the retries": Strike("claims/batch", 1, after=True, times=5),
+    "claim call applied, run ended": Strike("claims/batch", 1, after=True, kill=True),
+    "second page's claim call applied, run ended": Strike("claims/batch", 2, after=True, kill=True),
+    "order made, answer lost": Strike("create", 3, after=True),
+    "run ended between two orders": Strike("create", 40, after=False, kill=True),
+    "order made, run ended": Strike("create", 41, after=True, kill=True),
+    "results call refused": Strike("claims/results", 1, after=False),
+    "results call applied, answer lost": Strike("claims/results", 1, after=True),
+    "results call refused, run ended": Strike("claims/results", 1, after=False, kill=True),
+    "results call applied, run ended": Strike("claims/results", 2, after=True, kill=True),
+    "store cut in the middle of the claim call": None,
+}
+
+
+def run(definition: dict[str, Any], call: Call, target: Target, clock: FakeClock, name: str) -> Run:
+    """The import, run by the engine with its default retry policy; its waits move the test's clock."""
+    rows = {"rows": import_rows()}
+    return Run(
+        definition, rows, call, PARAMETERS, name=name, retries=DEFAULT_RETRIES, target=target, sleep=clock.advance
+    ).start()
+
+
+def outcome(done: Run) -> dict[str, Any]:
+    assert done.response is not None, f"no answer; statuses {done.statuses}"
+    assert done.response["statusCode"] == 200
+    body: dict[str, Any] = done.response["body"]
+    return body
+
+
+@pytest.mark.parametrize("where", list(STRIKES))
+def test_a_fault_at_any_step_leaves_no_row_undone_none_done_twice_and_no_claim_open(
+    definition: dict[str, Any], call_app: Call, store: FaultyStore, clock: FakeClock, where: str
+) -> None:
+    import_with_a_fault(definition, call_app, store, clock, STRIKES[where], Erp())
+
+
+# The run ended after orders were made and before their results were recorded.
+UNRECORDED = ["claim call applied, run ended", "run ended between two orders", "order made, run ended"]
+
+
+@pytest.mark.parametrize("where", UNRECORDED)
+def test_a_target_without_idempotency_keys_is_looked_up_before_an_order_is_made_again(
+    definition: dict[str, Any], call_app: Call, store: FaultyStore, clock: FakeClock, where: str
+) -> None:
+    """The reconcile branch looks the row up in the target: one that ignores the key still gets each order once."""
+    import_with_a_fault(definition, call_app, store, clock, STRIKES[where], Erp(keyed=False))
+
+
+def import_with_a_fault(
+    definition: dict[str, Any], call_app: Call, store: FaultyStore, clock: FakeClock, strike: Strike | None, erp: Erp
+) -> None:
+    """The import with the fault (None: the store cut mid-call), then the rerun and a run after the lease."""
+    faults = Faults(strike)
+
+    def call(method: str, path: str, body: Any) -> tuple[int, Any]:
+        step = path.removeprefix("/api/")
+        if strike is None and step == "claims/batch" and not faults.fired:
+            # The store's connections cut mid-call: the 21st claim and every one after it are written, unanswered.
+            faults.fired += 1
+            store.arm(21, only="create_claim", lasting=True)
+            try:
+                return call_app(method, path, body)
+            finally:
+                store.disarm()
+        return faults.around(step, lambda: call_app(method, path, body))
+
+    def target(request: dict[str, Any]) -> tuple[int, Any]:
+        return faults.around("create" if request["method"] == "POST" else "look-up", lambda: erp(request))
+
+    rows = import_rows()
+    orders = {row["orderNumber"] for row in rows}
+    started = clock.now
+    with contextlib.suppress(Killed):
+        first = outcome(run(definition, call, target, clock, "run-1"))
+        # A run the fault did not end does every row itself, and never waits for a lease to run out: a call sent
+        # again whole is given back the claims its lost answer held.
+        assert (first["held"], first["failed"]) == ([], [])
+        assert sorted(first["proceeded"] + first["skippedAsDone"]) == sorted(row["rowId"] for row in rows)
+        assert (clock.now - started).total_seconds() < LEASE_SECONDS
+    assert faults.fired, "the fault never struck"
+    rerun = outcome(run(definition, call_app, erp, clock, "run-2"))
+    clock.advance(LEASE_SECONDS)
+    after_the_lease = outcome(run(definition, call_app, erp, clock, "run-3"))
+
+    assert erp.orders() == dict.fromkeys(orders, 1), "an order missing or made twice"
+    assert (rerun["held"], rerun["failed"]) == ([], [])
+    for order in orders:
+        status, claim = call_app("post", "/api/claims/lookup", {"scope": SCOPE, "key": order})
+        assert (status, claim["status"]) == (200, "succeeded"), order
+        assert claim["targetRecordId"] == dict(erp.made)[order]
+    assert after_the_lease["proceeded"] == []
+    assert sorted(after_the_lease["skippedAsDone"]) == sorted(row["rowId"] for row in rows)
+    assert (after_the_lease["held"], after_the_lease["failed"]) == ([], [])
+
+
+def test_a_row_whose_look_up_fails_is_listed_as_failed_and_done_by_the_run_after_the_lease(
+    definition: dict[str, Any], call_app: Call, clock: FakeClock
+) -> None:
+    """A reconcile whose look-up in the target fails through every retry neither creates the order nor drops the
+    row: it is listed as failed, its claim held until the lease runs out, and the next run does it."""
+    erp = Erp()
+    ended = Faults(STRIKES["claim call applied, run ended"])
+    down = Faults(Strike("look-up", 1, after=False, times=DEFAULT_RETRIES + 1))
+
+    def ending(method: str, path: str, body: Any) -> tuple[int, Any]:
+        return ended.around(path.removeprefix("/api/"), lambda: call_app(method, path, body))
+
+    def looking_up(request: dict[str, Any]) -> tuple[int, Any]:
+        return down.around("look-up" if request["method"] == "GET" else "create", lambda: erp(request))
+
+    with pytest.raises(Killed):
+        run(definition, ending, erp, clock, "run-1")
+    rerun = outcome(run(definition, call_app, looking_up, clock, "run-2"))
+    clock.advance(LEASE_SECONDS)
+    after_the_lease = outcome(run(definition, call_app, erp, clock, "run-3"))
+
+    assert down.fired == DEFAULT_RETRIES + 1
+    assert [(failed["rowId"], failed["error"]) for failed in rerun["failed"]] == [("row-0", "lookup_failed")]
+    assert "row-0" not in rerun["proceeded"] + rerun["skippedAsDone"] + rerun["held"]
+    assert (after_the_lease["proceeded"], after_the_lease["failed"]) == (["row-0"], [])
+    assert erp.orders() == dict.fromkeys({row["orderNumber"] for row in import_rows()}, 1)

@@ -1,0 +1,218 @@
+"""Retiring a key secret: never while a row found only through it remains, tombstones included (issue 31).
+
+Retention turns a succeeded claim into a tombstone that keeps its ``KeyId``; ``oncegate keys`` and
+``keys retire`` counted only the claims. Measured on main 7a113f4 (both stores, 20 of 20): succeed K
+under secret A, switch to B with PREVIOUS=A, purge K down to its tombstone, ``oncegate keys`` showed A
+with 0 claims, ``keys retire A`` was accepted ("0 orphaned"), and once PREVIOUS was dropped K answered
+``proceed``.
+
+Each test runs the app's instances as the service (a clock of their own, set back so that retention has
+something to do) and the operator's commands through the CLI, on the store the environment names, as the
+runbook in docs/operations.md has them typed; ``oncegate purge`` runs on the real clock, so the claims made
+100 days ago are past their retention and their tombstones within their horizon.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oncegate.cli import main
+from oncegate.domain.keys import KeyHasher, KeyRing
+from oncegate.domain.limits import DEFAULT_HORIZON_DAYS
+from oncegate.domain.safeguards import SWITCH_GRACE
+from oncegate.domain.statuses import Decision
+from oncegate.errors import NotConfigured
+from oncegate.stores.port import ClaimStore
+from tests.cli.conftest import Run
+from tests.conftest import SQLITE_FILE, FakeClock
+from tests.gate import Gate
+from tests.service.calls import claim, record, release
+
+A = "secret-a-" + "a" * 32
+B = "secret-b-" + "b" * 32
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+# How long before today the rotation's claims are made: past the default retention (90 days), within the horizon.
+AGO = timedelta(days=100)
+
+
+def ring(current: str, *, previous: str | None = None, next_: str | None = None) -> KeyRing:
+    return KeyRing(
+        KeyHasher(current),
+        previous=KeyHasher(previous) if previous else None,
+        next_=KeyHasher(next_) if next_ else None,
+    )
+
+
+@pytest.fixture
+def instance(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[KeyRing], Gate]:
+    """An app instance with these key secrets over the test's store, reading its marks on every request."""
+    clock.now = datetime.now(UTC) - AGO
+    return lambda keys: Gate(open_store(), keys, clock=clock, check_interval=timedelta(0))
+
+
+@pytest.fixture
+def operator(
+    store_kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Run]:
+    """``oncegate ...`` as an operator types it, with the app's store settings (those of the runbook's step 2)."""
+    for name in ("ONCEGATE_STORE", "ONCEGATE_SQLITE_PATH", "ONCEGATE_STORE_ID", "ONCEGATE_KEY_SECRET_NEXT"):
+        monkeypatch.delenv(name, raising=False)
+    if store_kind == "tables":
+        tables = request.getfixturevalue("table_store_factory")
+        monkeypatch.setenv("ONCEGATE_STORE", "tables")
+        monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", tables.connection_string)
+        monkeypatch.setenv("ONCEGATE_TABLE_PREFIX", tables.prefix)
+    else:
+        monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(tmp_path / SQLITE_FILE))
+    monkeypatch.setenv("ONCEGATE_KEY_SECRET", B)
+    monkeypatch.setenv("ONCEGATE_KEY_SECRET_PREVIOUS", A)
+    capsys = request.getfixturevalue("capsys")
+
+    def run(command: str) -> Run:
+        argv = shlex.split(command)
+        assert argv[0] == "oncegate"
+        code = main(argv[1:])
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err, err
+        return Run(code, out, err)
+
+    return run
+
+
+def listed(operator: Callable[..., Run]) -> dict[str, dict[str, Any]]:
+    """``oncegate keys --json``: each secret's entry by key id."""
+    shown = operator("oncegate keys --json")
+    assert shown.code == 0, shown.err
+    return {secret["keyId"]: secret for secret in json.loads(shown.out)["keySecrets"]}
+
+
+def switched_from_a_to_b(instance: Callable[[KeyRing], Gate], clock: FakeClock, keys: list[str]) -> Gate:
+    """The runbook's steps 1 and 2 with ``keys`` done under A before them; the switch's grace over."""
+    before = instance(ring(A))
+    for key in keys:
+        record(before, claim(before, key=key, run="run-first"))
+    instance(ring(A, next_=B)).health()
+    switched = instance(ring(B, previous=A))
+    switched.health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+    return switched
+
+
+def test_a_secret_whose_tombstones_remain_is_not_retired_and_its_keys_stay_duplicate(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    switched = switched_from_a_to_b(instance, clock, ["K-1"])
+    a_id = KeyHasher(A).key_id
+
+    purged = operator("oncegate purge")
+    shown = listed(operator)[a_id]
+    retire = operator(f"oncegate keys retire {a_id}")
+
+    assert purged.code == 0, purged.err
+    assert retire.code == 2, retire.out
+    assert (shown["claims"], shown["tombstones"]) == (0, 1)
+    assert "1 tombstone" in retire.err
+    assert "--orphan 1" in retire.err
+    assert listed(operator)[a_id]["state"] == "previous"
+    # The runbook's step 4 cannot be taken early: an instance without PREVIOUS refuses instead of proceeding.
+    with pytest.raises(NotConfigured) as dropped:
+        claim(instance(ring(B)), key="K-1", run="run-again")
+    assert dropped.value.target == "ONCEGATE_KEY_SECRET_PREVIOUS"
+    assert claim(switched, key="K-1", run="run-again").decision is Decision.DUPLICATE
+
+
+def test_claims_in_every_status_count_and_those_retention_keeps_have_no_horizon(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    before = instance(ring(A))
+    claim(before, key="K-running", run="run-first")
+    record(before, claim(before, key="K-failed", run="run-first"), "failed", error="ERP down", retryable=True)
+    release(before, claim(before, key="K-released", run="run-first"))
+    record(before, claim(before, key="K-done", run="run-first"))
+    done_at = clock.now
+    instance(ring(A, next_=B)).health()
+    instance(ring(B, previous=A)).health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+
+    purged = operator("oncegate purge --json")
+    shown = listed(operator)[KeyHasher(A).key_id]
+    refused = operator(f"oncegate keys retire {KeyHasher(A).key_id}")
+
+    assert json.loads(purged.out)["deleted"] == 2  # the released claim, and the succeeded one down to its tombstone
+    assert (shown["claims"], shown["tombstones"], shown["held"]) == (2, 1, 2)
+    horizon = datetime.fromisoformat(shown["lastHorizon"])
+    assert abs(horizon - done_at - timedelta(days=DEFAULT_HORIZON_DAYS)) < timedelta(seconds=1)
+    assert refused.code == 2
+    assert "2 claims and 1 tombstone (2 claims that retention never deletes by itself" in refused.err
+    assert "--orphan 3" in refused.err
+
+
+def runbook_commands() -> list[str]:
+    """The commands of the rotation runbook (docs/operations.md, 'The key secret'), in the order it gives them."""
+    text = OPERATIONS.read_text(encoding="utf-8")
+    section = text.split("## The key secret", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip().startswith("oncegate ")]
+
+
+def test_the_rotation_runbook_as_written_with_the_purge_between_its_steps(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    commands = runbook_commands()
+    assert commands == ["oncegate keys", "oncegate keys", "oncegate keys retire <its key id>"]
+    list_keys, retire = commands[1], commands[2].replace("<its key id>", KeyHasher(A).key_id)
+    # Before the rotation: a key done long ago (its horizon is over by today) and one done 100 days ago.
+    started = clock.now
+    clock.now = started - timedelta(days=300)
+    before = instance(ring(A))
+    record(before, claim(before, key="K-long-ago", run="run-first"))
+    clock.now = started
+    record(before, claim(before, key="K-1", run="run-first"))
+    # 1. Next.
+    instance(ring(A, next_=B)).health()
+    assert operator("oncegate purge").code == 0
+    # 2. Switch; the grace over, new keys are claimed with B.
+    switched = instance(ring(B, previous=A))
+    switched.health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+    record(switched, claim(switched, key="K-after-the-switch", run="run-first"))
+    assert operator("oncegate purge").code == 0
+    # 3. Retire: refused while K-1's tombstone is there, which `oncegate keys` shows, with the day it goes.
+    shown = operator(list_keys)
+    a_entry = listed(operator)[KeyHasher(A).key_id]
+    refused = operator(retire)
+    horizon = datetime.fromisoformat(a_entry["lastHorizon"])
+
+    assert shown.code == 0
+    assert "TOMBSTONES" in shown.out
+    assert "LAST HORIZON" in shown.out
+    assert (a_entry["claims"], a_entry["tombstones"], a_entry["held"]) == (0, 1, 0)
+    assert horizon - started - timedelta(days=DEFAULT_HORIZON_DAYS) < timedelta(minutes=1)
+    assert refused.code == 2
+    assert "1 tombstone (the last reaches its horizon on" in refused.err
+    assert claim(switched, key="K-1", run="run-again").decision is Decision.DUPLICATE
+
+    # The daily purge on the day after that horizon deletes the tombstone: now the retire is accepted.
+    clock.now = horizon + timedelta(days=1)
+    record(switched, claim(switched, key="K-late", run="run-first"))
+    switched.retention.purge()
+    emptied = listed(operator)[KeyHasher(A).key_id]
+    retired = operator(retire)
+    # 4. Drop the setting.
+    after = instance(ring(B))
+
+    assert (emptied["claims"], emptied["tombstones"], emptied["lastHorizon"]) == (0, 0, None)
+    assert retired.code == 0, retired.err
+    assert f"Key secret {KeyHasher(A).key_id} is retired" in retired.out
+    assert after.health().status == "ok"
+    assert claim(after, key="K-late", run="run-again").decision is Decision.DUPLICATE
+    # K-1's horizon is over: it is answered as a key never seen, as it would be without a rotation.
+    assert claim(after, key="K-1", run="run-again").decision is Decision.PROCEED

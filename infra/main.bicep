@@ -258,8 +258,27 @@ var zoneRedundantSkus = [
 ]
 var zonesMissing = !redeploy && contains(zoneRedundantSkus, storageSku) && contains(regionsWithoutZones, location)
 
-module zonesRequired 'core/required.bicep' = if (zonesMissing) {
-  name: 'no-zones-in-${location}-use-${zonesMissing ? regionsWithoutZones[location] : location}'
+// Flex Consumption regions without a paired region, so without geo-redundant storage
+// (learn.microsoft.com/azure/reliability/regions-paired, nonpaired regions; .../storage/common/redundancy-regions-gzrs
+// lists neither), each with a region near it that has Flex Consumption, zones and a pair. A new geo-redundant
+// account there stops the same way (its deployment's name says where to go), or choose Standard_ZRS there.
+var regionsWithoutPair = {
+  italynorth: 'germanywestcentral'
+  spaincentral: 'francecentral'
+}
+var geoRedundantSkus = [
+  'Standard_GRS'
+  'Standard_RAGRS'
+  'Standard_GZRS'
+  'Standard_RAGZRS'
+]
+var pairMissing = !redeploy && contains(geoRedundantSkus, storageSku) && contains(regionsWithoutPair, location)
+// The guard's deployment name is its message; each map is read only where the region is in it.
+var zonesGuard = 'no-zones-in-${location}-use-${zonesMissing ? regionsWithoutZones[location] : location}'
+var pairGuard = 'no-paired-region-for-${location}-use-${pairMissing ? regionsWithoutPair[location] : location}'
+
+module zonesRequired 'core/required.bicep' = if (zonesMissing || pairMissing) {
+  name: zonesMissing ? zonesGuard : pairGuard
   params: {
     // Empty, so ARM refuses it, and not a literal, which the compiler would refuse before ARM names the guard.
     value: take(location, 0)

@@ -29,7 +29,7 @@
     health
   The options of the deployment (--url, --key, --entra, --json...) go before COMMAND or after it.
   --reviewer may be left out with --entra: the service records who signed in, whatever it says.
-  An option of scopes set left out keeps its setting; given '' it resets the setting to its default.
+  An option of scopes set or flows register left out keeps its setting; given '' it resets the setting to its default.
 
 serve, purge, keys and store work on the store the environment's settings name (ONCEGATE_STORE...),
 as the app does, and say which store that is; every other command talks to a deployment over its HTTP API.
@@ -293,17 +293,22 @@ def _add_flows(subparsers: Any) -> None:
         flows,
         "register",
         commands.flows_register,
-        "register a flow, or replace its registration: an option left out is cleared (the flow is enabled)",
+        "register a flow, or change its registration: only the options given change, the others stay; an option "
+        "given '' clears it",
     )
     register.add_argument("--name", required=True, help="the flow's display name, such as 'Create ERP order'")
     register.add_argument("--environment", required=True, help="the environment it runs in, such as Default-contoso")
-    register.add_argument("--owner", help="who answers for the flow")
+    register.add_argument("--owner", help="who answers for the flow ('' clears it)")
     enabled = register.add_mutually_exclusive_group()
-    enabled.add_argument("--enabled", dest="enabled", action="store_true", default=True, help="may claim (default)")
+    enabled.add_argument(
+        "--enabled", dest="enabled", action="store_true", default=None, help="may claim (a new flow is enabled)"
+    )
     enabled.add_argument(
         "--disabled", dest="enabled", action="store_false", help="answered blocked, before any claim is made"
     )
-    register.add_argument("--notes", help="why, such as 'replaced by the v2 flow'; shown in the blocked reason")
+    register.add_argument(
+        "--notes", help="why, such as 'replaced by the v2 flow'; shown in the blocked reason ('' clears them)"
+    )
 
 
 def _add_scopes(subparsers: Any) -> None:

@@ -45,6 +45,7 @@ from oncegate.models import (
     Health,
     OverlapList,
     RecordResultsAnswer,
+    RegisterFlowRequest,
     ScopeList,
     ScopeView,
     SetScopeRequest,
@@ -233,19 +234,16 @@ class Client:
         """The side-effect catalogue page by page."""
         return self._pages(ScopeList, "/api/scopes", {"top": top})
 
-    def register_flow(
-        self, *, name: str, environment: str, owner: str | None, enabled: bool, notes: str | None
-    ) -> Answer[FlowView]:
-        """Register a flow or replace its registration: a field left out is cleared."""
-        wanted = {"name": name, "environment": environment, "owner": owner, "enabled": enabled, "notes": notes}
-        return self._call(FlowView, "PUT", "/api/flows", _present(wanted))
+    def register_flow(self, name: str, environment: str, settings: Mapping[str, Any]) -> Answer[FlowView]:
+        """Register a flow with the settings named in ``settings`` by field name (``owner``); None resets one to its
+        default, and a setting not named stays as it is."""
+        body = {"name": name, "environment": environment, **_aliased(RegisterFlowRequest, settings)}
+        return self._call(FlowView, "PUT", "/api/flows", body)
 
     def set_scope(self, scope: str, settings: Mapping[str, Any]) -> Answer[ScopeView]:
         """Set the scope's settings named in ``settings`` by field name (``lease_seconds``); None resets one to its
         default, and a setting not named stays as it is."""
-        fields = SetScopeRequest.model_fields
-        wanted = {fields[name].alias or name: value for name, value in settings.items()}
-        return self._call(ScopeView, "PUT", "/api/scopes", {"scope": scope, **wanted})
+        return self._call(ScopeView, "PUT", "/api/scopes", {"scope": scope, **_aliased(SetScopeRequest, settings)})
 
     def get_conflict(self, conflict_id: str) -> Answer[ConflictView]:
         return self._call(ConflictView, "GET", f"/api/conflicts/{quote(conflict_id, safe='')}")
@@ -337,6 +335,12 @@ def _target(link: str) -> str:
     """A link's path and query: followed on this client's host, whatever host the service wrote into it."""
     parts = urlsplit(link)
     return f"{parts.path}?{parts.query}"
+
+
+def _aliased(request: type[BaseModel], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` named by their field names (``lease_seconds``) as the request's fields on the wire."""
+    fields = request.model_fields
+    return {fields[name].alias or name: value for name, value in settings.items()}
 
 
 def _present(fields: dict[str, Any]) -> dict[str, Any]:

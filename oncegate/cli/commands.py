@@ -279,11 +279,14 @@ def flows_overlaps(client: Client, args: argparse.Namespace) -> Output:
     return _listed(client.overlap_pages(top=args.top), args.all_pages, "overlapping flows", rendering.overlaps_table)
 
 
+# The settings of ``flows register``, each an option (``--owner``) and a field of Register flow.
+FLOW_SETTINGS = ("owner", "enabled", "notes")
+
+
 def flows_register(client: Client, args: argparse.Namespace) -> Output:
-    answer = client.register_flow(
-        name=args.name, environment=args.environment, owner=args.owner, enabled=args.enabled, notes=args.notes
-    )
-    return _shown(answer, rendering.flow_text)
+    """Change the settings given, each given empty ('') back to its default; the service keeps the others."""
+    given = {name: getattr(args, name) for name in FLOW_SETTINGS}
+    return _shown(client.register_flow(args.name, args.environment, _named(given)), rendering.flow_text)
 
 
 def scopes_list(client: Client, args: argparse.Namespace) -> Output:
@@ -299,8 +302,12 @@ def scopes_set(client: Client, args: argparse.Namespace) -> Output:
     given = {name: getattr(args, name) for name in SCOPE_SETTINGS}
     for pointers in ("fingerprint_include", "fingerprint_ignore"):
         given[pointers] = _pointers(given[pointers])
-    wanted = {name: None if value == "" else value for name, value in given.items() if value is not None}
-    return _shown(client.set_scope(args.scope_name, wanted), rendering.scope_text)
+    return _shown(client.set_scope(args.scope_name, _named(given)), rendering.scope_text)
+
+
+def _named(given: dict[str, Any]) -> dict[str, Any]:
+    """The settings whose option was given (not None), one given empty ('') as None: reset to its default."""
+    return {name: None if value == "" else value for name, value in given.items() if value is not None}
 
 
 def _pointers(given: list[str] | None) -> list[str] | str | None:

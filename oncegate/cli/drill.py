@@ -341,9 +341,11 @@ def _release_held(drill: _Drill) -> Interrupted:
 
 
 def _register_command(url: str, flow: FlowRef) -> str:
-    """The command that registers the drill's flow, enabled: what a blocked drill needs before it runs again."""
+    """The command that registers the drill's flow, enabled: what a blocked drill needs before it runs again.
+    ``--enabled`` is named: registering again changes only what it names, so a disabled flow stays disabled
+    without it (issue 31)."""
     names = f"--name {shlex.quote(flow.name)} --environment {shlex.quote(flow.environment)}"
-    return f"oncegate --url {shlex.quote(url)} flows register {names}"
+    return f"oncegate --url {shlex.quote(url)} flows register {names} --enabled"
 
 
 # -- acting as flows ----------------------------------------------------------------------------

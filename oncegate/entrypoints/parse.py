@@ -159,10 +159,16 @@ def list_attention(query: ListClaimsQuery) -> ListAttention:
     return ListAttention(scope=query.scope, limit=query.top, cursor=query.cursor)
 
 
+# The fields of Register flow that name the flow rather than set something about it.
+FLOW_IDENTITY = frozenset({"name", "environment"})
+
+
 def register_flow(request: RegisterFlowRequest) -> RegisterFlow:
-    return RegisterFlow(
-        flow=Flow(request.name, request.environment), owner=request.owner, enabled=request.enabled, notes=request.notes
-    )
+    """The settings the request names, a null among them reset; one left out stays as it is (issue 31)."""
+    named: dict[str, Any] = {
+        name: getattr(request, name) for name in request.model_fields_set - {"name", "environment"}
+    }
+    return RegisterFlow(flow=Flow(request.name, request.environment), **named)
 
 
 def set_scope(request: SetScopeRequest) -> SetScope:

@@ -37,7 +37,8 @@ from oncegate.models.claim_requests import FlowRef, flow_in_answer
 class RegisterFlowRequest(_Request):
     """Register a flow in the inventory, or change its registration: owner, enabled, notes.
 
-    It replaces the registration: a field left out is cleared (``enabled`` becomes true).
+    Only the fields given change (issue 31): a field left out stays as the registration holds it, and a field
+    sent as null is reset (no owner, no notes, enabled). The parse reads which were given from ``model_fields_set``.
     """
 
     name: Annotated[
@@ -57,19 +58,29 @@ class RegisterFlowRequest(_Request):
         ),
     ]
     owner: Annotated[
-        Text256 | None, designer("Owner", "Who answers for the flow, such as an email address.", IMPORTANT)
-    ] = None
-    enabled: Annotated[
-        bool,
+        Text256 | None,
         designer(
-            "Enabled",
-            "Whether the flow may claim (yes when left empty). When it is no, the flow's Check and claim answers "
-            "blocked until a person enables it again.",
+            "Owner",
+            "Who answers for the flow, such as an email address. Left empty, the flow keeps its owner.",
             IMPORTANT,
         ),
-    ] = True
+    ] = None
+    enabled: Annotated[
+        bool | None,
+        designer(
+            "Enabled",
+            "Whether the flow may claim. When it is no, the flow's Check and claim answers blocked until a person "
+            "enables it again. Left empty, it stays (yes until set).",
+            IMPORTANT,
+        ),
+    ] = None
     notes: Annotated[
-        str | None, designer("Notes", "Why the flow is registered or disabled; a blocked answer quotes it.", ADVANCED)
+        str | None,
+        designer(
+            "Notes",
+            "Why the flow is registered or disabled; a blocked answer quotes it. Left empty, they stay.",
+            ADVANCED,
+        ),
     ] = Field(default=None, max_length=2048)
 
 

@@ -128,23 +128,27 @@ class ListAttention(Paging):
     scope: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class RegisterFlow:
-    """Register a flow, or replace its registration."""
-
-    flow: Flow
-    owner: str | None = None
-    enabled: bool = True
-    notes: str | None = None
-
-
 class Unchanged(Enum):
-    """A setting that Set scope did not name: the scope keeps it as it is (issue 31)."""
+    """A setting that Set scope or Register flow did not name: it stays as it is (issue 31)."""
 
     KEEP = "keep"
 
 
 KEEP = Unchanged.KEEP
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegisterFlow:
+    """Register a flow, or change its registration.
+
+    A setting left ``KEEP`` stays as the registration holds it; None resets it to its default (no owner, no
+    notes, enabled), so that no request resets what an operator set without naming it.
+    """
+
+    flow: Flow
+    owner: str | Unchanged | None = KEEP
+    enabled: bool | Unchanged | None = KEEP
+    notes: str | Unchanged | None = KEEP
 
 
 @dataclass(frozen=True, kw_only=True)

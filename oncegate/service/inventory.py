@@ -183,17 +183,15 @@ class Inventory:
         return _page(self._store.list_flows(), lambda r: (r.flow.name, r.flow.environment), page)
 
     def register_flow(self, request: RegisterFlow) -> FlowRecord:
-        """Register the flow or replace its registration; its counts stay."""
+        """Register the flow, or set the settings the request names, a None among them to its default; the others
+        and the counts stay."""
         flow = request.flow
+        named = {name: value for name in FLOW_SETTINGS if (value := getattr(request, name)) is not KEEP}
+        if "enabled" in named and named["enabled"] is None:
+            named["enabled"] = True  # a flow may claim until someone disables it
 
         def registered(record: FlowRecord) -> FlowRecord:
-            return replace(
-                record,
-                owner=request.owner,
-                enabled=request.enabled,
-                notes=request.notes,
-                registered_at=record.registered_at or self._clock(),
-            )
+            return replace(record, **named, registered_at=record.registered_at or self._clock())
 
         saved = self._saved(
             self._store.list_flows, self._store.save_flow, lambda r: r.flow == flow, FlowRecord(flow), registered
@@ -308,6 +306,9 @@ def open_conflicts(store: ConflictRecords) -> Iterator[Conflict]:
         lambda cursor: store.list_conflicts(status=ConflictStatus.OPEN, scope=None, limit=CONFLICT_PAGE, cursor=cursor)
     )
 
+
+# The settings of a flow that Register flow sets by name, each a field of the command and of the flow's record.
+FLOW_SETTINGS = ("owner", "enabled", "notes")
 
 # The settings of a scope that Set scope sets by name, each a field of the command and of the scope's record.
 SETTINGS = ("owner", "lease_seconds", "retention_days", "horizon_days", "description", "key_pattern")

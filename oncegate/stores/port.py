@@ -72,7 +72,9 @@ class ClaimWrites(Protocol):
         """Delete the claim, its whole history and its fingerprint records if ``claim.version`` is still current.
 
         With ``tombstone`` (the claim with ``purged_at`` set and only what a late replay needs), the claim's
-        row is replaced by it instead of deleted, in the same commit as the last of the history.
+        row is replaced by it instead of deleted, in the same commit as the last of the history; the
+        fingerprint records :func:`~oncegate.domain.tombstones.buried_fingerprints` names stay, rewritten as it
+        returns them in that commit (issue 31). Deleting a tombstone deletes every record left with it.
 
         Raises ``ConcurrentUpdate`` when the claim changed since it was read, or is gone. The claim row
         goes last: a delete cut short leaves the claim with part of its history, which the next purge

@@ -46,6 +46,7 @@ from oncegate.domain.records import (
 )
 from oncegate.domain.statuses import ConflictStatus
 from oncegate.domain.store_id import STORE_ID, missing_table
+from oncegate.domain.tombstones import buried_fingerprints
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotConfigured, NotFound, StoreUnavailable
 from oncegate.stores import columns, large_values
 from oncegate.stores.columns import Row
@@ -626,7 +627,21 @@ class SqliteStore:
             if changed != 1:
                 raise ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}, or is gone")
             connection.execute("DELETE FROM history WHERE ClaimId = ?", (claim.claim_id,))
-            connection.execute("DELETE FROM fingerprints WHERE ClaimId = ?", (claim.claim_id,))
+            kept = self._buried_fingerprints(connection, tombstone) if tombstone is not None else []
+            marks = ", ".join("?" for _ in kept)
+            connection.execute(
+                f"DELETE FROM fingerprints WHERE ClaimId = ? AND Fingerprint NOT IN ({marks})",
+                [claim.claim_id, *(record.fingerprint for record in kept)],
+            )
+            for record in kept:
+                self._save_fingerprint(connection, record)
+
+    @staticmethod
+    def _buried_fingerprints(connection: sqlite3.Connection, tombstone: Claim) -> list[FingerprintRecord]:
+        """The claim's fingerprint records its tombstone keeps, as they are to be written (issue 31)."""
+        rows = connection.execute("SELECT * FROM fingerprints WHERE ClaimId = ?", (tombstone.claim_id,)).fetchall()
+        stored = [columns.fingerprint_from_row(dict(row), str(row["Version"])) for row in rows]
+        return buried_fingerprints(tombstone, stored)
 
     def add_event(self, event: HistoryEvent) -> None:
         # Event ids are unique, so a row already there is this very event sent again: the same as on Tables.

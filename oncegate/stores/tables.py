@@ -93,6 +93,7 @@ from oncegate.domain.records import (
 )
 from oncegate.domain.statuses import ConflictStatus
 from oncegate.domain.store_id import STORE_ID, missing_table
+from oncegate.domain.tombstones import buried_fingerprints
 from oncegate.errors import (
     AlreadyExists,
     ConcurrentUpdate,
@@ -617,6 +618,8 @@ class TableStore:
         Every transaction carries the claim row: each but the last touches it (a merge of nothing, which
         changes its ETag), the last deletes or replaces it. A claim that changes meanwhile fails the next
         transaction and keeps what is left; only a history of more than 99 rows needs more than one transaction.
+        A tombstone keeps the fingerprint records :func:`~oncegate.domain.tombstones.buried_fingerprints` names,
+        rewritten in its own transaction; the others go with the history.
         """
         stale = f"claim {claim.claim_id} changed since {claim.version}, or is gone"
         with _on_status(STALE, lambda: ConcurrentUpdate(stale)):
@@ -625,11 +628,15 @@ class TableStore:
             )
             if next((_etag(row.metadata) for row in rows if row["RowKey"] == CLAIM_ROW), None) != claim.version:
                 raise ConcurrentUpdate(stale)
+            kept = self._buried_fingerprints(tombstone, rows) if tombstone is not None else []
+            staying = {CLAIM_ROW, *(FINGERPRINT_PREFIX + record.fingerprint for record in kept)}
             history = [
                 (TransactionOperation.DELETE, _claim_keys(claim.claim_id, row["RowKey"]))
                 for row in rows
-                if row["RowKey"] != CLAIM_ROW
+                if row["RowKey"] not in staying
             ]
+            # Last, so that they go in the transaction that writes the tombstone (there are fewer than a batch).
+            history += [_fingerprint_operation(record) for record in kept]
             etag = claim.version
             while len(history) > HISTORY_BATCH:
                 batch, history = history[:HISTORY_BATCH], history[HISTORY_BATCH:]
@@ -650,6 +657,13 @@ class TableStore:
         for entity in _claim_index(claim):
             with suppress(HttpResponseError, ServiceRequestError, ServiceResponseError):
                 self._claims.delete_entity(entity["PartitionKey"], entity["RowKey"])
+
+    def _buried_fingerprints(self, tombstone: Claim, rows: list[Any]) -> list[FingerprintRecord]:
+        """The claim's fingerprint records its tombstone keeps (issue 31): read only when the claim has any, as
+        only a claim whose conflicts were resolved does; each written back at the ETag it was read with."""
+        keys = [row["RowKey"] for row in rows]
+        names = [key.removeprefix(FINGERPRINT_PREFIX) for key in keys if key.startswith(FINGERPRINT_PREFIX)]
+        return buried_fingerprints(tombstone, self.get_fingerprints(tombstone.claim_id, names)) if names else []
 
     def add_event(self, event: HistoryEvent) -> None:
         """Append a history event to its claim's partition."""

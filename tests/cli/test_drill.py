@@ -301,7 +301,7 @@ def test_a_drill_flow_disabled_in_the_inventory_stops_at_once_and_ends_with_the_
     assert "deviation" not in run.out + run.err
     reason, command = run.out.splitlines()[-2:]
     assert reason.startswith("Flow 'OnceGate drill' in '127.0.0.1' is disabled")
-    assert command == f"oncegate --url {url} flows register --name 'OnceGate drill' --environment 127.0.0.1"
+    assert command == f"oncegate --url {url} flows register --name 'OnceGate drill' --environment 127.0.0.1 --enabled"
     assert run.err.splitlines() == ["drill 1 first: 1 run on key A"]
     assert (as_json["passed"], as_json["fix"], as_json["blocked"]["answer"]) == (False, command, "blocked")
     assert (fix.code, again.code) == (0, 0), again.out
@@ -318,7 +318,7 @@ def test_where_only_registered_flows_may_claim_the_drill_stops_at_the_first_bloc
     assert run.code == 2, run.out + run.err
     claims = [request for request in seen if request.url.endswith("/api/claims")]
     assert len(claims) == 1
-    assert run.out.splitlines()[-1].endswith("flows register --name 'OnceGate drill' --environment 127.0.0.1")
+    assert run.out.splitlines()[-1].endswith("flows register --name 'OnceGate drill' --environment 127.0.0.1 --enabled")
 
 
 # -- refusals and usage -------------------------------------------------------------------------------

@@ -56,14 +56,30 @@ def test_a_flow_registered_disabled_is_blocked_with_its_notes(api: ServerApi, on
     assert "replaced by the v2 flow" in answer["reason"]
 
 
-def test_registering_again_replaces_the_registration(oncegate: Oncegate) -> None:
-    oncegate("flows", "register", *ERP, "--owner", "ana@contoso.com", "--disabled")
+def test_registering_again_changes_only_the_options_given(oncegate: Oncegate, wired: Gate) -> None:
+    """Issue 31: registering again sent every option, so an option left out enabled the flow and cleared the rest."""
+    oncegate("flows", "register", *ERP, "--owner", "ana@contoso.com", "--disabled", "--notes", "replaced by v2")
 
-    run = oncegate("flows", "register", *ERP, "--json")
+    bare = oncegate("flows", "register", *ERP, "--json")
+    one = oncegate("flows", "register", *ERP, "--owner", "kim@contoso.com", "--json")
 
-    assert run.code == 0, run.err
-    flow = json.loads(run.out)
-    assert (flow["enabled"], flow.get("owner")) == (True, None)
+    assert bare.code == one.code == 0, bare.err + one.err
+    shown = ("enabled", "owner", "notes")
+    assert [json.loads(bare.out).get(name) for name in shown] == [False, "ana@contoso.com", "replaced by v2"]
+    assert [json.loads(one.out).get(name) for name in shown] == [False, "kim@contoso.com", "replaced by v2"]
+    (stored,) = wired.store.list_flows()
+    assert (stored.enabled, stored.owner, stored.notes) == (False, "kim@contoso.com", "replaced by v2")
+
+
+def test_registering_with_options_given_empty_clears_them(oncegate: Oncegate) -> None:
+    oncegate("flows", "register", *ERP, "--owner", "ana@contoso.com", "--disabled", "--notes", "replaced by v2")
+
+    cleared = oncegate("flows", "register", *ERP, "--owner", "", "--notes", "", "--json")
+    enabled = oncegate("flows", "register", *ERP, "--enabled", "--json")
+
+    assert cleared.code == enabled.code == 0, cleared.err + enabled.err
+    assert [json.loads(cleared.out).get(name) for name in ("enabled", "owner", "notes")] == [False, None, None]
+    assert json.loads(enabled.out)["enabled"] is True
 
 
 def test_flows_list_follows_next_link_with_all_pages(api: ServerApi, oncegate: Oncegate, seen: list[Seen]) -> None:

@@ -12,9 +12,16 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 CONNECTOR = REPO / "connector"
 # The Power Platform schemas, vendored (schemas/README.md), and the team's reference copy they came from,
-# beside the repository where it is there.
+# beside the repository (or beside the folder of worktrees it is checked out in) where it is there.
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
-SHARED_SCHEMAS = REPO.parent / "shared" / "reference" / "powerplatform-schemas"
+SHARED_SCHEMAS = next(
+    (
+        folder / "shared" / "reference" / "powerplatform-schemas"
+        for folder in (REPO.parent, REPO.parent.parent)
+        if (folder / "shared" / "reference" / "powerplatform-schemas").is_dir()
+    ),
+    REPO.parent / "shared" / "reference" / "powerplatform-schemas",
+)
 
 DEFINITIONS = {
     "key": CONNECTOR / "apiDefinition.swagger.json",

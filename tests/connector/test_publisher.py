@@ -60,6 +60,22 @@ def test_the_package_carries_the_publishers_facts_and_nothing_else_changes(packa
         assert (package / name).read_bytes() == (CONNECTOR / name).read_bytes()
 
 
+def test_the_packages_properties_and_readme_name_the_publisher(package: Path) -> None:
+    """A submission is the definition, the properties and a readme (the PowerPlatformConnectors repository's
+    template, with its required "## Publisher:" heading): each names the publisher, not "OnceGate"."""
+    for name in generator.PROPERTIES_FILES:
+        packaged: dict[str, Any] = load(package / name)
+        assert packaged["properties"]["publisher"] == PUBLISHER["name"]
+        original: dict[str, Any] = load(CONNECTOR / name)
+        del packaged["properties"]["publisher"], original["properties"]["publisher"]
+        assert packaged == original, name
+    readme = (package / "readme.md").read_text(encoding="utf-8").splitlines()
+    committed = (CONNECTOR / "README.md").read_text(encoding="utf-8").splitlines()
+    assert [line for line in readme if line.startswith("## Publisher:")] == [f"## Publisher: {PUBLISHER['name']}"]
+    changed = [(ours, theirs) for ours, theirs in zip(readme, committed, strict=True) if ours != theirs]
+    assert changed == [(f"## Publisher: {PUBLISHER['name']}", "## Publisher: OnceGate")]
+
+
 PLACEHOLDER = "is a placeholder"
 # (key, value) -> what the refusal says of it.
 PLACEHOLDERS = {
@@ -109,3 +125,28 @@ def test_the_sample_publisher_passes_and_package_needs_both_options() -> None:
         generator.main(["--out", "somewhere"])
     with pytest.raises(SystemExit):
         generator.main(["--check", "--publisher", "p.json", "--out", "somewhere"])
+
+
+def test_the_readmes_publisher_file_as_shown_is_refused_naming_each_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Copied from connector/README.md and only partly filled in, no ``<your ...>`` value reaches the package.
+
+    The pages and the name were accepted as they stand there: ``https://<your privacy policy>`` passed as an
+    https address (``urlsplit`` takes any text for its host), and a package shipped with them once the e-mail
+    and the host were filled in.
+    """
+    readme = (CONNECTOR / "README.md").read_text(encoding="utf-8")
+    gallery = readme.split("### For the gallery", 1)[1]
+    shown = json.loads(gallery.split("```json", 1)[1].split("```", 1)[0])
+    assert set(shown) == set(PUBLISHER)
+    filled_in = shown | {"email": PUBLISHER["email"], "host": PUBLISHER["host"]}
+    publisher = tmp_path / "publisher.json"
+    publisher.write_text(json.dumps(filled_in), encoding="utf-8")
+    out = tmp_path / "package"
+    assert generator.main(["--connector-dir", str(CONNECTOR), "--publisher", str(publisher), "--out", str(out)]) == 1
+    refused = capsys.readouterr().err
+    assert f"name {shown['name']!r} is a placeholder" in refused
+    for key in ("supportUrl", "website", "privacyPolicy"):
+        assert f"{key} {shown[key]!r} is not an https address" in refused
+    assert not out.exists()

@@ -147,6 +147,20 @@ def test_a_bare_put_of_a_scope_changes_nothing_and_a_null_resets_the_setting(api
     assert reset["fingerprintRulesVersion"] == 2
 
 
+def test_a_bare_put_of_a_flow_changes_nothing_and_a_null_resets_the_setting(api: Api) -> None:
+    """Issue 31: a bare PUT /api/flows enabled a disabled flow again and cleared its owner and notes."""
+    registration = {"owner": "ana@contoso.com", "enabled": False, "notes": "Replaced by the v2 flow."}
+    register(api, **registration)
+
+    bare = register(api)
+    blocked = ok(api.call("check_and_claim", claim_body()))
+    reset = register(api, **dict.fromkeys(registration))
+
+    assert {name: bare.get(name) for name in registration} == registration
+    assert blocked["decision"] == "blocked"
+    assert {name: reset.get(name) for name in registration} == {"owner": None, "enabled": True, "notes": None}
+
+
 @pytest.mark.parametrize(
     ("name", "body", "target"),
     [

@@ -611,6 +611,36 @@ def test_a_new_zone_redundant_account_in_a_region_without_zones_stops_naming_a_r
     assert deploy_module(main_bicep, "zonesRequired", {"location": "ukwest", "storageSku": "Standard_ZRS"}) is None
 
 
+# Flex Consumption regions without a paired region, so without geo-redundant storage (GRS, GZRS, their RA-
+# forms): learn.microsoft.com/azure/reliability/regions-paired (nonpaired regions) and .../storage/common/
+# redundancy-regions-gzrs, which lists neither. Each has zones, so Standard_ZRS is offered there.
+WITHOUT_PAIR = {"italynorth", "spaincentral"}
+GEO_SKUS = ("Standard_GRS", "Standard_RAGRS", "Standard_GZRS", "Standard_RAGZRS")
+
+
+def test_a_new_geo_redundant_account_in_a_region_without_a_pair_stops_naming_a_region_that_works(
+    main_bicep: BicepFile,
+) -> None:
+    # A geo-redundant SKU in a nonpaired region passed the zones guard (the region has zones) and failed at
+    # the storage account, after the identity, the plan and the workspace were made.
+    neighbours = Evaluator(main_bicep)(main_bicep.declaration("var", "regionsWithoutPair").value or main_bicep.root)
+    assert set(neighbours) == WITHOUT_PAIR
+    assert set(neighbours.values()) <= FLEX_REGIONS - WITHOUT_ZRS - WITHOUT_PAIR, "each offers Flex, ZRS and GZRS"
+    for region, neighbour in neighbours.items():
+        for sku in GEO_SKUS:
+            given = {"newKeySecret": NEW_SECRET, "location": region, "storageSku": sku}
+            with pytest.raises(Fail, match=f"^no-paired-region-for-{region}-use-{neighbour}: value is shorter than 1$"):
+                deploy_module(main_bicep, "zonesRequired", given)
+        # Zone-redundant storage, the default, is offered there: it deploys.
+        given = {"newKeySecret": NEW_SECRET, "location": region, "storageSku": "Standard_ZRS"}
+        assert deploy_module(main_bicep, "zonesRequired", given) is None
+    for region in FLEX_REGIONS - WITHOUT_ZRS - WITHOUT_PAIR:
+        given = {"newKeySecret": NEW_SECRET, "location": region, "storageSku": "Standard_GZRS"}
+        assert deploy_module(main_bicep, "zonesRequired", given) is None
+    # A redeploy keeps the account it has, wherever it is: no guard.
+    assert deploy_module(main_bicep, "zonesRequired", {"location": "italynorth", "storageSku": "Standard_GRS"}) is None
+
+
 def test_the_region_guard_runs_before_anything_is_created(main_bicep: BicepFile) -> None:
     # ARM starts whatever depends on nothing at once: every resource and module must wait for the guard,
     # directly (dependsOn) or through what it reads or waits for. Exempt: the guard itself, the other guard

@@ -6,13 +6,14 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import AnswerStatus, ClaimStatus, Decision, EventKind
 from oncegate.errors import NotFound, StoreUnavailable
-from oncegate.models import FlowRef, LookupRequest
+from oncegate.models import FlowRef, FlowView, LookupRequest
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
@@ -108,14 +109,45 @@ def test_register_keeps_owner_enabled_and_notes_and_the_counts(service: Gate, cl
         "The production copy.",
     )
     assert (view.registered_at, view.claims) == (registered_at, 1)
-    # A registration is replaced whole (notes left out are cleared); it was first made at registered_at.
+    # Only what the request names changes (the notes left out stay); it was first made at registered_at.
     assert (again.enabled, again.owner, again.notes, again.registered_at) == (
         False,
         "kim@contoso.com",
-        None,
+        "The production copy.",
         registered_at,
     )
     assert flows(service)[(FLOW.name, FLOW.environment)] == again
+
+
+OPERATOR_SET: dict[str, Any] = {"owner": "ana@contoso.com", "enabled": False, "notes": "Replaced by the v2 flow."}
+
+
+def _registration(view: FlowView) -> dict[str, Any]:
+    return {"owner": view.owner, "enabled": view.enabled, "notes": view.notes}
+
+
+def test_a_bare_register_flow_changes_nothing_an_operator_set(service: Gate) -> None:
+    """Issue 31: a bare PUT /api/flows enabled a disabled flow again and cleared its owner and notes."""
+    register(service, **OPERATOR_SET)
+
+    bare = register(service)
+    one = register(service, owner="kim@contoso.com")
+
+    assert _registration(bare) == OPERATOR_SET
+    assert _registration(one) == {**OPERATOR_SET, "owner": "kim@contoso.com"}
+    assert _registration(flows(service)[(FLOW.name, FLOW.environment)]) == _registration(one)
+    assert claim(service).decision is Decision.BLOCKED
+
+
+@pytest.mark.parametrize(("name", "default"), [("owner", None), ("enabled", True), ("notes", None)])
+def test_a_flow_setting_sent_as_null_is_reset_and_the_others_stay(service: Gate, name: str, default: object) -> None:
+    register(service, **OPERATOR_SET)
+
+    reset = register(service, **{name: None})
+
+    expected = {**OPERATOR_SET, name: default}
+    assert _registration(reset) == expected
+    assert _registration(flows(service)[(FLOW.name, FLOW.environment)]) == expected
 
 
 def test_a_flow_name_with_characters_a_table_key_forbids_is_registered(service: Gate) -> None:

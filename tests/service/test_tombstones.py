@@ -3,18 +3,24 @@ its key is answered ``duplicate`` until the scope's horizon is over; then the to
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
+
 import pytest
 from pydantic import ValidationError
 
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, json_size
+from oncegate.domain.records import FingerprintRecord
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Resolution
+from oncegate.domain.tombstones import MAX_TOMBSTONE_FINGERPRINTS, buried_fingerprints
 from oncegate.errors import NotFound, StateConflict
 from oncegate.models import ClaimResponse, ResolveConflictRequest, SetScopeRequest
 from oncegate.service.retention import buried
 from oncegate.stores import columns
 from tests.conftest import FakeClock
 from tests.gate import Gate
-from tests.service.calls import SCOPE, claim, record, release, scopes, set_scope
+from tests.service.calls import SCOPE, claim, keyed, record, release, resolve, scopes, set_scope
+from tests.support import records
 
 DAY = 24 * 3600
 # A claim as flows make them: a result with some data, a source system and a label.
@@ -96,6 +102,48 @@ def test_the_same_result_sent_again_to_a_tombstone_is_a_no_op_and_another_is_ref
     assert refused == [("stale_claim", "outcome")] * 4
 
 
+def test_a_fingerprint_a_reviewer_kept_as_the_same_is_still_a_duplicate_on_the_tombstone(
+    service: Gate, clock: FakeClock
+) -> None:
+    """Issue 31: the purge deleted the claim's fingerprint records with its history, so a late replay of changed
+    data a reviewer had kept as the same business result (keep_original) was a conflict on the tombstone, where
+    before the purge it was a duplicate. (A first conflict kept as the original was found again by its id and
+    applied anew; one kept in a later round was not: the tombstone answered the first round's conflict.)"""
+    claim_id = done(service)
+    resolve(service, claim(service, key="SO-1001", run="run-edited-1", fingerprint="v2").conflict_id, "dismiss")
+    changed = claim(service, key="SO-1001", run="run-edited-2", fingerprint="v2")
+    resolve(service, changed.conflict_id, "keep_original")
+    before = claim(service, key="SO-1001", run="run-late-1", fingerprint="v2")
+    clock.advance(91 * DAY)
+    service.retention.purge()
+    tombstone = service.store.get_claim(claim_id)
+
+    after = claim(service, key="SO-1001", run="run-late-2", fingerprint="v2")
+    other = claim(service, key="SO-1001", run="run-late-3", fingerprint="v3")
+
+    assert tombstone.purged_at is not None
+    assert (before.decision, after.decision) == (Decision.DUPLICATE, Decision.DUPLICATE)
+    assert service.store.get_claim(claim_id).updated_at == tombstone.updated_at  # its horizon is where it was
+    assert other.decision is Decision.CONFLICT
+
+
+def test_a_tombstone_deleted_at_its_horizon_takes_the_fingerprints_it_kept(service: Gate, clock: FakeClock) -> None:
+    set_scope(service, retention_days=30, horizon_days=60)
+    claim_id = done(service)
+    resolve(service, claim(service, key="SO-1001", run="run-edited", fingerprint="v2").conflict_id, "keep_original")
+    clock.advance(31 * DAY)
+    service.retention.purge()
+    kept = service.store.get_fingerprints(claim_id, [keyed("v2")])
+    clock.advance(30 * DAY)
+    service.retention.purge()
+
+    assert [record.alias_generation for record in kept] == [0]
+    with pytest.raises(NotFound):
+        service.store.get_claim(claim_id)
+    assert service.store.get_fingerprints(claim_id, [keyed("v2")]) == []
+    assert claim(service, key="SO-1001", run="run-late", fingerprint="v2").decision is Decision.PROCEED
+
+
 def test_past_the_horizon_the_tombstone_goes_and_the_key_is_new(service: Gate, clock: FakeClock) -> None:
     set_scope(service, retention_days=30, horizon_days=60)
     claim_id = done(service)
@@ -166,6 +214,42 @@ def test_a_tombstone_costs_a_fraction_of_the_claim_it_replaces(service: Gate, cl
     print(f"claim {claim_bytes} bytes ({len(events)} history rows), tombstone {tombstone_bytes} bytes")
     assert tombstone_bytes < 1024
     assert tombstone_bytes * 3 < claim_bytes
+
+
+def test_a_fingerprint_a_tombstone_keeps_costs_a_fraction_of_the_tombstone(service: Gate, clock: FakeClock) -> None:
+    """The figure docs/operations.md gives: the stored bytes of a fingerprint record a tombstone keeps, a digest
+    and counters, against the record with the reviewer's address and a note as a resolution writes it."""
+    claim_id = done(service)
+    changed = claim(service, key="SO-1001", run="run-edited", fingerprint="v2")
+    resolve(service, changed.conflict_id, "keep_original")
+    stored = service.store.get_claim(claim_id)
+    (record,) = service.store.get_fingerprints(claim_id, [keyed("v2")])
+    (kept,) = buried_fingerprints(buried(stored, clock()), [record])
+
+    record_bytes, kept_bytes = (json_size(_row(columns.fingerprint_to_row(row))) for row in (record, kept))
+
+    print(f"fingerprint record {record_bytes} bytes, kept by the tombstone {kept_bytes} bytes")
+    assert (kept.alias_generation, kept.reviewer, kept.note) == (stored.generation, None, None)
+    assert kept_bytes < 512
+
+
+def test_a_tombstone_keeps_at_most_its_bound_of_fingerprints_those_that_count_first() -> None:
+    tombstone = replace(records.claim(status=ClaimStatus.SUCCEEDED), generation=1, purged_at=records.T0)
+    at = [records.T0 + timedelta(minutes=n) for n in range(MAX_TOMBSTONE_FINGERPRINTS + 8)]
+    aliases = [FingerprintRecord(tombstone.claim_id, f"kept-{n}", 1, 1, resolved_at=at[n]) for n in range(4)]
+    others = [
+        FingerprintRecord(tombstone.claim_id, f"other-{n}", 1, 0 if n % 2 else None, resolved_at=at[n])
+        for n in range(MAX_TOMBSTONE_FINGERPRINTS + 8)
+    ]
+
+    kept = buried_fingerprints(tombstone, [*others, *aliases])
+
+    assert len(kept) == MAX_TOMBSTONE_FINGERPRINTS
+    # Those that count as the tombstone's business result first, then the latest resolved.
+    assert [record.fingerprint for record in kept[:4]] == ["kept-3", "kept-2", "kept-1", "kept-0"]
+    assert {record.fingerprint for record in kept[4:]} == {
+        f"other-{n}" for n in range(12, MAX_TOMBSTONE_FINGERPRINTS + 8)
+    }
 
 
 def _row(row: dict[str, object]) -> dict[str, object]:

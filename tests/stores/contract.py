@@ -23,7 +23,17 @@ from typing import Any, TypeVar
 import pytest
 
 from oncegate.domain.limits import DATA_LIMIT_BYTES, ERROR_MAX_LENGTH, TARGET_RECORD_ID_MAX_LENGTH, json_size
-from oncegate.domain.records import Claim, ClaimFilter, Conflict, FlowRecord, HistoryEvent, Overlap, Page, ScopeRecord
+from oncegate.domain.records import (
+    Claim,
+    ClaimFilter,
+    Conflict,
+    FingerprintRecord,
+    FlowRecord,
+    HistoryEvent,
+    Overlap,
+    Page,
+    ScopeRecord,
+)
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreRace, TooLarge
 from oncegate.stores.port import ClaimStore
@@ -637,6 +647,51 @@ class StoreContract:
         store.delete_claim(kept)
         with pytest.raises(NotFound):
             store.get_claim(claim.claim_id)
+
+    @pytest.mark.parametrize("events", [1, 250], ids=["one event", "more than a transaction holds"])
+    def test_a_tombstone_keeps_what_reviewers_decided_about_its_fingerprints_without_who_or_why(
+        self, store: ClaimStore, events: int
+    ) -> None:
+        """Issue 31: the purge deleted the fingerprint records with the history, so a fingerprint a reviewer had
+        kept as the claim's business result was a conflict on the tombstone; deleting the tombstone deletes them."""
+        claim = replace(records.claim(status=ClaimStatus.SUCCEEDED), fingerprint="fp-original")
+        listed = store.create_claim(claim, records.event(claim.claim_id))
+        for seconds in range(1, events):
+            store.add_event(records.event(claim.claim_id, at=T0 + timedelta(seconds=seconds)))
+        decided = {
+            "fp-kept": FingerprintRecord(claim.claim_id, "fp-kept", 1, 0, "conflict-1", Resolution.KEEP_ORIGINAL),
+            "fp-dismissed": FingerprintRecord(
+                claim.claim_id, "fp-dismissed", 2, None, "conflict-3", Resolution.DISMISS
+            ),
+        }
+        for record in decided.values():
+            listed = store.update_claim(
+                listed, None, fingerprint=replace(record, reviewer="ana@contoso.com", note="same order", resolved_at=T0)
+            )
+
+        store.delete_claim(listed, tombstone=replace(listed, data=None, purged_at=T0 + timedelta(days=90)))
+        kept = store.get_fingerprints(claim.claim_id, list(decided))
+        tombstone = store.get_claim(claim.claim_id)
+        store.delete_claim(tombstone)
+
+        assert store.list_events(claim.claim_id) == []
+        assert {record.fingerprint: replace(record, version=None) for record in kept} == {
+            name: replace(record, resolved_at=T0) for name, record in decided.items()
+        }
+        assert tombstone.accepts(["fp-kept"], kept)
+        assert not tombstone.accepts(["fp-dismissed"], kept)
+        # A tombstone deleted at its horizon leaves nothing behind.
+        assert store.get_fingerprints(claim.claim_id, list(decided)) == []
+
+    def test_a_claim_deleted_whole_takes_its_fingerprint_records(self, store: ClaimStore) -> None:
+        claim = records.claim(status=ClaimStatus.RELEASED)
+        listed = store.create_claim(claim, records.event(claim.claim_id))
+        record = FingerprintRecord(claim.claim_id, "fp-kept", 1, 0, "conflict-1", Resolution.KEEP_ORIGINAL)
+        listed = store.update_claim(listed, None, fingerprint=record)
+
+        store.delete_claim(listed)
+
+        assert store.get_fingerprints(claim.claim_id, ["fp-kept"]) == []
 
     def test_a_tombstone_is_not_written_over_a_claim_that_changed(self, store: ClaimStore) -> None:
         claim = records.claim(status=ClaimStatus.SUCCEEDED)

@@ -298,15 +298,30 @@ def rendered(connector_dir: Path, publisher: Publisher | None = None) -> dict[Pa
 
 
 # What a package holds besides the definitions, copied as they are (paconn and pac read them beside them).
-PACKAGE_FILES = ("apiProperties.json", "entra/apiProperties.json", "icon.png")
+PACKAGE_FILES = ("icon.png",)
+# The properties, each with the publisher as its ``publisher``; and the readme a submission carries, whose
+# "## Publisher:" heading names the publisher (the PowerPlatformConnectors repository's readme template).
+PROPERTIES_FILES = ("apiProperties.json", "entra/apiProperties.json")
+README = "README.md"
+PACKAGE_README = "readme.md"
+PUBLISHER_HEADING = "## Publisher: "
 
 
 def package(connector_dir: Path, publisher_file: Path, out: Path) -> None:
-    """The package for the gallery: the definitions with the publisher's facts, beside the other files."""
+    """The package for the gallery: the definitions, properties and readme with the publisher's facts, and the icon."""
     publisher = read_publisher(publisher_file)
-    for name in PACKAGE_FILES:
+    for name in (*PACKAGE_FILES, *PROPERTIES_FILES):
         (out / name).parent.mkdir(parents=True, exist_ok=True)
+    for name in PACKAGE_FILES:
         (out / name).write_bytes((connector_dir / name).read_bytes())
+    for name in PROPERTIES_FILES:
+        properties = json.loads((connector_dir / name).read_text(encoding="utf-8"))
+        properties["properties"]["publisher"] = publisher.name
+        (out / name).write_text(render(properties), encoding="utf-8")
+    lines = (connector_dir / README).read_text(encoding="utf-8").splitlines(keepends=True)
+    heading = PUBLISHER_HEADING + publisher.name + "\n"
+    readme = [heading if line.startswith(PUBLISHER_HEADING) else line for line in lines]
+    (out / PACKAGE_README).write_text("".join(readme), encoding="utf-8")
     for path, text in rendered(out, publisher).items():
         path.write_text(text, encoding="utf-8")
 

@@ -377,7 +377,8 @@ OPERATIONS: dict[str, Operation] = {
         summary="Register flow",
         description=(
             "Registers a flow in the inventory, or changes its registration: its owner, its notes and whether it may "
-            "claim. Check and claim answers blocked to a disabled flow."
+            "claim; only the fields given change, the others stay as set. Check and claim answers blocked to a "
+            "disabled flow."
         ),
         visibility=ADVANCED,
         response="FlowView",

@@ -24,6 +24,8 @@ RESERVED = re.compile(
 )
 HOST = re.compile(r"[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+")
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,})")
+# The angle brackets of a value still as connector/README.md's publisher file shows it ("<your team or company>").
+TEMPLATE = re.compile(r"[<>]")
 KEYS = {"name": "name", "email": "email", "support_url": "supportUrl", "website": "website"}
 KEYS |= {"privacy_policy": "privacyPolicy", "host": "host"}
 
@@ -49,6 +51,8 @@ def reserved(host: str) -> bool:
 def problems(publisher: Publisher) -> list[str]:
     """What keeps the package from the gallery: each field that is missing or a placeholder."""
     found = [f"{KEYS[f.name]} is empty" for f in fields(publisher) if not getattr(publisher, f.name).strip()]
+    if TEMPLATE.search(publisher.name):
+        found.append(f"name {publisher.name!r} is a placeholder")
     for key, url in (
         ("supportUrl", publisher.support_url),
         ("website", publisher.website),
@@ -71,7 +75,8 @@ def url_problems(key: str, url: str) -> list[str]:
     if not url:
         return []
     parts = urlsplit(url)
-    if parts.scheme != "https" or not parts.hostname:
+    # A host name, not the README's "<your support page>": urlsplit takes any text before the path for one.
+    if parts.scheme != "https" or not parts.hostname or not HOST.fullmatch(parts.hostname):
         return [f"{key} {url!r} is not an https address"]
     if reserved(parts.hostname):
         return [f"{key} {url!r} is a placeholder"]

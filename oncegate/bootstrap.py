@@ -117,7 +117,8 @@ def wire(
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
     # Everything else a request stores (oncegate.entrypoints.stored_data): the key's policy unless it has its own.
-    stored_data = StoredDataGuard(sensitive_keys if sensitive_data is None else sensitive_data)
+    data_policy = sensitive_keys if sensitive_data is None else sensitive_data
+    stored_data = StoredDataGuard(data_policy)
     # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts
     # flushed every ``flush_interval`` (see oncegate.service.inventory).
     inventory = Inventory(
@@ -143,6 +144,7 @@ def wire(
         clock=clock,
         inventory=inventory,
         sensitive_keys=sensitive_keys,
+        sensitive_data=data_policy,
     )
     conflicts = Conflicts(core, store)
     claims = Claims(core, conflicts, store)

@@ -18,9 +18,10 @@ dimensions in ``customDimensions`` (as text: ``toint()`` and ``todouble()`` them
     OnceGate.OpenConflicts      per run of the watch, one per scope of the open conflicts
 
 :data:`EVENTS` names each event's dimensions; docs/operations.md documents them, and the tests hold
-the workbook's and the alerts' queries to them. No event carries a business key, a payload or
-fingerprint, a claim token, result data, a run id, a claim id or who signed in: only names of
-scopes and flows, codes, counts and times.
+the workbook's and the alerts' queries to them. No event carries a business key, a payload or a value
+of it, a fingerprint, a claim token, result data, a run id, a claim id or who signed in: only names of
+scopes and flows, of the parts of a payload a conflict found changed (JSON Pointers, which the
+personal-data check reads as it reads every stored text), codes, counts and times.
 
 Off unless ``APPLICATIONINSIGHTS_CONNECTION_STRING`` is set. Then the first answer sets up the Azure
 Monitor OpenTelemetry distro (``configure_azure_monitor``, as the Functions Python worker documents
@@ -64,6 +65,8 @@ FLOW_NAME = "flowName"
 FLOW_ENVIRONMENT = "flowEnvironment"
 DECISION = "decision"
 WARNINGS = "warnings"  # the answer's warnings, comma-separated
+# With conflict: the parts of the payload that changed, a JSON array of JSON Pointers (names, never values).
+CHANGED_PARTS = "changedParts"
 # With the warning another_flow_copy: the flow that holds or did the claim, not the one asking.
 HOLDER_FLOW_NAME = "holderFlowName"
 HOLDER_FLOW_ENVIRONMENT = "holderFlowEnvironment"
@@ -98,7 +101,10 @@ class Event:
 
 _ANSWER = frozenset({HTTP_STATUS, ERROR_CODE, ROUND_TRIPS, LATENCY_MS})
 _FLOW = frozenset({SCOPE, FLOW_NAME, FLOW_ENVIRONMENT})
-CHECK = Event("OnceGate.Check", _ANSWER | _FLOW | {DECISION, WARNINGS, HOLDER_FLOW_NAME, HOLDER_FLOW_ENVIRONMENT, BULK})
+CHECK = Event(
+    "OnceGate.Check",
+    _ANSWER | _FLOW | {DECISION, WARNINGS, CHANGED_PARTS, HOLDER_FLOW_NAME, HOLDER_FLOW_ENVIRONMENT, BULK},
+)
 RESULT = Event("OnceGate.Result", _ANSWER | _FLOW | {OUTCOME, RETRYABLE, BULK})
 REVIEW = Event("OnceGate.Review", _ANSWER | {SCOPE})
 CONFLICT_RESOLVED = Event("OnceGate.ConflictResolved", _ANSWER | {SCOPE, RESOLUTION, ORIGIN})

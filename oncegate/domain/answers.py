@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from oncegate.domain import members
 from oncegate.domain.decisions import Intent, Verdict
 from oncegate.domain.records import Claim, EarlierAttempt, Flow
 from oncegate.domain.statuses import AnswerStatus, Decision
@@ -50,6 +51,9 @@ class ClaimAnswer:
     result: Claim | None = None
     earlier_attempt: EarlierAttempt | None = None
     conflict_id: str | None = None
+    # With conflict: the parts of the payload that changed, by JSON Pointer (the first few), and how many more.
+    changed: tuple[str, ...] = ()
+    more_changed: int = 0
 
 
 # Said to the maker instead of the verdict's reason: the fingerprints (keyed digests) mean nothing to a maker, they
@@ -104,9 +108,18 @@ def answer(verdict: Verdict, claim: Claim, intent: Intent, warnings: Sequence[st
 
 
 def conflict_answer(claim: Claim, intent: Intent, warnings: Sequence[str], conflict_id: str) -> ClaimAnswer:
-    """The answer of a changed fingerprint: the conflict the owner will decide, and nothing done."""
-    verdict = Verdict(Decision.CONFLICT, CONFLICT_REASON, CONFLICT_REASON)
-    return replace(answer(verdict, claim, intent, warnings, None), conflict_id=conflict_id)
+    """The answer of a changed fingerprint: the conflict the owner will decide, and nothing done; the parts that
+    changed named where the payloads were compared part by part (never their values)."""
+    shown, more = members.named(intent.changed or ())
+    reason = CONFLICT_REASON
+    if shown:
+        reason = (
+            f"This key was already claimed with different business data: {', '.join(shown)}"
+            f"{f' and {more} more parts' if more else ''} changed. Nothing was done; the conflict waits for its owner."
+        )
+    verdict = Verdict(Decision.CONFLICT, reason, reason)
+    told = answer(verdict, claim, intent, warnings, None)
+    return replace(told, conflict_id=conflict_id, changed=shown, more_changed=more)
 
 
 def unclaimed(verdict: Verdict, claim_id: str, warnings: Sequence[str]) -> ClaimAnswer:

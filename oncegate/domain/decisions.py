@@ -13,13 +13,14 @@ says. The property tests compare this function with their own model of the contr
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
 from oncegate.domain.idempotency import key_attempt
 from oncegate.domain.keys import Fingerprint
+from oncegate.domain.members import named
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow
 from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.domain.times import said
@@ -53,10 +54,22 @@ class Intent:
     stamp: datetime | None = None
     # The version of the scope's fingerprint rules ``fingerprint`` was made under (issue 25).
     rules_version: int = 0
+    # The keyed digest of each member of the payload, kept by a claim the answer grants (issue 33).
+    members: Mapping[str, str] | None = None
+    # The members that differ from the claim's under the scope's current rules, when both have member digests:
+    # they decide whether the data changed. None: the fingerprints decide (oncegate.domain.members).
+    changed: tuple[str, ...] | None = None
 
     @property
     def decided_at(self) -> datetime:
         return self.stamp or self.now
+
+    def same_data(self, claim: Claim) -> bool:
+        """Whether the business data is the claim's: no member the current rules keep differs, or (without member
+        digests) the same fingerprint."""
+        if self.changed is not None:
+            return not self.changed
+        return self.fingerprint is not None and self.fingerprint.matches(claim.fingerprint)
 
     def is_holder_of(self, claim: Claim) -> bool:
         """Whether this is the very run that holds the claim, asking again because its answer was lost.
@@ -73,7 +86,7 @@ class Intent:
             return False
         if claim.granted_to is not None and claim.granted_to != self.signed_in:
             return False
-        return claim.run_id == self.run_id and claim.flow == self.flow and self.fingerprint.matches(claim.fingerprint)
+        return claim.run_id == self.run_id and claim.flow == self.flow and self.same_data(claim)
 
 
 class Change(StrEnum):
@@ -155,6 +168,7 @@ def first_claim(intent: Intent) -> Claim:
         attempt=1,
         fingerprint=intent.fingerprint.keyed if intent.fingerprint else None,
         rules_version=intent.rules_version,
+        members=intent.members,
         grant_id=intent.grant_id,
         granted_to=intent.signed_in,
         run_id=intent.run_id,
@@ -180,6 +194,7 @@ def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> 
         attempt=claim.attempt + 1,
         fingerprint=fingerprint or claim.fingerprint,
         rules_version=intent.rules_version if fingerprint else claim.rules_version,
+        members=intent.members if fingerprint else claim.members,
         idempotency_attempt=key_attempt(claim, earlier),
         grant_id=intent.grant_id,
         granted_to=intent.signed_in,
@@ -202,14 +217,14 @@ def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> 
     )
 
 
-def needs_fingerprint_records(claim: Claim, fingerprint: Fingerprint | None) -> bool:
+def needs_fingerprint_records(claim: Claim, intent: Intent) -> bool:
     """Whether :func:`decide` needs what reviewers decided about this fingerprint: only on a mismatch."""
-    return _comparable(claim, fingerprint) and fingerprint is not None and not fingerprint.matches(claim.fingerprint)
+    return _comparable(claim, intent.fingerprint) and not intent.same_data(claim)
 
 
 def decide(claim: Claim, intent: Intent, records: Collection[FingerprintRecord] = ()) -> Verdict:
     """The contract's decision table for a claim that exists (a new key is always ``proceed``)."""
-    if _is_changed(claim, intent.fingerprint, records):
+    if _is_changed(claim, intent, records):
         return _conflict(claim, intent)
     if claim.status is ClaimStatus.IN_PROGRESS:
         return _held(claim, intent)
@@ -252,14 +267,21 @@ def _comparable(claim: Claim, fingerprint: Fingerprint | None) -> bool:
     return fingerprint is not None and claim.fingerprint is not None and claim.status is not ClaimStatus.RELEASED
 
 
-def _is_changed(claim: Claim, fingerprint: Fingerprint | None, records: Collection[FingerprintRecord]) -> bool:
-    if fingerprint is None or not needs_fingerprint_records(claim, fingerprint):
+def _is_changed(claim: Claim, intent: Intent, records: Collection[FingerprintRecord]) -> bool:
+    fingerprint = intent.fingerprint
+    if fingerprint is None or not needs_fingerprint_records(claim, intent):
         return False
-    return not claim.accepts((fingerprint.keyed, fingerprint.plain), records)
+    forms = (fingerprint.keyed, fingerprint.plain)
+    # Compared member by member, the claim's own fingerprint (made under the rules of its day) decides nothing.
+    return not (claim.aliased(forms, records) if intent.changed is not None else claim.accepts(forms, records))
 
 
 def _conflict(claim: Claim, intent: Intent) -> Verdict:
     reason = f"Fingerprint {short(intent.fingerprint)} differs from the claim's {short(claim.fingerprint)}."
+    if intent.changed:
+        # The parts first: a list or a terminal that clips the reason still shows where to look.
+        shown, more = named(intent.changed)
+        reason = f"Changed: {', '.join(shown)}{f' and {more} more parts' if more else ''}. {reason}"
     return Verdict(Decision.CONFLICT, reason, reason, Change.OPEN_CONFLICT)
 
 
@@ -319,6 +341,11 @@ def _duplicate(claim: Claim, intent: Intent) -> Verdict:
         how = f"No fingerprint was given, so only the key was compared; attempt {claim.attempt} succeeded."
     elif intent.fingerprint.matches(claim.fingerprint) or claim.fingerprint is None:
         how = f"Same key and fingerprint {short(intent.fingerprint)} as attempt {claim.attempt}, which succeeded."
+    elif intent.same_data(claim):
+        how = (
+            f"Same key and business data as attempt {claim.attempt}, which succeeded: the payload differs only in "
+            "what the scope's fingerprint rules leave out."
+        )
     else:
         how = f"Fingerprint {short(intent.fingerprint)} was accepted by a reviewer as the same business intent."
     if claim.purged_at is not None:

@@ -10,17 +10,21 @@ item of an array (on an object it is the member named ``*``, as the RFC reads it
   parts of what is left. A pointer that matches nothing in a payload is no error: payloads vary.
 - A payload that is not an object or array is fingerprinted whole.
 
-The rules are versioned (:class:`~oncegate.domain.records.FingerprintRules`): a claim keeps the
-version its fingerprint was made under, and a request is fingerprinted under that version to be
-compared with it, so changing the rules turns no earlier duplicate into a conflict or back.
+The rules are versioned (:class:`~oncegate.domain.records.FingerprintRules`). A claim keeps the version
+its fingerprint was made under, and the digest of each member of its payload
+(:mod:`oncegate.domain.members`): a request is compared with it member by member under the current rules,
+whenever the claim was made (issue 33). Its fingerprint, under the claim's version, still keys what
+reviewers decided and the conflict's id; a claim without member digests is compared by it alone.
+:func:`kept_rules` bounds the versions a scope keeps.
 
 The presets list the system fields of two trigger bodies, which change with every edit of an item.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Container, Sequence
 from enum import StrEnum
 from typing import Any, Final
 
@@ -29,6 +33,9 @@ from oncegate.domain.records import FingerprintRules
 WILDCARD = "*"
 MAX_POINTERS = 64
 MAX_POINTER_LENGTH = 256
+# The characters of rules' versions a scope row keeps: four versions of 128 pointers of 256 characters (half a MiB
+# of UTF-16 of Table Storage's 1 MiB entity, which the scope's counts and settings share).
+RULES_BUDGET = 4 * 2 * MAX_POINTERS * (MAX_POINTER_LENGTH + 4) + 1024
 _ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")
 # "~" escapes only "~0" (~) and "~1" (/) in RFC 6901.
 _BAD_ESCAPE = re.compile(r"~(?![01])")
@@ -122,6 +129,35 @@ def rules(
         preset=preset.value if preset else None,
         preset_ignore=PRESETS[preset] if preset else (),
     )
+
+
+def kept_rules(
+    history: tuple[FingerprintRules, ...], in_use: Callable[[], Container[int]]
+) -> tuple[FingerprintRules, ...]:
+    """The versions a scope keeps: all while they fit :data:`RULES_BUDGET`, else the current one and, newest first,
+    those a claim still uses (``in_use()``, asked only then: it reads the scope's claims) as long as they fit
+    (issue 33).
+
+    A scope row holds every version, and 15 versions of 128 long pointers filled it (a 413 for the next change).
+    A claim whose version is gone is compared under the current rules: member by member as every claim with
+    member digests is; by its fingerprint made under the current rules otherwise.
+    """
+    if sum(map(_size, history)) <= RULES_BUDGET:
+        return history
+    *older, current = history
+    kept, size, used = [current], _size(current), in_use()
+    for rules_ in reversed(older):
+        if rules_.version in used and size + _size(rules_) <= RULES_BUDGET:
+            kept.insert(0, rules_)
+            size += _size(rules_)
+    return tuple(kept)
+
+
+def _size(rules_: FingerprintRules) -> int:
+    """At least the UTF-16 code units one version takes in the scope row: each pointer JSON-escaped to ASCII (a
+    control character is 6, a character outside the BMP 12), where the row holds 6 and 2."""
+    pointers = (*rules_.include, *rules_.ignore, *rules_.preset_ignore, *rules_.matched)
+    return 64 + sum(len(json.dumps(pointer)) + 1 for pointer in pointers)
 
 
 def changed(current: FingerprintRules, wanted: FingerprintRules) -> bool:

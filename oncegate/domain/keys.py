@@ -22,6 +22,7 @@ from typing import Any
 
 import rfc8785
 
+from oncegate.domain.members import member_digests
 from oncegate.errors import InvalidRequest
 
 SCOPE_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -92,6 +93,7 @@ class KeyHasher:
         self._fingerprint_key = _derive(self._secret, "fingerprint")
         self._token_key = _derive(self._secret, "claim token")
         self._idempotency_key = _derive(self._secret, "idempotency key")
+        self._member_key = _derive(self._secret, "member")
 
     @property
     def key_id(self) -> str:
@@ -119,6 +121,10 @@ class KeyHasher:
             return None
         digest = hmac.new(self._fingerprint_key, plain.encode(), hashlib.sha256).digest()
         return Fingerprint(keyed=KEYED_FINGERPRINT_PREFIX + _b32(digest), plain=plain)
+
+    def members(self, payload: Any) -> dict[str, str] | None:
+        """The keyed digest of each member of the payload (:mod:`oncegate.domain.members`); None past the bound."""
+        return member_digests(self._member_key, payload)
 
     def claim_token(self, claim_id: str, attempt: int, grant_id: str) -> str:
         """The token of one grant: the attempt number (so errors can name it), then a MAC over the grant."""

@@ -1,5 +1,8 @@
 """The records the claim service keeps. They know nothing of storage.
 
+It runs past 400 lines: every record the service keeps, side by side, so that a field added to one is read
+beside the others; each is a plain dataclass.
+
 ``version`` is the store's opaque concurrency token (a row version in SQLite, the ETag in
 Table Storage): the service hands it back unchanged on the next conditional update.
 """
@@ -113,6 +116,8 @@ class Claim:
     # The attempt whose idempotency key the current attempt hands the target system: an earlier one whose
     # outcome is in doubt, which this attempt reconciles; None for its own (see domain/idempotency.py).
     idempotency_attempt: int | None = None
+    # A keyed digest per member of the payload, by JSON Pointer (oncegate.domain.members); None: fingerprint only.
+    members: Mapping[str, str] | None = None
     purged_at: datetime | None = None
     legacy_token: str | None = None
     legacy_resolutions: tuple[AppliedResolution, ...] = ()
@@ -120,8 +125,10 @@ class Claim:
 
     def accepts(self, forms: Collection[str], records: Collection[FingerprintRecord]) -> bool:
         """Whether a fingerprint (in any of its ``forms``) counts as this claim's business intent."""
-        if self.fingerprint in forms:
-            return True
+        return self.fingerprint in forms or self.aliased(forms, records)
+
+    def aliased(self, forms: Collection[str], records: Collection[FingerprintRecord]) -> bool:
+        """Whether a reviewer kept the original for a fingerprint (in any of its ``forms``) in this generation."""
         if any(record.fingerprint in forms and record.alias_generation == self.generation for record in records):
             return True
         return self.generation == 0 and bool(set(forms) & self._legacy_aliases())
@@ -214,6 +221,9 @@ class Conflict:
     created_at: datetime
     details: Any = None
     source_system: str | None = None
+    # The parts of the payload that changed, by JSON Pointer, never their values: the first few, and how many more.
+    changed: tuple[str, ...] = ()
+    more_changed: int = 0
     decision: Resolution | None = None
     reviewer: str | None = None
     note: str | None = None
@@ -299,6 +309,8 @@ class FingerprintRules:
     ignore: tuple[str, ...] = ()
     preset: str | None = None
     preset_ignore: tuple[str, ...] = ()
+    # The include pointers some payload claimed under this version matched (issue 33): the others may be mistyped.
+    matched: tuple[str, ...] = ()
 
     @property
     def ignored(self) -> tuple[str, ...]:

@@ -305,6 +305,9 @@ def resolution_applied(claim: Claim, conflict: Conflict, record: FingerprintReco
             error=f"Superseded: reviewer {conflict.reviewer} accepted a new version (conflict "
             f"{conflict.conflict_id}); its next claim may proceed.",
             fingerprint=conflict.fingerprint,
+            # The conflict keeps no member digests: the new version is compared by its fingerprint until its next
+            # attempt keeps its own (issue 33).
+            members=None,
             generation=claim.generation + 1,
             lease_expires_at=None,
             target_record_id=None,

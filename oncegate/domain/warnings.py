@@ -19,4 +19,16 @@ SENSITIVE_KEY = "sensitive_key"
 # A field stored as sent seems to carry personal data, accepted because ONCEGATE_SENSITIVE_DATA=warn.
 SENSITIVE_DATA = "sensitive_data"
 
-WARNINGS = (NO_FINGERPRINT, NO_FLOW, ANOTHER_FLOW_COPY, SOURCE_DIFFERS, SENSITIVE_KEY, SENSITIVE_DATA)
+# An include pointer of the scope's fingerprint rules matched nothing in the payload: mistyped, every payload
+# would fingerprint alike and real changes be answered duplicate (issue 33).
+RULE_MATCHED_NOTHING = "rule_matched_nothing"
+
+WARNINGS = (
+    NO_FINGERPRINT,
+    NO_FLOW,
+    ANOTHER_FLOW_COPY,
+    SOURCE_DIFFERS,
+    SENSITIVE_KEY,
+    SENSITIVE_DATA,
+    RULE_MATCHED_NOTHING,
+)

@@ -723,6 +723,7 @@ def _decision_dimensions(answer: ClaimResponse) -> Dimensions:
     return {
         telemetry.DECISION: answer.decision.value,
         telemetry.WARNINGS: ",".join(answer.warnings) or None,
+        telemetry.CHANGED_PARTS: json.dumps(answer.changed_parts) if answer.changed_parts else None,
         telemetry.HOLDER_FLOW_NAME: copy.name if copy else None,
         telemetry.HOLDER_FLOW_ENVIRONMENT: copy.environment if copy else None,
     }

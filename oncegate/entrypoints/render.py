@@ -95,6 +95,8 @@ def claim_response(answer: ClaimAnswer) -> ClaimResponse:
         result=claim_result(answer.result) if answer.result else None,
         earlier_attempt=earlier_attempt_view(answer.earlier_attempt),
         conflict_id=answer.conflict_id,
+        changed_parts=list(answer.changed) or None,
+        more_changed_parts=answer.more_changed or None,
     )
 
 
@@ -173,6 +175,8 @@ def conflict_view(conflict: Conflict) -> ConflictView:
         fingerprint=conflict.fingerprint,
         claim_fingerprint=conflict.claim_fingerprint,
         reason=conflict.reason,
+        changed_parts=list(conflict.changed) or None,
+        more_changed_parts=conflict.more_changed or None,
         details=conflict.details,
         run_id=conflict.run_id,
         flow=flow_ref(conflict.flow),
@@ -230,6 +234,8 @@ def _rules_view(history: tuple[FingerprintRules, ...]) -> dict[str, Any]:
         "fingerprint_ignore": list(current.ignore) or None,
         "fingerprint_preset": current.preset,
         "fingerprint_rules_version": current.version,
+        # Include pointers no payload matched yet, as the counts merged so far know (issue 33): perhaps mistyped.
+        "fingerprint_unmatched": [pointer for pointer in current.include if pointer not in current.matched] or None,
     }
 
 

@@ -122,7 +122,17 @@ WARNINGS = designer(
     "Warnings",
     "Codes worth a look: no_fingerprint (changed data cannot be detected), no_flow (the flow was not named), "
     "another_flow_copy (the claim was made by another flow or environment), source_differs (the claim was made "
-    "for another source system, which it keeps), and sensitive_key or sensitive_data "
+    "for another source system, which it keeps), rule_matched_nothing (a Fingerprint Include pointer of the scope "
+    "matched nothing in Payload: mistyped, it would make every payload alike), and sensitive_key or sensitive_data "
     "(the key, or a field stored as sent, seems to carry personal data and was accepted because the service only "
     "warns).",
+)
+CHANGED_PARTS = designer(
+    "Changed Parts",
+    "The parts of Payload that differ from the claim's under the scope's fingerprint rules, as JSON Pointers such as "
+    "/Amount or /Lines/2/Qty, never their values: where to look. Present with a conflict when both payloads were "
+    "compared part by part; the first 20.",
+)
+MORE_CHANGED_PARTS = designer(
+    "More Changed Parts", "How many more parts changed than Changed Parts names; absent when it names them all."
 )

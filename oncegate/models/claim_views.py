@@ -8,7 +8,16 @@ from typing import Annotated
 from pydantic import Field, JsonValue
 
 from oncegate.domain.statuses import AnswerStatus, AttentionReason, ClaimStatus, Decision, EventKind
-from oncegate.models.base import IMPORTANT, INTERNAL, WARNINGS, NextLink, _Model, designer
+from oncegate.models.base import (
+    CHANGED_PARTS,
+    IMPORTANT,
+    INTERNAL,
+    MORE_CHANGED_PARTS,
+    WARNINGS,
+    NextLink,
+    _Model,
+    designer,
+)
 from oncegate.models.claim_requests import FlowRef, flow_in_answer
 
 
@@ -151,6 +160,8 @@ class ClaimResponse(_Model):
             IMPORTANT,
         ),
     ] = None
+    changed_parts: Annotated[list[str] | None, CHANGED_PARTS] = None
+    more_changed_parts: Annotated[int | None, MORE_CHANGED_PARTS] = None
 
 
 class HistoryEntry(_Model):

@@ -12,9 +12,11 @@ from oncegate.domain.statuses import ConflictOrigin, ConflictStatus, Resolution
 from oncegate.models.base import (
     ADVANCED,
     BY_VALUE,
+    CHANGED_PARTS,
     IMPORTANT,
     INTERNAL,
     MAX_CURSOR_LENGTH,
+    MORE_CHANGED_PARTS,
     WARNINGS,
     Cursor,
     NextLink,
@@ -164,6 +166,8 @@ class ConflictView(_Model):
         designer("Claim Fingerprint", "The fingerprint that the claim held when the conflict opened."),
     ] = None
     reason: Annotated[str, designer("Reason", "What differs, in one sentence.", IMPORTANT)]
+    changed_parts: Annotated[list[str] | None, CHANGED_PARTS] = None
+    more_changed_parts: Annotated[int | None, MORE_CHANGED_PARTS] = None
     details: Annotated[JsonValue, designer("Details", "What the reporting flow added for the owner.")] = None
     run_id: Annotated[str, designer("Run ID", "The run that met the changed data.")]
     flow: Annotated[FlowRef | None, flow_in_answer("Flow", "the flow of the run that met the changed data")] = None

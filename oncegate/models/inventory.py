@@ -347,8 +347,16 @@ class ScopeView(_Model):
         int | None,
         designer(
             "Fingerprint Rules Version",
-            "The version of the fingerprint rules, counted from 1; each claim is compared under the version it was "
-            "made with.",
+            "The version of the fingerprint rules, counted from 1. A request is compared with its claim part by "
+            "part under the current version, whenever the claim was made.",
+        ),
+    ] = None
+    fingerprint_unmatched: Annotated[
+        list[str] | None,
+        designer(
+            "Fingerprint Unmatched",
+            "The Fingerprint Include pointers that no payload has matched yet: perhaps mistyped. Counts may lag by "
+            "a minute.",
         ),
     ] = None
     registered_at: RegisteredAt = None

@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Protocol
 
+from oncegate.domain import members
 from oncegate.domain.answers import ClaimAnswer, answer, conflict_answer, flow_warnings, unclaimed
 from oncegate.domain.backups import Restore
 from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records, withdrawn
@@ -27,7 +28,7 @@ from oncegate.domain.statuses import (
     Decision,
     EventKind,
 )
-from oncegate.domain.warnings import NO_FINGERPRINT, NO_FLOW
+from oncegate.domain.warnings import NO_FINGERPRINT, NO_FLOW, RULE_MATCHED_NOTHING
 from oncegate.errors import (
     AlreadyExists,
     ConcurrentUpdate,
@@ -97,12 +98,17 @@ class Claims:
         return answer(verdict, claim, caller.intent(), caller.warnings, None)
 
     def _caller(self, request: CheckAndClaim) -> Caller:
-        rules_version = self._core.inventory.fingerprint_rules(normalise_scope(request.scope)).version
-        identities, scope, warnings = self._core.identify(request, rules_version=rules_version)
+        rules = self._core.inventory.fingerprint_rules(normalise_scope(request.scope))
+        identities, scope, warnings = self._core.identify(request, rules_version=rules.version)
         current = next(identity for identity in identities if identity.hasher is self._core.keys.current)
         flow = request.flow
         if current.fingerprint is None:
             warnings.append(NO_FINGERPRINT)
+        if request.payload is not None and rules.include:
+            unmatched = members.unmatched(request.payload, rules)
+            self._core.inventory.rules_matched(scope, rules, unmatched)
+            if unmatched:
+                warnings.append(RULE_MATCHED_NOTHING)
         if flow is None:
             warnings.append(NO_FLOW)
         return Caller(
@@ -118,8 +124,10 @@ class Claims:
             warnings=warnings,
             source=normalise_source(request.source),
             reference=request.reference,
-            rules_version=rules_version,
+            rules_version=rules.version,
             fingerprint_in=lambda hasher, version: self._core.fingerprint(hasher, request, version),
+            members=current.members,
+            rules=rules,
         )
 
     def _claim_once(self, caller: Caller) -> ClaimAnswer:
@@ -162,10 +170,13 @@ class Claims:
         """
         for repair in (True, False):
             caller = replace(caller, decided_at=self._core.decided_at(claim, caller.now))
-            if claim.fingerprint is not None:
-                # Compared like with like: under the fingerprint rules the claim's fingerprint was made with (issue 25).
-                caller = caller.under(claim.rules_version)
-            verdict = check_and_claim(claim, caller.intent(grant_id=new_grant_id()), self._fingerprints(claim, caller))
+            verdict = self._verdict(claim, caller)
+            if verdict.change is Change.OPEN_CONFLICT and self._rules_moved(caller):
+                # Set scope answered on another instance since this one read the rules: never a conflict under
+                # rules older than the ones it answered with (issue 33).
+                caller = self._under_current_rules(caller)
+                verdict = self._verdict(claim, caller)
+            caller = self._compared(claim, caller)
             if verdict.change is Change.NEW_ATTEMPT:
                 return self._take_over(claim, caller, verdict)
             if verdict.change is not Change.OPEN_CONFLICT:
@@ -180,6 +191,7 @@ class Claims:
                 caller.run_id,
                 caller.flow,
                 source_system=caller.source,
+                changed=caller.changed or (),
             )
             if repair and conflict.status is ConflictStatus.RESOLVED:
                 try:
@@ -192,9 +204,36 @@ class Claims:
             return conflict_answer(claim, caller.intent(), caller.warnings, conflict.conflict_id)
         raise AssertionError("a claim repaired once is decided without repair")
 
+    def _verdict(self, claim: Claim, caller: Caller) -> Verdict:
+        caller = self._compared(claim, caller)
+        return check_and_claim(claim, caller.intent(grant_id=new_grant_id()), self._fingerprints(claim, caller))
+
+    @staticmethod
+    def _compared(claim: Claim, caller: Caller) -> Caller:
+        """The caller as it is compared with ``claim``: member by member under the current rules where both have
+        member digests; its fingerprint under the rules the claim's was made with, which reviewers' decisions
+        and the conflict's id are keyed by (issue 25)."""
+        caller = caller.compared(claim)
+        return caller.under(claim.rules_version) if claim.fingerprint is not None else caller
+
+    def _rules_moved(self, caller: Caller) -> bool:
+        """Whether the scope's rules changed since this instance read them (read again now: a conflict is rare).
+
+        Only for a request compared member by member: a fingerprint is compared under the claim's own version.
+        """
+        if caller.members is None:
+            return False
+        return self._core.inventory.fingerprint_rules(caller.scope, fresh=True).version != caller.rules.version
+
+    def _under_current_rules(self, caller: Caller) -> Caller:
+        rules = self._core.inventory.fingerprint_rules(caller.scope)
+        assert caller.fingerprint_in is not None, "a request's caller can fingerprint under any version"
+        fingerprint = caller.fingerprint_in(caller.hasher, rules.version)
+        return replace(caller, rules=rules, rules_version=rules.version, fingerprint=fingerprint)
+
     def _fingerprints(self, claim: Claim, caller: Caller) -> list[FingerprintRecord]:
         """What reviewers decided about the caller's fingerprint, read only on a mismatch (off the common path)."""
-        if not needs_fingerprint_records(claim, caller.fingerprint):
+        if not needs_fingerprint_records(claim, caller.intent()):
             return []
         assert caller.fingerprint is not None
         return self._store.get_fingerprints(claim.claim_id, (caller.fingerprint.keyed, caller.fingerprint.plain))

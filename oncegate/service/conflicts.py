@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from oncegate.domain import members
 from oncegate.domain.keys import conflict_id as make_conflict_id
 from oncegate.domain.keys import conflict_ids, normalise_scope, normalise_source
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord, Flow
@@ -119,8 +120,14 @@ class Conflicts:
         details: Any = None,
         *,
         source_system: str | None = None,
+        changed: tuple[str, ...] = (),
     ) -> tuple[Conflict, FingerprintRecord | None]:
-        """The open conflict of this fingerprint in its current round (made now, or found), and its record."""
+        """The open conflict of this fingerprint in its current round (made now, or found), and its record.
+
+        ``changed``: the members that differ from the claim's, by JSON Pointer (issue 33); the conflict names the
+        first few and counts the rest.
+        """
+        shown, more = members.named(changed)
         record = self._core.fingerprint_record(claim.claim_id, fingerprint)
         rounds = claim.resolved_rounds(fingerprint, [record] if record else [])
         conflict = Conflict(
@@ -137,6 +144,8 @@ class Conflicts:
             created_at=self._core.clock(),
             details=details,
             source_system=source_system,
+            changed=shown,
+            more_changed=more,
         )
         try:
             return self._store.create_conflict(conflict), record

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from oncegate.bounded import Bounded
+from oncegate.domain import members
 from oncegate.domain.fingerprint_rules import applied
 from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope
 from oncegate.domain.records import Claim, FingerprintRecord, Flow, HistoryEvent
@@ -68,12 +69,14 @@ class ClaimsCore:
         clock: Callable[[], datetime],
         inventory: Inventory,
         sensitive_keys: SensitivePolicy,
+        sensitive_data: SensitivePolicy = SensitivePolicy.REJECT,
     ) -> None:
         self.store = store
         self.safeguard = safeguard
         self.clock = clock
         self.inventory = inventory
         self.sensitive_keys = sensitive_keys
+        self.sensitive_data = sensitive_data
         self.recent = RecentClaims()
         self._stamped: Bounded[str, datetime] = Bounded(REMEMBERED)
 
@@ -82,15 +85,24 @@ class ClaimsCore:
         fingerprint made under that version of the scope's fingerprint rules."""
         # A lookup stores nothing, so its refusal does not say so.
         warnings = self.check_key(intent.scope, intent.key, stores=isinstance(intent, BusinessData))
+        payload = intent.payload if isinstance(intent, BusinessData) and self._keeps_members(intent) else None
         identities = tuple(
             Identity(
                 hasher=hasher,
                 claim_id=hasher.claim_id(intent.scope, intent.key),
                 fingerprint=self.fingerprint(hasher, intent, rules_version),
+                members=hasher.members(payload) if payload is not None else None,
             )
             for hasher in self.keys.lookup_order
         )
         return identities, normalise_scope(intent.scope), warnings
+
+    def _keeps_members(self, intent: KeyOf) -> bool:
+        """Whether a claim of this request keeps its payload's member digests: not when their names (kept in clear)
+        seem to carry personal data, unless the data policy is off (issue 33)."""
+        if not isinstance(intent, BusinessData) or intent.payload is None:
+            return False
+        return self.sensitive_data is SensitivePolicy.OFF or not members.named_personally(intent.payload)
 
     def fingerprint(self, hasher: KeyHasher, intent: KeyOf, rules_version: int) -> Fingerprint | None:
         """The request's fingerprint under a version of its scope's fingerprint rules (issue 25)."""

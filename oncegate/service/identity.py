@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from oncegate.domain import members
 from oncegate.domain.decisions import Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing
-from oncegate.domain.records import Claim, Flow
+from oncegate.domain.records import Claim, FingerprintRules, Flow
 
 
 def keyed(fingerprint: Fingerprint | None) -> str | None:
@@ -47,6 +48,7 @@ class Identity:
     hasher: KeyHasher
     claim_id: str
     fingerprint: Fingerprint | None
+    members: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,11 @@ class Caller:
     # Whether a new claim may be made for it: not for a poll address made before a key secret switch, which
     # holds the key under the older secrets only; new claims are made with the newer one (issue 31).
     may_claim: bool = True
+    # The keyed digest of each member of the payload (under ``hasher``), the scope's current rules they are
+    # compared under, and what differs from the claim being decided (``compared``): issue 33.
+    members: Mapping[str, str] | None = None
+    rules: FingerprintRules = field(default_factory=FingerprintRules)
+    changed: tuple[str, ...] | None = None
 
     @property
     def stamp(self) -> datetime:
@@ -96,7 +103,20 @@ class Caller:
 
     def as_(self, identity: Identity) -> Caller:
         """This request as the secret of ``identity`` names it."""
-        return replace(self, claim_id=identity.claim_id, fingerprint=identity.fingerprint, hasher=identity.hasher)
+        return replace(
+            self,
+            claim_id=identity.claim_id,
+            fingerprint=identity.fingerprint,
+            members=identity.members,
+            hasher=identity.hasher,
+        )
+
+    def compared(self, claim: Claim) -> Caller:
+        """This request with the members that differ from the claim's under the current rules; None (the
+        fingerprints decide) unless both have member digests."""
+        both = claim.members is not None and self.members is not None
+        changed = members.changed(claim.members or {}, self.members or {}, self.rules) if both else None
+        return replace(self, changed=changed)
 
     def under(self, rules_version: int) -> Caller:
         """This request fingerprinted under another version of its scope's fingerprint rules."""
@@ -132,6 +152,8 @@ class Caller:
             reference=self.reference,
             stamp=self.decided_at,
             rules_version=self.rules_version,
+            members=self.members,
+            changed=self.changed,
         )
 
 

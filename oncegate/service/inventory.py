@@ -20,13 +20,24 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from oncegate.domain import fingerprint_rules
 from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
-from oncegate.domain.records import ClaimFilter, Conflict, FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
+from oncegate.domain.records import (
+    Claim,
+    ClaimFilter,
+    Conflict,
+    FingerprintRules,
+    Flow,
+    FlowRecord,
+    Overlap,
+    Page,
+    ScopeRecord,
+)
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, InvalidRequest, OnceGateError, StoreUnavailable
 from oncegate.service.commands import KEEP, Paging, RegisterFlow, SetScope
@@ -38,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 REGISTRY_TTL = timedelta(seconds=30)
 FLUSH_INTERVAL = timedelta(seconds=60)
-# Open conflicts are read a page at a time, and claims when they are counted again.
+# Open conflicts are read a page at a time, and claims when they are counted again or their rules' versions are.
 CONFLICT_PAGE = 1000
 RECOUNT_PAGE = 1000
 SAVE_ROUNDS = 8
@@ -65,7 +76,7 @@ class _Snapshot:
 
 class InventoryStore(InventoryRecords, ClaimIndex, ClaimListing, ConflictRecords, Protocol):
     """What the inventory uses of the store: its own records, the claim index it flushes, the claims it counts
-    again, open conflicts."""
+    again (and whose rules' versions Set scope keeps), open conflicts."""
 
 
 class Inventory:
@@ -126,20 +137,35 @@ class Inventory:
         record = self._current().scopes.get(scope)
         return record.lease_seconds if record and record.lease_seconds else DEFAULT_LEASE_SECONDS
 
-    def fingerprint_rules(self, scope: str, version: int | None = None) -> FingerprintRules:
-        """A version of the scope's fingerprint rules (None: the current one).
+    def fingerprint_rules(self, scope: str, version: int | None = None, *, fresh: bool = False) -> FingerprintRules:
+        """A version of the scope's fingerprint rules (None: the current one); ``fresh`` reads the scopes again.
 
         A version this instance has not read yet was set on another instance since: read again at once,
-        for a claim made under it must be compared under it.
+        for a claim made under it must be compared under it. A version no longer kept (Set scope keeps
+        those a claim still uses, within a bound: :func:`kept_rules`) gives the current rules.
         """
-        found = _rules_version(self._current().scopes.get(scope), version)
+        record = self._scopes_read().get(scope) if fresh else self._current().scopes.get(scope)
+        found = _rules_version(record, version)
         if found is None:
-            with self._lock:
-                self._snapshot = None
-            found = _rules_version(self._current().scopes.get(scope), version)
-        if found is None:
-            raise StoreUnavailable(f"version {version} of the fingerprint rules of scope {scope} cannot be read.")
-        return found
+            record = self._scopes_read().get(scope)
+            found = _rules_version(record, version)
+        return found or _rules_version(record, None) or FingerprintRules()
+
+    def _scopes_read(self) -> dict[str, ScopeRecord]:
+        """The scopes as the store holds them now, put in this instance's snapshot (the flows stay as read)."""
+        scopes = {record.scope: record for record in self._store.list_scopes()}
+        current = self._current()
+        with self._lock:
+            if self._snapshot is current:
+                self._snapshot = _Snapshot(current.loaded_at, current.flows, scopes)
+        return scopes
+
+    def rules_matched(self, scope: str, rules: FingerprintRules, unmatched: tuple[str, ...]) -> None:
+        """The include pointers of ``rules`` a payload matched, remembered for the scope once (issue 33): counted in
+        memory and merged into the scope row with the counts, so no claim pays a write for it."""
+        matched = set(rules.include) - set(unmatched) - set(rules.matched)
+        if matched:
+            self.usage.rules_matched(scope, rules.version, matched)
 
     def declares(self, scope: str, key: str) -> bool:
         """Whether ``key`` has the shape the owner of ``scope`` declared its keys have (its key pattern)."""
@@ -226,7 +252,9 @@ class Inventory:
             changed = replace(
                 record,
                 **named,
-                fingerprint_rules=_with_rules(record.fingerprint_rules, request),
+                fingerprint_rules=fingerprint_rules.kept_rules(
+                    _with_rules(record.fingerprint_rules, request), lambda: self._versions_in_use(scope)
+                ),
                 registered_at=record.registered_at or self._clock(),
             )
             _require_horizon_over_retention(changed, named)
@@ -238,6 +266,15 @@ class Inventory:
         self._remember(saved)
         return saved, self._open_conflicts()[scope]
 
+    def _versions_in_use(self, scope: str) -> set[int]:
+        """The versions of the scope's rules its claims and tombstones were made under: read whole, so only when
+        the rules' versions outgrow their bound."""
+        found = (ClaimFilter(tuple(ClaimStatus), scope=scope, tombstones=buried) for buried in (False, True))
+        return {claim.rules_version for matching in found for claim in every_item(partial(self._claims_page, matching))}
+
+    def _claims_page(self, matching: ClaimFilter, cursor: str | None) -> Page[Claim]:
+        return self._store.list_claims(matching, limit=RECOUNT_PAGE, cursor=cursor)
+
     def recount_scopes(self) -> list[ScopeRecord]:
         """Count every scope's claims by status in the store again and keep those counts (issue 33); the scopes.
 
@@ -247,9 +284,7 @@ class Inventory:
         """
         self.usage.flush()
         counted: dict[str, Counter[ClaimStatus]] = {}
-        for claim in every_item(
-            lambda cursor: self._store.list_claims(ClaimFilter(list(ClaimStatus)), limit=RECOUNT_PAGE, cursor=cursor)
-        ):
+        for claim in every_item(partial(self._claims_page, ClaimFilter(list(ClaimStatus)))):
             counted.setdefault(claim.scope, Counter())[claim.status] += 1
         scopes = {record.scope for record in self._store.list_scopes()} | set(counted)
         return [self._counted_again(scope, counted.get(scope, Counter())) for scope in sorted(scopes)]
@@ -347,7 +382,6 @@ def _with_rules(history: tuple[FingerprintRules, ...], request: SetScope) -> tup
         if preset is KEEP
         else preset,
     )
-    # Every version is kept: a claim made under one is compared under it for as long as it is kept.
     return (*history, wanted) if fingerprint_rules.changed(current, wanted) else history
 
 

@@ -36,16 +36,17 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_RETENTION_DAYS
 from oncegate.domain.records import Claim, ClaimFilter, ScopeRecord
+from oncegate.domain.safeguards import check_clock
 from oncegate.domain.statuses import ClaimStatus
-from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
+from oncegate.errors import ClockSkewed, ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.service.inventory import Inventory, open_conflicts
-from oncegate.stores.port import ClaimListing, ClaimWrites, ConflictRecords, InventoryRecords
+from oncegate.stores.port import ClaimListing, ClaimWrites, ConflictRecords, InventoryRecords, StoreMarkRecords
 
 logger = logging.getLogger(__name__)
 
@@ -181,8 +182,9 @@ def kept_because(claim: Claim, *, now: datetime, retention_days: int, open_confl
     return None
 
 
-class RetentionRecords(ClaimListing, ClaimWrites, ConflictRecords, InventoryRecords, Protocol):
-    """What the purge uses of the store: claims listed and deleted, open conflicts, the scopes' retention."""
+class RetentionRecords(ClaimListing, ClaimWrites, ConflictRecords, InventoryRecords, StoreMarkRecords, Protocol):
+    """What the purge uses of the store: claims listed and deleted, open conflicts, the scopes' retention, and the
+    store's time (to measure its own clock against)."""
 
 
 class Retention:
@@ -194,12 +196,36 @@ class Retention:
         inventory: Inventory,
         *,
         clock: Callable[[], datetime],
+        wall_clock: Callable[[], datetime] | None = None,
         workers: int = DELETE_WORKERS,
     ) -> None:
         self._store = store
         self._inventory = inventory
         self._clock = clock
+        # The machine's clock, measured against the store's: in production ``clock`` is the same (tests move theirs).
+        self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
         self._workers = workers
+
+    def _check_clock(self) -> None:
+        """Refuse to purge on a clock the store's own time contradicts, as an instance refuses to claim on one.
+
+        A purge deletes what its clock says is old: on a machine running ahead (a wrong time on the operator's
+        laptop), claims past no retention and tombstones before their horizon were deleted, and their keys were
+        answered proceed again (5 of 5 on Table Storage a year ahead; issue 31). SQLite shares the machine's clock.
+        """
+        asked_at = self._wall_clock()
+        marks = self._store.read_marks()
+        try:
+            check_clock(replace(marks, asked_at=asked_at, answered_at=self._wall_clock()))
+        except ClockSkewed as skewed:
+            direction = "ahead of" if skewed.skew > timedelta(0) else "behind"
+            raise ClockSkewed(
+                f"This machine's clock is {abs(skewed.skew).total_seconds():.1f} s {direction} the store's: a purge "
+                "on it would delete claims and tombstones before their scope's retention or horizon is over, and "
+                "their keys would be answered proceed again. Nothing is deleted; check the machine's time "
+                "synchronisation.",
+                skew=skewed.skew,
+            ) from skewed
 
     def purge(
         self,
@@ -218,8 +244,10 @@ class Retention:
         ``max_pages`` pages or once ``time_budget`` is spent (after at least one page), or when the
         store fails (``error``); the report's ``cursor`` then resumes it. Raises ``InvalidRequest`` for
         a ``resume_cursor`` the store did not hand out, and ``StoreUnavailable`` when the store fails
-        before the first page (reading the scopes' retention).
+        before the first page (reading the scopes' retention), ``ClockSkewed`` when this machine's clock is
+        further from the store's than an instance may claim with.
         """
+        self._check_clock()
         now = now or self._clock()
         scopes = self._store.list_scopes()
         retention = {record.scope: record.retention_days or DEFAULT_RETENTION_DAYS for record in scopes}

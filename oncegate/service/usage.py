@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from oncegate.domain.records import Flow, FlowRecord, Overlap, ScopeRecord
+from oncegate.domain.records import FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.stores.port import InventoryRecords
@@ -87,7 +87,24 @@ def _add_scope(record: ScopeRecord, delta: ScopeRecord) -> ScopeRecord:
         **_seen(record, delta),
         claims_by_status={status: count for status, count in by_status.items() if count},
         claims_by_source=_added(record.claims_by_source, delta.claims_by_source),
+        fingerprint_rules=_matched(record, delta.fingerprint_rules),
     )
+
+
+def _matched(record: ScopeRecord, delta: tuple[FingerprintRules, ...]) -> tuple[FingerprintRules, ...]:
+    """The record's rules with the include pointers a delta saw matched, version by version (issue 33).
+
+    A delta's rules hold only the pointers matched. Added to another delta (which has no registration), they
+    are kept whole; added to a stored scope, a version it no longer keeps is left out.
+    """
+    seen = {rules.version: rules.matched for rules in delta}
+    kept = tuple(
+        replace(rules, matched=tuple(sorted({*rules.matched, *seen.pop(rules.version, ())})))
+        for rules in record.fingerprint_rules
+    )
+    if record.registered_at is not None or record.version is not None:
+        return kept
+    return (*kept, *(FingerprintRules(version, matched=matched) for version, matched in seen.items()))
 
 
 def _add_overlap(record: Overlap, delta: Overlap) -> Overlap:
@@ -111,6 +128,8 @@ class _Tally:
     counts: Counter[str] = field(default_factory=Counter)
     sources: Counter[str] = field(default_factory=Counter)
     example_claim_id: str | None = None
+    # The include pointers of each version of a scope's rules that a payload matched.
+    matched: dict[int, set[str]] = field(default_factory=dict)
 
     def seen(self, at: datetime) -> None:
         self.first_seen_at = _earliest(self.first_seen_at, at)
@@ -137,6 +156,9 @@ def _scope_delta(scope: str, tally: _Tally) -> ScopeRecord:
         last_seen_at=tally.last_seen_at,
         claims_by_status=by_status,
         claims_by_source=dict(tally.sources),
+        fingerprint_rules=tuple(
+            FingerprintRules(version, matched=tuple(sorted(pointers))) for version, pointers in tally.matched.items()
+        ),
     )
 
 
@@ -284,6 +306,11 @@ class Usage:
             self._scopes.tally(scope).sources[source] += 1
             if flow is not None:
                 self._flows.tally(flow).sources[source] += 1
+
+    def rules_matched(self, scope: str, version: int, pointers: set[str]) -> None:
+        """Include pointers of a version of the scope's rules matched a payload (issue 33)."""
+        with self._lock:
+            self._scopes.tally(scope).matched.setdefault(version, set()).update(pointers)
 
     def overlap_seen(self, holder: Flow, caller: Flow, claim_id: str, at: datetime) -> None:
         """``caller`` met a claim that ``holder`` made."""

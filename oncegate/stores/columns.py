@@ -78,6 +78,7 @@ CLAIM_COLUMNS = (
     "RulesVersion",
     "IdempotencyAttempt",
     "PurgedAt",
+    "Members",
     "SchemaVersion",
 )
 # 2: the earlier attempt and the release in doubt are columns (1 kept them in the history).
@@ -125,6 +126,7 @@ CONFLICT_COLUMNS = (
     "CreatedAt",
     "Details",
     "SourceSystem",
+    "Changed",
     "Decision",
     "Reviewer",
     "Note",
@@ -214,6 +216,8 @@ def claim_to_row(claim: Claim) -> Row:
         "RulesVersion": claim.rules_version or None,
         "IdempotencyAttempt": claim.idempotency_attempt,
         "PurgedAt": claim.purged_at,
+        # Absent on rows written before issue 33, and past the bound: the fingerprint alone is compared.
+        "Members": _json_text(dict(claim.members) if claim.members is not None else None),
         "SchemaVersion": CLAIM_SCHEMA,
     }
 
@@ -283,6 +287,7 @@ def claim_from_row(row: Row, version: str, history: Callable[[], list[HistoryEve
         rules_version=int(row.get("RulesVersion") or 0),
         idempotency_attempt=_optional_int(row.get("IdempotencyAttempt")),
         purged_at=_when(row.get("PurgedAt")),
+        members=_json_value(row.get("Members")),
         legacy_token=row.get("ClaimToken") or None,
         legacy_resolutions=tuple(
             AppliedResolution(conflict_id, fingerprint, Resolution(decision))
@@ -453,6 +458,8 @@ def conflict_to_row(conflict: Conflict) -> Row:
         "Details": _json_text(conflict.details),
         # "Source" already holds who noticed the conflict (its origin: claim or reported), since 0.1.0.
         "SourceSystem": conflict.source_system,
+        # The members named (JSON Pointers, never values) and how many more changed (issue 33).
+        "Changed": _json_text([*conflict.changed, conflict.more_changed] if conflict.changed else None),
         "Decision": conflict.decision.value if conflict.decision else None,
         "Reviewer": conflict.reviewer,
         "Note": conflict.note,
@@ -462,6 +469,7 @@ def conflict_to_row(conflict: Conflict) -> Row:
 
 def conflict_from_row(row: Row, version: str) -> Conflict:
     decision = row.get("Decision")
+    changed = _json_value(row.get("Changed")) or []
     return Conflict(
         conflict_id=row["ConflictId"],
         claim_id=row["ClaimId"],
@@ -476,6 +484,8 @@ def conflict_from_row(row: Row, version: str) -> Conflict:
         created_at=_required_when(row["CreatedAt"]),
         details=_json_value(row.get("Details")),
         source_system=row.get("SourceSystem"),
+        changed=tuple(changed[:-1]),
+        more_changed=int(changed[-1]) if changed else 0,
         decision=Resolution(decision) if decision else None,
         reviewer=row.get("Reviewer"),
         note=row.get("Note"),
@@ -583,6 +593,7 @@ def _rules_row(rules: FingerprintRules) -> Row:
         "Ignore": list(rules.ignore),
         "Preset": rules.preset,
         "PresetIgnore": list(rules.preset_ignore),
+        "Matched": list(rules.matched),
     }
 
 
@@ -593,6 +604,7 @@ def _rules(row: Row) -> FingerprintRules:
         ignore=tuple(row.get("Ignore") or ()),
         preset=row.get("Preset"),
         preset_ignore=tuple(row.get("PresetIgnore") or ()),
+        matched=tuple(row.get("Matched") or ()),
     )
 
 

@@ -139,6 +139,7 @@ ADDED_COLUMNS = {
         "RulesVersion INTEGER",
         "IdempotencyAttempt INTEGER",
         "PurgedAt TEXT",
+        "Members TEXT",
         # Set on the table's mark row alone (MARK_ROW).
         "StoreId TEXT",
     ),
@@ -152,7 +153,7 @@ ADDED_COLUMNS = {
     ),
     "store_identity": ("TablesMarked INTEGER",),
     "history": ("Source TEXT", "Count INTEGER", "LastAt TEXT"),
-    "conflicts": ("SourceSystem TEXT",),
+    "conflicts": ("SourceSystem TEXT", "Changed TEXT"),
     "flows": ("ClaimsBySource TEXT",),
     "scopes": ("ClaimsBySource TEXT", "KeyPattern TEXT", "HorizonDays INTEGER", "FingerprintRules TEXT"),
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -321,3 +322,19 @@ def test_bad_settings_are_exit_2_before_any_request(
 
     assert code == 2
     assert capsys.readouterr().err.startswith(message)
+
+
+def test_conflicts_name_the_changed_parts_never_their_values(api: ServerApi, oncegate: Oncegate) -> None:
+    order = {"Amount": 120.5, "Lines": [{"Qty": 1}, {"Qty": 2}, {"Qty": 3}]}
+    ok(succeed(api, ok(api.call("check_and_claim", claim_body(key="ORDER-8", payload=order))), targetRecordId="E-1"))
+    changed = {"Amount": 987.25, "Lines": [{"Qty": 1}, {"Qty": 2}, {"Qty": 4444}]}
+    conflict_id = ok(api.call("check_and_claim", claim_body(key="ORDER-8", run="run-2", payload=changed)))["conflictId"]
+
+    listed = oncegate("conflicts", "list")
+    shown = oncegate("conflicts", "show", conflict_id)
+
+    assert listed.code == shown.code == 0, listed.err + shown.err
+    assert "Changed: /Amount" in listed.out
+    assert re.search(r"^Changed parts\s+/Amount, /Lines/2/Qty$", shown.out, re.MULTILINE)
+    for value in ("987.25", "4444"):
+        assert value not in listed.out + shown.out

@@ -254,3 +254,17 @@ def test_all_pages_says_how_far_it_got_on_stderr(api: ServerApi, oncegate: Onceg
         "page 2: 4 flows so far, reading the next page",
     ]
     assert len(run.out.splitlines()) == 1 + 5
+
+
+def test_scopes_list_shows_the_include_pointers_no_payload_matched(api: ServerApi, oncegate: Oncegate) -> None:
+    rules = ["--fingerprint-include", "/amount", "--fingerprint-include", "/Amout"]
+    oncegate("scopes", "set", "erp.create-order", *rules)
+    ok(api.call("check_and_claim", claim_body(payload={"amount": 10})))
+
+    listed = oncegate("scopes", "list")
+    shown = oncegate("scopes", "set", "erp.create-order", "--owner", "team-erp")
+
+    assert listed.code == 0, listed.err
+    assert "no payload has matched yet" in listed.out
+    assert "erp.create-order: /Amout" in listed.out
+    assert re.search(r"^Never matched\s+/Amout$", shown.out, re.MULTILINE)

@@ -55,3 +55,21 @@ def test_the_changelog_has_each_release_before_this_one_newest_first() -> None:
     # The version reported is the one this round releases: past the last release on the page.
     assert _key(__version__) > _key(released[0])
     assert f"Released as {__version__}" in changelog
+
+
+SUBSECTIONS = ("What a flow must change", "What an operator must change", "New", "Fixed")
+
+
+def test_each_release_names_each_subsection_once_in_order_and_every_entry_under_one() -> None:
+    # Merges had left Unreleased with New and Fixed three times over, and three of issue 31's entries
+    # under 0.1.0, where no reader of this round's notes looks.
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    for section in re.split(r"^(?=## )", changelog, flags=re.MULTILINE)[1:]:
+        release, subsection, named = section.splitlines()[0], None, []
+        for line in section.splitlines()[1:]:
+            if line.startswith("### "):
+                subsection = line[4:]
+                named.append(subsection)
+            elif line.startswith("- "):
+                assert subsection is not None, f"{release}: an entry outside a subsection: {line}"
+        assert named == [name for name in SUBSECTIONS if name in named], f"{release}: {named}"

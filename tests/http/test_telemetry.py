@@ -6,6 +6,7 @@ on the events logger, here exporting to memory instead of to Application Insight
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -172,6 +173,22 @@ def test_warnings_and_the_other_flow_of_a_copy_are_sent(api: Api, events: Events
     assert sent.dimensions[telemetry.FLOW_NAME] == copy["name"]
     assert sent.dimensions[telemetry.HOLDER_FLOW_NAME] == FLOW["name"]
     assert sent.dimensions[telemetry.HOLDER_FLOW_ENVIRONMENT] == FLOW["environment"]
+
+
+def test_a_conflict_sends_the_changed_parts_never_their_values(api: Api, events: Events) -> None:
+    order = {"Amount": 120.5, "Lines": [{"Qty": 1}, {"Qty": 2}, {"Qty": 3}]}
+    ok(succeed(api, ok(api.call("check_and_claim", claim_body(payload=order))), targetRecordId="ERP-1"))
+    events.take()
+
+    changed = {"Amount": 987.25, "Lines": [{"Qty": 1}, {"Qty": 2}, {"Qty": 4444}]}
+    ok(api.call("check_and_claim", claim_body(run="run-2", payload=changed)))
+
+    sent = events.one()
+    declared(sent)
+    assert sent.dimensions[telemetry.DECISION] == "conflict"
+    assert json.loads(str(sent.dimensions[telemetry.CHANGED_PARTS])) == ["/Amount", "/Lines/2/Qty"]
+    assert "987.25" not in str(sent.dimensions)
+    assert "4444" not in str(sent.dimensions)
 
 
 def test_a_refused_check_sends_its_error_code(api: Api, events: Events) -> None:

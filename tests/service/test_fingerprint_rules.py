@@ -106,24 +106,25 @@ def test_a_preset_is_listed_with_its_fields(service: Gate) -> None:
     assert view.fingerprint_ignore == ["/Created"]
 
 
-def test_a_rule_change_turns_no_duplicate_into_a_conflict_nor_a_conflict_into_a_duplicate(service: Gate) -> None:
+def test_a_claim_is_compared_under_the_rules_current_when_it_is_answered(service: Gate) -> None:
     order = {"order": "SO-1", "amount": 10, "modified": "09:00"}
     set_scope(service, fingerprint_ignore=["/modified"])
     succeeded(service, key="A", payload=order)
     # Under the first rules, the amount matters: a changed amount is a conflict.
     assert claim(service, run="run-2", key="A", payload={**order, "amount": 11}).decision is Decision.CONFLICT
 
-    # The owner now fingerprints the order number alone, and no longer ignores the modified time.
+    # The owner now fingerprints the order number alone: the claim made before is compared under it (issue 33).
     set_scope(service, fingerprint_include=["/order"])
     same_data = claim(service, run="run-3", key="A", payload={**order, "modified": "10:00"})
-    other_amount = claim(service, run="run-4", key="A", payload={**order, "amount": 11})
-    # A claim made under the new rules is compared under them.
-    succeeded(service, key="B", payload=order, run="run-5")
-    new_rules = claim(service, run="run-6", key="B", payload={**order, "amount": 12, "modified": "11:00"})
+    other_amount = claim(service, run="run-4", key="A", payload={**order, "amount": 12})
+    # And then no rules at all: the modified time matters again, for the claim made under the first rules too.
+    set_scope(service, fingerprint_include=None, fingerprint_ignore=None)
+    other_time = claim(service, run="run-5", key="A", payload={**order, "modified": "11:00"})
 
     assert same_data.decision is Decision.DUPLICATE
-    assert other_amount.decision is Decision.CONFLICT
-    assert new_rules.decision is Decision.DUPLICATE
+    assert other_amount.decision is Decision.DUPLICATE
+    assert other_time.decision is Decision.CONFLICT
+    assert other_time.changed_parts == ["/modified"]
 
 
 def test_rules_set_on_another_instance_are_read_before_a_claim_made_under_them_is_compared(
@@ -139,13 +140,13 @@ def test_rules_set_on_another_instance_are_read_before_a_claim_made_under_them_i
     assert again.decision is Decision.DUPLICATE
 
 
-def test_a_retried_attempt_after_a_rule_change_keeps_the_rules_it_was_made_with(service: Gate) -> None:
+def test_a_retried_attempt_is_compared_under_the_rules_current_when_it_is_answered(service: Gate) -> None:
     set_scope(service, fingerprint_ignore=["/modified"])
     failed = claim(service, payload={"amount": 10, "modified": "09:00"})
     record(service, failed, "failed", error="ERP down", retryable=True)
-    set_scope(service)  # no rules any more
+    set_scope(service, fingerprint_ignore=["/modified", "/sent"])
 
-    retried = claim(service, run="run-2", payload={"amount": 10, "modified": "10:00"})
+    retried = claim(service, run="run-2", payload={"amount": 10, "modified": "10:00", "sent": "10:01"})
 
     assert retried.decision is Decision.PROCEED
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind
-from oncegate.errors import NotFound
+from oncegate.errors import ClockSkewed, NotFound
 from oncegate.models import ClaimCounts, ReviewClaimRequest
-from oncegate.service.retention import Kept, PurgeReport
+from oncegate.service.retention import Kept, PurgeReport, Retention
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
@@ -228,3 +229,28 @@ def test_a_store_failure_stops_the_purge_with_the_cursor_to_resume_from(
     assert (stopped.finished, stopped.pages) == (False, 1)
     assert stopped.deleted_total + resumed.deleted_total == 3
     assert resumed.finished
+
+
+@pytest.mark.azurite
+def test_a_purge_on_a_clock_ahead_of_the_stores_is_refused_and_deletes_nothing(
+    table_store_factory: Any, clock: FakeClock
+) -> None:
+    # A purge run from a machine a year ahead (the operator's laptop, by hand) had deleted every succeeded claim
+    # and its tombstone minutes after it was done, and each key was answered proceed again (issue 31). The store's
+    # own time says the machine is wrong, as it tells an instance that would claim on such a clock.
+    service = Gate(table_store_factory(), KeyHasher(KEY_SECRET), clock=clock)
+    done = [succeeded(service, key=f"order-{n}", run=f"run-{n}").claim_id for n in range(3)]
+
+    def a_year_ahead() -> datetime:
+        return datetime.now(UTC) + timedelta(days=400)
+
+    ahead = Retention(service.store, service.inventory, clock=a_year_ahead, wall_clock=a_year_ahead)
+
+    with pytest.raises(ClockSkewed) as refused:
+        ahead.purge()
+
+    assert "ahead of the store's" in refused.value.message
+    assert not any(gone(service, claim_id) for claim_id in done)
+    assert claim(service, key="order-0", run="run-again").decision is Decision.DUPLICATE
+    # On a clock the store agrees with, the purge runs (and finds nothing past its retention yet).
+    assert service.retention.purge().deleted.total() == 0

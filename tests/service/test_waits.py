@@ -71,16 +71,18 @@ def test_a_rule_change_during_the_wait_compares_under_the_claims_rules(service: 
     assert poll(service, waiting).decision is Decision.DUPLICATE
 
 
-def test_a_claim_keeps_its_rules_when_taken_over_during_the_wait(service: Gate) -> None:
+def test_rules_set_during_the_wait_reach_the_claim_taken_over_meanwhile(service: Gate) -> None:
     held = claim(service, run="run-0", payload=ORDER)
     waiting = wait(service, "run-1")
     set_scope(service, fingerprint_ignore=["/modified"])
     record(service, held, "failed", error="ERP down", retryable=True)
     third = claim(service, run="run-2", payload={**ORDER, "modified": "10:00"})
 
-    # Under the claim's own rules (none), the third run's data differed: it met a conflict, and the claim waits.
-    assert third.decision is Decision.CONFLICT
-    assert poll(service, waiting).decision is Decision.PROCEED
+    # Under the rules now current, the third run's data is the claim's: it takes the claim over (issue 33). The
+    # waiting run's poll address carries its fingerprints, not its members: compared under the claim's version
+    # (none), its data differs from the third run's.
+    assert third.decision is Decision.PROCEED
+    assert poll(service, waiting).decision is Decision.CONFLICT
 
 
 def test_a_key_claimed_again_under_rules_the_wait_never_saw_ends_it_naming_the_ticket(service: Gate) -> None:

@@ -22,7 +22,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from oncegate.domain.keys import MIN_SECRET_LENGTH, KeyHasher
 from oncegate.domain.limits import DATA_LIMIT_BYTES, ERROR_MAX_LENGTH, TARGET_RECORD_ID_MAX_LENGTH, json_size
+from oncegate.domain.members import MAX_MEMBERS
 from oncegate.domain.records import (
     Claim,
     ClaimFilter,
@@ -190,10 +192,27 @@ def api_max_event(claim_id: str, error: str) -> HistoryEvent:
     )
 
 
+def largest_members() -> dict[str, str]:
+    """The most member digests a claim keeps: names of escaped characters and emoji, one more member past the bound."""
+
+    def digests(count: int) -> dict[str, str] | None:
+        payload = {f"{CONTROL * 8}{EMOJI * 8}{index}": index for index in range(count)}
+        return KeyHasher("k" * MIN_SECRET_LENGTH).members(payload)
+
+    low, high = 1, MAX_MEMBERS + 1  # digests(low) is kept, digests(high) is not
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if digests(middle) is not None else (low, middle)
+    kept = digests(low)
+    assert kept is not None
+    return kept
+
+
 def api_max_result(claim: Claim, error: str) -> Claim:
-    """``claim`` failed for good with a result at the API's limits."""
+    """``claim`` failed for good with a result at the API's limits, and the most member digests it keeps."""
     return replace(
         claim,
+        members=largest_members(),
         status=ClaimStatus.FAILED,
         target_record_id=CONTROL * api_max_length("target_record_id"),
         data=api_max_data(),

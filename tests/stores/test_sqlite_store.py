@@ -83,8 +83,8 @@ class TestSqliteStore(StoreContract):
     def write_legacy_conflicts(self, tmp_path: Path) -> Callable[[list[Conflict]], None]:
         def write(conflicts: list[Conflict]) -> None:
             rows = [{**_text_times(columns.conflict_to_row(conflict)), "Version": 1} for conflict in conflicts]
-            # The columns of that release: SourceSystem came with issue 16.
-            names = [*(name for name in columns.CONFLICT_COLUMNS if name != "SourceSystem"), "Version"]
+            # The columns of that release: SourceSystem came with issue 16, Changed with issue 33.
+            names = [*(name for name in columns.CONFLICT_COLUMNS if name not in ("SourceSystem", "Changed")), "Version"]
             insert = f"INSERT INTO conflicts ({', '.join(names)}) VALUES ({', '.join(':' + name for name in names)})"
             with contextlib.closing(sqlite3.connect(tmp_path / "oncegate.db")) as connection, connection:
                 for statement in _legacy_conflicts_table():

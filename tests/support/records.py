@@ -83,6 +83,7 @@ def full_claim(claim_id: str | None = None, **changes: Any) -> Claim:
         reference="SO-10042 café",
         rules_version=2,
         idempotency_attempt=1,
+        members={"": "", "/Amount": "o:" + "12" * 10, "/Lines/0/Qty": "oao:" + "34" * 10, "/a~1b": "o:" + "56" * 10},
         legacy_resolutions=(
             AppliedResolution(new_id(), "sha256:" + "cd" * 32, Resolution.KEEP_ORIGINAL),
             AppliedResolution(new_id(), None, Resolution.DISMISS),
@@ -139,6 +140,8 @@ def resolved_conflict(conflict_id: str | None = None, **changes: Any) -> Conflic
         flow=FLOW,
         details={"target": {"total": "120.50"}, "seen": [1, 2]},
         source_system="shop-eu",
+        changed=("/Amount", "/Lines/2/Qty"),
+        more_changed=3,
         decision=Resolution.ACCEPT_NEW,
         reviewer="alex@example.com",
         note="The customer changed the order.",
@@ -182,7 +185,7 @@ def configured_scope(**changes: Any) -> ScopeRecord:
         retention_days=30,
         description="Creates the sales order in the ERP.",
         fingerprint_rules=(
-            FingerprintRules(1, include=("/order", "/lines/*/amount")),
+            FingerprintRules(1, include=("/order", "/lines/*/amount"), matched=("/order",)),
             FingerprintRules(2, ignore=("/a~1b",), preset="sharepoint", preset_ignore=("/@odata.etag", "/Modified")),
         ),
         claims_by_source={"shop-eu": 40, "shop-us": 1},

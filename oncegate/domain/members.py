@@ -1,0 +1,186 @@
+"""A payload's members as keyed digests: what a later version of the fingerprint rules needs of a claim (issue 33).
+
+A claim keeps one fingerprint, made under the rules of its scope when it was made; rules set later could
+not be applied to it, since the payload itself is never kept. So a claim also keeps a digest of each
+member of its payload: each leaf (a scalar, or an empty object or array), named by its JSON Pointer::
+
+    {"Title": "Lunch", "Lines": [{"Qty": 2}], "Modified": "2026-12-06T10:00:00Z"}
+    /Title      -> o:<MAC of "Lunch">
+    /Lines/0/Qty -> oao:<MAC of 2>
+    /Modified   -> o:<MAC of "2026-...">
+
+The digest is a MAC keyed from the key secret, as the fingerprint's HMAC is (keyed BLAKE2b, RFC 7693: one
+pass, a third of an HMAC's time for a trigger body's fifty members), over the pointer, the shape and the
+RFC 8785 canonical value: the row reveals which members there were, never a value. The shape (``o`` an object's
+member, ``a`` an array's item, one letter per segment) tells ``{"0": 1}`` from ``[1]`` and lets a ``*``
+segment match array items only, as :mod:`oncegate.domain.fingerprint_rules` reads it.
+
+Two payloads are the same business data under some rules when every member the rules keep has the same
+digest in both (:func:`changed` names those that differ). Members are compared where they are: an
+array item ignored does not move the items after it, as it does in the fingerprint of the rules applied.
+
+The digests are bounded (:data:`MAX_MEMBERS`, :data:`MAX_TEXT`) so that a payload accepted before never
+makes a claim row too large to store: past the bound a claim keeps only its fingerprint, as before. The
+pointers are kept in clear, so a payload whose member names seem to carry personal data
+(:func:`named_personally`) keeps only its fingerprint too: never refused for it, as it was accepted before.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from json.encoder import encode_basestring
+from typing import Any
+
+import rfc8785
+
+from oncegate.domain.fingerprint_rules import WILDCARD, segments
+from oncegate.domain.records import FingerprintRules
+from oncegate.domain.sensitive import sensitive_findings
+
+# At most this many members, and this many characters of them as stored (compact JSON): one Table Storage
+# property (32,768 UTF-16 code units) holds them whole, and a claim row stays far from the entity's 1 MiB.
+MAX_MEMBERS = 500
+MAX_TEXT = 16_000
+# Of a conflict's changed members, this many are named; the rest are counted.
+MAX_NAMED = 20
+# 80 bits of a MAC: equality of one member's value, not a secret's strength.
+DIGEST_BYTES = 10
+
+Members = Mapping[str, str]
+
+
+def escaped(token: str) -> str:
+    """A reference token as a JSON Pointer writes it (RFC 6901)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def leaves(payload: Any) -> Iterator[tuple[str, str, Any]]:
+    """Each leaf of ``payload`` with its pointer and shape: a scalar, or an empty object or array.
+
+    The payload itself is always one, ``""``: its value when it is a scalar, else an empty object or array for its
+    kind, which the rules keep as they keep the payload's kind (``{"a": 1}`` under rules that leave ``/a`` out is
+    still an object, never an array).
+    """
+    if isinstance(payload, dict | list) and payload:
+        yield "", "", type(payload)()
+    stack: list[tuple[str, str, Any]] = [("", "", payload)]
+    while stack:
+        pointer, shape, value = stack.pop()
+        if isinstance(value, dict) and value:
+            stack.extend((f"{pointer}/{escaped(key)}", shape + "o", item) for key, item in value.items())
+        elif isinstance(value, list) and value:
+            stack.extend((f"{pointer}/{index}", shape + "a", item) for index, item in enumerate(value))
+        else:
+            yield pointer, shape, value
+
+
+def member_digests(key: bytes, payload: Any) -> dict[str, str] | None:
+    """The keyed digest of each member of ``payload``; None past the bound (the claim keeps its fingerprint only)."""
+    found: dict[str, str] = {}
+    size = 2
+    for pointer, shape, value in leaves(payload):
+        try:
+            canonical = _canonical(value)
+        except (rfc8785.CanonicalizationError, TypeError, ValueError, UnicodeEncodeError):
+            return None  # the fingerprint says what is wrong with it, where the rules keep it
+        mac = hashlib.blake2b(f"{pointer}\n{shape}\n".encode() + canonical, key=key, digest_size=DIGEST_BYTES)
+        found[pointer] = f"{shape}:{mac.hexdigest()}"
+        size += _stored_length(pointer) + len(found[pointer]) + 4
+        if len(found) > MAX_MEMBERS or size > MAX_TEXT:
+            return None
+    return found
+
+
+def named_personally(payload: Any) -> bool:
+    """Whether a member name of ``payload`` seems to carry personal data: its member digests are then not kept,
+    since a pointer names its members in clear (the claim keeps its fingerprint only, as before)."""
+    stack = [payload]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if any(map(_personal, value)):
+                return True
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
+
+
+# An OData annotation (Dataverse's totalamount@OData.Community.Display.V1.FormattedValue) reads as an e-mail.
+_ANNOTATION = re.compile(r"[A-Za-z0-9_]*@(?:odata|OData|Microsoft\.Dynamics\.CRM)\.[A-Za-z0-9_.]+")
+
+
+@functools.lru_cache(maxsize=4096)
+def _personal(name: str) -> bool:
+    # Names repeat from one payload of a flow to the next: each is read once.
+    return not _ANNOTATION.fullmatch(name) and bool(sensitive_findings(name))
+
+
+def _canonical(value: Any) -> bytes:
+    """A leaf as RFC 8785 writes it; strings, booleans and null the quick way, which writes them alike (a trigger
+    body is mostly strings, and the library takes several times as long)."""
+    if isinstance(value, str):
+        return str(encode_basestring(value)).encode()
+    if value is None or isinstance(value, bool):
+        return b"null" if value is None else b"true" if value else b"false"
+    return bytes(rfc8785.dumps(value))
+
+
+def _stored_length(pointer: str) -> int:
+    """At least the UTF-16 code units ``pointer`` takes as stored JSON text (an escaped control character is 6)."""
+    if pointer.isascii() and pointer.isprintable():
+        return len(pointer) + 2 + pointer.count('"') + pointer.count("\\")
+    return len(json.dumps(pointer))
+
+
+def kept(pointer: str, shape: str, rules: FingerprintRules) -> bool:
+    """Whether the rules keep the member at ``pointer`` (of that shape): included (when they include), not ignored.
+
+    The member ``""`` (the payload's kind, or the payload when it is a scalar) is always kept, as the rules keep it.
+    """
+    path = segments(pointer)
+    if not path:
+        return True
+    if rules.include and not any(_within(path, shape, segments(rule)) for rule in rules.include):
+        return False
+    return not any(_within(path, shape, segments(rule)) for rule in rules.ignored)
+
+
+def _within(path: tuple[str, ...], shape: str, rule: tuple[str, ...]) -> bool:
+    """Whether the rule's pointer points at this member or at a part of the payload holding it."""
+    if len(rule) > len(path):
+        return False
+    steps = zip(rule, path, shape, strict=False)
+    return all(token == step or (token == WILDCARD and kind == "a") for token, step, kind in steps)
+
+
+def changed(claimed: Members, asked: Members, rules: FingerprintRules) -> tuple[str, ...]:
+    """The members the rules keep whose digests differ (or that one of the two payloads lacks), in pointer order."""
+    differing = []
+    for pointer in sorted(claimed.keys() | asked.keys()):
+        mine, theirs = claimed.get(pointer), asked.get(pointer)
+        if mine == theirs:
+            continue
+        shape = (mine or theirs or ":").split(":", 1)[0]
+        if kept(pointer, shape, rules):
+            differing.append(pointer)
+    return tuple(differing)
+
+
+def unmatched(payload: Any, rules: FingerprintRules) -> tuple[str, ...]:
+    """The include pointers that point at nothing in ``payload`` (a mistyped pointer makes every payload alike)."""
+    if not rules.include or not isinstance(payload, dict | list):
+        return ()
+    places = [(segments(pointer), shape) for pointer, shape, _ in leaves(payload) if pointer]
+    return tuple(
+        rule for rule in rules.include if not any(_within(path, shape, segments(rule)) for path, shape in places)
+    )
+
+
+def named(pointers: tuple[str, ...]) -> tuple[tuple[str, ...], int]:
+    """The changed members a conflict names (the first :data:`MAX_NAMED`) and how many more there are."""
+    return pointers[:MAX_NAMED], max(0, len(pointers) - MAX_NAMED)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from oncegate.service.backups import BackupStore
 from oncegate.service.core import utc_now
 from oncegate.service.key_secrets import KeySecrets
 from oncegate.service.safeguard import PinnedFile, PinnedSetting, StoreIdPin
-from oncegate.stores import columns
+from oncegate.stores import columns, export_format
 from oncegate.stores.paging import utc_text
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
@@ -94,7 +94,9 @@ def stores(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
     made.close()
 
 
-def gate(stores: Stores, clock: FakeClock, ring: KeyRing = SWITCHED, pin: StoreIdPin | None = None) -> Gate:
+def gate(
+    stores: Stores, clock: Callable[[], datetime], ring: KeyRing = SWITCHED, pin: StoreIdPin | None = None
+) -> Gate:
     return Gate(stores.open(), ring, clock=clock, check_interval=timedelta(0), pin=pin)
 
 
@@ -418,7 +420,7 @@ def test_an_import_cut_short_goes_on_where_it_stopped_when_run_again(
     again = backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
     twice = backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
 
-    kinds = [each["record"] for each in backups.export_format.records(export_file.path)][1:]
+    kinds = [each["record"] for each in export_format.records(export_file.path)][1:]
     stopped_at = [index for index, kind in enumerate(kinds, 1) if kind == "claim"][7]
     assert half is not None
     assert half.completed_at is None
@@ -479,7 +481,7 @@ def test_an_export_made_while_another_thread_records_claims_names_those_it_holds
 
     in_file = {
         each["row"]["ClaimId"]: each["row"]["Status"]
-        for each in backups.export_format.records(tmp_path / "export.jsonl")
+        for each in export_format.records(tmp_path / "export.jsonl")
         if each["record"] == "claim"
     }
     # Every claim was recorded during the export: the report names exactly those the file holds as before.

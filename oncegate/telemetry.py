@@ -86,6 +86,9 @@ CLAIMS = "claims"
 CONFLICTS = "conflicts"
 REASON = "reason"  # why a claim needs attention: lease_expired, unknown or failed_unreviewed
 OLDEST_SINCE = "oldestSince"  # UTC, ISO 8601: since when the oldest of them has waited
+# A store filled from an export (issue 35): the export's time, and until when the keys done after it are forgotten.
+EXPORTED_AT = "exportedAt"
+FORGOTTEN_UNTIL = "forgottenUntil"
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ REVIEW = Event("OnceGate.Review", _ANSWER | {SCOPE})
 CONFLICT_RESOLVED = Event("OnceGate.ConflictResolved", _ANSWER | {SCOPE, RESOLUTION, ORIGIN})
 UNAVAILABLE = Event("OnceGate.Unavailable", _ANSWER | _FLOW | {ACTION, SETTING, CLOCK_SKEW_SECONDS})
 PURGE = Event("OnceGate.Purge", frozenset({DELETED, EXAMINED, KEPT, PAGES, FINISHED, STORE_FAILED, LATENCY_MS}))
-WATCH = Event("OnceGate.Watch", frozenset({WATCH_RUN, CLAIMS, CONFLICTS}))
+WATCH = Event("OnceGate.Watch", frozenset({WATCH_RUN, CLAIMS, CONFLICTS, EXPORTED_AT, FORGOTTEN_UNTIL}))
 ATTENTION = Event("OnceGate.Attention", frozenset({WATCH_RUN, SCOPE, REASON, CLAIMS, OLDEST_SINCE}))
 OPEN_CONFLICTS = Event("OnceGate.OpenConflicts", frozenset({WATCH_RUN, SCOPE, CONFLICTS, OLDEST_SINCE}))
 EVENTS = (CHECK, RESULT, REVIEW, CONFLICT_RESOLVED, UNAVAILABLE, PURGE, WATCH, ATTENTION, OPEN_CONFLICTS)

@@ -6,6 +6,8 @@
   oncegate keys retire KEY_ID [--orphan N]
   oncegate store init
   oncegate store recount
+  oncegate store export FILE [--json]
+  oncegate store import FILE --forget-after TIME
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
     claims, conflicts, flows, scopes   (alone: conflicts, flows and scopes list; claims shows its help)
     claims show CLAIM_ID [--all-pages]
@@ -517,6 +519,28 @@ def _add_keys(subparsers: Any) -> None:
     )
     init.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help='print {"storeId": ...}')
     init.set_defaults(handler=store_commands.store_init)
+    exporting = store.add_parser(
+        "export",
+        help="write everything the promise needs (claims with their history, tombstones, conflicts, fingerprint "
+        "records, key-secret records, scopes, flows, overlaps, the store's id; digests, never keys) to FILE, "
+        "gzip when it ends in .gz; safe while the app serves",
+    )
+    exporting.add_argument("file", metavar="FILE", help="the file to write (named .partial until it is whole)")
+    exporting.add_argument("--json", action="store_true", default=False, help="print the export's summary as JSON")
+    exporting.set_defaults(handler=store_commands.store_export)
+    importing = store.add_parser(
+        "import",
+        help="fill an empty store from an export; run again, an import cut short goes on where it stopped",
+    )
+    importing.add_argument("file", metavar="FILE", help="an export written by oncegate store export")
+    importing.add_argument(
+        "--forget-after",
+        required=True,
+        metavar="TIME",
+        help="the export's time, as the export printed it: accepts that keys done after it are forgotten "
+        "(answered proceed again) until their horizon has passed",
+    )
+    importing.set_defaults(handler=store_commands.store_import)
     recount = store.add_parser(
         "recount",
         help="count each scope's claims by status again from the store: an instance stopped without closing "

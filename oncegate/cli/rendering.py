@@ -651,6 +651,7 @@ def health_text(answer: Health) -> RenderableType:
             ("Store", answer.store),
             ("Store location", answer.store_location),
             ("Version", answer.version),
+            ("Restored", answer.restored.message if answer.restored else None),
         ]
     )
 

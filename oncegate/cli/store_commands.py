@@ -1,6 +1,6 @@
 """The commands that work on the store itself, as the app does, rather than over the API: ``purge``,
-``keys``, ``store init`` and ``store recount``. Each reads the store settings from the environment
-(``ONCEGATE_STORE``...) and names the store it works on.
+``keys``, ``store init``, ``store recount``, ``store export`` and ``store import``. Each reads the store
+settings from the environment (``ONCEGATE_STORE``...) and names the store it works on.
 """
 
 from __future__ import annotations
@@ -8,11 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
 from oncegate.cli.commands import INTERRUPTED_EXIT, progress, refused
 from oncegate.cli.extra import on_first_use
+from oncegate.cli.values import moment
 
 if TYPE_CHECKING:
     from oncegate.cli import rendering
@@ -167,6 +170,123 @@ def store_recount(args: argparse.Namespace) -> int:
         services.close()
     rendering.show(rendering.recount_text(scopes, settings.store_text), sys.stdout)
     return 0
+
+
+def _bare_store(command: str, *, create: bool) -> tuple[Any, Any] | int:
+    """The store of the environment's settings with no service over it, and the settings; or a refusal's status.
+
+    An export or an import must not be the store's first use: services over an empty store would mark it
+    as a new store, which an import must not find. Neither reads a key, so no key secret is asked for (as
+    ``store init``): the export carries the key secrets' records, digests of nothing.
+    """
+    from oncegate.bootstrap import build_store
+    from oncegate.config import ConfigError, Settings, StoreKind
+    from oncegate.errors import OnceGateError
+
+    try:
+        settings = Settings.from_environment(hashes_keys=False)
+        if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists() and not create:
+            return refused(command, f"no database at {settings.store_location}: {_where_is_the_store(command)}")
+        return build_store(settings), settings
+    except ConfigError as exc:
+        return refused(command, str(exc))
+    except OnceGateError as exc:
+        return refused(command, f"{settings.store_text}: {exc.message}", SERVICE_EXIT)
+
+
+def store_export(args: argparse.Namespace) -> int:
+    """Export the store of the environment's settings to FILE, rows by kind on stderr as they go."""
+    from oncegate.errors import OnceGateError
+    from oncegate.service import backups
+    from oncegate.service.core import utc_now
+
+    opened = _bare_store("store export", create=False)
+    if isinstance(opened, int):
+        return opened
+    store, settings = opened
+    path = Path(args.file)
+    progress(f"Exporting {settings.store_text} to {path}")
+    try:
+        report = backups.export(store, path, now=utc_now, on_progress=lambda kind, n: progress(f"  {kind}: {n} rows"))
+    except OnceGateError as exc:
+        return refused("store export", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+    except OSError as exc:
+        return refused("store export", f"cannot write {path}: {exc.strerror}")
+    except KeyboardInterrupt:
+        return INTERRUPTED_EXIT
+    finally:
+        store.close()
+    end = report.end_record()
+    if args.json:
+        print(json.dumps({"file": str(path), "storeId": report.store_id, "startedAt": _text(report.started_at), **end}))
+        return 0
+    changed = report.changed_after_read
+    print(f"Exported store {report.store_id} to {path} as it was at {_text(report.started_at)}.")
+    print(f"Records: {', '.join(f'{n} {kind}' for kind, n in sorted(report.counts.items()))}.")
+    print(f"Key secrets its claims need: {', '.join(report.key_secret_ids) or 'none'} (keep those versions).")
+    print(f"Expires at {end['expiresAt']}: delete it then, with the claims retention would have purged.")
+    if changed:
+        print(f"Changed after they were read ({len(changed)}; the file holds them as before): {', '.join(changed)}")
+    print(f"Restore with: oncegate store import {path} --forget-after {_text(report.started_at)}")
+    return 0
+
+
+def store_import(args: argparse.Namespace) -> int:
+    """Fill the empty store of the environment's settings from FILE, or go on with an import of it cut short."""
+    from oncegate.bootstrap import store_pin
+    from oncegate.errors import OnceGateError
+    from oncegate.service import backups
+    from oncegate.service.core import utc_now
+
+    path = Path(args.file)
+    try:
+        forget_after = datetime.fromisoformat(moment(args.forget_after))
+    except argparse.ArgumentTypeError as exc:
+        return refused("store import", f"--forget-after: {exc}")
+    try:
+        export_file = backups.read_export(path)
+    except OnceGateError as exc:
+        return refused("store import", exc.message)
+    opened = _bare_store("store import", create=True)
+    if isinstance(opened, int):
+        return opened
+    store, settings = opened
+    pin = store_pin(settings)
+    progress(f"Importing {path} ({export_file.records} records) into {settings.store_text}")
+    try:
+        report = backups.import_export(
+            store,
+            export_file,
+            forget_after=forget_after,
+            now=utc_now,
+            on_progress=lambda kind, n: progress(f"  {n} records written ({kind})"),
+            pinned=pin.pinned(),
+        )
+        # As `store init` does: beside a SQLite database, the store-id file that recognises it if it is lost again.
+        pin.keep(report.restore.restored_from)
+    except OnceGateError as exc:
+        return refused("store import", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+    except KeyboardInterrupt:
+        return INTERRUPTED_EXIT
+    finally:
+        store.close()
+    restore = report.restore
+    if report.already_done:
+        print(f"{settings.store_text} was restored from {path} already, at {_text(restore.completed_at)}.")
+        return 0
+    resumed = f", going on after record {report.resumed_after}" if report.resumed_after else ""
+    print(f"{settings.store_text} is store {restore.restored_from} again, restored from {path}{resumed}.")
+    print(
+        f"Keys done after {_text(restore.exported_at)} are forgotten until {_text(restore.forgotten_until)}: "
+        "they are answered proceed again."
+    )
+    return 0
+
+
+def _text(moment: datetime | None) -> str:
+    from oncegate.service.backups import moment_text
+
+    return moment_text(moment) if moment else "(never)"
 
 
 def _where_is_the_store(command: str) -> str:

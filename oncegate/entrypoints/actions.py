@@ -106,7 +106,8 @@ def claims_needing_attention(
 
 
 def health(services: Services) -> Health:
-    return render.health(services.claims.health())
+    kind = services.claims.health()
+    return render.health(kind, services.claims.restore())
 
 
 # -- results ----------------------------------------------------------------------------------------------

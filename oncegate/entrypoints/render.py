@@ -11,6 +11,7 @@ from typing import Any
 
 from oncegate import __version__
 from oncegate.domain.answers import ClaimAnswer
+from oncegate.domain.backups import Restore
 from oncegate.domain.limits import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
 from oncegate.domain.records import (
     Claim,
@@ -39,11 +40,13 @@ from oncegate.models import (
     HistoryEntry,
     Holder,
     OverlapView,
+    RestoredStore,
     ScopeView,
     SourceCount,
 )
 from oncegate.service.attention import NeedsAttention
 from oncegate.service.retention import horizon_days
+from oncegate.stores.paging import utc_text
 
 
 def flow_ref(flow: Flow | None) -> FlowRef | None:
@@ -257,5 +260,23 @@ def scope_view(record: ScopeRecord, open_conflicts: int) -> ScopeView:
     )
 
 
-def health(store_kind: str) -> Health:
-    return Health(status="ok", store=store_kind, version=__version__)
+def health(store_kind: str, restore: Restore | None = None) -> Health:
+    return Health(status="ok", store=store_kind, version=__version__, restored=restored_store(restore))
+
+
+def restored_store(restore: Restore | None) -> RestoredStore | None:
+    if restore is None:
+        return None
+    exported, until = utc_text(restore.exported_at), utc_text(restore.forgotten_until)
+    message = (
+        f"Restored from an export: keys done after {exported} are forgotten until {until}."
+        if restore.completed_at
+        else "An import into this store is under way; the app serves it only once the import has marked it."
+    )
+    return RestoredStore(
+        restored_from=restore.restored_from,
+        exported_at=restore.exported_at,
+        restored_at=restore.completed_at,
+        forgotten_until=restore.forgotten_until,
+        message=message,
+    )

@@ -22,6 +22,7 @@ import azure.functions as func
 
 from oncegate import bootstrap, telemetry
 from oncegate.config import ConfigError
+from oncegate.domain.backups import Restore
 from oncegate.domain.statuses import AttentionReason
 from oncegate.errors import NotConfigured, StoreUnavailable
 from oncegate.service.attention import Waiting, counted
@@ -111,7 +112,8 @@ def watch_attention(timer: func.TimerRequest) -> None:
         waiting = attention.waiting()
         # Only the telemetry reads the open conflicts: without it the watch costs what it did.
         conflicts = attention.open_conflicts() if telemetry.enabled() else {}
-    _send_waiting(waiting, conflicts)
+        restore = bootstrap.get_services().claims.restore() if telemetry.enabled() else None
+    _send_waiting(waiting, conflicts, restore)
     counts = counted(waiting)
     if not counts:
         return
@@ -125,8 +127,11 @@ def watch_attention(timer: func.TimerRequest) -> None:
     logger.warning("%d claims need attention: %s; %s.", total, scopes, ATTENTION_HINT)
 
 
-def _send_waiting(waiting: dict[tuple[str, AttentionReason], Waiting], conflicts: dict[str, Waiting]) -> None:
-    """``OnceGate.Watch`` with the totals, then what waits per scope; one id ties the run's events together."""
+def _send_waiting(
+    waiting: dict[tuple[str, AttentionReason], Waiting], conflicts: dict[str, Waiting], restore: Restore | None
+) -> None:
+    """``OnceGate.Watch`` with the totals (and, on a store restored from an export, until when the keys done after
+    it are forgotten), then what waits per scope; one id ties the run's events together."""
     run = secrets.token_hex(8)
     telemetry.emit(
         telemetry.WATCH,
@@ -134,6 +139,8 @@ def _send_waiting(waiting: dict[tuple[str, AttentionReason], Waiting], conflicts
             telemetry.WATCH_RUN: run,
             telemetry.CLAIMS: sum(group.count for group in waiting.values()),
             telemetry.CONFLICTS: sum(group.count for group in conflicts.values()),
+            telemetry.EXPORTED_AT: restore.exported_at.isoformat() if restore else None,
+            telemetry.FORGOTTEN_UNTIL: restore.forgotten_until.isoformat() if restore else None,
         },
     )
     for (scope, why), group in waiting.items():

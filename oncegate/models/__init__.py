@@ -74,7 +74,7 @@ from oncegate.models.conflicts import (
     ReportConflictRequest,
     ResolveConflictRequest,
 )
-from oncegate.models.health import ErrorBody, ErrorDetail, ErrorInfo, Health
+from oncegate.models.health import ErrorBody, ErrorDetail, ErrorInfo, Health, RestoredStore
 from oncegate.models.inventory import (
     ClaimCounts,
     FlowList,
@@ -148,6 +148,7 @@ __all__ = [
     "ReleaseRequest",
     "ReportConflictRequest",
     "ResolveConflictRequest",
+    "RestoredStore",
     "ResultEntry",
     "ResultItem",
     "ReviewClaimRequest",

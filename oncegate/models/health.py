@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from pydantic import Field
 
 from oncegate.models.base import _Model, designer
+
+
+class RestoredStore(_Model):
+    """The store was filled from an export: keys done after the export are forgotten until their horizon."""
+
+    restored_from: Annotated[str, designer("Restored From", "The id of the store the export was taken from.")]
+    exported_at: Annotated[
+        datetime,
+        designer("Exported At", "The export's time: keys done after it are not in the store and are answered proceed."),
+    ]
+    restored_at: Annotated[
+        datetime | None, designer("Restored At", "When the import ended; empty while it is under way.")
+    ] = None
+    forgotten_until: Annotated[
+        datetime,
+        designer("Forgotten Until", "Until when keys done after the export may be answered proceed again."),
+    ]
+    message: Annotated[str, designer("Restore Message", "What the restore means for flows, in one sentence.")]
 
 
 class Health(_Model):
@@ -20,6 +39,13 @@ class Health(_Model):
         designer(
             "Store Location",
             "Where the store is: the SQLite file's path or the Table Storage endpoint, never a secret.",
+        ),
+    ] = None
+    restored: Annotated[
+        RestoredStore | None,
+        designer(
+            "Restored",
+            "Present while the store, filled from an export, forgets the keys done after it: until their horizon.",
         ),
     ] = None
 

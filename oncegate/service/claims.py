@@ -17,6 +17,7 @@ from typing import Protocol
 
 from oncegate.domain import members
 from oncegate.domain.answers import ClaimAnswer, answer, conflict_answer, flow_warnings, unclaimed
+from oncegate.domain.backups import Restore
 from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records, withdrawn
 from oncegate.domain.idempotency import idempotency_key
 from oncegate.domain.keys import normalise_scope, normalise_source
@@ -34,12 +35,13 @@ from oncegate.errors import (
     NotFound,
     StateConflict,
 )
+from oncegate.service.backups import restore_notice
 from oncegate.service.commands import CheckAndClaim, KeyOf, Paging
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, flow_text
 from oncegate.service.identity import Caller, keyed, new_grant_id, token
 from oncegate.service.races import settled
-from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable
+from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable, RestoreReads
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ logger = logging.getLogger(__name__)
 HISTORY_PAGE = 50
 
 
-class ClaimsRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, Reachable, Protocol):
+class ClaimsRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, Reachable, RestoreReads, Protocol):
     """What Check and claim and the claim readers use of the store."""
 
 
@@ -324,3 +326,7 @@ class Claims:
         self._store.ping()
         self._core.safeguard.ring(fresh=True)
         return self._store.kind
+
+    def restore(self) -> Restore | None:
+        """The export the store was filled from, while its health is to say so (issue 35); None otherwise."""
+        return restore_notice(self._store, self._core.clock())

@@ -10,11 +10,12 @@ every decision lives in :mod:`oncegate.service`. One contract suite
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
 
+from oncegate.domain.backups import ClaimBackup, Restore
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import (
     Claim,
@@ -240,6 +241,46 @@ class StoreMarkRecords(Protocol):
         """
 
 
+class BackupRecords(Protocol):
+    """What an export reads and an import writes (issue 35), beside the groups above that serve them too.
+
+    The export reads the conflicts, the inventory and the key secrets through their own groups; only the
+    claims need a read of their own (each whole, as one view) and a write that puts them back as they were.
+    """
+
+    def export_claims(self) -> Iterator[ClaimBackup]:
+        """Every claim and tombstone, each with its history and fingerprint records read as one view of it.
+
+        Read a page at a time, whatever the store holds; the order is the store's own. A claim purged
+        meanwhile may be in it or not; one made meanwhile, too.
+        """
+
+    def claims_changed_since(self, at: datetime) -> Iterator[tuple[str, str]]:
+        """The id and version of every claim the store wrote at or after ``at``, on its own clock (see
+        ``ClaimBackup.changed_at``)."""
+
+    def restore_claim(self, backup: ClaimBackup) -> None:
+        """Write the claim, its history and its fingerprint records as they are in ``backup``, whatever is there.
+
+        Idempotent: written again, it leaves the same claim. The history goes before the claim's row, so a
+        restore cut short never leaves a claim without part of its history once its row is there.
+        """
+
+    def stored_contents(self) -> list[str]:
+        """What the store holds, by the names an operator reads (``claims``, ``conflicts``, ``key secrets``...,
+        ``store id``); empty for a store that holds nothing. The restore record is not counted."""
+
+    def save_restore(self, restore: Restore) -> None:
+        """Write the restore record, whatever was there."""
+
+
+class RestoreReads(Protocol):
+    """Whether the store was filled from an export, which its health says until the export's keys' horizon."""
+
+    def read_restore(self) -> Restore | None:
+        """The record of the import that filled this store; None for a store never restored."""
+
+
 class Reachable(Protocol):
     """Which store it is, and whether it answers (health)."""
 
@@ -249,7 +290,9 @@ class Reachable(Protocol):
         """Raise ``StoreUnavailable`` if the store cannot be reached."""
 
 
-class ClaimStore(ClaimRecords, ConflictRecords, InventoryRecords, StoreMarkRecords, Reachable, Protocol):
+class ClaimStore(
+    ClaimRecords, ConflictRecords, InventoryRecords, StoreMarkRecords, BackupRecords, RestoreReads, Reachable, Protocol
+):
     """One backend holding all four: what bootstrap builds and every adapter implements."""
 
     def close(self) -> None:

@@ -24,11 +24,13 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
 from oncegate import telemetry
+from oncegate.domain.backups import ClaimBackup, Restore
 from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.records import (
     Claim,
@@ -109,6 +111,11 @@ CREATE TABLE IF NOT EXISTS scopes (
     SucceededClaims INTEGER NOT NULL, FailedClaims INTEGER NOT NULL, UnknownClaims INTEGER NOT NULL,
     ReleasedClaims INTEGER NOT NULL, Version INTEGER NOT NULL
 );
+-- The import that filled this store, if one did (issue 35): one row.
+CREATE TABLE IF NOT EXISTS restores (
+    RestoredFrom TEXT PRIMARY KEY, ExportId TEXT NOT NULL, ExportedAt TEXT NOT NULL, StartedAt TEXT NOT NULL,
+    ForgottenUntil TEXT NOT NULL, RecordsDone INTEGER NOT NULL, CompletedAt TEXT
+);
 CREATE TABLE IF NOT EXISTS overlaps (
     OverlapId TEXT PRIMARY KEY, FlowName TEXT NOT NULL, FlowEnvironment TEXT NOT NULL, OtherFlowName TEXT NOT NULL,
     OtherFlowEnvironment TEXT NOT NULL, Count INTEGER NOT NULL, FirstSeenAt TEXT, LastSeenAt TEXT,
@@ -155,6 +162,21 @@ ADDED_INDEXES = """
 CREATE INDEX IF NOT EXISTS claims_by_source ON claims (Source, UpdatedAt, ClaimId);
 CREATE INDEX IF NOT EXISTS claims_by_reference ON claims (Reference, UpdatedAt, ClaimId);
 """
+# What an export reads of the claims at a time, each page in one read transaction (issue 35).
+EXPORT_PAGE = 200
+# The tables an import refuses to fill when they hold anything, by the names an operator reads (issue 35): a claim's
+# history and fingerprint records are its own, as they are in its partition on Table Storage.
+CONTENTS = {
+    "claims": "claims",
+    "history": "claims",
+    "fingerprints": "claims",
+    "conflicts": "conflicts",
+    "flows": "flows",
+    "scopes": "scopes",
+    "overlaps": "overlaps",
+    "key_ids": "key secrets",
+    "store_identity": "store id",
+}
 # Files made by the first release declare ClaimToken NOT NULL; claims no longer keep a token, so "" says none.
 NO_TOKEN = ""
 # The mark row of a table that guards the promise (issue 31): in the table itself, so that `DELETE FROM claims` or
@@ -293,6 +315,14 @@ def _table_mark(connection: sqlite3.Connection, table: str, key: str) -> TableMa
     return TableMark(table, row["StoreId"] if row else None)
 
 
+def _holds_rows(connection: sqlite3.Connection, table: str) -> bool:
+    """Whether the table holds a row besides its mark row (issue 35: an import fills only an empty store)."""
+    key = MARKED_TABLES.get(table)
+    besides = f" WHERE {key} != ?" if key else ""
+    row = connection.execute(f"SELECT 1 FROM {table}{besides} LIMIT 1", (MARK_ROW,) if key else ()).fetchone()
+    return row is not None
+
+
 def _mark_row(table: str, key: str, store_id: str, when: str) -> Row:
     """A table's mark row: its key, the store's id, and what the table's NOT NULL columns need."""
     if table == "claims":
@@ -313,6 +343,23 @@ def _page(rows: list[sqlite3.Row], limit: int, from_row: Callable[[Row, str], R]
     items = [from_row(dict(row), str(row["Version"])) for row in rows[:limit]]
     last = rows[limit - 1] if len(rows) > limit else None
     return Page(items, encode_cursor(last[place[0]], last[place[1]]) if last else None)
+
+
+def _backups(rows: list[sqlite3.Row], events: list[sqlite3.Row], prints: list[sqlite3.Row]) -> Iterator[ClaimBackup]:
+    """Each claim row with its history and fingerprint rows (both sorted by claim id, as the rows are)."""
+    history: dict[str, list[HistoryEvent]] = {}
+    for row in events:
+        history.setdefault(row["ClaimId"], []).append(columns.event_from_row(dict(row)))
+    records: dict[str, list[FingerprintRecord]] = {}
+    for row in prints:
+        records.setdefault(row["ClaimId"], []).append(columns.fingerprint_from_row(dict(row), str(row["Version"])))
+    for row in rows:
+        claim_id = row["ClaimId"]
+        events_of = history.get(claim_id, [])
+        claim = columns.claim_from_row(dict(row), str(row["Version"]), partial(list, events_of))
+        yield ClaimBackup(
+            claim, tuple(events_of), tuple(records.get(claim_id, [])), datetime.fromisoformat(row["UpdatedAt"])
+        )
 
 
 class _Slot:
@@ -780,6 +827,100 @@ class SqliteStore:
                 connection.execute(*_insert("store_identity", row))
             else:
                 connection.execute("UPDATE store_identity SET TablesMarked = 1")
+
+    def export_claims(self) -> Iterator[ClaimBackup]:
+        """Claims in claim id order, a page at a time: each page's claims, history and fingerprint records are
+        read in one read transaction, one view of the file, however long the export runs."""
+        after = ""
+        while True:
+            with self._translated():
+                connection = self._connection()
+                connection.execute("BEGIN")
+                try:
+                    rows = connection.execute(
+                        "SELECT * FROM claims WHERE ClaimId > ? AND ClaimId != ? ORDER BY ClaimId LIMIT ?",
+                        (after, MARK_ROW, EXPORT_PAGE),
+                    ).fetchall()
+                    ids = [row["ClaimId"] for row in rows]
+                    marks = ", ".join("?" for _ in ids)
+                    events = connection.execute(
+                        f"SELECT * FROM history WHERE ClaimId IN ({marks}) ORDER BY ClaimId, At, EventId", ids
+                    ).fetchall()
+                    prints = connection.execute(
+                        f"SELECT * FROM fingerprints WHERE ClaimId IN ({marks})", ids
+                    ).fetchall()
+                finally:
+                    connection.execute("COMMIT")
+            yield from _backups(rows, events, prints)
+            if len(rows) < EXPORT_PAGE:
+                return
+            after = ids[-1]
+
+    def claims_changed_since(self, at: datetime) -> Iterator[tuple[str, str]]:
+        with self._translated():
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT ClaimId, Version FROM claims WHERE UpdatedAt >= ? AND ClaimId != ? ORDER BY ClaimId",
+                    (utc_text(at), MARK_ROW),
+                )
+                .fetchall()
+            )
+        return iter([(row["ClaimId"], str(row["Version"])) for row in rows])
+
+    def restore_claim(self, backup: ClaimBackup) -> None:
+        """The claim, its history and its fingerprint records in one transaction, each row written over."""
+        claim = backup.claim
+        with self._write() as connection:
+            connection.execute("DELETE FROM history WHERE ClaimId = ?", (claim.claim_id,))
+            connection.execute("DELETE FROM fingerprints WHERE ClaimId = ?", (claim.claim_id,))
+            for event in backup.events:
+                connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
+            for record in backup.fingerprints:
+                connection.execute(
+                    *_insert("fingerprints", {**_sql_row(columns.fingerprint_to_row(record)), "Version": 1})
+                )
+            insert, values = _insert("claims", {**_claim_row(claim), "Version": _first_version()})
+            connection.execute(insert.replace("INSERT", "INSERT OR REPLACE", 1), values)
+
+    def stored_contents(self) -> list[str]:
+        """What the tables hold; the mark rows of ``claims`` and ``key_ids`` count as the store's id."""
+        with self._translated():
+            connection = self._connection()
+            found = [name for table, name in CONTENTS.items() if _holds_rows(connection, table)]
+            if any(_table_mark(connection, table, key).store_id for table, key in MARKED_TABLES.items()):
+                found.append("store id")
+        return list(dict.fromkeys(found))
+
+    def read_restore(self) -> Restore | None:
+        row = self._select_one("SELECT * FROM restores", ())
+        if row is None:
+            return None
+        return Restore(
+            restored_from=row["RestoredFrom"],
+            export_id=row["ExportId"],
+            exported_at=datetime.fromisoformat(row["ExportedAt"]),
+            started_at=datetime.fromisoformat(row["StartedAt"]),
+            forgotten_until=datetime.fromisoformat(row["ForgottenUntil"]),
+            records_done=row["RecordsDone"],
+            completed_at=datetime.fromisoformat(row["CompletedAt"]) if row["CompletedAt"] else None,
+        )
+
+    def save_restore(self, restore: Restore) -> None:
+        row = _sql_row(
+            {
+                "RestoredFrom": restore.restored_from,
+                "ExportId": restore.export_id,
+                "ExportedAt": restore.exported_at,
+                "StartedAt": restore.started_at,
+                "ForgottenUntil": restore.forgotten_until,
+                "RecordsDone": restore.records_done,
+                "CompletedAt": restore.completed_at,
+            }
+        )
+        with self._write() as connection:
+            connection.execute("DELETE FROM restores")
+            connection.execute(*_insert("restores", row))
 
     def ping(self) -> None:
         self._select_one("SELECT 1", ())

@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 
 from oncegate import bootstrap, telemetry
+from oncegate.domain.backups import Restore
 from oncegate.domain.keys import KeyHasher
 from oncegate.errors import StoreUnavailable
 from oncegate.stores.port import ClaimStore
@@ -499,6 +500,23 @@ def test_the_watch_reports_all_clear_too(events: Events) -> None:
     sent = events.one()
     assert sent.name == telemetry.WATCH.name
     assert (sent.dimensions[telemetry.CLAIMS], sent.dimensions[telemetry.CONFLICTS]) == (0, 0)
+    assert telemetry.FORGOTTEN_UNTIL not in sent.dimensions
+
+
+def test_the_watch_of_a_restored_store_says_until_when_it_forgets_the_keys_done_after_the_export(
+    events: Events, clock: FakeClock
+) -> None:
+    exported_at = clock.now - timedelta(days=2)
+    forgotten_until = clock.now + timedelta(days=365)
+    restore = Restore("0123456789abcdef", "e1", exported_at, clock.now, forgotten_until, completed_at=clock.now)
+    events.service.store.save_restore(restore)
+
+    run_timer("watch_claims_needing_attention")
+
+    sent = events.one()
+    declared(sent)
+    assert datetime.fromisoformat(sent.dimensions[telemetry.EXPORTED_AT]) == exported_at
+    assert datetime.fromisoformat(sent.dimensions[telemetry.FORGOTTEN_UNTIL]) == forgotten_until
 
 
 def test_a_watch_the_store_fails_sends_unavailable(events: Events, faults: FaultyStore) -> None:

@@ -58,6 +58,8 @@ def test_the_whole_store_is_the_groups_together_and_nothing_else() -> None:
         port.ConflictRecords,
         port.InventoryRecords,
         port.StoreMarkRecords,
+        port.BackupRecords,
+        port.RestoreReads,
         port.Reachable,
     )
     in_groups = {name for group in groups for name in vars(group) if not name.startswith("_")}

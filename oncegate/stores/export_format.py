@@ -1,0 +1,120 @@
+"""The export file's records (issue 35): the stores' own rows, one JSON object a line, with a version.
+
+An export holds rows in the stores' format (:mod:`oncegate.stores.columns`), never the API's, so that
+a file written by one store reads into the other and a renamed API field breaks no export. Times are
+fixed-width UTC text, as SQLite keeps them. The file is::
+
+    {"record": "header", "format": "oncegate-export", "formatVersion": 1, "storeId": ..., "exportId": ...,
+     "startedAt": ..., "horizonDays": ..., "keySecretIds": [...]}
+    {"record": "secret", "row": {...}}                 the key secrets' records (check values, never secrets)
+    {"record": "scope" | "flow" | "overlap", "row": {...}}
+    {"record": "conflict", "row": {...}}
+    {"record": "claim", "row": {...}, "history": [{...}], "fingerprints": [{...}]}   one line per claim
+    {"record": "end", "finishedAt": ..., "counts": {...}, "keySecretIds": [...], "changedDuringExport": [...]}
+
+A file without its ``end`` line was cut short: an import refuses it. ``.gz`` files are gzip.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+from oncegate.domain.backups import ClaimBackup
+from oncegate.domain.records import Conflict, FlowRecord, KeySecretRecord, Overlap, ScopeRecord
+from oncegate.stores import columns
+from oncegate.stores.columns import Row
+from oncegate.stores.paging import utc_text
+
+FORMAT = "oncegate-export"
+FORMAT_VERSION = 1
+HEADER = "header"
+END = "end"
+# What a record's rows are read back as: the store writes them at a version of its own.
+NO_VERSION = ""
+Record = dict[str, Any]
+
+
+def _plain(row: Row) -> Row:
+    return {name: utc_text(value) if isinstance(value, datetime) else value for name, value in row.items()}
+
+
+def secret_record(record: KeySecretRecord) -> Record:
+    return {"record": "secret", "row": _plain(columns.secret_to_row(record))}
+
+
+def scope_record(record: ScopeRecord) -> Record:
+    return {"record": "scope", "row": _plain(columns.scope_to_row(record))}
+
+
+def flow_record(record: FlowRecord) -> Record:
+    return {"record": "flow", "row": _plain(columns.flow_to_row(record))}
+
+
+def overlap_record(record: Overlap) -> Record:
+    return {"record": "overlap", "row": _plain(columns.overlap_to_row(record))}
+
+
+def conflict_record(conflict: Conflict) -> Record:
+    return {"record": "conflict", "row": _plain(columns.conflict_to_row(conflict))}
+
+
+def claim_record(backup: ClaimBackup) -> Record:
+    return {
+        "record": "claim",
+        "row": _plain(columns.claim_to_row(backup.claim)),
+        "history": [_plain(columns.event_to_row(event)) for event in backup.events],
+        "fingerprints": [_plain(columns.fingerprint_to_row(record)) for record in backup.fingerprints],
+    }
+
+
+Restored = KeySecretRecord | ScopeRecord | FlowRecord | Overlap | Conflict | ClaimBackup
+
+
+def restored(record: Record) -> Restored:
+    """The store record an export line holds, at no version (the store it is written to gives one)."""
+    kind, row = record["record"], record["row"]
+    if kind == "secret":
+        return columns.secret_from_row(row, NO_VERSION)
+    if kind == "scope":
+        return columns.scope_from_row(row, NO_VERSION)
+    if kind == "flow":
+        return columns.flow_from_row(row, NO_VERSION)
+    if kind == "overlap":
+        return columns.overlap_from_row(row, NO_VERSION)
+    if kind == "conflict":
+        return columns.conflict_from_row(row, NO_VERSION)
+    if kind == "claim":
+        events = tuple(columns.event_from_row(event) for event in record["history"])
+        prints = tuple(columns.fingerprint_from_row(each, NO_VERSION) for each in record["fingerprints"])
+        claim = columns.claim_from_row(row, NO_VERSION, lambda: list(events))
+        return ClaimBackup(claim, events, prints, claim.updated_at)
+    raise ValueError(f"an export holds no record of the kind {kind!r}")
+
+
+def open_for_writing(path: Path) -> IO[str]:
+    """The file to write an export to: gzip when its name ends in ``.gz``."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "wt", encoding="utf-8")
+    return path.open("w", encoding="utf-8")
+
+
+def write(out: IO[str], record: Record) -> None:
+    out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+def _open_for_reading(path: Path) -> IO[str]:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return path.open(encoding="utf-8")
+
+
+def records(path: Path) -> Iterator[Record]:
+    """The export's records in file order, read a line at a time (gzip when its name ends in ``.gz``)."""
+    with _open_for_reading(path) as lines:
+        for line in lines:
+            yield json.loads(line)

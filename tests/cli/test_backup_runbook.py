@@ -1,0 +1,197 @@
+"""The restore runbook of docs/operations.md (*Backup and restore*) run as written, in bash, on a SQLite store.
+
+The blocks that take an export, move the database aside and import it run word for word; the export's
+time, which the operator reads off the export's output, is the one value the test fills in
+(``EXPORTED_AT``). The ``az`` blocks need a subscription and are not run. Afterwards every key done
+before the export is answered ``duplicate`` again and health says the store was restored; the
+commands' refusals and progress are checked through the command itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.data.tables import TableServiceClient
+
+from oncegate import bootstrap
+from oncegate.cli import main
+from oncegate.config import Settings
+from oncegate.domain.statuses import Decision
+from oncegate.stores import export_format
+from oncegate.stores.tables import table_names
+from tests.cli.conftest import Run
+from tests.docs.markdown import REPO, ShellBlock, shell_blocks
+from tests.gate import Gate
+from tests.service.calls import claim, record
+
+OPERATIONS = REPO / "docs" / "operations.md"
+SECTION = "## Backup and restore\n"
+KEYS = [f"SO-{index}" for index in range(5)]
+RESTORE_WITH = re.compile(r"^Restore with: oncegate store import \S+ --forget-after (?P<time>\S+)$", re.MULTILINE)
+
+
+def runbook() -> dict[str, ShellBlock]:
+    """The section's shell blocks that run on this machine, by what they do."""
+    text = OPERATIONS.read_text(encoding="utf-8")
+    start = text.count("\n", 0, text.index(SECTION)) + 1
+    end = text.count("\n", 0, text.index("\n## ", text.index(SECTION) + 1)) + 1
+    blocks = [block for block in shell_blocks(OPERATIONS) if start < block.line < end]
+    steps = {
+        "export": [
+            block for block in blocks if block.code.strip().endswith("oncegate store export oncegate-export.jsonl.gz")
+        ],
+        "aside": [block for block in blocks if 'mv "$file" wiped/' in block.code],
+        "import": [block for block in blocks if "oncegate store import" in block.code],
+    }
+    assert all(len(found) == 1 for found in steps.values()), steps
+    return {step: found[0] for step, found in steps.items()}
+
+
+def bash(block: ShellBlock, workdir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_")}
+    clean["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{clean['PATH']}"
+    return subprocess.run(
+        ["bash", "-e", "-c", block.code],
+        cwd=workdir,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder where `oncegate serve` ran on its default SQLite store and did five keys."""
+    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    service = Gate.of(bootstrap.build_services(Settings.from_environment()))
+    for key in KEYS:
+        record(service, claim(service, key=key, run=f"run-{key}"))
+    service.close()
+    return tmp_path
+
+
+def test_the_restore_runbook_as_written_brings_back_every_key_and_health_says_so(served: Path) -> None:
+    steps = runbook()
+
+    exported = bash(steps["export"], served)
+    time = RESTORE_WITH.search(exported.stdout)
+    aside = bash(steps["aside"], served)
+    imported = bash(steps["import"], served, EXPORTED_AT=time["time"] if time else "")
+
+    assert exported.returncode == 0, exported.stderr
+    assert "claim: 5 rows" in exported.stderr
+    assert time is not None, exported.stdout
+    assert aside.returncode == 0, aside.stderr
+    assert not (served / ".oncegate" / "oncegate.db").exists() or imported.returncode == 0
+    assert imported.returncode == 0, imported.stderr
+    assert f"Keys done after {time['time']} are forgotten until" in imported.stdout
+    service = Gate.of(bootstrap.build_services(Settings.from_environment()))
+    try:
+        for key in KEYS:
+            assert claim(service, key=key, run="run-again").decision is Decision.DUPLICATE, key
+        restored = service.health().restored
+        assert restored is not None
+        assert restored.message.startswith(
+            f"Restored from an export: keys done after {time['time'].replace('Z', '+00:00')}"
+        )
+    finally:
+        service.close()
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Run:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    return Run(code, out, err)
+
+
+def test_the_import_names_what_it_refuses_and_exits_2(served: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    exported = run(capsys, "store", "export", "export.jsonl")
+    time = RESTORE_WITH.search(exported.out)
+    assert time is not None
+
+    wrong = run(capsys, "store", "import", "export.jsonl", "--forget-after", "2020-01-01T00:00:00Z")
+    full = run(capsys, "store", "import", "export.jsonl", "--forget-after", time["time"])
+    missing = run(capsys, "store", "import", "nothing.jsonl", "--forget-after", time["time"])
+    unreadable = run(capsys, "store", "import", "export.jsonl", "--forget-after", "yesterday")
+
+    assert exported.code == 0
+    assert (wrong.code, full.code, missing.code) == (2, 2, 2)
+    assert f"oncegate store import: --forget-after must be the export's time, {time['time']}:" in wrong.err
+    assert full.err.splitlines()[-1] == (
+        "oncegate store import: the store is not empty: it holds claims, flows, scopes, key secrets, store id. "
+        "Import into an empty store."
+    )
+    assert "nothing.jsonl cannot be read as an export" in missing.err
+    assert unreadable.code == 2
+    assert unreadable.err.startswith("oncegate store import: --forget-after: give a date and time with its zone")
+
+
+def test_the_export_in_json_names_its_time_the_secrets_it_needs_and_when_it_expires(
+    served: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exported = run(capsys, "store", "export", "export.jsonl.gz", "--json")
+
+    summary = json.loads(exported.out)
+    header = next(iter(export_format.records(served / "export.jsonl.gz")))
+    assert exported.code == 0
+    assert (summary["storeId"], summary["startedAt"]) == (header["storeId"], header["startedAt"].replace("+00:00", "Z"))
+    assert summary["counts"] == {"secret": 1, "scope": 1, "flow": 1, "claim": len(KEYS)}
+    assert summary["keySecretIds"] == header["keySecretIds"]
+    assert len(summary["keySecretIds"]) == 1
+    expires = datetime.fromisoformat(summary["expiresAt"]) - datetime.fromisoformat(summary["finishedAt"])
+    assert expires == timedelta(days=365)
+    assert not (served / "export.partial.jsonl.gz").exists()
+
+
+@pytest.mark.azurite
+def test_on_table_storage_export_and_import_need_no_key_secret_and_the_pinned_app_serves_the_restored_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], table_store_factory: Any
+) -> None:
+    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    table_store_factory()  # the factory drops the test's tables afterwards
+    monkeypatch.setenv("ONCEGATE_STORE", "tables")
+    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
+    monkeypatch.setenv("ONCEGATE_TABLE_PREFIX", table_store_factory.prefix)
+    marked = run(capsys, "store", "init", "--new-only", "--json")
+    store_id = json.loads(marked.out)["storeId"]
+    app_settings = {**os.environ, "ONCEGATE_KEY_SECRET": "secret-a-" + "a" * 32, "ONCEGATE_STORE_ID": store_id}
+    service = Gate.of(bootstrap.build_services(Settings.from_environment(app_settings)))
+    for key in KEYS:
+        record(service, claim(service, key=key, run=f"run-{key}"))
+    service.close()
+
+    # The operator's machine holds the store settings and no key secret, as for `store init`.
+    exported = run(capsys, "store", "export", "export.jsonl")
+    time = RESTORE_WITH.search(exported.out)
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as tables:
+        for name in table_names(table_store_factory.prefix):
+            tables.delete_table(name)
+    imported = run(capsys, "store", "import", "export.jsonl", "--forget-after", time["time"] if time else "")
+    restored = Gate.of(bootstrap.build_services(Settings.from_environment(app_settings)))
+    try:
+        answers = [claim(restored, key=key, run="run-again").decision for key in KEYS]
+        health = restored.health()
+    finally:
+        restored.close()
+
+    assert exported.code == 0, exported.err
+    assert time is not None
+    assert imported.code == 0, imported.err
+    assert f"is store {store_id} again" in imported.out
+    assert answers == [Decision.DUPLICATE] * len(KEYS)
+    assert (health.status, health.restored is not None) == ("ok", True)

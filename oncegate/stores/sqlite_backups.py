@@ -143,30 +143,10 @@ class SqliteBackups:
 
     def read_restore(self) -> Restore | None:
         row = self._select_one("SELECT * FROM restores", ())
-        if row is None:
-            return None
-        return Restore(
-            restored_from=row["RestoredFrom"],
-            export_id=row["ExportId"],
-            exported_at=datetime.fromisoformat(row["ExportedAt"]),
-            started_at=datetime.fromisoformat(row["StartedAt"]),
-            forgotten_until=datetime.fromisoformat(row["ForgottenUntil"]),
-            records_done=row["RecordsDone"],
-            completed_at=datetime.fromisoformat(row["CompletedAt"]) if row["CompletedAt"] else None,
-        )
+        return None if row is None else columns.restore_from_row(dict(row))
 
     def save_restore(self, restore: Restore) -> None:
-        row = _sql_row(
-            {
-                "RestoredFrom": restore.restored_from,
-                "ExportId": restore.export_id,
-                "ExportedAt": restore.exported_at,
-                "StartedAt": restore.started_at,
-                "ForgottenUntil": restore.forgotten_until,
-                "RecordsDone": restore.records_done,
-                "CompletedAt": restore.completed_at,
-            }
-        )
+        row = _sql_row(columns.restore_to_row(restore))
         with self._write() as connection:
             connection.execute("DELETE FROM restores")
             connection.execute(*_insert("restores", row))

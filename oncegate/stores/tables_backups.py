@@ -188,25 +188,9 @@ class TableBackups:
                 entity = self._keys.get_entity(RESTORE_PARTITION, RESTORE_ROW)
             except ResourceNotFoundError:
                 return None
-        return Restore(
-            restored_from=entity["RestoredFrom"],
-            export_id=entity["ExportId"],
-            exported_at=entity["ExportedAt"],
-            started_at=entity["StartedAt"],
-            forgotten_until=entity["ForgottenUntil"],
-            records_done=int(entity["RecordsDone"]),
-            completed_at=entity.get("CompletedAt"),
-        )
+        return columns.restore_from_row(entity)
 
     def save_restore(self, restore: Restore) -> None:
-        row = {
-            "RestoredFrom": restore.restored_from,
-            "ExportId": restore.export_id,
-            "ExportedAt": restore.exported_at,
-            "StartedAt": restore.started_at,
-            "ForgottenUntil": restore.forgotten_until,
-            "RecordsDone": restore.records_done,
-            "CompletedAt": restore.completed_at,
-        }
+        row = columns.restore_to_row(restore)
         with _translated():
             self._keys.upsert_entity(_entity(RESTORE_PARTITION, RESTORE_ROW, row), mode=UpdateMode.REPLACE)

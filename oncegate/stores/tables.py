@@ -822,12 +822,12 @@ class TableStore(TableBackups):
             return any(row["PartitionKey"] != STORE_PARTITION for row in rows)
 
     def _identity(self) -> TableEntity | None:
-        """The row of the store's id; None when the store has none (or no keys table)."""
-        try:
-            with _translated():
+        """The row of the store's id; None when the store has none (or no keys table: a new store, not an error)."""
+        with _translated():
+            try:
                 return self._keys.get_entity(STORE_PARTITION, STORE_ROW)
-        except (ResourceNotFoundError, NotConfigured):
-            return None
+            except ResourceNotFoundError:
+                return None
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
         row = columns.secret_to_row(record)

@@ -135,7 +135,9 @@ def store_init(args: argparse.Namespace) -> int:
         return refused("store init", f"{exc.code}: {settings.store_text}: {exc.message}", SERVICE_EXIT)
     try:
         before = store.read_marks().store_id
-        store_id = KeySecrets(store, clock=utc_now, pin=store_pin(settings)).start_store(new_only=args.new_only)
+        pin = store_pin(settings)
+        pinned_before = pin.pinned() if pin else None
+        store_id = KeySecrets(store, clock=utc_now, pin=pin).start_store(new_only=args.new_only)
     except OnceGateError as exc:
         return refused("store init", f"{exc.code}: {exc.message}", SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
     finally:
@@ -146,6 +148,9 @@ def store_init(args: argparse.Namespace) -> int:
         print(f"{settings.store_text} is store {store_id}.")
     elif args.new_only:
         print(f"{settings.store_text} is marked as a new store, {store_id}: set ONCEGATE_STORE_ID to it.")
+    elif before is None and pinned_before is None:
+        # No id in the store and none pinned: a new store, or one wiped whole; nothing here tells which.
+        print(f"{settings.store_text} is now store {store_id} (it had no id: a new store, or one wiped whole).")
     else:
         print(f"{settings.store_text} is now store {store_id}; claims made before it was wiped are forgotten.")
     return 0

@@ -156,3 +156,20 @@ def test_a_claims_table_emptied_behind_the_store_id_is_refused_and_new_only_neve
     served = Gate.of(bootstrap.build_services(Settings.from_environment()))
     assert claim(served, key="ORDER-0", run="run-again").decision is Decision.PROCEED
     served.close()
+
+
+def test_store_init_on_a_new_database_does_not_say_claims_were_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A brand-new store had no claims to forget: `store init` said "claims made before it was wiped are forgotten"."""
+    for name in STORE_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(tmp_path / "new" / "oncegate.db"))
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "oncegate.db").touch()
+
+    started = run(capsys, "store", "init")
+
+    assert started.code == 0, started.err
+    assert "wiped are forgotten" not in started.out
+    assert "it had no id: a new store, or one wiped whole" in started.out

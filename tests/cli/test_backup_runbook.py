@@ -14,12 +14,12 @@ import os
 import re
 import subprocess
 import sys
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.data.tables import TableServiceClient
+from azure.data.tables import AccountSasPermissions, ResourceTypes, TableServiceClient, generate_account_sas
 
 from oncegate import bootstrap
 from oncegate.cli import main
@@ -195,3 +195,42 @@ def test_on_table_storage_export_and_import_need_no_key_secret_and_the_pinned_ap
     assert f"is store {store_id} again" in imported.out
     assert answers == [Decision.DUPLICATE] * len(KEYS)
     assert (health.status, health.restored is not None) == ("ok", True)
+
+
+@pytest.mark.azurite
+def test_on_table_storage_an_export_needs_only_read_access_to_the_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], table_store_factory: Any
+) -> None:
+    """The docs' Storage Table Data Reader, as a read-and-list account SAS on Azurite: opening the store for the
+    export makes no table (a create needs a write role even when the table exists) and repairs no row."""
+    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    table_store_factory()  # the factory drops the test's tables afterwards
+    monkeypatch.setenv("ONCEGATE_STORE", "tables")
+    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
+    monkeypatch.setenv("ONCEGATE_TABLE_PREFIX", table_store_factory.prefix)
+    store_id = json.loads(run(capsys, "store", "init", "--new-only", "--json").out)["storeId"]
+    app_settings = {**os.environ, "ONCEGATE_KEY_SECRET": "secret-a-" + "a" * 32, "ONCEGATE_STORE_ID": store_id}
+    service = Gate.of(bootstrap.build_services(Settings.from_environment(app_settings)))
+    for key in KEYS:
+        record(service, claim(service, key=key, run=f"run-{key}"))
+    service.close()
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as tables:
+        credential = tables.credential
+        endpoint = tables.url.rstrip("/")
+    signature = generate_account_sas(
+        credential,
+        resource_types=ResourceTypes(service=True, container=True, object=True),
+        permission=AccountSasPermissions(read=True, list=True),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )
+    monkeypatch.setenv(
+        "ONCEGATE_TABLES_CONNECTION_STRING", f"TableEndpoint={endpoint};SharedAccessSignature={signature}"
+    )
+
+    exported = run(capsys, "store", "export", "export.jsonl")
+
+    assert exported.code == 0, exported.err
+    assert f"Exported store {store_id}" in exported.out
+    assert "claim: 5 rows" in exported.err

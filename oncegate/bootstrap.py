@@ -42,7 +42,7 @@ STORE_ID_SUFFIX = ".store-id"
 
 def build_store(settings: Settings, *, read_only: bool = False) -> ClaimStore:
     """The store the settings name; ``read_only`` opens Table Storage without making a table or repairing a row
-    (what an export needs, on Storage Table Data Reader alone)."""
+    (what an export needs: Storage Table Data Reader alone may not make even a table that exists)."""
     if settings.store is StoreKind.SQLITE:
         return SqliteStore(settings.sqlite_path)
     # Imported here so the embedded default runs without touching the Azure SDK.

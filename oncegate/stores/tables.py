@@ -92,7 +92,7 @@ from oncegate.domain.records import (
     ScopeRecord,
 )
 from oncegate.domain.statuses import ConflictStatus
-from oncegate.domain.store_id import STORE_ID, missing_table
+from oncegate.domain.store_id import STORE_ID, TABLE_BEING_DELETED, missing_table
 from oncegate.domain.tombstones import buried_fingerprints
 from oncegate.errors import (
     AlreadyExists,
@@ -313,12 +313,13 @@ def _translated() -> Iterator[None]:
         if exc.status_code is not None and (exc.status_code >= 500 or exc.status_code == 429):
             raise _unavailable(exc) from exc
         if exc.status_code == 403:
-            # The identity has no data role on the tables, or was just given one: a role takes minutes to apply.
             logger.error("Table Storage refused access: %s", exc)
             raise StoreUnavailable(
                 f"Table Storage refused access ({getattr(exc, 'error_code', None) or 403}): this identity has no data "
                 "role on the tables yet (a role assignment takes a few minutes to apply)."
             ) from exc
+        if exc.status_code == 409 and exc.error_code == "TableBeingDeleted":
+            raise StoreUnavailable(TABLE_BEING_DELETED) from exc
         if exc.status_code == 404 and _table_missing(exc):
             # Never read as "no such claim": that would be answered proceed for every key (issue 22). Not an
             # outage either: no retry brings it back (issue 31).
@@ -400,8 +401,7 @@ class TableStore:
         self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
             service.get_table_client(name) for name in names
         )
-        # Claims and keys tables are made only for a store with no id (issue 31); an export (read only) writes nothing.
-        if not read_only:
+        if not read_only:  # an export (Storage Table Data Reader): no table made; claims and keys only with no id
             guarded = (self._claims, self._keys) if self._identity() is None else ()
             with _translated():
                 for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps):

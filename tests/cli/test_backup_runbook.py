@@ -29,6 +29,7 @@ from oncegate.stores import export_format
 from oncegate.stores.tables import table_names
 from tests.cli.conftest import Run
 from tests.docs.markdown import REPO, ShellBlock, shell_blocks
+from tests.faults.lossy_proxy import LossyProxy
 from tests.gate import Gate
 from tests.service.calls import claim, record
 
@@ -234,3 +235,56 @@ def test_on_table_storage_an_export_needs_only_read_access_to_the_tables(
     assert exported.code == 0, exported.err
     assert f"Exported store {store_id}" in exported.out
     assert "claim: 5 rows" in exported.err
+
+
+BEING_DELETED = (
+    b'{"odata.error":{"code":"TableBeingDeleted","message":{"lang":"en-US",'
+    b'"value":"The specified table is being deleted. Try operation later."}}}'
+)
+
+
+class DeletingTables(LossyProxy):
+    """Table Storage just after the tables were deleted: it refuses to make a table of a deleted one's name (Azurite
+    makes it at once; an Azure account answers this for a minute or so)."""
+
+    def forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any, bytes]:
+        if method == "POST" and path.split("?", 1)[0].rstrip("/").endswith("/Tables"):
+            return 409, [("Content-Type", "application/json;odata=minimalmetadata")], BEING_DELETED
+        return super().forward(method, path, headers, body)
+
+
+@pytest.mark.azurite
+def test_an_import_run_moments_after_the_tables_were_deleted_is_refused_with_when_to_try_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], table_store_factory: Any
+) -> None:
+    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    table_store_factory()  # the factory drops the test's tables afterwards
+    monkeypatch.setenv("ONCEGATE_STORE", "tables")
+    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
+    monkeypatch.setenv("ONCEGATE_TABLE_PREFIX", table_store_factory.prefix)
+    store_id = json.loads(run(capsys, "store", "init", "--new-only", "--json").out)["storeId"]
+    app_settings = {**os.environ, "ONCEGATE_KEY_SECRET": "secret-a-" + "a" * 32, "ONCEGATE_STORE_ID": store_id}
+    service = Gate.of(bootstrap.build_services(Settings.from_environment(app_settings)))
+    record(service, claim(service, key=KEYS[0], run="run-0"))
+    service.close()
+    exported = run(capsys, "store", "export", "export.jsonl")
+    time = RESTORE_WITH.search(exported.out)
+    assert time is not None
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as tables:
+        for name in table_names(table_store_factory.prefix):
+            tables.delete_table(name)
+    proxy = DeletingTables(table_store_factory.connection_string)
+    try:
+        monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", proxy.connection_string)
+        refused = run(capsys, "store", "import", "export.jsonl", "--forget-after", time["time"])
+    finally:
+        proxy.close()
+    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
+    again = run(capsys, "store", "import", "export.jsonl", "--forget-after", time["time"])
+
+    assert refused.code == 3
+    assert "was deleted moments ago" in refused.err.splitlines()[-1], refused.err
+    assert again.code == 0, again.err
+    assert f"is store {store_id} again" in again.out

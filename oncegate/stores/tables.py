@@ -318,7 +318,7 @@ def _translated() -> Iterator[None]:
                 f"Table Storage refused access ({getattr(exc, 'error_code', None) or 403}): this identity has no data "
                 "role on the tables yet (a role assignment takes a few minutes to apply)."
             ) from exc
-        if exc.status_code == 409 and exc.error_code == "TableBeingDeleted":
+        if exc.status_code == 409 and getattr(exc, "error_code", None) == "TableBeingDeleted":
             raise StoreUnavailable(TABLE_BEING_DELETED) from exc
         if exc.status_code == 404 and _table_missing(exc):
             # Never read as "no such claim": that would be answered proceed for every key (issue 22). Not an

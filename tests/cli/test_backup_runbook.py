@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.core.credentials import AzureNamedKeyCredential
 from azure.data.tables import AccountSasPermissions, ResourceTypes, TableServiceClient, generate_account_sas
 
 from oncegate import bootstrap
@@ -220,6 +221,7 @@ def test_on_table_storage_an_export_needs_only_read_access_to_the_tables(
     with TableServiceClient.from_connection_string(table_store_factory.connection_string) as tables:
         credential = tables.credential
         endpoint = tables.url.rstrip("/")
+    assert isinstance(credential, AzureNamedKeyCredential)
     signature = generate_account_sas(
         credential,
         resource_types=ResourceTypes(service=True, container=True, object=True),

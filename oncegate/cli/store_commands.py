@@ -246,6 +246,7 @@ def store_import(args: argparse.Namespace) -> int:
         return refused("store import", f"--forget-after: {exc}")
     try:
         export_file = backups.read_export(path)
+        backups.check_forget_after(export_file, forget_after)  # before the store is opened: a refusal makes nothing
     except OnceGateError as exc:
         return refused("store import", exc.message)
     opened = _bare_store("store import", create=True)

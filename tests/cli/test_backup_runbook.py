@@ -141,6 +141,19 @@ def test_the_import_names_what_it_refuses_and_exits_2(served: Path, capsys: pyte
     assert unreadable.err.startswith("oncegate store import: --forget-after: give a date and time with its zone")
 
 
+def test_an_import_refused_for_its_time_leaves_no_database_behind(
+    served: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "store", "export", "export.jsonl").code == 0
+    (served / ".oncegate" / "oncegate.db").rename(served / "aside.db")
+
+    wrong = run(capsys, "store", "import", "export.jsonl", "--forget-after", "2020-01-01T00:00:00Z")
+
+    assert wrong.code == 2
+    assert "--forget-after must be the export's time" in wrong.err
+    assert not (served / ".oncegate" / "oncegate.db").exists()
+
+
 def test_the_export_in_json_names_its_time_the_secrets_it_needs_and_when_it_expires(
     served: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

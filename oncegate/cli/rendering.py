@@ -325,18 +325,15 @@ def attention_table(claims: list[ClaimNeedingAttention]) -> RenderableType:
         return "No claims need attention."
     rows = [
         [
-            _when(item.since) or "",
-            item.why.value,
-            item.claim.scope,
-            str(item.claim.attempt),
-            item.claim.run_id,
-            _flow(item.claim.flow),
-            item.claim.claim_id,
+            *(_when(item.since) or "", item.why.value, item.claim.source or "", item.claim.reference or ""),
+            *(item.claim.scope, str(item.claim.attempt), item.claim.run_id),
+            *(_flow(item.claim.flow), item.claim.claim_id),
         ]
         for item in claims
     ]
-    columns = [_id("SINCE", 2), _id("WHY"), _id("SCOPE", 1), _id("ATTEMPT", 4), _id("RUN", 3), _free("FLOW", 5, 16)]
-    return _table([*columns, _under("CLAIM")], rows)
+    # What a person looks the record up by in the source and target systems leaves last, as in claims_table.
+    columns = [_id("SINCE", 3), _id("WHY"), _id("SOURCE", 2), _id("REFERENCE", 1), _id("SCOPE", 4)]
+    return _table([*columns, _id("ATTEMPT", 6), _id("RUN", 5), _free("FLOW", 7, 16), _under("CLAIM")], rows)
 
 
 def claims_table(claims: list[ClaimView]) -> RenderableType:

@@ -19,6 +19,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from oncegate.domain.backups import Restore
 from oncegate.domain.records import (
     AppliedResolution,
     Claim,
@@ -660,4 +661,28 @@ def secret_from_row(row: Row, version: str) -> KeySecretRecord:
         in_use_from=in_use_from,
         retired_at=_when(row.get("RetiredAt")),
         version=version,
+    )
+
+
+def restore_to_row(restore: Restore) -> Row:
+    return {
+        "RestoredFrom": restore.restored_from,
+        "ExportId": restore.export_id,
+        "ExportedAt": restore.exported_at,
+        "StartedAt": restore.started_at,
+        "ForgottenUntil": restore.forgotten_until,
+        "RecordsDone": restore.records_done,
+        "CompletedAt": restore.completed_at,
+    }
+
+
+def restore_from_row(row: Row) -> Restore:
+    return Restore(
+        restored_from=row["RestoredFrom"],
+        export_id=row["ExportId"],
+        exported_at=_required_when(row["ExportedAt"]),
+        started_at=_required_when(row["StartedAt"]),
+        forgotten_until=_required_when(row["ForgottenUntil"]),
+        records_done=int(row["RecordsDone"]),
+        completed_at=_when(row.get("CompletedAt")),
     )

@@ -7,7 +7,7 @@ event commit together, and WAL lets readers go on meanwhile.
 
 The module runs past 400 lines on purpose: it adapts all three ports over one file, and they share
 the schema, one connection per thread and the writers' locks; split by port, each part would need
-all of them.
+all of them. Its backups (issue 35) are apart, in ``sqlite_backups``, and the rows both write in ``sqlite_rows``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 import sqlite3
 import threading
 import weakref
@@ -24,14 +23,12 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import replace
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
 from oncegate import telemetry
-from oncegate.domain.backups import ClaimBackup, Restore
-from oncegate.domain.marks import StoreMarks, TableMark
+from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import (
     Claim,
     ClaimFilter,
@@ -48,9 +45,22 @@ from oncegate.domain.statuses import ConflictStatus
 from oncegate.domain.store_id import STORE_ID, missing_table
 from oncegate.domain.tombstones import buried_fingerprints
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotConfigured, NotFound, StoreUnavailable
-from oncegate.stores import columns, large_values
+from oncegate.stores import columns
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
+from oncegate.stores.sqlite_backups import SqliteBackups
+from oncegate.stores.sqlite_rows import (
+    MARK_ROW,
+    MARK_STATUS,
+    MARKED_TABLES,
+    NO_TOKEN,
+    _claim_row,
+    _first_version,
+    _insert,
+    _no_such_table,
+    _sql_row,
+    _table_mark,
+)
 
 fcntl: ModuleType | None
 try:
@@ -162,42 +172,6 @@ ADDED_INDEXES = """
 CREATE INDEX IF NOT EXISTS claims_by_source ON claims (Source, UpdatedAt, ClaimId);
 CREATE INDEX IF NOT EXISTS claims_by_reference ON claims (Reference, UpdatedAt, ClaimId);
 """
-# What an export reads of the claims at a time, each page in one read transaction (issue 35).
-EXPORT_PAGE = 200
-# The tables an import refuses to fill when they hold anything, by the names an operator reads (issue 35): a claim's
-# history and fingerprint records are its own, as they are in its partition on Table Storage.
-CONTENTS = {
-    "claims": "claims",
-    "history": "claims",
-    "fingerprints": "claims",
-    "conflicts": "conflicts",
-    "flows": "flows",
-    "scopes": "scopes",
-    "overlaps": "overlaps",
-    "key_ids": "key secrets",
-    "store_identity": "store id",
-}
-# Files made by the first release declare ClaimToken NOT NULL; claims no longer keep a token, so "" says none.
-NO_TOKEN = ""
-# The mark row of a table that guards the promise (issue 31): in the table itself, so that `DELETE FROM claims` or
-# `DROP TABLE claims` takes it too. Its id is no claim id (52 base32 letters) and no key id; its Status no status,
-# so no list of claims reads it.
-MARK_ROW = "store-mark"
-MARK_STATUS = "mark"
-# The guarded tables besides store_identity, by the column that keys their rows.
-MARKED_TABLES = {"claims": "ClaimId", "key_ids": "KeyId"}
-
-
-def _sql_row(row: Row) -> Row:
-    # SQLite would hold more, but the stores hold the same: a row Table Storage could not hold is refused here too.
-    large_values.check(row)
-    # Times as fixed-width UTC text, which sorts in time order (the lists' cursors rely on it).
-    return {name: utc_text(value) if isinstance(value, datetime) else value for name, value in row.items()}
-
-
-def _claim_row(claim: Claim) -> Row:
-    row = _sql_row(columns.claim_to_row(claim))
-    return {**row, "ClaimToken": row["ClaimToken"] or NO_TOKEN}
 
 
 class _WritersQueue:
@@ -301,28 +275,6 @@ def _missing_as_none(
     return cursor.fetchall() if every else cursor.fetchone()
 
 
-def _no_such_table(exc: sqlite3.OperationalError) -> bool:
-    return str(exc).startswith("no such table")
-
-
-def _table_mark(connection: sqlite3.Connection, table: str, key: str) -> TableMark:
-    try:
-        row = connection.execute(f"SELECT StoreId FROM {table} WHERE {key} = ?", (MARK_ROW,)).fetchone()
-    except sqlite3.OperationalError as exc:
-        if not _no_such_table(exc):
-            raise
-        return TableMark(table, None, missing=True)
-    return TableMark(table, row["StoreId"] if row else None)
-
-
-def _holds_rows(connection: sqlite3.Connection, table: str) -> bool:
-    """Whether the table holds a row besides its mark row (issue 35: an import fills only an empty store)."""
-    key = MARKED_TABLES.get(table)
-    besides = f" WHERE {key} != ?" if key else ""
-    row = connection.execute(f"SELECT 1 FROM {table}{besides} LIMIT 1", (MARK_ROW,) if key else ()).fetchone()
-    return row is not None
-
-
 def _mark_row(table: str, key: str, store_id: str, when: str) -> Row:
     """A table's mark row: its key, the store's id, and what the table's NOT NULL columns need."""
     if table == "claims":
@@ -332,34 +284,11 @@ def _mark_row(table: str, key: str, store_id: str, when: str) -> Row:
     return {key: MARK_ROW, "AddedAt": when, "StoreId": store_id, "Version": 1}
 
 
-def _insert(table: str, row: Row) -> tuple[str, list[Any]]:
-    names = ", ".join(row)
-    marks = ", ".join("?" for _ in row)
-    return f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values())
-
-
 def _page(rows: list[sqlite3.Row], limit: int, from_row: Callable[[Row, str], R], place: tuple[str, str]) -> Page[R]:
     """A keyset page from ``limit + 1`` rows: the extra row only says that more follow the last one kept."""
     items = [from_row(dict(row), str(row["Version"])) for row in rows[:limit]]
     last = rows[limit - 1] if len(rows) > limit else None
     return Page(items, encode_cursor(last[place[0]], last[place[1]]) if last else None)
-
-
-def _backups(rows: list[sqlite3.Row], events: list[sqlite3.Row], prints: list[sqlite3.Row]) -> Iterator[ClaimBackup]:
-    """Each claim row with its history and fingerprint rows (both sorted by claim id, as the rows are)."""
-    history: dict[str, list[HistoryEvent]] = {}
-    for row in events:
-        history.setdefault(row["ClaimId"], []).append(columns.event_from_row(dict(row)))
-    records: dict[str, list[FingerprintRecord]] = {}
-    for row in prints:
-        records.setdefault(row["ClaimId"], []).append(columns.fingerprint_from_row(dict(row), str(row["Version"])))
-    for row in rows:
-        claim_id = row["ClaimId"]
-        events_of = history.get(claim_id, [])
-        claim = columns.claim_from_row(dict(row), str(row["Version"]), partial(list, events_of))
-        yield ClaimBackup(
-            claim, tuple(events_of), tuple(records.get(claim_id, [])), datetime.fromisoformat(row["UpdatedAt"])
-        )
 
 
 class _Slot:
@@ -369,13 +298,7 @@ class _Slot:
         self.connection = connection
 
 
-def _first_version() -> int:
-    """A new claim's first version: random, so that after a claim is deleted and made again under the same
-    id, a copy of the deleted one (kept by an instance to write from) can never match the new one's version."""
-    return secrets.randbits(62)
-
-
-class SqliteStore:
+class SqliteStore(SqliteBackups):
     """Claims in one SQLite file; a connection per thread."""
 
     kind = "sqlite"
@@ -827,100 +750,6 @@ class SqliteStore:
                 connection.execute(*_insert("store_identity", row))
             else:
                 connection.execute("UPDATE store_identity SET TablesMarked = 1")
-
-    def export_claims(self) -> Iterator[ClaimBackup]:
-        """Claims in claim id order, a page at a time: each page's claims, history and fingerprint records are
-        read in one read transaction, one view of the file, however long the export runs."""
-        after = ""
-        while True:
-            with self._translated():
-                connection = self._connection()
-                connection.execute("BEGIN")
-                try:
-                    rows = connection.execute(
-                        "SELECT * FROM claims WHERE ClaimId > ? AND ClaimId != ? ORDER BY ClaimId LIMIT ?",
-                        (after, MARK_ROW, EXPORT_PAGE),
-                    ).fetchall()
-                    ids = [row["ClaimId"] for row in rows]
-                    marks = ", ".join("?" for _ in ids)
-                    events = connection.execute(
-                        f"SELECT * FROM history WHERE ClaimId IN ({marks}) ORDER BY ClaimId, At, EventId", ids
-                    ).fetchall()
-                    prints = connection.execute(
-                        f"SELECT * FROM fingerprints WHERE ClaimId IN ({marks})", ids
-                    ).fetchall()
-                finally:
-                    connection.execute("COMMIT")
-            yield from _backups(rows, events, prints)
-            if len(rows) < EXPORT_PAGE:
-                return
-            after = ids[-1]
-
-    def claims_changed_since(self, at: datetime) -> Iterator[tuple[str, str]]:
-        with self._translated():
-            rows = (
-                self._connection()
-                .execute(
-                    "SELECT ClaimId, Version FROM claims WHERE UpdatedAt >= ? AND ClaimId != ? ORDER BY ClaimId",
-                    (utc_text(at), MARK_ROW),
-                )
-                .fetchall()
-            )
-        return iter([(row["ClaimId"], str(row["Version"])) for row in rows])
-
-    def restore_claim(self, backup: ClaimBackup) -> None:
-        """The claim, its history and its fingerprint records in one transaction, each row written over."""
-        claim = backup.claim
-        with self._write() as connection:
-            connection.execute("DELETE FROM history WHERE ClaimId = ?", (claim.claim_id,))
-            connection.execute("DELETE FROM fingerprints WHERE ClaimId = ?", (claim.claim_id,))
-            for event in backup.events:
-                connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
-            for record in backup.fingerprints:
-                connection.execute(
-                    *_insert("fingerprints", {**_sql_row(columns.fingerprint_to_row(record)), "Version": 1})
-                )
-            insert, values = _insert("claims", {**_claim_row(claim), "Version": _first_version()})
-            connection.execute(insert.replace("INSERT", "INSERT OR REPLACE", 1), values)
-
-    def stored_contents(self) -> list[str]:
-        """What the tables hold; the mark rows of ``claims`` and ``key_ids`` count as the store's id."""
-        with self._translated():
-            connection = self._connection()
-            found = [name for table, name in CONTENTS.items() if _holds_rows(connection, table)]
-            if any(_table_mark(connection, table, key).store_id for table, key in MARKED_TABLES.items()):
-                found.append("store id")
-        return list(dict.fromkeys(found))
-
-    def read_restore(self) -> Restore | None:
-        row = self._select_one("SELECT * FROM restores", ())
-        if row is None:
-            return None
-        return Restore(
-            restored_from=row["RestoredFrom"],
-            export_id=row["ExportId"],
-            exported_at=datetime.fromisoformat(row["ExportedAt"]),
-            started_at=datetime.fromisoformat(row["StartedAt"]),
-            forgotten_until=datetime.fromisoformat(row["ForgottenUntil"]),
-            records_done=row["RecordsDone"],
-            completed_at=datetime.fromisoformat(row["CompletedAt"]) if row["CompletedAt"] else None,
-        )
-
-    def save_restore(self, restore: Restore) -> None:
-        row = _sql_row(
-            {
-                "RestoredFrom": restore.restored_from,
-                "ExportId": restore.export_id,
-                "ExportedAt": restore.exported_at,
-                "StartedAt": restore.started_at,
-                "ForgottenUntil": restore.forgotten_until,
-                "RecordsDone": restore.records_done,
-                "CompletedAt": restore.completed_at,
-            }
-        )
-        with self._write() as connection:
-            connection.execute("DELETE FROM restores")
-            connection.execute(*_insert("restores", row))
 
     def ping(self) -> None:
         self._select_one("SELECT 1", ())

@@ -42,19 +42,17 @@ flow's RowKey is a digest of its name and environment, which may hold characters
 (``/ \\ # ?``).
 
 The module runs past 400 lines on purpose: it adapts all three ports over one storage account, and
-their methods share the entity helpers and the error translation at the top; this picture of the
-keys is a sixth of it. The entity-group transaction's wire format is apart, in ``table_batch``.
+their methods share the entity helpers and the error translation (in ``table_entities``); this
+picture of the keys is a sixth of it. The entity-group transaction's wire format is apart, in
+``table_batch``; the backups (issue 35), in ``tables_backups``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -62,7 +60,6 @@ from email.utils import parsedate_to_datetime
 from itertools import islice
 from secrets import token_hex
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from azure.core import MatchConditions
 from azure.core.credentials import TokenCredential
@@ -77,7 +74,6 @@ from azure.data.tables import TableClient, TableEntity, TableServiceClient, Tran
 
 from oncegate import telemetry
 from oncegate.bounded import Bounded
-from oncegate.domain.backups import ClaimBackup, Restore
 from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.records import (
     Claim,
@@ -92,7 +88,6 @@ from oncegate.domain.records import (
     ScopeRecord,
 )
 from oncegate.domain.statuses import ConflictStatus
-from oncegate.domain.store_id import STORE_ID, TABLE_BEING_DELETED, missing_table
 from oncegate.domain.tombstones import buried_fingerprints
 from oncegate.errors import (
     AlreadyExists,
@@ -100,25 +95,42 @@ from oncegate.errors import (
     InvalidRequest,
     NotConfigured,
     NotFound,
-    StoreUnavailable,
 )
 from oncegate.stores import columns, large_values, table_batch
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, page_of, utc_text
+from oncegate.stores.table_entities import (
+    CLAIM_ROW,
+    CONFLICT_PARTITION,
+    FINGERPRINT_PREFIX,
+    HISTORY_PREFIX,
+    KEY_PARTITION,
+    PARTITION_FILTER,
+    REPAIR_PAGE_ROWS,
+    STORE_PARTITION,
+    TRANSACTION_LIMIT,
+    _claim_entity,
+    _claim_index,
+    _entity,
+    _etag,
+    _event_entity,
+    _event_place,
+    _fingerprint_entity,
+    _index_entities,
+    _index_partition,
+    _index_place,
+    _translated,
+)
+from oncegate.stores.tables_backups import TableBackups
 
 logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
-CLAIM_ROW = "claim"
-FINGERPRINT_PREFIX = "fingerprint-"
-HISTORY_PREFIX = "history-"
 # The first character after "-": every history row key sorts below it.
 HISTORY_END = "history."
-CONFLICT_PARTITION = "conflict"
 FLOW_PARTITION = "flow"
 SCOPE_PARTITION = "scope"
 OVERLAP_PARTITION = "overlap"
-PARTITION_FILTER = "PartitionKey eq @pk"
 
 # Filter clauses are fixed text; values only ever travel as query parameters.
 # A listing row's RowKey: "0-<status>-<CreatedAt as fixed-width UTC text>-<conflict id>".
@@ -145,14 +157,8 @@ HISTORY_BATCH = 99
 SERIES_RACES = 4
 # Series lines remembered at their ETags, least recently counted forgotten first: about 1 KB each.
 SERIES_REMEMBERED = 4096
-TRANSACTION_LIMIT = 100
 # The claim index (issue 16): partitions of the claims table keyed by a source system or a reference's digest.
-# Claim partitions are base32 claim ids, which hold no "-", so the two never meet.
-SOURCE_INDEX = "source-"
-REFERENCE_INDEX = "reference-"
 INDEX_FILTER = "PartitionKey eq @pk and RowKey gt @after"
-# The repair reads and writes this many claims at a time: the most a query answers in one page.
-REPAIR_PAGE_ROWS = 1000
 INDEX_REPAIR_FILTER = "RowKey eq @rk and FirstReceivedAt ge @since and ( Source gt @none or Reference gt @none )"
 
 BAD_REQUEST = (400,)
@@ -161,20 +167,8 @@ MISSING = (404,)
 # 404: the row the caller read is gone, which for a conditional update is the same lost race.
 STALE = (404, 412)
 SUFFIXES = ("Claims", "Conflicts", "Flows", "Scopes", "Overlaps", "Keys")
-KEY_PARTITION = "key"
-# The store's id: one row beside the key secrets, so that one read brings both.
-STORE_PARTITION = "store"
+# The store's id's row, beside the key secrets (in STORE_PARTITION), so that one read brings both.
 STORE_ROW = "identity"
-# The import that filled this store (issue 35): one row beside the store's id.
-RESTORE_PARTITION = "restore"
-RESTORE_ROW = "restore"
-CLAIM_ROWS_FILTER = "RowKey eq @rk"
-CHANGED_FILTER = "RowKey eq @rk and Timestamp ge @at"
-# A partition query answers up to 1,000 rows a request: a claim whose rows take more is read again if it changed.
-PARTITION_PAGE_ROWS = 1000
-EXPORT_READS = 3
-# Claim partitions an export reads at once: each is a request of its own.
-EXPORT_READERS = 8
 # The claims table's own mark (issue 31), in a partition no claim id (52 letters) or index partition has.
 MARK_ROW = "mark"
 
@@ -182,30 +176,6 @@ MARK_ROW = "mark"
 def table_names(prefix: str) -> tuple[str, ...]:
     """The six tables for a prefix: claims, conflicts, flows, scopes, overlaps, and keys (key secrets, store id)."""
     return tuple(prefix + suffix for suffix in SUFFIXES)
-
-
-def _entity(partition_key: str, row_key: str, row: Row) -> dict[str, Any]:
-    # Table Storage has no nulls: a missing property reads back as None through row.get().
-    entity = {"PartitionKey": partition_key, "RowKey": row_key, **{k: v for k, v in row.items() if v is not None}}
-    # A value over 32K UTF-16 code units goes in numbered pieces; a row too big even so is refused unsent.
-    return large_values.spread(entity)
-
-
-def _claim_entity(claim: Claim) -> dict[str, Any]:
-    return _entity(claim.claim_id, CLAIM_ROW, columns.claim_to_row(claim))
-
-
-def _event_entity(event: HistoryEvent) -> dict[str, Any]:
-    return _entity(event.claim_id, HISTORY_PREFIX + event.event_id, columns.event_to_row(event))
-
-
-def _event_place(event: HistoryEvent) -> tuple[str, str]:
-    """Where an event lists in its claim's history: its time as fixed-width UTC text, then its id."""
-    return utc_text(event.at), event.event_id
-
-
-def _fingerprint_entity(record: FingerprintRecord) -> dict[str, Any]:
-    return _entity(record.claim_id, FINGERPRINT_PREFIX + record.fingerprint, columns.fingerprint_to_row(record))
 
 
 def _fingerprint_operation(record: FingerprintRecord) -> tuple[Any, ...]:
@@ -228,44 +198,8 @@ def _conflict_entities(conflict: Conflict, version: int) -> tuple[dict[str, Any]
     return _entity(CONFLICT_PARTITION, conflict.conflict_id, row), _entity(CONFLICT_PARTITION, listing_key, row)
 
 
-def _index_partition(*, source: str | None, reference: str | None) -> str:
-    """The index partition of a source system, else of a reference (free text: only its digest is a valid key)."""
-    if source is not None:
-        return SOURCE_INDEX + source
-    assert reference is not None, "an index partition is of a source or a reference"
-    return REFERENCE_INDEX + hashlib.sha256(reference.encode()).hexdigest()[:32]
-
-
-def _index_place(claim_id: str, first_received_at: datetime) -> str:
-    """An index row's key: the claim's first received time as fixed-width UTC text, then its id."""
-    return f"{utc_text(first_received_at)}-{claim_id}"
-
-
-def _index_entities(
-    claim_id: str, first_received_at: datetime, *, source: str | None, reference: str | None
-) -> list[dict[str, Any]]:
-    """A claim's index rows: one under its source system, one under its reference, keyed by first received."""
-    place = _index_place(claim_id, first_received_at)
-    partitions = [
-        *([_index_partition(source=source, reference=None)] if source else []),
-        *([_index_partition(source=None, reference=reference)] if reference else []),
-    ]
-    return [{"PartitionKey": partition, "RowKey": place, "ClaimId": claim_id} for partition in partitions]
-
-
-def _claim_index(claim: Claim) -> list[dict[str, Any]]:
-    return _index_entities(claim.claim_id, claim.first_received_at, source=claim.source, reference=claim.reference)
-
-
 def _conflict(entity: TableEntity) -> Conflict:
     return columns.conflict_from_row(large_values.gather(entity), str(entity.get(VERSION, LEGACY_VERSION)))
-
-
-def _etag(metadata: Mapping[str, Any]) -> str:
-    # Reads and writes alike answer with the entity's ETag, so a write needs no re-read.
-    etag = metadata.get("etag")
-    assert etag, "Table Storage answered without an ETag"
-    return str(etag)
 
 
 def _position(conflict: Conflict) -> tuple[str, str]:
@@ -297,37 +231,6 @@ def _cursor(token: Mapping[str, str | None] | None) -> str | None:
     return encode_cursor(token.get("PartitionKey") or "", token.get("RowKey") or "") if token else None
 
 
-def _unavailable(exc: Exception) -> StoreUnavailable:
-    logger.warning("Table Storage unavailable: %s", exc)
-    return StoreUnavailable(f"Table Storage is unavailable: {type(exc).__name__}")
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    """Outages and throttling become ``StoreUnavailable``; every other error passes through."""
-    try:
-        yield
-    except (ServiceRequestError, ServiceResponseError) as exc:
-        raise _unavailable(exc) from exc
-    except HttpResponseError as exc:
-        if exc.status_code is not None and (exc.status_code >= 500 or exc.status_code == 429):
-            raise _unavailable(exc) from exc
-        if exc.status_code == 403:
-            logger.error("Table Storage refused access: %s", exc)
-            raise StoreUnavailable(
-                f"Table Storage refused access ({getattr(exc, 'error_code', None) or 403}): this identity has no data "
-                "role on the tables yet (a role assignment takes a few minutes to apply)."
-            ) from exc
-        if exc.status_code == 409 and getattr(exc, "error_code", None) == "TableBeingDeleted":
-            raise StoreUnavailable(TABLE_BEING_DELETED) from exc
-        if exc.status_code == 404 and _table_missing(exc):
-            # Never read as "no such claim": that would be answered proceed for every key (issue 22). Not an
-            # outage either: no retry brings it back (issue 31).
-            logger.error("A OnceGate table is missing: %s", exc)
-            raise NotConfigured(missing_table(_table_of(exc)), target=STORE_ID) from exc
-        raise
-
-
 def _date(header: str) -> datetime | None:
     """An HTTP ``Date`` (RFC 9110: GMT, whole seconds); None when absent or unreadable."""
     try:
@@ -336,19 +239,6 @@ def _date(header: str) -> datetime | None:
         return None
     # "-0000" reads as a naive time; HTTP dates are UTC all the same.
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def _table_of(exc: HttpResponseError) -> str:
-    """The table a failed request addressed, read from its URL (``…/OnceGateClaims(PartitionKey=…)``)."""
-    request = getattr(exc.response, "request", None)
-    path = urlsplit(str(getattr(request, "url", ""))).path
-    name = path.rstrip("/").rsplit("/", 1)[-1].split("(", 1)[0]
-    return name or "(unknown)"
-
-
-def _table_missing(exc: HttpResponseError) -> bool:
-    code = getattr(exc, "error_code", None) or ""
-    return code == "TableNotFound" or "TableNotFound" in str(exc)
 
 
 @contextmanager
@@ -368,27 +258,7 @@ def _on_status(statuses: tuple[int, ...], error: Callable[[], Exception]) -> Ite
         raise
 
 
-def _read(future: Future[ClaimBackup | None]) -> Iterator[ClaimBackup]:
-    backup = future.result()
-    if backup is not None:
-        yield backup
-
-
-def _is_history(entity: TableEntity) -> bool:
-    return str(entity["RowKey"]).startswith(HISTORY_PREFIX)
-
-
-def _holds_any(table: TableClient, partition: str | None, *, besides: str | None = None) -> bool:
-    """Whether the table (or one partition of it; or any partition but ``besides``) holds a row: one row asked for."""
-    query = PARTITION_FILTER if partition else "PartitionKey ne @pk" if besides else "PartitionKey ge @pk"
-    with _translated():
-        rows = table.query_entities(
-            query, parameters={"pk": partition or besides or ""}, select=["PartitionKey"], results_per_page=1
-        )
-        return next(iter(rows), None) is not None
-
-
-class TableStore:
+class TableStore(TableBackups):
     """Claims, their history and conflicts, the flow inventory, the key secrets and the store id in six Azure tables."""
 
     kind = "tables"
@@ -401,7 +271,11 @@ class TableStore:
         self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
             service.get_table_client(name) for name in names
         )
-        if not read_only:  # an export (Storage Table Data Reader): no table made; claims and keys only with no id
+        # A store with an id never has its claims or keys table made again: one that is missing is refused
+        # (issue 31) until `oncegate store init`. The other four hold nothing a key's answer depends on. Read
+        # only (an export), nothing is made or repaired: Storage Table Data Reader may not make even a table
+        # that exists.
+        if not read_only:
             guarded = (self._claims, self._keys) if self._identity() is None else ()
             with _translated():
                 for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps):
@@ -951,12 +825,12 @@ class TableStore:
             return any(row["PartitionKey"] != STORE_PARTITION for row in rows)
 
     def _identity(self) -> TableEntity | None:
-        """The row of the store's id; None when the store has none (or no keys table)."""
-        try:
-            with _translated():
+        """The row of the store's id; None when the store has none (or no keys table: a new store, not an error)."""
+        with _translated():
+            try:
                 return self._keys.get_entity(STORE_PARTITION, STORE_ROW)
-        except (ResourceNotFoundError, NotConfigured):
-            return None
+            except ResourceNotFoundError:
+                return None
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
         row = columns.secret_to_row(record)
@@ -989,137 +863,6 @@ class TableStore:
             if row_key == STORE_ROW and not stored.get("TablesMarked"):
                 marked = {"PartitionKey": STORE_PARTITION, "RowKey": row_key, "TablesMarked": True}
                 table.update_entity(marked, **_if_unchanged(_etag(stored.metadata), UpdateMode.MERGE))
-
-    def export_claims(self) -> Iterator[ClaimBackup]:
-        """Claim rows through the table (as the purge reads them), then each claim's partition in one query:
-        its row, history and fingerprint records as one view. Index rows are left out: an import writes them.
-
-        ``EXPORT_READERS`` partitions are read at once, in claim id order, never more ahead than that: the
-        export holds a few claims at a time, however many the store has.
-        """
-        with _translated(), ThreadPoolExecutor(EXPORT_READERS, thread_name_prefix="oncegate-export") as pool:
-            rows = self._claims.query_entities(
-                CLAIM_ROWS_FILTER,
-                parameters={"rk": CLAIM_ROW},
-                select=["PartitionKey"],
-                results_per_page=REPAIR_PAGE_ROWS,
-            )
-            reading: deque[Future[ClaimBackup | None]] = deque()
-            for row in rows:
-                reading.append(pool.submit(self._backup, row["PartitionKey"]))
-                if len(reading) >= EXPORT_READERS:
-                    yield from _read(reading.popleft())
-            while reading:
-                yield from _read(reading.popleft())
-
-    def _backup(self, claim_id: str) -> ClaimBackup | None:
-        """The claim's partition whole; None when the claim is gone (purged since it was listed).
-
-        A partition of more than one answer's rows is not one view: it is read again while the claim's row
-        changed in between (a claim that changes that often still counts in the export's report).
-        """
-        read = self._partition(claim_id)
-        for _ in range(EXPORT_READS - 1):
-            if read is None or len(read[1]) < PARTITION_PAGE_ROWS or self._still_at(claim_id, _etag(read[0].metadata)):
-                break
-            read = self._partition(claim_id)
-        if read is None:
-            return None
-        claim_entity, entities = read
-        events = (columns.event_from_row(large_values.gather(e)) for e in entities if _is_history(e))
-        history = tuple(sorted(events, key=_event_place))
-        prints = tuple(
-            columns.fingerprint_from_row(large_values.gather(e), _etag(e.metadata))
-            for e in entities
-            if e["RowKey"].startswith(FINGERPRINT_PREFIX)
-        )
-        row, version = large_values.gather(claim_entity), _etag(claim_entity.metadata)
-        claim = columns.claim_from_row(row, version, lambda: list(history))
-        changed_at = claim_entity.metadata["timestamp"]
-        assert changed_at is not None, "Table Storage answered a row without its Timestamp"
-        return ClaimBackup(claim, history, prints, changed_at)
-
-    def _partition(self, claim_id: str) -> tuple[TableEntity, list[TableEntity]] | None:
-        """The claim's row and every row of its partition; None when it has no claim row."""
-        entities = list(self._claims.query_entities(PARTITION_FILTER, parameters={"pk": claim_id}))
-        claim_entity = next((entity for entity in entities if entity["RowKey"] == CLAIM_ROW), None)
-        return None if claim_entity is None else (claim_entity, entities)
-
-    def _still_at(self, claim_id: str, etag: str) -> bool:
-        try:
-            return _etag(self._claims.get_entity(claim_id, CLAIM_ROW).metadata) == etag
-        except ResourceNotFoundError:
-            return False
-
-    def claims_changed_since(self, at: datetime) -> Iterator[tuple[str, str]]:
-        """Claim rows whose ``Timestamp`` (the service's own clock) is at or after ``at``: a read through the table."""
-        with _translated():
-            rows = self._claims.query_entities(
-                CHANGED_FILTER, parameters={"rk": CLAIM_ROW, "at": at}, select=["PartitionKey"]
-            )
-            found = [(row["PartitionKey"], _etag(row.metadata)) for row in rows]
-        return iter(found)
-
-    def restore_claim(self, backup: ClaimBackup) -> None:
-        """Upserts in the claim's partition, the claim's row in the last transaction; its index rows wait for
-        ``flush_index``, as a new claim's do."""
-        claim = backup.claim
-        rows = [
-            *(_event_entity(event) for event in backup.events),
-            *(_fingerprint_entity(record) for record in backup.fingerprints),
-            _claim_entity(claim),
-        ]
-        upserts = [(TransactionOperation.UPSERT, entity, {"mode": UpdateMode.REPLACE}) for entity in rows]
-        with _translated():
-            for start in range(0, len(upserts), TRANSACTION_LIMIT):
-                table_batch.submit_transaction(self._claims, upserts[start : start + TRANSACTION_LIMIT])
-        self._to_index(_claim_index(claim))
-
-    def stored_contents(self) -> list[str]:
-        """One row read from each table (from each partition that counts), by the names an operator reads."""
-        # The claims table's rows but its mark (issue 31), which is the store's id, never a claim.
-        claims_besides = {"besides": STORE_PARTITION}
-        looked_at: list[tuple[str, TableClient, str | None, dict[str, str]]] = [
-            ("claims", self._claims, None, claims_besides),
-            ("conflicts", self._conflicts, CONFLICT_PARTITION, {}),
-            ("flows", self._flows, None, {}),
-            ("scopes", self._scopes, None, {}),
-            ("overlaps", self._overlaps, None, {}),
-            ("key secrets", self._keys, KEY_PARTITION, {}),
-            ("store id", self._keys, STORE_PARTITION, {}),
-            ("store id", self._claims, STORE_PARTITION, {}),
-        ]
-        found = [name for name, table, partition, besides in looked_at if _holds_any(table, partition, **besides)]
-        return list(dict.fromkeys(found))
-
-    def read_restore(self) -> Restore | None:
-        with _translated():
-            try:
-                entity = self._keys.get_entity(RESTORE_PARTITION, RESTORE_ROW)
-            except ResourceNotFoundError:
-                return None
-        return Restore(
-            restored_from=entity["RestoredFrom"],
-            export_id=entity["ExportId"],
-            exported_at=entity["ExportedAt"],
-            started_at=entity["StartedAt"],
-            forgotten_until=entity["ForgottenUntil"],
-            records_done=int(entity["RecordsDone"]),
-            completed_at=entity.get("CompletedAt"),
-        )
-
-    def save_restore(self, restore: Restore) -> None:
-        row = {
-            "RestoredFrom": restore.restored_from,
-            "ExportId": restore.export_id,
-            "ExportedAt": restore.exported_at,
-            "StartedAt": restore.started_at,
-            "ForgottenUntil": restore.forgotten_until,
-            "RecordsDone": restore.records_done,
-            "CompletedAt": restore.completed_at,
-        }
-        with _translated():
-            self._keys.upsert_entity(_entity(RESTORE_PARTITION, RESTORE_ROW, row), mode=UpdateMode.REPLACE)
 
     def ping(self) -> None:
         """One small query on the claims table; raises ``StoreUnavailable`` if it cannot be reached."""

@@ -50,7 +50,7 @@ def test_claims_attention_lists_them_oldest_first(api: ServerApi, oncegate: Once
 
     assert text.code == raw.code == 0
     header, *rows = text.out.splitlines()
-    assert header.split() == ["SINCE", "WHY", "SCOPE", "ATTEMPT", "RUN", "FLOW", "CLAIM"]
+    assert header.split() == ["SINCE", "WHY", "SOURCE", "REFERENCE", "SCOPE", "ATTEMPT", "RUN", "FLOW", "CLAIM"]
     assert [row.split()[-1] for row in rows] == [first["claimId"], second["claimId"]]
     assert all(row.split()[1] == "failed_unreviewed" for row in rows)
     assert json.loads(raw.out) == ok(api.call("list_claims_needing_attention", params={"attention": "true"}))

@@ -73,3 +73,14 @@ def test_each_release_names_each_subsection_once_in_order_and_every_entry_under_
             elif line.startswith("- "):
                 assert subsection is not None, f"{release}: an entry outside a subsection: {line}"
         assert named == [name for name in SUBSECTIONS if name in named], f"{release}: {named}"
+
+
+def test_no_entry_says_a_line_twice() -> None:
+    # A merge had left the end of one entry's line again under it ("gallery with the publisher's contact,
+    # pages and host, refusing any placeholder."), a sentence read twice with no subject.
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    for entry in re.split(r"^(?=- |#)", changelog, flags=re.MULTILINE):
+        lines = [line.strip().rstrip(".") for line in entry.splitlines() if len(line.strip()) > 20]
+        for index, line in enumerate(lines):
+            earlier = [other for other in lines[:index] if other.startswith(line) or line.startswith(other)]
+            assert not earlier, f"said twice in an entry: {line!r}"

@@ -315,3 +315,15 @@ def test_an_answer_repeated_on_one_instance_costs_one_request_and_another_instan
     assert after_another == 3
     (counted,) = [event for event in store.list_events(claim.claim_id) if event.outcome == "duplicate"]
     assert (counted.count, counted.at, counted.last_at) == (5, T0 + timedelta(seconds=1), T0 + timedelta(seconds=5))
+
+
+def test_a_new_store_opens_without_logging_an_error(
+    table_store_factory: TableStoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A new store has no keys table yet: `oncegate store init`, the first thing an operator runs on it,
+    # printed "A OnceGate table is missing" with the SDK's whole 404 on stderr, as the app logged it at start.
+    with caplog.at_level("WARNING", logger="oncegate"):
+        store = table_store_factory()
+
+    assert store.read_marks().store_id is None
+    assert [record.getMessage() for record in caplog.records if record.levelname in ("WARNING", "ERROR")] == []

@@ -1,0 +1,65 @@
+"""How the SQLite store writes its rows: what its claims and its backups (``sqlite_backups``) both write with.
+
+Apart from ``sqlite`` only so that the backup adapter can share them without importing the store's module.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from oncegate.domain.marks import TableMark
+from oncegate.domain.records import Claim
+from oncegate.stores import columns, large_values
+from oncegate.stores.columns import Row
+from oncegate.stores.paging import utc_text
+
+# Files made by the first release declare ClaimToken NOT NULL; claims no longer keep a token, so "" says none.
+NO_TOKEN = ""
+# The mark row of a table that guards the promise (issue 31): in the table itself, so that `DELETE FROM claims` or
+# `DROP TABLE claims` takes it too. Its id is no claim id (52 base32 letters) and no key id; its Status no status,
+# so no list of claims reads it.
+MARK_ROW = "store-mark"
+MARK_STATUS = "mark"
+# The guarded tables besides store_identity, by the column that keys their rows.
+MARKED_TABLES = {"claims": "ClaimId", "key_ids": "KeyId"}
+
+
+def _sql_row(row: Row) -> Row:
+    # SQLite would hold more, but the stores hold the same: a row Table Storage could not hold is refused here too.
+    large_values.check(row)
+    # Times as fixed-width UTC text, which sorts in time order (the lists' cursors rely on it).
+    return {name: utc_text(value) if isinstance(value, datetime) else value for name, value in row.items()}
+
+
+def _claim_row(claim: Claim) -> Row:
+    row = _sql_row(columns.claim_to_row(claim))
+    return {**row, "ClaimToken": row["ClaimToken"] or NO_TOKEN}
+
+
+def _no_such_table(exc: sqlite3.OperationalError) -> bool:
+    return str(exc).startswith("no such table")
+
+
+def _table_mark(connection: sqlite3.Connection, table: str, key: str) -> TableMark:
+    try:
+        row = connection.execute(f"SELECT StoreId FROM {table} WHERE {key} = ?", (MARK_ROW,)).fetchone()
+    except sqlite3.OperationalError as exc:
+        if not _no_such_table(exc):
+            raise
+        return TableMark(table, None, missing=True)
+    return TableMark(table, row["StoreId"] if row else None)
+
+
+def _insert(table: str, row: Row) -> tuple[str, list[Any]]:
+    names = ", ".join(row)
+    marks = ", ".join("?" for _ in row)
+    return f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values())
+
+
+def _first_version() -> int:
+    """A new claim's first version: random, so that after a claim is deleted and made again under the same
+    id, a copy of the deleted one (kept by an instance to write from) can never match the new one's version."""
+    return secrets.randbits(62)

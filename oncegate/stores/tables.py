@@ -271,10 +271,7 @@ class TableStore(TableBackups):
         self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
             service.get_table_client(name) for name in names
         )
-        # A store with an id never has its claims or keys table made again: one that is missing is refused
-        # (issue 31) until `oncegate store init`. The other four hold nothing a key's answer depends on. Read
-        # only (an export), nothing is made or repaired: Storage Table Data Reader may not make even a table
-        # that exists.
+        # Claims and keys tables are made only for a store with no id (issue 31); an export (read only) writes nothing.
         if not read_only:
             guarded = (self._claims, self._keys) if self._identity() is None else ()
             with _translated():

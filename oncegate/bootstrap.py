@@ -40,18 +40,24 @@ _settings: Settings | None = None
 STORE_ID_SUFFIX = ".store-id"
 
 
-def build_store(settings: Settings) -> ClaimStore:
+def build_store(settings: Settings, *, read_only: bool = False) -> ClaimStore:
+    """The store the settings name; ``read_only`` opens Table Storage without making a table or repairing a row
+    (what an export needs: Storage Table Data Reader alone may not make even a table that exists)."""
     if settings.store is StoreKind.SQLITE:
         return SqliteStore(settings.sqlite_path)
     # Imported here so the embedded default runs without touching the Azure SDK.
     from oncegate.stores.tables import TableStore
 
     if settings.tables_connection_string:
-        return TableStore.from_connection_string(settings.tables_connection_string, prefix=settings.table_prefix)
+        return TableStore.from_connection_string(
+            settings.tables_connection_string, prefix=settings.table_prefix, read_only=read_only
+        )
     from azure.identity import DefaultAzureCredential
 
     assert settings.tables_endpoint is not None
-    return TableStore.from_endpoint(settings.tables_endpoint, DefaultAzureCredential(), prefix=settings.table_prefix)
+    return TableStore.from_endpoint(
+        settings.tables_endpoint, DefaultAzureCredential(), prefix=settings.table_prefix, read_only=read_only
+    )
 
 
 def key_secret(settings: Settings) -> str:

@@ -177,7 +177,7 @@ def store_recount(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bare_store(command: str, *, create: bool) -> tuple[Any, Any] | int:
+def _bare_store(command: str, *, create: bool, read_only: bool = False) -> tuple[Any, Any] | int:
     """The store of the environment's settings with no service over it, and the settings; or a refusal's status.
 
     An export or an import must not be the store's first use: services over an empty store would mark it
@@ -192,7 +192,7 @@ def _bare_store(command: str, *, create: bool) -> tuple[Any, Any] | int:
         settings = Settings.from_environment(hashes_keys=False)
         if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists() and not create:
             return refused(command, f"no database at {settings.store_location}: {_where_is_the_store(command)}")
-        return build_store(settings), settings
+        return build_store(settings, read_only=read_only), settings
     except ConfigError as exc:
         return refused(command, str(exc))
     except OnceGateError as exc:
@@ -205,7 +205,8 @@ def store_export(args: argparse.Namespace) -> int:
     from oncegate.service import backups
     from oncegate.service.core import utc_now
 
-    opened = _bare_store("store export", create=False)
+    # Read only: an export needs Storage Table Data Reader alone (docs/operations.md, *Taking an export*).
+    opened = _bare_store("store export", create=False, read_only=True)
     if isinstance(opened, int):
         return opened
     store, settings = opened
@@ -250,6 +251,7 @@ def store_import(args: argparse.Namespace) -> int:
         return refused("store import", f"--forget-after: {exc}")
     try:
         export_file = backups.read_export(path)
+        backups.check_forget_after(export_file, forget_after)  # before the store is opened: a refusal makes nothing
     except OnceGateError as exc:
         return refused("store import", exc.message)
     opened = _bare_store("store import", create=True)

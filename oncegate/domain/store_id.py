@@ -126,6 +126,13 @@ def missing_table(table: str) -> str:
     )
 
 
+# Making a table of a name just deleted: Table Storage keeps the name for a minute or so (a restore's step 2).
+TABLE_BEING_DELETED = (
+    "A table of the store was deleted moments ago, and Table Storage refuses to make one of its name for a minute or "
+    "so: nothing was written. Try again in a minute."
+)
+
+
 def _refuse_foreign_tables(marks: StoreMarks, stored: str) -> None:
     foreign = [mark for mark in marks.tables if mark.store_id not in (None, stored)]
     if foreign:

@@ -264,6 +264,16 @@ class ImportReport:
     already_done: bool = False
 
 
+def check_forget_after(export_file: ExportFile, forget_after: datetime) -> None:
+    """Refuse (``InvalidRequest``) an import whose ``forget_after`` is not the export's time."""
+    if forget_after != export_file.started_at:
+        raise InvalidRequest(
+            f"--forget-after must be the export's time, {moment_text(export_file.started_at)}: keys done after it "
+            "are not in the export, and the restored store answers them proceed again.",
+            target="--forget-after",
+        )
+
+
 def import_export(
     store: BackupStore,
     export_file: ExportFile,
@@ -279,12 +289,7 @@ def import_export(
     anything but what an earlier run of this import wrote, and when the id the settings pin (``pinned``:
     ``ONCEGATE_STORE_ID``, or the SQLite store-id file) is another store's, which the app would refuse.
     """
-    if forget_after != export_file.started_at:
-        raise InvalidRequest(
-            f"--forget-after must be the export's time, {moment_text(export_file.started_at)}: keys done after it "
-            "are not in the export, and the restored store answers them proceed again.",
-            target="--forget-after",
-        )
+    check_forget_after(export_file, forget_after)
     if pinned is not None and pinned != export_file.store_id:
         raise InvalidRequest(
             f"ONCEGATE_STORE_ID (or the store-id file beside a SQLite database) names store {pinned}, while the "

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
-from oncegate.domain.store_id import STORE_ID, missing_table
+from oncegate.domain.store_id import STORE_ID, TABLE_BEING_DELETED, missing_table
 from oncegate.errors import NotConfigured, StoreUnavailable
 from oncegate.stores import columns, large_values
 from oncegate.stores.columns import Row
@@ -124,6 +124,8 @@ def _translated() -> Iterator[None]:
                 f"Table Storage refused access ({getattr(exc, 'error_code', None) or 403}): this identity has no data "
                 "role on the tables yet (a role assignment takes a few minutes to apply)."
             ) from exc
+        if exc.status_code == 409 and getattr(exc, "error_code", None) == "TableBeingDeleted":
+            raise StoreUnavailable(TABLE_BEING_DELETED) from exc
         if exc.status_code == 404 and _table_missing(exc):
             # Never read as "no such claim": that would be answered proceed for every key (issue 22). Not an
             # outage either: no retry brings it back (issue 31).

@@ -265,19 +265,19 @@ class TableStore(TableBackups):
     # Each claim is a partition and each write a request of its own: a bulk call sends its items' writes at once.
     parallel_writes = True
 
-    def __init__(self, service: TableServiceClient, *, prefix: str = "OnceGate") -> None:
+    def __init__(self, service: TableServiceClient, *, prefix: str = "OnceGate", read_only: bool = False) -> None:
         self._service = service
         names = table_names(prefix)
         self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
             service.get_table_client(name) for name in names
         )
-        # A store with an id never has its claims or keys table made again: one that is missing is refused
-        # (issue 31) until `oncegate store init`. The other four hold nothing a key's answer depends on.
-        guarded = (self._claims, self._keys) if self._identity() is None else ()
-        with _translated():
-            for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps):
-                service.create_table_if_not_exists(table.table_name)
-        self._add_missing_listing_rows()
+        # Claims and keys tables are made only for a store with no id (issue 31); an export (read only) writes nothing.
+        if not read_only:
+            guarded = (self._claims, self._keys) if self._identity() is None else ()
+            with _translated():
+                for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps):
+                    service.create_table_if_not_exists(table.table_name)
+            self._add_missing_listing_rows()
         # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).
         self._unindexed: dict[tuple[str, str], dict[str, Any]] = {}
         self._index_lock = threading.Lock()
@@ -286,17 +286,17 @@ class TableStore(TableBackups):
         logger.info("Table Storage store ready: %s", ", ".join(names))
 
     @classmethod
-    def from_connection_string(cls, conn_str: str, *, prefix: str = "OnceGate") -> TableStore:
-        """A store on a storage account's connection string (Azurite in development)."""
+    def from_connection_string(cls, conn_str: str, **options: Any) -> TableStore:
+        """A store on a storage account's connection string (Azurite in development); ``prefix``, ``read_only``."""
         service = TableServiceClient.from_connection_string(conn_str, raw_request_hook=telemetry.round_trip)
-        return cls(service, prefix=prefix)
+        return cls(service, **options)
 
     @classmethod
-    def from_endpoint(cls, endpoint: str, credential: TokenCredential, *, prefix: str = "OnceGate") -> TableStore:
+    def from_endpoint(cls, endpoint: str, credential: TokenCredential, **options: Any) -> TableStore:
         """A store on an account endpoint with an Entra ID credential (a managed identity in Azure)."""
         # Each request the SDK sends, retries included, counts for the answer's telemetry.
         service = TableServiceClient(endpoint=endpoint, credential=credential, raw_request_hook=telemetry.round_trip)
-        return cls(service, prefix=prefix)
+        return cls(service, **options)
 
     def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
         """Insert the claim and its first event in one transaction; ``AlreadyExists`` if the claim exists."""

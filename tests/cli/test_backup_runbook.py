@@ -14,12 +14,13 @@ import os
 import re
 import subprocess
 import sys
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.data.tables import TableServiceClient
+from azure.core.credentials import AzureNamedKeyCredential
+from azure.data.tables import AccountSasPermissions, ResourceTypes, TableServiceClient, generate_account_sas
 
 from oncegate import bootstrap
 from oncegate.cli import main
@@ -29,6 +30,7 @@ from oncegate.stores import export_format
 from oncegate.stores.tables import table_names
 from tests.cli.conftest import Run
 from tests.docs.markdown import REPO, ShellBlock, shell_blocks
+from tests.faults.lossy_proxy import LossyProxy
 from tests.gate import Gate
 from tests.service.calls import claim, record
 
@@ -139,6 +141,19 @@ def test_the_import_names_what_it_refuses_and_exits_2(served: Path, capsys: pyte
     assert unreadable.err.startswith("oncegate store import: --forget-after: give a date and time with its zone")
 
 
+def test_an_import_refused_for_its_time_leaves_no_database_behind(
+    served: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "store", "export", "export.jsonl").code == 0
+    (served / ".oncegate" / "oncegate.db").rename(served / "aside.db")
+
+    wrong = run(capsys, "store", "import", "export.jsonl", "--forget-after", "2020-01-01T00:00:00Z")
+
+    assert wrong.code == 2
+    assert "--forget-after must be the export's time" in wrong.err
+    assert not (served / ".oncegate" / "oncegate.db").exists()
+
+
 def test_the_export_in_json_names_its_time_the_secrets_it_needs_and_when_it_expires(
     served: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -195,3 +210,96 @@ def test_on_table_storage_export_and_import_need_no_key_secret_and_the_pinned_ap
     assert f"is store {store_id} again" in imported.out
     assert answers == [Decision.DUPLICATE] * len(KEYS)
     assert (health.status, health.restored is not None) == ("ok", True)
+
+
+@pytest.mark.azurite
+def test_on_table_storage_an_export_needs_only_read_access_to_the_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], table_store_factory: Any
+) -> None:
+    """The docs' Storage Table Data Reader, as a read-and-list account SAS on Azurite: opening the store for the
+    export makes no table (a create needs a write role even when the table exists) and repairs no row."""
+    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    table_store_factory()  # the factory drops the test's tables afterwards
+    monkeypatch.setenv("ONCEGATE_STORE", "tables")
+    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
+    monkeypatch.setenv("ONCEGATE_TABLE_PREFIX", table_store_factory.prefix)
+    store_id = json.loads(run(capsys, "store", "init", "--new-only", "--json").out)["storeId"]
+    app_settings = {**os.environ, "ONCEGATE_KEY_SECRET": "secret-a-" + "a" * 32, "ONCEGATE_STORE_ID": store_id}
+    service = Gate.of(bootstrap.build_services(Settings.from_environment(app_settings)))
+    for key in KEYS:
+        record(service, claim(service, key=key, run=f"run-{key}"))
+    service.close()
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as tables:
+        credential = tables.credential
+        endpoint = tables.url.rstrip("/")
+    assert isinstance(credential, AzureNamedKeyCredential)
+    signature = generate_account_sas(
+        credential,
+        resource_types=ResourceTypes(service=True, container=True, object=True),
+        permission=AccountSasPermissions(read=True, list=True),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )
+    monkeypatch.setenv(
+        "ONCEGATE_TABLES_CONNECTION_STRING", f"TableEndpoint={endpoint};SharedAccessSignature={signature}"
+    )
+
+    exported = run(capsys, "store", "export", "export.jsonl")
+
+    assert exported.code == 0, exported.err
+    assert f"Exported store {store_id}" in exported.out
+    assert "claim: 5 rows" in exported.err
+
+
+BEING_DELETED = (
+    b'{"odata.error":{"code":"TableBeingDeleted","message":{"lang":"en-US",'
+    b'"value":"The specified table is being deleted. Try operation later."}}}'
+)
+
+
+class DeletingTables(LossyProxy):
+    """Table Storage just after the tables were deleted: it refuses to make a table of a deleted one's name (Azurite
+    makes it at once; an Azure account answers this for a minute or so)."""
+
+    def forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any, bytes]:
+        if method == "POST" and path.split("?", 1)[0].rstrip("/").endswith("/Tables"):
+            return 409, [("Content-Type", "application/json;odata=minimalmetadata")], BEING_DELETED
+        return super().forward(method, path, headers, body)
+
+
+@pytest.mark.azurite
+def test_an_import_run_moments_after_the_tables_were_deleted_is_refused_with_when_to_try_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], table_store_factory: Any
+) -> None:
+    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    table_store_factory()  # the factory drops the test's tables afterwards
+    monkeypatch.setenv("ONCEGATE_STORE", "tables")
+    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
+    monkeypatch.setenv("ONCEGATE_TABLE_PREFIX", table_store_factory.prefix)
+    store_id = json.loads(run(capsys, "store", "init", "--new-only", "--json").out)["storeId"]
+    app_settings = {**os.environ, "ONCEGATE_KEY_SECRET": "secret-a-" + "a" * 32, "ONCEGATE_STORE_ID": store_id}
+    service = Gate.of(bootstrap.build_services(Settings.from_environment(app_settings)))
+    record(service, claim(service, key=KEYS[0], run="run-0"))
+    service.close()
+    exported = run(capsys, "store", "export", "export.jsonl")
+    time = RESTORE_WITH.search(exported.out)
+    assert time is not None
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as tables:
+        for name in table_names(table_store_factory.prefix):
+            tables.delete_table(name)
+    proxy = DeletingTables(table_store_factory.connection_string)
+    try:
+        monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", proxy.connection_string)
+        refused = run(capsys, "store", "import", "export.jsonl", "--forget-after", time["time"])
+    finally:
+        proxy.close()
+    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
+    again = run(capsys, "store", "import", "export.jsonl", "--forget-after", time["time"])
+
+    assert refused.code == 3
+    assert "was deleted moments ago" in refused.err.splitlines()[-1], refused.err
+    assert again.code == 0, again.err
+    assert f"is store {store_id} again" in again.out

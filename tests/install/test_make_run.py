@@ -25,6 +25,9 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 INHERITED_FROM_MAKE = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+# The Makefile's own settings: `make test JOBS=1` (as the README offers) exports JOBS to the suite, and a
+# maker's PORT=8080 is in the environment; the dry runs below show the defaults.
+MAKEFILE_SETTINGS = ("JOBS", "PORT", "WORKERS", "THREADS")
 PROJECT_FILES = ("Makefile", "pyproject.toml", "requirements.txt", "package.json", "package-lock.json")
 
 
@@ -109,7 +112,11 @@ def test_a_dev_only_import_is_found() -> None:
 def dry_run(workdir: Path, target: str) -> str:
     # Run as a top-level make even when the suite itself runs under ``make test``: an inherited
     # MAKELEVEL or MAKEFLAGS makes make print "Entering directory" lines around what it would run.
-    env = {name: value for name, value in os.environ.items() if name not in INHERITED_FROM_MAKE}
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in INHERITED_FROM_MAKE and name not in MAKEFILE_SETTINGS
+    }
     done = subprocess.run(
         ["make", "--no-print-directory", "-n", target],
         cwd=workdir,

@@ -71,12 +71,26 @@ def bash(block: ShellBlock, workdir: Path, **env: str) -> subprocess.CompletedPr
     )
 
 
-@pytest.fixture
-def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A folder where `oncegate serve` ran on its default SQLite store and did five keys."""
+def in_a_clean_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No OnceGate setting from the machine, working in the test's folder, as an operator's new shell."""
     for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
         monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
+
+
+def on_table_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table_store_factory: Any) -> None:
+    """As in_a_clean_folder, with the settings naming the test's own tables on Azurite."""
+    in_a_clean_folder(tmp_path, monkeypatch)
+    table_store_factory()  # the factory drops the test's tables afterwards
+    monkeypatch.setenv("ONCEGATE_STORE", "tables")
+    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
+    monkeypatch.setenv("ONCEGATE_TABLE_PREFIX", table_store_factory.prefix)
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder where `oncegate serve` ran on its default SQLite store and did five keys."""
+    in_a_clean_folder(tmp_path, monkeypatch)
     service = Gate.of(bootstrap.build_services(Settings.from_environment()))
     for key in KEYS:
         record(service, claim(service, key=key, run=f"run-{key}"))
@@ -175,13 +189,7 @@ def test_the_export_in_json_names_its_time_the_secrets_it_needs_and_when_it_expi
 def test_on_table_storage_export_and_import_need_no_key_secret_and_the_pinned_app_serves_the_restored_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], table_store_factory: Any
 ) -> None:
-    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    table_store_factory()  # the factory drops the test's tables afterwards
-    monkeypatch.setenv("ONCEGATE_STORE", "tables")
-    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
-    monkeypatch.setenv("ONCEGATE_TABLE_PREFIX", table_store_factory.prefix)
+    on_table_storage(tmp_path, monkeypatch, table_store_factory)
     marked = run(capsys, "store", "init", "--new-only", "--json")
     store_id = json.loads(marked.out)["storeId"]
     app_settings = {**os.environ, "ONCEGATE_KEY_SECRET": "secret-a-" + "a" * 32, "ONCEGATE_STORE_ID": store_id}
@@ -218,13 +226,7 @@ def test_on_table_storage_an_export_needs_only_read_access_to_the_tables(
 ) -> None:
     """The docs' Storage Table Data Reader, as a read-and-list account SAS on Azurite: opening the store for the
     export makes no table (a create needs a write role even when the table exists) and repairs no row."""
-    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    table_store_factory()  # the factory drops the test's tables afterwards
-    monkeypatch.setenv("ONCEGATE_STORE", "tables")
-    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
-    monkeypatch.setenv("ONCEGATE_TABLE_PREFIX", table_store_factory.prefix)
+    on_table_storage(tmp_path, monkeypatch, table_store_factory)
     store_id = json.loads(run(capsys, "store", "init", "--new-only", "--json").out)["storeId"]
     app_settings = {**os.environ, "ONCEGATE_KEY_SECRET": "secret-a-" + "a" * 32, "ONCEGATE_STORE_ID": store_id}
     service = Gate.of(bootstrap.build_services(Settings.from_environment(app_settings)))
@@ -272,13 +274,7 @@ class DeletingTables(LossyProxy):
 def test_an_import_run_moments_after_the_tables_were_deleted_is_refused_with_when_to_try_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], table_store_factory: Any
 ) -> None:
-    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    table_store_factory()  # the factory drops the test's tables afterwards
-    monkeypatch.setenv("ONCEGATE_STORE", "tables")
-    monkeypatch.setenv("ONCEGATE_TABLES_CONNECTION_STRING", table_store_factory.connection_string)
-    monkeypatch.setenv("ONCEGATE_TABLE_PREFIX", table_store_factory.prefix)
+    on_table_storage(tmp_path, monkeypatch, table_store_factory)
     store_id = json.loads(run(capsys, "store", "init", "--new-only", "--json").out)["storeId"]
     app_settings = {**os.environ, "ONCEGATE_KEY_SECRET": "secret-a-" + "a" * 32, "ONCEGATE_STORE_ID": store_id}
     service = Gate.of(bootstrap.build_services(Settings.from_environment(app_settings)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oncegate.domain.keys import KeyHasher
+from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome, Resolution
 from oncegate.models import (
     ClaimRequest,
@@ -134,3 +134,12 @@ def scopes(service: Gate) -> dict[str, ScopeView]:
     listed, cursor = service.list_scopes(ListPageQuery(top=200))
     assert cursor is None
     return {view.scope: view for view in listed}
+
+
+def ring(current: str, *, previous: str | None = None, next_: str | None = None) -> KeyRing:
+    """The key ring of an instance with these secrets, as its settings give them."""
+    return KeyRing(
+        KeyHasher(current),
+        previous=KeyHasher(previous) if previous else None,
+        next_=KeyHasher(next_) if next_ else None,
+    )

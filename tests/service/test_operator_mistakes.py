@@ -36,20 +36,12 @@ from oncegate.stores.tables import table_names
 from tests.conftest import FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
-from tests.service.calls import SCOPE, claim, record
+from tests.service.calls import SCOPE, claim, record, ring
 
 A = "secret-a-" + "a" * 32
 B = "secret-b-" + "b" * 32
 KEYS = 60
 RACERS_PER_SIDE = 2
-
-
-def ring(current: str, *, previous: str | None = None, next_: str | None = None) -> KeyRing:
-    return KeyRing(
-        KeyHasher(current),
-        previous=KeyHasher(previous) if previous else None,
-        next_=KeyHasher(next_) if next_ else None,
-    )
 
 
 @pytest.fixture

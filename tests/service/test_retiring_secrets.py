@@ -34,21 +34,13 @@ from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import Run
 from tests.conftest import SQLITE_FILE, FakeClock
 from tests.gate import Gate
-from tests.service.calls import claim, record, release
+from tests.service.calls import claim, record, release, ring
 
 A = "secret-a-" + "a" * 32
 B = "secret-b-" + "b" * 32
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 # How long before today the rotation's claims are made: past the default retention (90 days), within the horizon.
 AGO = timedelta(days=100)
-
-
-def ring(current: str, *, previous: str | None = None, next_: str | None = None) -> KeyRing:
-    return KeyRing(
-        KeyHasher(current),
-        previous=KeyHasher(previous) if previous else None,
-        next_=KeyHasher(next_) if next_ else None,
-    )
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from tree_sitter import Node
 from oncegate.config import DEFAULT_TABLE_PREFIX, TABLE_PREFIX_PATTERN, AuthMode
 from oncegate.domain.keys import MIN_SECRET_LENGTH
 from oncegate.entrypoints.routes import function_routes
-from oncegate.stores.tables import table_names
+from oncegate.stores.tables.store import table_names
 from tests.infra.bicep import (
     BicepFile,
     Declaration,

@@ -33,17 +33,18 @@ from oncegate.domain.keys import normalise_key, normalise_scope
 from oncegate.domain.statuses import ConflictStatus
 from oncegate.domain.waiting import Waiting
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
-from oncegate.entrypoints import actions, bearer, waits
+from oncegate.entrypoints import actions, bearer, error_map, waits
+from oncegate.entrypoints.error_map import error_info
 from oncegate.entrypoints.principal import Principal, Role
 from oncegate.entrypoints.routes import allowed_methods, function_routes
 from oncegate.entrypoints.strict_json import read_object
 from oncegate.errors import (
-    AccessDenied,
     InvalidRequest,
     MethodNotAllowed,
     NotConfigured,
     NotFound,
     OnceGateError,
+    RoleMissing,
     StoreUnavailable,
     TooLarge,
 )
@@ -62,8 +63,6 @@ from oncegate.models import (
     ConflictList,
     ConflictView,
     ErrorBody,
-    ErrorDetail,
-    ErrorInfo,
     FindClaimsQuery,
     FlowList,
     FlowRef,
@@ -173,7 +172,7 @@ def _answer(request: func.HttpRequest, action: Action, role: Role | None) -> fun
 
 def _refused(exc: OnceGateError) -> func.HttpResponse:
     setting = exc.target if isinstance(exc, NotConfigured) else None
-    telemetry.describe({telemetry.ERROR_CODE: exc.code, telemetry.SETTING: setting})
+    telemetry.describe({telemetry.ERROR_CODE: error_map.code(exc), telemetry.SETTING: setting})
     return render_error(exc)
 
 
@@ -182,30 +181,11 @@ def render(status: int, model: BaseModel, headers: dict[str, str] | None = None)
     return func.HttpResponse(body, status_code=status, headers={**JSON_HEADERS, **(headers or {})})
 
 
-# The wire's name of each record a store may find missing.
-RECORD_FIELDS = {"claim": "claimId", "conflict": "conflictId"}
-
-
-def error_info(exc: OnceGateError) -> ErrorInfo:
-    """The error as the body of any refusal says it: its code, message and details."""
-    target = exc.target
-    if target is None and isinstance(exc, NotFound) and exc.record is not None:
-        target = RECORD_FIELDS[exc.record]
-    raw_details = exc.details if isinstance(exc, InvalidRequest) else ([(target, exc.message)] if target else [])
-    details = [ErrorDetail(target=target, message=message) for target, message in raw_details]
-    return ErrorInfo(code=exc.code, message=exc.message, details=details)
-
-
 def render_error(exc: OnceGateError) -> func.HttpResponse:
-    body = ErrorBody(error=error_info(exc))
-    headers = {"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, StoreUnavailable) else {}
-    if isinstance(exc, AccessDenied) and exc.challenge:
-        headers["WWW-Authenticate"] = exc.challenge
-    if isinstance(exc, MethodNotAllowed):
-        headers["Allow"] = ", ".join(exc.allowed)
-    if exc.status >= 500 and not isinstance(exc, StoreUnavailable):
-        logger.error("Answering %s: %s", exc.code, exc.message)
-    return render(exc.status, body, headers)
+    said = error_map.answered(exc)
+    if said.status >= 500 and not isinstance(exc, StoreUnavailable):
+        logger.error("Answering %s: %s", said.code, exc.message)
+    return render(said.status.value, ErrorBody(error=error_info(exc)), error_map.headers(exc))
 
 
 # -- who is calling -----------------------------------------------------------------------
@@ -225,7 +205,7 @@ def authorize(request: func.HttpRequest, role: Role | None) -> Principal | None:
         raise ConfigError("ONCEGATE_ENTRA_TENANT_ID", "ONCEGATE_AUTH=entra needs the Entra ID settings.")
     principal = bearer.validator(settings.entra).principal(request.headers.get("Authorization"))
     if not principal.may(role):
-        raise AccessDenied(403, "forbidden", f"{principal.name} lacks the app role {role.value} for this action.")
+        raise RoleMissing(f"{principal.name} lacks the app role {role.value} for this action.")
     return principal
 
 
@@ -521,7 +501,8 @@ def _item_answer(event: telemetry.Event, action: str, kept: list[telemetry.Answe
         except OnceGateError as exc:
             # Caught inside the answer, as respond catches a single call's: an answer left by an exception is none.
             setting = exc.target if isinstance(exc, NotConfigured) else None
-            telemetry.describe({telemetry.HTTP_STATUS: exc.status, telemetry.ERROR_CODE: exc.code})
+            said = error_map.answered(exc)
+            telemetry.describe({telemetry.HTTP_STATUS: said.status.value, telemetry.ERROR_CODE: said.code})
             telemetry.describe({telemetry.SETTING: setting})
             refused = exc
         else:
@@ -538,7 +519,7 @@ def _send_item_events(
     for made, answer in zip(kept, answers, strict=True):
         if isinstance(answer, StoreUnavailable):
             untried = telemetry.Answered(telemetry.UNAVAILABLE, {telemetry.ACTION: action})
-            made = [event.unavailable(answer.code) for event in made or [untried]]
+            made = [event.unavailable(error_map.code(answer)) for event in made or [untried]]
         for event in made:
             event.send()
 

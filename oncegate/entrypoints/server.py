@@ -39,7 +39,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import azure.functions as func
 
-from oncegate.entrypoints import logs
+from oncegate.entrypoints import error_map, logs
 from oncegate.entrypoints.handler_pool import DEFAULT_THREADS, PER_CONNECTION, HandlerPool
 from oncegate.entrypoints.http import MAX_BULK_BODY_BYTES, body_limit, render, render_error
 from oncegate.entrypoints.incoming import MAX_HEADER_BYTES, MAX_HEADER_LINE, MAX_HEADERS, Incoming
@@ -123,7 +123,7 @@ def refusal_code(status: HTTPStatus) -> str:
 
     For example ``length_required`` (411) or ``not_implemented`` (501); ``errors`` lists every one.
     """
-    return InvalidRequest.code if status is HTTPStatus.BAD_REQUEST else re.sub(r"\W+", "_", status.phrase.lower())
+    return error_map.refusal_code(status)
 
 
 class _Headers:

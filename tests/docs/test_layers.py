@@ -2,7 +2,9 @@
 
 The contract's pydantic models (``oncegate.models``) are parsed and rendered in ``oncegate.entrypoints``;
 below it, services take the plain commands of ``oncegate.service.commands`` and return domain records.
-Read from the source with ``ast``, so an import inside a function counts as much as one at the top.
+Within the services, no module imports another that imports it back (no grab bag that every service
+needs and that needs them). Read from the source with ``ast``, so an import inside a function counts as
+much as one at the top.
 """
 
 from __future__ import annotations

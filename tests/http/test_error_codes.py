@@ -10,6 +10,7 @@ library's, and ours) refuses with.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -68,14 +69,23 @@ def error_classes() -> Iterator[type[OnceGateError]]:
             yield cls
 
 
+@functools.cache
+def package_nodes() -> list[tuple[Path, ast.AST]]:
+    """Every node of every module of the package, with its module's path: parsed once for every test."""
+    return [
+        (path, node)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+    ]
+
+
 def calls(name: str) -> Iterator[tuple[str, ast.Call]]:
     """Every call of ``name`` (``Name(...)`` or ``module.Name(...)``) in the package, with where it is."""
-    for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Call):
-                called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
-                if called == name:
-                    yield f"{path.relative_to(ROOT)}:{node.lineno}", node
+    for path, node in package_nodes():
+        if isinstance(node, ast.Call):
+            called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if called == name:
+                yield f"{path.relative_to(ROOT)}:{node.lineno}", node
 
 
 def refused_statuses() -> set[HTTPStatus]:

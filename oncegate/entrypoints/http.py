@@ -23,7 +23,8 @@ from pydantic import BaseModel
 from oncegate import bootstrap, telemetry
 from oncegate.config import AuthMode, ConfigError
 from oncegate.cursors import CursorSeal
-from oncegate.entrypoints import bearer, waits
+from oncegate.entrypoints import bearer, error_map, waits
+from oncegate.entrypoints.error_map import error_info
 from oncegate.entrypoints.operations.table import Call, Operation, Reply
 from oncegate.entrypoints.parse import (
     HOST_PARAMS,
@@ -38,14 +39,13 @@ from oncegate.entrypoints.parse import (
     validate,
 )
 from oncegate.entrypoints.principal import Principal, Role
-from oncegate.entrypoints.render import error_info
 from oncegate.entrypoints.routes import allowed_methods, function_routes
 from oncegate.errors import (
-    AccessDenied,
     MethodNotAllowed,
     NotConfigured,
     NotFound,
     OnceGateError,
+    RoleMissing,
     StoreUnavailable,
 )
 from oncegate.models import ErrorBody
@@ -148,7 +148,7 @@ def _poll_address(request: func.HttpRequest, reply: Reply) -> dict[str, str]:
 
 def _refused(exc: OnceGateError) -> func.HttpResponse:
     setting = exc.target if isinstance(exc, NotConfigured) else None
-    telemetry.describe({telemetry.ERROR_CODE: exc.code, telemetry.SETTING: setting})
+    telemetry.describe({telemetry.ERROR_CODE: error_map.code(exc), telemetry.SETTING: setting})
     return render_error(exc)
 
 
@@ -158,15 +158,10 @@ def render(status: int, model: BaseModel, headers: dict[str, str] | None = None)
 
 
 def render_error(exc: OnceGateError) -> func.HttpResponse:
-    body = ErrorBody(error=error_info(exc))
-    headers = {"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, StoreUnavailable) else {}
-    if isinstance(exc, AccessDenied) and exc.challenge:
-        headers["WWW-Authenticate"] = exc.challenge
-    if isinstance(exc, MethodNotAllowed):
-        headers["Allow"] = ", ".join(exc.allowed)
-    if exc.status >= 500 and not isinstance(exc, StoreUnavailable):
-        logger.error("Answering %s: %s", exc.code, exc.message)
-    return render(exc.status, body, headers)
+    said = error_map.answered(exc)
+    if said.status >= 500 and not isinstance(exc, StoreUnavailable):
+        logger.error("Answering %s: %s", said.code, exc.message)
+    return render(said.status.value, ErrorBody(error=error_info(exc)), error_map.headers(exc))
 
 
 def authorize(request: func.HttpRequest, role: Role | None) -> Principal | None:
@@ -183,7 +178,7 @@ def authorize(request: func.HttpRequest, role: Role | None) -> Principal | None:
         raise ConfigError("ONCEGATE_ENTRA_TENANT_ID", "ONCEGATE_AUTH=entra needs the Entra ID settings.")
     principal = bearer.validator(settings.entra).principal(request.headers.get("Authorization"))
     if not principal.may(role):
-        raise AccessDenied(403, "forbidden", f"{principal.name} lacks the app role {role.value} for this action.")
+        raise RoleMissing(f"{principal.name} lacks the app role {role.value} for this action.")
     return principal
 
 

@@ -25,7 +25,6 @@ from oncegate.domain.records import (
     ScopeRecord,
 )
 from oncegate.domain.statuses import ClaimStatus
-from oncegate.errors import InvalidRequest, NotFound, OnceGateError
 from oncegate.models import (
     ClaimCounts,
     ClaimNeedingAttention,
@@ -35,8 +34,6 @@ from oncegate.models import (
     ConflictResolution,
     ConflictView,
     EarlierAttemptView,
-    ErrorDetail,
-    ErrorInfo,
     FlowRef,
     FlowView,
     Health,
@@ -283,17 +280,3 @@ def restored_store(restore: Restore | None) -> RestoredStore | None:
         forgotten_until=restore.forgotten_until,
         message=message,
     )
-
-
-# The wire's name of each record a store may find missing.
-RECORD_FIELDS = {"claim": "claimId", "conflict": "conflictId"}
-
-
-def error_info(exc: OnceGateError) -> ErrorInfo:
-    """The error as the body of any refusal says it: its code, message and details."""
-    target = exc.target
-    if target is None and isinstance(exc, NotFound) and exc.record is not None:
-        target = RECORD_FIELDS[exc.record]
-    raw_details = exc.details if isinstance(exc, InvalidRequest) else ([(target, exc.message)] if target else [])
-    details = [ErrorDetail(target=target, message=message) for target, message in raw_details]
-    return ErrorInfo(code=exc.code, message=exc.message, details=details)

@@ -21,6 +21,7 @@ import pytest
 
 from oncegate.bootstrap import Services, wire
 from oncegate.domain.keys import KeyHasher
+from oncegate.entrypoints import error_map
 from oncegate.errors import OnceGateError
 from oncegate.models import ClaimRequest, ClaimResponse
 from oncegate.stores.port import ClaimStore
@@ -58,7 +59,7 @@ def racer(services: Services, index: int) -> list[tuple[str, str]]:
     else:
         answers = [Gate.of(services).check_and_claim(request) for request in requests]
     return [
-        (request.key, answer.decision.value if isinstance(answer, ClaimResponse) else answer.code)
+        (request.key, answer.decision.value if isinstance(answer, ClaimResponse) else error_map.code(answer))
         for request, answer in zip(requests, answers, strict=True)
     ]
 

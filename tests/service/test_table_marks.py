@@ -26,6 +26,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.statuses import Decision
 from oncegate.domain.store_id import check_store_id
+from oncegate.entrypoints import error_map
 from oncegate.errors import InvalidRequest, NotConfigured
 from oncegate.models import ClaimRequest
 from oncegate.service.safeguard import PinnedFile, PinnedSetting, StoreIdPin
@@ -57,7 +58,7 @@ def answers(service: Gate, keys: list[str]) -> list[str]:
         try:
             found.append(claim(service, key=key, run="run-again").decision.value)
         except NotConfigured as refused:
-            found.append(refused.code)
+            found.append(error_map.code(refused))
     return found
 
 

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate import telemetry
 from oncegate.domain.keys import normalise_key, normalise_scope
+from oncegate.entrypoints import error_map
+from oncegate.entrypoints.error_map import error_info
 from oncegate.entrypoints.operations.table import Call, Operation
 from oncegate.entrypoints.parse import CLAIM_ID_PATTERN, item_body
-from oncegate.entrypoints.render import error_info
 from oncegate.errors import InvalidRequest, NotConfigured, NotFound, OnceGateError, StoreUnavailable
 from oncegate.models import (
     ClaimItem,
@@ -162,7 +163,8 @@ def _item_answer(event: telemetry.Event, action: str, kept: list[telemetry.Answe
             # Caught inside the answer, as the pipeline catches a single call's: an answer left by an exception is
             # none.
             setting = exc.target if isinstance(exc, NotConfigured) else None
-            telemetry.describe({telemetry.HTTP_STATUS: exc.status, telemetry.ERROR_CODE: exc.code})
+            said = error_map.answered(exc)
+            telemetry.describe({telemetry.HTTP_STATUS: said.status.value, telemetry.ERROR_CODE: said.code})
             telemetry.describe({telemetry.SETTING: setting})
             refused = exc
         else:
@@ -177,6 +179,6 @@ def _send_item_events(kept: list[list[telemetry.Answered]], answers: Sequence[An
     for made, answer in zip(kept, answers, strict=True):
         if isinstance(answer, StoreUnavailable):
             untried = telemetry.Answered(telemetry.UNAVAILABLE, {telemetry.ACTION: action})
-            made = [event.unavailable(answer.code) for event in made or [untried]]
+            made = [event.unavailable(error_map.code(answer)) for event in made or [untried]]
         for event in made:
             event.send()

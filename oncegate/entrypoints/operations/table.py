@@ -48,6 +48,8 @@ class Call(Generic[Body, Query]):
     ids: Mapping[str, str] = field(default_factory=dict)
     signed_in: Principal | None = None
     address: str = ""
+    # The app's address that every route sits below (``https://host/api/``), for an answer naming another action's.
+    root: str = ""
     link: Callable[[str | None], str | None] = lambda cursor: cursor
     # The service's cursor seal, for what an answer hands out to come back with (a ticket, a state); None without HTTP.
     seal: CursorSeal | None = None
@@ -74,13 +76,15 @@ class Call(Generic[Body, Query]):
 class Reply(NamedTuple):
     """An answer other than a plain 200: its status, body (None: empty) and headers.
 
-    ``waiting`` is the run Check and claim (wait) keeps waiting for the holder: over HTTP, the 202's poll address.
+    ``waiting`` is the run Check and claim (wait) keeps waiting for the holder, and ``at`` the path (below the
+    app's root) of the address it polls: over HTTP, the 202's ``Location``, its ticket sealed in.
     """
 
     status: int
     model: BaseModel | None
     headers: Mapping[str, str] = {}
     waiting: Waiting | None = None
+    at: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from oncegate.bootstrap import Services
 from oncegate.domain.keys import normalise_scope
+from oncegate.domain.records import flow_text
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, Waiting
 from oncegate.entrypoints import parse, render
 from oncegate.entrypoints.stored_data import warned
@@ -42,7 +43,6 @@ from oncegate.models import (
     ScopeView,
     SetScopeRequest,
 )
-from oncegate.service.core import flow_text
 
 # -- claims ---------------------------------------------------------------------------------------------------
 

@@ -17,8 +17,9 @@ from typing import Any, Protocol, TypeVar
 from oncegate.bounded import Bounded
 from oncegate.domain import members
 from oncegate.domain.fingerprint_rules import applied
+from oncegate.domain.intent import Identity
 from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope
-from oncegate.domain.records import Claim, FingerprintRecord, Flow, HistoryEvent
+from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
 from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import (
     EventKind,
@@ -29,7 +30,7 @@ from oncegate.errors import (
     SensitiveKey,
 )
 from oncegate.service.commands import BusinessData, KeyOf
-from oncegate.service.identity import Identity, holds
+from oncegate.service.identity import holds
 from oncegate.service.inventory import Inventory
 from oncegate.service.recent import REMEMBERED, RecentClaims
 from oncegate.service.safeguard import Safeguard
@@ -48,10 +49,6 @@ def utc_now() -> datetime:
 SERIES = "series-"
 # The least step between two times a store keeps apart: both keep microseconds.
 TICK = timedelta(microseconds=1)
-
-
-def flow_text(flow: Flow | None) -> str:
-    return f"flow '{flow.name}' in '{flow.environment}'" if flow else "an unnamed flow"
 
 
 class CoreRecords(ClaimReads, HistoryRecords, Protocol):

@@ -16,7 +16,7 @@ from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind, local
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
-from oncegate.entrypoints.stored_data import StoredDataGuard
+from oncegate.entrypoints.sensitive_data import StoredDataGuard
 from oncegate.errors import StoreUnavailable
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.bulk import Bulk
@@ -121,8 +121,8 @@ def wire(
     check_interval: timedelta = CHECK_INTERVAL,
     bulk_concurrency: int = DEFAULT_BULK_CONCURRENCY,
 ) -> Services:
-    """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
-    # Everything else a request stores (oncegate.entrypoints.stored_data): the key's policy unless it has its own.
+    """The services over ``store``, sharing one inventory and one core (keys, clock, sensitive-data policies)."""
+    # Everything else a request stores (oncegate.entrypoints.sensitive_data): the key's policy unless it has its own.
     data_policy = sensitive_keys if sensitive_data is None else sensitive_data
     stored_data = StoredDataGuard(data_policy)
     # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts

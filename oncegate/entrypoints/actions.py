@@ -1,7 +1,7 @@
 """Each action of the contract as the wire sees it: a request model in, a view model out.
 
 One function per action: the personal-data check of what the request stores
-(:mod:`oncegate.entrypoints.stored_data`), the request parsed into the service's command
+(:mod:`oncegate.entrypoints.sensitive_data`), the request parsed into the service's command
 (:mod:`oncegate.entrypoints.parse`, rendered back by :mod:`oncegate.entrypoints.render`), the service called. The HTTP
 actions (:mod:`oncegate.entrypoints.http`) add routes, links and telemetry around these; the tests
 call them too, so that they drive the services the way a flow does.
@@ -16,7 +16,7 @@ from oncegate.domain.keys import normalise_scope
 from oncegate.domain.records import flow_text
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, Waiting
 from oncegate.entrypoints import parse, render
-from oncegate.entrypoints.stored_data import warned
+from oncegate.entrypoints.sensitive_data import warned
 from oncegate.models import (
     ClaimItem,
     ClaimNeedingAttention,

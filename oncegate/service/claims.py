@@ -40,8 +40,8 @@ from oncegate.service.backups import restore_notice
 from oncegate.service.commands import CheckAndClaim, KeyOf, Paging
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore
-from oncegate.service.identity import keyed, new_grant_id, token
 from oncegate.service.races import settled
+from oncegate.service.tokens import keyed, new_grant_id, token
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable, RestoreReads
 
 logger = logging.getLogger(__name__)

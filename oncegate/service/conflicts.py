@@ -33,8 +33,8 @@ from oncegate.errors import (
 )
 from oncegate.service.commands import ListConflicts, ReportConflict, ResolveConflict
 from oncegate.service.core import ClaimsCore
-from oncegate.service.identity import keyed
 from oncegate.service.races import settled
+from oncegate.service.tokens import keyed
 from oncegate.stores.port import ClaimReads, ClaimWrites, ConflictRecords, HistoryRecords
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """What the claim, result and conflict services share: the store's claims read, the key secrets and
 clock, and the writes every one of them makes (history lines, status changes counted for the scope
-catalogue). Who is asking is :mod:`oncegate.service.identity`; a lost race is run again by
+catalogue). Who is asking is :mod:`oncegate.domain.intent`; a lost race is run again by
 :mod:`oncegate.service.races`.
 """
 
@@ -30,10 +30,10 @@ from oncegate.errors import (
     SensitiveKey,
 )
 from oncegate.service.commands import BusinessData, KeyOf
-from oncegate.service.identity import holds
 from oncegate.service.inventory import Inventory
 from oncegate.service.recent import REMEMBERED, RecentClaims
 from oncegate.service.safeguard import Safeguard
+from oncegate.service.tokens import holds
 from oncegate.stores.port import ClaimReads, HistoryRecords
 
 logger = logging.getLogger(__name__)

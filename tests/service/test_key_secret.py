@@ -23,7 +23,7 @@ from oncegate import bootstrap
 from oncegate.config import ConfigError, Settings
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.records import ClaimFilter
-from oncegate.domain.safeguards import SWITCH_GRACE
+from oncegate.domain.safeguard import SWITCH_GRACE
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import NotConfigured
 from oncegate.models import LookupRequest, ReportConflictRequest

@@ -1,8 +1,8 @@
-"""Who is asking, under which key secret: a request's key reduced to its claim id, and the claim tokens.
+"""Claim tokens: made again from the grant each time one is needed, compared in constant time.
 
-A business key is never kept: a request's :class:`~oncegate.domain.intent.Intent` holds it as the claim
-id (and fingerprint) every secret of the key ring makes of it. A claim token is made again from the grant
-each time it is needed and compared in constant time; the store never holds one this release made.
+The store never holds a token this release made, only the grant's random id: a token is a MAC over it
+under the secret the claim's id was made with (:meth:`~oncegate.domain.keys.KeyHasher.claim_token`).
+Who is asking, under which secret, is the request's :class:`~oncegate.domain.intent.Intent`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """Check and claim: the I/O around the contract's decision table (``oncegate.domain.decisions``).
 
-The service reads the claim, asks the pure decision function, and writes what it says. Writes
+The request is parsed once, into the :class:`~oncegate.domain.intent.Intent` the core makes of it
+(:meth:`~oncegate.service.core.ClaimsCore.intent`); the decision, the answer, the history line and the
+inventory's counts all read that one value. The service reads the claim, asks the pure decision function,
+and writes what it says. Writes
 come first and reads only on a lost race (the store's conditional insert carries the
 existing claim back), so a new claim costs one storage round trip. Every answer leaves a
 history event saying how the request was recognised. A lost race (``StoreRace``) means
@@ -12,16 +15,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import timedelta
 from typing import Protocol
 
-from oncegate.domain import members
 from oncegate.domain.answers import ClaimAnswer, answer, conflict_answer, flow_warnings, unclaimed
 from oncegate.domain.backups import Restore
 from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records, withdrawn
 from oncegate.domain.idempotency import idempotency_key
 from oncegate.domain.intent import Intent
-from oncegate.domain.keys import normalise_scope, normalise_source
 from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent, flow_text
 from oncegate.domain.statuses import (
     ConflictOrigin,
@@ -29,7 +29,6 @@ from oncegate.domain.statuses import (
     Decision,
     EventKind,
 )
-from oncegate.domain.warnings import NO_FINGERPRINT, NO_FLOW, RULE_MATCHED_NOTHING
 from oncegate.errors import (
     AlreadyExists,
     ConcurrentUpdate,
@@ -73,45 +72,10 @@ class Claims:
         ``signed_in`` names the caller Entra ID signed in (None with function keys): a grant made to a
         signed-in caller is given back to that caller only.
         """
-        return self.decide_for(self.intent(request, signed_in=signed_in))
-
-    def intent(self, request: CheckAndClaim, *, signed_in: str | None = None) -> Intent:
-        """The request parsed once: its key reduced to claim ids, its data to fingerprints; nothing written yet."""
-        self._core.require_safe_store()
-        inventory = self._core.inventory
-        rules = inventory.fingerprint_rules(normalise_scope(request.scope))
-        identities, scope, warnings = self._core.identify(request, rules_version=rules.version)
-        if signed_in is not None:
-            identities = tuple(replace(one, granted_to=one.hasher.signed_in_digest(signed_in)) for one in identities)
-        current = next(identity for identity in identities if identity.hasher is self._core.keys.current)
-        if current.fingerprint is None:
-            warnings.append(NO_FINGERPRINT)
-        if request.payload is not None and rules.include:
-            unmatched = members.unmatched(request.payload, rules)
-            inventory.rules_matched(scope, rules, unmatched)
-            if unmatched:
-                warnings.append(RULE_MATCHED_NOTHING)
-        if request.flow is None:
-            warnings.append(NO_FLOW)
-        intent = Intent(
-            run_id=request.run_id,
-            flow=request.flow,
-            fingerprint=None,
-            now=self._core.clock(),
-            scope=scope,
-            lease=timedelta(seconds=request.lease_seconds or inventory.lease_seconds(scope)),
-            source=normalise_source(request.source),
-            reference=request.reference,
-            rules_version=rules.version,
-            rules=rules,
-            warnings=tuple(warnings),
-            identities=identities,
-            fingerprint_in=lambda hasher, version: self._core.fingerprint(hasher, request, version),
-        )
-        return intent.as_(current)
+        return self.decide_for(self._core.intent(request, signed_in=signed_in))
 
     def decide_for(self, intent: Intent) -> ClaimAnswer:
-        """Check and claim for a request already parsed (:meth:`intent`, or a waiting run's poll)."""
+        """Check and claim for a request already parsed (:meth:`ClaimsCore.intent`, or a waiting run's poll)."""
         refusal = self._core.inventory.refusal(intent.flow)
         answer = self._refused(intent, refusal) if refusal else settled(lambda: self._claim_once(intent))
         self._core.inventory.answered(intent.scope, intent.flow, answer.decision, intent.now)

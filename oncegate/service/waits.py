@@ -43,7 +43,7 @@ class Waits:
         self, request: CheckAndClaim, *, signed_in: str | None, max_wait: timedelta
     ) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim; the waiting run too when the answer is ``in_progress`` (None: the answer is final)."""
-        intent = self._claims.intent(request, signed_in=signed_in)
+        intent = self._core.intent(request, signed_in=signed_in)
         answer = self._claims.decide_for(intent)
         if answer.decision is not Decision.IN_PROGRESS or max_wait <= timedelta(0):
             return answer, None

@@ -3,7 +3,7 @@
 ``function_app.py`` declares one Azure function per entry (:func:`function`); each runs
 :func:`respond`: the caller signed in and checked for the entry's role, the query parameters it takes
 (any other is refused), the route's ids and the strict JSON body read as the entry declares them
-(``oncegate.entrypoints.parse``), the entry performed (parse, the personal-data check, serve, render:
+(``oncegate.entrypoints.parse``), the entry performed (parse, the sensitive-data check, serve, render:
 :mod:`oncegate.entrypoints.operations`), and the answer or a Microsoft REST API guidelines error body
 rendered. Every answer sends the entry's telemetry event, or ``OnceGate.Unavailable`` for a 503.
 Bad input is refused before any write, and never becomes a 500.

@@ -4,7 +4,7 @@
 ``claims`` (a partition per claim, and the timeline of its writes), ``index`` (the claim index),
 ``history``, ``conflicts`` (with the 0.1.0 upgrade), ``inventory``, ``keys`` (key secrets and the store's
 id) and ``backups``, over ``entities`` (keys and rows), ``errors`` (the error translation) and ``batch``
-(the entity-group transaction's wire format).
+(the entity-group transaction's wire format); ``transport`` reads the proxy settings once, for its client.
 """
 
 from __future__ import annotations

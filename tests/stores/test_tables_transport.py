@@ -122,9 +122,12 @@ def test_the_environment_is_read_when_the_store_opens_not_per_request(
     store = TableStore.from_connection_string(local, prefix=table_store_factory.prefix)
     scans: list[str] = []
     environ_proxies = requests.utils.get_environ_proxies
-    monkeypatch.setattr(
-        requests.utils, "get_environ_proxies", lambda *a, **k: scans.append("") or environ_proxies(*a, **k)
-    )
+
+    def scanned(url: str, no_proxy: str | None = None) -> dict[str, str]:
+        scans.append(url)
+        return environ_proxies(url, no_proxy)
+
+    monkeypatch.setattr(requests.utils, "get_environ_proxies", scanned)
     # A proxy set after the store opened (a dead port) is not taken: the next start reads it.
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
 

@@ -38,6 +38,7 @@ from oncegate.domain.records import (
 )
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound, StoreRace, TooLarge
+from oncegate.stores.paging import every_item
 from oncegate.stores.port import ClaimStore
 from tests.support import records
 from tests.support.records import T0
@@ -436,6 +437,28 @@ class StoreContract:
         store.add_event(between)
 
         assert store.list_events(claim.claim_id) == [first, between, series]
+
+    def test_a_line_counting_an_earlier_answer_late_moves_to_that_answers_time(self, store: ClaimStore) -> None:
+        # Another instance's answer, stamped earlier, may be counted last: the line lists at its first answer.
+        claim = records.claim()
+        first = records.event(claim.claim_id)
+        store.create_claim(claim, first)
+        results = [records.event(claim.claim_id, at=T0 + timedelta(seconds=s), kind=EventKind.RESULT) for s in (2, 4)]
+        for result in results:
+            store.add_event(result)
+
+        for seconds in (5, 3, 1):
+            at = T0 + timedelta(seconds=seconds)
+            store.count_event(records.event(claim.claim_id, event_id="series-3", at=at, count=1, last_at=at))
+
+        listed = store.list_events(claim.claim_id)
+        assert [event.event_id for event in listed] == [first.event_id, "series-3", *(e.event_id for e in results)]
+        assert (listed[1].count, listed[1].at, listed[1].last_at) == (
+            3,
+            T0 + timedelta(seconds=1),
+            T0 + timedelta(seconds=5),
+        )
+        assert list(every_item(lambda cursor: store.list_history(claim.claim_id, limit=1, cursor=cursor))) == listed
 
     def test_answers_of_one_series_count_in_one_line(self, store: ClaimStore) -> None:
         claim = records.claim()

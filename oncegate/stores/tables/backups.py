@@ -34,8 +34,10 @@ from oncegate.stores.tables.entities import (
     _event_entity,
     _event_place,
     _fingerprint_entity,
+    _tally_entity,
 )
 from oncegate.stores.tables.errors import _translated
+from oncegate.stores.tables.history import one_line_per_series
 
 # The import that filled this store (issue 35): one row beside the store's id.
 RESTORE_PARTITION = "restore"
@@ -118,7 +120,7 @@ class TableBackups:
             return None
         claim_entity, entities = read
         events = (columns.event_from_row(large_values.gather(e)) for e in entities if _is_history(e))
-        history = tuple(sorted(events, key=_event_place))
+        history = tuple(sorted(one_line_per_series(events), key=_event_place))
         prints = tuple(
             columns.fingerprint_from_row(large_values.gather(e), _etag(e.metadata))
             for e in entities
@@ -153,10 +155,11 @@ class TableBackups:
 
     def restore_claim(self, backup: ClaimBackup) -> None:
         """Upserts in the claim's partition, the claim's row in the last transaction; its index rows wait for
-        ``flush_index``, as a new claim's do."""
+        ``flush_index``, as a new claim's do. Each series line gets its tally, where later answers count."""
         claim = backup.claim
         rows = [
             *(_event_entity(event) for event in backup.events),
+            *(_tally_entity(event) for event in backup.events if event.count is not None),
             *(_fingerprint_entity(record) for record in backup.fingerprints),
             _claim_entity(claim),
         ]

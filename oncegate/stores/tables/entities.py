@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from azure.core import MatchConditions
@@ -23,6 +23,10 @@ from oncegate.stores.tables.errors import EXISTS, STALE, _on_status
 CLAIM_ROW = "claim"
 FINGERPRINT_PREFIX = "fingerprint-"
 HISTORY_PREFIX = "history-"
+# A history row's time in its RowKey, as the service's event ids start: 20261102T090000123456Z.
+STAMP = "%Y%m%dT%H%M%S%fZ"
+# A series line's tally (issue 36), found by the series id: the line itself is keyed by its time.
+TALLY_PREFIX = "tally-"
 CONFLICT_PARTITION = "conflict"
 PARTITION_FILTER = "PartitionKey eq @pk"
 TRANSACTION_LIMIT = 100
@@ -48,8 +52,20 @@ def _claim_entity(claim: Claim) -> dict[str, Any]:
     return _entity(claim.claim_id, CLAIM_ROW, columns.claim_to_row(claim))
 
 
+def _history_key(at: datetime, event_id: str) -> str:
+    """A history row's RowKey: its time first, as fixed-width UTC digits, so that keys sort as the history lists
+    (issue 36). The service's event ids start with that time already, and are the key as they are."""
+    stamp = at.astimezone(UTC).strftime(STAMP)
+    return HISTORY_PREFIX + (event_id if event_id.startswith(stamp + "-") else f"{stamp}-{event_id}")
+
+
 def _event_entity(event: HistoryEvent) -> dict[str, Any]:
-    return _entity(event.claim_id, HISTORY_PREFIX + event.event_id, columns.event_to_row(event))
+    return _entity(event.claim_id, _history_key(event.at, event.event_id), columns.event_to_row(event))
+
+
+def _tally_entity(line: HistoryEvent) -> dict[str, Any]:
+    """A series line's tally: its twin outside the history, keyed by the series id, where answers are counted."""
+    return _entity(line.claim_id, TALLY_PREFIX + line.event_id, columns.event_to_row(line))
 
 
 def _event_place(event: HistoryEvent) -> tuple[str, str]:

@@ -1,39 +1,108 @@
-"""The Azure store's history: a claim's events, rows of its partition beside the claim row.
+"""The Azure store's history: a claim's events, rows of its partition beside the claim row, keyed by time.
 
-An event is a row ``history-<event id>``, written in the transaction of the claim change it records.
-Answers alike share one row, ``history-series-<digest>``, which counts them (``count_event``).
+An event is a row ``history-<time>-<event id>`` (the service's event ids start with their time, and are
+the key as they are: ``history-20261102T090000123456Z-1f2e3d4c``), written in the transaction of the claim
+change it records. The keys sort as the history lists, so a page is one range read of ``limit + 1`` rows
+after the cursor's key, however long the history (issue 36).
+
+Answers alike share one line, which counts them (``count_event``). The line stands at its first answer's
+time; its tally, ``tally-<series id>``, is its twin outside the history, found by the series id alone, and
+carries the ETag that counting is conditioned on. Each count writes both in one transaction::
+
+    RowKey                                               one row per
+    claim                                                claim
+    history-20261102T090000000000Z-1f2e3d4c              event (a claim change, a result, a conflict)
+    history-20261102T090500000000Z-series-9c1a…          series line, at its first answer
+    tally-series-9c1a…                                   series line's tally
+
+Releases before this one kept a series line under its series id, ``history-series-<digest>``, which
+sorts after every time: a page's read runs on to them (a history shorter than a page is one read), or
+reads them on their own (only claims answered before the upgrade have any, and no new one is made), and
+answers counted since in the series' line at its time are shown in the earlier line, as one.
 """
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterable, Iterator
 from contextlib import suppress
 from dataclasses import replace
+from datetime import datetime
+from itertools import chain, islice
+from operator import itemgetter
 from secrets import token_hex
+from typing import Any, cast
 
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.data.tables import TableClient, UpdateMode
+from azure.core.paging import PageIterator
+from azure.data.tables import TableClient, TableEntity, TransactionOperation, UpdateMode
 
 from oncegate.bounded import Bounded
 from oncegate.domain.records import HistoryEvent, Page
+from oncegate.errors import InvalidRequest
 from oncegate.stores import columns, large_values
-from oncegate.stores.paging import page_of
+from oncegate.stores.paging import decode_cursor, encode_cursor
+from oncegate.stores.tables import batch
 from oncegate.stores.tables.entities import (
     HISTORY_PREFIX,
+    TALLY_PREFIX,
     _claim_keys,
     _etag,
     _event_entity,
     _event_place,
+    _history_key,
     _if_unchanged,
+    _tally_entity,
 )
-from oncegate.stores.tables.errors import MISSING, STALE, _translated
+from oncegate.stores.tables.errors import EXISTS, MISSING, STALE, _translated
 
-# The first character after "-": every history row key sorts below it.
+# Keys that start with a time start with a digit; ":" follows "9", and "." follows "-": the history ends there.
+TIMED_END = HISTORY_PREFIX + ":"
 HISTORY_END = "history."
-EVENTS_FILTER = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
+RANGE_FILTER = "PartitionKey eq @pk and RowKey gt @after and RowKey lt @end"
 # Lost races counting one answer in its series' line before it is kept as a line of its own.
 SERIES_RACES = 4
-# Series lines remembered at their ETags, least recently counted forgotten first: about 1 KB each.
+# Series tallies remembered at their ETags, least recently counted forgotten first: about 1 KB each.
 SERIES_REMEMBERED = 4096
+CURSOR_REFUSED = "cursor is not one this service handed out."
+
+
+def _event(entity: TableEntity) -> HistoryEvent:
+    return columns.event_from_row(large_values.gather(entity))
+
+
+def _order(event: HistoryEvent) -> str:
+    return _history_key(event.at, event.event_id)
+
+
+def _counted(line: HistoryEvent, more: HistoryEvent) -> HistoryEvent:
+    """``line`` with the answers ``more`` counts: the earliest first answer, the latest last one."""
+    return replace(
+        line,
+        count=(line.count or 1) + (more.count or 1),
+        at=min(line.at, more.at),
+        last_at=max(line.last_at or line.at, more.last_at or more.at),
+    )
+
+
+def one_line_per_series(events: Iterable[HistoryEvent]) -> list[HistoryEvent]:
+    """The events, a series kept in two lines (under its id before the upgrade, at its time since) as one."""
+    lines: dict[str, HistoryEvent] = {}
+    for event in events:
+        kept = lines.get(event.event_id)
+        lines[event.event_id] = event if kept is None else _counted(kept, event)
+    return list(lines.values())
+
+
+def _after(cursor: str | None) -> str:
+    """The RowKey a page starts after: the cursor's place as a key, or the start of the history."""
+    if cursor is None:
+        return HISTORY_PREFIX
+    at, event_id = decode_cursor(cursor)
+    try:
+        return _history_key(datetime.fromisoformat(at), event_id)
+    except ValueError as exc:
+        raise InvalidRequest(CURSOR_REFUSED, target="cursor") from exc
 
 
 class TableHistory:
@@ -51,16 +120,15 @@ class TableHistory:
             self._claims.create_entity(_event_entity(event))
 
     def count_event(self, event: HistoryEvent) -> None:
-        """Count the answer in its series' line: write first, on the ETag this instance last wrote it with.
+        """Count the answer in its series' line: write first, on the ETag this instance last wrote its tally with.
 
-        The first answer of a series inserts its line, one request as ``add_event``. A later one merges the
-        line's count and times, conditioned on the ETag this instance remembers from its own last write of
-        the line: one request while no other instance counts in it. Only when the line is unknown here, or
+        The first answer of a series inserts its line and tally, one transaction. A later one merges the count
+        and times into both, conditioned on the tally's ETag this instance remembers from its own last
+        write: one request while no other instance counts in it. Only when the tally is unknown here, or
         another writer changed it since (412), is it read, and the merge conditioned on the ETag read. After
         ``SERIES_RACES`` lost races the answer is kept as a line of its own.
         """
-        entity = _event_entity(event)
-        key = (event.claim_id, entity["RowKey"])
+        key = (event.claim_id, TALLY_PREFIX + event.event_id)
         with _translated():
             known = self._series.get(key)
             failed = self._counted_in(key, known, event) if known else MISSING[0]
@@ -68,53 +136,92 @@ class TableHistory:
                 return
             if failed in MISSING:  # unknown here, or gone (the claim was deleted and made again)
                 try:
-                    self._series.put(key, (_etag(self._claims.create_entity(entity)), event))
+                    first = [
+                        (TransactionOperation.CREATE, _tally_entity(event)),
+                        (TransactionOperation.CREATE, _event_entity(event)),
+                    ]
+                    self._series.put(key, (_etag(batch.submit_transaction(self._claims, first)[0]), event))
                     return
-                except ResourceExistsError:
-                    pass
+                except HttpResponseError as exc:
+                    if exc.status_code not in EXISTS:
+                        raise
             for _ in range(SERIES_RACES):
                 try:
                     stored = self._claims.get_entity(*key)
                 except ResourceNotFoundError:
                     return  # the claim and its history were deleted meanwhile (retention): nothing to count in
-                read = (_etag(stored.metadata), columns.event_from_row(large_values.gather(stored)))
-                if self._counted_in(key, read, event) is None:
+                if self._counted_in(key, (_etag(stored.metadata), _event(stored)), event) is None:
                     return
             self._claims.create_entity(_event_entity(replace(event, event_id=f"{event.event_id}-{token_hex(4)}")))
 
     def _counted_in(self, key: tuple[str, str], known: tuple[str, HistoryEvent], event: HistoryEvent) -> int | None:
-        """Count ``event`` in the series line known at an ETag: None when counted, else the status that refused
-        it (412: another writer changed the line since, 404: it is gone)."""
-        etag, series = known
-        counted = replace(
-            series,
-            count=(series.count or 1) + 1,
-            at=min(series.at, event.at),
-            last_at=max(series.last_at or series.at, event.last_at or event.at),
-        )
-        merged = {**_claim_keys(*key), "Count": counted.count, "At": counted.at, "LastAt": counted.last_at}
+        """Count ``event`` in the series line whose tally is known at an ETag: None when counted, else the status
+        that refused it (412: another writer changed the tally since, 404: it is gone)."""
+        etag, line = known
+        counted = _counted(line, event)
+        line_keys = _claim_keys(line.claim_id, _order(line))
+        operations: list[tuple[Any, ...]]
+        if counted.at == line.at:
+            changes = {"Count": counted.count, "LastAt": counted.last_at}
+            operations = [
+                (TransactionOperation.UPDATE, {**_claim_keys(*key), **changes}, _if_unchanged(etag, UpdateMode.MERGE)),
+                (TransactionOperation.UPDATE, {**line_keys, **changes}, {"mode": UpdateMode.MERGE}),
+            ]
+        else:
+            # An answer earlier than the line's first (another instance's, counted late): the line moves to its time.
+            operations = [
+                (TransactionOperation.UPDATE, _tally_entity(counted), _if_unchanged(etag)),
+                (TransactionOperation.DELETE, line_keys),
+                (TransactionOperation.CREATE, _event_entity(counted)),
+            ]
         try:
-            metadata = self._claims.update_entity(merged, **_if_unchanged(etag, UpdateMode.MERGE))
+            written = batch.submit_transaction(self._claims, operations)
         except HttpResponseError as exc:
-            if exc.status_code not in STALE:
+            if exc.status_code not in STALE + EXISTS:
                 raise
             self._series.pop(key)
             return exc.status_code
-        self._series.put(key, (_etag(metadata), counted))
+        self._series.put(key, (_etag(written[0]), counted))
         return None
 
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
-        """The claim's history by time: its rows, one range of the partition, sorted here.
-
-        RowKeys do not sort by time (a series line's id is no time), so the whole range is read; counting
-        repeated answers in one line each keeps it to the claim's changes and the kinds of answer it had.
-        """
-        parameters = {"pk": claim_id, "lo": HISTORY_PREFIX, "hi": HISTORY_END}
+        """The claim's whole history by time: the pages of ``list_history`` read at once."""
         with _translated():
-            entities = list(self._claims.query_entities(EVENTS_FILTER, parameters=parameters))
-        return sorted((columns.event_from_row(large_values.gather(entity)) for entity in entities), key=_event_place)
+            return [event for _, event in self._history(claim_id, HISTORY_PREFIX, top=None)]
 
     def list_history(self, claim_id: str, *, limit: int, cursor: str | None = None) -> Page[HistoryEvent]:
-        """One page of ``list_events``: the page after the cursor's place."""
-        events, after = page_of(self.list_events(claim_id), _event_place, top=limit, cursor=cursor)
-        return Page(events, after)
+        """The history after the cursor's place: one range of ``limit + 1`` rows of the partition, by time."""
+        with _translated():
+            found = [event for _, event in islice(self._history(claim_id, _after(cursor), top=limit + 1), limit + 1)]
+        return Page(found[:limit], encode_cursor(*_event_place(found[limit - 1])) if len(found) > limit else None)
+
+    def _history(self, claim_id: str, after: str, *, top: int | None) -> Iterator[tuple[str, HistoryEvent]]:
+        """The history's lines after the key ``after``, by key: one range read to the history's end, ``top`` rows
+        at a time as consumed. The rows keyed by time come first, then the series lines of earlier releases, kept
+        under their ids: those are read on their own only when the rows keyed by time fill the first read."""
+        parameters = {"pk": claim_id, "after": after, "end": HISTORY_END}
+        query = self._claims.query_entities(RANGE_FILTER, parameters=parameters, results_per_page=top)
+        pages = cast(PageIterator[TableEntity], query.by_page())
+        first = list(next(pages, []))
+        if pages.continuation_token is None:
+            by_id = [entity for entity in first if entity["RowKey"] > TIMED_END]
+        else:
+            by_id = list(self._claims.query_entities(RANGE_FILTER, parameters={**parameters, "after": TIMED_END}))
+        earlier = [self._with_later_answers(_event(entity)) for entity in by_id]
+        # A series line at its time whose series also has a line of an earlier release is counted in that one.
+        shown_there = {line.event_id for line in earlier}
+        timed = (
+            (entity["RowKey"], _event(entity))
+            for entity in chain(first, chain.from_iterable(pages))
+            if entity["RowKey"] < TIMED_END
+        )
+        kept = ((key, event) for key, event in timed if event.event_id not in shown_there)
+        placed = sorted(((_order(line), line) for line in earlier if _order(line) > after), key=itemgetter(0))
+        return heapq.merge(kept, placed, key=itemgetter(0))
+
+    def _with_later_answers(self, line: HistoryEvent) -> HistoryEvent:
+        try:
+            tally = self._claims.get_entity(line.claim_id, TALLY_PREFIX + line.event_id)
+        except ResourceNotFoundError:
+            return line
+        return _counted(line, _event(tally))

@@ -4,7 +4,7 @@
 ``claims`` (a partition per claim, and the timeline of its writes), ``index`` (the claim index),
 ``history``, ``conflicts`` (with the 0.1.0 upgrade), ``inventory``, ``keys`` (key secrets and the store's
 id) and ``backups``, over ``entities`` (keys and rows), ``errors`` (the error translation) and ``batch``
-(the entity-group transaction's wire format).
+(the entity-group transaction's wire format); ``transport`` reads the proxy settings once, for its client.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from oncegate.stores.tables.history import SERIES_REMEMBERED, TableHistory
 from oncegate.stores.tables.index import TableClaimIndex
 from oncegate.stores.tables.inventory import TableInventory
 from oncegate.stores.tables.keys import TableKeys
+from oncegate.stores.tables.transport import client_options, endpoint_of
 
 logger = logging.getLogger(__name__)
 
@@ -68,14 +69,18 @@ class TableStore(TableClaims, TableClaimIndex, TableHistory, TableConflicts, Tab
     @classmethod
     def from_connection_string(cls, conn_str: str, **options: Any) -> TableStore:
         """A store on a storage account's connection string (Azurite in development); ``prefix``, ``read_only``."""
-        service = TableServiceClient.from_connection_string(conn_str, raw_request_hook=telemetry.round_trip)
+        settings = client_options(endpoint_of(conn_str))
+        service = TableServiceClient.from_connection_string(conn_str, raw_request_hook=telemetry.round_trip, **settings)
         return cls(service, **options)
 
     @classmethod
     def from_endpoint(cls, endpoint: str, credential: TokenCredential, **options: Any) -> TableStore:
         """A store on an account endpoint with an Entra ID credential (a managed identity in Azure)."""
         # Each request the SDK sends, retries included, counts for the answer's telemetry.
-        service = TableServiceClient(endpoint=endpoint, credential=credential, raw_request_hook=telemetry.round_trip)
+        settings = client_options(endpoint)
+        service = TableServiceClient(
+            endpoint=endpoint, credential=credential, raw_request_hook=telemetry.round_trip, **settings
+        )
         return cls(service, **options)
 
     def ping(self) -> None:

@@ -1,0 +1,112 @@
+"""A history as releases 0.3.0 to 0.4.0 kept it reads in time order, whole and by page, and counts on (issue 36).
+
+Those releases kept a line counting answers alike under its series id (``history-series-<digest>``), a key
+that sorts after every time; since issue 36 every history row is keyed by its time, and a page is one range
+read. ``tests/fixtures/legacy/tables-series-0.4.0.json`` is a claim's partition as that code wrote it
+(``make_series_0.4.0.py``, run from a checkout of it): its lines must keep their places and their counts,
+and an answer alike counted after the upgrade must count in the line it belongs to, not start another.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.data.tables import TableServiceClient
+
+from oncegate.domain.keys import KeyHasher
+from oncegate.domain.records import HistoryEvent
+from oncegate.domain.statuses import Decision
+from oncegate.models import ClaimRequest, FlowRef, ListPageQuery
+from oncegate.stores.paging import every_item
+from oncegate.stores.tables.store import TableStore
+from tests.gate import Gate
+from tests.stores.test_legacy_rows import _entity
+from tests.support.azurite import TableStoreFactory
+
+pytestmark = pytest.mark.azurite
+
+DUMP: dict[str, Any] = json.loads(
+    (Path(__file__).parent.parent / "fixtures" / "legacy" / "tables-series-0.4.0.json").read_text()
+)
+MANIFEST: dict[str, Any] = DUMP["manifest"]
+FLOW = FlowRef(name="Create order in ERP", environment="Production")
+
+
+@pytest.fixture
+def store(table_store_factory: TableStoreFactory) -> TableStore:
+    """Today's store over the claim's partition as 0.4.0 left it."""
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as client:
+        table = client.create_table_if_not_exists(table_store_factory.prefix + "Claims")
+        for row in DUMP["entities"]["Claims"]:
+            table.create_entity(_entity(row))
+    return table_store_factory()
+
+
+def lines(events: list[HistoryEvent]) -> list[list[Any]]:
+    return [[event.outcome, event.count or 1] for event in events]
+
+
+def with_duplicates(count: int) -> list[list[Any]]:
+    """The manifest's history, its line of duplicates from the same flow counting ``count``."""
+    return [line if line != ["duplicate", 2] else ["duplicate", count] for line in MANIFEST["history"]]
+
+
+def test_the_rows_are_as_that_release_kept_them() -> None:
+    # Guards the fixture: series lines under their ids, which sort after every row keyed by time.
+    keys = sorted(row["RowKey"][1] for row in DUMP["entities"]["Claims"])
+    assert [key for key in keys if key.startswith("history-series-")] == keys[-3:]
+    assert len(MANIFEST["history"]) == 5
+
+
+def test_the_history_lists_in_time_order_whole_and_by_page(store: TableStore) -> None:
+    claim_id = MANIFEST["claimId"]
+
+    whole = store.list_events(claim_id)
+    paged = list(every_item(lambda cursor: store.list_history(claim_id, limit=2, cursor=cursor)))
+
+    assert lines(whole) == MANIFEST["history"]
+    assert paged == whole
+    assert [event.at for event in whole] == sorted(event.at for event in whole)
+
+
+def test_an_answer_alike_after_the_upgrade_counts_in_the_line_it_belongs_to(store: TableStore) -> None:
+    written = datetime.fromisoformat(MANIFEST["written_at"])
+    service = Gate(store, KeyHasher(MANIFEST["secret"]), clock=lambda: written + timedelta(minutes=5))
+    request = ClaimRequest(
+        scope="erp.create-order", key=MANIFEST["key"], run_id="run-g", flow=FLOW, payload=MANIFEST["payload"]
+    )
+
+    answers = [service.check_and_claim(request) for _ in range(2)]
+
+    assert {answer.decision for answer in answers} == {Decision.DUPLICATE}
+    history, _ = service.history(MANIFEST["claimId"], ListPageQuery(top=2))
+    whole = store.list_events(MANIFEST["claimId"])
+    assert lines(whole) == with_duplicates(4)
+    assert [entry.outcome for entry in history] == ["proceed", "in_progress"]
+    assert list(every_item(lambda cursor: store.list_history(MANIFEST["claimId"], limit=2, cursor=cursor))) == whole
+
+
+def test_an_export_keeps_one_line_per_series_and_an_import_counts_on_in_it(store: TableStore) -> None:
+    written = datetime.fromisoformat(MANIFEST["written_at"])
+    service = Gate(store, KeyHasher(MANIFEST["secret"]), clock=lambda: written + timedelta(minutes=5))
+    request = ClaimRequest(
+        scope="erp.create-order", key=MANIFEST["key"], run_id="run-g", flow=FLOW, payload=MANIFEST["payload"]
+    )
+    service.check_and_claim(request)
+
+    (backup,) = list(store.export_claims())
+    store.delete_claim(backup.claim)
+    store.restore_claim(backup)
+    service.check_and_claim(request)
+
+    assert lines(list(backup.events)) == with_duplicates(3)
+    assert lines(store.list_events(MANIFEST["claimId"])) == with_duplicates(4)
+    keys = {
+        row["RowKey"]
+        for row in store._claims.query_entities("PartitionKey eq @pk", parameters={"pk": MANIFEST["claimId"]})
+    }
+    assert not any(key.startswith("history-series-") for key in keys)

@@ -303,6 +303,8 @@ def server_rates(rig: Rig, *, rounds: int, seconds: float) -> ServerRates:
     measured = ServerRates({0: [], 1: [], 2: []}, {0: [], 1: [], 2: []})
     with serving(rig, 1) as one, serving(rig, 2) as two, hello_server() as hello:
         servers = {0: hello, 1: one, 2: two}
+        for served in servers.values():  # warm up: what a worker builds or opens at its first requests
+            answered_in(served.port, min(seconds, 1.0))
         for round_ in range(rounds):
             for workers in sorted(servers, reverse=round_ % 2 == 1):
                 before = servers[workers].cpu_seconds()
@@ -342,6 +344,17 @@ def conflict_pages(rig: Rig) -> dict[int, float]:
 # -- Judged ----------------------------------------------------------------------------------------
 
 
+def serve_cpu(server: ServerRates) -> Target:
+    """The local server's CPU a claim against the hello server's a request, under the same callers (issue 36)."""
+    hello = server.cpu(0)
+    return Target(
+        "`oncegate serve --workers 2` CPU per claim / a stdlib hello server's per request (SQLite)",
+        f"{server.cpu(2) / hello:.1f}x ({server.cpu(2) * 1e6:,.0f} / {hello * 1e6:,.0f} µs)",
+        "≤ 6x",
+        server.cpu(2) <= 6 * hello,
+    )
+
+
 def judged(
     tail: dict[str, Tail],
     server: ServerRates,
@@ -376,15 +389,7 @@ def judged(
             two >= 2500,
         ),
     ]
-    hello = server.cpu(0)
-    targets.append(
-        Target(
-            "`oncegate serve --workers 2` CPU per claim / a stdlib hello server's per request (SQLite)",
-            f"{server.cpu(2) / hello:.1f}x ({server.cpu(2) * 1e6:,.0f} / {hello * 1e6:,.0f} µs)",
-            "≤ 6x",
-            server.cpu(2) <= 6 * hello,
-        )
-    )
+    targets.append(serve_cpu(server))
     if record_result_trips is not None:
         targets.append(
             Target(

@@ -3,10 +3,11 @@
 Storage round trips per action, claim latency next to the bare store operation (in process and
 over HTTP, 1, 8 and 32 callers at once), today's "look up, then add a row" pattern against
 OnceGate under the same duplicate triggers, the issue's load (64 clients x 500 keys x 4
-triggers) with its audit, bulk calls against the single calls they replace, and the local server's
-handler threads against a thread per connection, on SQLite and on Table Storage (Azurite) side by
-side. Writes the figures into docs/performance.md and the plot docs/latency.png. ``--quick`` checks
-the benchmark itself with small sizes and writes nothing.
+triggers) with its audit, bulk calls against the single calls they replace, the cost of a claim
+against its floor (issue 36: ``bench.costs``), and the local server's handler threads against a
+thread per connection, on SQLite and on Table Storage (Azurite) side by side. Writes the figures
+into docs/performance.md and the plot docs/latency.png. ``--quick`` checks the benchmark itself
+with small sizes and writes nothing.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 # phonenumbers (its metadata of every country's plan, about a twentieth of the app's import) is imported where a
-# candidate the patterns found is checked against a numbering plan: a process whose keys and payloads hold no
+# candidate the patterns found is checked against a numbering plan: a process whose keys and stored values hold no
 # "+" number, "00" prefix or Chinese mobile never loads it (issue 36).
 if TYPE_CHECKING:
     import phonenumbers
@@ -353,16 +353,17 @@ GLUED_INTERNATIONAL = re.compile(r"(?<![0-9A-Za-z+])00([1-9][0-9]{9,14})(?![0-9]
 
 
 def _has_glued_mobile(text: str) -> bool:
+    return any(_is_glued_mobile(match[1]) for match in GLUED_INTERNATIONAL.finditer(text))
+
+
+def _is_glued_mobile(digits: str) -> bool:
     import phonenumbers
 
-    for match in GLUED_INTERNATIONAL.finditer(text):
-        try:
-            number = phonenumbers.parse("+" + match[1], None)
-        except phonenumbers.NumberParseException:
-            continue
-        if _is_mobile(number):
-            return True
-    return False
+    try:
+        number = phonenumbers.parse("+" + digits, None)
+    except phonenumbers.NumberParseException:
+        return False
+    return _is_mobile(number)
 
 
 def _is_mobile(number: phonenumbers.PhoneNumber) -> bool:

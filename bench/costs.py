@@ -39,7 +39,7 @@ from bench import bulk, targets
 from bench.rig import SECRET, Calls, Rig, claim_request, new_key
 from bench.targets import Target
 from oncegate.domain.keys import KeyHasher
-from oncegate.entrypoints import actions
+from oncegate.entrypoints.operations import BY_NAME, Call
 from oncegate.models import ClaimRequest
 from tests.gate import Gate
 
@@ -102,9 +102,10 @@ def sqlite_claim_cpu(rig: Rig, sizes: Sizes) -> tuple[float, float]:
 
 
 def _bulk(services: Any, requests: list[ClaimRequest]) -> list[Any]:
-    # Each item through the one function the HTTP layer calls for Check and claim many.
+    # Each item through its entry of the operation table, as the HTTP pipeline performs Check and claim many.
+    check = BY_NAME["check_and_claim"]
     answers: list[Any] = services.bulk.each(
-        requests, lambda request: actions.check_and_claim(services, request), same=lambda request: request.key
+        requests, lambda request: check.answer(services, Call(body=request)), same=lambda request: request.key
     )
     return answers
 
@@ -127,8 +128,9 @@ def sqlite_batch(rig: Rig, sizes: Sizes) -> tuple[float, float]:
         assert all(getattr(answer, "decision", None) == "proceed" for answer in answers), answers[:3]
         requests = _fresh(BATCH)
         began = time.perf_counter()
+        check = BY_NAME["check_and_claim"]
         for request in requests:
-            actions.check_and_claim(services, request)
+            check.answer(services, Call(body=request))
         return batch, time.perf_counter() - began
 
     return _median_of(sizes.rounds * 2, one_round)

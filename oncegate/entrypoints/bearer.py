@@ -26,7 +26,7 @@ from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 from oncegate.config import EntraApi
 from oncegate.entrypoints.principal import Principal, principal_from_claims
-from oncegate.errors import AccessDenied, SignInUnavailable
+from oncegate.errors import NotSignedIn, SignInUnavailable
 
 # PyJWT, and the cryptography it loads (about a tenth of the app's import), is imported where a token is read:
 # an app in function-key mode never loads it, and one in Entra ID mode loads it with its first token (issue 36).
@@ -145,17 +145,15 @@ class TokenValidator:
         return Published(issuers=frozenset(str(issuer) for issuer in issuers), keys=keys, read_at=now)
 
 
-def invalid_token(message: str) -> AccessDenied:
-    """A 401 for a token that was sent but is not valid here (RFC 6750's ``invalid_token``)."""
-    return AccessDenied(401, "unauthorized", message, challenge='Bearer error="invalid_token"')
+def invalid_token(message: str) -> NotSignedIn:
+    """A token that was sent but is not valid here (RFC 6750's ``invalid_token``)."""
+    return NotSignedIn(message, challenge='Bearer error="invalid_token"')
 
 
 def _bearer_token(authorization: str | None) -> str:
     scheme, _, token = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise AccessDenied(
-            401,
-            "unauthorized",
+        raise NotSignedIn(
             "Sign in with Microsoft Entra ID: send Authorization: Bearer <access token> for this API.",
             challenge="Bearer",
         )

@@ -70,12 +70,14 @@ class Failure(StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class TargetReply:
-    """What came back from one call: a status with headers and body, or a failure."""
+    """What came back from one call: a status with headers and body, or a failure and ``reason``, a sentence
+    for the history and the answer (never a secret)."""
 
     status: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     failure: Failure | None = None
+    reason: str | None = None
 
     @property
     def sent(self) -> bool:

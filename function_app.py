@@ -84,6 +84,17 @@ def wait_for_claim(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.wait_for_claim)
 
 
+# Perform once (issue 34): OnceGate makes the call to a declared target itself, once; its poll address.
+@app.route(route="perform", methods=["POST"])
+def perform_once(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.perform_once)
+
+
+@app.route(route="perform/{claimId}/wait", methods=["GET"])
+def wait_for_perform(req: func.HttpRequest) -> func.HttpResponse:
+    return http.respond(req, http.wait_for_perform)
+
+
 @app.route(route="claims/{claimId}/result", methods=["POST"])
 def record_result(req: func.HttpRequest) -> func.HttpResponse:
     return http.respond(req, http.record_result)

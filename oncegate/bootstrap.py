@@ -16,8 +16,9 @@ from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind, local
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
-from oncegate.entrypoints.stored_data import StoredDataGuard
-from oncegate.errors import StoreUnavailable
+from oncegate.domain.targets import Target, TargetCall, TargetCalls, TargetReply
+from oncegate.entrypoints.stored_data import StoredDataGuard, value_findings
+from oncegate.errors import NotFound, StoreUnavailable
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.bulk import Bulk
 from oncegate.service.claims import Claims
@@ -25,6 +26,7 @@ from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
 from oncegate.service.key_secrets import KeySecrets
+from oncegate.service.perform import Perform, TargetReads
 from oncegate.service.results import Results
 from oncegate.service.retention import Retention
 from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
@@ -89,6 +91,8 @@ class Services:
     key_secrets: KeySecrets
     # Bulk calls (issue 24): the items of one request, applied through claims and results.
     bulk: Bulk
+    # Perform once (issue 34): the call OnceGate makes itself, over claims and waits.
+    perform: Perform
     store: ClaimStore
     # What a request stores besides its key, checked at the edge before the service is called.
     stored_data: StoredDataGuard
@@ -120,6 +124,8 @@ def wire(
     wall_clock: Callable[[], datetime] | None = None,
     check_interval: timedelta = CHECK_INTERVAL,
     bulk_concurrency: int = DEFAULT_BULK_CONCURRENCY,
+    targets: TargetReads | None = None,
+    target_calls: TargetCalls | None = None,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
     # Everything else a request stores (oncegate.entrypoints.stored_data): the key's policy unless it has its own.
@@ -154,9 +160,21 @@ def wire(
     )
     conflicts = Conflicts(core, store)
     claims = Claims(core, conflicts, store)
+    waits = Waits(core, claims)
+    perform = Perform(
+        core,
+        claims,
+        waits,
+        store,
+        targets=targets or NoTargets(),
+        calls=target_calls or NoCalls(),
+        data_check=value_findings,
+        data_policy=data_policy,
+    )
     return Services(
         claims=claims,
-        waits=Waits(core, claims),
+        waits=waits,
+        perform=perform,
         results=Results(core, store),
         conflicts=conflicts,
         inventory=inventory,
@@ -170,6 +188,20 @@ def wire(
         cursor_seal=CursorSeal.of(ring),
         store_location=store_location,
     )
+
+
+class NoTargets:
+    """No target declared: every Perform once names one that is not."""
+
+    def get_target(self, name: str) -> Target:
+        raise NotFound(f"No target is named {name!r}.")
+
+
+class NoCalls:
+    """No way out: nothing is sent (services wired without the outbound adapter)."""
+
+    def call(self, target: Target, request: TargetCall) -> TargetReply:
+        raise AssertionError(f"no outbound adapter is wired to call {target.name}")
 
 
 def build_services(settings: Settings, *, secret: str | None = None) -> Services:

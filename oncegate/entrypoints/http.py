@@ -33,7 +33,7 @@ from oncegate.domain.keys import normalise_key, normalise_scope
 from oncegate.domain.statuses import ConflictStatus
 from oncegate.domain.waiting import Waiting
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
-from oncegate.entrypoints import actions, bearer, waits
+from oncegate.entrypoints import actions, bearer, performing, waits
 from oncegate.entrypoints.principal import Principal, Role
 from oncegate.entrypoints.routes import allowed_methods, function_routes
 from oncegate.entrypoints.strict_json import read_object
@@ -75,6 +75,8 @@ from oncegate.models import (
     ListPageQuery,
     LookupRequest,
     OverlapList,
+    PerformRequest,
+    PerformResponse,
     PollConflictsQuery,
     RecordResultRequest,
     RecordResultsAnswer,
@@ -381,6 +383,48 @@ def _waited(
     parts = urlsplit(request.url)
     path = f"{parts.path[: parts.path.rindex('/claims')]}/{waits.poll_list(answer.claim_id)}"
     # Only the host's own parameters (a function key in ``code``) go along with the ticket.
+    kept = [(name, value) for name, value in parse_qsl(parts.query) if name.lower() in HOST_PARAMS]
+    location = urlunsplit(parts._replace(path=path, query=urlencode([*kept, ("ticket", ticket)])))
+    retry_after = answer.retry_after_seconds or 1
+    return render(202, answer, {"Location": location, "Retry-After": str(retry_after)})
+
+
+@sends(telemetry.PERFORM)
+def perform_once(services: Services, request: func.HttpRequest) -> PerformResponse | func.HttpResponse:
+    """Perform once (issue 34): the call made once; 202 to a poll address while another run makes it, if asked."""
+    principal = _SIGNED_IN.get()
+    body = parse_body(request, PerformRequest)
+    telemetry.describe({**_flow_dimensions(body.scope, body.flow), telemetry.TARGET: body.target})
+    answer, waiting = performing.perform_once(services, body, signed_in=principal.name if principal else None)
+    return _performed(request, answer, waiting)
+
+
+@reads_query
+@sends(telemetry.PERFORM)
+def wait_for_perform(services: Services, request: func.HttpRequest) -> PerformResponse | func.HttpResponse:
+    """A poll of Perform once (wait): 202 while the holder makes the call, then what it got; it never calls."""
+    claim_id = route_id(request, "claimId", CLAIM_ID_PATTERN)
+    query = validate(WaitQuery, own_params(request, ["ticket"]))
+    waiting = waits.open_ticket(query.ticket, claim_id, bootstrap.get_cursor_seal(), polls=waits.perform_poll_list)
+    telemetry.describe({telemetry.SCOPE: waiting.scope})
+    return _performed(request, *performing.poll(services, waiting, claim_id))
+
+
+def _performed(
+    request: func.HttpRequest, answer: PerformResponse, waiting: Waiting | None
+) -> PerformResponse | func.HttpResponse:
+    telemetry.describe(
+        {
+            telemetry.DECISION: answer.decision.value,
+            telemetry.WARNINGS: ",".join(answer.warnings) or None,
+            telemetry.LOOKED_UP: answer.looked_up,
+        }
+    )
+    if waiting is None:
+        return answer
+    ticket = waits.seal(waiting, answer.claim_id, bootstrap.get_cursor_seal(), polls=waits.perform_poll_list)
+    parts = urlsplit(request.url)
+    path = f"{parts.path[: parts.path.rindex('/perform')]}/{waits.perform_poll_list(answer.claim_id)}"
     kept = [(name, value) for name, value in parse_qsl(parts.query) if name.lower() in HOST_PARAMS]
     location = urlunsplit(parts._replace(path=path, query=urlencode([*kept, ("ticket", ticket)])))
     retry_after = answer.retry_after_seconds or 1

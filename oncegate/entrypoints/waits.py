@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -43,19 +44,25 @@ def poll_list(claim_id: str) -> str:
     return f"claims/{claim_id}/wait"
 
 
-def seal(waiting: Waiting, claim_id: str, seal_: CursorSeal) -> str:
-    """The ticket of ``waiting``, sealed for the poll address of ``claim_id``."""
+def perform_poll_list(claim_id: str) -> str:
+    """The list a Perform once's ticket is sealed for: never taken at Check and claim's poll address, whose poll may
+    grant the claim, nor the other way round (issue 34)."""
+    return f"perform/{claim_id}/wait"
+
+
+def seal(waiting: Waiting, claim_id: str, seal_: CursorSeal, *, polls: Callable[[str], str] = poll_list) -> str:
+    """The ticket of ``waiting``, sealed for the poll address of ``claim_id`` (``polls`` names its list)."""
     packed = _pack(_texts(waiting))
-    return seal_.seal(base64.urlsafe_b64encode(packed).decode("ascii").rstrip("="), poll_list(claim_id))
+    return seal_.seal(base64.urlsafe_b64encode(packed).decode("ascii").rstrip("="), polls(claim_id))
 
 
-def open_ticket(ticket: str, claim_id: str, seal_: CursorSeal) -> Waiting:
+def open_ticket(ticket: str, claim_id: str, seal_: CursorSeal, *, polls: Callable[[str], str] = poll_list) -> Waiting:
     """The waiting run a ticket holds; 400 naming ``ticket`` unless this service sealed it for this claim."""
     refusal = (
         "ticket is not one this service handed out for this claim's wait: it was changed, or belongs to another "
         "claim. Follow the Location of the last answer as it was given, or ask Check and claim again."
     )
-    plain = seal_.open(ticket, poll_list(claim_id), target=TICKET, refusal=refusal)
+    plain = seal_.open(ticket, polls(claim_id), target=TICKET, refusal=refusal)
     try:
         packed = base64.urlsafe_b64decode(plain + "=" * (-len(plain) % 4))
         if packed[:1] == b"{":

@@ -1,0 +1,100 @@
+"""Perform once's suite: the service wired to declared targets and the outbound adapter, a stand-in on loopback.
+
+Every test reaches the service through real HTTP or the app's own functions (``api``, as the HTTP suite), on
+both stores, against :class:`~tests.support.target_server.StandInTarget`, a real server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import pytest
+
+from oncegate import bootstrap
+from oncegate.domain.keys import KeyHasher
+from oncegate.domain.targets import Target
+from oncegate.errors import NotFound
+from oncegate.stores.port import ClaimStore
+from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
+from tests.http.client import Api, FunctionsApi, ServerApi
+from tests.load.served import serving
+from tests.perform.calls import loopback_calls
+from tests.support.target_server import StandInTarget
+
+
+class Declared:
+    """The targets an operator declared, by name (the store's declarations stand-in for the service's port)."""
+
+    def __init__(self) -> None:
+        self.targets: dict[str, Target] = {}
+
+    def get_target(self, name: str) -> Target:
+        try:
+            return self.targets[name]
+        except KeyError:
+            raise NotFound(f"No target is named {name!r}.") from None
+
+    def declare(self, target: Target) -> Target:
+        self.targets[target.name] = target
+        return target
+
+
+@pytest.fixture
+def stand_in() -> Iterator[StandInTarget]:
+    with StandInTarget() as target:
+        yield target
+
+
+@pytest.fixture
+def declared() -> Declared:
+    return Declared()
+
+
+@pytest.fixture
+def erp(declared: Declared, stand_in: StandInTarget) -> Target:
+    """The order system: a look-up by reference, the record's id at /id, the body's id and reference kept."""
+    return declared.declare(
+        Target(
+            name="erp",
+            base_url=stand_in.base_url,
+            timeout_seconds=1,
+            lookup_path="/orders?reference={reference}",
+            record_pointer="/id",
+            kept_pointers=("/id", "/reference"),
+            kept_headers=("Location",),
+        )
+    )
+
+
+@pytest.fixture
+def new_service(open_store: Callable[[], ClaimStore], clock: FakeClock, declared: Declared) -> Callable[[], Gate]:
+    return lambda: Gate(
+        open_store(), KeyHasher(KEY_SECRET), clock=clock, targets=declared, target_calls=loopback_calls()
+    )
+
+
+@pytest.fixture
+def service(new_service: Callable[[], Gate]) -> Iterator[Gate]:
+    gate = new_service()
+    bootstrap.use_services(gate.services)
+    yield gate
+    bootstrap.use_services(None)
+
+
+@pytest.fixture(scope="session")
+def local_server() -> Iterator[tuple[str, int]]:
+    with serving() as address:
+        yield address
+
+
+@pytest.fixture(params=["functions", "server"])
+def api(request: pytest.FixtureRequest, service: Gate) -> Api:
+    if request.param == "server":
+        return ServerApi(request.getfixturevalue("local_server"))
+    return FunctionsApi()
+
+
+def with_target(target: Target, **changes: object) -> Target:
+    return replace(target, **changes)  # type: ignore[arg-type]

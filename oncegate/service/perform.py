@@ -23,6 +23,7 @@ A poll of a Perform once that waits (:meth:`Perform.poll`) only reads: it never 
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -52,7 +53,7 @@ from oncegate.domain.performing import (
     settled_by,
     succeeded,
 )
-from oncegate.domain.records import Claim, EarlierAttempt, HistoryEvent
+from oncegate.domain.records import Claim, ClaimFilter, EarlierAttempt, HistoryEvent
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome
 from oncegate.domain.targets import Target, TargetCall, TargetCalls, TargetReply
@@ -66,12 +67,18 @@ from oncegate.service.core import ClaimsCore
 from oncegate.service.identity import Caller
 from oncegate.service.races import settled
 from oncegate.service.waits import TICKET, Waits
-from oncegate.stores.port import ClaimReads, ClaimWrites, HistoryRecords
+from oncegate.stores.paging import every_item
+from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords
 
 logger = logging.getLogger(__name__)
 
 # A look-up answered so found nothing; any other answer but a success tells nothing.
 NOT_FOUND_STATUSES = (404, 410)
+# The claims whose call may be in doubt: unknown, or in progress past a lease (a run stopped between call and record).
+IN_DOUBT = (ClaimStatus.UNKNOWN, ClaimStatus.IN_PROGRESS)
+READ_PAGE = 1000
+# The look-ups one run of the attention watch makes at most: each is a call to a target, within the watch's time.
+LOOK_UPS_PER_WATCH = 50
 
 
 class TargetReads(Protocol):
@@ -80,7 +87,7 @@ class TargetReads(Protocol):
     def get_target(self, name: str) -> Target: ...
 
 
-class PerformRecords(ClaimReads, ClaimWrites, HistoryRecords, Protocol):
+class PerformRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, Protocol):
     """What Perform once uses of the store besides Check and claim: the claim, read and written."""
 
 
@@ -433,6 +440,18 @@ class Perform:
 
     # -- the attention timer ------------------------------------------------------------------------
 
+    def look_up_all_in_doubt(self, *, limit: int = LOOK_UPS_PER_WATCH) -> int:
+        """Look up the calls in doubt whose deadline passed (at most ``limit``, oldest first as listed), never sending
+        one: how many were found at their target and recorded succeeded. The attention watch calls it."""
+        doubted = every_item(
+            lambda cursor: self._store.list_claims(ClaimFilter(IN_DOUBT), limit=READ_PAGE, cursor=cursor)
+        )
+        now = self._core.clock()
+        found = 0
+        for claim in itertools.islice((claim for claim in doubted if _due(claim, now)), limit):
+            found += self.look_up_in_doubt(claim)
+        return found
+
     def look_up_in_doubt(self, claim: Claim) -> bool:
         """Settle a claim in doubt by looking its call up, never sending it: True when it was found and recorded."""
         now = self._core.clock()
@@ -464,6 +483,12 @@ class Perform:
     def _idempotency_key(self, claim: Claim) -> str:
         hasher = next((h for h in self._core.keys.lookup_order if h.key_id == claim.key_id), self._core.keys.current)
         return idempotency_key(hasher, claim)
+
+
+def _due(claim: Claim, now: datetime) -> bool:
+    """Whether a look-up may tell what the claim's call did: it is in doubt and the call's deadline has passed."""
+    deadline = call_deadline(claim.data)
+    return deadline is not None and deadline <= now and in_doubt(claim, now)
 
 
 def _same_data(claim: Claim, fingerprint: Fingerprint | None) -> bool:

@@ -77,6 +77,7 @@ RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     models.ClaimHistory,
     models.ClaimList,
     models.ClaimResponse,
+    models.PerformResponse,
     models.ClaimManyAnswer,
     models.RecordResultsAnswer,
     models.ClaimView,

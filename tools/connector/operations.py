@@ -87,6 +87,10 @@ WAITING = (
     "Wait was on and another run holds the claim: the engine polls the Location address after Retry-After seconds "
     "until the holder is done. The body is the in_progress answer."
 )
+PERFORM_WAITING = (
+    "Wait was on and another run is making the call: the engine polls the Location address after Retry-After seconds "
+    "until that run is done. The body is the in_progress answer."
+)
 STALE = "The claim token is stale: another attempt now holds the claim, or this attempt already ended (stale_claim)."
 
 # In the order of the definition, which groups the actions as makers look for them.
@@ -119,6 +123,38 @@ OPERATIONS: dict[str, Operation] = {
         errors=(400, 404, 503),
         query=models.WaitQuery,
         accepted=WAITING,
+    ),
+    "perform_once": Operation(
+        "PerformOnce",
+        summary="Perform once",
+        description=(
+            "OnceGate makes the HTTP call to a target an operator declared, at most once per business key, and "
+            "records what came back: a flow run twice, or an action the engine retried, never reaches the target "
+            "twice. It claims the key, sends the call with an Idempotency-Key header, and answers a decision to "
+            "branch on: performed, duplicate (with the same response), in_progress, conflict, blocked, failed or "
+            "reconcile. An unknown outcome is looked up at the target later, never sent blind."
+        ),
+        visibility=IMPORTANT,
+        response="PerformResponse",
+        success="The decision, and what is kept of the target's answer.",
+        errors=(400, 413, 503),
+        body=models.PerformRequest,
+        body_description="The business key, its data, the calling run, and the call to make.",
+        accepted=PERFORM_WAITING,
+    ),
+    "wait_for_perform": Operation(
+        "WaitForPerform",
+        summary="Wait for the run making a call",
+        description=(
+            "The address the engine polls after Perform once answered 202 because Wait was on and another run was "
+            "making the call. It answers 202 while that run holds the claim, then what it got. It never makes the call."
+        ),
+        visibility=INTERNAL,
+        response="PerformResponse",
+        success="What the run making the call got, once it ended, or in_progress when the wait ended.",
+        errors=(400, 404, 503),
+        query=models.WaitQuery,
+        accepted=PERFORM_WAITING,
     ),
     "record_result": Operation(
         "RecordResult",

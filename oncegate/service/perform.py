@@ -291,6 +291,11 @@ class Perform:
             target_status=reply.status,
             target_failure=reply.failure.value if reply.failure else None,
         )
+        deadline = call_deadline(claim.data)
+        if decision is PerformDecision.RECONCILE and deadline is not None:
+            # The next Perform once after the deadline looks the record up: said as when to ask again.
+            left = (deadline - self._core.clock()).total_seconds()
+            told = replace(told, retry_after_seconds=max(1, math.ceil(left)))
         try:
             self._record(claim, result)
         except StoreUnavailable:

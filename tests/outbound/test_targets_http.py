@@ -8,6 +8,7 @@ have read nothing. Names are resolved by a resolver the test points, as a hosts 
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -99,19 +100,29 @@ REFUSED_ADDRESSES = [
 ]
 
 
+@pytest.fixture
+def tls_target(tmp_path: Path) -> Iterator[tuple[StandInTarget, ssl.SSLContext]]:
+    """The stand-in over TLS with a certificate for orders.test, and a client context that trusts it."""
+    server, client = tls_for("orders.test", tmp_path)
+    with StandInTarget(tls=server) as target:
+        yield target, client
+
+
 @pytest.mark.parametrize("address", REFUSED_ADDRESSES)
 def test_a_name_that_resolves_to_a_refused_address_is_refused_and_nothing_is_sent(
-    stand_in: StandInTarget, address: str
+    tls_target: tuple[StandInTarget, ssl.SSLContext], address: str
 ) -> None:
-    # The stand-in's own address comes second: had the refused one been skipped, the call would reach it.
+    # https, so that no rule of plain http hides the address check; the stand-in's own address comes second:
+    # had the refused one been let through, the connection to it would fail and the next reach the stand-in.
+    target, client = tls_target
     hosts = Hosts(orders_test=[address, "127.0.0.1"])
 
-    reply = HttpTargets(allow_loopback=True, resolve=hosts).call(
-        declared(f"http://orders.test:{stand_in.port}"), post()
+    reply = HttpTargets(allow_loopback=True, resolve=hosts, tls=client).call(
+        declared(f"https://orders.test:{target.port}"), post()
     )
 
     assert (reply.failure, reply.sent) == (Failure.REFUSED, False)
-    assert stand_in.received == []
+    assert target.received == []
 
 
 def test_loopback_is_refused_without_the_operator_setting(stand_in: StandInTarget, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from oncegate.service.key_secrets import KeySecrets
 from oncegate.service.results import Results
 from oncegate.service.retention import Retention
 from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
+from oncegate.service.targets import Targets
 from oncegate.service.waits import Waits
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
@@ -96,6 +97,8 @@ class Services:
     cursor_seal: CursorSeal
     # Where the store is (settings.store_location), for health; None for services wired by hand.
     store_location: str | None = None
+    # The targets operators declared for Perform once (issue 34); None for services wired by hand.
+    targets: Targets | None = None
 
     def close(self) -> None:
         """Let the bulk calls under way finish, flush the inventory's counts, then close the store."""
@@ -120,6 +123,7 @@ def wire(
     wall_clock: Callable[[], datetime] | None = None,
     check_interval: timedelta = CHECK_INTERVAL,
     bulk_concurrency: int = DEFAULT_BULK_CONCURRENCY,
+    targets_allow_loopback: bool = False,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
     # Everything else a request stores (oncegate.entrypoints.stored_data): the key's policy unless it has its own.
@@ -169,6 +173,7 @@ def wire(
         stored_data=stored_data,
         cursor_seal=CursorSeal.of(ring),
         store_location=store_location,
+        targets=Targets(store, clock=clock, allow_loopback=targets_allow_loopback),
     )
 
 
@@ -184,6 +189,7 @@ def build_services(settings: Settings, *, secret: str | None = None) -> Services
         store_location=settings.store_location,
         pin=store_pin(settings),
         bulk_concurrency=settings.bulk_concurrency,
+        targets_allow_loopback=settings.targets_allow_loopback,
     )
 
 

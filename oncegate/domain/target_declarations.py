@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -43,44 +44,57 @@ LOOPBACK_NAMES = ("localhost",)
 T = TypeVar("T")
 
 
-def declare_target(
-    *,
-    name: str,
-    base_url: str,
-    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS,
-    lookup_path: str | None = None,
-    auth: str = "none",
-    allow_cidrs: Iterable[str] = (),
-    honours_idempotency_key: bool = False,
-    success_statuses: Iterable[int] = (),
-    retryable_statuses: Iterable[int] = (),
-    record_pointer: str | None = None,
-    kept_headers: Iterable[str] = (),
-    kept_pointers: Iterable[str] = (),
-    allow_loopback: bool = False,
-) -> Target:
+@dataclass(frozen=True, kw_only=True)
+class Declaration:
+    """A target as the operator wrote it (``targets set``'s options, ``PUT /api/targets``' body), unchecked.
+
+    A declaration is whole: setting a target again replaces it, and a field left out takes its default.
+    """
+
+    name: str
+    base_url: str
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    lookup_path: str | None = None
+    auth: str = "none"
+    allow_cidrs: tuple[str, ...] = ()
+    honours_idempotency_key: bool = False
+    success_statuses: tuple[int, ...] = ()
+    retryable_statuses: tuple[int, ...] = ()
+    record_pointer: str | None = None
+    kept_headers: tuple[str, ...] = ()
+    kept_pointers: tuple[str, ...] = ()
+
+
+def declare_target(declaration: Declaration, *, allow_loopback: bool = False) -> Target:
     """The target to store, each field checked; raises ``InvalidRequest`` naming the first field that is wrong.
 
     ``allow_loopback`` is the operator setting ``ONCEGATE_TARGETS_ALLOW_LOOPBACK``: plain ``http`` and loopback
     addresses are refused without it.
     """
-    cidrs = tuple(str(network) for network in _cidrs(allow_cidrs))
-    auth_kind, auth_value = parse_auth(auth)
+    d = declaration
+    cidrs = tuple(str(network) for network in _cidrs(d.allow_cidrs))
+    auth_kind, auth_value = parse_auth(d.auth)
     return Target(
-        name=_name(name),
-        base_url=_base_url(base_url, cidrs, allow_loopback=allow_loopback),
-        timeout_seconds=_timeout(timeout_seconds),
-        lookup_path=_lookup_path(lookup_path),
+        name=_name(d.name),
+        base_url=_base_url(d.base_url, cidrs, allow_loopback=allow_loopback),
+        timeout_seconds=_timeout(d.timeout_seconds),
+        lookup_path=_lookup_path(d.lookup_path),
         auth=auth_kind,
         auth_value=auth_value,
         allow_cidrs=cidrs,
-        honours_idempotency_key=bool(honours_idempotency_key),
-        success_statuses=_statuses(success_statuses, "successStatuses", 200, 299),
-        retryable_statuses=_statuses(retryable_statuses, "retryableStatuses", 400, 499),
-        record_pointer=_pointer(record_pointer, "recordPointer") if record_pointer is not None else None,
-        kept_headers=_kept_headers(kept_headers),
-        kept_pointers=tuple(_pointer(pointer, "keptPointers") for pointer in _listed(kept_pointers, "keptPointers")),
+        honours_idempotency_key=bool(d.honours_idempotency_key),
+        success_statuses=_statuses(d.success_statuses, "successStatuses", 200, 299),
+        retryable_statuses=_statuses(d.retryable_statuses, "retryableStatuses", 400, 499),
+        record_pointer=_pointer(d.record_pointer, "recordPointer") if d.record_pointer is not None else None,
+        kept_headers=_kept_headers(d.kept_headers),
+        kept_pointers=tuple(_pointer(pointer, "keptPointers") for pointer in _listed(d.kept_pointers, "keptPointers")),
     )
+
+
+def auth_text(target: Target) -> str:
+    """The target's auth as an operator writes it: ``none``, ``identity:AUDIENCE`` or ``secret:HEADER=SECRET-NAME``
+    (a secret's name, never the secret)."""
+    return target.auth.value if target.auth_value is None else f"{target.auth.value}:{target.auth_value}"
 
 
 def parse_auth(text: str) -> tuple[TargetAuth, str | None]:
@@ -134,7 +148,9 @@ def _base_url(text: str, cidrs: tuple[str, ...], *, allow_loopback: bool) -> str
         raise _invalid("baseUrl", f"has no host OnceGate may call: {exc}") from None
     if address is None and not HOST_NAME.match(parts.hostname):
         raise _invalid("baseUrl", f"the host {parts.hostname!r} is not a host name (ASCII letters, digits, - and .)")
-    loopback = parts.hostname in LOOPBACK_NAMES or (address is not None and address.is_loopback)
+    loopback = _is_loopback_name(parts.hostname) or (address is not None and address.is_loopback)
+    if loopback and not allow_loopback:
+        raise _invalid("baseUrl", "may not be loopback (only with ONCEGATE_TARGETS_ALLOW_LOOPBACK, for development)")
     if parts.scheme == "http" and not (loopback and allow_loopback):
         raise _invalid("baseUrl", "must be https:// (plain http only on loopback with ONCEGATE_TARGETS_ALLOW_LOOPBACK)")
     if address is not None:
@@ -150,6 +166,11 @@ def _base_url(text: str, cidrs: tuple[str, ...], *, allow_loopback: bool) -> str
         raise _invalid("baseUrl", "its path must be written plainly (no ., .., // or encoded dots)")
     netloc = parts.hostname if port is None else f"{_bracketed(parts.hostname)}:{port}"
     return f"{parts.scheme}://{netloc}{path}"
+
+
+def _is_loopback_name(host: str) -> bool:
+    name = host.rstrip(".")
+    return name in LOOPBACK_NAMES or name.endswith(".localhost")
 
 
 def _bracketed(host: str) -> str:

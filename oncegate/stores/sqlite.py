@@ -49,7 +49,6 @@ from oncegate.stores import columns
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 from oncegate.stores.sqlite_backups import SqliteBackups
-from oncegate.stores.sqlite_targets import TARGETS_SCHEMA, SqliteTargets
 from oncegate.stores.sqlite_rows import (
     MARK_ROW,
     MARK_STATUS,
@@ -62,6 +61,7 @@ from oncegate.stores.sqlite_rows import (
     _sql_row,
     _table_mark,
 )
+from oncegate.stores.sqlite_targets import TARGETS_SCHEMA, SqliteTargets
 
 fcntl: ModuleType | None
 try:

@@ -49,4 +49,3 @@ class SqliteTargets:
     def delete_target(self, name: str) -> bool:
         with self._write() as connection:
             return int(connection.execute("DELETE FROM targets WHERE Name = ?", (name,)).rowcount) == 1
-

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,9 +17,10 @@ from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind, local
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
-from oncegate.domain.targets import Target, TargetCall, TargetCalls, TargetReply
+from oncegate.domain.targets import TargetCalls
 from oncegate.entrypoints.stored_data import StoredDataGuard, value_findings
-from oncegate.errors import NotFound, StoreUnavailable
+from oncegate.errors import StoreUnavailable
+from oncegate.outbound.targets_http import HttpTargets
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.bulk import Bulk
 from oncegate.service.claims import Claims
@@ -26,10 +28,11 @@ from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
 from oncegate.service.key_secrets import KeySecrets
-from oncegate.service.perform import Perform, TargetReads
+from oncegate.service.perform import Perform
 from oncegate.service.results import Results
 from oncegate.service.retention import Retention
 from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
+from oncegate.service.targets import Targets
 from oncegate.service.waits import Waits
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
@@ -100,6 +103,8 @@ class Services:
     cursor_seal: CursorSeal
     # Where the store is (settings.store_location), for health; None for services wired by hand.
     store_location: str | None = None
+    # The targets operators declared for Perform once (issue 34); None for services wired by hand.
+    targets: Targets | None = None
 
     def close(self) -> None:
         """Let the bulk calls under way finish, flush the inventory's counts, then close the store."""
@@ -124,7 +129,7 @@ def wire(
     wall_clock: Callable[[], datetime] | None = None,
     check_interval: timedelta = CHECK_INTERVAL,
     bulk_concurrency: int = DEFAULT_BULK_CONCURRENCY,
-    targets: TargetReads | None = None,
+    targets_allow_loopback: bool = False,
     target_calls: TargetCalls | None = None,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
@@ -166,8 +171,8 @@ def wire(
         claims,
         waits,
         store,
-        targets=targets or NoTargets(),
-        calls=target_calls or NoCalls(),
+        targets=store,
+        calls=target_calls or HttpTargets(allow_loopback=targets_allow_loopback),
         data_check=value_findings,
         data_policy=data_policy,
     )
@@ -187,21 +192,29 @@ def wire(
         stored_data=stored_data,
         cursor_seal=CursorSeal.of(ring),
         store_location=store_location,
+        targets=Targets(store, clock=clock, allow_loopback=targets_allow_loopback),
     )
 
 
-class NoTargets:
-    """No target declared: every Perform once names one that is not."""
+def target_calls(settings: Settings) -> TargetCalls:
+    """The outbound adapter Perform once reaches targets through: target secrets read by the app's identity (a Key
+    Vault reference in Azure, the local secrets folder beside a SQLite database), tokens from the app's credential."""
+    from oncegate.outbound.target_secrets import LOCAL_FOLDER, secret_reader, token_getter
 
-    def get_target(self, name: str) -> Target:
-        raise NotFound(f"No target is named {name!r}.")
+    folder = settings.sqlite_path.parent / LOCAL_FOLDER if settings.store is StoreKind.SQLITE else None
 
+    @functools.cache
+    def credential_tokens() -> Callable[[str], str]:
+        # Imported and made on the first call to an identity target only: most deployments have none.
+        from azure.identity import DefaultAzureCredential
 
-class NoCalls:
-    """No way out: nothing is sent (services wired without the outbound adapter)."""
+        return token_getter(DefaultAzureCredential())
 
-    def call(self, target: Target, request: TargetCall) -> TargetReply:
-        raise AssertionError(f"no outbound adapter is wired to call {target.name}")
+    return HttpTargets(
+        allow_loopback=settings.targets_allow_loopback,
+        secrets=secret_reader(folder=folder),
+        tokens=lambda audience: credential_tokens()(audience),
+    )
 
 
 def build_services(settings: Settings, *, secret: str | None = None) -> Services:
@@ -216,6 +229,8 @@ def build_services(settings: Settings, *, secret: str | None = None) -> Services
         store_location=settings.store_location,
         pin=store_pin(settings),
         bulk_concurrency=settings.bulk_concurrency,
+        targets_allow_loopback=settings.targets_allow_loopback,
+        target_calls=target_calls(settings),
     )
 
 

@@ -61,6 +61,7 @@ from oncegate.stores.sqlite_rows import (
     _sql_row,
     _table_mark,
 )
+from oncegate.stores.sqlite_targets import TARGETS_SCHEMA, SqliteTargets
 
 fcntl: ModuleType | None
 try:
@@ -298,7 +299,7 @@ class _Slot:
         self.connection = connection
 
 
-class SqliteStore(SqliteBackups):
+class SqliteStore(SqliteBackups, SqliteTargets):
     """Claims in one SQLite file; a connection per thread."""
 
     kind = "sqlite"
@@ -323,7 +324,7 @@ class SqliteStore(SqliteBackups):
             # process wrote was answered "database is locked", busy timeout or not. So were the script's
             # statements, which is why the store is opened by one process's writer at a time.
             connection.execute("PRAGMA journal_mode = WAL")
-            connection.executescript(SCHEMA)
+            connection.executescript(SCHEMA + TARGETS_SCHEMA)
         with self._write() as connection:
             _add_columns(connection)
         with self._alone() as connection:

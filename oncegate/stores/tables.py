@@ -119,6 +119,7 @@ from oncegate.stores.table_entities import (
     _index_place,
     _translated,
 )
+from oncegate.stores.table_targets import TARGETS_SUFFIX, TableTargets
 from oncegate.stores.tables_backups import TableBackups
 
 logger = logging.getLogger(__name__)
@@ -256,7 +257,7 @@ def _on_status(statuses: tuple[int, ...], error: Callable[[], Exception]) -> Ite
         raise
 
 
-class TableStore(TableBackups):
+class TableStore(TableBackups, TableTargets):
     """Claims, their history and conflicts, the flow inventory, the key secrets and the store id in six Azure tables."""
 
     kind = "tables"
@@ -269,11 +270,12 @@ class TableStore(TableBackups):
         self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
             service.get_table_client(name) for name in names
         )
+        self._targets = service.get_table_client(prefix + TARGETS_SUFFIX)
         # Claims and keys tables are made only for a store with no id (issue 31); an export (read only) writes nothing.
         if not read_only:
             guarded = (self._claims, self._keys) if self._identity() is None else ()
             with _translated():
-                for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps):
+                for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps, self._targets):
                     service.create_table_if_not_exists(table.table_name)
             self._add_missing_listing_rows()
         # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).

@@ -4,16 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oncegate.domain.targets import TargetCalls
-
 FLOW = {"name": "Create ERP order", "environment": "Default-contoso"}
-
-
-def loopback_calls() -> TargetCalls:
-    """The outbound adapter, loopback allowed (the stand-in target listens on 127.0.0.1)."""
-    from oncegate.outbound.targets_http import HttpTargets
-
-    return HttpTargets(allow_loopback=True)
 
 
 def perform_body(

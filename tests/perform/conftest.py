@@ -20,25 +20,21 @@ from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate
 from tests.http.client import Api, FunctionsApi, ServerApi
 from tests.load.served import serving
-from tests.perform.calls import loopback_calls
 from tests.support.target_server import StandInTarget
 
 
 class Declared:
-    """The targets an operator declared, by name (the store's declarations stand-in for the service's port)."""
+    """Declares targets in the service's store, as ``oncegate targets set`` does (replacing one of the same name)."""
 
-    def __init__(self) -> None:
-        self.targets: dict[str, Target] = {}
-
-    def get_target(self, name: str) -> Target:
-        try:
-            return self.targets[name]
-        except KeyError:
-            raise NotFound(f"No target is named {name!r}.") from None
+    def __init__(self, store: ClaimStore) -> None:
+        self.store = store
 
     def declare(self, target: Target) -> Target:
-        self.targets[target.name] = target
-        return target
+        try:
+            version = self.store.get_target(target.name).version
+        except NotFound:
+            version = None
+        return self.store.save_target(replace(target, version=version))
 
 
 @pytest.fixture
@@ -48,8 +44,8 @@ def stand_in() -> Iterator[StandInTarget]:
 
 
 @pytest.fixture
-def declared() -> Declared:
-    return Declared()
+def declared(service: Gate) -> Declared:
+    return Declared(service.store)
 
 
 @pytest.fixture

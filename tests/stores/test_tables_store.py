@@ -22,6 +22,7 @@ from oncegate.errors import ConcurrentUpdate, NotFound, StoreUnavailable
 from oncegate.stores import columns, table_batch, tables
 from oncegate.stores.tables import HISTORY_BATCH, TableStore, table_names
 from tests.stores.contract import Meter, StoreContract
+from tests.stores.target_contract import TargetContract
 from tests.support import records
 from tests.support.azurite import Azurite, ExternalTables, TableStoreFactory
 from tests.support.records import T0
@@ -29,7 +30,7 @@ from tests.support.records import T0
 pytestmark = pytest.mark.azurite
 
 
-class TestTableStore(StoreContract):
+class TestTableStore(StoreContract, TargetContract):
     @pytest.fixture
     def make_store(self, table_store_factory: TableStoreFactory) -> TableStoreFactory:
         return table_store_factory

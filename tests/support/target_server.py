@@ -30,13 +30,21 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import struct
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 READ_METHODS = ("GET", "HEAD")
 
@@ -91,7 +99,12 @@ class StandInTarget:
     """A real HTTP server on 127.0.0.1 (or ``::1`` with ``host="::1"``), one thread per connection."""
 
     def __init__(
-        self, *, host: str = "127.0.0.1", lookup_prefix: str = "/orders", honours_idempotency_key: bool = False
+        self,
+        *,
+        host: str = "127.0.0.1",
+        lookup_prefix: str = "/orders",
+        honours_idempotency_key: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.lookup_prefix = lookup_prefix
         self.honours_idempotency_key = honours_idempotency_key
@@ -103,15 +116,20 @@ class StandInTarget:
         server_class = _Server6 if ":" in host else _Server
         self._server = server_class((host, 0), _Handler)
         self._server.target = self
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        self.scheme = "https" if tls is not None else "http"
         self.port: int = self._server.server_address[1]
         self.host = host
-        self._thread = threading.Thread(target=self._server.serve_forever, name="stand-in-target", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="stand-in-target", daemon=True
+        )
 
     @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:PORT`` (brackets around an IPv6 host)."""
+        """``http://127.0.0.1:PORT`` (``https`` with ``tls``; brackets around an IPv6 host)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
     def __enter__(self) -> StandInTarget:
         self._thread.start()
@@ -187,6 +205,34 @@ class StandInTarget:
             return record
 
 
+def tls_for(host_name: str, folder: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context with a self-signed certificate for ``host_name``, and a client context trusting only it."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host_name)])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host_name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "target.crt", folder / "target.key"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert_file, key_file)
+    client = ssl.create_default_context(cafile=str(cert_file))
+    return server, client
+
+
 def _reference(body: bytes) -> str | None:
     try:
         parsed: Any = json.loads(body)
@@ -209,7 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the test reads :attr:`StandInTarget.received` instead."""
 
     def _serve(self) -> None:

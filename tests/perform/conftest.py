@@ -18,7 +18,7 @@ from oncegate.errors import NotFound
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate
-from tests.http.client import Api, FunctionsApi, ServerApi
+from tests.http.client import Api, ServerApi
 from tests.load.served import serving
 from tests.support.target_server import StandInTarget
 
@@ -65,10 +65,9 @@ def erp(declared: Declared, stand_in: StandInTarget) -> Target:
 
 
 @pytest.fixture
-def new_service(open_store: Callable[[], ClaimStore], clock: FakeClock, declared: Declared) -> Callable[[], Gate]:
-    return lambda: Gate(
-        open_store(), KeyHasher(KEY_SECRET), clock=clock, targets=declared, target_calls=loopback_calls()
-    )
+def new_service(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[], Gate]:
+    """A service over the test's store whose adapter may reach the stand-in on loopback."""
+    return lambda: Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock, targets_allow_loopback=True)
 
 
 @pytest.fixture
@@ -85,11 +84,10 @@ def local_server() -> Iterator[tuple[str, int]]:
         yield address
 
 
-@pytest.fixture(params=["functions", "server"])
-def api(request: pytest.FixtureRequest, service: Gate) -> Api:
-    if request.param == "server":
-        return ServerApi(request.getfixturevalue("local_server"))
-    return FunctionsApi()
+@pytest.fixture
+def api(service: Gate, local_server: tuple[str, int]) -> Api:
+    """Real HTTP to the local server (the HTTP suite holds the app's functions to the server's answers)."""
+    return ServerApi(local_server)
 
 
 def with_target(target: Target, **changes: object) -> Target:

@@ -367,9 +367,9 @@ class Perform:
             return _held(answer, "The earlier call may still be under way at the target", deadline - now)
         claim = self._core.recent.recall(answer.claim_id) or self._store.get_claim(answer.claim_id)
         found = self._looked_up(called, claim, answer)
-        if found is not None and succeeded(called, found.status or 0):
+        if found is not None and _found(called, found):
             return self._recorded(claim, answer, called, found, looked_up=True)
-        not_found = found is not None and found.status in NOT_FOUND_STATUSES
+        not_found = found is not None and (found.status in NOT_FOUND_STATUSES or succeeded(called, found.status or 0))
         if not_found and called.honours_idempotency_key and called.name == target.name:
             return self._send(answer, request, target, now)
         why = (
@@ -473,7 +473,7 @@ class Perform:
         if path is None:
             return False
         reply = self._calls.call(target, TargetCall(method="GET", path=path))
-        if reply.status is None or not succeeded(target, reply.status):
+        if not _found(target, reply):
             return False
         body = json_body(reply)
         kept, dropped = kept_response(target, reply, body)
@@ -488,6 +488,14 @@ class Perform:
     def _idempotency_key(self, claim: Claim) -> str:
         hasher = next((h for h in self._core.keys.lookup_order if h.key_id == claim.key_id), self._core.keys.current)
         return idempotency_key(hasher, claim)
+
+
+def _found(target: Target, reply: TargetReply) -> bool:
+    """Whether a look-up found the record: a success status, with a record where the target's pointer points when it
+    declares one (a search answering 200 with an empty list found nothing)."""
+    if reply.status is None or not succeeded(target, reply.status):
+        return False
+    return target.record_pointer is None or record_id(target, json_body(reply)) is not None
 
 
 def _due(claim: Claim, now: datetime) -> bool:

@@ -65,6 +65,21 @@ def erp(declared: Declared, stand_in: StandInTarget) -> Target:
 
 
 @pytest.fixture
+def erp_store(open_store: Callable[[], ClaimStore], stand_in: StandInTarget) -> Target:
+    """The order system of :func:`erp`, declared in the test's store before any service over it is made."""
+    return Declared(open_store()).declare(
+        Target(
+            name="erp",
+            base_url=stand_in.base_url,
+            timeout_seconds=1,
+            lookup_path="/orders?reference={reference}",
+            record_pointer="/id",
+            kept_pointers=("/id", "/reference"),
+        )
+    )
+
+
+@pytest.fixture
 def new_service(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Callable[[], Gate]:
     """A service over the test's store whose adapter may reach the stand-in on loopback."""
     return lambda: Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock, targets_allow_loopback=True)

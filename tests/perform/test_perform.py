@@ -134,3 +134,16 @@ def test_undeclared_target_is_refused_and_nothing_is_stored(api: Api, erp: Targe
     reply = api.call("perform_once", perform_body(target="nowhere"))
     assert (reply.status, reply.code, reply.targets) == (400, "invalid_request", ["target"])
     assert stand_in.received == []
+
+
+def test_a_look_up_answering_success_without_a_record_found_nothing(
+    api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """A search answering 200 with an empty list found nothing: never settled as done without a record."""
+    stand_in.script(Answer(status=503, commit=False), Answer(status=200, body=b"[]", commit=False))
+    perform(api)
+    clock.advance(erp.timeout_seconds + 1)
+    second = perform(api, run="run-2")
+    assert (second["decision"], second["status"]) == ("reconcile", "in_progress")
+    assert "targetRecordId" not in second
+    assert [request.method for request in stand_in.received] == ["POST", "GET"]

@@ -20,16 +20,15 @@ from collections.abc import Iterator
 import pytest
 
 from oncegate.domain.keys import KeyHasher
+from oncegate.domain.statuses import Outcome
 from oncegate.domain.targets import Target
 from oncegate.entrypoints import actions, performing
 from oncegate.errors import StoreUnavailable
 from oncegate.models import PerformRequest, PerformResponse, RecordResultRequest
-from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
 from tests.perform.calls import perform_body
-from tests.perform.conftest import Declared
 from tests.support.target_server import Answer, StandInTarget
 
 MAX_CALLS = 20
@@ -64,7 +63,9 @@ def forget_script(stand_in: StandInTarget) -> None:
 def reconciled(service: Gate, answer: PerformResponse, key: str) -> PerformResponse:
     """What a flow does with reconcile when the target holds nothing: record failed, retryable, and run again."""
     assert answer.claim_token is not None, answer
-    failed = RecordResultRequest(claim_token=answer.claim_token, outcome="failed", retryable=True, error="not found")
+    failed = RecordResultRequest(
+        claim_token=answer.claim_token, outcome=Outcome.FAILED, retryable=True, error="not found"
+    )
     actions.record_result(service.services, answer.claim_id, failed)
     return perform(service, key, "run-again")
 

@@ -50,7 +50,8 @@ def add_parser(subparsers: Any) -> None:
         "name (as keys does); a flow names a target and a path under its base URL, never a URL"
     )
     targets = subparsers.add_parser("targets", help=description, description=description)
-    actions = targets.add_subparsers(dest="action", required=True, metavar="{set,list,remove}")
+    targets.set_defaults(handler=None, group_parser=targets, local=True)
+    actions = targets.add_subparsers(dest="action", metavar="{set,list,remove}")
     _add_set(actions)
     listing = actions.add_parser("list", help="every declared target, by name: a secret's name, never the secret")
     listing.add_argument("--json", action="store_true", help="print them as GET /api/targets answers them")

@@ -18,7 +18,7 @@ from tree_sitter import Node
 from oncegate.config import DEFAULT_TABLE_PREFIX, TABLE_PREFIX_PATTERN
 from oncegate.domain.keys import MIN_SECRET_LENGTH
 from oncegate.domain.target_declarations import secret_setting
-from oncegate.stores.tables import table_names
+from oncegate.stores.tables.store import table_names
 from tests.infra.bicep import (
     BicepFile,
     Declaration,
@@ -461,7 +461,9 @@ def test_each_target_secret_is_a_key_vault_reference_the_app_reads_by_its_settin
     # The app is granted each secret named, one by one, and the deployment stops on a name outside the prefix.
     rbac = bicep["app/rbac.bicep"]
     assert rbac.declaration("resource", "targetSecrets").existing
-    assert text(unwrap(rbac.declaration("resource", "targetSecretAssignments").get("scope"))) == "targetSecrets[i]"
+    scope = rbac.declaration("resource", "targetSecretAssignments").get("scope")
+    assert scope is not None
+    assert text(unwrap(scope)) == "targetSecrets[i]"
     stray = main_bicep.declaration("var", "strayTargetSecrets").value
     assert stray is not None
     for given, stops in ((names, []), ([*names, "oncegate-key-secret"], ["oncegate-key-secret"])):

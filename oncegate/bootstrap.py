@@ -16,6 +16,7 @@ from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind, local
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
+from oncegate.domain.targets import TargetCalls
 from oncegate.entrypoints.stored_data import StoredDataGuard
 from oncegate.errors import StoreUnavailable
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
@@ -190,6 +191,19 @@ def build_services(settings: Settings, *, secret: str | None = None) -> Services
         pin=store_pin(settings),
         bulk_concurrency=settings.bulk_concurrency,
         targets_allow_loopback=settings.targets_allow_loopback,
+    )
+
+
+def target_calls(settings: Settings) -> TargetCalls:
+    """The one adapter that reaches the declared targets (issue 34): secrets read by the app's identity through their
+    settings, or on SQLite from ``target-secrets/`` beside the database; tokens from the app's managed identity."""
+    # Imported here: a process that never performs once loads neither TLS nor the Azure credential.
+    from oncegate.outbound.target_secrets import LOCAL_FOLDER, identity_tokens, secret_reader
+    from oncegate.outbound.targets_http import HttpTargets
+
+    folder = settings.sqlite_path.parent / LOCAL_FOLDER if settings.store is StoreKind.SQLITE else None
+    return HttpTargets(
+        allow_loopback=settings.targets_allow_loopback, secrets=secret_reader(folder=folder), tokens=identity_tokens()
     )
 
 

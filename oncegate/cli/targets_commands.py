@@ -191,10 +191,9 @@ def _on_store(command: str, act: Any, *, as_json: bool = False) -> int:
         _say(f"Target {name} is removed from {settings.store_text}: no Perform once reaches it from now on.")
         return 0
     if as_json:
-        from oncegate.models.targets import TargetList, TargetView
+        from oncegate.entrypoints.target_views import target_list
 
-        listed = TargetList(value=[TargetView.of(target) for target in done])
-        print(json.dumps(listed.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
+        print(json.dumps(target_list(done).model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
         return 0
     _say(f"{len(done)} target{'' if len(done) == 1 else 's'} on {settings.store_text}" + (":" if done else "."))
     for target in done:

@@ -42,7 +42,9 @@ AUTH = designer(
     "starting oncegate-target-, never the secret).",
     INTERNAL,
 )
-CIDRS = designer("Allowed CIDRs", "Private ranges the target's name may resolve to (private endpoints, VNets).", INTERNAL)
+CIDRS = designer(
+    "Allowed CIDRs", "Private ranges the target's name may resolve to (private endpoints, VNets).", INTERNAL
+)
 HONOURS = designer(
     "Honours Idempotency Key",
     "Whether the target makes one record per Idempotency-Key, so that a call may be sent again under the same key.",
@@ -50,7 +52,9 @@ HONOURS = designer(
 )
 SUCCESS = designer("Success Statuses", "The 2xx statuses that mean success; empty: every 2xx.", INTERNAL)
 RETRYABLE = designer("Retryable Statuses", "The 4xx statuses after which a call may be tried again.", INTERNAL)
-POINTER = designer("Record Pointer", "The JSON pointer to the record's id in the target's answer, such as /id.", INTERNAL)
+POINTER = designer(
+    "Record Pointer", "The JSON pointer to the record's id in the target's answer, such as /id.", INTERNAL
+)
 KEPT_HEADERS = designer("Kept Headers", "The headers of the target's answer kept with the claim.", INTERNAL)
 KEPT_POINTERS = designer("Kept Pointers", "The parts of the answer's JSON body kept with the claim.", INTERNAL)
 

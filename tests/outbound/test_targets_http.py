@@ -449,3 +449,13 @@ def test_an_identity_that_gets_no_token_sends_nothing(stand_in: StandInTarget) -
 
     assert reply.failure is Failure.REFUSED
     assert stand_in.received == []
+
+
+def test_an_ipv6_target_is_reached_at_its_address_with_a_bracketed_host() -> None:
+    with StandInTarget(host="::1") as target:
+        reply = HttpTargets(allow_loopback=True).call(declared(target.base_url), post())
+        refused = HttpTargets().call(declared(f"https://[::1]:{target.port}"), post())
+
+        assert reply.status == 201
+        assert refused.failure is Failure.REFUSED
+        assert [request.header("Host") for request in target.received] == [f"[::1]:{target.port}"]

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import atexit
-import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +19,6 @@ from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.domain.targets import TargetCalls
 from oncegate.entrypoints.stored_data import StoredDataGuard, value_findings
 from oncegate.errors import StoreUnavailable
-from oncegate.outbound.targets_http import HttpTargets
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.bulk import Bulk
 from oncegate.service.claims import Claims
@@ -51,7 +49,7 @@ def build_store(settings: Settings, *, read_only: bool = False) -> ClaimStore:
     if settings.store is StoreKind.SQLITE:
         return SqliteStore(settings.sqlite_path)
     # Imported here so the embedded default runs without touching the Azure SDK.
-    from oncegate.stores.tables import TableStore
+    from oncegate.stores.tables.store import TableStore
 
     if settings.tables_connection_string:
         return TableStore.from_connection_string(
@@ -172,7 +170,7 @@ def wire(
         waits,
         store,
         targets=store,
-        calls=target_calls or HttpTargets(allow_loopback=targets_allow_loopback),
+        calls=target_calls or _loopback_calls(targets_allow_loopback),
         data_check=value_findings,
         data_policy=data_policy,
     )
@@ -196,25 +194,11 @@ def wire(
     )
 
 
-def target_calls(settings: Settings) -> TargetCalls:
-    """The outbound adapter Perform once reaches targets through: target secrets read by the app's identity (a Key
-    Vault reference in Azure, the local secrets folder beside a SQLite database), tokens from the app's credential."""
-    from oncegate.outbound.target_secrets import LOCAL_FOLDER, secret_reader, token_getter
+def _loopback_calls(allow_loopback: bool) -> TargetCalls:
+    """The adapter for services wired by hand (tests, tools): no secrets, no identity."""
+    from oncegate.outbound.targets_http import HttpTargets
 
-    folder = settings.sqlite_path.parent / LOCAL_FOLDER if settings.store is StoreKind.SQLITE else None
-
-    @functools.cache
-    def credential_tokens() -> Callable[[str], str]:
-        # Imported and made on the first call to an identity target only: most deployments have none.
-        from azure.identity import DefaultAzureCredential
-
-        return token_getter(DefaultAzureCredential())
-
-    return HttpTargets(
-        allow_loopback=settings.targets_allow_loopback,
-        secrets=secret_reader(folder=folder),
-        tokens=lambda audience: credential_tokens()(audience),
-    )
+    return HttpTargets(allow_loopback=allow_loopback)
 
 
 def build_services(settings: Settings, *, secret: str | None = None) -> Services:
@@ -231,6 +215,19 @@ def build_services(settings: Settings, *, secret: str | None = None) -> Services
         bulk_concurrency=settings.bulk_concurrency,
         targets_allow_loopback=settings.targets_allow_loopback,
         target_calls=target_calls(settings),
+    )
+
+
+def target_calls(settings: Settings) -> TargetCalls:
+    """The one adapter that reaches the declared targets (issue 34): secrets read by the app's identity through their
+    settings, or on SQLite from ``target-secrets/`` beside the database; tokens from the app's managed identity."""
+    # Imported here: a process that never performs once loads neither TLS nor the Azure credential.
+    from oncegate.outbound.target_secrets import LOCAL_FOLDER, identity_tokens, secret_reader
+    from oncegate.outbound.targets_http import HttpTargets
+
+    folder = settings.sqlite_path.parent / LOCAL_FOLDER if settings.store is StoreKind.SQLITE else None
+    return HttpTargets(
+        allow_loopback=settings.targets_allow_loopback, secrets=secret_reader(folder=folder), tokens=identity_tokens()
     )
 
 

@@ -50,7 +50,8 @@ def add_parser(subparsers: Any) -> None:
         "name (as keys does); a flow names a target and a path under its base URL, never a URL"
     )
     targets = subparsers.add_parser("targets", help=description, description=description)
-    actions = targets.add_subparsers(dest="action", required=True, metavar="{set,list,remove}")
+    targets.set_defaults(handler=None, group_parser=targets, local=True)
+    actions = targets.add_subparsers(dest="action", metavar="{set,list,remove}")
     _add_set(actions)
     listing = actions.add_parser("list", help="every declared target, by name: a secret's name, never the secret")
     listing.add_argument("--json", action="store_true", help="print them as GET /api/targets answers them")
@@ -190,10 +191,9 @@ def _on_store(command: str, act: Any, *, as_json: bool = False) -> int:
         _say(f"Target {name} is removed from {settings.store_text}: no Perform once reaches it from now on.")
         return 0
     if as_json:
-        from oncegate.models.targets import TargetList, TargetView
+        from oncegate.entrypoints.target_views import target_list
 
-        listed = TargetList(value=[TargetView.of(target) for target in done])
-        print(json.dumps(listed.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
+        print(json.dumps(target_list(done).model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
         return 0
     _say(f"{len(done)} target{'' if len(done) == 1 else 's'} on {settings.store_text}" + (":" if done else "."))
     for target in done:

@@ -146,6 +146,8 @@ def _base_url(text: str, cidrs: tuple[str, ...], *, allow_loopback: bool) -> str
         address = written_address(parts.hostname)
     except (ValueError, AddressRefused) as exc:
         raise _invalid("baseUrl", f"has no host OnceGate may call: {exc}") from None
+    if port == 0:
+        raise _invalid("baseUrl", "has port 0, which no target listens on")
     if address is None and not HOST_NAME.match(parts.hostname):
         raise _invalid("baseUrl", f"the host {parts.hostname!r} is not a host name (ASCII letters, digits, - and .)")
     loopback = _is_loopback_name(parts.hostname) or (address is not None and address.is_loopback)

@@ -91,6 +91,9 @@ def path_under(base_path: str, path: str) -> str:
         )
     segments: list[str] = []
     for segment in route.split("/"):
+        if ";" in segment and DOT.match(segment.split(";", 1)[0]):
+            # "..;" is ".." to some servers (Tomcat's path parameters): never a way above the base URL.
+            raise RequestRefused("the path holds a dot segment with parameters (..;)", field="path")
         if segment == "" or (DOT.match(segment) and unquote(segment) == "."):
             continue
         if DOT.match(segment) and unquote(segment) == "..":

@@ -57,13 +57,19 @@ def secret_reader(*, environ: Mapping[str, str] = os.environ, folder: Path | Non
     return read
 
 
-def token_getter(credential: Any) -> Callable[[str], str]:
-    """A function that gets an access token for an audience from ``credential`` (the app's managed identity)."""
+def identity_tokens(credential: Any = None) -> Callable[[str], str]:
+    """A function that gets an access token for an audience from ``credential``, by default the app's own identity
+    (``DefaultAzureCredential``, made on first use); raises ``Unavailable`` when none can be had."""
+    made: list[Any] = [credential] if credential is not None else []
 
     def token(audience: str) -> str:
         scope = audience.rstrip("/") + "/.default"
         try:
-            return str(credential.get_token(scope).token)
+            if not made:
+                from azure.identity import DefaultAzureCredential
+
+                made.append(DefaultAzureCredential())
+            return str(made[0].get_token(scope).token)
         except Exception as exc:  # the credential's own errors, whichever library made them
             raise Unavailable(f"no token for {audience}: {type(exc).__name__}") from None
 

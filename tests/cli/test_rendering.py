@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import pytest
 from rich.console import Console
 
-import oncegate.cli
+import oncegate.cli.parser
 from oncegate.cli import helptext, main, rendering
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import KeySecretRecord
@@ -219,7 +219,7 @@ def test_help_fits_the_terminal_and_keeps_each_option_whole(
     out = capsys.readouterr().out
 
     assert max(len(line) for line in out.splitlines()) <= width, out
-    for line in (oncegate.cli.__doc__ or "").split("\n\n", 1)[1].split("\n\n", 1)[0].splitlines():
+    for line in (oncegate.cli.parser.__doc__ or "").split("\n\n", 1)[1].split("\n\n", 1)[0].splitlines():
         for option in helptext.options(line):
             assert option in out, f"{option!r} is broken over lines:\n{out}"
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from oncegate.cli import build_parser, main
+from oncegate.cli import main
+from oncegate.cli.parser import build_parser
 from oncegate.entrypoints import server
 from tests.cli.conftest import Oncegate, Run
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-import oncegate.cli
-from oncegate.cli import build_parser
+import oncegate.cli.parser
+from oncegate.cli.parser import build_parser
 from tests.docs.markdown import FENCE, REPO, SHELLS, markdown_files
 
 DOCUMENTS = [
@@ -87,7 +87,7 @@ def named_in(path: Path) -> Iterator[Named]:
 
 def in_the_help() -> Iterator[Named]:
     """The synopsis of the command's own help (the module docstring argparse prints)."""
-    for number, line in enumerate((oncegate.cli.__doc__ or "").splitlines(), start=1):
+    for number, line in enumerate((oncegate.cli.parser.__doc__ or "").splitlines(), start=1):
         words = line.split()
         if words[:1] == ["oncegate"]:
             yield Named(f"oncegate --help:{number}", " ".join(words), in_block=False)

@@ -15,7 +15,6 @@ LIMIT = 700
 # Longer than LIMIT when the bound came, at the lengths the round that set it landed with (issue 32's split of
 # each is under way): no line more.
 UNTIL_SPLIT = {
-    "oncegate/stores/tables.py": 876,
     "oncegate/stores/sqlite.py": 768,
     "oncegate/entrypoints/server.py": 801,
     "oncegate/cli/rendering.py": 775,

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import socket
 import ssl
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from oncegate import bootstrap
+from oncegate.config import Settings
 from oncegate.domain.targets import Failure, Target, TargetAuth, TargetCall
-from oncegate.outbound.target_secrets import secret_reader
+from oncegate.outbound.target_secrets import identity_tokens, secret_reader
 from oncegate.outbound.targets_http import HttpTargets
 from tests.support.target_server import Answer, StandInTarget, tls_for
 
@@ -213,6 +216,9 @@ def test_a_redirect_is_the_answer_and_is_never_followed(stand_in: StandInTarget)
         "/.%2E/admin",
         "/%2E%2e",
         "/...",
+        "/..;/admin",
+        "/orders/..;x=1/..;/admin",
+        "/.;/orders",
         "//evil.example/orders",
         "\\\\evil.example\\orders",
         "/orders\\..\\..\\admin",
@@ -349,6 +355,17 @@ def test_an_answer_later_than_the_timeout_is_a_timeout_after_sending(stand_in: S
     assert len(stand_in.records) == 1  # the target acted: the outcome is unknown, not failed
 
 
+def test_an_answer_dripping_past_the_timeout_is_cut_at_the_deadline(stand_in: StandInTarget) -> None:
+    # Each byte comes within any per-read timeout: only a bound on the whole call ends it in time.
+    stand_in.script(Answer(status=200, body=b"x" * 40, drip=0.25))
+
+    started = time.monotonic()
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url, timeout_seconds=1), post())
+
+    assert (reply.failure, reply.sent) == (Failure.TIMEOUT, True)
+    assert time.monotonic() - started < 3  # the whole answer would take 10 s
+
+
 def test_a_connection_broken_after_the_request_was_read_is_broken(stand_in: StandInTarget) -> None:
     stand_in.script(Answer(hang_up=True))
 
@@ -401,3 +418,44 @@ def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def test_the_app_wires_the_adapter_with_the_local_secrets_folder(
+    stand_in: StandInTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "target-secrets"
+    folder.mkdir()
+    (folder / "oncegate-target-erp").write_text("from-the-local-file\n")
+    (folder / "oncegate-target-erp").chmod(0o600)
+    settings = Settings.from_environment(
+        {"ONCEGATE_SQLITE_PATH": str(tmp_path / "oncegate.db"), "ONCEGATE_TARGETS_ALLOW_LOOPBACK": "true"}
+    )
+    target = declared(stand_in.base_url, auth=TargetAuth.SECRET, auth_value="X-Api-Key=oncegate-target-erp")
+
+    reply = bootstrap.target_calls(settings).call(target, post())
+
+    assert reply.status == 201
+    assert stand_in.received[0].header("X-Api-Key") == "from-the-local-file"
+
+
+def test_an_identity_that_gets_no_token_sends_nothing(stand_in: StandInTarget) -> None:
+    class NoToken:
+        def get_token(self, scope: str) -> object:
+            raise RuntimeError("no identity here")
+
+    target = declared(stand_in.base_url, auth=TargetAuth.IDENTITY, auth_value="api://erp")
+
+    reply = HttpTargets(allow_loopback=True, tokens=identity_tokens(NoToken())).call(target, post())
+
+    assert reply.failure is Failure.REFUSED
+    assert stand_in.received == []
+
+
+def test_an_ipv6_target_is_reached_at_its_address_with_a_bracketed_host() -> None:
+    with StandInTarget(host="::1") as target:
+        reply = HttpTargets(allow_loopback=True).call(declared(target.base_url), post())
+        refused = HttpTargets().call(declared(f"https://[::1]:{target.port}"), post())
+
+        assert reply.status == 201
+        assert refused.failure is Failure.REFUSED
+        assert [request.header("Host") for request in target.received] == [f"[::1]:{target.port}"]

@@ -94,7 +94,7 @@ def test_bulk_and_single_calls_in_threads_proceed_once_per_key(new_service: Call
 def _open(address: Address) -> ClaimStore:
     if address[0] == "sqlite":
         return SqliteStore(address[1])
-    from oncegate.stores.tables import TableStore
+    from oncegate.stores.tables.store import TableStore
 
     return TableStore.from_connection_string(address[1], prefix=address[2])
 

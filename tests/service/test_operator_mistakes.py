@@ -32,7 +32,7 @@ from oncegate.models import ResolveConflictRequest, SetScopeRequest
 from oncegate.service.safeguard import PinnedFile, PinnedSetting
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
-from oncegate.stores.tables import table_names
+from oncegate.stores.tables.store import table_names
 from tests.conftest import FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate

@@ -33,8 +33,9 @@ from oncegate.service.safeguard import PinnedFile, PinnedSetting, StoreIdPin
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 from oncegate.stores.sqlite_rows import MARK_ROW
-from oncegate.stores.table_entities import STORE_PARTITION
-from oncegate.stores.tables import STORE_ROW, TableStore, table_names
+from oncegate.stores.tables.entities import STORE_PARTITION
+from oncegate.stores.tables.keys import STORE_ROW
+from oncegate.stores.tables.store import TableStore, table_names
 from tests.conftest import SQLITE_FILE, FakeClock
 from tests.gate import Gate
 from tests.service.calls import claim, record

@@ -66,6 +66,7 @@ def test_a_name_is_a_lower_case_label(name: str) -> None:
         "https://127.0.0.1",
         "https://localhost:8443",
         "https://erp.example.com:99999",
+        "https://erp.example.com:0",
         "https://erp_example.com",
         "https://ërp.example.com",
     ],

@@ -56,7 +56,8 @@ class Answer:
     ``status``/``headers``/``body``: the answer (``body`` None: the record as JSON for a write, else empty).
     ``commit``: whether a write makes a record before answering. ``late``: hold the answer until
     :meth:`StandInTarget.release`. ``hang_up``: read the request, then close the connection without a
-    word (a reset). ``body_bytes``: answer that many bytes of body (a huge answer), streamed.
+    word (a reset). ``body_bytes``: answer that many bytes of body (a huge answer), streamed. ``drip``:
+    send the body a byte at a time, waiting this many seconds before each (an answer that never ends in time).
     """
 
     status: int = 201
@@ -66,6 +67,7 @@ class Answer:
     late: bool = False
     hang_up: bool = False
     body_bytes: int | None = None
+    drip: float | None = None
 
 
 @dataclass(frozen=True)
@@ -279,7 +281,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(size))
             self.end_headers()
-            if answer.body_bytes is None:
+            if answer.drip is not None:
+                self._drip(payload, answer.drip)
+            elif answer.body_bytes is None:
                 self.wfile.write(payload)
             else:
                 self._stream(answer.body_bytes)
@@ -291,6 +295,15 @@ class _Handler(BaseHTTPRequestHandler):
         while size > 0:
             self.wfile.write(chunk[:size])
             size -= len(chunk)
+
+    def _drip(self, payload: bytes, pause: float) -> None:
+        released = self.server.target._released
+        for byte in payload:
+            # The pause is the answer's own pace, not a wait for the test: release() ends it at once.
+            if released.wait(pause):
+                return
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
 
     def _hang_up(self) -> None:
         """Close with a reset: the caller sees the connection break after its request was read."""

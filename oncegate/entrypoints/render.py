@@ -1,7 +1,7 @@
-"""The services' records rendered as the wire's views (:mod:`oncegate.models`).
+"""The services' records rendered as the wire's views (:mod:`oncegate.models`), as the entries share them.
 
-The one place a domain record becomes the JSON a flow reads: every action
-(:mod:`oncegate.entrypoints.actions`) renders what its service returns here.
+The one place a domain record becomes the JSON a flow reads: each entry of the operation table
+(:mod:`oncegate.entrypoints.operations`) renders what its service returns with these.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from oncegate.domain.records import (
     ScopeRecord,
 )
 from oncegate.domain.statuses import ClaimStatus
+from oncegate.errors import InvalidRequest, NotFound, OnceGateError
 from oncegate.models import (
     ClaimCounts,
     ClaimNeedingAttention,
@@ -34,6 +35,8 @@ from oncegate.models import (
     ConflictResolution,
     ConflictView,
     EarlierAttemptView,
+    ErrorDetail,
+    ErrorInfo,
     FlowRef,
     FlowView,
     Health,
@@ -280,3 +283,17 @@ def restored_store(restore: Restore | None) -> RestoredStore | None:
         forgotten_until=restore.forgotten_until,
         message=message,
     )
+
+
+# The wire's name of each record a store may find missing.
+RECORD_FIELDS = {"claim": "claimId", "conflict": "conflictId"}
+
+
+def error_info(exc: OnceGateError) -> ErrorInfo:
+    """The error as the body of any refusal says it: its code, message and details."""
+    target = exc.target
+    if target is None and isinstance(exc, NotFound) and exc.record is not None:
+        target = RECORD_FIELDS[exc.record]
+    raw_details = exc.details if isinstance(exc, InvalidRequest) else ([(target, exc.message)] if target else [])
+    details = [ErrorDetail(target=target, message=message) for target, message in raw_details]
+    return ErrorInfo(code=exc.code, message=exc.message, details=details)

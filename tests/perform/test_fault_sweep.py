@@ -22,7 +22,7 @@ import pytest
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import Outcome
 from oncegate.domain.targets import Target
-from oncegate.entrypoints import actions, performing
+from oncegate.entrypoints.operations import BY_NAME, Call
 from oncegate.errors import StoreUnavailable
 from oncegate.models import PerformRequest, PerformResponse, RecordResultRequest
 from tests.conftest import KEY_SECRET, FakeClock
@@ -51,7 +51,7 @@ def faulty(request: pytest.FixtureRequest, open_store: object, clock: FakeClock)
 
 def perform(service: Gate, key: str, run: str) -> PerformResponse:
     request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
-    answer, _ = performing.perform_once(service.services, request)
+    answer: PerformResponse = BY_NAME["perform_once"].answer(service.services, Call(body=request))
     return answer
 
 
@@ -66,7 +66,7 @@ def reconciled(service: Gate, answer: PerformResponse, key: str) -> PerformRespo
     failed = RecordResultRequest(
         claim_token=answer.claim_token, outcome=Outcome.FAILED, retryable=True, error="not found"
     )
-    actions.record_result(service.services, answer.claim_id, failed)
+    BY_NAME["record_result"].answer(service.services, Call(body=failed, ids={"claimId": answer.claim_id}))
     return perform(service, key, "run-again")
 
 

@@ -61,8 +61,11 @@ param location string = resourceGroup().location
 
 @minLength(1)
 @maxLength(50)
-@description('ONCEGATE_TABLE_PREFIX: the tables are <prefix>Claims, <prefix>Conflicts, <prefix>Flows, <prefix>Scopes, <prefix>Overlaps and <prefix>Keys. Letters and digits, starting with a letter.')
+@description('ONCEGATE_TABLE_PREFIX: the tables are <prefix>Claims, <prefix>Conflicts, <prefix>Flows, <prefix>Scopes, <prefix>Overlaps and <prefix>Keys (and <prefix>Targets, which the app makes). Letters and digits, starting with a letter.')
 param tablePrefix string = 'OnceGate'
+
+@description('Names of the Key Vault secrets holding target secrets for Perform once (issue 34), each starting oncegate-target- and written to the vault before the deployment (docs/operations.md, Targets): the app gets read access to each, one by one, and a setting ONCEGATE_TARGET_SECRET_<NAME> that references it. Never the key secret.')
+param targetSecretNames array = []
 
 // Written into Key Vault only when given. No generated value and no newGuid() default: either would
 // be drawn again by a deployment from another clone, machine or pipeline, and a new secret orphans
@@ -289,6 +292,16 @@ module zonesRequired 'core/required.bicep' = if (zonesMissing || pairMissing) {
 // app waits for it (ARM checks a module's @minLength when the module deploys: docs/deploy.md, "What could
 // not be verified here"). The key secret's length is checked the same way, where it is written
 // (core/security/key-secret.bicep).
+// A target secret outside its prefix (the key secret, or a secret of anything else in the vault) stops the
+// deployment before the app is granted it: the guard's deployment name says which prefix to use.
+var strayTargetSecrets = filter(targetSecretNames, name => !startsWith(name, 'oncegate-target-'))
+module targetSecretsPrefixed 'core/required.bicep' = if (!empty(strayTargetSecrets)) {
+  name: 'targetSecretNames-must-start-oncegate-target'
+  params: {
+    value: take(location, 0)
+  }
+}
+
 module entraClientIdRequired 'core/required.bicep' = if (authMode == 'entra') {
   name: 'authMode-entra-needs-entraClientId'
   params: {
@@ -399,6 +412,7 @@ module rbac 'app/rbac.bicep' = {
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     keyVaultName: keyVault.outputs.name
     keySecretName: keySecretName
+    targetSecretNames: targetSecretNames
     principalId: apiIdentity.properties.principalId
     operatorPrincipalId: principalId
     operatorPrincipalType: principalType
@@ -420,6 +434,8 @@ module api 'app/api.bicep' = {
     deploymentContainerName: deploymentContainerName
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     keySecretUri: keyVault.outputs.keySecretUri
+    keyVaultName: keyVault.outputs.name
+    targetSecretNames: targetSecretNames
     tablePrefix: tablePrefix
     authMode: authMode
     entraClientId: entraClientId
@@ -441,6 +457,7 @@ module api 'app/api.bicep' = {
   dependsOn: [
     rbac
     entraClientIdRequired
+    targetSecretsPrefixed
   ]
 }
 

@@ -16,7 +16,8 @@ from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind, local
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
-from oncegate.entrypoints.sensitive_data import SensitiveDataGuard
+from oncegate.domain.targets import TargetCalls
+from oncegate.entrypoints.sensitive_data import SensitiveDataGuard, value_findings
 from oncegate.errors import StoreUnavailable
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.bulk import Bulk
@@ -25,9 +26,11 @@ from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
 from oncegate.service.key_secrets import KeySecrets
+from oncegate.service.perform import Perform
 from oncegate.service.results import Results
 from oncegate.service.retention import Retention
 from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
+from oncegate.service.targets import Targets
 from oncegate.service.waits import Waits
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
@@ -89,6 +92,8 @@ class Services:
     key_secrets: KeySecrets
     # Bulk calls (issue 24): the items of one request, applied through claims and results.
     bulk: Bulk
+    # Perform once (issue 34): the call OnceGate makes itself, over claims and waits.
+    perform: Perform
     store: ClaimStore
     # What a request stores besides its key, checked at the edge before the service is called.
     sensitive_data: SensitiveDataGuard
@@ -96,6 +101,8 @@ class Services:
     cursor_seal: CursorSeal
     # Where the store is (settings.store_location), for health; None for services wired by hand.
     store_location: str | None = None
+    # The targets operators declared for Perform once (issue 34); None for services wired by hand.
+    targets: Targets | None = None
 
     def close(self) -> None:
         """Let the bulk calls under way finish, flush the inventory's counts, then close the store."""
@@ -120,6 +127,8 @@ def wire(
     wall_clock: Callable[[], datetime] | None = None,
     check_interval: timedelta = CHECK_INTERVAL,
     bulk_concurrency: int = DEFAULT_BULK_CONCURRENCY,
+    targets_allow_loopback: bool = False,
+    target_calls: TargetCalls | None = None,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, sensitive-data policies)."""
     # Everything else a request stores (oncegate.entrypoints.sensitive_data): the key's policy unless it has its own.
@@ -154,9 +163,21 @@ def wire(
     )
     conflicts = Conflicts(core, store)
     claims = Claims(core, conflicts, store)
+    waits = Waits(core, claims)
+    perform = Perform(
+        core,
+        claims,
+        waits,
+        store,
+        targets=store,
+        calls=target_calls or _loopback_calls(targets_allow_loopback),
+        data_check=value_findings,
+        data_policy=data_policy,
+    )
     return Services(
         claims=claims,
-        waits=Waits(core, claims),
+        waits=waits,
+        perform=perform,
         results=Results(core, store),
         conflicts=conflicts,
         inventory=inventory,
@@ -169,7 +190,15 @@ def wire(
         sensitive_data=data_guard,
         cursor_seal=CursorSeal.of(ring),
         store_location=store_location,
+        targets=Targets(store, clock=clock, allow_loopback=targets_allow_loopback),
     )
+
+
+def _loopback_calls(allow_loopback: bool) -> TargetCalls:
+    """The adapter for services wired by hand (tests, tools): no secrets, no identity."""
+    from oncegate.outbound.targets_http import HttpTargets
+
+    return HttpTargets(allow_loopback=allow_loopback)
 
 
 def build_services(settings: Settings, *, secret: str | None = None) -> Services:
@@ -184,6 +213,21 @@ def build_services(settings: Settings, *, secret: str | None = None) -> Services
         store_location=settings.store_location,
         pin=store_pin(settings),
         bulk_concurrency=settings.bulk_concurrency,
+        targets_allow_loopback=settings.targets_allow_loopback,
+        target_calls=target_calls(settings),
+    )
+
+
+def target_calls(settings: Settings) -> TargetCalls:
+    """The one adapter that reaches the declared targets (issue 34): secrets read by the app's identity through their
+    settings, or on SQLite from ``target-secrets/`` beside the database; tokens from the app's managed identity."""
+    # Imported here: a process that never performs once loads neither TLS nor the Azure credential.
+    from oncegate.outbound.target_secrets import LOCAL_FOLDER, identity_tokens, secret_reader
+    from oncegate.outbound.targets_http import HttpTargets
+
+    folder = settings.sqlite_path.parent / LOCAL_FOLDER if settings.store is StoreKind.SQLITE else None
+    return HttpTargets(
+        allow_loopback=settings.targets_allow_loopback, secrets=secret_reader(folder=folder), tokens=identity_tokens()
     )
 
 

@@ -103,6 +103,8 @@ class Settings:
     # The id of the store this app serves, kept outside it: a wiped or replaced store is refused (issue 22).
     store_id: str | None = None
     entra: EntraApi | None = None
+    # Plain http and loopback targets (issue 34): local development and tests only, never in Azure.
+    targets_allow_loopback: bool = False
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None, *, hashes_keys: bool = True) -> Settings:
@@ -135,6 +137,7 @@ class Settings:
             unknown_alert_minutes=_unknown_alert_minutes(read("ONCEGATE_UNKNOWN_ALERT_MINUTES")),
             bulk_concurrency=_bulk_concurrency(read("ONCEGATE_BULK_CONCURRENCY")),
             store_id=_store_id(read("ONCEGATE_STORE_ID")),
+            targets_allow_loopback=_flag("ONCEGATE_TARGETS_ALLOW_LOOPBACK", read("ONCEGATE_TARGETS_ALLOW_LOOPBACK")),
         )
         settings._validate(hashes_keys=hashes_keys)
         if settings.auth is AuthMode.ENTRA:

@@ -87,6 +87,10 @@ CONFLICTS = "conflicts"
 REASON = "reason"  # why a claim needs attention: lease_expired, unknown or failed_unreviewed
 OLDEST_SINCE = "oldestSince"  # UTC, ISO 8601: since when the oldest of them has waited
 # A store filled from an export (issue 35): the export's time, and until when the keys done after it are forgotten.
+TARGET = "target"  # Perform once: the declared target called
+TARGET_STATUS = "targetStatus"  # Perform once: the status the target answered this request's call (none: no answer)
+TARGET_FAILURE = "targetFailure"  # Perform once: timeout, broken, too_large, refused or not_connected
+LOOKED_UP = "lookedUp"  # Perform once: true when OnceGate looked the record up at the target for this answer
 EXPORTED_AT = "exportedAt"
 FORGOTTEN_UNTIL = "forgottenUntil"
 
@@ -106,6 +110,9 @@ CHECK = Event(
     _ANSWER | _FLOW | {DECISION, WARNINGS, CHANGED_PARTS, HOLDER_FLOW_NAME, HOLDER_FLOW_ENVIRONMENT, BULK},
 )
 RESULT = Event("OnceGate.Result", _ANSWER | _FLOW | {OUTCOME, RETRYABLE, BULK})
+PERFORM = Event(
+    "OnceGate.Perform", _ANSWER | _FLOW | {DECISION, WARNINGS, TARGET, TARGET_STATUS, TARGET_FAILURE, LOOKED_UP}
+)
 REVIEW = Event("OnceGate.Review", _ANSWER | {SCOPE})
 CONFLICT_RESOLVED = Event("OnceGate.ConflictResolved", _ANSWER | {SCOPE, RESOLUTION, ORIGIN})
 UNAVAILABLE = Event("OnceGate.Unavailable", _ANSWER | _FLOW | {ACTION, SETTING, CLOCK_SKEW_SECONDS})
@@ -113,7 +120,7 @@ PURGE = Event("OnceGate.Purge", frozenset({DELETED, EXAMINED, KEPT, PAGES, FINIS
 WATCH = Event("OnceGate.Watch", frozenset({WATCH_RUN, CLAIMS, CONFLICTS, EXPORTED_AT, FORGOTTEN_UNTIL}))
 ATTENTION = Event("OnceGate.Attention", frozenset({WATCH_RUN, SCOPE, REASON, CLAIMS, OLDEST_SINCE}))
 OPEN_CONFLICTS = Event("OnceGate.OpenConflicts", frozenset({WATCH_RUN, SCOPE, CONFLICTS, OLDEST_SINCE}))
-EVENTS = (CHECK, RESULT, REVIEW, CONFLICT_RESOLVED, UNAVAILABLE, PURGE, WATCH, ATTENTION, OPEN_CONFLICTS)
+EVENTS = (CHECK, RESULT, PERFORM, REVIEW, CONFLICT_RESOLVED, UNAVAILABLE, PURGE, WATCH, ATTENTION, OPEN_CONFLICTS)
 
 logger = logging.getLogger(__name__)
 _events = logging.getLogger(LOGGER_NAME)

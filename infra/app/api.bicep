@@ -34,6 +34,12 @@ param applicationInsightsName string
 #disable-next-line secure-secrets-in-params // the secret's address, not its value
 param keySecretUri string
 
+@description('Name of the Key Vault holding the target secrets (issue 34).')
+param keyVaultName string
+
+@description('Names of the Key Vault secrets holding target secrets, each starting oncegate-target- (issue 34): each becomes ONCEGATE_TARGET_SECRET_<NAME>, a Key Vault reference the app\'s identity resolves.')
+param targetSecretNames array = []
+
 @description('ONCEGATE_TABLE_PREFIX: prefix of the claim tables.')
 param tablePrefix string
 
@@ -251,12 +257,20 @@ var keySecretSettings = {
   ONCEGATE_STORE_ID: liveSettings.?ONCEGATE_STORE_ID ?? ''
 }
 
+// Each target secret the template names (issue 34): ONCEGATE_TARGET_SECRET_ and the name after its prefix, upper
+// case, hyphens as underscores (oncegate.domain.target_declarations.secret_setting), a Key Vault reference to the
+// secret's latest version, which the platform resolves with the app's identity (rbac.bicep grants it each one).
+var targetSecretEntries = [
+  for name in targetSecretNames: '"ONCEGATE_TARGET_SECRET_${toUpper(replace(substring(name, length('oncegate-target-')), '-', '_'))}": "@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=${name})"'
+]
+var targetSecretSettings = json('{${join(targetSecretEntries, ',')}}')
+
 // The appsettings resource replaces the whole set: the live settings go first, so that a setting the
 // template does not own (one an operator or the portal added) is kept, and the template's own win.
 resource appSettingsConfig 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: functionApp
   name: 'appsettings'
-  properties: union(liveSettings, appSettings, operatorSettings, keySecretSettings)
+  properties: union(liveSettings, appSettings, operatorSettings, keySecretSettings, targetSecretSettings)
 }
 
 // Deployed in key mode too, switched off, so moving from entra back to key really turns it off.

@@ -9,6 +9,8 @@
 //   the app has no queue trigger, and the host keeps its keys and leases in blobs.
 // - Key Vault Secrets User on oncegate-key-secret, not on the vault. A rotation's new secret gets its
 //   own assignment from the operator who creates it (docs/deploy.md); a redeploy does not remove it.
+// - Key Vault Secrets User on each target secret named in targetSecretNames (issue 34), one by one, never
+//   on the vault: the secrets Perform once sends to the targets operators declared (docs/operations.md).
 // - The operators' principal (optional): Storage Table Data Reader on the table service, to read claims
 //   in the portal. Nothing else: it reads no secret and writes nothing.
 // - The store's marker (optional; azd: the deployer): Storage Table Data Contributor on the table service,
@@ -73,6 +75,9 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing
   name: applicationInsightsName
 }
 
+@description('Names of the Key Vault secrets holding target secrets, each starting oncegate-target- (issue 34). Each must exist.')
+param targetSecretNames array = []
+
 resource keyVault 'Microsoft.KeyVault/vaults@2023-07-01' existing = {
   name: keyVaultName
 }
@@ -113,6 +118,26 @@ resource monitoringAssignment 'Microsoft.Authorization/roleAssignments@2022-04-0
     principalType: 'ServicePrincipal'
   }
 }
+
+// A target secret, as the key secret: the app reads each one named, and no other.
+resource targetSecrets 'Microsoft.KeyVault/vaults/secrets@2023-07-01' existing = [
+  for name in targetSecretNames: {
+    parent: keyVault
+    name: name
+  }
+]
+
+resource targetSecretAssignments 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (name, i) in targetSecretNames: {
+    name: guid(targetSecrets[i].id, principalId, keyVaultSecretsUser)
+    scope: targetSecrets[i]
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', keyVaultSecretsUser)
+      principalId: principalId
+      principalType: 'ServicePrincipal'
+    }
+  }
+]
 
 resource keySecretAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(keySecret.id, principalId, keyVaultSecretsUser)

@@ -24,7 +24,7 @@ def connection_options(*, top: bool) -> argparse.ArgumentParser:
     """
     parser = argparse.ArgumentParser(add_help=False)
     unset: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
-    group = parser.add_argument_group("deployment (every command but serve, purge, keys and store)")
+    group = parser.add_argument_group("deployment (every command but serve, purge, keys, store and targets)")
     group.add_argument(
         "--url",
         **unset,

@@ -8,6 +8,11 @@
   oncegate store recount
   oncegate store export FILE [--json]
   oncegate store import FILE --forget-after TIME
+  oncegate targets set NAME --base-url URL [--timeout-seconds N] [--lookup-path TEMPLATE] [--auth AUTH]
+                   [--allow-cidr CIDR]... [--honours-idempotency-key] [--success-status S]...
+                   [--retryable-status S]... [--record-pointer PTR] [--keep-header H]... [--keep-pointer PTR]...
+  oncegate targets list [--json]
+  oncegate targets remove NAME
   oncegate [--url URL] [--key KEY | --entra ...] [--json] COMMAND, where COMMAND is one of
     claims, conflicts, flows, scopes   (alone: conflicts, flows and scopes list; claims shows its help)
     claims show CLAIM_ID [--all-pages]
@@ -31,7 +36,7 @@
   --reviewer may be left out with --entra: the service records who signed in, whatever it says.
   An option of scopes set or flows register left out keeps its setting; given '' it resets the setting to its default.
 
-serve, purge, keys and store work on the store the environment's settings name (ONCEGATE_STORE...),
+serve, purge, keys, store and targets work on the store the environment's settings name (ONCEGATE_STORE...),
 as the app does, and say which store that is; every other command talks to a deployment over its HTTP API.
 Tables are for people; --json prints the service's answer for scripts. Progress goes to stderr.
 
@@ -51,7 +56,7 @@ import argparse
 from typing import Any
 
 from oncegate import __version__
-from oncegate.cli import commands, store_commands
+from oncegate.cli import commands, store_commands, targets_commands
 from oncegate.cli.arguments import command, command_group, connection_options, lists, paging, whole_history
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.cli.helptext import FittedDescription
@@ -99,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(subparsers)
     _add_purge(subparsers)
     _add_keys(subparsers)
+    targets_commands.add_parser(subparsers)
     _add_claims(subparsers)
     _add_conflicts(subparsers)
     _add_flows(subparsers)

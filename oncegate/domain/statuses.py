@@ -80,6 +80,8 @@ class EventKind(StrEnum):
     CONFLICT = "conflict"
     RESOLUTION = "resolution"
     REVIEW = "review"
+    # Perform once recorded that its call is being sent, before a byte left (issue 34).
+    CALL = "call"
 
 
 class ConflictOrigin(StrEnum):

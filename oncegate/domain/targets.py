@@ -9,6 +9,7 @@ target only through :class:`TargetCalls`, whose adapter checks every address bef
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
@@ -30,6 +31,8 @@ class Target:
     which a failure may be retried; ``record_pointer`` the JSON pointer into the response body that
     names the record the target made (``targetRecordId``); ``kept_headers`` and ``kept_pointers`` what
     of a response is kept with the claim (within the data limit, after the sensitive-data check).
+    ``declared_by``/``declared_at`` say who declared it last and when; ``version`` is the store's (None: new).
+    :func:`oncegate.domain.target_declarations.declare_target` makes one, every field checked.
     """
 
     name: str
@@ -45,6 +48,17 @@ class Target:
     record_pointer: str | None = None
     kept_headers: tuple[str, ...] = ()
     kept_pointers: tuple[str, ...] = ()
+    declared_by: str | None = None
+    declared_at: datetime | None = None
+    version: str | None = None
+
+    @property
+    def secret(self) -> tuple[str, str] | None:
+        """``(header, secret name)`` for ``secret`` auth, else None: which header carries which secret."""
+        if self.auth is not TargetAuth.SECRET or not self.auth_value:
+            return None
+        header, _, name = self.auth_value.partition("=")
+        return header, name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,12 +84,14 @@ class Failure(StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class TargetReply:
-    """What came back from one call: a status with headers and body, or a failure."""
+    """What came back from one call: a status with headers and body, or a failure and ``reason``, a sentence
+    for the history and the answer (never a secret)."""
 
     status: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     failure: Failure | None = None
+    reason: str | None = None
 
     @property
     def sent(self) -> bool:

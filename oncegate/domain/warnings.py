@@ -23,6 +23,13 @@ SENSITIVE_DATA = "sensitive_data"
 # would fingerprint alike and real changes be answered duplicate (issue 33).
 RULE_MATCHED_NOTHING = "rule_matched_nothing"
 
+# Perform once (issue 34): a part of the target's answer was not kept (personal data under reject, or over the data
+# limit); the answer and the claim leave it out. Never a refusal: the target has acted.
+RESPONSE_NOT_KEPT = "response_not_kept"
+# Perform once: the target answered and the store failed to record it; the claim stays in doubt, and the next
+# Perform once after the call's deadline looks it up.
+RESULT_NOT_RECORDED = "result_not_recorded"
+
 WARNINGS = (
     NO_FINGERPRINT,
     NO_FLOW,
@@ -31,4 +38,6 @@ WARNINGS = (
     SENSITIVE_KEY,
     SENSITIVE_DATA,
     RULE_MATCHED_NOTHING,
+    RESPONSE_NOT_KEPT,
+    RESULT_NOT_RECORDED,
 )

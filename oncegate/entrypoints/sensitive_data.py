@@ -35,6 +35,7 @@ from oncegate.models import (
     ClaimView,
     ConflictView,
     FlowView,
+    PerformRequest,
     RecordResultRequest,
     RegisterFlowRequest,
     ReleaseRequest,
@@ -63,6 +64,7 @@ HIDDEN_NAME = "*"
 STORED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     ClaimRequest: ("source", "reference"),
     ClaimItem: ("source", "reference"),
+    PerformRequest: ("source", "reference"),
     RecordResultRequest: ("target_record_id", "data", "error"),
     ReleaseRequest: ("reason",),
     ReviewClaimRequest: ("note", "target_record_id", "data"),
@@ -75,6 +77,8 @@ NOT_LOOKED_AT = frozenset(
     {"key", "payload", "fingerprint", "reviewer", "owner", "run_id", "flow", "name", "environment", "scope"}
     | {"claim_token", "outcome", "retryable", "decision", "enabled", "lease_seconds", "retention_days", "attempt"}
     | {"horizon_days"}
+    # Perform once's call: sent to the target, never stored (the claim keeps the target's name and the method).
+    | {"target", "method", "path", "headers", "body"}
     | {"wait", "max_wait_seconds", "fingerprint_include", "fingerprint_ignore", "fingerprint_preset"}
 )
 View = TypeVar("View", ClaimView, ConflictView, FlowView, ScopeView)
@@ -88,6 +92,12 @@ def stored_findings(request: BaseModel) -> list[tuple[str, str]]:
         for name in STORED_FIELDS.get(type(request), ())
         for found in _walk(getattr(request, name), fields[name].alias or name)
     ]
+
+
+def value_findings(value: Any, path: str) -> list[str]:
+    """What personal data each string of ``value`` seems to carry, named by place (``response.body.customer``):
+    the check of what a service keeps that no request sent (a target's answer, for Perform once)."""
+    return [what for _, what in _walk(value, path)]
 
 
 def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:

@@ -109,6 +109,7 @@ def purge(timer: func.TimerRequest) -> PurgeReport:
 def watch_attention(timer: func.TimerRequest) -> None:
     """One WARNING line with the claims needing attention per scope (nothing when none), and the watch's events."""
     with _reported("watch_claims_needing_attention"):
+        _look_up_in_doubt()
         attention = bootstrap.get_services().attention
         waiting = attention.waiting()
         # Only the telemetry reads the open conflicts: without it the watch costs what it did.
@@ -126,6 +127,13 @@ def watch_attention(timer: func.TimerRequest) -> None:
         for scope, reasons in sorted(counts.items())
     )
     logger.warning("%d claims need attention: %s; %s.", total, scopes, ATTENTION_HINT)
+
+
+def _look_up_in_doubt() -> None:
+    """Perform once's calls in doubt whose deadline passed are looked up at their target, never sent (issue 34)."""
+    found = bootstrap.get_services().perform.look_up_all_in_doubt()
+    if found:
+        logger.info("Perform once: %d calls in doubt were found at their target by a look-up and recorded", found)
 
 
 def _send_waiting(

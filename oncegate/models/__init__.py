@@ -88,6 +88,7 @@ from oncegate.models.inventory import (
     SetScopeRequest,
     SourceCount,
 )
+from oncegate.models.perform import PerformRequest, PerformResponse, TargetResponse
 
 __all__ = [
     "ADVANCED",
@@ -140,6 +141,8 @@ __all__ = [
     "LookupRequest",
     "OverlapList",
     "OverlapView",
+    "PerformRequest",
+    "PerformResponse",
     "PollConflictsQuery",
     "RecordResultRequest",
     "RecordResultsAnswer",
@@ -157,6 +160,7 @@ __all__ = [
     "ScopeView",
     "SetScopeRequest",
     "SourceCount",
+    "TargetResponse",
     "Text256",
     "Visibility",
     "WaitQuery",

@@ -45,6 +45,23 @@ class CheckAndClaim(BusinessData):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PerformOnce(BusinessData):
+    """Perform once: the call OnceGate makes itself for this business key, at most once (issue 34).
+
+    ``target`` names a declared target, ``path`` a path under its base URL (never a URL); ``body`` is JSON.
+    """
+
+    run_id: str
+    target: str
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any = None
+    flow: Flow | None = None
+    reference: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReportConflict(BusinessData):
     """A conflict the flow found itself, about the claim of this key."""
 

@@ -71,6 +71,11 @@ class Waits:
             return _paced(answer, waiting, now), waiting
         return answer, None
 
+    def waiting(self, intent: Intent, deadline: datetime) -> Waiting | None:
+        """The run as its polls would ask again until ``deadline`` (Perform once waits so too); None when they could
+        not."""
+        return self._waiting(intent, deadline)
+
     def _waiting(self, intent: Intent, deadline: datetime) -> Waiting | None:
         """The run as its polls ask again; None when they could not (the answer stands, 200 as without wait)."""
         assert intent.fingerprint_in is not None, "a request's intent can fingerprint under any version"

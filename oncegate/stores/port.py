@@ -30,6 +30,7 @@ from oncegate.domain.records import (
     ScopeRecord,
 )
 from oncegate.domain.statuses import ConflictStatus
+from oncegate.domain.targets import Target
 
 
 class ClaimReads(Protocol):
@@ -281,6 +282,25 @@ class RestoreReads(Protocol):
         """The record of the import that filled this store; None for a store never restored."""
 
 
+class TargetRecords(Protocol):
+    """The targets operators declared for Perform once (issue 34): a small table read whole, never a secret in it."""
+
+    def list_targets(self) -> list[Target]:
+        """Every declared target, in name order."""
+
+    def get_target(self, name: str) -> Target:
+        """The target declared under ``name``; raises ``NotFound`` (record ``target``)."""
+
+    def save_target(self, target: Target) -> Target:
+        """Insert the target (version None) or replace it at its version; the target at its new version.
+
+        Raises ``ConcurrentUpdate`` when a target of that name exists already (insert) or changed since it was read.
+        """
+
+    def delete_target(self, name: str) -> bool:
+        """Delete the target declared under ``name``; whether there was one (none is not an error)."""
+
+
 class Reachable(Protocol):
     """Which store it is, and whether it answers (health)."""
 
@@ -291,9 +311,17 @@ class Reachable(Protocol):
 
 
 class ClaimStore(
-    ClaimRecords, ConflictRecords, InventoryRecords, StoreMarkRecords, BackupRecords, RestoreReads, Reachable, Protocol
+    ClaimRecords,
+    ConflictRecords,
+    InventoryRecords,
+    StoreMarkRecords,
+    BackupRecords,
+    RestoreReads,
+    TargetRecords,
+    Reachable,
+    Protocol,
 ):
-    """One backend holding all four: what bootstrap builds and every adapter implements."""
+    """One backend holding every group above: what bootstrap builds and every adapter implements."""
 
     def close(self) -> None:
         """Release connections."""

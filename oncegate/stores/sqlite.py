@@ -43,7 +43,7 @@ from oncegate.domain.statuses import ConflictStatus
 from oncegate.domain.store_id import STORE_ID, missing_table
 from oncegate.domain.tombstones import buried_fingerprints
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotConfigured, NotFound, StoreUnavailable
-from oncegate.stores import columns
+from oncegate.stores import columns, sqlite_targets
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 from oncegate.stores.sqlite_backups import SqliteBackups
@@ -119,7 +119,7 @@ class _Slot:
         self.connection = connection
 
 
-class SqliteStore(SqliteBackups):
+class SqliteStore(SqliteBackups, sqlite_targets.SqliteTargets):
     """Claims in one SQLite file; a connection per thread."""
 
     kind = "sqlite"
@@ -144,7 +144,7 @@ class SqliteStore(SqliteBackups):
             # process wrote was answered "database is locked", busy timeout or not. So were the script's
             # statements, which is why the store is opened by one process's writer at a time.
             connection.execute("PRAGMA journal_mode = WAL")
-            connection.executescript(SCHEMA)
+            connection.executescript(SCHEMA + sqlite_targets.TARGETS_SCHEMA)
         with self._write() as connection:
             add_columns(connection)
         with self._alone() as connection:

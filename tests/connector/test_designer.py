@@ -24,6 +24,7 @@ VISIBILITIES = {"important", "advanced", "internal"}
 ACTIONS = {
     "CheckAndClaim",
     "RecordResult",
+    "PerformOnce",
     "CheckAndClaimMany",
     "RecordResults",
     "ReleaseClaim",
@@ -58,8 +59,8 @@ def is_title_case(text: str) -> bool:
 def test_every_action_of_the_contract_is_there(definition: dict[str, Any]) -> None:
     ids = {op.id for op in operations(definition)}
     assert ids >= ACTIONS | {"OnConflictReported"}
-    # Health, and the address Check and claim (wait) polls, hidden from the designer.
-    assert ids - ACTIONS - {"OnConflictReported"} <= {"GetHealth", "WaitForClaim"}
+    # Health, and the addresses Check and claim (wait) and Perform once (wait) poll, hidden from the designer.
+    assert ids - ACTIONS - {"OnConflictReported"} <= {"GetHealth", "WaitForClaim", "WaitForPerform"}
 
 
 @pytest.mark.parametrize("operation_id", ["CheckAndClaim", "WaitForClaim"])

@@ -23,6 +23,7 @@ LISTS = {
     re.compile("/api/claims/(?P<claimId>[^/]+)/history"): "list_claim_history",
     # Not a list: the poll address of Check and claim (wait), which a test follows as the engine does.
     re.compile("/api/claims/(?P<claimId>[^/]+)/wait"): "wait_for_claim",
+    re.compile("/api/perform/(?P<claimId>[^/]+)/wait"): "wait_for_perform",
 }
 
 

@@ -18,6 +18,9 @@ import pytest
 from oncegate import bootstrap
 from oncegate.config import Settings
 from oncegate.cursors import CursorSeal
+from oncegate.entrypoints import waits
+from oncegate.entrypoints.operations.claims import WAIT_FOR_CLAIM
+from oncegate.entrypoints.operations.perform import WAIT_FOR_PERFORM
 from oncegate.errors import InvalidRequest
 from oncegate.stores.paging import decode_cursor, encode_cursor
 from tests.conftest import FakeClock
@@ -352,6 +355,11 @@ def test_every_query_parameter_the_connector_sends_is_taken(api: Api, path: str,
         # The poll address of Check and claim (wait) takes the ticket its 202 answer handed out.
         location = api.call("check_and_claim", claim_body(run="run-2", wait=True)).headers["location"]
         values["ticket"] = dict(parse_qsl(urlsplit(location).query))["ticket"]
+        if path.startswith("/api/perform/"):
+            # Perform once's poll address takes only a ticket sealed for it: the same waiting run, sealed there.
+            seal, claim_id = bootstrap.get_cursor_seal(), route["claimId"]
+            waiting = waits.open_ticket(values["ticket"], WAIT_FOR_CLAIM.path(claimId=claim_id), seal)
+            values["ticket"] = waits.seal(waiting, WAIT_FOR_PERFORM.path(claimId=claim_id), seal)
 
     assert api.call(name, route=route, params=values).status in (200, 202)
     for param in set(names) - set(values):

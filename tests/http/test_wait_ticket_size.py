@@ -22,6 +22,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Flow
 from oncegate.domain.waiting import Waiting, WaitingIdentity
 from oncegate.entrypoints import waits
+from oncegate.entrypoints.operations.claims import WAIT_FOR_CLAIM
 from oncegate.models.claim_requests import MAX_TICKET_LENGTH
 from tests.http.client import Api, Reply
 
@@ -106,7 +107,7 @@ def test_a_ticket_is_within_its_limit_by_its_format_and_reads_back_whole(charact
 
 def first_format(ticket: str, claim_id: str, seal: CursorSeal) -> str:
     """The same waiting run in a ticket as the release before issue 31 wrote it: JSON, in base64url, sealed."""
-    waiting = waits.open_ticket(ticket, claim_id, seal)
+    waiting = waits.open_ticket(ticket, WAIT_FOR_CLAIM.path(claimId=claim_id), seal)
     fields = {
         "v": 1,
         "scope": waiting.scope,
@@ -121,7 +122,7 @@ def first_format(ticket: str, claim_id: str, seal: CursorSeal) -> str:
         "to": waiting.granted_to,
     }
     text = json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
-    return seal.seal(base64.urlsafe_b64encode(text).decode("ascii").rstrip("="), waits.poll_list(claim_id))
+    return seal.seal(base64.urlsafe_b64encode(text).decode("ascii").rstrip("="), WAIT_FOR_CLAIM.path(claimId=claim_id))
 
 
 def test_a_ticket_of_the_first_format_still_live_is_still_answered(api: Api) -> None:
@@ -142,8 +143,10 @@ def test_a_ticket_of_the_first_format_still_live_is_still_answered(api: Api) -> 
 
 def test_a_ticket_of_a_format_this_release_does_not_know_is_refused_in_plain_words() -> None:
     seal = CursorSeal.from_secret("k" * 40)
-    unknown = seal.seal(base64.urlsafe_b64encode(b"\x07later").decode("ascii").rstrip("="), waits.poll_list("c"))
+    unknown = seal.seal(
+        base64.urlsafe_b64encode(b"\x07later").decode("ascii").rstrip("="), WAIT_FOR_CLAIM.path(claimId="c")
+    )
 
     with pytest.raises(Exception, match="not one this release reads") as refused:
-        waits.open_ticket(unknown, "c", seal)
+        waits.open_ticket(unknown, WAIT_FOR_CLAIM.path(claimId="c"), seal)
     assert getattr(refused.value, "target", None) == "ticket"

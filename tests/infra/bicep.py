@@ -9,6 +9,7 @@ half-read.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -458,8 +459,9 @@ class Evaluator:
     interpolation, parameters (given or their defaults) and variables (a variable given by name stands
     for its value, like a parameter), ``?:`` (only the chosen branch is evaluated, as ARM's ``if()``),
     ``&&``/``||`` (short-circuit), comparisons, ``!``, ``??``, ``.`` and ``.?`` on objects, and the
-    functions ``empty``, ``length``, ``union``, ``concat``, ``contains``, ``toLower``, ``endsWith``,
-    ``substring``, ``take``, ``fail``; ``object[key]``. Anything
+    functions ``empty``, ``length``, ``union``, ``concat``, ``contains``, ``toLower``, ``toUpper``, ``replace``,
+    ``endsWith``, ``startsWith``, ``substring``, ``take``, ``join``, ``json``, ``fail``, ``filter`` and ``toObject``
+    with their lambdas and ``[for x in items: ...]`` (one variable each); ``object[key]``. Anything
     else (a reference to a deployed resource, a module's output) raises ``NotLiteral``.
     """
 
@@ -506,6 +508,8 @@ class Evaluator:
             return literal(node)
         if kind == "array":
             return [self.evaluate(item, depth + 1) for item in node.named_children if item.type != "comment"]
+        if kind == "for_statement" and len(node.named_children) == 3:  # [for x in items: body]
+            return [self.bound(node, item, depth) for item in self.evaluate(node.named_children[1], depth + 1)]
         if kind == "object":
             return {key: self.property_value(value, depth + 1) for key, _, value in properties(node)}
         if kind == "identifier":
@@ -578,6 +582,8 @@ class Evaluator:
 
     def call(self, node: Node, depth: int) -> Any:
         name = call_name(node)
+        if name in ("filter", "toObject"):
+            return self.with_lambdas(name, arguments(node), depth)
         values = [self.evaluate(argument, depth + 1) for argument in arguments(node)]
         if name == "fail":
             raise Fail(values[0])
@@ -595,6 +601,16 @@ class Evaluator:
             return values[1] in values[0]
         if name == "toLower":
             return str(values[0]).lower()
+        if name == "toUpper":
+            return str(values[0]).upper()
+        if name == "replace":
+            return str(values[0]).replace(values[1], values[2])
+        if name == "join":
+            return str(values[1]).join(values[0])
+        if name == "json":
+            return json.loads(values[0])
+        if name == "startsWith":
+            return str(values[0]).lower().startswith(str(values[1]).lower())
         if name == "endsWith":
             return str(values[0]).lower().endswith(str(values[1]).lower())
         if name == "take":
@@ -603,6 +619,26 @@ class Evaluator:
             start = values[1]
             return str(values[0])[start : start + values[2]] if len(values) > 2 else str(values[0])[start:]
         raise NotLiteral(text(node))
+
+    def with_lambdas(self, name: str, given: list[Node], depth: int) -> Any:
+        """``filter(items, x => ...)`` and ``toObject(items, x => key, x => value)``: each lambda applied per item."""
+        items = self.evaluate(given[0], depth + 1)
+        if name == "filter":
+            return [item for item in items if self.bound(given[1], item, depth)]
+        return {self.bound(given[1], item, depth): self.bound(given[2], item, depth) for item in items}
+
+    def bound(self, node: Node, item: Any, depth: int) -> Any:
+        """A lambda's body, or a ``for`` loop's, with its one variable bound to ``item``."""
+        node = unwrap(node)
+        if node.type not in ("lambda_expression", "for_statement"):
+            raise NotLiteral(text(node))
+        variable, body = node.named_children[0], node.named_children[-1]
+        outer = dict(self.params)
+        self.params[text(variable)] = item
+        try:
+            return self.evaluate(body, depth + 1)
+        finally:
+            self.params = outer
 
     @staticmethod
     def text_of(value: Any) -> str:

@@ -25,6 +25,10 @@ LOCAL_ONLY = {
         "Azurite in development; in Azure the identity signs in at ONCEGATE_TABLES_ENDPOINT, "
         "and the code refuses both at once"
     ),
+    "ONCEGATE_TARGETS_ALLOW_LOOPBACK": "plain http and loopback targets, for local development and tests only",
+    "ONCEGATE_TARGET_SECRET_": (
+        "the prefix of a target secret's setting: each is deployed from targetSecretNames (targetSecretSettings)"
+    ),
     **dict.fromkeys(
         (
             "ONCEGATE_URL",

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from oncegate import telemetry
+from oncegate.domain.performing import PerformDecision
 from oncegate.domain.statuses import Decision
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
 from tests.infra.bicep import BicepFile, Declaration, call_name, string_value, text, unwrap
@@ -92,7 +93,7 @@ def problems_of(query: str) -> list[str]:
     found += [f"reads table {table}, which the app does not send to" for table in OTHER_TABLES.findall(query)]
     for single, listed in DECISION_TEST.findall(query):
         for value in [single] if single else re.findall(r'"(\w+)"', listed):
-            if value not in {decision.value for decision in Decision}:
+            if value not in {decision.value for decision in (*Decision, *PerformDecision)}:
                 found.append(f"decision {value!r} is not a decision")
     found += [f"warning {w!r} is not sent" for w in WARNING_TEST.findall(query) if w != ANOTHER_FLOW_COPY]
     return found
@@ -263,7 +264,7 @@ def test_the_alerts_query_the_component_and_mail_the_optional_action_group(bicep
     assert text(group.condition) == "!empty(alertEmail)"
     assert group.texts("emailAddress") == ["alertEmail"]
     assert "empty(alertEmail) ? [] :" in text(file.declaration("var", "actions").value or group.node)
-    assert len(rules(bicep)) == 4
+    assert len(rules(bicep)) == 5
     for rule in rules(bicep):
         assert rule.texts("kind") == ["'LogAlert'"]
         assert text(unwrap(rule.get("properties", "scopes") or rule.node)).split() == [

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tree_sitter import Node
 
 from oncegate.config import DEFAULT_TABLE_PREFIX, TABLE_PREFIX_PATTERN, AuthMode
 from oncegate.domain.keys import MIN_SECRET_LENGTH
+from oncegate.domain.target_declarations import secret_setting
 from oncegate.entrypoints.routes import function_routes
 from oncegate.stores.tables.store import table_names
 from tests.infra.bicep import (
@@ -378,7 +380,7 @@ KEY_SECRET_SETTINGS = (
 )
 
 
-def deploy_settings(api: BicepFile, live: dict[str, str], **params: str) -> dict[str, str]:
+def deploy_settings(api: BicepFile, live: dict[str, str], **params: Any) -> dict[str, str]:
     """The app settings a deployment of ``api.bicep`` writes, given what the app has now (``live``)."""
     given = dict.fromkeys(OPERATOR_PARAMETERS, "") | params
     deployment = {
@@ -389,6 +391,7 @@ def deploy_settings(api: BicepFile, live: dict[str, str], **params: str) -> dict
         "authMode": "key",
         "entraClientId": "",
         "tablePrefix": "OnceGate",
+        "keyVaultName": "kv-oncegate",
         **given,
     }
     properties = api.declaration("resource", "appSettingsConfig").get("properties")
@@ -414,8 +417,10 @@ OPERATOR_PARAMETERS = {
 def test_a_redeploy_keeps_the_key_secret_settings_the_app_has(bicep: dict[str, BicepFile]) -> None:
     api = bicep["app/api.bicep"]
     config = api.declaration("resource", "appSettingsConfig")
-    # The live settings first, then the template's, and the key secret settings last, so nothing overrides them.
-    assert config.texts("properties") == ["union(liveSettings, appSettings, operatorSettings, keySecretSettings)"]
+    # The live settings first, then the template's, and the secrets' settings last, so nothing overrides them.
+    assert config.texts("properties") == [
+        "union(liveSettings, appSettings, operatorSettings, keySecretSettings, targetSecretSettings)"
+    ]
     for name in ("appSettings", "operatorSettings"):
         value = api.declaration("var", name).value
         assert value is not None
@@ -441,6 +446,28 @@ def test_a_redeploy_keeps_the_key_secret_settings_the_app_has(bicep: dict[str, B
     for phase in phases:
         kept = deploy_settings(api, {**first, **phase})
         assert {name: kept[name] for name in phase} == phase
+
+
+def test_each_target_secret_is_a_key_vault_reference_the_app_reads_by_its_setting(
+    bicep: dict[str, BicepFile], main_bicep: BicepFile
+) -> None:
+    names = ["oncegate-target-erp", "oncegate-target-ticketing-api"]
+
+    settings = deploy_settings(bicep["app/api.bicep"], {}, targetSecretNames=names)
+
+    assert {name: value for name, value in settings.items() if name.startswith("ONCEGATE_TARGET_SECRET_")} == {
+        secret_setting(name): f"@Microsoft.KeyVault(VaultName=kv-oncegate;SecretName={name})" for name in names
+    }
+    # The app is granted each secret named, one by one, and the deployment stops on a name outside the prefix.
+    rbac = bicep["app/rbac.bicep"]
+    assert rbac.declaration("resource", "targetSecrets").existing
+    scope = rbac.declaration("resource", "targetSecretAssignments").get("scope")
+    assert scope is not None
+    assert text(unwrap(scope)) == "targetSecrets[i]"
+    stray = main_bicep.declaration("var", "strayTargetSecrets").value
+    assert stray is not None
+    for given, stops in ((names, []), ([*names, "oncegate-key-secret"], ["oncegate-key-secret"])):
+        assert Evaluator(main_bicep, {"targetSecretNames": given})(stray) == stops
 
 
 def test_a_second_deployment_changes_nothing_an_operator_set(bicep: dict[str, BicepFile]) -> None:
@@ -656,7 +683,7 @@ def test_the_region_guard_runs_before_anything_is_created(main_bicep: BicepFile)
             after_guard(other, seen | {name}) for other in waits[name] - seen - {name}
         )
 
-    exempt = {"zonesRequired", "entraClientIdRequired", "liveStorage"}
+    exempt = {"zonesRequired", "entraClientIdRequired", "targetSecretsPrefixed", "liveStorage"}
     early = sorted(name for name in deployed if name not in exempt and not after_guard(name))
     assert early == [], f"may start before the region guard: {early}"
 

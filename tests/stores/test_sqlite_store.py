@@ -24,13 +24,14 @@ from oncegate.stores.paging import utc_text
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 from tests.stores.contract import Meter, StoreContract
+from tests.stores.target_contract import TargetContract
 from tests.support import records
 
 PROCESSES = 4
 LEGACY_FILE = Path(__file__).parent.parent / "fixtures" / "legacy" / "claims-0.1.0.sqlite"
 
 
-class TestSqliteStore(StoreContract):
+class TestSqliteStore(StoreContract, TargetContract):
     def test_writes_made_together_commit_at_the_end_of_the_block_or_not_at_all(self, tmp_path: Path) -> None:
         store, other = SqliteStore(tmp_path / "together.db"), SqliteStore(tmp_path / "together.db")
         kept, lost = records.claim(), records.claim()

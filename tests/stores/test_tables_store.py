@@ -26,6 +26,7 @@ from oncegate.stores.tables.claims import HISTORY_BATCH
 from oncegate.stores.tables.conflicts import FIRST_VERSION, _conflict_entities
 from oncegate.stores.tables.store import TableStore, table_names
 from tests.stores.contract import Meter, StoreContract
+from tests.stores.target_contract import TargetContract
 from tests.support import records
 from tests.support.azurite import Azurite, ExternalTables, TableStoreFactory
 from tests.support.records import T0
@@ -33,7 +34,7 @@ from tests.support.records import T0
 pytestmark = pytest.mark.azurite
 
 
-class TestTableStore(StoreContract):
+class TestTableStore(StoreContract, TargetContract):
     @pytest.fixture
     def make_store(self, table_store_factory: TableStoreFactory) -> TableStoreFactory:
         return table_store_factory

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from oncegate.domain.fingerprint_rules import FingerprintPreset
+from oncegate.domain.performing import PerformDecision
 from oncegate.domain.statuses import (
     AnswerStatus,
     AttentionReason,
@@ -29,6 +30,7 @@ from oncegate.domain.statuses import (
     SettledOutcome,
 )
 from oncegate.models.base import INTERNAL, PARTS
+from oncegate.models.perform import PerformMethod
 
 Schema = dict[str, Any]
 
@@ -75,7 +77,18 @@ ENUM_NAMES: dict[type[StrEnum], dict[str, str]] = {
         "conflict": "Conflict",
         "resolution": "Resolution",
         "review": "Review",
+        "call": "Call sent by Perform once",
     },
+    PerformDecision: {
+        "performed": "Performed: the call was made now",
+        "duplicate": "Duplicate: made before, nothing sent",
+        "in_progress": "In progress",
+        "conflict": "Conflict",
+        "blocked": "Blocked",
+        "failed": "Failed",
+        "reconcile": "Reconcile: the outcome is unknown",
+    },
+    PerformMethod: {"POST": "POST", "PUT": "PUT", "PATCH": "PATCH", "DELETE": "DELETE", "GET": "GET"},
     AttentionReason: {
         "lease_expired": "Lease expired without a result",
         "unknown": "Outcome unknown for too long",

@@ -154,6 +154,40 @@ resource unavailableAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = 
   }
 }
 
+resource targetAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'oncegate-target-${applicationInsightsName}'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'OnceGate: a target answers 5xx or times out'
+    description: 'A Perform once call got a 5xx, timed out or broke: its claim is in doubt until a look-up settles it. docs/operations.md, The alerts.'
+    severity: 2
+    enabled: true
+    scopes: [
+      applicationInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    criteria: {
+      allOf: [
+        {
+          query: loadTextContent('alerts/target.kql')
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: actions
+  }
+}
+
 resource keySecretAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   name: 'oncegate-key-secret-${applicationInsightsName}'
   location: location

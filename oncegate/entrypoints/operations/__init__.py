@@ -16,7 +16,8 @@ into the service's command (:mod:`oncegate.service.commands`), ``serve`` it with
 - the command's client (``oncegate.cli.client``) and the tests' ``Gate`` call the actions by entry.
 
 The entries live by aggregate: :mod:`.claims` (with the bulk calls' own work in :mod:`.bulk`),
-:mod:`.conflicts`, :mod:`.inventory`; :data:`OPERATIONS` is their union, in the connector's order.
+:mod:`.conflicts`, :mod:`.inventory`, :mod:`.perform` (Perform once); :data:`OPERATIONS` is their union, in
+the connector's order.
 
 Adding an action:
 
@@ -36,10 +37,15 @@ Nothing else names the action: the app, the local server, the connector, the cli
 
 from __future__ import annotations
 
-from oncegate.entrypoints.operations import claims, conflicts, inventory
+from oncegate.entrypoints.operations import claims, conflicts, inventory, perform
 from oncegate.entrypoints.operations.table import Call, Designer, Operation, Reply
 
-OPERATIONS: tuple[Operation, ...] = (*claims.OPERATIONS, *conflicts.OPERATIONS, *inventory.OPERATIONS)
+OPERATIONS: tuple[Operation, ...] = (
+    *claims.OPERATIONS,
+    *perform.OPERATIONS,
+    *conflicts.OPERATIONS,
+    *inventory.OPERATIONS,
+)
 BY_NAME = {operation.name: operation for operation in OPERATIONS}
 
 __all__ = ["BY_NAME", "OPERATIONS", "Call", "Designer", "Operation", "Reply"]

@@ -3,8 +3,9 @@
 ``TableStore`` opens the tables and holds what an instance remembers; each port is a module of its own:
 ``claims`` (a partition per claim, and the timeline of its writes), ``index`` (the claim index),
 ``history``, ``conflicts`` (with the 0.1.0 upgrade), ``inventory``, ``keys`` (key secrets and the store's
-id) and ``backups``, over ``entities`` (keys and rows), ``errors`` (the error translation) and ``batch``
-(the entity-group transaction's wire format); ``transport`` reads the proxy settings once, for its client.
+id), ``backups`` and ``targets`` (the declared targets, in a seventh table), over ``entities`` (keys and rows),
+``errors`` (the error translation) and ``batch`` (the entity-group transaction's wire format); ``transport`` reads
+the proxy settings once, for its client.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from oncegate.stores.tables.history import SERIES_REMEMBERED, TableHistory
 from oncegate.stores.tables.index import TableClaimIndex
 from oncegate.stores.tables.inventory import TableInventory
 from oncegate.stores.tables.keys import TableKeys
+from oncegate.stores.tables.targets import TARGETS_SUFFIX, TableTargets
 from oncegate.stores.tables.transport import client_options, endpoint_of
 
 logger = logging.getLogger(__name__)
@@ -39,7 +41,9 @@ def table_names(prefix: str) -> tuple[str, ...]:
     return tuple(prefix + suffix for suffix in SUFFIXES)
 
 
-class TableStore(TableClaims, TableClaimIndex, TableHistory, TableConflicts, TableInventory, TableKeys, TableBackups):
+class TableStore(
+    TableClaims, TableClaimIndex, TableHistory, TableConflicts, TableInventory, TableKeys, TableBackups, TableTargets
+):
     """Claims, their history and conflicts, the flow inventory, the key secrets and the store id in six Azure tables."""
 
     kind = "tables"
@@ -52,11 +56,12 @@ class TableStore(TableClaims, TableClaimIndex, TableHistory, TableConflicts, Tab
         self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
             service.get_table_client(name) for name in names
         )
+        self._targets = service.get_table_client(prefix + TARGETS_SUFFIX)
         # Claims and keys tables are made only for a store with no id (issue 31); an export (read only) writes nothing.
         if not read_only:
             guarded = (self._claims, self._keys) if self._identity() is None else ()
             with _translated():
-                for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps):
+                for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps, self._targets):
                     service.create_table_if_not_exists(table.table_name)
             self._add_missing_listing_rows()
         # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).

@@ -1,0 +1,238 @@
+"""``oncegate targets set``, ``targets list`` and ``targets remove``: the targets Perform once may call (issue 34).
+
+They work on the store the environment's settings name, as ``oncegate keys`` does, never over the API:
+declaring a target is an operator's act, as deploying is. ``targets list`` shows a secret's name, never
+the secret. :func:`add_parser` is the one call that puts the commands on the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import textwrap
+from typing import Any
+
+from oncegate.cli.commands import INTERRUPTED_EXIT, refused
+from oncegate.cli.store_commands import _exit, _local_services
+from oncegate.domain.target_declarations import (
+    DEFAULT_TIMEOUT_SECONDS,
+    MAX_TIMEOUT_SECONDS,
+    MIN_TIMEOUT_SECONDS,
+    SECRET_PREFIX,
+    Declaration,
+    auth_text,
+)
+from oncegate.domain.targets import Target
+
+WIDTH = 80
+INDENT = "  "
+# Each field of a declaration, as the API names it, and the option that sets it.
+OPTIONS = {
+    "name": "NAME",
+    "baseUrl": "--base-url",
+    "timeoutSeconds": "--timeout-seconds",
+    "lookupPath": "--lookup-path",
+    "auth": "--auth",
+    "allowCidrs": "--allow-cidr",
+    "successStatuses": "--success-status",
+    "retryableStatuses": "--retryable-status",
+    "recordPointer": "--record-pointer",
+    "keptHeaders": "--keep-header",
+    "keptPointers": "--keep-pointer",
+}
+
+
+def add_parser(subparsers: Any) -> None:
+    """``targets`` and its three commands, on the CLI's subcommands."""
+    description = (
+        "the targets Perform once may call, declared by operators only, on the store the environment's settings "
+        "name (as keys does); a flow names a target and a path under its base URL, never a URL"
+    )
+    targets = subparsers.add_parser("targets", help=description, description=description)
+    targets.set_defaults(handler=None, group_parser=targets, local=True)
+    actions = targets.add_subparsers(dest="action", metavar="{set,list,remove}")
+    _add_set(actions)
+    listing = actions.add_parser("list", help="every declared target, by name: a secret's name, never the secret")
+    listing.add_argument("--json", action="store_true", help="print them as GET /api/targets answers them")
+    listing.set_defaults(handler=list_targets)
+    remove = actions.add_parser(
+        "remove", help="remove a target: no Perform once reaches it from now on (claims made for it stay)"
+    )
+    remove.add_argument("name", metavar="NAME")
+    remove.set_defaults(handler=remove_target)
+
+
+def _add_set(actions: Any) -> None:
+    declare = actions.add_parser(
+        "set",
+        help="declare a target, or declare it anew (a declaration is whole: an option left out takes its default)",
+    )
+    declare.add_argument("name", metavar="NAME", help="lower-case letters, digits and hyphens, such as erp")
+    declare.add_argument(
+        "--base-url",
+        required=True,
+        metavar="URL",
+        help="https://host[:port][/path]; plain http only on loopback with ONCEGATE_TARGETS_ALLOW_LOOPBACK=true",
+    )
+    declare.add_argument(
+        "--timeout-seconds",
+        type=int,
+        default=DEFAULT_TIMEOUT_SECONDS,
+        metavar="N",
+        help=f"the whole call's bound, {MIN_TIMEOUT_SECONDS} to {MAX_TIMEOUT_SECONDS} "
+        f"(default {DEFAULT_TIMEOUT_SECONDS}); past it the outcome is unknown",
+    )
+    declare.add_argument(
+        "--lookup-path",
+        metavar="TEMPLATE",
+        help="how to find a record after an unknown outcome: /orders?reference={reference} or "
+        "/orders/by-key/{idempotencyKey}",
+    )
+    declare.add_argument(
+        "--auth",
+        default="none",
+        metavar="AUTH",
+        help=f"none (default), identity:AUDIENCE (the app's managed identity) or secret:HEADER=SECRET-NAME, the "
+        f"name of a Key Vault secret starting {SECRET_PREFIX} (never the secret itself)",
+    )
+    declare.add_argument(
+        "--allow-cidr",
+        action="append",
+        default=[],
+        dest="allow_cidrs",
+        metavar="CIDR",
+        help="a private range the target's name may resolve to (a private endpoint, a VNet); repeat for more",
+    )
+    declare.add_argument(
+        "--honours-idempotency-key",
+        action="store_true",
+        help="the target makes one record per Idempotency-Key: after an unknown outcome a look-up that finds "
+        "nothing sends the call again under the same key",
+    )
+    declare.add_argument(
+        "--success-status", action="append", type=int, default=[], dest="success_statuses", metavar="STATUS",
+        help="a 2xx status that means the call succeeded (default: every 2xx); repeat for more",
+    )  # fmt: skip
+    declare.add_argument(
+        "--retryable-status", action="append", type=int, default=[], dest="retryable_statuses", metavar="STATUS",
+        help="a 4xx status after which the call may be tried again (default: none); repeat for more",
+    )  # fmt: skip
+    declare.add_argument(
+        "--record-pointer", metavar="POINTER", help="the JSON pointer to the record's id in the answer, such as /id"
+    )
+    declare.add_argument(
+        "--keep-header", action="append", default=[], dest="kept_headers", metavar="HEADER",
+        help="a header of the answer kept with the claim (within the data limit); repeat for more",
+    )  # fmt: skip
+    declare.add_argument(
+        "--keep-pointer", action="append", default=[], dest="kept_pointers", metavar="POINTER",
+        help="a part of the answer's JSON body kept with the claim, such as /status; repeat for more",
+    )  # fmt: skip
+    declare.set_defaults(handler=set_target)
+
+
+def set_target(args: argparse.Namespace) -> int:
+    """Declare the target on the settings' store; print what is now declared."""
+    declaration = Declaration(
+        name=args.name,
+        base_url=args.base_url,
+        timeout_seconds=args.timeout_seconds,
+        lookup_path=args.lookup_path,
+        auth=args.auth,
+        allow_cidrs=tuple(args.allow_cidrs),
+        honours_idempotency_key=args.honours_idempotency_key,
+        success_statuses=tuple(args.success_statuses),
+        retryable_statuses=tuple(args.retryable_statuses),
+        record_pointer=args.record_pointer,
+        kept_headers=tuple(args.kept_headers),
+        kept_pointers=tuple(args.kept_pointers),
+    )
+    return _on_store("targets set", lambda services: services.targets.set(declaration, declared_by=_operator()))
+
+
+def list_targets(args: argparse.Namespace) -> int:
+    """Every declared target on the settings' store, as text or as ``GET /api/targets`` answers."""
+    return _on_store("targets list", lambda services: services.targets.list(), as_json=args.json)
+
+
+def remove_target(args: argparse.Namespace) -> int:
+    """Remove the target; exit 1 when none was declared under that name."""
+    return _on_store("targets remove", lambda services: (args.name, services.targets.remove(args.name)))
+
+
+def _on_store(command: str, act: Any, *, as_json: bool = False) -> int:
+    from oncegate.errors import InvalidRequest, OnceGateError
+
+    opened = _local_services(command)
+    if isinstance(opened, int):
+        return opened
+    services, settings = opened
+    try:
+        done = act(services)
+    except InvalidRequest as exc:
+        # The domain names the field as the API does (baseUrl); here it is the option the operator typed.
+        option = OPTIONS.get(exc.target or "")
+        return refused(command, option + exc.message.removeprefix(exc.target or "") if option else exc.message)
+    except OnceGateError as exc:
+        return refused(command, exc.message, _exit(exc))
+    except KeyboardInterrupt:
+        return INTERRUPTED_EXIT
+    finally:
+        services.close()
+    if isinstance(done, Target):
+        _say(f"Target {done.name} is declared on {settings.store_text}:")
+        print("\n".join(target_lines(done)))
+        return 0
+    if isinstance(done, tuple):
+        name, removed = done
+        if not removed:
+            return refused(command, f"no target is declared as {name} on {settings.store_text}.", 1)
+        _say(f"Target {name} is removed from {settings.store_text}: no Perform once reaches it from now on.")
+        return 0
+    if as_json:
+        from oncegate.entrypoints.target_views import target_list
+
+        print(json.dumps(target_list(done).model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
+        return 0
+    _say(f"{len(done)} target{'' if len(done) == 1 else 's'} on {settings.store_text}" + (":" if done else "."))
+    for target in done:
+        print()
+        print("\n".join(target_lines(target)))
+    return 0
+
+
+def _say(line: str) -> None:
+    print("\n".join(textwrap.wrap(line, WIDTH, subsequent_indent=INDENT, break_on_hyphens=False)))
+
+
+def target_lines(target: Target) -> list[str]:
+    """A target as lines of at most 80 columns: its name and base URL, then each setting that is not a default."""
+    facts = [
+        f"timeout {target.timeout_seconds} s",
+        f"auth {auth_text(target)}",
+        "honours Idempotency-Key" if target.honours_idempotency_key else "",
+        f"look-up {target.lookup_path}" if target.lookup_path else "no look-up",
+        f"allowed CIDRs {', '.join(target.allow_cidrs)}" if target.allow_cidrs else "",
+        f"success {', '.join(map(str, target.success_statuses))}" if target.success_statuses else "",
+        f"retryable {', '.join(map(str, target.retryable_statuses))}" if target.retryable_statuses else "",
+        f"record id at {target.record_pointer}" if target.record_pointer else "",
+        f"keeps headers {', '.join(target.kept_headers)}" if target.kept_headers else "",
+        f"keeps {', '.join(target.kept_pointers)}" if target.kept_pointers else "",
+    ]
+    if target.declared_at is not None:
+        by = f" by {target.declared_by}" if target.declared_by else ""
+        facts.append(f"declared{by} at {target.declared_at.isoformat(timespec='seconds')}")
+    lines = textwrap.wrap(f"{target.name}  {target.base_url}", WIDTH, subsequent_indent=INDENT * 2)
+    for fact in filter(None, facts):
+        lines += textwrap.wrap(fact, WIDTH, initial_indent=INDENT, subsequent_indent=INDENT * 2, break_on_hyphens=False)
+    return lines
+
+
+def _operator() -> str | None:
+    """Who declares: the signed-in user of this machine, as the history of a target says it."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None

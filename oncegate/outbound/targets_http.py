@@ -1,0 +1,289 @@
+"""The one way OnceGate reaches a target: :class:`HttpTargets`, the ``TargetCalls`` adapter (issue 34).
+
+Each call goes through every check before a byte leaves, and answers what happened as a
+:class:`~oncegate.domain.targets.TargetReply`, never an exception::
+
+    base URL      https (http only to loopback with ONCEGATE_TARGETS_ALLOW_LOOPBACK=true); no user, query,
+                  fragment or odd address spelling              ─┐
+    path          normalised, kept under the base URL's path     │ refused: Failure.REFUSED,
+    headers       the allow-list; the adapter adds Host,         │ nothing sent
+                  Idempotency-Key and the target's auth          │
+    address       resolved once; every address checked          ─┘  (domain.target_addresses)
+    connect       to the checked address itself, never a second lookup (DNS rebinding), TLS with the
+                  name as SNI and certificate name              ── fails: NOT_CONNECTED, nothing sent
+    send, answer  one request; a 3xx is the answer (no redirect followed); the body read up to
+                  ``max_response_bytes``; the whole call within the target's ``timeout_seconds``
+                                                                ── TIMEOUT, BROKEN, TOO_LARGE: sent,
+                                                                   outcome unknown
+
+``http.client`` reads no proxy settings from the environment, so ``HTTPS_PROXY`` cannot send a call
+elsewhere. A watchdog shuts the socket at the call's deadline: a target that drips its answer a byte at
+a time is cut at the deadline as one that never answers is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import ipaddress
+import logging
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from oncegate.domain.target_addresses import AddressRefused, IPAddress, check_cidr, refusal, written_address
+from oncegate.domain.target_requests import RequestRefused, path_under, request_headers
+from oncegate.domain.targets import Failure, Target, TargetAuth, TargetCall, TargetReply
+
+logger = logging.getLogger(__name__)
+
+# What of an answer is read: a target's answer is kept within the data limit, and the rest only proves it came.
+MAX_RESPONSE_BYTES = 1_048_576
+READ_CHUNK = 65_536
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"})
+DEFAULT_PORTS = {"https": 443, "http": 80}
+USER_AGENT = "OnceGate"
+
+Resolver = Callable[[str, int], Sequence[str]]
+Secrets = Callable[[str], str]
+Tokens = Callable[[str], str]
+
+
+class Unavailable(Exception):
+    """A secret or token the call needs could not be had: nothing is sent (``Failure.REFUSED``)."""
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """Every address the system's resolver gives ``host``, once each, in its order."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A call that passed every check but the address: where it goes and what it says."""
+
+    scheme: str
+    host: str
+    port: int
+    path: str
+    headers: dict[str, str]
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Unresolved(Exception):
+    pass
+
+
+class HttpTargets:
+    """``TargetCalls`` over ``http.client``: one connection per call, to the address that was checked.
+
+    ``resolve`` maps a host name to its addresses (the system's resolver by default; tests point it);
+    ``secrets`` reads a target secret by name and ``tokens`` gets an access token for an audience, each
+    raising ``Unavailable``; ``tls`` is the TLS context (the system's trust by default).
+    """
+
+    def __init__(
+        self,
+        *,
+        allow_loopback: bool = False,
+        resolve: Resolver = system_resolver,
+        secrets: Secrets | None = None,
+        tokens: Tokens | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self._allow_loopback = allow_loopback
+        self._resolve = resolve
+        self._secrets = secrets
+        self._tokens = tokens
+        self._max_response_bytes = max_response_bytes
+        self._tls = tls
+
+    def call(self, target: Target, request: TargetCall) -> TargetReply:
+        """Send ``request`` to ``target`` once, or refuse it; see the module's docstring for each failure."""
+        deadline = time.monotonic() + target.timeout_seconds
+        try:
+            prepared = self._prepare(target, request)
+            addresses = self._addresses(target, prepared)
+        except (RequestRefused, AddressRefused, Unavailable) as exc:
+            logger.warning("Refused a call to target %s: %s", target.name, exc)
+            return TargetReply(failure=Failure.REFUSED, reason=str(exc))
+        except _Unresolved as exc:
+            return TargetReply(failure=Failure.NOT_CONNECTED, reason=str(exc))
+        connection = self._connect(prepared, addresses, deadline)
+        if isinstance(connection, TargetReply):
+            return connection
+        return self._exchange(connection, prepared, request, deadline)
+
+    # -- before anything is sent --------------------------------------------------------------
+
+    def _prepare(self, target: Target, request: TargetCall) -> _Prepared:
+        parts = urlsplit(target.base_url)
+        host = parts.hostname or ""
+        if parts.scheme not in DEFAULT_PORTS or not host or parts.username is not None or parts.query:
+            raise AddressRefused(f"the base URL of {target.name} is not https://host[:port][/path]")
+        if parts.scheme == "http" and not self._allow_loopback:
+            raise AddressRefused("plain http is refused (ONCEGATE_TARGETS_ALLOW_LOOPBACK is off)")
+        if request.method not in METHODS:
+            raise RequestRefused(f"the method {request.method!r} is not one OnceGate sends", field="method")
+        path = path_under(parts.path, request.path)
+        port = parts.port or DEFAULT_PORTS[parts.scheme]
+        headers = dict(request_headers(request.headers))
+        headers.setdefault("User-Agent", USER_AGENT)
+        headers["Host"] = _host_header(host, port, parts.scheme)
+        if request.idempotency_key is not None:
+            headers["Idempotency-Key"] = request.idempotency_key
+        headers.update(self._auth(target))
+        return _Prepared(parts.scheme, host, port, path, headers)
+
+    def _auth(self, target: Target) -> dict[str, str]:
+        if target.auth is TargetAuth.IDENTITY and target.auth_value:
+            if self._tokens is None:
+                raise Unavailable("no identity is configured to get a token for the target")
+            return {"Authorization": f"Bearer {self._tokens(target.auth_value)}"}
+        secret = target.secret
+        if secret is not None:
+            if self._secrets is None:
+                raise Unavailable(f"no way to read the secret {secret[1]} is configured")
+            value = self._secrets(secret[1])
+            if any(character in value for character in "\r\n\x00"):
+                raise Unavailable(f"the secret {secret[1]} holds CR, LF or NUL")
+            return {secret[0]: value}
+        return {}
+
+    def _addresses(self, target: Target, prepared: _Prepared) -> list[IPAddress]:
+        """The host's addresses, resolved once and every one checked: one refused address refuses the call."""
+        written = written_address(prepared.host)
+        try:
+            texts = [str(written)] if written is not None else self._resolve(prepared.host, prepared.port)
+        except OSError as exc:
+            raise _Unresolved(f"{prepared.host} could not be resolved: {exc}") from exc
+        if not texts:
+            raise _Unresolved(f"{prepared.host} has no address")
+        allowed = tuple(check_cidr(cidr) for cidr in target.allow_cidrs)
+        addresses = [ipaddress.ip_address(text.split("%", 1)[0]) for text in texts]
+        for address in addresses:
+            reason = refusal(address, allowed=allowed, allow_loopback=self._allow_loopback)
+            if reason is not None:
+                raise AddressRefused(f"{prepared.host} is at {reason}" if written is None else reason)
+            if prepared.scheme == "http" and not address.is_loopback:
+                raise AddressRefused(f"plain http only to loopback, and {prepared.host} is at {address}")
+        return addresses
+
+    def _connect(
+        self, prepared: _Prepared, addresses: list[IPAddress], deadline: float
+    ) -> _PinnedConnection | TargetReply:
+        reason = "no address answered"
+        for address in addresses:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            connection = _PinnedConnection(address, prepared, timeout=remaining, tls=self._tls)
+            try:
+                connection.connect()
+            except (OSError, ssl.SSLError) as exc:
+                connection.close()
+                reason = f"{prepared.host} ({address}) did not take the connection: {exc}"
+                continue
+            return connection
+        return TargetReply(failure=Failure.NOT_CONNECTED, reason=reason)
+
+    # -- once something may have been sent -----------------------------------------------------
+
+    def _exchange(
+        self, connection: _PinnedConnection, prepared: _Prepared, request: TargetCall, deadline: float
+    ) -> TargetReply:
+        watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), connection.cut)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            connection.putrequest(request.method, prepared.path, skip_host=True, skip_accept_encoding=True)
+            for name, value in prepared.headers.items():
+                connection.putheader(name, value)
+            body = (
+                request.body
+                if request.body is not None
+                else (b"" if request.method in ("POST", "PUT", "PATCH") else None)
+            )
+            if body is not None:
+                connection.putheader("Content-Length", str(len(body)))
+            connection.endheaders(body)
+            response = connection.getresponse()
+            return TargetReply(status=response.status, headers=_headers(response), body=self._read(response, deadline))
+        except _TooLarge:
+            return TargetReply(
+                failure=Failure.TOO_LARGE, reason=f"the answer was over {self._max_response_bytes} bytes"
+            )
+        except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
+            if connection.was_cut or time.monotonic() >= deadline or isinstance(exc, TimeoutError):
+                return TargetReply(failure=Failure.TIMEOUT, reason="no whole answer within the target's time")
+            return TargetReply(failure=Failure.BROKEN, reason=f"the connection broke before a whole answer: {exc}")
+        finally:
+            watchdog.cancel()
+            connection.close()
+
+    def _read(self, response: http.client.HTTPResponse, deadline: float) -> bytes:
+        length = response.getheader("Content-Length")
+        if length is not None and length.isdigit() and int(length) > self._max_response_bytes:
+            raise _TooLarge
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := response.read(READ_CHUNK):
+            size += len(chunk)
+            if size > self._max_response_bytes:
+                raise _TooLarge
+            if time.monotonic() >= deadline:
+                raise TimeoutError
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+class _PinnedConnection(http.client.HTTPConnection):
+    """A connection to one checked address, speaking TLS to the host's name when the scheme is https."""
+
+    def __init__(self, address: IPAddress, prepared: _Prepared, *, timeout: float, tls: ssl.SSLContext | None) -> None:
+        super().__init__(str(address), prepared.port, timeout=timeout)
+        self._address = address
+        self._prepared = prepared
+        self._tls = tls if tls is not None else ssl.create_default_context() if prepared.scheme == "https" else None
+        self.was_cut = False
+
+    def connect(self) -> None:
+        family = socket.AF_INET6 if self._address.version == 6 else socket.AF_INET
+        raw = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            raw.settimeout(self.timeout)
+            raw.connect((str(self._address), self.port))
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sock = raw if self._tls is None else self._tls.wrap_socket(raw, server_hostname=self._prepared.host)
+        except BaseException:
+            raw.close()
+            raise
+
+    def cut(self) -> None:
+        """The deadline passed: shut the socket, which ends any read or write under way."""
+        self.was_cut = True
+        sock = self.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):  # closed already: nothing left to cut
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def _host_header(host: str, port: int, scheme: str) -> str:
+    named = f"[{host}]" if ":" in host else host
+    return named if port == DEFAULT_PORTS[scheme] else f"{named}:{port}"
+
+
+def _headers(response: http.client.HTTPResponse) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for name, value in response.getheaders():
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return headers

@@ -1,0 +1,607 @@
+"""Perform once: OnceGate claims the key, makes the HTTP side effect itself and records its outcome (issue 34).
+
+A flow's own HTTP action is delivered at least once; this one reaches the target once. Over the claim
+machinery (:class:`~oncegate.service.claims.Claims`), for one request::
+
+    claim the key             Check and claim, lease = the target's time + 30 s
+      proceed                 record the call (a durable write before a byte leaves), call the target with
+                              Idempotency-Key = the claim's idempotencyKey, record what came back
+      reconcile               an earlier call's outcome is unknown: once its deadline passed, look it up
+                              (found: succeeded, answered duplicate; not found: send again under the same
+                              key only to a target that honours it); else reconcile, as Check and claim says
+      duplicate, in_progress, conflict, blocked
+                              answered as Check and claim answers them, with the response kept
+
+The call is recorded before it is sent, conditioned on the claim's version: two requests of one run asking
+at once (an engine retrying a call that took long) never both send; the one whose write lost, or that finds
+the call recorded, is told ``in_progress``. What came back is recorded as Record result would (the outcome
+table is :mod:`oncegate.domain.performing`); if the store fails then, the flow is still told what the target
+answered, the claim stays in doubt, and the next Perform once after the call's deadline looks it up.
+
+A poll of a Perform once that waits (:meth:`Perform.poll`) only reads: it never makes the call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from oncegate.domain.answers import ClaimAnswer
+from oncegate.domain.idempotency import idempotency_key
+from oncegate.domain.intent import Intent
+from oncegate.domain.keys import Fingerprint
+from oncegate.domain.performing import (
+    CALL,
+    RESPONSE,
+    KeptResponse,
+    PerformDecision,
+    call_deadline,
+    call_mark,
+    called_target,
+    fingerprint_payload,
+    json_body,
+    kept_response,
+    lease_of,
+    lookup_path,
+    marked_call,
+    record_id,
+    settled_by,
+    succeeded,
+)
+from oncegate.domain.records import Claim, ClaimFilter, EarlierAttempt, HistoryEvent
+from oncegate.domain.sensitive import SensitivePolicy
+from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome
+from oncegate.domain.targets import Target, TargetCall, TargetCalls, TargetReply
+from oncegate.domain.transitions import Result, in_doubt, recorded, released
+from oncegate.domain.waiting import Waiting
+from oncegate.domain.warnings import RESPONSE_NOT_KEPT, RESULT_NOT_RECORDED, SENSITIVE_DATA
+from oncegate.errors import InvalidRequest, NotFound, StoreRace, StoreUnavailable
+from oncegate.service.claims import Claims
+from oncegate.service.commands import CheckAndClaim, PerformOnce
+from oncegate.service.core import ClaimsCore
+from oncegate.service.races import settled
+from oncegate.service.waits import TICKET, Waits
+from oncegate.stores.paging import every_item
+from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords
+
+logger = logging.getLogger(__name__)
+
+# A look-up answered so found nothing; any other answer but a success tells nothing.
+NOT_FOUND_STATUSES = (404, 410)
+# The claims whose call may be in doubt: unknown, or in progress past a lease (a run stopped between call and record).
+IN_DOUBT = (ClaimStatus.UNKNOWN, ClaimStatus.IN_PROGRESS)
+READ_PAGE = 1000
+# The look-ups one run of the attention watch makes at most: each is a call to a target, within the watch's time.
+LOOK_UPS_PER_WATCH = 50
+
+
+class TargetReads(Protocol):
+    """Where the declared targets are read: by name, ``NotFound`` for one not declared."""
+
+    def get_target(self, name: str) -> Target: ...
+
+
+class PerformRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, Protocol):
+    """What Perform once uses of the store besides Check and claim: the claim, read and written."""
+
+
+# Which parts of a response may be kept: the sensitive-data check, run on the service's side.
+DataCheck = Callable[[Any, str], list[str]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PerformAnswer:
+    """What Perform once tells the flow: the decision, the response kept, and the claim it stands on.
+
+    ``claim_token`` and ``lease_expires_at`` come with ``reconcile`` when this run holds the claim to look
+    the record up itself (no look-up is declared, or it could not tell), as Check and claim's reconcile.
+    """
+
+    decision: PerformDecision
+    claim_id: str
+    status: str
+    attempt: int
+    reason: str
+    warnings: list[str] = field(default_factory=list)
+    response: KeptResponse | None = None
+    target_record_id: str | None = None
+    idempotency_key: str | None = None
+    claim_token: str | None = None
+    lease_expires_at: datetime | None = None
+    retry_after_seconds: int | None = None
+    retryable: bool | None = None
+    conflict_id: str | None = None
+    earlier_attempt: EarlierAttempt | None = None
+    looked_up: bool = False
+    # What the target answered the call this request made (for telemetry): its status, or why none came.
+    target_status: int | None = None
+    target_failure: str | None = None
+
+
+class Perform:
+    """Perform once, and the polls of a Perform once that waits for the run holding its claim."""
+
+    def __init__(
+        self,
+        core: ClaimsCore,
+        claims: Claims,
+        waits: Waits,
+        store: PerformRecords,
+        *,
+        targets: TargetReads,
+        calls: TargetCalls,
+        data_check: DataCheck,
+        data_policy: SensitivePolicy,
+    ) -> None:
+        self._core = core
+        self._claims = claims
+        self._waits = waits
+        self._store = store
+        self._targets = targets
+        self._calls = calls
+        self._data_check = data_check
+        self._data_policy = data_policy
+
+    # -- Perform once ----------------------------------------------------------------------------
+
+    def perform(
+        self, request: PerformOnce, *, signed_in: str | None = None, max_wait: timedelta | None = None
+    ) -> tuple[PerformAnswer, Waiting | None]:
+        """Perform the call once for the key; the run still waiting when it asked to wait and another run holds it."""
+        target = self.target(request.target)
+        intent = self._core.intent(self._check(request, target), signed_in=signed_in)
+        before = self._core.find(intent.identities)
+        earlier = before[0] if before else None
+        early = self._before_deadline(earlier, intent)
+        answer = early or self._acted(self._claims.decide_for(intent), intent, request, target, earlier)
+        if answer.decision is not PerformDecision.IN_PROGRESS or max_wait is None or max_wait <= timedelta(0):
+            return answer, None
+        waiting = self._waits.waiting(intent, intent.now + max_wait)
+        if waiting is None:
+            return answer, None
+        held_until = intent.now + timedelta(seconds=answer.retry_after_seconds or 1)
+        return replace(answer, retry_after_seconds=waiting.poll_after(intent.now, held_until)), waiting
+
+    def target(self, name: str) -> Target:
+        """The declared target; 400 naming ``target`` when none has that name (a flow never names a URL)."""
+        try:
+            return self._targets.get_target(name)
+        except NotFound as exc:
+            raise InvalidRequest(
+                f"No target named {name!r} is declared: an operator declares it with `oncegate targets set`.",
+                target="target",
+            ) from exc
+
+    @staticmethod
+    def _check(request: PerformOnce, target: Target) -> CheckAndClaim:
+        payload = request.payload
+        if payload is None and request.fingerprint is None:
+            payload = fingerprint_payload(target.name, request.method, request.path, request.body)
+        return CheckAndClaim(
+            scope=request.scope,
+            key=request.key,
+            payload=payload,
+            fingerprint=request.fingerprint,
+            source=request.source,
+            run_id=request.run_id,
+            flow=request.flow,
+            lease_seconds=int(lease_of(target).total_seconds()),
+            reference=request.reference,
+        )
+
+    def _before_deadline(self, claim: Claim | None, intent: Intent) -> PerformAnswer | None:
+        """``in_progress`` while an earlier call's outcome is in doubt and its deadline has not passed: no look-up
+        could tell yet, and no second call is made while one could later. Nothing is written."""
+        if claim is None or not in_doubt(claim, intent.now) or not _same_data(claim, intent.fingerprint):
+            return None
+        deadline = call_deadline(claim.data)
+        if deadline is None or deadline <= intent.now:
+            return None
+        seconds = max(1, math.ceil((deadline - intent.now).total_seconds()))
+        return PerformAnswer(
+            decision=PerformDecision.IN_PROGRESS,
+            claim_id=claim.claim_id,
+            status=claim.status.value,
+            attempt=claim.attempt,
+            reason=(
+                f"The call of attempt {claim.attempt} is in doubt and may still be under way at the target until its "
+                f"deadline: ask again in {seconds} s, when a look-up can tell."
+            ),
+            warnings=list(intent.warnings),
+            retry_after_seconds=seconds,
+        )
+
+    def _acted(
+        self, answer: ClaimAnswer, intent: Intent, request: PerformOnce, target: Target, before: Claim | None
+    ) -> PerformAnswer:
+        if answer.decision is Decision.PROCEED:
+            return self._send(answer, request, target, intent.now)
+        if answer.decision is Decision.RECONCILE:
+            return self._reconcile(answer, request, target, before, intent.now)
+        return _answered(answer)
+
+    # -- the call -----------------------------------------------------------------------------------
+
+    def _send(self, answer: ClaimAnswer, request: PerformOnce, target: Target, now: datetime) -> PerformAnswer:
+        """Record the call, send it under the claim's idempotency key, record what came back."""
+        marked = self._marked(answer, target, request.method)
+        if marked is None:
+            return _held(answer, "This run's call is already being sent by another request of the same run")
+        call = TargetCall(
+            method=request.method.upper(),
+            path=request.path,
+            headers=dict(request.headers),
+            body=_encoded(request.body),
+            idempotency_key=answer.idempotency_key,
+        )
+        if request.body is not None and not any(name.lower() == "content-type" for name in call.headers):
+            call = replace(call, headers={**call.headers, "Content-Type": "application/json"})
+        reply = self._calls.call(target, call)
+        return self._recorded(marked, answer, target, reply, looked_up=False)
+
+    def _marked(self, answer: ClaimAnswer, target: Target, method: str) -> Claim | None:
+        """The claim with its call recorded, written before anything is sent; None when the call is recorded already
+        (another request of the same run) or the claim moved on: that request, not this one, sends."""
+        claim = self._core.recent.recall(answer.claim_id) or self._store.get_claim(answer.claim_id)
+        for _ in range(2):
+            if claim.attempt != answer.attempt or claim.status is not ClaimStatus.IN_PROGRESS:
+                return None
+            if marked_call(claim.data) is not None:
+                return None
+            at = self._core.decided_at(claim, self._core.clock())
+            record = replace(claim, data=call_mark(target, method, at), updated_at=at)
+            event = self._event(record, "sending", f"Sending the call to target {target.name}.", at)
+            try:
+                return self._core.counted(claim, self._store.update_claim(record, event))
+            except StoreRace:
+                claim = self._store.get_claim(answer.claim_id)  # read again: who changed it decides
+        return None
+
+    def _recorded(
+        self, claim: Claim, answer: ClaimAnswer, target: Target, reply: TargetReply, *, looked_up: bool
+    ) -> PerformAnswer:
+        """The reply recorded as the attempt's outcome; the flow told what the target answered either way."""
+        outcome = settled_by(target, reply)
+        body = json_body(reply)
+        kept, dropped = kept_response(target, reply, body)
+        record = record_id(target, body) if outcome.outcome is Outcome.SUCCEEDED else None
+        kept, record, warnings = self._checked(kept, record, dropped)
+        call = marked_call(claim.data)
+        data = {CALL: call, RESPONSE: kept.as_data()} if call else {RESPONSE: kept.as_data()}
+        result = Result(outcome.outcome, record, data, outcome.error, outcome.retryable)
+        decision = PerformDecision.DUPLICATE if looked_up else outcome.decision
+        told = PerformAnswer(
+            decision=decision,
+            claim_id=claim.claim_id,
+            status=outcome.outcome.value,
+            attempt=claim.attempt,
+            reason=_reason(decision, target, reply, outcome.error),
+            warnings=[*answer.warnings, *warnings],
+            response=kept,
+            target_record_id=record,
+            idempotency_key=answer.idempotency_key,
+            retryable=outcome.retryable,
+            looked_up=looked_up,
+            target_status=reply.status,
+            target_failure=reply.failure.value if reply.failure else None,
+        )
+        deadline = call_deadline(claim.data)
+        if decision is PerformDecision.RECONCILE and deadline is not None:
+            # The next Perform once after the deadline looks the record up: said as when to ask again.
+            left = (deadline - self._core.clock()).total_seconds()
+            told = replace(told, retry_after_seconds=max(1, math.ceil(left)))
+        try:
+            self._record(claim, result)
+        except StoreUnavailable:
+            logger.warning(
+                "Claim %s: the target answered, and recording it failed; a look-up settles it", claim.claim_id
+            )
+            return replace(told, status=ClaimStatus.IN_PROGRESS.value, warnings=[*told.warnings, RESULT_NOT_RECORDED])
+        return told
+
+    def _record(self, marked: Claim, result: Result) -> None:
+        """``result`` recorded on the attempt that made the call (fenced by its grant), the claim read again after a
+        lost race; an attempt taken over since keeps what its own run records."""
+        claims = iter([marked])
+
+        def attempt() -> None:
+            claim = next(claims, None) or self._store.get_claim(marked.claim_id)
+            if claim.attempt != marked.attempt or claim.grant_id != marked.grant_id:
+                logger.warning("Claim %s was taken over while its call was under way", claim.claim_id)
+                return
+            now = self._core.decided_at(claim, self._core.clock())
+            change = recorded(claim, result, now)
+            if not change.changes(claim):
+                return
+            event = self._event(change.record, change.outcome, change.recognised_by, now, kind=EventKind.RESULT)
+            self._core.counted(claim, self._store.update_claim(change.record, replace(event, details=result.details)))
+
+        settled(attempt)
+
+    def _checked(
+        self, kept: KeptResponse, record: str | None, dropped: list[str]
+    ) -> tuple[KeptResponse, str | None, list[str]]:
+        """What of the response passes the sensitive-data check: under ``reject`` the rest is dropped, never refused
+        (the target has acted); under ``warn`` it is kept with the warning."""
+        warnings = [RESPONSE_NOT_KEPT] if dropped else []
+        if self._data_policy is SensitivePolicy.OFF:
+            return kept, record, warnings
+        found = {
+            "response.body": bool(self._data_check(kept.body, "response.body")) if kept.body is not None else False,
+            "targetRecordId": bool(self._data_check(record, "targetRecordId")) if record else False,
+        }
+        headers = {name: value for name, value in kept.headers.items() if not self._data_check(value, name)}
+        found["response.headers"] = len(headers) != len(kept.headers)
+        if not any(found.values()):
+            return kept, record, warnings
+        if self._data_policy is SensitivePolicy.WARN:
+            return kept, record, [*warnings, SENSITIVE_DATA]
+        logger.warning(
+            "Personal data in a target's answer was not kept: %s", ", ".join(k for k, v in found.items() if v)
+        )
+        kept = KeptResponse(status=kept.status, headers=headers, body=None if found["response.body"] else kept.body)
+        return kept, None if found["targetRecordId"] else record, [RESPONSE_NOT_KEPT]
+
+    # -- an earlier call in doubt ------------------------------------------------------------------
+
+    def _reconcile(
+        self, answer: ClaimAnswer, request: PerformOnce, target: Target, before: Claim | None, now: datetime
+    ) -> PerformAnswer:
+        """This run holds the claim to settle an earlier attempt in doubt: look it up, send again only to a target
+        that honours the key, or hand the claim to the flow as Check and claim's reconcile does."""
+        earlier = answer.earlier_attempt
+        recorded_before = before if before is not None and earlier and before.attempt == earlier.attempt else None
+        called = self._called(recorded_before, target)
+        deadline = call_deadline(recorded_before.data) if recorded_before else None
+        if deadline is None and earlier is not None:
+            deadline = earlier.started_at + lease_of(called)
+        if deadline is not None and deadline > now:
+            # The claim moved between the read and the decision: give it back in doubt, ask again after the deadline.
+            self._give_back(answer)
+            return _held(answer, "The earlier call may still be under way at the target", deadline - now)
+        claim = self._core.recent.recall(answer.claim_id) or self._store.get_claim(answer.claim_id)
+        found = self._looked_up(called, claim, answer)
+        if found is not None and _found(called, found):
+            return self._recorded(claim, answer, called, found, looked_up=True)
+        not_found = found is not None and (found.status in NOT_FOUND_STATUSES or succeeded(called, found.status or 0))
+        if not_found and called.honours_idempotency_key and called.name == target.name:
+            return self._send(answer, request, target, now)
+        why = (
+            "the look-up found nothing and the target does not honour the idempotency key"
+            if not_found
+            else "the look-up could not tell"
+            if found is not None
+            else "no look-up is declared for the target"
+        )
+        return replace(
+            _answered(answer),
+            reason=(
+                f"The earlier call's outcome is unknown and {why}: look the record up in target {called.name}; record "
+                "succeeded with its id if it is there, else record failed (retryable) and run Perform once again."
+            ),
+            looked_up=found is not None,
+        )
+
+    def _called(self, claim: Claim | None, target: Target) -> Target:
+        """The target the earlier call went to (its claim records it), else the one this request names."""
+        name = called_target(claim.data) if claim else None
+        if name is None or name == target.name:
+            return target
+        try:
+            return self._targets.get_target(name)
+        except NotFound:
+            return target
+
+    def _looked_up(self, target: Target, claim: Claim, answer: ClaimAnswer) -> TargetReply | None:
+        """The target's answer to the look-up of this claim's record; None when none is declared or possible."""
+        if target.lookup_path is None:
+            return None
+        values = {"reference": claim.reference, "idempotencyKey": answer.idempotency_key}
+        path = lookup_path(target.lookup_path, values)
+        if path is None:
+            return None
+        return self._calls.call(target, TargetCall(method="GET", path=path, idempotency_key=None))
+
+    def _give_back(self, answer: ClaimAnswer) -> None:
+        """Release the claim this run was granted to reconcile: it stays in doubt, for the next run to look up."""
+        try:
+            claim = self._store.get_claim(answer.claim_id)
+            if claim.attempt != answer.attempt or claim.status is not ClaimStatus.IN_PROGRESS:
+                return
+            now = self._core.decided_at(claim, self._core.clock())
+            change = released(claim, "the earlier call's deadline has not passed", now)
+            event = self._event(change.record, change.outcome, change.recognised_by, now, kind=EventKind.RELEASE)
+            self._core.counted(claim, self._store.update_claim(change.record, event))
+        except (StoreRace, StoreUnavailable):
+            pass  # the lease runs out by itself, and the next run reconciles
+
+    def _event(
+        self, claim: Claim, outcome: str, why: str, at: datetime, *, kind: EventKind = EventKind.CALL
+    ) -> HistoryEvent:
+        return self._core.event(claim, kind, outcome, why, at=at, run_id=claim.run_id, flow=claim.flow)
+
+    # -- polls ------------------------------------------------------------------------------------
+
+    def poll(self, waiting: Waiting, claim_id: str) -> tuple[PerformAnswer, Waiting | None]:
+        """A poll of a Perform once that waits: what the holder got once it ended; it never makes the call."""
+        self._core.require_safe_store()
+        now = self._core.clock()
+        if waiting.expired(now):
+            raise InvalidRequest("This poll address expired: run Perform once again.", target=TICKET)
+        known = {identity.claim_id for identity in waiting.identities}
+        if claim_id not in known:
+            raise InvalidRequest("This poll address is not this claim's.", target=TICKET)
+        claim = self._store.get_claim(claim_id)
+        told = _polled(claim, waiting, now)
+        if told.decision is PerformDecision.IN_PROGRESS and not waiting.over(now):
+            return replace(told, retry_after_seconds=waiting.poll_after(now, claim.lease_expires_at)), waiting
+        return told, None
+
+    # -- the attention timer ------------------------------------------------------------------------
+
+    def look_up_all_in_doubt(self, *, limit: int = LOOK_UPS_PER_WATCH) -> int:
+        """Look up the calls in doubt whose deadline passed (at most ``limit``, oldest first as listed), never sending
+        one: how many were found at their target and recorded succeeded. The attention watch calls it."""
+        doubted = every_item(
+            lambda cursor: self._store.list_claims(ClaimFilter(IN_DOUBT), limit=READ_PAGE, cursor=cursor)
+        )
+        now = self._core.clock()
+        found = 0
+        for claim in itertools.islice((claim for claim in doubted if _due(claim, now)), limit):
+            found += self.look_up_in_doubt(claim)
+        return found
+
+    def look_up_in_doubt(self, claim: Claim) -> bool:
+        """Settle a claim in doubt by looking its call up, never sending it: True when it was found and recorded."""
+        now = self._core.clock()
+        deadline = call_deadline(claim.data)
+        name = called_target(claim.data)
+        if not in_doubt(claim, now) or deadline is None or deadline > now or name is None:
+            return False
+        try:
+            target = self._targets.get_target(name)
+        except NotFound:
+            return False
+        values = {"reference": claim.reference, "idempotencyKey": self._idempotency_key(claim)}
+        path = lookup_path(target.lookup_path, values) if target.lookup_path else None
+        if path is None:
+            return False
+        reply = self._calls.call(target, TargetCall(method="GET", path=path))
+        if not _found(target, reply):
+            return False
+        body = json_body(reply)
+        kept, dropped = kept_response(target, reply, body)
+        kept, record, _ = self._checked(kept, record_id(target, body), dropped)
+        result = Result(Outcome.SUCCEEDED, record, {CALL: marked_call(claim.data), RESPONSE: kept.as_data()})
+        try:
+            self._record(claim, result)
+        except (StoreRace, StoreUnavailable):
+            return False
+        return True
+
+    def _idempotency_key(self, claim: Claim) -> str:
+        hasher = next((h for h in self._core.keys.lookup_order if h.key_id == claim.key_id), self._core.keys.current)
+        return idempotency_key(hasher, claim)
+
+
+def _found(target: Target, reply: TargetReply) -> bool:
+    """Whether a look-up found the record: a success status, with a record where the target's pointer points when it
+    declares one (a search answering 200 with an empty list found nothing)."""
+    if reply.status is None or not succeeded(target, reply.status):
+        return False
+    return target.record_pointer is None or record_id(target, json_body(reply)) is not None
+
+
+def _due(claim: Claim, now: datetime) -> bool:
+    """Whether a look-up may tell what the claim's call did: it is in doubt and the call's deadline has passed."""
+    deadline = call_deadline(claim.data)
+    return deadline is not None and deadline <= now and in_doubt(claim, now)
+
+
+def _same_data(claim: Claim, fingerprint: Fingerprint | None) -> bool:
+    return fingerprint is None or claim.fingerprint is None or fingerprint.matches(claim.fingerprint)
+
+
+def _encoded(body: Any) -> bytes | None:
+    if body is None:
+        return None
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _held(answer: ClaimAnswer, why: str, left: timedelta | None = None) -> PerformAnswer:
+    seconds = max(1, math.ceil(left.total_seconds())) if left else 5
+    return PerformAnswer(
+        decision=PerformDecision.IN_PROGRESS,
+        claim_id=answer.claim_id,
+        status=ClaimStatus.IN_PROGRESS.value,
+        attempt=answer.attempt,
+        reason=f"{why}: ask again in {seconds} s.",
+        warnings=list(answer.warnings),
+        retry_after_seconds=seconds,
+    )
+
+
+def _answered(answer: ClaimAnswer) -> PerformAnswer:
+    """Check and claim's answer as Perform once tells it: the response kept with the claim's result."""
+    result = answer.result
+    kept = KeptResponse.of_data(result.data) if result is not None else None
+    decision = PerformDecision(answer.decision.value)
+    told = PerformAnswer(
+        decision=decision,
+        claim_id=answer.claim_id,
+        status=answer.status.value,
+        attempt=answer.attempt,
+        reason=answer.reason,
+        warnings=list(answer.warnings),
+        response=kept,
+        target_record_id=result.target_record_id if result else None,
+        retry_after_seconds=answer.retry_after_seconds,
+        conflict_id=answer.conflict_id,
+    )
+    if decision is PerformDecision.RECONCILE:
+        return replace(
+            told,
+            idempotency_key=answer.idempotency_key,
+            claim_token=answer.claim_token,
+            lease_expires_at=answer.lease_expires_at,
+            earlier_attempt=answer.earlier_attempt,
+        )
+    return told
+
+
+def _polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
+    """What a waiting run is told of the claim as it stands, without taking it: what the holder got."""
+    base = PerformAnswer(
+        decision=PerformDecision.IN_PROGRESS,
+        claim_id=claim.claim_id,
+        status=claim.status.value,
+        attempt=claim.attempt,
+        reason="",
+        response=KeptResponse.of_data(claim.data),
+        target_record_id=claim.target_record_id,
+    )
+    fingerprints = {keyed for identity in waiting.identities for keyed in identity.fingerprints.values()}
+    if claim.fingerprint is not None and fingerprints and claim.fingerprint not in fingerprints:
+        return replace(
+            base,
+            decision=PerformDecision.CONFLICT,
+            response=None,
+            target_record_id=None,
+            reason="The key now stands for other business data: run Perform once again for the conflict.",
+        )
+    if claim.status is ClaimStatus.SUCCEEDED:
+        return replace(
+            base, decision=PerformDecision.DUPLICATE, reason=f"Done by run {claim.run_id}: reuse its response."
+        )
+    if claim.status is ClaimStatus.IN_PROGRESS and claim.lease_expires_at and claim.lease_expires_at > now:
+        return replace(base, reason="Another run is making the call now.")
+    if claim.status in (ClaimStatus.FAILED, ClaimStatus.RELEASED):
+        retryable = claim.status is ClaimStatus.RELEASED or bool(claim.retryable)
+        then = "run Perform once again to send it" if retryable else "a person must act"
+        return replace(
+            base,
+            decision=PerformDecision.FAILED,
+            retryable=retryable,
+            reason=f"The holder's call failed ({claim.error or claim.status.value}): {then}.",
+        )
+    return replace(
+        base,
+        decision=PerformDecision.RECONCILE,
+        reason="The holder's call ended in doubt: run Perform once again after its deadline, which looks it up.",
+    )
+
+
+def _reason(decision: PerformDecision, target: Target, reply: TargetReply, error: str | None) -> str:
+    if decision is PerformDecision.DUPLICATE:
+        return f"The earlier call's record was found by a look-up at target {target.name}: reuse it."
+    if decision is PerformDecision.PERFORMED:
+        return f"Target {target.name} answered {reply.status}: done once."
+    if decision is PerformDecision.RECONCILE:
+        return f"{error} The next Perform once after the call's deadline looks it up."
+    return error or f"Target {target.name} answered {reply.status}."

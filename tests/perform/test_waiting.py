@@ -1,0 +1,94 @@
+"""While one run's call is under way, another run is told in_progress, or waits at a poll address that never calls."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from oncegate.domain.targets import Target
+from tests.http.client import Api, Reply
+from tests.perform.calls import perform_body
+from tests.perform.conftest import Declared, with_target
+from tests.support.target_server import Answer, StandInTarget
+
+
+@pytest.fixture
+def slow_erp(declared: Declared, erp: Target) -> Target:
+    """The order system given time enough for a second run to come while the first call is under way."""
+    return declared.declare(with_target(erp, timeout_seconds=30))
+
+
+def perform(api: Api, **fields: Any) -> Reply:
+    return api.call("perform_once", perform_body(**fields))
+
+
+def test_a_second_run_waits_at_a_poll_address_and_gets_what_the_holder_got(
+    api: Api, slow_erp: Target, stand_in: StandInTarget
+) -> None:
+    stand_in.script(Answer(late=True))
+    with ThreadPoolExecutor(1) as pool:
+        holder = pool.submit(perform, api, run="run-1")
+        stand_in.wait_for(1)
+        asked = perform(api, run="run-2", wait=True, maxWaitSeconds=600)
+        polled = api.follow(asked.headers["location"])
+        stand_in.release()
+        held = holder.result(timeout=30)
+    done = api.follow(asked.headers["location"])
+
+    assert (asked.status, asked.body["decision"]) == (202, "in_progress")
+    assert int(asked.headers["retry-after"]) >= 1
+    assert (polled.status, polled.body["decision"]) == (202, "in_progress")
+    assert (held.status, held.body["decision"]) == (200, "performed")
+    assert (done.status, done.body["decision"]) == (200, "duplicate")
+    assert done.body["response"] == held.body["response"]
+    assert done.body["targetRecordId"] == held.body["targetRecordId"] == "order-1"
+    assert len(stand_in.writes()) == 1
+
+
+def test_without_wait_a_second_run_is_told_in_progress_with_retry_after(
+    api: Api, slow_erp: Target, stand_in: StandInTarget
+) -> None:
+    stand_in.script(Answer(late=True))
+    with ThreadPoolExecutor(1) as pool:
+        holder = pool.submit(perform, api, run="run-1")
+        stand_in.wait_for(1)
+        second = perform(api, run="run-2")
+        stand_in.release()
+        holder.result(timeout=30)
+    assert (second.status, second.body["decision"]) == (200, "in_progress")
+    assert second.body["retryAfterSeconds"] >= 1
+    assert len(stand_in.writes()) == 1
+
+
+def test_the_same_run_asking_again_while_its_call_is_under_way_never_sends_twice(
+    api: Api, slow_erp: Target, stand_in: StandInTarget
+) -> None:
+    """An engine that retries a call that took long sends the very request again: the call is recorded before it
+    leaves, so the second request finds it and is told in_progress."""
+    stand_in.script(Answer(late=True))
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(perform, api, run="run-1")
+        stand_in.wait_for(1)
+        again = perform(api, run="run-1")
+        stand_in.release()
+        assert first.result(timeout=30).body["decision"] == "performed"
+    assert again.body["decision"] == "in_progress"
+    assert len(stand_in.writes()) == 1
+
+
+def test_a_poll_address_of_check_and_claim_is_refused_at_perform_s(
+    api: Api, slow_erp: Target, stand_in: StandInTarget
+) -> None:
+    """A Check and claim poll may grant the claim; Perform once's poll never calls: neither takes the other's ticket."""
+    stand_in.script(Answer(late=True))
+    with ThreadPoolExecutor(1) as pool:
+        holder = pool.submit(perform, api, run="run-1")
+        stand_in.wait_for(1)
+        asked = perform(api, run="run-2", wait=True)
+        location = asked.headers["location"].replace("/api/perform/", "/api/claims/")
+        refused = api.follow(location)
+        stand_in.release()
+        holder.result(timeout=30)
+    assert (refused.status, refused.code, refused.targets) == (400, "invalid_request", ["ticket"])

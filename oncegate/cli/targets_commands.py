@@ -12,9 +12,8 @@ import json
 import textwrap
 from typing import Any
 
-from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
 from oncegate.cli.commands import INTERRUPTED_EXIT, refused
-from oncegate.cli.store_commands import _local_services
+from oncegate.cli.store_commands import _exit, _local_services
 from oncegate.domain.target_declarations import (
     DEFAULT_TIMEOUT_SECONDS,
     MAX_TIMEOUT_SECONDS,
@@ -175,7 +174,7 @@ def _on_store(command: str, act: Any, *, as_json: bool = False) -> int:
         option = OPTIONS.get(exc.target or "")
         return refused(command, option + exc.message.removeprefix(exc.target or "") if option else exc.message)
     except OnceGateError as exc:
-        return refused(command, exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+        return refused(command, exc.message, _exit(exc))
     except KeyboardInterrupt:
         return INTERRUPTED_EXIT
     finally:

@@ -18,7 +18,6 @@ UNTIL_SPLIT = {
     "oncegate/stores/sqlite.py": 768,
     "oncegate/entrypoints/server.py": 801,
     "oncegate/cli/rendering.py": 775,
-    "oncegate/entrypoints/http.py": 757,
 }
 MODULES = sorted([ROOT / "function_app.py", *(ROOT / "oncegate").rglob("*.py"), *(ROOT / "tools").rglob("*.py")])
 NAMES = [path.relative_to(ROOT).as_posix() for path in MODULES]

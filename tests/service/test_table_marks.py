@@ -26,7 +26,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.statuses import Decision
 from oncegate.domain.store_id import check_store_id
-from oncegate.entrypoints import actions
+from oncegate.entrypoints import error_map
 from oncegate.errors import InvalidRequest, NotConfigured
 from oncegate.models import ClaimRequest
 from oncegate.service.safeguard import PinnedFile, PinnedSetting, StoreIdPin
@@ -58,7 +58,7 @@ def answers(service: Gate, keys: list[str]) -> list[str]:
         try:
             found.append(claim(service, key=key, run="run-again").decision.value)
         except NotConfigured as refused:
-            found.append(refused.code)
+            found.append(error_map.code(refused))
     return found
 
 
@@ -357,7 +357,7 @@ def test_the_marks_are_read_inside_a_bulk_calls_transaction(app: App) -> None:
     ]
 
     answers = served.services.bulk.each(
-        requests, lambda request: actions.check_and_claim(served.services, request), same=lambda request: request.key
+        requests, lambda request: Gate.of(served.services).check_and_claim(request), same=lambda request: request.key
     )
 
     assert [answer.decision for answer in answers] == [Decision.PROCEED] * 5  # type: ignore[union-attr]

@@ -23,10 +23,11 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel
 
 from oncegate import __version__, models
+from oncegate.entrypoints.operations import Operation
 from oncegate.entrypoints.routes import FunctionRoute, function_routes
 from oncegate.models import IMPORTANT
 from tools.connector import operations
-from tools.connector.operations import ERRORS, OPERATIONS, PATH_PARAMETERS, Operation
+from tools.connector.operations import ERRORS, NOT_OFFERED, OPERATIONS, PATH_PARAMETERS
 from tools.connector.publisher import Publisher, PublisherError, read_publisher
 from tools.connector.schemas import Schema, model_definition, query_parameters
 
@@ -147,7 +148,7 @@ def served(routes: Sequence[FunctionRoute]) -> list[Served]:
     unserved = sorted(set(OPERATIONS) - set(by_name))
     if unserved:
         raise KeyError(f"{table} names {unserved[0]}, which is no function of function_app.app")
-    undescribed = sorted(set(by_name) - set(OPERATIONS))
+    undescribed = sorted(set(by_name) - set(OPERATIONS) - NOT_OFFERED)
     if undescribed:
         raise KeyError(f"function_app.{undescribed[0]} has no operation: add it to {table}")
     result = []
@@ -206,30 +207,40 @@ def parameters_of(route: str, operation: Operation) -> list[Schema]:
                 "required": True,
                 "schema": {"$ref": f"#/definitions/{operation.body.__name__}"},
                 "x-ms-summary": "Request",
-                "description": operation.body_description,
+                "description": operation.designer.body_description,
             }
         )
     return parameters
 
 
+def response_name(operation: Operation) -> str:
+    """The definition of the operation's answer: a polling trigger's batch has no next page (ConflictBatch)."""
+    if operation.designer.extra.get("x-ms-trigger"):
+        return BATCH_DEFINITION
+    return operation.response.__name__
+
+
 def responses_of(operation: Operation, auth: Auth = "key") -> Schema:
-    success: Schema = {"description": operation.success, "schema": {"$ref": f"#/definitions/{operation.response}"}}
+    designer = operation.designer
+    answer = {"$ref": f"#/definitions/{response_name(operation)}"}
+    success: Schema = {"description": designer.success, "schema": answer}
     responses: Schema = {"200": success}
-    if operation.extra.get("x-ms-trigger"):
+    if designer.extra.get("x-ms-trigger"):
         # The Logic Apps polling contract: Location carries the state, Retry-After the interval.
         success["headers"] = {**LOCATION_HEADER, **RETRY_AFTER_HEADER}
         responses["202"] = {"description": NO_NEW_CONFLICT, "headers": {**LOCATION_HEADER, **RETRY_AFTER_HEADER}}
-    if operation.accepted:
+    if designer.accepted:
         # The asynchronous pattern: Power Automate and Logic Apps poll Location until the answer is not 202.
         responses["202"] = {
-            "description": operation.accepted,
-            "schema": {"$ref": f"#/definitions/{operation.response}"},
+            "description": designer.accepted,
+            "schema": answer,
             "headers": {**WAIT_LOCATION_HEADER, **RETRY_AFTER_HEADER},
         }
-    described = {status: ERRORS[status] for status in operation.errors}
+    described = {status: ERRORS[status] for status in designer.errors}
     if 409 in described:
-        described[409] = operation.conflict_description
-    if auth == "entra" and operation.signed_in:
+        described[409] = designer.conflict_description
+    # Every action but health, which anyone may call, needs a signed-in caller with Entra ID.
+    if auth == "entra" and operation.role is not None:
         described |= SIGN_IN_ERRORS
     for status, description in sorted(described.items()):
         responses[str(status)] = {"description": description, "schema": ERROR_SCHEMA}
@@ -240,12 +251,13 @@ def responses_of(operation: Operation, auth: Auth = "key") -> Schema:
 
 
 def operation_object(route: str, operation: Operation, auth: Auth = "key") -> Schema:
+    designer = operation.designer
     return {
-        "operationId": operation.operation_id,
-        "summary": operation.summary,
-        "description": operation.description,
-        "x-ms-visibility": operation.visibility,
-        **operation.extra,
+        "operationId": designer.operation_id,
+        "summary": designer.summary,
+        "description": designer.description,
+        "x-ms-visibility": designer.visibility,
+        **designer.extra,
         "parameters": parameters_of(route, operation),
         "responses": responses_of(operation, auth),
     }

@@ -17,7 +17,7 @@ from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.domain.targets import TargetCalls
-from oncegate.entrypoints.stored_data import StoredDataGuard
+from oncegate.entrypoints.sensitive_data import SensitiveDataGuard
 from oncegate.errors import StoreUnavailable
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.bulk import Bulk
@@ -93,7 +93,7 @@ class Services:
     bulk: Bulk
     store: ClaimStore
     # What a request stores besides its key, checked at the edge before the service is called.
-    stored_data: StoredDataGuard
+    sensitive_data: SensitiveDataGuard
     # The seal on the cursors, poll addresses and trigger states the HTTP edge hands out, from the key secrets.
     cursor_seal: CursorSeal
     # Where the store is (settings.store_location), for health; None for services wired by hand.
@@ -126,10 +126,10 @@ def wire(
     bulk_concurrency: int = DEFAULT_BULK_CONCURRENCY,
     targets_allow_loopback: bool = False,
 ) -> Services:
-    """The services over ``store``, sharing one inventory and one core (keys, clock, privacy policies)."""
-    # Everything else a request stores (oncegate.entrypoints.stored_data): the key's policy unless it has its own.
+    """The services over ``store``, sharing one inventory and one core (keys, clock, sensitive-data policies)."""
+    # Everything else a request stores (oncegate.entrypoints.sensitive_data): the key's policy unless it has its own.
     data_policy = sensitive_keys if sensitive_data is None else sensitive_data
-    stored_data = StoredDataGuard(data_policy)
+    data_guard = SensitiveDataGuard(data_policy)
     # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts
     # flushed every ``flush_interval`` (see oncegate.service.inventory).
     inventory = Inventory(
@@ -171,7 +171,7 @@ def wire(
         key_secrets=KeySecrets(store, clock=clock, pin=pin),
         bulk=Bulk(store, ready=core.require_safe_store, concurrency=bulk_concurrency),
         store=store,
-        stored_data=stored_data,
+        sensitive_data=data_guard,
         cursor_seal=CursorSeal.of(ring),
         store_location=store_location,
         targets=Targets(store, clock=clock, allow_loopback=targets_allow_loopback),

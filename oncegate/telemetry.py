@@ -21,7 +21,7 @@ dimensions in ``customDimensions`` (as text: ``toint()`` and ``todouble()`` them
 the workbook's and the alerts' queries to them. No event carries a business key, a payload or a value
 of it, a fingerprint, a claim token, result data, a run id, a claim id or who signed in: only names of
 scopes and flows, of the parts of a payload a conflict found changed (JSON Pointers, which the
-personal-data check reads as it reads every stored text), codes, counts and times.
+sensitive-data check reads as it reads every stored text), codes, counts and times.
 
 Off unless ``APPLICATIONINSIGHTS_CONNECTION_STRING`` is set. Then the first answer sets up the Azure
 Monitor OpenTelemetry distro (``configure_azure_monitor``, as the Functions Python worker documents

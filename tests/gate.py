@@ -3,7 +3,7 @@
 Production code never holds such an object: ``oncegate.bootstrap`` builds the services and each
 entry point calls the one it needs. The tests call the API as a flow does, across services, with
 the wire's request models, so each call performs its entry of :mod:`oncegate.entrypoints.operations`
-(the command parsed, the personal-data check, the service, the view rendered) as the HTTP pipeline
+(the command parsed, the sensitive-data check, the service, the view rendered) as the HTTP pipeline
 does, without HTTP; ``services`` is the bundle to wire with ``bootstrap.use_services``.
 """
 

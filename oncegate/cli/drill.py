@@ -265,7 +265,7 @@ def new_key(now: datetime) -> str:
 
 def made_up_record_id() -> str:
     """The record id a drill run says it made: letters only. Hex digits would now and then run to eleven digits
-    (``DRILL-D15199593258``), which the personal-data check rightly reads as a phone number and refuses."""
+    (``DRILL-D15199593258``), which the sensitive-data check rightly reads as a phone number and refuses."""
     return "DRILL-" + "".join(secrets.choice(string.ascii_uppercase) for _ in range(12))
 
 

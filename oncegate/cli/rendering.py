@@ -32,7 +32,7 @@ from rich.text import Text
 from oncegate.cli.drill import Lookup, Report
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import KeySecretRecord, ScopeRecord
-from oncegate.domain.safeguards import SecretUsage
+from oncegate.domain.safeguard import SecretUsage
 from oncegate.domain.statuses import ConflictOrigin
 from oncegate.domain.times import said
 from oncegate.models import (

@@ -8,19 +8,19 @@ verdict and the claim as written; the entry points render the answer as the wire
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from oncegate.domain import members
-from oncegate.domain.decisions import Intent, Verdict
+from oncegate.domain.decisions import Verdict
+from oncegate.domain.intent import Intent
 from oncegate.domain.records import Claim, EarlierAttempt, Flow
 from oncegate.domain.statuses import AnswerStatus, Decision
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY, SOURCE_DIFFERS
 
 
 @dataclass(frozen=True, kw_only=True)
-class Holder:
+class LeaseHolder:
     """The run holding a live lease: its flow, never its run id (with it, another caller could pass for it)."""
 
     flow: Flow | None
@@ -47,7 +47,7 @@ class ClaimAnswer:
     idempotency_key: str | None = None
     lease_expires_at: datetime | None = None
     retry_after_seconds: int | None = None
-    holder: Holder | None = None
+    holder: LeaseHolder | None = None
     result: Claim | None = None
     earlier_attempt: EarlierAttempt | None = None
     conflict_id: str | None = None
@@ -77,11 +77,12 @@ def source_warnings(claim: Claim, source: str | None) -> list[str]:
     return [SOURCE_DIFFERS] if differs else []
 
 
-def answer(verdict: Verdict, claim: Claim, intent: Intent, warnings: Sequence[str], token: str | None) -> ClaimAnswer:
+def answer(verdict: Verdict, claim: Claim, intent: Intent, token: str | None = None) -> ClaimAnswer:
     """What the run is told of ``verdict`` on ``claim`` (as written): what each decision carries, and its warnings.
 
-    ``warnings`` are those the request itself earned (its key, no flow, no fingerprint); ``token`` is the
-    claim token of the claim's grant, handed over only with a decision that grants.
+    The warnings are those the request itself earned (``intent.warnings``: its key, no flow, no fingerprint),
+    then those meeting this claim adds; ``token`` is the claim token of the claim's grant, handed over only with
+    a decision that grants.
     """
     told = ClaimAnswer(
         decision=verdict.decision,
@@ -90,7 +91,7 @@ def answer(verdict: Verdict, claim: Claim, intent: Intent, warnings: Sequence[st
         attempt=claim.attempt,
         reason=verdict.reason,
         warnings=[
-            *warnings,
+            *intent.warnings,
             *flow_warnings(claim, intent.flow, verdict.decision),
             *source_warnings(claim, intent.source),
         ],
@@ -100,14 +101,14 @@ def answer(verdict: Verdict, claim: Claim, intent: Intent, warnings: Sequence[st
             told, claim_token=token, lease_expires_at=claim.lease_expires_at, earlier_attempt=verdict.earlier_attempt
         )
     if verdict.decision is Decision.IN_PROGRESS:
-        holder = Holder(flow=claim.flow, lease_expires_at=claim.lease_expires_at)
+        holder = LeaseHolder(flow=claim.flow, lease_expires_at=claim.lease_expires_at)
         return replace(told, retry_after_seconds=verdict.retry_after_seconds, holder=holder)
     if verdict.decision is Decision.DUPLICATE:
         return replace(told, result=claim)
     return told
 
 
-def conflict_answer(claim: Claim, intent: Intent, warnings: Sequence[str], conflict_id: str) -> ClaimAnswer:
+def conflict_answer(claim: Claim, intent: Intent, conflict_id: str) -> ClaimAnswer:
     """The answer of a changed fingerprint: the conflict the owner will decide, and nothing done; the parts that
     changed named where the payloads were compared part by part (never their values)."""
     shown, more = members.named(intent.changed or ())
@@ -118,18 +119,18 @@ def conflict_answer(claim: Claim, intent: Intent, warnings: Sequence[str], confl
             f"{f' and {more} more parts' if more else ''} changed. Nothing was done; the conflict waits for its owner."
         )
     verdict = Verdict(Decision.CONFLICT, reason, reason)
-    told = answer(verdict, claim, intent, warnings, None)
+    told = answer(verdict, claim, intent)
     return replace(told, conflict_id=conflict_id, changed=shown, more_changed=more)
 
 
-def unclaimed(verdict: Verdict, claim_id: str, warnings: Sequence[str]) -> ClaimAnswer:
+def unclaimed(verdict: Verdict, intent: Intent) -> ClaimAnswer:
     """The answer when no claim stands for the key (none made, or the one made withdrawn): attempt 0."""
     return ClaimAnswer(
         decision=verdict.decision,
-        claim_id=claim_id,
+        claim_id=intent.claim_id,
         status=AnswerStatus.NONE,
         attempt=0,
         reason=verdict.reason,
         retry_after_seconds=verdict.retry_after_seconds,
-        warnings=list(warnings),
+        warnings=list(intent.warnings),
     )

@@ -13,80 +13,19 @@ says. The property tests compare this function with their own model of the contr
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
 from enum import StrEnum
 
 from oncegate.domain.idempotency import key_attempt
+from oncegate.domain.intent import Intent
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.members import named
-from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow
+from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord
 from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.domain.times import said
 
 MAX_RETRY_AFTER_SECONDS = 60
-
-
-@dataclass(frozen=True)
-class Intent:
-    """What a run asks: its run id and flow, its business data's fingerprint (as the claim's secret keys it).
-
-    The fields after ``signed_in`` are what a claim the answer grants is made of: the claim id and the
-    secret's check value it was made with, the lease, the grant's id (random, so drawn by the caller:
-    this function stays pure), the source system and reference, and ``stamp``, when the answer was
-    decided (``now``, or just after the claim it was decided on was written: see the service).
-    """
-
-    run_id: str
-    flow: Flow | None
-    fingerprint: Fingerprint | None
-    now: datetime
-    # Who signed in (Entra ID), as the claim's secret digests it; None with function keys.
-    signed_in: str | None = None
-    claim_id: str = ""
-    scope: str = ""
-    key_id: str | None = None
-    lease: timedelta = timedelta(seconds=300)
-    grant_id: str = ""
-    source: str | None = None
-    reference: str | None = None
-    stamp: datetime | None = None
-    # The version of the scope's fingerprint rules ``fingerprint`` was made under (issue 25).
-    rules_version: int = 0
-    # The keyed digest of each member of the payload, kept by a claim the answer grants (issue 33).
-    members: Mapping[str, str] | None = None
-    # The members that differ from the claim's under the scope's current rules, when both have member digests:
-    # they decide whether the data changed. None: the fingerprints decide (oncegate.domain.members).
-    changed: tuple[str, ...] | None = None
-
-    @property
-    def decided_at(self) -> datetime:
-        return self.stamp or self.now
-
-    def same_data(self, claim: Claim) -> bool:
-        """Whether the business data is the claim's: no member the current rules keep differs, or (without member
-        digests) the same fingerprint."""
-        if self.changed is not None:
-            return not self.changed
-        return self.fingerprint is not None and self.fingerprint.matches(claim.fingerprint)
-
-    def is_holder_of(self, claim: Claim) -> bool:
-        """Whether this is the very run that holds the claim, asking again because its answer was lost.
-
-        The run id alone is not enough: makers set it by hand, so two flows (or two runs of one flow)
-        may send the same one. Only the same run id from the same flow with the same business data
-        gets the lease back; anything else is another run (issue 9). A request that names no flow or
-        no business data cannot be told from another run of the same run id (two items of one key in
-        an "Apply to each" share the run's name): never the same run. Where the grant was made to a
-        signed-in caller, only that caller is the same run: the run id and flow can be read from the
-        processing record by anyone allowed to read claims.
-        """
-        if self.flow is None or self.fingerprint is None:
-            return False
-        if claim.granted_to is not None and claim.granted_to != self.signed_in:
-            return False
-        return claim.run_id == self.run_id and claim.flow == self.flow and self.same_data(claim)
 
 
 class Change(StrEnum):
@@ -170,7 +109,7 @@ def first_claim(intent: Intent) -> Claim:
         rules_version=intent.rules_version,
         members=intent.members,
         grant_id=intent.grant_id,
-        granted_to=intent.signed_in,
+        granted_to=intent.granted_to,
         run_id=intent.run_id,
         flow=intent.flow,
         first_received_at=intent.now,
@@ -197,12 +136,12 @@ def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> 
         members=intent.members if fingerprint else claim.members,
         idempotency_attempt=key_attempt(claim, earlier),
         grant_id=intent.grant_id,
-        granted_to=intent.signed_in,
+        granted_to=intent.granted_to,
         legacy_token=None,
         run_id=intent.run_id,
         flow=intent.flow,
-        last_attempt_at=intent.decided_at,
-        updated_at=intent.decided_at,
+        last_attempt_at=intent.written_at,
+        updated_at=intent.written_at,
         lease_expires_at=intent.now + intent.lease,
         target_record_id=None,
         data=None,

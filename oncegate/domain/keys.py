@@ -22,6 +22,7 @@ from typing import Any
 
 import rfc8785
 
+from oncegate.domain.canonical import canonical
 from oncegate.domain.members import member_digests
 from oncegate.errors import InvalidRequest
 
@@ -60,8 +61,20 @@ def normalise_key(key: str) -> str:
     return normalised
 
 
+_BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
+# Two characters for every 10 bits: the standard library writes base32 in Python five bits at a time.
+_BASE32_PAIRS = tuple(first + second for first in _BASE32 for second in _BASE32)
+
+
 def _b32(digest: bytes) -> str:
-    return base64.b32encode(digest).decode("ascii").rstrip("=").lower()
+    """``digest`` in lowercase base32 without padding, as ``base64.b32encode`` spells it (issue 36)."""
+    bits = len(digest) * 8
+    characters = -(-bits // 5)
+    value = int.from_bytes(digest, "big") << (characters * 5 - bits)
+    head = _BASE32[value >> (characters - 1) * 5] if characters % 2 else ""
+    return head + "".join(
+        [_BASE32_PAIRS[(value >> shift) & 1023] for shift in range((characters // 2 - 1) * 10, -1, -10)]
+    )
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,8 @@ class KeyHasher:
         self._token_key = _derive(self._secret, "claim token")
         self._idempotency_key = _derive(self._secret, "idempotency key")
         self._member_key = _derive(self._secret, "member")
+        # Made once per secret: every claim carries it, and deriving it was an HMAC per request (issue 36).
+        self._key_id = _b32(_derive(self._secret, "key check"))[:16]
 
     @property
     def key_id(self) -> str:
@@ -102,7 +117,7 @@ class KeyHasher:
         The store remembers the key ids it was used with, so a service started with another secret
         is refused before it answers ``proceed`` for every key already done.
         """
-        return _b32(_derive(self._secret, "key check"))[:16]
+        return self._key_id
 
     @property
     def cursor_key(self) -> bytes:
@@ -160,10 +175,10 @@ class KeyHasher:
 def payload_fingerprint(payload: Any) -> str:
     """SHA-256 of the RFC 8785 canonical form: key order and number spelling do not matter."""
     try:
-        canonical = rfc8785.dumps(payload)
+        written = canonical(payload)
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
         raise InvalidRequest(f"payload cannot be canonicalised: {exc}", target="payload") from exc
-    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+    return "sha256:" + hashlib.sha256(written).hexdigest()
 
 
 def conflict_id(claim_id: str, fingerprint: str | None, round_: int, *, born: datetime | None = None) -> str:

@@ -1,7 +1,7 @@
 """What a store says about itself: who it is, the marks of its tables, its key secrets, its clock (issues 22, 31).
 
 Read in one round trip by the store (``StoreMarkRecords.read_marks``) and judged by the pure checks
-of :mod:`oncegate.domain.safeguards`.
+of :mod:`oncegate.domain.safeguard`.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from typing import Any
 
 import rfc8785
 
+from oncegate.domain.canonical import canonical
 from oncegate.domain.fingerprint_rules import WILDCARD, segments
 from oncegate.domain.records import FingerprintRules
 from oncegate.domain.sensitive import sensitive_findings
@@ -127,7 +128,7 @@ def _canonical(value: Any) -> bytes:
         return str(encode_basestring(value)).encode()
     if value is None or isinstance(value, bool):
         return b"null" if value is None else b"true" if value else b"false"
-    return bytes(rfc8785.dumps(value))
+    return canonical(value)
 
 
 def _stored_length(pointer: str) -> int:

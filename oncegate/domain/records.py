@@ -31,6 +31,12 @@ class Flow:
     environment: str
 
 
+def flow_text(flow: Flow | None, *, opening: bool = False) -> str:
+    """How a message names a flow (``opening``: at the start of a sentence)."""
+    text = f"flow '{flow.name}' in '{flow.environment}'" if flow else "an unnamed flow"
+    return text[0].upper() + text[1:] if opening else text
+
+
 @dataclass(frozen=True)
 class AppliedResolution:
     """A resolution applied by releases that listed them on the claim row; read, never written any more.

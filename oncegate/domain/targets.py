@@ -30,7 +30,7 @@ class Target:
     ``success_statuses`` empty means every 2xx; ``retryable_statuses`` are the 4xx statuses after
     which a failure may be retried; ``record_pointer`` the JSON pointer into the response body that
     names the record the target made (``targetRecordId``); ``kept_headers`` and ``kept_pointers`` what
-    of a response is kept with the claim (within the data limit, after the personal-data check).
+    of a response is kept with the claim (within the data limit, after the sensitive-data check).
     ``declared_by``/``declared_at`` say who declared it last and when; ``version`` is the store's (None: new).
     :func:`oncegate.domain.target_declarations.declare_target` makes one, every field checked.
     """

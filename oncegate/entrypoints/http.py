@@ -3,7 +3,7 @@
 ``function_app.py`` declares one Azure function per entry (:func:`function`); each runs
 :func:`respond`: the caller signed in and checked for the entry's role, the query parameters it takes
 (any other is refused), the route's ids and the strict JSON body read as the entry declares them
-(``oncegate.entrypoints.parse``), the entry performed (parse, the personal-data check, serve, render:
+(``oncegate.entrypoints.parse``), the entry performed (parse, the sensitive-data check, serve, render:
 :mod:`oncegate.entrypoints.operations`), and the answer or a Microsoft REST API guidelines error body
 rendered. Every answer sends the entry's telemetry event, or ``OnceGate.Unavailable`` for a 503.
 Bad input is refused before any write, and never becomes a 500.
@@ -84,7 +84,7 @@ def _answer(request: func.HttpRequest, operation: Operation) -> func.HttpRespons
         services = bootstrap.get_services()
         operation = (operation.instead and operation.instead(request.params)) or operation
         call = read(request, operation, signed_in, services.cursor_seal)
-        return _rendered(request, operation.perform(services, call))
+        return _rendered(call, operation.perform(services, call))
     except OnceGateError as exc:
         return _refused(exc)
     except ConfigError as exc:
@@ -119,30 +119,38 @@ def read(
         ids=ids,
         signed_in=signed_in,
         address=request.url,
+        root=_root(request.url, operation.path(**ids)),
         link=lambda cursor: next_link(request, cursor, list_name, seal),
         seal=seal,
     )
 
 
-def _rendered(request: func.HttpRequest, reply: Reply) -> func.HttpResponse:
+def _root(address: str, own: str) -> str:
+    """The address every route sits below (``https://host/api/``): the request's own, without its route's path."""
+    parts = urlsplit(address)
+    path = parts.path.rstrip("/")
+    # The host matches routes whatever their case.
+    root = path[: -len(own)] if path.lower().endswith(f"/{own.lower()}") else f"{path}/"
+    return str(urlunsplit(parts._replace(path=root, query="", fragment="")))
+
+
+def _rendered(call: Call[Any, Any], reply: Reply) -> func.HttpResponse:
     headers = dict(reply.headers)
-    if reply.waiting is not None and isinstance(reply.model, BaseModel):
-        headers |= _poll_address(request, reply)
+    if reply.waiting is not None:
+        headers |= _poll_address(call, reply)
     if reply.model is None:
         return func.HttpResponse(status_code=reply.status, headers=headers)
     return render(reply.status, reply.model, headers)
 
 
-def _poll_address(request: func.HttpRequest, reply: Reply) -> dict[str, str]:
+def _poll_address(call: Call[Any, Any], reply: Reply) -> dict[str, str]:
     """Where the engine polls a waiting run (the Logic Apps asynchronous pattern), and when (issue 25)."""
     assert reply.waiting is not None
     claim_id, retry_after = getattr(reply.model, "claim_id", ""), getattr(reply.model, "retry_after_seconds", None)
-    ticket = waits.seal(reply.waiting, claim_id, bootstrap.get_cursor_seal())
-    parts = urlsplit(request.url)
-    path = f"{parts.path[: parts.path.rindex('/claims')]}/{waits.poll_list(claim_id)}"
+    ticket = waits.seal(reply.waiting, claim_id, call.sealing)
     # Only the host's own parameters (a function key in ``code``) go along with the ticket.
-    kept = [(name, value) for name, value in parse_qsl(parts.query) if name.lower() in HOST_PARAMS]
-    location = urlunsplit(parts._replace(path=path, query=urlencode([*kept, ("ticket", ticket)])))
+    kept = [(name, value) for name, value in parse_qsl(urlsplit(call.address).query) if name.lower() in HOST_PARAMS]
+    location = f"{call.root}{reply.at}?{urlencode([*kept, ('ticket', ticket)])}"
     return {"Location": location, "Retry-After": str(retry_after or 1)}
 
 

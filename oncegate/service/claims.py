@@ -1,6 +1,9 @@
 """Check and claim: the I/O around the contract's decision table (``oncegate.domain.decisions``).
 
-The service reads the claim, asks the pure decision function, and writes what it says. Writes
+The request is parsed once, into the :class:`~oncegate.domain.intent.Intent` the core makes of it
+(:meth:`~oncegate.service.core.ClaimsCore.intent`); the decision, the answer, the history line and the
+inventory's counts all read that one value. The service reads the claim, asks the pure decision function,
+and writes what it says. Writes
 come first and reads only on a lost race (the store's conditional insert carries the
 existing claim back), so a new claim costs one storage round trip. Every answer leaves a
 history event saying how the request was recognised. A lost race (``StoreRace``) means
@@ -12,23 +15,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import timedelta
 from typing import Protocol
 
-from oncegate.domain import members
 from oncegate.domain.answers import ClaimAnswer, answer, conflict_answer, flow_warnings, unclaimed
 from oncegate.domain.backups import Restore
 from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records, withdrawn
 from oncegate.domain.idempotency import idempotency_key
-from oncegate.domain.keys import normalise_scope, normalise_source
-from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent
+from oncegate.domain.intent import Intent
+from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent, flow_text
 from oncegate.domain.statuses import (
     ConflictOrigin,
     ConflictStatus,
     Decision,
     EventKind,
 )
-from oncegate.domain.warnings import NO_FINGERPRINT, NO_FLOW, RULE_MATCHED_NOTHING
 from oncegate.errors import (
     AlreadyExists,
     ConcurrentUpdate,
@@ -38,9 +38,9 @@ from oncegate.errors import (
 from oncegate.service.backups import restore_notice
 from oncegate.service.commands import CheckAndClaim, KeyOf, Paging
 from oncegate.service.conflicts import Conflicts
-from oncegate.service.core import ClaimsCore, flow_text
-from oncegate.service.identity import Caller, keyed, new_grant_id, token
+from oncegate.service.core import ClaimsCore
 from oncegate.service.races import settled
+from oncegate.service.tokens import keyed, new_grant_id, token
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable, RestoreReads
 
 logger = logging.getLogger(__name__)
@@ -72,214 +72,168 @@ class Claims:
         ``signed_in`` names the caller Entra ID signed in (None with function keys): a grant made to a
         signed-in caller is given back to that caller only.
         """
-        return self.decide_for(self.caller(request, signed_in=signed_in))
+        return self.decide_for(self._core.intent(request, signed_in=signed_in))
 
-    def caller(self, request: CheckAndClaim, *, signed_in: str | None = None) -> Caller:
-        """The request normalised: its key reduced to claim ids, its data to fingerprints; nothing written yet."""
-        self._core.require_safe_store()
-        return replace(self._caller(request), signed_in=signed_in)
-
-    def decide_for(self, caller: Caller) -> ClaimAnswer:
-        """Check and claim for a request already normalised (:meth:`caller`, or a waiting run's poll)."""
-        refusal = self._core.inventory.refusal(caller.flow)
-        answer = self._refused(caller, refusal) if refusal else settled(lambda: self._claim_once(caller))
-        self._core.inventory.answered(caller.scope, caller.flow, answer.decision, caller.now)
+    def decide_for(self, intent: Intent) -> ClaimAnswer:
+        """Check and claim for a request already parsed (:meth:`ClaimsCore.intent`, or a waiting run's poll)."""
+        refusal = self._core.inventory.refusal(intent.flow)
+        answer = self._refused(intent, refusal) if refusal else settled(lambda: self._claim_once(intent))
+        self._core.inventory.answered(intent.scope, intent.flow, answer.decision, intent.now)
         return answer
 
-    def _refused(self, caller: Caller, refusal: str) -> ClaimAnswer:
+    def _refused(self, intent: Intent, refusal: str) -> ClaimAnswer:
         """Blocked by the inventory before any claim is made or taken over; an existing claim's history says why."""
-        found = self._core.find(caller.identities)
-        verdict = check_and_claim(found[0] if found else None, caller.intent(), refusal=refusal)
+        found = self._core.find(intent.identities)
+        verdict = check_and_claim(found[0] if found else None, intent, refusal=refusal)
         if found is None:
-            return unclaimed(verdict, caller.claim_id, caller.warnings)
+            return unclaimed(verdict, intent)
         claim, identity = found
-        caller = replace(caller.as_(identity), decided_at=self._core.decided_at(claim, caller.now))
-        self._answered(claim, caller, verdict.decision, verdict.recognised_by)
-        return answer(verdict, claim, caller.intent(), caller.warnings, None)
+        intent = replace(intent.as_(identity), decided_at=self._core.decided_at(claim, intent.now))
+        self._write_history(claim, intent, verdict.decision, verdict.recognised_by)
+        return answer(verdict, claim, intent)
 
-    def _caller(self, request: CheckAndClaim) -> Caller:
-        rules = self._core.inventory.fingerprint_rules(normalise_scope(request.scope))
-        identities, scope, warnings = self._core.identify(request, rules_version=rules.version)
-        current = next(identity for identity in identities if identity.hasher is self._core.keys.current)
-        flow = request.flow
-        if current.fingerprint is None:
-            warnings.append(NO_FINGERPRINT)
-        if request.payload is not None and rules.include:
-            unmatched = members.unmatched(request.payload, rules)
-            self._core.inventory.rules_matched(scope, rules, unmatched)
-            if unmatched:
-                warnings.append(RULE_MATCHED_NOTHING)
-        if flow is None:
-            warnings.append(NO_FLOW)
-        return Caller(
-            claim_id=current.claim_id,
-            scope=scope,
-            fingerprint=current.fingerprint,
-            hasher=current.hasher,
-            identities=identities,
-            run_id=request.run_id,
-            flow=flow,
-            lease=timedelta(seconds=request.lease_seconds or self._core.inventory.lease_seconds(scope)),
-            now=self._core.clock(),
-            warnings=warnings,
-            source=normalise_source(request.source),
-            reference=request.reference,
-            rules_version=rules.version,
-            fingerprint_in=lambda hasher, version: self._core.fingerprint(hasher, request, version),
-            members=current.members,
-            rules=rules,
-        )
-
-    def _claim_once(self, caller: Caller) -> ClaimAnswer:
+    def _claim_once(self, intent: Intent) -> ClaimAnswer:
         # During a rotation the key may be claimed under an older secret: look there first.
-        found = self._core.find(caller.older_identities if caller.may_claim else caller.identities)
+        found = self._core.find(intent.older_identities if intent.may_claim else intent.identities)
         if found is not None:
-            return self._decide(found[0], caller.as_(found[1]))
-        if not caller.may_claim:
-            raise NotFound(f"No claim of this key in the scope {caller.scope} under the secrets it was named with.")
-        verdict = check_and_claim(None, caller.intent(grant_id=new_grant_id()))
+            return self._decide(found[0], intent.as_(found[1]))
+        if not intent.may_claim:
+            raise NotFound(f"No claim of this key in the scope {intent.scope} under the secrets it was named with.")
+        verdict = check_and_claim(None, replace(intent, grant_id=new_grant_id()))
         claim = verdict.record
         assert claim is not None, "a new key's verdict carries its first claim"
-        event = self._claim_event(claim, caller, verdict.decision, verdict.recognised_by)
+        event = self._history_line(claim, intent, verdict.decision, verdict.recognised_by)
         try:
             stored = self._core.counted(None, self._store.create_claim(claim, event))
         except AlreadyExists as exc:
-            return self._decide(exc.existing, caller)
+            return self._decide(exc.existing, intent)
         except NotFound as exc:
             # The claim in the way was gone when read back (withdrawn during a rotation, or purged): ask again.
             raise ConcurrentUpdate(f"claim {claim.claim_id} existed and is gone") from exc
-        if caller.other_identities and self._core.find(caller.other_identities) is not None:
-            return self._withdrawn(stored, caller)
-        if caller.source is not None:
-            self._core.inventory.source_claimed(caller.scope, caller.flow, caller.source)
-        return self._told(verdict, stored, caller)
+        if intent.other_identities and self._core.find(intent.other_identities) is not None:
+            return self._withdrawn(stored, intent)
+        if intent.source is not None:
+            self._core.inventory.source_claimed(intent.scope, intent.flow, intent.source)
+        return self._answer(verdict, stored, intent)
 
-    def _withdrawn(self, made: Claim, caller: Caller) -> ClaimAnswer:
+    def _withdrawn(self, made: Claim, intent: Intent) -> ClaimAnswer:
         """The claim this request made is deleted, as :func:`~oncegate.domain.decisions.withdrawn` says why."""
         verdict = withdrawn()
         logger.info("Claim %s made during a rotation meets a claim under another secret: withdrawn", made.claim_id)
         self._store.delete_claim(made)
         self._core.counted(made, None)
-        return unclaimed(verdict, made.claim_id, caller.warnings)
+        return unclaimed(verdict, intent)
 
-    def _decide(self, claim: Claim, caller: Caller) -> ClaimAnswer:
+    def _decide(self, claim: Claim, intent: Intent) -> ClaimAnswer:
         """Apply the decision table (oncegate.domain.decisions) to a claim that exists, and write what it says.
 
         One verdict may be decided twice: a conflict found resolved that the claim never heard of (an earlier
         release wrote the conflict before the claim) is applied to the claim, which is then decided again.
         """
         for repair in (True, False):
-            caller = replace(caller, decided_at=self._core.decided_at(claim, caller.now))
-            verdict = self._verdict(claim, caller)
-            if verdict.change is Change.OPEN_CONFLICT and self._rules_moved(caller):
+            intent = replace(intent, decided_at=self._core.decided_at(claim, intent.now)).compared(claim)
+            verdict = self._verdict(claim, intent)
+            if verdict.change is Change.OPEN_CONFLICT and self._rules_moved(intent):
                 # Set scope answered on another instance since this one read the rules: never a conflict under
                 # rules older than the ones it answered with (issue 33).
-                caller = self._under_current_rules(caller)
-                verdict = self._verdict(claim, caller)
-            caller = self._compared(claim, caller)
+                intent = self._under_current_rules(intent).compared(claim)
+                verdict = self._verdict(claim, intent)
             if verdict.change is Change.NEW_ATTEMPT:
-                return self._take_over(claim, caller, verdict)
+                return self._take_over(claim, intent, verdict)
             if verdict.change is not Change.OPEN_CONFLICT:
                 flow_warning = verdict.decision in (Decision.DUPLICATE, Decision.IN_PROGRESS)
-                self._answered(claim, caller, verdict.decision, verdict.recognised_by, flow_warning=flow_warning)
-                return self._told(verdict, claim, caller)
+                self._write_history(claim, intent, verdict.decision, verdict.recognised_by, flow_warning=flow_warning)
+                return self._answer(verdict, claim, intent)
             conflict, record = self._conflicts.open_conflict(
                 claim,
-                keyed(caller.fingerprint),
+                keyed(intent.fingerprint),
                 ConflictOrigin.CLAIM,
                 verdict.reason,
-                caller.run_id,
-                caller.flow,
-                source_system=caller.source,
-                changed=caller.changed or (),
+                intent.run_id,
+                intent.flow,
+                source_system=intent.source,
+                changed=intent.changed or (),
             )
             if repair and conflict.status is ConflictStatus.RESOLVED:
                 try:
-                    claim = self._conflicts.apply_resolution(claim, conflict, record, caller.now)
+                    claim = self._conflicts.apply_resolution(claim, conflict, record, intent.now)
                     continue
                 except StateConflict:
                     pass  # a new version cannot be accepted while an attempt runs: the conflict answer stands
             recognised_by = f"{verdict.reason} Conflict {conflict.conflict_id} is open."
-            self._answered(claim, caller, Decision.CONFLICT, recognised_by)
-            return conflict_answer(claim, caller.intent(), caller.warnings, conflict.conflict_id)
+            self._write_history(claim, intent, Decision.CONFLICT, recognised_by)
+            return conflict_answer(claim, intent, conflict.conflict_id)
         raise AssertionError("a claim repaired once is decided without repair")
 
-    def _verdict(self, claim: Claim, caller: Caller) -> Verdict:
-        caller = self._compared(claim, caller)
-        return check_and_claim(claim, caller.intent(grant_id=new_grant_id()), self._fingerprints(claim, caller))
+    def _verdict(self, claim: Claim, intent: Intent) -> Verdict:
+        """The decision table on ``claim`` for ``intent`` as compared with it (:meth:`Intent.compared`)."""
+        return check_and_claim(claim, replace(intent, grant_id=new_grant_id()), self._fingerprints(claim, intent))
 
-    @staticmethod
-    def _compared(claim: Claim, caller: Caller) -> Caller:
-        """The caller as it is compared with ``claim``: member by member under the current rules where both have
-        member digests; its fingerprint under the rules the claim's was made with, which reviewers' decisions
-        and the conflict's id are keyed by (issue 25)."""
-        caller = caller.compared(claim)
-        return caller.under(claim.rules_version) if claim.fingerprint is not None else caller
-
-    def _rules_moved(self, caller: Caller) -> bool:
+    def _rules_moved(self, intent: Intent) -> bool:
         """Whether the scope's rules changed since this instance read them (read again now: a conflict is rare).
 
         Only for a request compared member by member: a fingerprint is compared under the claim's own version.
         """
-        if caller.members is None:
+        if intent.members is None:
             return False
-        return self._core.inventory.fingerprint_rules(caller.scope, fresh=True).version != caller.rules.version
+        return self._core.inventory.fingerprint_rules(intent.scope, fresh=True).version != intent.rules.version
 
-    def _under_current_rules(self, caller: Caller) -> Caller:
-        rules = self._core.inventory.fingerprint_rules(caller.scope)
-        assert caller.fingerprint_in is not None, "a request's caller can fingerprint under any version"
-        fingerprint = caller.fingerprint_in(caller.hasher, rules.version)
-        return replace(caller, rules=rules, rules_version=rules.version, fingerprint=fingerprint)
+    def _under_current_rules(self, intent: Intent) -> Intent:
+        rules = self._core.inventory.fingerprint_rules(intent.scope)
+        assert intent.fingerprint_in is not None, "a request's intent can fingerprint under any version"
+        fingerprint = intent.fingerprint_in(intent.hasher, rules.version)
+        return replace(intent, rules=rules, rules_version=rules.version, fingerprint=fingerprint)
 
-    def _fingerprints(self, claim: Claim, caller: Caller) -> list[FingerprintRecord]:
-        """What reviewers decided about the caller's fingerprint, read only on a mismatch (off the common path)."""
-        if not needs_fingerprint_records(claim, caller.intent()):
+    def _fingerprints(self, claim: Claim, intent: Intent) -> list[FingerprintRecord]:
+        """What reviewers decided about the request's fingerprint, read only on a mismatch (off the common path)."""
+        if not needs_fingerprint_records(claim, intent):
             return []
-        assert caller.fingerprint is not None
-        return self._store.get_fingerprints(claim.claim_id, (caller.fingerprint.keyed, caller.fingerprint.plain))
+        assert intent.fingerprint is not None
+        return self._store.get_fingerprints(claim.claim_id, (intent.fingerprint.keyed, intent.fingerprint.plain))
 
-    def _take_over(self, claim: Claim, caller: Caller, verdict: Verdict) -> ClaimAnswer:
+    def _take_over(self, claim: Claim, intent: Intent, verdict: Verdict) -> ClaimAnswer:
         """A new attempt for this run: proceed, or reconcile the attempt it takes over."""
         renewed = verdict.record
         assert renewed is not None, "a new attempt's verdict carries the claim taken over"
-        event = self._claim_event(renewed, caller, verdict.decision, verdict.recognised_by)
+        event = self._history_line(renewed, intent, verdict.decision, verdict.recognised_by)
         if verdict.earlier_attempt is not None:
             event = replace(event, details={"reconciles": {"attempt": verdict.earlier_attempt.attempt}})
         # A new attempt is the only change that may give a claim its source or reference.
         stored = self._core.counted(claim, self._store.update_claim(renewed, event, relabelled=True))
-        return self._told(verdict, stored, caller)
+        return self._answer(verdict, stored, intent)
 
-    # -- answers and events -----------------------------------------------------------------
+    # -- answers and history lines ------------------------------------------------------------
 
     @staticmethod
-    def _told(verdict: Verdict, claim: Claim, caller: Caller) -> ClaimAnswer:
+    def _answer(verdict: Verdict, claim: Claim, intent: Intent) -> ClaimAnswer:
         """The answer of ``verdict`` on ``claim`` as written; the claim token and idempotency key when it grants."""
         if not verdict.grants:
-            return answer(verdict, claim, caller.intent(), caller.warnings, None)
-        told = answer(verdict, claim, caller.intent(), caller.warnings, token(claim, caller.hasher))
-        return replace(told, idempotency_key=idempotency_key(caller.hasher, claim))
+            return answer(verdict, claim, intent)
+        told = answer(verdict, claim, intent, token(claim, intent.hasher))
+        return replace(told, idempotency_key=idempotency_key(intent.hasher, claim))
 
-    def _answered(
-        self, claim: Claim, caller: Caller, decision: Decision, recognised_by: str, *, flow_warning: bool = False
+    def _write_history(
+        self, claim: Claim, intent: Intent, decision: Decision, recognised_by: str, *, flow_warning: bool = False
     ) -> None:
-        if flow_warning and flow_warnings(claim, caller.flow, decision):
-            recognised_by += f" The claim belongs to {flow_text(claim.flow)}, not {flow_text(caller.flow)}."
-            if claim.flow is not None and caller.flow is not None:  # always, with a flow warning
-                self._core.inventory.copy_met(claim.flow, caller.flow, claim.claim_id, caller.now)
+        """The history line of an answer that changes nothing, counted in the line of its series."""
+        if flow_warning and flow_warnings(claim, intent.flow, decision):
+            recognised_by += f" The claim belongs to {flow_text(claim.flow)}, not {flow_text(intent.flow)}."
+            if claim.flow is not None and intent.flow is not None:  # always, with a flow warning
+                self._core.inventory.copy_met(claim.flow, intent.flow, claim.claim_id, intent.now)
         # An answer that changes nothing repeats as often as runs ask: counted in one line, not a line each.
-        self._store.count_event(self._core.repeated(self._claim_event(claim, caller, decision, recognised_by)))
+        self._store.count_event(self._core.repeated(self._history_line(claim, intent, decision, recognised_by)))
 
-    def _claim_event(self, claim: Claim, caller: Caller, decision: Decision, recognised_by: str) -> HistoryEvent:
+    def _history_line(self, claim: Claim, intent: Intent, decision: Decision, recognised_by: str) -> HistoryEvent:
         return self._core.event(
             claim,
             EventKind.CLAIM,
             decision.value,
             recognised_by,
-            at=caller.stamp,
-            run_id=caller.run_id,
-            flow=caller.flow,
-            fingerprint=keyed(caller.fingerprint),
-            source=caller.source,
+            at=intent.written_at,
+            run_id=intent.run_id,
+            flow=intent.flow,
+            fingerprint=keyed(intent.fingerprint),
+            source=intent.source,
         )
 
     # -- Reading claims --------------------------------------------------------------------

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from oncegate.domain import members
+from oncegate.domain.intent import Identity
 from oncegate.domain.keys import conflict_id as make_conflict_id
 from oncegate.domain.keys import conflict_ids, normalise_scope, normalise_source
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord, Flow
@@ -32,8 +33,8 @@ from oncegate.errors import (
 )
 from oncegate.service.commands import ListConflicts, ReportConflict, ResolveConflict
 from oncegate.service.core import ClaimsCore
-from oncegate.service.identity import Identity, keyed
 from oncegate.service.races import settled
+from oncegate.service.tokens import keyed
 from oncegate.stores.port import ClaimReads, ClaimWrites, ConflictRecords, HistoryRecords
 
 logger = logging.getLogger(__name__)

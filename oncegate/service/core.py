@@ -1,6 +1,7 @@
 """What the claim, result and conflict services share: the store's claims read, the key secrets and
 clock, and the writes every one of them makes (history lines, status changes counted for the scope
-catalogue). Who is asking is :mod:`oncegate.service.identity`; a lost race is run again by
+catalogue), and the one parse of a request's key and data under every secret: Check and claim's whole
+request becomes its :class:`~oncegate.domain.intent.Intent` here. A lost race is run again by
 :mod:`oncegate.service.races`.
 """
 
@@ -17,22 +18,23 @@ from typing import Any, Protocol, TypeVar
 from oncegate.bounded import Bounded
 from oncegate.domain import members
 from oncegate.domain.fingerprint_rules import applied
-from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope
-from oncegate.domain.records import Claim, FingerprintRecord, Flow, HistoryEvent
+from oncegate.domain.intent import Identity, Intent
+from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope, normalise_source
+from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
 from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import (
     EventKind,
 )
-from oncegate.domain.warnings import SENSITIVE_KEY
+from oncegate.domain.warnings import NO_FINGERPRINT, NO_FLOW, RULE_MATCHED_NOTHING, SENSITIVE_KEY
 from oncegate.errors import (
     NotFound,
     SensitiveKey,
 )
-from oncegate.service.commands import BusinessData, KeyOf
-from oncegate.service.identity import Identity, holds
+from oncegate.service.commands import BusinessData, CheckAndClaim, KeyOf
 from oncegate.service.inventory import Inventory
 from oncegate.service.recent import REMEMBERED, RecentClaims
 from oncegate.service.safeguard import Safeguard
+from oncegate.service.tokens import holds
 from oncegate.stores.port import ClaimReads, HistoryRecords
 
 logger = logging.getLogger(__name__)
@@ -48,10 +50,6 @@ def utc_now() -> datetime:
 SERIES = "series-"
 # The least step between two times a store keeps apart: both keep microseconds.
 TICK = timedelta(microseconds=1)
-
-
-def flow_text(flow: Flow | None) -> str:
-    return f"flow '{flow.name}' in '{flow.environment}'" if flow else "an unnamed flow"
 
 
 class CoreRecords(ClaimReads, HistoryRecords, Protocol):
@@ -79,6 +77,43 @@ class ClaimsCore:
         self.sensitive_data = sensitive_data
         self.recent = RecentClaims()
         self._stamped: Bounded[str, datetime] = Bounded(REMEMBERED)
+
+    def intent(self, request: CheckAndClaim, *, signed_in: str | None = None) -> Intent:
+        """Check and claim's request parsed once: its key reduced to claim ids, its data to fingerprints and
+        member digests, the signed-in caller to the digest a grant keeps, the lease its scope gives, the warnings
+        it earned. Nothing is written yet; every step after reads this one value."""
+        self.require_safe_store()
+        inventory = self.inventory
+        rules = inventory.fingerprint_rules(normalise_scope(request.scope))
+        identities, scope, warnings = self.identify(request, rules_version=rules.version)
+        if signed_in is not None:
+            identities = tuple(replace(one, granted_to=one.hasher.signed_in_digest(signed_in)) for one in identities)
+        current = next(identity for identity in identities if identity.hasher is self.keys.current)
+        if current.fingerprint is None:
+            warnings.append(NO_FINGERPRINT)
+        if request.payload is not None and rules.include:
+            unmatched = members.unmatched(request.payload, rules)
+            inventory.rules_matched(scope, rules, unmatched)
+            if unmatched:
+                warnings.append(RULE_MATCHED_NOTHING)
+        if request.flow is None:
+            warnings.append(NO_FLOW)
+        intent = Intent(
+            run_id=request.run_id,
+            flow=request.flow,
+            fingerprint=None,
+            now=self.clock(),
+            scope=scope,
+            lease=timedelta(seconds=request.lease_seconds or inventory.lease_seconds(scope)),
+            source=normalise_source(request.source),
+            reference=request.reference,
+            rules_version=rules.version,
+            rules=rules,
+            warnings=tuple(warnings),
+            identities=identities,
+            fingerprint_in=lambda hasher, version: self.fingerprint(hasher, request, version),
+        )
+        return intent.as_(current)
 
     def identify(self, intent: KeyOf, *, rules_version: int = 0) -> tuple[tuple[Identity, ...], str, list[str]]:
         """The key under every secret known (older first), the scope, and the warnings the key earned; the

@@ -37,6 +37,7 @@ from oncegate.domain.records import (
     Overlap,
     Page,
     ScopeRecord,
+    flow_text,
 )
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, InvalidRequest, OnceGateError, StoreUnavailable
@@ -54,10 +55,6 @@ CONFLICT_PAGE = 1000
 RECOUNT_PAGE = 1000
 SAVE_ROUNDS = 8
 T = TypeVar("T")
-
-
-def _flow_text(flow: Flow) -> str:
-    return f"Flow '{flow.name}' in '{flow.environment}'"
 
 
 def _page(items: Iterable[T], place: Callable[[T], tuple[str, str]], page: Paging) -> tuple[list[T], str | None]:
@@ -120,16 +117,16 @@ class Inventory:
             )
             why = f" ({known})" if known else ""
             return (
-                f"{_flow_text(flow)} is disabled in the flow inventory{why}: nothing was done, and a person must "
-                "enable the flow before it may claim."
+                f"{flow_text(flow, opening=True)} is disabled in the flow inventory{why}: nothing was done, and a "
+                "person must enable the flow before it may claim."
             )
         if not self._require_registered or (record is not None and record.registered_at is not None):
             return None
         if flow is None:
             return "Only registered flows may claim, and this request names no flow: nothing was done; send flow."
         return (
-            f"{_flow_text(flow)} is not registered in the flow inventory, and only registered flows may claim: "
-            "nothing was done, and a person must register the flow first."
+            f"{flow_text(flow, opening=True)} is not registered in the flow inventory, and only registered flows may "
+            "claim: nothing was done, and a person must register the flow first."
         )
 
     def lease_seconds(self, scope: str) -> int:
@@ -222,7 +219,7 @@ class Inventory:
         saved = self._saved(
             self._store.list_flows, self._store.save_flow, lambda r: r.flow == flow, FlowRecord(flow), registered
         )
-        logger.info("%s registered: enabled=%s", _flow_text(flow), saved.enabled)
+        logger.info("%s registered: enabled=%s", flow_text(flow, opening=True), saved.enabled)
         self._remember(saved)
         return saved
 

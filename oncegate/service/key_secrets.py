@@ -17,7 +17,7 @@ from typing import Protocol
 
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import Claim, ClaimFilter, KeySecretRecord, Page, ScopeRecord
-from oncegate.domain.safeguards import SecretUsage, retired, secret_of
+from oncegate.domain.safeguard import SecretUsage, retired, secret_of
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.store_id import check_store_id
 from oncegate.errors import InvalidRequest

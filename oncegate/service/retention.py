@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_RETENTION_DAYS
 from oncegate.domain.records import Claim, ClaimFilter, ScopeRecord
-from oncegate.domain.safeguards import check_clock
+from oncegate.domain.safeguard import check_clock
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import ClockSkewed, ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.service.inventory import Inventory, open_conflicts

@@ -2,7 +2,7 @@
 
 Every few seconds, on the first request that needs it, the instance reads the store's marks (one
 small read: the key secrets' records and the store's id, and on Table Storage the time the store
-answered at) and applies the checks of :mod:`oncegate.domain.safeguards`. A refusal is not
+answered at) and applies the checks of :mod:`oncegate.domain.safeguard`. A refusal is not
 remembered: the next request reads again, so an instance recovers as soon as the operator fixes
 what was wrong. Between two reads the last good answer stands; the switch grace of a new secret is
 longer than that interval, which is what makes the secrets' check hold across instances.
@@ -23,7 +23,7 @@ from typing import Protocol
 
 from oncegate import telemetry
 from oncegate.domain.keys import KeyHasher, KeyRing
-from oncegate.domain.safeguards import (
+from oncegate.domain.safeguard import (
     MAX_CLOCK_SKEW,
     Roles,
     check_clock,
@@ -37,7 +37,7 @@ from oncegate.stores.port import StoreMarkRecords
 
 logger = logging.getLogger(__name__)
 
-# How long a good reading of the marks stands: well below SWITCH_GRACE (see oncegate.domain.safeguards).
+# How long a good reading of the marks stands: well below SWITCH_GRACE (see oncegate.domain.safeguard).
 CHECK_INTERVAL = timedelta(seconds=5)
 # Writers of the marks race only at a store's first use or a switch: a few rounds always settle.
 ROUNDS = 4

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from oncegate.domain.answers import ClaimAnswer
 from oncegate.domain.decisions import held_reason
+from oncegate.domain.intent import Identity, Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.statuses import Decision
 from oncegate.domain.times import said
@@ -25,7 +26,6 @@ from oncegate.errors import InvalidRequest, NotFound
 from oncegate.service.claims import Claims
 from oncegate.service.commands import CheckAndClaim
 from oncegate.service.core import ClaimsCore
-from oncegate.service.identity import Caller, Identity
 
 # The poll address's parameter, named by every refusal of one.
 TICKET = "ticket"
@@ -43,12 +43,12 @@ class Waits:
         self, request: CheckAndClaim, *, signed_in: str | None, max_wait: timedelta
     ) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim; the waiting run too when the answer is ``in_progress`` (None: the answer is final)."""
-        caller = self._claims.caller(request, signed_in=signed_in)
-        answer = self._claims.decide_for(caller)
+        intent = self._core.intent(request, signed_in=signed_in)
+        answer = self._claims.decide_for(intent)
         if answer.decision is not Decision.IN_PROGRESS or max_wait <= timedelta(0):
             return answer, None
-        waiting = self._waiting(caller, caller.now + max_wait)
-        return (_paced(answer, waiting, caller.now) if waiting else answer), waiting
+        waiting = self._waiting(intent, intent.now + max_wait)
+        return (_paced(answer, waiting, intent.now) if waiting else answer), waiting
 
     def poll(self, waiting: Waiting, *, signed_in: str | None) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim again for a waiting run; the run still waiting, or None when the answer is final."""
@@ -59,11 +59,11 @@ class Waits:
                 f"This poll address expired: its wait ended at {said(waiting.deadline)}. Ask Check and claim again.",
                 target=TICKET,
             )
-        caller = self._caller(waiting, signed_in, now)
+        intent = self._intent(waiting, signed_in, now)
         try:
-            answer = self._claims.decide_for(caller)
+            answer = self._claims.decide_for(intent)
         except NotFound as exc:
-            if caller.may_claim:
+            if intent.may_claim:
                 raise
             # Made before the switch, and the key's claim under the older secret is gone: only the key makes a new one.
             raise InvalidRequest(STALE, target=TICKET) from exc
@@ -71,11 +71,11 @@ class Waits:
             return _paced(answer, waiting, now), waiting
         return answer, None
 
-    def _waiting(self, caller: Caller, deadline: datetime) -> Waiting | None:
+    def _waiting(self, intent: Intent, deadline: datetime) -> Waiting | None:
         """The run as its polls ask again; None when they could not (the answer stands, 200 as without wait)."""
-        assert caller.fingerprint_in is not None, "a request's caller can fingerprint under any version"
-        versions = {caller.rules_version}
-        found = self._core.find(caller.identities)
+        assert intent.fingerprint_in is not None, "a request's intent can fingerprint under any version"
+        versions = {intent.rules_version}
+        found = self._core.find(intent.identities)
         if found is not None:
             claim, identity = found
             if identity.fingerprint is not None and claim.fingerprint == identity.fingerprint.plain:
@@ -84,25 +84,25 @@ class Waits:
             # The claim met is compared under its own version: the polls must be able to, without the payload.
             versions.add(claim.rules_version)
         identities = []
-        for identity in caller.identities:
-            made = {version: caller.fingerprint_in(identity.hasher, version) for version in versions}
+        for identity in intent.identities:
+            made = {version: intent.fingerprint_in(identity.hasher, version) for version in versions}
             fingerprints = {version: fingerprint.keyed for version, fingerprint in made.items() if fingerprint}
             identities.append(WaitingIdentity(identity.hasher.key_id, identity.claim_id, fingerprints))
         return Waiting(
-            scope=caller.scope,
-            run_id=caller.run_id,
-            flow=caller.flow,
-            lease_seconds=int(caller.lease.total_seconds()),
+            scope=intent.scope,
+            run_id=intent.run_id,
+            flow=intent.flow,
+            lease_seconds=int(intent.lease.total_seconds()),
             identities=tuple(identities),
-            rules_version=caller.rules_version,
+            rules_version=intent.rules_version,
             deadline=deadline,
-            since=caller.now,
-            source=caller.source,
-            reference=caller.reference,
-            granted_to=caller.granted_to,
+            since=intent.now,
+            source=intent.source,
+            reference=intent.reference,
+            granted_to=intent.granted_to,
         )
 
-    def _caller(self, waiting: Waiting, signed_in: str | None, now: datetime) -> Caller:
+    def _intent(self, waiting: Waiting, signed_in: str | None, now: datetime) -> Intent:
         """The waiting run's Check and claim, under the key secrets this instance knows now."""
         ring = self._core.keys
         hashers = {hasher.key_id: hasher for hasher in ring.lookup_order}
@@ -117,30 +117,34 @@ class Waits:
             return _fingerprint(next(mine for made_by, mine in known if made_by is hasher), version)
 
         identities = tuple(
-            Identity(hasher, mine.claim_id, _fingerprint(mine, waiting.rules_version)) for hasher, mine in known
+            Identity(
+                hasher,
+                mine.claim_id,
+                _fingerprint(mine, waiting.rules_version),
+                granted_to=hasher.signed_in_digest(signed_in) if signed_in else None,
+            )
+            for hasher, mine in known
         )
         if not identities:
             raise InvalidRequest(STALE, target=TICKET)
         # A poll address made before a switch lacks the key under the new secret (only the key makes it): the
         # key's claim under the secret it has is decided on as before, but no new claim can be made for it.
         current = next((identity for identity in identities if identity.hasher is ring.current), identities[-1])
-        return Caller(
-            claim_id=current.claim_id,
-            scope=waiting.scope,
-            fingerprint=current.fingerprint,
-            hasher=current.hasher,
-            identities=identities,
+        intent = Intent(
             run_id=waiting.run_id,
             flow=waiting.flow,
-            lease=timedelta(seconds=waiting.lease_seconds),
+            fingerprint=None,
             now=now,
-            signed_in=signed_in,
+            scope=waiting.scope,
+            lease=timedelta(seconds=waiting.lease_seconds),
             source=waiting.source,
             reference=waiting.reference,
             rules_version=waiting.rules_version,
+            identities=identities,
             fingerprint_in=fingerprint_in,
             may_claim=current.hasher is ring.current,
         )
+        return intent.as_(current)
 
 
 def _fingerprint(identity: WaitingIdentity, version: int) -> Fingerprint | None:

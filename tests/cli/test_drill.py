@@ -555,7 +555,7 @@ def test_a_service_that_loses_results_fails_the_batch_drill_at_every_repeat(
 
 def test_the_record_ids_a_drill_makes_up_never_look_like_personal_data() -> None:
     """Twelve hex digits ran to eleven digits one time in a hundred (DRILL-D15199593258, a phone number to the
-    personal-data check), and the drill then failed its own Record result."""
+    sensitive-data check), and the drill then failed its own Record result."""
     made = {made_up_record_id() for _ in range(2000)}
 
     assert len(made) == 2000

@@ -20,7 +20,7 @@ import oncegate.cli.parser
 from oncegate.cli import helptext, main, rendering
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import KeySecretRecord
-from oncegate.domain.safeguards import SecretUsage
+from oncegate.domain.safeguard import SecretUsage
 from oncegate.models import ClaimRequest, ListConflictsQuery, RecordResultRequest, SetScopeRequest
 from oncegate.service.attention import UNKNOWN_ALERT
 from tests.cli.conftest import FUNCTION_KEY

@@ -14,7 +14,7 @@ from oncegate import bootstrap
 from oncegate.cli import main
 from oncegate.config import Settings, local_key_secret
 from oncegate.domain.keys import KeyHasher
-from oncegate.domain.safeguards import SWITCH_GRACE
+from oncegate.domain.safeguard import SWITCH_GRACE
 from oncegate.domain.statuses import Decision
 from oncegate.errors import NotConfigured
 from oncegate.stores.sqlite import SqliteStore

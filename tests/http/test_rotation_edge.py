@@ -20,7 +20,7 @@ import pytest
 
 from oncegate import bootstrap
 from oncegate.domain.keys import KeyHasher, KeyRing
-from oncegate.domain.safeguards import SWITCH_GRACE
+from oncegate.domain.safeguard import SWITCH_GRACE
 from oncegate.stores.port import ClaimStore
 from tests.conftest import FakeClock
 from tests.gate import Gate

@@ -29,6 +29,8 @@ SHIPPED = {
     "resolve_conflict", "list_flows", "register_flow", "list_flow_overlaps", "list_scopes", "set_scope", "health",
     "purge_finished_claims", "watch_claims_needing_attention", "unknown_route",
 }  # fmt: skip
+# The app's functions that are no action: the timers and the catch-all's 404/405.
+OUTSIDE_THE_TABLE = {"purge_finished_claims", "watch_claims_needing_attention", "unknown_route"}
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +40,9 @@ def indexed() -> dict[str, typing.Any]:
 
 
 def test_the_worker_indexes_every_function_under_its_shipped_name(indexed: dict[str, typing.Any]) -> None:
-    assert set(indexed) == SHIPPED
-    assert len(indexed) == 27
+    # A new action adds a function; none that shipped goes or changes its name.
+    assert SHIPPED - set(indexed) == set()
+    assert set(indexed) == {operation.name for operation in OPERATIONS} | OUTSIDE_THE_TABLE
 
 
 def test_each_entry_of_the_table_is_one_function_at_its_route_and_method(indexed: dict[str, typing.Any]) -> None:
@@ -51,7 +54,7 @@ def test_each_entry_of_the_table_is_one_function_at_its_route_and_method(indexed
         )
 
 
-@pytest.mark.parametrize("name", sorted(SHIPPED))
+@pytest.mark.parametrize("name", sorted(SHIPPED | {operation.name for operation in OPERATIONS}))
 def test_each_function_takes_exactly_its_bindings_with_their_types(indexed: dict[str, typing.Any], name: str) -> None:
     function = indexed[name]
     user_function = function.get_user_function()

@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oncegate.domain.answers import answer
-from oncegate.domain.decisions import Change, Intent, check_and_claim, decide
+from oncegate.domain.decisions import Change, check_and_claim, decide
+from oncegate.domain.intent import Intent
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow
 from oncegate.domain.statuses import ClaimStatus, Decision, Outcome
@@ -119,7 +120,7 @@ def intents(draw: st.DrawFn) -> Intent:
         flow=draw(st.sampled_from([Flow(run.flow.name, run.flow.environment), None])),
         fingerprint=HASHER.fingerprint(supplied=version, payload=None) if version else None,
         now=NOW,
-        signed_in=draw(SIGNED_IN),
+        granted_to=draw(SIGNED_IN),
         claim_id="c",
         scope="erp",
         key_id="k1",
@@ -127,7 +128,7 @@ def intents(draw: st.DrawFn) -> Intent:
         grant_id=draw(st.sampled_from(["g-new", "g-other"])),
         source=draw(st.sampled_from([None, "shop-eu"])),
         reference=draw(st.sampled_from([None, "SO-1"])),
-        stamp=NOW + timedelta(microseconds=draw(st.integers(0, 5))),
+        decided_at=NOW + timedelta(microseconds=draw(st.integers(0, 5))),
     )
 
 
@@ -140,7 +141,7 @@ def test_a_new_key_proceeds_with_its_first_claim_made_from_the_request(intent: I
     assert record is not None
     assert (record.claim_id, record.scope, record.status, record.attempt) == ("c", "erp", ClaimStatus.IN_PROGRESS, 1)
     assert record.fingerprint == (intent.fingerprint.keyed if intent.fingerprint else None)
-    assert (record.grant_id, record.granted_to, record.key_id) == (intent.grant_id, intent.signed_in, "k1")
+    assert (record.grant_id, record.granted_to, record.key_id) == (intent.grant_id, intent.granted_to, "k1")
     assert (record.run_id, record.flow, record.source, record.reference) == (
         intent.run_id,
         intent.flow,
@@ -176,12 +177,12 @@ def test_every_verdict_says_exactly_what_to_write(expected: ExpectedClaim, inten
         claim.attempt + 1,
         intent.grant_id,
     )
-    assert (record.run_id, record.flow, record.granted_to) == (intent.run_id, intent.flow, intent.signed_in)
+    assert (record.run_id, record.flow, record.granted_to) == (intent.run_id, intent.flow, intent.granted_to)
     # What the earlier attempt left is cleared; the first source named is kept, the first reference too.
     assert (record.target_record_id, record.data, record.error, record.retryable) == (None, None, None, None)
     assert (record.source, record.reference) == ("shop-us", claim.reference or intent.reference)
     assert record.lease_expires_at == NOW + intent.lease
-    assert record.updated_at == intent.decided_at
+    assert record.updated_at == intent.written_at
     assert record.earlier_attempt == verdict.earlier_attempt
     assert (verdict.decision is Decision.RECONCILE) == (verdict.earlier_attempt is not None)
     expected_fingerprint = intent.fingerprint.keyed if intent.fingerprint else claim.fingerprint
@@ -206,7 +207,7 @@ def test_each_answer_carries_what_its_decision_promises(
     verdict = check_and_claim(claim, intent, records)
     written = verdict.record or claim
 
-    told = answer(verdict, written, intent, warnings, "token" if verdict.grants else None)
+    told = answer(verdict, written, replace(intent, warnings=tuple(warnings)), "token" if verdict.grants else None)
 
     assert (told.decision, told.claim_id, told.attempt, told.reason) == (
         verdict.decision,

@@ -21,7 +21,7 @@ from azure.data.tables import TableServiceClient
 from oncegate.bootstrap import STORE_ID_SUFFIX
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.records import ClaimFilter
-from oncegate.domain.safeguards import SWITCH_GRACE
+from oncegate.domain.safeguard import SWITCH_GRACE
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.domain.store_id import check_store_id
 from oncegate.errors import InvalidRequest, NotConfigured

@@ -21,14 +21,15 @@ import pytest
 
 from oncegate import bootstrap
 from oncegate.config import ConfigError, Settings
+from oncegate.domain import keys
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.records import ClaimFilter
-from oncegate.domain.safeguards import SWITCH_GRACE
+from oncegate.domain.safeguard import SWITCH_GRACE
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import NotConfigured
 from oncegate.models import LookupRequest, ReportConflictRequest
 from oncegate.stores.port import ClaimStore
-from tests.conftest import FakeClock
+from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate
 from tests.service.calls import KEY, SCOPE, claim, record, release, resolve
 
@@ -301,3 +302,22 @@ def test_an_attempt_hands_the_target_the_same_idempotency_key_on_both_sides_of_t
     assert retried.idempotency_key not in (None, first.idempotency_key)
     assert retried.claim_id == reconciled.claim_id == first.claim_id == KeyHasher(OLD).claim_id(SCOPE, KEY)
     assert switched.get_claim(first.claim_id).attempt == 3
+
+
+def test_a_claim_makes_its_key_secret_s_check_value_no_more(service: Gate, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check value every claim carries is made once per secret, not an HMAC per request (issue 36)."""
+    made: list[str] = []
+    derive = keys._derive
+    key_id = KeyHasher(KEY_SECRET).key_id
+
+    def counted(secret: bytes, purpose: str) -> bytes:
+        made.append(purpose)
+        return derive(secret, purpose)
+
+    monkeypatch.setattr(keys, "_derive", counted)
+    first = claim(service, payload={"order": "SO-1", "amount": 10.0})
+    again = claim(service, payload={"order": "SO-1", "amount": 10.0}, run="run-2")
+
+    assert (first.decision, again.decision) == (Decision.PROCEED, Decision.IN_PROGRESS)
+    assert service.store.get_claim(first.claim_id).key_id == key_id
+    assert "key check" not in made

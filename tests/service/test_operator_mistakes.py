@@ -4,7 +4,7 @@ Each test runs two service instances configured differently over one store, as t
 would be while a setting change rolls over (or when an operator gets a step wrong), and races them
 with real threads on the same keys. Each instance reads the store's marks on every request
 (``check_interval`` 0), so what one instance records the other sees at once; in production it
-sees it within seconds, which the switch grace covers (``oncegate.domain.safeguards``).
+sees it within seconds, which the switch grace covers (``oncegate.domain.safeguard``).
 
 Measured on main before this change: forgetting ``ONCEGATE_KEY_SECRET_PREVIOUS`` let 10/10 keys done
 before proceed again; skipping the runbook's first step let 29/150 (SQLite) and 12/150 (Tables)
@@ -25,7 +25,7 @@ from azure.data.tables import TableServiceClient
 
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.marks import StoreMarks
-from oncegate.domain.safeguards import SWITCH_GRACE, check_clock, clock_skew
+from oncegate.domain.safeguard import SWITCH_GRACE, check_clock, clock_skew
 from oncegate.domain.statuses import ClaimStatus, Decision, Resolution
 from oncegate.entrypoints import error_map
 from oncegate.errors import ClockSkewed, InvalidRequest, NotConfigured, StateConflict, StoreUnavailable

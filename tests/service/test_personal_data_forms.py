@@ -25,7 +25,7 @@ from tests.service.test_sensitive_data import ACTIONS
 
 @pytest.fixture
 def store_kind() -> str:
-    """SQLite only: the personal-data check runs before anything is written, whatever the store.
+    """SQLite only: the sensitive-data check runs before anything is written, whatever the store.
 
     The store contract suite (tests/stores/contract.py) runs the store's part on both stores.
     """

@@ -27,7 +27,7 @@ import pytest
 from oncegate.cli import main
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS
-from oncegate.domain.safeguards import SWITCH_GRACE
+from oncegate.domain.safeguard import SWITCH_GRACE
 from oncegate.domain.statuses import Decision
 from oncegate.errors import NotConfigured
 from oncegate.stores.port import ClaimStore

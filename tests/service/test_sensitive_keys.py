@@ -19,7 +19,7 @@ from tests.service.calls import SCOPE, claim
 
 @pytest.fixture
 def store_kind() -> str:
-    """SQLite only: the personal-data check of keys runs before anything is written, whatever the store.
+    """SQLite only: the sensitive-data check of keys runs before anything is written, whatever the store.
 
     The store contract suite (tests/stores/contract.py) runs the store's part on both stores.
     """

@@ -72,23 +72,10 @@ SECURITY_DEFINITIONS: dict[Auth, Schema] = {
 
 # The trigger answers a ConflictList that never has a next page: ConflictList without nextLink.
 BATCH_DEFINITION, BATCH_SOURCE = "ConflictBatch", "ConflictList"
+# Every answer of the table's entries, and the error body every action may answer.
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     models.ErrorBody,
-    models.ClaimAttentionList,
-    models.ClaimHistory,
-    models.ClaimList,
-    models.ClaimResponse,
-    models.ClaimManyAnswer,
-    models.RecordResultsAnswer,
-    models.ClaimView,
-    models.ConflictView,
-    models.ConflictList,
-    models.FlowList,
-    models.FlowView,
-    models.OverlapList,
-    models.ScopeList,
-    models.ScopeView,
-    models.Health,
+    *dict.fromkeys(operation.response for operation in OPERATIONS.values()),
 )
 
 RETRY_AFTER_HEADER = {

@@ -10,7 +10,7 @@ into the service's command (:mod:`oncegate.service.commands`), ``serve`` it with
   and telemetry are per function), and ``oncegate serve`` serves that same app;
 - :mod:`oncegate.entrypoints.http` is the one pipeline every function runs: the caller and its role,
   the query, the route's ids and the strict JSON body read as the entry declares them, then
-  :meth:`~oncegate.entrypoints.operations.table.Operation.perform` (parse, the personal-data check,
+  :meth:`~oncegate.entrypoints.operations.table.Operation.perform` (parse, the sensitive-data check,
   serve, render), the error body for any refusal, and the entry's telemetry event;
 - the connector generator (``tools/connector``) writes each entry's path, parameters and designer text;
 - the command's client (``oncegate.cli.client``) and the tests' ``Gate`` call the actions by entry.
@@ -22,7 +22,7 @@ The entries live by aggregate: :mod:`.claims` (with the bulk calls' own work in 
 Adding an action:
 
 1. its request and response models in ``oncegate/models/`` (with designer text on each field), and
-   the fields it stores as sent in ``entrypoints/stored_data.py``'s ``STORED_FIELDS`` if it stores free text;
+   the fields it stores as sent in ``entrypoints/sensitive_data.py``'s ``STORED_FIELDS`` if it stores free text;
 2. its command in ``oncegate/service/commands.py`` and its service method (``oncegate/service/``);
 3. one ``Operation`` in the module of its aggregate here, added to that module's ``OPERATIONS``:
    ``name`` (the Azure function's; never rename one that shipped), ``route``, ``method``, ``role``,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode
 
 from oncegate import telemetry
 from oncegate.domain.answers import ClaimAnswer
@@ -122,7 +122,9 @@ def _waited(call: Call[Any, Any], result: tuple[ClaimAnswer, Waiting | None]) ->
     HTTP's, ``oncegate.entrypoints.http``)."""
     answer, waiting = result
     response = render.claim_response(answer)
-    return response if waiting is None else Reply(202, response, waiting=waiting)
+    if waiting is None:
+        return response
+    return Reply(202, response, waiting=waiting, at=WAIT_FOR_CLAIM.path(claimId=response.claim_id))
 
 
 def _ticket(call: Call[None, WaitQuery]) -> Waiting:
@@ -184,24 +186,18 @@ def _claim_named(call: Call[Any, Any], command: Any) -> str:
 # -- reading claims ---------------------------------------------------------------------------------------------
 
 
-def history_list(claim_id: str) -> str:
-    """Each claim's history is a list of its own: a cursor of one claim's history is refused by another's."""
-    return f"claims/{claim_id}/history"
-
-
 def _with_history(call: Call[Any, Any], found: tuple[Any, list[Any], str | None]) -> ClaimView:
-    """The claim with the first page of its history, and the link to the next page, built on the request's own
-    address (Get claim's or Look up claim's): both sit under ``.../claims/``."""
+    """The claim with the first page of its history, and the address of the next page: List claim history's."""
     claim, history, cursor = found
     view = render.claim_view(claim, history)
     if cursor is None:
         return view
-    if not call.address:  # called without HTTP: the link is the cursor itself
+    if not call.root:  # called without HTTP: the link is the cursor itself
         return view.model_copy(update={"history_next_link": call.link(cursor)})
-    parts = urlsplit(call.address)
-    path = f"{parts.path[: parts.path.rindex('/claims/')]}/{history_list(view.claim_id)}"
-    sealed = call.sealing.seal(cursor, history_list(view.claim_id))
-    link = urlunsplit(parts._replace(path=path, query=urlencode([("cursor", sealed)])))
+    # Sealed for that claim's history, as List claim history seals its own pages (its list is its route's path).
+    history_path = LIST_CLAIM_HISTORY.path(claimId=view.claim_id)
+    sealed = call.sealing.seal(cursor, history_path)
+    link = f"{call.root}{history_path}?{urlencode([('cursor', sealed)])}"
     return view.model_copy(update={"history_next_link": link})
 
 

@@ -56,7 +56,8 @@ def _polled(call: Call[None, PollConflictsQuery], polled: tuple[list[Conflict], 
     Either way ``Location`` carries the state to poll with next, so each conflict is delivered once.
     """
     conflicts, state = polled
-    sealed = call.sealing.seal(state, "conflict-events")
+    # Sealed for the trigger's own list, its route's path, whose query the pipeline opens the state with.
+    sealed = call.sealing.seal(state, ON_CONFLICT_REPORTED.route)
     # A full batch may have more behind it: poll again at once, so a backlog drains without waiting (issue 13).
     wait = 0 if len(conflicts) >= POLL_BATCH_SIZE else POLL_INTERVAL_SECONDS
     headers = {"Location": with_param(call.address, "state", sealed), "Retry-After": str(wait)}

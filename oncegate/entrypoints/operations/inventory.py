@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from oncegate.domain.keys import normalise_scope
-from oncegate.domain.records import Flow
+from oncegate.domain.records import Flow, flow_text
 from oncegate.entrypoints import render
 from oncegate.entrypoints.operations.table import Call, Designer, Operation
 from oncegate.entrypoints.parse import paging
@@ -25,7 +25,6 @@ from oncegate.models import (
     SetScopeRequest,
 )
 from oncegate.service.commands import RegisterFlow, SetScope
-from oncegate.service.core import flow_text
 
 if TYPE_CHECKING:
     from oncegate.bootstrap import Services

@@ -4,7 +4,7 @@ An :class:`Operation` declares an action once: where the app serves it (route, m
 reads (body or query model) and answers (response model), the telemetry event it sends, the designer
 text of the connector, and its three steps: ``parse`` the wire's request into the service's command,
 ``serve`` it with one service method, ``render`` the result as the response model.
-:meth:`Operation.perform` runs the steps with the personal-data check between them; the HTTP pipeline
+:meth:`Operation.perform` runs the steps with the sensitive-data check between them; the HTTP pipeline
 (:mod:`oncegate.entrypoints.http`) reads the request into a :class:`Call` around it, and the bulk
 actions and the tests' ``Gate`` call it without HTTP.
 """
@@ -48,6 +48,8 @@ class Call(Generic[Body, Query]):
     ids: Mapping[str, str] = field(default_factory=dict)
     signed_in: Principal | None = None
     address: str = ""
+    # The app's address that every route sits below (``https://host/api/``), for an answer naming another action's.
+    root: str = ""
     link: Callable[[str | None], str | None] = lambda cursor: cursor
     # The service's cursor seal, for what an answer hands out to come back with (a ticket, a state); None without HTTP.
     seal: CursorSeal | None = None
@@ -74,13 +76,15 @@ class Call(Generic[Body, Query]):
 class Reply(NamedTuple):
     """An answer other than a plain 200: its status, body (None: empty) and headers.
 
-    ``waiting`` is the run Check and claim (wait) keeps waiting for the holder: over HTTP, the 202's poll address.
+    ``waiting`` is the run Check and claim (wait) keeps waiting for the holder, and ``at`` the path (below the
+    app's root) of the address it polls: over HTTP, the 202's ``Location``, its ticket sealed in.
     """
 
     status: int
     model: BaseModel | None
     headers: Mapping[str, str] = {}
     waiting: Waiting | None = None
+    at: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,7 +127,7 @@ class Operation:
     role: Role | None = Role.FLOW
     # Sent for every answer but a 503 (which sends OnceGate.Unavailable); None: only the 503s are sent.
     event: telemetry.Event | None = None
-    # What the request stores, for the personal-data check's log line (``claim <id>``); None: nothing free.
+    # What the request stores, for the sensitive-data check's log line (``claim <id>``); None: nothing free.
     stores: Callable[[Call[Any, Any], Any], str] | None = None
     # The answer's dimensions for the event, once its warnings are all in.
     describe: Callable[[Any], Dimensions] | None = None
@@ -153,7 +157,7 @@ class Operation:
         """Parse (unless given the command), check what the request stores, serve and render: the answer, its
         warnings added, described."""
         command = self.parse(call) if command is None else command
-        warnings = services.stored_data.check(call.body, self.stores(call, command)) if self.stores else []
+        warnings = services.sensitive_data.check(call.body, self.stores(call, command)) if self.stores else []
         result = self.serve(services, call, command)
         rendered = self.render(call, result)
         reply = rendered if isinstance(rendered, Reply) else Reply(200, rendered)

@@ -130,7 +130,7 @@ def _listed(findings: list[str]) -> str:
     return " and ".join(findings)
 
 
-class StoredDataGuard:
+class SensitiveDataGuard:
     """The one check of what a request stores; each action calls it first, before any read or write."""
 
     def __init__(self, policy: SensitivePolicy) -> None:

@@ -105,7 +105,7 @@ def refusal_code(refused: HTTPStatus) -> str:
 
 
 # The wire's name of each record a store may find missing.
-RECORD_FIELDS = {"claim": "claimId", "conflict": "conflictId"}
+RECORD_FIELDS = {"claim": "claimId", "conflict": "conflictId", "target": "target"}
 
 
 def error_info(error: OnceGateError) -> ErrorInfo:

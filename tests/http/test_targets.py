@@ -12,6 +12,8 @@ import pytest
 
 from oncegate import bootstrap
 from oncegate.config import AuthMode, Settings
+from oncegate.entrypoints.error_map import error_info
+from oncegate.errors import NotFound
 from tests.conftest import SQLITE_FILE
 from tests.gate import Gate
 from tests.http.client import Api
@@ -103,3 +105,10 @@ def test_with_function_keys_no_key_declares_or_lists_a_target(api: Api, tmp_path
 
     assert [(reply.status, reply.code) for reply in replies] == [(403, "entra_required")] * 2
     assert stored(tmp_path) == before
+
+
+def test_a_target_not_found_is_answered_naming_the_target_field() -> None:
+    # The stores know records, not the wire: the edge names the field a Perform once names its target by.
+    info = error_info(NotFound("No target is declared as erp.", record="target"))
+
+    assert (info.code, [detail.target for detail in info.details]) == ("not_found", ["target"])

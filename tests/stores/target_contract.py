@@ -108,4 +108,3 @@ class TargetContract:
         targets.delete_target("erp")
 
         assert targets.save_target(full_target()).version is not None
-

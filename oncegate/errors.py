@@ -6,9 +6,10 @@
     ├── InvalidRequest            the request is malformed; nothing was stored (names the field in ``target``)
     │   ├── SensitiveKey          the key seems to carry personal data
     │   └── SensitiveData         a field the request would store seems to (names each field)
-    ├── AccessDenied              Entra ID mode only
+    ├── AccessDenied              the caller may not do this
     │   ├── NotSignedIn           no valid token was sent (``challenge`` says how to sign in)
-    │   └── RoleMissing           the caller lacks the app role the action needs
+    │   ├── RoleMissing           the caller lacks the app role the action needs
+    │   └── EntraRequired         function-key mode: the action is for operators signed in, which no key proves
     ├── NotFound                  no claim or conflict has that id
     ├── MethodNotAllowed          no action at the path takes the method (``allowed`` names those that do)
     ├── StateConflict             the request does not fit the record's current state
@@ -68,7 +69,8 @@ class SensitiveData(InvalidRequest):
 
 
 class AccessDenied(OnceGateError):
-    """Entra ID mode: the caller is not signed in, or lacks the app role the action needs."""
+    """The caller may not do this: not signed in or without the app role (Entra ID mode), or an operators' action
+    asked with a function key."""
 
 
 class NotSignedIn(AccessDenied):
@@ -81,6 +83,11 @@ class NotSignedIn(AccessDenied):
 
 class RoleMissing(AccessDenied):
     """The signed-in caller lacks the app role the action needs."""
+
+
+class EntraRequired(AccessDenied):
+    """An operators' action (declaring or listing targets, issue 34) asked with a function key: a key names no one
+    and carries no role, and every flow holds one."""
 
 
 class NotFound(OnceGateError):

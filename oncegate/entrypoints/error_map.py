@@ -18,6 +18,7 @@ from oncegate.errors import (
     ClaimNotBlocked,
     ClockSkewed,
     ConflictResolved,
+    EntraRequired,
     InvalidRequest,
     MethodNotAllowed,
     NotConfigured,
@@ -51,6 +52,7 @@ ERRORS: dict[type[OnceGateError], Answered] = {
     SensitiveData: Answered(HTTPStatus.BAD_REQUEST, "sensitive_data"),
     NotSignedIn: Answered(HTTPStatus.UNAUTHORIZED, "unauthorized"),
     RoleMissing: Answered(HTTPStatus.FORBIDDEN, "forbidden"),
+    EntraRequired: Answered(HTTPStatus.FORBIDDEN, "entra_required"),
     NotFound: Answered(HTTPStatus.NOT_FOUND, "not_found"),
     MethodNotAllowed: Answered(HTTPStatus.METHOD_NOT_ALLOWED, "method_not_allowed"),
     StaleClaim: Answered(HTTPStatus.CONFLICT, "stale_claim"),
@@ -103,7 +105,7 @@ def refusal_code(refused: HTTPStatus) -> str:
 
 
 # The wire's name of each record a store may find missing.
-RECORD_FIELDS = {"claim": "claimId", "conflict": "conflictId"}
+RECORD_FIELDS = {"claim": "claimId", "conflict": "conflictId", "target": "target"}
 
 
 def error_info(error: OnceGateError) -> ErrorInfo:

@@ -27,7 +27,7 @@ from oncegate.entrypoints.operations import Operation
 from oncegate.entrypoints.routes import FunctionRoute, function_routes
 from oncegate.models import IMPORTANT
 from tools.connector import operations
-from tools.connector.operations import ERRORS, OPERATIONS, PATH_PARAMETERS
+from tools.connector.operations import ERRORS, NOT_OFFERED, OPERATIONS, PATH_PARAMETERS
 from tools.connector.publisher import Publisher, PublisherError, read_publisher
 from tools.connector.schemas import Schema, model_definition, query_parameters
 
@@ -135,7 +135,7 @@ def served(routes: Sequence[FunctionRoute]) -> list[Served]:
     unserved = sorted(set(OPERATIONS) - set(by_name))
     if unserved:
         raise KeyError(f"{table} names {unserved[0]}, which is no function of function_app.app")
-    undescribed = sorted(set(by_name) - set(OPERATIONS))
+    undescribed = sorted(set(by_name) - set(OPERATIONS) - NOT_OFFERED)
     if undescribed:
         raise KeyError(f"function_app.{undescribed[0]} has no operation: add it to {table}")
     result = []

@@ -56,4 +56,8 @@ ERRORS = {
 }
 # Each entry of the operation table, by the name of the app's function, in the table's order, which groups the
 # actions as makers look for them.
-OPERATIONS: dict[str, Operation] = {operation.name: operation for operation in table.OPERATIONS}
+OPERATIONS: dict[str, Operation] = {
+    operation.name: operation for operation in table.OPERATIONS if operation.in_connector
+}
+# The app's functions no maker is offered (operators' actions): served, and left out of the connector on purpose.
+NOT_OFFERED = frozenset(operation.name for operation in table.OPERATIONS if not operation.in_connector)

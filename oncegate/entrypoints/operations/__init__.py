@@ -16,8 +16,8 @@ into the service's command (:mod:`oncegate.service.commands`), ``serve`` it with
 - the command's client (``oncegate.cli.client``) and the tests' ``Gate`` call the actions by entry.
 
 The entries live by aggregate: :mod:`.claims` (with the bulk calls' own work in :mod:`.bulk`),
-:mod:`.conflicts`, :mod:`.inventory`, :mod:`.perform` (Perform once); :data:`OPERATIONS` is their union, in
-the connector's order.
+:mod:`.conflicts`, :mod:`.inventory`, :mod:`.perform` (Perform once), :mod:`.targets` (the operators' own,
+which the connector leaves out: ``in_connector``); :data:`OPERATIONS` is their union, in the connector's order.
 
 Adding an action:
 
@@ -37,7 +37,7 @@ Nothing else names the action: the app, the local server, the connector, the cli
 
 from __future__ import annotations
 
-from oncegate.entrypoints.operations import claims, conflicts, inventory, perform
+from oncegate.entrypoints.operations import claims, conflicts, inventory, perform, targets
 from oncegate.entrypoints.operations.table import Call, Designer, Operation, Reply
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -45,6 +45,7 @@ OPERATIONS: tuple[Operation, ...] = (
     *perform.OPERATIONS,
     *conflicts.OPERATIONS,
     *inventory.OPERATIONS,
+    *targets.OPERATIONS,
 )
 BY_NAME = {operation.name: operation for operation in OPERATIONS}
 

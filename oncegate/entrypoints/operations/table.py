@@ -142,6 +142,8 @@ class Operation:
     # body is read as, its items left to the entry: ``body`` is what the connector declares.
     items: str | None = None
     reads: type[BaseModel] | None = None
+    # Whether the connector offers it to makers: an operators' action (targets, issue 34) is served, never offered.
+    in_connector: bool = True
 
     def path_ids(self) -> list[str]:
         """The route's parameters, in order: ``claimId`` in ``claims/{claimId}/result``."""

@@ -17,7 +17,6 @@ LIMIT = 700
 UNTIL_SPLIT = {
     "oncegate/stores/tables.py": 876,
     "oncegate/stores/sqlite.py": 768,
-    "oncegate/entrypoints/server.py": 801,
     "oncegate/cli/rendering.py": 775,
     "oncegate/entrypoints/http.py": 757,
 }

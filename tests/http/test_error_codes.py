@@ -21,7 +21,7 @@ from pathlib import Path
 
 import oncegate
 from oncegate import errors
-from oncegate.entrypoints import server
+from oncegate.entrypoints import framing
 from oncegate.errors import OnceGateError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,13 +76,13 @@ def instance_codes(cls: type[OnceGateError]) -> Iterator[Code]:
 def framing_codes() -> set[Code]:
     """The local server's refusal of each status its request handler (the stdlib's, or ours) sends as an error."""
     statuses = set()
-    for source in (inspect.getsource(BaseHTTPRequestHandler), inspect.getsource(server)):
+    for source in (inspect.getsource(BaseHTTPRequestHandler), inspect.getsource(framing)):
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "send_error":
                 first = node.args[0]
                 assert isinstance(first, ast.Attribute), ast.unparse(node)
                 statuses.add(HTTPStatus[first.attr])
-    return {(status.value, server.refusal_code(status)) for status in statuses}
+    return {(status.value, framing.refusal_code(status)) for status in statuses}
 
 
 def answered() -> set[Code]:

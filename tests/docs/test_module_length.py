@@ -17,7 +17,6 @@ LIMIT = 700
 UNTIL_SPLIT = {
     "oncegate/stores/tables.py": 876,
     "oncegate/stores/sqlite.py": 768,
-    "oncegate/cli/rendering.py": 775,
     "oncegate/entrypoints/http.py": 757,
 }
 MODULES = sorted([ROOT / "function_app.py", *(ROOT / "oncegate").rglob("*.py"), *(ROOT / "tools").rglob("*.py")])

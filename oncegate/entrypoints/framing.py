@@ -192,6 +192,37 @@ def _host_refusal(hosts: list[str], version: str) -> str | None:
     return None
 
 
+class _Writer(io.BufferedIOBase):
+    """What a handler of the pool writes its answers with, on a socket that never blocks.
+
+    An answer goes out in one send when the client reads as fast as it comes, as nearly always; the
+    rest of one that does not fit waits for the client at most ``timeout`` seconds in all, then raises
+    ``TimeoutError``, as ``sendall`` on a socket with that timeout would.
+    """
+
+    def __init__(self, connection: socket.socket, timeout: float) -> None:
+        self._connection = connection
+        self._timeout = timeout
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        try:
+            sent = self._connection.send(data)
+        except BlockingIOError:
+            sent = 0
+        whole = len(memoryview(data))
+        if sent < whole:
+            self._connection.settimeout(self._timeout)
+            try:
+                self._connection.sendall(memoryview(data)[sent:])
+            finally:
+                with contextlib.suppress(OSError):
+                    self._connection.setblocking(False)
+        return whole
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: AppServer
     raw_requestline: bytes
@@ -208,6 +239,11 @@ class _Handler(BaseHTTPRequestHandler):
         handler = cls.__new__(cls)
         handler.request, handler.client_address, handler.server = request, client_address, server
         handler.setup()
+        # The pool's threads never wait on this socket: a read takes what is there, a write waits only for a
+        # client slower to read than the answer is long (_Writer). A socket with a timeout would cost a poll
+        # before every read and write, and two more system calls to switch to and from non-blocking reads.
+        handler.connection.setblocking(False)
+        handler.wfile = _Writer(handler.connection, float(handler.timeout or IDLE_SECONDS))
         return handler
 
     def setup(self) -> None:
@@ -222,15 +258,11 @@ class _Handler(BaseHTTPRequestHandler):
     def receive(self) -> bool:
         """Take what the client has sent, without waiting for more; whether the next step is due."""
         try:
-            self.connection.settimeout(0)
-            chunk = self.connection.recv(RECEIVE_BYTES)
+            chunk: bytes | None = self.connection.recv(RECEIVE_BYTES)
         except BlockingIOError:
             chunk = None
         except OSError:
             chunk = b""  # reset by the client: what is in is all there will be
-        finally:
-            with contextlib.suppress(OSError):
-                self.connection.settimeout(self.timeout)
         if chunk is not None:
             self._incoming.take(chunk)
         return self._incoming.due()

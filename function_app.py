@@ -1,9 +1,12 @@
-"""OnceGate's Azure Functions app (Python v2 model): one thin function per contract action.
+"""OnceGate's Azure Functions app (Python v2 model): one function per action of the operation table.
 
-Each function hands its request to ``oncegate.entrypoints.http``; ``oncegate serve`` serves
-this very ``app`` object locally, so the routes below are the only route table. Two timer
-functions (``oncegate.entrypoints.timers``) purge finished claims after their retention and
-watch for claims needing attention; their schedules are app settings, which the host reads.
+Start reading at the operation table, ``oncegate/entrypoints/operations/``: one entry per action
+holds its route, method, role, models, designer text and how it is parsed, served and rendered.
+This module declares one Azure function per entry, under the entry's name, each running the one
+pipeline of ``oncegate.entrypoints.http``; ``oncegate serve`` serves this very ``app`` object
+locally, so its routes are the only route table. Besides them: the catch-all that answers 404/405,
+and two timer functions (``oncegate.entrypoints.timers``) that purge finished claims after their
+retention and watch for claims needing attention; their schedules are app settings, which the host reads.
 """
 
 import logging
@@ -12,7 +15,7 @@ import azure.functions as func
 
 from oncegate.config import AuthMode, ConfigError, Settings, read_auth_mode
 from oncegate.entrypoints import http, logs, timers
-from oncegate.entrypoints.principal import Role
+from oncegate.entrypoints.operations import OPERATIONS
 
 logs.configure()
 
@@ -37,128 +40,14 @@ app = func.FunctionApp(
 )
 
 
-@app.route(route="claims", methods=["POST"])
-def check_and_claim(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.check_and_claim)
-
-
-# Bulk calls (issue 24): literal segments, so the host matches them before claims/{claimId}.
-@app.route(route="claims/batch", methods=["POST"])
-def check_and_claim_many(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.check_and_claim_many)
-
-
-@app.route(route="claims/results", methods=["POST"])
-def record_results(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.record_results)
-
-
-@app.route(route="claims", methods=["GET"])
-def list_claims_needing_attention(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.list_claims_needing_attention)
-
-
-@app.route(route="claim-list", methods=["GET"])
-def list_claims(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.list_claims)
-
-
-@app.route(route="claims/lookup", methods=["POST"])
-def lookup_claim(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.lookup_claim)
-
-
-@app.route(route="claims/{claimId}", methods=["GET"])
-def get_claim(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.get_claim)
-
-
-@app.route(route="claims/{claimId}/history", methods=["GET"])
-def list_claim_history(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.list_claim_history)
-
-
-# The poll address of Check and claim (wait): the Location of its 202 answer (issue 25).
-@app.route(route="claims/{claimId}/wait", methods=["GET"])
-def wait_for_claim(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.wait_for_claim)
-
-
-@app.route(route="claims/{claimId}/result", methods=["POST"])
-def record_result(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.record_result)
-
-
-@app.route(route="claims/{claimId}/release", methods=["POST"])
-def release_claim(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.release_claim)
-
-
-# The contract's Heartbeat. The function keeps its first name: the connector's operation (RenewClaim)
-# is named after it, and saved flows refer to their actions by operation.
-@app.route(route="claims/{claimId}/heartbeat", methods=["POST"])
-def renew_claim(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.renew_claim)
-
-
-@app.route(route="claims/{claimId}/review", methods=["POST"])
-def review_claim(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.review_claim, role=Role.REVIEWER)
-
-
-@app.route(route="conflicts", methods=["POST"])
-def report_conflict(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.report_conflict)
-
-
-@app.route(route="conflicts", methods=["GET"])
-def list_conflicts(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.list_conflicts)
-
-
-@app.route(route="conflict-events", methods=["GET"])
-def on_conflict_reported(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.poll_conflicts)
-
-
-@app.route(route="conflicts/{conflictId}", methods=["GET"])
-def get_conflict(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.get_conflict)
-
-
-@app.route(route="conflicts/{conflictId}/resolve", methods=["POST"])
-def resolve_conflict(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.resolve_conflict, role=Role.REVIEWER)
-
-
-@app.route(route="flows", methods=["GET"])
-def list_flows(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.list_flows)
-
-
-@app.route(route="flows", methods=["PUT"])
-def register_flow(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.register_flow, role=Role.REVIEWER)
-
-
-@app.route(route="flows/overlaps", methods=["GET"])
-def list_flow_overlaps(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.list_flow_overlaps)
-
-
-@app.route(route="scopes", methods=["GET"])
-def list_scopes(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.list_scopes)
-
-
-@app.route(route="scopes", methods=["PUT"])
-def set_scope(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.set_scope, role=Role.REVIEWER)
-
-
-@app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
-def health(req: func.HttpRequest) -> func.HttpResponse:
-    return http.respond(req, http.health, role=None)
+# One function per entry of the operation table, under the entry's name: Microsoft's worker indexes each,
+# and function keys and telemetry are per function. An anonymous entry (health) needs no function key either.
+for operation in OPERATIONS:
+    app.route(
+        route=operation.route,
+        methods=[operation.method],
+        auth_level=func.AuthLevel.ANONYMOUS if operation.role is None else None,
+    )(http.function(operation))
 
 
 # NCRONTAB with seconds; the %NAME% syntax makes the host read the app setting (set in infra/app/api.bicep).

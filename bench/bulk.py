@@ -35,7 +35,7 @@ from bench.rig import SECRET, STORE_NAMES, STORES, Calls, Rig, claim_request, ne
 from bench.targets import Target
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import Outcome
-from oncegate.entrypoints import actions
+from oncegate.entrypoints.operations import BY_NAME, Call
 from oncegate.models import ClaimRequest, RecordResultRequest
 from tests.gate import Gate
 
@@ -109,12 +109,13 @@ def requests_per_item(rig: Rig, kind: str) -> dict[str, float]:
     services.claims.health()  # the store's marks read first, as by a started instance
     # A claim before the measured call, as bench.roundtrips warms up: an instance's first claim also reads what it
     # then keeps (the scope's settings, the flow inventory), which is not a cost of each item.
-    actions.check_and_claim(services, ClaimRequest.model_validate(claim_request(new_key(), "run-warm-up")))
+    check, record = BY_NAME["check_and_claim"], BY_NAME["record_result"]
+    check.answer(services, Call(body=ClaimRequest.model_validate(claim_request(new_key(), "run-warm-up"))))
     requests = [ClaimRequest.model_validate(claim_request(new_key(), "run-1")) for _ in range(ITEMS)]
     before = calls.count
-    # Each item through the one per-action function the HTTP layer calls (oncegate.entrypoints.actions).
+    # Each item through its entry of the operation table, as the HTTP pipeline performs it.
     answers = services.bulk.each(
-        requests, lambda request: actions.check_and_claim(services, request), same=lambda request: request.key
+        requests, lambda request: check.answer(services, Call(body=request)), same=lambda request: request.key
     )
     claimed = (calls.count - before) / ITEMS
     results = [
@@ -123,7 +124,11 @@ def requests_per_item(rig: Rig, kind: str) -> dict[str, float]:
         if not isinstance(answer, Exception)
     ]
     before = calls.count
-    services.bulk.each(results, lambda item: actions.record_result(services, *item), same=lambda item: item[0])
+    services.bulk.each(
+        results,
+        lambda item: record.answer(services, Call(body=item[1], ids={"claimId": item[0]})),
+        same=lambda item: item[0],
+    )
     recorded = (calls.count - before) / ITEMS
     services.bulk.close()
     return {"new claim": claimed, "result": recorded}

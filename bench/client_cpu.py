@@ -2,7 +2,7 @@
 
 A claim is one entity-group transaction of two inserts (the claim row and its first event), sent
 either by the SDK's ``TableClient.submit_transaction`` or by OnceGate's own
-:func:`oncegate.stores.table_batch.submit_transaction`. The three run interleaved, call by call, on
+:func:`oncegate.stores.tables.batch.submit_transaction`. The three run interleaved, call by call, on
 one table client against the same emulator, so that the machine's load falls on all three alike;
 ``time.process_time`` counts every thread of this process (the SDK's batch starts thread pools)
 and nothing of the emulator's. Target (issue 12): a claim at most 1.5 times a bare insert.
@@ -18,7 +18,7 @@ from typing import Any
 
 from azure.data.tables import TableClient, TableServiceClient, TransactionOperation
 
-from oncegate.stores import table_batch
+from oncegate.stores.tables import batch
 
 CALLS = 300
 WARM_UP = 20
@@ -59,7 +59,7 @@ def _writes(table: TableClient) -> dict[str, Callable[[], object]]:
     return {
         "create_entity": lambda: table.create_entity(_claim_row(uuid.uuid4().hex)),
         "submit_transaction": lambda: table.submit_transaction(_claim_operations(uuid.uuid4().hex)),
-        "claim": lambda: table_batch.submit_transaction(table, _claim_operations(uuid.uuid4().hex)),
+        "claim": lambda: batch.submit_transaction(table, _claim_operations(uuid.uuid4().hex)),
     }
 
 

@@ -24,7 +24,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.models import ClaimRequest, ClaimResponse, RecordResultRequest
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import BUSY_TIMEOUT_MS, SqliteStore
-from oncegate.stores.tables import TableStore
+from oncegate.stores.tables.store import TableStore
 from tests.gate import Gate
 from tests.load.served import served
 from tests.support.azurite import Azurite

@@ -41,7 +41,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim, HistoryEvent
 from oncegate.domain.statuses import ConflictStatus
 from oncegate.stores.sqlite import SqliteStore
-from oncegate.stores.tables import TableStore
+from oncegate.stores.tables.store import TableStore
 from tests.gate import Gate
 
 ROOT = Path(__file__).resolve().parents[1]

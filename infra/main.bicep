@@ -212,7 +212,7 @@ var tags = {
 }
 var functionAppName = 'func-oncegate-${resourceToken}'
 var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(toLower(uniqueString(functionAppName, resourceToken)), 7)}'
-// oncegate.stores.tables.table_names(prefix); the app also creates them at start if missing.
+// oncegate.stores.tables.store.table_names(prefix); the app also creates them at start if missing.
 var tableNames = [
   '${tablePrefix}Claims'
   '${tablePrefix}Conflicts'

@@ -47,7 +47,7 @@ def build_store(settings: Settings, *, read_only: bool = False) -> ClaimStore:
     if settings.store is StoreKind.SQLITE:
         return SqliteStore(settings.sqlite_path)
     # Imported here so the embedded default runs without touching the Azure SDK.
-    from oncegate.stores.tables import TableStore
+    from oncegate.stores.tables.store import TableStore
 
     if settings.tables_connection_string:
         return TableStore.from_connection_string(

@@ -1,34 +1,34 @@
-"""Every error OnceGate raises, in one place.
+"""Every error OnceGate raises, in one place: each class names what went wrong, and knows nothing of HTTP.
 
 ::
 
-    OnceGateError                 500 internal_error (what nobody expected); public, like each below:
-    │                             one HTTP status and error code, rendered as ``{"error": {...}}``
-    ├── InvalidRequest            400 invalid_request (names the field in ``target``)
-    │   ├── SensitiveKey          400 sensitive_key (the key seems to carry personal data)
-    │   └── SensitiveData         400 sensitive_data (a field the request would store seems to; names each field)
-    ├── AccessDenied              401 unauthorized (with WWW-Authenticate) | 403 forbidden (Entra ID mode only)
-    ├── NotFound                  404 not_found
-    ├── MethodNotAllowed          405 method_not_allowed (with Allow: the methods the path takes)
-    ├── StateConflict             409 stale_claim | claim_busy | conflict_resolved | claim_not_blocked
-    ├── TooLarge                  413 too_large
-    ├── StoreUnavailable          503 store_unavailable (with Retry-After)
-    │   ├── SignInUnavailable     503 signin_unavailable (the tenant's signing keys could not be fetched)
-    │   └── ClockSkewed           503 clock_skew (this instance's clock is too far from the store's)
-    └── NotConfigured             503 not_configured (names the setting in ``target``)
-
-    Framing refusals              answered by the local server (``oncegate serve``) to a request it cannot
-                                  read as HTTP, before any action; the Functions host answers those itself:
-                                  400 invalid_request | 408 request_timeout | 411 length_required |
-                                  414 request_uri_too_long | 431 request_header_fields_too_large |
-                                  501 not_implemented | 505 http_version_not_supported
+    OnceGateError                 what nobody expected; public, like each below
+    ├── InvalidRequest            the request is malformed; nothing was stored (names the field in ``target``)
+    │   ├── SensitiveKey          the key seems to carry personal data
+    │   └── SensitiveData         a field the request would store seems to (names each field)
+    ├── AccessDenied              Entra ID mode only
+    │   ├── NotSignedIn           no valid token was sent (``challenge`` says how to sign in)
+    │   └── RoleMissing           the caller lacks the app role the action needs
+    ├── NotFound                  no claim or conflict has that id
+    ├── MethodNotAllowed          no action at the path takes the method (``allowed`` names those that do)
+    ├── StateConflict             the request does not fit the record's current state
+    │   ├── StaleClaim            the claim token or attempt is not the claim's current one, or the attempt ended
+    │   ├── ClaimBusy             a run still holds the claim, or its attempt is in doubt
+    │   ├── ConflictResolved      the conflict was resolved otherwise, or outlived its claim
+    │   └── ClaimNotBlocked       only a failure that is not retryable is acknowledged
+    ├── TooLarge                  a body or a field is over its size limit
+    ├── StoreUnavailable          the store cannot be reached or is overloaded; retry later
+    │   ├── SignInUnavailable     the tenant's signing keys could not be fetched
+    │   └── ClockSkewed           this instance's clock is too far from the store's
+    └── NotConfigured             a setting is missing or wrong (names the setting in ``target``)
 
     StoreRace                     internal: a conditional write lost a race
     ├── AlreadyExists             a conditional insert found a record (carries it)
     └── ConcurrentUpdate          a version/ETag-conditional update found a newer record
 
-Every code above is in docs/contract.md's list of errors, and no other code is answered
-(``tests/http/test_error_codes.py`` checks both against the code).
+The HTTP edge answers each with a status and an error code from one table,
+``oncegate/entrypoints/error_map.py``; docs/contract.md lists those codes
+(``tests/http/test_error_codes.py`` checks the tree, the table and the contract agree).
 
 Store adapters translate their driver's errors into these at the edge
 (``raise ... from exc``); nothing above the adapters sees ``sqlite3`` or
@@ -41,10 +41,7 @@ from typing import Any
 
 
 class OnceGateError(Exception):
-    """An error a caller can act on; rendered as ``{"error": {...}}``."""
-
-    status = 500
-    code = "internal_error"
+    """An error a caller can act on; ``target`` names the field, setting or part of the request it is about."""
 
     def __init__(self, message: str, *, target: str | None = None) -> None:
         super().__init__(message)
@@ -54,9 +51,6 @@ class OnceGateError(Exception):
 
 class InvalidRequest(OnceGateError):
     """The request is malformed; nothing was stored."""
-
-    status = 400
-    code = "invalid_request"
 
     def __init__(
         self, message: str, *, target: str | None = None, details: list[tuple[str, str]] | None = None
@@ -68,26 +62,25 @@ class InvalidRequest(OnceGateError):
 class SensitiveKey(InvalidRequest):
     """The business key seems to carry personal data; the message names what, never the value."""
 
-    code = "sensitive_key"
-
 
 class SensitiveData(InvalidRequest):
     """A field the request would store seems to carry personal data; ``details`` name each field, never the value."""
 
-    code = "sensitive_data"
-
 
 class AccessDenied(OnceGateError):
-    """The caller is not signed in (401) or lacks the app role the action needs (403).
+    """Entra ID mode: the caller is not signed in, or lacks the app role the action needs."""
 
-    ``challenge`` is the ``WWW-Authenticate`` value a 401 carries (RFC 6750), e.g. ``Bearer``.
-    """
 
-    def __init__(self, status: int, code: str, message: str, *, challenge: str | None = None) -> None:
+class NotSignedIn(AccessDenied):
+    """No valid token was sent; ``challenge`` says how to sign in (RFC 6750), e.g. ``Bearer``."""
+
+    def __init__(self, message: str, *, challenge: str) -> None:
         super().__init__(message)
-        self.status = status
-        self.code = code
         self.challenge = challenge
+
+
+class RoleMissing(AccessDenied):
+    """The signed-in caller lacks the app role the action needs."""
 
 
 class NotFound(OnceGateError):
@@ -97,19 +90,13 @@ class NotFound(OnceGateError):
     records, not the wire; the HTTP edge names the field (``claimId``) from it.
     """
 
-    status = 404
-    code = "not_found"
-
     def __init__(self, message: str, *, target: str | None = None, record: str | None = None) -> None:
         super().__init__(message, target=target)
         self.record = record
 
 
 class MethodNotAllowed(OnceGateError):
-    """No action at the path takes the request's method; ``allowed`` names those that do (the ``Allow`` header)."""
-
-    status = 405
-    code = "method_not_allowed"
+    """No action at the path takes the request's method; ``allowed`` names the methods that do."""
 
     def __init__(self, message: str, *, allowed: list[str]) -> None:
         super().__init__(message)
@@ -117,41 +104,39 @@ class MethodNotAllowed(OnceGateError):
 
 
 class StateConflict(OnceGateError):
-    """The request does not fit the record's current state (a stale claim token, a busy claim...)."""
+    """The request does not fit the record's current state; raised as one of the classes below."""
 
-    status = 409
 
-    def __init__(self, code: str, message: str, *, target: str | None = None) -> None:
-        super().__init__(message, target=target)
-        self.code = code
+class StaleClaim(StateConflict):
+    """The claim token or attempt sent is not the claim's current one, or the attempt already ended otherwise."""
+
+
+class ClaimBusy(StateConflict):
+    """A run still holds the claim, or its attempt is in doubt: it cannot be settled or changed yet."""
+
+
+class ConflictResolved(StateConflict):
+    """The conflict was already resolved with another decision, or was about a claim retention deleted."""
+
+
+class ClaimNotBlocked(StateConflict):
+    """Only a failure that is not retryable is acknowledged; this claim is in another state."""
 
 
 class TooLarge(OnceGateError):
     """A body or a field is over its size limit."""
 
-    status = 413
-    code = "too_large"
-
 
 class StoreUnavailable(OnceGateError):
     """The store cannot be reached or is overloaded; the caller should retry later."""
-
-    status = 503
-    code = "store_unavailable"
-    retry_after_seconds = 5
 
 
 class SignInUnavailable(StoreUnavailable):
     """Entra ID mode: the tenant's published signing keys could not be fetched, so no token can be checked."""
 
-    code = "signin_unavailable"
-
 
 class ClockSkewed(StoreUnavailable):
     """This instance's clock is further from the store's than leases allow: nothing is granted or expired on it."""
-
-    code = "clock_skew"
-    retry_after_seconds = 30
 
     def __init__(self, message: str, *, skew: Any) -> None:
         super().__init__(message, target="clock")
@@ -160,9 +145,6 @@ class ClockSkewed(StoreUnavailable):
 
 class NotConfigured(OnceGateError):
     """A setting is missing, wrong or does not fit the store (another key secret); ``target`` names it."""
-
-    status = 503
-    code = "not_configured"
 
 
 class StoreRace(Exception):

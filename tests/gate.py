@@ -1,10 +1,10 @@
-"""OnceGate's services as one object, for the tests: each call goes through the action that owns it.
+"""OnceGate's services as one object, for the tests: each call goes through the entry of the operation table.
 
 Production code never holds such an object: ``oncegate.bootstrap`` builds the services and each
 entry point calls the one it needs. The tests call the API as a flow does, across services, with
-the wire's request models, so each call goes through :mod:`oncegate.entrypoints.actions` (the
-personal-data check, the command parsed, the view rendered) as an HTTP action's does; ``services``
-is the bundle to wire with ``bootstrap.use_services``.
+the wire's request models, so each call performs its entry of :mod:`oncegate.entrypoints.operations`
+(the command parsed, the personal-data check, the service, the view rendered) as the HTTP pipeline
+does, without HTTP; ``services`` is the bundle to wire with ``bootstrap.use_services``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import Any
 from oncegate.bootstrap import Services, wire
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.waiting import Waiting
-from oncegate.entrypoints import actions
+from oncegate.entrypoints import render
+from oncegate.entrypoints.operations import BY_NAME, Call
+from oncegate.entrypoints.principal import Principal
 from oncegate.models import (
     ClaimNeedingAttention,
     ClaimRequest,
@@ -77,83 +79,118 @@ class Gate:
     def close(self) -> None:
         self.services.close()
 
+    def _answer(self, name: str, **given: Any) -> Any:
+        """The response model of the entry ``name``, performed as the HTTP pipeline performs it."""
+        return BY_NAME[name].answer(self.services, Call(**given))
+
+    def _page(self, name: str, query: Any, **given: Any) -> tuple[list[Any], str | None]:
+        """A list's page and the store's cursor of the next (without HTTP, the next page's link is the cursor)."""
+        page = self._answer(name, query=query, **given)
+        return page.value, page.next_link
+
     # -- claims
 
     def check_and_claim(self, request: ClaimRequest, *, signed_in: str | None = None) -> ClaimResponse:
-        return actions.check_and_claim(self.services, request, signed_in=signed_in)
+        body = request.model_copy(update={"wait": False}) if isinstance(request, ClaimRequest) else request
+        answer: ClaimResponse = self._answer("check_and_claim", body=body, signed_in=_principal(signed_in))
+        return answer
 
     def check_and_wait(
         self, request: ClaimRequest, *, signed_in: str | None = None
     ) -> tuple[ClaimResponse, Waiting | None]:
         """Check and claim (wait): the answer, and the run as its polls ask again (None: the answer is final)."""
-        return actions.check_and_wait(self.services, request, signed_in=signed_in)
+        body = request.model_copy(update={"wait": True})
+        reply = BY_NAME["check_and_claim"].perform(self.services, Call(body=body, signed_in=_principal(signed_in)))
+        assert isinstance(reply.model, ClaimResponse)
+        return reply.model, reply.waiting
 
     def poll(self, waiting: Waiting, *, signed_in: str | None = None) -> tuple[ClaimResponse, Waiting | None]:
-        return actions.poll(self.services, waiting, signed_in=signed_in)
+        call: Call[None, None] = Call(signed_in=_principal(signed_in))
+        reply = BY_NAME["wait_for_claim"].perform(self.services, call, waiting)
+        assert isinstance(reply.model, ClaimResponse)
+        return reply.model, reply.waiting
 
     def get_claim(self, claim_id: str) -> ClaimView:
-        return actions.get_claim(self.services, claim_id)[0]
+        return self.get_claim_page(claim_id)[0]
 
     def get_claim_page(self, claim_id: str) -> tuple[ClaimView, str | None]:
         """The claim with its history's first page, and the cursor of the next."""
-        return actions.get_claim(self.services, claim_id)
+        view: ClaimView = self._answer("get_claim", ids={"claimId": claim_id})
+        return view.model_copy(update={"history_next_link": None}), view.history_next_link
 
     def lookup(self, request: LookupRequest) -> ClaimView:
-        return actions.lookup(self.services, request)[0]
+        view: ClaimView = self._answer("lookup_claim", body=request)
+        return view.model_copy(update={"history_next_link": None})
 
     def history(self, claim_id: str, query: ListPageQuery | None = None) -> tuple[list[HistoryEntry], str | None]:
-        return actions.history(self.services, claim_id, query or ListPageQuery())
+        return self._page("list_claim_history", query or ListPageQuery(), ids={"claimId": claim_id})
 
     def health(self) -> Health:
-        return actions.health(self.services)
+        health: Health = self._answer("health")
+        return health.model_copy(update={"store_location": None})
 
     def attention_page(self, query: ListClaimsQuery) -> tuple[list[ClaimNeedingAttention], str | None]:
-        return actions.claims_needing_attention(self.services, query)
+        return self._page("list_claims_needing_attention", query)
 
     # -- results
 
     def record_result(self, claim_id: str, request: RecordResultRequest) -> ClaimView:
-        return actions.record_result(self.services, claim_id, request)
+        view: ClaimView = self._answer("record_result", body=request, ids={"claimId": claim_id})
+        return view
 
     def release(self, claim_id: str, request: ReleaseRequest) -> ClaimView:
-        return actions.release(self.services, claim_id, request)
+        view: ClaimView = self._answer("release_claim", body=request, ids={"claimId": claim_id})
+        return view
 
     def heartbeat(self, claim_id: str, request: HeartbeatRequest) -> ClaimView:
-        return actions.heartbeat(self.services, claim_id, request)
+        view: ClaimView = self._answer("renew_claim", body=request, ids={"claimId": claim_id})
+        return view
 
     def review(self, claim_id: str, request: ReviewClaimRequest) -> ClaimView:
-        return actions.review(self.services, claim_id, request)
+        view: ClaimView = self._answer("review_claim", body=request, ids={"claimId": claim_id})
+        return view
 
     # -- conflicts
 
     def report_conflict(self, request: ReportConflictRequest) -> ConflictView:
-        return actions.report_conflict(self.services, request)
+        view: ConflictView = self._answer("report_conflict", body=request)
+        return view
 
     def get_conflict(self, conflict_id: str) -> ConflictView:
-        return actions.get_conflict(self.services, conflict_id)
+        view: ConflictView = self._answer("get_conflict", ids={"conflictId": conflict_id})
+        return view
 
     def list_conflicts(self, query: ListConflictsQuery) -> tuple[list[ConflictView], str | None]:
-        return actions.list_conflicts(self.services, query)
+        return self._page("list_conflicts", query)
 
     def poll_conflicts(self, *, scope: str | None, state: str | None, limit: int) -> tuple[list[ConflictView], str]:
-        return actions.poll_conflicts(self.services, scope=scope, state=state, limit=limit)
+        found, state = self.services.conflicts.poll_conflicts(scope=scope, state=state, limit=limit)
+        return [render.conflict_view(conflict) for conflict in found], state
 
     def resolve_conflict(self, conflict_id: str, request: ResolveConflictRequest) -> ConflictView:
-        return actions.resolve_conflict(self.services, conflict_id, request)
+        view: ConflictView = self._answer("resolve_conflict", body=request, ids={"conflictId": conflict_id})
+        return view
 
     # -- the flow inventory and the scope catalogue
 
     def register_flow(self, request: RegisterFlowRequest) -> FlowView:
-        return actions.register_flow(self.services, request)
+        view: FlowView = self._answer("register_flow", body=request)
+        return view
 
     def list_flows(self, query: ListPageQuery) -> tuple[list[FlowView], str | None]:
-        return actions.list_flows(self.services, query)
+        return self._page("list_flows", query)
 
     def list_overlaps(self, query: ListPageQuery) -> tuple[list[OverlapView], str | None]:
-        return actions.list_overlaps(self.services, query)
+        return self._page("list_flow_overlaps", query)
 
     def set_scope(self, request: SetScopeRequest) -> ScopeView:
-        return actions.set_scope(self.services, request)
+        view: ScopeView = self._answer("set_scope", body=request)
+        return view
 
     def list_scopes(self, query: ListPageQuery) -> tuple[list[ScopeView], str | None]:
-        return actions.list_scopes(self.services, query)
+        return self._page("list_scopes", query)
+
+
+def _principal(signed_in: str | None) -> Principal | None:
+    """Who Entra ID signed in, as the pipeline hands it to an entry (the roles were checked at the edge)."""
+    return Principal(signed_in, frozenset()) if signed_in else None

@@ -25,6 +25,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from http import HTTPStatus
 from time import perf_counter
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,13 +59,11 @@ from oncegate.cli.drill import (
     new_key,
 )
 from oncegate.domain.statuses import Decision, Outcome
+from oncegate.entrypoints import error_map
 from oncegate.models import FlowRef
 
 # Enough records that a racer's calls overlap the others' for a while, few enough for one bulk call.
 RECORDS = 20
-# The status a single call answers each code a bulk item may be refused with (docs/contract.md, "Errors").
-ITEM_STATUS = {"stale_claim": 409, "claim_busy": 409, "not_found": 404, "too_large": 413, "forbidden": 403}
-UNAVAILABLE = 503
 
 
 def labels() -> list[str]:
@@ -231,8 +230,8 @@ def _record_all(drill: _Drill, told: list[tuple[Call, Any]]) -> list[Call]:
 
 def _item_refusal(step: str, label: str, action: str, run_id: str | None, error: Any, ms: float) -> Call:
     """An item refused alone, in its place in a bulk call: the status its single call would have answered."""
-    status = ITEM_STATUS.get(error.code, UNAVAILABLE if "unavailable" in error.code else 400)
-    return Call(step, label, action, run_id, error.code, ms, reason=error.message, refused=status)
+    status = error_map.CODE_STATUS.get(error.code, HTTPStatus.BAD_REQUEST)
+    return Call(step, label, action, run_id, error.code, ms, reason=error.message, refused=status.value)
 
 
 def _checks(calls: Sequence[Call], lookups: list[Any], concurrency: int) -> list[Check]:

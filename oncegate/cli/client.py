@@ -1,7 +1,8 @@
 """A small HTTP client of a OnceGate deployment: what the ``oncegate`` command calls.
 
-Answers are parsed with the service's own wire models, and the raw JSON is kept beside
-them for ``--json``. Every failure the command expects is a ``ClientError``::
+Each action is called at the route and method of its entry in the operation table
+(``oncegate.entrypoints.operations``), and its answer parsed with the entry's response model;
+the raw JSON is kept beside it for ``--json``. Every failure the command expects is a ``ClientError``::
 
     ClientError          the command cannot do what was asked; printed without a traceback
     ├── ApiError         the service answered with an error status (4xx: exit 2, 5xx: exit 3)
@@ -23,7 +24,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.message import Message
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
 from pydantic import BaseModel, ValidationError
@@ -34,7 +35,6 @@ from oncegate.models import (
     ClaimHistory,
     ClaimList,
     ClaimManyAnswer,
-    ClaimResponse,
     ClaimView,
     ConflictList,
     ConflictView,
@@ -50,6 +50,9 @@ from oncegate.models import (
     ScopeView,
     SetScopeRequest,
 )
+
+if TYPE_CHECKING:
+    from oncegate.entrypoints.operations import Operation
 
 TIMEOUT_SECONDS = 30.0
 USAGE_EXIT = 2
@@ -170,45 +173,59 @@ class Client:
         self._timeout = timeout
         self._opener = urllib.request.build_opener(_NoRedirect)
 
+    def call(
+        self,
+        name: str,
+        *,
+        ids: Mapping[str, str] | None = None,
+        body: Any = None,
+        query: Mapping[str, Any] | None = None,
+    ) -> Answer[Any]:
+        """The action of the operation table's entry ``name``, at its route and method, answered as its model."""
+        operation = _operation(name)
+        path = operation.path(**{name: quote(value, safe="") for name, value in (ids or {}).items()})
+        params = urlencode(_present(dict(query or {})))
+        target = f"/api/{path}?{params}" if params else f"/api/{path}"
+        return self._call(operation.response, operation.method, target, body)
+
+    def pages(self, name: str, query: Mapping[str, Any]) -> Iterator[Answer[Any]]:
+        """The list of the entry ``name`` page by page, following ``nextLink`` (on this client's host) as far as the
+        caller iterates."""
+        first = self.call(name, query=query)
+        return self._following(_operation(name).response, first)
+
     def get_claim(self, claim_id: str) -> Answer[ClaimView]:
-        return self._call(ClaimView, "GET", f"/api/claims/{quote(claim_id, safe='')}")
+        return self.call("get_claim", ids={"claimId": claim_id})
 
     def lookup_claim(self, scope: str, key: str) -> Answer[ClaimView]:
         """The claim of a business key: the key travels in the body, never in the URL."""
-        return self._call(ClaimView, "POST", "/api/claims/lookup", {"scope": scope, "key": key})
-
-    def check_and_claim(
-        self, *, scope: str, key: str, payload: Any, run_id: str, flow: FlowRef, source: str | None = None
-    ) -> Answer[ClaimResponse]:
-        """Check and claim, as a flow asks it before its side effect; ``source`` is sent only when given."""
-        body = claim_body(scope=scope, key=key, payload=payload, run_id=run_id, flow=flow, source=source)
-        return self._call(ClaimResponse, "POST", "/api/claims", body)
+        return self.call("lookup_claim", body={"scope": scope, "key": key})
 
     def check_and_claim_many(self, items: list[dict[str, Any]]) -> Answer[ClaimManyAnswer]:
         """Check and claim many: each item a Check and claim body (:func:`claim_body`), answered in its place."""
-        return self._call(ClaimManyAnswer, "POST", "/api/claims/batch", {"items": items})
+        return self.call("check_and_claim_many", body={"items": items})
 
     def record_results(self, items: list[dict[str, Any]]) -> Answer[RecordResultsAnswer]:
         """Record results: each item a Record result body with its ``claimId``, answered in its place."""
-        return self._call(RecordResultsAnswer, "POST", "/api/claims/results", {"items": items})
+        return self.call("record_results", body={"items": items})
 
     def record_result(
         self, claim_id: str, *, claim_token: str, outcome: str, target_record_id: str | None
     ) -> Answer[ClaimView]:
         wanted = {"claimToken": claim_token, "outcome": outcome, "targetRecordId": target_record_id}
-        return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/result", _present(wanted))
+        return self.call("record_result", ids={"claimId": claim_id}, body=_present(wanted))
 
     def release_claim(self, claim_id: str, *, claim_token: str, reason: str | None) -> Answer[ClaimView]:
         wanted = {"claimToken": claim_token, "reason": reason}
-        return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/release", _present(wanted))
+        return self.call("release_claim", ids={"claimId": claim_id}, body=_present(wanted))
 
     def attention_pages(self, *, scope: str | None, top: int | None) -> Iterator[Answer[ClaimAttentionList]]:
         """The claims needing attention page by page, oldest first."""
-        return self._pages(ClaimAttentionList, "/api/claims", {"attention": "true", "scope": scope, "top": top})
+        return self.pages("list_claims_needing_attention", {"attention": "true", "scope": scope, "top": top})
 
     def claim_pages(self, *, filters: dict[str, str | None], top: int | None) -> Iterator[Answer[ClaimList]]:
         """The claims of a source system, reference, status or first received, page by page (issue 16)."""
-        return self._pages(ClaimList, "/api/claims", {**filters, "top": top})
+        return self.pages("list_claims", {**filters, "top": top})
 
     def review_claim(
         self, claim_id: str, *, reviewer: str | None, note: str | None, settlement: dict[str, Any] | None = None
@@ -216,66 +233,59 @@ class Client:
         """Acknowledge a failure that is not retryable; with ``settlement`` (outcome, attempt, targetRecordId,
         data), settle an attempt in doubt."""
         wanted = {"reviewer": reviewer, "note": note, **(settlement or {})}
-        return self._call(ClaimView, "POST", f"/api/claims/{quote(claim_id, safe='')}/review", _present(wanted))
+        return self.call("review_claim", ids={"claimId": claim_id}, body=_present(wanted))
 
     def conflict_pages(self, *, status: str, scope: str | None, top: int | None) -> Iterator[Answer[ConflictList]]:
         """The conflict list page by page, following ``nextLink`` as far as the caller iterates."""
-        return self._pages(ConflictList, "/api/conflicts", {"status": status, "scope": scope, "top": top})
+        return self.pages("list_conflicts", {"status": status, "scope": scope, "top": top})
 
     def flow_pages(self, *, top: int | None) -> Iterator[Answer[FlowList]]:
         """The flow inventory page by page."""
-        return self._pages(FlowList, "/api/flows", {"top": top})
+        return self.pages("list_flows", {"top": top})
 
     def overlap_pages(self, *, top: int | None) -> Iterator[Answer[OverlapList]]:
         """The pairs of flows that met each other's claims, page by page."""
-        return self._pages(OverlapList, "/api/flows/overlaps", {"top": top})
+        return self.pages("list_flow_overlaps", {"top": top})
 
     def scope_pages(self, *, top: int | None) -> Iterator[Answer[ScopeList]]:
         """The side-effect catalogue page by page."""
-        return self._pages(ScopeList, "/api/scopes", {"top": top})
+        return self.pages("list_scopes", {"top": top})
 
     def register_flow(self, name: str, environment: str, settings: Mapping[str, Any]) -> Answer[FlowView]:
         """Register a flow with the settings named in ``settings`` by field name (``owner``); None resets one to its
         default, and a setting not named stays as it is."""
         body = {"name": name, "environment": environment, **_aliased(RegisterFlowRequest, settings)}
-        return self._call(FlowView, "PUT", "/api/flows", body)
+        return self.call("register_flow", body=body)
 
     def set_scope(self, scope: str, settings: Mapping[str, Any]) -> Answer[ScopeView]:
         """Set the scope's settings named in ``settings`` by field name (``lease_seconds``); None resets one to its
         default, and a setting not named stays as it is."""
-        return self._call(ScopeView, "PUT", "/api/scopes", {"scope": scope, **_aliased(SetScopeRequest, settings)})
+        return self.call("set_scope", body={"scope": scope, **_aliased(SetScopeRequest, settings)})
 
     def get_conflict(self, conflict_id: str) -> Answer[ConflictView]:
-        return self._call(ConflictView, "GET", f"/api/conflicts/{quote(conflict_id, safe='')}")
+        return self.call("get_conflict", ids={"conflictId": conflict_id})
 
     def resolve_conflict(
         self, conflict_id: str, *, decision: str, reviewer: str | None, note: str | None
     ) -> Answer[ConflictView]:
         wanted = {"decision": decision, "reviewer": reviewer, "note": note}
-        return self._call(
-            ConflictView, "POST", f"/api/conflicts/{quote(conflict_id, safe='')}/resolve", _present(wanted)
-        )
+        return self.call("resolve_conflict", ids={"conflictId": conflict_id}, body=_present(wanted))
 
     def health(self) -> Answer[Health]:
-        return self._call(Health, "GET", "/api/health")
+        return self.call("health")
 
     def with_whole_history(self, answer: Answer[ClaimView]) -> Answer[ClaimView]:
         """The claim with its whole history: the pages after the first, from ``historyNextLink`` on."""
         link = answer.model.history_next_link
         if link is None:
             return answer
-        pages = list(self._following(ClaimHistory, _target(link)))
+        history = _operation("list_claim_history").response
+        pages = list(self._following(history, self._call(history, "GET", _target(link))))
         raw = {key: value for key, value in answer.raw.items() if key != "historyNextLink"}
         raw["history"] = [*raw.get("history", []), *(entry for page in pages for entry in page.raw["value"])]
         return Answer(raw, ClaimView.model_validate(raw))
 
-    def _pages(self, model: type[Page], path: str, params: dict[str, str | int | None]) -> Iterator[Answer[Page]]:
-        """A list page by page, following ``nextLink`` (on this client's host) as far as the caller iterates."""
-        query = urlencode(_present(params))
-        return self._following(model, f"{path}?{query}" if query else path)
-
-    def _following(self, model: type[Page], target: str) -> Iterator[Answer[Page]]:
-        page = self._call(model, "GET", target)
+    def _following(self, model: type[Any], page: Answer[Any]) -> Iterator[Answer[Any]]:
         yield page
         while page.model.next_link:
             page = self._call(model, "GET", _target(page.model.next_link))
@@ -313,6 +323,14 @@ class Client:
             raise Unreachable(
                 f"Cannot reach {self.url}: {reason}. Is the service running there (oncegate serve), and is --url right?"
             ) from exc
+
+
+def _operation(name: str) -> Operation:
+    # Imported when a command first calls an action: the table brings the service's modules, which a command
+    # that calls none (--help, serve, signin) need not load.
+    from oncegate.entrypoints.operations import BY_NAME
+
+    return BY_NAME[name]
 
 
 def claim_body(

@@ -48,7 +48,7 @@ from time import perf_counter
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from oncegate.cli.client import ApiError, Client
+from oncegate.cli.client import ApiError, Client, claim_body
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome, Resolution
 from oncegate.models import ClaimResponse, ClaimView, FlowRef
 
@@ -385,9 +385,10 @@ def _fire(drill: _Drill, step: str, key: str, payload: Any, count: int = 1) -> l
 
 def _claim(drill: _Drill, step: str, key: str, payload: Any, run_id: str) -> tuple[Call, ClaimResponse]:
     started = perf_counter()
-    answer = drill.client.check_and_claim(
+    body = claim_body(
         scope=drill.scope, key=drill.keys[key], payload=payload, run_id=run_id, flow=drill.flow, source=drill.source
-    ).model
+    )
+    answer: ClaimResponse = drill.client.call("check_and_claim", body=body).model
     drill.held.took(answer)
     call = Call(
         step,

@@ -19,10 +19,25 @@ from oncegate.cli.values import moment
 
 if TYPE_CHECKING:
     from oncegate.cli import layout, store_rendering
+    from oncegate.errors import OnceGateError
 else:
     # rich comes with the cli extra (oncegate/cli/extra.py).
     layout = on_first_use("oncegate.cli.layout")
     store_rendering = on_first_use("oncegate.cli.store_rendering")
+
+
+def _exit(error: OnceGateError) -> int:
+    """The exit status of a command the store or the service refused: as the API would answer it, 5xx or 4xx."""
+    from oncegate.entrypoints import error_map
+
+    return SERVICE_EXIT if error_map.status(error) >= 500 else USAGE_EXIT
+
+
+def _code(error: OnceGateError) -> str:
+    """The error code the API would answer ``error`` with, e.g. ``store_unavailable``."""
+    from oncegate.entrypoints import error_map
+
+    return error_map.code(error)
 
 
 def _local_services(command: str) -> tuple[Any, Any] | int:
@@ -64,7 +79,7 @@ def purge(args: argparse.Namespace) -> int:
             max_pages=args.max_pages,
         )
     except OnceGateError as exc:
-        return refused("purge", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+        return refused("purge", exc.message, _exit(exc))
     except KeyboardInterrupt:
         return INTERRUPTED_EXIT
     finally:
@@ -100,7 +115,7 @@ def keys(args: argparse.Namespace) -> int:
         marks = services.key_secrets.marks()
         usage = services.key_secrets.usage([record for record in marks.secrets if record.live])
     except OnceGateError as exc:
-        return refused(command, exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+        return refused(command, exc.message, _exit(exc))
     except KeyboardInterrupt:
         return INTERRUPTED_EXIT
     finally:
@@ -133,14 +148,14 @@ def store_init(args: argparse.Namespace) -> int:
     try:
         store = build_store(settings)
     except OnceGateError as exc:
-        return refused("store init", f"{exc.code}: {settings.store_text}: {exc.message}", SERVICE_EXIT)
+        return refused("store init", f"{_code(exc)}: {settings.store_text}: {exc.message}", SERVICE_EXIT)
     try:
         before = store.read_marks().store_id
         pin = store_pin(settings)
         pinned_before = pin.pinned() if pin else None
         store_id = KeySecrets(store, clock=utc_now, pin=pin).start_store(new_only=args.new_only)
     except OnceGateError as exc:
-        return refused("store init", f"{exc.code}: {exc.message}", SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+        return refused("store init", f"{_code(exc)}: {exc.message}", _exit(exc))
     finally:
         store.close()
     if getattr(args, "json", False):
@@ -169,7 +184,7 @@ def store_recount(args: argparse.Namespace) -> int:
     try:
         scopes = services.inventory.recount_scopes()
     except OnceGateError as exc:
-        return refused("store recount", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+        return refused("store recount", exc.message, _exit(exc))
     except KeyboardInterrupt:
         return INTERRUPTED_EXIT
     finally:
@@ -216,7 +231,7 @@ def store_export(args: argparse.Namespace) -> int:
     try:
         report = backups.export(store, path, now=utc_now, on_progress=lambda kind, n: progress(f"  {kind}: {n} rows"))
     except OnceGateError as exc:
-        return refused("store export", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+        return refused("store export", exc.message, _exit(exc))
     except OSError as exc:
         return refused("store export", f"cannot write {path}: {exc.strerror}")
     except KeyboardInterrupt:
@@ -273,7 +288,7 @@ def store_import(args: argparse.Namespace) -> int:
         # As `store init` does: beside a SQLite database, the store-id file that recognises it if it is lost again.
         pin.keep(report.restore.restored_from)
     except OnceGateError as exc:
-        return refused("store import", exc.message, SERVICE_EXIT if exc.status >= 500 else USAGE_EXIT)
+        return refused("store import", exc.message, _exit(exc))
     except KeyboardInterrupt:
         return INTERRUPTED_EXIT
     finally:

@@ -3,7 +3,8 @@
 Each takes the stored claim, what the run (or reviewer) reports and when, and returns the
 :class:`Transition`: the exact claim to write and the history line that says why, or the claim
 itself when the request changes nothing (the same result sent again). A request that does not fit
-the claim's state raises ``StateConflict``. The result service only reads, calls, writes and retries.
+the claim's state raises the ``StateConflict`` that names why (``StaleClaim``, ``ClaimBusy``). The result
+service only reads, calls, writes and retries.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord
 from oncegate.domain.statuses import ClaimStatus, Outcome, Resolution
 from oncegate.domain.times import said
-from oncegate.errors import StateConflict
+from oncegate.errors import ClaimBusy, StaleClaim
 
 # The error text of a release made while reconciling; rows of schema 1 were read back by it (see the stores).
 RELEASED_IN_DOUBT = "Released while reconciling:"
@@ -58,8 +59,7 @@ class Transition:
 
 def _require_in_progress(claim: Claim, verb: str) -> None:
     if claim.status is not ClaimStatus.IN_PROGRESS:
-        raise StateConflict(
-            "stale_claim",
+        raise StaleClaim(
             f"Attempt {claim.attempt} already ended as {claim.status.value}; it can no longer be {verb}.",
             target="claimToken",
         )
@@ -83,8 +83,7 @@ def recorded(claim: Claim, result: Result, now: datetime) -> Transition:
     if _same_result(claim, result):
         return Transition(claim)
     if claim.status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
-        raise StateConflict(
-            "stale_claim",
+        raise StaleClaim(
             f"Attempt {claim.attempt} already ended as {claim.status.value}; only the same result may be sent again.",
             target="outcome",
         )
@@ -261,8 +260,7 @@ EXPLANATIONS = {
 def _require_settled(claim: Claim) -> None:
     # Accepting a new version while an attempt is running or in doubt would orphan that attempt's result.
     if claim.status in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
-        raise StateConflict(
-            "claim_busy",
+        raise ClaimBusy(
             f"Attempt {claim.attempt} of this claim is {claim.status.value}: record its result or reconcile it "
             "before accepting the new version.",
             target="decision",

@@ -28,7 +28,7 @@ import jwt
 
 from oncegate.config import EntraApi
 from oncegate.entrypoints.principal import Principal, principal_from_claims
-from oncegate.errors import AccessDenied, SignInUnavailable
+from oncegate.errors import NotSignedIn, SignInUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -138,17 +138,15 @@ class TokenValidator:
         return Published(issuers=frozenset(str(issuer) for issuer in issuers), keys=keys, read_at=now)
 
 
-def invalid_token(message: str) -> AccessDenied:
-    """A 401 for a token that was sent but is not valid here (RFC 6750's ``invalid_token``)."""
-    return AccessDenied(401, "unauthorized", message, challenge='Bearer error="invalid_token"')
+def invalid_token(message: str) -> NotSignedIn:
+    """A token that was sent but is not valid here (RFC 6750's ``invalid_token``)."""
+    return NotSignedIn(message, challenge='Bearer error="invalid_token"')
 
 
 def _bearer_token(authorization: str | None) -> str:
     scheme, _, token = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise AccessDenied(
-            401,
-            "unauthorized",
+        raise NotSignedIn(
             "Sign in with Microsoft Entra ID: send Authorization: Bearer <access token> for this API.",
             challenge="Bearer",
         )

@@ -30,6 +30,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import azure.functions as func
 
+from oncegate.entrypoints.error_map import refusal_code
 from oncegate.entrypoints.handler_pool import DEFAULT_THREADS, PER_CONNECTION, HandlerPool
 from oncegate.entrypoints.http import MAX_BULK_BODY_BYTES, body_limit, render, render_error
 from oncegate.entrypoints.incoming import MAX_HEADER_BYTES, MAX_HEADER_LINE, MAX_HEADERS, Incoming
@@ -95,14 +96,6 @@ def _date() -> str:
     if _dates[0] != now:
         _dates = (now, email.utils.formatdate(now, usegmt=True))
     return _dates[1]
-
-
-def refusal_code(status: HTTPStatus) -> str:
-    """The error code refusing a request that cannot be read as HTTP: ``invalid_request`` for 400, else the status.
-
-    For example ``length_required`` (411) or ``not_implemented`` (501); ``errors`` lists every one.
-    """
-    return InvalidRequest.code if status is HTTPStatus.BAD_REQUEST else re.sub(r"\W+", "_", status.phrase.lower())
 
 
 class _Headers:

@@ -1,62 +1,147 @@
-"""The wire's requests parsed into the services' commands (:mod:`oncegate.service.commands`).
+"""Reading a request, as every entry of the operation table shares it: bodies, queries, route ids, commands.
 
-Every action (:mod:`oncegate.entrypoints.actions`) parses its request model here, so that a service
-never sees a wire model. A request's fields that only go together on the wire (a settlement's
-outcome and attempt) are checked here too, so that the services take commands that are whole.
+The pipeline (:mod:`oncegate.entrypoints.http`) reads each request with these before an entry's own
+``parse`` makes the service's command (:mod:`oncegate.service.commands`), so that a service never
+sees a wire model. Bad input is refused here before any write, and never becomes a 500: bodies are
+strict JSON (``strict_json``), an action refuses query parameters it does not take, and cursors are
+opened here, at the edge (``oncegate.cursors``): only a cursor the list handed out gets through.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Collection
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from oncegate.domain.keys import normalise_scope, normalise_source
-from oncegate.domain.records import (
-    ClaimFilter,
-    Flow,
-)
-from oncegate.domain.statuses import ClaimStatus, Outcome, SettledOutcome
-from oncegate.domain.transitions import Result
-from oncegate.errors import InvalidRequest
-from oncegate.models import (
-    ClaimItem,
-    FindClaimsQuery,
-    FlowRef,
-    HeartbeatRequest,
-    ListClaimsQuery,
-    ListConflictsQuery,
-    ListPageQuery,
-    LookupRequest,
-    RecordResultRequest,
-    RegisterFlowRequest,
-    ReleaseRequest,
-    ReportConflictRequest,
-    ResolveConflictRequest,
-    ReviewClaimRequest,
-    SetScopeRequest,
-)
-from oncegate.service.commands import (
-    Acknowledge,
-    CheckAndClaim,
-    Heartbeat,
-    KeyOf,
-    ListAttention,
-    ListConflicts,
-    Paging,
-    RecordResult,
-    RegisterFlow,
-    Release,
-    ReportConflict,
-    ResolveConflict,
-    SetScope,
-    Settle,
-)
+import azure.functions as func
+from pydantic import BaseModel, ValidationError
+
+from oncegate.cursors import CursorSeal
+from oncegate.domain.records import Flow
+from oncegate.entrypoints.strict_json import read_object
+from oncegate.errors import InvalidRequest, NotFound, TooLarge
+from oncegate.models import MAX_ITEMS, ClaimItem, FlowRef, ListPageQuery, ReportConflictRequest, json_size
+from oncegate.service.commands import Paging
+
+Model = TypeVar("Model", bound=BaseModel)
+
+MAX_BODY_BYTES = 64 * 1024
+# A bulk call's body: its items, each up to a single call's body, and room for the list around them (issue 24).
+MAX_BULK_BODY_BYTES = (MAX_ITEMS + 1) * MAX_BODY_BYTES
+# The ids a route may carry, each checked before anything is read: a malformed one is no record (404).
+ROUTE_IDS = {"claimId": re.compile(r"[a-z2-7]{52}"), "conflictId": re.compile(r"[a-z2-7]{24}")}
+CLAIM_ID_PATTERN, CONFLICT_ID_PATTERN = ROUTE_IDS["claimId"], ROUTE_IDS["conflictId"]
+
+# The host reads the function key from ``code`` (ONCEGATE_AUTH=key): every action takes it, none reads it.
+HOST_PARAMS = frozenset({"code"})
+# Query parameters holding a sealed cursor.
+CURSOR_PARAMS = ("cursor", "state")
+
+
+def parse_body(
+    request: func.HttpRequest, model: type[Model], *, limit: int = MAX_BODY_BYTES, items: str | None = None
+) -> Model:
+    """The JSON object body as ``model``; 413 when over ``limit`` bytes, 400 naming each bad field.
+
+    ``items`` names a bulk call's list, whose items are refused one by one (see ``strict_json.read_object``).
+    """
+    raw = request.get_body() or b""
+    if len(raw) > limit:
+        raise TooLarge(f"The request body is over {limit} bytes.", target="body")
+    if not raw.strip():
+        raise InvalidRequest("The body must be a JSON object.", target="body")
+    return validate(model, read_object(raw, items=items))
+
+
+def item_body(model: type[Model], item: Any) -> Model:
+    """One item of a bulk call read as its single call's body: 413 over that call's limit, 400 naming each bad field.
+
+    The fields are named as in the single call's refusal (``key``, not ``items.3.key``): the item's answer
+    stands in the item's place.
+    """
+    if isinstance(item, InvalidRequest):
+        raise item  # refused as JSON already: a member given twice, a number that is not finite
+    if not isinstance(item, dict):
+        raise InvalidRequest("Each item must be a JSON object, as the single action's body is.", target="body")
+    if json_size(item) > MAX_BODY_BYTES:
+        raise TooLarge(f"The item is over {MAX_BODY_BYTES} bytes as JSON, the single action's limit.", target="body")
+    return validate(model, item)
+
+
+def validate(model: type[Model], data: dict[str, Any]) -> Model:
+    """``data`` as ``model``, read by the wire names only: ``run_id`` is an unknown field, as any other is."""
+    try:
+        return model.model_validate(data, by_name=False)
+    except ValidationError as exc:
+        details = [(_target(error["loc"]), _message(error)) for error in exc.errors()]
+        too_large = [message for _, message in details if "bytes as JSON" in message]
+        if too_large:
+            raise TooLarge(too_large[0], target=details[0][0]) from exc
+        raise InvalidRequest(f"The request is not valid: {details[0][1]} ({details[0][0]}).", details=details) from exc
+
+
+def _target(location: tuple[int | str, ...]) -> str:
+    # Tagged-union and JSON value internals add location parts a caller never wrote; keep the field path.
+    return ".".join(str(part) for part in location if not str(part).startswith(("function-", "json-"))) or "body"
+
+
+def _message(error: Any) -> str:
+    message = str(error["msg"])
+    return message.removeprefix("Value error, ")
+
+
+def checked_id(name: str, value: str, pattern: re.Pattern[str]) -> str:
+    """A route's id as given; 404 naming it when it has not the id's shape, so no store reads it."""
+    if not pattern.fullmatch(value):
+        raise NotFound(f"No {'claim' if name == 'claimId' else 'conflict'} has the id {value!r}.", target=name)
+    return value
+
+
+def own_params(request: func.HttpRequest, taken: Collection[str]) -> dict[str, Any]:
+    """The caller's query parameters; 400 naming any the action does not take, so none is silently ignored."""
+    params = {name: value for name, value in request.params.items() if name.lower() not in HOST_PARAMS}
+    unknown = sorted(set(params) - set(taken))
+    if unknown:
+        takes = ", ".join(sorted(taken)) or "none"
+        raise InvalidRequest(
+            f"{unknown[0]!r} is not a parameter of this action, which takes {takes}.",
+            details=[(name, "not a parameter of this action") for name in unknown],
+        )
+    return params
+
+
+def query_params(request: func.HttpRequest, model: type[BaseModel], list_name: str, seal: CursorSeal) -> dict[str, Any]:
+    """The parameters ``model`` declares, its cursor opened: only a cursor this list handed out gets through."""
+    params = own_params(request, [field.alias or name for name, field in model.model_fields.items()])
+    for name in CURSOR_PARAMS:
+        if params.get(name):  # blank means none, as it did before cursors were sealed
+            params[name] = seal.open(params[name], list_name, target=name)
+    return params
+
+
+def next_link(request: func.HttpRequest, cursor: str | None, list_name: str, seal: CursorSeal) -> str | None:
+    """The next page's URL, its cursor sealed for this list; None on the last page."""
+    if cursor is None:
+        return None
+    return with_param(request.url, "cursor", seal.seal(cursor, list_name))
+
+
+def with_param(address: str, name: str, value: str) -> str:
+    """An address with one query parameter set, e.g. the next page's cursor."""
+    parts = urlsplit(address)
+    query = [(key, kept) for key, kept in parse_qsl(parts.query) if key != name]
+    return str(urlunsplit(parts._replace(query=urlencode([*query, (name, value)]))))
+
+
+# -- what several commands share ------------------------------------------------------------------------------
 
 
 def flow_of(ref: FlowRef | None) -> Flow | None:
     return Flow(ref.name, ref.environment) if ref else None
 
 
-def _run_of(request: ClaimItem | ReportConflictRequest) -> dict[str, Any]:
+def run_of(request: ClaimItem | ReportConflictRequest) -> dict[str, Any]:
     """What Check and claim and Report conflict both say: the key, its business data, and the run asking."""
     return {
         "scope": request.scope,
@@ -69,112 +154,5 @@ def _run_of(request: ClaimItem | ReportConflictRequest) -> dict[str, Any]:
     }
 
 
-def check_and_claim(request: ClaimItem) -> CheckAndClaim:
-    return CheckAndClaim(**_run_of(request), lease_seconds=request.lease_seconds, reference=request.reference)
-
-
-def lookup(request: LookupRequest) -> KeyOf:
-    return KeyOf(scope=request.scope, key=request.key)
-
-
-def report_conflict(request: ReportConflictRequest) -> ReportConflict:
-    return ReportConflict(**_run_of(request), reason=request.reason, details=request.details)
-
-
-def record_result(request: RecordResultRequest) -> RecordResult:
-    return RecordResult(
-        claim_token=request.claim_token,
-        result=Result(
-            outcome=Outcome(request.outcome.value),
-            target_record_id=request.target_record_id,
-            data=request.data,
-            error=request.error,
-            retryable=request.retryable,
-        ),
-    )
-
-
-def release(request: ReleaseRequest) -> Release:
-    return Release(claim_token=request.claim_token, reason=request.reason)
-
-
-def heartbeat(request: HeartbeatRequest) -> Heartbeat:
-    return Heartbeat(claim_token=request.claim_token, lease_seconds=request.lease_seconds)
-
-
-def review(request: ReviewClaimRequest) -> Acknowledge | Settle:
-    """An acknowledgement, or with an outcome a settlement; the fields of a settlement go together."""
-    if request.reviewer is None:
-        raise InvalidRequest("reviewer is required: who reviewed the claim.", target="reviewer")
-    if request.outcome is None:
-        given = [name for name in ("attempt", "target_record_id", "data") if getattr(request, name) is not None]
-        if given:
-            field = ReviewClaimRequest.model_fields[given[0]].alias or given[0]
-            raise InvalidRequest(f"{field} settles an attempt in doubt: send it with outcome.", target=field)
-        return Acknowledge(reviewer=request.reviewer, note=request.note)
-    if request.attempt is None:
-        raise InvalidRequest(
-            "attempt is required with outcome: the claim's attempt you looked up in the target system.",
-            target="attempt",
-        )
-    if request.outcome is SettledOutcome.FAILED and (request.target_record_id or request.data is not None):
-        target = "targetRecordId" if request.target_record_id else "data"
-        raise InvalidRequest(f"{target} comes with outcome succeeded: a failed attempt made no record.", target=target)
-    return Settle(
-        reviewer=request.reviewer,
-        note=request.note,
-        outcome=request.outcome,
-        attempt=request.attempt,
-        target_record_id=request.target_record_id,
-        data=request.data,
-    )
-
-
-def resolve_conflict(request: ResolveConflictRequest) -> ResolveConflict:
-    if request.reviewer is None:
-        raise InvalidRequest("reviewer is required: who decided.", target="reviewer")
-    return ResolveConflict(decision=request.decision, reviewer=request.reviewer, note=request.note)
-
-
 def paging(query: ListPageQuery) -> Paging:
     return Paging(limit=query.top, cursor=query.cursor)
-
-
-def claim_filter(query: FindClaimsQuery) -> tuple[ClaimFilter, Paging]:
-    matching = ClaimFilter(
-        statuses=[query.status] if query.status else list(ClaimStatus),
-        scope=normalise_scope(query.scope) if query.scope else None,
-        source=normalise_source(query.source),
-        reference=query.reference,
-        received_since=query.since,
-    )
-    return matching, Paging(limit=query.top, cursor=query.cursor)
-
-
-def list_conflicts(query: ListConflictsQuery) -> ListConflicts:
-    return ListConflicts(status=query.status, scope=query.scope, limit=query.top, cursor=query.cursor)
-
-
-def list_attention(query: ListClaimsQuery) -> ListAttention:
-    return ListAttention(scope=query.scope, limit=query.top, cursor=query.cursor)
-
-
-# The fields of Register flow that name the flow rather than set something about it.
-FLOW_IDENTITY = frozenset({"name", "environment"})
-
-
-def register_flow(request: RegisterFlowRequest) -> RegisterFlow:
-    """The settings the request names, a null among them reset; one left out stays as it is (issue 31)."""
-    named: dict[str, Any] = {
-        name: getattr(request, name) for name in request.model_fields_set - {"name", "environment"}
-    }
-    return RegisterFlow(flow=Flow(request.name, request.environment), **named)
-
-
-def set_scope(request: SetScopeRequest) -> SetScope:
-    """The settings the request names, a null among them reset; one left out stays as it is (issue 31)."""
-    named: dict[str, Any] = {name: getattr(request, name) for name in request.model_fields_set - {"scope"}}
-    for pointers in ("fingerprint_include", "fingerprint_ignore"):
-        if pointers in named:
-            named[pointers] = tuple(named[pointers] or ())
-    return SetScope(scope=request.scope, **named)

@@ -1,7 +1,7 @@
-"""The services' records rendered as the wire's views (:mod:`oncegate.models`).
+"""The services' records rendered as the wire's views (:mod:`oncegate.models`), as the entries share them.
 
-The one place a domain record becomes the JSON a flow reads: every action
-(:mod:`oncegate.entrypoints.actions`) renders what its service returns here.
+The one place a domain record becomes the JSON a flow reads: each entry of the operation table
+(:mod:`oncegate.entrypoints.operations`) renders what its service returns with these.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The app's routes, read from the ``FunctionApp`` itself, and the one matcher of a path against them.
 
-``function_app.py`` is the only route table. The local server finds the function to call with
+``function_app.py`` declares them from the operation table (``oncegate.entrypoints.operations``): the only
+route table. The local server finds the function to call with
 :func:`match`; the catch-all function finds what a path allows with :func:`allowed_methods`.
 Templates match as the Functions host matches them: ``{name}`` is one path segment, ``{*name}``
 the rest of the path, and a literal segment wins over a parameter, any route over a catch-all.
@@ -27,6 +28,8 @@ class FunctionRoute:
     function: Callable[[func.HttpRequest], func.HttpResponse]
     pattern: re.Pattern[str]
     catch_all: bool
+    # Whether the host lets anyone call it, without a function key (health, the catch-all; every one in entra mode).
+    anonymous: bool = False
 
 
 @functools.cache
@@ -47,7 +50,9 @@ def function_routes(app: func.FunctionApp) -> tuple[FunctionRoute, ...]:
         if isinstance(trigger, HttpTrigger) and trigger.route is not None and name is not None:
             methods = frozenset(str(getattr(method, "value", method)) for method in trigger.methods or [])
             pattern, catch_all, literals = _compile(trigger.route)
-            route = FunctionRoute(name, trigger.route, methods, function.get_user_function(), pattern, catch_all)
+            anonymous = trigger.auth_level == func.AuthLevel.ANONYMOUS
+            function_route = function.get_user_function()
+            route = FunctionRoute(name, trigger.route, methods, function_route, pattern, catch_all, anonymous)
             routes.append((route, (not catch_all, literals)))
     return tuple(route for route, _ in sorted(routes, key=lambda ranked: ranked[1], reverse=True))
 

@@ -24,6 +24,7 @@ from oncegate import bootstrap, telemetry
 from oncegate.config import ConfigError
 from oncegate.domain.backups import Restore
 from oncegate.domain.statuses import AttentionReason
+from oncegate.entrypoints import error_map
 from oncegate.errors import NotConfigured, StoreUnavailable
 from oncegate.service.attention import Waiting, counted
 from oncegate.service.retention import DEFAULT_PAGE_SIZE, PurgeReport
@@ -45,13 +46,13 @@ def _reported(function: str) -> Iterator[None]:
     try:
         yield
     except StoreUnavailable as exc:
-        _unavailable(function, exc.code, None)
+        _unavailable(function, error_map.code(exc), None)
         raise
     except NotConfigured as exc:
-        _unavailable(function, exc.code, exc.target)
+        _unavailable(function, error_map.code(exc), exc.target)
         raise
     except ConfigError as exc:
-        _unavailable(function, NotConfigured.code, exc.setting)
+        _unavailable(function, error_map.code(NotConfigured), exc.setting)
         raise
 
 

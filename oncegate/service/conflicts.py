@@ -27,8 +27,8 @@ from oncegate.domain.statuses import (
 from oncegate.domain.transitions import resolution_applied
 from oncegate.errors import (
     AlreadyExists,
+    ConflictResolved,
     NotFound,
-    StateConflict,
 )
 from oncegate.service.commands import ListConflicts, ReportConflict, ResolveConflict
 from oncegate.service.core import ClaimsCore
@@ -218,8 +218,7 @@ class Conflicts:
             conflict = self._store.get_conflict(conflict_id)
             claim = self._store.get_claim(conflict.claim_id)
             if outlived(conflict, claim):
-                raise StateConflict(
-                    "conflict_resolved",
+                raise ConflictResolved(
                     f"Conflict {conflict.conflict_id} was about an earlier claim of this key, which retention deleted; "
                     "it decides nothing about the claim made since.",
                     target="conflictId",
@@ -239,8 +238,7 @@ class Conflicts:
             conflict = self._repaired(conflict, claim, record, request.decision, now)
             if conflict.decision is not request.decision:
                 decision = conflict.decision.value if conflict.decision else "?"
-                raise StateConflict(
-                    "conflict_resolved",
+                raise ConflictResolved(
                     f"Conflict {conflict.conflict_id} was already resolved as {decision} by {conflict.reviewer}.",
                     target="decision",
                 )

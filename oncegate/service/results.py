@@ -27,6 +27,9 @@ from oncegate.domain.transitions import (
     settle,
 )
 from oncegate.errors import (
+    ClaimBusy,
+    ClaimNotBlocked,
+    StaleClaim,
     StateConflict,
     StoreRace,
 )
@@ -74,7 +77,7 @@ class Results:
         def attempt() -> Claim:
             claim = self._store.get_claim(claim_id)
             if not self._core.holds(claim, token):
-                raise StateConflict("stale_claim", stale_token_message(claim), target="claimToken")
+                raise StaleClaim(stale_token_message(claim), target="claimToken")
             return change(claim, self._core.clock())
 
         return settled(attempt)
@@ -163,8 +166,7 @@ class Results:
                 if in_doubt(claim, self._core.clock())
                 else ""
             )
-            raise StateConflict(
-                "claim_not_blocked",
+            raise ClaimNotBlocked(
                 f"Attempt {claim.attempt} of this claim is {state}: only a failure that is not retryable "
                 f"is acknowledged.{doubt}",
                 target="claimId",
@@ -197,8 +199,8 @@ class Results:
         decided = settle(claim, settlement)
         if isinstance(decided, Refusal):
             if decided.busy:
-                raise StateConflict("claim_busy", decided.message, target=decided.target)
-            raise StateConflict("stale_claim", decided.message, target=decided.target)
+                raise ClaimBusy(decided.message, target=decided.target)
+            raise StaleClaim(decided.message, target=decided.target)
         found = f"holds target record {request.target_record_id}" if request.target_record_id else "holds nothing"
         change = Transition(
             decided,

@@ -27,7 +27,7 @@ from oncegate.cli import main
 from oncegate.config import Settings
 from oncegate.domain.statuses import Decision
 from oncegate.stores import export_format
-from oncegate.stores.tables import table_names
+from oncegate.stores.tables.store import table_names
 from tests.cli.conftest import Run
 from tests.docs.markdown import REPO, ShellBlock, shell_blocks
 from tests.faults.lossy_proxy import LossyProxy

@@ -91,7 +91,7 @@ def test_paths_are_the_routes_of_the_app() -> None:
         replace(route, route="claims/{claimId}/record") if route.name == "record_result" else route
         for route in generator.app_routes()
     ]
-    served = {operation.operation_id: (route, method) for route, method, operation in generator.served(moved)}
+    served = {operation.designer.operation_id: (route, method) for route, method, operation in generator.served(moved)}
     assert served["RecordResult"] == ("claims/{claimId}/record", "post")
     assert served["GetClaim"] == ("claims/{claimId}", "get")
 

@@ -15,9 +15,7 @@ LIMIT = 700
 # Longer than LIMIT when the bound came, at the lengths the round that set it landed with (issue 32's split of
 # each is under way): no line more.
 UNTIL_SPLIT = {
-    "oncegate/stores/tables.py": 876,
     "oncegate/stores/sqlite.py": 768,
-    "oncegate/entrypoints/http.py": 757,
 }
 MODULES = sorted([ROOT / "function_app.py", *(ROOT / "oncegate").rglob("*.py"), *(ROOT / "tools").rglob("*.py")])
 NAMES = [path.relative_to(ROOT).as_posix() for path in MODULES]

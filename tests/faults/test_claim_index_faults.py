@@ -9,7 +9,7 @@ import contextlib
 import pytest
 
 from oncegate.errors import StoreUnavailable
-from oncegate.stores import table_batch
+from oncegate.stores.tables import batch
 from tests.faults.lossy_proxy import LossyProxy
 from tests.stores.test_claim_index import found, made
 from tests.support.azurite import Azurite, ExternalTables, TableStoreFactory
@@ -24,7 +24,7 @@ def test_a_flush_failing_at_any_request_loses_no_row_and_repeats_none(
     # The transaction never reaches the store (a refused connection): its rows wait for the next flush.
     store = table_store_factory()
     claims = [*made(store, 3, source="shop-eu"), *made(store, 2, source="shop-us", reference="R-1")]
-    submit, calls = table_batch.submit_transaction, []
+    submit, calls = batch.submit_transaction, []
 
     def failing(*args: object, **kwargs: object) -> object:
         calls.append(1)
@@ -32,10 +32,10 @@ def test_a_flush_failing_at_any_request_loses_no_row_and_repeats_none(
             raise StoreUnavailable("injected: the transaction never left")
         return submit(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(table_batch, "submit_transaction", failing)
+    monkeypatch.setattr(batch, "submit_transaction", failing)
     with pytest.raises(StoreUnavailable):
         store.flush_index()
-    monkeypatch.setattr(table_batch, "submit_transaction", submit)
+    monkeypatch.setattr(batch, "submit_transaction", submit)
 
     assert sorted(found(store, source="shop-eu") + found(store, source="shop-us")) == sorted(
         claim.claim_id for claim in claims

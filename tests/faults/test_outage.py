@@ -15,7 +15,7 @@ import pytest
 from azure.data.tables import TableServiceClient
 
 from oncegate.domain.keys import KeyHasher
-from oncegate.stores.tables import TableStore
+from oncegate.stores.tables.store import TableStore
 from tests.conftest import KEY_SECRET
 from tests.gate import Gate
 from tests.http.client import Reply, ServerApi

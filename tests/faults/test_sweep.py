@@ -29,6 +29,7 @@ import pytest
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, EventKind, Resolution
 from oncegate.domain.waiting import Waiting
+from oncegate.entrypoints import error_map
 from oncegate.errors import NotFound, StateConflict, StoreUnavailable
 from oncegate.models import (
     ClaimRequest,
@@ -233,7 +234,7 @@ class World:
         for token in set(self.holders) - {current}:
             with pytest.raises(StateConflict) as stale:
                 self.service.heartbeat(self.claim_id, HeartbeatRequest(claim_token=token, lease_seconds=60))
-            assert stale.value.code == "stale_claim"
+            assert error_map.code(stale.value) == "stale_claim"
 
 
 def version_of(fingerprint: str | None) -> str:

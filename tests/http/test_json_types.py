@@ -49,7 +49,7 @@ ROUTES = {"record_result", "release_claim", "renew_claim", "review_claim"}
 
 def _body_schema(name: str) -> dict[str, Any]:
     """The schema the connector declares for the body of the app's function ``name``."""
-    operation_id = OPERATIONS[name].operation_id
+    operation_id = OPERATIONS[name].designer.operation_id
     for item in DEFINITION["paths"].values():
         for spec in item.values():
             if isinstance(spec, dict) and spec.get("operationId") == operation_id:

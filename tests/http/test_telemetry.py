@@ -25,7 +25,7 @@ from oncegate.domain.backups import Restore
 from oncegate.domain.keys import KeyHasher
 from oncegate.errors import StoreUnavailable
 from oncegate.stores.port import ClaimStore
-from oncegate.stores.tables import TableStore
+from oncegate.stores.tables.store import TableStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate

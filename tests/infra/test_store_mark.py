@@ -22,7 +22,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import Decision
 from oncegate.errors import NotConfigured
 from oncegate.service.safeguard import PinnedSetting
-from oncegate.stores.tables import table_names
+from oncegate.stores.tables.store import table_names
 from tests.gate import Gate
 from tests.service.calls import claim, record
 from tools import store_mark as hook

@@ -19,9 +19,12 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from packaging.requirements import Requirement
+
+from tests import conftest
 
 ROOT = Path(__file__).resolve().parents[2]
 INHERITED_FROM_MAKE = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
@@ -200,3 +203,41 @@ def test_a_venv_made_by_another_python_is_made_again(workdir: Path) -> None:
 
     assert "rm -rf .venv  # made by Python 3.10.13" in run
     assert run.index("rm -rf .venv") < run.index("-m venv .venv") < run.index("pip install --quiet -e '.[cli]'\n")
+
+
+def collected(*args: str) -> list[str]:
+    """The test ids pytest collects here with the project's settings and ``args``, as make test's workers do."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTEST_ADDOPTS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_make_test_runs_the_slow_tests() -> None:
+    # The slow marker is for a maker working on one area (-m 'not slow'); make test's settings leave none out.
+    everything = collected("tests/service/test_bounded_rows.py")
+
+    assert any("test_many_resolutions_leave_the_claim_row_bounded" in test for test in everything), everything
+
+
+def test_each_worker_starts_with_the_slow_tests() -> None:
+    # So that a run in two processes does not end on one worker's last long test while the other waits.
+    class Item:
+        def __init__(self, name: str, slow: bool) -> None:
+            self.name, self.slow = name, slow
+
+        def get_closest_marker(self, name: str) -> object | None:
+            return object() if name == "slow" and self.slow else None
+
+    items = [Item("a", False), Item("b", True), Item("c", False), Item("d", True)]
+    worker = SimpleNamespace(workerinput={"workerid": "gw0"})
+
+    conftest.pytest_collection_modifyitems(worker, items)  # type: ignore[arg-type]
+
+    assert [item.name for item in items] == ["b", "d", "a", "c"]

@@ -46,6 +46,7 @@ from hypothesis.stateful import (
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, EventKind, Outcome, Resolution
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
+from oncegate.entrypoints import error_map
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimRequest, ClaimResponse, HeartbeatRequest, ReleaseRequest, ReportConflictRequest
 from oncegate.models import ResolveConflictRequest as Resolve
@@ -129,7 +130,7 @@ def _refused(call: Callable[[], T]) -> tuple[T | None, str | None]:
     try:
         return call(), None
     except StateConflict as exc:
-        return None, exc.code
+        return None, error_map.code(exc)
 
 
 class Interleavings(RuleBasedStateMachine):

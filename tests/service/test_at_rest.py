@@ -10,6 +10,7 @@ import pytest
 
 from oncegate.domain.keys import payload_fingerprint
 from oncegate.domain.statuses import ClaimStatus
+from oncegate.entrypoints import error_map
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimRequest, RecordResultRequest
 from oncegate.stores import columns
@@ -47,7 +48,7 @@ def test_a_token_made_up_from_the_stored_row_is_refused_and_changes_nothing(serv
             service.record_result(
                 answer.claim_id, RecordResultRequest(claim_token=guess, outcome="failed", retryable=False)
             )
-        assert refused.value.code == "stale_claim", guess
+        assert error_map.code(refused.value) == "stale_claim", guess
 
     assert service.get_claim(answer.claim_id).status is ClaimStatus.IN_PROGRESS
     assert record(service, answer).status is ClaimStatus.SUCCEEDED

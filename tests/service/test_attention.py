@@ -10,6 +10,7 @@ import pytest
 
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import AttentionReason, ClaimStatus, Decision, EventKind
+from oncegate.entrypoints import error_map
 from oncegate.errors import InvalidRequest, StateConflict
 from oncegate.models import ClaimView, ListClaimsQuery, ReviewClaimRequest
 from oncegate.stores.port import ClaimStore
@@ -171,7 +172,7 @@ def test_only_a_failure_that_is_not_retryable_is_reviewed(service: Gate, state: 
     with pytest.raises(StateConflict) as refused:
         review(service, claim_id)
 
-    assert refused.value.code == "claim_not_blocked"
+    assert error_map.code(refused.value) == "claim_not_blocked"
     assert history(service, claim_id) == before
 
 

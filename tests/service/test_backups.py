@@ -34,7 +34,7 @@ from oncegate.stores import columns, export_format
 from oncegate.stores.paging import utc_text
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
-from oncegate.stores.tables import table_names
+from oncegate.stores.tables.store import table_names
 from tests.conftest import SQLITE_FILE, FakeClock
 from tests.gate import Gate
 from tests.service.calls import FLOW_COPY, claim, record, register, release, resolve, set_scope

@@ -21,7 +21,7 @@ import pytest
 
 from oncegate.bootstrap import Services, wire
 from oncegate.domain.keys import KeyHasher
-from oncegate.entrypoints import actions
+from oncegate.entrypoints import error_map
 from oncegate.errors import OnceGateError
 from oncegate.models import ClaimRequest, ClaimResponse
 from oncegate.stores.port import ClaimStore
@@ -53,13 +53,13 @@ def racer(services: Services, index: int) -> list[tuple[str, str]]:
         for start in range(0, len(requests), CHUNK):
             answers += services.bulk.each(
                 requests[start : start + CHUNK],
-                lambda request: actions.check_and_claim(services, request),
+                lambda request: Gate.of(services).check_and_claim(request),
                 same=lambda request: request.key,
             )
     else:
-        answers = [actions.check_and_claim(services, request) for request in requests]
+        answers = [Gate.of(services).check_and_claim(request) for request in requests]
     return [
-        (request.key, answer.decision.value if isinstance(answer, ClaimResponse) else answer.code)
+        (request.key, answer.decision.value if isinstance(answer, ClaimResponse) else error_map.code(answer))
         for request, answer in zip(requests, answers, strict=True)
     ]
 
@@ -94,7 +94,7 @@ def test_bulk_and_single_calls_in_threads_proceed_once_per_key(new_service: Call
 def _open(address: Address) -> ClaimStore:
     if address[0] == "sqlite":
         return SqliteStore(address[1])
-    from oncegate.stores.tables import TableStore
+    from oncegate.stores.tables.store import TableStore
 
     return TableStore.from_connection_string(address[1], prefix=address[2])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from oncegate.domain.statuses import ClaimStatus, ConflictOrigin, ConflictStatus, Decision, EventKind, Resolution
+from oncegate.entrypoints import error_map
 from oncegate.errors import NotFound, StateConflict
 from oncegate.models import ClaimResponse, ListConflictsQuery
 from tests.conftest import FakeClock
@@ -114,7 +115,7 @@ def test_resolving_again_another_way_is_rejected(service: Gate, first: str, seco
     with pytest.raises(StateConflict) as rejected:
         resolve(service, conflict.conflict_id, second)
 
-    assert (rejected.value.code, rejected.value.status) == ("conflict_resolved", 409)
+    assert (error_map.code(rejected.value), error_map.status(rejected.value)) == ("conflict_resolved", 409)
     assert conflict.conflict_id is not None
     assert service.get_conflict(conflict.conflict_id) == resolved
     assert service.get_claim(answer.claim_id) == claim_before
@@ -131,7 +132,7 @@ def test_accept_new_while_an_attempt_runs_or_is_in_doubt_is_rejected(service: Ga
     with pytest.raises(StateConflict) as busy:
         resolve(service, conflict.conflict_id, "accept_new")
 
-    assert busy.value.code == "claim_busy"
+    assert error_map.code(busy.value) == "claim_busy"
     assert service.get_conflict(conflict.conflict_id).status is ConflictStatus.OPEN
     assert service.get_claim(first.claim_id).fingerprint == keyed("v1")
     # Once the attempt has its result, the same decision goes through.

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from oncegate.domain.statuses import AnswerStatus, ClaimStatus, Decision
+from oncegate.entrypoints import error_map
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimResponse, ClaimResult
 from tests.conftest import FakeClock
@@ -212,7 +213,7 @@ def test_after_reconcile_the_earlier_token_is_stale(service: Gate, clock: FakeCl
     with pytest.raises(StateConflict) as stale:
         record(service, first, target_record_id="SO-late")
 
-    assert stale.value.code == "stale_claim"
+    assert error_map.code(stale.value) == "stale_claim"
     assert service.get_claim(first.claim_id).status is ClaimStatus.IN_PROGRESS
     assert record(service, second, target_record_id="SO-found").target_record_id == "SO-found"
 

@@ -16,7 +16,7 @@ import pytest
 
 from oncegate.domain.fingerprint_rules import FingerprintPreset, applied, pointer_problem, rules
 from oncegate.domain.statuses import Decision
-from oncegate.entrypoints.http import validate
+from oncegate.entrypoints.parse import validate
 from oncegate.errors import InvalidRequest
 from oncegate.models import SetScopeRequest
 from tests.conftest import FakeClock

@@ -27,12 +27,13 @@ from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.safeguards import SWITCH_GRACE, check_clock, clock_skew
 from oncegate.domain.statuses import ClaimStatus, Decision, Resolution
+from oncegate.entrypoints import error_map
 from oncegate.errors import ClockSkewed, InvalidRequest, NotConfigured, StateConflict, StoreUnavailable
 from oncegate.models import ResolveConflictRequest, SetScopeRequest
 from oncegate.service.safeguard import PinnedFile, PinnedSetting
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
-from oncegate.stores.tables import table_names
+from oncegate.stores.tables.store import table_names
 from tests.conftest import FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
@@ -409,8 +410,8 @@ def test_clock_skew_is_measured_from_the_store_answer_and_bounded() -> None:
     with pytest.raises(ClockSkewed) as refused:
         check_clock(skewed)
     assert clock_skew(StoreMarks(store_id="s", secrets=())) is None  # SQLite shares this machine's clock
-    assert refused.value.status == 503
-    assert refused.value.code == "clock_skew"
+    assert error_map.status(refused.value) == 503
+    assert error_map.code(refused.value) == "clock_skew"
     assert "19.6 s ahead of the store" in refused.value.message
 
 

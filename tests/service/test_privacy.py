@@ -10,7 +10,7 @@ from azure.data.tables import TableServiceClient
 
 from oncegate.domain.statuses import Decision
 from oncegate.models import LookupRequest
-from oncegate.stores.tables import table_names
+from oncegate.stores.tables.store import table_names
 from tests.conftest import SQLITE_FILE, FakeClock
 from tests.gate import Gate
 from tests.service.calls import SCOPE, claim, record, report, resolve

@@ -16,6 +16,7 @@ import pytest
 
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
+from oncegate.entrypoints import error_map
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimResponse, ConflictView, ListConflictsQuery
 from oncegate.stores.port import ClaimStore
@@ -60,7 +61,7 @@ def _resolve_or_refusal(service: Gate, conflict_id: str) -> str:
     try:
         resolve(service, conflict_id, "accept_new")
     except StateConflict as refused:
-        return refused.code
+        return error_map.code(refused)
     return "resolved"
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import ClaimStatus, Decision
+from oncegate.entrypoints import error_map
 from oncegate.errors import StateConflict
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate
@@ -65,7 +66,7 @@ def test_a_token_this_instance_never_saw_is_checked_against_the_store(
     assert (view.status, view.attempt, view.target_record_id) == (ClaimStatus.SUCCEEDED, 2, "SO-2")
     with pytest.raises(StateConflict) as refused:
         record(granting, first, target_record_id="SO-1")
-    assert refused.value.code == "stale_claim"
+    assert error_map.code(refused.value) == "stale_claim"
 
 
 def test_the_same_result_again_is_refused_once_a_reviewer_moved_the_claim_on(new_service: Callable[[], Gate]) -> None:
@@ -79,7 +80,7 @@ def test_the_same_result_again_is_refused_once_a_reviewer_moved_the_claim_on(new
     with pytest.raises(StateConflict) as refused:
         record(granting, granted, target_record_id="SO-1")
 
-    assert refused.value.code == "stale_claim"
+    assert error_map.code(refused.value) == "stale_claim"
     assert granting.get_claim(granted.claim_id).status is ClaimStatus.FAILED
 
 

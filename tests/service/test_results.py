@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind
+from oncegate.entrypoints import error_map
 from oncegate.errors import NotFound, StateConflict
 from tests.conftest import FakeClock
 from tests.gate import Gate
@@ -80,7 +81,7 @@ def test_a_different_result_with_the_same_token_after_completion_is_rejected(
     with pytest.raises(StateConflict) as rejected:
         record(service, answer, outcome, **fields)
 
-    assert rejected.value.status == 409
+    assert error_map.status(rejected.value) == 409
     assert service.get_claim(answer.claim_id) == before
 
 
@@ -92,7 +93,7 @@ def test_a_token_from_an_earlier_attempt_is_stale(service: Gate) -> None:
     with pytest.raises(StateConflict) as stale:
         record(service, first, "failed", retryable=True)
 
-    assert (stale.value.code, stale.value.target) == ("stale_claim", "claimToken")
+    assert (error_map.code(stale.value), stale.value.target) == ("stale_claim", "claimToken")
     assert service.get_claim(second.claim_id).status is ClaimStatus.IN_PROGRESS
 
 
@@ -102,7 +103,7 @@ def test_a_made_up_token_is_stale(service: Gate) -> None:
     with pytest.raises(StateConflict) as stale:
         record_with(service, answer.claim_id, "1.not-the-token", "succeeded")
 
-    assert stale.value.code == "stale_claim"
+    assert error_map.code(stale.value) == "stale_claim"
     assert service.get_claim(answer.claim_id).status is ClaimStatus.IN_PROGRESS
 
 
@@ -134,7 +135,7 @@ def test_release_with_a_stale_token_changes_nothing(service: Gate, clock: FakeCl
     with pytest.raises(StateConflict) as stale:
         release(service, first)
 
-    assert stale.value.code == "stale_claim"
+    assert error_map.code(stale.value) == "stale_claim"
     assert service.get_claim(second.claim_id).status is ClaimStatus.IN_PROGRESS
     assert claim(service, run="run-3").decision is Decision.IN_PROGRESS
 
@@ -173,7 +174,7 @@ def test_heartbeat_with_a_stale_token_is_rejected_and_extends_nothing(service: G
     with pytest.raises(StateConflict) as stale:
         heartbeat(service, first, lease_seconds=3600)
 
-    assert stale.value.code == "stale_claim"
+    assert error_map.code(stale.value) == "stale_claim"
     assert service.get_claim(second.claim_id).lease_expires_at == second.lease_expires_at
 
 

@@ -26,6 +26,7 @@ from oncegate.domain.records import ClaimFilter
 from oncegate.domain.sensitive import SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import ClaimStatus, Decision, Outcome, Resolution
 from oncegate.domain.warnings import SENSITIVE_DATA
+from oncegate.entrypoints import error_map
 from oncegate.entrypoints.stored_data import NOT_LOOKED_AT, STORED_FIELDS, stored_findings
 from oncegate.errors import SensitiveData, SensitiveKey
 from oncegate.models import (
@@ -203,8 +204,8 @@ def test_reject_names_the_field_never_the_value_and_changes_nothing(service_with
         stored.act(EMAIL)
 
     target = stored.target
-    assert refused.value.code == "sensitive_data"
-    assert refused.value.status == 400
+    assert error_map.code(refused.value) == "sensitive_data"
+    assert error_map.status(refused.value) == 400
     assert refused.value.target == target
     assert [detail[0] for detail in refused.value.details] == [target]
     assert "an e-mail address" in refused.value.message

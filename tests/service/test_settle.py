@@ -14,6 +14,7 @@ import pytest
 
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome
 from oncegate.domain.transitions import Refusal, Settlement, settle
+from oncegate.entrypoints import error_map
 from oncegate.errors import InvalidRequest, StateConflict
 from oncegate.models import ClaimResponse, ClaimView, ListClaimsQuery, ReviewClaimRequest
 from tests.conftest import FakeClock
@@ -104,7 +105,7 @@ def test_a_live_lease_is_refused_and_nothing_is_written(service: Gate) -> None:
     with pytest.raises(StateConflict) as refused:
         settle_review(service, answer.claim_id, "succeeded", targetRecordId="SO-1")
 
-    assert (refused.value.code, refused.value.target) == ("claim_busy", "claimId")
+    assert (error_map.code(refused.value), refused.value.target) == ("claim_busy", "claimId")
     assert "holds the lease of attempt 1" in refused.value.message
     assert history(service, answer.claim_id) == before
     assert service.get_claim(answer.claim_id).status is ClaimStatus.IN_PROGRESS
@@ -121,7 +122,7 @@ def test_a_run_that_took_the_claim_over_since_is_never_overwritten(service: Gate
     with pytest.raises(StateConflict) as refused:
         settle_review(service, answer.claim_id, "failed", attempt=1)
 
-    assert (refused.value.code, refused.value.target) == ("stale_claim", "attempt")
+    assert (error_map.code(refused.value), refused.value.target) == ("stale_claim", "attempt")
     assert history(service, answer.claim_id) == before
 
 
@@ -145,7 +146,7 @@ def test_an_attempt_that_ended_is_not_settled(service: Gate, outcome: str) -> No
             service, answer.claim_id, outcome, **({"targetRecordId": "SO-2"} if outcome == "succeeded" else {})
         )
 
-    assert (refused.value.code, refused.value.target) == ("stale_claim", "outcome")
+    assert (error_map.code(refused.value), refused.value.target) == ("stale_claim", "outcome")
 
 
 @pytest.mark.parametrize(
@@ -175,7 +176,7 @@ def test_acknowledging_a_claim_in_doubt_says_to_settle_it(service: Gate, clock: 
     with pytest.raises(StateConflict) as refused:
         service.review(answer.claim_id, ReviewClaimRequest(reviewer=REVIEWER))
 
-    assert refused.value.code == "claim_not_blocked"
+    assert error_map.code(refused.value) == "claim_not_blocked"
     assert "settled instead" in refused.value.message
 
 

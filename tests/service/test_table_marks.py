@@ -26,15 +26,16 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.statuses import Decision
 from oncegate.domain.store_id import check_store_id
-from oncegate.entrypoints import actions
+from oncegate.entrypoints import error_map
 from oncegate.errors import InvalidRequest, NotConfigured
 from oncegate.models import ClaimRequest
 from oncegate.service.safeguard import PinnedFile, PinnedSetting, StoreIdPin
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 from oncegate.stores.sqlite_rows import MARK_ROW
-from oncegate.stores.table_entities import STORE_PARTITION
-from oncegate.stores.tables import STORE_ROW, TableStore, table_names
+from oncegate.stores.tables.entities import STORE_PARTITION
+from oncegate.stores.tables.keys import STORE_ROW
+from oncegate.stores.tables.store import TableStore, table_names
 from tests.conftest import SQLITE_FILE, FakeClock
 from tests.gate import Gate
 from tests.service.calls import claim, record
@@ -57,7 +58,7 @@ def answers(service: Gate, keys: list[str]) -> list[str]:
         try:
             found.append(claim(service, key=key, run="run-again").decision.value)
         except NotConfigured as refused:
-            found.append(refused.code)
+            found.append(error_map.code(refused))
     return found
 
 
@@ -356,7 +357,7 @@ def test_the_marks_are_read_inside_a_bulk_calls_transaction(app: App) -> None:
     ]
 
     answers = served.services.bulk.each(
-        requests, lambda request: actions.check_and_claim(served.services, request), same=lambda request: request.key
+        requests, lambda request: Gate.of(served.services).check_and_claim(request), same=lambda request: request.key
     )
 
     assert [answer.decision for answer in answers] == [Decision.PROCEED] * 5  # type: ignore[union-attr]

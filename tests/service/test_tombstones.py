@@ -14,6 +14,7 @@ from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, json_size
 from oncegate.domain.records import FingerprintRecord
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Resolution
 from oncegate.domain.tombstones import MAX_TOMBSTONE_FINGERPRINTS, buried_fingerprints
+from oncegate.entrypoints import error_map
 from oncegate.errors import NotFound, StateConflict
 from oncegate.models import ClaimResponse, ResolveConflictRequest, SetScopeRequest
 from oncegate.service.retention import buried
@@ -96,7 +97,7 @@ def test_the_same_result_sent_again_to_a_tombstone_is_a_no_op_and_another_is_ref
     for outcome, target in (("succeeded", "ERP-78"), ("succeeded", None), ("failed", None), ("unknown", "ERP-77")):
         with pytest.raises(StateConflict) as stale:
             record(service, answer, outcome, target_record_id=target)
-        refused.append((stale.value.code, stale.value.target))
+        refused.append((error_map.code(stale.value), stale.value.target))
 
     assert (again.status, again.target_record_id, again.purged_at) == (ClaimStatus.SUCCEEDED, "ERP-77", clock())
     assert service.get_claim(answer.claim_id) == tombstone

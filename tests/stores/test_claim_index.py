@@ -21,7 +21,7 @@ from azure.data.tables import TableClient
 from oncegate.domain.records import Claim, ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import StoreUnavailable
-from oncegate.stores.tables import TableStore, table_names
+from oncegate.stores.tables.store import TableStore, table_names
 from tests.support import records
 from tests.support.azurite import Azurite, ExternalTables, TableStoreFactory
 from tests.support.records import T0

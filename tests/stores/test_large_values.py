@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from oncegate.entrypoints import error_map
 from oncegate.errors import TooLarge
 from oncegate.stores.large_values import ENTITY_BYTES, PROPERTY_UNITS, USER_PROPERTIES, entity_bytes, gather, spread
 
@@ -90,7 +91,7 @@ def test_a_row_of_exactly_one_mib_is_kept_and_a_byte_more_is_refused() -> None:
     assert spread(largest) == largest
     with pytest.raises(TooLarge, match="1 MiB") as raised:
         spread(over)
-    assert raised.value.status == 413
+    assert error_map.status(raised.value) == 413
 
 
 def test_a_row_over_one_mib_only_once_spread_is_refused() -> None:

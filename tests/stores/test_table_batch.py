@@ -31,7 +31,8 @@ from azure.data.tables import (
 )
 from azure.data.tables import TransactionOperation as Op
 
-from oncegate.stores import large_values, table_batch
+from oncegate.stores import large_values
+from oncegate.stores.tables import batch
 from tests.faults.lossy_proxy import TIMED_OUT
 from tests.support.azurite import Azurite, ExternalTables
 
@@ -50,7 +51,7 @@ class Colour(StrEnum):
 def submit(request: pytest.FixtureRequest) -> Submit:
     if request.param == "sdk":
         return lambda table, operations: table.submit_transaction(operations)
-    return table_batch.submit_transaction
+    return batch.submit_transaction
 
 
 @pytest.fixture
@@ -186,7 +187,7 @@ def test_every_type_reads_back_as_the_sdk_writes_it(table: TableClient) -> None:
         "Missing": None,
     }
     table.create_entity(row("sdk", **values))
-    table_batch.submit_transaction(table, [(Op.CREATE, row("oncegate", **values))])
+    batch.submit_transaction(table, [(Op.CREATE, row("oncegate", **values))])
 
     sdk, ours = table.get_entity(PARTITION, "sdk"), table.get_entity(PARTITION, "oncegate")
     assert {**ours, "RowKey": "sdk"} == dict(sdk)
@@ -195,13 +196,13 @@ def test_every_type_reads_back_as_the_sdk_writes_it(table: TableClient) -> None:
 
 def test_long_values_spread_over_pieces_are_written_and_replaced_whole(table: TableClient) -> None:
     first = row("history-1", Details="x" * 70_000, Note="\U0001f600" * 20_000)
-    written = table_batch.submit_transaction(table, [(Op.CREATE, large_values.spread(first))])
+    written = batch.submit_transaction(table, [(Op.CREATE, large_values.spread(first))])
     entity = table.get_entity(PARTITION, "history-1")
     assert {"Details__2", "Details__3", "Note__2"} <= set(entity)
     assert large_values.gather(entity) == first
 
     second = row("history-1", Details="y" * 40_000)
-    table_batch.submit_transaction(table, [(Op.UPDATE, large_values.spread(second), if_unchanged(written[0]["etag"]))])
+    batch.submit_transaction(table, [(Op.UPDATE, large_values.spread(second), if_unchanged(written[0]["etag"]))])
     assert large_values.gather(table.get_entity(PARTITION, "history-1")) == second
 
 

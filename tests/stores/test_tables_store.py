@@ -19,8 +19,11 @@ from azure.data.tables import TableClient, TableEntity, TableServiceClient, Tran
 from oncegate.domain.records import Claim, Conflict, HistoryEvent
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import ConcurrentUpdate, NotFound, StoreUnavailable
-from oncegate.stores import columns, table_batch, tables
-from oncegate.stores.tables import HISTORY_BATCH, TableStore, table_names
+from oncegate.stores import columns
+from oncegate.stores.tables import batch
+from oncegate.stores.tables.claims import HISTORY_BATCH
+from oncegate.stores.tables.conflicts import FIRST_VERSION, _conflict_entities
+from oncegate.stores.tables.store import TableStore, table_names
 from tests.stores.contract import Meter, StoreContract
 from tests.support import records
 from tests.support.azurite import Azurite, ExternalTables, TableStoreFactory
@@ -71,12 +74,12 @@ def _seed_conflicts(store: TableStore, conflicts: list[Conflict]) -> None:
     Azurite looks for each new row's key through the whole partition, so its inserts slow down as the
     partition grows: 10,000 conflicts (20,000 rows) take it 15 to 20 seconds on two cores even so.
     """
-    rows = [row for conflict in conflicts for row in tables._conflict_entities(conflict, tables.FIRST_VERSION)]
+    rows = [row for conflict in conflicts for row in _conflict_entities(conflict, FIRST_VERSION)]
     batches = [
         [(TransactionOperation.CREATE, row) for row in rows[start : start + 100]] for start in range(0, len(rows), 100)
     ]
     with ThreadPoolExecutor(2) as pool:
-        list(pool.map(partial(table_batch.submit_transaction, store._conflicts), batches))
+        list(pool.map(partial(batch.submit_transaction, store._conflicts), batches))
 
 
 def _conflict_rows(factory: TableStoreFactory) -> dict[str, TableEntity]:
@@ -213,7 +216,7 @@ def _with_history(store: TableStore, events: int) -> Claim:
 
 def _after_first_transaction(monkeypatch: pytest.MonkeyPatch, store: TableStore, then: Any) -> None:
     """Run ``then()`` once the first transaction of the store's claims table has gone through."""
-    submit = table_batch.submit_transaction
+    submit = batch.submit_transaction
     calls: list[object] = []
 
     def submitting(table: TableClient, *args: Any, **kwargs: Any) -> Any:
@@ -223,7 +226,7 @@ def _after_first_transaction(monkeypatch: pytest.MonkeyPatch, store: TableStore,
             calls.append(args)
         return submit(table, *args, **kwargs)
 
-    monkeypatch.setattr(table_batch, "submit_transaction", submitting)
+    monkeypatch.setattr(batch, "submit_transaction", submitting)
 
 
 def test_a_delete_cut_short_leaves_the_claim_with_part_of_its_history_and_the_next_finishes_it(

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from azure.data.tables import TableServiceClient
 
-from oncegate.stores.tables import TableStore, table_names
+from oncegate.stores.tables.store import TableStore, table_names
 
 CONNECTION_STRING_VARIABLE = "ONCEGATE_TEST_TABLES_CONNECTION_STRING"
 AZURITE = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "azurite-table"

@@ -23,10 +23,11 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel
 
 from oncegate import __version__, models
+from oncegate.entrypoints.operations import Operation
 from oncegate.entrypoints.routes import FunctionRoute, function_routes
 from oncegate.models import IMPORTANT
 from tools.connector import operations
-from tools.connector.operations import ERRORS, OPERATIONS, PATH_PARAMETERS, Operation
+from tools.connector.operations import ERRORS, OPERATIONS, PATH_PARAMETERS
 from tools.connector.publisher import Publisher, PublisherError, read_publisher
 from tools.connector.schemas import Schema, model_definition, query_parameters
 
@@ -71,23 +72,10 @@ SECURITY_DEFINITIONS: dict[Auth, Schema] = {
 
 # The trigger answers a ConflictList that never has a next page: ConflictList without nextLink.
 BATCH_DEFINITION, BATCH_SOURCE = "ConflictBatch", "ConflictList"
+# Every answer of the table's entries, and the error body every action may answer.
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     models.ErrorBody,
-    models.ClaimAttentionList,
-    models.ClaimHistory,
-    models.ClaimList,
-    models.ClaimResponse,
-    models.ClaimManyAnswer,
-    models.RecordResultsAnswer,
-    models.ClaimView,
-    models.ConflictView,
-    models.ConflictList,
-    models.FlowList,
-    models.FlowView,
-    models.OverlapList,
-    models.ScopeList,
-    models.ScopeView,
-    models.Health,
+    *dict.fromkeys(operation.response for operation in OPERATIONS.values()),
 )
 
 RETRY_AFTER_HEADER = {
@@ -206,30 +194,40 @@ def parameters_of(route: str, operation: Operation) -> list[Schema]:
                 "required": True,
                 "schema": {"$ref": f"#/definitions/{operation.body.__name__}"},
                 "x-ms-summary": "Request",
-                "description": operation.body_description,
+                "description": operation.designer.body_description,
             }
         )
     return parameters
 
 
+def response_name(operation: Operation) -> str:
+    """The definition of the operation's answer: a polling trigger's batch has no next page (ConflictBatch)."""
+    if operation.designer.extra.get("x-ms-trigger"):
+        return BATCH_DEFINITION
+    return operation.response.__name__
+
+
 def responses_of(operation: Operation, auth: Auth = "key") -> Schema:
-    success: Schema = {"description": operation.success, "schema": {"$ref": f"#/definitions/{operation.response}"}}
+    designer = operation.designer
+    answer = {"$ref": f"#/definitions/{response_name(operation)}"}
+    success: Schema = {"description": designer.success, "schema": answer}
     responses: Schema = {"200": success}
-    if operation.extra.get("x-ms-trigger"):
+    if designer.extra.get("x-ms-trigger"):
         # The Logic Apps polling contract: Location carries the state, Retry-After the interval.
         success["headers"] = {**LOCATION_HEADER, **RETRY_AFTER_HEADER}
         responses["202"] = {"description": NO_NEW_CONFLICT, "headers": {**LOCATION_HEADER, **RETRY_AFTER_HEADER}}
-    if operation.accepted:
+    if designer.accepted:
         # The asynchronous pattern: Power Automate and Logic Apps poll Location until the answer is not 202.
         responses["202"] = {
-            "description": operation.accepted,
-            "schema": {"$ref": f"#/definitions/{operation.response}"},
+            "description": designer.accepted,
+            "schema": answer,
             "headers": {**WAIT_LOCATION_HEADER, **RETRY_AFTER_HEADER},
         }
-    described = {status: ERRORS[status] for status in operation.errors}
+    described = {status: ERRORS[status] for status in designer.errors}
     if 409 in described:
-        described[409] = operation.conflict_description
-    if auth == "entra" and operation.signed_in:
+        described[409] = designer.conflict_description
+    # Every action but health, which anyone may call, needs a signed-in caller with Entra ID.
+    if auth == "entra" and operation.role is not None:
         described |= SIGN_IN_ERRORS
     for status, description in sorted(described.items()):
         responses[str(status)] = {"description": description, "schema": ERROR_SCHEMA}
@@ -240,12 +238,13 @@ def responses_of(operation: Operation, auth: Auth = "key") -> Schema:
 
 
 def operation_object(route: str, operation: Operation, auth: Auth = "key") -> Schema:
+    designer = operation.designer
     return {
-        "operationId": operation.operation_id,
-        "summary": operation.summary,
-        "description": operation.description,
-        "x-ms-visibility": operation.visibility,
-        **operation.extra,
+        "operationId": designer.operation_id,
+        "summary": designer.summary,
+        "description": designer.description,
+        "x-ms-visibility": designer.visibility,
+        **designer.extra,
         "parameters": parameters_of(route, operation),
         "responses": responses_of(operation, auth),
     }

@@ -1,29 +1,24 @@
-"""The Azure store's entities and its error translation: what its claims and its backups (``tables_backups``) share.
+"""The Azure store's entities: the keys its rows sit under, the rows' columns, and writes at an ETag.
 
-Apart from ``tables`` only so that the backup adapter can share them without importing the store's module.
+What the store's ports (claims, history, conflicts, inventory, keys, backups) share.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
-from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+from azure.core import MatchConditions
+from azure.data.tables import TableClient, UpdateMode
 
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
-from oncegate.domain.store_id import STORE_ID, TABLE_BEING_DELETED, missing_table
-from oncegate.errors import NotConfigured, StoreUnavailable
+from oncegate.errors import ConcurrentUpdate
 from oncegate.stores import columns, large_values
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import utc_text
-
-# The store's logger, as before these helpers left its module.
-logger = logging.getLogger("oncegate.stores.tables")
+from oncegate.stores.tables.errors import EXISTS, STALE, _on_status
 
 CLAIM_ROW = "claim"
 FINGERPRINT_PREFIX = "fingerprint-"
@@ -102,46 +97,21 @@ def _etag(metadata: Mapping[str, Any]) -> str:
     return str(etag)
 
 
-def _unavailable(exc: Exception) -> StoreUnavailable:
-    logger.warning("Table Storage unavailable: %s", exc)
-    return StoreUnavailable(f"Table Storage is unavailable: {type(exc).__name__}")
+def _if_unchanged(version: str | None, mode: UpdateMode = UpdateMode.REPLACE) -> dict[str, Any]:
+    return {"mode": mode, "etag": version, "match_condition": MatchConditions.IfNotModified}
 
 
-@contextmanager
-def _translated() -> Iterator[None]:
-    """Outages and throttling become ``StoreUnavailable``; every other error passes through."""
-    try:
-        yield
-    except (ServiceRequestError, ServiceResponseError) as exc:
-        raise _unavailable(exc) from exc
-    except HttpResponseError as exc:
-        if exc.status_code is not None and (exc.status_code >= 500 or exc.status_code == 429):
-            raise _unavailable(exc) from exc
-        if exc.status_code == 403:
-            # The identity has no data role on the tables, or was just given one: a role takes minutes to apply.
-            logger.error("Table Storage refused access: %s", exc)
-            raise StoreUnavailable(
-                f"Table Storage refused access ({getattr(exc, 'error_code', None) or 403}): this identity has no data "
-                "role on the tables yet (a role assignment takes a few minutes to apply)."
-            ) from exc
-        if exc.status_code == 409 and getattr(exc, "error_code", None) == "TableBeingDeleted":
-            raise StoreUnavailable(TABLE_BEING_DELETED) from exc
-        if exc.status_code == 404 and _table_missing(exc):
-            # Never read as "no such claim": that would be answered proceed for every key (issue 22). Not an
-            # outage either: no retry brings it back (issue 31).
-            logger.error("A OnceGate table is missing: %s", exc)
-            raise NotConfigured(missing_table(_table_of(exc)), target=STORE_ID) from exc
-        raise
+def _claim_keys(claim_id: str, row_key: str = CLAIM_ROW) -> dict[str, str]:
+    return {"PartitionKey": claim_id, "RowKey": row_key}
 
 
-def _table_of(exc: HttpResponseError) -> str:
-    """The table a failed request addressed, read from its URL (``…/OnceGateClaims(PartitionKey=…)``)."""
-    request = getattr(exc.response, "request", None)
-    path = urlsplit(str(getattr(request, "url", ""))).path
-    name = path.rstrip("/").rsplit("/", 1)[-1].split("(", 1)[0]
-    return name or "(unknown)"
-
-
-def _table_missing(exc: HttpResponseError) -> bool:
-    code = getattr(exc, "error_code", None) or ""
-    return code == "TableNotFound" or "TableNotFound" in str(exc)
+def _save(table: TableClient, partition: str, row_key: str, row: Row, version: str | None) -> str:
+    """Create the entity (no version) or replace it at that ETag; the new ETag."""
+    stale = f"{table.table_name} row {row_key} exists already or changed since {version}"
+    metadata: Mapping[str, Any]
+    with _on_status(EXISTS + STALE, lambda: ConcurrentUpdate(stale)):
+        if version is None:
+            metadata = table.create_entity(_entity(partition, row_key, row))
+        else:
+            metadata = table.update_entity(_entity(partition, row_key, row), **_if_unchanged(version))
+    return _etag(metadata)

@@ -15,8 +15,9 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableClient, TableEntity, TransactionOperation, UpdateMode
 
 from oncegate.domain.backups import ClaimBackup, Restore
-from oncegate.stores import columns, large_values, table_batch
-from oncegate.stores.table_entities import (
+from oncegate.stores import columns, large_values
+from oncegate.stores.tables import batch
+from oncegate.stores.tables.entities import (
     CLAIM_ROW,
     CONFLICT_PARTITION,
     FINGERPRINT_PREFIX,
@@ -33,8 +34,8 @@ from oncegate.stores.table_entities import (
     _event_entity,
     _event_place,
     _fingerprint_entity,
-    _translated,
 )
+from oncegate.stores.tables.errors import _translated
 
 # The import that filled this store (issue 35): one row beside the store's id.
 RESTORE_PARTITION = "restore"
@@ -71,7 +72,7 @@ def _holds_any(table: TableClient, partition: str | None, *, besides: str | None
 class TableBackups:
     """``BackupRecords`` and ``RestoreReads`` over the store's tables."""
 
-    # The store's own, which it defines (tables.TableStore).
+    # The store's own (store.TableStore) and the index's (index.TableClaimIndex).
     _claims: TableClient
     _conflicts: TableClient
     _flows: TableClient
@@ -162,7 +163,7 @@ class TableBackups:
         upserts = [(TransactionOperation.UPSERT, entity, {"mode": UpdateMode.REPLACE}) for entity in rows]
         with _translated():
             for start in range(0, len(upserts), TRANSACTION_LIMIT):
-                table_batch.submit_transaction(self._claims, upserts[start : start + TRANSACTION_LIMIT])
+                batch.submit_transaction(self._claims, upserts[start : start + TRANSACTION_LIMIT])
         self._to_index(_claim_index(claim))
 
     def stored_contents(self) -> list[str]:

@@ -1,0 +1,45 @@
+"""The operation table: every action of the contract declared once, in one entry, and read by everything else.
+
+Start reading here. An entry (:class:`~oncegate.entrypoints.operations.table.Operation`) holds an
+action's route and method, the app role it needs, its telemetry event, its body, query and
+response models, the connector's designer text, and its three steps: ``parse`` the wire's request
+into the service's command (:mod:`oncegate.service.commands`), ``serve`` it with one service method,
+``render`` the result as the response model. Who reads the table:
+
+- ``function_app.py`` declares one Azure function per entry, under the entry's name (function keys
+  and telemetry are per function), and ``oncegate serve`` serves that same app;
+- :mod:`oncegate.entrypoints.http` is the one pipeline every function runs: the caller and its role,
+  the query, the route's ids and the strict JSON body read as the entry declares them, then
+  :meth:`~oncegate.entrypoints.operations.table.Operation.perform` (parse, the personal-data check,
+  serve, render), the error body for any refusal, and the entry's telemetry event;
+- the connector generator (``tools/connector``) writes each entry's path, parameters and designer text;
+- the command's client (``oncegate.cli.client``) and the tests' ``Gate`` call the actions by entry.
+
+The entries live by aggregate: :mod:`.claims` (with the bulk calls' own work in :mod:`.bulk`),
+:mod:`.conflicts`, :mod:`.inventory`; :data:`OPERATIONS` is their union, in the connector's order.
+
+Adding an action:
+
+1. its request and response models in ``oncegate/models/`` (with designer text on each field), and
+   the fields it stores as sent in ``entrypoints/stored_data.py``'s ``STORED_FIELDS`` if it stores free text;
+2. its command in ``oncegate/service/commands.py`` and its service method (``oncegate/service/``);
+3. one ``Operation`` in the module of its aggregate here, added to that module's ``OPERATIONS``:
+   ``name`` (the Azure function's; never rename one that shipped), ``route``, ``method``, ``role``,
+   ``body``/``query``/``response``, ``event`` if operators count its answers, ``parse``/``serve``/
+   ``render``, ``stores`` if the request stores free text, and a ``Designer`` (a new ``operation_id``);
+4. docs: ``docs/contract.md`` (the action, its errors), the README's list if it is one flows use, and
+   ``CHANGELOG.md``. Then ``python -m tools.connector`` writes the connector's definition again.
+
+Nothing else names the action: the app, the local server, the connector, the client and the tests'
+``Gate`` find it here.
+"""
+
+from __future__ import annotations
+
+from oncegate.entrypoints.operations import claims, conflicts, inventory
+from oncegate.entrypoints.operations.table import Call, Designer, Operation, Reply
+
+OPERATIONS: tuple[Operation, ...] = (*claims.OPERATIONS, *conflicts.OPERATIONS, *inventory.OPERATIONS)
+BY_NAME = {operation.name: operation for operation in OPERATIONS}
+
+__all__ = ["BY_NAME", "OPERATIONS", "Call", "Designer", "Operation", "Reply"]

@@ -1,0 +1,184 @@
+"""The bulk calls' own work (issue 24): each item performed by its single call's entry, answered in its place.
+
+Check and claim many and Record results (``operations.claims``) read their items one by one: an item
+is its single call's body, performed by that call's entry (:meth:`Operation.perform`), with that
+call's telemetry event marked ``bulk``; ``oncegate.service.bulk`` orders the items that share a claim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from oncegate import telemetry
+from oncegate.domain.keys import normalise_key, normalise_scope
+from oncegate.entrypoints import error_map
+from oncegate.entrypoints.error_map import error_info
+from oncegate.entrypoints.operations.table import Call, Operation
+from oncegate.entrypoints.parse import CLAIM_ID_PATTERN, item_body
+from oncegate.errors import InvalidRequest, NotConfigured, NotFound, OnceGateError, StoreUnavailable
+from oncegate.models import (
+    ClaimItem,
+    ClaimManyEntry,
+    ClaimResponse,
+    ClaimView,
+    RecordResultRequest,
+    ResultEntry,
+    ResultItem,
+)
+
+if TYPE_CHECKING:
+    from oncegate.bootstrap import Services
+
+
+def claim_each(services: Services, call: Call[Any, Any], items: list[Any], single: Operation) -> list[ClaimManyEntry]:
+    """Check and claim for each item, as if sent one after another in order (``oncegate.service.bulk``)."""
+    digest = _call_digest(items)
+    kept: list[list[telemetry.Answered]] = [[] for _ in items]
+    answers = services.bulk.each(
+        list(enumerate(items)),
+        lambda place: _claim_item(services, call, single, *place, digest, kept[place[0]]),
+        same=_same_key,
+    )
+    _send_item_events(kept, answers, "check_and_claim_many")
+    return [_claim_entry(item, answer) for item, answer in zip(items, answers, strict=True)]
+
+
+def _call_digest(items: list[Any]) -> str:
+    """A short digest of a bulk call's items: the same call sent again (a retry) has the same one."""
+    # An item refused as JSON already stands as its refusal: its text is enough to tell the calls apart.
+    canonical = json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:8]
+
+
+def item_run_id(run_id: str, digest: str, index: int) -> str:
+    """An item's own run: a Select gives every item the flow run's id, and two rows with one key must not both be
+    that run asking again (each would be given the claim). The same call sent again names the same runs, so a
+    retried call is given its claims back; another call, or another row, is another run."""
+    return f"{run_id}#{digest}.{index + 1}"
+
+
+def _claim_item(
+    services: Services,
+    call: Call[Any, Any],
+    single: Operation,
+    index: int,
+    item: Any,
+    digest: str,
+    kept: list[telemetry.Answered],
+) -> ClaimResponse:
+    """One item of Check and claim many: the single call's entry, telemetry and answer."""
+    with _item_answer(telemetry.CHECK, "check_and_claim_many", kept):
+        # An item is a Check and claim body but for wait: a bulk call answers at once (issue 25).
+        if isinstance(item, dict) and "wait" in item:
+            message = (
+                "The items of Check and claim many do not wait: each is answered at once, in_progress included. "
+                "Leave wait out, or send the record alone to Check and claim with wait."
+            )
+            raise InvalidRequest(message, details=[("wait", message)])
+        body = item_body(ClaimItem, item)
+        body = body.model_copy(update={"run_id": item_run_id(body.run_id, digest, index)})
+        answer: ClaimResponse = single.answer(services, Call(body=body, signed_in=call.signed_in))
+        return answer
+
+
+def _same_key(place: tuple[int, Any]) -> Hashable:
+    """The claim an item of Check and claim many is for, as far as its scope and key tell before it is read."""
+    item = place[1]
+    try:
+        return normalise_scope(item["scope"]), normalise_key(item["key"])
+    except (TypeError, KeyError, InvalidRequest):
+        return id(item)  # refused when read: its place in no claim's order matters
+
+
+def _claim_entry(item: Any, answer: ClaimResponse | OnceGateError) -> ClaimManyEntry:
+    reference = item.get("reference") if isinstance(item, dict) else None
+    given = {"reference": reference} if isinstance(reference, str) else {}
+    if isinstance(answer, OnceGateError):
+        return ClaimManyEntry(**given, error=error_info(answer))
+    return ClaimManyEntry(**_fields(answer), **given)
+
+
+def record_each(services: Services, call: Call[Any, Any], items: list[Any], single: Operation) -> list[ResultEntry]:
+    """Record result for each item: items for the same claim one after another, in order."""
+    kept: list[list[telemetry.Answered]] = [[] for _ in items]
+    answers = services.bulk.each(
+        list(enumerate(items)),
+        lambda place: _result_item(services, call, single, place[1], kept[place[0]]),
+        same=_same_claim,
+    )
+    _send_item_events(kept, answers, "record_results")
+    return [_result_entry(item, answer) for item, answer in zip(items, answers, strict=True)]
+
+
+def _result_item(
+    services: Services, call: Call[Any, Any], single: Operation, item: Any, kept: list[telemetry.Answered]
+) -> ClaimView:
+    """One item of Record results: the single call's entry, telemetry and answer."""
+    with _item_answer(telemetry.RESULT, "record_results", kept):
+        body = item_body(ResultItem, item)
+        if not CLAIM_ID_PATTERN.fullmatch(body.claim_id):
+            raise NotFound(f"No claim has the id {body.claim_id!r}.", target="claimId")
+        result = RecordResultRequest(**{name: getattr(body, name) for name in RecordResultRequest.model_fields})
+        claim: ClaimView = single.answer(
+            services, Call(body=result, ids={"claimId": body.claim_id}, signed_in=call.signed_in)
+        )
+        return claim
+
+
+def _same_claim(place: tuple[int, Any]) -> Hashable:
+    item = place[1]
+    claim_id = item.get("claimId") if isinstance(item, dict) else None
+    return claim_id if isinstance(claim_id, str) else id(item)
+
+
+def _result_entry(item: Any, answer: ClaimView | OnceGateError) -> ResultEntry:
+    if isinstance(answer, OnceGateError):
+        claim_id = item.get("claimId") if isinstance(item, dict) else None
+        given = {"claim_id": claim_id} if isinstance(claim_id, str) else {}
+        return ResultEntry(**given, error=error_info(answer))
+    fields = _fields(answer)
+    fields["error_message"] = fields.pop("error")
+    return ResultEntry(**fields)
+
+
+def _fields(model: Any) -> dict[str, Any]:
+    """A model's fields by name, nested models kept as they are."""
+    return {name: getattr(model, name) for name in type(model).model_fields}
+
+
+@contextmanager
+def _item_answer(event: telemetry.Event, action: str, kept: list[telemetry.Answered]) -> Iterator[None]:
+    """One item of a bulk call makes the event its single call sends, or Unavailable for its 503, marked bulk; it is
+    kept, and sent once the item's answer is final (:func:`_send_item_events`)."""
+    refused: OnceGateError | None = None
+    with telemetry.answering(event, action, kept=kept):
+        telemetry.describe({telemetry.BULK: True})
+        try:
+            yield
+        except OnceGateError as exc:
+            # Caught inside the answer, as the pipeline catches a single call's: an answer left by an exception is
+            # none.
+            setting = exc.target if isinstance(exc, NotConfigured) else None
+            said = error_map.answered(exc)
+            telemetry.describe({telemetry.HTTP_STATUS: said.status.value, telemetry.ERROR_CODE: said.code})
+            telemetry.describe({telemetry.SETTING: setting})
+            refused = exc
+        else:
+            telemetry.describe({telemetry.HTTP_STATUS: 200})
+    if refused is not None:
+        raise refused
+
+
+def _send_item_events(kept: list[list[telemetry.Answered]], answers: Sequence[Any], action: str) -> None:
+    """Each item's event, for the answer it was finally given: an item answered ``store_unavailable`` sends
+    Unavailable, whether it met the outage, was not tried after it, or was lost with a commit that failed."""
+    for made, answer in zip(kept, answers, strict=True):
+        if isinstance(answer, StoreUnavailable):
+            untried = telemetry.Answered(telemetry.UNAVAILABLE, {telemetry.ACTION: action})
+            made = [event.unavailable(error_map.code(answer)) for event in made or [untried]]
+        for event in made:
+            event.send()

@@ -1,0 +1,171 @@
+"""What one entry of the operation table holds, the request as the pipeline hands it to an entry, and its run.
+
+An :class:`Operation` declares an action once: where the app serves it (route, method, role), what it
+reads (body or query model) and answers (response model), the telemetry event it sends, the designer
+text of the connector, and its three steps: ``parse`` the wire's request into the service's command,
+``serve`` it with one service method, ``render`` the result as the response model.
+:meth:`Operation.perform` runs the steps with the personal-data check between them; the HTTP pipeline
+(:mod:`oncegate.entrypoints.http`) reads the request into a :class:`Call` around it, and the bulk
+actions and the tests' ``Gate`` call it without HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+
+from pydantic import BaseModel
+
+from oncegate import telemetry
+from oncegate.cursors import CursorSeal
+from oncegate.domain.waiting import Waiting
+from oncegate.entrypoints.parse import MAX_BODY_BYTES
+from oncegate.entrypoints.principal import Principal, Role
+from oncegate.models import Visibility
+
+if TYPE_CHECKING:
+    from oncegate.bootstrap import Services
+
+Body = TypeVar("Body")
+Query = TypeVar("Query")
+
+Dimensions = dict[str, telemetry.Value | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Call(Generic[Body, Query]):
+    """One request as the pipeline read it, checked: what an entry's steps read instead of HTTP.
+
+    ``link`` makes the address of a list's next page from a store cursor; called without HTTP (the
+    tests' ``Gate``), it is the cursor itself. ``address`` is the request's own URL, for the answers
+    that point back at the app (a history's link, a poll's Location); empty without HTTP, as ``seal`` is None.
+    """
+
+    body: Body = None  # type: ignore[assignment]
+    query: Query = None  # type: ignore[assignment]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    ids: Mapping[str, str] = field(default_factory=dict)
+    signed_in: Principal | None = None
+    address: str = ""
+    # The app's address that every route sits below (``https://host/api/``), for an answer naming another action's.
+    root: str = ""
+    link: Callable[[str | None], str | None] = lambda cursor: cursor
+    # The service's cursor seal, for what an answer hands out to come back with (a ticket, a state); None without HTTP.
+    seal: CursorSeal | None = None
+
+    @property
+    def sealing(self) -> CursorSeal:
+        assert self.seal is not None, "only an HTTP call hands out sealed addresses"
+        return self.seal
+
+    @property
+    def claim_id(self) -> str:
+        return self.ids["claimId"]
+
+    @property
+    def conflict_id(self) -> str:
+        return self.ids["conflictId"]
+
+    @property
+    def caller(self) -> str | None:
+        """Who signed in (Entra ID), as the record names them; None with function keys."""
+        return self.signed_in.name if self.signed_in else None
+
+
+class Reply(NamedTuple):
+    """An answer other than a plain 200: its status, body (None: empty) and headers.
+
+    ``waiting`` is the run Check and claim (wait) keeps waiting for the holder, and ``at`` the path (below the
+    app's root) of the address it polls: over HTTP, the 202's ``Location``, its ticket sealed in.
+    """
+
+    status: int
+    model: BaseModel | None
+    headers: Mapping[str, str] = {}
+    waiting: Waiting | None = None
+    at: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Designer:
+    """What the connector's designer shows for the operation: the text no model field can carry.
+
+    The operation id is spelled out rather than derived from the function's name because flows refer
+    to it: renaming a function must not rename an action under the flows that use it.
+    """
+
+    operation_id: str
+    summary: str
+    description: str
+    visibility: Visibility
+    success: str
+    errors: Sequence[int]
+    body_description: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    conflict_description: str = ""
+    # An action that may answer 202 with Location and Retry-After, which the engine polls (issue 25): its text.
+    accepted: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Operation:
+    """One action of the contract, declared once (see :mod:`oncegate.entrypoints.operations`)."""
+
+    # The app's function: its name is the function's (function keys and telemetry are per function).
+    name: str
+    route: str
+    method: str
+    response: type[BaseModel]
+    designer: Designer
+    parse: Callable[[Call[Any, Any]], Any]
+    serve: Callable[[Services, Call[Any, Any], Any], Any]
+    render: Callable[[Call[Any, Any], Any], BaseModel | Reply]
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    # Who may call it in Entra ID mode; None: anyone, without a function key either (health).
+    role: Role | None = Role.FLOW
+    # Sent for every answer but a 503 (which sends OnceGate.Unavailable); None: only the 503s are sent.
+    event: telemetry.Event | None = None
+    # What the request stores, for the personal-data check's log line (``claim <id>``); None: nothing free.
+    stores: Callable[[Call[Any, Any], Any], str] | None = None
+    # The answer's dimensions for the event, once its warnings are all in.
+    describe: Callable[[Any], Dimensions] | None = None
+    # The list whose cursors the query carries, sealed for it; the route's own by default.
+    list_name: str = ""
+    # A query's parameters as the model reads them (a value only this action takes, a default).
+    adjust: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # The operation that serves the request in this one's place, chosen by its query parameters.
+    instead: Callable[[Mapping[str, str]], Operation | None] | None = None
+    body_limit: int = MAX_BODY_BYTES
+    # A bulk call's list, whose items are refused one by one (``strict_json.read_object``), and the model the
+    # body is read as, its items left to the entry: ``body`` is what the connector declares.
+    items: str | None = None
+    reads: type[BaseModel] | None = None
+
+    def path_ids(self) -> list[str]:
+        """The route's parameters, in order: ``claimId`` in ``claims/{claimId}/result``."""
+        return [segment[1:-1] for segment in self.route.split("/") if segment.startswith("{")]
+
+    def path(self, **ids: str) -> str:
+        """The route with its parameters filled in, below ``/api/``."""
+        return self.route.format(**ids)
+
+    def perform(self, services: Services, call: Call[Any, Any], command: Any = None) -> Reply:
+        """Parse (unless given the command), check what the request stores, serve and render: the answer, its
+        warnings added, described."""
+        command = self.parse(call) if command is None else command
+        warnings = services.stored_data.check(call.body, self.stores(call, command)) if self.stores else []
+        result = self.serve(services, call, command)
+        rendered = self.render(call, result)
+        reply = rendered if isinstance(rendered, Reply) else Reply(200, rendered)
+        if warnings and reply.model is not None:
+            earlier = getattr(reply.model, "warnings", None) or []
+            reply = reply._replace(model=reply.model.model_copy(update={"warnings": [*earlier, *warnings]}))
+        if self.describe is not None and reply.model is not None:
+            telemetry.describe(self.describe(reply.model))
+        return reply
+
+    def answer(self, services: Services, call: Call[Any, Any], command: Any = None) -> Any:
+        """The response model, for a caller without HTTP (the bulk actions, the tests' ``Gate``)."""
+        return self.perform(services, call, command).model

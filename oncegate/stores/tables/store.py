@@ -1,0 +1,88 @@
+"""The Azure store: claims and conflicts in Azure Table Storage, in six tables.
+
+``TableStore`` opens the tables and holds what an instance remembers; each port is a module of its own:
+``claims`` (a partition per claim, and the timeline of its writes), ``index`` (the claim index),
+``history``, ``conflicts`` (with the 0.1.0 upgrade), ``inventory``, ``keys`` (key secrets and the store's
+id) and ``backups``, over ``entities`` (keys and rows), ``errors`` (the error translation) and ``batch``
+(the entity-group transaction's wire format).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from azure.core.credentials import TokenCredential
+from azure.data.tables import TableServiceClient
+
+from oncegate import telemetry
+from oncegate.bounded import Bounded
+from oncegate.domain.records import HistoryEvent
+from oncegate.stores.tables.backups import TableBackups
+from oncegate.stores.tables.claims import TableClaims
+from oncegate.stores.tables.conflicts import TableConflicts
+from oncegate.stores.tables.errors import _translated
+from oncegate.stores.tables.history import SERIES_REMEMBERED, TableHistory
+from oncegate.stores.tables.index import TableClaimIndex
+from oncegate.stores.tables.inventory import TableInventory
+from oncegate.stores.tables.keys import TableKeys
+
+logger = logging.getLogger(__name__)
+
+SUFFIXES = ("Claims", "Conflicts", "Flows", "Scopes", "Overlaps", "Keys")
+
+
+def table_names(prefix: str) -> tuple[str, ...]:
+    """The six tables for a prefix: claims, conflicts, flows, scopes, overlaps, and keys (key secrets, store id)."""
+    return tuple(prefix + suffix for suffix in SUFFIXES)
+
+
+class TableStore(TableClaims, TableClaimIndex, TableHistory, TableConflicts, TableInventory, TableKeys, TableBackups):
+    """Claims, their history and conflicts, the flow inventory, the key secrets and the store id in six Azure tables."""
+
+    kind = "tables"
+    # Each claim is a partition and each write a request of its own: a bulk call sends its items' writes at once.
+    parallel_writes = True
+
+    def __init__(self, service: TableServiceClient, *, prefix: str = "OnceGate", read_only: bool = False) -> None:
+        self._service = service
+        names = table_names(prefix)
+        self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
+            service.get_table_client(name) for name in names
+        )
+        # Claims and keys tables are made only for a store with no id (issue 31); an export (read only) writes nothing.
+        if not read_only:
+            guarded = (self._claims, self._keys) if self._identity() is None else ()
+            with _translated():
+                for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps):
+                    service.create_table_if_not_exists(table.table_name)
+            self._add_missing_listing_rows()
+        # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).
+        self._unindexed: dict[tuple[str, str], dict[str, Any]] = {}
+        self._index_lock = threading.Lock()
+        # The series lines this instance wrote last, at their ETags: the next count merges without a read.
+        self._series: Bounded[tuple[str, str], tuple[str, HistoryEvent]] = Bounded(SERIES_REMEMBERED)
+        logger.info("Table Storage store ready: %s", ", ".join(names))
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, **options: Any) -> TableStore:
+        """A store on a storage account's connection string (Azurite in development); ``prefix``, ``read_only``."""
+        service = TableServiceClient.from_connection_string(conn_str, raw_request_hook=telemetry.round_trip)
+        return cls(service, **options)
+
+    @classmethod
+    def from_endpoint(cls, endpoint: str, credential: TokenCredential, **options: Any) -> TableStore:
+        """A store on an account endpoint with an Entra ID credential (a managed identity in Azure)."""
+        # Each request the SDK sends, retries included, counts for the answer's telemetry.
+        service = TableServiceClient(endpoint=endpoint, credential=credential, raw_request_hook=telemetry.round_trip)
+        return cls(service, **options)
+
+    def ping(self) -> None:
+        """One small query on the claims table; raises ``StoreUnavailable`` if it cannot be reached."""
+        with _translated():
+            next(self._claims.list_entities(results_per_page=1, select="PartitionKey").by_page())
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._service.close()

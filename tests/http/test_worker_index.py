@@ -1,0 +1,72 @@
+"""Microsoft's Python worker indexes every function of the app, under the names that shipped.
+
+``function_app.py`` declares the actions' functions in a loop over the operation table. The Functions
+host's Python worker indexes them as it indexes hand-written ones (``app.get_functions()``), then
+checks each user function against its bindings: every parameter of the function is a binding of
+that name, annotated with the binding's type (``typing.get_type_hints``), and the function is
+registered under its name. Function keys, telemetry and saved deployments refer to functions by
+name, so the names are pinned here as they shipped.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+
+import azure.functions as func
+import pytest
+from azure.functions.decorators.http import HttpTrigger
+from azure.functions.decorators.timer import TimerTrigger
+
+from oncegate.entrypoints.operations import OPERATIONS
+from tests.http.test_startup import import_fresh_function_app, loaded_functions
+
+# Every function of release 0.x, as the host lists them (function keys are kept per function).
+SHIPPED = {
+    "check_and_claim", "check_and_claim_many", "record_results", "list_claims_needing_attention", "list_claims",
+    "lookup_claim", "get_claim", "list_claim_history", "wait_for_claim", "record_result", "release_claim",
+    "renew_claim", "review_claim", "report_conflict", "list_conflicts", "on_conflict_reported", "get_conflict",
+    "resolve_conflict", "list_flows", "register_flow", "list_flow_overlaps", "list_scopes", "set_scope", "health",
+    "purge_finished_claims", "watch_claims_needing_attention", "unknown_route",
+}  # fmt: skip
+# The app's functions that are no action: the timers and the catch-all's 404/405.
+OUTSIDE_THE_TABLE = {"purge_finished_claims", "watch_claims_needing_attention", "unknown_route"}
+
+
+@pytest.fixture(scope="module")
+def indexed() -> dict[str, typing.Any]:
+    """The app's functions as the worker indexes them at start-up: a fresh import, one ``get_functions()``."""
+    return loaded_functions(import_fresh_function_app())
+
+
+def test_the_worker_indexes_every_function_under_its_shipped_name(indexed: dict[str, typing.Any]) -> None:
+    # A new action adds a function; none that shipped goes or changes its name.
+    assert SHIPPED - set(indexed) == set()
+    assert set(indexed) == {operation.name for operation in OPERATIONS} | OUTSIDE_THE_TABLE
+
+
+def test_each_entry_of_the_table_is_one_function_at_its_route_and_method(indexed: dict[str, typing.Any]) -> None:
+    for operation in OPERATIONS:
+        trigger = indexed[operation.name].get_trigger()
+        assert (trigger.route, [str(method.value) for method in trigger.methods]) == (
+            operation.route,
+            [operation.method],
+        )
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED | {operation.name for operation in OPERATIONS}))
+def test_each_function_takes_exactly_its_bindings_with_their_types(indexed: dict[str, typing.Any], name: str) -> None:
+    function = indexed[name]
+    user_function = function.get_user_function()
+    bindings = {binding.name: binding for binding in function.get_bindings() if binding.name != "$return"}
+    hints = typing.get_type_hints(user_function)  # what the worker resolves; a name it cannot resolve stops it
+
+    assert user_function.__name__ == name
+    assert list(inspect.signature(user_function).parameters) == list(bindings)
+    trigger = function.get_trigger()
+    if isinstance(trigger, HttpTrigger):
+        assert (hints[trigger.name], hints["return"]) == (func.HttpRequest, func.HttpResponse)
+    else:
+        assert isinstance(trigger, TimerTrigger)
+        assert (hints[trigger.name], hints["return"]) == (func.TimerRequest, type(None))
+    assert function.get_dict_repr()["scriptFile"] == "function_app.py"

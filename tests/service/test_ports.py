@@ -61,6 +61,7 @@ def test_the_whole_store_is_the_groups_together_and_nothing_else() -> None:
         port.BackupRecords,
         port.RestoreReads,
         port.Reachable,
+        port.TargetRecords,
     )
     in_groups = {name for group in groups for name in vars(group) if not name.startswith("_")}
     whole = {name for name in dir(port.ClaimStore) if not name.startswith("_")}

@@ -14,11 +14,11 @@ runs can never both be told ``proceed`` for one attempt.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import Protocol
 
 from oncegate.domain.answers import ClaimAnswer, answer, conflict_answer, flow_warnings, unclaimed
 from oncegate.domain.backups import Restore
+from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records, withdrawn
 from oncegate.domain.idempotency import idempotency_key
 from oncegate.domain.intent import Intent
@@ -88,7 +88,7 @@ class Claims:
         if found is None:
             return unclaimed(verdict, intent)
         claim, identity = found
-        intent = replace(intent.as_(identity), decided_at=self._core.decided_at(claim, intent.now))
+        intent = replaced(intent.as_(identity), decided_at=self._core.decided_at(claim, intent.now))
         self._write_history(claim, intent, verdict.decision, verdict.recognised_by)
         return answer(verdict, claim, intent)
 
@@ -99,7 +99,7 @@ class Claims:
             return self._decide(found[0], intent.as_(found[1]))
         if not intent.may_claim:
             raise NotFound(f"No claim of this key in the scope {intent.scope} under the secrets it was named with.")
-        verdict = check_and_claim(None, replace(intent, grant_id=new_grant_id()))
+        verdict = check_and_claim(None, replaced(intent, grant_id=new_grant_id()))
         claim = verdict.record
         assert claim is not None, "a new key's verdict carries its first claim"
         event = self._history_line(claim, intent, verdict.decision, verdict.recognised_by)
@@ -131,7 +131,7 @@ class Claims:
         release wrote the conflict before the claim) is applied to the claim, which is then decided again.
         """
         for repair in (True, False):
-            intent = replace(intent, decided_at=self._core.decided_at(claim, intent.now)).compared(claim)
+            intent = replaced(intent, decided_at=self._core.decided_at(claim, intent.now)).compared(claim)
             verdict = self._verdict(claim, intent)
             if verdict.change is Change.OPEN_CONFLICT and self._rules_moved(intent):
                 # Set scope answered on another instance since this one read the rules: never a conflict under
@@ -167,7 +167,7 @@ class Claims:
 
     def _verdict(self, claim: Claim, intent: Intent) -> Verdict:
         """The decision table on ``claim`` for ``intent`` as compared with it (:meth:`Intent.compared`)."""
-        return check_and_claim(claim, replace(intent, grant_id=new_grant_id()), self._fingerprints(claim, intent))
+        return check_and_claim(claim, replaced(intent, grant_id=new_grant_id()), self._fingerprints(claim, intent))
 
     def _rules_moved(self, intent: Intent) -> bool:
         """Whether the scope's rules changed since this instance read them (read again now: a conflict is rare).
@@ -182,7 +182,7 @@ class Claims:
         rules = self._core.inventory.fingerprint_rules(intent.scope)
         assert intent.fingerprint_in is not None, "a request's intent can fingerprint under any version"
         fingerprint = intent.fingerprint_in(intent.hasher, rules.version)
-        return replace(intent, rules=rules, rules_version=rules.version, fingerprint=fingerprint)
+        return replaced(intent, rules=rules, rules_version=rules.version, fingerprint=fingerprint)
 
     def _fingerprints(self, claim: Claim, intent: Intent) -> list[FingerprintRecord]:
         """What reviewers decided about the request's fingerprint, read only on a mismatch (off the common path)."""
@@ -197,7 +197,7 @@ class Claims:
         assert renewed is not None, "a new attempt's verdict carries the claim taken over"
         event = self._history_line(renewed, intent, verdict.decision, verdict.recognised_by)
         if verdict.earlier_attempt is not None:
-            event = replace(event, details={"reconciles": {"attempt": verdict.earlier_attempt.attempt}})
+            event = replaced(event, details={"reconciles": {"attempt": verdict.earlier_attempt.attempt}})
         # A new attempt is the only change that may give a claim its source or reference.
         stored = self._core.counted(claim, self._store.update_claim(renewed, event, relabelled=True))
         return self._answer(verdict, stored, intent)
@@ -210,7 +210,7 @@ class Claims:
         if not verdict.grants:
             return answer(verdict, claim, intent)
         told = answer(verdict, claim, intent, token(claim, intent.hasher))
-        return replace(told, idempotency_key=idempotency_key(intent.hasher, claim))
+        return replaced(told, idempotency_key=idempotency_key(intent.hasher, claim))
 
     def _write_history(
         self, claim: Claim, intent: Intent, decision: Decision, recognised_by: str, *, flow_warning: bool = False

@@ -3,10 +3,11 @@
 Storage round trips per action, claim latency next to the bare store operation (in process and
 over HTTP, 1, 8 and 32 callers at once), today's "look up, then add a row" pattern against
 OnceGate under the same duplicate triggers, the issue's load (64 clients x 500 keys x 4
-triggers) with its audit, bulk calls against the single calls they replace, and the local server's
-handler threads against a thread per connection, on SQLite and on Table Storage (Azurite) side by
-side. Writes the figures into docs/performance.md and the plot docs/latency.png. ``--quick`` checks
-the benchmark itself with small sizes and writes nothing.
+triggers) with its audit, bulk calls against the single calls they replace, the cost of a claim
+against its floor (issue 36: ``bench.costs``), and the local server's handler threads against a
+thread per connection, on SQLite and on Table Storage (Azurite) side by side. Writes the figures
+into docs/performance.md and the plot docs/latency.png. ``--quick`` checks the benchmark itself
+with small sizes and writes nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from bench import bulk, client_cpu, latency, load, makers, report, roundtrips, targets, threads
+from bench import bulk, client_cpu, costs, latency, load, makers, report, roundtrips, targets, threads
 from bench.rig import Rig
 from tests.load.workload import Workload
 
@@ -42,6 +43,7 @@ class Sizes:
     pattern_keys: int
     pattern_parallel: int
     load: Workload
+    costs: costs.Sizes
     triggers_per_key: int = 4
 
     def described(self) -> dict[str, str]:
@@ -53,11 +55,13 @@ class Sizes:
             "patterns": f"{self.pattern_rounds} rounds x {self.pattern_keys} keys x {self.triggers_per_key} "
             f"triggers, {self.pattern_parallel} keys at a time",
             "load": f"{load.clients} clients x {load.keys} keys x {load.duplicates} triggers, once",
+            "costs": f"{self.costs.rounds} rounds x {self.costs.calls} claims, {self.costs.history:,} history rows, "
+            f"{self.costs.polls} polls, {self.costs.starts} new processes",
         }
 
 
-FULL = Sizes(5, 300, 5, 1280, 5.0, 5, 100, 8, Workload(clients=64, keys=500, duplicates=4))
-QUICK = Sizes(2, 40, 2, 128, 1.0, 2, 10, 4, Workload(clients=8, keys=20, duplicates=4))
+FULL = Sizes(5, 300, 5, 1280, 5.0, 5, 100, 8, Workload(clients=64, keys=500, duplicates=4), costs.FULL)
+QUICK = Sizes(2, 40, 2, 128, 1.0, 2, 10, 4, Workload(clients=8, keys=20, duplicates=4), costs.QUICK)
 
 
 def step(name: str, measure: Callable[[], T]) -> T:
@@ -111,6 +115,10 @@ def main() -> None:
         results.targets = step("targets", lambda: measure_targets(rig, sizes, results))
         results.bulk = step("bulk calls", lambda: bulk.measure(rig, rounds=sizes.target_rounds))
         results.targets += bulk.judged(results.bulk)
+        figures = step("the cost of a claim", lambda: costs.measure(rig, sizes.costs))
+        results.targets += costs.judged(
+            figures, history=sizes.costs.history, over_http=results.bulk["sqlite"]["claim many / claims"]
+        )
         results.threads = step(
             "handler threads",
             lambda: threads.measure(rig, rounds=sizes.target_rounds, seconds=sizes.server_seconds),

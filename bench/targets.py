@@ -218,7 +218,51 @@ def serving(rig: Rig, workers: int, *, kind: str = "sqlite", threads: int | None
         process.wait(timeout=30)
 
 
-def _answered(port: int, seconds: float) -> int:
+# -- A hello server, the floor of the local server's CPU a claim ------------------------------
+
+
+_HELLO = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+BODY = b'{"decision":"proceed"}'
+
+
+class Hello(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, *_):
+        pass
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+print(f"http://127.0.0.1:{server.server_address[1]}/api", flush=True)
+server.serve_forever()
+"""
+
+
+@contextmanager
+def hello_server() -> Iterator[Any]:
+    """A stdlib HTTP/1.1 server answering every POST with a fixed JSON body, as ``bench.targets.serving`` yields."""
+    process = subprocess.Popen([sys.executable, "-c", _HELLO], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline().rsplit(":", 1)[1].split("/", 1)[0])
+        yield Served(port, process.pid)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def answered_in(port: int, seconds: float) -> int:
     """New claims answered in ``seconds`` by SERVER_CALLERS callers in CLIENT_PROCESSES processes."""
     context = multiprocessing.get_context("spawn")
     ready, results, go = context.Queue(), context.Queue(), context.Event()
@@ -240,7 +284,8 @@ def _answered(port: int, seconds: float) -> int:
 
 @dataclass
 class ServerRates:
-    """Claims per second over HTTP by worker processes (each round's figure), and the server's CPU a claim."""
+    """Claims per second over HTTP by worker processes (each round's figure), and the server's CPU a claim;
+    0 workers: the stdlib hello server's requests."""
 
     rates: dict[int, list[float]]
     cpu_per_claim: dict[int, list[float]]
@@ -253,14 +298,17 @@ class ServerRates:
 
 
 def server_rates(rig: Rig, *, rounds: int, seconds: float) -> ServerRates:
-    """One and two workers served side by side and measured in alternating rounds."""
-    measured = ServerRates({1: [], 2: []}, {1: [], 2: []})
-    with serving(rig, 1) as one, serving(rig, 2) as two:
-        servers = {1: one, 2: two}
+    """One and two workers served side by side and measured in alternating rounds, with a stdlib hello server
+    (key 0) under the same callers: the floor of the server's CPU a claim (issue 36)."""
+    measured = ServerRates({0: [], 1: [], 2: []}, {0: [], 1: [], 2: []})
+    with serving(rig, 1) as one, serving(rig, 2) as two, hello_server() as hello:
+        servers = {0: hello, 1: one, 2: two}
+        for served in servers.values():  # warm up: what a worker builds or opens at its first requests
+            answered_in(served.port, min(seconds, 1.0))
         for round_ in range(rounds):
             for workers in sorted(servers, reverse=round_ % 2 == 1):
                 before = servers[workers].cpu_seconds()
-                answered = _answered(servers[workers].port, seconds)
+                answered = answered_in(servers[workers].port, seconds)
                 measured.rates[workers].append(answered / seconds)
                 measured.cpu_per_claim[workers].append((servers[workers].cpu_seconds() - before) / answered)
     return measured
@@ -294,6 +342,17 @@ def conflict_pages(rig: Rig) -> dict[int, float]:
 
 
 # -- Judged ----------------------------------------------------------------------------------------
+
+
+def serve_cpu(server: ServerRates) -> Target:
+    """The local server's CPU a claim against the hello server's a request, under the same callers (issue 36)."""
+    hello = server.cpu(0)
+    return Target(
+        "`oncegate serve --workers 2` CPU per claim / a stdlib hello server's per request (SQLite)",
+        f"{server.cpu(2) / hello:.1f}x ({server.cpu(2) * 1e6:,.0f} / {hello * 1e6:,.0f} µs)",
+        "≤ 6x",
+        server.cpu(2) <= 6 * hello,
+    )
 
 
 def judged(
@@ -330,6 +389,7 @@ def judged(
             two >= 2500,
         ),
     ]
+    targets.append(serve_cpu(server))
     if record_result_trips is not None:
         targets.append(
             Target(

@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from bench.rig import STORES, Rig
-from bench.targets import SERVER_CALLERS, _answered, serving
+from bench.targets import SERVER_CALLERS, answered_in, serving
 from oncegate.entrypoints.handler_pool import DEFAULT_THREADS, PER_CONNECTION
 
 WORKERS = 2
@@ -42,12 +42,12 @@ def measure(
             servers = {
                 threads: stack.enter_context(serving(rig, WORKERS, kind=kind, threads=threads)) for threads in choices
             }
-            _answered(servers[PER_CONNECTION].port, min(seconds, 1.0))  # warm up: the store's tables, connections
+            answered_in(servers[PER_CONNECTION].port, min(seconds, 1.0))  # warm up: the store's tables, connections
             for round_ in range(rounds):
                 # Alternating order, so that neither always runs on a machine the other has just warmed.
                 for threads in sorted(choices, reverse=round_ % 2 == 1):
                     before = servers[threads].cpu_seconds()
-                    answered = _answered(servers[threads].port, seconds)
+                    answered = answered_in(servers[threads].port, seconds)
                     rates[threads].append(answered / seconds)
                     cpu[threads].append((servers[threads].cpu_seconds() - before) / answered)
         figures[kind] = {

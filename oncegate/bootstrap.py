@@ -12,12 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind, local_key_secret
+from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.entrypoints.sensitive_data import SensitiveDataGuard
 from oncegate.errors import StoreUnavailable
+from oncegate.local_secret import local_key_secret
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
 from oncegate.service.bulk import Bulk
 from oncegate.service.claims import Claims

@@ -3,19 +3,14 @@
 A missing or contradictory setting raises ``ConfigError`` naming it, so the host logs one
 clear line at start-up instead of a stack trace on the first request; the app still loads, and
 health and every action answer ``503 not_configured`` naming the setting (``function_app.py``).
-
-The module runs past 400 lines on purpose: every setting is read and checked here, each with the
-message an operator sees, and the embedded store's key-secret file is made here, beside the setting
-it stands in for.
+The embedded store's key-secret file, which stands in for ONCEGATE_KEY_SECRET when it is unset, is
+:mod:`oncegate.local_secret`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 import re
-import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -28,7 +23,6 @@ from oncegate.domain.sensitive import SensitivePolicy
 
 DEFAULT_SQLITE_PATH = ".oncegate/oncegate.db"
 DEFAULT_TABLE_PREFIX = "OnceGate"
-SECRET_FILE_NAME = "key-secret"
 DEFAULT_UNKNOWN_ALERT_MINUTES = 15
 MAX_UNKNOWN_ALERT_MINUTES = 7 * 24 * 60
 # Threads per instance that apply the items of bulk calls on Table Storage (issue 24); see oncegate.service.bulk.
@@ -170,9 +164,12 @@ class Settings:
             self._validate_tables(hashes_keys=hashes_keys)
             return
         _check_sqlite_folder(self.sqlite_path)
-        if self.key_secret is None and os.path.lexists(self.sqlite_path.parent / SECRET_FILE_NAME):
+        if self.key_secret is None:
+            # Imported here: the file's module raises this module's ConfigError.
+            from oncegate.local_secret import check_local_secret
+
             # Refused at start with one line, not as a 500 on the first request that builds the service.
-            _read_local_secret(self.sqlite_path.parent / SECRET_FILE_NAME)
+            check_local_secret(self.sqlite_path)
 
     def _validate_rotation(self) -> None:
         if (self.key_secret_previous or self.key_secret_next) and self.key_secret is None:
@@ -353,77 +350,3 @@ def _is_guid(value: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def local_key_secret(sqlite_path: Path) -> str:
-    """The embedded store's secret: made once, kept beside the database, readable by its owner only."""
-    path = sqlite_path.parent / SECRET_FILE_NAME
-    if not os.path.lexists(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _publish_new_secret(path)
-    secret = _read_local_secret(path)
-    _make_private(path)
-    return secret
-
-
-def _make_private(path: Path) -> None:
-    """Files made by earlier releases (or copied in) may be readable by others: the secret is nobody else's."""
-    with contextlib.suppress(OSError):
-        # Windows has no group and other bits to clear: its st_mode says 0o666 of every writable file.
-        if os.name == "posix" and path.stat().st_mode & 0o077:
-            logging.getLogger(__name__).warning("Making %s readable by its owner only", path)
-            path.chmod(0o600)
-
-
-def _publish_new_secret(path: Path) -> None:
-    """Write a fresh secret whole under a private name, then link it into place unless one is already there.
-
-    A link never replaces an existing name, so of processes starting together on a new folder the
-    first to link wins and the others read its file; nobody can see the name before it is complete.
-    """
-    temporary = path.with_name(f".{SECRET_FILE_NAME}.{secrets.token_hex(8)}.tmp")
-    # O_EXCL with 0600: the secret is never readable by others, not even for a moment.
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(secrets.token_urlsafe(48))
-            handle.flush()
-            os.fsync(handle.fileno())
-        with contextlib.suppress(FileExistsError):  # another process published first: its secret stands
-            os.link(temporary, path)
-    finally:
-        temporary.unlink()
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the new name durable: after a power cut, a lost name would mean a new secret and orphaned claims."""
-    if os.name != "posix":
-        return
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def _read_local_secret(path: Path) -> str:
-    """The stored secret, or a ConfigError naming the file: never a new one, which would orphan every claim."""
-    try:
-        secret = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _unusable_secret_file(path, f"cannot be read ({type(exc).__name__})") from exc
-    if not secret:
-        raise _unusable_secret_file(path, "is empty")
-    if len(secret) < MIN_SECRET_LENGTH:
-        raise _unusable_secret_file(path, f"is shorter than {MIN_SECRET_LENGTH} characters")
-    return secret
-
-
-def _unusable_secret_file(path: Path, problem: str) -> ConfigError:
-    return ConfigError(
-        "ONCEGATE_KEY_SECRET",
-        f"unset, and the local secret file {path} {problem}; restore it from the backup that goes with the database, "
-        "or set ONCEGATE_KEY_SECRET to the secret it held. Delete it only if the database holds no claims: "
-        "a new secret orphans every claim.",
-    )

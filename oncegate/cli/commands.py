@@ -43,9 +43,10 @@ from oncegate.models import ClaimView, SetScopeRequest
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from oncegate.cli import rendering
+    from oncegate.cli import layout, rendering
 else:
     # rich comes with the cli extra: serve runs without it (oncegate/cli/extra.py).
+    layout = on_first_use("oncegate.cli.layout")
     rendering = on_first_use("oncegate.cli.rendering")
 
 DEVIATION_EXIT = 1
@@ -342,7 +343,7 @@ def drill(client: Client, args: argparse.Namespace) -> Output:
 
 
 def _interrupted_line(stopped: Interrupted) -> str:
-    released = f"released {rendering.plural(stopped.released, 'claim')} it held"
+    released = f"released {layout.plural(stopped.released, 'claim')} it held"
     if not stopped.kept:
         return f"oncegate drill: interrupted; {released}."
     return (
@@ -384,7 +385,7 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
     if args.json:
         print(json.dumps(output.raw, indent=2, ensure_ascii=False))
     else:
-        rendering.show(output.text, sys.stdout)
+        layout.show(output.text, sys.stdout)
     if output.note:
         print(output.note, file=sys.stderr)
     return output.exit_code

@@ -29,8 +29,7 @@ returns a :class:`Report`; printing it is the command's business. Refusals the d
 explain (a stale claim token, a conflict it may not dismiss) become calls in the report;
 others (a rejected key, an unreachable service) are raised as the client's errors.
 
-The module runs past 400 lines on purpose: each check (the end of the file) reads against the
-step constants and ``EXPECTED`` table at the top, and apart they would be two halves of one table.
+Each check (the end of the file) reads against the step constants and the ``EXPECTED`` table at the top.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The command line's own dependency, rich, comes with the ``cli`` extra: ``pip install 'oncegate[cli]'``.
 
 The Azure deployment and ``make run`` install the service's dependencies only, and ``oncegate serve``
-runs on those: the tables the other commands draw (``oncegate.cli.rendering``) are loaded the first
-time a command draws one, and without rich that command says which extra to install, exit 2.
+runs on those: the tables the other commands draw (``oncegate.cli.layout`` and the renderers on it)
+are loaded the first time a command draws one, and without rich that command says which extra to
+install, exit 2.
 """
 
 from __future__ import annotations

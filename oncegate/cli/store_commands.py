@@ -18,11 +18,12 @@ from oncegate.cli.extra import on_first_use
 from oncegate.cli.values import moment
 
 if TYPE_CHECKING:
-    from oncegate.cli import rendering
+    from oncegate.cli import layout, store_rendering
     from oncegate.errors import OnceGateError
 else:
     # rich comes with the cli extra (oncegate/cli/extra.py).
-    rendering = on_first_use("oncegate.cli.rendering")
+    layout = on_first_use("oncegate.cli.layout")
+    store_rendering = on_first_use("oncegate.cli.store_rendering")
 
 
 def _exit(error: OnceGateError) -> int:
@@ -73,7 +74,7 @@ def purge(args: argparse.Namespace) -> int:
         report = services.retention.purge(
             dry_run=args.dry_run,
             page_size=args.page_size,
-            on_progress=lambda report: progress(rendering.progress_line(report)),
+            on_progress=lambda report: progress(store_rendering.progress_line(report)),
             resume_cursor=args.resume,
             max_pages=args.max_pages,
         )
@@ -87,12 +88,12 @@ def purge(args: argparse.Namespace) -> int:
         store = {"kind": settings.store.value, "location": settings.store_location}
         print(json.dumps({"store": store, **report.as_json()}, indent=2))
     else:
-        rendering.show(rendering.purge_text(report, settings.store_text), sys.stdout)
+        layout.show(store_rendering.purge_text(report, settings.store_text), sys.stdout)
     if report.error is not None:
         print(f"The store failed ({report.error}): resume with --resume {report.cursor or '(none)'}.", file=sys.stderr)
         return SERVICE_EXIT
     if report.stopped_early:
-        pages = rendering.plural(report.pages, "page")
+        pages = layout.plural(report.pages, "page")
         print(f"Stopped after {pages}: resume with --resume {report.cursor}.", file=sys.stderr)
     return 0
 
@@ -120,9 +121,9 @@ def keys(args: argparse.Namespace) -> int:
     finally:
         services.close()
     if args.json:
-        print(json.dumps(rendering.key_secrets_json(marks, usage), indent=2))
+        print(json.dumps(store_rendering.key_secrets_json(marks, usage), indent=2))
     else:
-        rendering.show(rendering.key_secrets_text(marks, usage, settings.store_text), sys.stdout)
+        layout.show(store_rendering.key_secrets_text(marks, usage, settings.store_text), sys.stdout)
     return 0
 
 
@@ -188,7 +189,7 @@ def store_recount(args: argparse.Namespace) -> int:
         return INTERRUPTED_EXIT
     finally:
         services.close()
-    rendering.show(rendering.recount_text(scopes, settings.store_text), sys.stdout)
+    layout.show(store_rendering.recount_text(scopes, settings.store_text), sys.stdout)
     return 0
 
 

@@ -1,7 +1,7 @@
 """The records the claim service keeps. They know nothing of storage.
 
-It runs past 400 lines: every record the service keeps, side by side, so that a field added to one is read
-beside the others; each is a plain dataclass.
+Every record the service keeps is here, side by side, so that a field added to one is read beside the
+others; each is a plain dataclass.
 
 ``version`` is the store's opaque concurrency token (a row version in SQLite, the ETag in
 Table Storage): the service hands it back unchanged on the next conditional update.

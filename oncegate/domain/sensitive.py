@@ -41,9 +41,14 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from datetime import date
 from enum import StrEnum
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-import phonenumbers
+# phonenumbers (its metadata of every country's plan, about a twentieth of the app's import) is imported where a
+# candidate the patterns found is checked against a numbering plan: a process whose keys and stored values hold no
+# "+" number, "00" prefix or Chinese mobile never loads it (issue 36).
+if TYPE_CHECKING:
+    import phonenumbers
 
 
 class SensitivePolicy(StrEnum):
@@ -307,6 +312,8 @@ SIGNED_AMOUNT = re.compile(r"\+[0-9]+\.[0-9]{1,2}")
 
 
 def _is_phone(candidate: str) -> bool:
+    import phonenumbers
+
     if sum(char.isdigit() for char in candidate) not in PHONE_DIGITS or SIGNED_AMOUNT.fullmatch(candidate):
         return False
     try:
@@ -346,18 +353,23 @@ GLUED_INTERNATIONAL = re.compile(r"(?<![0-9A-Za-z+])00([1-9][0-9]{9,14})(?![0-9]
 
 
 def _has_glued_mobile(text: str) -> bool:
-    for match in GLUED_INTERNATIONAL.finditer(text):
-        try:
-            number = phonenumbers.parse("+" + match[1], None)
-        except phonenumbers.NumberParseException:
-            continue
-        if _is_mobile(number):
-            return True
-    return False
+    return any(_is_glued_mobile(match[1]) for match in GLUED_INTERNATIONAL.finditer(text))
+
+
+def _is_glued_mobile(digits: str) -> bool:
+    import phonenumbers
+
+    try:
+        number = phonenumbers.parse("+" + digits, None)
+    except phonenumbers.NumberParseException:
+        return False
+    return _is_mobile(number)
 
 
 def _is_mobile(number: phonenumbers.PhoneNumber) -> bool:
     """Whether the number is a mobile's (or may be, where the plan does not tell) and valid in its country's plan."""
+    import phonenumbers
+
     kind = phonenumbers.number_type(number)
     mobile = kind in (phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE_OR_MOBILE)
     return mobile and phonenumbers.is_valid_number(number)
@@ -368,6 +380,8 @@ CHINA_MOBILE = re.compile(r"(?<![0-9])(?:86[\s./_\-]{0,3})?(1[3-9][0-9](?:[\s./_
 
 
 def _is_china_mobile(candidate: str) -> bool:
+    import phonenumbers
+
     return _is_mobile(phonenumbers.parse(re.sub(r"[^0-9]", "", candidate), "CN"))
 
 

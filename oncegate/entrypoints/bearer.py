@@ -20,15 +20,18 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.error import URLError
 from urllib.request import HTTPRedirectHandler, Request, build_opener
-
-import jwt
 
 from oncegate.config import EntraApi
 from oncegate.entrypoints.principal import Principal, principal_from_claims
 from oncegate.errors import NotSignedIn, SignInUnavailable
+
+# PyJWT, and the cryptography it loads (about a tenth of the app's import), is imported where a token is read:
+# an app in function-key mode never loads it, and one in Entra ID mode loads it with its first token (issue 36).
+if TYPE_CHECKING:
+    import jwt
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +74,8 @@ class TokenValidator:
 
     def principal(self, authorization: str | None) -> Principal:
         """The caller the token in an ``Authorization`` header names; 401 for any token not valid here."""
+        import jwt
+
         token = _bearer_token(authorization)
         try:
             header = jwt.get_unverified_header(token)
@@ -113,6 +118,8 @@ class TokenValidator:
             return fresh
 
     def _fetch(self, now: float, current: Published | None) -> Published:
+        import jwt
+
         base = f"{self.api.authority}/{self.api.tenant_id}"
         v2 = _openid_configuration(f"{base}/v2.0/.well-known/openid-configuration")
         v1 = _openid_configuration(f"{base}/.well-known/openid-configuration")
@@ -154,6 +161,8 @@ def _bearer_token(authorization: str | None) -> str:
 
 
 def _signing_key(keys: jwt.PyJWKClient, kid: str) -> jwt.PyJWK:
+    import jwt
+
     try:
         return keys.get_signing_key(kid)
     except jwt.PyJWKClientConnectionError as exc:
@@ -164,6 +173,8 @@ def _signing_key(keys: jwt.PyJWKClient, kid: str) -> jwt.PyJWK:
 
 
 def _decode(token: str, key: jwt.PyJWK, api: EntraApi, issuers: frozenset[str]) -> dict[str, Any]:
+    import jwt
+
     try:
         claims: dict[str, Any] = jwt.decode(
             token,

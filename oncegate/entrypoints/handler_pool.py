@@ -43,7 +43,7 @@ SEE_LATE_REGISTRATIONS = ("EpollSelector", "KqueueSelector")
 
 
 class Connection(Protocol):
-    """What the pool asks of a request handler set up on one connection (``server._Handler``)."""
+    """What the pool asks of a request handler set up on one connection (``framing._Handler``)."""
 
     connection: socket.socket
 

@@ -63,7 +63,9 @@ def designer(
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+    # defer_build: a model's validator and serializer are built when it is first used, not when its module is
+    # imported, so a new process builds the few its first request needs instead of all of them (issue 36).
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, defer_build=True)
 
 
 class _Request(_Model):

@@ -1,9 +1,4 @@
-"""What flows and reviewers send about claims: Check and claim, Look up, the writes to a claim, the attention list.
-
-The module runs past 400 lines on purpose: every field carries its designer text, and the requests about one
-claim read best side by side, as a maker meets them in the designer; split, each half would import the other's
-field types.
-"""
+"""What flows and reviewers send about claims: Check and claim, Look up, the writes to a claim, the attention list."""
 
 from __future__ import annotations
 

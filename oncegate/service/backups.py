@@ -11,8 +11,8 @@ claims the store wrote after the export began are reported, those the file holds
 an import cut short and run again goes on where it stopped. The store's marks go last, through
 ``mark_store``: until then the store is no store the app serves.
 
-The module runs past 400 lines on purpose: the export and the import are the two sides of one file's
-records and one store's marks, and each checks what the other wrote.
+The export and the import are the two sides of one file's records and one store's marks: each checks
+what the other wrote.
 """
 
 from __future__ import annotations

@@ -5,9 +5,8 @@ the same in ``sqlite3`` and in the Azure portal's storage browser. Values are pl
 (str, int, bool, datetime); JSON values travel as text. Adapters add only their own keys and
 their own spelling of datetimes.
 
-The module runs past 400 lines on purpose: it holds one ``*_to_row`` / ``*_from_row`` pair per stored
-record (claim, fingerprint, event, conflict, flow, scope, overlap, key secret), side by side, so that a column
-renamed in one direction is seen in the other.
+Each stored record (claim, fingerprint, event, conflict, flow, scope, overlap, key secret) has its
+``*_to_row`` / ``*_from_row`` pair side by side, so that a column renamed in one direction is seen in the other.
 """
 
 from __future__ import annotations

@@ -52,22 +52,25 @@ def spread(entity: Mapping[str, Any]) -> dict[str, Any]:
 def _fits_as_it_is(entity: Mapping[str, Any]) -> bool:
     """Whether ``entity`` needs no piece and is surely within the limits, judged from lengths alone.
 
-    Nearly every row is a few hundred bytes: this settles them in one pass, without encoding any
-    value (a character is at most two UTF-16 code units, so a string of at most half a property's
-    units fits, and 4 bytes a character bounds its size). The rest take the exact way.
+    Nearly every row is a few hundred bytes: this settles them in one pass over the values, without
+    encoding any (a character is at most two UTF-16 code units, so a string of at most half a property's
+    units fits; 4 bytes a character, and 24 a property besides its name, bound its size). The rest take
+    the exact way.
     """
     if len(entity) > USER_PROPERTIES:
         return False
-    total = 4
-    for name, value in entity.items():
-        if SEPARATOR in name:
-            return False
+    # Joined with a character no name holds, so that two names never make a separator between them.
+    names = "\0".join(entity)
+    if SEPARATOR in names:
+        return False
+    total = 4 + 24 * len(entity) + 4 * len(names)
+    for value in entity.values():
         if isinstance(value, str):
             if len(value) > PROPERTY_UNITS // 2:
                 return False
-            total += 12 + 4 * (len(name) + len(value))
-        elif value is not None:
-            total += 8 + 4 * len(name) + (4 + len(value) if isinstance(value, bytes) else 16)
+            total += 4 * len(value)
+        elif isinstance(value, bytes):
+            total += 4 + len(value)
     return total <= ENTITY_BYTES
 
 

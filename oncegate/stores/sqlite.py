@@ -5,26 +5,24 @@ says ``WHERE Version = ?`` and bumps it, so a writer holding an old copy changes
 Writes take the write lock up front (``BEGIN IMMEDIATE``) so a claim change and its history
 event commit together, and WAL lets readers go on meanwhile.
 
-The module runs past 400 lines on purpose: it adapts all three ports over one file, and they share
-the schema, one connection per thread and the writers' locks; split by port, each part would need
-all of them. Its backups (issue 35) are apart, in ``sqlite_backups``, and the rows both write in ``sqlite_rows``.
+This module adapts the ports over one connection per thread; the file's tables are in
+``sqlite_schema``, the writers' locks in ``sqlite_locks``, its backups (issue 35) in
+``sqlite_backups``, and the rows both write in ``sqlite_rows``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sqlite3
 import threading
 import weakref
-from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import replace
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TypeVar
 
 from oncegate import telemetry
@@ -49,6 +47,7 @@ from oncegate.stores import columns
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 from oncegate.stores.sqlite_backups import SqliteBackups
+from oncegate.stores.sqlite_locks import WRITERS_SUFFIX, WritersFile, WritersQueue
 from oncegate.stores.sqlite_rows import (
     MARK_ROW,
     MARK_STATUS,
@@ -61,205 +60,27 @@ from oncegate.stores.sqlite_rows import (
     _sql_row,
     _table_mark,
 )
-
-fcntl: ModuleType | None
-try:
-    import fcntl
-except ImportError:  # Windows: no flock, the processes meet at SQLite's own lock
-    fcntl = None
+from oncegate.stores.sqlite_schema import ADDED_INDEXES, SCHEMA, add_columns, private_file
 
 logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 10_000
-# Beside the database, as SQLite's own -wal and -shm: the lock every process's writers queue on.
-WRITERS_SUFFIX = "-writers"
 R = TypeVar("R")
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS claims (
-    ClaimId TEXT PRIMARY KEY, Scope TEXT NOT NULL, Status TEXT NOT NULL, Attempt INTEGER NOT NULL,
-    Fingerprint TEXT, ClaimToken TEXT NOT NULL, RunId TEXT NOT NULL, FlowName TEXT, FlowEnvironment TEXT,
-    FirstReceivedAt TEXT NOT NULL, LastAttemptAt TEXT NOT NULL, UpdatedAt TEXT NOT NULL, LeaseExpiresAt TEXT,
-    TargetRecordId TEXT, ResultData TEXT, CompletedAt TEXT, ErrorReason TEXT, Retryable INTEGER,
-    Reviewer TEXT, Resolutions TEXT, Version INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS key_ids (KeyId TEXT PRIMARY KEY, AddedAt TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS store_identity (StoreId TEXT PRIMARY KEY, CreatedAt TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS fingerprints (
-    ClaimId TEXT NOT NULL, Fingerprint TEXT NOT NULL, Resolved INTEGER NOT NULL, AliasGeneration INTEGER,
-    ConflictId TEXT, Decision TEXT, Reviewer TEXT, Note TEXT, ResolvedAt TEXT, Version INTEGER NOT NULL,
-    PRIMARY KEY (ClaimId, Fingerprint)
-);
-CREATE INDEX IF NOT EXISTS claims_by_change ON claims (UpdatedAt, ClaimId);
-CREATE TABLE IF NOT EXISTS history (
-    ClaimId TEXT NOT NULL, EventId TEXT NOT NULL, At TEXT NOT NULL, Kind TEXT NOT NULL, Outcome TEXT NOT NULL,
-    Attempt INTEGER NOT NULL, RecognisedBy TEXT NOT NULL, RunId TEXT, FlowName TEXT, FlowEnvironment TEXT,
-    Fingerprint TEXT, Details TEXT, PRIMARY KEY (ClaimId, EventId)
-);
--- A claim's history lists by time, then event id: a page reads one range (issue 22).
-CREATE INDEX IF NOT EXISTS history_by_time ON history (ClaimId, At, EventId);
-CREATE TABLE IF NOT EXISTS conflicts (
-    ConflictId TEXT PRIMARY KEY, ClaimId TEXT NOT NULL, Scope TEXT NOT NULL, Status TEXT NOT NULL,
-    Source TEXT NOT NULL, Fingerprint TEXT, ClaimFingerprint TEXT, Reason TEXT NOT NULL, RunId TEXT NOT NULL,
-    FlowName TEXT, FlowEnvironment TEXT, CreatedAt TEXT NOT NULL, Details TEXT, Decision TEXT, Reviewer TEXT,
-    Note TEXT, ResolvedAt TEXT, Version INTEGER NOT NULL
-);
--- One index per filter of the conflict list, each ending in its order, so a page reads one range (issue 12).
--- A file made before gets the ones it lacks when it is opened.
-CREATE INDEX IF NOT EXISTS conflicts_by_status ON conflicts (Status, Scope, CreatedAt, ConflictId);
-CREATE INDEX IF NOT EXISTS conflicts_by_time ON conflicts (CreatedAt, ConflictId);
-CREATE INDEX IF NOT EXISTS conflicts_by_status_and_time ON conflicts (Status, CreatedAt, ConflictId);
-CREATE INDEX IF NOT EXISTS conflicts_by_scope_and_time ON conflicts (Scope, CreatedAt, ConflictId);
-CREATE TABLE IF NOT EXISTS flows (
-    FlowId TEXT PRIMARY KEY, FlowName TEXT NOT NULL, FlowEnvironment TEXT NOT NULL, Owner TEXT,
-    Enabled INTEGER NOT NULL, Notes TEXT, RegisteredAt TEXT, FirstSeenAt TEXT, LastSeenAt TEXT,
-    Claims INTEGER NOT NULL, Duplicates INTEGER NOT NULL, Version INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS scopes (
-    Scope TEXT PRIMARY KEY, Owner TEXT, LeaseSeconds INTEGER, RetentionDays INTEGER, Description TEXT,
-    RegisteredAt TEXT, FirstSeenAt TEXT, LastSeenAt TEXT, InProgressClaims INTEGER NOT NULL,
-    SucceededClaims INTEGER NOT NULL, FailedClaims INTEGER NOT NULL, UnknownClaims INTEGER NOT NULL,
-    ReleasedClaims INTEGER NOT NULL, Version INTEGER NOT NULL
-);
--- The import that filled this store, if one did (issue 35): one row.
-CREATE TABLE IF NOT EXISTS restores (
-    RestoredFrom TEXT PRIMARY KEY, ExportId TEXT NOT NULL, ExportedAt TEXT NOT NULL, StartedAt TEXT NOT NULL,
-    ForgottenUntil TEXT NOT NULL, RecordsDone INTEGER NOT NULL, CompletedAt TEXT
-);
-CREATE TABLE IF NOT EXISTS overlaps (
-    OverlapId TEXT PRIMARY KEY, FlowName TEXT NOT NULL, FlowEnvironment TEXT NOT NULL, OtherFlowName TEXT NOT NULL,
-    OtherFlowEnvironment TEXT NOT NULL, Count INTEGER NOT NULL, FirstSeenAt TEXT, LastSeenAt TEXT,
-    ExampleClaimId TEXT, Version INTEGER NOT NULL
-);
-"""
-
-
-# Columns added after the first release: a file made before gets them when it is opened.
-ADDED_COLUMNS = {
-    "claims": (
-        "GrantId TEXT",
-        "Generation INTEGER",
-        "Reconciling TEXT",
-        "ReleasedInDoubt INTEGER",
-        "SchemaVersion INTEGER",
-        "GrantedTo TEXT",
-        "Source TEXT",
-        "Reference TEXT",
-        "KeyId TEXT",
-        "RulesVersion INTEGER",
-        "IdempotencyAttempt INTEGER",
-        "PurgedAt TEXT",
-        "Members TEXT",
-        # Set on the table's mark row alone (MARK_ROW).
-        "StoreId TEXT",
-    ),
-    # A secret's state (issue 22); rows made before have no Version.
-    "key_ids": (
-        "Announced INTEGER",
-        "InUseFrom TEXT",
-        "RetiredAt TEXT",
-        "Version INTEGER NOT NULL DEFAULT 1",
-        "StoreId TEXT",
-    ),
-    "store_identity": ("TablesMarked INTEGER",),
-    "history": ("Source TEXT", "Count INTEGER", "LastAt TEXT"),
-    "conflicts": ("SourceSystem TEXT", "Changed TEXT"),
-    "flows": ("ClaimsBySource TEXT",),
-    "scopes": ("ClaimsBySource TEXT", "KeyPattern TEXT", "HorizonDays INTEGER", "FingerprintRules TEXT"),
-}
-# Indexes on added columns, made once the columns are there: finding claims by source or reference (issue 16).
-ADDED_INDEXES = """
-CREATE INDEX IF NOT EXISTS claims_by_source ON claims (Source, UpdatedAt, ClaimId);
-CREATE INDEX IF NOT EXISTS claims_by_reference ON claims (Reference, UpdatedAt, ClaimId);
-"""
-
-
-class _WritersQueue:
-    """A lock that writers of this process take in the order they asked for it.
-
-    ``threading.Lock`` lets whichever thread runs next take it, so with many callers one could wait
-    behind dozens that came after it: the p99 of a claim with 64 callers halved in first-come order.
-    Each waiter waits on a lock of its own, which the holder releases when it hands over.
-    """
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._waiters: deque[threading.Lock] = deque()
-        self._held = False
-
-    def __enter__(self) -> None:
-        with self._guard:
-            if not self._held:
-                self._held = True
-                return
-            turn = threading.Lock()
-            turn.acquire()
-            self._waiters.append(turn)
-        turn.acquire()
-
-    def __exit__(self, *_: object) -> None:
-        with self._guard:
-            if self._waiters:
-                # Handed over: the next waiter holds it now, and it stays held.
-                self._waiters.popleft().release()
-            else:
-                self._held = False
-
-
-class _WritersFile:
-    """An exclusive lock on a file beside the database, held by one writer of all processes at a time.
-
-    ``flock`` blocks in the kernel until the holder lets go. Where there is none (Windows), the
-    processes fall back to SQLite's own lock.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self._descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o600) if fcntl else None
-
-    def __enter__(self) -> None:
-        if fcntl and self._descriptor is not None:
-            fcntl.flock(self._descriptor, fcntl.LOCK_EX)
-
-    def __exit__(self, *_: object) -> None:
-        if fcntl and self._descriptor is not None:
-            fcntl.flock(self._descriptor, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        if self._descriptor is not None:
-            os.close(self._descriptor)
-            self._descriptor = None
-
-
-def _private_file(path: Path) -> None:
-    """Create the database file readable by its owner only; SQLite gives its -wal and -shm files the same mode."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:
-        # Windows has no group and other bits to clear: its st_mode says 0o666 of every writable file.
-        if os.name == "posix" and path.stat().st_mode & 0o077:
-            # Files made by earlier releases were 0644: claims, history and conflicts are nobody else's to read.
-            logger.warning("Making %s readable by its owner only (it was %o)", path, path.stat().st_mode & 0o777)
-            with suppress(OSError):  # a file of another owner: SQLite still opens it, as before
-                path.chmod(0o600)
-
-
-def _add_columns(connection: sqlite3.Connection) -> None:
-    for table, added in ADDED_COLUMNS.items():
-        present = {row["name"] for row in connection.execute(f"PRAGMA table_info({table})")}
-        for column in added:
-            if column.split()[0] not in present:
-                connection.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
 
 def _replace_claim(connection: sqlite3.Connection, claim: Claim, version: str | None) -> int:
     """Write ``claim`` over its row if the row is still at ``version``: the rows changed, 1 or 0."""
     row = _claim_row(claim)
-    assignments = ", ".join(f"{name} = ?" for name in row)
     return connection.execute(
-        f"UPDATE claims SET {assignments}, Version = Version + 1 WHERE ClaimId = ? AND Version = ?",
-        [*row.values(), claim.claim_id, int(version or 0)],
+        _update_claim_sql(tuple(row)), [*row.values(), claim.claim_id, int(version or 0)]
     ).rowcount
+
+
+@lru_cache(maxsize=8)
+def _update_claim_sql(names: tuple[str, ...]) -> str:
+    # Built once for the claim's columns: sqlite3 finds its prepared statement by the text.
+    assignments = ", ".join(f"{name} = ?" for name in names)
+    return f"UPDATE claims SET {assignments}, Version = Version + 1 WHERE ClaimId = ? AND Version = ?"
 
 
 def _missing_as_none(
@@ -309,15 +130,15 @@ class SqliteStore(SqliteBackups):
         self._path = str(path)
         if self._path != ":memory:":
             try:
-                _private_file(Path(self._path))
+                private_file(Path(self._path))
             except OSError as exc:
                 # A path under a file, or where nobody may write: refused like a store that does not answer.
                 raise StoreUnavailable(f"cannot create the SQLite database at {self._path}: {exc.strerror}") from exc
         self._local = threading.local()
         self._closers: list[weakref.finalize[Any, Any]] = []
         self._lock = threading.Lock()
-        self._writer = _WritersQueue()
-        self._writers_file = _WritersFile(Path(self._path + WRITERS_SUFFIX)) if self._path != ":memory:" else None
+        self._writer = WritersQueue()
+        self._writers_file = WritersFile(Path(self._path + WRITERS_SUFFIX)) if self._path != ":memory:" else None
         with self._alone() as connection:
             # WAL is a setting of the file, made once and kept: a connection that set it again while another
             # process wrote was answered "database is locked", busy timeout or not. So were the script's
@@ -325,7 +146,7 @@ class SqliteStore(SqliteBackups):
             connection.execute("PRAGMA journal_mode = WAL")
             connection.executescript(SCHEMA)
         with self._write() as connection:
-            _add_columns(connection)
+            add_columns(connection)
         with self._alone() as connection:
             connection.executescript(ADDED_INDEXES)
             # Held open for the store's life. Connections come and go with the local server's request
@@ -438,12 +259,14 @@ class SqliteStore(SqliteBackups):
         version = _first_version()
         try:
             with self._write() as connection:
-                connection.execute(*_insert("claims", {**_claim_row(claim), "Version": version}))
+                row = _claim_row(claim)
+                row["Version"] = version
+                connection.execute(*_insert("claims", row))
                 connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
         except sqlite3.IntegrityError as exc:
             raise AlreadyExists(self.get_claim(claim.claim_id)) from exc
         # What was written, at the version it was written with: no read back, as on Table Storage.
-        return columns.claim_from_row(columns.claim_to_row(claim), str(version))
+        return replace(claim, version=str(version))
 
     def get_claim(self, claim_id: str) -> Claim:
         row = self._select_one("SELECT * FROM claims WHERE ClaimId = ?", (claim_id,))

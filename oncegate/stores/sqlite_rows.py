@@ -8,6 +8,7 @@ from __future__ import annotations
 import secrets
 import sqlite3
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from oncegate.domain.marks import TableMark
@@ -28,15 +29,20 @@ MARKED_TABLES = {"claims": "ClaimId", "key_ids": "KeyId"}
 
 
 def _sql_row(row: Row) -> Row:
+    """``row`` (a new dict from ``columns``, changed in place) as SQLite takes it."""
     # SQLite would hold more, but the stores hold the same: a row Table Storage could not hold is refused here too.
     large_values.check(row)
     # Times as fixed-width UTC text, which sorts in time order (the lists' cursors rely on it).
-    return {name: utc_text(value) if isinstance(value, datetime) else value for name, value in row.items()}
+    for name, value in row.items():
+        if isinstance(value, datetime):
+            row[name] = utc_text(value)
+    return row
 
 
 def _claim_row(claim: Claim) -> Row:
     row = _sql_row(columns.claim_to_row(claim))
-    return {**row, "ClaimToken": row["ClaimToken"] or NO_TOKEN}
+    row["ClaimToken"] = row["ClaimToken"] or NO_TOKEN
+    return row
 
 
 def _no_such_table(exc: sqlite3.OperationalError) -> bool:
@@ -54,9 +60,13 @@ def _table_mark(connection: sqlite3.Connection, table: str, key: str) -> TableMa
 
 
 def _insert(table: str, row: Row) -> tuple[str, list[Any]]:
-    names = ", ".join(row)
-    marks = ", ".join("?" for _ in row)
-    return f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values())
+    return _insert_sql(table, tuple(row)), list(row.values())
+
+
+@lru_cache(maxsize=64)
+def _insert_sql(table: str, names: tuple[str, ...]) -> str:
+    # The same text for the same columns, built once: sqlite3 finds its prepared statement by the text.
+    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
 
 
 def _first_version() -> int:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from oncegate.cli import main
-from oncegate.entrypoints import server
+from oncegate.entrypoints import framing
 from oncegate.entrypoints.routes import FunctionRoute
 from tests.http.client import ServerApi
 from tests.http.conftest import local_server, store_kind, wired
@@ -90,11 +90,11 @@ def oncegate(url: str, capsys: pytest.CaptureFixture[str]) -> Oncegate:
 def seen(monkeypatch: pytest.MonkeyPatch) -> list[Seen]:
     """Every request the local server dispatches from now on."""
     requests: list[Seen] = []
-    dispatch = server.dispatch
+    dispatch = framing.dispatch
 
     def recording(routes: Sequence[FunctionRoute], method: str, url: str, headers: dict[str, str], body: bytes) -> Any:
         requests.append(Seen(method, url, {name.lower(): value for name, value in headers.items()}))
         return dispatch(routes, method, url, headers, body)
 
-    monkeypatch.setattr(server, "dispatch", recording)
+    monkeypatch.setattr(framing, "dispatch", recording)
     return requests

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from oncegate.cli import main
-from oncegate.config import local_key_secret
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
+from oncegate.local_secret import local_key_secret
 from oncegate.stores.sqlite import SqliteStore
 from tests.cli.conftest import Oncegate, Run, Seen
 from tests.conftest import FakeClock

@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 
 import oncegate.cli.parser
-from oncegate.cli import helptext, main, rendering
+from oncegate.cli import helptext, main, rendering, store_rendering
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import KeySecretRecord
 from oncegate.domain.safeguard import SecretUsage
@@ -179,7 +179,7 @@ def test_key_secrets_keep_their_ids_whole(width: int) -> None:
     usage = {"a6vq2mxk0c5l7rhd": SecretUsage(claims=12, tombstones=3, held=1, last_horizon=added)}
     buffer = io.StringIO()
     Console(file=buffer, width=width, color_system=None).print(
-        rendering.key_secrets_text(StoreMarks("3f2a9c", secrets), usage, "sqlite at x")
+        store_rendering.key_secrets_text(StoreMarks("3f2a9c", secrets), usage, "sqlite at x")
     )
 
     out = buffer.getvalue()

@@ -15,7 +15,7 @@ import pytest
 
 from oncegate.cli import main
 from oncegate.cli.parser import build_parser
-from oncegate.entrypoints import server
+from oncegate.entrypoints import framing
 from tests.cli.conftest import Oncegate, Run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def stops_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted(self: object, poll_interval: float = 0.5) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(server._AppServer, "serve_forever", interrupted)
+    monkeypatch.setattr(framing.AppServer, "serve_forever", interrupted)
 
 
 def serve(capsys: pytest.CaptureFixture[str], *argv: str) -> Run:
@@ -113,13 +113,13 @@ def test_the_handler_threads_follow_the_option_then_the_setting(
 ) -> None:
     """Issue 27: the help advertised --threads, which serve did not take."""
     made: list[int] = []
-    make_server = server.make_server
+    make_server = framing.make_server
 
     def recording(*args: Any, threads: int, **options: Any) -> Any:
         made.append(threads)
         return make_server(*args, threads=threads, **options)
 
-    monkeypatch.setattr(server, "make_server", recording)
+    monkeypatch.setattr(framing, "make_server", recording)
     if setting is not None:
         monkeypatch.setenv("ONCEGATE_SERVE_THREADS", setting)
 

@@ -12,11 +12,12 @@ import pytest
 
 from oncegate import bootstrap
 from oncegate.cli import main
-from oncegate.config import Settings, local_key_secret
+from oncegate.config import Settings
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.safeguard import SWITCH_GRACE
 from oncegate.domain.statuses import Decision
 from oncegate.errors import NotConfigured
+from oncegate.local_secret import local_key_secret
 from oncegate.stores.sqlite import SqliteStore
 from tests.cli.conftest import Run
 from tests.cli.test_governance import STORE_SETTINGS

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from oncegate.cli import commands, main, rendering
+from oncegate.cli import commands, layout, main
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
 from tests.cli.test_commands import UNKNOWN_CLAIM, claimed
 from tests.http.client import ServerApi
@@ -51,7 +51,7 @@ def test_ctrl_c_while_the_answer_is_rendered_is_exit_130_without_a_traceback(
     def interrupted(*args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(rendering, "show", interrupted)
+    monkeypatch.setattr(layout, "show", interrupted)
 
     run = oncegate("health")  # the fixture fails on any traceback
 

@@ -25,7 +25,7 @@ import pytest
 import oncegate
 from oncegate import errors
 from oncegate.cli.batch_drill import _item_refusal
-from oncegate.entrypoints import error_map, server
+from oncegate.entrypoints import error_map, framing
 from oncegate.errors import OnceGateError
 from oncegate.models import ErrorInfo
 
@@ -91,7 +91,7 @@ def calls(name: str) -> Iterator[tuple[str, ast.Call]]:
 def refused_statuses() -> set[HTTPStatus]:
     """Each status the local server's request handler (the stdlib's, or ours) sends as an error."""
     statuses = set()
-    for source in (inspect.getsource(BaseHTTPRequestHandler), inspect.getsource(server)):
+    for source in (inspect.getsource(BaseHTTPRequestHandler), inspect.getsource(framing)):
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "send_error":
                 first = node.args[0]

@@ -21,8 +21,8 @@ from typing import Any, BinaryIO
 
 import pytest
 
+from oncegate.entrypoints.framing import DISCARD_BYTES
 from oncegate.entrypoints.http import MAX_BODY_BYTES, MAX_BULK_BODY_BYTES
-from oncegate.entrypoints.server import DISCARD_BYTES
 from oncegate.errors import NotFound
 from oncegate.models import ClaimRequest, LookupRequest
 from tests.gate import Gate

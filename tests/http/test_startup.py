@@ -24,7 +24,7 @@ import pytest
 from azure.functions.decorators.http import HttpTrigger
 
 import function_app
-from oncegate.entrypoints.server import make_server
+from oncegate.entrypoints.framing import make_server
 from tests.http.client import FUNCTIONS
 
 UNRESOLVED = "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/oncegate-key-secret)"

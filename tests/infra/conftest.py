@@ -50,8 +50,8 @@ def call_app(service: Gate, clock: FakeClock) -> Iterator[Call]:
     after ``Retry-After`` seconds (the test's clock moves on), GET ``Location``, until the answer is not 202.
     """
     import function_app  # reads the settings at import, so only once a test needs the app
+    from oncegate.entrypoints.framing import dispatch
     from oncegate.entrypoints.routes import function_routes
-    from oncegate.entrypoints.server import dispatch
 
     routes = function_routes(function_app.app)
 

@@ -11,7 +11,7 @@ from typing import Any
 import function_app
 from oncegate import bootstrap
 from oncegate.domain.keys import KeyHasher
-from oncegate.entrypoints.server import make_server
+from oncegate.entrypoints.framing import make_server
 from oncegate.stores.sqlite import SqliteStore
 from tests.gate import Gate
 

@@ -16,15 +16,9 @@ from pathlib import Path
 import pytest
 
 from oncegate.bootstrap import build_services
-from oncegate.config import (
-    DEFAULT_TABLE_PREFIX,
-    SECRET_FILE_NAME,
-    ConfigError,
-    Settings,
-    StoreKind,
-    local_key_secret,
-)
+from oncegate.config import DEFAULT_TABLE_PREFIX, ConfigError, Settings, StoreKind
 from oncegate.domain.keys import MIN_SECRET_LENGTH
+from oncegate.local_secret import SECRET_FILE_NAME, local_key_secret
 
 PROCESSES = 8
 ROUNDS = 100

@@ -192,9 +192,9 @@ def test_a_new_database_and_its_journal_are_readable_by_their_owner_only(tmp_pat
 
 
 def test_writers_of_a_process_take_their_turn_in_the_order_they_asked() -> None:
-    from oncegate.stores.sqlite import _WritersQueue
+    from oncegate.stores.sqlite_locks import WritersQueue
 
-    queue = _WritersQueue()
+    queue = WritersQueue()
     order: list[int] = []
     threads = []
     with queue:

@@ -24,7 +24,7 @@ CLAIM_ROW = "claim"
 FINGERPRINT_PREFIX = "fingerprint-"
 HISTORY_PREFIX = "history-"
 # A history row's time in its RowKey, as the service's event ids start: 20261102T090000123456Z.
-STAMP = "%Y%m%dT%H%M%S%fZ"
+KEY_TIME = "%Y%m%dT%H%M%S%fZ"
 # A series line's tally (issue 36), found by the series id: the line itself is keyed by its time.
 TALLY_PREFIX = "tally-"
 CONFLICT_PARTITION = "conflict"
@@ -55,8 +55,8 @@ def _claim_entity(claim: Claim) -> dict[str, Any]:
 def _history_key(at: datetime, event_id: str) -> str:
     """A history row's RowKey: its time first, as fixed-width UTC digits, so that keys sort as the history lists
     (issue 36). The service's event ids start with that time already, and are the key as they are."""
-    stamp = at.astimezone(UTC).strftime(STAMP)
-    return HISTORY_PREFIX + (event_id if event_id.startswith(stamp + "-") else f"{stamp}-{event_id}")
+    written = at.astimezone(UTC).strftime(KEY_TIME)
+    return HISTORY_PREFIX + (event_id if event_id.startswith(written + "-") else f"{written}-{event_id}")
 
 
 def _event_entity(event: HistoryEvent) -> dict[str, Any]:

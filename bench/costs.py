@@ -1,0 +1,389 @@
+"""The Python cost of a claim and what stands under it (issue 36), each figure next to its floor in the same run.
+
+* **SQLite claim CPU**: one Check and claim in process (the request model in, the answer out) against the
+  bare write of the same two rows (``BEGIN IMMEDIATE; INSERT; INSERT; COMMIT``), call by call, interleaved;
+  CPU time of this process, medians of rounds.
+* **SQLite batch of 100**: one bulk call of 100 new claims in process against 100 single calls.
+* **Table Storage batch**: the same bulk call on Azurite against its storage floor: the same 100 two-row
+  transactions sent bare from 8 threads.
+* **Table Storage Get claim**: a claim with 5,000 history rows against one with 1 (wall time of Get claim,
+  which answers the claim and its history's first page).
+* **Table Storage polls**: storage requests per poll of a waiting Check and claim that nothing changed, from
+  one poller and from 8 at once; the floor is one read.
+* **Cold start**: a new process from ``import function_app`` to its first Check and claim's answer (in
+  process, on SQLite), against a new process importing ``azure.functions`` alone.
+* **Serve CPU** is measured with the local server's rate (``bench.targets``): ``oncegate serve``'s CPU a
+  claim against a stdlib hello server's a request (``bench.targets.hello_server``), under the same callers.
+
+``python -m bench.costs [--quick]`` runs this part alone, with the two figures of issue 36 that other parts
+measure in ``make bench``, and prints their targets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bench import bulk, targets
+from bench.rig import SECRET, Calls, Rig, claim_request, new_key
+from bench.targets import Target
+from oncegate.domain.keys import KeyHasher
+from oncegate.entrypoints.operations import BY_NAME, Call
+from oncegate.models import ClaimRequest
+from tests.gate import Gate
+
+ROOT = Path(__file__).resolve().parents[1]
+BATCH = 100
+BATCH_THREADS = 8
+LONG_HISTORY = 5000
+POLLERS = 8
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much this part measures."""
+
+    rounds: int
+    calls: int
+    history: int
+    polls: int
+    starts: int
+
+
+FULL = Sizes(rounds=3, calls=300, history=LONG_HISTORY, polls=20, starts=5)
+QUICK = Sizes(rounds=1, calls=30, history=200, polls=4, starts=2)
+
+
+def _median_of(rounds: int, measure: Callable[[], tuple[float, float]]) -> tuple[float, float]:
+    pairs = [measure() for _ in range(rounds)]
+    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+
+
+# -- SQLite: a claim's CPU and a batch -------------------------------------------------------------
+
+
+def sqlite_claim_cpu(rig: Rig, sizes: Sizes) -> tuple[float, float]:
+    """CPU seconds of one claim in process and of the bare write of its two rows, interleaved call by call."""
+    service = rig.service("sqlite", "cost-claim")
+    bare = rig.bare_transaction("sqlite", "cost-bare")
+    requests = [ClaimRequest.model_validate(claim_request(new_key(), "run-1")) for _ in range(sizes.calls * 2)]
+    for request in requests[:20]:  # the first claim reads what an instance then keeps
+        service.check_and_claim(request)
+        bare(request.key)
+    pending = iter(requests[20:])
+
+    def one_round() -> tuple[float, float]:
+        claim = write = 0.0
+        for _ in range(sizes.calls // sizes.rounds or 1):
+            request = next(pending)
+            began = time.process_time()
+            answer = service.check_and_claim(request)
+            claim += time.process_time() - began
+            assert answer.decision == "proceed", answer
+            began = time.process_time()
+            bare(request.key)
+            write += time.process_time() - began
+        return claim, write
+
+    claim, write = _median_of(sizes.rounds, one_round)
+    count = sizes.calls // sizes.rounds or 1
+    return claim / count, write / count
+
+
+def _bulk(services: Any, requests: list[ClaimRequest]) -> list[Any]:
+    # Each item through its entry of the operation table, as the HTTP pipeline performs Check and claim many.
+    check = BY_NAME["check_and_claim"]
+    answers: list[Any] = services.bulk.each(
+        requests, lambda request: check.answer(services, Call(body=request)), same=lambda request: request.key
+    )
+    return answers
+
+
+def _fresh(count: int) -> list[ClaimRequest]:
+    return [ClaimRequest.model_validate(claim_request(new_key(), "run-1")) for _ in range(count)]
+
+
+def sqlite_batch(rig: Rig, sizes: Sizes) -> tuple[float, float]:
+    """Seconds of a bulk call of 100 new claims and of 100 single calls, in process, alternating."""
+    service = rig.service("sqlite", "cost-batch")
+    services = service.services
+    service.check_and_claim(_fresh(1)[0])
+
+    def one_round() -> tuple[float, float]:
+        requests = _fresh(BATCH)
+        began = time.perf_counter()
+        answers = _bulk(services, requests)
+        batch = time.perf_counter() - began
+        assert all(getattr(answer, "decision", None) == "proceed" for answer in answers), answers[:3]
+        requests = _fresh(BATCH)
+        began = time.perf_counter()
+        check = BY_NAME["check_and_claim"]
+        for request in requests:
+            check.answer(services, Call(body=request))
+        return batch, time.perf_counter() - began
+
+    return _median_of(sizes.rounds * 2, one_round)
+
+
+# -- Table Storage: a batch, a long history, polls ---------------------------------------------
+
+
+def tables_batch(rig: Rig, sizes: Sizes) -> tuple[float, float]:
+    """Seconds of a bulk call of 100 new claims on Azurite, and of 100 bare two-row transactions from 8 threads."""
+    service = rig.service("tables", "costbatch")
+    services = service.services
+    service.check_and_claim(_fresh(1)[0])
+    # A client each, as each of the bulk call's threads sends on a connection of its own.
+    floors = [rig.bare_transaction("tables", "costbatchfloor") for _ in range(BATCH_THREADS)]
+    floors[0](new_key())
+
+    def one_round() -> tuple[float, float]:
+        requests = _fresh(BATCH)
+        began = time.perf_counter()
+        answers = _bulk(services, requests)
+        batch = time.perf_counter() - began
+        assert all(getattr(answer, "decision", None) == "proceed" for answer in answers), answers[:3]
+        keys = [new_key() for _ in range(BATCH)]
+        with ThreadPoolExecutor(BATCH_THREADS) as pool:
+            began = time.perf_counter()
+            list(pool.map(lambda n: [floors[n](key) for key in keys[n::BATCH_THREADS]], range(BATCH_THREADS)))
+            bare = time.perf_counter() - began
+        return batch, bare
+
+    return _median_of(sizes.rounds * 2, one_round)
+
+
+def tables_long_history(rig: Rig, sizes: Sizes) -> tuple[float, float]:
+    """Seconds of Get claim on a claim with ``sizes.history`` history rows, and on one with 1 row."""
+    service = rig.service("tables", "costhistory")
+    short = service.check_and_claim(_fresh(1)[0])
+    long = service.check_and_claim(_fresh(1)[0])
+    store = service.store
+    first = store.list_events(long.claim_id)[0]
+    # More of the claim's own history, as a claim polled or repeated for months gathers it; written through the
+    # store, so that the rows are in the format the store writes today.
+    added = [replace(first, event_id=f"{first.event_id}-{n:05d}") for n in range(sizes.history)]
+    with ThreadPoolExecutor(BATCH_THREADS) as pool:
+        list(pool.map(store.add_event, added))
+    calls = max(3, sizes.polls // 2)
+
+    def one_round() -> tuple[float, float]:
+        began = time.perf_counter()
+        for _ in range(calls):
+            service.get_claim_page(long.claim_id)
+        long_seconds = (time.perf_counter() - began) / calls
+        began = time.perf_counter()
+        for _ in range(calls):
+            service.get_claim_page(short.claim_id)
+        return long_seconds, (time.perf_counter() - began) / calls
+
+    return _median_of(sizes.rounds, one_round)
+
+
+def tables_polls(rig: Rig, sizes: Sizes) -> tuple[float, float]:
+    """Table Storage requests per poll of a waiting Check and claim, from one poller and from POLLERS at once."""
+    calls = Calls()
+    service = Gate(rig.store("tables", "costpolls", calls=calls), KeyHasher(SECRET))
+    key = new_key()
+    held = service.check_and_claim(ClaimRequest.model_validate(claim_request(key, "run-holder")))
+    assert held.decision == "proceed", held
+
+    def waiter(run: str) -> Any:
+        body = {**claim_request(key, run), "wait": True, "maxWaitSeconds": 3600}
+        answer, waiting = service.check_and_wait(ClaimRequest.model_validate(body))
+        assert waiting is not None, answer
+        return waiting
+
+    def polls(waiting: Any, count: int) -> None:
+        for _ in range(count):
+            answer, waiting = service.poll(waiting)
+            assert waiting is not None, answer
+            assert answer.decision == "in_progress", answer
+
+    alone = waiter("run-alone")
+    polls(alone, 1)  # the wait's first poll may write what every later one reads
+    before = calls.count
+    polls(alone, sizes.polls)
+    one = (calls.count - before) / sizes.polls
+    together = [waiter(f"run-{n}") for n in range(POLLERS)]
+    for waiting in together:
+        polls(waiting, 1)
+    barrier = threading.Barrier(POLLERS)
+
+    def poller(waiting: Any) -> None:
+        barrier.wait(timeout=60)
+        polls(waiting, sizes.polls)
+
+    before = calls.count
+    with ThreadPoolExecutor(POLLERS) as pool:
+        list(pool.map(poller, together))
+    return one, (calls.count - before) / (sizes.polls * POLLERS)
+
+
+# -- A new process ---------------------------------------------------------------------------------
+
+# Each prints the CPU seconds and the wall seconds it took: on shared cores the wall time is mostly waiting for a core.
+_FIRST_CLAIM = """
+import json, time
+began, began_wall = time.process_time(), time.perf_counter()
+import function_app
+import azure.functions as func
+functions = {{f.get_function_name(): f.get_user_function() for f in function_app.app.get_functions()}}
+request = func.HttpRequest("POST", "http://localhost/api/claims", body={body!r},
+                           headers={{"Content-Type": "application/json"}})
+response = functions["check_and_claim"](request)
+assert response.status_code == 200 and b'"proceed"' in response.get_body(), response.get_body()
+print(time.process_time() - began, time.perf_counter() - began_wall)
+"""
+_IMPORT_ALONE = """
+import time
+began, began_wall = time.process_time(), time.perf_counter()
+import azure.functions
+print(time.process_time() - began, time.perf_counter() - began_wall)
+"""
+
+
+def _in_new_process(code: str, environment: dict[str, str]) -> tuple[float, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=environment, cwd=ROOT, check=True, capture_output=True, text=True
+    )
+    cpu, wall = done.stdout.strip().splitlines()[-1].split()
+    return float(cpu), float(wall)
+
+
+def cold_start(rig: Rig, sizes: Sizes) -> tuple[float, float]:
+    """CPU seconds from ``import function_app`` to the first claim's answer, and of ``import azure.functions`` alone.
+
+    Bytecode is cached, as in a deployment whose packages were installed by pip: the warm-up run writes what
+    a setting such as PYTHONDONTWRITEBYTECODE would otherwise have every run compile again.
+    """
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("ONCEGATE_") and name != "PYTHONDONTWRITEBYTECODE"
+    }
+    environment |= {"ONCEGATE_SQLITE_PATH": rig.location("sqlite", "cost-cold"), "ONCEGATE_KEY_SECRET": SECRET}
+
+    def first_claim() -> str:
+        return _FIRST_CLAIM.format(body=json.dumps(claim_request(new_key(), "run-1")).encode())
+
+    _in_new_process(first_claim(), environment)  # the store's file made, as a restarted instance finds it
+    _in_new_process(_IMPORT_ALONE, environment)
+
+    def one_round() -> tuple[float, float]:
+        return _in_new_process(first_claim(), environment)[0], _in_new_process(_IMPORT_ALONE, environment)[0]
+
+    return _median_of(sizes.starts, one_round)
+
+
+# -- Judged ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Each figure of this part as (measured, floor)."""
+
+    claim_cpu: tuple[float, float]
+    sqlite_batch: tuple[float, float]
+    tables_batch: tuple[float, float]
+    long_history: tuple[float, float]
+    polls: tuple[float, float]
+    cold_start: tuple[float, float]
+
+
+def measure(rig: Rig, sizes: Sizes) -> Figures:
+    return Figures(
+        claim_cpu=sqlite_claim_cpu(rig, sizes),
+        sqlite_batch=sqlite_batch(rig, sizes),
+        tables_batch=tables_batch(rig, sizes),
+        long_history=tables_long_history(rig, sizes),
+        polls=tables_polls(rig, sizes),
+        cold_start=cold_start(rig, sizes),
+    )
+
+
+def judged(figures: Figures, *, history: int = LONG_HISTORY, over_http: float | None = None) -> list[Target]:
+    """Issue 36's targets, each a ratio of two figures measured side by side in this run.
+
+    ``over_http``: the SQLite batch's ratio over HTTP (``bench.bulk``), as the issue measured it; the target is
+    judged on it when given, and the ratio in process is shown beside it.
+    """
+    claim, bare = figures.claim_cpu
+    batch, singles = figures.sqlite_batch
+    tables, floor = figures.tables_batch
+    long, short = figures.long_history
+    alone, together = figures.polls
+    cold, import_alone = figures.cold_start
+    return [
+        Target(
+            "SQLite claim CPU in process (request model in, answer out) / `BEGIN; 2 INSERT; COMMIT` of its rows",
+            f"{claim / bare:.1f}x ({claim * 1e6:,.0f} / {bare * 1e6:,.0f} µs)",
+            "≤ 3x",
+            claim <= 3 * bare,
+        ),
+        Target(
+            f"SQLite Check and claim many of {BATCH} new keys / {BATCH} single calls"
+            + (", over HTTP" if over_http is not None else ", in process"),
+            (f"{over_http:.2f}; in process " if over_http is not None else "")
+            + f"{batch / singles:.2f} ({batch * 1000:,.0f} / {singles * 1000:,.0f} ms)",
+            "≤ 0.25",
+            (over_http if over_http is not None else batch / singles) <= 0.25,
+        ),
+        Target(
+            f"Table Storage Check and claim many of {BATCH} / the same {BATCH} two-row transactions "
+            f"from {BATCH_THREADS} threads, Azurite",
+            f"{tables / floor:.2f} ({tables * 1000:,.0f} / {floor * 1000:,.0f} ms)",
+            "≤ 1.2",
+            tables <= 1.2 * floor,
+        ),
+        Target(
+            f"Table Storage Get claim, {history:,} history rows / 1 row",
+            f"{long / short:.1f}x ({long * 1000:,.1f} / {short * 1000:,.1f} ms)",
+            "≤ 3x",
+            long <= 3 * short,
+        ),
+        Target(
+            "Table Storage requests per poll of a waiting Check and claim that nothing changed: one poller, "
+            f"{POLLERS} at once",
+            f"{alone:.2f}, {together:.2f}",
+            "1, 1 (a read; a write per wait, not per poll)",
+            alone <= 1 and together <= 1,
+        ),
+        Target(
+            "A new process: `import function_app` to its first Check and claim's answer (SQLite) / "
+            "`import azure.functions` alone, CPU time",
+            f"{cold / import_alone:.1f}x ({cold * 1000:,.0f} / {import_alone * 1000:,.0f} ms)",
+            "≤ 2x",
+            cold <= 2 * import_alone,
+        ),
+    ]
+
+
+def main() -> None:
+    """This part's targets, with the two of issue 36's table that other parts measure in ``make bench``: the
+    SQLite batch over HTTP (``bench.bulk``) and serve CPU against the hello server (``bench.targets``)."""
+    quick = "--quick" in sys.argv
+    sizes = QUICK if quick else FULL
+    with tempfile.TemporaryDirectory() as workdir, Rig(Path(workdir)) as rig:
+        figures = measure(rig, sizes)
+        times = bulk.http_times(rig, "sqlite", sizes.rounds)
+        server = targets.server_rates(rig, rounds=sizes.rounds, seconds=1.0 if quick else 5.0)
+    over_http = times["claim many"] / times["claims"]
+    judged_here = [*judged(figures, history=sizes.history, over_http=over_http), targets.serve_cpu(server)]
+    rows = [f"| {t.name} | {t.figure} | {t.target} | {'met' if t.met else '**missed**'} |" for t in judged_here]
+    print("\n".join(["| what | measured in this run | target | |", "| --- | --- | --- | --- |", *rows]))
+
+
+if __name__ == "__main__":
+    main()

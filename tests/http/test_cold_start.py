@@ -1,0 +1,63 @@
+"""What a new process loads before its first answer (issue 36): only what that answer needs.
+
+A new process imports ``function_app`` and answers a Check and claim on SQLite in function-key mode, as
+a cold start on Azure does. PyJWT and cryptography serve Entra ID mode alone, phonenumbers only a value
+holding a candidate phone number, and a wire model no request has used yet is not built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FIRST_CLAIM = """
+import json, sys
+import azure.functions as func
+import function_app
+from oncegate import models
+
+functions = {{f.get_function_name(): f.get_user_function() for f in function_app.app.get_functions()}}
+request = func.HttpRequest("POST", "http://localhost/api/claims", body={body!r},
+                           headers={{"Content-Type": "application/json"}})
+response = functions["check_and_claim"](request)
+built = {{name for name in dir(models) if getattr(getattr(models, name), "__pydantic_complete__", False)}}
+print(json.dumps({{"status": response.status_code, "answer": json.loads(response.get_body()),
+                  "modules": sorted(sys.modules), "built": sorted(built)}}))
+"""
+
+
+def _first_claim(tmp_path: Path, key: str) -> Any:
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_")}
+    environment |= {"ONCEGATE_SQLITE_PATH": str(tmp_path / "cold.db"), "ONCEGATE_KEY_SECRET": "cold-" + "s" * 40}
+    flow = {"name": "Create order", "environment": "Default"}
+    body = {"scope": "orders", "key": key, "payload": {"order": 1001}, "runId": "run-1", "flow": flow}
+    code = FIRST_CLAIM.format(body=json.dumps(body).encode())
+    done = subprocess.run([sys.executable, "-c", code], env=environment, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_first_claim_in_key_mode_loads_no_token_library_and_no_phone_plans(tmp_path: Path) -> None:
+    result = _first_claim(tmp_path, "SO-1001")
+    assert result["status"] == 200
+    assert result["answer"]["decision"] == "proceed"
+    modules = set(result["modules"])
+    assert not {"jwt", "cryptography", "phonenumbers"} & modules
+    built = set(result["built"])
+    # The first request built its own request and answer; the models of the other actions wait for theirs.
+    assert {"ClaimRequest", "ClaimResponse"} <= built
+    assert not {"ConflictView", "ResolveConflictRequest", "ClaimManyRequest", "FlowView"} & built
+
+
+def test_a_key_holding_a_phone_number_is_still_refused_on_a_first_claim(tmp_path: Path) -> None:
+    # phonenumbers is loaded where a candidate number is checked: the first request holding one still meets it.
+    result = _first_claim(tmp_path, "+44 20 7946 0958")
+    assert result["status"] == 400
+    assert result["answer"]["error"]["code"] == "sensitive_key"
+    assert "phonenumbers" in set(result["modules"])

@@ -400,7 +400,7 @@ class SqliteStore(SqliteBackups):
         insert, values = _insert("history", _sql_row(columns.event_to_row(event)))
         with self._write() as connection:
             connection.execute(
-                f"{insert} ON CONFLICT (ClaimId, EventId) DO UPDATE SET Count = Count + 1,"
+                f"{insert} ON CONFLICT (ClaimId, EventId) DO UPDATE SET Count = Count + excluded.Count,"
                 " At = min(At, excluded.At), LastAt = max(LastAt, excluded.LastAt)",
                 values,
             )

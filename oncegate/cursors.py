@@ -17,7 +17,6 @@ the secret new claims are named by and opens with any secret of the instance's k
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 from collections.abc import Sequence
 
@@ -69,5 +68,5 @@ class CursorSeal:
     def _tag(cursor: str, list_name: str, key: bytes) -> str:
         # The list's name is part of the message, so a cursor of one list is refused by another.
         message = f"{list_name}\n{cursor}".encode("utf-8", "surrogatepass")
-        mac = hmac.new(key, message, hashlib.sha256).digest()[:TAG_BYTES]
+        mac = hmac.digest(key, message, "sha256")[:TAG_BYTES]
         return base64.urlsafe_b64encode(mac).decode("ascii").rstrip("=")

@@ -235,6 +235,11 @@ def answering(event: Event | None, action: str, *, kept: list[Answered] | None =
             kept.append(made)
 
 
+def describing() -> bool:
+    """Whether an answer is being made to describe: dimensions built otherwise are thrown away (issue 36)."""
+    return _CURRENT.get() is not None
+
+
 def describe(dimensions: Mapping[str, Value | None]) -> None:
     """Add dimensions to the answer being made; nothing outside one (or with telemetry off)."""
     answer = _CURRENT.get()

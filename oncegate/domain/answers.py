@@ -8,10 +8,11 @@ verdict and the claim as written; the entry points render the answer as the wire
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from oncegate.domain import members
+from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import Verdict
 from oncegate.domain.intent import Intent
 from oncegate.domain.records import Claim, EarlierAttempt, Flow
@@ -97,14 +98,14 @@ def answer(verdict: Verdict, claim: Claim, intent: Intent, token: str | None = N
         ],
     )
     if verdict.grants:
-        return replace(
+        return replaced(
             told, claim_token=token, lease_expires_at=claim.lease_expires_at, earlier_attempt=verdict.earlier_attempt
         )
     if verdict.decision is Decision.IN_PROGRESS:
         holder = LeaseHolder(flow=claim.flow, lease_expires_at=claim.lease_expires_at)
-        return replace(told, retry_after_seconds=verdict.retry_after_seconds, holder=holder)
+        return replaced(told, retry_after_seconds=verdict.retry_after_seconds, holder=holder)
     if verdict.decision is Decision.DUPLICATE:
-        return replace(told, result=claim)
+        return replaced(told, result=claim)
     return told
 
 
@@ -120,7 +121,7 @@ def conflict_answer(claim: Claim, intent: Intent, conflict_id: str) -> ClaimAnsw
         )
     verdict = Verdict(Decision.CONFLICT, reason, reason)
     told = answer(verdict, claim, intent)
-    return replace(told, conflict_id=conflict_id, changed=shown, more_changed=more)
+    return replaced(told, conflict_id=conflict_id, changed=shown, more_changed=more)
 
 
 def unclaimed(verdict: Verdict, intent: Intent) -> ClaimAnswer:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
+from oncegate.domain.copies import replaced
 from oncegate.domain.idempotency import key_attempt
 from oncegate.domain.intent import Intent
 from oncegate.domain.keys import Fingerprint
@@ -82,7 +83,7 @@ def check_and_claim(
         )
     verdict = decide(claim, intent, records)
     if verdict.change is Change.NEW_ATTEMPT:
-        return replace(verdict, record=taken_over(claim, intent, verdict.earlier_attempt))
+        return replaced(verdict, record=taken_over(claim, intent, verdict.earlier_attempt))
     return verdict
 
 
@@ -127,7 +128,7 @@ def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> 
     cleared; the first source and reference named are kept (a claim without them takes this run's). An
     attempt that reconciles keeps the idempotency key of the attempt in doubt."""
     fingerprint = intent.fingerprint.keyed if intent.fingerprint else None
-    return replace(
+    return replaced(
         claim,
         status=ClaimStatus.IN_PROGRESS,
         attempt=claim.attempt + 1,

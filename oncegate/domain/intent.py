@@ -15,10 +15,11 @@ of what the answer writes, the one or the other.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from oncegate.domain import members
+from oncegate.domain.copies import replaced
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.records import Claim, FingerprintRules, Flow
 
@@ -104,7 +105,7 @@ class Intent:
 
     def as_(self, identity: Identity) -> Intent:
         """This request as the secret of ``identity`` names it."""
-        return replace(
+        return replaced(
             self,
             claim_id=identity.claim_id,
             key_id=identity.hasher.key_id,
@@ -119,14 +120,14 @@ class Intent:
         and the conflict's id are keyed by (issue 25)."""
         both = claim.members is not None and self.members is not None
         changed = members.changed(claim.members or {}, self.members or {}, self.rules) if both else None
-        intent = replace(self, changed=changed)
+        intent = replaced(self, changed=changed)
         return intent.under(claim.rules_version) if claim.fingerprint is not None else intent
 
     def under(self, rules_version: int) -> Intent:
         """This request fingerprinted under another version of its scope's fingerprint rules."""
         if rules_version == self.rules_version or self.fingerprint_in is None:
             return self
-        return replace(self, fingerprint=self.fingerprint_in(self.hasher, rules_version), rules_version=rules_version)
+        return replaced(self, fingerprint=self.fingerprint_in(self.hasher, rules_version), rules_version=rules_version)
 
     def same_data(self, claim: Claim) -> bool:
         """Whether the business data is the claim's: no member the current rules keep differs, or (without member

@@ -93,7 +93,7 @@ class Fingerprint:
 
 
 def _derive(secret: bytes, purpose: str) -> bytes:
-    return hmac.new(secret, f"oncegate {purpose} v1".encode(), hashlib.sha256).digest()
+    return hmac.digest(secret, f"oncegate {purpose} v1".encode(), "sha256")
 
 
 class KeyHasher:
@@ -127,14 +127,14 @@ class KeyHasher:
     def claim_id(self, scope: str, key: str) -> str:
         """The claim's address: 52 lowercase base32 characters, stable for the same scope and key."""
         message = f"{normalise_scope(scope)}\n{normalise_key(key)}".encode()
-        return _b32(hmac.new(self._secret, message, hashlib.sha256).digest())
+        return _b32(hmac.digest(self._secret, message, "sha256"))
 
     def fingerprint(self, *, supplied: str | None, payload: Any) -> Fingerprint | None:
         """The payload's fingerprint (it wins over a supplied one), or the supplied one keyed; None without either."""
         plain = payload_fingerprint(payload) if payload is not None else supplied
         if plain is None:
             return None
-        digest = hmac.new(self._fingerprint_key, plain.encode(), hashlib.sha256).digest()
+        digest = hmac.digest(self._fingerprint_key, plain.encode(), "sha256")
         return Fingerprint(keyed=KEYED_FINGERPRINT_PREFIX + _b32(digest), plain=plain)
 
     def members(self, payload: Any) -> dict[str, str] | None:
@@ -144,7 +144,7 @@ class KeyHasher:
     def claim_token(self, claim_id: str, attempt: int, grant_id: str) -> str:
         """The token of one grant: the attempt number (so errors can name it), then a MAC over the grant."""
         message = f"{claim_id}\n{attempt}\n{grant_id}".encode()
-        mac = hmac.new(self._token_key, message, hashlib.sha256).digest()[:TOKEN_MAC_BYTES]
+        mac = hmac.digest(self._token_key, message, "sha256")[:TOKEN_MAC_BYTES]
         return f"{attempt}.{base64.urlsafe_b64encode(mac).decode('ascii')}"
 
     def idempotency_key(self, claim_id: str, born: datetime, attempt: int) -> str:
@@ -156,14 +156,14 @@ class KeyHasher:
         """
         # Whole seconds: the time reads back the same from every store.
         message = f"{claim_id}\n{born.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}\n{attempt}".encode()
-        raw = bytearray(hmac.new(self._idempotency_key, message, hashlib.sha256).digest()[:16])
+        raw = bytearray(hmac.digest(self._idempotency_key, message, "sha256")[:16])
         raw[6] = (raw[6] & 0x0F) | 0x80  # version 8: custom
         raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC's variant
         return str(uuid.UUID(bytes=bytes(raw)))
 
     def signed_in_digest(self, name: str) -> str:
         """Who a grant was made to (Entra ID sign-in), kept as a keyed digest: the row names nobody."""
-        digest = hmac.new(self._token_key, f"signed in\n{name}".encode(), hashlib.sha256).digest()
+        digest = hmac.digest(self._token_key, f"signed in\n{name}".encode(), "sha256")
         return KEYED_FINGERPRINT_PREFIX + _b32(digest[:16])
 
     def token_matches(self, token: str, claim_id: str, attempt: int, grant_id: str) -> bool:

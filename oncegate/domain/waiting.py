@@ -46,6 +46,19 @@ class WaitingIdentity:
 
 
 @dataclass(frozen=True)
+class Unwritten:
+    """The ``in_progress`` answers a wait's polls gave without writing them (issue 36): ``count`` answers of the
+    series line ``series`` of a claim's history (written with the wait's first answer), the last at ``last_at``.
+    The poll that ends the wait counts them in that line; until then each poll only reads the claim."""
+
+    claim_id: str
+    series: str
+    attempt: int
+    count: int
+    last_at: datetime
+
+
+@dataclass(frozen=True)
 class Waiting:
     """A run's Check and claim, as it is asked again at each poll until ``deadline``.
 
@@ -67,6 +80,8 @@ class Waiting:
     reference: str | None = None
     granted_to: str | None = None
     has_fingerprint: bool = True
+    # The answers its polls gave and did not write yet; None for a ticket of a release before issue 36.
+    unwritten: Unwritten | None = None
 
     def over(self, now: datetime) -> bool:
         """Whether the wait is over: the poll answers what Check and claim says, 202 no more."""

@@ -13,6 +13,10 @@ two-byte length, so a character takes at most 4 bytes, and the run id, the flow 
 JSON, where a control character takes 6 bytes: 256 of them in the run id, the flow and the
 reference made a ticket longer than the limit, which its own poll address then refused (issue 31).
 A ticket of that first format is still read, until the last of them expires.
+
+Since issue 36 each 202 hands out a fresh ticket that also carries the ``in_progress`` answers the wait's
+polls gave without writing them (:class:`~oncegate.domain.waiting.Unwritten`), five fields at the end;
+a ticket of the release before, without them, still opens: its wait counts its polls as that release did.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 from oncegate.cursors import CursorSeal
 from oncegate.domain.records import Flow
-from oncegate.domain.waiting import MAX_MAX_WAIT_SECONDS, Waiting, WaitingIdentity
+from oncegate.domain.waiting import MAX_MAX_WAIT_SECONDS, Unwritten, Waiting, WaitingIdentity
 from oncegate.errors import InvalidRequest
 from oncegate.service.waits import TICKET
 
@@ -36,6 +40,9 @@ FORMAT = 2
 JSON_FORMAT = 1
 # A field's length takes two bytes; this one stands for a field left out (None).
 ABSENT = 0xFFFF
+# The fields of a ticket of the release before issue 36; the answers left unwritten follow, in as many more.
+BEFORE_ISSUE_36 = 12
+UNWRITTEN_FIELDS = 5
 
 
 def seal(waiting: Waiting, at: str, seal_: CursorSeal) -> str:
@@ -87,10 +94,32 @@ def _texts(waiting: Waiting) -> list[str | None]:
         waiting.source,
         waiting.reference,
         waiting.granted_to,
+        *_unwritten_texts(waiting.unwritten),
     ]
 
 
+def _unwritten_texts(unwritten: Unwritten | None) -> list[str | None]:
+    if unwritten is None:
+        return [None] * UNWRITTEN_FIELDS
+    return [
+        unwritten.claim_id,
+        unwritten.series,
+        str(unwritten.attempt),
+        str(unwritten.count),
+        unwritten.last_at.astimezone(UTC).isoformat(),
+    ]
+
+
+def _unwritten(texts: list[str | None]) -> Unwritten | None:
+    """The answers left unwritten; None from a ticket of the release before issue 36 (its fields end earlier)."""
+    if not texts or texts[0] is None:
+        return None
+    claim_id, series, attempt, count, last_at = (_given(text) for text in texts)
+    return Unwritten(claim_id, series, int(attempt), int(count), datetime.fromisoformat(last_at))
+
+
 def _waiting(texts: list[str | None]) -> Waiting:
+    unwritten = _unwritten(texts[BEFORE_ISSUE_36:])
     (
         scope,
         run_id,
@@ -104,7 +133,7 @@ def _waiting(texts: list[str | None]) -> Waiting:
         source,
         reference,
         granted_to,
-    ) = texts
+    ) = texts[:BEFORE_ISSUE_36]
     return Waiting(
         scope=_given(scope),
         run_id=_given(run_id),
@@ -117,6 +146,7 @@ def _waiting(texts: list[str | None]) -> Waiting:
         source=source,
         reference=reference,
         granted_to=granted_to,
+        unwritten=unwritten,
     )
 
 

@@ -31,7 +31,7 @@ from oncegate.models.base import (
 )
 
 # A sealed ticket holds the run id, flow and reference (up to 256 characters each, 4 bytes a character at most in
-# its format) and a few digests: 6,625 characters at the very most (tests/http/test_wait_ticket_size.py).
+# its format) and a few digests: 6,874 characters at the very most (tests/http/test_wait_ticket_size.py).
 MAX_TICKET_LENGTH = 8192
 
 

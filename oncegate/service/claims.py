@@ -14,11 +14,12 @@ runs can never both be told ``proceed`` for one attempt.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from oncegate.domain.answers import ClaimAnswer, answer, conflict_answer, flow_warnings, unclaimed
 from oncegate.domain.backups import Restore
+from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records, withdrawn
 from oncegate.domain.idempotency import idempotency_key
 from oncegate.domain.intent import Intent
@@ -29,6 +30,7 @@ from oncegate.domain.statuses import (
     Decision,
     EventKind,
 )
+from oncegate.domain.waiting import Unwritten
 from oncegate.errors import (
     AlreadyExists,
     ConcurrentUpdate,
@@ -47,6 +49,17 @@ logger = logging.getLogger(__name__)
 
 # The history lines Get claim and Look up claim return; the history's own list pages the rest.
 HISTORY_PAGE = 50
+
+
+@dataclass
+class Waited:
+    """A waiting run's answers left unwritten (issue 36): before a poll, those its earlier polls gave; after, those
+    this answer leaves. ``keep``: whether an ``in_progress`` answer may stay unwritten (the wait goes on after it)."""
+
+    unwritten: Unwritten | None
+    keep: bool
+    # A poll reads the claim first: it asks again about a claim that is there. The wait's first request writes first.
+    poll: bool = True
 
 
 class ClaimsRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, Reachable, RestoreReads, Protocol):
@@ -74,39 +87,53 @@ class Claims:
         """
         return self.decide_for(self._core.intent(request, signed_in=signed_in))
 
-    def decide_for(self, intent: Intent) -> ClaimAnswer:
-        """Check and claim for a request already parsed (:meth:`ClaimsCore.intent`, or a waiting run's poll)."""
+    def decide_for(self, intent: Intent, waited: Waited | None = None) -> ClaimAnswer:
+        """Check and claim for a request already parsed (:meth:`ClaimsCore.intent`, or a waiting run's poll).
+
+        With ``waited`` (a waiting run's), the claim is read first, and an ``in_progress`` answer of the series
+        its wait's first answer wrote is counted in ``waited`` instead of the history while the wait goes on.
+        """
+        held = waited.unwritten if waited else None
         refusal = self._core.inventory.refusal(intent.flow)
-        answer = self._refused(intent, refusal) if refusal else settled(lambda: self._claim_once(intent))
+        if refusal:
+            answer = self._refused(intent, refusal, waited)
+        else:
+            answer = settled(lambda: self._claim_once(intent, waited))
+        if waited is not None and waited.unwritten is held and held is not None:
+            # Answered without a line of its own counting them (a new attempt, a new claim): counted on their own.
+            if held.count:
+                self._store.count_event(_unwritten_line(held, intent))
+            waited.unwritten = None
         self._core.inventory.answered(intent.scope, intent.flow, answer.decision, intent.now)
         return answer
 
-    def _refused(self, intent: Intent, refusal: str) -> ClaimAnswer:
+    def _refused(self, intent: Intent, refusal: str, waited: Waited | None = None) -> ClaimAnswer:
         """Blocked by the inventory before any claim is made or taken over; an existing claim's history says why."""
         found = self._core.find(intent.identities)
         verdict = check_and_claim(found[0] if found else None, intent, refusal=refusal)
         if found is None:
             return unclaimed(verdict, intent)
         claim, identity = found
-        intent = replace(intent.as_(identity), decided_at=self._core.decided_at(claim, intent.now))
-        self._write_history(claim, intent, verdict.decision, verdict.recognised_by)
+        intent = replaced(intent.as_(identity), decided_at=self._core.decided_at(claim, intent.now))
+        self._write_history(claim, intent, verdict.decision, verdict.recognised_by, waited=waited)
         return answer(verdict, claim, intent)
 
-    def _claim_once(self, intent: Intent) -> ClaimAnswer:
+    def _claim_once(self, intent: Intent, waited: Waited | None = None) -> ClaimAnswer:
         # During a rotation the key may be claimed under an older secret: look there first.
-        found = self._core.find(intent.older_identities if intent.may_claim else intent.identities)
+        polled = (waited is not None and waited.poll) or not intent.may_claim
+        found = self._core.find(intent.identities if polled else intent.older_identities)
         if found is not None:
-            return self._decide(found[0], intent.as_(found[1]))
+            return self._decide(found[0], intent.as_(found[1]), waited)
         if not intent.may_claim:
             raise NotFound(f"No claim of this key in the scope {intent.scope} under the secrets it was named with.")
-        verdict = check_and_claim(None, replace(intent, grant_id=new_grant_id()))
+        verdict = check_and_claim(None, replaced(intent, grant_id=new_grant_id()))
         claim = verdict.record
         assert claim is not None, "a new key's verdict carries its first claim"
         event = self._history_line(claim, intent, verdict.decision, verdict.recognised_by)
         try:
             stored = self._core.counted(None, self._store.create_claim(claim, event))
         except AlreadyExists as exc:
-            return self._decide(exc.existing, intent)
+            return self._decide(exc.existing, intent, waited)
         except NotFound as exc:
             # The claim in the way was gone when read back (withdrawn during a rotation, or purged): ask again.
             raise ConcurrentUpdate(f"claim {claim.claim_id} existed and is gone") from exc
@@ -124,14 +151,14 @@ class Claims:
         self._core.counted(made, None)
         return unclaimed(verdict, intent)
 
-    def _decide(self, claim: Claim, intent: Intent) -> ClaimAnswer:
+    def _decide(self, claim: Claim, intent: Intent, waited: Waited | None = None) -> ClaimAnswer:
         """Apply the decision table (oncegate.domain.decisions) to a claim that exists, and write what it says.
 
         One verdict may be decided twice: a conflict found resolved that the claim never heard of (an earlier
         release wrote the conflict before the claim) is applied to the claim, which is then decided again.
         """
         for repair in (True, False):
-            intent = replace(intent, decided_at=self._core.decided_at(claim, intent.now)).compared(claim)
+            intent = replaced(intent, decided_at=self._core.decided_at(claim, intent.now)).compared(claim)
             verdict = self._verdict(claim, intent)
             if verdict.change is Change.OPEN_CONFLICT and self._rules_moved(intent):
                 # Set scope answered on another instance since this one read the rules: never a conflict under
@@ -142,7 +169,9 @@ class Claims:
                 return self._take_over(claim, intent, verdict)
             if verdict.change is not Change.OPEN_CONFLICT:
                 flow_warning = verdict.decision in (Decision.DUPLICATE, Decision.IN_PROGRESS)
-                self._write_history(claim, intent, verdict.decision, verdict.recognised_by, flow_warning=flow_warning)
+                self._write_history(
+                    claim, intent, verdict.decision, verdict.recognised_by, flow_warning=flow_warning, waited=waited
+                )
                 return self._answer(verdict, claim, intent)
             conflict, record = self._conflicts.open_conflict(
                 claim,
@@ -161,13 +190,13 @@ class Claims:
                 except StateConflict:
                     pass  # a new version cannot be accepted while an attempt runs: the conflict answer stands
             recognised_by = f"{verdict.reason} Conflict {conflict.conflict_id} is open."
-            self._write_history(claim, intent, Decision.CONFLICT, recognised_by)
+            self._write_history(claim, intent, Decision.CONFLICT, recognised_by, waited=waited)
             return conflict_answer(claim, intent, conflict.conflict_id)
         raise AssertionError("a claim repaired once is decided without repair")
 
     def _verdict(self, claim: Claim, intent: Intent) -> Verdict:
         """The decision table on ``claim`` for ``intent`` as compared with it (:meth:`Intent.compared`)."""
-        return check_and_claim(claim, replace(intent, grant_id=new_grant_id()), self._fingerprints(claim, intent))
+        return check_and_claim(claim, replaced(intent, grant_id=new_grant_id()), self._fingerprints(claim, intent))
 
     def _rules_moved(self, intent: Intent) -> bool:
         """Whether the scope's rules changed since this instance read them (read again now: a conflict is rare).
@@ -182,7 +211,7 @@ class Claims:
         rules = self._core.inventory.fingerprint_rules(intent.scope)
         assert intent.fingerprint_in is not None, "a request's intent can fingerprint under any version"
         fingerprint = intent.fingerprint_in(intent.hasher, rules.version)
-        return replace(intent, rules=rules, rules_version=rules.version, fingerprint=fingerprint)
+        return replaced(intent, rules=rules, rules_version=rules.version, fingerprint=fingerprint)
 
     def _fingerprints(self, claim: Claim, intent: Intent) -> list[FingerprintRecord]:
         """What reviewers decided about the request's fingerprint, read only on a mismatch (off the common path)."""
@@ -197,7 +226,7 @@ class Claims:
         assert renewed is not None, "a new attempt's verdict carries the claim taken over"
         event = self._history_line(renewed, intent, verdict.decision, verdict.recognised_by)
         if verdict.earlier_attempt is not None:
-            event = replace(event, details={"reconciles": {"attempt": verdict.earlier_attempt.attempt}})
+            event = replaced(event, details={"reconciles": {"attempt": verdict.earlier_attempt.attempt}})
         # A new attempt is the only change that may give a claim its source or reference.
         stored = self._core.counted(claim, self._store.update_claim(renewed, event, relabelled=True))
         return self._answer(verdict, stored, intent)
@@ -210,18 +239,42 @@ class Claims:
         if not verdict.grants:
             return answer(verdict, claim, intent)
         told = answer(verdict, claim, intent, token(claim, intent.hasher))
-        return replace(told, idempotency_key=idempotency_key(intent.hasher, claim))
+        return replaced(told, idempotency_key=idempotency_key(intent.hasher, claim))
 
     def _write_history(
-        self, claim: Claim, intent: Intent, decision: Decision, recognised_by: str, *, flow_warning: bool = False
+        self,
+        claim: Claim,
+        intent: Intent,
+        decision: Decision,
+        recognised_by: str,
+        *,
+        flow_warning: bool = False,
+        waited: Waited | None = None,
     ) -> None:
-        """The history line of an answer that changes nothing, counted in the line of its series."""
+        """The history line of an answer that changes nothing, counted in the line of its series; a waiting run's
+        answers left unwritten (``waited``) are counted with it, or left so once more (issue 36)."""
         if flow_warning and flow_warnings(claim, intent.flow, decision):
             recognised_by += f" The claim belongs to {flow_text(claim.flow)}, not {flow_text(intent.flow)}."
             if claim.flow is not None and intent.flow is not None:  # always, with a flow warning
                 self._core.inventory.copy_met(claim.flow, intent.flow, claim.claim_id, intent.now)
         # An answer that changes nothing repeats as often as runs ask: counted in one line, not a line each.
-        self._store.count_event(self._core.repeated(self._history_line(claim, intent, decision, recognised_by)))
+        line = self._core.repeated(self._history_line(claim, intent, decision, recognised_by))
+        if waited is None:
+            self._store.count_event(line)
+            return
+        held = waited.unwritten
+        if held is not None and held.series == line.event_id and held.claim_id == line.claim_id:
+            if waited.keep and decision is Decision.IN_PROGRESS:
+                # The wait goes on: the poll address counts this answer, the history is written once the wait ends.
+                waited.unwritten = replace(held, count=held.count + 1, last_at=line.at)
+                return
+            line = replace(line, count=held.count + 1)  # the answers before it counted in the one write
+            held = None
+        self._store.count_event(line)
+        if held is not None and held.count:
+            self._store.count_event(_unwritten_line(held, intent))
+        kept = waited.keep and decision is Decision.IN_PROGRESS
+        waited.unwritten = Unwritten(line.claim_id, line.event_id, line.attempt, 0, line.at) if kept else None
 
     def _history_line(self, claim: Claim, intent: Intent, decision: Decision, recognised_by: str) -> HistoryEvent:
         return self._core.event(
@@ -284,3 +337,21 @@ class Claims:
     def restore(self) -> Restore | None:
         """The export the store was filled from, while its health is to say so (issue 35); None otherwise."""
         return restore_notice(self._store, self._core.clock())
+
+
+def _unwritten_line(held: Unwritten, intent: Intent) -> HistoryEvent:
+    """The answers a wait left unwritten, to count in their series' line (written with the wait's first answer)."""
+    return HistoryEvent(
+        claim_id=held.claim_id,
+        event_id=held.series,
+        at=held.last_at,
+        kind=EventKind.CLAIM,
+        outcome=Decision.IN_PROGRESS.value,
+        attempt=held.attempt,
+        recognised_by="Another run held the lease while this run waited.",
+        run_id=intent.run_id,
+        flow=intent.flow,
+        source=intent.source,
+        count=held.count,
+        last_at=held.last_at,
+    )

@@ -100,6 +100,10 @@ class Inventory:
     # -- the claim path: memory only, but for one refresh per TTL -------------------------------
 
     def _current(self) -> _Snapshot:
+        # A fresh snapshot is read without the lock (a claim reads it three times): the attribute is swapped whole.
+        snapshot = self._snapshot
+        if snapshot is not None and self._clock() - snapshot.loaded_at < self._ttl:
+            return snapshot
         with self._lock:
             snapshot = self._snapshot
             if snapshot is None or self._clock() - snapshot.loaded_at >= self._ttl:

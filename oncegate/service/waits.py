@@ -23,7 +23,7 @@ from oncegate.domain.statuses import Decision
 from oncegate.domain.times import said
 from oncegate.domain.waiting import Waiting, WaitingIdentity
 from oncegate.errors import InvalidRequest, NotFound
-from oncegate.service.claims import Claims
+from oncegate.service.claims import Claims, Waited
 from oncegate.service.commands import CheckAndClaim
 from oncegate.service.core import ClaimsCore
 
@@ -44,11 +44,14 @@ class Waits:
     ) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim; the waiting run too when the answer is ``in_progress`` (None: the answer is final)."""
         intent = self._core.intent(request, signed_in=signed_in)
-        answer = self._claims.decide_for(intent)
+        waited = Waited(None, keep=max_wait > timedelta(0), poll=False)
+        answer = self._claims.decide_for(intent, waited)
         if answer.decision is not Decision.IN_PROGRESS or max_wait <= timedelta(0):
             return answer, None
         waiting = self._waiting(intent, intent.now + max_wait)
-        return (_paced(answer, waiting, intent.now) if waiting else answer), waiting
+        if waiting is None:
+            return answer, None
+        return _paced(answer, waiting, intent.now), replace(waiting, unwritten=waited.unwritten)
 
     def poll(self, waiting: Waiting, *, signed_in: str | None) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim again for a waiting run; the run still waiting, or None when the answer is final."""
@@ -60,15 +63,17 @@ class Waits:
                 target=TICKET,
             )
         intent = self._intent(waiting, signed_in, now)
+        # A ticket of a release before issue 36 has no series: its first in_progress answer writes one, as then.
+        waited = Waited(waiting.unwritten, keep=not waiting.over(now))
         try:
-            answer = self._claims.decide_for(intent)
+            answer = self._claims.decide_for(intent, waited)
         except NotFound as exc:
             if intent.may_claim:
                 raise
             # Made before the switch, and the key's claim under the older secret is gone: only the key makes a new one.
             raise InvalidRequest(STALE, target=TICKET) from exc
         if answer.decision is Decision.IN_PROGRESS and not waiting.over(now):
-            return _paced(answer, waiting, now), waiting
+            return _paced(answer, waiting, now), replace(waiting, unwritten=waited.unwritten)
         return answer, None
 
     def waiting(self, intent: Intent, deadline: datetime) -> Waiting | None:

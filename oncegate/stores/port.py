@@ -96,10 +96,11 @@ class HistoryRecords(Protocol):
         """Count an answer that repeats (a duplicate, an in-progress answer) in its line of the history.
 
         ``event.event_id`` names the series: the first answer is stored as given, with ``count`` 1; each
-        later one counts in it, which adds one to ``count``, keeps the earliest ``at`` and the latest
-        ``last_at``, and changes nothing else. One write on SQLite; on Table Storage an insert, and
-        for a series already there a read and a write conditioned on its ETag. A retried write may count
-        an answer twice; under contention an answer may be kept as a line of its own: none is lost.
+        later one counts in it, which adds its ``count`` (1, or the answers a wait's polls left unwritten),
+        keeps the earliest ``at`` and the latest ``last_at``, and changes nothing else. One write on SQLite;
+        on Table Storage an insert, and for a series already there a read and a write conditioned on its ETag.
+        A retried write may count an answer twice; under contention an answer may be kept as a line of its own:
+        none is lost.
         """
 
     def list_events(self, claim_id: str) -> list[HistoryEvent]:

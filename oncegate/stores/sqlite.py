@@ -19,13 +19,13 @@ import threading
 import weakref
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import replace
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
 from oncegate import telemetry
+from oncegate.domain.copies import replaced
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import (
     Claim,
@@ -266,7 +266,7 @@ class SqliteStore(SqliteBackups, sqlite_targets.SqliteTargets):
         except sqlite3.IntegrityError as exc:
             raise AlreadyExists(self.get_claim(claim.claim_id)) from exc
         # What was written, at the version it was written with: no read back, as on Table Storage.
-        return replace(claim, version=str(version))
+        return replaced(claim, version=str(version))
 
     def get_claim(self, claim_id: str) -> Claim:
         row = self._select_one("SELECT * FROM claims WHERE ClaimId = ?", (claim_id,))
@@ -400,7 +400,7 @@ class SqliteStore(SqliteBackups, sqlite_targets.SqliteTargets):
         insert, values = _insert("history", _sql_row(columns.event_to_row(event)))
         with self._write() as connection:
             connection.execute(
-                f"{insert} ON CONFLICT (ClaimId, EventId) DO UPDATE SET Count = Count + 1,"
+                f"{insert} ON CONFLICT (ClaimId, EventId) DO UPDATE SET Count = Count + excluded.Count,"
                 " At = min(At, excluded.At), LastAt = max(LastAt, excluded.LastAt)",
                 values,
             )
@@ -484,20 +484,20 @@ class SqliteStore(SqliteBackups, sqlite_targets.SqliteTargets):
         return self._list("flows", columns.flow_from_row)
 
     def save_flow(self, record: FlowRecord) -> FlowRecord:
-        return replace(record, version=self._save("flows", "FlowId", columns.flow_to_row(record), record.version))
+        return replaced(record, version=self._save("flows", "FlowId", columns.flow_to_row(record), record.version))
 
     def list_scopes(self) -> list[ScopeRecord]:
         return self._list("scopes", columns.scope_from_row)
 
     def save_scope(self, record: ScopeRecord) -> ScopeRecord:
-        return replace(record, version=self._save("scopes", "Scope", columns.scope_to_row(record), record.version))
+        return replaced(record, version=self._save("scopes", "Scope", columns.scope_to_row(record), record.version))
 
     def list_overlaps(self) -> list[Overlap]:
         return self._list("overlaps", columns.overlap_from_row)
 
     def save_overlap(self, record: Overlap) -> Overlap:
         row = columns.overlap_to_row(record)
-        return replace(record, version=self._save("overlaps", "OverlapId", row, record.version))
+        return replaced(record, version=self._save("overlaps", "OverlapId", row, record.version))
 
     def _list(self, table: str, from_row: Callable[[Row, str], R]) -> list[R]:
         with self._translated():
@@ -553,7 +553,7 @@ class SqliteStore(SqliteBackups, sqlite_targets.SqliteTargets):
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
         version = self._save("key_ids", "KeyId", columns.secret_to_row(record), record.version)
-        return replace(record, version=version)
+        return replaced(record, version=version)
 
     def mark_store(self, store_id: str, *, at: datetime) -> None:
         """The marks and the id in one transaction: no reader ever sees one without the other."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -20,7 +21,7 @@ from oncegate import bootstrap
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Flow
-from oncegate.domain.waiting import Waiting, WaitingIdentity
+from oncegate.domain.waiting import Unwritten, Waiting, WaitingIdentity
 from oncegate.entrypoints import waits
 from oncegate.entrypoints.operations.claims import WAIT_FOR_CLAIM
 from oncegate.models.claim_requests import MAX_TICKET_LENGTH
@@ -91,6 +92,13 @@ def widest_waiting(character: str) -> Waiting:
         source="s" * 64,
         reference=character * 256,
         granted_to=hashers[0].signed_in_digest("someone@contoso.com"),
+        unwritten=Unwritten(
+            hashers[0].claim_id("s" * 64, "k" * 512),
+            "series-" + "f" * 32,
+            2**31,
+            2**31,
+            datetime(2026, 12, 6, 17, 59, 59, 123_456, tzinfo=UTC),
+        ),
     )
 
 
@@ -150,3 +158,14 @@ def test_a_ticket_of_a_format_this_release_does_not_know_is_refused_in_plain_wor
     with pytest.raises(Exception, match="not one this release reads") as refused:
         waits.open_ticket(unknown, WAIT_FOR_CLAIM.path(claimId="c"), seal)
     assert getattr(refused.value, "target", None) == "ticket"
+
+
+def test_a_ticket_of_the_release_before_issue_36_opens_without_answers_left_unwritten() -> None:
+    """Its fields end before the answers its polls left unwritten: it opens, and its polls count as they did."""
+    seal = CursorSeal.from_secret("k" * 40)
+    widest = widest_waiting("a")
+    packed = waits._pack(waits._texts(widest)[: waits.BEFORE_ISSUE_36])
+    at = WAIT_FOR_CLAIM.path(claimId="c" * 32)
+    ticket = seal.seal(base64.urlsafe_b64encode(packed).decode("ascii").rstrip("="), at)
+
+    assert waits.open_ticket(ticket, at, seal) == replace(widest, unwritten=None)

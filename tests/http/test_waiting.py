@@ -91,6 +91,30 @@ def test_the_waiting_run_gets_the_holders_result_once_it_succeeded(server: Serve
     assert (answer.body["decision"], answer.body["result"]["targetRecordId"]) == ("duplicate", "ERP-7")
 
 
+def test_the_history_counts_every_in_progress_answer_of_the_wait_once_it_ends(
+    server: ServerApi, clock: FakeClock
+) -> None:
+    """Issue 36: the polls write nothing while the wait goes on; the poll that ends it counts them all."""
+    held = holder(server)
+    history: list[list[dict[str, Any]]] = []
+
+    def meanwhile(waited: int) -> None:
+        history.append(server.call("get_claim", route={"claimId": held["claimId"]}).body["history"])
+        if waited == 4:
+            succeed(server, held, targetRecordId="ERP-7")
+
+    engine = Engine(server, clock, meanwhile)
+    answer = engine.run(claim_body("run-2", wait=True))
+    lines = server.call("get_claim", route={"claimId": held["claimId"]}).body["history"]
+
+    def answered(lines: list[dict[str, Any]]) -> int:
+        return sum(line.get("count") or 1 for line in lines if line["outcome"] == "in_progress")
+
+    assert answer.body["decision"] == "duplicate"
+    assert [answered(seen) for seen in history] == [1, 1, 1, 1]
+    assert answered(lines) == len(engine.seen) == 4
+
+
 def test_the_waiting_run_proceeds_after_a_retryable_failure_with_a_new_idempotency_key(
     server: ServerApi, clock: FakeClock
 ) -> None:

@@ -2,22 +2,28 @@
 
 A new claim stays one request (the claim and its history row in one transaction) and a duplicate
 three (the refused insert, the read, the history row): registrations come from the instance's
-cache and counts from memory. The cache costs two list queries once per TTL.
+cache and counts from memory. The cache costs two list queries once per TTL. A poll of a waiting
+run that nothing changed is one read, however many runs poll at once (issue 36).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import Decision
+from oncegate.domain.waiting import Waiting
+from oncegate.models import ClaimRequest
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate
-from tests.service.calls import FLOW_COPY, claim, record, register, set_scope, succeeded
+from tests.service.calls import FLOW, FLOW_COPY, KEY, SCOPE, claim, record, register, set_scope, succeeded
 from tests.support.azurite import TableStoreFactory
 
 pytestmark = pytest.mark.azurite
@@ -28,9 +34,13 @@ class Requests:
 
     def __init__(self) -> None:
         self.count = 0
+        self.methods: list[str] = []
+        self._lock = threading.Lock()
 
     def __call__(self, response: Any) -> None:
-        self.count += 1
+        with self._lock:  # threads poll at once
+            self.count += 1
+            self.methods.append(response.http_request.method)
 
     def of(self, action: Callable[[], object]) -> int:
         """How many requests ``action`` made."""
@@ -84,3 +94,58 @@ def test_counts_are_flushed_once_per_interval(service: Gate, requests: Requests,
 
     # Two list queries for the registry, the claim, then per table with counts one list and one write.
     assert (flushing, after) == (2 + 1 + 2 + 2, 1)
+
+
+POLLERS = 8
+
+
+def waiting_run(service: Gate, run: str) -> Waiting:
+    request = ClaimRequest(scope=SCOPE, key=KEY, run_id=run, flow=FLOW, payload={"order": "SO-1"}, max_wait_seconds=900)
+    answer, waiting = service.check_and_wait(request)
+    assert answer.decision is Decision.IN_PROGRESS
+    assert waiting is not None
+    return waiting
+
+
+def test_a_poll_that_nothing_changed_is_one_read(service: Gate, requests: Requests, clock: FakeClock) -> None:
+    """Issue 36: it was 3 (a refused insert, a read, a merge of the series line counting in_progress answers)."""
+    held = claim(service, run="run-0", payload={"order": "SO-1"})
+    waiting: Waiting | None = waiting_run(service, "run-1")
+    made: list[int] = []
+    for _ in range(3):
+        clock.advance(5)
+        assert waiting is not None
+        before = len(requests.methods)
+        waiting = service.poll(waiting)[1]
+        made.append(len(requests.methods) - before)
+        assert requests.methods[before:] == ["GET"]
+    record(service, held, "succeeded", target_record_id="SO-1")
+    assert waiting is not None
+
+    before = len(requests.methods)
+    ending = service.poll(waiting)[0]
+
+    assert made == [1, 1, 1]
+    assert ending.decision is Decision.DUPLICATE
+    # The read, the duplicate's own line, and the in_progress answers of the wait counted once.
+    assert Counter(requests.methods[before:]) == {"GET": 1, "POST": 2}
+
+
+def test_pollers_at_once_each_read_once_per_poll(service: Gate, requests: Requests, clock: FakeClock) -> None:
+    claim(service, run="run-0", payload={"order": "SO-1"})
+    waiting = [waiting_run(service, f"run-{i + 1}") for i in range(POLLERS)]
+    barrier = threading.Barrier(POLLERS)
+    rounds = 3
+
+    def polls(index: int) -> None:
+        mine: Waiting | None = waiting[index]
+        for _ in range(rounds):
+            barrier.wait(timeout=30)
+            assert mine is not None
+            mine = service.poll(mine)[1]
+
+    before = len(requests.methods)
+    with ThreadPoolExecutor(POLLERS) as pool:
+        list(pool.map(polls, range(POLLERS)))
+
+    assert requests.methods[before:] == ["GET"] * POLLERS * rounds

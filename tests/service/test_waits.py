@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from oncegate.domain.statuses import Decision
 from oncegate.domain.waiting import Waiting
 from oncegate.errors import InvalidRequest
-from oncegate.models import ClaimRequest, ClaimResponse
+from oncegate.models import ClaimRequest, ClaimResponse, HeartbeatRequest
 from tests.conftest import FakeClock
 from tests.gate import Gate
 from tests.service.calls import FLOW, KEY, SCOPE, claim, record, release, set_scope
@@ -113,3 +114,66 @@ def test_runs_waiting_on_one_holder_poll_at_once_when_it_releases_and_exactly_on
     winner = next(i for i, answer in enumerate(answers) if answer.decision is Decision.PROCEED)
     # The winner's engine polling again is the same run: its own grant back; the others still wait for it.
     assert poll(service, waiting[winner]).claim_token == answers[winner].claim_token
+
+
+def in_progress_answers(service: Gate, claim_id: str) -> int:
+    """The ``in_progress`` answers the claim's history counts."""
+    return sum(entry.count or 1 for entry in service.history(claim_id)[0] if entry.outcome == "in_progress")
+
+
+@pytest.mark.parametrize("ending", ["succeeded", "deadline"])
+def test_polls_are_written_once_when_the_wait_ends_and_the_history_counts_every_answer(
+    service: Gate, clock: FakeClock, ending: str
+) -> None:
+    """Issue 36: a poll nothing changed for writes nothing; the poll ending the wait counts them all, once."""
+    held = claim(service, run="run-0", payload=ORDER, lease_seconds=3600)
+    waiting: Waiting | None = wait(service, "run-1")
+    polls = 5
+    for _ in range(polls):
+        clock.advance(10)
+        assert waiting is not None
+        answer, waiting = service.poll(waiting)
+        assert answer.decision is Decision.IN_PROGRESS
+
+    during = in_progress_answers(service, held.claim_id)
+    if ending == "succeeded":
+        record(service, held, "succeeded", target_record_id="ERP-1")
+    else:
+        clock.advance(WAIT)
+    assert waiting is not None
+    answer, after = service.poll(waiting)
+
+    assert during == 1  # the wait's first answer only: the polls wrote nothing
+    assert after is None
+    assert answer.decision is (Decision.DUPLICATE if ending == "succeeded" else Decision.IN_PROGRESS)
+    assert in_progress_answers(service, held.claim_id) == 1 + polls + (ending == "deadline")
+
+
+def test_a_poll_address_of_the_release_before_counts_its_polls_as_then(service: Gate, clock: FakeClock) -> None:
+    held = claim(service, run="run-0", payload=ORDER, lease_seconds=3600)
+    waiting: Waiting | None = replace(wait(service, "run-1"), unwritten=None)
+    for _ in range(3):
+        clock.advance(10)
+        assert waiting is not None
+        waiting = service.poll(waiting)[1]
+    record(service, held, "succeeded", target_record_id="ERP-1")
+    assert waiting is not None
+
+    assert poll(service, waiting).decision is Decision.DUPLICATE
+    assert in_progress_answers(service, held.claim_id) == 4
+
+
+def test_a_renewed_lease_starts_a_series_and_the_answers_before_it_are_counted(service: Gate, clock: FakeClock) -> None:
+    held = claim(service, run="run-0", payload=ORDER, lease_seconds=600)
+    waiting: Waiting | None = wait(service, "run-1")
+    for renew in (False, True, False):
+        if renew:
+            service.heartbeat(held.claim_id, HeartbeatRequest(claim_token=held.claim_token, lease_seconds=3600))
+        clock.advance(10)
+        assert waiting is not None
+        waiting = service.poll(waiting)[1]
+    record(service, held, "succeeded", target_record_id="ERP-1")
+    assert waiting is not None
+
+    assert poll(service, waiting).decision is Decision.DUPLICATE
+    assert in_progress_answers(service, held.claim_id) == 4

@@ -104,7 +104,8 @@ def _claim_dimensions(view: ClaimView) -> Dimensions:
 
 def _check(call: Call[ClaimItem, None]) -> CheckAndClaim:
     body = call.body
-    telemetry.describe(flow_dimensions(body.scope, body.flow))
+    if telemetry.describing():
+        telemetry.describe(flow_dimensions(body.scope, body.flow))
     return CheckAndClaim(**run_of(body), lease_seconds=body.lease_seconds, reference=body.reference)
 
 

@@ -136,6 +136,9 @@ def _name(name: str) -> str:
 
 
 def _base_url(text: str, cidrs: tuple[str, ...], *, allow_loopback: bool) -> str:
+    if not text.strip().isascii() or not text.strip().isprintable() or " " in text.strip():
+        # The URL parser drops tabs and newlines anywhere: "erp.example.com\t.evil.com" is erp.example.com.evil.com.
+        raise _invalid("baseUrl", "holds a space, a control character or a character outside ASCII")
     parts = urlsplit(text.strip())
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise _invalid("baseUrl", "must be an https:// URL")

@@ -5,10 +5,10 @@ path; :func:`request_headers` lets through only the headers on the allow-list. B
 ``RequestRefused`` naming what was refused; the adapter answers that as ``Failure.REFUSED``, nothing sent.
 
 Paths: ASCII only; one ``/`` first (``//host`` is a URL); ``\\``, ``@``, a fragment, an encoded ``/`` or
-``\\`` (``%2f``, ``%5c``), control characters and spaces are refused; ``//`` further on is one ``/``; ``.`` and
-``..`` segments, also written ``%2e``, are resolved, and a path that climbs above the base URL's path is
-refused; a dot segment with parameters (``..;``, ``..%3b``) or encoded twice (``%252e``), and a ``/`` or
-``\\`` encoded twice, are refused. The query is kept as written (no spaces, ``\\`` or ``#``).
+``\\`` (``%2f``, ``%5c``), IIS's ``%u``, control characters and spaces are refused; ``//`` further on is one
+``/``; ``.`` and ``..`` segments, also written ``%2e``, are resolved, and a path that climbs above the base
+URL's path is refused; a dot segment with parameters (``..;``, ``..%3b``) or encoded twice (``%252e``), and
+a ``/`` or ``\\`` encoded twice, are refused. The query is kept as written (no spaces, ``\\`` or ``#``).
 
 Headers: the names on :data:`ALLOWED_HEADERS` and any ``X-`` name not on :data:`FORBIDDEN_HEADERS`; never
 ``Host``, ``Content-Length``, ``Transfer-Encoding``, ``Cookie``, ``Proxy-*``, ``Authorization`` or
@@ -67,7 +67,8 @@ TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 # take for a line's end, nothing latin-1 cannot write.
 UNSAFE_VALUE = re.compile(r"[^\t\x20-\x7e]")
 # Characters a path may never hold, written or percent-encoded: they change which host or path is meant.
-UNSAFE_PATH = re.compile(r"[\\@#\s\x00-\x1f\x7f]|%(2f|5c|00|40|23|0a|0d|09)", re.IGNORECASE)
+# %u is IIS's own encoding (%u002e is a dot): never a way to write what the checks here would refuse.
+UNSAFE_PATH = re.compile(r"[\\@#\s\x00-\x1f\x7f]|%(2f|5c|00|40|23|0a|0d|09|u)", re.IGNORECASE)
 UNSAFE_QUERY = re.compile(r"[#\s\x00-\x1f\x7f\\]")
 DOT = re.compile(r"^(\.|%2e)+$", re.IGNORECASE)
 MAX_PATH = 2048
@@ -94,7 +95,7 @@ def path_under(base_path: str, path: str) -> str:
     route, _, query = path.partition("?")
     if UNSAFE_PATH.search(route) or UNSAFE_QUERY.search(query):
         raise RequestRefused(
-            "the path holds \\, @, #, a space, a control character or an encoded / or \\", field="path"
+            "the path holds \\, @, #, a space, a control character, an encoded / or \\, or %u", field="path"
         )
     segments: list[str] = []
     for segment in route.split("/"):

@@ -230,13 +230,19 @@ class HttpTargets:
                 connection.putheader("Content-Length", str(len(body)))
             connection.endheaders(body)
             response = connection.getresponse()
+            if connection.was_cut:
+                # http.client takes the end of the stream for the end of the headers: the watchdog's cut is no answer.
+                raise TimeoutError
             if response.status < 200:
                 # http.client skips a 100; any other 1xx (101 Switching Protocols, 103 Early Hints) it takes for the
                 # answer. It is not one: the request was sent and no final answer came.
                 return TargetReply(
                     failure=Failure.BROKEN, reason=f"the target answered {response.status} and no final answer"
                 )
-            return TargetReply(status=response.status, headers=_headers(response), body=self._read(response, deadline))
+            body = self._read(response, deadline)
+            if connection.was_cut:
+                raise TimeoutError
+            return TargetReply(status=response.status, headers=_headers(response), body=body)
         except _TooLarge:
             return TargetReply(
                 failure=Failure.TOO_LARGE, reason=f"the answer was over {self._max_response_bytes} bytes"

@@ -73,6 +73,18 @@ def _read_request(connection: socket.socket) -> None:
         if not chunk:
             return
         data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line[15:]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        body += connection.recv(4096)
+
+
+def _drip(connection: socket.socket, stop: threading.Event, payload: bytes) -> None:
+    for byte in payload:
+        # The pause is the answer's own pace; the test's end stops it at once.
+        if stop.wait(0.1):
+            return
+        connection.sendall(bytes([byte]))
 
 
 # -- requests that must never leave -----------------------------------------------------------------
@@ -143,6 +155,7 @@ def test_a_flows_user_agent_in_any_case_is_the_one_user_agent_sent(stand_in: Sta
         "/a/%255c..",  # an encoded \ once decoded twice
         "/a/..%3b/..%3b/admin",  # ..; written with an encoded ;
         "/a/%2e%2e%3bx/%2e%2e%3bx/admin",
+        "/a/%u002e%u002e/%u002e%u002e/admin",  # IIS's %u encoding of .
     ],
 )
 def test_a_path_that_climbs_once_a_target_decodes_it_again_is_refused(stand_in: StandInTarget, path: str) -> None:
@@ -165,6 +178,8 @@ def test_a_path_that_climbs_once_a_target_decodes_it_again_is_refused(stand_in: 
         ({"auth": "secret:X-Api-Key\n=oncegate-target-erp"}, "auth"),
         ({"auth": "secret:X-Api-Key=oncegate-target-erp\n=x"}, "auth"),
         ({"auth": "identity:api://erp\n\nx"}, "auth"),
+        ({"base_url": "https://erp.example.com\t.evil.com"}, "baseUrl"),  # the URL parser drops the tab
+        ({"base_url": "https://erp.example.com/api\n/x"}, "baseUrl"),
     ],
 )
 def test_a_declaration_with_a_newline_hidden_at_the_end_of_a_field_is_refused(
@@ -223,3 +238,27 @@ def test_a_tls_handshake_dripped_a_byte_at_a_time_is_cut_at_the_targets_time() -
 
     assert reply.failure in (Failure.NOT_CONNECTED, Failure.TIMEOUT)
     assert elapsed < 2.5  # the dripper goes on for 4 s
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"x" * 100,  # a body with no length, cut at the deadline
+        b"HTTP/1.1 200 OK\r\nX-Slow: " + b"y" * 100,  # headers never ended
+    ],
+    ids=["body-until-close", "headers"],
+)
+def test_an_answer_the_deadline_cuts_short_is_a_timeout_never_a_status(answer: bytes) -> None:
+    def serve(connection: socket.socket, stop: threading.Event) -> None:
+        _read_request(connection)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        connection.sendall(head + (b"\r\n\r\n" if body else b""))
+        _drip(connection, stop, body or b"y" * 100)
+
+    with BareServer(serve) as server:
+        reply = HttpTargets(allow_loopback=True).call(
+            declared(f"http://127.0.0.1:{server.port}", timeout_seconds=1), post()
+        )
+
+    assert (reply.status, reply.failure, reply.sent) == (None, Failure.TIMEOUT, True)
+    assert reply.body == b""

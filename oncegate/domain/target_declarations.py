@@ -23,17 +23,17 @@ from oncegate.domain.target_requests import FORBIDDEN_HEADERS, TOKEN, RequestRef
 from oncegate.domain.targets import Target, TargetAuth
 from oncegate.errors import InvalidRequest
 
-NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\Z")
 HOST_NAME = re.compile(
-    r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\.?$"
+    r"^(?=.{1,253}\Z)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\.?\Z"
 )
 # Key Vault secret names are letters, digits and hyphens, up to 127; the prefix keeps them apart from the key secret.
 SECRET_PREFIX = "oncegate-target-"
-SECRET_NAME = re.compile(r"^oncegate-target-[a-z0-9](?:[a-z0-9-]{0,109}[a-z0-9])?$")
-AUDIENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~:/?=&%-]{0,199}$")
+SECRET_NAME = re.compile(r"^oncegate-target-[a-z0-9](?:[a-z0-9-]{0,109}[a-z0-9])?\Z")
+AUDIENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~:/?=&%-]{0,199}\Z")
 LOOKUP_PLACEHOLDERS = ("reference", "idempotencyKey")
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-POINTER = re.compile(r"^(/([^~/]|~[01])*)*$")
+POINTER = re.compile(r"^(/([^~/]|~[01])*)*\Z")
 MIN_TIMEOUT_SECONDS = 1
 MAX_TIMEOUT_SECONDS = 90
 DEFAULT_TIMEOUT_SECONDS = 30
@@ -136,6 +136,9 @@ def _name(name: str) -> str:
 
 
 def _base_url(text: str, cidrs: tuple[str, ...], *, allow_loopback: bool) -> str:
+    if not text.strip().isascii() or not text.strip().isprintable() or " " in text.strip():
+        # The URL parser drops tabs and newlines anywhere: "erp.example.com\t.evil.com" is erp.example.com.evil.com.
+        raise _invalid("baseUrl", "holds a space, a control character or a character outside ASCII")
     parts = urlsplit(text.strip())
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise _invalid("baseUrl", "must be an https:// URL")

@@ -4,14 +4,16 @@ A flow names a path, never a URL. :func:`path_under` normalises it and keeps it 
 path; :func:`request_headers` lets through only the headers on the allow-list. Both raise
 ``RequestRefused`` naming what was refused; the adapter answers that as ``Failure.REFUSED``, nothing sent.
 
-Paths: one ``/`` first (``//host`` is a URL); ``\\``, ``@``, a fragment, an encoded ``/`` or ``\\`` (``%2f``,
-``%5c``), control characters and spaces are refused; ``//`` further on is one ``/``; ``.`` and ``..`` segments,
-also written ``%2e``, are resolved, and a path that climbs above the base URL's path is refused. The query is
-kept as written (no spaces, ``\\`` or ``#``).
+Paths: ASCII only; one ``/`` first (``//host`` is a URL); ``\\``, ``@``, a fragment, an encoded ``/`` or
+``\\`` (``%2f``, ``%5c``), IIS's ``%u``, control characters and spaces are refused; ``//`` further on is one
+``/``; ``.`` and ``..`` segments, also written ``%2e``, are resolved, and a path that climbs above the base
+URL's path is refused; a dot segment with parameters (``..;``, ``..%3b``) or encoded twice (``%252e``), and
+a ``/`` or ``\\`` encoded twice, are refused. The query is kept as written (no spaces, ``\\`` or ``#``).
 
 Headers: the names on :data:`ALLOWED_HEADERS` and any ``X-`` name not on :data:`FORBIDDEN_HEADERS`; never
 ``Host``, ``Content-Length``, ``Transfer-Encoding``, ``Cookie``, ``Proxy-*``, ``Authorization`` or
-``Idempotency-Key`` (the adapter sets the last two itself), and no value with CR, LF or NUL.
+``Idempotency-Key`` (the adapter sets the last two itself), nor the header that carries the target's secret;
+no value with anything but visible ASCII, spaces and tabs (no CR, LF, NUL, NEL or U+2028).
 """
 
 from __future__ import annotations
@@ -59,10 +61,14 @@ FORBIDDEN_HEADERS = frozenset(
     }
 )
 FORBIDDEN_PREFIXES = ("proxy-", "x-forwarded-", "x-ms-")
-TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-UNSAFE_VALUE = re.compile(r"[\r\n\x00]")
+# \Z, not $: $ also matches before a final newline, and "X-Trace\n" is no token.
+TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+# A value is visible ASCII, spaces and tabs: no CR, LF, NUL, no other control, no NEL or U+2028 a reader may
+# take for a line's end, nothing latin-1 cannot write.
+UNSAFE_VALUE = re.compile(r"[^\t\x20-\x7e]")
 # Characters a path may never hold, written or percent-encoded: they change which host or path is meant.
-UNSAFE_PATH = re.compile(r"[\\@#\s\x00-\x1f\x7f]|%(2f|5c|00|40|23|0a|0d|09)", re.IGNORECASE)
+# %u is IIS's own encoding (%u002e is a dot): never a way to write what the checks here would refuse.
+UNSAFE_PATH = re.compile(r"[\\@#\s\x00-\x1f\x7f]|%(2f|5c|00|40|23|0a|0d|09|u)", re.IGNORECASE)
 UNSAFE_QUERY = re.compile(r"[#\s\x00-\x1f\x7f\\]")
 DOT = re.compile(r"^(\.|%2e)+$", re.IGNORECASE)
 MAX_PATH = 2048
@@ -82,33 +88,61 @@ def path_under(base_path: str, path: str) -> str:
         raise RequestRefused(
             "the path must start with one / (a path under the target's base URL, never a URL)", field="path"
         )
+    if not path.isascii():
+        raise RequestRefused("the path holds a character outside ASCII (percent-encode it)", field="path")
     if len(path) > MAX_PATH:
         raise RequestRefused(f"the path is longer than {MAX_PATH} characters", field="path")
     route, _, query = path.partition("?")
     if UNSAFE_PATH.search(route) or UNSAFE_QUERY.search(query):
         raise RequestRefused(
-            "the path holds \\, @, #, a space, a control character or an encoded / or \\", field="path"
+            "the path holds \\, @, #, a space, a control character, an encoded / or \\, or %u", field="path"
         )
     segments: list[str] = []
     for segment in route.split("/"):
-        if ";" in segment and DOT.match(segment.split(";", 1)[0]):
-            # "..;" is ".." to some servers (Tomcat's path parameters): never a way above the base URL.
-            raise RequestRefused("the path holds a dot segment with parameters (..;)", field="path")
-        if segment == "" or (DOT.match(segment) and unquote(segment) == "."):
+        decoded = _decoded(segment)
+        if "/" in decoded or "\\" in decoded:
+            raise RequestRefused("the path holds a / or \\ encoded more than once", field="path")
+        if segment == "":
             continue
-        if DOT.match(segment) and unquote(segment) == "..":
-            if not segments:
-                raise RequestRefused("the path climbs above the target's base URL", field="path")
-            segments.pop()
+        dots = decoded.split(";", 1)[0]
+        if dots and set(dots) == {"."}:
+            if not DOT.match(segment):
+                # "..;" is ".." to some servers (Tomcat's path parameters), "%252e%252e" to one that decodes twice.
+                raise RequestRefused(
+                    "the path holds a dot segment with parameters (..;) or encoded more than once", field="path"
+                )
+            if unquote(segment) == "..":
+                if not segments:
+                    raise RequestRefused("the path climbs above the target's base URL", field="path")
+                segments.pop()
+            elif unquote(segment) != ".":
+                raise RequestRefused("the path holds a segment of dots only", field="path")
             continue
-        if DOT.match(segment):
-            raise RequestRefused("the path holds a segment of dots only", field="path")
         segments.append(segment)
     base = "/".join(part for part in base_path.split("/") if part)
     joined = "/" + "/".join(filter(None, (base, *segments)))
     if route.endswith("/") and segments:
         joined += "/"
     return f"{joined}?{query}" if query else joined
+
+
+def _decoded(segment: str) -> str:
+    """``segment`` percent-decoded until it no longer changes: what a target that decodes more than once reads."""
+    for _ in range(8):
+        once = unquote(segment)
+        if once == segment:
+            break
+        segment = once
+    return segment
+
+
+def check_value(name: str, value: str) -> None:
+    """Raises ``RequestRefused`` (``headers``) when ``value`` holds anything but visible ASCII, spaces and tabs;
+    the message names the header, never the value."""
+    if UNSAFE_VALUE.search(value):
+        raise RequestRefused(
+            f"the header {name} holds CR, LF, a control character or a character outside ASCII", field="headers"
+        )
 
 
 def request_headers(headers: dict[str, str]) -> dict[str, str]:
@@ -121,6 +155,5 @@ def request_headers(headers: dict[str, str]) -> dict[str, str]:
         forbidden = lowered in FORBIDDEN_HEADERS or lowered.startswith(FORBIDDEN_PREFIXES)
         if forbidden or not (lowered in ALLOWED_HEADERS or lowered.startswith("x-")):
             raise RequestRefused(f"the header {name} is not one a flow may send a target", field="headers")
-        if UNSAFE_VALUE.search(value):
-            raise RequestRefused(f"the header {name} holds CR, LF or NUL", field="headers")
+        check_value(name, value)
     return dict(headers)

@@ -11,8 +11,9 @@ Each call goes through every check before a byte leaves, and answers what happen
     address       resolved once; every address checked          ─┘  (domain.target_addresses)
     connect       to the checked address itself, never a second lookup (DNS rebinding), TLS with the
                   name as SNI and certificate name              ── fails: NOT_CONNECTED, nothing sent
-    send, answer  one request; a 3xx is the answer (no redirect followed); the body read up to
-                  ``max_response_bytes``; the whole call within the target's ``timeout_seconds``
+    send, answer  one request; a 3xx is the answer (no redirect followed), a 1xx with no final answer after
+                  it is BROKEN; the body read up to ``max_response_bytes``; the whole call within the
+                  target's ``timeout_seconds``
                                                                 ── TIMEOUT, BROKEN, TOO_LARGE: sent,
                                                                    outcome unknown
 
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from oncegate.domain.target_addresses import AddressRefused, IPAddress, check_cidr, refusal, written_address
-from oncegate.domain.target_requests import RequestRefused, path_under, request_headers
+from oncegate.domain.target_requests import RequestRefused, check_value, path_under, request_headers
 from oncegate.domain.targets import Failure, Target, TargetAuth, TargetCall, TargetReply
 
 logger = logging.getLogger(__name__)
@@ -137,11 +138,19 @@ class HttpTargets:
         path = path_under(parts.path, request.path)
         port = parts.port or DEFAULT_PORTS[parts.scheme]
         headers = dict(request_headers(request.headers))
-        headers.setdefault("User-Agent", USER_AGENT)
+        if not any(name.lower() == "user-agent" for name in headers):
+            headers["User-Agent"] = USER_AGENT
         headers["Host"] = _host_header(host, port, parts.scheme)
         if request.idempotency_key is not None:
+            check_value("Idempotency-Key", request.idempotency_key)
             headers["Idempotency-Key"] = request.idempotency_key
-        headers.update(self._auth(target))
+        auth = self._auth(target)
+        for name in auth:
+            if any(given.lower() == name.lower() for given in request.headers):
+                raise RequestRefused(
+                    f"the header {name} carries the target's secret; a flow may not send it", field="headers"
+                )
+        headers.update(auth)
         return _Prepared(parts.scheme, host, port, path, headers)
 
     def _auth(self, target: Target) -> dict[str, str]:
@@ -154,8 +163,10 @@ class HttpTargets:
             if self._secrets is None:
                 raise Unavailable(f"no way to read the secret {secret[1]} is configured")
             value = self._secrets(secret[1])
-            if any(character in value for character in "\r\n\x00"):
-                raise Unavailable(f"the secret {secret[1]} holds CR, LF or NUL")
+            try:
+                check_value(secret[0], value)
+            except RequestRefused:
+                raise Unavailable(f"the secret {secret[1]} holds CR, LF or a character outside visible ASCII") from None
             return {secret[0]: value}
         return {}
 
@@ -186,6 +197,8 @@ class HttpTargets:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
+            # The socket's timeout bounds the TLS handshake as a whole (ssl keeps one deadline for it), so a handshake
+            # dripped a byte at a time still ends by the call's deadline.
             connection = _PinnedConnection(address, prepared, timeout=remaining, tls=self._tls)
             try:
                 connection.connect()
@@ -217,7 +230,19 @@ class HttpTargets:
                 connection.putheader("Content-Length", str(len(body)))
             connection.endheaders(body)
             response = connection.getresponse()
-            return TargetReply(status=response.status, headers=_headers(response), body=self._read(response, deadline))
+            if connection.was_cut:
+                # http.client takes the end of the stream for the end of the headers: the watchdog's cut is no answer.
+                raise TimeoutError
+            if response.status < 200:
+                # http.client skips a 100; any other 1xx (101 Switching Protocols, 103 Early Hints) it takes for the
+                # answer. It is not one: the request was sent and no final answer came.
+                return TargetReply(
+                    failure=Failure.BROKEN, reason=f"the target answered {response.status} and no final answer"
+                )
+            body = self._read(response, deadline)
+            if connection.was_cut:
+                raise TimeoutError
+            return TargetReply(status=response.status, headers=_headers(response), body=body)
         except _TooLarge:
             return TargetReply(
                 failure=Failure.TOO_LARGE, reason=f"the answer was over {self._max_response_bytes} bytes"

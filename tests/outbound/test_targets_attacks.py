@@ -1,0 +1,264 @@
+"""What a flow holding a function key, or a careless operator, tries against the outbound adapter (issue 34).
+
+Each attack goes through the real adapter to a real socket on loopback: the stand-in target for requests
+that must never leave (it must have read nothing), a bare socket server for answers no HTTP server writes
+(a 1xx that is never followed by a final answer, a TLS handshake dripped a byte at a time).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import pytest
+
+from oncegate.domain.target_declarations import Declaration, declare_target
+from oncegate.domain.target_requests import RequestRefused, path_under
+from oncegate.domain.targets import Failure, Target, TargetAuth, TargetCall
+from oncegate.errors import InvalidRequest
+from oncegate.outbound.targets_http import HttpTargets
+from tests.support.target_server import StandInTarget
+
+
+@pytest.fixture
+def stand_in() -> Iterator[StandInTarget]:
+    with StandInTarget() as target:
+        yield target
+
+
+def declared(base_url: str, **changes: object) -> Target:
+    return replace(Target(name="erp", base_url=base_url, timeout_seconds=5), **changes)  # type: ignore[arg-type]
+
+
+def post(path: str = "/orders", **changes: object) -> TargetCall:
+    call = TargetCall(method="POST", path=path, body=b"{}", idempotency_key="ik-1")
+    return replace(call, **changes)  # type: ignore[arg-type]
+
+
+class BareServer:
+    """One listening socket on loopback; each connection is handed to ``serve`` on its own thread."""
+
+    def __init__(self, serve: Callable[[socket.socket, threading.Event], None]) -> None:
+        self._serve = serve
+        self.stop = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def __enter__(self) -> BareServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self._listener.close()
+        self._thread.join(timeout=10)
+
+    def _accept(self) -> None:
+        try:
+            connection, _ = self._listener.accept()
+        except OSError:
+            return
+        with connection:
+            self._serve(connection, self.stop)
+
+
+def _read_request(connection: socket.socket) -> None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(4096)
+        if not chunk:
+            return
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line[15:]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        body += connection.recv(4096)
+
+
+def _drip(connection: socket.socket, stop: threading.Event, payload: bytes) -> None:
+    for byte in payload:
+        # The pause is the answer's own pace; the test's end stops it at once.
+        if stop.wait(0.1):
+            return
+        connection.sendall(bytes([byte]))
+
+
+# -- requests that must never leave -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-Trace\n": "1"},  # a name the token check let through: $ matches before a final newline
+        {"X-Trace": "a\u2028b"},  # unicode line separator
+        {"X-Trace": "a\x85b"},  # NEL, which latin-1 sends as one byte
+        {"X-Trace": "a\x0bb"},  # vertical tab
+        {"X-Trace": "caf\u00e9\u4e2d"},  # not latin-1: http.client cannot even encode it
+        {"X Trace": "1"},
+        {"X-Trace:": "1"},
+    ],
+    ids=["name-newline", "u2028", "nel", "vtab", "non-latin1", "name-space", "name-colon"],
+)
+def test_a_header_with_a_line_break_or_character_outside_visible_ascii_is_refused_unsent(
+    stand_in: StandInTarget, headers: dict[str, str]
+) -> None:
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post(headers=headers))
+
+    assert (reply.failure, reply.sent) == (Failure.REFUSED, False)
+    assert stand_in.received == []
+
+
+@pytest.mark.parametrize("path", ["/\uff0e\uff0e/admin", "/caf\u00e9", "/orders?q=\u2028"])
+def test_a_path_outside_ascii_is_refused_unsent(stand_in: StandInTarget, path: str) -> None:
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url + "/api"), post(path))
+
+    assert (reply.failure, reply.sent) == (Failure.REFUSED, False)
+    assert stand_in.received == []
+
+
+@pytest.mark.parametrize("key", ["ik\r\nX-Evil: 1", "ik\u2028", "ik\x85"])
+def test_an_idempotency_key_with_a_line_break_is_refused_unsent(stand_in: StandInTarget, key: str) -> None:
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post(idempotency_key=key))
+
+    assert (reply.failure, reply.sent) == (Failure.REFUSED, False)
+    assert stand_in.received == []
+
+
+@pytest.mark.parametrize("name", ["x-api-key", "X-API-KEY"])
+def test_a_flow_may_not_send_the_header_that_carries_the_targets_secret(stand_in: StandInTarget, name: str) -> None:
+    target = declared(stand_in.base_url, auth=TargetAuth.SECRET, auth_value="X-Api-Key=oncegate-target-erp")
+
+    reply = HttpTargets(allow_loopback=True, secrets=lambda _: "s3cret").call(target, post(headers={name: "mine"}))
+
+    assert (reply.failure, reply.sent) == (Failure.REFUSED, False)
+    assert "s3cret" not in (reply.reason or "")
+    assert stand_in.received == []
+
+
+def test_a_flows_user_agent_in_any_case_is_the_one_user_agent_sent(stand_in: StandInTarget) -> None:
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post(headers={"user-agent": "flow/1"}))
+
+    assert reply.status == 201
+    [received] = stand_in.received
+    assert [value for name, value in received.headers.items() if name.lower() == "user-agent"] == ["flow/1"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/%252e%252e/%252e%252e/admin",  # .. once a target decodes twice
+        "/a/%252f..%252f..%252fadmin",  # an encoded / once decoded twice
+        "/a/%255c..",  # an encoded \ once decoded twice
+        "/a/..%3b/..%3b/admin",  # ..; written with an encoded ;
+        "/a/%2e%2e%3bx/%2e%2e%3bx/admin",
+        "/a/%u002e%u002e/%u002e%u002e/admin",  # IIS's %u encoding of .
+    ],
+)
+def test_a_path_that_climbs_once_a_target_decodes_it_again_is_refused(stand_in: StandInTarget, path: str) -> None:
+    with pytest.raises(RequestRefused):
+        path_under("/api", path)
+
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url + "/api"), post(path))
+
+    assert (reply.failure, reply.sent) == (Failure.REFUSED, False)
+    assert stand_in.received == []
+
+
+# -- what a careless operator declares --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"name": "erp\n"}, "name"),
+        ({"auth": "secret:X-Api-Key\n=oncegate-target-erp"}, "auth"),
+        ({"auth": "secret:X-Api-Key=oncegate-target-erp\n=x"}, "auth"),
+        ({"auth": "identity:api://erp\n\nx"}, "auth"),
+        ({"base_url": "https://erp.example.com\t.evil.com"}, "baseUrl"),  # the URL parser drops the tab
+        ({"base_url": "https://erp.example.com/api\n/x"}, "baseUrl"),
+    ],
+)
+def test_a_declaration_with_a_newline_hidden_at_the_end_of_a_field_is_refused(
+    changes: dict[str, str], field: str
+) -> None:
+    declaration = replace(Declaration(name="erp", base_url="https://erp.example.com"), **changes)  # type: ignore[arg-type]
+
+    with pytest.raises(InvalidRequest) as refused:
+        declare_target(declaration)
+
+    assert refused.value.target == field
+
+
+# -- answers that must not pass for a final one -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n",
+    ],
+    ids=["101", "103"],
+)
+def test_an_interim_answer_with_no_final_one_after_is_a_broken_call_not_a_status(head: bytes) -> None:
+    def serve(connection: socket.socket, _: threading.Event) -> None:
+        _read_request(connection)
+        connection.sendall(head)
+
+    with BareServer(serve) as server:
+        reply = HttpTargets(allow_loopback=True).call(declared(f"http://127.0.0.1:{server.port}"), post())
+
+    assert (reply.status, reply.failure, reply.sent) == (None, Failure.BROKEN, True)
+
+
+def test_a_tls_handshake_dripped_a_byte_at_a_time_is_cut_at_the_targets_time() -> None:
+    # A TLS record of 16 KiB holding a ServerHello of 16 KiB, then one byte at a time: each read gets a byte
+    # within the socket's timeout, and the handshake goes on as long as the dripper does.
+    def serve(connection: socket.socket, stop: threading.Event) -> None:
+        try:
+            connection.recv(4096)
+            connection.sendall(b"\x16\x03\x03\x40\x00\x02\x00\x3f\xfc")
+            for _ in range(40):
+                if stop.wait(0.1):
+                    return
+                connection.sendall(b"\x00")
+        except OSError:
+            return
+
+    with BareServer(serve) as server:
+        started = time.monotonic()
+        reply = HttpTargets(allow_loopback=True).call(
+            declared(f"https://127.0.0.1:{server.port}", timeout_seconds=1), post()
+        )
+        elapsed = time.monotonic() - started
+
+    assert reply.failure in (Failure.NOT_CONNECTED, Failure.TIMEOUT)
+    assert elapsed < 2.5  # the dripper goes on for 4 s
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"x" * 100,  # a body with no length, cut at the deadline
+        b"HTTP/1.1 200 OK\r\nX-Slow: " + b"y" * 100,  # headers never ended
+    ],
+    ids=["body-until-close", "headers"],
+)
+def test_an_answer_the_deadline_cuts_short_is_a_timeout_never_a_status(answer: bytes) -> None:
+    def serve(connection: socket.socket, stop: threading.Event) -> None:
+        _read_request(connection)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        connection.sendall(head + (b"\r\n\r\n" if body else b""))
+        _drip(connection, stop, body or b"y" * 100)
+
+    with BareServer(serve) as server:
+        reply = HttpTargets(allow_loopback=True).call(
+            declared(f"http://127.0.0.1:{server.port}", timeout_seconds=1), post()
+        )
+
+    assert (reply.status, reply.failure, reply.sent) == (None, Failure.TIMEOUT, True)
+    assert reply.body == b""

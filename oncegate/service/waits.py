@@ -39,7 +39,7 @@ class Waits:
         self._core = core
         self._claims = claims
 
-    def check_and_claim(
+    def check_and_wait(
         self, request: CheckAndClaim, *, signed_in: str | None, max_wait: timedelta
     ) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim; the waiting run too when the answer is ``in_progress`` (None: the answer is final)."""

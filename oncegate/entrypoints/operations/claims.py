@@ -114,7 +114,7 @@ def _claim(services: Services, call: Call[ClaimItem, None], command: CheckAndCla
     body = call.body
     if isinstance(body, ClaimRequest) and body.wait:  # an item of Check and claim many never waits
         max_wait = timedelta(seconds=body.max_wait_seconds or DEFAULT_MAX_WAIT_SECONDS)
-        return services.waits.check_and_claim(command, signed_in=call.caller, max_wait=max_wait)
+        return services.waits.check_and_wait(command, signed_in=call.caller, max_wait=max_wait)
     return services.claims.check_and_claim(command, signed_in=call.caller), None
 
 

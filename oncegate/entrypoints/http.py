@@ -146,8 +146,8 @@ def _rendered(call: Call[Any, Any], reply: Reply) -> func.HttpResponse:
 def _poll_address(call: Call[Any, Any], reply: Reply) -> dict[str, str]:
     """Where the engine polls a waiting run (the Logic Apps asynchronous pattern), and when (issue 25)."""
     assert reply.waiting is not None
-    claim_id, retry_after = getattr(reply.model, "claim_id", ""), getattr(reply.model, "retry_after_seconds", None)
-    ticket = waits.seal(reply.waiting, claim_id, call.sealing)
+    retry_after = getattr(reply.model, "retry_after_seconds", None)
+    ticket = waits.seal(reply.waiting, reply.at, call.sealing)
     # Only the host's own parameters (a function key in ``code``) go along with the ticket.
     kept = [(name, value) for name, value in parse_qsl(urlsplit(call.address).query) if name.lower() in HOST_PARAMS]
     location = f"{call.root}{reply.at}?{urlencode([*kept, ('ticket', ticket)])}"

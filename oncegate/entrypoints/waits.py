@@ -38,24 +38,20 @@ JSON_FORMAT = 1
 ABSENT = 0xFFFF
 
 
-def poll_list(claim_id: str) -> str:
-    """The list a ticket is sealed for: one claim's polls, so a ticket is refused at any other claim's address."""
-    return f"claims/{claim_id}/wait"
-
-
-def seal(waiting: Waiting, claim_id: str, seal_: CursorSeal) -> str:
-    """The ticket of ``waiting``, sealed for the poll address of ``claim_id``."""
+def seal(waiting: Waiting, address: str, seal_: CursorSeal) -> str:
+    """The ticket of ``waiting``, sealed for one claim's poll address (its path below ``/api/``, which the
+    operation table gives), so that a ticket is refused at any other claim's address."""
     packed = _pack(_texts(waiting))
-    return seal_.seal(base64.urlsafe_b64encode(packed).decode("ascii").rstrip("="), poll_list(claim_id))
+    return seal_.seal(base64.urlsafe_b64encode(packed).decode("ascii").rstrip("="), address)
 
 
-def open_ticket(ticket: str, claim_id: str, seal_: CursorSeal) -> Waiting:
-    """The waiting run a ticket holds; 400 naming ``ticket`` unless this service sealed it for this claim."""
+def open_ticket(ticket: str, address: str, seal_: CursorSeal) -> Waiting:
+    """The waiting run a ticket holds; 400 naming ``ticket`` unless this service sealed it for this address."""
     refusal = (
         "ticket is not one this service handed out for this claim's wait: it was changed, or belongs to another "
         "claim. Follow the Location of the last answer as it was given, or ask Check and claim again."
     )
-    plain = seal_.open(ticket, poll_list(claim_id), target=TICKET, refusal=refusal)
+    plain = seal_.open(ticket, address, target=TICKET, refusal=refusal)
     try:
         packed = base64.urlsafe_b64decode(plain + "=" * (-len(plain) % 4))
         if packed[:1] == b"{":

@@ -128,7 +128,7 @@ def _waited(call: Call[Any, Any], result: tuple[ClaimAnswer, Waiting | None]) ->
 
 
 def _ticket(call: Call[None, WaitQuery]) -> Waiting:
-    waiting = waits.open_ticket(call.query.ticket, call.claim_id, call.sealing)
+    waiting = waits.open_ticket(call.query.ticket, WAIT_FOR_CLAIM.path(claimId=call.claim_id), call.sealing)
     telemetry.describe({telemetry.SCOPE: waiting.scope})
     return waiting
 

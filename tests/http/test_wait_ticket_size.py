@@ -107,15 +107,18 @@ def test_a_ticket_is_within_its_limit_by_its_format_and_reads_back_whole(charact
     seal = CursorSeal.from_secret("k" * 40)
     widest = widest_waiting(character)
 
-    ticket = waits.seal(widest, "c" * 32, seal)
+    address = WAIT_FOR_CLAIM.path(claimId="c" * 32)
+    ticket = waits.seal(widest, address, seal)
 
     assert len(ticket) <= MAX_TICKET_LENGTH
-    assert waits.open_ticket(ticket, "c" * 32, seal) == widest
+    assert waits.open_ticket(ticket, address, seal) == widest
 
 
 def first_format(ticket: str, claim_id: str, seal: CursorSeal) -> str:
-    """The same waiting run in a ticket as the release before issue 31 wrote it: JSON, in base64url, sealed."""
-    waiting = waits.open_ticket(ticket, WAIT_FOR_CLAIM.path(claimId=claim_id), seal)
+    """The same waiting run in a ticket as the release before issue 31 wrote it: JSON, in base64url, sealed for
+    the claim's poll address as that release spelled it (tickets in flight across an upgrade carry it)."""
+    address = f"claims/{claim_id}/wait"
+    waiting = waits.open_ticket(ticket, address, seal)
     fields = {
         "v": 1,
         "scope": waiting.scope,
@@ -130,7 +133,7 @@ def first_format(ticket: str, claim_id: str, seal: CursorSeal) -> str:
         "to": waiting.granted_to,
     }
     text = json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
-    return seal.seal(base64.urlsafe_b64encode(text).decode("ascii").rstrip("="), WAIT_FOR_CLAIM.path(claimId=claim_id))
+    return seal.seal(base64.urlsafe_b64encode(text).decode("ascii").rstrip("="), address)
 
 
 def test_a_ticket_of_the_first_format_still_live_is_still_answered(api: Api) -> None:
@@ -151,12 +154,11 @@ def test_a_ticket_of_the_first_format_still_live_is_still_answered(api: Api) -> 
 
 def test_a_ticket_of_a_format_this_release_does_not_know_is_refused_in_plain_words() -> None:
     seal = CursorSeal.from_secret("k" * 40)
-    unknown = seal.seal(
-        base64.urlsafe_b64encode(b"\x07later").decode("ascii").rstrip("="), WAIT_FOR_CLAIM.path(claimId="c")
-    )
+    address = WAIT_FOR_CLAIM.path(claimId="c")
+    unknown = seal.seal(base64.urlsafe_b64encode(b"\x07later").decode("ascii").rstrip("="), address)
 
     with pytest.raises(Exception, match="not one this release reads") as refused:
-        waits.open_ticket(unknown, WAIT_FOR_CLAIM.path(claimId="c"), seal)
+        waits.open_ticket(unknown, address, seal)
     assert getattr(refused.value, "target", None) == "ticket"
 
 

@@ -58,7 +58,7 @@ def add_parser(subparsers: Any) -> None:
     remove = actions.add_parser(
         "remove", help="remove a target: no Perform once reaches it from now on (claims made for it stay)"
     )
-    remove.add_argument("name", metavar="NAME")
+    remove.add_argument("name", metavar="NAME", help="the target to remove, as targets list shows it")
     remove.set_defaults(handler=remove_target)
 
 

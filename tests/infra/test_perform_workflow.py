@@ -10,14 +10,21 @@ comes twice.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from oncegate import bootstrap
+from oncegate.cli import main
+from oncegate.config import Settings
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.targets import Target
 from oncegate.stores.port import ClaimStore
+from oncegate.stores.sqlite import SqliteStore
+from tests.cli.test_governance import STORE_SETTINGS
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.connector.test_samples import PERFORM_WORKFLOW
 from tests.gate import Gate
@@ -122,3 +129,34 @@ def test_the_same_order_number_with_other_data_is_a_conflict_and_nothing_is_sent
     assert answer(changed)["decision"] == "conflict"
     assert changed.statuses["Hand_the_conflict_to_its_owner"] == "Succeeded"
     assert len(stand_in.received) == 1
+
+
+def documented_declaration() -> list[str]:
+    """The arguments of the deployment step docs/deploy.md gives to declare the sample's target."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text(encoding="utf-8")
+    (block,) = [block for block in text.split("```sh\n")[1:] if "oncegate targets set erp-orders" in block]
+    words = shlex.split(block.split("```")[0].replace("\\\n", " "))
+    return words[words.index("oncegate") + 1 :]
+
+
+def test_the_documented_deployment_step_declares_the_target_the_sample_names(
+    definition: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "oncegate.db"
+    for name in (*STORE_SETTINGS, "ONCEGATE_TARGETS_ALLOW_LOOPBACK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(path))
+    bootstrap.build_services(Settings.from_environment()).close()
+
+    code = main(documented_declaration())
+
+    assert code == 0, capsys.readouterr().err
+    store = SqliteStore(path)
+    try:
+        declared = store.get_target(definition["parameters"]["orderTarget"]["defaultValue"])
+    finally:
+        store.close()
+    # What the sample's answer reads: the order's id at /id, found again by its reference after an unknown outcome.
+    assert declared.record_pointer == "/id"
+    assert declared.lookup_path == "/orders?reference={reference}"
+    assert declared.base_url.startswith("https://")

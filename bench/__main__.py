@@ -4,7 +4,8 @@ Storage round trips per action, claim latency next to the bare store operation (
 over HTTP, 1, 8 and 32 callers at once), today's "look up, then add a row" pattern against
 OnceGate under the same duplicate triggers, the issue's load (64 clients x 500 keys x 4
 triggers) with its audit, bulk calls against the single calls they replace, the cost of a claim
-against its floor (issue 36: ``bench.costs``), and the local server's handler threads against a
+against its floor (issue 36: ``bench.costs``), Perform once against a bare POST to the same loopback
+server (issue 34: ``bench.perform``), and the local server's handler threads against a
 thread per connection, on SQLite and on Table Storage (Azurite) side by side. Writes the figures
 into docs/performance.md and the plot docs/latency.png. ``--quick`` checks the benchmark itself
 with small sizes and writes nothing.
@@ -22,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from bench import bulk, client_cpu, costs, latency, load, makers, report, roundtrips, targets, threads
+from bench import bulk, client_cpu, costs, latency, load, makers, perform, report, roundtrips, targets, threads
 from bench.rig import Rig
 from tests.load.workload import Workload
 
@@ -119,6 +120,11 @@ def main() -> None:
         results.targets += costs.judged(
             figures, history=sizes.costs.history, over_http=results.bulk["sqlite"]["claim many / claims"]
         )
+        overhead = step(
+            "Perform once against a bare POST",
+            lambda: perform.measure(rig, rounds=sizes.costs.rounds, calls=sizes.costs.calls // sizes.costs.rounds or 1),
+        )
+        results.targets.append(perform.judged(overhead))
         results.threads = step(
             "handler threads",
             lambda: threads.measure(rig, rounds=sizes.target_rounds, seconds=sizes.server_seconds),

@@ -16,6 +16,8 @@ WORKFLOW = CONNECTOR / "samples" / "workflow.json"
 # The bulk import (issues 24 and 31): passes over the rows -> Select -> Check and claim many -> a case per decision ->
 # For each row to create -> Select -> Record results.
 BULK_WORKFLOW = CONNECTOR / "samples" / "bulk-workflow.json"
+# Perform once (issue 34): OnceGate makes the order itself, once -> a case per decision.
+PERFORM_WORKFLOW = CONNECTOR / "samples" / "perform-workflow.json"
 RECIPE = CONNECTOR / "samples" / "power-automate-recipe.md"
 README = CONNECTOR / "README.md"
 ONCEGATE_CONNECTION = "@parameters('$connections')['oncegate']['connectionId']"
@@ -65,8 +67,9 @@ def operation_ids(workflow: dict[str, Any], definition: dict[str, Any]) -> dict[
     [
         (WORKFLOW, {"Check_and_claim": "CheckAndClaim", "Record_result": "RecordResult"}),
         (BULK_WORKFLOW, {"Check_and_claim_many": "CheckAndClaimMany", "Record_results": "RecordResults"}),
+        (PERFORM_WORKFLOW, {"Create_the_order_once": "PerformOnce"}),
     ],
-    ids=["single", "bulk"],
+    ids=["single", "bulk", "perform"],
 )
 def test_workflow_calls_only_operations_of_the_definition(
     sample: Path, called: dict[str, str], definition: dict[str, Any]

@@ -1,0 +1,162 @@
+"""The Perform once sample, ``connector/samples/perform-workflow.json``, run against a stand-in target (issue 34).
+
+The sample's definition runs in this process (``wdl.py``) against the app's own functions, its target the
+order system the deployment declares (``orderTarget``, ``erp-orders`` by default), here
+:class:`~tests.support.target_server.StandInTarget`, a real HTTP server on 127.0.0.1. The order is made
+once whether the connector action is sent twice by the engine (its first answer lost) or the whole run
+comes twice.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oncegate import bootstrap
+from oncegate.cli import main
+from oncegate.config import Settings
+from oncegate.domain.keys import KeyHasher
+from oncegate.domain.targets import Target
+from oncegate.stores.port import ClaimStore
+from oncegate.stores.sqlite import SqliteStore
+from tests.cli.test_governance import STORE_SETTINGS
+from tests.conftest import KEY_SECRET, FakeClock
+from tests.connector.test_samples import PERFORM_WORKFLOW
+from tests.gate import Gate
+from tests.infra.test_logic_app import ORDER, PARAMETERS
+from tests.infra.wdl import Call, Run
+from tests.support.target_server import StandInTarget
+
+
+@pytest.fixture(scope="module")
+def definition() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(PERFORM_WORKFLOW.read_text(encoding="utf-8"))["definition"]
+    return document
+
+
+@pytest.fixture
+def store_kind() -> str:
+    return "sqlite"
+
+
+@pytest.fixture
+def stand_in() -> Iterator[StandInTarget]:
+    with StandInTarget() as target:
+        yield target
+
+
+@pytest.fixture
+def service(open_store: Callable[[], ClaimStore], clock: FakeClock, stand_in: StandInTarget) -> Iterator[Gate]:
+    """The app's services, their outbound adapter allowed loopback, and the sample's target declared."""
+    gate = Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock, targets_allow_loopback=True)
+    gate.store.save_target(
+        Target(
+            name="erp-orders",
+            base_url=stand_in.base_url,
+            timeout_seconds=5,
+            lookup_path="/orders?reference={reference}",
+            record_pointer="/id",
+            kept_pointers=("/id", "/reference"),
+        )
+    )
+    yield gate
+    gate.close()
+
+
+def run(definition: dict[str, Any], call: Call, name: str, order: dict[str, Any] = ORDER) -> Run:
+    return Run(definition, order, call, PARAMETERS, name=name).start()
+
+
+def answer(done: Run) -> dict[str, Any]:
+    assert done.response is not None, f"no answer; statuses {done.statuses}"
+    assert done.response["statusCode"] == 200
+    body: dict[str, Any] = done.response["body"]
+    return body
+
+
+def test_the_action_sent_twice_makes_the_order_once(
+    definition: dict[str, Any], call_app: Call, stand_in: StandInTarget
+) -> None:
+    answers: list[tuple[int, Any]] = []
+
+    def sent_twice(method: str, path: str, body: Any) -> tuple[int, Any]:
+        # The engine sends the action again after an answer it never got: the first answer is lost.
+        if path == "/api/perform":
+            answers.append(call_app(method, path, body))
+        return call_app(method, path, body)
+
+    done = run(definition, sent_twice, "run-1")
+
+    assert [status for status, _ in answers] == [200]
+    assert answers[0][1]["decision"] == "performed"
+    assert answer(done)["decision"] == "duplicate"
+    assert answer(done)["orderId"] == answers[0][1]["targetRecordId"]
+    assert done.statuses["Use_the_order_made_before"] == "Succeeded"
+    assert [r.method for r in stand_in.received] == ["POST"], "the order was sent to the target twice"
+    assert len(stand_in.records) == 1
+
+
+def test_the_same_order_twice_is_made_once_then_reused(
+    definition: dict[str, Any], call_app: Call, stand_in: StandInTarget
+) -> None:
+    first = run(definition, call_app, "run-1")
+    second = run(definition, call_app, "run-2")
+
+    assert answer(first)["decision"] == "performed"
+    assert first.statuses["Use_the_new_order"] == "Succeeded"
+    assert answer(second)["decision"] == "duplicate"
+    assert answer(second)["orderId"] == answer(first)["orderId"] is not None
+    assert answer(second)["claimId"] == answer(first)["claimId"]
+    assert len(stand_in.received) == 1
+    assert len(stand_in.records) == 1
+    sent = json.loads(stand_in.received[0].body)
+    assert sent["reference"] == ORDER["orderNumber"]
+    assert sent["amount"] == ORDER["amount"]
+    assert stand_in.received[0].headers.get("Idempotency-Key")
+
+
+def test_the_same_order_number_with_other_data_is_a_conflict_and_nothing_is_sent(
+    definition: dict[str, Any], call_app: Call, stand_in: StandInTarget
+) -> None:
+    run(definition, call_app, "run-1")
+    changed = run(definition, call_app, "run-2", {**ORDER, "amount": 999.0})
+
+    assert answer(changed)["decision"] == "conflict"
+    assert changed.statuses["Hand_the_conflict_to_its_owner"] == "Succeeded"
+    assert len(stand_in.received) == 1
+
+
+def documented_declaration() -> list[str]:
+    """The arguments of the deployment step docs/deploy.md gives to declare the sample's target."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text(encoding="utf-8")
+    (block,) = [block for block in text.split("```sh\n")[1:] if "oncegate targets set erp-orders" in block]
+    words = shlex.split(block.split("```")[0].replace("\\\n", " "))
+    return words[words.index("oncegate") + 1 :]
+
+
+def test_the_documented_deployment_step_declares_the_target_the_sample_names(
+    definition: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "oncegate.db"
+    for name in (*STORE_SETTINGS, "ONCEGATE_TARGETS_ALLOW_LOOPBACK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(path))
+    bootstrap.build_services(Settings.from_environment()).close()
+
+    code = main(documented_declaration())
+
+    assert code == 0, capsys.readouterr().err
+    store = SqliteStore(path)
+    try:
+        declared = store.get_target(definition["parameters"]["orderTarget"]["defaultValue"])
+    finally:
+        store.close()
+    # What the sample's answer reads: the order's id at /id, found again by its reference after an unknown outcome.
+    assert declared.record_pointer == "/id"
+    assert declared.lookup_path == "/orders?reference={reference}"
+    assert declared.base_url.startswith("https://")

@@ -28,6 +28,10 @@ param environmentName string
 @description('Name of the function key the connection signs in with: a host key of its own, revocable alone.')
 param functionKeyName string = 'oncegate-logicapps'
 
+@minLength(1)
+@description('The target the Perform once sample creates its orders at: declared by an operator with oncegate targets set (docs/deploy.md, "The Perform once sample and its target"); until then its runs answer that the target is not declared.')
+param orderTarget string = 'erp-orders'
+
 resource functionApp 'Microsoft.Web/sites@2024-04-01' existing = {
   name: functionAppName
 }
@@ -58,20 +62,22 @@ resource connection 'Microsoft.Web/connections@2016-06-01' = {
   }
 }
 
-// The workflow's own parameters: what its definition declares, and nothing else.
-var workflowParameters = {
-  '$connections': {
-    value: {
-      oncegate: {
-        connectionId: connection.id
-        connectionName: connection.name
-        id: connector.id
-      }
+// The workflows' own parameters: what each definition declares, and nothing else.
+var connectionsParameter = {
+  value: {
+    oncegate: {
+      connectionId: connection.id
+      connectionName: connection.name
+      id: connector.id
     }
   }
-  environmentName: {
-    value: environmentName
-  }
+}
+var environmentParameter = {
+  value: environmentName
+}
+var workflowParameters = {
+  '$connections': connectionsParameter
+  environmentName: environmentParameter
 }
 
 resource workflow 'Microsoft.Logic/workflows@2019-05-01' = {
@@ -95,6 +101,24 @@ resource bulkWorkflow 'Microsoft.Logic/workflows@2019-05-01' = {
     state: 'Enabled'
     definition: loadJsonContent('../../connector/samples/bulk-workflow.json', '$.definition')
     parameters: workflowParameters
+  }
+}
+
+// Perform once (issue 34): an order created at a declared target, once however often the action runs.
+resource performWorkflow 'Microsoft.Logic/workflows@2019-05-01' = {
+  name: 'logic-oncegate-perform-${resourceToken}'
+  location: location
+  tags: tags
+  properties: {
+    state: 'Enabled'
+    definition: loadJsonContent('../../connector/samples/perform-workflow.json', '$.definition')
+    parameters: {
+      '$connections': connectionsParameter
+      environmentName: environmentParameter
+      orderTarget: {
+        value: orderTarget
+      }
+    }
   }
 }
 

@@ -32,7 +32,14 @@ from tree_sitter import Node
 from oncegate.domain.statuses import Decision
 from tests.conftest import FakeClock
 from tests.connector.spec import DEFINITIONS, PROPERTIES, load
-from tests.connector.test_samples import BULK_WORKFLOW, WORKFLOW, actions, oncegate_calls, operation_ids
+from tests.connector.test_samples import (
+    BULK_WORKFLOW,
+    PERFORM_WORKFLOW,
+    WORKFLOW,
+    actions,
+    oncegate_calls,
+    operation_ids,
+)
 from tests.infra.bicep import (
     BicepFile,
     Evaluator,
@@ -154,7 +161,7 @@ def test_every_file_is_loaded_from_where_it_is_generated_and_fits(
     module: BicepFile, connection_module: BicepFile
 ) -> None:
     assert loaded_files(module) == {path.resolve() for path in (*DEFINITIONS.values(), PROPERTIES["key"])}
-    assert loaded_files(connection_module) == {WORKFLOW.resolve(), BULK_WORKFLOW.resolve()}
+    assert loaded_files(connection_module) == {WORKFLOW.resolve(), BULK_WORKFLOW.resolve(), PERFORM_WORKFLOW.resolve()}
     loaded = loaded_files(module) | loaded_files(connection_module)
     oversized = [path for path in loaded if len(path.read_text(encoding="utf-8")) > LOAD_JSON_CONTENT_LIMIT]
     assert oversized == [], "over loadJsonContent's limit"
@@ -268,7 +275,10 @@ def test_no_key_or_secret_is_a_parameter_value_or_an_output(
 
 
 # -- the workflow as the module deploys it --------------------------------------------------------------------
-@pytest.mark.parametrize(("resource", "sample"), [("workflow", WORKFLOW), ("bulkWorkflow", BULK_WORKFLOW)])
+@pytest.mark.parametrize(
+    ("resource", "sample"),
+    [("workflow", WORKFLOW), ("bulkWorkflow", BULK_WORKFLOW), ("performWorkflow", PERFORM_WORKFLOW)],
+)
 def test_the_workflow_is_the_sample_with_the_parameters_it_declares(
     connection_module: BicepFile, resource: str, sample: Path
 ) -> None:

@@ -48,7 +48,7 @@ class Waits:
         answer = self._claims.decide_for(intent, waited)
         if answer.decision is not Decision.IN_PROGRESS or max_wait <= timedelta(0):
             return answer, None
-        waiting = self._waiting(intent, intent.now + max_wait)
+        waiting = self.waiting(intent, intent.now + max_wait)
         if waiting is None:
             return answer, None
         return _paced(answer, waiting, intent.now), replace(waiting, unwritten=waited.unwritten)
@@ -77,12 +77,8 @@ class Waits:
         return answer, None
 
     def waiting(self, intent: Intent, deadline: datetime) -> Waiting | None:
-        """The run as its polls would ask again until ``deadline`` (Perform once waits so too); None when they could
-        not."""
-        return self._waiting(intent, deadline)
-
-    def _waiting(self, intent: Intent, deadline: datetime) -> Waiting | None:
-        """The run as its polls ask again; None when they could not (the answer stands, 200 as without wait)."""
+        """The run as its polls ask again until ``deadline`` (Perform once's waits too); None when they could not
+        (the answer stands, 200 as without wait)."""
         assert intent.fingerprint_in is not None, "a request's intent can fingerprint under any version"
         versions = {intent.rules_version}
         found = self._core.find(intent.identities)

@@ -30,7 +30,7 @@ from tests.connector.test_samples import PERFORM_WORKFLOW
 from tests.gate import Gate
 from tests.infra.test_logic_app import ORDER, PARAMETERS
 from tests.infra.wdl import Call, Run
-from tests.support.target_server import StandInTarget
+from tests.support.target_server import Answer, StandInTarget
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +129,60 @@ def test_the_same_order_number_with_other_data_is_a_conflict_and_nothing_is_sent
     assert answer(changed)["decision"] == "conflict"
     assert changed.statuses["Hand_the_conflict_to_its_owner"] == "Succeeded"
     assert len(stand_in.received) == 1
+
+
+# A fault at the sample's one connector call, under the engine's default retry policy (4 retries): how many
+# calls it strikes, and whether each was applied before its answer was lost.
+CALL_FAULTS = {
+    "call refused once": (1, False),
+    "call applied, answer lost": (1, True),
+    "call applied, server down through the retries": (5, True),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(CALL_FAULTS))
+def test_a_fault_at_the_call_makes_the_order_once_and_the_run_again_reuses_it(
+    definition: dict[str, Any], call_app: Call, stand_in: StandInTarget, fault: str
+) -> None:
+    strikes, applied = CALL_FAULTS[fault]
+    struck: list[int] = []
+
+    def faulty(method: str, path: str, body: Any) -> tuple[int, Any]:
+        if path == "/api/perform" and len(struck) < strikes:
+            struck.append(1)
+            if applied:
+                call_app(method, path, body)
+            raise ConnectionError(path)
+        return call_app(method, path, body)
+
+    first = Run(definition, ORDER, faulty, PARAMETERS, name="run-1", retries=4).start()
+    again = run(definition, call_app, "run-2")
+
+    assert len(struck) == strikes
+    if strikes <= 4:
+        assert answer(first)["decision"] in ("performed", "duplicate")
+    assert answer(again)["decision"] == "duplicate"
+    assert len(stand_in.records) == 1
+    assert [r.method for r in stand_in.received] == ["POST"], "the order was sent to the target twice"
+    assert answer(again)["orderId"] == stand_in.records[0].record_id
+
+
+def test_an_order_made_whose_answer_the_target_lost_is_found_and_never_made_again(
+    definition: dict[str, Any], call_app: Call, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    # The order system makes the order, then answers 503: the outcome is unknown until its look-up tells.
+    stand_in.script(Answer(status=503, body=b"{}"))
+
+    first = run(definition, call_app, "run-1")
+    clock.advance(60)  # past the call's deadline (its target's timeout)
+    again = run(definition, call_app, "run-2")
+
+    assert answer(first)["decision"] == "reconcile"
+    assert first.statuses["Find_out_whether_the_order_was_made"] == "Succeeded"
+    assert answer(again)["decision"] == "duplicate"
+    assert answer(again)["orderId"] == stand_in.records[0].record_id
+    assert len(stand_in.records) == 1
+    assert len(stand_in.writes()) == 1, "the order was sent to the target twice"
 
 
 def documented_declaration() -> list[str]:

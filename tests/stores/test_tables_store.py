@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -20,7 +20,7 @@ from oncegate.domain.records import Claim, Conflict, HistoryEvent
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import ConcurrentUpdate, NotFound, StoreUnavailable
 from oncegate.stores import columns
-from oncegate.stores.paging import encode_cursor, utc_text
+from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 from oncegate.stores.tables import batch
 from oncegate.stores.tables.claims import HISTORY_BATCH
 from oncegate.stores.tables.conflicts import FIRST_VERSION, _conflict_entities
@@ -376,19 +376,22 @@ def test_each_page_of_a_history_this_release_wrote_is_one_read_of_its_own_rows(
         list(pool.map(store.add_event, events[1:]))
 
     pages: list[list[int]] = []
-    cursor = None
+    cursors: list[str | None] = [None]
     for _ in range(3):
         reads.clear()
-        page = store.list_history(claim.claim_id, limit=50, cursor=cursor)
+        page = store.list_history(claim.claim_id, limit=50, cursor=cursors[-1])
         pages.append(list(reads))
-        cursor = page.cursor
+        cursors.append(page.cursor)
     reads.clear()
     store.get_claim(claim.claim_id)
 
     # Each page is one request of its rows and the one after, which says more follow; the claim, one row.
     assert pages == [[51], [51], [20]]
-    assert cursor is None
+    assert cursors[-1] is None
     assert reads == [1]
+    # The cursor says so by its time's form; an earlier release reads the same place from it.
+    at, event_id = decode_cursor(str(cursors[1]))
+    assert (datetime.fromisoformat(at), event_id) == (events[49].at, events[49].event_id)
 
 
 def test_a_new_store_opens_without_logging_an_error(

@@ -21,10 +21,12 @@ reads them on their own, and answers counted since in the series' line at its ti
 earlier line, as one. Only claims answered by an earlier release have such rows, so that second read is
 made only for a history that may have them. A marker written the first time this release opens the store
 says which: none if the store held no claims then; else those whose history starts before a day after it,
-time enough for the instances of the earlier release to finish their requests. A history starting later
-was begun by this release, and its lines are keyed by time::
+time enough for the instances of the earlier release to finish their requests; a history starting later
+was begun by this release. The marker, beside the conflicts' own (every partition of the claims table but
+its mark's is a claim's or an index's)::
 
-    OnceGateConflicts  upgrade  history-keyed-by-time    Since (the first open), HeldClaims (of an earlier release)
+    table              PartitionKey  RowKey                 columns
+    OnceGateConflicts  upgrade       history-keyed-by-time  Since (the first open), HeldClaims (claims then)
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from oncegate.errors import InvalidRequest
 from oncegate.stores import columns, large_values
 from oncegate.stores.paging import decode_cursor, encode_cursor
 from oncegate.stores.tables import batch
+from oncegate.stores.tables.conflicts import UPGRADE_PARTITION
 from oncegate.stores.tables.entities import (
     HISTORY_PREFIX,
     KEY_TIME,
@@ -72,9 +75,7 @@ SERIES_RACES = 4
 # Series tallies remembered at their ETags, least recently counted forgotten first: about 1 KB each.
 SERIES_REMEMBERED = 4096
 CURSOR_REFUSED = "cursor is not one this service handed out."
-# The marker of when this release first opened the store, beside the conflicts' own (conflicts.UPGRADE_PARTITION):
-# every partition of the claims table but the mark's is a claim's or an index's.
-UPGRADE_PARTITION = "upgrade"
+# The marker of when this release first opened the store.
 KEYED_BY_TIME = "history-keyed-by-time"
 # How long instances of an earlier release may go on answering after this one first opened the store: the
 # end of a deployment's overlap is minutes; a day is far beyond it.
@@ -131,7 +132,7 @@ def _cursor(line: HistoryEvent, begun_here: bool) -> str:
 
 
 def _timed_since(marker: TableEntity | None) -> str:
-    """The least first history key a claim whose history cannot hold rows of an earlier release has."""
+    """The least key a history's first row has when the history cannot hold rows of an earlier release."""
     if marker is None:
         return TIMED_END  # not known (a store opened read only before any instance of this release): no claim
     if not marker.get("HeldClaims", True):

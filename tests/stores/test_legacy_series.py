@@ -187,3 +187,21 @@ def test_a_claim_of_the_upgraded_store_begun_after_the_grace_reads_each_page_onc
 
 def _entity_of(claim_id: str, row_key: str, event: HistoryEvent) -> dict[str, Any]:
     return {"PartitionKey": claim_id, "RowKey": row_key, **columns.event_to_row(event)}
+
+
+def test_a_store_opened_only_to_read_before_this_release_wrote_to_it_reads_the_earlier_rows_and_writes_nothing(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    # An export of a store 0.4.0 wrote, before any instance of this release opened it: no marker says which
+    # histories this release began, so every full page looks for the earlier rows.
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as client:
+        claims = client.create_table_if_not_exists(table_store_factory.prefix + "Claims")
+        for row in DUMP["entities"]["Claims"]:
+            claims.create_entity(_entity(row))
+        conflicts = client.create_table_if_not_exists(table_store_factory.prefix + "Conflicts")
+        reading = TableStore(client, prefix=table_store_factory.prefix, read_only=True)
+
+        paged = list(every_item(lambda cursor: reading.list_history(MANIFEST["claimId"], limit=2, cursor=cursor)))
+
+        assert lines(paged) == MANIFEST["history"]
+        assert list(conflicts.list_entities()) == []

@@ -1,8 +1,8 @@
 """What Check and claim answers, in the domain's words: the decision and what the flow needs to act on it.
 
 Beside the decision table (:mod:`oncegate.domain.decisions`): :func:`answer` says what each decision
-carries (the claim token with a grant, the holder with in_progress, the original result with
-duplicate) and which warnings the claim met adds. :mod:`oncegate.service.claims` calls it with the
+carries (the claim token and idempotency key with a grant, the holder with in_progress, the original
+result with duplicate) and which warnings the claim met adds. :mod:`oncegate.service.claims` calls it with the
 verdict and the claim as written; the entry points render the answer as the wire's ``ClaimResponse``.
 """
 
@@ -15,6 +15,7 @@ from oncegate.domain import members
 from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import Verdict
 from oncegate.domain.intent import Intent
+from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim, EarlierAttempt, Flow
 from oncegate.domain.statuses import AnswerStatus, Decision
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY, SOURCE_DIFFERS
@@ -33,7 +34,7 @@ class ClaimAnswer:
     """One Check and claim answer.
 
     ``claim_token``, ``idempotency_key`` and ``lease_expires_at`` come with a grant (proceed, reconcile) (the
-    idempotency key: :mod:`oncegate.domain.idempotency`); ``holder`` and
+    idempotency key: :func:`idempotency_key`); ``holder`` and
     ``retry_after_seconds`` with in_progress; ``result`` (the claim whose recorded result is the
     original one) with duplicate; ``earlier_attempt`` with reconcile; ``conflict_id`` with conflict.
     """
@@ -65,6 +66,17 @@ CONFLICT_REASON = (
 )
 
 
+def idempotency_key(hasher: KeyHasher, claim: Claim) -> str:
+    """The idempotency key a run hands the target system for the claim's current attempt (issue 25).
+
+    Many target systems deduplicate on a key of their own (an ``Idempotency-Key`` header, a client request id,
+    an external id field). Every ``proceed`` and ``reconcile`` answer carries one, made from the claim (never
+    from the business key) with the secret of the claim's id (``hasher``), for the attempt whose key the claim
+    keeps (``Claim.idempotency_attempt``, :func:`~oncegate.domain.decisions.key_attempt`; None: its own).
+    """
+    return hasher.idempotency_key(claim.claim_id, claim.first_received_at, claim.idempotency_attempt or claim.attempt)
+
+
 def flow_warnings(claim: Claim, flow: Flow | None, decision: Decision) -> list[str]:
     """``another_flow_copy`` when a run of one flow meets the claim another flow holds or did."""
     if decision not in (Decision.DUPLICATE, Decision.IN_PROGRESS) or claim.flow is None or flow is None:
@@ -78,12 +90,14 @@ def source_warnings(claim: Claim, source: str | None) -> list[str]:
     return [SOURCE_DIFFERS] if differs else []
 
 
-def answer(verdict: Verdict, claim: Claim, intent: Intent, token: str | None = None) -> ClaimAnswer:
+def answer(
+    verdict: Verdict, claim: Claim, intent: Intent, token: str | None = None, key: str | None = None
+) -> ClaimAnswer:
     """What the run is told of ``verdict`` on ``claim`` (as written): what each decision carries, and its warnings.
 
     The warnings are those the request itself earned (``intent.warnings``: its key, no flow, no fingerprint),
     then those meeting this claim adds; ``token`` is the claim token of the claim's grant, handed over only with
-    a decision that grants.
+    a decision that grants, with ``key``, the attempt's idempotency key (:func:`idempotency_key`).
     """
     told = ClaimAnswer(
         decision=verdict.decision,
@@ -99,7 +113,11 @@ def answer(verdict: Verdict, claim: Claim, intent: Intent, token: str | None = N
     )
     if verdict.grants:
         return replaced(
-            told, claim_token=token, lease_expires_at=claim.lease_expires_at, earlier_attempt=verdict.earlier_attempt
+            told,
+            claim_token=token,
+            idempotency_key=key,
+            lease_expires_at=claim.lease_expires_at,
+            earlier_attempt=verdict.earlier_attempt,
         )
     if verdict.decision is Decision.IN_PROGRESS:
         holder = LeaseHolder(flow=claim.flow, lease_expires_at=claim.lease_expires_at)

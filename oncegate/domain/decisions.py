@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from oncegate.domain.copies import replaced
-from oncegate.domain.idempotency import key_attempt
 from oncegate.domain.intent import Intent
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.members import named
@@ -121,6 +120,17 @@ def first_claim(intent: Intent) -> Claim:
         reference=intent.reference,
         key_id=intent.key_id,
     )
+
+
+def key_attempt(claim: Claim, earlier: EarlierAttempt | None) -> int | None:
+    """The attempt whose idempotency key a new attempt taking ``claim`` over carries (issue 25): when it reconciles
+    an ``earlier`` attempt in doubt (its lease ran out, or its outcome was recorded ``unknown``), that attempt's, or
+    the one whose key it carried in turn, so the target recognises a request that already reached it; else None,
+    its own: an attempt after a recorded failure (or a release) gets a key of its own, so the target does not
+    answer the retry with the failure it cached. The key itself: :func:`oncegate.domain.answers.idempotency_key`."""
+    if earlier is None:
+        return None
+    return claim.idempotency_attempt or claim.attempt
 
 
 def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> Claim:

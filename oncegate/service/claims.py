@@ -17,10 +17,21 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from oncegate.domain.answers import ClaimAnswer, answer, conflict_answer, flow_warnings, idempotency_key, unclaimed
 from oncegate.domain.backups import Restore
 from oncegate.domain.copies import replaced
-from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records, withdrawn
+from oncegate.domain.decisions import (
+    Change,
+    ClaimAnswer,
+    Verdict,
+    answer,
+    check_and_claim,
+    conflict_answer,
+    flow_warnings,
+    idempotency_key,
+    needs_fingerprint_records,
+    unclaimed,
+    withdrawn,
+)
 from oncegate.domain.intent import Intent
 from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent, flow_text
 from oncegate.domain.statuses import (

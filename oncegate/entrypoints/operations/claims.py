@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from oncegate import telemetry
-from oncegate.domain.answers import ClaimAnswer
+from oncegate.domain.decisions import ClaimAnswer
 from oncegate.domain.keys import normalise_scope, normalise_source
 from oncegate.domain.records import Claim, ClaimFilter, EarlierAttempt
 from oncegate.domain.statuses import ClaimStatus, Outcome, SettledOutcome

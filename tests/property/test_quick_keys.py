@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from oncegate.domain.keys import KeyHasher, _Mac, _whole_seconds
+from oncegate.domain.keys import KeyHasher, _Mac, _whole_seconds, compact_time
 
 SECRETS = st.text(min_size=32, max_size=120)
 ZONES = st.sampled_from([UTC, timezone(timedelta(hours=8)), timezone(timedelta(hours=-5, minutes=-30))])
@@ -48,6 +48,16 @@ def test_a_mac_is_used_again_unchanged() -> None:
 @example(when=datetime(1000, 1, 1, tzinfo=UTC))
 def test_the_time_to_the_second_is_strftimes(when: datetime) -> None:
     assert _whole_seconds(when) == when.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+@settings(max_examples=500, deadline=None)
+@given(when=st.datetimes(min_value=datetime(1, 1, 2), timezones=st.none() | ZONES))
+@example(when=datetime(999, 1, 1, 0, 0, 0, 5, tzinfo=UTC))
+@example(when=datetime(2026, 12, 7, 0, 0, 0, 0, tzinfo=UTC))
+def test_a_history_line_s_time_is_strftimes(when: datetime) -> None:
+    """An event id starts with its time: the quick spelling keeps the ids of a claim's history in time order."""
+    assert compact_time(when, fraction=True) == when.strftime("%Y%m%dT%H%M%S%fZ")
+    assert compact_time(when) == when.strftime("%Y%m%dT%H%M%SZ")
 
 
 def _derive(secret: str, purpose: str) -> bytes:

@@ -86,9 +86,10 @@ class SameRows:
 
     The floor issue 36 names, "the bare write of the same rows": the claim row and its first history row as the
     store writes them (the same columns in the same order, the same values), inserted with bare ``sqlite3`` into a
-    file made with the store's own schema (``stores/sqlite_schema``: the claims table's 35 columns and its
-    indexes, the history's), in ``BEGIN IMMEDIATE; INSERT; INSERT; COMMIT`` with the store's pragmas. What is
-    left above it is OnceGate's Python, and the store's locks between its processes.
+    file made with the store's own schema (``stores/sqlite_schema``: the claim row's 35 columns into the claims
+    table with its indexes, the history row into the history's), in ``BEGIN IMMEDIATE; INSERT; INSERT; COMMIT``
+    with the store's pragmas. What is left above it is OnceGate's Python, and the store's locks between its
+    processes.
     """
 
     def __init__(self, rig: Rig, store: ClaimStore, source: str, name: str, first: str) -> None:

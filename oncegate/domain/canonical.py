@@ -27,7 +27,7 @@ from typing import Any
 import rfc8785
 
 # The integers JSON's doubles hold exactly (RFC 8785 refuses the others).
-_SAFE_INTEGER = 2**53 - 1
+SAFE_INTEGER = 2**53 - 1
 _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")).encode
 
 
@@ -55,7 +55,7 @@ def _plain(value: Any) -> Any:
     if kind is str or value is None or kind is bool:
         return value
     if kind is int:
-        return value if -_SAFE_INTEGER <= value <= _SAFE_INTEGER else _OTHER
+        return value if -SAFE_INTEGER <= value <= SAFE_INTEGER else _OTHER
     if kind is float:
         return _number(value)
     if kind is dict:
@@ -76,7 +76,7 @@ def _plain(value: Any) -> Any:
 
 def _number(value: float) -> Any:
     if value.is_integer():
-        return int(value) if -_SAFE_INTEGER <= value <= _SAFE_INTEGER else _OTHER
+        return int(value) if -SAFE_INTEGER <= value <= SAFE_INTEGER else _OTHER
     if not math.isfinite(value) or "e" in repr(value):
         return _OTHER
     return value

@@ -15,7 +15,6 @@ import hashlib
 import hmac
 import re
 import unicodedata
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -96,6 +95,31 @@ def _derive(secret: bytes, purpose: str) -> bytes:
     return hmac.digest(secret, f"oncegate {purpose} v1".encode(), "sha256")
 
 
+_BLOCK = 64  # SHA-256's block: the key's length in HMAC-SHA256
+_INNER_PAD = bytes(byte ^ 0x36 for byte in range(256))
+_OUTER_PAD = bytes(byte ^ 0x5C for byte in range(256))
+
+
+class _Mac:
+    """HMAC-SHA256 under one key (RFC 2104), with the key's inner and outer hashes begun once.
+
+    ``hmac.digest`` begins both on every call, and a claim makes four MACs under the same few keys: copying the
+    two begun hashes is a third of the time (issue 36). The same digest as ``hmac.digest(key, message, "sha256")``.
+    """
+
+    def __init__(self, key: bytes) -> None:
+        block = (hashlib.sha256(key).digest() if len(key) > _BLOCK else key).ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha256(block.translate(_INNER_PAD))
+        self._outer = hashlib.sha256(block.translate(_OUTER_PAD))
+
+    def digest(self, message: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(message)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
+
+
 class KeyHasher:
     """Turns business keys, fingerprints and grants into values keyed with a secret the store never sees."""
 
@@ -103,9 +127,10 @@ class KeyHasher:
         if len(secret) < MIN_SECRET_LENGTH:
             raise ValueError(f"the key secret must be at least {MIN_SECRET_LENGTH} characters")
         self._secret = secret.encode("utf-8")
-        self._fingerprint_key = _derive(self._secret, "fingerprint")
-        self._token_key = _derive(self._secret, "claim token")
-        self._idempotency_key = _derive(self._secret, "idempotency key")
+        self._claim_mac = _Mac(self._secret)
+        self._fingerprint_mac = _Mac(_derive(self._secret, "fingerprint"))
+        self._token_mac = _Mac(_derive(self._secret, "claim token"))
+        self._idempotency_mac = _Mac(_derive(self._secret, "idempotency key"))
         self._member_key = _derive(self._secret, "member")
         # Made once per secret: every claim carries it, and deriving it was an HMAC per request (issue 36).
         self._key_id = _b32(_derive(self._secret, "key check"))[:16]
@@ -127,14 +152,14 @@ class KeyHasher:
     def claim_id(self, scope: str, key: str) -> str:
         """The claim's address: 52 lowercase base32 characters, stable for the same scope and key."""
         message = f"{normalise_scope(scope)}\n{normalise_key(key)}".encode()
-        return _b32(hmac.digest(self._secret, message, "sha256"))
+        return _b32(self._claim_mac.digest(message))
 
     def fingerprint(self, *, supplied: str | None, payload: Any) -> Fingerprint | None:
         """The payload's fingerprint (it wins over a supplied one), or the supplied one keyed; None without either."""
         plain = payload_fingerprint(payload) if payload is not None else supplied
         if plain is None:
             return None
-        digest = hmac.digest(self._fingerprint_key, plain.encode(), "sha256")
+        digest = self._fingerprint_mac.digest(plain.encode())
         return Fingerprint(keyed=KEYED_FINGERPRINT_PREFIX + _b32(digest), plain=plain)
 
     def members(self, payload: Any) -> dict[str, str] | None:
@@ -144,7 +169,7 @@ class KeyHasher:
     def claim_token(self, claim_id: str, attempt: int, grant_id: str) -> str:
         """The token of one grant: the attempt number (so errors can name it), then a MAC over the grant."""
         message = f"{claim_id}\n{attempt}\n{grant_id}".encode()
-        mac = hmac.digest(self._token_key, message, "sha256")[:TOKEN_MAC_BYTES]
+        mac = self._token_mac.digest(message)[:TOKEN_MAC_BYTES]
         return f"{attempt}.{base64.urlsafe_b64encode(mac).decode('ascii')}"
 
     def idempotency_key(self, claim_id: str, born: datetime, attempt: int) -> str:
@@ -155,21 +180,40 @@ class KeyHasher:
         business key, and only this service can make it. Which attempt is :mod:`oncegate.domain.idempotency`'s.
         """
         # Whole seconds: the time reads back the same from every store.
-        message = f"{claim_id}\n{born.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}\n{attempt}".encode()
-        raw = bytearray(hmac.digest(self._idempotency_key, message, "sha256")[:16])
+        message = f"{claim_id}\n{_whole_seconds(born)}\n{attempt}".encode()
+        raw = bytearray(self._idempotency_mac.digest(message)[:16])
         raw[6] = (raw[6] & 0x0F) | 0x80  # version 8: custom
         raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC's variant
-        return str(uuid.UUID(bytes=bytes(raw)))
+        # As str(uuid.UUID(bytes=raw)) spells it: 8-4-4-4-12 lowercase hex digits.
+        digits = raw.hex()
+        return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
     def signed_in_digest(self, name: str) -> str:
         """Who a grant was made to (Entra ID sign-in), kept as a keyed digest: the row names nobody."""
-        digest = hmac.digest(self._token_key, f"signed in\n{name}".encode(), "sha256")
+        digest = self._token_mac.digest(f"signed in\n{name}".encode())
         return KEYED_FINGERPRINT_PREFIX + _b32(digest[:16])
 
     def token_matches(self, token: str, claim_id: str, attempt: int, grant_id: str) -> bool:
         """Whether ``token`` is the one this grant was given, compared in constant time."""
         expected = self.claim_token(claim_id, attempt, grant_id)
         return hmac.compare_digest(token.encode(), expected.encode())
+
+
+def _whole_seconds(when: datetime) -> str:
+    """``when`` in UTC to the second, as ``strftime("%Y%m%dT%H%M%SZ")`` writes it."""
+    return compact_time(when.astimezone(UTC))
+
+
+def compact_time(when: datetime, *, fraction: bool = False) -> str:
+    """``when``'s own fields as ``strftime("%Y%m%dT%H%M%SZ")`` writes them (``fraction``: ``"%Y%m%dT%H%M%S%fZ"``),
+    at a third of its time: a claim writes two such times (issue 36)."""
+    if when.year < 1000:  # strftime's %Y pads no year below 1000 on some platforms: its own spelling
+        return when.strftime("%Y%m%dT%H%M%S%fZ" if fraction else "%Y%m%dT%H%M%SZ")
+    fields = (when.year, when.month, when.day, when.hour, when.minute, when.second)
+    # %-formatting: twice as quick here as format specifiers.
+    if fraction:
+        return "%04d%02d%02dT%02d%02d%02d%06dZ" % (*fields, when.microsecond)  # noqa: UP031
+    return "%04d%02d%02dT%02d%02d%02dZ" % fields  # noqa: UP031
 
 
 def payload_fingerprint(payload: Any) -> str:

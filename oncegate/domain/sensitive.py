@@ -391,16 +391,31 @@ def _has_china_mobile(text: str) -> bool:
 
 # -- all of them ---------------------------------------------------------------------------------------------
 
+CARD = "a payment card number"
+
 DETECTORS: tuple[tuple[str, Callable[[str, bool], bool]], ...] = (
     ("an e-mail address", lambda text, _: _has_email(text)),
     ("a resident identity number", lambda text, _: _has_resident_id(text)),
-    ("a payment card number", lambda text, labelled: _has_card(text, labelled=labelled)),
+    (CARD, lambda text, labelled: _has_card(text, labelled=labelled)),
     ("an IBAN", lambda text, _: _has_iban(text)),
     ("a phone number", lambda text, _: _has_phone(text) or _has_china_mobile(text)),
 )
 
 # The findings that are numbers an honest id may share the shape of: a scope's owner can declare such keys.
-NUMBER_FINDINGS = frozenset({"a resident identity number", "a payment card number", "a phone number"})
+NUMBER_FINDINGS = frozenset({"a resident identity number", CARD, "a phone number"})
+
+# The fewest ASCII digits a reading holds when a detector finds something in it: a resident id's 17 and its check
+# character, a card's shortest issued length (Diners Club's 14), an IBAN's two check digits after its country,
+# a phone number's 8 (PHONE_DIGITS; a Chinese mobile's 11, a number glued to 00 its 10). Text whose readings hold
+# fewer is not searched for it: most keys and values hold no long run of digits (issue 36).
+FEWEST_DIGITS = {
+    "an e-mail address": 0,
+    "a resident identity number": 17,
+    CARD: 14,
+    "an IBAN": 2,
+    "a phone number": PHONE_DIGITS[0],
+}
+_DIGITS = "0123456789"
 
 
 def sensitive_findings(text: str, *, context: str = "") -> list[str]:
@@ -409,6 +424,12 @@ def sensitive_findings(text: str, *, context: str = "") -> list[str]:
     ``context`` names where the text is held (``data.payment.cardNumber``): a name can say that a
     run of digits is a card's, as a word in the text can.
     """
-    readings = _readings(text)
-    labelled = any(map(card_labelled, readings)) or card_labelled(context)
-    return [finding for finding, found in DETECTORS if any(found(reading, labelled) for reading in readings)]
+    every = _readings(text)
+    digits = max(sum(map(reading.count, _DIGITS)) for reading in every)
+    # Read only where a card may be found: whether the text or its name says a run of digits is a card's.
+    labelled = digits >= FEWEST_DIGITS[CARD] and (any(map(card_labelled, every)) or card_labelled(context))
+    return [
+        finding
+        for finding, found in DETECTORS
+        if digits >= FEWEST_DIGITS[finding] and any(found(reading, labelled) for reading in every)
+    ]

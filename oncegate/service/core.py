@@ -35,7 +35,7 @@ from oncegate.bounded import Bounded
 from oncegate.domain import members
 from oncegate.domain.fingerprint_rules import applied
 from oncegate.domain.intent import Identity, Intent
-from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, normalise_scope, normalise_source
+from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, compact_time, normalise_scope, normalise_source
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
 from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import (
@@ -310,7 +310,7 @@ class ClaimsCore:
         claim: Claim, kind: EventKind, outcome: str, recognised_by: str, *, at: datetime, **fields: Any
     ) -> HistoryEvent:
         # The timestamp first makes event ids sort in time order; the random tail keeps them unique.
-        event_id = f"{at.strftime('%Y%m%dT%H%M%S%fZ')}-{secrets.token_hex(4)}"
+        event_id = f"{compact_time(at, fraction=True)}-{secrets.token_hex(4)}"
         return HistoryEvent(
             claim_id=claim.claim_id,
             event_id=event_id,

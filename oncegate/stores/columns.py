@@ -134,8 +134,12 @@ CONFLICT_COLUMNS = (
 )
 
 
+# Made once: ``json.dumps`` with options builds an encoder a call, a third of a claim row's JSON time (issue 36).
+_JSON_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _json_text(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return None if value is None else _JSON_TEXT(value)
 
 
 def _json_value(text: str | None) -> Any:

@@ -32,10 +32,13 @@ def _sql_row(row: Row) -> Row:
     """``row`` (a new dict from ``columns``, changed in place) as SQLite takes it."""
     # SQLite would hold more, but the stores hold the same: a row Table Storage could not hold is refused here too.
     large_values.check(row)
-    # Times as fixed-width UTC text, which sorts in time order (the lists' cursors rely on it).
+    # Times as fixed-width UTC text, which sorts in time order (the lists' cursors rely on it). A new claim's
+    # times are mostly one moment (first received, last attempt, updated): each moment is written once.
+    written: dict[datetime, str] = {}
     for name, value in row.items():
         if isinstance(value, datetime):
-            row[name] = utc_text(value)
+            text = written.get(value)
+            row[name] = text if text is not None else written.setdefault(value, utc_text(value))
     return row
 
 

@@ -18,6 +18,7 @@ import rfc8785
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from oncegate.domain import members
 from oncegate.domain.canonical import canonical
 from oncegate.domain.keys import _b32
 
@@ -76,3 +77,23 @@ def test_values_outside_the_quick_way_are_the_library_s(value: Any) -> None:
 def test_base32_is_the_standard_library_s(digest: bytes) -> None:
     """Claim ids, keyed fingerprints and conflict ids are base32: the quick writing may not change one character."""
     assert _b32(digest) == base64.b32encode(digest).decode("ascii").rstrip("=").lower()
+
+
+def _leaf(value: Any) -> bytes | type[Exception]:
+    try:
+        return members._canonical(value)
+    except Exception as exc:
+        return type(exc)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(value=LEAVES | st.sampled_from([{}, [], 0, -0.0, 2**53 - 1, -(2**53 - 1), 2**53, 1.5, True, False]))
+def test_a_member_digest_writes_its_leaf_as_the_library_does(value: Any) -> None:
+    """A member digest is a MAC over its leaf's canonical bytes (issue 33): the quick numbers and empty
+    containers of :mod:`oncegate.domain.members` may not change one byte of it. A leaf the library refuses is refused
+    (a lone surrogate as the encoder refuses it): the claim then keeps no member digests, as before."""
+    written, library = _leaf(value), _library(value)
+    if isinstance(library, bytes):
+        assert written == library
+    else:
+        assert written in (library, UnicodeEncodeError)

@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic.alias_generators import to_camel
+
 ROOT = Path(__file__).resolve().parents[2]
 
 FIRST_CLAIM = """
@@ -80,3 +83,25 @@ def test_an_app_that_names_pydantic_plugins_still_has_them_looked_for(tmp_path: 
     result = _first_claim(tmp_path, "SO-1002", PYDANTIC_DISABLE_PLUGINS="")
     assert result["status"] == 200
     assert result["plugins_looked_for"] is True
+
+
+def _models(model: type[BaseModel]) -> list[type[BaseModel]]:
+    return [model, *(below for sub in model.__subclasses__() for below in _models(sub))]
+
+
+def test_every_field_keeps_the_wire_name_pydantic_gave_it() -> None:
+    # The models name their fields with a quicker function than pydantic's to_camel: the same names on the wire.
+    import oncegate.entrypoints.operations  # noqa: F401  (the bulk calls' item models are made with their entries)
+    from oncegate.models.base import _Model, wire_name
+
+    names = {name for model in _models(_Model) for name in model.model_fields}
+    assert len(names) > 100
+    assert {name: wire_name(name) for name in names} == {name: to_camel(name) for name in names}
+
+
+def test_the_models_annotations_are_objects_not_text() -> None:
+    # Text annotations would have pydantic evaluate each field's annotation when its class is made, at every start.
+    postponed = [
+        path.name for path in (ROOT / "oncegate" / "models").glob("*.py") if "from __future__" in path.read_text()
+    ]
+    assert postponed == []

@@ -10,6 +10,7 @@ retention and watch for claims needing attention; their schedules are app settin
 """
 
 import logging
+import os
 
 import azure.functions as func
 
@@ -18,6 +19,12 @@ from oncegate.entrypoints import http, logs, timers
 from oncegate.entrypoints.operations import OPERATIONS
 
 logs.configure()
+
+# No pydantic plugins: looking for one reads the metadata of every installed distribution, which the first
+# request would pay (issue 36's cold start). An app that uses one sets PYDANTIC_DISABLE_PLUGINS itself
+# (empty: every plugin is loaded), and this leaves it as it is.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
 
 try:
     auth_mode = Settings.from_environment().auth

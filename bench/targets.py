@@ -230,6 +230,9 @@ BODY = b'{"decision":"proceed"}'
 
 class Hello(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # As oncegate serve sets it: its headers and body go out as two writes, and with Nagle on the body waits for
+    # the client's delayed ACK (40 ms), so it answered 180 requests a second and its CPU per request was double.
+    disable_nagle_algorithm = True
 
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))

@@ -16,7 +16,7 @@ from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
-from oncegate.domain.targets import TargetCalls
+from oncegate.domain.targets import Target, TargetCall, TargetCalls, TargetReply
 from oncegate.entrypoints.sensitive_data import SensitiveDataGuard, value_findings
 from oncegate.errors import StoreUnavailable
 from oncegate.local_secret import local_key_secret
@@ -221,8 +221,31 @@ def build_services(settings: Settings, *, secret: str | None = None) -> Services
 
 def target_calls(settings: Settings) -> TargetCalls:
     """The one adapter that reaches the declared targets (issue 34): secrets read by the app's identity through their
-    settings, or on SQLite from ``target-secrets/`` beside the database; tokens from the app's managed identity."""
-    # Imported here: a process that never performs once loads neither TLS nor the Azure credential.
+    settings, or on SQLite from ``target-secrets/`` beside the database; tokens from the app's managed identity.
+
+    Built at its first call: a process that never performs once imports neither the adapter nor the Azure
+    credential, and its first Check and claim does not pay for them (issue 36's cold start).
+    """
+    return _BuiltOnFirstCall(lambda: _http_targets(settings))
+
+
+class _BuiltOnFirstCall:
+    """A :class:`TargetCalls` that builds the adapter it stands for when it is first called, once."""
+
+    def __init__(self, build: Callable[[], TargetCalls]) -> None:
+        self._build = build
+        self._built: TargetCalls | None = None
+        self._lock = threading.Lock()
+
+    def call(self, target: Target, request: TargetCall) -> TargetReply:
+        if self._built is None:
+            with self._lock:
+                if self._built is None:
+                    self._built = self._build()
+        return self._built.call(target, request)
+
+
+def _http_targets(settings: Settings) -> TargetCalls:
     from oncegate.outbound.target_secrets import LOCAL_FOLDER, identity_tokens, secret_reader
     from oncegate.outbound.targets_http import HttpTargets
 

@@ -7,8 +7,6 @@ item alone. An entry's model is therefore the single answer with every field opt
 designer shows each field with the single action's own text.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 from pydantic import Field, create_model, field_validator

@@ -1,7 +1,5 @@
 """What flows and reviewers send about claims: Check and claim, Look up, the writes to a claim, the attention list."""
 
-from __future__ import annotations
-
 from datetime import UTC, datetime
 from typing import Annotated
 

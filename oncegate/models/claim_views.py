@@ -1,7 +1,5 @@
 """Claims as the service shows them: the answer to Check and claim, the processing record, the attention list."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """Conflicts: what a flow reports, the owner's resolution, the lists and the trigger, and the conflict shown."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated
 

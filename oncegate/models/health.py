@@ -1,7 +1,5 @@
 """What the service says about itself: its health, and the error body any action may answer."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated
 

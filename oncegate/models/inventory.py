@@ -1,7 +1,5 @@
 """The flow inventory and the scope catalogue: registrations, settings, lists and overlaps."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated
 

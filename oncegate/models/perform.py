@@ -1,7 +1,5 @@
 """Perform once on the wire: the call a flow asks OnceGate to make once, and what it is told (issue 34)."""
 
-from __future__ import annotations
-
 from enum import StrEnum
 from typing import Annotated
 

@@ -6,8 +6,6 @@ checks only their JSON types and lengths. The actions are for operators (the rev
 only): the connector shows them to no maker.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated
 

@@ -2,17 +2,23 @@
 
 A new process imports ``function_app`` and answers a Check and claim on SQLite in function-key mode, as
 a cold start on Azure does. PyJWT and cryptography serve Entra ID mode alone, phonenumbers only a value
-holding a candidate phone number, and a wire model no request has used yet is not built.
+holding a candidate phone number, the adapter that calls targets and the Azure credential only Perform once,
+and a wire model no request has used yet is not built. Pydantic's plugins are not looked for: that reads
+the metadata of every installed distribution.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
+from pydantic.alias_generators import to_camel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,6 +27,7 @@ import json, sys
 import azure.functions as func
 import function_app
 from oncegate import models
+from pydantic.plugin import _loader
 
 functions = {{f.get_function_name(): f.get_user_function() for f in function_app.app.get_functions()}}
 request = func.HttpRequest("POST", "http://localhost/api/claims", body={body!r},
@@ -28,12 +35,18 @@ request = func.HttpRequest("POST", "http://localhost/api/claims", body={body!r},
 response = functions["check_and_claim"](request)
 built = {{name for name in dir(models) if getattr(getattr(models, name), "__pydantic_complete__", False)}}
 print(json.dumps({{"status": response.status_code, "answer": json.loads(response.get_body()),
-                  "modules": sorted(sys.modules), "built": sorted(built)}}))
+                  "modules": sorted(sys.modules), "built": sorted(built),
+                  "plugins_looked_for": _loader._plugins is not None}}))
 """
 
 
-def _first_claim(tmp_path: Path, key: str) -> Any:
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_")}
+def _first_claim(tmp_path: Path, key: str, **settings: str) -> Any:
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("ONCEGATE_") and name != "PYDANTIC_DISABLE_PLUGINS"
+    }
+    environment |= settings
     environment |= {"ONCEGATE_SQLITE_PATH": str(tmp_path / "cold.db"), "ONCEGATE_KEY_SECRET": "cold-" + "s" * 40}
     flow = {"name": "Create order", "environment": "Default"}
     body = {"scope": "orders", "key": key, "payload": {"order": 1001}, "runId": "run-1", "flow": flow}
@@ -49,6 +62,9 @@ def test_a_first_claim_in_key_mode_loads_no_token_library_and_no_phone_plans(tmp
     assert result["answer"]["decision"] == "proceed"
     modules = set(result["modules"])
     assert not {"jwt", "cryptography", "phonenumbers"} & modules
+    # Perform once's own: the adapter that calls a target (TLS, the secrets) and the credential it gets tokens with.
+    assert not {"oncegate.outbound", "oncegate.outbound.targets_http", "azure.identity"} & modules
+    assert result["plugins_looked_for"] is False
     built = set(result["built"])
     # The first request built its own request and answer; the models of the other actions wait for theirs.
     assert {"ClaimRequest", "ClaimResponse"} <= built
@@ -61,3 +77,31 @@ def test_a_key_holding_a_phone_number_is_still_refused_on_a_first_claim(tmp_path
     assert result["status"] == 400
     assert result["answer"]["error"]["code"] == "sensitive_key"
     assert "phonenumbers" in set(result["modules"])
+
+
+def test_an_app_that_names_pydantic_plugins_still_has_them_looked_for(tmp_path: Path) -> None:
+    # The app turns the search off only where nobody set PYDANTIC_DISABLE_PLUGINS: empty, every plugin is loaded.
+    result = _first_claim(tmp_path, "SO-1002", PYDANTIC_DISABLE_PLUGINS="")
+    assert result["status"] == 200
+    assert result["plugins_looked_for"] is True
+
+
+def _models(model: type[BaseModel]) -> list[type[BaseModel]]:
+    return [model, *(below for sub in model.__subclasses__() for below in _models(sub))]
+
+
+def test_every_field_keeps_the_wire_name_pydantic_gave_it() -> None:
+    # The models name their fields with a quicker function than pydantic's to_camel: the same names on the wire.
+    import oncegate.entrypoints.operations  # noqa: F401  (the bulk calls' item models are made with their entries)
+    from oncegate.models.base import _Model, wire_name
+
+    names = {name for model in _models(_Model) for name in model.model_fields}
+    assert len(names) > 100
+    assert {name: wire_name(name) for name in names} == {name: to_camel(name) for name in names}
+
+
+def test_the_models_annotations_are_objects_not_text() -> None:
+    # Text annotations would have pydantic evaluate each field's annotation when its class is made, at every start.
+    models = (ROOT / "oncegate" / "models").glob("*.py")
+    postponed = [path.name for path in models if re.search(r"^from __future__ ", path.read_text(), re.MULTILINE)]
+    assert postponed == []

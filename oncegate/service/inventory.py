@@ -386,13 +386,17 @@ def _with_rules(history: tuple[FingerprintRules, ...], request: SetScope) -> tup
     return (*history, wanted) if fingerprint_rules.changed(current, wanted) else history
 
 
+# A scope without rules (frozen, so one value serves every claim of such a scope, issue 36).
+NO_RULES = FingerprintRules()
+
+
 def _rules_version(record: ScopeRecord | None, version: int | None) -> FingerprintRules | None:
     """That version of the scope's rules (None: the current); None when the record does not hold it (yet)."""
     history = record.fingerprint_rules if record else ()
     if version is None:
-        return history[-1] if history else FingerprintRules()
+        return history[-1] if history else NO_RULES
     if version == 0:
-        return FingerprintRules()
+        return NO_RULES
     return next((rules for rules in history if rules.version == version), None)
 
 

@@ -11,11 +11,14 @@ import hashlib
 import json
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oncegate import telemetry
+from oncegate.domain.answers import ClaimAnswer
+from oncegate.domain.intent import Intent
 from oncegate.domain.keys import normalise_key, normalise_scope
-from oncegate.entrypoints import error_map
+from oncegate.entrypoints import error_map, render
 from oncegate.entrypoints.error_map import error_info
 from oncegate.entrypoints.operations.table import Call, Operation
 from oncegate.entrypoints.parse import CLAIM_ID_PATTERN, item_body
@@ -35,16 +38,112 @@ if TYPE_CHECKING:
 
 
 def claim_each(services: Services, call: Call[Any, Any], items: list[Any], single: Operation) -> list[ClaimManyEntry]:
-    """Check and claim for each item, as if sent one after another in order (``oncegate.service.bulk``)."""
+    """Check and claim for each item, as if sent one after another in order (``oncegate.service.bulk``).
+
+    Where the store writes one at a time, the items are read and parsed first and their new keys claimed
+    together (:func:`_claim_new`); an item parsed then is decided from that parse if it is left to go alone.
+    """
     digest = _call_digest(items)
     kept: list[list[telemetry.Answered]] = [[] for _ in items]
+    parsed: dict[int, _Parsed] = {}
+
+    def apply(place: tuple[int, Any]) -> ClaimResponse:
+        index, item = place
+        read = parsed.get(index)
+        if read is None:
+            return _claim_item(services, call, single, index, item, digest, kept[index])
+        with _item_answer(telemetry.CHECK, "check_and_claim_many", kept[index]):
+            return _rendered(single, read, services.claims.decide_for(read.intent))
+
     answers = services.bulk.each(
         list(enumerate(items)),
-        lambda place: _claim_item(services, call, single, *place, digest, kept[place[0]]),
+        apply,
         same=_same_key,
+        ahead=lambda: _claim_new(services, call, single, items, digest, parsed, kept),
     )
     _send_item_events(kept, answers, "check_and_claim_many")
     return [_claim_entry(item, answer) for item, answer in zip(items, answers, strict=True)]
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """An item of Check and claim many read and parsed once, before any of the call's claims is made (issue 36)."""
+
+    body: ClaimItem
+    intent: Intent
+    # What its business data earned (``sensitive_data``), added to its answer as the single call adds them.
+    warnings: list[str]
+
+
+def _claim_new(
+    services: Services,
+    call: Call[Any, Any],
+    single: Operation,
+    items: list[Any],
+    digest: str,
+    parsed: dict[int, _Parsed],
+    kept: list[list[telemetry.Answered]],
+) -> dict[int, ClaimResponse]:
+    """The answers of the items whose keys were new, claimed together (``oncegate.service.new_claims``).
+
+    Only the first item of each key is parsed here, and claimed here unless its single call would do more than
+    make a first claim; the others, and those whose claim was there, are answered one after another after it.
+    """
+    seen: set[Hashable] = set()
+    firsts: list[int] = []
+    for index, item in enumerate(items):
+        same = _same_key((index, item))
+        if same in seen:
+            continue
+        seen.add(same)
+        read = _parse(services, call, single, index, item, digest)
+        if read is None:
+            continue
+        parsed[index] = read
+        if not services.new_claims.alone(read.intent):
+            firsts.append(index)
+    before = telemetry.round_trips()
+    made = services.new_claims.claim([parsed[index].intent for index in firsts])
+    # Each item claimed together counts its share of the write they shared, rounded up, as its round trips.
+    share = -(-(telemetry.round_trips() - before) // max(1, len(firsts)))
+    answered: dict[int, ClaimResponse] = {}
+    for index, told in zip(firsts, made, strict=True):
+        if told is not None:
+            with _item_answer(telemetry.CHECK, "check_and_claim_many", kept[index]):
+                for _ in range(share):
+                    telemetry.round_trip()
+                answered[index] = _rendered(single, parsed[index], told)
+    return answered
+
+
+def _parse(
+    services: Services, call: Call[Any, Any], single: Operation, index: int, item: Any, digest: str
+) -> _Parsed | None:
+    """The item read and parsed as its single call would, or None where that refuses it (or fails): the item is
+    then performed as a call of its own (:func:`_claim_item`), which refuses it in its own answer."""
+    if not isinstance(item, dict) or "wait" in item:
+        return None
+    try:
+        body = item_body(ClaimItem, item)
+        command = replace(single.parse(Call(body=body)), run_id=item_run_id(body.run_id, digest, index))
+        assert single.stores is not None, "Check and claim says what it stores"
+        warnings = services.sensitive_data.check(body, single.stores(Call(body=body), command))
+        intent = services.new_claims.intent(command, signed_in=Call(body=body, signed_in=call.signed_in).caller)
+    except Exception:  # met again, and answered, where the item is performed alone
+        return None
+    return _Parsed(body, intent, warnings)
+
+
+def _rendered(single: Operation, read: _Parsed, told: ClaimAnswer) -> ClaimResponse:
+    """The answer as the single call renders it (:meth:`Operation.perform`): its warnings added, described."""
+    response = render.claim_response(told)
+    if read.warnings:
+        response = response.model_copy(update={"warnings": [*response.warnings, *read.warnings]})
+    if telemetry.describing():
+        single.parse(Call(body=read.body))  # describes the item's scope and flow, as its single call's parse does
+        if single.describe is not None:
+            telemetry.describe(single.describe(response))
+    return response
 
 
 def _call_digest(items: list[Any]) -> str:

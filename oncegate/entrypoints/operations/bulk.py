@@ -3,6 +3,8 @@
 Check and claim many and Record results (``operations.claims``) read their items one by one: an item
 is its single call's body, performed by that call's entry (:meth:`Operation.perform`), with that
 call's telemetry event marked ``bulk``; ``oncegate.service.bulk`` orders the items that share a claim.
+Where the store writes one at a time (SQLite), Check and claim many parses its items first and claims
+their new keys together (``oncegate.service.new_claims``, issue 36), rendered as the single call renders.
 """
 
 from __future__ import annotations
@@ -125,10 +127,11 @@ def _parse(
         return None
     try:
         body = item_body(ClaimItem, item)
-        command = replace(single.parse(Call(body=body)), run_id=item_run_id(body.run_id, digest, index))
+        item_call: Call[ClaimItem, None] = Call(body=body, signed_in=call.signed_in)
+        command = _command(single, item_call, digest, index)
         assert single.stores is not None, "Check and claim says what it stores"
-        warnings = services.sensitive_data.check(body, single.stores(Call(body=body), command))
-        intent = services.new_claims.intent(command, signed_in=Call(body=body, signed_in=call.signed_in).caller)
+        warnings = services.sensitive_data.check(body, single.stores(item_call, command))
+        intent = services.new_claims.intent(command, signed_in=item_call.caller)
     except Exception:  # met again, and answered, where the item is performed alone
         return None
     return _Parsed(body, intent, warnings)
@@ -179,9 +182,14 @@ def _claim_item(
             )
             raise InvalidRequest(message, details=[("wait", message)])
         body = item_body(ClaimItem, item)
-        body = body.model_copy(update={"run_id": item_run_id(body.run_id, digest, index)})
-        answer: ClaimResponse = single.answer(services, Call(body=body, signed_in=call.signed_in))
+        item_call: Call[ClaimItem, None] = Call(body=body, signed_in=call.signed_in)
+        answer: ClaimResponse = single.answer(services, item_call, _command(single, item_call, digest, index))
         return answer
+
+
+def _command(single: Operation, item_call: Call[ClaimItem, None], digest: str, index: int) -> Any:
+    """The item's Check and claim, parsed by the single call's entry, naming the item's own run (no model copied)."""
+    return replace(single.parse(item_call), run_id=item_run_id(item_call.body.run_id, digest, index))
 
 
 def _same_key(place: tuple[int, Any]) -> Hashable:

@@ -206,7 +206,9 @@ def _claim_entry(item: Any, answer: ClaimResponse | OnceGateError) -> ClaimManyE
     given = {"reference": reference} if isinstance(reference, str) else {}
     if isinstance(answer, OnceGateError):
         return ClaimManyEntry(**given, error=error_info(answer))
-    return ClaimManyEntry(**_fields(answer), **given)
+    # Built from the fields of an answer validated already: not validated again (issue 36).
+    entry: ClaimManyEntry = ClaimManyEntry.model_construct(**_fields(answer), **given)
+    return entry
 
 
 def record_each(services: Services, call: Call[Any, Any], items: list[Any], single: Operation) -> list[ResultEntry]:

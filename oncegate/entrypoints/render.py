@@ -1,7 +1,9 @@
 """The services' records rendered as the wire's views (:mod:`oncegate.models`), as the entries share them.
 
-The one place a domain record becomes the JSON a flow reads: each entry of the operation table
-(:mod:`oncegate.entrypoints.operations`) renders what its service returns with these.
+Where a domain record becomes the JSON a flow reads: each entry of the operation table
+(:mod:`oncegate.entrypoints.operations`) renders what its service returns with these, or with its own view
+where only it renders one (Check and claim's answer is its entry's, :func:`~oncegate.entrypoints.operations.
+claims.claim_response`).
 """
 
 from __future__ import annotations
@@ -10,13 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from oncegate import __version__
-from oncegate.domain.answers import ClaimAnswer
 from oncegate.domain.backups import Restore
 from oncegate.domain.limits import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
 from oncegate.domain.records import (
     Claim,
     Conflict,
-    EarlierAttempt,
     FingerprintRules,
     Flow,
     FlowRecord,
@@ -28,17 +28,13 @@ from oncegate.domain.statuses import ClaimStatus
 from oncegate.models import (
     ClaimCounts,
     ClaimNeedingAttention,
-    ClaimResponse,
-    ClaimResult,
     ClaimView,
     ConflictResolution,
     ConflictView,
-    EarlierAttemptView,
     FlowRef,
     FlowView,
     Health,
     HistoryEntry,
-    Holder,
     OverlapView,
     RestoredStore,
     ScopeView,
@@ -51,53 +47,6 @@ from oncegate.stores.paging import utc_text
 
 def flow_ref(flow: Flow | None) -> FlowRef | None:
     return FlowRef(name=flow.name, environment=flow.environment) if flow else None
-
-
-def earlier_attempt_view(earlier: EarlierAttempt | None) -> EarlierAttemptView | None:
-    """The attempt a reconcile answer asks the run to look up, as the API shows it."""
-    if earlier is None:
-        return None
-    return EarlierAttemptView(
-        attempt=earlier.attempt,
-        run_id=earlier.run_id,
-        flow=flow_ref(earlier.flow),
-        status=earlier.status,
-        started_at=earlier.started_at,
-        lease_expires_at=earlier.lease_expires_at,
-        error=earlier.error,
-    )
-
-
-def claim_result(claim: Claim) -> ClaimResult:
-    return ClaimResult(
-        target_record_id=claim.target_record_id,
-        data=claim.data,
-        completed_at=claim.completed_at,
-        run_id=claim.run_id,
-        flow=flow_ref(claim.flow),
-    )
-
-
-def claim_response(answer: ClaimAnswer) -> ClaimResponse:
-    holder = answer.holder
-    return ClaimResponse(
-        decision=answer.decision,
-        claim_id=answer.claim_id,
-        status=answer.status,
-        attempt=answer.attempt,
-        reason=answer.reason,
-        warnings=list(answer.warnings),
-        claim_token=answer.claim_token,
-        idempotency_key=answer.idempotency_key,
-        lease_expires_at=answer.lease_expires_at,
-        retry_after_seconds=answer.retry_after_seconds,
-        holder=Holder(flow=flow_ref(holder.flow), lease_expires_at=holder.lease_expires_at) if holder else None,
-        result=claim_result(answer.result) if answer.result else None,
-        earlier_attempt=earlier_attempt_view(answer.earlier_attempt),
-        conflict_id=answer.conflict_id,
-        changed_parts=list(answer.changed) or None,
-        more_changed_parts=answer.more_changed or None,
-    )
 
 
 def _camel(name: str) -> str:

@@ -69,7 +69,7 @@ class _Model(BaseModel):
 
 
 class _Request(_Model):
-    # Strict: a body comes decoded from JSON (entrypoints/strict_json.py), and each field takes its own JSON type
+    # Strict: a body comes decoded from JSON (entrypoints/parse.py), and each field takes its own JSON type
     # only; lax, "60" would be 60 and 0 would be false for every field (issue 31).
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid", strict=True)
 

@@ -17,11 +17,21 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from oncegate.domain.answers import ClaimAnswer, answer, conflict_answer, flow_warnings, unclaimed
 from oncegate.domain.backups import Restore
 from oncegate.domain.copies import replaced
-from oncegate.domain.decisions import Change, Verdict, check_and_claim, needs_fingerprint_records, withdrawn
-from oncegate.domain.idempotency import idempotency_key
+from oncegate.domain.decisions import (
+    Change,
+    ClaimAnswer,
+    Verdict,
+    answer,
+    check_and_claim,
+    conflict_answer,
+    flow_warnings,
+    idempotency_key,
+    needs_fingerprint_records,
+    unclaimed,
+    withdrawn,
+)
 from oncegate.domain.intent import Intent
 from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent, flow_text
 from oncegate.domain.statuses import (
@@ -40,9 +50,7 @@ from oncegate.errors import (
 from oncegate.service.backups import restore_notice
 from oncegate.service.commands import CheckAndClaim, KeyOf, Paging
 from oncegate.service.conflicts import Conflicts
-from oncegate.service.core import ClaimsCore
-from oncegate.service.races import settled
-from oncegate.service.tokens import keyed, new_grant_id, token
+from oncegate.service.core import ClaimsCore, keyed, new_grant_id, settled, token
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable, RestoreReads
 
 logger = logging.getLogger(__name__)
@@ -238,8 +246,8 @@ class Claims:
         """The answer of ``verdict`` on ``claim`` as written; the claim token and idempotency key when it grants."""
         if not verdict.grants:
             return answer(verdict, claim, intent)
-        told = answer(verdict, claim, intent, token(claim, intent.hasher))
-        return replaced(told, idempotency_key=idempotency_key(intent.hasher, claim))
+        hasher = intent.hasher
+        return answer(verdict, claim, intent, token(claim, hasher), idempotency_key(hasher, claim))
 
     def _write_history(
         self,

@@ -32,9 +32,7 @@ from oncegate.errors import (
     NotFound,
 )
 from oncegate.service.commands import ListConflicts, ReportConflict, ResolveConflict
-from oncegate.service.core import ClaimsCore
-from oncegate.service.races import settled
-from oncegate.service.tokens import keyed
+from oncegate.service.core import ClaimsCore, keyed, settled
 from oncegate.stores.port import ClaimReads, ClaimWrites, ConflictRecords, HistoryRecords
 
 logger = logging.getLogger(__name__)

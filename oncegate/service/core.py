@@ -1,13 +1,29 @@
 """What the claim, result and conflict services share: the store's claims read, the key secrets and
 clock, and the writes every one of them makes (history lines, status changes counted for the scope
 catalogue), and the one parse of a request's key and data under every secret: Check and claim's whole
-request becomes its :class:`~oncegate.domain.intent.Intent` here. A lost race is run again by
-:mod:`oncegate.service.races`.
+request becomes its :class:`~oncegate.domain.intent.Intent` here.
+
+Beside it, what every claim service does the same way:
+
+- a lost race to another writer is run again (:func:`settled`): a conditional write that lost
+  (``StoreRace``) means another run changed the claim in between, so the attempt re-reads and decides
+  again, and two runs can never both be told ``proceed``;
+- claim tokens are made again from the grant each time one is needed (:func:`token`) and compared in
+  constant time (:func:`holds`): the store never holds a token this release made, only the grant's random
+  id, and a token is a MAC over it under the secret the claim's id was made with
+  (:meth:`~oncegate.domain.keys.KeyHasher.claim_token`);
+- the claims this instance wrote last are remembered at the version they were written with
+  (:class:`RecentClaims`): the run that was granted a claim usually sends its result to the instance that
+  granted it, which then writes the result in one request, with no read first, conditioned on the
+  remembered version (the ETag on Table Storage). A claim changed by anyone since fails it, and the change
+  is then decided again on a fresh read: a remembered claim is only ever the starting point of such a
+  conditional write, never the ground for a refusal or a no-op.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 import secrets
 from collections.abc import Callable
@@ -29,21 +45,93 @@ from oncegate.domain.warnings import NO_FINGERPRINT, NO_FLOW, RULE_MATCHED_NOTHI
 from oncegate.errors import (
     NotFound,
     SensitiveKey,
+    StoreRace,
+    StoreUnavailable,
 )
 from oncegate.service.commands import BusinessData, CheckAndClaim, KeyOf
 from oncegate.service.inventory import Inventory
-from oncegate.service.recent import REMEMBERED, RecentClaims
 from oncegate.service.safeguard import Safeguard
-from oncegate.service.tokens import holds
 from oncegate.stores.port import ClaimReads, HistoryRecords
 
 logger = logging.getLogger(__name__)
 
 C = TypeVar("C", Claim, None)
+T = TypeVar("T")
+
+# Each lost race means another writer made progress, so a handful of rounds always settles.
+RACE_LIMIT = 8
+# About 1 KB a claim: a few MB at most, and more than the claims one instance holds leases on.
+REMEMBERED = 4096
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def settled(attempt: Callable[[], T]) -> T:
+    """Run ``attempt`` again each time it loses a race to another writer (it re-reads what changed)."""
+    for _ in range(RACE_LIMIT):
+        try:
+            return attempt()
+        except StoreRace:
+            continue
+    raise StoreUnavailable("the record kept changing under this request; retry shortly.")
+
+
+class RecentClaims:
+    """A bounded, thread-safe memory of the last claims written, least recently written forgotten first."""
+
+    def __init__(self, size: int = REMEMBERED) -> None:
+        self._claims: Bounded[str, Claim] = Bounded(size)
+
+    def remember(self, claim: Claim) -> None:
+        """Keep ``claim`` as stored; its version is what a later write is conditioned on."""
+        self._claims.put(claim.claim_id, claim)
+
+    def recall(self, claim_id: str) -> Claim | None:
+        """The claim as this instance last wrote it, or None."""
+        return self._claims.get(claim_id)
+
+    def forget(self, claim_id: str) -> None:
+        self._claims.pop(claim_id)
+
+
+def keyed(fingerprint: Fingerprint | None) -> str | None:
+    return fingerprint.keyed if fingerprint else None
+
+
+def stale_token_message(claim: Claim) -> str:
+    """Why ``token`` is refused, the same for any token that does not verify: none of it is echoed or trusted.
+
+    Not the attempt the token's text names: a made-up token names one too (issue 13). Never the holder's
+    run id: with it, another caller could pass for the holder (issue 9).
+    """
+    return (
+        f"This claim token does not match this claim: attempt {claim.attempt} now holds it, with status "
+        f"{claim.status.value}. Send the token Check and claim gave this run; one of an earlier attempt no longer "
+        "counts."
+    )
+
+
+def new_grant_id() -> str:
+    # Random per grant: the claim token is a MAC over it, so a claim deleted and made again gets new tokens.
+    return secrets.token_urlsafe(12)
+
+
+def token(claim: Claim, hasher: KeyHasher) -> str:
+    """The current grant's claim token: made again from the grant, never read from the store."""
+    if claim.grant_id is None:
+        assert claim.legacy_token is not None, "a claim has a grant id or a token of an earlier release"
+        return claim.legacy_token
+    return hasher.claim_token(claim.claim_id, claim.attempt, claim.grant_id)
+
+
+def holds(keys: KeyRing, claim: Claim, token: str) -> bool:
+    """Whether ``token`` is the current grant's, made with any secret known (a rotation may be under way)."""
+    grant_id = claim.grant_id
+    if grant_id is None:
+        return claim.legacy_token is not None and hmac.compare_digest(token.encode(), claim.legacy_token.encode())
+    return any(hasher.token_matches(token, claim.claim_id, claim.attempt, grant_id) for hasher in keys.lookup_order)
 
 
 # The event id of a line counting repeated answers starts so; the others start with their time, a digit.

@@ -32,8 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from oncegate.domain.answers import ClaimAnswer
-from oncegate.domain.idempotency import idempotency_key
+from oncegate.domain.decisions import ClaimAnswer, idempotency_key
 from oncegate.domain.intent import Intent
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.performing import (
@@ -64,8 +63,7 @@ from oncegate.domain.warnings import RESPONSE_NOT_KEPT, RESULT_NOT_RECORDED, SEN
 from oncegate.errors import InvalidRequest, NotFound, StoreRace, StoreUnavailable
 from oncegate.service.claims import Claims
 from oncegate.service.commands import CheckAndClaim, PerformOnce
-from oncegate.service.core import ClaimsCore
-from oncegate.service.races import settled
+from oncegate.service.core import ClaimsCore, settled
 from oncegate.service.waits import TICKET, Waits
 from oncegate.stores.paging import every_item
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords

@@ -34,9 +34,7 @@ from oncegate.errors import (
     StoreRace,
 )
 from oncegate.service.commands import Acknowledge, Heartbeat, RecordResult, Release, Settle
-from oncegate.service.core import ClaimsCore
-from oncegate.service.races import settled
-from oncegate.service.tokens import stale_token_message
+from oncegate.service.core import ClaimsCore, settled, stale_token_message
 from oncegate.stores.port import ClaimReads, ClaimWrites
 
 logger = logging.getLogger(__name__)

@@ -13,8 +13,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oncegate.domain.answers import answer
-from oncegate.domain.decisions import Change, check_and_claim, decide
+from oncegate.domain.decisions import Change, answer, check_and_claim, decide
 from oncegate.domain.intent import Intent
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow
@@ -198,7 +197,7 @@ def test_every_verdict_says_exactly_what_to_write(expected: ExpectedClaim, inten
 def test_each_answer_carries_what_its_decision_promises(
     expected: ExpectedClaim, intent: Intent, warnings: list[str]
 ) -> None:
-    """What each answer carries is decided beside the table (oncegate.domain.answers): a token only with a grant,
+    """What each answer carries is decided beside the table (decisions.answer): a token only with a grant,
     the holder (never its run id) only with in_progress, the original result only with duplicate."""
     if expected.status is None:
         return

@@ -29,9 +29,8 @@ Adding an action:
    ``body``/``query``/``response``, ``event`` if operators count its answers, ``parse``/``serve``/
    ``render``, ``stores`` if the request stores free text, and a ``Designer`` (a new ``operation_id``);
 4. docs: ``docs/contract.md`` (the action, its errors), the README's list if it is one flows use, and
-   ``CHANGELOG.md``. Then ``python -m tools.connector`` writes the connector's definition again, and
-   the new ``operation_id`` goes in ``ACTIONS``, the contract's actions that
-   ``tests/connector/test_designer.py`` checks the definition against (it fails until it is named there).
+   ``CHANGELOG.md``. Then ``python -m tools.connector`` writes the connector's definition again
+   (``tests/connector`` checks it against this table: it fails until the definition is written again).
 
 Nothing else names the action: the app, the local server, the connector, the client and the tests'
 ``Gate`` find it here.

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from oncegate import telemetry
-from oncegate.domain.answers import ClaimAnswer
+from oncegate.domain.decisions import ClaimAnswer
 from oncegate.domain.keys import normalise_scope, normalise_source
-from oncegate.domain.records import ClaimFilter
+from oncegate.domain.records import Claim, ClaimFilter, EarlierAttempt
 from oncegate.domain.statuses import ClaimStatus, Outcome, SettledOutcome
 from oncegate.domain.transitions import Result
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, Waiting
@@ -34,10 +34,13 @@ from oncegate.models import (
     ClaimManyRequest,
     ClaimRequest,
     ClaimResponse,
+    ClaimResult,
     ClaimView,
+    EarlierAttemptView,
     FindClaimsQuery,
     FlowRef,
     HeartbeatRequest,
+    Holder,
     ListClaimsQuery,
     ListPageQuery,
     LookupRequest,
@@ -102,6 +105,53 @@ def _claim_dimensions(view: ClaimView) -> Dimensions:
 # -- Check and claim, and its wait --------------------------------------------------------------------------
 
 
+def earlier_attempt_view(earlier: EarlierAttempt | None) -> EarlierAttemptView | None:
+    """The attempt a reconcile answer asks the run to look up, as the API shows it."""
+    if earlier is None:
+        return None
+    return EarlierAttemptView(
+        attempt=earlier.attempt,
+        run_id=earlier.run_id,
+        flow=render.flow_ref(earlier.flow),
+        status=earlier.status,
+        started_at=earlier.started_at,
+        lease_expires_at=earlier.lease_expires_at,
+        error=earlier.error,
+    )
+
+
+def claim_result(claim: Claim) -> ClaimResult:
+    return ClaimResult(
+        target_record_id=claim.target_record_id,
+        data=claim.data,
+        completed_at=claim.completed_at,
+        run_id=claim.run_id,
+        flow=render.flow_ref(claim.flow),
+    )
+
+
+def claim_response(answer: ClaimAnswer) -> ClaimResponse:
+    holder = answer.holder
+    return ClaimResponse(
+        decision=answer.decision,
+        claim_id=answer.claim_id,
+        status=answer.status,
+        attempt=answer.attempt,
+        reason=answer.reason,
+        warnings=list(answer.warnings),
+        claim_token=answer.claim_token,
+        idempotency_key=answer.idempotency_key,
+        lease_expires_at=answer.lease_expires_at,
+        retry_after_seconds=answer.retry_after_seconds,
+        holder=Holder(flow=render.flow_ref(holder.flow), lease_expires_at=holder.lease_expires_at) if holder else None,
+        result=claim_result(answer.result) if answer.result else None,
+        earlier_attempt=earlier_attempt_view(answer.earlier_attempt),
+        conflict_id=answer.conflict_id,
+        changed_parts=list(answer.changed) or None,
+        more_changed_parts=answer.more_changed or None,
+    )
+
+
 def _check(call: Call[ClaimItem, None]) -> CheckAndClaim:
     body = call.body
     if telemetry.describing():
@@ -122,7 +172,7 @@ def _waited(call: Call[Any, Any], result: tuple[ClaimAnswer, Waiting | None]) ->
     """The answer, or 202 while the run still waits (the Logic Apps asynchronous pattern; its poll address is
     HTTP's, ``oncegate.entrypoints.http``)."""
     answer, waiting = result
-    response = render.claim_response(answer)
+    response = claim_response(answer)
     if waiting is None:
         return response
     return Reply(202, response, waiting=waiting, at=WAIT_FOR_CLAIM.path(claimId=response.claim_id))

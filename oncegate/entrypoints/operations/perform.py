@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from oncegate import telemetry
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, Waiting
 from oncegate.entrypoints import waits
+from oncegate.entrypoints.operations.claims import earlier_attempt_view
 from oncegate.entrypoints.operations.table import Call, Designer, Dimensions, Operation, Reply
 from oncegate.entrypoints.parse import flow_of
-from oncegate.entrypoints.render import earlier_attempt_view
 from oncegate.models import IMPORTANT, INTERNAL, PerformRequest, PerformResponse, TargetResponse, WaitQuery
 from oncegate.service.commands import PerformOnce
 from oncegate.service.perform import PerformAnswer

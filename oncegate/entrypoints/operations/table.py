@@ -138,7 +138,7 @@ class Operation:
     # The operation that serves the request in this one's place, chosen by its query parameters.
     instead: Callable[[Mapping[str, str]], Operation | None] | None = None
     body_limit: int = MAX_BODY_BYTES
-    # A bulk call's list, whose items are refused one by one (``strict_json.read_object``), and the model the
+    # A bulk call's list, whose items are refused one by one (``parse.read_object``), and the model the
     # body is read as, its items left to the entry: ``body`` is what the connector declares.
     items: str | None = None
     reads: type[BaseModel] | None = None

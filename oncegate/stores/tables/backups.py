@@ -74,7 +74,7 @@ def _holds_any(table: TableClient, partition: str | None, *, besides: str | None
 class TableBackups:
     """``BackupRecords`` and ``RestoreReads`` over the store's tables."""
 
-    # The store's own (store.TableStore) and the index's (index.TableClaimIndex).
+    # The store's own (store.TableStore) and the claims' (claims.TableClaims).
     _claims: TableClient
     _conflicts: TableClient
     _flows: TableClient

@@ -22,6 +22,7 @@ purge finds again, never history without its claim.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import Any
@@ -30,6 +31,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError, ServiceRequestError, ServiceResponseError
 from azure.data.tables import TableClient, TableEntity, TransactionOperation, UpdateMode
 
+from oncegate.domain.copies import replaced
 from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent, Page
 from oncegate.domain.tombstones import buried_fingerprints
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound
@@ -90,7 +92,8 @@ class TableClaims:
     # The store's own (store.TableStore), the history's (history.TableHistory) and the index's (index.TableClaimIndex).
     _claims: TableClient
     list_events: Callable[[str], list[HistoryEvent]]
-    _to_index: Callable[[list[dict[str, Any]]], None]
+    _unindexed: dict[tuple[str, str], dict[str, Any]]
+    _index_lock: threading.Lock
     _indexed_claims: Callable[..., Page[Claim]]
 
     def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
@@ -104,7 +107,16 @@ class TableClaims:
                 ],
             )
         self._to_index(_claim_index(claim))
-        return columns.claim_from_row(columns.claim_to_row(claim), _etag(result[0]))
+        # What was written, at the ETag it was written with: the claim it was given, not one read back from its row.
+        return replaced(claim, version=_etag(result[0]))
+
+    def _to_index(self, entities: list[dict[str, Any]]) -> None:
+        """Keep a claim's index rows for the next flush (``TableClaimIndex.flush_index``), off the claim's path."""
+        if not entities:
+            return
+        with self._index_lock:
+            for entity in entities:
+                self._unindexed[(entity["PartitionKey"], entity["RowKey"])] = entity
 
     def _claim_of(self, entity: TableEntity) -> Claim:
         """The claim of its entity; a row of schema 1 reads its history for what it kept there (rare)."""
@@ -145,7 +157,7 @@ class TableClaims:
                 metadata = batch.submit_transaction(self._claims, operations)[0]
         if relabelled:
             self._to_index(_claim_index(claim))
-        return columns.claim_from_row(columns.claim_to_row(claim), _etag(metadata))
+        return replaced(claim, version=_etag(metadata))
 
     def get_fingerprints(self, claim_id: str, fingerprints: Collection[str]) -> list[FingerprintRecord]:
         """The claim's fingerprint records: point reads, one per fingerprint (there are at most two forms)."""

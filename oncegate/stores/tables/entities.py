@@ -42,14 +42,23 @@ STORE_PARTITION = "store"
 
 
 def _entity(partition_key: str, row_key: str, row: Row) -> dict[str, Any]:
+    """The entity of ``row`` under these keys; ``row`` itself is left as it is (a caller may key it twice)."""
+    return _keyed(dict(row), partition_key, row_key)
+
+
+def _keyed(row: Row, partition_key: str, row_key: str) -> dict[str, Any]:
+    """A row made for this write, made its entity in place: the claim's path builds one dict, not a row and a copy."""
     # Table Storage has no nulls: a missing property reads back as None through row.get().
-    entity = {"PartitionKey": partition_key, "RowKey": row_key, **{k: v for k, v in row.items() if v is not None}}
+    for name in [name for name, value in row.items() if value is None]:
+        del row[name]
+    row["PartitionKey"] = partition_key
+    row["RowKey"] = row_key
     # A value over 32K UTF-16 code units goes in numbered pieces; a row too big even so is refused unsent.
-    return large_values.spread(entity)
+    return large_values.spread(row)
 
 
 def _claim_entity(claim: Claim) -> dict[str, Any]:
-    return _entity(claim.claim_id, CLAIM_ROW, columns.claim_to_row(claim))
+    return _keyed(columns.claim_to_row(claim), claim.claim_id, CLAIM_ROW)
 
 
 def _history_key(at: datetime, event_id: str) -> str:
@@ -60,12 +69,12 @@ def _history_key(at: datetime, event_id: str) -> str:
 
 
 def _event_entity(event: HistoryEvent) -> dict[str, Any]:
-    return _entity(event.claim_id, _history_key(event.at, event.event_id), columns.event_to_row(event))
+    return _keyed(columns.event_to_row(event), event.claim_id, _history_key(event.at, event.event_id))
 
 
 def _tally_entity(line: HistoryEvent) -> dict[str, Any]:
     """A series line's tally: its twin outside the history, keyed by the series id, where answers are counted."""
-    return _entity(line.claim_id, TALLY_PREFIX + line.event_id, columns.event_to_row(line))
+    return _keyed(columns.event_to_row(line), line.claim_id, TALLY_PREFIX + line.event_id)
 
 
 def _event_place(event: HistoryEvent) -> tuple[str, str]:
@@ -74,7 +83,7 @@ def _event_place(event: HistoryEvent) -> tuple[str, str]:
 
 
 def _fingerprint_entity(record: FingerprintRecord) -> dict[str, Any]:
-    return _entity(record.claim_id, FINGERPRINT_PREFIX + record.fingerprint, columns.fingerprint_to_row(record))
+    return _keyed(columns.fingerprint_to_row(record), record.claim_id, FINGERPRINT_PREFIX + record.fingerprint)
 
 
 def _index_partition(*, source: str | None, reference: str | None) -> str:
@@ -94,6 +103,8 @@ def _index_entities(
     claim_id: str, first_received_at: datetime, *, source: str | None, reference: str | None
 ) -> list[dict[str, Any]]:
     """A claim's index rows: one under its source system, one under its reference, keyed by first received."""
+    if not source and not reference:
+        return []  # most claims name neither
     place = _index_place(claim_id, first_received_at)
     partitions = [
         *([_index_partition(source=source, reference=None)] if source else []),

@@ -37,11 +37,13 @@ INDEX_REPAIR_FILTER = "RowKey eq @rk and FirstReceivedAt ge @since and ( Source 
 class TableClaimIndex:
     """``ClaimIndex`` over the claims table, and the listing of ``ClaimListing`` by source or reference."""
 
-    # The store's own (store.TableStore) and the claims' (claims.TableClaims).
+    # The store's own (store.TableStore) and the claims' (claims.TableClaims, which keeps a claim's rows for the
+    # next flush with ``_to_index``).
     _claims: TableClient
     _unindexed: dict[tuple[str, str], dict[str, Any]]
     _index_lock: threading.Lock
     _claim_of: Callable[[TableEntity], Claim]
+    _to_index: Callable[[list[dict[str, Any]]], None]
 
     def _indexed_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None) -> Page[Claim]:
         """Claims of a source system (else a reference), first received first: ``limit + 1`` rows of one index
@@ -126,8 +128,3 @@ class TableClaimIndex:
                     repaired += 1
                 self.flush_index()
         return repaired
-
-    def _to_index(self, entities: list[dict[str, Any]]) -> None:
-        with self._index_lock:
-            for entity in entities:
-                self._unindexed[(entity["PartitionKey"], entity["RowKey"])] = entity

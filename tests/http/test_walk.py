@@ -1,0 +1,87 @@
+"""The walk of one Check and claim: which of OnceGate's modules run code for it, from the Azure function to its
+answer, on each store (issue 32).
+
+A request that crosses thirty modules is thirty files for a reader to follow and thirty places for its cost to
+hide. The walk is measured as the issue measures it: the profiler records every function called while the app's
+own ``check_and_claim`` function answers one new key (a ``proceed``, the most common answer), after a first
+call has warmed the instance (its settings, rules and key ring read). The bound is what the code reaches now:
+a module added to the path fails this test, which names every module walked, so the corridor does not grow
+back unseen. Raise the bound only for a module that is a room of its own, and say which in the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import azure.functions as func
+import pytest
+
+from tests.http.client import FUNCTIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "oncegate"
+# The modules one Check and claim runs, besides function_app.py (which declares the function and runs none of
+# its code per request). Measured on main efb2e08: 33 on SQLite, 35 on Table Storage.
+MOST_MODULES = {"sqlite": 26, "tables": 26}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("tables", marks=pytest.mark.azurite)])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Both stores: the walk differs below the store's port."""
+    kind: str = request.param
+    return kind
+
+
+def check_and_claim(key: str) -> func.HttpResponse:
+    body = {
+        "scope": "erp.order",
+        "key": key,
+        "flow": {"name": "Create order", "environment": "Default"},
+        "runId": f"run-{key}",
+        "payload": {"amount": 1},
+    }
+    request = func.HttpRequest(
+        "POST",
+        "http://localhost:7071/api/claims",
+        body=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    response: func.HttpResponse = FUNCTIONS["check_and_claim"].get_user_function()(request)
+    return response
+
+
+def walked(key: str) -> tuple[func.HttpResponse, list[str]]:
+    """The answer to one Check and claim, and the modules of ``oncegate`` whose functions ran for it, in order."""
+    modules: dict[str, None] = {}
+    package = f"{PACKAGE}/"
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.startswith(package):
+            modules.setdefault(str(Path(frame.f_code.co_filename).relative_to(ROOT)), None)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        response = check_and_claim(key)
+    finally:
+        sys.setprofile(previous)
+    return response, list(modules)
+
+
+def test_one_check_and_claim_runs_in_few_modules(store_kind: str) -> None:
+    assert check_and_claim("ORDER-1").status_code == 200  # warms the instance: settings, rules, key ring
+
+    response, modules = walked("ORDER-2")
+
+    assert response.status_code == 200
+    assert json.loads(response.get_body())["decision"] == "proceed"
+    listed = "\n".join(modules)
+    assert len(modules) <= MOST_MODULES[store_kind], f"{len(modules)} modules on {store_kind}:\n{listed}"
+    # The measure itself: it sees the pipeline, the service, the decision and the store.
+    store = "oncegate/stores/sqlite.py" if store_kind == "sqlite" else "oncegate/stores/tables/claims.py"
+    for module in ("oncegate/entrypoints/http.py", "oncegate/service/claims.py", "oncegate/domain/decisions.py", store):
+        assert module in modules, f"{module} not walked:\n{listed}"

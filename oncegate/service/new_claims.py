@@ -18,16 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from oncegate.domain.answers import ClaimAnswer, answer
 from oncegate.domain.copies import replaced
-from oncegate.domain.decisions import check_and_claim
-from oncegate.domain.idempotency import idempotency_key
+from oncegate.domain.decisions import ClaimAnswer, answer, check_and_claim, idempotency_key
 from oncegate.domain.intent import Intent
 from oncegate.domain.records import Claim, HistoryEvent
 from oncegate.domain.statuses import EventKind
 from oncegate.service.commands import CheckAndClaim
-from oncegate.service.core import ClaimsCore
-from oncegate.service.tokens import keyed, new_grant_id, token
+from oncegate.service.core import ClaimsCore, keyed, new_grant_id, token
 
 
 class NewClaimWrites(Protocol):
@@ -87,6 +84,6 @@ class NewClaims:
             if intent.source is not None:
                 inventory.source_claimed(intent.scope, intent.flow, intent.source)
             inventory.answered(intent.scope, intent.flow, verdict.decision, intent.now)
-            told = answer(verdict, stored, intent, token(stored, intent.hasher))
-            answers.append(replaced(told, idempotency_key=idempotency_key(intent.hasher, stored)))
+            hasher = intent.hasher
+            answers.append(answer(verdict, stored, intent, token(stored, hasher), idempotency_key(hasher, stored)))
         return answers

@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oncegate import telemetry
-from oncegate.domain.answers import ClaimAnswer
+from oncegate.domain.decisions import ClaimAnswer
 from oncegate.domain.intent import Intent
 from oncegate.domain.keys import normalise_key, normalise_scope
-from oncegate.entrypoints import error_map, render
+from oncegate.entrypoints import error_map
 from oncegate.entrypoints.error_map import error_info
 from oncegate.entrypoints.operations.table import Call, Operation
 from oncegate.entrypoints.parse import CLAIM_ID_PATTERN, item_body
@@ -139,7 +139,8 @@ def _parse(
 
 def _rendered(single: Operation, read: _Parsed, told: ClaimAnswer) -> ClaimResponse:
     """The answer as the single call renders it (:meth:`Operation.perform`): its warnings added, described."""
-    response = render.claim_response(told)
+    response = single.render(Call(body=read.body), (told, None))  # the single call's own rendering
+    assert isinstance(response, ClaimResponse), "an item never waits"
     if read.warnings:
         response = response.model_copy(update={"warnings": [*response.warnings, *read.warnings]})
     if telemetry.describing():

@@ -13,10 +13,11 @@ import hashlib
 import json
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oncegate import telemetry
+from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import ClaimAnswer
 from oncegate.domain.intent import Intent
 from oncegate.domain.keys import normalise_key, normalise_scope
@@ -190,7 +191,7 @@ def _claim_item(
 
 def _command(single: Operation, item_call: Call[ClaimItem, None], digest: str, index: int) -> Any:
     """The item's Check and claim, parsed by the single call's entry, naming the item's own run (no model copied)."""
-    return replace(single.parse(item_call), run_id=item_run_id(item_call.body.run_id, digest, index))
+    return replaced(single.parse(item_call), run_id=item_run_id(item_call.body.run_id, digest, index))
 
 
 def _same_key(place: tuple[int, Any]) -> Hashable:

@@ -54,8 +54,9 @@ class NewClaims:
         )
 
     def claim(self, intents: Sequence[Intent]) -> list[ClaimAnswer | None]:
-        """Each intent's answer where its key was new and is now claimed; None where a claim had its key (nothing
-        of that item was written: Check and claim alone answers it). Claim ids are distinct, none ``alone``."""
+        """Each intent's answer where its key was new and is now claimed; None where a claim had its key or the
+        store could not hold its row (nothing of that item was written: Check and claim alone answers it). Claim ids
+        are distinct, none ``alone``."""
         verdicts = [check_and_claim(None, replaced(intent, grant_id=new_grant_id())) for intent in intents]
         firsts: list[tuple[Claim, HistoryEvent]] = []
         for intent, verdict in zip(intents, verdicts, strict=True):

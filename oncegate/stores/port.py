@@ -54,7 +54,8 @@ class ClaimWrites(Protocol):
 
     def create_claims(self, new: Sequence[tuple[Claim, HistoryEvent]]) -> list[Claim | None]:
         """``create_claim`` for each pair, in order (issue 36): each claim as written, or None where a claim had
-        its id already (or an earlier pair of the call did), and nothing of that pair was written.
+        its id already (or an earlier pair of the call did) or its row is one the store cannot hold, and nothing
+        of that pair was written (``create_claim`` of that pair alone says which).
 
         SQLite reads which ids are taken in one query and writes the rest set-based, in one transaction: all of
         it is kept or none. Table Storage writes each pair in a transaction of its own, as ``create_claim``.

@@ -16,6 +16,7 @@ from typing import Any
 
 from oncegate.domain.copies import replaced
 from oncegate.domain.records import Claim, HistoryEvent
+from oncegate.errors import TooLarge
 from oncegate.stores import columns
 from oncegate.stores.sqlite_rows import _claim_row, _first_version, _insert_sql, _sql_row
 
@@ -43,10 +44,14 @@ class SqliteNewClaims:
                     continue
                 taken.add(claim.claim_id)  # a second pair for one id in the same call is not written either
                 version = _first_version()
-                row = _claim_row(claim)
+                try:
+                    row = _claim_row(claim)
+                    line = _sql_row(columns.event_to_row(event))
+                except TooLarge:
+                    made.append(None)  # a row the store cannot hold: create_claim refuses that pair alone
+                    continue
                 row["Version"] = version
                 claims.setdefault(tuple(row), []).append(list(row.values()))
-                line = _sql_row(columns.event_to_row(event))
                 events.setdefault(tuple(line), []).append(list(line.values()))
                 # What was written, at the version it was written with: no read back, as a single claim.
                 made.append(replaced(claim, version=str(version)))

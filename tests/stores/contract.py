@@ -338,6 +338,26 @@ class StoreContract:
         assert other.list_events(taken.claim_id) == [taken_event]
         assert store.create_claims([]) == []
 
+    def test_a_claim_made_together_whose_row_the_store_cannot_hold_is_left_out_alone(self, store: ClaimStore) -> None:
+        fits, over, over_line, after = (records.claim() for _ in range(4))
+        pairs = [
+            (fits, records.event(fits.claim_id)),
+            (replace(over, data=OVER_ENTITY), records.event(over.claim_id)),
+            (over_line, records.event(over_line.claim_id, details={"text": OVER_ENTITY})),
+            (after, records.event(after.claim_id)),
+        ]
+
+        made = store.create_claims(pairs)
+
+        assert [claim is None for claim in made] == [False, True, True, False]
+        for claim in (over, over_line):
+            with pytest.raises(NotFound):
+                store.get_claim(claim.claim_id)
+            assert store.list_events(claim.claim_id) == []
+        assert [store.get_claim(claim.claim_id) for claim in (fits, after)] == [made[0], made[3]]
+        with pytest.raises(TooLarge):  # alone, the store says why
+            store.create_claim(*pairs[1])
+
     def test_claims_made_together_inside_writing_together_are_kept_with_the_block(self, store: ClaimStore) -> None:
         claims = [records.claim() for _ in range(3)]
 

@@ -1,7 +1,8 @@
 """The Table Storage store's claims made together (issue 36): each in a transaction of its own.
 
 A claim is a partition of its own, and a transaction holds one partition: many claims cannot be written in
-one request. ``create_claims`` is ``create_claim`` for each pair, a claim already there answered None.
+one request. ``create_claims`` is ``create_claim`` for each pair, a claim already there (or a row the store
+cannot hold) answered None.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from oncegate.domain.records import Claim, HistoryEvent
-from oncegate.errors import AlreadyExists
+from oncegate.errors import AlreadyExists, TooLarge
 
 
 class TableNewClaims:
@@ -23,6 +24,6 @@ class TableNewClaims:
         for claim, event in new:
             try:
                 made.append(self.create_claim(claim, event))
-            except AlreadyExists:
+            except (AlreadyExists, TooLarge):
                 made.append(None)
         return made

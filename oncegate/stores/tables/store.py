@@ -28,6 +28,7 @@ from oncegate.stores.tables.history import SERIES_REMEMBERED, TableHistory
 from oncegate.stores.tables.index import TableClaimIndex
 from oncegate.stores.tables.inventory import TableInventory
 from oncegate.stores.tables.keys import TableKeys
+from oncegate.stores.tables.new_claims import TableNewClaims
 from oncegate.stores.tables.targets import TARGETS_SUFFIX, TableTargets
 from oncegate.stores.tables.transport import client_options, endpoint_of
 
@@ -42,7 +43,15 @@ def table_names(prefix: str) -> tuple[str, ...]:
 
 
 class TableStore(
-    TableClaims, TableClaimIndex, TableHistory, TableConflicts, TableInventory, TableKeys, TableBackups, TableTargets
+    TableClaims,
+    TableNewClaims,
+    TableClaimIndex,
+    TableHistory,
+    TableConflicts,
+    TableInventory,
+    TableKeys,
+    TableBackups,
+    TableTargets,
 ):
     """Claims, their history and conflicts, the flow inventory, the key secrets and the store id in six Azure tables."""
 

@@ -13,9 +13,9 @@ Each call goes through every check before a byte leaves, and answers what happen
     connect       to the checked address itself, never a second lookup (DNS rebinding), TLS with the
                   name as SNI and certificate name              ── fails: NOT_CONNECTED, nothing sent
     send, answer  one request; a 3xx is the answer (no redirect followed); a 1xx with no final answer after
-                  it, headers the target hung up inside, or Content-Length headers that disagree are
-                  BROKEN; the body read up to ``max_response_bytes``; the whole call within the
-                  target's ``timeout_seconds``
+                  it, headers the target hung up inside, a body shorter than its Content-Length, or
+                  a length that reads two ways are BROKEN; the body read up to ``max_response_bytes``;
+                  the whole call within the target's ``timeout_seconds``
                                                                 ── TIMEOUT, BROKEN, TOO_LARGE: sent,
                                                                    outcome unknown
 
@@ -272,11 +272,11 @@ class HttpTargets:
                 return TargetReply(
                     failure=Failure.BROKEN, reason=f"the target answered {response.status} and no final answer"
                 )
-            if not _one_length(response):
-                # http.client reads the first Content-Length; a target or a proxy on the way may have read another.
-                return TargetReply(
-                    failure=Failure.BROKEN, reason="the answer's Content-Length headers disagree or are not a number"
-                )
+            ambiguous = _ambiguous_length(response)
+            if ambiguous is not None:
+                # http.client reads the first Content-Length (or Transfer-Encoding over it); a target or a proxy on
+                # the way may have read another answer.
+                return TargetReply(failure=Failure.BROKEN, reason=ambiguous)
             body = self._read(response, deadline)
             if connection.was_cut:
                 raise TimeoutError
@@ -306,6 +306,9 @@ class HttpTargets:
             if time.monotonic() >= deadline:
                 raise TimeoutError
             chunks.append(chunk)
+        if response.length:
+            # http.client's read of a part ends quietly at the end of the stream, short of the length declared.
+            raise http.client.IncompleteRead(b"".join(chunks), response.length)
         return b"".join(chunks)
 
 
@@ -385,11 +388,16 @@ def _host_header(host: str, port: int, scheme: str) -> str:
     return named if port == DEFAULT_PORTS[scheme] else f"{named}:{port}"
 
 
-def _one_length(response: http.client.HTTPResponse) -> bool:
-    """Whether the answer's Content-Length headers, if any, all say the same decimal number (RFC 9110 8.6)."""
+def _ambiguous_length(response: http.client.HTTPResponse) -> str | None:
+    """Why the answer's length can be read two ways, or None: Content-Length headers that do not all say the same
+    decimal number, or a Content-Length beside Transfer-Encoding, which a sender must never send (RFC 9112 6.2)."""
     given = response.headers.get_all("Content-Length") or []
     lengths = {part.strip() for value in given for part in value.split(",")}
-    return not lengths or (len(lengths) == 1 and next(iter(lengths)).isdigit())
+    if len(lengths) > 1 or not all(length.isdigit() for length in lengths):
+        return "the answer's Content-Length headers disagree or are not a number"
+    if lengths and response.headers.get("Transfer-Encoding") is not None:
+        return "the answer gives both Content-Length and Transfer-Encoding"
+    return None
 
 
 def _headers(response: http.client.HTTPResponse) -> dict[str, str]:

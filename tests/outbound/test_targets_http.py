@@ -510,6 +510,29 @@ def test_an_answer_whose_content_lengths_disagree_is_an_unknown_outcome(
     assert reply.reason == "the answer's Content-Length headers disagree or are not a number"
 
 
+def test_an_answer_with_content_length_beside_transfer_encoding_is_an_unknown_outcome(stand_in: StandInTarget) -> None:
+    # Read as chunked (as http.client does), this is a 200 with "{}"; read by its length, a 200 with "2\r\n".
+    stand_in.script(
+        Answer(raw=b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+    )
+
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post())
+
+    assert (reply.status, reply.failure, reply.sent) == (None, Failure.BROKEN, True)
+    assert reply.reason == "the answer gives both Content-Length and Transfer-Encoding"
+
+
+def test_a_body_cut_short_of_its_content_length_is_an_unknown_outcome(stand_in: StandInTarget) -> None:
+    # The target said 40 bytes, sent 2 and hung up: "{}" is not its answer.
+    stand_in.script(Answer(raw=b"HTTP/1.1 201 Created\r\nContent-Length: 40\r\n\r\n{}"))
+
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post())
+
+    assert (reply.status, reply.failure, reply.sent) == (None, Failure.BROKEN, True)
+    assert reply.reason == "the connection broke before a whole answer: IncompleteRead(2 bytes read, 38 more expected)"
+    assert len(stand_in.records) == 1
+
+
 def test_content_length_headers_that_agree_are_read_as_one(stand_in: StandInTarget) -> None:
     stand_in.script(Answer(raw=b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"))
 

@@ -7,7 +7,8 @@
 * **Table Storage batch**: the same bulk call on Azurite against its storage floor: the same 100 two-row
   transactions sent bare from 8 threads.
 * **Table Storage Get claim**: a claim with 5,000 history rows against one with 1 (wall time of Get claim,
-  which answers the claim and its history's first page).
+  which answers the claim and its history's first page); and List claim history's page in the middle of the
+  5,000 rows against the page of the claim with 1.
 * **Table Storage polls**: storage requests per poll of a waiting Check and claim that nothing changed, from
   one poller and from 8 at once; the floor is one read.
 * **Cold start**: a new process from ``import function_app`` to its first Check and claim's answer (in
@@ -40,13 +41,15 @@ from bench.rig import SECRET, Calls, Rig, claim_request, new_key
 from bench.targets import Target
 from oncegate.domain.keys import KeyHasher
 from oncegate.entrypoints.operations import BY_NAME, Call
-from oncegate.models import ClaimRequest
+from oncegate.models import ClaimRequest, ListPageQuery
 from tests.gate import Gate
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 100
 BATCH_THREADS = 8
 LONG_HISTORY = 5000
+# Lines a page of List claim history, as Get claim's first page has them.
+HISTORY_PAGE = 50
 POLLERS = 8
 
 
@@ -164,8 +167,9 @@ def tables_batch(rig: Rig, sizes: Sizes) -> tuple[float, float]:
     return _median_of(sizes.rounds * 2, one_round)
 
 
-def tables_long_history(rig: Rig, sizes: Sizes) -> tuple[float, float]:
-    """Seconds of Get claim on a claim with ``sizes.history`` history rows, and on one with 1 row."""
+def tables_long_history(rig: Rig, sizes: Sizes) -> tuple[float, float, float, float]:
+    """Seconds of Get claim on a claim with ``sizes.history`` history rows, and on one with 1 row; then of List claim
+    history's page in the middle of the long history, and of the short one's page."""
     service = rig.service("tables", "costhistory")
     short = service.check_and_claim(_fresh(1)[0])
     long = service.check_and_claim(_fresh(1)[0])
@@ -177,18 +181,27 @@ def tables_long_history(rig: Rig, sizes: Sizes) -> tuple[float, float]:
     with ThreadPoolExecutor(BATCH_THREADS) as pool:
         list(pool.map(store.add_event, added))
     calls = max(3, sizes.polls // 2)
+    page = ListPageQuery(top=HISTORY_PAGE)
+    for _ in range(sizes.history // HISTORY_PAGE // 2):
+        page = ListPageQuery(top=HISTORY_PAGE, cursor=service.history(long.claim_id, page)[1])
+
+    def seconds_of(action: Callable[[], object]) -> float:
+        began = time.perf_counter()
+        for _ in range(calls):
+            action()
+        return (time.perf_counter() - began) / calls
 
     def one_round() -> tuple[float, float]:
-        began = time.perf_counter()
-        for _ in range(calls):
-            service.get_claim_page(long.claim_id)
-        long_seconds = (time.perf_counter() - began) / calls
-        began = time.perf_counter()
-        for _ in range(calls):
-            service.get_claim_page(short.claim_id)
-        return long_seconds, (time.perf_counter() - began) / calls
+        return seconds_of(lambda: service.get_claim_page(long.claim_id)), seconds_of(
+            lambda: service.get_claim_page(short.claim_id)
+        )
 
-    return _median_of(sizes.rounds, one_round)
+    def one_round_of_pages() -> tuple[float, float]:
+        return seconds_of(lambda: service.history(long.claim_id, page)), seconds_of(
+            lambda: service.history(short.claim_id, ListPageQuery(top=HISTORY_PAGE))
+        )
+
+    return (*_median_of(sizes.rounds, one_round), *_median_of(sizes.rounds, one_round_of_pages))
 
 
 def tables_polls(rig: Rig, sizes: Sizes) -> tuple[float, float]:
@@ -297,7 +310,7 @@ class Figures:
     claim_cpu: tuple[float, float]
     sqlite_batch: tuple[float, float]
     tables_batch: tuple[float, float]
-    long_history: tuple[float, float]
+    long_history: tuple[float, float, float, float]
     polls: tuple[float, float]
     cold_start: tuple[float, float]
 
@@ -322,7 +335,7 @@ def judged(figures: Figures, *, history: int = LONG_HISTORY, over_http: float | 
     claim, bare = figures.claim_cpu
     batch, singles = figures.sqlite_batch
     tables, floor = figures.tables_batch
-    long, short = figures.long_history
+    long, short, long_page, short_page = figures.long_history
     alone, together = figures.polls
     cold, import_alone = figures.cold_start
     return [
@@ -352,6 +365,12 @@ def judged(figures: Figures, *, history: int = LONG_HISTORY, over_http: float | 
             f"{long / short:.1f}x ({long * 1000:,.1f} / {short * 1000:,.1f} ms)",
             "≤ 3x",
             long <= 3 * short,
+        ),
+        Target(
+            f"Table Storage List claim history, the page in the middle of {history:,} rows / the page of 1 row",
+            f"{long_page / short_page:.1f}x ({long_page * 1000:,.1f} / {short_page * 1000:,.1f} ms)",
+            "≤ 3x",
+            long_page <= 3 * short_page,
         ),
         Target(
             "Table Storage requests per poll of a waiting Check and claim that nothing changed: one poller, "

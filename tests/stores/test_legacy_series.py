@@ -21,10 +21,12 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import HistoryEvent
 from oncegate.domain.statuses import Decision
 from oncegate.models import ClaimRequest, FlowRef, ListPageQuery
+from oncegate.stores import columns
 from oncegate.stores.paging import every_item
 from oncegate.stores.tables.store import TableStore
 from tests.gate import Gate
 from tests.stores.test_legacy_rows import _entity
+from tests.support import records
 from tests.support.azurite import TableStoreFactory
 
 pytestmark = pytest.mark.azurite
@@ -110,3 +112,96 @@ def test_an_export_keeps_one_line_per_series_and_an_import_counts_on_in_it(store
         for row in store._claims.query_entities("PartitionKey eq @pk", parameters={"pk": MANIFEST["claimId"]})
     }
     assert not any(key.startswith("history-series-") for key in keys)
+
+
+def _requests_counted(factory: TableStoreFactory) -> tuple[TableStore, list[int]]:
+    """Another store on the same tables, and the rows each of its reads brings back, one number a request."""
+    reads: list[int] = []
+
+    def rows_read(response: Any) -> None:
+        if response.http_request.method == "GET":
+            reads.append(len(json.loads(response.http_response.text()).get("value", [None])))
+
+    return factory(raw_response_hook=rows_read), reads
+
+
+def _long_history(store: TableStore, begun: datetime, *, lines: int = 7) -> tuple[str, list[HistoryEvent]]:
+    """A claim whose history begins at ``begun``, ``lines`` lines long, written as this release writes them."""
+    claim = records.claim(first_received_at=begun)
+    events = [records.event(claim.claim_id, at=begun + timedelta(seconds=second)) for second in range(lines)]
+    store.create_claim(claim, events[0])
+    for event in events[1:]:
+        store.add_event(event)
+    return claim.claim_id, events
+
+
+def _pages(store: TableStore, claim_id: str, reads: list[int]) -> tuple[list[HistoryEvent], list[list[int]]]:
+    """The history by pages of 2, and the rows each page's requests brought back."""
+    listed: list[HistoryEvent] = []
+    per_page: list[list[int]] = []
+    cursor = None
+    while True:
+        reads.clear()
+        page = store.list_history(claim_id, limit=2, cursor=cursor)
+        listed, per_page = [*listed, *page.items], [*per_page, list(reads)]
+        if (cursor := page.cursor) is None:
+            return listed, per_page
+
+
+def test_a_claim_of_the_upgraded_store_begun_before_the_grace_ends_reads_its_earlier_rows_on_each_page(
+    store: TableStore, table_store_factory: TableStoreFactory
+) -> None:
+    # The store held claims when this release first opened it: a history begun within a day after may hold lines
+    # an instance of the earlier release still answering kept under their series ids (issue 36).
+    marker = store._conflicts.get_entity("upgrade", "history-keyed-by-time")
+    claim_id, events = _long_history(store, marker["Since"] + timedelta(hours=1))
+    legacy = records.event(claim_id, event_id="series-" + "0" * 32, at=events[2].at + timedelta(milliseconds=1))
+    store._claims.create_entity(_entity_of(claim_id, "history-series-" + "0" * 32, legacy))
+    counted, reads = _requests_counted(table_store_factory)
+
+    listed, per_page = _pages(counted, claim_id, reads)
+
+    assert marker["HeldClaims"] is True
+    assert listed == [*events[:3], legacy, *events[3:]]
+    # A full page: its rows and the one after, then the rows kept under series ids (one here), and its tally.
+    assert per_page[:3] == [[3, 1, 1], [3, 1, 1], [3, 1, 1]]
+    fixture, fixture_pages = _pages(counted, MANIFEST["claimId"], reads)
+    assert lines(fixture) == MANIFEST["history"]
+    assert fixture_pages[0] == [3, 3, 1, 1, 1]  # the three lines under series ids, and their tallies
+
+
+def test_a_claim_of_the_upgraded_store_begun_after_the_grace_reads_each_page_once(
+    store: TableStore, table_store_factory: TableStoreFactory
+) -> None:
+    marker = store._conflicts.get_entity("upgrade", "history-keyed-by-time")
+    claim_id, events = _long_history(store, marker["Since"] + timedelta(days=1, seconds=1))
+    counted, reads = _requests_counted(table_store_factory)
+
+    listed, per_page = _pages(counted, claim_id, reads)
+
+    assert listed == events
+    assert per_page == [[3], [3], [3], [1]]
+    # A later start finds the marker as the first left it.
+    assert counted._conflicts.get_entity("upgrade", "history-keyed-by-time") == marker
+
+
+def _entity_of(claim_id: str, row_key: str, event: HistoryEvent) -> dict[str, Any]:
+    return {"PartitionKey": claim_id, "RowKey": row_key, **columns.event_to_row(event)}
+
+
+def test_a_store_opened_only_to_read_before_this_release_wrote_to_it_reads_the_earlier_rows_and_writes_nothing(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    # An export of a store 0.4.0 wrote, before any instance of this release opened it: no marker says which
+    # histories this release began, so every full page looks for the earlier rows.
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as client:
+        claims = client.create_table_if_not_exists(table_store_factory.prefix + "Claims")
+        for row in DUMP["entities"]["Claims"]:
+            claims.create_entity(_entity(row))
+        conflicts = client.create_table_if_not_exists(table_store_factory.prefix + "Conflicts")
+        reading = TableStore(client, prefix=table_store_factory.prefix, read_only=True)
+
+        paged = list(every_item(lambda cursor: reading.list_history(MANIFEST["claimId"], limit=2, cursor=cursor)))
+
+        assert lines(paged) == MANIFEST["history"]
+        assert list(conflicts.list_entities()) == []

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -20,7 +20,7 @@ from oncegate.domain.records import Claim, Conflict, HistoryEvent
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import ConcurrentUpdate, NotFound, StoreUnavailable
 from oncegate.stores import columns
-from oncegate.stores.paging import encode_cursor, utc_text
+from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 from oncegate.stores.tables import batch
 from oncegate.stores.tables.claims import HISTORY_BATCH
 from oncegate.stores.tables.conflicts import FIRST_VERSION, _conflict_entities
@@ -138,12 +138,12 @@ def test_a_repair_cut_short_leaves_each_conflict_whole_and_the_next_start_finish
     sent.clear()
     table_store_factory(raw_request_hook=lambda request: sent.append(request.http_request.url))
 
-    # Done once: a later start reads the marker row and nothing else of the conflicts table.
+    # Done once: a later start reads the marker rows (this one, and the history's) and nothing else of the table.
     conflicts_table = table_names(table_store_factory.prefix)[1]
     assert [url for url in sent if f"/{conflicts_table}" in url] == [
         url for url in sent if f"/{conflicts_table}(PartitionKey='upgrade'" in url
     ]
-    assert len([url for url in sent if f"/{conflicts_table}" in url]) == 1
+    assert len([url for url in sent if f"/{conflicts_table}" in url]) == 2
 
 
 def test_claims_are_plain_pascalcase_properties_in_their_own_partition(
@@ -355,6 +355,43 @@ def test_a_history_page_reads_its_own_rows_whatever_the_history_length(table_sto
     whole = store.list_events(claim.claim_id)
     assert [event.at for event in whole] == sorted(event.at for event in whole)
     assert [event.count for event in whole if event.count] == [2, 1, 1]
+
+
+def test_each_page_of_a_history_this_release_wrote_is_one_read_of_its_own_rows(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    # Issue 36: a full first page read the rows earlier releases kept under their series ids in a second query,
+    # on every claim; a store that held no claim when this release opened it has none to read.
+    reads: list[int] = []
+
+    def rows_read(response: Any) -> None:
+        if response.http_request.method == "GET":
+            reads.append(len(json.loads(response.http_response.text()).get("value", [None])))
+
+    store = table_store_factory(raw_response_hook=rows_read)
+    claim = records.claim()
+    events = [records.event(claim.claim_id, at=T0 + timedelta(seconds=index)) for index in range(120)]
+    store.create_claim(claim, events[0])
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(store.add_event, events[1:]))
+
+    pages: list[list[int]] = []
+    cursors: list[str | None] = [None]
+    for _ in range(3):
+        reads.clear()
+        page = store.list_history(claim.claim_id, limit=50, cursor=cursors[-1])
+        pages.append(list(reads))
+        cursors.append(page.cursor)
+    reads.clear()
+    store.get_claim(claim.claim_id)
+
+    # Each page is one request of its rows and the one after, which says more follow; the claim, one row.
+    assert pages == [[51], [51], [20]]
+    assert cursors[-1] is None
+    assert reads == [1]
+    # The cursor says so by its time's form; an earlier release reads the same place from it.
+    at, event_id = decode_cursor(str(cursors[1]))
+    assert (datetime.fromisoformat(at), event_id) == (events[49].at, events[49].event_id)
 
 
 def test_a_new_store_opens_without_logging_an_error(

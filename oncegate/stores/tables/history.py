@@ -17,17 +17,25 @@ carries the ETag that counting is conditioned on. Each count writes both in one 
 
 Releases before this one kept a series line under its series id, ``history-series-<digest>``, which
 sorts after every time: a page's read runs on to them (a history shorter than a page is one read), or
-reads them on their own (only claims answered before the upgrade have any, and no new one is made), and
-answers counted since in the series' line at its time are shown in the earlier line, as one.
+reads them on their own, and answers counted since in the series' line at its time are shown in the
+earlier line, as one. Only claims answered by an earlier release have such rows, so that second read is
+made only for a history that may have them. A marker written the first time this release opens the store
+says which: none if the store held no claims then; else those whose history starts before a day after it,
+time enough for the instances of the earlier release to finish their requests; a history starting later
+was begun by this release. The marker, beside the conflicts' own (every partition of the claims table but
+its mark's is a claim's or an index's)::
+
+    table              PartitionKey  RowKey                 columns
+    OnceGateConflicts  upgrade       history-keyed-by-time  Since (the first open), HeldClaims (claims then)
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from itertools import chain, islice
 from operator import itemgetter
 from secrets import token_hex
@@ -43,8 +51,10 @@ from oncegate.errors import InvalidRequest
 from oncegate.stores import columns, large_values
 from oncegate.stores.paging import decode_cursor, encode_cursor
 from oncegate.stores.tables import batch
+from oncegate.stores.tables.conflicts import UPGRADE_PARTITION
 from oncegate.stores.tables.entities import (
     HISTORY_PREFIX,
+    KEY_TIME,
     TALLY_PREFIX,
     _claim_keys,
     _etag,
@@ -65,6 +75,15 @@ SERIES_RACES = 4
 # Series tallies remembered at their ETags, least recently counted forgotten first: about 1 KB each.
 SERIES_REMEMBERED = 4096
 CURSOR_REFUSED = "cursor is not one this service handed out."
+# The marker of when this release first opened the store.
+KEYED_BY_TIME = "history-keyed-by-time"
+# How long instances of an earlier release may go on answering after this one first opened the store: the
+# end of a deployment's overlap is minutes; a day is far beyond it.
+EARLIER_RELEASE_GRACE = timedelta(days=1)
+# A cursor's time ends "+00:00" (paging.utc_text); "Z", the same instant to any reader (an earlier release's
+# included), says that this release began the history, so the next pages need not look for earlier rows.
+UTC_OFFSET = "+00:00"
+BEGUN_HERE = "Z"
 
 
 def _event(entity: TableEntity) -> HistoryEvent:
@@ -94,23 +113,60 @@ def one_line_per_series(events: Iterable[HistoryEvent]) -> list[HistoryEvent]:
     return list(lines.values())
 
 
-def _after(cursor: str | None) -> str:
-    """The RowKey a page starts after: the cursor's place as a key, or the start of the history."""
+def _after(cursor: str | None) -> tuple[str, bool]:
+    """The RowKey a page starts after (the cursor's place as a key, or the start of the history), and whether the
+    cursor says that this release began the history."""
     if cursor is None:
-        return HISTORY_PREFIX
+        return HISTORY_PREFIX, False
     at, event_id = decode_cursor(cursor)
     try:
-        return _history_key(datetime.fromisoformat(at), event_id)
+        return _history_key(datetime.fromisoformat(at), event_id), at.endswith(BEGUN_HERE)
     except ValueError as exc:
         raise InvalidRequest(CURSOR_REFUSED, target="cursor") from exc
+
+
+def _cursor(line: HistoryEvent, begun_here: bool) -> str:
+    """The cursor after ``line``; its time written with ``Z`` when this release began the history."""
+    at, event_id = _event_place(line)
+    return encode_cursor(at.removesuffix(UTC_OFFSET) + BEGUN_HERE if begun_here else at, event_id)
+
+
+def _timed_since(marker: TableEntity | None) -> str:
+    """The least key a history's first row has when the history cannot hold rows of an earlier release."""
+    if marker is None:
+        return TIMED_END  # not known (a store opened read only before any instance of this release): no claim
+    if not marker.get("HeldClaims", True):
+        return HISTORY_PREFIX  # the store held no claim when this release first opened it: every claim
+    since: datetime = marker["Since"]
+    return HISTORY_PREFIX + (since + EARLIER_RELEASE_GRACE).astimezone(UTC).strftime(KEY_TIME)
 
 
 class TableHistory:
     """``HistoryRecords`` over the claims table."""
 
-    # The store's own (store.TableStore).
+    # The store's own (store.TableStore) and its keys' (keys.TableKeys).
     _claims: TableClient
+    _conflicts: TableClient
     _series: Bounded[tuple[str, str], tuple[str, HistoryEvent]]
+    _holds_claims: Callable[[], bool]
+    # A claim whose history's first key is at least this one holds no row of an earlier release.
+    _history_timed_since: str
+
+    def _read_history_marker(self, *, write: bool) -> None:
+        """Read when this release first opened the store, writing it now if it is the first (``write``)."""
+        with _translated():
+            try:
+                marker: TableEntity | None = self._conflicts.get_entity(UPGRADE_PARTITION, KEYED_BY_TIME)
+            except ResourceNotFoundError:
+                marker = None
+            if marker is None and write:
+                first = {"PartitionKey": UPGRADE_PARTITION, "RowKey": KEYED_BY_TIME}
+                marker = TableEntity({**first, "Since": datetime.now(UTC), "HeldClaims": self._holds_claims()})
+                try:
+                    self._conflicts.create_entity(marker)
+                except ResourceExistsError:  # another instance opened it at the same moment: its marker stands
+                    marker = self._conflicts.get_entity(UPGRADE_PARTITION, KEYED_BY_TIME)
+        self._history_timed_since = _timed_since(marker)
 
     def add_event(self, event: HistoryEvent) -> None:
         """Append a history event to its claim's partition."""
@@ -187,24 +243,37 @@ class TableHistory:
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
         """The claim's whole history by time: the pages of ``list_history`` read at once."""
         with _translated():
-            return [event for _, event in self._history(claim_id, HISTORY_PREFIX, top=None)]
+            return [event for _, event in self._history(claim_id, HISTORY_PREFIX, top=None)[0]]
 
     def list_history(self, claim_id: str, *, limit: int, cursor: str | None = None) -> Page[HistoryEvent]:
         """The history after the cursor's place: one range of ``limit + 1`` rows of the partition, by time."""
+        after, begun_here = _after(cursor)
         with _translated():
-            found = [event for _, event in islice(self._history(claim_id, _after(cursor), top=limit + 1), limit + 1)]
-        return Page(found[:limit], encode_cursor(*_event_place(found[limit - 1])) if len(found) > limit else None)
+            lines, begun_here = self._history(claim_id, after, top=limit + 1, begun_here=begun_here)
+            found = [event for _, event in islice(lines, limit + 1)]
+        return Page(found[:limit], _cursor(found[limit - 1], begun_here) if len(found) > limit else None)
 
-    def _history(self, claim_id: str, after: str, *, top: int | None) -> Iterator[tuple[str, HistoryEvent]]:
+    def _history(
+        self, claim_id: str, after: str, *, top: int | None, begun_here: bool = False
+    ) -> tuple[Iterator[tuple[str, HistoryEvent]], bool]:
         """The history's lines after the key ``after``, by key: one range read to the history's end, ``top`` rows
-        at a time as consumed. The rows keyed by time come first, then the series lines of earlier releases, kept
-        under their ids: those are read on their own only when the rows keyed by time fill the first read."""
+        at a time as consumed; and whether this release began the history (``begun_here``: a cursor said so).
+
+        The rows keyed by time come first, then the series lines of earlier releases, kept under their ids. Those
+        are read on their own only when the rows keyed by time fill the first read, and the history may have
+        them: not when its first row is keyed at or after ``_history_timed_since``. On Azurite a range read sorts
+        every row of the partition in its range before it takes ``top`` (its ``LokiTableMetadataStore``
+        filters the table and sorts what matched), so a second read costs about as much as the first."""
         parameters = {"pk": claim_id, "after": after, "end": HISTORY_END}
         query = self._claims.query_entities(RANGE_FILTER, parameters=parameters, results_per_page=top)
         pages = cast(PageIterator[TableEntity], query.by_page())
         first = list(next(pages, []))
+        if after == HISTORY_PREFIX and first:
+            begun_here = self._history_timed_since <= first[0]["RowKey"] < TIMED_END
         if pages.continuation_token is None:
             by_id = [entity for entity in first if entity["RowKey"] > TIMED_END]
+        elif begun_here:
+            by_id = []
         else:
             by_id = list(self._claims.query_entities(RANGE_FILTER, parameters={**parameters, "after": TIMED_END}))
         earlier = [self._with_later_answers(_event(entity)) for entity in by_id]
@@ -217,7 +286,7 @@ class TableHistory:
         )
         kept = ((key, event) for key, event in timed if event.event_id not in shown_there)
         placed = sorted(((_order(line), line) for line in earlier if _order(line) > after), key=itemgetter(0))
-        return heapq.merge(kept, placed, key=itemgetter(0))
+        return heapq.merge(kept, placed, key=itemgetter(0)), begun_here
 
     def _with_later_answers(self, line: HistoryEvent) -> HistoryEvent:
         try:

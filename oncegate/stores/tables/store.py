@@ -65,6 +65,8 @@ class TableStore(
                 for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps, self._targets):
                     service.create_table_if_not_exists(table.table_name)
             self._add_missing_listing_rows()
+        # Which claims' histories may hold rows of an earlier release (issue 36): the first open marks it.
+        self._read_history_marker(write=not read_only)
         # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).
         self._unindexed: dict[tuple[str, str], dict[str, Any]] = {}
         self._index_lock = threading.Lock()

@@ -4,6 +4,9 @@
 # from npm (pinned in package.json), and Checkov in a virtual environment of its own (.venv/checkov: it
 # pins libraries older than the project's tools need). A stamp per layer: after `make test`, `make run` installs nothing; after `make run`,
 # `make test` adds the rest.
+# The layers that do not need each other install at once (make's -j, which GNU make 4 takes from here): on a
+# clean clone, Checkov's environment, the project's and npm's packages; make 3.81 (macOS) installs them in turn.
+MAKEFLAGS += -j3
 
 # The Python that makes .venv: 3.11 or later (Azure Functions runs 3.11). Another: make run PYTHON=python3.11
 PYTHON ?= python3
@@ -14,6 +17,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
+# npm ci empties node_modules first, this stamp with it.
+NODE := node_modules/.installed
 CHECKOV := $(VENV)/checkov/bin/checkov
 CHECKOV_VERSION := 3.3.30
 PORT ?= 7071
@@ -49,8 +54,11 @@ $(RUNTIME): pyproject.toml requirements.txt $(if $(STALE),FORCE) | $(BIN)/python
 	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[cli]'
 	touch $@
 
-$(DEV): $(RUNTIME) package.json package-lock.json $(CHECKOV)
+$(DEV): $(RUNTIME) $(NODE) $(CHECKOV)
 	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+$(NODE): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 

@@ -177,11 +177,13 @@ def sqlite_claim_cpu(rig: Rig, sizes: Sizes) -> tuple[float, float, float]:
 
 
 def _bulk(services: Any, requests: list[ClaimRequest]) -> list[Any]:
-    # Each item through its entry of the operation table, as the HTTP pipeline performs Check and claim many.
-    check = BY_NAME["check_and_claim"]
-    answers: list[Any] = services.bulk.each(
-        requests, lambda request: check.answer(services, Call(body=request)), same=lambda request: request.key
-    )
+    # Check and claim many as the HTTP pipeline serves it after reading the body: the items as sent, served and
+    # rendered by its entry of the operation table (on SQLite its new keys claimed together, issue 36).
+    many = BY_NAME["check_and_claim_many"]
+    items = [request.model_dump(mode="json", by_alias=True, exclude_defaults=True) for request in requests]
+    call: Call[Any, Any] = Call(body=None)
+    rendered: Any = many.render(call, many.serve(services, call, items))
+    answers: list[Any] = rendered.value
     return answers
 
 

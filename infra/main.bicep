@@ -61,7 +61,7 @@ param location string = resourceGroup().location
 
 @minLength(1)
 @maxLength(50)
-@description('ONCEGATE_TABLE_PREFIX: the tables are <prefix>Claims, <prefix>Conflicts, <prefix>Flows, <prefix>Scopes, <prefix>Overlaps and <prefix>Keys (and <prefix>Targets, which the app makes). Letters and digits, starting with a letter.')
+@description('ONCEGATE_TABLE_PREFIX: the tables are <prefix>Claims, <prefix>Conflicts, <prefix>Flows, <prefix>Scopes, <prefix>Overlaps, <prefix>Keys and <prefix>Targets. Letters and digits, starting with a letter.')
 param tablePrefix string = 'OnceGate'
 
 @description('Names of the Key Vault secrets holding target secrets for Perform once (issue 34), each starting oncegate-target- and written to the vault before the deployment (docs/operations.md, Targets): the app gets read access to each, one by one, and a setting ONCEGATE_TARGET_SECRET_<NAME> that references it. Never the key secret.')
@@ -223,6 +223,7 @@ var tableNames = [
   '${tablePrefix}Scopes'
   '${tablePrefix}Overlaps'
   '${tablePrefix}Keys'
+  '${tablePrefix}Targets'
 ]
 var keySecretName = 'oncegate-key-secret'
 

@@ -27,6 +27,7 @@ from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
 from oncegate.service.key_secrets import KeySecrets
+from oncegate.service.new_claims import NewClaims
 from oncegate.service.perform import Perform
 from oncegate.service.results import Results
 from oncegate.service.retention import Retention
@@ -93,6 +94,8 @@ class Services:
     key_secrets: KeySecrets
     # Bulk calls (issue 24): the items of one request, applied through claims and results.
     bulk: Bulk
+    # Check and claim many's new keys, claimed together where the store writes one at a time (issue 36).
+    new_claims: NewClaims
     # Perform once (issue 34): the call OnceGate makes itself, over claims and waits.
     perform: Perform
     store: ClaimStore
@@ -187,6 +190,7 @@ def wire(
         retention=Retention(store, inventory, clock=clock),
         key_secrets=KeySecrets(store, clock=clock, pin=pin),
         bulk=Bulk(store, ready=core.require_safe_store, concurrency=bulk_concurrency),
+        new_claims=NewClaims(core, store),
         store=store,
         sensitive_data=data_guard,
         cursor_seal=CursorSeal.of(ring),

@@ -247,6 +247,12 @@ def describe(dimensions: Mapping[str, Value | None]) -> None:
         answer.dimensions.update(dimensions)
 
 
+def round_trips() -> int:
+    """The store round trips counted so far for the answer being made; 0 outside one (or with telemetry off)."""
+    answer = _CURRENT.get()
+    return answer.round_trips if answer is not None else 0
+
+
 def round_trip(*_: object) -> None:
     """Count one store round trip for the answer being made: a ``raw_request_hook``, a SQLite trace callback."""
     answer = _CURRENT.get()

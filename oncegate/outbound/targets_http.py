@@ -8,18 +8,21 @@ Each call goes through every check before a byte leaves, and answers what happen
     path          normalised, kept under the base URL's path     │ refused: Failure.REFUSED,
     headers       the allow-list; the adapter adds Host,         │ nothing sent
                   Idempotency-Key and the target's auth          │
-    address       resolved once; every address checked          ─┘  (domain.target_addresses)
+    address       resolved once, within the call's time; every   │
+                  address checked                               ─┘  (domain.target_addresses)
     connect       to the checked address itself, never a second lookup (DNS rebinding), TLS with the
                   name as SNI and certificate name              ── fails: NOT_CONNECTED, nothing sent
-    send, answer  one request; a 3xx is the answer (no redirect followed), a 1xx with no final answer after
-                  it is BROKEN; the body read up to ``max_response_bytes``; the whole call within the
-                  target's ``timeout_seconds``
+    send, answer  one request; a 3xx is the answer (no redirect followed); a 1xx with no final answer after
+                  it, headers the target hung up inside, a body shorter than its Content-Length, or
+                  a length that reads two ways are BROKEN; the body read up to ``max_response_bytes``;
+                  the whole call within the target's ``timeout_seconds``
                                                                 ── TIMEOUT, BROKEN, TOO_LARGE: sent,
                                                                    outcome unknown
 
 ``http.client`` reads no proxy settings from the environment, so ``HTTPS_PROXY`` cannot send a call
 elsewhere. A watchdog shuts the socket at the call's deadline: a target that drips its answer a byte at
-a time is cut at the deadline as one that never answers is.
+a time is cut at the deadline as one that never answers is. The host lookup counts inside that time too:
+a resolver that hangs is left behind at the deadline (NOT_CONNECTED, nothing sent).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import IO, Any, cast
 from urllib.parse import urlsplit
 
 from oncegate.domain.target_addresses import AddressRefused, IPAddress, check_cidr, refusal, written_address
@@ -113,7 +117,7 @@ class HttpTargets:
         deadline = time.monotonic() + target.timeout_seconds
         try:
             prepared = self._prepare(target, request)
-            addresses = self._addresses(target, prepared)
+            addresses = self._addresses(target, prepared, deadline)
         except (RequestRefused, AddressRefused, Unavailable) as exc:
             logger.warning("Refused a call to target %s: %s", target.name, exc)
             return TargetReply(failure=Failure.REFUSED, reason=str(exc))
@@ -170,11 +174,11 @@ class HttpTargets:
             return {secret[0]: value}
         return {}
 
-    def _addresses(self, target: Target, prepared: _Prepared) -> list[IPAddress]:
+    def _addresses(self, target: Target, prepared: _Prepared, deadline: float) -> list[IPAddress]:
         """The host's addresses, resolved once and every one checked: one refused address refuses the call."""
         written = written_address(prepared.host)
         try:
-            texts = [str(written)] if written is not None else self._resolve(prepared.host, prepared.port)
+            texts = [str(written)] if written is not None else self._lookup(prepared.host, prepared.port, deadline)
         except OSError as exc:
             raise _Unresolved(f"{prepared.host} could not be resolved: {exc}") from exc
         if not texts:
@@ -188,6 +192,31 @@ class HttpTargets:
             if prepared.scheme == "http" and not address.is_loopback:
                 raise AddressRefused(f"plain http only to loopback, and {prepared.host} is at {address}")
         return addresses
+
+    def _lookup(self, host: str, port: int, deadline: float) -> Sequence[str]:
+        """The resolver's answer, waited for until the call's deadline and no longer.
+
+        The resolver runs on a thread of its own: one that hangs (a DNS server that never answers) is left to end
+        on its own, and what it finds after the deadline is dropped. Nothing was sent, so the call is NOT_CONNECTED.
+        """
+        found: list[Sequence[str]] = []
+        raised: list[BaseException] = []
+        done = threading.Event()
+
+        def look_up() -> None:
+            try:
+                found.append(self._resolve(host, port))
+            except BaseException as exc:  # handed to the caller, which raises it as the resolver did
+                raised.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=look_up, name="oncegate-target-lookup", daemon=True).start()
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            raise _Unresolved(f"{host} was not resolved within the target's time")
+        if raised:
+            raise raised[0]
+        return found[0]
 
     def _connect(
         self, prepared: _Prepared, addresses: list[IPAddress], deadline: float
@@ -233,12 +262,21 @@ class HttpTargets:
             if connection.was_cut:
                 # http.client takes the end of the stream for the end of the headers: the watchdog's cut is no answer.
                 raise TimeoutError
+            if response.head_cut:
+                # http.client takes the end of the stream for the end of the headers. A target that hung up inside
+                # them sent no whole answer, whatever its status line said: it may have acted.
+                return TargetReply(failure=Failure.BROKEN, reason="the target hung up inside its headers")
             if response.status < 200:
                 # http.client skips a 100; any other 1xx (101 Switching Protocols, 103 Early Hints) it takes for the
                 # answer. It is not one: the request was sent and no final answer came.
                 return TargetReply(
                     failure=Failure.BROKEN, reason=f"the target answered {response.status} and no final answer"
                 )
+            ambiguous = _ambiguous_length(response)
+            if ambiguous is not None:
+                # http.client reads the first Content-Length (or Transfer-Encoding over it); a target or a proxy on
+                # the way may have read another answer.
+                return TargetReply(failure=Failure.BROKEN, reason=ambiguous)
             body = self._read(response, deadline)
             if connection.was_cut:
                 raise TimeoutError
@@ -268,11 +306,49 @@ class HttpTargets:
             if time.monotonic() >= deadline:
                 raise TimeoutError
             chunks.append(chunk)
+        if response.length:
+            # http.client's read of a part ends quietly at the end of the stream, short of the length declared.
+            raise http.client.IncompleteRead(b"".join(chunks), response.length)
         return b"".join(chunks)
+
+
+class _HeadLines:
+    """The answer's stream while its head is read: notes a line the stream ended before its line break."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.ended = False
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = self.raw.readline(limit)
+        # A line over the limit also lacks its break, and http.client refuses it itself (LineTooLong).
+        self.ended = self.ended or not line.endswith(b"\n")
+        return line
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+class _Response(http.client.HTTPResponse):
+    """An answer that knows whether its head ended with its blank line or with the connection (``head_cut``)."""
+
+    head_cut = False
+
+    def begin(self) -> None:
+        lines = _HeadLines(self.fp)
+        self.fp = cast(Any, lines)
+        try:
+            super().begin()
+        finally:
+            if self.fp is not None:  # None once begin closed the answer
+                self.fp = cast(Any, lines.raw)
+        self.head_cut = lines.ended
 
 
 class _PinnedConnection(http.client.HTTPConnection):
     """A connection to one checked address, speaking TLS to the host's name when the scheme is https."""
+
+    response_class = _Response
 
     def __init__(self, address: IPAddress, prepared: _Prepared, *, timeout: float, tls: ssl.SSLContext | None) -> None:
         super().__init__(str(address), prepared.port, timeout=timeout)
@@ -280,6 +356,11 @@ class _PinnedConnection(http.client.HTTPConnection):
         self._prepared = prepared
         self._tls = tls if tls is not None else ssl.create_default_context() if prepared.scheme == "https" else None
         self.was_cut = False
+
+    def getresponse(self) -> _Response:
+        response = super().getresponse()
+        assert isinstance(response, _Response), "the connection makes its answers as _Response"
+        return response
 
     def connect(self) -> None:
         family = socket.AF_INET6 if self._address.version == 6 else socket.AF_INET
@@ -305,6 +386,18 @@ class _PinnedConnection(http.client.HTTPConnection):
 def _host_header(host: str, port: int, scheme: str) -> str:
     named = f"[{host}]" if ":" in host else host
     return named if port == DEFAULT_PORTS[scheme] else f"{named}:{port}"
+
+
+def _ambiguous_length(response: http.client.HTTPResponse) -> str | None:
+    """Why the answer's length can be read two ways, or None: Content-Length headers that do not all say the same
+    decimal number, or a Content-Length beside Transfer-Encoding, which a sender must never send (RFC 9112 6.2)."""
+    given = response.headers.get_all("Content-Length") or []
+    lengths = {part.strip() for value in given for part in value.split(",")}
+    if len(lengths) > 1 or not all(length.isdigit() for length in lengths):
+        return "the answer's Content-Length headers disagree or are not a number"
+    if lengths and response.headers.get("Transfer-Encoding") is not None:
+        return "the answer gives both Content-Length and Transfer-Encoding"
+    return None
 
 
 def _headers(response: http.client.HTTPResponse) -> dict[str, str]:

@@ -31,6 +31,7 @@ from oncegate.domain.limits import DEFAULT_HORIZON_DAYS
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import Conflict, FlowRecord, KeySecretRecord, Overlap, ScopeRecord
 from oncegate.domain.store_id import STORE_ID, check_store_id
+from oncegate.domain.targets import Target
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest
 from oncegate.service.retention import horizon_days
 from oncegate.stores import export_format
@@ -42,6 +43,7 @@ from oncegate.stores.port import (
     InventoryRecords,
     RestoreReads,
     StoreMarkRecords,
+    TargetRecords,
     WritesTogether,
 )
 
@@ -65,6 +67,7 @@ class BackupStore(
     ConflictRecords,
     InventoryRecords,
     StoreMarkRecords,
+    TargetRecords,
     ClaimIndex,
     WritesTogether,
     Protocol,
@@ -154,6 +157,7 @@ def export(
         _section(put, on_progress, counts, "scope", map(export_format.scope_record, scopes))
         _section(put, on_progress, counts, "flow", map(export_format.flow_record, store.list_flows()))
         _section(put, on_progress, counts, "overlap", map(export_format.overlap_record, store.list_overlaps()))
+        _section(put, on_progress, counts, "target", map(export_format.target_record, store.list_targets()))
         conflicts = every_item(
             lambda cursor: store.list_conflicts(status=None, scope=None, limit=CONFLICT_PAGE, cursor=cursor)
         )
@@ -230,10 +234,10 @@ def read_export(path: Path) -> ExportFile:
         header = next(lines, None)
         if not header or header.get("format") != export_format.FORMAT:
             raise InvalidRequest(f"{path} is not an OnceGate export.", target="FILE")
-        if header.get("formatVersion") != export_format.FORMAT_VERSION:
+        if header.get("formatVersion") not in export_format.READABLE_VERSIONS:
+            readable = " and ".join(str(version) for version in export_format.READABLE_VERSIONS)
             raise InvalidRequest(
-                f"{path} is an export of format {header.get('formatVersion')}; this release reads format "
-                f"{export_format.FORMAT_VERSION}.",
+                f"{path} is an export of format {header.get('formatVersion')}; this release reads formats {readable}.",
                 target="FILE",
             )
         counts: Counter[str] = Counter()
@@ -390,6 +394,8 @@ def _write(store: BackupStore, record: export_format.Restored) -> None:
             store.save_flow(replace(record, version=None))
         elif isinstance(record, Overlap):
             store.save_overlap(replace(record, version=None))
+        elif isinstance(record, Target):
+            store.save_target(replace(record, version=None))
     except (AlreadyExists, ConcurrentUpdate):
         logger.info("Import: %s was written by an earlier run", type(record).__name__)
 

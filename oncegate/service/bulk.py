@@ -11,7 +11,9 @@ history and answer as that call. What this adds is how the items meet the store:
   costs about the time of its slowest group instead of the sum of its items, and an instance sends
   the store at most that many requests for bulk calls at a time, however many calls it serves.
 * Where the store has one writer at a time (SQLite), the items go one after another in this thread
-  inside ``writing_together``: one transaction for the call instead of one per write.
+  inside ``writing_together``: one transaction for the call instead of one per write. A call may answer
+  some of its items together first (``ahead``: Check and claim many's new keys, written set-based,
+  ``oncegate.service.new_claims``); the others then go one after another, in order.
 * A store that fails mid-call: the item that met the failure answers ``store_unavailable``, and so
   does every item not yet started, without being tried; items applied before it stand. On SQLite
   a commit that fails loses the whole call, so every item that was not refused answers
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar
 
@@ -86,19 +88,26 @@ class Bulk:
         self._lock = threading.Lock()
 
     def each(
-        self, items: Sequence[Item], apply: Callable[[Item], Answer], *, same: Callable[[Item], Hashable]
+        self,
+        items: Sequence[Item],
+        apply: Callable[[Item], Answer],
+        *,
+        same: Callable[[Item], Hashable],
+        ahead: Callable[[], Mapping[int, Answer]] | None = None,
     ) -> list[Answer | OnceGateError]:
         """Each item's answer, or the error that refused it alone, in the items' order.
 
         ``apply`` raises an ``OnceGateError`` to refuse its item; ``same`` names the claim an item is
-        for (items naming the same one go one after another, in order).
+        for (items naming the same one go one after another, in order). ``ahead``, where the store has one
+        writer at a time, answers some items together before the others, by their places: it answers only
+        items that no earlier item shares a claim with, so the order of each claim's items still holds.
         """
         # Checked once before any item: a store this instance must not act on refuses the whole call, and on
         # SQLite the marks are not read for the first time while the call holds the writers' lock.
         self._ready()
         answers = _Answers(items, apply)
         if not self._store.parallel_writes or self._concurrency <= 1:
-            self._one_after_another(answers)
+            self._one_after_another(answers, ahead)
             return answers.value
         groups: dict[Hashable, list[int]] = {}
         for index, item in enumerate(items):
@@ -108,10 +117,15 @@ class Bulk:
             done.result()
         return answers.value
 
-    def _one_after_another(self, answers: _Answers[Item, Answer]) -> None:
+    def _one_after_another(
+        self, answers: _Answers[Item, Answer], ahead: Callable[[], Mapping[int, Answer]] | None
+    ) -> None:
         try:
             with self._store.writing_together():
-                answers.run(range(len(answers.items)))
+                done = ahead() if ahead is not None else {}
+                for index, answer in done.items():
+                    answers.value[index] = answer
+                answers.run([index for index in range(len(answers.items)) if index not in done])
         except StoreUnavailable as exc:
             logger.warning("A bulk call's commit failed, none of its items was kept: %s", exc.message)
             answers.value = [

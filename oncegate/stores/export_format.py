@@ -4,15 +4,19 @@ An export holds rows in the stores' format (:mod:`oncegate.stores.columns`), nev
 a file written by one store reads into the other and a renamed API field breaks no export. Times are
 fixed-width UTC text, as SQLite keeps them. The file is::
 
-    {"record": "header", "format": "oncegate-export", "formatVersion": 1, "storeId": ..., "exportId": ...,
+    {"record": "header", "format": "oncegate-export", "formatVersion": 2, "storeId": ..., "exportId": ...,
      "startedAt": ..., "horizonDays": ..., "keySecretIds": [...]}
     {"record": "secret", "row": {...}}                 the key secrets' records (check values, never secrets)
     {"record": "scope" | "flow" | "overlap", "row": {...}}
+    {"record": "target", "row": {...}}                 declared targets (a secret's name, never a secret)
     {"record": "conflict", "row": {...}}
     {"record": "claim", "row": {...}, "history": [{...}], "fingerprints": [{...}]}   one line per claim
     {"record": "end", "finishedAt": ..., "counts": {...}, "keySecretIds": [...], "changedDuringExport": [...]}
 
 A file without its ``end`` line was cut short: an import refuses it. ``.gz`` files are gzip.
+
+Format 2 added the ``target`` records (issue 34); a file of format 1 (releases before 0.5.0) has none
+and still reads: its store had targets declared again by hand, or none.
 """
 
 from __future__ import annotations
@@ -26,12 +30,16 @@ from typing import IO, Any
 
 from oncegate.domain.backups import ClaimBackup
 from oncegate.domain.records import Conflict, FlowRecord, KeySecretRecord, Overlap, ScopeRecord
+from oncegate.domain.targets import Target
 from oncegate.stores import columns
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import utc_text
+from oncegate.stores.target_rows import target_from_row, target_to_row
 
 FORMAT = "oncegate-export"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Every format this release imports: each later one only adds records of new kinds.
+READABLE_VERSIONS = (1, 2)
 HEADER = "header"
 END = "end"
 # What a record's rows are read back as: the store writes them at a version of its own.
@@ -59,6 +67,10 @@ def overlap_record(record: Overlap) -> Record:
     return {"record": "overlap", "row": _plain(columns.overlap_to_row(record))}
 
 
+def target_record(target: Target) -> Record:
+    return {"record": "target", "row": _plain(target_to_row(target))}
+
+
 def conflict_record(conflict: Conflict) -> Record:
     return {"record": "conflict", "row": _plain(columns.conflict_to_row(conflict))}
 
@@ -72,7 +84,7 @@ def claim_record(backup: ClaimBackup) -> Record:
     }
 
 
-Restored = KeySecretRecord | ScopeRecord | FlowRecord | Overlap | Conflict | ClaimBackup
+Restored = KeySecretRecord | ScopeRecord | FlowRecord | Overlap | Target | Conflict | ClaimBackup
 
 
 def restored(record: Record) -> Restored:
@@ -86,6 +98,8 @@ def restored(record: Record) -> Restored:
         return columns.flow_from_row(row, NO_VERSION)
     if kind == "overlap":
         return columns.overlap_from_row(row, NO_VERSION)
+    if kind == "target":
+        return target_from_row(row, NO_VERSION)
     if kind == "conflict":
         return columns.conflict_from_row(row, NO_VERSION)
     if kind == "claim":

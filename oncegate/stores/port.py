@@ -10,7 +10,7 @@ every decision lives in :mod:`oncegate.service`. One contract suite
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
@@ -50,6 +50,15 @@ class ClaimWrites(Protocol):
         """Insert the claim and its first event together, only if no claim has that id.
 
         Raises ``AlreadyExists`` carrying the stored claim otherwise.
+        """
+
+    def create_claims(self, new: Sequence[tuple[Claim, HistoryEvent]]) -> list[Claim | None]:
+        """``create_claim`` for each pair, in order (issue 36): each claim as written, or None where a claim had
+        its id already (or an earlier pair of the call did) or its row is one the store cannot hold, and nothing
+        of that pair was written (``create_claim`` of that pair alone says which).
+
+        SQLite reads which ids are taken in one query and writes the rest set-based, in one transaction: all of
+        it is kept or none. Table Storage writes each pair in a transaction of its own, as ``create_claim``.
         """
 
     def update_claim(

@@ -47,6 +47,7 @@ from oncegate.stores import columns, sqlite_targets
 from oncegate.stores.columns import Row
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 from oncegate.stores.sqlite_backups import SqliteBackups
+from oncegate.stores.sqlite_batch import SqliteNewClaims
 from oncegate.stores.sqlite_locks import WRITERS_SUFFIX, WritersFile, WritersQueue
 from oncegate.stores.sqlite_rows import (
     MARK_ROW,
@@ -119,7 +120,7 @@ class _Slot:
         self.connection = connection
 
 
-class SqliteStore(SqliteBackups, sqlite_targets.SqliteTargets):
+class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
     """Claims in one SQLite file; a connection per thread."""
 
     kind = "sqlite"

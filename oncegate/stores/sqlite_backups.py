@@ -38,6 +38,7 @@ CONTENTS = {
     "flows": "flows",
     "scopes": "scopes",
     "overlaps": "overlaps",
+    "targets": "targets",
     "key_ids": "key secrets",
     "store_identity": "store id",
 }

@@ -4,7 +4,9 @@ The blocks that take an export, move the database aside and import it run word f
 time, which the operator reads off the export's output, is the one value the test fills in
 (``EXPORTED_AT``). The ``az`` blocks need a subscription and are not run. Afterwards every key done
 before the export is answered ``duplicate`` again and health says the store was restored; the
-commands' refusals and progress are checked through the command itself.
+commands' refusals and progress are checked through the command itself. A target declared with
+``oncegate targets set`` comes back with the claims, and Perform once reaches it with its secret, which
+stayed where it was (``target-secrets/`` beside the database, which the runbook leaves in place).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,17 +29,28 @@ from oncegate import bootstrap
 from oncegate.cli import main
 from oncegate.config import Settings
 from oncegate.domain.statuses import Decision
+from oncegate.domain.targets import Target, TargetAuth
+from oncegate.entrypoints.operations import BY_NAME, Call
+from oncegate.models import PerformRequest, PerformResponse
 from oncegate.stores import export_format
 from oncegate.stores.tables.store import table_names
 from tests.cli.conftest import Run
 from tests.docs.markdown import REPO, ShellBlock, shell_blocks
 from tests.faults.lossy_proxy import LossyProxy
 from tests.gate import Gate
+from tests.perform.calls import perform_body
 from tests.service.calls import claim, record
+from tests.support.target_server import StandInTarget
 
 OPERATIONS = REPO / "docs" / "operations.md"
 SECTION = "## Backup and restore\n"
 KEYS = [f"SO-{index}" for index in range(5)]
+ERP = Target(
+    name="erp",
+    base_url="https://erp.contoso.com/api",
+    auth=TargetAuth.SECRET,
+    auth_value="X-Api-Key=oncegate-target-erp",
+)
 RESTORE_WITH = re.compile(r"^Restore with: oncegate store import \S+ --forget-after (?P<time>\S+)$", re.MULTILINE)
 
 
@@ -126,6 +140,64 @@ def test_the_restore_runbook_as_written_brings_back_every_key_and_health_says_so
         service.close()
 
 
+def perform(service: Gate, key: str, run: str) -> PerformResponse:
+    request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
+    answer: PerformResponse = BY_NAME["perform_once"].answer(service.services, Call(body=request))
+    return answer
+
+
+def test_the_restore_runbook_as_written_brings_back_the_declared_targets_and_perform_once_reaches_them(
+    served: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    steps = runbook()
+    monkeypatch.setenv("ONCEGATE_TARGETS_ALLOW_LOOPBACK", "true")
+    secrets = served / ".oncegate" / "target-secrets"
+    secrets.mkdir()
+    (secrets / "oncegate-target-erp").write_text("the-erp-api-key\n", encoding="utf-8")
+    (secrets / "oncegate-target-erp").chmod(0o600)
+    with StandInTarget() as erp:
+        declared = run(
+            capsys,
+            *("targets", "set", "erp", "--base-url", erp.base_url, "--auth", "secret:X-Api-Key=oncegate-target-erp"),
+            *("--lookup-path", "/orders?reference={reference}", "--record-pointer", "/id"),
+        )
+        service = Gate.of(bootstrap.build_services(Settings.from_environment()))
+        try:
+            first = perform(service, "SO-P1", "run-1")
+        finally:
+            service.close()
+
+        exported = bash(steps["export"], served)
+        time = RESTORE_WITH.search(exported.stdout)
+        aside = bash(steps["aside"], served)
+        imported = bash(steps["import"], served, EXPORTED_AT=time["time"] if time else "")
+        listed = run(capsys, "targets", "list", "--json")
+        restored = Gate.of(bootstrap.build_services(Settings.from_environment()))
+        try:
+            again = perform(restored, "SO-P1", "run-again")
+            other = perform(restored, "SO-P2", "run-2")
+        finally:
+            restored.close()
+
+    assert declared.code == 0, declared.err
+    assert (first.decision, first.target_record_id) == ("performed", "order-1")
+    assert (exported.returncode, aside.returncode, imported.returncode) == (0, 0, 0), imported.stderr
+    assert "target: 1 rows" in exported.stderr
+    assert listed.code == 0, listed.err
+    [target] = json.loads(listed.out)["value"]
+    assert (target["name"], target["baseUrl"], target["auth"]) == (
+        "erp",
+        erp.base_url,
+        "secret:X-Api-Key=oncegate-target-erp",
+    )
+    assert "the-erp-api-key" not in listed.out
+    # The key done before the export is a duplicate with its record, never a second call; a new key reaches the
+    # target with the secret that stayed beside the database.
+    assert (again.decision, again.target_record_id) == ("duplicate", "order-1")
+    assert (other.decision, other.target_record_id) == ("performed", "order-2")
+    assert [request.header("X-Api-Key") for request in erp.writes()] == ["the-erp-api-key"] * 2
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Run:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -196,6 +268,7 @@ def test_on_table_storage_export_and_import_need_no_key_secret_and_the_pinned_ap
     service = Gate.of(bootstrap.build_services(Settings.from_environment(app_settings)))
     for key in KEYS:
         record(service, claim(service, key=key, run=f"run-{key}"))
+    service.store.save_target(ERP)
     service.close()
 
     # The operator's machine holds the store settings and no key secret, as for `store init`.
@@ -209,6 +282,7 @@ def test_on_table_storage_export_and_import_need_no_key_secret_and_the_pinned_ap
     try:
         answers = [claim(restored, key=key, run="run-again").decision for key in KEYS]
         health = restored.health()
+        targets = restored.store.list_targets()
     finally:
         restored.close()
 
@@ -218,6 +292,7 @@ def test_on_table_storage_export_and_import_need_no_key_secret_and_the_pinned_ap
     assert f"is store {store_id} again" in imported.out
     assert answers == [Decision.DUPLICATE] * len(KEYS)
     assert (health.status, health.restored is not None) == ("ok", True)
+    assert [replace(target, version=None) for target in targets] == [ERP]
 
 
 @pytest.mark.azurite

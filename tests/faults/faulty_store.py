@@ -137,3 +137,13 @@ class FaultyStore:
             return self._call(name, lambda: attribute(*args, **kwargs))
 
         return call
+
+
+def cut_claims_mid_call(store: FaultyStore) -> None:
+    """Cut the store's connections during a Check and claim many of new keys, its writes kept and unanswered
+    (``Fault.AFTER``): on Table Storage the 21st claim and every one after it; on SQLite, whose new claims the
+    call writes together in its one transaction (issue 36), the commit, made and its answer lost."""
+    if store.kind == "sqlite":
+        store.arm(1, only="writing_together")
+    else:
+        store.arm(21, only="create_claim", lasting=True)

@@ -19,7 +19,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.entrypoints.http import MAX_BODY_BYTES
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
-from tests.faults.faulty_store import Fault, FaultyStore
+from tests.faults.faulty_store import Fault, FaultyStore, cut_claims_mid_call
 from tests.faults.lossy_proxy import LossyProxy
 from tests.gate import Gate
 from tests.http.client import Api, FunctionsApi
@@ -204,6 +204,7 @@ def test_a_bulk_body_may_hold_100_items_at_their_limit_and_no_more(api: Api) -> 
     assert (over.status, over.code) == (413, "too_large")
 
 
+@pytest.mark.parametrize("store_kind", ["tables"])
 @pytest.mark.parametrize("fault", [Fault.BEFORE])
 def test_a_store_failing_mid_call_answers_503_for_exactly_the_items_not_applied(
     open_store: Any, clock: FakeClock, fault: Fault
@@ -222,12 +223,58 @@ def test_a_store_failing_mid_call_answers_503_for_exactly_the_items_not_applied(
     unapplied = [n for n, entry in enumerate(entries) if "error" in entry]
     assert len(applied) == 20
     assert all(entries[n]["error"]["code"] == "store_unavailable" for n in unapplied)
-    if store.kind == "sqlite":
-        assert applied == list(range(20))  # one after another: the 21st item met the outage
     # Nothing applied is lost, and every item not applied proceeds when sent again.
     again = many(api, rows(60, run="run-retry"))
     assert {n for n, entry in enumerate(again) if entry["decision"] == "proceed"} == set(unapplied)
     assert all(again[n]["decision"] == "in_progress" for n in applied)
+    services.close()
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+@pytest.mark.parametrize("fault", [Fault.BEFORE])
+def test_a_store_failing_mid_call_answers_503_for_exactly_the_items_not_applied_one_after_another(
+    open_store: Any, clock: FakeClock, fault: Fault
+) -> None:
+    store = FaultyStore(open_store(), fault)
+    services = Gate(store, KeyHasher(KEY_SECRET), clock=clock).services
+    bootstrap.use_services(services)
+    api = FunctionsApi()
+    many(api, rows(20))  # 20 keys claimed before: in the next call each is decided alone, after the new ones
+    # The 11th of them meets the outage.
+    store.arm(11, only="create_claim", lasting=True)
+
+    entries = many(api, rows(60))
+    store.disarm()
+
+    unapplied = [n for n, entry in enumerate(entries) if "error" in entry]
+    assert unapplied == list(range(10, 20))
+    assert all(entries[n]["error"]["code"] == "store_unavailable" for n in unapplied)
+    assert [entry["decision"] for entry in entries[:10]] == ["in_progress"] * 10
+    assert [entry["decision"] for entry in entries[20:]] == ["proceed"] * 40
+    # Nothing applied is lost: the new keys claimed together before the outage stand.
+    again = many(api, rows(60, run="run-retry"))
+    assert [entry["decision"] for entry in again] == ["in_progress"] * 60
+    services.close()
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_store_failing_in_the_write_of_the_new_claims_answers_503_for_every_item_and_keeps_none(
+    open_store: Any, clock: FakeClock
+) -> None:
+    """Issue 36: a call's new keys are written together, in its one transaction: an outage there loses them all."""
+    store = FaultyStore(open_store(), Fault.AFTER)  # the write made, then the store fails: the call still keeps none
+    services = Gate(store, KeyHasher(KEY_SECRET), clock=clock).services
+    bootstrap.use_services(services)
+    api = FunctionsApi()
+    many(api, rows(1, start=99))  # the store is marked and its secrets read before the outage
+    store.arm(1, only="create_claims")
+
+    entries = many(api, rows(60))
+    store.disarm()
+
+    assert {entry["error"]["code"] for entry in entries} == {"store_unavailable"}
+    again = many(api, rows(60, run="run-retry"))
+    assert [entry["decision"] for entry in again] == ["proceed"] * 60
     services.close()
 
 
@@ -238,9 +285,7 @@ def test_items_answered_503_after_the_store_kept_their_claims_get_them_back_when
     call of only those items is other runs (another digest), told in_progress; the whole call sent again unchanged,
     as the answer says, is each item's run asking again: every claim comes back."""
     store = FaultyStore(open_store(), Fault.AFTER)
-    # The 21st claim and every one after it are written, and their answers lost.
-    cut = (lambda: store.arm(21, only="create_claim", lasting=True), store.disarm)
-    send_the_whole_call_again_after_a_cut(store, clock, *cut)
+    send_the_whole_call_again_after_a_cut(store, clock, lambda: cut_claims_mid_call(store), store.disarm)
 
 
 @pytest.mark.parametrize("store_kind", ["tables"])

@@ -25,7 +25,7 @@ from oncegate.domain.keys import KeyHasher
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.connector.spec import load
 from tests.connector.test_samples import BULK_WORKFLOW
-from tests.faults.faulty_store import Fault, FaultyStore
+from tests.faults.faulty_store import Fault, FaultyStore, cut_claims_mid_call
 from tests.gate import Gate
 from tests.infra.test_logic_app import PARAMETERS
 from tests.infra.wdl import Call, Killed, Run, Target
@@ -189,9 +189,9 @@ def import_with_a_fault(
     def call(method: str, path: str, body: Any) -> tuple[int, Any]:
         step = path.removeprefix("/api/")
         if strike is None and step == "claims/batch" and not faults.fired:
-            # The store's connections cut mid-call: the 21st claim and every one after it are written, unanswered.
+            # The store's connections cut mid-call: claims written, unanswered.
             faults.fired += 1
-            store.arm(21, only="create_claim", lasting=True)
+            cut_claims_mid_call(store)
             try:
                 return call_app(method, path, body)
             finally:

@@ -25,6 +25,7 @@ host was lost or that someone cancelled: nothing after it runs.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -59,14 +60,7 @@ class Expression:
     """One expression, read token by token and evaluated as it is read."""
 
     def __init__(self, source: str, functions: dict[str, Callable[..., Any]]) -> None:
-        self.tokens: list[tuple[str, str]] = []
-        position = 0
-        while source[position:].strip():
-            found = TOKEN.match(source, position)
-            if found is None or found.lastgroup is None:
-                raise ValueError(f"cannot read {source[position:]!r}")
-            self.tokens.append((found.lastgroup, found.group(found.lastgroup)))
-            position = found.end()
+        self.tokens = tokens(source)
         self.functions = functions
         self.index = 0
 
@@ -114,6 +108,20 @@ class Expression:
                 continue
             result = result[key] if isinstance(result, list) or not safe else result.get(key)
         return result
+
+
+@functools.cache
+def tokens(source: str) -> tuple[tuple[str, str], ...]:
+    """The tokens of an expression, read once per text: a loop evaluates the same few expressions thousands of times."""
+    read = []
+    position = 0
+    while source[position:].strip():
+        found = TOKEN.match(source, position)
+        if found is None or found.lastgroup is None:
+            raise ValueError(f"cannot read {source[position:]!r}")
+        read.append((found.lastgroup, found.group(found.lastgroup)))
+        position = found.end()
+    return tuple(read)
 
 
 def interpolations(text: str) -> list[tuple[int, int]]:
@@ -167,8 +175,9 @@ class Run:
     _item: list[Any] = field(default_factory=list)
     _loops: dict[str, Any] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def functions(self) -> dict[str, Callable[..., Any]]:
+        """Each function an expression may call; made once per run, since each looks up what it reads when called."""
         declared = {name: p.get("defaultValue") for name, p in self.definition.get("parameters", {}).items()}
         return {
             "triggerBody": lambda: self.trigger_body,

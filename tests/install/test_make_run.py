@@ -156,12 +156,15 @@ def test_make_run_after_make_test_installs_nothing_and_the_reverse_adds_dev(work
     # Both installed, in the order make would stamp them: make run only serves.
     (workdir / ".venv" / "bin").mkdir(parents=True)
     (workdir / ".venv" / "checkov" / "bin").mkdir(parents=True)
-    for stamp in (".venv/bin/python", ".venv/.installed-runtime", ".venv/checkov/bin/checkov", ".venv/.installed-dev"):
+    (workdir / "node_modules").mkdir()
+    stamps = (".venv/bin/python", ".venv/.installed-runtime", ".venv/checkov/bin/checkov", "node_modules/.installed")
+    for stamp in (*stamps, ".venv/.installed-dev"):
         (workdir / stamp).touch()
     assert dry_run(workdir, "run").splitlines() == [".venv/bin/oncegate serve --port 7071 --workers 1"]
     assert dry_run(workdir, "test").splitlines() == [".venv/bin/pytest -n 2 --dist loadgroup"]
     # Only the runtime installed (make run): make test adds the [dev] extras and Azurite, not the runtime again.
     (workdir / ".venv" / ".installed-dev").unlink()
+    (workdir / "node_modules" / ".installed").unlink()
     test = dry_run(workdir, "test")
     assert "-e '.[dev]'" in test
     assert "npm ci" in test

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -18,7 +19,7 @@ import pytest
 
 from oncegate import bootstrap
 from oncegate.config import Settings
-from oncegate.domain.targets import Failure, Target, TargetAuth, TargetCall
+from oncegate.domain.targets import Failure, Target, TargetAuth, TargetCall, TargetReply
 from oncegate.outbound.target_secrets import identity_tokens, secret_reader
 from oncegate.outbound.targets_http import HttpTargets
 from tests.support.target_server import Answer, StandInTarget, tls_for
@@ -459,3 +460,113 @@ def test_an_ipv6_target_is_reached_at_its_address_with_a_bracketed_host() -> Non
         assert reply.status == 201
         assert refused.failure is Failure.REFUSED
         assert [request.header("Host") for request in target.received] == [f"[::1]:{target.port}"]
+
+
+# -- answers that are no whole answer, and a lookup that hangs --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/1.1 200 OK\r\n",
+        b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n",
+        b"HTTP/1.1 201 Created\r\nLocation: /orders/order-1",
+    ],
+    ids=["after-the-status-line", "after-a-header", "inside-a-header"],
+)
+def test_a_target_that_hangs_up_inside_its_headers_is_an_unknown_outcome_never_its_status(
+    stand_in: StandInTarget, raw: bytes
+) -> None:
+    # The target made the order, then closed the connection before its head's blank line: no whole answer came.
+    stand_in.script(Answer(raw=raw))
+
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post())
+
+    assert (reply.status, reply.failure, reply.sent) == (None, Failure.BROKEN, True)
+    assert reply.reason == "the target hung up inside its headers"
+    assert len(stand_in.records) == 1
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [
+        b"Content-Length: 2\r\nContent-Length: 26\r\n",
+        b"Content-Length: 2, 26\r\n",
+        b"Content-Length: 2\r\nContent-Length: +2\r\n",
+        b"Content-Length: two\r\n",
+    ],
+    ids=["two-headers", "one-header-two-values", "a-spelling-of-the-same", "not-a-number"],
+)
+def test_an_answer_whose_content_lengths_disagree_is_an_unknown_outcome(
+    stand_in: StandInTarget, lengths: bytes
+) -> None:
+    # Read by the first length, this is a 200 with "{}"; read by the second, it is another answer altogether.
+    body = b'{}{"error":"not created"}'
+    stand_in.script(Answer(raw=b"HTTP/1.1 200 OK\r\n" + lengths + b"\r\n" + body))
+
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post())
+
+    assert (reply.status, reply.failure, reply.sent) == (None, Failure.BROKEN, True)
+    assert reply.reason == "the answer's Content-Length headers disagree or are not a number"
+
+
+def test_an_answer_with_content_length_beside_transfer_encoding_is_an_unknown_outcome(stand_in: StandInTarget) -> None:
+    # Read as chunked (as http.client does), this is a 200 with "{}"; read by its length, a 200 with "2\r\n".
+    stand_in.script(
+        Answer(raw=b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+    )
+
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post())
+
+    assert (reply.status, reply.failure, reply.sent) == (None, Failure.BROKEN, True)
+    assert reply.reason == "the answer gives both Content-Length and Transfer-Encoding"
+
+
+def test_a_body_cut_short_of_its_content_length_is_an_unknown_outcome(stand_in: StandInTarget) -> None:
+    # The target said 40 bytes, sent 2 and hung up: "{}" is not its answer.
+    stand_in.script(Answer(raw=b"HTTP/1.1 201 Created\r\nContent-Length: 40\r\n\r\n{}"))
+
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post())
+
+    assert (reply.status, reply.failure, reply.sent) == (None, Failure.BROKEN, True)
+    assert reply.reason == "the connection broke before a whole answer: IncompleteRead(2 bytes read, 38 more expected)"
+    assert len(stand_in.records) == 1
+
+
+def test_content_length_headers_that_agree_are_read_as_one(stand_in: StandInTarget) -> None:
+    stand_in.script(Answer(raw=b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"))
+
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post())
+
+    assert (reply.status, reply.failure, reply.body) == (201, None, b"{}")
+
+
+def test_a_host_lookup_that_hangs_ends_at_the_calls_deadline_and_nothing_is_sent(stand_in: StandInTarget) -> None:
+    asked, let_go = threading.Event(), threading.Event()
+
+    def hanging(host: str, port: int) -> list[str]:
+        asked.set()
+        let_go.wait()
+        return ["127.0.0.1"]
+
+    replies: list[TargetReply] = []
+    adapter = HttpTargets(allow_loopback=True, resolve=hanging)
+    target = declared(f"http://orders.test:{stand_in.port}", timeout_seconds=1)
+    caller = threading.Thread(target=lambda: replies.append(adapter.call(target, post())), daemon=True)
+    started = time.monotonic()
+    caller.start()
+    try:
+        assert asked.wait(timeout=10)
+        caller.join(timeout=10)
+        ended_in_time = not caller.is_alive()
+        elapsed = time.monotonic() - started
+    finally:
+        let_go.set()  # the resolver answers at last, after the call gave up on it
+        caller.join(timeout=10)
+
+    assert ended_in_time, "the call waited for the resolver past its deadline"
+    assert elapsed < 3  # the target's time is 1 s
+    [reply] = replies
+    assert (reply.failure, reply.sent) == (Failure.NOT_CONNECTED, False)
+    assert reply.reason == "orders.test was not resolved within the target's time"
+    assert stand_in.received == []

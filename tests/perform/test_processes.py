@@ -1,7 +1,9 @@
 """Perform once served by ``oncegate serve --workers 2``: processes racing, and a service killed mid-call (issue 34).
 
 The command runs in a process group of its own on a SQLite store, its target declared with ``oncegate targets
-set`` as an operator does; the stand-in target runs in this process and counts what reaches it.
+set`` as an operator does; the stand-in target runs in this process and counts what reaches it. The service's
+clock is the machine's, which a test moves on by writing the seconds to add to a file the command reads
+(``tests/support/shifted_clock``), as ``FakeClock`` moves an in-process service's.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,8 @@ from tests.cli.test_serve_workers import REPO, port_of, stop
 from tests.perform.calls import perform_body
 from tests.support.target_server import Answer, StandInTarget
 
+SHIFTED_CLOCK = Path(__file__).resolve().parents[1] / "support" / "shifted_clock"
+
 RACERS = 8
 KEYS = 100
 # A lease is the target's time (1 s) and 30 s: a run killed mid-call holds its claim that long.
@@ -39,8 +42,14 @@ def environment(database: Path) -> dict[str, str]:
         **kept,
         "ONCEGATE_SQLITE_PATH": str(database),
         "ONCEGATE_TARGETS_ALLOW_LOOPBACK": "true",
-        "PYTHONPATH": str(REPO),
+        "ONCEGATE_TEST_CLOCK_SHIFT": str(clock_shift(database)),
+        "PYTHONPATH": os.pathsep.join((str(SHIFTED_CLOCK), str(REPO))),
     }
+
+
+def clock_shift(database: Path) -> Path:
+    """The file whose seconds the commands on ``database`` add to the machine's time (none: nothing added)."""
+    return database.parent / "clock-shift"
 
 
 def oncegate(database: Path, *argv: str) -> subprocess.Popen[str]:
@@ -151,20 +160,17 @@ def test_a_service_killed_between_the_call_and_its_recording_never_calls_again(
         with pytest.raises((ConnectionError, http.client.HTTPException)):
             cut.result(timeout=60)
     stand_in.release()
-    killed_at = time.monotonic()
 
     process, port = serve(database)
     try:
         held = perform(port, perform_body(run="run-2"))
-        # The killed run's lease has to run out on the service's own clock: ask again as a flow would, until then.
-        answers = [held]
-        while answers[-1]["decision"] == "in_progress" and time.monotonic() - killed_at < 3 * LEASE_SECONDS:
-            time.sleep(min(answers[-1].get("retryAfterSeconds", 1), 5))
-            answers.append(perform(port, perform_body(run=f"run-{len(answers) + 2}")))
+        # The killed run's lease runs out on the service's own clock: moved on past it, as a flow asking later finds it.
+        clock_shift(database).write_text(str(LEASE_SECONDS + 1))
+        answer = perform(port, perform_body(run="run-3"))
     finally:
         stop(process)
 
     assert held["decision"] == "in_progress"
-    assert (answers[-1]["decision"], answers[-1]["targetRecordId"]) == ("duplicate", "order-1")
-    assert answers[-1]["lookedUp"] is True
+    assert (answer["decision"], answer.get("targetRecordId")) == ("duplicate", "order-1")
+    assert answer["lookedUp"] is True
     assert len(stand_in.writes()) == 1

@@ -3,15 +3,18 @@
 Every key done before the export is still answered ``duplicate``, every conflict, tombstone and fingerprint
 record is back, and a claim's history reads the same. An import is refused without the export's time and
 into a store that holds anything; cut short, it goes on when run again; an export made while claims are
-being made names the claims that changed after it read them.
+being made names the claims that changed after it read them. The declared targets of Perform once come back
+with the claims (by their secrets' names: a store holds no secret), and an export of format 1, which had
+none, still imports.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from oncegate.domain.records import ClaimFilter
 from oncegate.domain.safeguard import SWITCH_GRACE
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.domain.store_id import check_store_id
+from oncegate.domain.targets import Target, TargetAuth
 from oncegate.errors import InvalidRequest, NotConfigured
 from oncegate.service import backups
 from oncegate.service.backups import BackupStore
@@ -48,6 +52,29 @@ NEXT = KeyRing(KeyHasher(OLD), next_=KeyHasher(NEW))
 SWITCHED = KeyRing(KeyHasher(NEW), previous=KeyHasher(OLD))
 # Each key done before the export, by the secret's phase it was claimed in.
 DONE = ["SO-done", "SO-purged", "SO-conflict", "SO-kept", "SO-new-secret"]
+# Targets as operators declare them: every field set on one, the defaults on the other.
+TARGETS = [
+    Target(
+        name="erp",
+        base_url="https://erp.contoso.com/api",
+        timeout_seconds=45,
+        lookup_path="/orders?reference={reference}",
+        auth=TargetAuth.SECRET,
+        auth_value="X-Api-Key=oncegate-target-erp",
+        allow_cidrs=("10.20.0.0/16",),
+        honours_idempotency_key=True,
+        success_statuses=(200, 201),
+        retryable_statuses=(409,),
+        record_pointer="/id",
+        kept_headers=("Location",),
+        kept_pointers=("/id", "/status"),
+        declared_by="ops@contoso.com",
+        declared_at=datetime(2026, 11, 30, 8, 15, 30, 123456, tzinfo=UTC),
+    ),
+    Target(name="mail", base_url="https://mail.contoso.com"),
+]
+LEGACY_EXPORT = Path(__file__).parent.parent / "fixtures" / "legacy" / "export-1.jsonl"
+LEGACY_SECRET = "legacy-fixture-secret-" + "s" * 32
 
 
 class Stores:
@@ -136,6 +163,8 @@ def fill(stores: Stores, clock: FakeClock) -> dict[str, Any]:
     record(after, newer)
     after.inventory.usage.flush()
     assert len(after.store.read_marks().secrets) == 2
+    for target in TARGETS:
+        after.store.save_target(target)
     return {"opened": opened.conflict_id, "kept": keep.conflict_id, "held": held, "unknown": unknown.claim_id}
 
 
@@ -160,6 +189,7 @@ def stored(store: ClaimStore) -> dict[str, Any]:
         "scopes": [replace(each, version=None) for each in store.list_scopes()],
         "flows": sorted((replace(each, version=None) for each in store.list_flows()), key=str),
         "overlaps": [replace(each, version=None) for each in store.list_overlaps()],
+        "targets": [replace(each, version=None) for each in store.list_targets()],
         "claims": claims,
     }
 
@@ -184,7 +214,9 @@ def test_a_store_exported_wiped_and_imported_keeps_every_key_conflict_tombstone_
     restored = gate(stores, clock, pin=stores.pin(export_file.store_id))
 
     assert stored(restored.store) == before
+    assert before["targets"] == TARGETS
     assert report.counts["claim"] == len(before["claims"]) == 9
+    assert report.counts["target"] == 2
     # The exported store's id, and each guarded table's own mark naming it (issue 31): a whole store, not refused.
     assert marks.store_id == export_file.store_id
     assert marks.tables_marked
@@ -511,3 +543,72 @@ def test_an_export_from_sqlite_imports_into_table_storage_and_back(
     for key in DONE:
         assert claim(gate(sqlite, clock), key=key, run="run-after").decision is Decision.DUPLICATE, key
     sqlite.close()
+
+
+def test_the_export_holds_each_target_by_its_secrets_name_and_the_header_names_format_2(
+    stores: Stores, clock: FakeClock, tmp_path: Path
+) -> None:
+    fill(stores, clock)
+
+    export_file = exported(stores.open(), tmp_path / "export.jsonl", clock)
+
+    lines = list(export_format.records(export_file.path))
+    rows = [line["row"] for line in lines if line["record"] == "target"]
+    assert export_file.header["formatVersion"] == 2
+    assert export_file.end["counts"]["target"] == 2
+    assert [(row["Name"], row["Auth"], row["AuthValue"]) for row in rows] == [
+        ("erp", "secret", "X-Api-Key=oncegate-target-erp"),
+        ("mail", "none", None),
+    ]
+    assert rows[0]["DeclaredAt"] == "2026-11-30T08:15:30.123456+00:00"
+    # Targets go before the claims, with the rest of the catalogue: a restore cut short has them first.
+    kinds = [line["record"] for line in lines]
+    places = [index for index, kind in enumerate(kinds) if kind == "target"]
+    assert places == [kinds.index("target"), kinds.index("target") + 1]
+    assert {"scope", "flow"} <= set(kinds[: places[0]])
+    assert places[-1] < kinds.index("claim")
+
+
+def test_an_export_of_format_1_from_an_earlier_release_imports_with_no_targets(
+    stores: Stores, clock: FakeClock, tmp_path: Path
+) -> None:
+    export_file = backups.read_export(LEGACY_EXPORT)
+
+    report = backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
+    restored = gate(stores, clock, ring=KeyRing(KeyHasher(LEGACY_SECRET)), pin=stores.pin(export_file.store_id))
+
+    assert export_file.header["formatVersion"] == 1
+    assert report.counts == {"secret": 1, "claim": 3}
+    assert restored.store.list_targets() == []
+    assert [claim(restored, key=key, run="run-after").decision for key in ("SO-1", "SO-2", "SO-3")] == [
+        Decision.DUPLICATE,
+        Decision.DUPLICATE,
+        Decision.BLOCKED,
+    ]
+    assert restored.health().status == "ok"
+
+
+def test_an_export_of_a_later_format_is_refused_naming_the_formats_this_release_reads(tmp_path: Path) -> None:
+    lines = LEGACY_EXPORT.read_text(encoding="utf-8").splitlines()
+    header = {**json.loads(lines[0]), "formatVersion": 3}
+    later = tmp_path / "later.jsonl"
+    later.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
+
+    with pytest.raises(InvalidRequest) as refused:
+        backups.read_export(later)
+
+    assert refused.value.message == f"{later} is an export of format 3; this release reads formats 1 and 2."
+
+
+def test_an_import_into_a_store_with_a_target_declared_is_refused_naming_it(
+    stores: Stores, clock: FakeClock, tmp_path: Path
+) -> None:
+    record(gate(stores, clock), claim(gate(stores, clock), key="SO-1"))
+    export_file = exported(stores.open(), tmp_path / "export.jsonl", clock)
+    stores.wipe()
+    stores.open().save_target(TARGETS[1])
+
+    with pytest.raises(InvalidRequest) as refused:
+        backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
+
+    assert refused.value.message == "the store is not empty: it holds targets. Import into an empty store."

@@ -1,7 +1,8 @@
 """Bulk calls racing bulk calls and single calls for the same 100 keys: every key proceeds once (issue 24).
 
-Half the racers send the keys in bulk calls of 50, each in an order of its own; the other half
-send single Check and claim calls. Racers are threads sharing a few service instances, and
+Half the racers send the keys in Check and claim many calls of 50 (on SQLite their new keys
+claimed together, issue 36), each in an order of its own; the other half send single Check and
+claim calls. Racers are threads sharing a few service instances, and
 processes with services of their own, on one SQLite file or one set of tables on Azurite.
 """
 
@@ -22,8 +23,11 @@ import pytest
 from oncegate.bootstrap import Services, wire
 from oncegate.domain.keys import KeyHasher
 from oncegate.entrypoints import error_map
+from oncegate.entrypoints.operations.bulk import claim_each
+from oncegate.entrypoints.operations.claims import CHECK_AND_CLAIM
+from oncegate.entrypoints.operations.table import Call
 from oncegate.errors import OnceGateError
-from oncegate.models import ClaimRequest, ClaimResponse
+from oncegate.models import ClaimManyEntry, ClaimRequest, ClaimResponse
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 from tests.conftest import KEY_SECRET, SQLITE_FILE
@@ -48,16 +52,20 @@ def racer(services: Services, index: int) -> list[tuple[str, str]]:
     requests = [
         ClaimRequest(scope="erp.create-order", key=key, run_id=f"run-{index}", fingerprint="v1") for key in keys
     ]
-    answers: list[ClaimResponse | OnceGateError] = []
     if index % 2 == 0:
+        # Check and claim many as the HTTP edge serves it: on SQLite its new keys are claimed together (issue 36).
+        entries: list[ClaimManyEntry] = []
         for start in range(0, len(requests), CHUNK):
-            answers += services.bulk.each(
-                requests[start : start + CHUNK],
-                lambda request: Gate.of(services).check_and_claim(request),
-                same=lambda request: request.key,
-            )
-    else:
-        answers = [Gate.of(services).check_and_claim(request) for request in requests]
+            items = [
+                {"scope": request.scope, "key": request.key, "runId": request.run_id, "fingerprint": "v1"}
+                for request in requests[start : start + CHUNK]
+            ]
+            entries += claim_each(services, Call(body=None), items, CHECK_AND_CLAIM)
+        return [
+            (request.key, entry.decision.value if entry.decision else entry.error.code if entry.error else "")
+            for request, entry in zip(requests, entries, strict=True)
+        ]
+    answers: list[ClaimResponse | OnceGateError] = [Gate.of(services).check_and_claim(request) for request in requests]
     return [
         (request.key, answer.decision.value if isinstance(answer, ClaimResponse) else error_map.code(answer))
         for request, answer in zip(requests, answers, strict=True)

@@ -146,7 +146,8 @@ HOSTILE = {
 @pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE)
 def test_a_long_hostile_string_is_read_in_bounded_time(text: str) -> None:
     # 16 KB, the result data's limit, made of what the patterns look for: no regular expression may backtrack.
-    started = time.perf_counter()
+    # Counted in this thread's CPU time, which a machine busy with other work does not stretch as it does wall time.
+    started = time.thread_time()
     sensitive_findings(text)
 
-    assert time.perf_counter() - started < 2.0
+    assert time.thread_time() - started < 2.0

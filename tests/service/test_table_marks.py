@@ -166,7 +166,7 @@ def test_a_keys_table_deleted_on_table_storage_is_refused_while_claims_remain(
     first.services.key_secrets.start_store(new_only=True)
     done = done_before(first)
     with _tables(table_store_factory) as service:
-        service.delete_table(table_names(table_store_factory.prefix)[-1])
+        service.delete_table(table_store_factory.prefix + "Keys")
 
     restarted = Gate(table_store_factory(), KeyHasher(A), clock=clock, pin=unpinned, check_interval=timedelta(0))
     with pytest.raises(NotConfigured) as refused:

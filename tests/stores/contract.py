@@ -303,6 +303,103 @@ class StoreContract:
         assert other.get_claim(taken.claim_id).run_id == taken.run_id
         assert other.list_events(taken.claim_id) == [taken_event]
 
+    # Claims made together: a bulk call's new keys (issue 36)
+
+    def test_claims_made_together_are_written_where_their_ids_are_free_and_skipped_where_taken(
+        self, store: ClaimStore, make_store: Callable[[], ClaimStore]
+    ) -> None:
+        taken = records.claim(run_id="run-1")
+        taken_event = records.event(taken.claim_id, run_id="run-1")
+        store.create_claim(taken, taken_event)
+        free = [records.full_claim(), records.claim(), records.claim()]
+        twice = free[1]
+        new = [(claim, records.event(claim.claim_id)) for claim in free]
+        pairs = [
+            new[0],
+            (replace(taken, run_id="run-2"), records.event(taken.claim_id, run_id="run-2")),
+            new[1],
+            (replace(twice, run_id="run-3"), records.event(twice.claim_id, run_id="run-3")),  # its id, again
+            new[2],
+        ]
+
+        made = store.create_claims(pairs)
+
+        assert [claim is None for claim in made] == [False, True, False, True, False]
+        other = make_store()
+        for (claim, event), stored in zip(new, [made[0], made[2], made[4]], strict=True):
+            assert stored is not None
+            assert stored.version
+            assert unversioned(stored) == claim
+            assert other.get_claim(claim.claim_id) == stored
+            assert other.list_events(claim.claim_id) == [event]
+            # Written at the version it answered: the next write from it is accepted.
+            other.update_claim(replace(stored, run_id="run-4"), None)
+        assert other.get_claim(taken.claim_id).run_id == "run-1"
+        assert other.list_events(taken.claim_id) == [taken_event]
+        assert store.create_claims([]) == []
+
+    def test_a_claim_made_together_whose_row_the_store_cannot_hold_is_left_out_alone(self, store: ClaimStore) -> None:
+        fits, over, over_line, after = (records.claim() for _ in range(4))
+        pairs = [
+            (fits, records.event(fits.claim_id)),
+            (replace(over, data=OVER_ENTITY), records.event(over.claim_id)),
+            (over_line, records.event(over_line.claim_id, details={"text": OVER_ENTITY})),
+            (after, records.event(after.claim_id)),
+        ]
+
+        made = store.create_claims(pairs)
+
+        assert [claim is None for claim in made] == [False, True, True, False]
+        for claim in (over, over_line):
+            with pytest.raises(NotFound):
+                store.get_claim(claim.claim_id)
+            assert store.list_events(claim.claim_id) == []
+        assert [store.get_claim(claim.claim_id) for claim in (fits, after)] == [made[0], made[3]]
+        with pytest.raises(TooLarge):  # alone, the store says why
+            store.create_claim(*pairs[1])
+
+    def test_claims_made_together_inside_writing_together_are_kept_with_the_block(self, store: ClaimStore) -> None:
+        claims = [records.claim() for _ in range(3)]
+
+        with store.writing_together():
+            made = store.create_claims([(claim, records.event(claim.claim_id)) for claim in claims])
+            assert [store.get_claim(claim.claim_id) for claim in claims] == made
+
+        assert [store.get_claim(claim.claim_id) for claim in claims] == made
+
+    @pytest.mark.parametrize("instances", ["one store", "a store per thread"])
+    def test_claims_made_together_race_single_creates_with_exactly_one_winner_per_id(
+        self, store: ClaimStore, make_store: Callable[[], ClaimStore], instances: str
+    ) -> None:
+        """Racers on the same 20 ids, half writing them all together, half one create each: one winner per id, and
+        each id's history is its winner's line alone."""
+        stores = [store] * RACERS if instances == "one store" else [make_store() for _ in range(RACERS)]
+        ids = [records.new_id() for _ in range(20)]
+
+        def attempt(index: int) -> list[tuple[str, str]]:
+            pairs = [
+                (records.claim(claim_id, run_id=f"run-{index}"), records.event(claim_id, run_id=f"run-{index}"))
+                for claim_id in ids[index % 3 :] + ids[: index % 3]  # each racer in an order of its own
+            ]
+            if index % 2 == 0:
+                made = stores[index].create_claims(pairs)
+                return [(claim.claim_id, claim.run_id) for claim in made if claim is not None]
+            won = []
+            for claim, event in pairs:
+                try:
+                    won.append((claim.claim_id, stores[index].create_claim(claim, event).run_id))
+                except AlreadyExists:
+                    continue
+            return won
+
+        outcomes = race(attempt)
+
+        won = [pair for outcome in outcomes if isinstance(outcome, list) for pair in outcome]
+        assert sorted(claim_id for claim_id, _ in won) == sorted(ids)
+        for claim_id, run_id in won:
+            assert store.get_claim(claim_id).run_id == run_id
+            assert [event.run_id for event in store.list_events(claim_id)] == [run_id]
+
     def test_a_store_says_whether_its_writes_gain_from_going_at_once(self, store: ClaimStore) -> None:
         # Bulk calls run their items at once only where each write is a request of its own (oncegate.service.bulk).
         assert store.parallel_writes is (store.kind == "tables")

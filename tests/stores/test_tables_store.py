@@ -175,7 +175,7 @@ def test_inventory_rows_are_pascalcase_properties_and_a_flow_is_keyed_by_a_diges
     store = table_store_factory()
     flow = store.save_flow(records.registered_flow())
     scope = store.save_scope(records.configured_scope())
-    _, _, flows_table, scopes_table, _, _ = table_names(table_store_factory.prefix)
+    _, _, flows_table, scopes_table, _, _, _ = table_names(table_store_factory.prefix)
 
     with TableClient.from_connection_string(azurite.connection_string, flows_table) as table:
         (flow_row,) = table.list_entities()

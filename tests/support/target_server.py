@@ -58,6 +58,8 @@ class Answer:
     :meth:`StandInTarget.release`. ``hang_up``: read the request, then close the connection without a
     word (a reset). ``body_bytes``: answer that many bytes of body (a huge answer), streamed. ``drip``:
     send the body a byte at a time, waiting this many seconds before each (an answer that never ends in time).
+    ``raw``: write these bytes as the whole answer, as they are, then close the connection (an answer no HTTP
+    server library writes: headers cut short, lengths that disagree).
     """
 
     status: int = 201
@@ -68,6 +70,7 @@ class Answer:
     hang_up: bool = False
     body_bytes: int | None = None
     drip: float | None = None
+    raw: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -272,6 +275,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if answer.late:
             target._released.wait()
+        if answer.raw is not None:
+            self.close_connection = True
+            self.wfile.write(answer.raw)
+            return
         payload = answer.body if answer.body is not None else (record.as_json() if record else b"")
         size = answer.body_bytes if answer.body_bytes is not None else len(payload)
         try:

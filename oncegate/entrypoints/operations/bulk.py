@@ -3,6 +3,8 @@
 Check and claim many and Record results (``operations.claims``) read their items one by one: an item
 is its single call's body, performed by that call's entry (:meth:`Operation.perform`), with that
 call's telemetry event marked ``bulk``; ``oncegate.service.bulk`` orders the items that share a claim.
+Where the store writes one at a time (SQLite), Check and claim many parses its items first and claims
+their new keys together (``oncegate.service.new_claims``, issue 36), rendered as the single call renders.
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ import hashlib
 import json
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oncegate import telemetry
+from oncegate.domain.copies import replaced
+from oncegate.domain.decisions import ClaimAnswer
+from oncegate.domain.intent import Intent
 from oncegate.domain.keys import normalise_key, normalise_scope
 from oncegate.entrypoints import error_map
 from oncegate.entrypoints.error_map import error_info
@@ -35,16 +41,114 @@ if TYPE_CHECKING:
 
 
 def claim_each(services: Services, call: Call[Any, Any], items: list[Any], single: Operation) -> list[ClaimManyEntry]:
-    """Check and claim for each item, as if sent one after another in order (``oncegate.service.bulk``)."""
+    """Check and claim for each item, as if sent one after another in order (``oncegate.service.bulk``).
+
+    Where the store writes one at a time, the items are read and parsed first and their new keys claimed
+    together (:func:`_claim_new`); an item parsed then is decided from that parse if it is left to go alone.
+    """
     digest = _call_digest(items)
     kept: list[list[telemetry.Answered]] = [[] for _ in items]
+    parsed: dict[int, _Parsed] = {}
+
+    def apply(place: tuple[int, Any]) -> ClaimResponse:
+        index, item = place
+        read = parsed.get(index)
+        if read is None:
+            return _claim_item(services, call, single, index, item, digest, kept[index])
+        with _item_answer(telemetry.CHECK, "check_and_claim_many", kept[index]):
+            return _rendered(single, read, services.claims.decide_for(read.intent))
+
     answers = services.bulk.each(
         list(enumerate(items)),
-        lambda place: _claim_item(services, call, single, *place, digest, kept[place[0]]),
+        apply,
         same=_same_key,
+        ahead=lambda: _claim_new(services, call, single, items, digest, parsed, kept),
     )
     _send_item_events(kept, answers, "check_and_claim_many")
     return [_claim_entry(item, answer) for item, answer in zip(items, answers, strict=True)]
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """An item of Check and claim many read and parsed once, before any of the call's claims is made (issue 36)."""
+
+    body: ClaimItem
+    intent: Intent
+    # What its business data earned (``sensitive_data``), added to its answer as the single call adds them.
+    warnings: list[str]
+
+
+def _claim_new(
+    services: Services,
+    call: Call[Any, Any],
+    single: Operation,
+    items: list[Any],
+    digest: str,
+    parsed: dict[int, _Parsed],
+    kept: list[list[telemetry.Answered]],
+) -> dict[int, ClaimResponse]:
+    """The answers of the items whose keys were new, claimed together (``oncegate.service.new_claims``).
+
+    Only the first item of each key is parsed here, and claimed here unless its single call would do more than
+    make a first claim; the others, and those whose claim was there, are answered one after another after it.
+    """
+    seen: set[Hashable] = set()
+    firsts: list[int] = []
+    for index, item in enumerate(items):
+        same = _same_key((index, item))
+        if same in seen:
+            continue
+        seen.add(same)
+        read = _parse(services, call, single, index, item, digest)
+        if read is None:
+            continue
+        parsed[index] = read
+        if not services.new_claims.alone(read.intent):
+            firsts.append(index)
+    before = telemetry.round_trips()
+    made = services.new_claims.claim([parsed[index].intent for index in firsts])
+    # Each item claimed together counts its share of the write they shared, rounded up, as its round trips.
+    share = -(-(telemetry.round_trips() - before) // max(1, len(firsts)))
+    answered: dict[int, ClaimResponse] = {}
+    for index, told in zip(firsts, made, strict=True):
+        if told is not None:
+            with _item_answer(telemetry.CHECK, "check_and_claim_many", kept[index]):
+                for _ in range(share):
+                    telemetry.round_trip()
+                answered[index] = _rendered(single, parsed[index], told)
+    return answered
+
+
+def _parse(
+    services: Services, call: Call[Any, Any], single: Operation, index: int, item: Any, digest: str
+) -> _Parsed | None:
+    """The item read and parsed as its single call would, or None where that refuses it (or fails): the item is
+    then performed as a call of its own (:func:`_claim_item`), which refuses it in its own answer."""
+    if not isinstance(item, dict) or "wait" in item:
+        return None
+    try:
+        body = item_body(ClaimItem, item)
+        item_call: Call[ClaimItem, None] = Call(body=body, signed_in=call.signed_in)
+        command = _command(single, item_call, digest, index)
+        assert single.stores is not None, "Check and claim says what it stores"
+        warnings = services.sensitive_data.check(body, single.stores(item_call, command))
+        intent = services.new_claims.intent(command, signed_in=item_call.caller)
+    except Exception:  # met again, and answered, where the item is performed alone
+        return None
+    return _Parsed(body, intent, warnings)
+
+
+def _rendered(single: Operation, read: _Parsed, told: ClaimAnswer) -> ClaimResponse:
+    """The answer as the single call renders it (:meth:`Operation.perform`): its warnings added, described."""
+    response = single.render(Call(body=read.body), (told, None))  # the single call's own rendering
+    assert isinstance(response, ClaimResponse), "an item never waits"
+    if read.warnings:
+        response = response.model_copy(update={"warnings": [*response.warnings, *read.warnings]})
+    if telemetry.describing():
+        single.parse(Call(body=read.body))  # describes the item's scope and flow, as its single call's parse does
+        if single.describe is not None:
+            telemetry.describe(single.describe(response))
+    return response
 
 
 def _call_digest(items: list[Any]) -> str:
@@ -80,9 +184,14 @@ def _claim_item(
             )
             raise InvalidRequest(message, details=[("wait", message)])
         body = item_body(ClaimItem, item)
-        body = body.model_copy(update={"run_id": item_run_id(body.run_id, digest, index)})
-        answer: ClaimResponse = single.answer(services, Call(body=body, signed_in=call.signed_in))
+        item_call: Call[ClaimItem, None] = Call(body=body, signed_in=call.signed_in)
+        answer: ClaimResponse = single.answer(services, item_call, _command(single, item_call, digest, index))
         return answer
+
+
+def _command(single: Operation, item_call: Call[ClaimItem, None], digest: str, index: int) -> Any:
+    """The item's Check and claim, parsed by the single call's entry, naming the item's own run (no model copied)."""
+    return replaced(single.parse(item_call), run_id=item_run_id(item_call.body.run_id, digest, index))
 
 
 def _same_key(place: tuple[int, Any]) -> Hashable:
@@ -99,7 +208,9 @@ def _claim_entry(item: Any, answer: ClaimResponse | OnceGateError) -> ClaimManyE
     given = {"reference": reference} if isinstance(reference, str) else {}
     if isinstance(answer, OnceGateError):
         return ClaimManyEntry(**given, error=error_info(answer))
-    return ClaimManyEntry(**_fields(answer), **given)
+    # Built from the fields of an answer validated already: not validated again (issue 36).
+    entry: ClaimManyEntry = ClaimManyEntry.model_construct(**_fields(answer), **given)
+    return entry
 
 
 def record_each(services: Services, call: Call[Any, Any], items: list[Any], single: Operation) -> list[ResultEntry]:

@@ -81,6 +81,7 @@ class TableBackups:
     _scopes: TableClient
     _overlaps: TableClient
     _keys: TableClient
+    _targets: TableClient
     _to_index: Callable[[list[dict[str, Any]]], None]
 
     def export_claims(self) -> Iterator[ClaimBackup]:
@@ -179,6 +180,7 @@ class TableBackups:
             ("flows", self._flows, None, {}),
             ("scopes", self._scopes, None, {}),
             ("overlaps", self._overlaps, None, {}),
+            ("targets", self._targets, None, {}),
             ("key secrets", self._keys, KEY_PARTITION, {}),
             ("store id", self._keys, STORE_PARTITION, {}),
             ("store id", self._claims, STORE_PARTITION, {}),

@@ -1,4 +1,4 @@
-"""The Azure store: claims and conflicts in Azure Table Storage, in six tables.
+"""The Azure store: claims and conflicts in Azure Table Storage, in seven tables.
 
 ``TableStore`` opens the tables and holds what an instance remembers; each port is a module of its own:
 ``claims`` (a partition per claim, and the timeline of its writes), ``index`` (the claim index),
@@ -28,23 +28,34 @@ from oncegate.stores.tables.history import SERIES_REMEMBERED, TableHistory
 from oncegate.stores.tables.index import TableClaimIndex
 from oncegate.stores.tables.inventory import TableInventory
 from oncegate.stores.tables.keys import TableKeys
+from oncegate.stores.tables.new_claims import TableNewClaims
 from oncegate.stores.tables.targets import TARGETS_SUFFIX, TableTargets
 from oncegate.stores.tables.transport import client_options, endpoint_of
 
 logger = logging.getLogger(__name__)
 
-SUFFIXES = ("Claims", "Conflicts", "Flows", "Scopes", "Overlaps", "Keys")
+SUFFIXES = ("Claims", "Conflicts", "Flows", "Scopes", "Overlaps", "Keys", TARGETS_SUFFIX)
 
 
 def table_names(prefix: str) -> tuple[str, ...]:
-    """The six tables for a prefix: claims, conflicts, flows, scopes, overlaps, and keys (key secrets, store id)."""
+    """The seven tables for a prefix: claims, conflicts, flows, scopes, overlaps, keys (key secrets, store id) and
+    targets (the declared targets of Perform once), as infra/main.bicep declares them."""
     return tuple(prefix + suffix for suffix in SUFFIXES)
 
 
 class TableStore(
-    TableClaims, TableClaimIndex, TableHistory, TableConflicts, TableInventory, TableKeys, TableBackups, TableTargets
+    TableClaims,
+    TableNewClaims,
+    TableClaimIndex,
+    TableHistory,
+    TableConflicts,
+    TableInventory,
+    TableKeys,
+    TableBackups,
+    TableTargets,
 ):
-    """Claims, their history and conflicts, the flow inventory, the key secrets and the store id in six Azure tables."""
+    """Claims, their history and conflicts, the flow inventory, the key secrets, the store id and the declared
+    targets in seven Azure tables."""
 
     kind = "tables"
     # Each claim is a partition and each write a request of its own: a bulk call sends its items' writes at once.
@@ -53,10 +64,9 @@ class TableStore(
     def __init__(self, service: TableServiceClient, *, prefix: str = "OnceGate", read_only: bool = False) -> None:
         self._service = service
         names = table_names(prefix)
-        self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys = (
+        self._claims, self._conflicts, self._flows, self._scopes, self._overlaps, self._keys, self._targets = (
             service.get_table_client(name) for name in names
         )
-        self._targets = service.get_table_client(prefix + TARGETS_SUFFIX)
         # Claims and keys tables are made only for a store with no id (issue 31); an export (read only) writes nothing.
         if not read_only:
             guarded = (self._claims, self._keys) if self._identity() is None else ()

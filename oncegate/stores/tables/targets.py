@@ -1,7 +1,8 @@
 """The Azure store's declared targets (issue 34): one partition of a ``Targets`` table of their own, a row per name.
 
-The table sits beside the six others and is made with them; a row is keyed by the target's name (lower-case
-letters, digits and hyphens, which a RowKey holds as they are). A replace is conditioned on the ETag read.
+The table sits beside the six others, declared with them in infra/main.bicep and made with them at start; a row is
+keyed by the target's name (lower-case letters, digits and hyphens, which a RowKey holds as they are). A replace is
+conditioned on the ETag read.
 """
 
 from __future__ import annotations

@@ -175,9 +175,7 @@ class Inventory:
 
     def answered(self, scope: str, flow: Flow | None, decision: Decision, at: datetime) -> None:
         """Count a Check and claim answer; flush the counts when the interval is over."""
-        self.usage.scope_seen(scope, at)
-        if flow is not None:
-            self.usage.flow_seen(flow, at, duplicate=decision is Decision.DUPLICATE)
+        self.usage.answered(scope, flow, at, duplicate=decision is Decision.DUPLICATE)
         self.usage.flush_if_due()
 
     def copy_met(self, holder: Flow, caller: Flow, claim_id: str, at: datetime) -> None:

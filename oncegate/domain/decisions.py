@@ -22,6 +22,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from oncegate.domain.copies import replaced
 from oncegate.domain.intent import Intent
@@ -411,7 +412,21 @@ def answer(
     then those meeting this claim adds; ``token`` is the claim token of the claim's grant, handed over only with
     a decision that grants, with ``key``, the attempt's idempotency key (:func:`idempotency_key`).
     """
-    told = ClaimAnswer(
+    # Each decision's own fields given with the others: one record made, not one and a copy (issue 36).
+    carries: dict[str, Any] = {}
+    if verdict.grants:
+        carries = {
+            "claim_token": token,
+            "idempotency_key": key,
+            "lease_expires_at": claim.lease_expires_at,
+            "earlier_attempt": verdict.earlier_attempt,
+        }
+    elif verdict.decision is Decision.IN_PROGRESS:
+        holder = LeaseHolder(flow=claim.flow, lease_expires_at=claim.lease_expires_at)
+        carries = {"retry_after_seconds": verdict.retry_after_seconds, "holder": holder}
+    elif verdict.decision is Decision.DUPLICATE:
+        carries = {"result": claim}
+    return ClaimAnswer(
         decision=verdict.decision,
         claim_id=claim.claim_id,
         status=AnswerStatus(claim.status.value),
@@ -422,21 +437,8 @@ def answer(
             *flow_warnings(claim, intent.flow, verdict.decision),
             *source_warnings(claim, intent.source),
         ],
+        **carries,
     )
-    if verdict.grants:
-        return replaced(
-            told,
-            claim_token=token,
-            idempotency_key=key,
-            lease_expires_at=claim.lease_expires_at,
-            earlier_attempt=verdict.earlier_attempt,
-        )
-    if verdict.decision is Decision.IN_PROGRESS:
-        holder = LeaseHolder(flow=claim.flow, lease_expires_at=claim.lease_expires_at)
-        return replaced(told, retry_after_seconds=verdict.retry_after_seconds, holder=holder)
-    if verdict.decision is Decision.DUPLICATE:
-        return replaced(told, result=claim)
-    return told
 
 
 def conflict_answer(claim: Claim, intent: Intent, conflict_id: str) -> ClaimAnswer:

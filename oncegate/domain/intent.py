@@ -91,16 +91,25 @@ class Intent:
     @property
     def hasher(self) -> KeyHasher:
         """The secret the claim being decided is named with."""
-        return next(identity.hasher for identity in self.identities if identity.claim_id == self.claim_id)
+        identities = self.identities
+        if len(identities) == 1 and identities[0].claim_id == self.claim_id:  # one secret: no search (issue 36)
+            return identities[0].hasher
+        return next(identity.hasher for identity in identities if identity.claim_id == self.claim_id)
 
     @property
     def older_identities(self) -> tuple[Identity, ...]:
         """The identities looked up before this one's claim is made: the older secrets' (see ``KeyRing``)."""
-        mine = next(index for index, identity in enumerate(self.identities) if identity.claim_id == self.claim_id)
-        return self.identities[:mine]
+        identities = self.identities
+        if identities and identities[0].claim_id == self.claim_id:  # the oldest secret's, or the only one's
+            return ()
+        mine = next(index for index, identity in enumerate(identities) if identity.claim_id == self.claim_id)
+        return identities[:mine]
 
     @property
     def other_identities(self) -> tuple[Identity, ...]:
+        identities = self.identities
+        if len(identities) == 1 and identities[0].claim_id == self.claim_id:
+            return ()
         return tuple(identity for identity in self.identities if identity.claim_id != self.claim_id)
 
     def as_(self, identity: Identity) -> Intent:

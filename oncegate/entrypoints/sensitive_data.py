@@ -87,10 +87,12 @@ View = TypeVar("View", ClaimView, ConflictView, FlowView, ScopeView)
 def stored_findings(request: BaseModel) -> list[tuple[str, str]]:
     """Each place in ``request``'s stored fields that seems to carry personal data: (target, what), in order."""
     fields = type(request).model_fields
+    # A field not sent (None) holds nothing to find: not walked (most claims send no source or reference).
     return [
         found
         for name in STORED_FIELDS.get(type(request), ())
-        for found in _walk(getattr(request, name), fields[name].alias or name)
+        if (value := getattr(request, name)) is not None
+        for found in _walk(value, fields[name].alias or name)
     ]
 
 

@@ -186,10 +186,16 @@ class ClaimsCore:
                 warnings.append(RULE_MATCHED_NOTHING)
         if request.flow is None:
             warnings.append(NO_FLOW)
-        intent = Intent(
+        # Made as the current secret names it at once: the same record ``Intent(...).as_(current)`` makes, without
+        # a copy (issue 36).
+        return Intent(
+            claim_id=current.claim_id,
+            key_id=current.hasher.key_id,
+            fingerprint=current.fingerprint,
+            members=current.members,
+            granted_to=current.granted_to,
             run_id=request.run_id,
             flow=request.flow,
-            fingerprint=None,
             now=self.clock(),
             scope=scope,
             lease=timedelta(seconds=request.lease_seconds or inventory.lease_seconds(scope)),
@@ -201,7 +207,6 @@ class ClaimsCore:
             identities=identities,
             fingerprint_in=lambda hasher, version: self.fingerprint(hasher, request, version),
         )
-        return intent.as_(current)
 
     def identify(self, intent: KeyOf, *, rules_version: int = 0) -> tuple[tuple[Identity, ...], str, list[str]]:
         """The key under every secret known (older first), the scope, and the warnings the key earned; the

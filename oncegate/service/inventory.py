@@ -175,9 +175,7 @@ class Inventory:
 
     def answered(self, scope: str, flow: Flow | None, decision: Decision, at: datetime) -> None:
         """Count a Check and claim answer; flush the counts when the interval is over."""
-        self.usage.scope_seen(scope, at)
-        if flow is not None:
-            self.usage.flow_seen(flow, at, duplicate=decision is Decision.DUPLICATE)
+        self.usage.answered(scope, flow, at, duplicate=decision is Decision.DUPLICATE)
         self.usage.flush_if_due()
 
     def copy_met(self, holder: Flow, caller: Flow, claim_id: str, at: datetime) -> None:
@@ -386,13 +384,17 @@ def _with_rules(history: tuple[FingerprintRules, ...], request: SetScope) -> tup
     return (*history, wanted) if fingerprint_rules.changed(current, wanted) else history
 
 
+# A scope without rules (frozen, so one value serves every claim of such a scope, issue 36).
+NO_RULES = FingerprintRules()
+
+
 def _rules_version(record: ScopeRecord | None, version: int | None) -> FingerprintRules | None:
     """That version of the scope's rules (None: the current); None when the record does not hold it (yet)."""
     history = record.fingerprint_rules if record else ()
     if version is None:
-        return history[-1] if history else FingerprintRules()
+        return history[-1] if history else NO_RULES
     if version == 0:
-        return FingerprintRules()
+        return NO_RULES
     return next((rules for rules in history if rules.version == version), None)
 
 

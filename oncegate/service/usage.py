@@ -132,8 +132,12 @@ class _Tally:
     matched: dict[int, set[str]] = field(default_factory=dict)
 
     def seen(self, at: datetime) -> None:
-        self.first_seen_at = _earliest(self.first_seen_at, at)
-        self.last_seen_at = _latest(self.last_seen_at, at)
+        # As _earliest and _latest widen them, without their calls: every answer is seen twice (issue 36).
+        first, last = self.first_seen_at, self.last_seen_at
+        if first is None or at < first:
+            self.first_seen_at = at
+        if last is None or at > last:
+            self.last_seen_at = at
 
 
 def _flow_delta(flow: Flow, tally: _Tally) -> FlowRecord:
@@ -277,17 +281,16 @@ class Usage:
 
     # -- counting, in memory only --------------------------------------------------------------
 
-    def flow_seen(self, flow: Flow, at: datetime, *, duplicate: bool) -> None:
-        """The flow asked Check and claim (and was answered duplicate)."""
-        with self._lock:
-            tally = self._flows.tally(flow)
-            tally.seen(at)
-            tally.counts["claims"] += 1
-            tally.counts["duplicates"] += int(duplicate)
-
-    def scope_seen(self, scope: str, at: datetime) -> None:
+    def answered(self, scope: str, flow: Flow | None, at: datetime, *, duplicate: bool) -> None:
+        """A Check and claim answer: the scope and the flow (if named) seen at ``at``, the flow's claims counted (and
+        its duplicates), under one take of the lock (issue 36)."""
         with self._lock:
             self._scopes.tally(scope).seen(at)
+            if flow is not None:
+                tally = self._flows.tally(flow)
+                tally.seen(at)
+                tally.counts["claims"] += 1
+                tally.counts["duplicates"] += int(duplicate)
 
     def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus | None) -> None:
         """A claim of ``scope`` went from ``before`` (None: it is new) to ``after`` (None: it was deleted)."""

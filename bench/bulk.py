@@ -202,6 +202,14 @@ def measure(rig: Rig, *, rounds: int = 3) -> dict[str, dict[str, float]]:
     return figures
 
 
+# Issue 36 withdrew the 0.2 target on Table Storage: a claim is a partition of its own, so a bulk call's
+# items are separate transactions, and Azurite answers one request at a time.
+TABLES_FLOOR_INSTEAD = (
+    "issue 36 judges bulk calls on Table Storage against Azurite's own storage floor (below), "
+    "a claim being a partition of its own"
+)
+
+
 def judged(figures: dict[str, dict[str, float]]) -> list[Target]:
     """The issue's targets for bulk calls, each with the figure of both stores."""
 
@@ -224,6 +232,7 @@ def judged(figures: dict[str, dict[str, float]]) -> list[Target]:
             f"{figures['tables']['claim many / claims']:.2f} (SQLite {figures['sqlite']['claim many / claims']:.2f})",
             "≤ 0.2",
             figures["tables"]["claim many / claims"] <= 0.2,
+            withdrawn=TABLES_FLOOR_INSTEAD,
         ),
         Target(
             "Record results of 100 / 100 Record result calls, over HTTP, Table Storage",
@@ -231,6 +240,7 @@ def judged(figures: dict[str, dict[str, float]]) -> list[Target]:
             f"(SQLite {figures['sqlite']['record results / results']:.2f})",
             "≤ 0.2",
             figures["tables"]["record results / results"] <= 0.2,
+            withdrawn=TABLES_FLOOR_INSTEAD,
         ),
         Target(
             "Table Storage requests per item of a bulk call: new claim, result",
@@ -269,7 +279,7 @@ def section(figures: dict[str, dict[str, float]]) -> str:
 def main() -> None:
     with tempfile.TemporaryDirectory() as workdir, Rig(Path(workdir)) as rig:
         figures = measure(rig, rounds=3 if "--quick" not in sys.argv else 1)
-    rows = [f"| {t.name} | {t.figure} | {t.target} | {'met' if t.met else '**missed**'} |" for t in judged(figures)]
+    rows = [f"| {t.name} | {t.figure} | {t.target} | {t.verdict} |" for t in judged(figures)]
     header = ["| what | measured in this run | target | |", "| --- | --- | --- | --- |"]
     print("\n".join([section(figures), "", *header, *rows]))
 

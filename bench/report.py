@@ -138,7 +138,7 @@ def markdown(results: Results) -> str:
 
 
 def _targets(targets: list[Target]) -> str:
-    rows = [(target.name, target.figure, target.target, "met" if target.met else "**missed**") for target in targets]
+    rows = [(target.name, target.figure, target.target, target.verdict) for target in targets]
     return "### Targets\n\n" + _table(("what", "measured in this run", "target", ""), rows)
 
 

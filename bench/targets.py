@@ -58,6 +58,14 @@ class Target:
     figure: str
     target: str
     met: bool
+    # Why a target no longer holds (the issue that withdrew it and what judges the figure now); shown instead of met.
+    withdrawn: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if self.withdrawn:
+            return f"withdrawn: {self.withdrawn}"
+        return "met" if self.met else "**missed**"
 
 
 class SqliteStoreBefore(SqliteStore):

@@ -322,15 +322,20 @@ def test_an_answer_repeated_on_one_instance_costs_one_request_and_another_instan
     assert (counted.count, counted.at, counted.last_at) == (5, T0 + timedelta(seconds=1), T0 + timedelta(seconds=5))
 
 
-def test_a_history_page_reads_its_own_rows_whatever_the_history_length(table_store_factory: TableStoreFactory) -> None:
-    # Every history row was read and sorted for each page (issue 36: 579 ms for 5,000 rows); keys sort by time now.
-    read: list[int] = []
+def _rows_read_into(counts: list[int]) -> Callable[[Any], None]:
+    """A response hook noting how many rows each read (GET) brought back: a point read counts as one."""
 
     def rows_read(response: Any) -> None:
         if response.http_request.method == "GET":
-            read.append(len(json.loads(response.http_response.text()).get("value", [None])))
+            counts.append(len(json.loads(response.http_response.text()).get("value", [None])))
 
-    store = table_store_factory(raw_response_hook=rows_read)
+    return rows_read
+
+
+def test_a_history_page_reads_its_own_rows_whatever_the_history_length(table_store_factory: TableStoreFactory) -> None:
+    # Every history row was read and sorted for each page (issue 36: 579 ms for 5,000 rows); keys sort by time now.
+    read: list[int] = []
+    store = table_store_factory(raw_response_hook=_rows_read_into(read))
     claim = records.claim()
     events = [records.event(claim.claim_id, at=T0 + timedelta(seconds=index)) for index in range(240)]
     store.create_claim(claim, events[0])
@@ -363,12 +368,7 @@ def test_each_page_of_a_history_this_release_wrote_is_one_read_of_its_own_rows(
     # Issue 36: a full first page read the rows earlier releases kept under their series ids in a second query,
     # on every claim; a store that held no claim when this release opened it has none to read.
     reads: list[int] = []
-
-    def rows_read(response: Any) -> None:
-        if response.http_request.method == "GET":
-            reads.append(len(json.loads(response.http_response.text()).get("value", [None])))
-
-    store = table_store_factory(raw_response_hook=rows_read)
+    store = table_store_factory(raw_response_hook=_rows_read_into(reads))
     claim = records.claim()
     events = [records.event(claim.claim_id, at=T0 + timedelta(seconds=index)) for index in range(120)]
     store.create_claim(claim, events[0])

@@ -24,7 +24,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from oncegate.domain.copies import replaced
+from oncegate.domain.copies import quick_init, replaced
 from oncegate.domain.intent import Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.members import named
@@ -46,6 +46,7 @@ class Change(StrEnum):
     OPEN_CONFLICT = "open_conflict"  # the conflict queue gets (or finds) this fingerprint's conflict
 
 
+@quick_init
 @dataclass(frozen=True)
 class Verdict:
     """A decision, how the request was recognised (the history line) and what to tell the run.
@@ -342,6 +343,7 @@ class LeaseHolder:
     lease_expires_at: datetime | None
 
 
+@quick_init
 @dataclass(frozen=True, kw_only=True)
 class ClaimAnswer:
     """One Check and claim answer.

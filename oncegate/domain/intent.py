@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from oncegate.domain import members
-from oncegate.domain.copies import replaced
+from oncegate.domain.copies import quick_init, replaced
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.records import Claim, FingerprintRules, Flow
 
@@ -36,6 +36,7 @@ class Identity:
     granted_to: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, kw_only=True)
 class Intent:
     """What a run asks, under the secret of the claim being decided; ``identities`` holds it under every

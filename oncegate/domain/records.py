@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from oncegate.domain.copies import quick_init
 from oncegate.domain.statuses import (
     ClaimStatus,
     ConflictOrigin,
@@ -63,6 +64,7 @@ class EarlierAttempt:
     error: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class Claim:
     """The processing record of one business key in one scope.
@@ -181,6 +183,7 @@ class FingerprintRecord:
     version: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class HistoryEvent:
     """One line of a claim's history: an answer, a result, a release, a conflict or a resolution.

@@ -22,10 +22,11 @@ Beside it, what every claim service does the same way:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import logging
-import secrets
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -115,7 +116,9 @@ def stale_token_message(claim: Claim) -> str:
 
 def new_grant_id() -> str:
     # Random per grant: the claim token is a MAC over it, so a claim deleted and made again gets new tokens.
-    return secrets.token_urlsafe(12)
+    # ``secrets.token_urlsafe(12)`` spelled out: the same read of ``os.urandom`` and the same text, without its two
+    # calls around it (issue 36).
+    return base64.urlsafe_b64encode(os.urandom(12)).rstrip(b"=").decode("ascii")
 
 
 def token(claim: Claim, hasher: KeyHasher) -> str:
@@ -170,13 +173,16 @@ class ClaimsCore:
         """Check and claim's request parsed once: its key reduced to claim ids, its data to fingerprints and
         member digests, the signed-in caller to the digest a grant keeps, the lease its scope gives, the warnings
         it earned. Nothing is written yet; every step after reads this one value."""
-        self.require_safe_store()
+        # The safeguard's ring read once for the request (``require_safe_store`` and ``keys`` read the same): it
+        # refuses an unsafe store here, and the identities and the current secret come from the one reading.
+        ring = self.safeguard.ring()
+        now = self.clock()  # the intent's time, which the inventory's cache is judged fresh at too
         inventory = self.inventory
-        rules = inventory.fingerprint_rules(normalise_scope(request.scope))
-        identities, scope, warnings = self.identify(request, rules_version=rules.version)
+        rules = inventory.fingerprint_rules(normalise_scope(request.scope), at=now)
+        identities, scope, warnings = self.identify(request, rules_version=rules.version, ring=ring)
         if signed_in is not None:
             identities = tuple(replace(one, granted_to=one.hasher.signed_in_digest(signed_in)) for one in identities)
-        current = next(identity for identity in identities if identity.hasher is self.keys.current)
+        current = next(identity for identity in identities if identity.hasher is ring.current)
         if current.fingerprint is None:
             warnings.append(NO_FINGERPRINT)
         if request.payload is not None and rules.include:
@@ -196,9 +202,9 @@ class ClaimsCore:
             granted_to=current.granted_to,
             run_id=request.run_id,
             flow=request.flow,
-            now=self.clock(),
+            now=now,
             scope=scope,
-            lease=timedelta(seconds=request.lease_seconds or inventory.lease_seconds(scope)),
+            lease=timedelta(seconds=request.lease_seconds or inventory.lease_seconds(scope, at=now)),
             source=normalise_source(request.source),
             reference=request.reference,
             rules_version=rules.version,
@@ -208,9 +214,12 @@ class ClaimsCore:
             fingerprint_in=lambda hasher, version: self.fingerprint(hasher, request, version),
         )
 
-    def identify(self, intent: KeyOf, *, rules_version: int = 0) -> tuple[tuple[Identity, ...], str, list[str]]:
+    def identify(
+        self, intent: KeyOf, *, rules_version: int = 0, ring: KeyRing | None = None
+    ) -> tuple[tuple[Identity, ...], str, list[str]]:
         """The key under every secret known (older first), the scope, and the warnings the key earned; the
-        fingerprint made under that version of the scope's fingerprint rules."""
+        fingerprint made under that version of the scope's fingerprint rules. ``ring``: the key secrets as the
+        caller already read them (:attr:`keys` otherwise)."""
         # A lookup stores nothing, so its refusal does not say so.
         warnings = self.check_key(intent.scope, intent.key, stores=isinstance(intent, BusinessData))
         payload = intent.payload if isinstance(intent, BusinessData) and self._keeps_members(intent) else None
@@ -221,7 +230,7 @@ class ClaimsCore:
                 fingerprint=self.fingerprint(hasher, intent, rules_version),
                 members=hasher.members(payload) if payload is not None else None,
             )
-            for hasher in self.keys.lookup_order
+            for hasher in (ring or self.keys).lookup_order
         )
         return identities, normalise_scope(intent.scope), warnings
 
@@ -315,7 +324,8 @@ class ClaimsCore:
         claim: Claim, kind: EventKind, outcome: str, recognised_by: str, *, at: datetime, **fields: Any
     ) -> HistoryEvent:
         # The timestamp first makes event ids sort in time order; the random tail keeps them unique.
-        event_id = f"{compact_time(at, fraction=True)}-{secrets.token_hex(4)}"
+        # The tail as ``secrets.token_hex(4)`` makes it: four bytes of ``os.urandom`` in hex (issue 36).
+        event_id = f"{compact_time(at, fraction=True)}-{os.urandom(4).hex()}"
         return HistoryEvent(
             claim_id=claim.claim_id,
             event_id=event_id,

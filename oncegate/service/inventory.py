@@ -99,10 +99,11 @@ class Inventory:
 
     # -- the claim path: memory only, but for one refresh per TTL -------------------------------
 
-    def _current(self) -> _Snapshot:
+    def _current(self, at: datetime | None = None) -> _Snapshot:
         # A fresh snapshot is read without the lock (a claim reads it three times): the attribute is swapped whole.
+        # ``at``: the caller's reading of the same clock, which a claim's intent makes anyway (issue 36).
         snapshot = self._snapshot
-        if snapshot is not None and self._clock() - snapshot.loaded_at < self._ttl:
+        if snapshot is not None and (at or self._clock()) - snapshot.loaded_at < self._ttl:
             return snapshot
         with self._lock:
             snapshot = self._snapshot
@@ -133,19 +134,22 @@ class Inventory:
             "claim: nothing was done, and a person must register the flow first."
         )
 
-    def lease_seconds(self, scope: str) -> int:
-        """The lease of a claim of ``scope`` that does not ask for one."""
-        record = self._current().scopes.get(scope)
+    def lease_seconds(self, scope: str, *, at: datetime | None = None) -> int:
+        """The lease of a claim of ``scope`` that does not ask for one (``at``: now, as the caller read the clock)."""
+        record = self._current(at).scopes.get(scope)
         return record.lease_seconds if record and record.lease_seconds else DEFAULT_LEASE_SECONDS
 
-    def fingerprint_rules(self, scope: str, version: int | None = None, *, fresh: bool = False) -> FingerprintRules:
-        """A version of the scope's fingerprint rules (None: the current one); ``fresh`` reads the scopes again.
+    def fingerprint_rules(
+        self, scope: str, version: int | None = None, *, fresh: bool = False, at: datetime | None = None
+    ) -> FingerprintRules:
+        """A version of the scope's fingerprint rules (None: the current one); ``fresh`` reads the scopes again
+        (``at``: now, as the caller read the clock).
 
         A version this instance has not read yet was set on another instance since: read again at once,
         for a claim made under it must be compared under it. A version no longer kept (Set scope keeps
         those a claim still uses, within a bound: :func:`kept_rules`) gives the current rules.
         """
-        record = self._scopes_read().get(scope) if fresh else self._current().scopes.get(scope)
+        record = self._scopes_read().get(scope) if fresh else self._current(at).scopes.get(scope)
         found = _rules_version(record, version)
         if found is None:
             record = self._scopes_read().get(scope)

@@ -50,28 +50,39 @@ def spread(entity: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _fits_as_it_is(entity: Mapping[str, Any]) -> bool:
-    """Whether ``entity`` needs no piece and is surely within the limits, judged from lengths alone.
+    """Whether ``entity`` needs no piece and is surely within the limits, judged from lengths alone."""
+    return _times_if_it_fits(entity) is not None
+
+
+def _times_if_it_fits(entity: Mapping[str, Any]) -> list[str] | None:
+    """The names of ``entity``'s times if it needs no piece and is surely within the limits, judged from lengths
+    alone; None when only the exact way can tell.
 
     Nearly every row is a few hundred bytes: this settles them in one pass over the values, without
     encoding any (a character is at most two UTF-16 code units, so a string of at most half a property's
     units fits; 4 bytes a character, and 24 a property besides its name, bound its size). The rest take
-    the exact way.
+    the exact way. The times are found in the same pass, for the SQLite store, which writes them as text.
     """
     if len(entity) > USER_PROPERTIES:
-        return False
+        return None
     # Joined with a character no name holds, so that two names never make a separator between them.
     names = "\0".join(entity)
     if SEPARATOR in names:
-        return False
+        return None
     total = 4 + 24 * len(entity) + 4 * len(names)
-    for value in entity.values():
+    times: list[str] = []
+    for name, value in entity.items():
+        if value is None:  # most of a row's columns: settled before any type test
+            continue
         if isinstance(value, str):
             if len(value) > PROPERTY_UNITS // 2:
-                return False
+                return None
             total += 4 * len(value)
+        elif isinstance(value, datetime):
+            times.append(name)
         elif isinstance(value, bytes):
             total += 4 + len(value)
-    return total <= ENTITY_BYTES
+    return times if total <= ENTITY_BYTES else None
 
 
 def gather(entity: Mapping[str, Any]) -> dict[str, Any]:
@@ -93,6 +104,16 @@ def check(entity: Mapping[str, Any]) -> None:
     """Raise ``TooLarge`` if Table Storage could not hold ``entity``, even spread out."""
     if not _fits_as_it_is(entity):  # settled from lengths alone, nothing copied, for nearly every row
         spread(entity)
+
+
+def checked_times(entity: Mapping[str, Any]) -> list[str]:
+    """:func:`check`, which also gives the names of ``entity``'s times (``datetime`` values), found in the same
+    pass over its values for nearly every row: the SQLite store writes each as text (issue 36)."""
+    times = _times_if_it_fits(entity)
+    if times is not None:
+        return times
+    spread(entity)
+    return [name for name, value in entity.items() if isinstance(value, datetime)]
 
 
 def entity_bytes(entity: Mapping[str, Any]) -> int:

@@ -5,7 +5,7 @@ Apart from ``sqlite`` only so that the backup adapter can share them without imp
 
 from __future__ import annotations
 
-import secrets
+import os
 import sqlite3
 from datetime import datetime
 from functools import lru_cache
@@ -31,14 +31,14 @@ MARKED_TABLES = {"claims": "ClaimId", "key_ids": "KeyId"}
 def _sql_row(row: Row) -> Row:
     """``row`` (a new dict from ``columns``, changed in place) as SQLite takes it."""
     # SQLite would hold more, but the stores hold the same: a row Table Storage could not hold is refused here too.
-    large_values.check(row)
-    # Times as fixed-width UTC text, which sorts in time order (the lists' cursors rely on it). A new claim's
-    # times are mostly one moment (first received, last attempt, updated): each moment is written once.
+    # Times as fixed-width UTC text, which sorts in time order (the lists' cursors rely on it), found by the size
+    # check's own pass over the values (issue 36). A new claim's times are mostly one moment (first received, last
+    # attempt, updated): each moment is written once.
     written: dict[datetime, str] = {}
-    for name, value in row.items():
-        if isinstance(value, datetime):
-            text = written.get(value)
-            row[name] = text if text is not None else written.setdefault(value, utc_text(value))
+    for name in large_values.checked_times(row):
+        value = row[name]
+        text = written.get(value)
+        row[name] = text if text is not None else written.setdefault(value, utc_text(value))
     return row
 
 
@@ -75,4 +75,6 @@ def _insert_sql(table: str, names: tuple[str, ...]) -> str:
 def _first_version() -> int:
     """A new claim's first version: random, so that after a claim is deleted and made again under the same
     id, a copy of the deleted one (kept by an instance to write from) can never match the new one's version."""
-    return secrets.randbits(62)
+    # As ``secrets.randbits(62)`` reads it (``SystemRandom.getrandbits``: 8 bytes of ``os.urandom``, big-endian,
+    # the top 62 bits), without the two calls around it (issue 36).
+    return int.from_bytes(os.urandom(8), "big") >> 2

@@ -204,15 +204,20 @@ def test_a_bulk_body_may_hold_100_items_at_their_limit_and_no_more(api: Api) -> 
     assert (over.status, over.code) == (413, "too_large")
 
 
+def _served_faulty(store: ClaimStore, fault: Fault, clock: FakeClock) -> tuple[FaultyStore, Any, FunctionsApi]:
+    """The app served over ``store`` made faulty, with the services to close and an API to call it."""
+    faulty = FaultyStore(store, fault)
+    services = Gate(faulty, KeyHasher(KEY_SECRET), clock=clock).services
+    bootstrap.use_services(services)
+    return faulty, services, FunctionsApi()
+
+
 @pytest.mark.parametrize("store_kind", ["tables"])
 @pytest.mark.parametrize("fault", [Fault.BEFORE])
 def test_a_store_failing_mid_call_answers_503_for_exactly_the_items_not_applied(
     open_store: Any, clock: FakeClock, fault: Fault
 ) -> None:
-    store = FaultyStore(open_store(), fault)
-    services = Gate(store, KeyHasher(KEY_SECRET), clock=clock).services
-    bootstrap.use_services(services)
-    api = FunctionsApi()
+    store, services, api = _served_faulty(open_store(), fault, clock)
     many(api, rows(1, start=99))  # the store is marked and its secrets read before the outage
     store.arm(21, only="create_claim", lasting=True)
 
@@ -235,10 +240,7 @@ def test_a_store_failing_mid_call_answers_503_for_exactly_the_items_not_applied(
 def test_a_store_failing_mid_call_answers_503_for_exactly_the_items_not_applied_one_after_another(
     open_store: Any, clock: FakeClock, fault: Fault
 ) -> None:
-    store = FaultyStore(open_store(), fault)
-    services = Gate(store, KeyHasher(KEY_SECRET), clock=clock).services
-    bootstrap.use_services(services)
-    api = FunctionsApi()
+    store, services, api = _served_faulty(open_store(), fault, clock)
     many(api, rows(20))  # 20 keys claimed before: in the next call each is decided alone, after the new ones
     # The 11th of them meets the outage.
     store.arm(11, only="create_claim", lasting=True)

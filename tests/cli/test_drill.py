@@ -28,11 +28,12 @@ from oncegate.bootstrap import Services, wire
 from oncegate.cli.drill import made_up_record_id
 from oncegate.config import AuthMode, Settings
 from oncegate.domain.decisions import ClaimAnswer
+from oncegate.domain.intent import Intent
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim
 from oncegate.domain.sensitive import sensitive_findings
 from oncegate.domain.statuses import ClaimStatus, Decision
-from oncegate.service.claims import Claims
+from oncegate.service.claims import Claims, Waited
 from oncegate.service.commands import CheckAndClaim, RecordResult
 from oncegate.service.results import Results
 from oncegate.stores.port import ClaimStore
@@ -178,7 +179,13 @@ class ProceedsTwice:
         return getattr(self._claims, name)
 
     def check_and_claim(self, request: CheckAndClaim, *, signed_in: str | None = None) -> ClaimAnswer:
-        answer = self._claims.check_and_claim(request, signed_in=signed_in)
+        return self._forged_once(self._claims.check_and_claim(request, signed_in=signed_in))
+
+    def decide_for(self, intent: Intent, waited: Waited | None = None) -> ClaimAnswer:
+        # Check and claim many decides the items whose claims exist from their parse, through this method.
+        return self._forged_once(self._claims.decide_for(intent, waited))
+
+    def _forged_once(self, answer: ClaimAnswer) -> ClaimAnswer:
         with self._lock:
             if answer.decision is not Decision.IN_PROGRESS or self._forged:
                 return answer

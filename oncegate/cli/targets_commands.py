@@ -19,8 +19,8 @@ from oncegate.domain.target_declarations import (
     MAX_TIMEOUT_SECONDS,
     MIN_TIMEOUT_SECONDS,
     SECRET_PREFIX,
-    Declaration,
     auth_text,
+    written,
 )
 from oncegate.domain.targets import Target
 
@@ -133,20 +133,7 @@ def _add_set(actions: Any) -> None:
 
 def set_target(args: argparse.Namespace) -> int:
     """Declare the target on the settings' store; print what is now declared."""
-    declaration = Declaration(
-        name=args.name,
-        base_url=args.base_url,
-        timeout_seconds=args.timeout_seconds,
-        lookup_path=args.lookup_path,
-        auth=args.auth,
-        allow_cidrs=tuple(args.allow_cidrs),
-        honours_idempotency_key=args.honours_idempotency_key,
-        success_statuses=tuple(args.success_statuses),
-        retryable_statuses=tuple(args.retryable_statuses),
-        record_pointer=args.record_pointer,
-        kept_headers=tuple(args.kept_headers),
-        kept_pointers=tuple(args.kept_pointers),
-    )
+    declaration = written(args)
     return _on_store("targets set", lambda services: services.targets.set(declaration, declared_by=_operator()))
 
 

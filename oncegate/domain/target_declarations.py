@@ -13,9 +13,9 @@ in the local secrets folder beside the SQLite database otherwise (``oncegate.out
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 from urllib.parse import quote, urlsplit
 
 from oncegate.domain.target_addresses import AddressRefused, IPNetwork, check_cidr, refusal, written_address
@@ -63,6 +63,53 @@ class Declaration:
     record_pointer: str | None = None
     kept_headers: tuple[str, ...] = ()
     kept_pointers: tuple[str, ...] = ()
+
+
+class WrittenFields(Protocol):
+    """A declaration's fields as an edge read them: ``targets set``'s options or ``PUT /api/targets``' body."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def timeout_seconds(self) -> int: ...
+    @property
+    def lookup_path(self) -> str | None: ...
+    @property
+    def auth(self) -> str: ...
+    @property
+    def allow_cidrs(self) -> Sequence[str]: ...
+    @property
+    def honours_idempotency_key(self) -> bool: ...
+    @property
+    def success_statuses(self) -> Sequence[int]: ...
+    @property
+    def retryable_statuses(self) -> Sequence[int]: ...
+    @property
+    def record_pointer(self) -> str | None: ...
+    @property
+    def kept_headers(self) -> Sequence[str]: ...
+    @property
+    def kept_pointers(self) -> Sequence[str]: ...
+
+
+def written(fields: WrittenFields) -> Declaration:
+    """The declaration an edge read, field for field: the command line and the wire name its fields alike."""
+    return Declaration(
+        name=fields.name,
+        base_url=fields.base_url,
+        timeout_seconds=fields.timeout_seconds,
+        lookup_path=fields.lookup_path,
+        auth=fields.auth,
+        allow_cidrs=tuple(fields.allow_cidrs),
+        honours_idempotency_key=fields.honours_idempotency_key,
+        success_statuses=tuple(fields.success_statuses),
+        retryable_statuses=tuple(fields.retryable_statuses),
+        record_pointer=fields.record_pointer,
+        kept_headers=tuple(fields.kept_headers),
+        kept_pointers=tuple(fields.kept_pointers),
+    )
 
 
 def declare_target(declaration: Declaration, *, allow_loopback: bool = False) -> Target:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from oncegate.domain.target_declarations import Declaration
+from oncegate.domain.target_declarations import Declaration, written
 from oncegate.domain.targets import Target
 from oncegate.entrypoints.operations.table import Call, Designer, Operation
 from oncegate.entrypoints.principal import Role
@@ -35,21 +35,7 @@ def signed_in_only(call: Call[Any, Any]) -> None:
 def declaration(call: Call[SetTargetRequest, None]) -> Declaration:
     """The declaration as the operator sent it, for the domain's one check (which names a refused field)."""
     signed_in_only(call)
-    body = call.body
-    return Declaration(
-        name=body.name,
-        base_url=body.base_url,
-        timeout_seconds=body.timeout_seconds,
-        lookup_path=body.lookup_path,
-        auth=body.auth,
-        allow_cidrs=tuple(body.allow_cidrs),
-        honours_idempotency_key=body.honours_idempotency_key,
-        success_statuses=tuple(body.success_statuses),
-        retryable_statuses=tuple(body.retryable_statuses),
-        record_pointer=body.record_pointer,
-        kept_headers=tuple(body.kept_headers),
-        kept_pointers=tuple(body.kept_pointers),
-    )
+    return written(call.body)
 
 
 def _set(services: Services, call: Call[SetTargetRequest, None], command: Declaration) -> Target:

@@ -24,17 +24,20 @@ import json
 import math
 import re
 from collections.abc import Collection
-from typing import Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
 from oncegate.cursors import CursorSeal
+from oncegate.domain.limits import MAX_ITEMS, json_size
 from oncegate.domain.records import Flow
 from oncegate.errors import InvalidRequest, NotFound, TooLarge
-from oncegate.models import MAX_ITEMS, ClaimItem, FlowRef, ListPageQuery, ReportConflictRequest, json_size
 from oncegate.service.commands import Paging
+
+if TYPE_CHECKING:
+    from oncegate.models import ClaimItem, FlowRef, ListPageQuery, ReportConflictRequest
 
 Model = TypeVar("Model", bound=BaseModel)
 

@@ -22,29 +22,16 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
 from oncegate.domain.sensitive import SensitivePolicy, sensitive_findings
 from oncegate.domain.warnings import SENSITIVE_DATA
 from oncegate.errors import SensitiveData
-from oncegate.models import (
-    ClaimItem,
-    ClaimRequest,
-    ClaimView,
-    ConflictView,
-    FlowView,
-    PerformRequest,
-    RecordResultRequest,
-    RegisterFlowRequest,
-    ReleaseRequest,
-    ReportConflictRequest,
-    ResolveConflictRequest,
-    ReviewClaimRequest,
-    ScopeView,
-    SetScopeRequest,
-)
+
+if TYPE_CHECKING:
+    from oncegate.models import ClaimView, ConflictView, FlowView, ScopeView
 
 logger = logging.getLogger(__name__)
 
@@ -61,17 +48,18 @@ HIDDEN_NAME = "*"
 # - how long a run waits for the holder: stored nowhere (the poll address carries the run's request);
 # - fingerprint rules: pointers name members of a payload a scope's owner chose, and Dataverse's annotations
 #   read as e-mail addresses (totalamount@OData.Community.Display.V1.FormattedValue) to the check.
-STORED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
-    ClaimRequest: ("source", "reference"),
-    ClaimItem: ("source", "reference"),
-    PerformRequest: ("source", "reference"),
-    RecordResultRequest: ("target_record_id", "data", "error"),
-    ReleaseRequest: ("reason",),
-    ReviewClaimRequest: ("note", "target_record_id", "data"),
-    ReportConflictRequest: ("source", "reason", "details"),
-    ResolveConflictRequest: ("note",),
-    RegisterFlowRequest: ("notes",),
-    SetScopeRequest: ("description", "key_pattern"),
+# By the model's name (``oncegate.models``): a process checks the requests of its actions without importing the others'.
+STORED_FIELDS: dict[str, tuple[str, ...]] = {
+    "ClaimRequest": ("source", "reference"),
+    "ClaimItem": ("source", "reference"),
+    "PerformRequest": ("source", "reference"),
+    "RecordResultRequest": ("target_record_id", "data", "error"),
+    "ReleaseRequest": ("reason",),
+    "ReviewClaimRequest": ("note", "target_record_id", "data"),
+    "ReportConflictRequest": ("source", "reason", "details"),
+    "ResolveConflictRequest": ("note",),
+    "RegisterFlowRequest": ("notes",),
+    "SetScopeRequest": ("description", "key_pattern"),
 }
 NOT_LOOKED_AT = frozenset(
     {"key", "payload", "fingerprint", "reviewer", "owner", "run_id", "flow", "name", "environment", "scope"}
@@ -81,7 +69,7 @@ NOT_LOOKED_AT = frozenset(
     | {"target", "method", "path", "headers", "body"}
     | {"wait", "max_wait_seconds", "fingerprint_include", "fingerprint_ignore", "fingerprint_preset"}
 )
-View = TypeVar("View", ClaimView, ConflictView, FlowView, ScopeView)
+View = TypeVar("View", "ClaimView", "ConflictView", "FlowView", "ScopeView")
 
 
 def stored_findings(request: BaseModel) -> list[tuple[str, str]]:
@@ -90,7 +78,7 @@ def stored_findings(request: BaseModel) -> list[tuple[str, str]]:
     # A field not sent (None) holds nothing to find: not walked (most claims send no source or reference).
     return [
         found
-        for name in STORED_FIELDS.get(type(request), ())
+        for name in STORED_FIELDS.get(type(request).__name__, ())
         if (value := getattr(request, name)) is not None
         for found in _walk(value, fields[name].alias or name)
     ]

@@ -16,22 +16,18 @@ from oncegate.domain.transitions import Result
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, Waiting
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
 from oncegate.entrypoints import render, waits
-from oncegate.entrypoints.operations import bulk
 from oncegate.entrypoints.operations.table import Call, Designer, Dimensions, Operation, Reply
-from oncegate.entrypoints.parse import MAX_BULK_BODY_BYTES, paging, run_of
+from oncegate.entrypoints.parse import paging, run_of
 from oncegate.entrypoints.principal import Role
 from oncegate.errors import InvalidRequest
 from oncegate.models import (
     ADVANCED,
     IMPORTANT,
     INTERNAL,
-    BulkItems,
     ClaimAttentionList,
     ClaimHistory,
     ClaimItem,
     ClaimList,
-    ClaimManyAnswer,
-    ClaimManyRequest,
     ClaimRequest,
     ClaimResponse,
     ClaimResult,
@@ -45,8 +41,6 @@ from oncegate.models import (
     ListPageQuery,
     LookupRequest,
     RecordResultRequest,
-    RecordResultsAnswer,
-    RecordResultsRequest,
     ReleaseRequest,
     ReviewClaimRequest,
     WaitQuery,
@@ -366,63 +360,6 @@ RECORD_RESULT = Operation(
     ),
 )
 
-CHECK_AND_CLAIM_MANY = Operation(
-    name="check_and_claim_many",
-    route="claims/batch",
-    method="POST",
-    body=ClaimManyRequest,
-    response=ClaimManyAnswer,
-    parse=lambda call: call.body.items,
-    serve=lambda services, call, items: bulk.claim_each(services, call, items, CHECK_AND_CLAIM),
-    render=lambda call, entries: ClaimManyAnswer(value=entries),
-    body_limit=MAX_BULK_BODY_BYTES,
-    items="items",
-    reads=BulkItems,
-    designer=Designer(
-        operation_id="CheckAndClaimMany",
-        summary="Check and claim many",
-        description=(
-            "Check and claim for up to 100 records in one call, such as the rows of an import. Each item is a Check "
-            "and claim body and gets the answer Check and claim would give it, in the items' order, or an error for "
-            "that item alone. Items never wait. Filter the answers on decision: proceed carries the claim token and "
-            "the item's reference, so the flow finds its row. When any item has the error store_unavailable, send "
-            "the whole call again, unchanged, and use its answers instead: items the store kept get their claims back."
-        ),
-        visibility=IMPORTANT,
-        success="One answer per item, in order: the decision, or that item's error.",
-        errors=(400, 413, 503),
-        body_description="The records to check and claim: an array built with a Select action.",
-    ),
-)
-
-RECORD_RESULTS = Operation(
-    name="record_results",
-    route="claims/results",
-    method="POST",
-    body=RecordResultsRequest,
-    response=RecordResultsAnswer,
-    parse=lambda call: call.body.items,
-    serve=lambda services, call, items: bulk.record_each(services, call, items, RECORD_RESULT),
-    render=lambda call, entries: RecordResultsAnswer(value=entries),
-    body_limit=MAX_BULK_BODY_BYTES,
-    items="items",
-    reads=BulkItems,
-    designer=Designer(
-        operation_id="RecordResults",
-        summary="Record results",
-        description=(
-            "Records the results of up to 100 side effects in one call, each with its claim ID and claim token, as "
-            "Record result records one. Each item is answered in its place: the claim, or an error for that item "
-            "alone, such as stale_claim. Sending the same results again changes nothing: when any item has the error "
-            "store_unavailable, send the whole call again, unchanged."
-        ),
-        visibility=IMPORTANT,
-        success="One answer per item, in order: the claim with its result, or that item's error.",
-        errors=(400, 413, 503),
-        body_description="The results to record: an array built with a Select action after the side effects.",
-    ),
-)
-
 RELEASE_CLAIM = Operation(
     name="release_claim",
     route="claims/{claimId}/release",
@@ -634,12 +571,9 @@ LIST_CLAIM_HISTORY = Operation(
 )
 
 # In the order of the connector's definition, which groups the actions as makers look for them.
+# The connector lists Check and claim many and Record results (``operations.bulk``) after these.
+SINGLE = (CHECK_AND_CLAIM, WAIT_FOR_CLAIM, RECORD_RESULT)
 OPERATIONS = (
-    CHECK_AND_CLAIM,
-    WAIT_FOR_CLAIM,
-    RECORD_RESULT,
-    CHECK_AND_CLAIM_MANY,
-    RECORD_RESULTS,
     RELEASE_CLAIM,
     RENEW_CLAIM,
     REVIEW_CLAIM,

@@ -14,8 +14,9 @@ from pydantic.fields import FieldInfo
 
 from oncegate.domain.limits import MAX_ITEMS as MAX_ITEMS
 from oncegate.models.base import IMPORTANT, _Model, _Request, designer
-from oncegate.models.claim_requests import ClaimItem, RecordResultRequest
-from oncegate.models.claim_views import ClaimResponse, ClaimView
+from oncegate.models.claim_records import ClaimView, RecordResultRequest
+from oncegate.models.claim_requests import ClaimItem
+from oncegate.models.claim_views import ClaimResponse
 from oncegate.models.health import ErrorInfo
 
 ITEM_REFUSAL = designer(

@@ -15,7 +15,8 @@ into the service's command (:mod:`oncegate.service.commands`), ``serve`` it with
 - the connector generator (``tools/connector``) writes each entry's path, parameters and designer text;
 - the command's client (``oncegate.cli.client``) and the tests' ``Gate`` call the actions by entry.
 
-The entries live by aggregate: :mod:`.claims` (the single calls), :mod:`.bulk` (Check and claim many, Record results),
+The entries live by aggregate: :mod:`.claims` (Check and claim, its wait), :mod:`.claim_records` (a claim once
+made: its result, lease, review and look-ups), :mod:`.bulk` (Check and claim many, Record results),
 :mod:`.conflicts`, :mod:`.inventory`, :mod:`.perform` (Perform once), :mod:`.targets` (the operators' own,
 which the connector leaves out: ``in_connector``); :data:`OPERATIONS` is their union, in the connector's order.
 
@@ -52,12 +53,13 @@ if TYPE_CHECKING:
 
 
 def _table() -> dict[str, Any]:
-    from oncegate.entrypoints.operations import bulk, claims, conflicts, inventory, perform, targets
+    from oncegate.entrypoints.operations import bulk, claim_records, claims, conflicts, inventory, perform, targets
 
     operations = (
-        *claims.SINGLE,
-        *bulk.OPERATIONS,
         *claims.OPERATIONS,
+        *claim_records.SINGLE,
+        *bulk.OPERATIONS,
+        *claim_records.OPERATIONS,
         *perform.OPERATIONS,
         *conflicts.OPERATIONS,
         *inventory.OPERATIONS,

@@ -24,7 +24,8 @@ from oncegate.domain.intent import Intent
 from oncegate.domain.keys import normalise_key, normalise_scope
 from oncegate.entrypoints import error_map
 from oncegate.entrypoints.error_map import error_info
-from oncegate.entrypoints.operations.claims import CHECK_AND_CLAIM, RECORD_RESULT
+from oncegate.entrypoints.operations.claim_records import RECORD_RESULT
+from oncegate.entrypoints.operations.claims import CHECK_AND_CLAIM
 from oncegate.entrypoints.operations.table import Call, Designer, Operation
 from oncegate.entrypoints.parse import CLAIM_ID_PATTERN, MAX_BULK_BODY_BYTES, item_body
 from oncegate.errors import InvalidRequest, NotConfigured, NotFound, OnceGateError, StoreUnavailable

@@ -17,7 +17,7 @@ from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.domain.targets import Target, TargetCall, TargetCalls, TargetReply
-from oncegate.entrypoints.sensitive_data import SensitiveDataGuard, value_findings
+from oncegate.entrypoints.parse import SensitiveDataGuard, value_findings
 from oncegate.errors import StoreUnavailable
 from oncegate.local_secret import local_key_secret
 from oncegate.service.attention import UNKNOWN_ALERT, Attention
@@ -135,7 +135,7 @@ def wire(
     target_calls: TargetCalls | None = None,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, sensitive-data policies)."""
-    # Everything else a request stores (oncegate.entrypoints.sensitive_data): the key's policy unless it has its own.
+    # Everything else a request stores (oncegate.entrypoints.parse): the key's policy unless it has its own.
     data_policy = sensitive_keys if sensitive_data is None else sensitive_data
     data_guard = SensitiveDataGuard(data_policy)
     # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts

@@ -449,7 +449,7 @@ class SensitiveDataGuard:
         if not found:
             return []
         if self.policy is SensitivePolicy.REJECT:
-            raise SensitiveData(_refusal(found), target=found[0][0], details=found)
+            raise SensitiveData(_stored_refusal(found), target=found[0][0], details=found)
         # Named, never quoted: where personal data is stored, for whoever means to turn reject on.
         logger.warning(
             "Personal data stored as sent for %s (ONCEGATE_SENSITIVE_DATA=warn): %s",
@@ -459,7 +459,7 @@ class SensitiveDataGuard:
         return [SENSITIVE_DATA]
 
 
-def _refusal(found: list[tuple[str, str]]) -> str:
+def _stored_refusal(found: list[tuple[str, str]]) -> str:
     more = f" (and {len(found) - 1} more, listed in details)" if len(found) > 1 else ""
     return (
         f"This request would store personal data: {found[0][1]}{more}. Keep it out of what OnceGate stores "

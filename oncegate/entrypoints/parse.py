@@ -60,10 +60,7 @@ from oncegate.models import (
     MAX_ITEMS,
     ClaimItem,
     ClaimRequest,
-    ClaimView,
-    ConflictView,
     FlowRef,
-    FlowView,
     ListPageQuery,
     PerformRequest,
     RecordResultRequest,
@@ -72,7 +69,6 @@ from oncegate.models import (
     ReportConflictRequest,
     ResolveConflictRequest,
     ReviewClaimRequest,
-    ScopeView,
     SetScopeRequest,
     json_size,
 )
@@ -371,7 +367,6 @@ NOT_LOOKED_AT = frozenset(
     | {"target", "method", "path", "headers", "body"}
     | {"wait", "max_wait_seconds", "fingerprint_include", "fingerprint_ignore", "fingerprint_preset"}
 )
-View = TypeVar("View", ClaimView, ConflictView, FlowView, ScopeView)
 
 
 def stored_findings(request: BaseModel) -> list[tuple[str, str]]:
@@ -465,10 +460,3 @@ def _stored_refusal(found: list[tuple[str, str]]) -> str:
         f"This request would store personal data: {found[0][1]}{more}. Keep it out of what OnceGate stores "
         "(an internal record id instead). Nothing was stored."
     )
-
-
-def warned(view: View, warnings: list[str]) -> View:
-    """``view`` with ``warnings`` added to those it carries."""
-    if not warnings:
-        return view
-    return view.model_copy(update={"warnings": [*(view.warnings or []), *warnings]})

@@ -12,9 +12,9 @@ import ssl
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 

@@ -47,7 +47,7 @@ from oncegate.errors import NotConfigured, StoreUnavailable
 from oncegate.service import backups
 from oncegate.stores import export_format
 from oncegate.stores.tables.store import table_names
-from tests.cli.test_backup_runbook import OPERATIONS, in_a_clean_folder, on_table_storage, runbook
+from tests.cli.test_backup_runbook import OPERATIONS, bash, in_a_clean_folder, on_table_storage, runbook
 from tests.docs.markdown import ShellBlock, shell_blocks
 from tests.gate import Gate
 from tests.service.calls import claim, record, report
@@ -244,6 +244,40 @@ def test_an_import_cut_short_is_no_store_to_the_check_and_run_again_goes_on_to_e
     assert f"was cut short after record {CHUNK * 2}. The app refuses the store until it ends" in check.err
     assert "store id (none yet)" in check.out
     assert REMEDIES["import"] in section()
+    assert again.code == 0, again.err
+    assert f"going on after record {CHUNK * 2}" in again.out
+    promise_holds(sqlite_store, original, capsys)
+
+
+KILLER = """
+import os, signal
+from oncegate.service import backups
+backups.PROGRESS_EVERY = {chunk}
+written, write = [0], backups._write
+def killed_at_the_nth(store, record):
+    written[0] += 1
+    if written[0] == {nth}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    write(store, record)
+backups._write = killed_at_the_nth
+"""
+
+
+def test_an_import_killed_for_real_half_way_is_no_store_and_run_again_goes_on_to_every_key(
+    sqlite_store: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """As the in-process ``Killed``, with the import block run as written in bash and its process killed -9."""
+    original = export_and_empty(capsys, lambda: aside(capsys))
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(KILLER.format(chunk=CHUNK, nth=CHUNK * 2 + 2), encoding="utf-8")
+
+    cut = bash(steps()["import"], tmp_path, EXPORTED_AT=started(original), PYTHONPATH=str(hooks))
+    check = keys_refused(capsys)
+    again = run(steps()["import"], capsys, EXPORTED_AT=started(original))
+
+    assert cut.returncode == 128 + signal.SIGKILL, cut.stderr
+    assert f"was cut short after record {CHUNK * 2}. The app refuses the store until it ends" in check.err
     assert again.code == 0, again.err
     assert f"going on after record {CHUNK * 2}" in again.out
     promise_holds(sqlite_store, original, capsys)

@@ -19,7 +19,7 @@ from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
-from oncegate.entrypoints.sensitive_data import SensitiveDataGuard
+from oncegate.entrypoints.parse import SensitiveDataGuard
 from oncegate.errors import StoreUnavailable
 from oncegate.local_secret import local_key_secret
 from oncegate.service.claims import Claims
@@ -187,7 +187,7 @@ def wire(
     target_calls: TargetCalls | None = None,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, sensitive-data policies)."""
-    # Everything else a request stores (oncegate.entrypoints.sensitive_data): the key's policy unless it has its own.
+    # Everything else a request stores (oncegate.entrypoints.parse): the key's policy unless it has its own.
     data_policy = sensitive_keys if sensitive_data is None else sensitive_data
     data_guard = SensitiveDataGuard(data_policy)
     # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts
@@ -242,7 +242,7 @@ def wire(
         return NewClaims(core, store)
 
     def perform() -> Perform:
-        from oncegate.entrypoints.sensitive_data import value_findings
+        from oncegate.entrypoints.parse import value_findings
         from oncegate.service.perform import Perform
 
         calls = target_calls or _loopback_calls(targets_allow_loopback)

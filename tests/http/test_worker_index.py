@@ -85,4 +85,8 @@ def test_the_list_the_app_declares_its_functions_from_is_written_from_the_table(
 def test_each_listed_function_serves_its_entry_of_the_table(listed: typing.Any) -> None:
     operation = BY_NAME[listed.name]
     assert http.entry(listed) is operation
-    assert (listed.route, listed.method, listed.anonymous) == (operation.route, operation.method, operation.role is None)
+    assert (listed.route, listed.method, listed.anonymous) == (
+        operation.route,
+        operation.method,
+        operation.role is None,
+    )

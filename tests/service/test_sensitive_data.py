@@ -27,7 +27,7 @@ from oncegate.domain.sensitive import SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import ClaimStatus, Decision, Outcome, Resolution
 from oncegate.domain.warnings import SENSITIVE_DATA
 from oncegate.entrypoints import error_map
-from oncegate.entrypoints.sensitive_data import NOT_LOOKED_AT, STORED_FIELDS, stored_findings
+from oncegate.entrypoints.parse import NOT_LOOKED_AT, STORED_FIELDS, stored_findings
 from oncegate.errors import SensitiveData, SensitiveKey
 from oncegate.models import (
     ClaimRequest,
@@ -232,7 +232,7 @@ def test_warn_logs_where_personal_data_was_stored_never_the_value(
     service = service_with(SensitivePolicy.WARN)
     answer = claim(service)
 
-    with caplog.at_level("WARNING", logger="oncegate.entrypoints.sensitive_data"):
+    with caplog.at_level("WARNING", logger="oncegate.entrypoints.parse"):
         record(service, answer, data={"customer": {"email": EMAIL}})
 
     [line] = [entry.getMessage() for entry in caplog.records if "ONCEGATE_SENSITIVE_DATA=warn" in entry.getMessage()]

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate import telemetry
 from oncegate.domain.copies import replaced
-from oncegate.domain.decisions import ClaimAnswer
-from oncegate.domain.intent import Intent
+from oncegate.domain.decisions import ClaimAnswer, Intent
 from oncegate.domain.keys import normalise_key, normalise_scope
 from oncegate.entrypoints import error_map
 from oncegate.entrypoints.error_map import error_info

@@ -1,9 +1,9 @@
 """The bulk calls (issue 24), Check and claim many and Record results: their entries and their own work.
 
 Each reads its items one by one: an item is its single call's body, performed by that call's entry
-(:meth:`Operation.perform`, ``operations.claims``), with that call's telemetry event marked ``bulk``;
-``oncegate.service.bulk`` orders the items that share a claim. Where the store writes one at a time
-(SQLite), Check and claim many parses its items first and claims their new keys together
+(:meth:`Operation.perform`; ``operations.claims``, ``operations.claim_records``), with that call's telemetry
+event marked ``bulk``; ``oncegate.service.bulk`` orders the items that share a claim. Where the store writes one
+at a time (SQLite), Check and claim many parses its items first and claims their new keys together
 (``oncegate.service.new_claims``, issue 36), rendered as the single call renders. Their entries live here,
 apart from the single calls', so a process whose first request is a single call loads none of it.
 """

@@ -333,6 +333,8 @@ def drill(client: Client, args: argparse.Namespace) -> Output:
         )
     except Interrupted as stopped:
         progress(_interrupted_line(stopped))
+        if stopped.unanswered is not None:
+            progress(stopped.unanswered)
         raise
     if report.blocked is not None:
         return Output(report.as_json(), rendering.drill_text(report, verbose=args.verbose), exit_code=USAGE_EXIT)

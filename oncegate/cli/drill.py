@@ -48,7 +48,7 @@ from time import perf_counter
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from oncegate.cli.client import ApiError, Client, claim_body
+from oncegate.cli.client import ApiError, Client, Unreachable, claim_body
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome, Resolution
 from oncegate.models import ClaimResponse, ClaimView, FlowRef
 
@@ -214,12 +214,14 @@ class Report:
 
 
 class Interrupted(KeyboardInterrupt):
-    """The drill was interrupted; it released ``released`` of the claims it held, and ``kept`` are left."""
+    """The drill was interrupted; it released ``released`` of the claims it held, and ``kept`` are left;
+    ``unanswered``: why a release got no answer, if one did not."""
 
-    def __init__(self, released: int, kept: list[str]) -> None:
-        super().__init__(released, kept)
+    def __init__(self, released: int, kept: list[str], unanswered: str | None = None) -> None:
+        super().__init__(released, kept, unanswered)
         self.released = released
         self.kept = kept
+        self.unanswered = unanswered
 
 
 class _Held:
@@ -325,9 +327,18 @@ def _steps(drill: _Drill, concurrency: int, on_step: Callable[[str], None]) -> t
 
 
 def _release_held(drill: _Drill) -> Interrupted:
-    """Release each claim the drill holds, with its own token; the claims the service would not release are kept."""
-    released, kept = 0, []
+    """Release each claim the drill holds, with its own token; the claims the service would not release are kept.
+
+    Once a release gets no answer (the service cannot be reached, or did not answer within the client's
+    timeout), the claims not yet released are kept without asking: whoever pressed Ctrl+C is not made to wait
+    a timeout per claim, and is told which claims are left and why (before, the first such release ended the
+    command with exit 3, naming none of them).
+    """
+    released, kept, unanswered = 0, [], None
     for claim_id, token in drill.held.taken().items():
+        if unanswered is not None:
+            kept.append(claim_id)
+            continue
         try:
             drill.client.release_claim(claim_id, claim_token=token, reason=INTERRUPTED_REASON)
         except ApiError as exc:
@@ -335,8 +346,12 @@ def _release_held(drill: _Drill) -> Interrupted:
             if exc.status != CONFLICT:
                 kept.append(claim_id)
             continue
+        except Unreachable as exc:
+            unanswered = exc.report()
+            kept.append(claim_id)
+            continue
         released += 1
-    return Interrupted(released, kept)
+    return Interrupted(released, kept, unanswered)
 
 
 def _register_command(url: str, flow: FlowRef) -> str:

@@ -7,6 +7,7 @@ holds the claim, or a result that is acknowledged and never stored.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -16,13 +17,16 @@ import signal
 import subprocess
 import sys
 import threading
+import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import function_app
 from oncegate import bootstrap
 from oncegate.bootstrap import Services, wire
 from oncegate.cli.drill import made_up_record_id
@@ -32,6 +36,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim
 from oncegate.domain.sensitive import sensitive_findings
 from oncegate.domain.statuses import ClaimStatus, Decision
+from oncegate.entrypoints import framing
 from oncegate.service.claims import Claims, Waited
 from oncegate.service.commands import CheckAndClaim, RecordResult
 from oncegate.service.results import Results
@@ -417,6 +422,55 @@ class HoldsResults:
         return self._results.record_result(claim_id, request)
 
 
+def drill_process(url: str) -> subprocess.Popen[str]:
+    """``oncegate drill`` in a process of its own, which the test interrupts as Ctrl+C would.
+
+    It starts with SIGINT as a terminal gives it to the command a person runs, whatever this process got: the
+    suite started in the background by a non-interactive shell (``make test &``, a CI step) ignores SIGINT,
+    and a child inherits that, so the Ctrl+C reached nothing and the drill's own Record result timed out
+    after 30 s (exit 3). A handler of this process's own is reset to the default in the child when it starts
+    the drill, where SIG_IGN would be inherited.
+    """
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "oncegate.cli", "--url", url, "--key", FUNCTION_KEY, "drill", *BURST]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def interrupted_holding(process: subprocess.Popen[str], holding: HoldsResults) -> None:
+    """Once the first step's line is out and its Record result reached the server and waits there: Ctrl+C."""
+    assert process.stderr is not None
+    assert process.stderr.readline() == PROGRESS[0] + "\n"
+    assert holding.arrived.wait(timeout=60)
+
+
+def handler_stacks() -> str:
+    """Where each handler thread of the local servers in this process is, as a traceback shows it."""
+    frames = sys._current_frames()
+    return "".join(
+        f"\n{thread.name}:\n" + "".join(traceback.format_stack(frames[thread.ident]))
+        for thread in threading.enumerate()
+        if thread.name.startswith("oncegate-handler") and thread.ident in frames
+    )
+
+
+@contextlib.contextmanager
+def own_server() -> Iterator[ThreadingHTTPServer]:
+    """``oncegate serve``'s server for this test alone, which it may stop taking connections."""
+    server = framing.make_server(function_app.app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
 @pytest.mark.parametrize("store_kind", ["sqlite"])
 def test_an_interrupted_drill_releases_the_claims_it_holds_and_exits_130(
     url: str, api: ServerApi, broken: Callable[[Broken], None]
@@ -424,20 +478,18 @@ def test_an_interrupted_drill_releases_the_claims_it_holds_and_exits_130(
     """Issue 22: Ctrl+C left the drill's claims in_progress, on the attention list, and nobody could settle them."""
     holding = HoldsResults()
     broken(holding.around)
-    environment = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "oncegate.cli", "--url", url, "--key", FUNCTION_KEY, "drill", *BURST]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    process = drill_process(url)
     try:
-        assert process.stderr is not None
-        # The first step's line, then its Record result reaches the server and waits there: Ctrl+C now.
-        assert process.stderr.readline() == PROGRESS[0] + "\n"
-        assert holding.arrived.wait(timeout=60)
+        interrupted_holding(process, holding)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)
+        # Read while the record is still held: what the shared server's handler threads were doing, should the
+        # release go unanswered.
+        handlers = handler_stacks()
     finally:
         holding.go.set()
 
-    assert (process.returncode, out) == (130, ""), err
+    assert (process.returncode, out) == (130, ""), err + handlers
     assert err.splitlines() == ["oncegate drill: interrupted; released 1 claim it held."], err
     released = ok(api.call("get_claim", route={"claimId": holding.claim_ids[0]}))
     assert released["status"] == "released"
@@ -445,6 +497,39 @@ def test_an_interrupted_drill_releases_the_claims_it_holds_and_exits_130(
     releases = [entry["details"] for entry in released["history"] if entry["event"] == "release"]
     assert releases == [{"reason": "oncegate drill was interrupted before doing its side effect."}]
     assert ok(api.call("list_claims_needing_attention", params={"attention": "true"}))["value"] == []
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_an_interrupted_drill_whose_release_gets_no_answer_names_the_claim_it_left_and_exits_130(
+    broken: Callable[[Broken], None], wired: Gate
+) -> None:
+    """A release the service did not answer ended the command with exit 3 and a connection error, naming
+    neither the claim left in_progress nor how to settle it (and any other held claim went unreleased)."""
+    holding = HoldsResults()
+    broken(holding.around)
+    with own_server() as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        process = drill_process(url)
+        try:
+            interrupted_holding(process, holding)
+            # The service stops taking connections: the release is refused, as one that never answers ends.
+            server.shutdown()
+            server.socket.close()
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+            (held,) = holding.claim_ids
+            left = wired.get_claim(held).status
+        finally:
+            holding.go.set()
+
+    assert (process.returncode, out) == (130, ""), err
+    kept, reason = err.splitlines()
+    assert kept == (
+        f"oncegate drill: interrupted; released 0 claims it held, and could not release {held}: settle each with "
+        "oncegate claims review CLAIM_ID --outcome failed --attempt N (the drill made no record anywhere)."
+    )
+    assert reason.startswith(f"Cannot reach {url}: "), reason
+    assert left is ClaimStatus.IN_PROGRESS
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"])

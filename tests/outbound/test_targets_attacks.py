@@ -66,6 +66,10 @@ class BareServer:
             self._serve(connection, self.stop)
 
 
+# How long the dripped TLS handshake would go on, were it never cut.
+HANDSHAKE_DRIP_SECONDS = 30.0
+
+
 def _read_request(connection: socket.socket) -> None:
     data = b""
     while b"\r\n\r\n" not in data:
@@ -217,17 +221,22 @@ def test_an_interim_answer_with_no_final_one_after_is_a_broken_call_not_a_status
 
 def test_a_tls_handshake_dripped_a_byte_at_a_time_is_cut_at_the_targets_time() -> None:
     # A TLS record of 16 KiB holding a ServerHello of 16 KiB, then one byte at a time: each read gets a byte
-    # within the socket's timeout, and the handshake goes on as long as the dripper does.
+    # within the socket's timeout, and the handshake goes on as long as the dripper does, which is until the
+    # adapter hangs up (a byte sent after that is refused) or for HANDSHAKE_DRIP_SECONDS.
+    hung_up, ended = threading.Event(), threading.Event()
+
     def serve(connection: socket.socket, stop: threading.Event) -> None:
         try:
             connection.recv(4096)
             connection.sendall(b"\x16\x03\x03\x40\x00\x02\x00\x3f\xfc")
-            for _ in range(40):
-                if stop.wait(0.1):
+            for _ in range(round(HANDSHAKE_DRIP_SECONDS / 0.1)):
+                if stop.wait(0.1):  # the dripper's pace; the test's end stops it at once
                     return
                 connection.sendall(b"\x00")
         except OSError:
-            return
+            hung_up.set()
+        finally:
+            ended.set()
 
     with BareServer(serve) as server:
         started = time.monotonic()
@@ -235,9 +244,16 @@ def test_a_tls_handshake_dripped_a_byte_at_a_time_is_cut_at_the_targets_time() -
             declared(f"https://127.0.0.1:{server.port}", timeout_seconds=1), post()
         )
         elapsed = time.monotonic() - started
+        # What the adapter guarantees whatever the load: it ended the handshake itself, the dripper still dripping.
+        # A handshake without a deadline would have lasted until the dripper stopped and closed the connection.
+        assert ended.wait(timeout=HANDSHAKE_DRIP_SECONDS)
+        assert hung_up.is_set()
 
     assert reply.failure in (Failure.NOT_CONNECTED, Failure.TIMEOUT)
-    assert elapsed < 2.5  # the dripper goes on for 4 s
+    # At about the target's 1 s. The bound is not that second: a loaded run of the whole suite on two cores was
+    # measured at 2.5 s (threads wait for a core, and the TLS context's certificates load inside the call), and
+    # a third of the dripper's time still tells a deadline from none.
+    assert elapsed < HANDSHAKE_DRIP_SECONDS / 3
 
 
 @pytest.mark.parametrize(

@@ -79,8 +79,9 @@ run: $(RUNTIME)
 	$(BIN)/oncegate serve --port $(PORT) --workers $(WORKERS)$(if $(THREADS), --threads $(THREADS))
 
 # Two processes on two cores: the suite waits on Azurite, servers and subprocesses as much as it computes.
-# loadgroup: the tests of a module marked xdist_group (Checkov, the Kusto parser) run in one process, which pays
-# for its costly set-up once.
+# --dist loadgroup hands each test (none is grouped) to whichever process is free next, in the order collected,
+# slow tests first (tests/conftest.py); --dist load would give each process a quarter of its share at once, and
+# the first one every slow test. Checkov and the Kusto parser run once per run (tests/support/once.py).
 test: $(DEV)
 	$(BIN)/pytest -n $(JOBS) --dist loadgroup
 

@@ -6,6 +6,7 @@
 # `make test` adds the rest.
 # The layers that do not need each other install at once (make's -j, which GNU make 4 takes from here): on a
 # clean clone, Checkov's environment, the project's and npm's packages; make 3.81 (macOS) installs them in turn.
+# The project installs once: its [dev] extras hold the [cli] one, so `make test` stamps `make run`'s layer too.
 MAKEFLAGS += -j3
 
 # The Python that makes .venv: 3.11 or later (Azure Functions runs 3.11). Another: make run PYTHON=python3.11
@@ -30,7 +31,7 @@ THREADS ?=
 
 .PHONY: install run test lint bench clean lock FORCE
 
-install: $(DEV)
+install: $(DEV) $(NODE) $(CHECKOV)
 
 # A .venv made by a Python OnceGate does not run on (an earlier make run PYTHON=python3.10) is made again;
 # PYTHON is checked before it makes one, so that pip never stops with "requires a different Python".
@@ -54,9 +55,11 @@ $(RUNTIME): pyproject.toml requirements.txt $(if $(STALE),FORCE) | $(BIN)/python
 	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[cli]'
 	touch $@
 
-$(DEV): $(RUNTIME) $(NODE) $(CHECKOV)
+# The package, its dependencies and every extra the suite and the tools need, [cli] among them: installed beside
+# Checkov's environment and npm's packages rather than after them, and in one pip run rather than two.
+$(DEV): pyproject.toml requirements.txt $(if $(STALE),FORCE) | $(BIN)/python
 	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $@
+	touch $(RUNTIME) $@
 
 $(NODE): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -79,9 +82,10 @@ run: $(RUNTIME)
 	$(BIN)/oncegate serve --port $(PORT) --workers $(WORKERS)$(if $(THREADS), --threads $(THREADS))
 
 # Two processes on two cores: the suite waits on Azurite, servers and subprocesses as much as it computes.
-# loadgroup: the tests of a module marked xdist_group (Checkov, the Kusto parser) run in one process, which pays
-# for its costly set-up once.
-test: $(DEV)
+# --dist loadgroup hands each test (none is grouped) to whichever process is free next, in the order collected,
+# slow tests first (tests/conftest.py); --dist load would give each process a quarter of its share at once, and
+# the first one every slow test. Checkov and the Kusto parser run once per run (tests/support/once.py).
+test: install
 	$(BIN)/pytest -n $(JOBS) --dist loadgroup
 
 # The package runs on Windows and macOS too: its types are checked as each platform's stdlib has them (the
@@ -95,7 +99,7 @@ lint: $(DEV)
 
 # Not part of `make test`: about 5 minutes on 2 cores. Prints the figures and writes them into
 # docs/performance.md (between its markers) and docs/latency.png. `python -m bench --quick` checks it.
-bench: $(DEV)
+bench: $(DEV) $(NODE)
 	$(BIN)/python -m bench
 
 clean:

@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-# make test runs in several processes: this module's tests share one, where Checkov runs once.
-pytestmark = pytest.mark.xdist_group("checkov")
+from tests.support.once import once_per_run
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOV = Path(os.environ.get("CHECKOV", Path(sys.prefix) / "checkov" / "bin" / "checkov"))
@@ -105,14 +104,20 @@ ACCEPTED = {
 }
 
 
-@pytest.fixture(scope="module")
-def report() -> dict[str, Any]:
+def scan() -> dict[str, Any]:
     assert CHECKOV.is_file(), f"no Checkov at {CHECKOV}: run make test (it installs Checkov into .venv/checkov)"
     # --skip-download: no call to the vendor's platform (this runs offline); the checks are in the package.
     command = [str(CHECKOV), "--directory", "infra", "--framework", "bicep", "--skip-download", "--output", "json"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode in (0, 1), done.stderr[-2000:]
     found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+@pytest.fixture(scope="session")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Checkov's report, made once per run (about 8 s) in whichever process first asks (make test runs two)."""
+    found: dict[str, Any] = once_per_run(tmp_path_factory, "checkov-report", scan)
     return found
 
 

@@ -21,9 +21,7 @@ from typing import Any
 import pytest
 
 from tests.infra.test_monitoring import alert_queries, audit_queries, workbook_queries
-
-# make test runs in several processes: this module's tests share one, where the Kusto parser runs once.
-pytestmark = pytest.mark.xdist_group("kusto")
+from tests.support.once import once_per_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("kusto.js")
@@ -88,15 +86,24 @@ PLANTED = {
 }
 
 
-@pytest.fixture(scope="module")
-def every_query() -> dict[str, str]:
+def all_queries() -> dict[str, str]:
     return {**workbook_queries(), **audit_queries(), **alert_queries()}
 
 
 @pytest.fixture(scope="module")
-def found(every_query: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+def every_query() -> dict[str, str]:
+    return all_queries()
+
+
+@pytest.fixture(scope="session")
+def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """The parser's diagnostics of every query and the planted ones: it runs once per run, in whichever process
+    first asks (make test runs the suite in two)."""
     planted = {f"planted: {name}": query for name, (query, _) in PLANTED.items()}
-    return diagnostics({**every_query, **planted})
+    found: dict[str, list[dict[str, Any]]] = once_per_run(
+        tmp_path_factory, "kusto-diagnostics", lambda: diagnostics({**all_queries(), **planted})
+    )
+    return found
 
 
 def test_every_workbook_and_alert_query_parses_clean(

@@ -40,7 +40,7 @@ _CONVERSIONS = cast(
         if edm not in (EdmType.DATETIME, EdmType.STRING, EdmType.INT32)
     },
 )
-TYPE_SUFFIX = "@odata.type"
+ODATA_TYPE = "odata.type"
 NEXT_KEYS = ("x-ms-continuation-NextPartitionKey", "x-ms-continuation-NextRowKey")
 
 
@@ -82,10 +82,13 @@ def _page(
 
 def _row(entity: Mapping[str, Any]) -> dict[str, Any]:
     """An entity's properties, converted by their odata types; the odata annotations and ``Timestamp`` left out."""
-    row: dict[str, Any] = {}
-    for name, value in entity.items():
-        if name.endswith(TYPE_SUFFIX) or name.startswith("odata.") or name == "Timestamp":
-            continue
-        convert = _CONVERSIONS.get(entity.get(name + TYPE_SUFFIX, ""))
-        row[name] = value if convert is None else convert(value)
+    row = dict(entity)
+    row.pop("Timestamp", None)
+    # A property's name is an identifier: only the answer's annotations (odata.etag, At@odata.type) hold a dot.
+    for name in [name for name in row if "." in name]:
+        annotation = row.pop(name)
+        column, _, kind = name.partition("@")
+        convert = _CONVERSIONS.get(annotation) if kind == ODATA_TYPE else None
+        if convert is not None and column in row:
+            row[column] = convert(row[column])
     return row

@@ -256,7 +256,8 @@ class TableHistory:
         self, claim_id: str, after: str, *, top: int | None, begun_here: bool = False
     ) -> tuple[Iterator[tuple[str, HistoryEvent]], bool]:
         """The history's lines after the key ``after``, by key: one range read to the history's end, ``top`` rows
-        at a time as consumed (``query.pages``: the rows decoded from the answer's JSON); and whether this release began the history (``begun_here``: a cursor said so).
+        at a time as consumed (``query.pages``: the rows decoded from the answer's JSON); and whether this release
+        began the history (``begun_here``: a cursor said so).
 
         The rows keyed by time come first, then the series lines of earlier releases, kept under their ids. Those
         are read on their own only when the rows keyed by time fill the first read, and the history may have

@@ -15,8 +15,8 @@ import os
 import azure.functions as func
 
 from oncegate.config import AuthMode, ConfigError, Settings, read_auth_mode
-from oncegate.entrypoints import http, logs, timers
-from oncegate.entrypoints.operations import OPERATIONS
+from oncegate.entrypoints import http, logs
+from oncegate.entrypoints.operations.functions import FUNCTIONS
 
 logs.configure()
 
@@ -49,22 +49,28 @@ app = func.FunctionApp(
 
 # One function per entry of the operation table, under the entry's name: Microsoft's worker indexes each,
 # and function keys and telemetry are per function. An anonymous entry (health) needs no function key either.
-for operation in OPERATIONS:
+# Declared from the list written from the table (operations.functions): each entry's module is imported when
+# its function is first called, so a new process loads only what the actions it serves need (issue 36).
+for listed in FUNCTIONS:
     app.route(
-        route=operation.route,
-        methods=[operation.method],
-        auth_level=func.AuthLevel.ANONYMOUS if operation.role is None else None,
-    )(http.function(operation))
+        route=listed.route,
+        methods=[listed.method],
+        auth_level=func.AuthLevel.ANONYMOUS if listed.anonymous else None,
+    )(http.function(listed))
 
 
 # NCRONTAB with seconds; the %NAME% syntax makes the host read the app setting (set in infra/app/api.bicep).
 @app.timer_trigger(schedule="%ONCEGATE_RETENTION_SCHEDULE%", arg_name="timer", run_on_startup=False, use_monitor=True)
 def purge_finished_claims(timer: func.TimerRequest) -> None:
+    from oncegate.entrypoints import timers  # with the timer's first run: a request never needs it (issue 36)
+
     timers.purge(timer)
 
 
 @app.timer_trigger(schedule="%ONCEGATE_ATTENTION_SCHEDULE%", arg_name="timer", run_on_startup=False, use_monitor=True)
 def watch_claims_needing_attention(timer: func.TimerRequest) -> None:
+    from oncegate.entrypoints import timers
+
     timers.watch_attention(timer)
 
 

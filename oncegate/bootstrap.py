@@ -1,41 +1,46 @@
 """The one place that wires settings to a store and the services over it.
 
 :func:`wire` builds every service over one store, once; the entry points are given the bundle
-(:class:`Services`) and each action calls the one service it needs.
+(:class:`Services`) and each action calls the one service it needs. The services a Check and claim does
+not use (attention, key secrets, the bulk calls' own, Perform once, targets) are built, and their modules
+imported, when first asked for: a new process answers its first claim without them (issue 36's cold start).
 """
 
 from __future__ import annotations
 
 import atexit
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
 
 from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
-from oncegate.domain.targets import Target, TargetCall, TargetCalls, TargetReply
-from oncegate.entrypoints.sensitive_data import SensitiveDataGuard, value_findings
+from oncegate.entrypoints.parse import SensitiveDataGuard
 from oncegate.errors import StoreUnavailable
 from oncegate.local_secret import local_key_secret
-from oncegate.service.attention import UNKNOWN_ALERT, Attention
-from oncegate.service.bulk import Bulk
 from oncegate.service.claims import Claims
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
-from oncegate.service.key_secrets import KeySecrets
-from oncegate.service.new_claims import NewClaims
-from oncegate.service.perform import Perform
 from oncegate.service.results import Results
 from oncegate.service.retention import Retention
 from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
-from oncegate.service.targets import Targets
 from oncegate.service.waits import Waits
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from oncegate.domain.targets import Target, TargetCall, TargetCalls, TargetReply
+    from oncegate.service.attention import Attention
+    from oncegate.service.bulk import Bulk
+    from oncegate.service.key_secrets import KeySecrets
+    from oncegate.service.new_claims import NewClaims
+    from oncegate.service.perform import Perform
+    from oncegate.service.targets import Targets
 
 _lock = threading.Lock()
 _services: Services | None = None
@@ -80,37 +85,84 @@ def key_ring(settings: Settings, secret: str) -> KeyRing:
     )
 
 
+class _Later:
+    """The services a Check and claim does not use, each built (its module imported) when first asked for, once."""
+
+    def __init__(self, builds: Mapping[str, Callable[[], Any]]) -> None:
+        self._builds = builds
+        self._built: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Any:
+        built = self._built.get(name)
+        if built is None:
+            with self._lock:
+                built = self._built.get(name)
+                if built is None:
+                    built = self._built[name] = self._builds[name]()
+        return built
+
+    def built(self, name: str) -> Any:
+        """The service if it was built, else None."""
+        return self._built.get(name)
+
+
 @dataclass(frozen=True)
 class Services:
-    """Every service over one store, built once by :func:`wire`; an entry point calls the one it needs."""
+    """Every service over one store, built once by :func:`wire`; an entry point calls the one it needs.
+
+    Those a Check and claim does not use are properties, each built at its first use (:class:`_Later`).
+    """
 
     claims: Claims
     waits: Waits
     results: Results
     conflicts: Conflicts
     inventory: Inventory
-    attention: Attention
     retention: Retention
-    key_secrets: KeySecrets
-    # Bulk calls (issue 24): the items of one request, applied through claims and results.
-    bulk: Bulk
-    # Check and claim many's new keys, claimed together where the store writes one at a time (issue 36).
-    new_claims: NewClaims
-    # Perform once (issue 34): the call OnceGate makes itself, over claims and waits.
-    perform: Perform
     store: ClaimStore
     # What a request stores besides its key, checked at the edge before the service is called.
     sensitive_data: SensitiveDataGuard
     # The seal on the cursors, poll addresses and trigger states the HTTP edge hands out, from the key secrets.
     cursor_seal: CursorSeal
+    _later: _Later = field(repr=False, compare=False)
     # Where the store is (settings.store_location), for health; None for services wired by hand.
     store_location: str | None = None
-    # The targets operators declared for Perform once (issue 34); None for services wired by hand.
-    targets: Targets | None = None
+
+    @property
+    def attention(self) -> Attention:
+        """Governance: the claims that need a person."""
+        return cast("Attention", self._later.get("attention"))
+
+    @property
+    def key_secrets(self) -> KeySecrets:
+        return cast("KeySecrets", self._later.get("key_secrets"))
+
+    @property
+    def bulk(self) -> Bulk:
+        """Bulk calls (issue 24): the items of one request, applied through claims and results."""
+        return cast("Bulk", self._later.get("bulk"))
+
+    @property
+    def new_claims(self) -> NewClaims:
+        """Check and claim many's new keys, claimed together where the store writes one at a time (issue 36)."""
+        return cast("NewClaims", self._later.get("new_claims"))
+
+    @property
+    def perform(self) -> Perform:
+        """Perform once (issue 34): the call OnceGate makes itself, over claims and waits."""
+        return cast("Perform", self._later.get("perform"))
+
+    @property
+    def targets(self) -> Targets:
+        """The targets operators declared for Perform once (issue 34)."""
+        return cast("Targets", self._later.get("targets"))
 
     def close(self) -> None:
         """Let the bulk calls under way finish, flush the inventory's counts, then close the store."""
-        self.bulk.close()
+        bulk = self._later.built("bulk")
+        if bulk is not None:
+            bulk.close()
         self.inventory.close()
         self.store.close()
 
@@ -125,7 +177,7 @@ def wire(
     require_registered_flows: bool = False,
     registry_ttl: timedelta = REGISTRY_TTL,
     flush_interval: timedelta = FLUSH_INTERVAL,
-    unknown_alert: timedelta = UNKNOWN_ALERT,
+    unknown_alert: timedelta | None = None,
     store_location: str | None = None,
     pin: StoreIdPin | None = None,
     wall_clock: Callable[[], datetime] | None = None,
@@ -135,7 +187,7 @@ def wire(
     target_calls: TargetCalls | None = None,
 ) -> Services:
     """The services over ``store``, sharing one inventory and one core (keys, clock, sensitive-data policies)."""
-    # Everything else a request stores (oncegate.entrypoints.sensitive_data): the key's policy unless it has its own.
+    # Everything else a request stores (oncegate.entrypoints.parse): the key's policy unless it has its own.
     data_policy = sensitive_keys if sensitive_data is None else sensitive_data
     data_guard = SensitiveDataGuard(data_policy)
     # The flow inventory and scope catalogue: registrations cached for ``registry_ttl``, counts
@@ -168,34 +220,55 @@ def wire(
     conflicts = Conflicts(core, store)
     claims = Claims(core, conflicts, store)
     waits = Waits(core, claims)
-    perform = Perform(
-        core,
-        claims,
-        waits,
-        store,
-        targets=store,
-        calls=target_calls or _loopback_calls(targets_allow_loopback),
-        data_check=value_findings,
-        data_policy=data_policy,
-    )
+
+    def attention() -> Attention:
+        from oncegate.service.attention import UNKNOWN_ALERT, Attention
+
+        return Attention(store, clock=clock, unknown_alert=unknown_alert or UNKNOWN_ALERT)
+
+    def key_secrets() -> KeySecrets:
+        from oncegate.service.key_secrets import KeySecrets
+
+        return KeySecrets(store, clock=clock, pin=pin)
+
+    def bulk() -> Bulk:
+        from oncegate.service.bulk import Bulk
+
+        return Bulk(store, ready=core.require_safe_store, concurrency=bulk_concurrency)
+
+    def new_claims() -> NewClaims:
+        from oncegate.service.new_claims import NewClaims
+
+        return NewClaims(core, store)
+
+    def perform() -> Perform:
+        from oncegate.entrypoints.parse import value_findings
+        from oncegate.service.perform import Perform
+
+        calls = target_calls or _loopback_calls(targets_allow_loopback)
+        return Perform(
+            core, claims, waits, store, targets=store, calls=calls, data_check=value_findings, data_policy=data_policy
+        )
+
+    def targets() -> Targets:
+        from oncegate.service.targets import Targets
+
+        return Targets(store, clock=clock, allow_loopback=targets_allow_loopback)
+
+    builds = {"attention": attention, "key_secrets": key_secrets, "bulk": bulk, "new_claims": new_claims}
     return Services(
         claims=claims,
         waits=waits,
-        perform=perform,
         results=Results(core, store),
         conflicts=conflicts,
         inventory=inventory,
-        # Governance: the claims that need a person, and the deletion of finished ones after their retention.
-        attention=Attention(store, clock=clock, unknown_alert=unknown_alert),
+        # The deletion of finished claims after their retention (the claims that need a person: ``attention``).
         retention=Retention(store, inventory, clock=clock),
-        key_secrets=KeySecrets(store, clock=clock, pin=pin),
-        bulk=Bulk(store, ready=core.require_safe_store, concurrency=bulk_concurrency),
-        new_claims=NewClaims(core, store),
         store=store,
         sensitive_data=data_guard,
         cursor_seal=CursorSeal.of(ring),
+        _later=_Later(builds | {"perform": perform, "targets": targets}),
         store_location=store_location,
-        targets=Targets(store, clock=clock, allow_loopback=targets_allow_loopback),
     )
 
 

@@ -114,6 +114,7 @@ def keys(args: argparse.Namespace) -> int:
             return 0
         marks = services.key_secrets.marks()
         usage = services.key_secrets.usage([record for record in marks.secrets if record.live])
+        restoring = services.claims.restore()
     except OnceGateError as exc:
         return refused(command, exc.message, _exit(exc))
     except KeyboardInterrupt:
@@ -124,6 +125,15 @@ def keys(args: argparse.Namespace) -> int:
         print(json.dumps(store_rendering.key_secrets_json(marks, usage), indent=2))
     else:
         layout.show(store_rendering.key_secrets_text(marks, usage, settings.store_text), sys.stdout)
+    if restoring is not None and restoring.completed_at is None:
+        # The restore runbook's check (docs/operations.md): a store half imported is no store the app serves.
+        return refused(
+            "keys",
+            f"{settings.store_text} is half restored: an import of store {restoring.restored_from}'s export taken at "
+            f"{_text(restoring.exported_at)} is under way or was cut short after record {restoring.records_done}. "
+            "The app refuses the store until it ends: run the same import again.",
+            SERVICE_EXIT,
+        )
     return 0
 
 

@@ -21,8 +21,7 @@ from typing import Any
 
 import rfc8785
 
-from oncegate.domain.canonical import canonical
-from oncegate.domain.members import member_digests
+from oncegate.domain.members import canonical, member_digests
 from oncegate.errors import InvalidRequest
 
 SCOPE_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import TYPE_CHECKING
 
 from oncegate.errors import (
     ClaimBusy,
@@ -33,7 +34,9 @@ from oncegate.errors import (
     StoreUnavailable,
     TooLarge,
 )
-from oncegate.models import ErrorDetail, ErrorInfo
+
+if TYPE_CHECKING:
+    from oncegate.models import ErrorInfo
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,9 @@ RECORD_FIELDS = {"claim": "claimId", "conflict": "conflictId", "target": "target
 
 def error_info(error: OnceGateError) -> ErrorInfo:
     """The error as the body of any refusal says it: its code, message and details."""
+    # Imported by the first refusal: a process that refuses nothing never makes the error body's models (issue 36).
+    from oncegate.models import ErrorDetail, ErrorInfo
+
     target = error.target
     if target is None and isinstance(error, NotFound) and error.record is not None:
         target = RECORD_FIELDS[error.record]

@@ -12,6 +12,7 @@ Bad input is refused before any write, and never becomes a 500.
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -23,8 +24,10 @@ from pydantic import BaseModel
 from oncegate import bootstrap, telemetry
 from oncegate.config import AuthMode, ConfigError
 from oncegate.cursors import CursorSeal
-from oncegate.entrypoints import bearer, error_map, waits
+from oncegate.entrypoints import error_map, waits
 from oncegate.entrypoints.error_map import error_info
+from oncegate.entrypoints.operations import functions
+from oncegate.entrypoints.operations.functions import Listed
 from oncegate.entrypoints.operations.table import Call, Operation, Reply
 from oncegate.entrypoints.parse import (
     HOST_PARAMS,
@@ -48,7 +51,6 @@ from oncegate.errors import (
     RoleMissing,
     StoreUnavailable,
 )
-from oncegate.models import ErrorBody
 
 logger = logging.getLogger(__name__)
 
@@ -57,15 +59,25 @@ __all__ = ["MAX_BODY_BYTES", "MAX_BULK_BODY_BYTES", "body_limit", "function", "r
 JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
 
 
-def function(operation: Operation) -> Callable[[func.HttpRequest], func.HttpResponse]:
-    """The Azure function of one entry, named as the entry: the worker indexes it by that name, and binds ``req``."""
+def function(listed: Listed) -> Callable[[func.HttpRequest], func.HttpResponse]:
+    """The Azure function of one entry, named as the entry: the worker indexes it by that name, and binds ``req``.
+
+    The entry itself is read from its module of the table when the function is first called (:func:`entry`).
+    """
 
     def serve(req: func.HttpRequest) -> func.HttpResponse:
-        return respond(req, operation)
+        return respond(req, entry(listed))
 
-    serve.__name__ = serve.__qualname__ = operation.name
-    serve.__doc__ = operation.designer.summary
+    serve.__name__ = serve.__qualname__ = listed.name
     return serve
+
+
+@functools.cache
+def entry(listed: Listed) -> Operation:
+    """The entry of the table a listed function serves, its module imported on first use (issue 36's cold start)."""
+    module = importlib.import_module(f"{functions.__package__}.{listed.aggregate}")
+    entries: tuple[Operation, ...] = (*getattr(module, "SINGLE", ()), *module.OPERATIONS)
+    return next(operation for operation in entries if operation.name == listed.name)
 
 
 def respond(request: func.HttpRequest, operation: Operation) -> func.HttpResponse:
@@ -170,6 +182,8 @@ def render_error(exc: OnceGateError) -> func.HttpResponse:
     said = error_map.answered(exc)
     if said.status >= 500 and not isinstance(exc, StoreUnavailable):
         logger.error("Answering %s: %s", said.code, exc.message)
+    from oncegate.models import ErrorBody  # with the first refusal, as error_info's models
+
     return render(said.status.value, ErrorBody(error=error_info(exc)), error_map.headers(exc))
 
 
@@ -185,6 +199,9 @@ def authorize(request: func.HttpRequest, role: Role | None) -> Principal | None:
         return None
     if settings.entra is None:
         raise ConfigError("ONCEGATE_ENTRA_TENANT_ID", "ONCEGATE_AUTH=entra needs the Entra ID settings.")
+    # Imported in Entra ID mode alone: an app on function keys never loads the token checks (issue 36).
+    from oncegate.entrypoints import bearer
+
     principal = bearer.validator(settings.entra).principal(request.headers.get("Authorization"))
     if not principal.may(role):
         raise RoleMissing(f"{principal.name} lacks the app role {role.value} for this action.")

@@ -9,9 +9,9 @@ claims.claim_response`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oncegate import __version__
+from oncegate import __version__, models
 from oncegate.domain.backups import Restore
 from oncegate.domain.limits import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
 from oncegate.domain.records import (
@@ -25,28 +25,28 @@ from oncegate.domain.records import (
     ScopeRecord,
 )
 from oncegate.domain.statuses import ClaimStatus
-from oncegate.models import (
-    ClaimCounts,
-    ClaimNeedingAttention,
-    ClaimView,
-    ConflictResolution,
-    ConflictView,
-    FlowRef,
-    FlowView,
-    Health,
-    HistoryEntry,
-    OverlapView,
-    RestoredStore,
-    ScopeView,
-    SourceCount,
-)
-from oncegate.service.attention import NeedsAttention
 from oncegate.service.retention import horizon_days
 from oncegate.stores.paging import utc_text
 
+if TYPE_CHECKING:
+    from oncegate.models import (
+        ClaimNeedingAttention,
+        ClaimView,
+        ConflictView,
+        FlowRef,
+        FlowView,
+        Health,
+        HistoryEntry,
+        OverlapView,
+        RestoredStore,
+        ScopeView,
+        SourceCount,
+    )
+    from oncegate.service.attention import NeedsAttention
+
 
 def flow_ref(flow: Flow | None) -> FlowRef | None:
-    return FlowRef(name=flow.name, environment=flow.environment) if flow else None
+    return models.FlowRef(name=flow.name, environment=flow.environment) if flow else None
 
 
 def _camel(name: str) -> str:
@@ -63,7 +63,7 @@ def wire_details(details: dict[str, Any]) -> dict[str, Any]:
 
 
 def history_entry(event: HistoryEvent) -> HistoryEntry:
-    return HistoryEntry(
+    return models.HistoryEntry(
         at=event.at,
         kind=event.kind,
         outcome=event.outcome,
@@ -81,7 +81,7 @@ def history_entry(event: HistoryEvent) -> HistoryEntry:
 
 
 def claim_view(claim: Claim, history: list[HistoryEvent] | None = None) -> ClaimView:
-    return ClaimView(
+    return models.ClaimView(
         claim_id=claim.claim_id,
         scope=claim.scope,
         source=claim.source,
@@ -108,13 +108,13 @@ def claim_view(claim: Claim, history: list[HistoryEvent] | None = None) -> Claim
 def conflict_view(conflict: Conflict) -> ConflictView:
     resolution = None
     if conflict.decision is not None and conflict.resolved_at is not None:
-        resolution = ConflictResolution(
+        resolution = models.ConflictResolution(
             decision=conflict.decision,
             reviewer=conflict.reviewer or "",
             note=conflict.note,
             resolved_at=conflict.resolved_at,
         )
-    return ConflictView(
+    return models.ConflictView(
         conflict_id=conflict.conflict_id,
         claim_id=conflict.claim_id,
         scope=conflict.scope,
@@ -135,17 +135,17 @@ def conflict_view(conflict: Conflict) -> ConflictView:
 
 
 def attention_view(item: NeedsAttention) -> ClaimNeedingAttention:
-    return ClaimNeedingAttention(why=item.why, since=item.since, claim=claim_view(item.claim))
+    return models.ClaimNeedingAttention(why=item.why, since=item.since, claim=claim_view(item.claim))
 
 
 def _source_counts(claims_by_source: Mapping[str, int]) -> list[SourceCount] | None:
     """The claims per source system, most first; None (left out of the answer) when no claim named one."""
     ranked = sorted(claims_by_source.items(), key=lambda item: (-item[1], item[0]))
-    return [SourceCount(source=source, claims=count) for source, count in ranked if count > 0] or None
+    return [models.SourceCount(source=source, claims=count) for source, count in ranked if count > 0] or None
 
 
 def flow_view(record: FlowRecord) -> FlowView:
-    return FlowView(
+    return models.FlowView(
         name=record.flow.name,
         environment=record.flow.environment,
         registered=record.registered_at is not None,
@@ -162,8 +162,8 @@ def flow_view(record: FlowRecord) -> FlowView:
 
 
 def overlap_view(record: Overlap) -> OverlapView:
-    flow, other = (FlowRef(name=flow.name, environment=flow.environment) for flow in record.flows)
-    return OverlapView(
+    flow, other = (models.FlowRef(name=flow.name, environment=flow.environment) for flow in record.flows)
+    return models.OverlapView(
         flow=flow,
         other_flow=other,
         count=record.count,
@@ -191,7 +191,7 @@ def _rules_view(history: tuple[FingerprintRules, ...]) -> dict[str, Any]:
 def scope_view(record: ScopeRecord, open_conflicts: int) -> ScopeView:
     # Counts are deltas from every instance: until all have flushed, one may show below zero for a while.
     counts = {status.value: max(0, record.claims_by_status.get(status, 0)) for status in ClaimStatus}
-    return ScopeView(
+    return models.ScopeView(
         scope=record.scope,
         owner=record.owner,
         lease_seconds=record.lease_seconds or DEFAULT_LEASE_SECONDS,
@@ -203,14 +203,14 @@ def scope_view(record: ScopeRecord, open_conflicts: int) -> ScopeView:
         registered_at=record.registered_at,
         first_seen_at=record.first_seen_at,
         last_seen_at=record.last_seen_at,
-        claims=ClaimCounts.model_validate(counts),
+        claims=models.ClaimCounts.model_validate(counts),
         sources=_source_counts(record.claims_by_source),
         open_conflicts=open_conflicts,
     )
 
 
 def health(store_kind: str, restore: Restore | None = None) -> Health:
-    return Health(status="ok", store=store_kind, version=__version__, restored=restored_store(restore))
+    return models.Health(status="ok", store=store_kind, version=__version__, restored=restored_store(restore))
 
 
 def restored_store(restore: Restore | None) -> RestoredStore | None:
@@ -222,7 +222,7 @@ def restored_store(restore: Restore | None) -> RestoredStore | None:
         if restore.completed_at
         else "An import into this store is under way; the app serves it only once the import has marked it."
     )
-    return RestoredStore(
+    return models.RestoredStore(
         restored_from=restore.restored_from,
         exported_at=restore.exported_at,
         restored_at=restore.completed_at,

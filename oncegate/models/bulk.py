@@ -12,14 +12,12 @@ from typing import Annotated, Any
 from pydantic import Field, create_model, field_validator
 from pydantic.fields import FieldInfo
 
+from oncegate.domain.limits import MAX_ITEMS as MAX_ITEMS
 from oncegate.models.base import IMPORTANT, _Model, _Request, designer
-from oncegate.models.claim_requests import ClaimItem, RecordResultRequest
-from oncegate.models.claim_views import ClaimResponse, ClaimView
+from oncegate.models.claim_records import ClaimView, RecordResultRequest
+from oncegate.models.claim_requests import ClaimItem
+from oncegate.models.claim_views import ClaimResponse
 from oncegate.models.health import ErrorInfo
-
-# The most items one bulk call takes: 100 keeps a Check and claim many within a minute of the platform's
-# 500 calls a minute per connection even at full size, and its answer well under the designer's limits.
-MAX_ITEMS = 100
 
 ITEM_REFUSAL = designer(
     "Item Error",

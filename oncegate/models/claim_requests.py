@@ -1,31 +1,23 @@
-"""What flows and reviewers send about claims: Check and claim, Look up, the writes to a claim, the attention list."""
+"""What a flow sends to claim: Check and claim, and the poll of its wait (a claim once made: ``claim_records``)."""
 
-from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, AwareDatetime, Field, JsonValue, ValidationInfo, field_validator
+from pydantic import Field, JsonValue, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 
-from oncegate.domain.limits import DATA_LIMIT_BYTES, ERROR_MAX_LENGTH, TARGET_RECORD_ID_MAX_LENGTH
-from oncegate.domain.statuses import ClaimStatus, Outcome, SettledOutcome
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, MAX_MAX_WAIT_SECONDS, MIN_MAX_WAIT_SECONDS
 from oncegate.models.base import (
     ADVANCED,
-    BY_VALUE,
     IMPORTANT,
     INTERNAL,
-    Cursor,
     LeaseSeconds,
     Reference,
-    Scope,
     ScopeInput,
-    Source,
     SourceInput,
     Text256,
     _Query,
     _Request,
     designer,
-    json_size,
 )
 
 # A sealed ticket holds the run id, flow and reference (up to 256 characters each, 4 bytes a character at most in
@@ -205,205 +197,3 @@ class WaitQuery(_Query):
         Field(min_length=1, max_length=MAX_TICKET_LENGTH),
         designer("Ticket", "The waiting run's request, sealed; the Location header carries it.", INTERNAL),
     ]
-
-
-class LookupRequest(_Request):
-    """Find a claim by its business key (keys never travel in URLs)."""
-
-    scope: ScopeInput
-    key: BusinessKey
-
-
-def _data_limit(value: JsonValue) -> JsonValue:
-    if json_size(value) > DATA_LIMIT_BYTES:
-        raise ValueError(f"data is over {DATA_LIMIT_BYTES} bytes as JSON")
-    return value
-
-
-class _Token(_Request):
-    claim_token: Annotated[
-        str,
-        Field(min_length=1, max_length=128),
-        designer(
-            "Claim Token",
-            "The claim token that Check and claim gave this run. It proves that the run still holds the claim.",
-            IMPORTANT,
-        ),
-    ]
-
-
-class RecordResultRequest(_Token):
-    """The outcome of the side effect, with the record the target system really holds."""
-
-    outcome: Annotated[
-        Outcome,
-        BY_VALUE,
-        designer(
-            "Outcome",
-            "How the side effect ended: succeeded, failed, or unknown when it was attempted and its outcome is not "
-            "known.",
-            IMPORTANT,
-        ),
-    ]
-    target_record_id: Annotated[
-        str | None,
-        designer(
-            "Target Record ID",
-            "The id of the record that the target system really holds, read back after the write.",
-            IMPORTANT,
-        ),
-    ] = Field(default=None, min_length=1, max_length=TARGET_RECORD_ID_MAX_LENGTH)
-    data: Annotated[
-        JsonValue,
-        AfterValidator(_data_limit),
-        designer(
-            "Result Data",
-            "Small JSON, at most 16 KiB, that later duplicates get back instead of repeating the side effect.",
-            ADVANCED,
-        ),
-    ] = None
-    error: Annotated[
-        str | None, designer("Error Message", "What went wrong, when the outcome is failed or unknown.", ADVANCED)
-    ] = Field(default=None, max_length=ERROR_MAX_LENGTH)
-    retryable: Annotated[
-        bool,
-        designer(
-            "Retryable",
-            "Whether the next run may try a failed side effect again (yes when left empty). When it is no, the "
-            "next Check and claim answers blocked until a person acts.",
-            ADVANCED,
-        ),
-    ] = True
-
-
-class ReleaseRequest(_Token):
-    """Give the claim up before any side effect."""
-
-    reason: Annotated[
-        str | None, designer("Reason", "Why this run gives the claim up before any side effect.", ADVANCED)
-    ] = Field(default=None, max_length=1024)
-
-
-class HeartbeatRequest(_Token):
-    """Extend the lease of a long side effect."""
-
-    # None: the scope's default lease, as for Check and claim.
-    lease_seconds: RequestedLease = None
-
-
-class ReviewClaimRequest(_Request):
-    """A reviewer acknowledges a failure that is not retryable (the key stays blocked), or settles an attempt in
-    doubt with what the target system holds: ``outcome``, ``attempt`` and, when it succeeded, ``targetRecordId``.
-    """
-
-    # Required with function keys; with Entra ID the signed-in caller is recorded instead.
-    reviewer: Annotated[
-        Text256 | None,
-        designer(
-            "Reviewer",
-            "Who reviewed the failure, such as the reviewer's email address. Required with a function key "
-            "connection; with Microsoft Entra ID the signed-in reviewer is recorded instead.",
-            IMPORTANT,
-        ),
-    ] = None
-    note: Annotated[
-        str | None, designer("Note", "What the reviewer found or did, kept in the claim's history.", ADVANCED)
-    ] = Field(default=None, max_length=2048)
-    # The settlement of an attempt in doubt; all absent, the review acknowledges a failure as before.
-    outcome: Annotated[
-        SettledOutcome | None,
-        BY_VALUE,
-        designer(
-            "Outcome",
-            "Settles an attempt in doubt (in_progress past its lease, or unknown) with what the target system "
-            "holds: succeeded when it holds the record, failed when it holds nothing, so that the next run may do "
-            "the side effect. Leave empty to acknowledge a failure that is not retryable.",
-            IMPORTANT,
-        ),
-    ] = None
-    attempt: Annotated[
-        int | None,
-        designer(
-            "Attempt",
-            "With an outcome: the claim's attempt that you looked up in the target system. The review is refused "
-            "if a run took the claim over since.",
-            IMPORTANT,
-        ),
-    ] = Field(default=None, ge=1)
-    target_record_id: Annotated[
-        str | None,
-        designer(
-            "Target Record ID", "With outcome succeeded: the id of the record the target system holds.", IMPORTANT
-        ),
-    ] = Field(default=None, min_length=1, max_length=512)
-    data: Annotated[
-        JsonValue,
-        AfterValidator(_data_limit),
-        designer(
-            "Result Data",
-            "With outcome succeeded: small JSON, at most 16 KiB, that later duplicates get back.",
-            ADVANCED,
-        ),
-    ] = None
-
-
-class ListClaimsQuery(_Query):
-    """The claims that need a person, and their paging: a list of every claim is not offered."""
-
-    # Required, so that a bare GET /api/claims is refused naming it. The schema's default is for the
-    # connector, which sends an internal parameter only when it has one.
-    attention: Annotated[
-        bool,
-        designer("Needing Attention", "Lists only the claims that need a person, which is always the case.", INTERNAL),
-    ] = Field(json_schema_extra={"default": True})
-    scope: Annotated[Scope | None, designer("Scope", "Only list the claims of this scope.", ADVANCED)] = None
-    top: Annotated[
-        int, designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
-    ] = Field(default=50, ge=1, le=200)
-    cursor: Cursor = None
-
-
-def _in_utc(moment: datetime) -> datetime:
-    # 9999-12-31T23:59:59-23:59 is a valid time that UTC cannot write: refused here, not a 500 in the store.
-    try:
-        return moment.astimezone(UTC)
-    except OverflowError as exc:
-        raise ValueError("must be a time between the years 1 and 9999 in UTC") from exc
-
-
-class FindClaimsQuery(_Query):
-    """Claims found by where they came from: source system, reference, status and first received (issue 16).
-
-    At least one of ``source``, ``reference``, ``status`` and ``since`` is given: the HTTP layer reads
-    a request without any as the attention list's, which refuses a bare list of every claim.
-    """
-
-    source: Annotated[
-        Source | None,
-        designer("Source System", "Only list the claims of this source system, such as shop-eu.", IMPORTANT),
-    ] = None
-    reference: Annotated[
-        Reference | None,
-        designer("Reference", "Only list the claims with this reference, such as SO-1001.", IMPORTANT),
-    ] = None
-    status: Annotated[
-        ClaimStatus | None,
-        designer(
-            "Claim Status",
-            "Only list the claims in this status: in_progress, succeeded, failed, unknown or released.",
-            ADVANCED,
-        ),
-    ] = None
-    since: Annotated[
-        Annotated[AwareDatetime, AfterValidator(_in_utc)] | None,
-        designer(
-            "Received Since",
-            "Only list the claims first received at or after this time, such as 2026-12-01T00:00:00Z.",
-            ADVANCED,
-        ),
-    ] = None
-    scope: Annotated[Scope | None, designer("Scope", "Only list the claims of this scope.", ADVANCED)] = None
-    top: Annotated[
-        int, designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
-    ] = Field(default=50, ge=1, le=200)
-    cursor: Cursor = None

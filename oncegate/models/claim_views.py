@@ -1,18 +1,16 @@
-"""Claims as the service shows them: the answer to Check and claim, the processing record, the attention list."""
+"""The answer to Check and claim, and the parts other answers share (the processing record: ``claim_records``)."""
 
 from datetime import datetime
 from typing import Annotated
 
 from pydantic import Field, JsonValue
 
-from oncegate.domain.statuses import AnswerStatus, AttentionReason, ClaimStatus, Decision, EventKind
+from oncegate.domain.statuses import AnswerStatus, ClaimStatus, Decision
 from oncegate.models.base import (
     CHANGED_PARTS,
     IMPORTANT,
-    INTERNAL,
     MORE_CHANGED_PARTS,
     WARNINGS,
-    NextLink,
     _Model,
     designer,
 )
@@ -160,175 +158,3 @@ class ClaimResponse(_Model):
     ] = None
     changed_parts: Annotated[list[str] | None, CHANGED_PARTS] = None
     more_changed_parts: Annotated[int | None, MORE_CHANGED_PARTS] = None
-
-
-class HistoryEntry(_Model):
-    """One line of a claim's history and how it was recognised."""
-
-    at: Annotated[datetime, designer("Event Time", "When the event happened, in UTC.")]
-    # "event" on the wire since 0.1.0, which saved flows read.
-    kind: Annotated[
-        EventKind,
-        Field(alias="event"),
-        designer("Event", "What the entry records: a claim, result, release, conflict, resolution or review."),
-    ]
-    outcome: Annotated[
-        str, designer("Event Outcome", "The decision or outcome of the event, such as proceed, duplicate or succeeded.")
-    ]
-    attempt: Annotated[int, designer("Event Attempt", "The attempt that the event belongs to.")]
-    run_id: Annotated[str | None, designer("Event Run ID", "The run that caused the event.")] = None
-    flow: Annotated[FlowRef | None, flow_in_answer("Event Flow", "the flow that caused the event")] = None
-    fingerprint: Annotated[str | None, designer("Event Fingerprint", "The fingerprint that the run presented.")] = None
-    source: Annotated[str | None, designer("Event Source System", "The source system that the run named.")] = None
-    recognised_by: Annotated[str, designer("Recognised By", "How the service recognised the request, in one sentence.")]
-    details: Annotated[
-        dict[str, JsonValue],
-        designer("Event Details", "More about the event, such as the conflict id or the result it replaced."),
-    ] = Field(default_factory=dict)
-    # Answers alike (same attempt, outcome, flow and reason) are one entry: how many, the first and the last.
-    count: Annotated[
-        int | None,
-        designer(
-            "Event Count",
-            "How many answers alike this entry stands for: the same outcome for the same attempt, flow and reason.",
-        ),
-    ] = None
-    first_at: Annotated[
-        datetime | None, designer("First Event Time", "When the first of the answers counted came, in UTC.")
-    ] = None
-    last_at: Annotated[
-        datetime | None, designer("Last Event Time", "When the last of the answers counted came, in UTC.")
-    ] = None
-
-
-class ClaimView(_Model):
-    """The processing record of one business key (never the key itself, nor the claim token)."""
-
-    claim_id: ClaimId
-    scope: Annotated[str, designer("Scope", "The scope of the claim, in lowercase.")]
-    source: Annotated[
-        str | None,
-        designer(
-            "Source System", "The system the business object comes from, as the first request naming one gave it."
-        ),
-    ] = None
-    reference: Annotated[
-        str | None, designer("Reference", "The label that the flow gave to find the claim again, if any.")
-    ] = None
-    status: Annotated[
-        ClaimStatus,
-        designer(
-            "Claim Status",
-            "Where the claim's side effect stands: in_progress, succeeded, failed, unknown or released.",
-        ),
-    ]
-    attempt: Annotated[int, designer("Attempt", "The number of the attempt, counted from 1.")]
-    fingerprint: Annotated[
-        str | None, designer("Fingerprint", "The fingerprint of the business data that the claim holds.")
-    ] = None
-    first_received_at: Annotated[datetime, designer("First Received At", "When the key was first claimed, in UTC.")]
-    last_attempt_at: Annotated[
-        datetime, designer("Last Attempt At", "When the current or last attempt started, in UTC.")
-    ]
-    lease_expires_at: LeaseExpiresAt = None
-    run_id: Annotated[str, designer("Run ID", "The run of the current or last attempt.")]
-    flow: Annotated[FlowRef | None, flow_in_answer("Flow", "the flow of the current or last attempt")] = None
-    target_record_id: Annotated[
-        str | None,
-        designer("Target Record ID", "The id of the record in the target system, once a result is recorded."),
-    ] = None
-    data: Annotated[JsonValue, designer("Result Data", "The data recorded with the result.")] = None
-    completed_at: CompletedAt = None
-    error: Annotated[str | None, designer("Error Message", "The error recorded with a failed or unknown outcome.")] = (
-        None
-    )
-    retryable: Annotated[
-        bool | None, designer("Retryable", "Whether the next run may try the failed side effect again.")
-    ] = None
-    reviewer: Annotated[
-        str | None,
-        designer(
-            "Reviewer",
-            "Who last reviewed the claim: acknowledged its failure or resolved a conflict on it. A failure that is "
-            "not retryable clears it until someone reviews that failure.",
-        ),
-    ] = None
-    purged_at: Annotated[
-        datetime | None,
-        designer(
-            "Purged At",
-            "When retention purged the claim down to its tombstone, in UTC: only its status, target record, "
-            "completion, run and flow are kept, so that a late replay of its key is still answered duplicate.",
-        ),
-    ] = None
-    history: Annotated[
-        list[HistoryEntry] | None,
-        designer(
-            "History",
-            "Every attempt, result, duplicate and resolution, oldest first. Get claim and Look up claim return it: "
-            "its first 50 entries, and the link to the rest when there are more.",
-        ),
-    ] = None
-    history_next_link: Annotated[
-        str | None,
-        designer(
-            "History Next Link",
-            "The address of the history's next page (List claim history), absent when the history is whole.",
-            INTERNAL,
-        ),
-    ] = None
-    # With ONCEGATE_SENSITIVE_DATA=warn: sensitive_data when a stored field seems to carry personal data.
-    warnings: Annotated[list[str] | None, WARNINGS] = None
-
-
-class ClaimNeedingAttention(_Model):
-    """A claim that nothing settles by itself: why it needs a person, since when, and the claim."""
-
-    why: Annotated[
-        AttentionReason,
-        designer(
-            "Why",
-            "Why the claim needs a person. lease_expired: the run's lease ran out without a result. unknown: the "
-            "outcome has been unknown for too long. failed_unreviewed: the attempt failed for good and nobody has "
-            "reviewed it, so the key stays blocked.",
-            IMPORTANT,
-        ),
-    ]
-    since: Annotated[
-        datetime,
-        designer(
-            "Needs Attention Since",
-            "Since when, in UTC: when the lease ran out, or when the unknown or failed outcome was recorded.",
-            IMPORTANT,
-        ),
-    ]
-    claim: Annotated[ClaimView, designer("Claim", "The claim, without its history; Get claim shows that.")]
-
-
-class ClaimAttentionList(_Model):
-    """A page of the claims needing attention, oldest first; follow ``nextLink`` for the next."""
-
-    value: Annotated[
-        list[ClaimNeedingAttention],
-        designer("Claims Needing Attention", "The claims that need a person, oldest first."),
-    ]
-    next_link: NextLink = None
-
-
-class ClaimList(_Model):
-    """A page of claims found by source system, reference, status or first received; follow ``nextLink``."""
-
-    value: Annotated[
-        list[ClaimView], designer("Claims", "The claims found, without their history; Get claim shows that.")
-    ]
-    next_link: NextLink = None
-
-
-class ClaimHistory(_Model):
-    """A page of a claim's history, oldest first; follow ``nextLink`` for the next."""
-
-    value: Annotated[
-        list[HistoryEntry],
-        designer("History", "The claim's history entries, oldest first: attempts, results, answers and resolutions."),
-    ]
-    next_link: NextLink = None

@@ -19,13 +19,11 @@ from oncegate.models.base import (
     BY_VALUE,
     IMPORTANT,
     WARNINGS,
-    Cursor,
     LeaseSeconds,
     NextLink,
     ScopeInput,
     Text256,
     _Model,
-    _Query,
     _Request,
     designer,
 )
@@ -207,15 +205,6 @@ class SetScopeRequest(_Request):
                 f"the horizon must be at least the retention ({retention} days): claims are kept that long"
             )
         return horizon
-
-
-class ListPageQuery(_Query):
-    """Paging of the inventory's lists."""
-
-    top: Annotated[
-        int, designer("Page Size", "How many items one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
-    ] = Field(default=50, ge=1, le=200)
-    cursor: Cursor = None
 
 
 RegisteredAt = Annotated[datetime | None, designer("Registered At", "When a person first registered it, in UTC.")]

@@ -8,6 +8,7 @@ Each call goes through every check before a byte leaves, and answers what happen
     path          normalised, kept under the base URL's path     │ refused: Failure.REFUSED,
     headers       the allow-list; the adapter adds Host,         │ nothing sent
                   Idempotency-Key and the target's auth          │
+    secret, token read within the call's time                     │
     address       resolved once, within the call's time; every   │
                   address checked                               ─┘  (domain.target_addresses)
     connect       to the checked address itself, never a second lookup (DNS rebinding), TLS with the
@@ -21,8 +22,12 @@ Each call goes through every check before a byte leaves, and answers what happen
 
 ``http.client`` reads no proxy settings from the environment, so ``HTTPS_PROXY`` cannot send a call
 elsewhere. A watchdog shuts the socket at the call's deadline: a target that drips its answer a byte at
-a time is cut at the deadline as one that never answers is. The host lookup counts inside that time too:
-a resolver that hangs is left behind at the deadline (NOT_CONNECTED, nothing sent).
+a time is cut at the deadline as one that never answers is. The target's secret or token and the host
+lookup count inside that time too: each runs on a thread of its own, and one that hangs (a vault, an identity
+endpoint or a DNS server that never answers) is left behind at the deadline, nothing sent (REFUSED for a
+secret or token, NOT_CONNECTED for the lookup). A thread left behind keeps its place until it ends: at most
+``MAX_LOOKUPS`` lookups and ``MAX_CREDENTIAL_READS`` secret or token reads run at once per adapter, and a call
+that finds them all taken is answered at once, nothing sent (NOT_CONNECTED, which a flow may retry).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, cast
+from typing import IO, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from oncegate.domain.target_addresses import AddressRefused, IPAddress, check_cidr, refusal, written_address
@@ -52,6 +57,10 @@ READ_CHUNK = 65_536
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"})
 DEFAULT_PORTS = {"https": 443, "http": 80}
 USER_AGENT = "OnceGate"
+# How many host lookups, and how many secret or token reads, may run at once per adapter, those left behind by
+# calls past their deadline included: the threads a hanging resolver, vault or identity endpoint can hold.
+MAX_LOOKUPS = 16
+MAX_CREDENTIAL_READS = 16
 
 Resolver = Callable[[str, int], Sequence[str]]
 Secrets = Callable[[str], str]
@@ -60,6 +69,57 @@ Tokens = Callable[[str], str]
 
 class Unavailable(Exception):
     """A secret or token the call needs could not be had: nothing is sent (``Failure.REFUSED``)."""
+
+
+class _Late(Exception):
+    """The work did not end by the call's deadline; it goes on on its own thread, and its result is dropped."""
+
+
+class _Full(Exception):
+    """Every place for that work is taken (threads left behind by calls past their deadline): nothing was tried."""
+
+
+Result = TypeVar("Result")
+
+
+class _Bounded:
+    """Blocking work each on a thread of its own, waited for until a deadline, at most ``limit`` at once.
+
+    A thread that outlives its call's deadline keeps its place until its work ends, so work that hangs holds at
+    most ``limit`` threads; while they are all taken, ``run`` raises ``_Full`` at once instead of starting another.
+    """
+
+    def __init__(self, limit: int, name: str) -> None:
+        self.limit = limit
+        self._places = threading.BoundedSemaphore(limit)
+        self._name = name
+
+    def run(self, work: Callable[[], Result], deadline: float) -> Result:
+        if not self._places.acquire(blocking=False):
+            raise _Full
+        found: list[Result] = []
+        raised: list[BaseException] = []
+        done = threading.Event()
+
+        def run_it() -> None:
+            try:
+                found.append(work())
+            except BaseException as exc:  # handed to the caller, which raises it as the work did
+                raised.append(exc)
+            finally:
+                self._places.release()
+                done.set()
+
+        try:
+            threading.Thread(target=run_it, name=self._name, daemon=True).start()
+        except BaseException:
+            self._places.release()
+            raise
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            raise _Late
+        if raised:
+            raise raised[0]
+        return found[0]
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -104,6 +164,8 @@ class HttpTargets:
         tokens: Tokens | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         tls: ssl.SSLContext | None = None,
+        max_lookups: int = MAX_LOOKUPS,
+        max_credential_reads: int = MAX_CREDENTIAL_READS,
     ) -> None:
         self._allow_loopback = allow_loopback
         self._resolve = resolve
@@ -111,12 +173,14 @@ class HttpTargets:
         self._tokens = tokens
         self._max_response_bytes = max_response_bytes
         self._tls = tls
+        self._lookups = _Bounded(max_lookups, "oncegate-target-lookup")
+        self._credential_reads = _Bounded(max_credential_reads, "oncegate-target-credential")
 
     def call(self, target: Target, request: TargetCall) -> TargetReply:
         """Send ``request`` to ``target`` once, or refuse it; see the module's docstring for each failure."""
         deadline = time.monotonic() + target.timeout_seconds
         try:
-            prepared = self._prepare(target, request)
+            prepared = self._prepare(target, request, deadline)
             addresses = self._addresses(target, prepared, deadline)
         except (RequestRefused, AddressRefused, Unavailable) as exc:
             logger.warning("Refused a call to target %s: %s", target.name, exc)
@@ -130,7 +194,7 @@ class HttpTargets:
 
     # -- before anything is sent --------------------------------------------------------------
 
-    def _prepare(self, target: Target, request: TargetCall) -> _Prepared:
+    def _prepare(self, target: Target, request: TargetCall, deadline: float) -> _Prepared:
         parts = urlsplit(target.base_url)
         host = parts.hostname or ""
         if parts.scheme not in DEFAULT_PORTS or not host or parts.username is not None or parts.query:
@@ -148,16 +212,29 @@ class HttpTargets:
         if request.idempotency_key is not None:
             check_value("Idempotency-Key", request.idempotency_key)
             headers["Idempotency-Key"] = request.idempotency_key
-        auth = self._auth(target)
-        for name in auth:
+        for name in _auth_headers(target):
             if any(given.lower() == name.lower() for given in request.headers):
                 raise RequestRefused(
                     f"the header {name} carries the target's secret; a flow may not send it", field="headers"
                 )
-        headers.update(auth)
+        headers.update(self._auth(target, deadline))
         return _Prepared(parts.scheme, host, port, path, headers)
 
-    def _auth(self, target: Target) -> dict[str, str]:
+    def _auth(self, target: Target, deadline: float) -> dict[str, str]:
+        """The target's secret or token as its header, read within the call's time (a vault or an identity endpoint
+        that hangs is left behind at the deadline); nothing for a target without auth."""
+        if not _auth_headers(target):
+            return {}
+        try:
+            return self._credential_reads.run(lambda: self._read_auth(target), deadline)
+        except _Late:
+            raise Unavailable(f"the secret or token of {target.name} was not read within the target's time") from None
+        except _Full:
+            raise Unavailable(
+                f"{self._credential_reads.limit} reads of secrets or tokens are under way, none ended: try again"
+            ) from None
+
+    def _read_auth(self, target: Target) -> dict[str, str]:
         if target.auth is TargetAuth.IDENTITY and target.auth_value:
             if self._tokens is None:
                 raise Unavailable("no identity is configured to get a token for the target")
@@ -197,26 +274,17 @@ class HttpTargets:
         """The resolver's answer, waited for until the call's deadline and no longer.
 
         The resolver runs on a thread of its own: one that hangs (a DNS server that never answers) is left to end
-        on its own, and what it finds after the deadline is dropped. Nothing was sent, so the call is NOT_CONNECTED.
+        on its own, and what it finds after the deadline is dropped. Nothing was sent, so the call is NOT_CONNECTED;
+        so it is, at once, while ``MAX_LOOKUPS`` lookups are under way.
         """
-        found: list[Sequence[str]] = []
-        raised: list[BaseException] = []
-        done = threading.Event()
-
-        def look_up() -> None:
-            try:
-                found.append(self._resolve(host, port))
-            except BaseException as exc:  # handed to the caller, which raises it as the resolver did
-                raised.append(exc)
-            finally:
-                done.set()
-
-        threading.Thread(target=look_up, name="oncegate-target-lookup", daemon=True).start()
-        if not done.wait(max(0.0, deadline - time.monotonic())):
-            raise _Unresolved(f"{host} was not resolved within the target's time")
-        if raised:
-            raise raised[0]
-        return found[0]
+        try:
+            return self._lookups.run(lambda: self._resolve(host, port), deadline)
+        except _Late:
+            raise _Unresolved(f"{host} was not resolved within the target's time") from None
+        except _Full:
+            raise _Unresolved(
+                f"{host} was not looked up: {self._lookups.limit} host lookups are under way, none ended; try again"
+            ) from None
 
     def _connect(
         self, prepared: _Prepared, addresses: list[IPAddress], deadline: float
@@ -381,6 +449,14 @@ class _PinnedConnection(http.client.HTTPConnection):
         if sock is not None:
             with contextlib.suppress(OSError):  # closed already: nothing left to cut
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+def _auth_headers(target: Target) -> tuple[str, ...]:
+    """The headers the target's auth fills: a flow may not send them itself."""
+    if target.auth is TargetAuth.IDENTITY and target.auth_value:
+        return ("Authorization",)
+    secret = target.secret
+    return (secret[0],) if secret is not None else ()
 
 
 def _host_header(host: str, port: int, scheme: str) -> str:

@@ -1,6 +1,6 @@
 """Check and claim: the I/O around the contract's decision table (``oncegate.domain.decisions``).
 
-The request is parsed once, into the :class:`~oncegate.domain.intent.Intent` the core makes of it
+The request is parsed once, into the :class:`~oncegate.domain.decisions.Intent` the core makes of it
 (:meth:`~oncegate.service.core.ClaimsCore.intent`); the decision, the answer, the history line and the
 inventory's counts all read that one value. The service reads the claim, asks the pure decision function,
 and writes what it says. Writes
@@ -22,6 +22,7 @@ from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import (
     Change,
     ClaimAnswer,
+    Intent,
     Verdict,
     answer,
     check_and_claim,
@@ -32,7 +33,6 @@ from oncegate.domain.decisions import (
     unclaimed,
     withdrawn,
 )
-from oncegate.domain.intent import Intent
 from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent, flow_text
 from oncegate.domain.statuses import (
     ConflictOrigin,

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from oncegate.domain import members
-from oncegate.domain.intent import Identity
+from oncegate.domain.decisions import Identity
 from oncegate.domain.keys import conflict_id as make_conflict_id
 from oncegate.domain.keys import conflict_ids, normalise_scope, normalise_source
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord, Flow

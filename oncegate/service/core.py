@@ -1,7 +1,7 @@
 """What the claim, result and conflict services share: the store's claims read, the key secrets and
 clock, and the writes every one of them makes (history lines, status changes counted for the scope
 catalogue), and the one parse of a request's key and data under every secret: Check and claim's whole
-request becomes its :class:`~oncegate.domain.intent.Intent` here.
+request becomes its :class:`~oncegate.domain.decisions.Intent` here.
 
 Beside it, what every claim service does the same way:
 
@@ -34,8 +34,8 @@ from typing import Any, Protocol, TypeVar
 
 from oncegate.bounded import Bounded
 from oncegate.domain import members
+from oncegate.domain.decisions import Identity, Intent
 from oncegate.domain.fingerprint_rules import applied
-from oncegate.domain.intent import Identity, Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, compact_time, normalise_scope, normalise_source
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
 from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings

@@ -19,8 +19,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from oncegate.domain.copies import replaced
-from oncegate.domain.decisions import ClaimAnswer, answer, check_and_claim, idempotency_key
-from oncegate.domain.intent import Intent
+from oncegate.domain.decisions import ClaimAnswer, Intent, answer, check_and_claim, idempotency_key
 from oncegate.domain.records import Claim, HistoryEvent
 from oncegate.domain.statuses import EventKind
 from oncegate.service.commands import CheckAndClaim

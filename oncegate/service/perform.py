@@ -32,8 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from oncegate.domain.decisions import ClaimAnswer, idempotency_key
-from oncegate.domain.intent import Intent
+from oncegate.domain.decisions import ClaimAnswer, Intent, idempotency_key
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.performing import (
     CALL,

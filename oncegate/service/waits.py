@@ -15,8 +15,7 @@ import math
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from oncegate.domain.decisions import ClaimAnswer, held_reason
-from oncegate.domain.intent import Identity, Intent
+from oncegate.domain.decisions import ClaimAnswer, Identity, Intent, held_reason
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.statuses import Decision
 from oncegate.domain.times import said

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
 import threading
 import weakref
@@ -97,6 +98,17 @@ def _missing_as_none(
     return cursor.fetchall() if every else cursor.fetchone()
 
 
+def _file_of(path: str) -> tuple[int, int] | None:
+    """The file at ``path`` (its device and inode; zeros for none), None for an in-memory database."""
+    if path == ":memory:":
+        return None
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return (0, 0)
+    return (found.st_dev, found.st_ino)
+
+
 def _mark_row(table: str, key: str, store_id: str, when: str) -> Row:
     """A table's mark row: its key, the store's id, and what the table's NOT NULL columns need."""
     if table == "claims":
@@ -138,6 +150,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         self._local = threading.local()
         self._closers: list[weakref.finalize[Any, Any]] = []
         self._lock = threading.Lock()
+        self._opened: tuple[int, int] | None = None
         self._writer = WritersQueue()
         self._writers_file = WritersFile(Path(self._path + WRITERS_SUFFIX)) if self._path != ":memory:" else None
         with self._alone() as connection:
@@ -146,6 +159,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             # statements, which is why the store is opened by one process's writer at a time.
             connection.execute("PRAGMA journal_mode = WAL")
             connection.executescript(SCHEMA + sqlite_targets.TARGETS_SCHEMA)
+        self._opened = _file_of(self._path)
         with self._write() as connection:
             add_columns(connection)
         with self._alone() as connection:
@@ -158,6 +172,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
     def _connection(self) -> sqlite3.Connection:
         slot: _Slot | None = getattr(self._local, "slot", None)
         if slot is None:
+            self._still_opened()  # a new connection would open (or make) whatever file is at the path now
             connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
             connection.row_factory = sqlite3.Row
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -194,6 +209,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         100 ms between tries, which was the tail under load.
         """
         with self._writer, self._writers_file or nullcontext(), self._translated():
+            self._still_opened()
             yield self._connection()
 
     @contextmanager
@@ -205,6 +221,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         # BEGIN IMMEDIATE still guards against a writer that takes neither lock (another release, a tool). The locks
         # of ``_alone`` taken here, not through it: one context manager less on every write (issue 36).
         with self._writer, self._writers_file or nullcontext(), self._translated():
+            self._still_opened()
             connection = self._connection()
             connection.execute("BEGIN IMMEDIATE")
             try:
@@ -213,6 +230,22 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
+
+    def _still_opened(self) -> None:
+        """Refuse (``NotConfigured``) once the database at the store's path is not the file this store opened.
+
+        Moved aside (the restore runbook's step 2), deleted or replaced by another file while an instance ran:
+        its open connections would go on writing to the file that left, and every claim made there would be
+        lost with it (its key answered proceed again once the app serves the file now at the path).
+        """
+        if self._opened is not None and _file_of(self._path) != self._opened:
+            logger.error("The SQLite database at %s was moved or replaced while this store had it open", self._path)
+            raise NotConfigured(
+                f"The SQLite database at {self._path} was moved, deleted or replaced while this instance ran: what it "
+                "would write would be lost with the file it opened. Nothing is claimed. Restart the app to serve the "
+                "database now at that path.",
+                target=STORE_ID,
+            )
 
     @contextmanager
     def _savepoint(self) -> Iterator[sqlite3.Connection]:

@@ -27,8 +27,7 @@ from oncegate import bootstrap
 from oncegate.bootstrap import Services, wire
 from oncegate.cli.drill import made_up_record_id
 from oncegate.config import AuthMode, Settings
-from oncegate.domain.decisions import ClaimAnswer
-from oncegate.domain.intent import Intent
+from oncegate.domain.decisions import ClaimAnswer, Intent
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim
 from oncegate.domain.sensitive import sensitive_findings

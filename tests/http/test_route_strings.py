@@ -3,7 +3,9 @@
 Anything else that needs a route's address (a poll address, the list a cursor or ticket is sealed
 for) asks the entry (``Operation.path``), so a route changed in its entry cannot leave a stale copy
 behind. Read from the code's string literals and f-strings; docstrings and comments, which tell
-people where things are, are not code.
+people where things are, are not code. The app's list of functions (``operations/functions.py``) is
+written from the entries by ``python -m tools.functions`` and checked against them
+(``tests/http/test_worker_index.py``), as the connector's definition is: not a copy kept by hand.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from pathlib import Path
 from oncegate.entrypoints.operations import OPERATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE = [ROOT / "function_app.py", *sorted((ROOT / "oncegate").rglob("*.py")), *sorted((ROOT / "tools").rglob("*.py"))]
+WRITTEN = ROOT / "oncegate" / "entrypoints" / "operations" / "functions.py"
+CODE = [
+    ROOT / "function_app.py",
+    *sorted(path for path in (ROOT / "oncegate").rglob("*.py") if path != WRITTEN),
+    *sorted((ROOT / "tools").rglob("*.py")),
+]
 # A route with its parameters as holes: "claims/{claimId}/wait" is "claims/{}/wait".
 ROUTES = {re.sub(r"\{[^}]*\}", "{}", operation.route) for operation in OPERATIONS if "/" in operation.route}
 

@@ -18,8 +18,11 @@ import pytest
 from azure.functions.decorators.http import HttpTrigger
 from azure.functions.decorators.timer import TimerTrigger
 
-from oncegate.entrypoints.operations import OPERATIONS
+from oncegate.entrypoints import http
+from oncegate.entrypoints.operations import BY_NAME, OPERATIONS
+from oncegate.entrypoints.operations.functions import FUNCTIONS
 from tests.http.test_startup import import_fresh_function_app, loaded_functions
+from tools import functions as written_list
 
 # Every function of release 0.x, as the host lists them (function keys are kept per function).
 SHIPPED = {
@@ -70,3 +73,20 @@ def test_each_function_takes_exactly_its_bindings_with_their_types(indexed: dict
         assert isinstance(trigger, TimerTrigger)
         assert (hints[trigger.name], hints["return"]) == (func.TimerRequest, type(None))
     assert function.get_dict_repr()["scriptFile"] == "function_app.py"
+
+
+def test_the_list_the_app_declares_its_functions_from_is_written_from_the_table() -> None:
+    # function_app.py reads operations/functions.py instead of importing every entry (issue 36's cold start).
+    assert written_list.main(["--check"]) == 0
+    assert [listed.name for listed in FUNCTIONS] == [operation.name for operation in OPERATIONS]
+
+
+@pytest.mark.parametrize("listed", FUNCTIONS, ids=lambda listed: listed.name)
+def test_each_listed_function_serves_its_entry_of_the_table(listed: typing.Any) -> None:
+    operation = BY_NAME[listed.name]
+    assert http.entry(listed) is operation
+    assert (listed.route, listed.method, listed.anonymous) == (
+        operation.route,
+        operation.method,
+        operation.role is None,
+    )

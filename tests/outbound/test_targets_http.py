@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -570,3 +571,104 @@ def test_a_host_lookup_that_hangs_ends_at_the_calls_deadline_and_nothing_is_sent
     assert (reply.failure, reply.sent) == (Failure.NOT_CONNECTED, False)
     assert reply.reason == "orders.test was not resolved within the target's time"
     assert stand_in.received == []
+
+
+class Hanging:
+    """A resolver, vault or identity endpoint that never answers until the test lets it go; counts who asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.let_go = threading.Event()
+        self._lock = threading.Lock()
+
+    def __call__(self, *_: object) -> Any:
+        with self._lock:
+            self.asked += 1
+        self.let_go.wait(timeout=30)
+        return ["127.0.0.1"]
+
+    def token(self, audience: str) -> str:
+        self(audience)
+        return "late-token"
+
+    def secret(self, name: str) -> str:
+        self(name)
+        return "late-secret"
+
+
+def calls_at_once(adapter: HttpTargets, target: Target, count: int) -> tuple[list[TargetReply], float]:
+    """``count`` calls on threads of their own, all started at once; their replies and the slowest's time."""
+    replies: list[TargetReply] = []
+    started = time.monotonic()
+    callers = [threading.Thread(target=lambda: replies.append(adapter.call(target, post()))) for _ in range(count)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(timeout=10)
+    assert not any(caller.is_alive() for caller in callers), "a call waited past its deadline"
+    return replies, time.monotonic() - started
+
+
+def ended(name: str) -> None:
+    """Waits for the adapter's threads of ``name`` (left behind by calls past their deadline) to end."""
+    for thread in [thread for thread in threading.enumerate() if thread.name == name]:
+        thread.join(timeout=10)
+
+
+def test_host_lookups_that_hang_hold_at_most_the_cap_of_threads_and_a_call_past_it_fails_at_once(
+    stand_in: StandInTarget,
+) -> None:
+    resolver = Hanging()
+    adapter = HttpTargets(allow_loopback=True, resolve=resolver, max_lookups=2)
+    target = declared(f"http://orders.test:{stand_in.port}", timeout_seconds=1)
+    try:
+        # Two calls give up on their lookups at their deadline; the lookups' threads go on, holding both places.
+        late, _ = calls_at_once(adapter, target, 2)
+        started = time.monotonic()
+        full = adapter.call(target, post())
+        full_took = time.monotonic() - started
+    finally:
+        resolver.let_go.set()
+    ended("oncegate-target-lookup")
+    again = adapter.call(target, post())
+
+    assert [(reply.failure, reply.sent) for reply in late] == [(Failure.NOT_CONNECTED, False)] * 2
+    assert (full.failure, full.sent) == (Failure.NOT_CONNECTED, False)
+    assert full.reason == "orders.test was not looked up: 2 host lookups are under way, none ended; try again"
+    assert full_took < 0.5, "a call that found every place taken waited"
+    assert resolver.asked == 3  # the two left behind, and the one after they ended; never a third thread at once
+    assert again.status == 201
+    assert len(stand_in.received) == 1
+
+
+@pytest.mark.parametrize("auth", ["secret", "identity"])
+def test_a_secret_or_token_read_that_hangs_ends_at_the_calls_deadline_and_past_the_cap_at_once(
+    stand_in: StandInTarget, auth: str
+) -> None:
+    reader = Hanging()
+    if auth == "secret":
+        adapter = HttpTargets(allow_loopback=True, secrets=reader.secret, max_credential_reads=2)
+        target = declared(stand_in.base_url, auth=TargetAuth.SECRET, auth_value="X-Api-Key=oncegate-target-erp")
+    else:
+        adapter = HttpTargets(allow_loopback=True, tokens=reader.token, max_credential_reads=2)
+        target = declared(stand_in.base_url, auth=TargetAuth.IDENTITY, auth_value="api://erp")
+    target = replace(target, timeout_seconds=1)
+    try:
+        late, took = calls_at_once(adapter, target, 2)
+        started = time.monotonic()
+        full = adapter.call(target, post())
+        full_took = time.monotonic() - started
+    finally:
+        reader.let_go.set()
+    ended("oncegate-target-credential")
+    again = adapter.call(target, post())
+
+    assert took < 3, "a call waited for its secret or token past its deadline (the target's time is 1 s)"
+    assert [(reply.failure, reply.sent) for reply in late] == [(Failure.REFUSED, False)] * 2
+    assert late[0].reason == "the secret or token of erp was not read within the target's time"
+    assert (full.failure, full.sent) == (Failure.REFUSED, False)
+    assert full.reason == "2 reads of secrets or tokens are under way, none ended: try again"
+    assert full_took < 0.5
+    assert reader.asked == 3
+    assert again.status == 201
+    assert len(stand_in.received) == 1

@@ -1,6 +1,6 @@
 """The quick canonical JSON and base32 against what they stand in for: the same bytes, or the same refusal.
 
-A fingerprint stored last year must match the same payload sent today, so :func:`~oncegate.domain.canonical.
+A fingerprint stored last year must match the same payload sent today, so :func:`~oncegate.domain.members.
 canonical` may never write one byte the library would not (issue 36). The values are any JSON a trigger may
 carry and more: every float (whole, tiny, huge, negative zero, infinities, NaN), integers past JSON's exact
 range, every character (control characters, lone surrogates, characters past the BMP in values and member
@@ -19,8 +19,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from oncegate.domain import members
-from oncegate.domain.canonical import canonical
 from oncegate.domain.keys import _b32
+from oncegate.domain.members import canonical
 
 ANY_CHARACTER = st.characters(codec=None, exclude_categories=())
 TEXT = st.text(ANY_CHARACTER, max_size=12) | st.sampled_from(["", "a", "é", "\u2028", "\x7f", "\ud800", "😀", "\ue000"])

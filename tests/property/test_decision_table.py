@@ -13,8 +13,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oncegate.domain.decisions import Change, answer, check_and_claim, decide
-from oncegate.domain.intent import Intent
+from oncegate.domain.decisions import Change, Intent, answer, check_and_claim, decide
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, Flow
 from oncegate.domain.statuses import ClaimStatus, Decision, Outcome

@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from oncegate.domain.copies import WRITTEN_BY_DATACLASSES, replaced
-from oncegate.domain.decisions import ClaimAnswer, Verdict
-from oncegate.domain.intent import Intent
+from oncegate.domain.decisions import ClaimAnswer, Intent, Verdict
 from oncegate.domain.records import Claim, Flow, HistoryEvent
 from oncegate.domain.statuses import AnswerStatus, Decision
 from tests.support.records import event, full_claim

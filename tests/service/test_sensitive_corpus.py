@@ -24,7 +24,7 @@ import pytest
 
 from oncegate.domain.sensitive import sensitive_findings
 from oncegate.domain.statuses import Outcome
-from oncegate.entrypoints.sensitive_data import stored_findings
+from oncegate.entrypoints.parse import stored_findings
 from oncegate.models import RecordResultRequest
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -15,14 +15,15 @@ into the service's command (:mod:`oncegate.service.commands`), ``serve`` it with
 - the connector generator (``tools/connector``) writes each entry's path, parameters and designer text;
 - the command's client (``oncegate.cli.client``) and the tests' ``Gate`` call the actions by entry.
 
-The entries live by aggregate: :mod:`.claims` (with the bulk calls' own work in :mod:`.bulk`),
+The entries live by aggregate: :mod:`.claims` (Check and claim, its wait), :mod:`.claim_records` (a claim once
+made: its result, lease, review and look-ups), :mod:`.bulk` (Check and claim many, Record results),
 :mod:`.conflicts`, :mod:`.inventory`, :mod:`.perform` (Perform once), :mod:`.targets` (the operators' own,
 which the connector leaves out: ``in_connector``); :data:`OPERATIONS` is their union, in the connector's order.
 
 Adding an action:
 
 1. its request and response models in ``oncegate/models/`` (with designer text on each field), and
-   the fields it stores as sent in ``entrypoints/sensitive_data.py``'s ``STORED_FIELDS`` if it stores free text;
+   the fields it stores as sent in ``entrypoints/parse.py``'s ``STORED_FIELDS`` if it stores free text;
 2. its command in ``oncegate/service/commands.py`` and its service method (``oncegate/service/``);
 3. one ``Operation`` in the module of its aggregate here, added to that module's ``OPERATIONS``:
    ``name`` (the Azure function's; never rename one that shipped), ``route``, ``method``, ``role``,
@@ -30,24 +31,51 @@ Adding an action:
    ``render``, ``stores`` if the request stores free text, and a ``Designer`` (a new ``operation_id``);
 4. docs: ``docs/contract.md`` (the action, its errors), the README's list if it is one flows use, and
    ``CHANGELOG.md``. Then ``python -m tools.connector`` writes the connector's definition again
-   (``tests/connector`` checks it against this table: it fails until the definition is written again).
+   (``tests/connector`` checks it against this table: it fails until the definition is written again),
+   and ``python -m tools.functions`` the app's list of functions (:mod:`.functions`, checked alike).
 
 Nothing else names the action: the app, the local server, the connector, the client and the tests'
-``Gate`` find it here.
+``Gate`` find it here. The app declares its functions from the list written from it (:mod:`.functions`)
+and imports an entry's module when its function is first called, so a new process loads the entries of
+the actions it serves (issue 36's cold start); every other reader imports the whole table with
+:data:`OPERATIONS` or :data:`BY_NAME`.
 """
 
 from __future__ import annotations
 
-from oncegate.entrypoints.operations import claims, conflicts, inventory, perform, targets
+from typing import TYPE_CHECKING, Any
+
 from oncegate.entrypoints.operations.table import Call, Designer, Operation, Reply
 
-OPERATIONS: tuple[Operation, ...] = (
-    *claims.OPERATIONS,
-    *perform.OPERATIONS,
-    *conflicts.OPERATIONS,
-    *inventory.OPERATIONS,
-    *targets.OPERATIONS,
-)
-BY_NAME = {operation.name: operation for operation in OPERATIONS}
+if TYPE_CHECKING:
+    OPERATIONS: tuple[Operation, ...]
+    BY_NAME: dict[str, Operation]
+
+
+def _table() -> dict[str, Any]:
+    from oncegate.entrypoints.operations import bulk, claim_records, claims, conflicts, inventory, perform, targets
+
+    operations = (
+        *claims.OPERATIONS,
+        *claim_records.SINGLE,
+        *bulk.OPERATIONS,
+        *claim_records.OPERATIONS,
+        *perform.OPERATIONS,
+        *conflicts.OPERATIONS,
+        *inventory.OPERATIONS,
+        *targets.OPERATIONS,
+    )
+    return {"OPERATIONS": operations, "BY_NAME": {operation.name: operation for operation in operations}}
+
+
+def __getattr__(name: str) -> Any:
+    """The whole table, its modules imported when it is first asked for: the app imports an entry's module
+    when its function is first called (``functions``, issue 36's cold start), every other reader the table."""
+    if name not in ("OPERATIONS", "BY_NAME"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    table = _table()
+    globals().update(table)
+    return table[name]
+
 
 __all__ = ["BY_NAME", "OPERATIONS", "Call", "Designer", "Operation", "Reply"]

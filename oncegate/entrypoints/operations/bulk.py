@@ -1,10 +1,11 @@
-"""The bulk calls' own work (issue 24): each item performed by its single call's entry, answered in its place.
+"""The bulk calls (issue 24), Check and claim many and Record results: their entries and their own work.
 
-Check and claim many and Record results (``operations.claims``) read their items one by one: an item
-is its single call's body, performed by that call's entry (:meth:`Operation.perform`), with that
-call's telemetry event marked ``bulk``; ``oncegate.service.bulk`` orders the items that share a claim.
-Where the store writes one at a time (SQLite), Check and claim many parses its items first and claims
-their new keys together (``oncegate.service.new_claims``, issue 36), rendered as the single call renders.
+Each reads its items one by one: an item is its single call's body, performed by that call's entry
+(:meth:`Operation.perform`; ``operations.claims``, ``operations.claim_records``), with that call's telemetry
+event marked ``bulk``; ``oncegate.service.bulk`` orders the items that share a claim. Where the store writes one
+at a time (SQLite), Check and claim many parses its items first and claims their new keys together
+(``oncegate.service.new_claims``, issue 36), rendered as the single call renders. Their entries live here,
+apart from the single calls', so a process whose first request is a single call loads none of it.
 """
 
 from __future__ import annotations
@@ -18,20 +19,27 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate import telemetry
 from oncegate.domain.copies import replaced
-from oncegate.domain.decisions import ClaimAnswer
-from oncegate.domain.intent import Intent
+from oncegate.domain.decisions import ClaimAnswer, Intent
 from oncegate.domain.keys import normalise_key, normalise_scope
 from oncegate.entrypoints import error_map
 from oncegate.entrypoints.error_map import error_info
-from oncegate.entrypoints.operations.table import Call, Operation
-from oncegate.entrypoints.parse import CLAIM_ID_PATTERN, item_body
+from oncegate.entrypoints.operations.claim_records import RECORD_RESULT
+from oncegate.entrypoints.operations.claims import CHECK_AND_CLAIM
+from oncegate.entrypoints.operations.table import Call, Designer, Operation
+from oncegate.entrypoints.parse import CLAIM_ID_PATTERN, MAX_BULK_BODY_BYTES, item_body
 from oncegate.errors import InvalidRequest, NotConfigured, NotFound, OnceGateError, StoreUnavailable
 from oncegate.models import (
+    IMPORTANT,
+    BulkItems,
     ClaimItem,
+    ClaimManyAnswer,
     ClaimManyEntry,
+    ClaimManyRequest,
     ClaimResponse,
     ClaimView,
     RecordResultRequest,
+    RecordResultsAnswer,
+    RecordResultsRequest,
     ResultEntry,
     ResultItem,
 )
@@ -293,3 +301,65 @@ def _send_item_events(kept: list[list[telemetry.Answered]], answers: Sequence[An
             made = [event.unavailable(error_map.code(answer)) for event in made or [untried]]
         for event in made:
             event.send()
+
+
+# -- the table's entries -------------------------------------------------------------------------------------
+
+CHECK_AND_CLAIM_MANY = Operation(
+    name="check_and_claim_many",
+    route="claims/batch",
+    method="POST",
+    body=ClaimManyRequest,
+    response=ClaimManyAnswer,
+    parse=lambda call: call.body.items,
+    serve=lambda services, call, items: claim_each(services, call, items, CHECK_AND_CLAIM),
+    render=lambda call, entries: ClaimManyAnswer(value=entries),
+    body_limit=MAX_BULK_BODY_BYTES,
+    items="items",
+    reads=BulkItems,
+    designer=Designer(
+        operation_id="CheckAndClaimMany",
+        summary="Check and claim many",
+        description=(
+            "Check and claim for up to 100 records in one call, such as the rows of an import. Each item is a Check "
+            "and claim body and gets the answer Check and claim would give it, in the items' order, or an error for "
+            "that item alone. Items never wait. Filter the answers on decision: proceed carries the claim token and "
+            "the item's reference, so the flow finds its row. When any item has the error store_unavailable, send "
+            "the whole call again, unchanged, and use its answers instead: items the store kept get their claims back."
+        ),
+        visibility=IMPORTANT,
+        success="One answer per item, in order: the decision, or that item's error.",
+        errors=(400, 413, 503),
+        body_description="The records to check and claim: an array built with a Select action.",
+    ),
+)
+
+RECORD_RESULTS = Operation(
+    name="record_results",
+    route="claims/results",
+    method="POST",
+    body=RecordResultsRequest,
+    response=RecordResultsAnswer,
+    parse=lambda call: call.body.items,
+    serve=lambda services, call, items: record_each(services, call, items, RECORD_RESULT),
+    render=lambda call, entries: RecordResultsAnswer(value=entries),
+    body_limit=MAX_BULK_BODY_BYTES,
+    items="items",
+    reads=BulkItems,
+    designer=Designer(
+        operation_id="RecordResults",
+        summary="Record results",
+        description=(
+            "Records the results of up to 100 side effects in one call, each with its claim ID and claim token, as "
+            "Record result records one. Each item is answered in its place: the claim, or an error for that item "
+            "alone, such as stale_claim. Sending the same results again changes nothing: when any item has the error "
+            "store_unavailable, send the whole call again, unchanged."
+        ),
+        visibility=IMPORTANT,
+        success="One answer per item, in order: the claim with its result, or that item's error.",
+        errors=(400, 413, 503),
+        body_description="The results to record: an array built with a Select action after the side effects.",
+    ),
+)
+
+OPERATIONS = (CHECK_AND_CLAIM_MANY, RECORD_RESULTS)

@@ -35,8 +35,8 @@ from oncegate.stores.tables.entities import (
     _event_place,
     _fingerprint_entity,
     _tally_entity,
+    _translated,
 )
-from oncegate.stores.tables.errors import _translated
 from oncegate.stores.tables.history import one_line_per_series
 
 # The import that filled this store (issue 35): one row beside the store's id.

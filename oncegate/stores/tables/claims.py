@@ -39,9 +39,13 @@ from oncegate.stores import columns, large_values
 from oncegate.stores.paging import decode_cursor, encode_cursor
 from oncegate.stores.tables import batch
 from oncegate.stores.tables.entities import (
+    BAD_REQUEST,
     CLAIM_ROW,
+    EXISTS,
     FINGERPRINT_PREFIX,
+    MISSING,
     PARTITION_FILTER,
+    STALE,
     _claim_entity,
     _claim_index,
     _claim_keys,
@@ -49,8 +53,9 @@ from oncegate.stores.tables.entities import (
     _event_entity,
     _fingerprint_entity,
     _if_unchanged,
+    _on_status,
+    _translated,
 )
-from oncegate.stores.tables.errors import BAD_REQUEST, EXISTS, MISSING, STALE, _on_status, _translated
 
 CLAIM_CLAUSES = {
     "rk": "RowKey eq @rk",

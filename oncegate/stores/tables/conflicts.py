@@ -38,8 +38,18 @@ from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound
 from oncegate.stores import columns, large_values
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 from oncegate.stores.tables import batch
-from oncegate.stores.tables.entities import CONFLICT_PARTITION, PARTITION_FILTER, _entity, _etag, _if_unchanged
-from oncegate.stores.tables.errors import EXISTS, MISSING, STALE, _on_status, _translated
+from oncegate.stores.tables.entities import (
+    CONFLICT_PARTITION,
+    EXISTS,
+    MISSING,
+    PARTITION_FILTER,
+    STALE,
+    _entity,
+    _etag,
+    _if_unchanged,
+    _on_status,
+    _translated,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -52,8 +52,11 @@ from oncegate.stores.paging import decode_cursor, encode_cursor
 from oncegate.stores.tables import batch, query
 from oncegate.stores.tables.conflicts import UPGRADE_PARTITION
 from oncegate.stores.tables.entities import (
+    EXISTS,
     HISTORY_PREFIX,
     KEY_TIME,
+    MISSING,
+    STALE,
     TALLY_PREFIX,
     _claim_keys,
     _etag,
@@ -62,8 +65,8 @@ from oncegate.stores.tables.entities import (
     _history_key,
     _if_unchanged,
     _tally_entity,
+    _translated,
 )
-from oncegate.stores.tables.errors import EXISTS, MISSING, STALE, _translated
 
 # Keys that start with a time start with a digit; ":" follows "9", and "." follows "-": the history ends there.
 TIMED_END = HISTORY_PREFIX + ":"

@@ -27,8 +27,8 @@ from oncegate.stores.tables.entities import (
     _index_entities,
     _index_partition,
     _index_place,
+    _translated,
 )
-from oncegate.stores.tables.errors import _translated
 
 INDEX_FILTER = "PartitionKey eq @pk and RowKey gt @after"
 INDEX_REPAIR_FILTER = "RowKey eq @rk and FirstReceivedAt ge @since and ( Source gt @none or Reference gt @none )"

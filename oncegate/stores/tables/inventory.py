@@ -15,8 +15,7 @@ from azure.data.tables import TableClient
 from oncegate.domain.records import FlowRecord, Overlap, ScopeRecord
 from oncegate.stores import columns, large_values
 from oncegate.stores.columns import Row
-from oncegate.stores.tables.entities import PARTITION_FILTER, _etag, _save
-from oncegate.stores.tables.errors import _translated
+from oncegate.stores.tables.entities import PARTITION_FILTER, _etag, _save, _translated
 
 R = TypeVar("R")
 

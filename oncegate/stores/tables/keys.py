@@ -19,8 +19,7 @@ from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.records import KeySecretRecord
 from oncegate.errors import ConcurrentUpdate, NotConfigured
 from oncegate.stores import columns
-from oncegate.stores.tables.entities import KEY_PARTITION, STORE_PARTITION, _etag, _if_unchanged, _save
-from oncegate.stores.tables.errors import _translated
+from oncegate.stores.tables.entities import KEY_PARTITION, STORE_PARTITION, _etag, _if_unchanged, _save, _translated
 
 # The store's id's row, beside the key secrets (in STORE_PARTITION), so that one read brings both.
 STORE_ROW = "identity"

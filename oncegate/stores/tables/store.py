@@ -23,7 +23,7 @@ from oncegate.domain.records import HistoryEvent
 from oncegate.stores.tables.backups import TableBackups
 from oncegate.stores.tables.claims import TableClaims
 from oncegate.stores.tables.conflicts import TableConflicts
-from oncegate.stores.tables.errors import _translated
+from oncegate.stores.tables.entities import _translated
 from oncegate.stores.tables.history import SERIES_REMEMBERED, TableHistory
 from oncegate.stores.tables.index import TableClaimIndex
 from oncegate.stores.tables.inventory import TableInventory

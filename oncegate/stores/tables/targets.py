@@ -15,8 +15,7 @@ from azure.data.tables import TableClient
 from oncegate.domain.targets import Target
 from oncegate.errors import NotFound
 from oncegate.stores import large_values
-from oncegate.stores.tables.entities import PARTITION_FILTER, _etag, _save
-from oncegate.stores.tables.errors import _translated
+from oncegate.stores.tables.entities import PARTITION_FILTER, _etag, _save, _translated
 from oncegate.stores.target_rows import target_from_row, target_to_row
 
 TARGETS_SUFFIX = "Targets"

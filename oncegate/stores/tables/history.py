@@ -32,17 +32,16 @@ its mark's is a claim's or an index's)::
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from itertools import chain, islice
 from operator import itemgetter
 from secrets import token_hex
-from typing import Any, cast
+from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.core.paging import PageIterator
 from azure.data.tables import TableClient, TableEntity, TransactionOperation, UpdateMode
 
 from oncegate.bounded import Bounded
@@ -50,7 +49,7 @@ from oncegate.domain.records import HistoryEvent, Page
 from oncegate.errors import InvalidRequest
 from oncegate.stores import columns, large_values
 from oncegate.stores.paging import decode_cursor, encode_cursor
-from oncegate.stores.tables import batch
+from oncegate.stores.tables import batch, query
 from oncegate.stores.tables.conflicts import UPGRADE_PARTITION
 from oncegate.stores.tables.entities import (
     EXISTS,
@@ -89,8 +88,8 @@ UTC_OFFSET = "+00:00"
 BEGUN_HERE = "Z"
 
 
-def _event(entity: TableEntity) -> HistoryEvent:
-    return columns.event_from_row(large_values.gather(entity))
+def _event(row: Mapping[str, Any]) -> HistoryEvent:
+    return columns.event_from_row(large_values.gather(row))
 
 
 def _order(event: HistoryEvent) -> str:
@@ -260,7 +259,8 @@ class TableHistory:
         self, claim_id: str, after: str, *, top: int | None, begun_here: bool = False
     ) -> tuple[Iterator[tuple[str, HistoryEvent]], bool]:
         """The history's lines after the key ``after``, by key: one range read to the history's end, ``top`` rows
-        at a time as consumed; and whether this release began the history (``begun_here``: a cursor said so).
+        at a time as consumed (``query.pages``: the rows decoded from the answer's JSON); and whether this release
+        began the history (``begun_here``: a cursor said so).
 
         The rows keyed by time come first, then the series lines of earlier releases, kept under their ids. Those
         are read on their own only when the rows keyed by time fill the first read, and the history may have
@@ -268,24 +268,24 @@ class TableHistory:
         every row of the partition in its range before it takes ``top`` (its ``LokiTableMetadataStore``
         filters the table and sorts what matched), so a second read costs about as much as the first."""
         parameters = {"pk": claim_id, "after": after, "end": HISTORY_END}
-        query = self._claims.query_entities(RANGE_FILTER, parameters=parameters, results_per_page=top)
-        pages = cast(PageIterator[TableEntity], query.by_page())
-        first = list(next(pages, []))
+        answers = query.pages(self._claims, RANGE_FILTER, parameters, top=top)
+        first, more = next(answers)
         if after == HISTORY_PREFIX and first:
             begun_here = self._history_timed_since <= first[0]["RowKey"] < TIMED_END
-        if pages.continuation_token is None:
-            by_id = [entity for entity in first if entity["RowKey"] > TIMED_END]
+        if not more:
+            by_id = [row for row in first if row["RowKey"] > TIMED_END]
         elif begun_here:
             by_id = []
         else:
-            by_id = list(self._claims.query_entities(RANGE_FILTER, parameters={**parameters, "after": TIMED_END}))
+            earlier_rows = query.pages(self._claims, RANGE_FILTER, {**parameters, "after": TIMED_END}, top=None)
+            by_id = [row for rows, _ in earlier_rows for row in rows]
         earlier = [self._with_later_answers(_event(entity)) for entity in by_id]
         # A series line at its time whose series also has a line of an earlier release is counted in that one.
         shown_there = {line.event_id for line in earlier}
         timed = (
-            (entity["RowKey"], _event(entity))
-            for entity in chain(first, chain.from_iterable(pages))
-            if entity["RowKey"] < TIMED_END
+            (row["RowKey"], _event(row))
+            for row in chain(first, chain.from_iterable(rows for rows, _ in answers))
+            if row["RowKey"] < TIMED_END
         )
         kept = ((key, event) for key, event in timed if event.event_id not in shown_there)
         placed = sorted(((_order(line), line) for line in earlier if _order(line) > after), key=itemgetter(0))

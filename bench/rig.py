@@ -25,6 +25,7 @@ from oncegate.models import ClaimRequest, ClaimResponse, RecordResultRequest
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import BUSY_TIMEOUT_MS, SqliteStore
 from oncegate.stores.tables.store import TableStore
+from oncegate.stores.tables.transport import client_options, endpoint_of
 from tests.gate import Gate
 from tests.load.served import served
 from tests.support.azurite import Azurite
@@ -117,7 +118,9 @@ class Rig:
             path = Path(self.location(kind, name))
             store = CountedSqliteStore(path, calls) if calls else SqliteStore(path)
         else:
-            options = {"raw_request_hook": calls} if calls else {}
+            # The product's transport options (the environment's proxy read once, issue 36), as its store opens them.
+            options = client_options(endpoint_of(self.azurite.connection_string))
+            options |= {"raw_request_hook": calls} if calls else {}
             client = TableServiceClient.from_connection_string(self.azurite.connection_string, **options)
             store = TableStore(client, prefix=self.location(kind, name))
         self._closers.append(store.close)

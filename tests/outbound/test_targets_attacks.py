@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ from oncegate.domain.target_requests import RequestRefused, path_under
 from oncegate.domain.targets import Failure, Target, TargetAuth, TargetCall
 from oncegate.errors import InvalidRequest
 from oncegate.outbound.targets_http import HttpTargets
-from tests.support.target_server import StandInTarget
+from tests.support.target_server import StandInTarget, tls_for
 
 
 @pytest.fixture
@@ -295,6 +296,29 @@ def test_an_answer_the_deadline_cuts_short_is_a_timeout_never_a_status(answer: b
     # At about the target's 1 s, whatever the answer's form; uncut, the drip goes on for 30 s. The bound leaves
     # threads waiting for a core on a loaded machine four seconds.
     assert elapsed < 5
+
+
+def test_an_answer_read_until_close_over_tls_is_cut_at_the_deadline(tmp_path: Path) -> None:
+    # The same answer as body-until-close, over TLS: the watchdog shuts the TLS socket http.client let go of.
+    server_tls, client_tls = tls_for("orders.test", tmp_path)
+
+    def serve(connection: socket.socket, stop: threading.Event) -> None:
+        try:
+            with server_tls.wrap_socket(connection, server_side=True) as tls:
+                _read_request(tls)
+                tls.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")
+                _drip(tls, stop, b"x" * ANSWER_DRIP_BYTES)
+        except OSError:  # the adapter hung up
+            return
+
+    with BareServer(serve) as server:
+        adapter = HttpTargets(allow_loopback=True, resolve=lambda _host, _port: ["127.0.0.1"], tls=client_tls)
+        started = time.monotonic()
+        reply = adapter.call(declared(f"https://orders.test:{server.port}", timeout_seconds=1), post())
+        elapsed = time.monotonic() - started
+
+    assert (reply.status, reply.failure, reply.sent, reply.body) == (None, Failure.TIMEOUT, True, b"")
+    assert elapsed < 5  # as body-until-close: about 1 s, 30 s uncut
 
 
 def test_a_late_connect_then_a_dripped_handshake_end_within_the_targets_time_together() -> None:

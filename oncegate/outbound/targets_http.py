@@ -21,8 +21,10 @@ Each call goes through every check before a byte leaves, and answers what happen
                                                                    outcome unknown
 
 ``http.client`` reads no proxy settings from the environment, so ``HTTPS_PROXY`` cannot send a call
-elsewhere. A watchdog shuts the socket at the call's deadline: a target that drips its answer a byte at
-a time is cut at the deadline as one that never answers is. The target's secret or token and the host
+elsewhere. A watchdog shuts the call's socket at its deadline, whatever phase the call is in (connect, TLS
+handshake, send, head or body, a body read until the target closes included): a target that accepts late,
+then drips its handshake and its answer a byte at a time, is cut at the deadline as one that never answers
+is; each phase's socket timeout is also the time left when it starts. The target's secret or token and the host
 lookup count inside that time too: each runs on a thread of its own, and one that hangs (a vault, an identity
 endpoint or a DNS server that never answers) is left behind at the deadline, nothing sent (REFUSED for a
 secret or token, NOT_CONNECTED for the lookup). A thread left behind keeps its place until it ends: at most
@@ -187,10 +189,14 @@ class HttpTargets:
             return TargetReply(failure=Failure.REFUSED, reason=str(exc))
         except _Unresolved as exc:
             return TargetReply(failure=Failure.NOT_CONNECTED, reason=str(exc))
-        connection = self._connect(prepared, addresses, deadline)
-        if isinstance(connection, TargetReply):
-            return connection
-        return self._exchange(connection, prepared, request, deadline)
+        watchdog = _Watchdog(deadline)
+        try:
+            connection = self._connect(prepared, addresses, deadline, watchdog)
+            if isinstance(connection, TargetReply):
+                return connection
+            return self._exchange(connection, prepared, request, deadline, watchdog)
+        finally:
+            watchdog.stop()
 
     # -- before anything is sent --------------------------------------------------------------
 
@@ -287,20 +293,18 @@ class HttpTargets:
             ) from None
 
     def _connect(
-        self, prepared: _Prepared, addresses: list[IPAddress], deadline: float
+        self, prepared: _Prepared, addresses: list[IPAddress], deadline: float, watchdog: _Watchdog
     ) -> _PinnedConnection | TargetReply:
         reason = "no address answered"
         for address in addresses:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if deadline - time.monotonic() <= 0 or watchdog.fired:
+                reason = f"{prepared.host} was not connected to within the target's time"
                 break
-            # The socket's timeout bounds the TLS handshake as a whole (ssl keeps one deadline for it), so a handshake
-            # dripped a byte at a time still ends by the call's deadline.
-            connection = _PinnedConnection(address, prepared, timeout=remaining, tls=self._tls)
+            connection = _PinnedConnection(address, prepared, deadline=deadline, watchdog=watchdog, tls=self._tls)
             try:
                 connection.connect()
             except (OSError, ssl.SSLError) as exc:
-                connection.close()
+                watchdog.close(connection)
                 reason = f"{prepared.host} ({address}) did not take the connection: {exc}"
                 continue
             return connection
@@ -309,11 +313,14 @@ class HttpTargets:
     # -- once something may have been sent -----------------------------------------------------
 
     def _exchange(
-        self, connection: _PinnedConnection, prepared: _Prepared, request: TargetCall, deadline: float
+        self,
+        connection: _PinnedConnection,
+        prepared: _Prepared,
+        request: TargetCall,
+        deadline: float,
+        watchdog: _Watchdog,
     ) -> TargetReply:
-        watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), connection.cut)
-        watchdog.daemon = True
-        watchdog.start()
+        response: _Response | None = None
         try:
             connection.putrequest(request.method, prepared.path, skip_host=True, skip_accept_encoding=True)
             for name, value in prepared.headers.items():
@@ -327,7 +334,7 @@ class HttpTargets:
                 connection.putheader("Content-Length", str(len(body)))
             connection.endheaders(body)
             response = connection.getresponse()
-            if connection.was_cut:
+            if watchdog.fired:
                 # http.client takes the end of the stream for the end of the headers: the watchdog's cut is no answer.
                 raise TimeoutError
             if response.head_cut:
@@ -346,7 +353,7 @@ class HttpTargets:
                 # the way may have read another answer.
                 return TargetReply(failure=Failure.BROKEN, reason=ambiguous)
             body = self._read(response, deadline)
-            if connection.was_cut:
+            if watchdog.fired:
                 raise TimeoutError
             return TargetReply(status=response.status, headers=_headers(response), body=body)
         except _TooLarge:
@@ -354,11 +361,15 @@ class HttpTargets:
                 failure=Failure.TOO_LARGE, reason=f"the answer was over {self._max_response_bytes} bytes"
             )
         except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
-            if connection.was_cut or time.monotonic() >= deadline or isinstance(exc, TimeoutError):
+            if watchdog.fired or time.monotonic() >= deadline or isinstance(exc, TimeoutError):
                 return TargetReply(failure=Failure.TIMEOUT, reason="no whole answer within the target's time")
             return TargetReply(failure=Failure.BROKEN, reason=f"the connection broke before a whole answer: {exc}")
         finally:
-            watchdog.cancel()
+            # The watchdog first: once stopped it shuts nothing, so a socket number closed here and taken again by
+            # another call is never shut by this one's watchdog.
+            watchdog.stop()
+            if response is not None:
+                response.close()  # an answer read until the target closes holds the socket after the connection
             connection.close()
 
     def _read(self, response: http.client.HTTPResponse, deadline: float) -> bytes:
@@ -418,12 +429,21 @@ class _PinnedConnection(http.client.HTTPConnection):
 
     response_class = _Response
 
-    def __init__(self, address: IPAddress, prepared: _Prepared, *, timeout: float, tls: ssl.SSLContext | None) -> None:
-        super().__init__(str(address), prepared.port, timeout=timeout)
+    def __init__(
+        self,
+        address: IPAddress,
+        prepared: _Prepared,
+        *,
+        deadline: float,
+        watchdog: _Watchdog,
+        tls: ssl.SSLContext | None,
+    ) -> None:
+        super().__init__(str(address), prepared.port)
         self._address = address
         self._prepared = prepared
+        self._deadline = deadline
+        self._watchdog = watchdog
         self._tls = tls if tls is not None else ssl.create_default_context() if prepared.scheme == "https" else None
-        self.was_cut = False
 
     def getresponse(self) -> _Response:
         response = super().getresponse()
@@ -431,24 +451,90 @@ class _PinnedConnection(http.client.HTTPConnection):
         return response
 
     def connect(self) -> None:
+        """Connect, then shake hands, each with the time left as its socket's timeout, under the call's watchdog."""
         family = socket.AF_INET6 if self._address.version == 6 else socket.AF_INET
         raw = socket.socket(family, socket.SOCK_STREAM)
+        self._watchdog.watch(raw)
         try:
-            raw.settimeout(self.timeout)
+            raw.settimeout(_time_left(self._deadline))
             raw.connect((str(self._address), self.port))
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.sock = raw if self._tls is None else self._tls.wrap_socket(raw, server_hostname=self._prepared.host)
+            if self._tls is None:
+                self.sock = raw
+                return
+            # The TLS socket takes the raw one's descriptor: the watchdog watches it before the handshake starts, and
+            # the handshake gets the time left after the connect (ssl keeps one deadline for the handshake as a whole).
+            wrapped = self._tls.wrap_socket(raw, server_hostname=self._prepared.host, do_handshake_on_connect=False)
+            self._watchdog.watch(wrapped)
+            try:
+                wrapped.settimeout(_time_left(self._deadline))
+                wrapped.do_handshake()
+            except BaseException:
+                wrapped.close()
+                raise
+            self.sock = wrapped
         except BaseException:
             raw.close()
             raise
 
-    def cut(self) -> None:
-        """The deadline passed: shut the socket, which ends any read or write under way."""
-        self.was_cut = True
-        sock = self.sock
-        if sock is not None:
-            with contextlib.suppress(OSError):  # closed already: nothing left to cut
-                sock.shutdown(socket.SHUT_RDWR)
+
+class _Watchdog:
+    """Shuts every socket of one call at the call's deadline, which ends the connect, handshake, read or write
+    under way whatever the phase.
+
+    It keeps its own reference to each socket: ``http.client`` drops the connection's socket as soon as it sees an
+    answer read until the target closes, and the answer goes on reading from it. ``stop`` ends the watch; after it,
+    nothing is shut.
+    """
+
+    def __init__(self, deadline: float) -> None:
+        self.fired = False
+        self._sockets: list[socket.socket] = []
+        self._over = False
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._cut)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.fired:
+                _shut(sock)
+
+    def close(self, connection: http.client.HTTPConnection) -> None:
+        """Close a connection given up on while the watch goes on, never while its socket is being shut."""
+        with self._lock:
+            connection.close()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._over = True
+        self._timer.cancel()
+
+    def _cut(self) -> None:
+        with self._lock:
+            if self._over:
+                return
+            self.fired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    # The plain socket's shutdown, on the descriptor, for a TLS socket too: ssl's own would drop its TLS state under
+    # a read in progress on the caller's thread.
+    with contextlib.suppress(OSError):  # closed already, or its descriptor handed to the TLS socket: nothing to cut
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _time_left(deadline: float) -> float:
+    """The time left until ``deadline``, as a socket's timeout; none left is a timeout (a timeout of 0 would not
+    block at all)."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the target's time ran out")
+    return left
 
 
 def _auth_headers(target: Target) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ from oncegate.domain.target_requests import RequestRefused, path_under
 from oncegate.domain.targets import Failure, Target, TargetAuth, TargetCall
 from oncegate.errors import InvalidRequest
 from oncegate.outbound.targets_http import HttpTargets
-from tests.support.target_server import StandInTarget
+from tests.support.target_server import StandInTarget, tls_for
 
 
 @pytest.fixture
@@ -66,8 +67,10 @@ class BareServer:
             self._serve(connection, self.stop)
 
 
-# How long the dripped TLS handshake would go on, were it never cut.
+# How long the dripped TLS handshake, or an answer dripped a byte each DRIP_PACE, would go on, were it never cut.
 HANDSHAKE_DRIP_SECONDS = 30.0
+DRIP_PACE = 0.1
+ANSWER_DRIP_BYTES = 300
 
 
 def _read_request(connection: socket.socket) -> None:
@@ -86,9 +89,27 @@ def _read_request(connection: socket.socket) -> None:
 def _drip(connection: socket.socket, stop: threading.Event, payload: bytes) -> None:
     for byte in payload:
         # The pause is the answer's own pace; the test's end stops it at once.
-        if stop.wait(0.1):
+        if stop.wait(DRIP_PACE):
             return
-        connection.sendall(bytes([byte]))
+        try:
+            connection.sendall(bytes([byte]))
+        except OSError:  # the adapter hung up
+            return
+
+
+def _drip_handshake(connection: socket.socket, stop: threading.Event, hung_up: threading.Event) -> None:
+    """A TLS record of 16 KiB holding a ServerHello of 16 KiB, then one byte at a time: each read gets a byte within
+    the socket's timeout, and the handshake goes on as long as the dripper does, which is until the adapter hangs up
+    (a byte sent after that is refused, and ``hung_up`` is set) or for HANDSHAKE_DRIP_SECONDS."""
+    try:
+        connection.recv(4096)
+        connection.sendall(b"\x16\x03\x03\x40\x00\x02\x00\x3f\xfc")
+        for _ in range(round(HANDSHAKE_DRIP_SECONDS / DRIP_PACE)):
+            if stop.wait(DRIP_PACE):  # the dripper's pace; the test's end stops it at once
+                return
+            connection.sendall(b"\x00")
+    except OSError:
+        hung_up.set()
 
 
 # -- requests that must never leave -----------------------------------------------------------------
@@ -220,21 +241,11 @@ def test_an_interim_answer_with_no_final_one_after_is_a_broken_call_not_a_status
 
 
 def test_a_tls_handshake_dripped_a_byte_at_a_time_is_cut_at_the_targets_time() -> None:
-    # A TLS record of 16 KiB holding a ServerHello of 16 KiB, then one byte at a time: each read gets a byte
-    # within the socket's timeout, and the handshake goes on as long as the dripper does, which is until the
-    # adapter hangs up (a byte sent after that is refused) or for HANDSHAKE_DRIP_SECONDS.
     hung_up, ended = threading.Event(), threading.Event()
 
     def serve(connection: socket.socket, stop: threading.Event) -> None:
         try:
-            connection.recv(4096)
-            connection.sendall(b"\x16\x03\x03\x40\x00\x02\x00\x3f\xfc")
-            for _ in range(round(HANDSHAKE_DRIP_SECONDS / 0.1)):
-                if stop.wait(0.1):  # the dripper's pace; the test's end stops it at once
-                    return
-                connection.sendall(b"\x00")
-        except OSError:
-            hung_up.set()
+            _drip_handshake(connection, stop, hung_up)
         finally:
             ended.set()
 
@@ -259,22 +270,95 @@ def test_a_tls_handshake_dripped_a_byte_at_a_time_is_cut_at_the_targets_time() -
 @pytest.mark.parametrize(
     "answer",
     [
-        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"x" * 100,  # a body with no length, cut at the deadline
-        b"HTTP/1.1 200 OK\r\nX-Slow: " + b"y" * 100,  # headers never ended
+        # A body with no length, read until the target closes: http.client drops the connection's socket at once.
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"x" * ANSWER_DRIP_BYTES,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * ANSWER_DRIP_BYTES,
+        b"HTTP/1.1 200 OK\r\nX-Slow: " + b"y" * ANSWER_DRIP_BYTES,  # headers never ended
     ],
-    ids=["body-until-close", "headers"],
+    ids=["body-until-close", "body-with-length", "headers"],
 )
 def test_an_answer_the_deadline_cuts_short_is_a_timeout_never_a_status(answer: bytes) -> None:
     def serve(connection: socket.socket, stop: threading.Event) -> None:
         _read_request(connection)
         head, _, body = answer.partition(b"\r\n\r\n")
         connection.sendall(head + (b"\r\n\r\n" if body else b""))
-        _drip(connection, stop, body or b"y" * 100)
+        _drip(connection, stop, body or b"y" * ANSWER_DRIP_BYTES)
 
     with BareServer(serve) as server:
+        started = time.monotonic()
         reply = HttpTargets(allow_loopback=True).call(
             declared(f"http://127.0.0.1:{server.port}", timeout_seconds=1), post()
         )
+        elapsed = time.monotonic() - started
 
     assert (reply.status, reply.failure, reply.sent) == (None, Failure.TIMEOUT, True)
     assert reply.body == b""
+    # At about the target's 1 s, whatever the answer's form; uncut, the drip goes on for 30 s. The bound leaves
+    # threads waiting for a core on a loaded machine four seconds.
+    assert elapsed < 5
+
+
+def test_an_answer_read_until_close_over_tls_is_cut_at_the_deadline(tmp_path: Path) -> None:
+    # The same answer as body-until-close, over TLS: the watchdog shuts the TLS socket http.client let go of.
+    server_tls, client_tls = tls_for("orders.test", tmp_path)
+
+    def serve(connection: socket.socket, stop: threading.Event) -> None:
+        try:
+            with server_tls.wrap_socket(connection, server_side=True) as tls:
+                _read_request(tls)
+                tls.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")
+                _drip(tls, stop, b"x" * ANSWER_DRIP_BYTES)
+        except OSError:  # the adapter hung up
+            return
+
+    with BareServer(serve) as server:
+        adapter = HttpTargets(allow_loopback=True, resolve=lambda _host, _port: ["127.0.0.1"], tls=client_tls)
+        started = time.monotonic()
+        reply = adapter.call(declared(f"https://orders.test:{server.port}", timeout_seconds=1), post())
+        elapsed = time.monotonic() - started
+
+    assert (reply.status, reply.failure, reply.sent, reply.body) == (None, Failure.TIMEOUT, True, b"")
+    assert elapsed < 5  # as body-until-close: about 1 s, 30 s uncut
+
+
+def test_a_late_connect_then_a_dripped_handshake_end_within_the_targets_time_together() -> None:
+    # The listener's queue is full (a backlog of 0 and one connection waiting in it), so the kernel drops the
+    # adapter's SYN and its connect waits for a retry of it. The listener takes the waiting connection at its own
+    # pace, a retried SYN gets in (about 2 s after the first on Linux), and the handshake is dripped. Each phase
+    # given the whole target's time would end about 5 s in; the call's one deadline ends both at 3 s.
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port = listener.getsockname()[1]
+    waiting = socket.create_connection(("127.0.0.1", port))
+    stop, hung_up, ended = threading.Event(), threading.Event(), threading.Event()
+
+    def serve() -> None:
+        try:
+            if stop.wait(1.5):  # the listener's pace
+                return
+            listener.accept()[0].close()
+            connection, _ = listener.accept()
+            with connection:
+                _drip_handshake(connection, stop, hung_up)
+        except OSError:
+            return
+        finally:
+            ended.set()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        started = time.monotonic()
+        reply = HttpTargets(allow_loopback=True).call(declared(f"https://127.0.0.1:{port}", timeout_seconds=3), post())
+        elapsed = time.monotonic() - started
+        assert ended.wait(timeout=HANDSHAKE_DRIP_SECONDS)
+        assert hung_up.is_set()  # the adapter hung up on the dripper, not the other way round
+    finally:
+        stop.set()
+        listener.close()
+        waiting.close()
+        server.join(timeout=10)
+
+    assert (reply.status, reply.failure, reply.sent) == (None, Failure.NOT_CONNECTED, False)
+    # The deadline is 3 s; were the handshake given the target's whole time after the late connect, about 5 s.
+    # The bound leaves a loaded machine a second and still fails that.
+    assert elapsed < 4

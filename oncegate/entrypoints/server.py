@@ -209,13 +209,18 @@ def _stop_serving_on_signal(server: ThreadingHTTPServer) -> dict[int, Any]:
     the parent passing on the one the whole process group got, must not cut that flush short. The
     handler stays rather than giving way to SIG_IGN: Python raises on a signal that arrived before
     its handler was swapped for SIG_IGN ("ignored due to race condition").
+
+    The handler takes no lock: that second signal may arrive while it runs, and runs the handler again, nested in
+    it, in the main thread. A ``threading.Event`` deadlocked there (its ``set()`` holds a lock when Python runs
+    pending handlers, and the nested call waited for it forever): the worker was killed 30 s later with its counts.
     """
-    asked = threading.Event()
+    asked = False
 
     def stop(signum: int, frame: object) -> None:
-        if asked.is_set():
+        nonlocal asked
+        if asked:
             return
-        asked.set()
+        asked = True
         # shutdown() waits for serve_forever, which runs on this very thread: it is asked from another.
         threading.Thread(target=server.shutdown, name="oncegate-stop", daemon=True).start()
 

@@ -30,7 +30,11 @@ CALLERS = 24
 FLOW = {"name": "Create ERP order", "environment": "Default-contoso"}
 # Claims sent before each stop: enough that both workers count some.
 CLAIMS_PER_ROUND = 40
-ROUNDS = 4
+# Starts and stops on one store: the first merges each worker's counts into an empty store (its rows are made), the
+# second into rows already there (a conditioned read-modify-write, both workers at once), and a last start reads
+# the total. A third or fourth round repeats the second's path exactly; the moment a stop signal lands is what
+# varies from round to round, and every such moment is tried deterministically by the test of a second stop signal.
+ROUNDS = 2
 
 
 def start(database: Path, *argv: str, cwd: Path) -> subprocess.Popen[str]:
@@ -164,6 +168,70 @@ def test_a_stop_signal_to_the_process_group_keeps_every_flow_count(tmp_path: Pat
         assert (code, "Traceback" in err) == (0, False), err
 
     assert counted == [CLAIMS_PER_ROUND * round_ for round_ in range(ROUNDS + 1)], said
+
+
+# Runs the stop handlers of a worker and of the command in a process of its own, with the second stop signal (the
+# command passing on the one the whole group got) arriving after each C call the first signal's handler makes in
+# turn, every moment at which Python could run the second handler nested in the first.
+SECOND_SIGNAL_EVERYWHERE = """
+import faulthandler, signal, sys, threading
+from oncegate.entrypoints import server as serving
+
+faulthandler.dump_traceback_later(20, exit=True)  # a handler that hangs shows where, and fails the test
+
+
+class Server:
+    stops = 0
+
+    def shutdown(self):
+        self.stops += 1
+
+
+def run_with_a_second_signal(handler, point):
+    calls = 0
+
+    def profile(frame, event, arg):
+        nonlocal calls
+        if event == "c_return":
+            calls += 1
+            if calls == point:
+                signal.raise_signal(signal.SIGTERM)
+
+    sys.setprofile(profile)
+    handler(signal.SIGINT, None)
+    sys.setprofile(None)
+    return calls >= point
+
+
+points = 0
+while True:
+    points += 1
+    server = Server()
+    serving._stop_serving_on_signal(server)
+    reached = run_with_a_second_signal(signal.getsignal(signal.SIGINT), points)
+    for thread in threading.enumerate():
+        if thread.name == "oncegate-stop":
+            thread.join(10)
+    assert server.stops == 1, ("worker", points, server.stops)
+    with serving._StopSignals() as asked:
+        reached = run_with_a_second_signal(signal.getsignal(signal.SIGINT), points) or reached
+        assert asked.wake.recv_bytes() == b"!" and not asked.wake.poll(), ("command", points)
+    if not reached:
+        break
+print(points - 1)
+"""
+
+
+def test_a_second_stop_signal_while_the_first_is_handled_stops_the_worker_once_and_never_hangs() -> None:
+    """The group's SIGINT, then the command's SIGTERM while the worker's handler still ran: its main thread
+    deadlocked in the handler (a threading.Event's lock), and the worker was killed 30 s later, its counts lost."""
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = subprocess.run(
+        [sys.executable, "-c", SECOND_SIGNAL_EVERYWHERE], capture_output=True, text=True, env=environment, timeout=60
+    )
+
+    assert (run.returncode, run.stderr) == (0, ""), run.stderr
+    assert int(run.stdout) > 5, run.stdout  # the moments tried: the handlers make C calls, each one a moment
 
 
 def test_serve_outside_the_project_without_app_dir_says_what_to_pass(tmp_path: Path) -> None:

@@ -38,6 +38,12 @@ ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1
 HOST = "127.0.0.1"
 START_SECONDS = 30.0
 STOP_SECONDS = 10.0
+# The session's emulator keeps an idle connection this long, not Azurite's 5 s: a pooled connection reused just as
+# Azurite closed it gets ConnectionResetError, and the store rightly does not retry a batch POST that was reset after
+# it was sent (it cannot know whether the batch was applied, and a batch is not idempotent), so a test that paused
+# about 5 s between requests failed with store_unavailable (the batch drill on tables did, once). Azure's own front
+# ends keep idle connections open for minutes, so a long keep-alive is the service's behaviour, not a kindness.
+SESSION_KEEP_ALIVE_SECONDS = 600
 
 
 def _free_port() -> int:
@@ -169,7 +175,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite | Exte
     if external:
         yield ExternalTables(external)
         return
-    emulator = Azurite(tmp_path_factory.mktemp("azurite"))
+    emulator = Azurite(tmp_path_factory.mktemp("azurite"), keep_alive_seconds=SESSION_KEEP_ALIVE_SECONDS)
     emulator.start()
     yield emulator
     emulator.stop()

@@ -20,6 +20,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 from tests.gate import Gate
+from tests.support.sqlite_template import fresh_sqlite_file
 
 pytest_plugins = ["tests.support.azurite", "tests.support.entra"]
 
@@ -69,7 +70,8 @@ def open_store(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) 
     stores: list[SqliteStore] = []
 
     def open_sqlite() -> SqliteStore:
-        stores.append(SqliteStore(tmp_path / SQLITE_FILE))
+        # A copy of an empty store's file: the schema made once per process, not once per test.
+        stores.append(SqliteStore(fresh_sqlite_file(tmp_path / SQLITE_FILE)))
         return stores[-1]
 
     yield open_sqlite

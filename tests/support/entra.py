@@ -31,8 +31,25 @@ FLOW_APP_ID = "aaaaaaaa-0000-4000-8000-00000000f10a"
 CLI_APP_ID = "bbbbbbbb-0000-4000-8000-0000000000c1"
 
 
+# Keys made for earlier tests of this process, drawn again in order: an RSA key costs about 27 ms of CPU to make,
+# and each test's tenant is its own (its own port, the app's validators started afresh), so no token or JWKS of an
+# earlier test reaches it. Within a test every key drawn is still a different key.
+_KEYS: list[rsa.RSAPrivateKey] = []
+_drawn = 0
+
+
 def new_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    """A signing key no other key of this test is: a forged token's key differs from the tenant's."""
+    global _drawn
+    if _drawn == len(_KEYS):
+        _KEYS.append(rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    _drawn += 1
+    return _KEYS[_drawn - 1]
+
+
+def _draw_from_the_first_key() -> None:
+    global _drawn
+    _drawn = 0
 
 
 class LocalEntra:
@@ -130,6 +147,7 @@ def _handler(entra: LocalEntra) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def local_entra() -> Iterator[LocalEntra]:
     """A tenant of this test's own, on a free port; the app's validators start afresh with it."""
+    _draw_from_the_first_key()
     entra = LocalEntra()
     entra.start()
     bearer.validator.cache_clear()

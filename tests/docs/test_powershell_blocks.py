@@ -20,9 +20,9 @@ import pytest
 import function_app
 from oncegate.entrypoints.routes import function_routes, match
 from tests.docs.markdown import FENCE, REPO
-from tests.docs.test_commands_named import Refused, parser, words
+from tests.docs.test_commands_named import Refused, built_parser, parser, words
 
-__all__ = ["parser"]
+__all__ = ["built_parser", "parser"]
 
 README = REPO / "README.md"
 SCRIPTS = re.compile(r"\.venv\\Scripts\\(?P<program>[\w.]+)(?P<rest>[^\n#]*)")

@@ -21,6 +21,7 @@ from typing import Any
 
 import rfc8785
 
+from oncegate.domain.copies import quick_init
 from oncegate.domain.members import canonical, member_digests
 from oncegate.errors import InvalidRequest
 
@@ -75,6 +76,7 @@ def _b32(digest: bytes) -> str:
     )
 
 
+@quick_init
 @dataclass(frozen=True)
 class Fingerprint:
     """A request's fingerprint as it is stored now (keyed) and as releases before it was keyed stored it.

@@ -198,6 +198,15 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
                 self._closers.append(weakref.finalize(slot, connection.close))
         return slot.connection
 
+    def _checked_connection(self) -> sqlite3.Connection:
+        """This thread's connection, once the file at the store's path is still the one it opened: one stat a
+        write, the one :meth:`_connection` makes before it opens a thread's first connection or this one."""
+        slot: _Slot | None = getattr(self._local, "slot", None)
+        if slot is None:
+            return self._connection()
+        self._still_opened()
+        return slot.connection
+
     @contextmanager
     def _translated(self) -> Iterator[None]:
         try:
@@ -215,8 +224,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         100 ms between tries, which was the tail under load.
         """
         with self._writer, self._writers_file or nullcontext(), self._translated():
-            self._still_opened()
-            yield self._connection()
+            yield self._checked_connection()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -229,8 +237,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         # managers less on every write (issue 36).
         with self._writer, self._writers_file or nullcontext():
             try:
-                self._still_opened()
-                connection = self._connection()
+                connection = self._checked_connection()
                 connection.execute("BEGIN IMMEDIATE")
                 try:
                     yield connection
@@ -250,8 +257,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             return
         with self._writer, self._writers_file or nullcontext():
             try:
-                self._still_opened()
-                connection = self._connection()
+                connection = self._checked_connection()
                 connection.execute("BEGIN IMMEDIATE")
                 try:
                     statements(connection)

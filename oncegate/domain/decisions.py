@@ -52,6 +52,7 @@ MAX_RETRY_AFTER_SECONDS = 60
 # -- The request, parsed once --------------------------------------------------------------------------------
 
 
+@quick_init
 @dataclass(frozen=True)
 class Identity:
     """The business key, fingerprint and signed-in caller as one secret makes them."""

@@ -66,7 +66,14 @@ def function(listed: Listed) -> Callable[[func.HttpRequest], func.HttpResponse]:
     """
 
     def serve(req: func.HttpRequest) -> func.HttpResponse:
-        return respond(req, entry(listed))
+        try:
+            operation = entry(listed)
+        except Exception:
+            # An entry whose module does not import (a broken deployment) answers the contract's 500 like any
+            # other failure, and is tried again on the next call: the cache keeps only entries that loaded.
+            logger.exception("The action %s could not be loaded", listed.name)
+            return render_error(OnceGateError("The service failed unexpectedly; nothing more is known."))
+        return respond(req, operation)
 
     serve.__name__ = serve.__qualname__ = listed.name
     return serve

@@ -183,7 +183,14 @@ def _supervise(
     for process in processes:
         process.join(max(deadline - time.monotonic(), 0))
         if process.is_alive():
-            logger.warning("%s did not stop within %s seconds: killed", process.name, STOP_GRACE_SECONDS)
+            # Its inventory counts since its last flush go with it: said as an error, with the command that
+            # puts them right, since the operator who asked for the stop sees nothing else of it.
+            logger.error(
+                "%s did not stop within %s seconds and was killed: the inventory counts it had not yet written "
+                "are lost; `oncegate store recount` counts each scope's claims by status again from the claims",
+                process.name,
+                STOP_GRACE_SECONDS,
+            )
             process.kill()
             process.join()
     return failed

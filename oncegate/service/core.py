@@ -182,7 +182,10 @@ class ClaimsCore:
         identities, scope, warnings = self.identify(request, rules_version=rules.version, ring=ring)
         if signed_in is not None:
             identities = tuple(replace(one, granted_to=one.hasher.signed_in_digest(signed_in)) for one in identities)
-        current = next(identity for identity in identities if identity.hasher is ring.current)
+        # Older secrets first: the current one's identity is the last, but during a rotation's phases.
+        current = identities[-1]
+        if current.hasher is not ring.current:
+            current = next(identity for identity in identities if identity.hasher is ring.current)
         if current.fingerprint is None:
             warnings.append(NO_FINGERPRINT)
         if request.payload is not None and rules.include:
@@ -224,13 +227,15 @@ class ClaimsCore:
         warnings = self.check_key(intent.scope, intent.key, stores=isinstance(intent, BusinessData))
         payload = intent.payload if isinstance(intent, BusinessData) and self._keeps_members(intent) else None
         identities = tuple(
-            Identity(
-                hasher=hasher,
-                claim_id=hasher.claim_id(intent.scope, intent.key),
-                fingerprint=self.fingerprint(hasher, intent, rules_version),
-                members=hasher.members(payload) if payload is not None else None,
-            )
-            for hasher in (ring or self.keys).lookup_order
+            [
+                Identity(
+                    hasher,
+                    hasher.claim_id(intent.scope, intent.key),
+                    self.fingerprint(hasher, intent, rules_version),
+                    hasher.members(payload) if payload is not None else None,
+                )
+                for hasher in (ring or self.keys).lookup_order
+            ]
         )
         return identities, normalise_scope(intent.scope), warnings
 

@@ -109,6 +109,17 @@ def _file_of(path: str) -> tuple[int, int] | None:
     return (found.st_dev, found.st_ino)
 
 
+def _translation(exc: sqlite3.OperationalError) -> NotConfigured | StoreUnavailable:
+    """What a failed statement is to the caller: a table dropped under this open store, or a store that does not
+    answer."""
+    if _no_such_table(exc):
+        # A table dropped under this open store: never "no claim yet", and no retry brings it back.
+        logger.error("A OnceGate table is missing: %s", exc)
+        return NotConfigured(missing_table(str(exc).rsplit(":", 1)[-1].strip()), target=STORE_ID)
+    logger.warning("SQLite store unavailable: %s", exc)
+    return StoreUnavailable(f"the SQLite store is unavailable: {exc}")
+
+
 def _mark_row(table: str, key: str, store_id: str, when: str) -> Row:
     """A table's mark row: its key, the store's id, and what the table's NOT NULL columns need."""
     if table == "claims":
@@ -187,17 +198,21 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
                 self._closers.append(weakref.finalize(slot, connection.close))
         return slot.connection
 
+    def _checked_connection(self) -> sqlite3.Connection:
+        """This thread's connection, once the file at the store's path is still the one it opened: one stat a
+        write, the one :meth:`_connection` makes before it opens a thread's first connection or this one."""
+        slot: _Slot | None = getattr(self._local, "slot", None)
+        if slot is None:
+            return self._connection()
+        self._still_opened()
+        return slot.connection
+
     @contextmanager
     def _translated(self) -> Iterator[None]:
         try:
             yield
         except sqlite3.OperationalError as exc:
-            if _no_such_table(exc):
-                # A table dropped under this open store: never "no claim yet", and no retry brings it back.
-                logger.error("A OnceGate table is missing: %s", exc)
-                raise NotConfigured(missing_table(str(exc).rsplit(":", 1)[-1].strip()), target=STORE_ID) from exc
-            logger.warning("SQLite store unavailable: %s", exc)
-            raise StoreUnavailable(f"the SQLite store is unavailable: {exc}") from exc
+            raise _translation(exc) from exc
 
     @contextmanager
     def _alone(self) -> Iterator[sqlite3.Connection]:
@@ -209,8 +224,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         100 ms between tries, which was the tail under load.
         """
         with self._writer, self._writers_file or nullcontext(), self._translated():
-            self._still_opened()
-            yield self._connection()
+            yield self._checked_connection()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -219,17 +233,40 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
                 yield connection
             return
         # BEGIN IMMEDIATE still guards against a writer that takes neither lock (another release, a tool). The locks
-        # of ``_alone`` taken here, not through it: one context manager less on every write (issue 36).
-        with self._writer, self._writers_file or nullcontext(), self._translated():
-            self._still_opened()
-            connection = self._connection()
-            connection.execute("BEGIN IMMEDIATE")
+        # of ``_alone`` taken here, not through it, and errors translated here, not by ``_translated``: two context
+        # managers less on every write (issue 36).
+        with self._writer, self._writers_file or nullcontext():
             try:
-                yield connection
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
+                connection = self._checked_connection()
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    yield connection
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                raise _translation(exc) from exc
+
+    def _writing(self, statements: Callable[[sqlite3.Connection], None]) -> None:
+        """``statements`` run as :meth:`_write` runs a block, without a generator's context manager around them:
+        the write of a new claim (issue 36)."""
+        if getattr(self._local, "together", False):
+            with self._savepoint() as connection:
+                statements(connection)
+            return
+        with self._writer, self._writers_file or nullcontext():
+            try:
+                connection = self._checked_connection()
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    statements(connection)
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                raise _translation(exc) from exc
 
     def _still_opened(self) -> None:
         """Refuse (``NotConfigured``) once the database at the store's path is not the file this store opened.
@@ -238,7 +275,15 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         its open connections would go on writing to the file that left, and every claim made there would be
         lost with it (its key answered proceed again once the app serves the file now at the path).
         """
-        if self._opened is not None and _file_of(self._path) != self._opened:
+        opened = self._opened
+        if opened is None:
+            return
+        try:  # _file_of spelled out: one stat a write (issue 36)
+            found = os.stat(self._path)
+            moved = found.st_ino != opened[1] or found.st_dev != opened[0]
+        except FileNotFoundError:
+            moved = opened != (0, 0)
+        if moved:
             logger.error("The SQLite database at %s was moved or replaced while this store had it open", self._path)
             raise NotConfigured(
                 f"The SQLite database at {self._path} was moved, deleted or replaced while this instance ran: what it "
@@ -293,12 +338,19 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
 
     def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
         version = _first_version()
+        # The rows are made (and a row too large refused) before the writers' locks are taken: nothing in them
+        # reads the file, and every other writer waits while they are held.
+        row = _claim_row(claim)
+        row["Version"] = version
+        claim_insert = _insert("claims", row)
+        event_insert = _insert("history", _sql_row(columns.event_to_row(event)))
+
+        def statements(connection: sqlite3.Connection) -> None:
+            connection.execute(*claim_insert)
+            connection.execute(*event_insert)
+
         try:
-            with self._write() as connection:
-                row = _claim_row(claim)
-                row["Version"] = version
-                connection.execute(*_insert("claims", row))
-                connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
+            self._writing(statements)
         except sqlite3.IntegrityError as exc:
             raise AlreadyExists(self.get_claim(claim.claim_id)) from exc
         # What was written, at the version it was written with: no read back, as on Table Storage.

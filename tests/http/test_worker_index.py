@@ -10,7 +10,9 @@ name, so the names are pinned here as they shipped.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import sys
 import typing
 
 import azure.functions as func
@@ -90,3 +92,24 @@ def test_each_listed_function_serves_its_entry_of_the_table(listed: typing.Any) 
         operation.method,
         operation.role is None,
     )
+
+
+def test_a_function_whose_module_does_not_import_answers_the_contracts_500_and_loads_once_it_imports(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A broken deployment (a module missing or failing at import) must not leave the caller without an answer:
+    # the entry is imported on the function's first call, outside the pipeline's own error handling.
+    listed = FUNCTIONS[0]._replace(aggregate="claims_broken_for_this_test")
+    serve = http.function(listed)
+    request = func.HttpRequest("POST", "http://localhost/api/claims", body=b"{}")
+
+    broken = serve(request)
+
+    assert broken.status_code == 500
+    assert broken.headers["Content-Type"].startswith("application/json")
+    assert b'"code":"internal_error"' in broken.get_body().replace(b" ", b""), broken.get_body()
+    assert f"The action {listed.name} could not be loaded" in caplog.text
+    # Not cached as failed: once the module imports, the same function serves its entry.
+    working = importlib.import_module("oncegate.entrypoints.operations.claims")
+    monkeypatch.setitem(sys.modules, "oncegate.entrypoints.operations.claims_broken_for_this_test", working)
+    assert http.entry(listed) is BY_NAME[listed.name]

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from oncegate.domain.copies import WRITTEN_BY_DATACLASSES, replaced
-from oncegate.domain.decisions import ClaimAnswer, Intent, Verdict
+from oncegate.domain.decisions import ClaimAnswer, Identity, Intent, Verdict
+from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.records import Claim, Flow, HistoryEvent
 from oncegate.domain.statuses import AnswerStatus, Decision
 from tests.support.records import event, full_claim
@@ -44,7 +45,7 @@ def test_a_name_that_is_no_field_is_refused_as_replace_refuses_it() -> None:
         replaced(_intent(), decision="proceed")
 
 
-QUICK = (Claim, HistoryEvent, Intent, Verdict, ClaimAnswer)
+QUICK = (Claim, HistoryEvent, Intent, Verdict, ClaimAnswer, Identity, Fingerprint)
 
 
 def test_the_claim_path_s_records_are_made_quickly() -> None:
@@ -99,6 +100,14 @@ def test_defaults_and_factories_are_what_dataclasses_gives() -> None:
     assert vars(quick_intent) == vars(written_intent)
     quick_verdict, written_verdict = _made_both_ways(Verdict, Decision.DUPLICATE, "seen", "done")
     assert vars(quick_verdict) == vars(written_verdict)
+    fingerprint = Fingerprint("fp1:keyed", "sha256:plain")
+    assert vars(fingerprint) == vars(_made_both_ways(Fingerprint, "fp1:keyed", plain="sha256:plain")[1])
+    hasher = KeyHasher("s" * 32)
+    quick_identity, written_identity = _made_both_ways(Identity, hasher, "c" * 52, fingerprint)
+    assert vars(quick_identity) == vars(written_identity)
+    assert (vars(quick_identity)["members"], vars(quick_identity)["granted_to"]) == (None, None)
+    quick_full, written_full = _made_both_ways(Identity, hasher, "c", None, members={"": "o:1"}, granted_to="fp1:who")
+    assert vars(quick_full) == vars(written_full)
 
 
 def test_a_frozen_record_made_quickly_stays_frozen_and_refuses_what_its_init_refuses() -> None:

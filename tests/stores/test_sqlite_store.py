@@ -216,3 +216,36 @@ def test_writers_of_a_process_take_their_turn_in_the_order_they_asked() -> None:
     assert order == list(range(8))
     with queue:  # and it is free again
         pass
+
+
+def test_once_the_database_is_moved_aside_every_write_is_refused_on_a_thread_with_a_connection_or_a_new_one(
+    tmp_path: Path,
+) -> None:
+    # The file is looked at once a write (issue 36): on this thread, whose connection is open, and on a new thread,
+    # whose first connection would otherwise open (or make) whatever file is at the path now.
+    from oncegate.errors import NotConfigured
+
+    path = tmp_path / "oncegate.db"
+    store = SqliteStore(path)
+    first = records.claim()
+    store.create_claim(first, records.event(first.claim_id))
+    path.rename(tmp_path / "aside.db")
+    refused: list[BaseException] = []
+
+    def write() -> None:
+        made = records.claim()
+        try:
+            store.create_claim(made, records.event(made.claim_id))
+        except NotConfigured as exc:
+            refused.append(exc)
+
+    write()
+    thread = threading.Thread(target=write)
+    thread.start()
+    thread.join()
+    with pytest.raises(NotConfigured, match="was moved, deleted or replaced"):
+        store.update_claim(replace(first, attempt=2), None)
+    store.close()
+
+    assert len(refused) == 2
+    assert not path.exists()  # nothing made at the path

@@ -248,26 +248,6 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             except sqlite3.OperationalError as exc:
                 raise _translation(exc) from exc
 
-    def _writing(self, statements: Callable[[sqlite3.Connection], None]) -> None:
-        """``statements`` run as :meth:`_write` runs a block, without a generator's context manager around them:
-        the write of a new claim (issue 36)."""
-        if getattr(self._local, "together", False):
-            with self._savepoint() as connection:
-                statements(connection)
-            return
-        with self._writer, self._writers_file or nullcontext():
-            try:
-                connection = self._checked_connection()
-                connection.execute("BEGIN IMMEDIATE")
-                try:
-                    statements(connection)
-                except BaseException:
-                    connection.execute("ROLLBACK")
-                    raise
-                connection.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                raise _translation(exc) from exc
-
     def _still_opened(self) -> None:
         """Refuse (``NotConfigured``) once the database at the store's path is not the file this store opened.
 
@@ -344,13 +324,10 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         row["Version"] = version
         claim_insert = _insert("claims", row)
         event_insert = _insert("history", _sql_row(columns.event_to_row(event)))
-
-        def statements(connection: sqlite3.Connection) -> None:
-            connection.execute(*claim_insert)
-            connection.execute(*event_insert)
-
         try:
-            self._writing(statements)
+            with self._write() as connection:
+                connection.execute(*claim_insert)
+                connection.execute(*event_insert)
         except sqlite3.IntegrityError as exc:
             raise AlreadyExists(self.get_claim(claim.claim_id)) from exc
         # What was written, at the version it was written with: no read back, as on Table Storage.

@@ -255,7 +255,6 @@ def wire(
 
         return Targets(store, clock=clock, allow_loopback=targets_allow_loopback)
 
-    builds = {"attention": attention, "key_secrets": key_secrets, "bulk": bulk, "new_claims": new_claims}
     return Services(
         claims=claims,
         waits=waits,
@@ -267,7 +266,16 @@ def wire(
         store=store,
         sensitive_data=data_guard,
         cursor_seal=CursorSeal.of(ring),
-        _later=_Later(builds | {"perform": perform, "targets": targets}),
+        _later=_Later(
+            {
+                "attention": attention,
+                "key_secrets": key_secrets,
+                "bulk": bulk,
+                "new_claims": new_claims,
+                "perform": perform,
+                "targets": targets,
+            }
+        ),
         store_location=store_location,
     )
 

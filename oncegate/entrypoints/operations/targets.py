@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from oncegate.domain.target_declarations import Declaration, written
-from oncegate.domain.targets import Target
 from oncegate.entrypoints.operations.table import Call, Designer, Operation
 from oncegate.entrypoints.principal import Role
 from oncegate.entrypoints.target_views import target_list, target_view
@@ -20,7 +19,7 @@ from oncegate.models import INTERNAL
 from oncegate.models.targets import SetTargetRequest, TargetList, TargetView
 
 if TYPE_CHECKING:
-    from oncegate.bootstrap import Services
+    pass
 
 
 def signed_in_only(call: Call[Any, Any]) -> None:
@@ -38,16 +37,6 @@ def declaration(call: Call[SetTargetRequest, None]) -> Declaration:
     return written(call.body)
 
 
-def _set(services: Services, call: Call[SetTargetRequest, None], command: Declaration) -> Target:
-    assert services.targets is not None, "the services are wired with their targets"
-    return services.targets.set(command, declared_by=call.caller)
-
-
-def _list(services: Services, call: Call[None, None], command: None) -> list[Target]:
-    assert services.targets is not None, "the services are wired with their targets"
-    return services.targets.list()
-
-
 SET_TARGET = Operation(
     name="set_target",
     route="targets",
@@ -57,7 +46,7 @@ SET_TARGET = Operation(
     response=TargetView,
     in_connector=False,
     parse=declaration,
-    serve=_set,
+    serve=lambda services, call, command: services.targets.set(command, declared_by=call.caller),
     render=lambda call, target: target_view(target),
     designer=Designer(
         operation_id="SetTarget",
@@ -81,7 +70,7 @@ LIST_TARGETS = Operation(
     response=TargetList,
     in_connector=False,
     parse=signed_in_only,
-    serve=_list,
+    serve=lambda services, call, command: services.targets.list(),
     render=lambda call, targets: target_list(targets),
     designer=Designer(
         operation_id="ListTargets",

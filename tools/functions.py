@@ -17,6 +17,7 @@ from pathlib import Path
 
 from oncegate.entrypoints import operations
 from oncegate.entrypoints.operations import OPERATIONS, Operation, functions
+from oncegate.entrypoints.operations.table import held
 
 COMMAND = "python -m tools.functions"
 PACKAGE = operations.__name__
@@ -60,9 +61,7 @@ def written() -> str:
 def _aggregate(operation: Operation) -> str:
     """The module of the table whose ``OPERATIONS`` (or ``SINGLE``) holds the entry: ``claims``."""
     for name, module in sorted(sys.modules.items()):
-        if name.startswith(f"{PACKAGE}.") and any(
-            operation in getattr(module, group, ()) for group in ("SINGLE", "OPERATIONS")
-        ):
+        if name.startswith(f"{PACKAGE}.") and hasattr(module, "OPERATIONS") and operation in held(module):
             return name.removeprefix(f"{PACKAGE}.")
     raise LookupError(f"no module of {PACKAGE} holds {operation.name}")
 

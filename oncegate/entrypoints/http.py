@@ -28,7 +28,7 @@ from oncegate.entrypoints import error_map, waits
 from oncegate.entrypoints.error_map import error_info
 from oncegate.entrypoints.operations import functions
 from oncegate.entrypoints.operations.functions import Listed
-from oncegate.entrypoints.operations.table import Call, Operation, Reply
+from oncegate.entrypoints.operations.table import Call, Operation, Reply, held
 from oncegate.entrypoints.parse import (
     HOST_PARAMS,
     MAX_BODY_BYTES,
@@ -83,8 +83,7 @@ def function(listed: Listed) -> Callable[[func.HttpRequest], func.HttpResponse]:
 def entry(listed: Listed) -> Operation:
     """The entry of the table a listed function serves, its module imported on first use (issue 36's cold start)."""
     module = importlib.import_module(f"{functions.__package__}.{listed.aggregate}")
-    entries: tuple[Operation, ...] = (*getattr(module, "SINGLE", ()), *module.OPERATIONS)
-    return next(operation for operation in entries if operation.name == listed.name)
+    return next(operation for operation in held(module) if operation.name == listed.name)
 
 
 def respond(request: func.HttpRequest, operation: Operation) -> func.HttpResponse:

@@ -25,6 +25,8 @@ from oncegate.entrypoints.principal import Principal, Role
 from oncegate.models import Visibility
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from oncegate.bootstrap import Services
 
 Body = TypeVar("Body")
@@ -171,3 +173,10 @@ class Operation:
     def answer(self, services: Services, call: Call[Any, Any], command: Any = None) -> Any:
         """The response model, for a caller without HTTP (the bulk actions, the tests' ``Gate``)."""
         return self.perform(services, call, command).model
+
+
+def held(module: ModuleType) -> tuple[Operation, ...]:
+    """The entries a module of the table holds: its ``OPERATIONS``, after its ``SINGLE`` where it splits them to
+    keep the connector's order (``claim_records``). The app finds a function's entry by it, as the list's writer
+    finds each entry's module."""
+    return (*getattr(module, "SINGLE", ()), *module.OPERATIONS)

@@ -135,3 +135,13 @@ def test_the_models_annotations_are_objects_not_text() -> None:
     models = (ROOT / "oncegate" / "models").glob("*.py")
     postponed = [path.name for path in models if re.search(r"^from __future__ ", path.read_text(), re.MULTILINE)]
     assert postponed == []
+
+
+def test_the_models_package_finds_every_name_it_exports_and_exports_every_name_it_finds() -> None:
+    # oncegate.models names each export three times (the type checker's imports, __all__, and the module each is
+    # loaded from on first use): a name added to one list and not the others would be missing at run time.
+    from oncegate import models
+
+    assert sorted(models._HOME) == sorted(models.__all__)
+    for name, module in models._HOME.items():
+        assert name in vars(__import__(module, fromlist=[name])), f"{name} is not in {module}"

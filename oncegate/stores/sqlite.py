@@ -255,15 +255,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         its open connections would go on writing to the file that left, and every claim made there would be
         lost with it (its key answered proceed again once the app serves the file now at the path).
         """
-        opened = self._opened
-        if opened is None:
-            return
-        try:  # _file_of spelled out: one stat a write (issue 36)
-            found = os.stat(self._path)
-            moved = found.st_ino != opened[1] or found.st_dev != opened[0]
-        except FileNotFoundError:
-            moved = opened != (0, 0)
-        if moved:
+        if self._opened is not None and _file_of(self._path) != self._opened:
             logger.error("The SQLite database at %s was moved or replaced while this store had it open", self._path)
             raise NotConfigured(
                 f"The SQLite database at {self._path} was moved, deleted or replaced while this instance ran: what it "

@@ -324,6 +324,7 @@ def _text(moment: datetime | None) -> str:
 
 def _where_is_the_store(command: str) -> str:
     return (
-        f"{command} works on the store oncegate serve uses. Run it in the folder where oncegate serve runs, or set "
+        f"{command} works on the store oncegate serve uses, which makes its database at its first request: on a new "
+        "store, ask it once (oncegate health) first. Else run it in the folder where oncegate serve runs, or set "
         "ONCEGATE_SQLITE_PATH (or ONCEGATE_STORE=tables and its settings) as the app has them."
     )

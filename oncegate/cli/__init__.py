@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 
-from oncegate.cli import commands, extra
+from oncegate.cli import commands, extra, store_commands
 from oncegate.cli.parser import build_parser
 from oncegate.cli.signin import AppFactory, msal_app
 
@@ -60,6 +60,8 @@ def _run(argv: list[str] | None, app_factory: AppFactory) -> int:
     if args.command not in WITHOUT_EXTRA:
         extra.require()
     if args.local:
+        if args.command not in WITHOUT_EXTRA:
+            store_commands.logs_when_asked()
         code: int = args.handler(args)
         return code
     if args.entra and args.function_key:

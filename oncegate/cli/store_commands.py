@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +26,23 @@ else:
     # rich comes with the cli extra (oncegate/cli/extra.py).
     layout = on_first_use("oncegate.cli.layout")
     store_rendering = on_first_use("oncegate.cli.store_rendering")
+
+
+def logs_when_asked() -> None:
+    """Show OnceGate's log lines only when ``ONCEGATE_LOG_LEVEL`` asks for them, as ``oncegate serve`` writes them.
+
+    They are the app's log: a store command says itself what it did. Where nothing configured logging,
+    Python's last resort printed each warning and error bare, such as the SDK's error for a missing table
+    twice over, with its request id and JSON body, above ``store init``'s "is now store".
+    """
+    from oncegate.entrypoints import logs
+
+    if os.environ.get(logs.SETTING):
+        logs.configure(handler=True)
+        return
+    logger = logging.getLogger("oncegate")
+    if not any(isinstance(handler, logging.NullHandler) for handler in logger.handlers):
+        logger.addHandler(logging.NullHandler())
 
 
 def _exit(error: OnceGateError) -> int:
@@ -144,7 +163,7 @@ def store_init(args: argparse.Namespace) -> int:
     (a deployment runs it on the deployer's machine, which holds none).
     """
     from oncegate.bootstrap import build_store, store_pin
-    from oncegate.config import ConfigError, Settings
+    from oncegate.config import ConfigError, Settings, StoreKind
     from oncegate.errors import OnceGateError
     from oncegate.service.core import utc_now
     from oncegate.service.key_secrets import KeySecrets
@@ -170,7 +189,8 @@ def store_init(args: argparse.Namespace) -> int:
         store.close()
     if getattr(args, "json", False):
         print(json.dumps({"storeId": store_id}))
-    elif args.new_only and before == store_id:
+        return 0
+    if args.new_only and before == store_id:
         print(f"{settings.store_text} is store {store_id}.")
     elif args.new_only:
         print(f"{settings.store_text} is marked as a new store, {store_id}: set ONCEGATE_STORE_ID to it.")
@@ -179,6 +199,12 @@ def store_init(args: argparse.Namespace) -> int:
         print(f"{settings.store_text} is now store {store_id} (it had no id: a new store, or one wiped whole).")
     else:
         print(f"{settings.store_text} is now store {store_id}; claims made before it was wiped are forgotten.")
+    if settings.store is not StoreKind.SQLITE and settings.store_id is None and not args.new_only:
+        # Table Storage keeps no id outside the store by itself: the app's setting does (SQLite's file is written).
+        print(
+            f"Set ONCEGATE_STORE_ID={store_id} on the app, so that it recognises a wiped or replaced store after a "
+            "restart (docs/operations.md, 'A store that lost its claims')."
+        )
     return 0
 
 

@@ -129,7 +129,8 @@ def keys(args: argparse.Namespace) -> int:
     try:
         if args.action == "retire":
             record = services.key_secrets.retire(args.key_id, orphan=args.orphan)
-            print(f"Key secret {record.key_id} is retired on {settings.store_text}.")
+            orphaned = f": the {args.orphan} rows made with it are orphaned" if args.orphan else ""
+            print(f"Key secret {record.key_id} is retired on {settings.store_text}{orphaned}.")
             return 0
         marks = services.key_secrets.marks()
         usage = services.key_secrets.usage([record for record in marks.secrets if record.live])

@@ -66,3 +66,24 @@ def test_every_table_of_the_sqlite_store_is_named(database: Path) -> None:
     named = _section("## Local and development: the SQLite store")
 
     assert [table for table in tables if f"`{table}`" not in named] == []
+
+
+@pytest.mark.parametrize(
+    ("table", "section", "keys"),
+    [
+        ("history", "### History rows", set()),
+        ("conflicts", "### Conflict rows", set()),
+        ("flows", "### Flow, scope and overlap rows", set()),
+        ("scopes", "### Flow, scope and overlap rows", set()),
+        ("overlaps", "### Flow, scope and overlap rows", set()),
+        # Table Storage keeps the check value as the RowKey, which the section names.
+        ("key_ids", "### Flow, scope and overlap rows", {"KeyId"}),
+    ],
+)
+def test_every_column_of_the_other_rows_is_described(database: Path, table: str, section: str, keys: set[str]) -> None:
+    with sqlite3.connect(database) as connection:
+        columns = [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
+    connection.close()
+    described = _section(section)
+
+    assert [column for column in columns if f"`{column}`" not in described and column not in SQLITE_ONLY | keys] == []

@@ -63,16 +63,23 @@ def _local_services(command: str) -> tuple[Any, Any] | int:
     """The services over the store of the environment's settings, and the settings; or the exit status of a refusal.
 
     A SQLite database that does not exist is refused: opening it would make an empty one (and a new key
-    secret) here, and report on nothing.
+    secret) here, and report on nothing. So is one without the key-secret file beside it (a database
+    imported on another machine): a new secret there is never the one its claims were made with.
     """
     from oncegate.bootstrap import build_services
     from oncegate.config import ConfigError, Settings, StoreKind
     from oncegate.errors import OnceGateError
+    from oncegate.local_secret import SECRET_FILE_NAME
 
     try:
         settings = Settings.from_environment()
         if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists():
             return refused(command, f"no database at {settings.store_location}: {_where_is_the_store(command)}")
+        secret_file = settings.sqlite_path.parent / SECRET_FILE_NAME
+        if settings.store is StoreKind.SQLITE and settings.key_secret is None and not secret_file.exists():
+            return refused(
+                command, f"no key-secret file beside the database at {settings.store_location}: {NO_SECRET_FILE}"
+            )
         return build_services(settings), settings
     except ConfigError as exc:
         return refused(command, str(exc))
@@ -347,6 +354,13 @@ def _text(moment: datetime | None) -> str:
     from oncegate.service.backups import moment_text
 
     return moment_text(moment) if moment else "(never)"
+
+
+NO_SECRET_FILE = (
+    "the secret its claims were made with is kept there. After a restore or a move to another machine, put back the "
+    "key-secret file that was beside it (or set ONCEGATE_KEY_SECRET to its content); a new store gets one from "
+    "oncegate serve at its first request (oncegate health)."
+)
 
 
 def _where_is_the_store(command: str) -> str:

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from azure.data.tables import TableServiceClient
 
+from oncegate.cli import main
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -46,12 +48,21 @@ def tables(table_store_factory: Any) -> dict[str, str]:
     }
 
 
+def in_process(settings: dict[str, str], monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
+    """A step the test only needs done: the command in this process, where the suite's logging catches the log."""
+    for name in [name for name in os.environ if name.startswith("ONCEGATE_")]:
+        monkeypatch.delenv(name)
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    return main(list(argv))
+
+
 @pytest.mark.azurite
 def test_store_init_on_a_lost_claims_table_says_what_it_did_and_nothing_of_the_log(
-    tables: dict[str, str], tmp_path: Path
+    tables: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    marked = oncegate(tmp_path, tables, "store", "init", "--new-only", "--json")
-    store_id = json.loads(marked.stdout)["storeId"]
+    assert in_process(tables, monkeypatch, "store", "init", "--new-only", "--json") == 0
+    store_id = json.loads(capsys.readouterr().out)["storeId"]
     with TableServiceClient.from_connection_string(tables["ONCEGATE_TABLES_CONNECTION_STRING"]) as service:
         service.delete_table(f"{tables['ONCEGATE_TABLE_PREFIX']}Claims")
 
@@ -74,11 +85,13 @@ def test_store_init_on_a_lost_claims_table_says_what_it_did_and_nothing_of_the_l
     assert f"WARNING oncegate.service.key_secrets: Store marked as store {store_id} by an operator" in logged.stderr
 
 
-def test_store_init_on_a_dropped_sqlite_claims_table_says_what_it_did_and_nothing_of_the_log(tmp_path: Path) -> None:
+def test_store_init_on_a_dropped_sqlite_claims_table_says_what_it_did_and_nothing_of_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = {"ONCEGATE_SQLITE_PATH": str(tmp_path / "store" / "oncegate.db")}
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "oncegate.db").touch()
-    assert oncegate(tmp_path, settings, "store", "init").returncode == 0
+    assert in_process(settings, monkeypatch, "store", "init") == 0
     with sqlite3.connect(tmp_path / "store" / "oncegate.db") as connection:
         connection.execute("DROP TABLE claims")
     connection.close()

@@ -28,6 +28,24 @@ else:
     store_rendering = on_first_use("oncegate.cli.store_rendering")
 
 
+def on_the_store(args: argparse.Namespace) -> int:
+    """Run a command on the store the settings name: the app's log only when asked (:func:`logs_when_asked`), and
+    a Table Storage endpoint nobody is signed in to as one line, not the SDK's traceback."""
+    from azure.core.exceptions import ClientAuthenticationError
+
+    logs_when_asked()
+    try:
+        code: int = args.handler(args)
+    except ClientAuthenticationError as exc:
+        said = str(exc.message or exc).splitlines()[0]
+        return refused(
+            args.command,
+            f"cannot sign in to Table Storage at {os.environ.get('ONCEGATE_TABLES_ENDPOINT')}: {said} Sign in with "
+            "az login (or run where a managed identity is), as an identity with a data role on the tables.",
+        )
+    return code
+
+
 def logs_when_asked() -> None:
     """Show OnceGate's log lines only when ``ONCEGATE_LOG_LEVEL`` asks for them, as ``oncegate serve`` writes them.
 

@@ -101,3 +101,28 @@ def test_store_init_on_a_dropped_sqlite_claims_table_says_what_it_did_and_nothin
     assert started.returncode == 0, started.stderr
     assert "claims made before it was wiped are forgotten" in started.stdout
     assert started.stderr == ""
+
+
+def test_a_table_storage_endpoint_nobody_signed_in_to_is_one_line_naming_az_login(tmp_path: Path) -> None:
+    """Forgetting `az login` before a runbook's store command ended in the SDK's traceback, exit 1 (the drill's).
+
+    Every store command opens the store the same way (its first read signs in), and one handler answers for all.
+    """
+    settings = {
+        "ONCEGATE_STORE": "tables",
+        "ONCEGATE_TABLES_ENDPOINT": "https://stoncegatenobody.table.core.windows.net",
+        "ONCEGATE_KEY_SECRET": "s" * 32,
+        # Only the Azure CLI's sign-in is tried, and there is no Azure CLI on this PATH: nobody is signed in.
+        "AZURE_TOKEN_CREDENTIALS": "AzureCliCredential",
+        "PATH": str(tmp_path),
+    }
+
+    refused = oncegate(tmp_path, settings, "keys")
+
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert (
+        "oncegate keys: cannot sign in to Table Storage at https://stoncegatenobody.table.core.windows.net: "
+        in refused.stderr
+    )
+    assert "Sign in with az login" in refused.stderr

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.records import Flow
 from oncegate.domain.statuses import ConflictStatus, Resolution, SettledOutcome
-from oncegate.domain.transitions import Result
+
+if TYPE_CHECKING:
+    from oncegate.domain.transitions import Result
 
 
 @dataclass(frozen=True, kw_only=True)

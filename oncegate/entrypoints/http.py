@@ -24,7 +24,8 @@ from pydantic import BaseModel
 from oncegate import bootstrap, telemetry
 from oncegate.config import AuthMode, ConfigError
 from oncegate.cursors import CursorSeal
-from oncegate.entrypoints import waits
+from oncegate.entrypoints import error_map, waits
+from oncegate.entrypoints.error_map import error_info
 from oncegate.entrypoints.operations import functions
 from oncegate.entrypoints.operations.functions import Listed
 from oncegate.entrypoints.operations.table import Call, Operation, Reply, held
@@ -172,8 +173,6 @@ def _poll_address(call: Call[Any, Any], reply: Reply) -> dict[str, str]:
 
 
 def _refused(exc: OnceGateError) -> func.HttpResponse:
-    from oncegate.entrypoints import error_map  # with the first refusal (render_error)
-
     setting = exc.target if isinstance(exc, NotConfigured) else None
     telemetry.describe({telemetry.ERROR_CODE: error_map.code(exc), telemetry.SETTING: setting})
     return render_error(exc)
@@ -185,14 +184,12 @@ def render(status: int, model: BaseModel, headers: dict[str, str] | None = None)
 
 
 def render_error(exc: OnceGateError) -> func.HttpResponse:
-    # With the first refusal, the error table and the error body's models: a claim answered needs neither.
-    from oncegate.entrypoints import error_map
-    from oncegate.models import ErrorBody
-
     said = error_map.answered(exc)
     if said.status >= 500 and not isinstance(exc, StoreUnavailable):
         logger.error("Answering %s: %s", said.code, exc.message)
-    return render(said.status.value, ErrorBody(error=error_map.error_info(exc)), error_map.headers(exc))
+    from oncegate.models import ErrorBody  # with the first refusal, as error_info's models
+
+    return render(said.status.value, ErrorBody(error=error_info(exc)), error_map.headers(exc))
 
 
 def authorize(request: func.HttpRequest, role: Role | None) -> Principal | None:

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.records import Flow
 from oncegate.domain.statuses import ConflictStatus, Resolution, SettledOutcome
-
-if TYPE_CHECKING:
-    from oncegate.domain.transitions import Result
+from oncegate.domain.transitions import Result
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -54,14 +54,13 @@ OTHER_ACTIONS = {
     "oncegate.cli",
 }
 
-# What no answer to a request needs: the purge after retention (a timer's), the store's export and restore (the
-# command line's, and health's notice of a restore), the error table and its body (the first refusal's), the routes
-# of the catch-all (a path no action serves).
+# What no claim answered needs: the purge after retention (a timer's), the store's export and restore (the command
+# line's, and health's notice of a restore), the error body (the first refusal's), the routes of the catch-all (a
+# path no action serves).
 NOT_FOR_AN_ANSWER = {
     "oncegate.service.retention",
     "oncegate.service.backups",
     "oncegate.stores.export_format",
-    "oncegate.entrypoints.error_map",
     "oncegate.entrypoints.routes",
     "oncegate.models.health",
 }
@@ -101,6 +100,7 @@ COLD_CLAIM = {
     "oncegate.entrypoints.operations.claims",
     "oncegate.entrypoints.operations.functions",
     "oncegate.entrypoints.operations.table",
+    "oncegate.entrypoints.error_map",
     "oncegate.entrypoints.parse",
     "oncegate.entrypoints.principal",
     "oncegate.entrypoints.render",
@@ -189,11 +189,11 @@ def test_a_first_claim_imports_only_the_modules_of_its_path(tmp_path: Path) -> N
 
 
 def test_a_first_request_refused_still_answers_the_contract_s_error(tmp_path: Path) -> None:
-    # The error table comes with the first refusal: a first request that is refused answers as any other.
+    # The error body's models come with the first refusal: a first request that is refused answers as any other.
     result = _first_claim(tmp_path, "")
     assert result["status"] == 400
     assert result["answer"]["error"]["code"] == "invalid_request"
-    assert "oncegate.entrypoints.error_map" in set(result["modules"])
+    assert "oncegate.models.health" in set(result["modules"])
 
 
 def test_a_key_holding_a_phone_number_is_still_refused_on_a_first_claim(tmp_path: Path) -> None:

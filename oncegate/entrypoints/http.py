@@ -88,6 +88,8 @@ def entry(listed: Listed) -> Operation:
 
 def respond(request: func.HttpRequest, operation: Operation) -> func.HttpResponse:
     """Run one entry for a caller holding its role and render its answer or its error, sending its event."""
+    if telemetry.sending is False:  # off: nothing to time, count or send, so no code of telemetry runs
+        return _answer(request, operation)
     with telemetry.answering(operation.event, operation.name):
         response = _answer(request, operation)
         telemetry.describe({telemetry.HTTP_STATUS: response.status_code})
@@ -174,8 +176,9 @@ def _poll_address(call: Call[Any, Any], reply: Reply) -> dict[str, str]:
 
 
 def _refused(exc: OnceGateError) -> func.HttpResponse:
-    setting = exc.target if isinstance(exc, NotConfigured) else None
-    telemetry.describe({telemetry.ERROR_CODE: error_map.code(exc), telemetry.SETTING: setting})
+    if telemetry.sending:
+        setting = exc.target if isinstance(exc, NotConfigured) else None
+        telemetry.describe({telemetry.ERROR_CODE: error_map.code(exc), telemetry.SETTING: setting})
     return render_error(exc)
 
 

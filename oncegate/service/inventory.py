@@ -95,6 +95,45 @@ def _tally(tallies: dict[K, Tally], key: K) -> Tally:
     return tally
 
 
+# A tally made the delta a flush adds to its stored record: a record of its kind holding only counts and times.
+
+
+def _flow_delta(flow: Flow, tally: Tally) -> FlowRecord:
+    seen = (tally.first_seen_at, tally.last_seen_at)
+    return FlowRecord(
+        flow,
+        first_seen_at=seen[0],
+        last_seen_at=seen[1],
+        claims=tally.counts["claims"],
+        duplicates=tally.counts["duplicates"],
+        claims_by_source=dict(tally.sources),
+    )
+
+
+def _scope_delta(scope: str, tally: Tally) -> ScopeRecord:
+    by_status = {ClaimStatus(status): count for status, count in tally.counts.items() if count}
+    return ScopeRecord(
+        scope,
+        first_seen_at=tally.first_seen_at,
+        last_seen_at=tally.last_seen_at,
+        claims_by_status=by_status,
+        claims_by_source=dict(tally.sources),
+        fingerprint_rules=tuple(
+            FingerprintRules(version, matched=tuple(sorted(pointers))) for version, pointers in tally.matched.items()
+        ),
+    )
+
+
+def _overlap_delta(flows: tuple[Flow, Flow], tally: Tally) -> Overlap:
+    return Overlap(
+        flows,
+        count=tally.counts["count"],
+        first_seen_at=tally.first_seen_at,
+        last_seen_at=tally.last_seen_at,
+        example_claim_id=tally.example_claim_id,
+    )
+
+
 @dataclass(frozen=True)
 class _Snapshot:
     """The registrations as one instance last read them."""
@@ -129,7 +168,9 @@ class Inventory:
         self._snapshot: _Snapshot | None = None
         # What this process counted since the last flush, taken whole by the next one.
         self._counting = threading.Lock()
-        self._counted = Counted({}, {}, {})
+        self._flows_counted: dict[Flow, Tally] = {}
+        self._scopes_counted: dict[str, Tally] = {}
+        self._overlaps_counted: dict[tuple[Flow, Flow], Tally] = {}
         # The claim index (Table Storage) is written at the same interval, off the claim path (issue 16).
         self.usage = Usage(
             store, clock=clock, interval=flush_interval, take=self._take, also=lambda: store.flush_index()
@@ -209,7 +250,7 @@ class Inventory:
         matched = set(rules.include) - set(unmatched) - set(rules.matched)
         if matched:
             with self._counting:
-                _tally(self._counted.scopes, scope).matched.setdefault(rules.version, set()).update(matched)
+                _tally(self._scopes_counted, scope).matched.setdefault(rules.version, set()).update(matched)
 
     def declares(self, scope: str, key: str) -> bool:
         """Whether ``key`` has the shape the owner of ``scope`` declared its keys have (its key pattern)."""
@@ -222,9 +263,9 @@ class Inventory:
         """Count a Check and claim answer: the scope and the flow (if named) seen at ``at``, the flow's claims
         counted (and its duplicates), under one take of the lock; flush the counts when the interval is over."""
         with self._counting:
-            _tally(self._counted.scopes, scope).seen(at)
+            _tally(self._scopes_counted, scope).seen(at)
             if flow is not None:
-                tally = _tally(self._counted.flows, flow)
+                tally = _tally(self._flows_counted, flow)
                 tally.seen(at)
                 tally.counts["claims"] += 1
                 tally.counts["duplicates"] += int(decision is Decision.DUPLICATE)
@@ -235,7 +276,7 @@ class Inventory:
     def copy_met(self, holder: Flow, caller: Flow, claim_id: str, at: datetime) -> None:
         """``caller`` met a claim that another flow, ``holder``, made: the two overlap."""
         with self._counting:
-            tally = _tally(self._counted.overlaps, pair(holder, caller))
+            tally = _tally(self._overlaps_counted, pair(holder, caller))
             tally.seen(at)
             tally.counts["count"] += 1
             tally.example_claim_id = tally.example_claim_id or claim_id
@@ -245,7 +286,7 @@ class Inventory:
         if before is after:
             return
         with self._counting:
-            counts = _tally(self._counted.scopes, scope).counts
+            counts = _tally(self._scopes_counted, scope).counts
             if after is not None:
                 counts[after.value] += 1
             if before is not None:
@@ -254,15 +295,20 @@ class Inventory:
     def source_claimed(self, scope: str, flow: Flow | None, source: str) -> None:
         """A new claim named its source system: counted per scope and per flow (issue 16)."""
         with self._counting:
-            _tally(self._counted.scopes, scope).sources[source] += 1
+            _tally(self._scopes_counted, scope).sources[source] += 1
             if flow is not None:
-                _tally(self._counted.flows, flow).sources[source] += 1
+                _tally(self._flows_counted, flow).sources[source] += 1
 
     def _take(self) -> Counted:
-        """Everything counted since the last flush, for the flush; counting starts afresh."""
+        """Everything counted since the last flush, as deltas, for the flush; counting starts afresh."""
         with self._counting:
-            counted, self._counted = self._counted, Counted({}, {}, {})
-        return counted
+            flows, scopes, overlaps = self._flows_counted, self._scopes_counted, self._overlaps_counted
+            self._flows_counted, self._scopes_counted, self._overlaps_counted = {}, {}, {}
+        return Counted(
+            [_flow_delta(flow, tally) for flow, tally in flows.items()],
+            [_scope_delta(scope, tally) for scope, tally in scopes.items()],
+            [_overlap_delta(pair, tally) for pair, tally in overlaps.items()],
+        )
 
     def flush(self) -> None:
         """Write the counts gathered in memory to the store now; raises ``StoreUnavailable``, keeping them."""

@@ -23,15 +23,11 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from oncegate.domain.records import FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
-from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.stores.port import InventoryRecords
-
-if TYPE_CHECKING:
-    from oncegate.service.inventory import Tally
 
 logger = logging.getLogger(__name__)
 
@@ -121,56 +117,19 @@ def _add_overlap(record: Overlap, delta: Overlap) -> Overlap:
 
 
 class Counted(NamedTuple):
-    """What a process counted since its last flush, taken whole from the inventory by the flush."""
+    """What a process counted since its last flush, as deltas: taken whole from the inventory by the flush."""
 
-    flows: dict[Flow, Tally]
-    scopes: dict[str, Tally]
-    overlaps: dict[tuple[Flow, Flow], Tally]
-
-
-def _flow_delta(flow: Flow, tally: Tally) -> FlowRecord:
-    seen = (tally.first_seen_at, tally.last_seen_at)
-    return FlowRecord(
-        flow,
-        first_seen_at=seen[0],
-        last_seen_at=seen[1],
-        claims=tally.counts["claims"],
-        duplicates=tally.counts["duplicates"],
-        claims_by_source=dict(tally.sources),
-    )
-
-
-def _scope_delta(scope: str, tally: Tally) -> ScopeRecord:
-    by_status = {ClaimStatus(status): count for status, count in tally.counts.items() if count}
-    return ScopeRecord(
-        scope,
-        first_seen_at=tally.first_seen_at,
-        last_seen_at=tally.last_seen_at,
-        claims_by_status=by_status,
-        claims_by_source=dict(tally.sources),
-        fingerprint_rules=tuple(
-            FingerprintRules(version, matched=tuple(sorted(pointers))) for version, pointers in tally.matched.items()
-        ),
-    )
-
-
-def _overlap_delta(flows: tuple[Flow, Flow], tally: Tally) -> Overlap:
-    return Overlap(
-        flows,
-        count=tally.counts["count"],
-        first_seen_at=tally.first_seen_at,
-        last_seen_at=tally.last_seen_at,
-        example_claim_id=tally.example_claim_id,
-    )
+    flows: list[FlowRecord]
+    scopes: list[ScopeRecord]
+    overlaps: list[Overlap]
 
 
 @dataclass(frozen=True)
 class _Kind(Generic[K, R]):
-    """One kind of inventory record: how it is keyed, made afresh, made from a tally, added to, listed and saved."""
+    """One kind of inventory record: how it is keyed, made afresh, added to, listed and saved."""
 
     key: Callable[[R], K]
     blank: Callable[[K], R]
-    delta: Callable[[K, Tally], R]
     add: Callable[[R, R], R]
     list: Callable[[], list[R]]
     save: Callable[[R], R]
@@ -202,11 +161,11 @@ class _Pending(Generic[K, R]):
         self.kind = kind
         self._unmerged: dict[K, R] = {}
 
-    def take(self, tallies: dict[K, Tally]) -> dict[K, R]:
-        """Every delta waiting, with those of ``tallies``, as records; they leave this object."""
+    def take(self, counted: list[R]) -> dict[K, R]:
+        """Every delta waiting, with those ``counted`` since, by key; they leave this object."""
         deltas, self._unmerged = self._unmerged, {}
-        for key, tally in tallies.items():
-            self.kind.keep(deltas, self.kind.delta(key, tally))
+        for delta in counted:
+            self.kind.keep(deltas, delta)
         return deltas
 
     def put_back(self, deltas: dict[K, R]) -> None:
@@ -239,7 +198,6 @@ class Usage:
             _Kind(
                 lambda r: r.flow,
                 FlowRecord,
-                _flow_delta,
                 _add_flow,
                 lambda: store.list_flows(),
                 lambda r: store.save_flow(r),
@@ -249,7 +207,6 @@ class Usage:
             _Kind(
                 lambda r: r.scope,
                 ScopeRecord,
-                _scope_delta,
                 _add_scope,
                 lambda: store.list_scopes(),
                 lambda r: store.save_scope(r),
@@ -259,7 +216,6 @@ class Usage:
             _Kind(
                 lambda r: pair(*r.flows),
                 Overlap,
-                _overlap_delta,
                 _add_overlap,
                 lambda: store.list_overlaps(),
                 lambda r: store.save_overlap(r),

@@ -122,7 +122,8 @@ def read(
     """The request as ``operation`` declares it: its route's ids, its query (cursors opened by ``seal``), its body."""
     given = request.route_params
     ids = {name: checked_id(name, str(given.get(name, "")), ROUTE_IDS[name]) for name in operation.path_ids()}
-    list_name = operation.list_name or operation.path(**ids)
+    own = operation.path(**ids)
+    list_name = operation.list_name or own
     params: dict[str, Any] = {}
     query = None
     if operation.query is not None:
@@ -139,7 +140,7 @@ def read(
         ids=ids,
         signed_in=signed_in,
         address=request.url,
-        root=_root(request.url, operation.path(**ids)),
+        root=_root(request.url, own),
         link=lambda cursor: next_link(request, cursor, list_name, seal),
         seal=seal,
     )

@@ -358,6 +358,9 @@ def store_pin(settings: Settings) -> StoreIdPin:
 def get_settings() -> Settings:
     """The process-wide settings, read from the environment on first use."""
     global _settings
+    settings = _settings
+    if settings is not None:  # read once: every later request takes them without the lock
+        return settings
     with _lock:
         if _settings is None:
             _settings = Settings.from_environment()
@@ -367,6 +370,9 @@ def get_settings() -> Settings:
 def get_services() -> Services:
     """The process-wide services, built from the settings on first use."""
     global _services
+    services = _services
+    if services is not None:  # built once: every later request takes them without the lock or the settings
+        return services
     settings = get_settings()
     with _lock:
         if _services is None:

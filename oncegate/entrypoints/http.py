@@ -87,6 +87,8 @@ def entry(listed: Listed) -> Operation:
 
 def respond(request: func.HttpRequest, operation: Operation) -> func.HttpResponse:
     """Run one entry for a caller holding its role and render its answer or its error, sending its event."""
+    if telemetry.sending is False:  # off: nothing to time, count or send, so no code of telemetry runs
+        return _answer(request, operation)
     with telemetry.answering(operation.event, operation.name):
         response = _answer(request, operation)
         telemetry.describe({telemetry.HTTP_STATUS: response.status_code})
@@ -119,7 +121,8 @@ def read(
     """The request as ``operation`` declares it: its route's ids, its query (cursors opened by ``seal``), its body."""
     given = request.route_params
     ids = {name: checked_id(name, str(given.get(name, "")), ROUTE_IDS[name]) for name in operation.path_ids()}
-    list_name = operation.list_name or operation.path(**ids)
+    own = operation.path(**ids)
+    list_name = operation.list_name or own
     params: dict[str, Any] = {}
     query = None
     if operation.query is not None:
@@ -136,7 +139,7 @@ def read(
         ids=ids,
         signed_in=signed_in,
         address=request.url,
-        root=_root(request.url, operation.path(**ids)),
+        root=_root(request.url, own),
         link=lambda cursor: next_link(request, cursor, list_name, seal),
         seal=seal,
     )
@@ -173,8 +176,9 @@ def _poll_address(call: Call[Any, Any], reply: Reply) -> dict[str, str]:
 
 
 def _refused(exc: OnceGateError) -> func.HttpResponse:
-    setting = exc.target if isinstance(exc, NotConfigured) else None
-    telemetry.describe({telemetry.ERROR_CODE: error_map.code(exc), telemetry.SETTING: setting})
+    if telemetry.sending:
+        setting = exc.target if isinstance(exc, NotConfigured) else None
+        telemetry.describe({telemetry.ERROR_CODE: error_map.code(exc), telemetry.SETTING: setting})
     return render_error(exc)
 
 

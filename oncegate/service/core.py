@@ -36,7 +36,15 @@ from oncegate.bounded import Bounded
 from oncegate.domain import members
 from oncegate.domain.decisions import Identity, Intent
 from oncegate.domain.fingerprint_rules import applied
-from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, compact_time, normalise_scope, normalise_source
+from oncegate.domain.keys import (
+    Fingerprint,
+    KeyHasher,
+    KeyRing,
+    compact_time,
+    named_personally,
+    normalise_scope,
+    normalise_source,
+)
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
 from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import (
@@ -244,7 +252,7 @@ class ClaimsCore:
         seem to carry personal data, unless the data policy is off (issue 33)."""
         if not isinstance(intent, BusinessData) or intent.payload is None:
             return False
-        return self.sensitive_data is SensitivePolicy.OFF or not members.named_personally(intent.payload)
+        return self.sensitive_data is SensitivePolicy.OFF or not named_personally(intent.payload)
 
     def fingerprint(self, hasher: KeyHasher, intent: KeyOf, rules_version: int) -> Fingerprint | None:
         """The request's fingerprint under a version of its scope's fingerprint rules (issue 25)."""

@@ -113,7 +113,7 @@ def claim_response(answer: ClaimAnswer) -> ClaimResponse:
 
 def _check(call: Call[ClaimItem, None]) -> CheckAndClaim:
     body = call.body
-    if telemetry.describing():
+    if telemetry.sending and telemetry.describing():
         telemetry.describe(flow_dimensions(body.scope, body.flow))
     return CheckAndClaim(**run_of(body), lease_seconds=body.lease_seconds, reference=body.reference)
 

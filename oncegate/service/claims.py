@@ -21,6 +21,7 @@ from typing import Protocol
 from oncegate.domain.backups import Restore
 from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import (
+    UNREAD,
     Change,
     ClaimAnswer,
     Intent,
@@ -102,6 +103,7 @@ class Claims:
         With ``waited`` (a waiting run's), the claim is read first, and an ``in_progress`` answer of the series
         its wait's first answer wrote is counted in ``waited`` instead of the history while the wait goes on.
         """
+        assert intent.now is not UNREAD, "an intent is identified before it is decided on"
         held = waited.unwritten if waited else None
         refusal = self._core.inventory.refusal(intent.flow)
         if refusal:

@@ -42,7 +42,6 @@ from oncegate.entrypoints.parse import (
     validate,
 )
 from oncegate.entrypoints.principal import Principal, Role
-from oncegate.entrypoints.routes import allowed_methods, function_routes
 from oncegate.errors import (
     MethodNotAllowed,
     NotConfigured,
@@ -233,6 +232,8 @@ def unknown_route(app: func.FunctionApp, request: func.HttpRequest) -> func.Http
     Not an action, so not through :func:`respond`: it reads neither the services nor the caller, and
     answers the same whether or not the app is configured.
     """
+    from oncegate.entrypoints.routes import allowed_methods, function_routes  # what an action never reads
+
     path = request.route_params.get("path", "")
     # Named as the caller sent it: the host's route parameter of an empty catch-all is not text (issue 13).
     sent = urlsplit(request.url).path

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from oncegate.domain.backups import Restore
 from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import (
     UNREAD,
@@ -48,11 +47,13 @@ from oncegate.errors import (
     NotFound,
     StateConflict,
 )
-from oncegate.service.backups import restore_notice
 from oncegate.service.commands import KeyOf, Paging
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, keyed, new_grant_id, settled, token
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable, RestoreReads
+
+if TYPE_CHECKING:
+    from oncegate.domain.backups import Restore
 
 logger = logging.getLogger(__name__)
 
@@ -346,6 +347,8 @@ class Claims:
 
     def restore(self) -> Restore | None:
         """The export the store was filled from, while its health is to say so (issue 35); None otherwise."""
+        from oncegate.service.backups import restore_notice  # with health's first call: a claim never needs it
+
         return restore_notice(self._store, self._core.clock())
 
 

@@ -382,9 +382,8 @@ def get_services() -> Services:
             except StoreUnavailable as exc:
                 # Table Storage is reached while the store is built: say which store did not answer.
                 where = " Check ONCEGATE_SQLITE_PATH." if settings.store is StoreKind.SQLITE else ""
-                raise StoreUnavailable(
-                    f"The store ({settings.store_text}) does not answer: {exc.message}{where}"
-                ) from exc
+                said = exc.message if exc.message.endswith(".") else f"{exc.message}."
+                raise StoreUnavailable(f"The store ({settings.store_text}) does not answer: {said}{where}") from exc
             # The inventory's counts of the last interval reach the store when the worker shuts down.
             atexit.register(_services.close)
         return _services

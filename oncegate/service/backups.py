@@ -18,6 +18,7 @@ what the other wrote.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -116,7 +117,12 @@ class ExportReport:
 def export(
     store: BackupStore, path: Path, *, now: Callable[[], datetime], on_progress: Progress | None = None
 ) -> ExportReport:
-    """Write every record the promise needs to ``path`` (through ``<stem>.partial<suffix>``, renamed once whole)."""
+    """Write every record the promise needs to ``path`` (through ``<stem>.partial<suffix>``, renamed once whole).
+
+    An existing ``path`` is never replaced: it may be the last good export, and one taken of a store emptied by
+    mistake under the same name would leave nothing to restore from.
+    """
+    _refuse_existing(path)
     marks = store.read_marks()
     if marks.store_id is None:
         raise InvalidRequest("the store has no id: it never served a claim, so there is nothing to export.")
@@ -183,8 +189,18 @@ def export(
             else:
                 report.changed_after_read.append(claim_id)
         export_format.write(out, report.end_record())
+    _refuse_existing(path)  # made while the export ran; the whole export stays in the partial file
     partial.replace(path)
     return report
+
+
+def _refuse_existing(path: Path) -> None:
+    if os.path.lexists(path):
+        raise InvalidRequest(
+            f"{path} already exists: an export never replaces a file, which may be the last good export. "
+            "Name another file, or move that one away first.",
+            target="FILE",
+        )
 
 
 def _section(

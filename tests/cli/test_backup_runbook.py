@@ -374,3 +374,19 @@ def test_an_import_run_moments_after_the_tables_were_deleted_is_refused_with_whe
     assert "was deleted moments ago" in refused.err.splitlines()[-1], refused.err
     assert again.code == 0, again.err
     assert f"is store {store_id} again" in again.out
+
+
+def test_an_export_under_a_name_that_is_taken_exits_2_and_keeps_the_file(
+    served: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "store", "export", "export.jsonl").code == 0
+    kept = (served / "export.jsonl").read_bytes()
+
+    again = run(capsys, "store", "export", "export.jsonl")
+
+    assert again.code == 2
+    assert again.err.splitlines()[-1] == (
+        "oncegate store export: export.jsonl already exists: an export never replaces a file, which may be the last "
+        "good export. Name another file, or move that one away first."
+    )
+    assert (served / "export.jsonl").read_bytes() == kept

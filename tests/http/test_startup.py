@@ -24,6 +24,7 @@ import pytest
 from azure.functions.decorators.http import HttpTrigger
 
 import function_app
+from oncegate import bootstrap
 from oncegate.entrypoints.framing import make_server
 from tests.http.client import FUNCTIONS
 
@@ -230,6 +231,26 @@ def test_a_sqlite_path_naming_a_folder_is_503_naming_the_setting_and_leaves_the_
     assert_not_configured(status, body, "ONCEGATE_SQLITE_PATH")
     assert f"is the folder {folder}" in body["error"]["message"]
     assert folder.stat().st_mode & 0o777 == 0o755
+
+
+def test_an_identity_that_gets_no_token_for_table_storage_is_503_store_unavailable_not_a_500(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, serve: Serve
+) -> None:
+    # Found by an outside test: a managed identity endpoint that did not answer (or no identity assigned) raised the
+    # credential's error through the store, and every action answered 500 internal_error, "nothing more is known".
+    environment = {"ONCEGATE_STORE": "tables", "ONCEGATE_TABLES_ENDPOINT": "https://127.0.0.1:9"}
+    set_environment(monkeypatch, environment | {"ONCEGATE_KEY_SECRET": "s" * 40}, tmp_path)
+    # Only the Azure CLI's sign-in is tried, and there is no Azure CLI on this PATH: no token comes.
+    monkeypatch.setenv("AZURE_TOKEN_CREDENTIALS", "AzureCliCredential")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    bootstrap.use_services(None)  # built from these settings, as in a new instance, not the suite's own
+    address = serve(import_fresh_function_app())
+
+    claim = json.dumps({"scope": "erp.create-order", "key": "ORDER-1", "runId": "r1"}).encode()
+    status, body = over_http(address, "POST", "/api/claims", claim)
+
+    assert (status, body.get("error", {}).get("code")) == (503, "store_unavailable"), body
+    assert "Table Storage could not be signed in to: this app's identity got no token" in body["error"]["message"]
 
 
 def auth_levels(module: ModuleType) -> dict[str, str]:

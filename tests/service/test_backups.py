@@ -612,3 +612,20 @@ def test_an_import_into_a_store_with_a_target_declared_is_refused_naming_it(
         backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
 
     assert refused.value.message == "the store is not empty: it holds targets. Import into an empty store."
+
+
+def test_an_export_never_replaces_a_file_that_is_there(stores: Stores, clock: FakeClock, tmp_path: Path) -> None:
+    # The last good export, kept under the name the next one is taken with after the store was emptied by mistake.
+    fill(stores, clock)
+    path = tmp_path / "export.jsonl.gz"
+    good = exported(stores.open(), path, clock)
+    kept = path.read_bytes()
+    stores.wipe()
+    claim(gate(stores, clock), key="SO-new", run="run-new")  # the emptied store serves again, as a new store
+
+    with pytest.raises(InvalidRequest, match=r"export\.jsonl\.gz already exists: an export never replaces a file"):
+        backups.export(stores.open(), path, now=clock)
+
+    assert path.read_bytes() == kept
+    assert backups.read_export(path).store_id == good.store_id
+    assert not (tmp_path / "export.partial.jsonl.gz").exists()

@@ -16,7 +16,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from azure.core import MatchConditions
-from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    HttpResponseError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
 from azure.data.tables import TableClient, UpdateMode
 
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
@@ -173,6 +178,15 @@ def _translated() -> Iterator[None]:
         yield
     except (ServiceRequestError, ServiceResponseError) as exc:
         raise _unavailable(exc) from exc
+    except ClientAuthenticationError as exc:
+        # The identity got no token (a managed identity endpoint that did not answer, no identity assigned, an
+        # expired sign-in) or the service refused the one it sent (401): the store cannot be reached, nothing
+        # failed in the service, and a token may come on the next try.
+        logger.error("Table Storage sign-in failed: %s", exc)
+        raise StoreUnavailable(
+            "Table Storage could not be signed in to: this app's identity got no token for it (check that the app "
+            "has a managed identity, or that the signed-in account is current)."
+        ) from exc
     except HttpResponseError as exc:
         if exc.status_code is not None and (exc.status_code >= 500 or exc.status_code == 429):
             raise _unavailable(exc) from exc

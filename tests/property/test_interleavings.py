@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, event, settings
+from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -561,10 +561,8 @@ def _run(machine: Callable[[], Interleavings], examples: int, steps: int, **more
     chosen = settings(
         max_examples=examples,
         stateful_step_count=steps,
-        deadline=None,
         derandomize=True,
         database=None,
-        suppress_health_check=[HealthCheck.too_slow],
         **more,
     )
     # Hypothesis calls any factory of machines, though its annotation asks for a class.

@@ -72,6 +72,7 @@ from tests.property.model import (
 )
 from tests.service.calls import SCOPE, claim, keyed, release
 from tests.support.azurite import TableStoreFactory
+from tests.support.sqlite_template import fresh_sqlite_file
 
 T = TypeVar("T")
 KEYS = ("ORDER-1", "ORDER-2")
@@ -110,10 +111,11 @@ class StoreOpener(Protocol):
 
 
 class SqliteFiles:
-    """SqliteStores on one new file: for SQLite what TableStoreFactory is for tables."""
+    """SqliteStores on one new file (a copy of an empty store's, as the service tests open): for SQLite what
+    TableStoreFactory is for tables."""
 
     def __init__(self, directory: Path) -> None:
-        self.path = directory / f"{uuid.uuid4().hex}.db"
+        self.path = fresh_sqlite_file(directory / f"{uuid.uuid4().hex}.db")
         self._stores: list[SqliteStore] = []
 
     def __call__(self) -> SqliteStore:

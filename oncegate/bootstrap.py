@@ -2,8 +2,8 @@
 
 :func:`wire` builds every service over one store, once; the entry points are given the bundle
 (:class:`Services`) and each action calls the one service it needs. The services a Check and claim does
-not use (attention, key secrets, the bulk calls' own, Perform once, targets) are built, and their modules
-imported, when first asked for: a new process answers its first claim without them (issue 36's cold start).
+not use (retention, attention, key secrets, the bulk calls' own, Perform once, targets) are built, and their
+modules imported, when first asked for: a new process answers its first claim without them (issue 36's cold start).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
 from oncegate.service.results import Results
-from oncegate.service.retention import Retention
 from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
 from oncegate.service.waits import Waits
 from oncegate.stores.port import ClaimStore
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from oncegate.service.key_secrets import KeySecrets
     from oncegate.service.new_claims import NewClaims
     from oncegate.service.perform import Perform
+    from oncegate.service.retention import Retention
     from oncegate.service.targets import Targets
 
 _lock = threading.Lock()
@@ -119,7 +119,6 @@ class Services:
     results: Results
     conflicts: Conflicts
     inventory: Inventory
-    retention: Retention
     store: ClaimStore
     # What a request stores besides its key, checked at the edge before the service is called.
     sensitive_data: SensitiveDataGuard
@@ -133,6 +132,11 @@ class Services:
     def attention(self) -> Attention:
         """Governance: the claims that need a person."""
         return cast("Attention", self._later.get("attention"))
+
+    @property
+    def retention(self) -> Retention:
+        """The deletion of finished claims after their retention (the claims that need a person: ``attention``)."""
+        return cast("Retention", self._later.get("retention"))
 
     @property
     def key_secrets(self) -> KeySecrets:
@@ -250,6 +254,11 @@ def wire(
             core, claims, waits, store, targets=store, calls=calls, data_check=value_findings, data_policy=data_policy
         )
 
+    def retention() -> Retention:
+        from oncegate.service.retention import Retention
+
+        return Retention(store, inventory, clock=clock)
+
     def targets() -> Targets:
         from oncegate.service.targets import Targets
 
@@ -261,14 +270,13 @@ def wire(
         results=Results(core, store),
         conflicts=conflicts,
         inventory=inventory,
-        # The deletion of finished claims after their retention (the claims that need a person: ``attention``).
-        retention=Retention(store, inventory, clock=clock),
         store=store,
         sensitive_data=data_guard,
         cursor_seal=CursorSeal.of(ring),
         _later=_Later(
             {
                 "attention": attention,
+                "retention": retention,
                 "key_secrets": key_secrets,
                 "bulk": bulk,
                 "new_claims": new_claims,
@@ -350,6 +358,9 @@ def store_pin(settings: Settings) -> StoreIdPin:
 def get_settings() -> Settings:
     """The process-wide settings, read from the environment on first use."""
     global _settings
+    settings = _settings
+    if settings is not None:  # read once: every later request takes them without the lock
+        return settings
     with _lock:
         if _settings is None:
             _settings = Settings.from_environment()
@@ -359,6 +370,9 @@ def get_settings() -> Settings:
 def get_services() -> Services:
     """The process-wide services, built from the settings on first use."""
     global _services
+    services = _services
+    if services is not None:  # built once: every later request takes them without the lock or the settings
+        return services
     settings = get_settings()
     with _lock:
         if _services is None:

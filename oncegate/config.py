@@ -210,7 +210,16 @@ class Settings:
 
 
 def _check_sqlite_folder(path: Path) -> None:
-    """The database's folder is a folder, or can be made one: not a path under a file (a 500 on the first request)."""
+    """The database's folder is a folder, or can be made one: not a path under a file (a 500 on the first request).
+
+    Nor the folder itself (``.oncegate`` for ``.oncegate/oncegate.db``): the store took it for its database file,
+    answered as if it were down, and made it readable by its owner only, mode 0600, a folder nobody could enter.
+    """
+    if path.is_dir():
+        raise ConfigError(
+            "ONCEGATE_SQLITE_PATH",
+            f"is the folder {path.resolve()}: name the database file in it, such as {path / 'oncegate.db'}.",
+        )
     for folder in path.resolve().parents:
         if folder.exists():
             if not folder.is_dir():

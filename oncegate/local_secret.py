@@ -2,7 +2,8 @@
 
 It is made once, whole, readable by its owner only, and never made again while it is there: a new
 secret would orphan every claim the database holds. A file that cannot serve is a ``ConfigError``
-naming ONCEGATE_KEY_SECRET and the file, as the setting it stands in for would be.
+naming ONCEGATE_KEY_SECRET and the file, as the setting it stands in for would be; one that cannot be
+made names ONCEGATE_SQLITE_PATH, whose folder it is made in.
 """
 
 from __future__ import annotations
@@ -23,8 +24,16 @@ def local_key_secret(sqlite_path: Path) -> str:
     """The embedded store's secret: made once, kept beside the database, readable by its owner only."""
     path = sqlite_path.parent / SECRET_FILE_NAME
     if not os.path.lexists(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _publish_new_secret(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _publish_new_secret(path)
+        except OSError as exc:
+            # Answered 503 naming the setting, as a bad setting is, rather than a 500 on every request.
+            raise ConfigError(
+                "ONCEGATE_SQLITE_PATH",
+                f"cannot make the key-secret file {path} beside the database: {exc.strerror or exc}. Name a database "
+                "in a folder this process may write, or set ONCEGATE_KEY_SECRET.",
+            ) from exc
     secret = read_local_secret(path)
     _make_private(path)
     return secret

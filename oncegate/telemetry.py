@@ -26,9 +26,9 @@ sensitive-data check reads as it reads every stored text), codes, counts and tim
 Off unless ``APPLICATIONINSIGHTS_CONNECTION_STRING`` is set. Then the first answer sets up the Azure
 Monitor OpenTelemetry distro (``configure_azure_monitor``, as the Functions Python worker documents
 it) for this logger alone. The logger does not propagate, so the Functions host never also logs
-these records as traces. Off, an answer costs the check of a flag, and a Table Storage request
-the read of a context variable; SQLite statements are traced only with telemetry on (a traced
-statement costs SQLite the expansion of its text).
+these records as traces. Off, an answer costs the read of a flag (:data:`sending`, which the pipeline reads
+instead of entering :func:`answering`), and a Table Storage request the read of a context variable; SQLite
+statements are traced only with telemetry on (a traced statement costs SQLite the expansion of its text).
 """
 
 from __future__ import annotations
@@ -127,22 +127,23 @@ _events = logging.getLogger(LOGGER_NAME)
 _events.setLevel(logging.INFO)
 _events.propagate = False
 _setup_lock = threading.Lock()
-# Whether events are sent: None until the first answer asks, then whether the distro was set up.
-_sending: bool | None = None
+# Whether events are sent: None until the first answer asks, then whether the distro was set up. Read, not called,
+# on the way of an answer: off, an answer runs no code of this module (issue 32's walk).
+sending: bool | None = None
 
 
 def enabled() -> bool:
     """Whether events are sent; the first call sets the distro up when a connection string is set."""
-    sending = _sending
-    return _set_up_once() if sending is None else sending
+    known = sending
+    return _set_up_once() if known is None else known
 
 
 def _set_up_once() -> bool:
-    global _sending
+    global sending
     with _setup_lock:
-        if _sending is None:
-            _sending = _set_up()
-        return _sending
+        if sending is None:
+            sending = _set_up()
+        return sending
 
 
 def _set_up() -> bool:
@@ -236,7 +237,10 @@ def answering(event: Event | None, action: str, *, kept: list[Answered] | None =
 
 
 def describing() -> bool:
-    """Whether an answer is being made to describe: dimensions built otherwise are thrown away (issue 36)."""
+    """Whether an answer is being made to describe: dimensions built otherwise are thrown away (issue 36).
+
+    Never true while :data:`sending` is not: the answer's own steps check the flag first (``sending and
+    describing()``), and run no code of this module with telemetry off."""
     return _CURRENT.get() is not None
 
 

@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 
-from oncegate.cli import commands, extra
+from oncegate.cli import commands, extra, store_commands
 from oncegate.cli.parser import build_parser
 from oncegate.cli.signin import AppFactory, msal_app
 
@@ -59,9 +59,11 @@ def _run(argv: list[str] | None, app_factory: AppFactory) -> int:
         return 0
     if args.command not in WITHOUT_EXTRA:
         extra.require()
-    if args.local:
+    if args.local and args.command in WITHOUT_EXTRA:
         code: int = args.handler(args)
         return code
+    if args.local:
+        return store_commands.on_the_store(args)
     if args.entra and args.function_key:
         args.command_parser.error("give --key or --entra, not both")
     if "reviewer" in args and args.reviewer is None and not args.entra:

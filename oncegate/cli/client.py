@@ -137,11 +137,17 @@ def default_url(environ: Mapping[str, str]) -> str:
         raise ClientError(str(exc)) from exc
 
 
-def base_url(url: str) -> str:
-    """``scheme://host[:port]`` of a deployment; ``/api`` after it is allowed and dropped."""
+def base_url(url: str, named: str = "--url") -> str:
+    """``scheme://host[:port]`` of a deployment; ``/api`` after it is allowed and dropped.
+
+    ``named`` is where the address came from (``--url`` or ``ONCEGATE_URL``), for a refusal to name it.
+    """
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.path.rstrip("/") not in ("", "/api"):
-        raise ClientError(f"--url must be the function app's address, like https://<function app host>, not {url!r}.")
+        scheme = "" if "://" in url else " (http:// or https:// comes first)"
+        raise ClientError(
+            f"{named} must be the function app's address, like https://<function app host>, not {url!r}{scheme}."
+        )
     return f"{parts.scheme}://{parts.netloc}"
 
 
@@ -157,11 +163,12 @@ class Client:
         self,
         url: str,
         *,
+        named: str = "--url",
         function_key: str | None = None,
         token: Callable[[], str] | None = None,
         timeout: float = TIMEOUT_SECONDS,
     ) -> None:
-        self.url = base_url(url)
+        self.url = base_url(url, named)
         parts = urlsplit(self.url)
         if (function_key or token) and parts.scheme == "http" and not _is_loopback(parts.hostname):
             raise ClientError(f"Refusing to send credentials to {parts.hostname} over plain http: use https://.")

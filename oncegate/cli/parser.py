@@ -4,7 +4,7 @@
   oncegate purge [--dry-run] [--page-size N] [--max-pages N] [--resume CURSOR] [--json]
   oncegate keys [--json]
   oncegate keys retire KEY_ID [--orphan N]
-  oncegate store init
+  oncegate store init [--new-only]
   oncegate store recount
   oncegate store export FILE [--json]
   oncegate store import FILE --forget-after TIME
@@ -19,7 +19,8 @@
     claims lookup --scope SCOPE --key KEY [--all-pages]   (its first name, find, still works)
     claims attention [--scope SCOPE] [--top N] [--all-pages]
     claims list [--source S] [--reference R] [--status STATUS] [--since TIME] [--scope SCOPE] [--top N] [--all-pages]
-    claims review CLAIM_ID --reviewer R [--note N] [--outcome succeeded|failed --attempt N [--target-record-id ID]]
+    claims review CLAIM_ID --reviewer R [--note N] [--outcome succeeded|failed --attempt N]
+                   [--target-record-id ID] [--data JSON]
     conflicts list [--status open|resolved|all] [--scope SCOPE] [--top N] [--all-pages]
     conflicts show CONFLICT_ID
     conflicts resolve CONFLICT_ID --decision accept_new|keep_original|dismiss --reviewer R [--note N]

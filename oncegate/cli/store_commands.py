@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +26,41 @@ else:
     # rich comes with the cli extra (oncegate/cli/extra.py).
     layout = on_first_use("oncegate.cli.layout")
     store_rendering = on_first_use("oncegate.cli.store_rendering")
+
+
+def on_the_store(args: argparse.Namespace) -> int:
+    """Run a command on the store the settings name: the app's log only when asked (:func:`logs_when_asked`), and
+    a Table Storage endpoint nobody is signed in to as one line, not the SDK's traceback."""
+    from azure.core.exceptions import ClientAuthenticationError
+
+    logs_when_asked()
+    try:
+        code: int = args.handler(args)
+    except ClientAuthenticationError as exc:
+        said = str(exc.message or exc).splitlines()[0]
+        return refused(
+            args.command,
+            f"cannot sign in to Table Storage at {os.environ.get('ONCEGATE_TABLES_ENDPOINT')}: {said} Sign in with "
+            "az login (or run where a managed identity is), as an identity with a data role on the tables.",
+        )
+    return code
+
+
+def logs_when_asked() -> None:
+    """Show OnceGate's log lines only when ``ONCEGATE_LOG_LEVEL`` asks for them, as ``oncegate serve`` writes them.
+
+    They are the app's log: a store command says itself what it did. Where nothing configured logging,
+    Python's last resort printed each warning and error bare, such as the SDK's error for a missing table
+    twice over, with its request id and JSON body, above ``store init``'s "is now store".
+    """
+    from oncegate.entrypoints import logs
+
+    if os.environ.get(logs.SETTING):
+        logs.configure(handler=True)
+        return
+    logger = logging.getLogger("oncegate")
+    if not any(isinstance(handler, logging.NullHandler) for handler in logger.handlers):
+        logger.addHandler(logging.NullHandler())
 
 
 def _exit(error: OnceGateError) -> int:
@@ -44,16 +81,23 @@ def _local_services(command: str) -> tuple[Any, Any] | int:
     """The services over the store of the environment's settings, and the settings; or the exit status of a refusal.
 
     A SQLite database that does not exist is refused: opening it would make an empty one (and a new key
-    secret) here, and report on nothing.
+    secret) here, and report on nothing. So is one without the key-secret file beside it (a database
+    imported on another machine): a new secret there is never the one its claims were made with.
     """
     from oncegate.bootstrap import build_services
     from oncegate.config import ConfigError, Settings, StoreKind
     from oncegate.errors import OnceGateError
+    from oncegate.local_secret import SECRET_FILE_NAME
 
     try:
         settings = Settings.from_environment()
         if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists():
             return refused(command, f"no database at {settings.store_location}: {_where_is_the_store(command)}")
+        secret_file = settings.sqlite_path.parent / SECRET_FILE_NAME
+        if settings.store is StoreKind.SQLITE and settings.key_secret is None and not secret_file.exists():
+            return refused(
+                command, f"no key-secret file beside the database at {settings.store_location}: {NO_SECRET_FILE}"
+            )
         return build_services(settings), settings
     except ConfigError as exc:
         return refused(command, str(exc))
@@ -110,7 +154,8 @@ def keys(args: argparse.Namespace) -> int:
     try:
         if args.action == "retire":
             record = services.key_secrets.retire(args.key_id, orphan=args.orphan)
-            print(f"Key secret {record.key_id} is retired on {settings.store_text}.")
+            orphaned = f": the {args.orphan} rows made with it are orphaned" if args.orphan else ""
+            print(f"Key secret {record.key_id} is retired on {settings.store_text}{orphaned}.")
             return 0
         marks = services.key_secrets.marks()
         usage = services.key_secrets.usage([record for record in marks.secrets if record.live])
@@ -144,7 +189,7 @@ def store_init(args: argparse.Namespace) -> int:
     (a deployment runs it on the deployer's machine, which holds none).
     """
     from oncegate.bootstrap import build_store, store_pin
-    from oncegate.config import ConfigError, Settings
+    from oncegate.config import ConfigError, Settings, StoreKind
     from oncegate.errors import OnceGateError
     from oncegate.service.core import utc_now
     from oncegate.service.key_secrets import KeySecrets
@@ -170,7 +215,8 @@ def store_init(args: argparse.Namespace) -> int:
         store.close()
     if getattr(args, "json", False):
         print(json.dumps({"storeId": store_id}))
-    elif args.new_only and before == store_id:
+        return 0
+    if args.new_only and before == store_id:
         print(f"{settings.store_text} is store {store_id}.")
     elif args.new_only:
         print(f"{settings.store_text} is marked as a new store, {store_id}: set ONCEGATE_STORE_ID to it.")
@@ -179,6 +225,12 @@ def store_init(args: argparse.Namespace) -> int:
         print(f"{settings.store_text} is now store {store_id} (it had no id: a new store, or one wiped whole).")
     else:
         print(f"{settings.store_text} is now store {store_id}; claims made before it was wiped are forgotten.")
+    if settings.store is not StoreKind.SQLITE and settings.store_id is None and not args.new_only:
+        # Table Storage keeps no id outside the store by itself: the app's setting does (SQLite's file is written).
+        print(
+            f"Set ONCEGATE_STORE_ID={store_id} on the app, so that it recognises a wiped or replaced store after a "
+            "restart (docs/operations.md, 'A store that lost its claims')."
+        )
     return 0
 
 
@@ -322,8 +374,16 @@ def _text(moment: datetime | None) -> str:
     return moment_text(moment) if moment else "(never)"
 
 
+NO_SECRET_FILE = (
+    "the secret its claims were made with is kept there. After a restore or a move to another machine, put back the "
+    "key-secret file that was beside it (or set ONCEGATE_KEY_SECRET to its content); a new store gets one from "
+    "oncegate serve at its first request (oncegate health)."
+)
+
+
 def _where_is_the_store(command: str) -> str:
     return (
-        f"{command} works on the store oncegate serve uses. Run it in the folder where oncegate serve runs, or set "
+        f"{command} works on the store oncegate serve uses, which makes its database at its first request: on a new "
+        "store, ask it once (oncegate health) first. Else run it in the folder where oncegate serve runs, or set "
         "ONCEGATE_SQLITE_PATH (or ONCEGATE_STORE=tables and its settings) as the app has them."
     )

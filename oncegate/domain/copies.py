@@ -5,7 +5,7 @@ one Check and claim were a tenth of its Python (issue 36). The records of the cl
 ``__post_init__`` and no slots, so a copy of the instance's dictionary with the changes laid over it is the
 same value; a name that is not a field is refused as ``replace`` refuses it.
 
-The records a claim makes new (its claim, history line, intent, verdict and answer) are made by an ``__init__``
+The records a claim makes new (its claim, history line, intent and answer) are made by an ``__init__``
 that sets their fields in one update of the instance's dictionary (:func:`quick_init`) instead of the one
 ``dataclasses`` writes for a frozen class, which sets each field through ``object.__setattr__``.
 """
@@ -46,8 +46,8 @@ def quick_init(kind: type[T]) -> type[T]:
     """``kind`` (a frozen dataclass) with an ``__init__`` that sets its fields in one update of its dictionary.
 
     The one ``dataclasses`` writes for a frozen class sets each field through ``object.__setattr__``: a claim of 32
-    fields took 3.3 µs to make, and Check and claim makes a claim, a history line, an intent, a verdict and an
-    answer (issue 36). The same parameters (names, order, defaults, factories, keyword-only), the same value made.
+    fields took 3.3 µs to make, and Check and claim makes a claim, a history line, an intent and an answer
+    (issue 36). The same parameters (names, order, defaults, factories, keyword-only), the same value made.
     """
     assert not hasattr(kind, "__post_init__"), f"{kind} checks its fields"
     assert not hasattr(kind, "__slots__"), f"{kind} keeps no dictionary"

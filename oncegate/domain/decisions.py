@@ -6,21 +6,22 @@ decision and the exact claim to write, out. :func:`decide` is its part for a cla
 :mod:`oncegate.domain.transitions`.
 
 The claim service does only the I/O around it: it reads the claim (and, on a fingerprint mismatch,
-what reviewers decided about that fingerprint), calls :func:`check_and_claim`, and writes what the verdict
+what reviewers decided about that fingerprint), calls :func:`check_and_claim`, and writes what its answer
 says. The property tests compare this function with their own model of the contract.
 
-What the run is told of a verdict is decided here too, beside the table (:func:`answer`): what each decision
-carries (the claim token and idempotency key with a grant, the holder with in_progress, the original result
-with duplicate) and which warnings the claim met adds. :mod:`oncegate.service.claims` calls it with the
-verdict and the claim as written; the entry points render the answer as the wire's ``ClaimResponse``.
+The table answers with one value, the :class:`ClaimAnswer`: what it decided and the claim to write, then, once
+written, what the run is told of it (:func:`answer`, beside the table: what each decision carries, the claim
+token and idempotency key with a grant, the holder with in_progress, the original result with duplicate, and
+which warnings the claim met adds). The entry points render it as the wire's ``ClaimResponse``.
 
-The request the table reads is the :class:`Intent`: one Check and claim request parsed once, the value the
-decision, the answer, the history and the inventory all read (issue 32). The service makes it from the request
-(:meth:`oncegate.service.core.ClaimsCore.intent`, or a waiting run's poll): the business key reduced to the claim
-id each secret of the key ring makes of it (the key itself is never kept), the payload to its fingerprint and
-member digests, the signed-in caller to the digest a grant keeps, the lease the scope gives. Deciding on a claim
-changes a few of its fields (under which secret the key was found, when the answer was decided, which members
-differ), never what the run sent; whether a request is the holder's own or the same data
+The request the table reads is the :class:`Intent`: one Check and claim request, the value the edge parses the
+wire's request into and the decision, the answer, the history and the inventory all read (issue 32). The edge
+fills in what the run sent; the service adds what it makes of it
+(:meth:`oncegate.service.core.ClaimsCore.identified`, or a waiting run's poll): the business key reduced to the
+claim id each secret of the key ring makes of it (the key itself is never written), the payload to its
+fingerprint and member digests, the signed-in caller to the digest a grant keeps, the lease the scope gives.
+Deciding on a claim changes a few of its fields (under which secret the key was found, when the answer was
+decided, which members differ), never what the run sent; whether a request is the holder's own or the same data
 (:meth:`Intent.is_holder_of`, :meth:`Intent.same_data`) are rules of the table, kept on it.
 
 Times: ``now`` is when the request arrived (leases run from it); ``decided_at`` when its answer was decided
@@ -32,8 +33,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import KW_ONLY, dataclass, field
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -47,6 +48,10 @@ from oncegate.domain.times import said
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY, SOURCE_DIFFERS
 
 MAX_RETRY_AFTER_SECONDS = 60
+# An intent's time before the service read its clock for it: the edge makes it of what the run sent, untimed.
+UNREAD = datetime.min.replace(tzinfo=UTC)
+# A scope without fingerprint rules, as an intent holds it until the service read its scope's (one value, frozen).
+NO_RULES = FingerprintRules()
 
 
 # -- The request, parsed once --------------------------------------------------------------------------------
@@ -71,29 +76,38 @@ class Intent:
     """What a run asks, under the secret of the claim being decided; ``identities`` holds it under every
     secret known, older secrets first.
 
-    The fields from ``granted_to`` on are what a claim the answer grants is made of: the signed-in caller's
-    digest, the claim id and the secret's check value, the lease, the grant's id (random, so drawn by the
-    service: the decision stays pure), the source system and reference, and the rules and member digests the
-    fingerprint was made under.
+    The edge makes it of what the run sent (the fields to ``reference``, then ``key``, ``payload``,
+    ``supplied_fingerprint``, ``lease_seconds``); the service identifies it (:meth:`~oncegate.service.core.
+    ClaimsCore.identified`), giving the rest: the fields from ``granted_to`` on are what a claim the answer grants
+    is made of: the signed-in caller's digest, the claim id and the secret's check value, the lease, the grant's id
+    (random, so drawn by the service: the decision stays pure), and the rules and member digests the fingerprint
+    was made under. A waiting run's poll is made identified (:mod:`oncegate.service.waits`).
     """
 
     run_id: str
     flow: Flow | None
-    fingerprint: Fingerprint | None
-    now: datetime
+    scope: str = ""
+    source: str | None = None
+    reference: str | None = None
+    # What the run sent and only the service reads: the business key and data, the caller's own fingerprint, the
+    # lease asked for. A poll sends none of them: its ticket holds the key's identities.
+    key: str = ""
+    payload: Any = None
+    supplied_fingerprint: str | None = None
+    lease_seconds: int | None = None
+    # When the request arrived, read off the service's clock as it is identified (UNREAD before).
+    now: datetime = UNREAD
+    fingerprint: Fingerprint | None = None
     granted_to: str | None = None
     claim_id: str = ""
-    scope: str = ""
     key_id: str | None = None
     lease: timedelta = timedelta(seconds=300)
     grant_id: str = ""
-    source: str | None = None
-    reference: str | None = None
     decided_at: datetime | None = None
     # The version of the scope's fingerprint rules ``fingerprint`` was made under (issue 25), and the current
     # rules the members are compared under (issue 33).
     rules_version: int = 0
-    rules: FingerprintRules = field(default_factory=FingerprintRules)
+    rules: FingerprintRules = NO_RULES
     # The keyed digest of each member of the payload, kept by a claim the answer grants (issue 33).
     members: Mapping[str, str] | None = None
     # The members that differ from the claim's under the scope's current rules, when both have member digests:
@@ -197,7 +211,7 @@ class Intent:
 
 
 class Change(StrEnum):
-    """What the service writes for a verdict, besides the history line every answer leaves."""
+    """What the service writes for an answer, besides the history line every answer leaves."""
 
     NONE = "none"
     NEW_CLAIM = "new_claim"  # a key never seen: its first claim is inserted
@@ -206,23 +220,54 @@ class Change(StrEnum):
     OPEN_CONFLICT = "open_conflict"  # the conflict queue gets (or finds) this fingerprint's conflict
 
 
+@dataclass(frozen=True, kw_only=True)
+class LeaseHolder:
+    """The run holding a live lease: its flow, never its run id (with it, another caller could pass for it)."""
+
+    flow: Flow | None
+    lease_expires_at: datetime | None
+
+
 @quick_init
 @dataclass(frozen=True)
-class Verdict:
-    """A decision, how the request was recognised (the history line) and what to tell the run.
+class ClaimAnswer:
+    """One Check and claim answer: what the decision table decided, then what the run is told of it (one value).
 
-    ``record`` is the exact claim to write: a new key's first claim, or the claim taken over by a new
-    attempt; None when the claim stays as it is.
+    The table (:func:`check_and_claim`) gives the decision, how the request was recognised (the history line's
+    ``recognised_by``), the reason the run is told, what the service writes (``change``) and ``record``, the exact
+    claim to write: a new key's first claim, or the claim taken over by a new attempt; None when the claim stays as
+    it is. Once written, :func:`answer` (or :func:`unclaimed`, :func:`conflict_answer`) fills in what the run is told
+    of the claim as written; until then those fields are empty.
+
+    ``claim_token``, ``idempotency_key`` and ``lease_expires_at`` come with a grant (proceed, reconcile) (the
+    idempotency key: :func:`idempotency_key`); ``holder`` and ``retry_after_seconds`` with in_progress; ``result``
+    (the claim whose recorded result is the original one) with duplicate; ``earlier_attempt`` with reconcile (the
+    attempt a reconcile looks up: the one taken over, or the one the holder was granted to reconcile);
+    ``conflict_id`` with conflict.
     """
 
     decision: Decision
     recognised_by: str
     reason: str
     change: Change = Change.NONE
-    # The attempt a reconcile looks up: the one taken over, or the one the holder was granted to reconcile.
+    _: KW_ONLY
     earlier_attempt: EarlierAttempt | None = None
     retry_after_seconds: int | None = None
     record: Claim | None = None
+    # What the run is told of the claim as written.
+    claim_id: str = ""
+    status: AnswerStatus = AnswerStatus.NONE
+    attempt: int = 0
+    warnings: list[str] = field(default_factory=list)
+    claim_token: str | None = None
+    idempotency_key: str | None = None
+    lease_expires_at: datetime | None = None
+    holder: LeaseHolder | None = None
+    result: Claim | None = None
+    conflict_id: str | None = None
+    # With conflict: the parts of the payload that changed, by JSON Pointer (the first few), and how many more.
+    changed: tuple[str, ...] = ()
+    more_changed: int = 0
 
     @property
     def grants(self) -> bool:
@@ -232,30 +277,30 @@ class Verdict:
 
 def check_and_claim(
     claim: Claim | None, intent: Intent, records: Collection[FingerprintRecord] = (), *, refusal: str | None = None
-) -> Verdict:
+) -> ClaimAnswer:
     """The whole of Check and claim's table: the stored claim (or None for a key never seen), the run's intent,
     the inventory's refusal of its flow (None when it may claim) and what reviewers decided about its
-    fingerprint, in; the verdict and the exact claim to write, out.
+    fingerprint, in; the decision and the exact claim to write, out.
     """
     if refusal is not None:
         # Before any claim is made or taken over: a disabled or unregistered flow changes nothing.
-        return Verdict(Decision.BLOCKED, refusal, refusal)
+        return ClaimAnswer(Decision.BLOCKED, refusal, refusal)
     if claim is None:
         reason = "First time this key is seen: do the side effect."
-        return Verdict(
+        return ClaimAnswer(
             Decision.PROCEED,
             "No claim existed for this key: first attempt.",
             reason,
             Change.NEW_CLAIM,
             record=first_claim(intent),
         )
-    verdict = decide(claim, intent, records)
-    if verdict.change is Change.NEW_ATTEMPT:
-        return replaced(verdict, record=taken_over(claim, intent, verdict.earlier_attempt))
-    return verdict
+    decided = decide(claim, intent, records)
+    if decided.change is Change.NEW_ATTEMPT:
+        return replaced(decided, record=taken_over(claim, intent, decided.earlier_attempt))
+    return decided
 
 
-def withdrawn() -> Verdict:
+def withdrawn() -> ClaimAnswer:
     """A claim just made during a key-secret rotation meets the key's claim under another secret: it is deleted.
 
     Two instances on both sides of the switch may each make a claim under their own secret. Each looks
@@ -264,7 +309,7 @@ def withdrawn() -> Verdict:
     racing again at once. See the rotation runbook in docs/operations.md.
     """
     reason = "Another instance claimed this key at the same moment during a key secret rotation; retry shortly."
-    return Verdict(Decision.IN_PROGRESS, reason, reason, Change.WITHDRAW, retry_after_seconds=1)
+    return ClaimAnswer(Decision.IN_PROGRESS, reason, reason, Change.WITHDRAW, retry_after_seconds=1)
 
 
 def first_claim(intent: Intent) -> Claim:
@@ -341,7 +386,7 @@ def needs_fingerprint_records(claim: Claim, intent: Intent) -> bool:
     return _comparable(claim, intent.fingerprint) and not intent.same_data(claim)
 
 
-def decide(claim: Claim, intent: Intent, records: Collection[FingerprintRecord] = ()) -> Verdict:
+def decide(claim: Claim, intent: Intent, records: Collection[FingerprintRecord] = ()) -> ClaimAnswer:
     """The contract's decision table for a claim that exists (a new key is always ``proceed``)."""
     if _is_changed(claim, intent, records):
         return _conflict(claim, intent)
@@ -358,7 +403,7 @@ def decide(claim: Claim, intent: Intent, records: Collection[FingerprintRecord] 
     else:
         previous = f"failed and may be retried ({claim.error or 'no reason given'})"
     reason = f"Attempt {claim.attempt} {previous}: do the side effect."
-    return Verdict(Decision.PROCEED, reason, reason, Change.NEW_ATTEMPT)
+    return ClaimAnswer(Decision.PROCEED, reason, reason, Change.NEW_ATTEMPT)
 
 
 def earlier_attempt(claim: Claim) -> EarlierAttempt:
@@ -395,16 +440,16 @@ def _is_changed(claim: Claim, intent: Intent, records: Collection[FingerprintRec
     return not (claim.aliased(forms, records) if intent.changed is not None else claim.accepts(forms, records))
 
 
-def _conflict(claim: Claim, intent: Intent) -> Verdict:
+def _conflict(claim: Claim, intent: Intent) -> ClaimAnswer:
     reason = f"Fingerprint {short(intent.fingerprint)} differs from the claim's {short(claim.fingerprint)}."
     if intent.changed:
         # The parts first: a list or a terminal that clips the reason still shows where to look.
         shown, more = named(intent.changed)
         reason = f"Changed: {', '.join(shown)}{f' and {more} more parts' if more else ''}. {reason}"
-    return Verdict(Decision.CONFLICT, reason, reason, Change.OPEN_CONFLICT)
+    return ClaimAnswer(Decision.CONFLICT, reason, reason, Change.OPEN_CONFLICT)
 
 
-def _held(claim: Claim, intent: Intent) -> Verdict:
+def _held(claim: Claim, intent: Intent) -> ClaimAnswer:
     lease = claim.lease_expires_at
     if lease is None or lease <= intent.now:
         expired = f"expired at {said(lease)}" if lease else "expired"
@@ -413,7 +458,7 @@ def _held(claim: Claim, intent: Intent) -> Verdict:
         return _granted_again(claim)
     remaining = math.ceil((lease - intent.now).total_seconds())
     retry_after = max(1, min(MAX_RETRY_AFTER_SECONDS, remaining))
-    return Verdict(
+    return ClaimAnswer(
         Decision.IN_PROGRESS,
         f"Run {claim.run_id} holds the lease until {said(lease)}.",
         held_reason(retry_after),
@@ -426,16 +471,16 @@ def held_reason(retry_after: int) -> str:
     return f"Another run is doing the side effect now; retry in {retry_after} s or stop."
 
 
-def _granted_again(claim: Claim) -> Verdict:
+def _granted_again(claim: Claim) -> ClaimAnswer:
     # The run's first answer was lost. An attempt granted as reconcile must be answered reconcile again:
     # told "proceed", the run would skip looking in the target system for what the earlier attempt did.
     if claim.earlier_attempt is None:
-        return Verdict(
+        return ClaimAnswer(
             Decision.PROCEED,
             "The same run asked again while holding the lease.",
             "This run already holds the claim (its first answer was lost): go on.",
         )
-    return Verdict(
+    return ClaimAnswer(
         Decision.RECONCILE,
         "The same run asked again while holding the lease granted to reconcile.",
         "This run already holds the claim to reconcile (its first answer was lost): look the record up in the "
@@ -444,8 +489,8 @@ def _granted_again(claim: Claim) -> Verdict:
     )
 
 
-def _reconcile(claim: Claim, why: str) -> Verdict:
-    return Verdict(
+def _reconcile(claim: Claim, why: str) -> ClaimAnswer:
+    return ClaimAnswer(
         Decision.RECONCILE,
         f"Reconcile: {why}.",
         f"The earlier attempt may have done the side effect ({why}): look the record up in the target system; "
@@ -455,7 +500,7 @@ def _reconcile(claim: Claim, why: str) -> Verdict:
     )
 
 
-def _duplicate(claim: Claim, intent: Intent) -> Verdict:
+def _duplicate(claim: Claim, intent: Intent) -> ClaimAnswer:
     if intent.fingerprint is None:
         how = f"No fingerprint was given, so only the key was compared; attempt {claim.attempt} succeeded."
     elif intent.fingerprint.matches(claim.fingerprint) or claim.fingerprint is None:
@@ -470,23 +515,23 @@ def _duplicate(claim: Claim, intent: Intent) -> Verdict:
     if claim.purged_at is not None:
         # Retention purged the claim, and its tombstone keeps the key for the scope's horizon (issue 26).
         how += f" The claim was purged at {said(claim.purged_at)}; its tombstone recognised the key."
-        return Verdict(
+        return ClaimAnswer(
             Decision.DUPLICATE,
             how,
             f"Already done by run {claim.run_id}, long enough ago that only the target record and the time it was "
             "done are kept: skip the side effect and reuse them.",
         )
-    return Verdict(
+    return ClaimAnswer(
         Decision.DUPLICATE, how, f"Already done by run {claim.run_id}: skip the side effect and reuse the result."
     )
 
 
-def _blocked(claim: Claim) -> Verdict:
+def _blocked(claim: Claim) -> ClaimAnswer:
     why = claim.error or "no reason given"
     failed = f"Attempt {claim.attempt} failed and was marked not retryable ({why})"
     # Once reviewed, a person has acted: the key stays blocked for good, and the flow only stops.
     then = f"{claim.reviewer} reviewed it and the key stays blocked: stop" if claim.reviewer else "a person must act"
-    return Verdict(Decision.BLOCKED, f"Attempt {claim.attempt} failed and is not retryable.", f"{failed}: {then}.")
+    return ClaimAnswer(Decision.BLOCKED, f"Attempt {claim.attempt} failed and is not retryable.", f"{failed}: {then}.")
 
 
 # -- A reviewer settles an attempt in doubt ----------------------------------------------------
@@ -495,45 +540,7 @@ def _blocked(claim: Claim) -> Verdict:
 # -- What each answer carries ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class LeaseHolder:
-    """The run holding a live lease: its flow, never its run id (with it, another caller could pass for it)."""
-
-    flow: Flow | None
-    lease_expires_at: datetime | None
-
-
-@quick_init
-@dataclass(frozen=True, kw_only=True)
-class ClaimAnswer:
-    """One Check and claim answer.
-
-    ``claim_token``, ``idempotency_key`` and ``lease_expires_at`` come with a grant (proceed, reconcile) (the
-    idempotency key: :func:`idempotency_key`); ``holder`` and
-    ``retry_after_seconds`` with in_progress; ``result`` (the claim whose recorded result is the
-    original one) with duplicate; ``earlier_attempt`` with reconcile; ``conflict_id`` with conflict.
-    """
-
-    decision: Decision
-    claim_id: str
-    status: AnswerStatus
-    attempt: int
-    reason: str
-    warnings: list[str] = field(default_factory=list)
-    claim_token: str | None = None
-    idempotency_key: str | None = None
-    lease_expires_at: datetime | None = None
-    retry_after_seconds: int | None = None
-    holder: LeaseHolder | None = None
-    result: Claim | None = None
-    earlier_attempt: EarlierAttempt | None = None
-    conflict_id: str | None = None
-    # With conflict: the parts of the payload that changed, by JSON Pointer (the first few), and how many more.
-    changed: tuple[str, ...] = ()
-    more_changed: int = 0
-
-
-# Said to the maker instead of the verdict's reason: the fingerprints (keyed digests) mean nothing to a maker, they
+# Said to the maker instead of the table's reason: the fingerprints (keyed digests) mean nothing to a maker, they
 # stay in the history's line.
 CONFLICT_REASON = (
     "This key was already claimed with different business data (another amount, lines or version). "
@@ -566,46 +573,42 @@ def source_warnings(claim: Claim, source: str | None) -> list[str]:
 
 
 def answer(
-    verdict: Verdict, claim: Claim, intent: Intent, token: str | None = None, key: str | None = None
+    decided: ClaimAnswer, claim: Claim, intent: Intent, token: str | None = None, key: str | None = None
 ) -> ClaimAnswer:
-    """What the run is told of ``verdict`` on ``claim`` (as written): what each decision carries, and its warnings.
+    """The table's answer as told on ``claim`` (as written): what each decision carries, and its warnings.
 
     The warnings are those the request itself earned (``intent.warnings``: its key, no flow, no fingerprint),
     then those meeting this claim adds; ``token`` is the claim token of the claim's grant, handed over only with
-    a decision that grants, with ``key``, the attempt's idempotency key (:func:`idempotency_key`).
+    a decision that grants, with ``key``, the attempt's idempotency key (:func:`idempotency_key`). The table
+    gives ``earlier_attempt`` with reconcile only, and ``retry_after_seconds`` with in_progress only: they are
+    told as decided.
     """
     # Each decision's own fields given with the others: one record made, not one and a copy (issue 36).
     carries: dict[str, Any] = {}
-    if verdict.grants:
-        carries = {
-            "claim_token": token,
-            "idempotency_key": key,
-            "lease_expires_at": claim.lease_expires_at,
-            "earlier_attempt": verdict.earlier_attempt,
-        }
-    elif verdict.decision is Decision.IN_PROGRESS:
-        holder = LeaseHolder(flow=claim.flow, lease_expires_at=claim.lease_expires_at)
-        carries = {"retry_after_seconds": verdict.retry_after_seconds, "holder": holder}
-    elif verdict.decision is Decision.DUPLICATE:
+    if decided.grants:
+        carries = {"claim_token": token, "idempotency_key": key, "lease_expires_at": claim.lease_expires_at}
+    elif decided.decision is Decision.IN_PROGRESS:
+        carries = {"holder": LeaseHolder(flow=claim.flow, lease_expires_at=claim.lease_expires_at)}
+    elif decided.decision is Decision.DUPLICATE:
         carries = {"result": claim}
-    return ClaimAnswer(
-        decision=verdict.decision,
+    return replaced(
+        decided,
         claim_id=claim.claim_id,
         status=AnswerStatus(claim.status.value),
         attempt=claim.attempt,
-        reason=verdict.reason,
         warnings=[
             *intent.warnings,
-            *flow_warnings(claim, intent.flow, verdict.decision),
+            *flow_warnings(claim, intent.flow, decided.decision),
             *source_warnings(claim, intent.source),
         ],
         **carries,
     )
 
 
-def conflict_answer(claim: Claim, intent: Intent, conflict_id: str) -> ClaimAnswer:
-    """The answer of a changed fingerprint: the conflict the owner will decide, and nothing done; the parts that
-    changed named where the payloads were compared part by part (never their values)."""
+def conflict_answer(decided: ClaimAnswer, claim: Claim, intent: Intent, conflict_id: str) -> ClaimAnswer:
+    """The table's ``conflict`` as told: the conflict the owner will decide, and nothing done; the parts that
+    changed named where the payloads were compared part by part (never their values). The table's reason names
+    the fingerprints, which stay in the history's line."""
     shown, more = named(intent.changed or ())
     reason = CONFLICT_REASON
     if shown:
@@ -613,19 +616,13 @@ def conflict_answer(claim: Claim, intent: Intent, conflict_id: str) -> ClaimAnsw
             f"This key was already claimed with different business data: {', '.join(shown)}"
             f"{f' and {more} more parts' if more else ''} changed. Nothing was done; the conflict waits for its owner."
         )
-    verdict = Verdict(Decision.CONFLICT, reason, reason)
-    told = answer(verdict, claim, intent)
-    return replaced(told, conflict_id=conflict_id, changed=shown, more_changed=more)
+    told = answer(decided, claim, intent)
+    return replaced(told, reason=reason, conflict_id=conflict_id, changed=shown, more_changed=more)
 
 
-def unclaimed(verdict: Verdict, intent: Intent) -> ClaimAnswer:
-    """The answer when no claim stands for the key (none made, or the one made withdrawn): attempt 0."""
-    return ClaimAnswer(
-        decision=verdict.decision,
-        claim_id=intent.claim_id,
-        status=AnswerStatus.NONE,
-        attempt=0,
-        reason=verdict.reason,
-        retry_after_seconds=verdict.retry_after_seconds,
-        warnings=list(intent.warnings),
+def unclaimed(decided: ClaimAnswer, intent: Intent) -> ClaimAnswer:
+    """The table's answer as told when no claim stands for the key (none made, or the one made withdrawn):
+    attempt 0."""
+    return replaced(
+        decided, claim_id=intent.claim_id, status=AnswerStatus.NONE, attempt=0, warnings=list(intent.warnings)
     )

@@ -8,7 +8,10 @@ models, and an API change cannot move them by accident.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from oncegate.domain.records import ScopeRecord
 
 DEFAULT_LEASE_SECONDS = 300
 MIN_LEASE_SECONDS = 15
@@ -34,3 +37,9 @@ MAX_ITEMS = 100
 def json_size(value: Any) -> int:
     """Bytes of the compact UTF-8 JSON form, the size limits' unit."""
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def horizon_days(record: ScopeRecord) -> int:
+    """How long after its last change a succeeded claim's key is recognised: never shorter than the retention."""
+    horizon = record.horizon_days or DEFAULT_HORIZON_DAYS
+    return max(horizon, record.retention_days or DEFAULT_RETENTION_DAYS)

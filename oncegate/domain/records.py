@@ -124,7 +124,7 @@ class Claim:
     # The attempt whose idempotency key the current attempt hands the target system: an earlier one whose
     # outcome is in doubt, which this attempt reconciles; None for its own (see domain/idempotency.py).
     idempotency_attempt: int | None = None
-    # A keyed digest per member of the payload, by JSON Pointer (oncegate.domain.members); None: fingerprint only.
+    # A keyed digest per member of the payload, by JSON Pointer (oncegate.domain.keys); None: fingerprint only.
     members: Mapping[str, str] | None = None
     purged_at: datetime | None = None
     legacy_token: str | None = None

@@ -42,7 +42,6 @@ from oncegate.entrypoints.parse import (
     validate,
 )
 from oncegate.entrypoints.principal import Principal, Role
-from oncegate.entrypoints.routes import allowed_methods, function_routes
 from oncegate.errors import (
     MethodNotAllowed,
     NotConfigured,
@@ -88,6 +87,8 @@ def entry(listed: Listed) -> Operation:
 
 def respond(request: func.HttpRequest, operation: Operation) -> func.HttpResponse:
     """Run one entry for a caller holding its role and render its answer or its error, sending its event."""
+    if telemetry.sending is False:  # off: nothing to time, count or send, so no code of telemetry runs
+        return _answer(request, operation)
     with telemetry.answering(operation.event, operation.name):
         response = _answer(request, operation)
         telemetry.describe({telemetry.HTTP_STATUS: response.status_code})
@@ -120,7 +121,8 @@ def read(
     """The request as ``operation`` declares it: its route's ids, its query (cursors opened by ``seal``), its body."""
     given = request.route_params
     ids = {name: checked_id(name, str(given.get(name, "")), ROUTE_IDS[name]) for name in operation.path_ids()}
-    list_name = operation.list_name or operation.path(**ids)
+    own = operation.path(**ids)
+    list_name = operation.list_name or own
     params: dict[str, Any] = {}
     query = None
     if operation.query is not None:
@@ -137,7 +139,7 @@ def read(
         ids=ids,
         signed_in=signed_in,
         address=request.url,
-        root=_root(request.url, operation.path(**ids)),
+        root=_root(request.url, own),
         link=lambda cursor: next_link(request, cursor, list_name, seal),
         seal=seal,
     )
@@ -174,8 +176,9 @@ def _poll_address(call: Call[Any, Any], reply: Reply) -> dict[str, str]:
 
 
 def _refused(exc: OnceGateError) -> func.HttpResponse:
-    setting = exc.target if isinstance(exc, NotConfigured) else None
-    telemetry.describe({telemetry.ERROR_CODE: error_map.code(exc), telemetry.SETTING: setting})
+    if telemetry.sending:
+        setting = exc.target if isinstance(exc, NotConfigured) else None
+        telemetry.describe({telemetry.ERROR_CODE: error_map.code(exc), telemetry.SETTING: setting})
     return render_error(exc)
 
 
@@ -233,6 +236,8 @@ def unknown_route(app: func.FunctionApp, request: func.HttpRequest) -> func.Http
     Not an action, so not through :func:`respond`: it reads neither the services nor the caller, and
     answers the same whether or not the app is configured.
     """
+    from oncegate.entrypoints.routes import allowed_methods, function_routes  # what an action never reads
+
     path = request.route_params.get("path", "")
     # Named as the caller sent it: the host's route parameter of an empty catch-all is not text (issue 13).
     sent = urlsplit(request.url).path

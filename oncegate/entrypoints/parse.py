@@ -60,7 +60,7 @@ from oncegate.errors import InvalidRequest, NotFound, SensitiveData, TooLarge
 from oncegate.service.commands import Paging
 
 if TYPE_CHECKING:
-    from oncegate.models import ClaimItem, FlowRef, ListPageQuery, ReportConflictRequest
+    from oncegate.models import FlowRef, ListPageQuery, ReportConflictRequest
 
 logger = logging.getLogger(__name__)
 
@@ -181,8 +181,8 @@ def flow_of(ref: FlowRef | None) -> Flow | None:
     return Flow(ref.name, ref.environment) if ref else None
 
 
-def run_of(request: ClaimItem | ReportConflictRequest) -> dict[str, Any]:
-    """What Check and claim and Report conflict both say: the key, its business data, and the run asking."""
+def run_of(request: ReportConflictRequest) -> dict[str, Any]:
+    """What Report conflict says as Check and claim does: the key, its business data, and the run asking."""
     return {
         "scope": request.scope,
         "key": request.key,

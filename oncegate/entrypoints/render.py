@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from oncegate import __version__, models
-from oncegate.domain.backups import Restore
-from oncegate.domain.limits import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
+from oncegate.domain.limits import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS, horizon_days
 from oncegate.domain.records import (
     Claim,
     Conflict,
@@ -25,10 +24,10 @@ from oncegate.domain.records import (
     ScopeRecord,
 )
 from oncegate.domain.statuses import ClaimStatus
-from oncegate.service.retention import horizon_days
 from oncegate.stores.paging import utc_text
 
 if TYPE_CHECKING:
+    from oncegate.domain.backups import Restore
     from oncegate.models import (
         ClaimNeedingAttention,
         ClaimView,

@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from oncegate.domain.backups import ClaimBackup, Restore
-from oncegate.domain.limits import DEFAULT_HORIZON_DAYS
+from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, horizon_days
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import Conflict, FlowRecord, KeySecretRecord, Overlap, ScopeRecord
 from oncegate.domain.store_id import STORE_ID, check_store_id
 from oncegate.domain.targets import Target
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest
-from oncegate.service.retention import horizon_days
 from oncegate.stores import export_format
 from oncegate.stores.paging import every_item, utc_text
 from oncegate.stores.port import (

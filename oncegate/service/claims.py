@@ -1,9 +1,10 @@
 """Check and claim: the I/O around the contract's decision table (``oncegate.domain.decisions``).
 
-The request is parsed once, into the :class:`~oncegate.domain.decisions.Intent` the core makes of it
-(:meth:`~oncegate.service.core.ClaimsCore.intent`); the decision, the answer, the history line and the
-inventory's counts all read that one value. The service reads the claim, asks the pure decision function,
-and writes what it says. Writes
+The request is parsed once, into the :class:`~oncegate.domain.decisions.Intent` the edge makes of what the run
+sent and the core identifies (:meth:`~oncegate.service.core.ClaimsCore.identified`); the decision, the answer,
+the history line and the inventory's counts all read that one value. The service reads the claim, asks the pure
+decision function, and writes what its :class:`~oncegate.domain.decisions.ClaimAnswer` says, then tells that
+same value. Writes
 come first and reads only on a lost race (the store's conditional insert carries the
 existing claim back), so a new claim costs one storage round trip. Every answer leaves a
 history event saying how the request was recognised. A lost race (``StoreRace``) means
@@ -15,15 +16,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from oncegate.domain.backups import Restore
 from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import (
+    UNREAD,
     Change,
     ClaimAnswer,
     Intent,
-    Verdict,
     answer,
     check_and_claim,
     conflict_answer,
@@ -47,11 +47,13 @@ from oncegate.errors import (
     NotFound,
     StateConflict,
 )
-from oncegate.service.backups import restore_notice
-from oncegate.service.commands import CheckAndClaim, KeyOf, Paging
+from oncegate.service.commands import KeyOf, Paging
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, keyed, new_grant_id, settled, token
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords, Reachable, RestoreReads
+
+if TYPE_CHECKING:
+    from oncegate.domain.backups import Restore
 
 logger = logging.getLogger(__name__)
 
@@ -87,20 +89,22 @@ class Claims:
         self._conflicts = conflicts
         self._store = store
 
-    def check_and_claim(self, request: CheckAndClaim, *, signed_in: str | None = None) -> ClaimAnswer:
-        """Decide whether this run may do the side effect; see the contract's decision table.
+    def check_and_claim(self, sent: Intent, *, signed_in: str | None = None) -> ClaimAnswer:
+        """Decide whether this run may do the side effect; see the contract's decision table. ``sent``: what the
+        run sent, as the edge parsed it.
 
         ``signed_in`` names the caller Entra ID signed in (None with function keys): a grant made to a
         signed-in caller is given back to that caller only.
         """
-        return self.decide_for(self._core.intent(request, signed_in=signed_in))
+        return self.decide_for(self._core.identified(sent, signed_in=signed_in))
 
     def decide_for(self, intent: Intent, waited: Waited | None = None) -> ClaimAnswer:
-        """Check and claim for a request already parsed (:meth:`ClaimsCore.intent`, or a waiting run's poll).
+        """Check and claim for a request already identified (:meth:`ClaimsCore.identified`, or a waiting run's poll).
 
         With ``waited`` (a waiting run's), the claim is read first, and an ``in_progress`` answer of the series
         its wait's first answer wrote is counted in ``waited`` instead of the history while the wait goes on.
         """
+        assert intent.now is not UNREAD, "an intent is identified before it is decided on"
         held = waited.unwritten if waited else None
         refusal = self._core.inventory.refusal(intent.flow)
         if refusal:
@@ -118,13 +122,13 @@ class Claims:
     def _refused(self, intent: Intent, refusal: str, waited: Waited | None = None) -> ClaimAnswer:
         """Blocked by the inventory before any claim is made or taken over; an existing claim's history says why."""
         found = self._core.find(intent.identities)
-        verdict = check_and_claim(found[0] if found else None, intent, refusal=refusal)
+        decided = check_and_claim(found[0] if found else None, intent, refusal=refusal)
         if found is None:
-            return unclaimed(verdict, intent)
+            return unclaimed(decided, intent)
         claim, identity = found
         intent = replaced(intent.as_(identity), decided_at=self._core.decided_at(claim, intent.now))
-        self._write_history(claim, intent, verdict.decision, verdict.recognised_by, waited=waited)
-        return answer(verdict, claim, intent)
+        self._write_history(claim, intent, decided.decision, decided.recognised_by, waited=waited)
+        return answer(decided, claim, intent)
 
     def _claim_once(self, intent: Intent, waited: Waited | None = None) -> ClaimAnswer:
         # During a rotation the key may be claimed under an older secret: look there first.
@@ -134,10 +138,10 @@ class Claims:
             return self._decide(found[0], intent.as_(found[1]), waited)
         if not intent.may_claim:
             raise NotFound(f"No claim of this key in the scope {intent.scope} under the secrets it was named with.")
-        verdict = check_and_claim(None, replaced(intent, grant_id=new_grant_id()))
-        claim = verdict.record
-        assert claim is not None, "a new key's verdict carries its first claim"
-        event = self._history_line(claim, intent, verdict.decision, verdict.recognised_by)
+        decided = check_and_claim(None, replaced(intent, grant_id=new_grant_id()))
+        claim = decided.record
+        assert claim is not None, "a new key's answer carries its first claim"
+        event = self._history_line(claim, intent, decided.decision, decided.recognised_by)
         try:
             stored = self._core.counted(None, self._store.create_claim(claim, event))
         except AlreadyExists as exc:
@@ -149,43 +153,42 @@ class Claims:
             return self._withdrawn(stored, intent)
         if intent.source is not None:
             self._core.inventory.source_claimed(intent.scope, intent.flow, intent.source)
-        return self._answer(verdict, stored, intent)
+        return self._answer(decided, stored, intent)
 
     def _withdrawn(self, made: Claim, intent: Intent) -> ClaimAnswer:
         """The claim this request made is deleted, as :func:`~oncegate.domain.decisions.withdrawn` says why."""
-        verdict = withdrawn()
         logger.info("Claim %s made during a rotation meets a claim under another secret: withdrawn", made.claim_id)
         self._store.delete_claim(made)
         self._core.counted(made, None)
-        return unclaimed(verdict, intent)
+        return unclaimed(withdrawn(), intent)
 
     def _decide(self, claim: Claim, intent: Intent, waited: Waited | None = None) -> ClaimAnswer:
         """Apply the decision table (oncegate.domain.decisions) to a claim that exists, and write what it says.
 
-        One verdict may be decided twice: a conflict found resolved that the claim never heard of (an earlier
+        One answer may be decided twice: a conflict found resolved that the claim never heard of (an earlier
         release wrote the conflict before the claim) is applied to the claim, which is then decided again.
         """
         for repair in (True, False):
             intent = replaced(intent, decided_at=self._core.decided_at(claim, intent.now)).compared(claim)
-            verdict = self._verdict(claim, intent)
-            if verdict.change is Change.OPEN_CONFLICT and self._rules_moved(intent):
+            decided = self._decided(claim, intent)
+            if decided.change is Change.OPEN_CONFLICT and self._rules_moved(intent):
                 # Set scope answered on another instance since this one read the rules: never a conflict under
                 # rules older than the ones it answered with (issue 33).
                 intent = self._under_current_rules(intent).compared(claim)
-                verdict = self._verdict(claim, intent)
-            if verdict.change is Change.NEW_ATTEMPT:
-                return self._take_over(claim, intent, verdict)
-            if verdict.change is not Change.OPEN_CONFLICT:
-                flow_warning = verdict.decision in (Decision.DUPLICATE, Decision.IN_PROGRESS)
+                decided = self._decided(claim, intent)
+            if decided.change is Change.NEW_ATTEMPT:
+                return self._take_over(claim, intent, decided)
+            if decided.change is not Change.OPEN_CONFLICT:
+                flow_warning = decided.decision in (Decision.DUPLICATE, Decision.IN_PROGRESS)
                 self._write_history(
-                    claim, intent, verdict.decision, verdict.recognised_by, flow_warning=flow_warning, waited=waited
+                    claim, intent, decided.decision, decided.recognised_by, flow_warning=flow_warning, waited=waited
                 )
-                return self._answer(verdict, claim, intent)
+                return self._answer(decided, claim, intent)
             conflict, record = self._conflicts.open_conflict(
                 claim,
                 keyed(intent.fingerprint),
                 ConflictOrigin.CLAIM,
-                verdict.reason,
+                decided.reason,
                 intent.run_id,
                 intent.flow,
                 source_system=intent.source,
@@ -197,12 +200,12 @@ class Claims:
                     continue
                 except StateConflict:
                     pass  # a new version cannot be accepted while an attempt runs: the conflict answer stands
-            recognised_by = f"{verdict.reason} Conflict {conflict.conflict_id} is open."
+            recognised_by = f"{decided.reason} Conflict {conflict.conflict_id} is open."
             self._write_history(claim, intent, Decision.CONFLICT, recognised_by, waited=waited)
-            return conflict_answer(claim, intent, conflict.conflict_id)
+            return conflict_answer(decided, claim, intent, conflict.conflict_id)
         raise AssertionError("a claim repaired once is decided without repair")
 
-    def _verdict(self, claim: Claim, intent: Intent) -> Verdict:
+    def _decided(self, claim: Claim, intent: Intent) -> ClaimAnswer:
         """The decision table on ``claim`` for ``intent`` as compared with it (:meth:`Intent.compared`)."""
         return check_and_claim(claim, replaced(intent, grant_id=new_grant_id()), self._fingerprints(claim, intent))
 
@@ -228,26 +231,26 @@ class Claims:
         assert intent.fingerprint is not None
         return self._store.get_fingerprints(claim.claim_id, (intent.fingerprint.keyed, intent.fingerprint.plain))
 
-    def _take_over(self, claim: Claim, intent: Intent, verdict: Verdict) -> ClaimAnswer:
+    def _take_over(self, claim: Claim, intent: Intent, decided: ClaimAnswer) -> ClaimAnswer:
         """A new attempt for this run: proceed, or reconcile the attempt it takes over."""
-        renewed = verdict.record
-        assert renewed is not None, "a new attempt's verdict carries the claim taken over"
-        event = self._history_line(renewed, intent, verdict.decision, verdict.recognised_by)
-        if verdict.earlier_attempt is not None:
-            event = replaced(event, details={"reconciles": {"attempt": verdict.earlier_attempt.attempt}})
+        renewed = decided.record
+        assert renewed is not None, "a new attempt's answer carries the claim taken over"
+        event = self._history_line(renewed, intent, decided.decision, decided.recognised_by)
+        if decided.earlier_attempt is not None:
+            event = replaced(event, details={"reconciles": {"attempt": decided.earlier_attempt.attempt}})
         # A new attempt is the only change that may give a claim its source or reference.
         stored = self._core.counted(claim, self._store.update_claim(renewed, event, relabelled=True))
-        return self._answer(verdict, stored, intent)
+        return self._answer(decided, stored, intent)
 
     # -- answers and history lines ------------------------------------------------------------
 
     @staticmethod
-    def _answer(verdict: Verdict, claim: Claim, intent: Intent) -> ClaimAnswer:
-        """The answer of ``verdict`` on ``claim`` as written; the claim token and idempotency key when it grants."""
-        if not verdict.grants:
-            return answer(verdict, claim, intent)
+    def _answer(decided: ClaimAnswer, claim: Claim, intent: Intent) -> ClaimAnswer:
+        """The table's answer as told on ``claim`` as written; the claim token and idempotency key when it grants."""
+        if not decided.grants:
+            return answer(decided, claim, intent)
         hasher = intent.hasher
-        return answer(verdict, claim, intent, token(claim, hasher), idempotency_key(hasher, claim))
+        return answer(decided, claim, intent, token(claim, hasher), idempotency_key(hasher, claim))
 
     def _write_history(
         self,
@@ -344,6 +347,8 @@ class Claims:
 
     def restore(self) -> Restore | None:
         """The export the store was filled from, while its health is to say so (issue 35); None otherwise."""
+        from oncegate.service.backups import restore_notice  # with health's first call: a claim never needs it
+
         return restore_notice(self._store, self._core.clock())
 
 

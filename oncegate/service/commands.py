@@ -3,6 +3,9 @@
 The HTTP entry points (and the tests' ``Gate``) parse the wire's pydantic requests into these in
 :mod:`oncegate.entrypoints.parse`; a service never sees a wire model. Each field is the request's,
 with the wire's types made domain ones (a flow reference is a :class:`~oncegate.domain.records.Flow`).
+
+Check and claim has no command of its own: its request is parsed straight into the
+:class:`~oncegate.domain.decisions.Intent` the claim service identifies and the decision table reads (issue 32).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from oncegate.domain.transitions import Result
 
 @dataclass(frozen=True, kw_only=True)
 class KeyOf:
-    """A business key in its scope: what Look up claim takes, and what Check and claim and Report conflict add to."""
+    """A business key in its scope: what Look up claim takes, and what Perform once and Report conflict add to."""
 
     scope: str
     key: str
@@ -32,16 +35,6 @@ class BusinessData(KeyOf):
     payload: Any = None
     fingerprint: str | None = None
     source: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class CheckAndClaim(BusinessData):
-    """Check and claim: may this run do the side effect for this business key?"""
-
-    run_id: str
-    flow: Flow | None = None
-    lease_seconds: int | None = None
-    reference: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,7 @@
 """What the claim, result and conflict services share: the store's claims read, the key secrets and
 clock, and the writes every one of them makes (history lines, status changes counted for the scope
 catalogue), and the one parse of a request's key and data under every secret: Check and claim's whole
-request becomes its :class:`~oncegate.domain.decisions.Intent` here.
+request, as the edge parsed it into its :class:`~oncegate.domain.decisions.Intent`, is identified here.
 
 Beside it, what every claim service does the same way:
 
@@ -34,9 +34,18 @@ from typing import Any, Protocol, TypeVar
 
 from oncegate.bounded import Bounded
 from oncegate.domain import members
+from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import Identity, Intent
 from oncegate.domain.fingerprint_rules import applied
-from oncegate.domain.keys import Fingerprint, KeyHasher, KeyRing, compact_time, normalise_scope, normalise_source
+from oncegate.domain.keys import (
+    Fingerprint,
+    KeyHasher,
+    KeyRing,
+    compact_time,
+    named_personally,
+    normalise_scope,
+    normalise_source,
+)
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
 from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings
 from oncegate.domain.statuses import (
@@ -49,7 +58,7 @@ from oncegate.errors import (
     StoreRace,
     StoreUnavailable,
 )
-from oncegate.service.commands import BusinessData, CheckAndClaim, KeyOf
+from oncegate.service.commands import BusinessData, KeyOf
 from oncegate.service.inventory import Inventory
 from oncegate.service.safeguard import Safeguard
 from oncegate.stores.port import ClaimReads, HistoryRecords
@@ -169,17 +178,18 @@ class ClaimsCore:
         self.recent = RecentClaims()
         self._stamped: Bounded[str, datetime] = Bounded(REMEMBERED)
 
-    def intent(self, request: CheckAndClaim, *, signed_in: str | None = None) -> Intent:
-        """Check and claim's request parsed once: its key reduced to claim ids, its data to fingerprints and
-        member digests, the signed-in caller to the digest a grant keeps, the lease its scope gives, the warnings
-        it earned. Nothing is written yet; every step after reads this one value."""
+    def identified(self, sent: Intent, *, signed_in: str | None = None) -> Intent:
+        """Check and claim's request (``sent``: what the run sent, as the edge parsed it) identified once: its key
+        reduced to claim ids, its data to fingerprints and member digests, the signed-in caller to the digest a
+        grant keeps, the lease its scope gives, the warnings it earned. Nothing is written yet; every step after
+        reads this one value."""
         # The safeguard's ring read once for the request (``require_safe_store`` and ``keys`` read the same): it
         # refuses an unsafe store here, and the identities and the current secret come from the one reading.
         ring = self.safeguard.ring()
         now = self.clock()  # the intent's time, which the inventory's cache is judged fresh at too
         inventory = self.inventory
-        rules = inventory.fingerprint_rules(normalise_scope(request.scope), at=now)
-        identities, scope, warnings = self.identify(request, rules_version=rules.version, ring=ring)
+        rules = inventory.fingerprint_rules(normalise_scope(sent.scope), at=now)
+        identities, scope, warnings = self.identify(sent, rules_version=rules.version, ring=ring)
         if signed_in is not None:
             identities = tuple(replace(one, granted_to=one.hasher.signed_in_digest(signed_in)) for one in identities)
         # Older secrets first: the current one's identity is the last, but during a rotation's phases.
@@ -188,72 +198,72 @@ class ClaimsCore:
             current = next(identity for identity in identities if identity.hasher is ring.current)
         if current.fingerprint is None:
             warnings.append(NO_FINGERPRINT)
-        if request.payload is not None and rules.include:
-            unmatched = members.unmatched(request.payload, rules)
+        if sent.payload is not None and rules.include:
+            unmatched = members.unmatched(sent.payload, rules)
             inventory.rules_matched(scope, rules, unmatched)
             if unmatched:
                 warnings.append(RULE_MATCHED_NOTHING)
-        if request.flow is None:
+        if sent.flow is None:
             warnings.append(NO_FLOW)
-        # Made as the current secret names it at once: the same record ``Intent(...).as_(current)`` makes, without
-        # a copy (issue 36).
-        return Intent(
+        # Identified as the current secret names it at once: the same record ``.as_(current)`` makes, without a
+        # second copy (issue 36).
+        return replaced(
+            sent,
             claim_id=current.claim_id,
             key_id=current.hasher.key_id,
             fingerprint=current.fingerprint,
             members=current.members,
             granted_to=current.granted_to,
-            run_id=request.run_id,
-            flow=request.flow,
             now=now,
             scope=scope,
-            lease=timedelta(seconds=request.lease_seconds or inventory.lease_seconds(scope, at=now)),
-            source=normalise_source(request.source),
-            reference=request.reference,
+            lease=timedelta(seconds=sent.lease_seconds or inventory.lease_seconds(scope, at=now)),
+            source=normalise_source(sent.source),
             rules_version=rules.version,
             rules=rules,
             warnings=tuple(warnings),
             identities=identities,
-            fingerprint_in=lambda hasher, version: self.fingerprint(hasher, request, version),
+            fingerprint_in=lambda hasher, version: self.fingerprint(hasher, sent, version),
         )
 
     def identify(
-        self, intent: KeyOf, *, rules_version: int = 0, ring: KeyRing | None = None
+        self, request: KeyOf | Intent, *, rules_version: int = 0, ring: KeyRing | None = None
     ) -> tuple[tuple[Identity, ...], str, list[str]]:
         """The key under every secret known (older first), the scope, and the warnings the key earned; the
         fingerprint made under that version of the scope's fingerprint rules. ``ring``: the key secrets as the
         caller already read them (:attr:`keys` otherwise)."""
+        data = _business_data(request)
         # A lookup stores nothing, so its refusal does not say so.
-        warnings = self.check_key(intent.scope, intent.key, stores=isinstance(intent, BusinessData))
-        payload = intent.payload if isinstance(intent, BusinessData) and self._keeps_members(intent) else None
+        warnings = self.check_key(request.scope, request.key, stores=data is not None)
+        payload = data[0] if data is not None and self._keeps_members(data[0]) else None
         identities = tuple(
             [
                 Identity(
                     hasher,
-                    hasher.claim_id(intent.scope, intent.key),
-                    self.fingerprint(hasher, intent, rules_version),
+                    hasher.claim_id(request.scope, request.key),
+                    self.fingerprint(hasher, request, rules_version),
                     hasher.members(payload) if payload is not None else None,
                 )
                 for hasher in (ring or self.keys).lookup_order
             ]
         )
-        return identities, normalise_scope(intent.scope), warnings
+        return identities, normalise_scope(request.scope), warnings
 
-    def _keeps_members(self, intent: KeyOf) -> bool:
-        """Whether a claim of this request keeps its payload's member digests: not when their names (kept in clear)
-        seem to carry personal data, unless the data policy is off (issue 33)."""
-        if not isinstance(intent, BusinessData) or intent.payload is None:
+    def _keeps_members(self, payload: Any) -> bool:
+        """Whether a claim of this payload keeps its member digests: not when their names (kept in clear) seem to
+        carry personal data, unless the data policy is off (issue 33)."""
+        if payload is None:
             return False
-        return self.sensitive_data is SensitivePolicy.OFF or not members.named_personally(intent.payload)
+        return self.sensitive_data is SensitivePolicy.OFF or not named_personally(payload)
 
-    def fingerprint(self, hasher: KeyHasher, intent: KeyOf, rules_version: int) -> Fingerprint | None:
+    def fingerprint(self, hasher: KeyHasher, request: KeyOf | Intent, rules_version: int) -> Fingerprint | None:
         """The request's fingerprint under a version of its scope's fingerprint rules (issue 25)."""
-        if not isinstance(intent, BusinessData):
+        data = _business_data(request)
+        if data is None:
             return None
-        payload = intent.payload
+        payload, supplied = data
         if payload is not None and rules_version:
-            payload = applied(payload, self.inventory.fingerprint_rules(normalise_scope(intent.scope), rules_version))
-        return hasher.fingerprint(supplied=intent.fingerprint, payload=payload)
+            payload = applied(payload, self.inventory.fingerprint_rules(normalise_scope(request.scope), rules_version))
+        return hasher.fingerprint(supplied=supplied, payload=payload)
 
     def check_key(self, scope: str, key: str, *, stores: bool = True) -> list[str]:
         """The warning a business key earned for personal data, unless it is refused for it.
@@ -365,6 +375,15 @@ class ClaimsCore:
     def fingerprint_record(self, claim_id: str, fingerprint: str | None) -> FingerprintRecord | None:
         records = self.store.get_fingerprints(claim_id, [fingerprint or ""])
         return records[0] if records else None
+
+
+def _business_data(request: KeyOf | Intent) -> tuple[Any, str | None] | None:
+    """The business data a request sent, its payload and its own fingerprint; None for a lookup's, which sends none."""
+    if isinstance(request, Intent):
+        return request.payload, request.supplied_fingerprint
+    if isinstance(request, BusinessData):
+        return request.payload, request.fingerprint
+    return None
 
 
 def _key_refusal(scope: str, findings: list[str], *, stores: bool) -> str:

@@ -8,8 +8,9 @@ claim path pays no storage round trip for any of it:
   loaded by one list query of each when it is older than ``ttl`` (30 s unless told otherwise).
   A change (``PUT``) takes effect at once on the instance that handled it and within the TTL
   on every other instance: disabling a flow stops its claims everywhere within 30 s.
-- **Counts** accumulate in memory and are merged into the store now and then: see
-  :mod:`oncegate.service.usage`. The lists flush this process's counts before they read.
+- **Counts** accumulate in memory, here (a :class:`Tally` per flow, scope and pair of flows, changed in place
+  under one lock), and are merged into the store now and then: see :mod:`oncegate.service.usage`. The lists
+  flush this process's counts before they read.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -42,7 +43,7 @@ from oncegate.domain.records import (
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, InvalidRequest, OnceGateError, StoreUnavailable
 from oncegate.service.commands import KEEP, Paging, RegisterFlow, SetScope
-from oncegate.service.usage import Usage
+from oncegate.service.usage import Counted, Usage, pair
 from oncegate.stores.paging import every_item, page_of
 from oncegate.stores.port import ClaimIndex, ClaimListing, ConflictRecords, InventoryRecords
 
@@ -55,11 +56,82 @@ CONFLICT_PAGE = 1000
 RECOUNT_PAGE = 1000
 SAVE_ROUNDS = 8
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 
 def _page(items: Iterable[T], place: Callable[[T], tuple[str, str]], page: Paging) -> tuple[list[T], str | None]:
     """One page of ``items`` in the order of their place, and the cursor after its last item."""
     return page_of(items, place, top=page.limit, cursor=page.cursor)
+
+
+@dataclass
+class Tally:
+    """What this process counted of one record since its last flush, which the flush makes a delta of.
+
+    Mutable, so that counting a claim changes a few numbers in place instead of making a record.
+    """
+
+    first_seen_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    counts: Counter[str] = field(default_factory=Counter)
+    sources: Counter[str] = field(default_factory=Counter)
+    example_claim_id: str | None = None
+    # The include pointers of each version of a scope's rules that a payload matched.
+    matched: dict[int, set[str]] = field(default_factory=dict)
+
+    def seen(self, at: datetime) -> None:
+        # Widened in place, without a call per time: every answer is seen twice (issue 36).
+        first, last = self.first_seen_at, self.last_seen_at
+        if first is None or at < first:
+            self.first_seen_at = at
+        if last is None or at > last:
+            self.last_seen_at = at
+
+
+def _tally(tallies: dict[K, Tally], key: K) -> Tally:
+    tally = tallies.get(key)
+    if tally is None:
+        tally = tallies[key] = Tally()
+    return tally
+
+
+# A tally made the delta a flush adds to its stored record: a record of its kind holding only counts and times.
+
+
+def _flow_delta(flow: Flow, tally: Tally) -> FlowRecord:
+    seen = (tally.first_seen_at, tally.last_seen_at)
+    return FlowRecord(
+        flow,
+        first_seen_at=seen[0],
+        last_seen_at=seen[1],
+        claims=tally.counts["claims"],
+        duplicates=tally.counts["duplicates"],
+        claims_by_source=dict(tally.sources),
+    )
+
+
+def _scope_delta(scope: str, tally: Tally) -> ScopeRecord:
+    by_status = {ClaimStatus(status): count for status, count in tally.counts.items() if count}
+    return ScopeRecord(
+        scope,
+        first_seen_at=tally.first_seen_at,
+        last_seen_at=tally.last_seen_at,
+        claims_by_status=by_status,
+        claims_by_source=dict(tally.sources),
+        fingerprint_rules=tuple(
+            FingerprintRules(version, matched=tuple(sorted(pointers))) for version, pointers in tally.matched.items()
+        ),
+    )
+
+
+def _overlap_delta(flows: tuple[Flow, Flow], tally: Tally) -> Overlap:
+    return Overlap(
+        flows,
+        count=tally.counts["count"],
+        first_seen_at=tally.first_seen_at,
+        last_seen_at=tally.last_seen_at,
+        example_claim_id=tally.example_claim_id,
+    )
 
 
 @dataclass(frozen=True)
@@ -94,8 +166,15 @@ class Inventory:
         self._require_registered = require_registered
         self._lock = threading.Lock()
         self._snapshot: _Snapshot | None = None
+        # What this process counted since the last flush, taken whole by the next one.
+        self._counting = threading.Lock()
+        self._flows_counted: dict[Flow, Tally] = {}
+        self._scopes_counted: dict[str, Tally] = {}
+        self._overlaps_counted: dict[tuple[Flow, Flow], Tally] = {}
         # The claim index (Table Storage) is written at the same interval, off the claim path (issue 16).
-        self.usage = Usage(store, clock=clock, interval=flush_interval, also=lambda: store.flush_index())
+        self.usage = Usage(
+            store, clock=clock, interval=flush_interval, take=self._take, also=lambda: store.flush_index()
+        )
 
     # -- the claim path: memory only, but for one refresh per TTL -------------------------------
 
@@ -170,28 +249,66 @@ class Inventory:
         memory and merged into the scope row with the counts, so no claim pays a write for it."""
         matched = set(rules.include) - set(unmatched) - set(rules.matched)
         if matched:
-            self.usage.rules_matched(scope, rules.version, matched)
+            with self._counting:
+                _tally(self._scopes_counted, scope).matched.setdefault(rules.version, set()).update(matched)
 
     def declares(self, scope: str, key: str) -> bool:
         """Whether ``key`` has the shape the owner of ``scope`` declared its keys have (its key pattern)."""
         record = self._current().scopes.get(normalise_scope(scope))
         return record is not None and declared(record.key_pattern, key)
 
+    # -- counting, in memory only: merged into the store by ``usage`` ------------------------------
+
     def answered(self, scope: str, flow: Flow | None, decision: Decision, at: datetime) -> None:
-        """Count a Check and claim answer; flush the counts when the interval is over."""
-        self.usage.answered(scope, flow, at, duplicate=decision is Decision.DUPLICATE)
-        self.usage.flush_if_due()
+        """Count a Check and claim answer: the scope and the flow (if named) seen at ``at``, the flow's claims
+        counted (and its duplicates), under one take of the lock; flush the counts when the interval is over."""
+        with self._counting:
+            _tally(self._scopes_counted, scope).seen(at)
+            if flow is not None:
+                tally = _tally(self._flows_counted, flow)
+                tally.seen(at)
+                tally.counts["claims"] += 1
+                tally.counts["duplicates"] += int(decision is Decision.DUPLICATE)
+        usage = self.usage
+        if self._clock() - usage.flushed_at >= usage.interval:
+            usage.flush_if_due()
 
     def copy_met(self, holder: Flow, caller: Flow, claim_id: str, at: datetime) -> None:
         """``caller`` met a claim that another flow, ``holder``, made: the two overlap."""
-        self.usage.overlap_seen(holder, caller, claim_id, at)
+        with self._counting:
+            tally = _tally(self._overlaps_counted, pair(holder, caller))
+            tally.seen(at)
+            tally.counts["count"] += 1
+            tally.example_claim_id = tally.example_claim_id or claim_id
 
     def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus | None) -> None:
-        self.usage.status_changed(scope, before, after)
+        """A claim of ``scope`` went from ``before`` (None: it is new) to ``after`` (None: it was deleted)."""
+        if before is after:
+            return
+        with self._counting:
+            counts = _tally(self._scopes_counted, scope).counts
+            if after is not None:
+                counts[after.value] += 1
+            if before is not None:
+                counts[before.value] -= 1
 
     def source_claimed(self, scope: str, flow: Flow | None, source: str) -> None:
         """A new claim named its source system: counted per scope and per flow (issue 16)."""
-        self.usage.source_claimed(scope, flow, source)
+        with self._counting:
+            _tally(self._scopes_counted, scope).sources[source] += 1
+            if flow is not None:
+                _tally(self._flows_counted, flow).sources[source] += 1
+
+    def _take(self) -> Counted:
+        """Everything counted since the last flush, as deltas, for the flush; counting starts afresh."""
+        with self._counting:
+            flows, scopes, overlaps = self._flows_counted, self._scopes_counted, self._overlaps_counted
+            self._flows_counted, self._scopes_counted, self._overlaps_counted = {}, {}, {}
+        return Counted(
+            [_flow_delta(flow, tally) for flow, tally in flows.items()],
+            [_scope_delta(scope, tally) for scope, tally in scopes.items()],
+            [_overlap_delta(pair, tally) for pair, tally in overlaps.items()],
+        )
 
     def flush(self) -> None:
         """Write the counts gathered in memory to the store now; raises ``StoreUnavailable``, keeping them."""

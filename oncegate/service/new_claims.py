@@ -1,7 +1,7 @@
 """Check and claim many's new keys claimed together (issue 36): one store call for the first claims of many items.
 
-On a store with one writer at a time (SQLite) a bulk call's items are parsed into their intents first
-(:meth:`~oncegate.service.core.ClaimsCore.intent`: keys, fingerprints, no store), and the items whose key
+On a store with one writer at a time (SQLite) a bulk call's items are parsed and identified first
+(:meth:`~oncegate.service.core.ClaimsCore.identified`: keys, fingerprints, no store), and the items whose key
 may be new are claimed here together. Each is decided by the contract's decision table on no claim, as a
 single call decides a key never seen (:func:`~oncegate.domain.decisions.check_and_claim`), and their claims
 and first history lines go to the store in one call (``create_claims``): one query for the claims already
@@ -22,7 +22,6 @@ from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import ClaimAnswer, Intent, answer, check_and_claim, idempotency_key
 from oncegate.domain.records import Claim, HistoryEvent
 from oncegate.domain.statuses import EventKind
-from oncegate.service.commands import CheckAndClaim
 from oncegate.service.core import ClaimsCore, keyed, new_grant_id, token
 
 
@@ -39,9 +38,9 @@ class NewClaims:
         self._core = core
         self._store = store
 
-    def intent(self, request: CheckAndClaim, *, signed_in: str | None = None) -> Intent:
-        """The item's request parsed once, as Check and claim parses it (refusals raised as there)."""
-        return self._core.intent(request, signed_in=signed_in)
+    def identified(self, sent: Intent, *, signed_in: str | None = None) -> Intent:
+        """The item's request identified once, as Check and claim identifies it (refusals raised as there)."""
+        return self._core.identified(sent, signed_in=signed_in)
 
     def alone(self, intent: Intent) -> bool:
         """Whether the single call would do more than write a first claim for a new key: the inventory refuses the
@@ -56,16 +55,16 @@ class NewClaims:
         """Each intent's answer where its key was new and is now claimed; None where a claim had its key or the
         store could not hold its row (nothing of that item was written: Check and claim alone answers it). Claim ids
         are distinct, none ``alone``."""
-        verdicts = [check_and_claim(None, replaced(intent, grant_id=new_grant_id())) for intent in intents]
+        decided = [check_and_claim(None, replaced(intent, grant_id=new_grant_id())) for intent in intents]
         firsts: list[tuple[Claim, HistoryEvent]] = []
-        for intent, verdict in zip(intents, verdicts, strict=True):
-            claim = verdict.record
-            assert claim is not None, "a new key's verdict carries its first claim"
+        for intent, first in zip(intents, decided, strict=True):
+            claim = first.record
+            assert claim is not None, "a new key's answer carries its first claim"
             line = self._core.event(
                 claim,
                 EventKind.CLAIM,
-                verdict.decision.value,
-                verdict.recognised_by,
+                first.decision.value,
+                first.recognised_by,
                 at=intent.written_at,
                 run_id=intent.run_id,
                 flow=intent.flow,
@@ -76,14 +75,14 @@ class NewClaims:
         made = self._store.create_claims(firsts)
         answers: list[ClaimAnswer | None] = []
         inventory = self._core.inventory
-        for intent, verdict, stored in zip(intents, verdicts, made, strict=True):
+        for intent, first, stored in zip(intents, decided, made, strict=True):
             if stored is None:
                 answers.append(None)
                 continue
             self._core.counted(None, stored)
             if intent.source is not None:
                 inventory.source_claimed(intent.scope, intent.flow, intent.source)
-            inventory.answered(intent.scope, intent.flow, verdict.decision, intent.now)
+            inventory.answered(intent.scope, intent.flow, first.decision, intent.now)
             hasher = intent.hasher
-            answers.append(answer(verdict, stored, intent, token(stored, hasher), idempotency_key(hasher, stored)))
+            answers.append(answer(first, stored, intent, token(stored, hasher), idempotency_key(hasher, stored)))
         return answers

@@ -61,7 +61,7 @@ from oncegate.domain.waiting import Waiting
 from oncegate.domain.warnings import RESPONSE_NOT_KEPT, RESULT_NOT_RECORDED, SENSITIVE_DATA
 from oncegate.errors import InvalidRequest, NotFound, StoreRace, StoreUnavailable
 from oncegate.service.claims import Claims
-from oncegate.service.commands import CheckAndClaim, PerformOnce
+from oncegate.service.commands import PerformOnce
 from oncegate.service.core import ClaimsCore, settled
 from oncegate.service.waits import TICKET, Waits
 from oncegate.stores.paging import every_item
@@ -152,7 +152,7 @@ class Perform:
     ) -> tuple[PerformAnswer, Waiting | None]:
         """Perform the call once for the key; the run still waiting when it asked to wait and another run holds it."""
         target = self.target(request.target)
-        intent = self._core.intent(self._check(request, target), signed_in=signed_in)
+        intent = self._core.identified(self._check(request, target), signed_in=signed_in)
         before = self._core.find(intent.identities)
         earlier = before[0] if before else None
         early = self._before_deadline(earlier, intent)
@@ -176,15 +176,15 @@ class Perform:
             ) from exc
 
     @staticmethod
-    def _check(request: PerformOnce, target: Target) -> CheckAndClaim:
+    def _check(request: PerformOnce, target: Target) -> Intent:
         payload = request.payload
         if payload is None and request.fingerprint is None:
             payload = fingerprint_payload(target.name, request.method, request.path, request.body)
-        return CheckAndClaim(
+        return Intent(
             scope=request.scope,
             key=request.key,
             payload=payload,
-            fingerprint=request.fingerprint,
+            supplied_fingerprint=request.fingerprint,
             source=request.source,
             run_id=request.run_id,
             flow=request.flow,

@@ -40,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_RETENTION_DAYS
+from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_RETENTION_DAYS, horizon_days
 from oncegate.domain.records import Claim, ClaimFilter, ScopeRecord
 from oncegate.domain.safeguard import check_clock
 from oncegate.domain.statuses import ClaimStatus
@@ -128,12 +128,6 @@ class PurgeReport:
             "cursor": self.cursor,
             "error": self.error,
         }
-
-
-def horizon_days(record: ScopeRecord) -> int:
-    """How long after its last change a succeeded claim's key is recognised: never shorter than the retention."""
-    horizon = record.horizon_days or DEFAULT_HORIZON_DAYS
-    return max(horizon, record.retention_days or DEFAULT_RETENTION_DAYS)
 
 
 def gone_at(claim: Claim, record: ScopeRecord | None) -> datetime | None:

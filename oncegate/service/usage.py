@@ -1,11 +1,12 @@
-"""Usage counts of the flow inventory and the scope catalogue, kept in memory and merged into the store.
+"""Usage counts of the flow inventory and the scope catalogue, merged into the store.
 
 Writing a count on every claim would add a storage round trip to each (a new claim costs one),
 so each process adds up what it answers — flows seen, claims and duplicates per flow, claims
-by status per scope, overlapping pairs of flows — as *deltas*, and :meth:`Usage.flush` merges
-them into the store at most once per interval (it runs on the request that finds the interval
-over), and on demand: before an inventory list is answered, and at close. A first sighting of
-a flow or scope needs no write of its own either: the flush creates the row.
+by status per scope, overlapping pairs of flows — in memory (the inventory's tallies,
+:class:`oncegate.service.inventory.Tally`), and :meth:`Usage.flush` merges them into the store as *deltas*
+at most once per interval (it runs on the request that finds the interval over), and on demand: before
+an inventory list is answered, and at close. A first sighting of a flow or scope needs no write of its
+own either: the flush creates the row.
 
 A merge is a read-modify-write of each record, conditioned on the version read (the ETag in
 Table Storage) and redone when another instance merged first, so the deltas of every
@@ -20,12 +21,11 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from oncegate.domain.records import FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
-from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.stores.port import InventoryRecords
 
@@ -116,73 +116,20 @@ def _add_overlap(record: Overlap, delta: Overlap) -> Overlap:
     )
 
 
-@dataclass
-class _Tally:
-    """What this process counted of one record since its last flush.
+class Counted(NamedTuple):
+    """What a process counted since its last flush, as deltas: taken whole from the inventory by the flush."""
 
-    Mutable, so that counting a claim changes a few numbers in place instead of making a record.
-    """
-
-    first_seen_at: datetime | None = None
-    last_seen_at: datetime | None = None
-    counts: Counter[str] = field(default_factory=Counter)
-    sources: Counter[str] = field(default_factory=Counter)
-    example_claim_id: str | None = None
-    # The include pointers of each version of a scope's rules that a payload matched.
-    matched: dict[int, set[str]] = field(default_factory=dict)
-
-    def seen(self, at: datetime) -> None:
-        # As _earliest and _latest widen them, without their calls: every answer is seen twice (issue 36).
-        first, last = self.first_seen_at, self.last_seen_at
-        if first is None or at < first:
-            self.first_seen_at = at
-        if last is None or at > last:
-            self.last_seen_at = at
-
-
-def _flow_delta(flow: Flow, tally: _Tally) -> FlowRecord:
-    seen = (tally.first_seen_at, tally.last_seen_at)
-    return FlowRecord(
-        flow,
-        first_seen_at=seen[0],
-        last_seen_at=seen[1],
-        claims=tally.counts["claims"],
-        duplicates=tally.counts["duplicates"],
-        claims_by_source=dict(tally.sources),
-    )
-
-
-def _scope_delta(scope: str, tally: _Tally) -> ScopeRecord:
-    by_status = {ClaimStatus(status): count for status, count in tally.counts.items() if count}
-    return ScopeRecord(
-        scope,
-        first_seen_at=tally.first_seen_at,
-        last_seen_at=tally.last_seen_at,
-        claims_by_status=by_status,
-        claims_by_source=dict(tally.sources),
-        fingerprint_rules=tuple(
-            FingerprintRules(version, matched=tuple(sorted(pointers))) for version, pointers in tally.matched.items()
-        ),
-    )
-
-
-def _overlap_delta(flows: tuple[Flow, Flow], tally: _Tally) -> Overlap:
-    return Overlap(
-        flows,
-        count=tally.counts["count"],
-        first_seen_at=tally.first_seen_at,
-        last_seen_at=tally.last_seen_at,
-        example_claim_id=tally.example_claim_id,
-    )
+    flows: list[FlowRecord]
+    scopes: list[ScopeRecord]
+    overlaps: list[Overlap]
 
 
 @dataclass(frozen=True)
 class _Kind(Generic[K, R]):
-    """One kind of inventory record: how it is keyed, made afresh, made from a tally, added to, listed and saved."""
+    """One kind of inventory record: how it is keyed, made afresh, added to, listed and saved."""
 
     key: Callable[[R], K]
     blank: Callable[[K], R]
-    delta: Callable[[K, _Tally], R]
     add: Callable[[R, R], R]
     list: Callable[[], list[R]]
     save: Callable[[R], R]
@@ -208,25 +155,17 @@ class _Kind(Generic[K, R]):
 
 
 class _Pending(Generic[K, R]):
-    """One kind's counts not yet in the store: tallies since the last flush, and deltas a flush could not merge."""
+    """One kind's deltas a flush could not merge: they wait for the next, added to what is counted meanwhile."""
 
     def __init__(self, kind: _Kind[K, R]) -> None:
         self.kind = kind
-        self._tallies: dict[K, _Tally] = {}
         self._unmerged: dict[K, R] = {}
 
-    def tally(self, key: K) -> _Tally:
-        tally = self._tallies.get(key)
-        if tally is None:
-            tally = self._tallies[key] = _Tally()
-        return tally
-
-    def take(self) -> dict[K, R]:
-        """Every delta waiting, as records; they leave this object."""
+    def take(self, counted: list[R]) -> dict[K, R]:
+        """Every delta waiting, with those ``counted`` since, by key; they leave this object."""
         deltas, self._unmerged = self._unmerged, {}
-        for key, tally in self._tallies.items():
-            self.kind.keep(deltas, self.kind.delta(key, tally))
-        self._tallies = {}
+        for delta in counted:
+            self.kind.keep(deltas, delta)
         return deltas
 
     def put_back(self, deltas: dict[K, R]) -> None:
@@ -236,23 +175,29 @@ class _Pending(Generic[K, R]):
 
 
 class Usage:
-    """Deltas of the inventory's counts in this process, merged into the store by :meth:`flush`."""
+    """Merges the counts the inventory took in memory into the store, by :meth:`flush`."""
 
     def __init__(
-        self, store: InventoryRecords, *, clock: Callable[[], datetime], interval: timedelta, also: Callable[[], None]
+        self,
+        store: InventoryRecords,
+        *,
+        clock: Callable[[], datetime],
+        interval: timedelta,
+        take: Callable[[], Counted],
+        also: Callable[[], None],
     ) -> None:
         self._clock = clock
-        self._interval = interval
-        self._lock = threading.Lock()
+        self.interval = interval
+        self._take = take
         self._flushing = threading.Lock()
-        self._flushed_at = clock()
+        # When the last flush began: the inventory finds the interval over by it, without a call here per answer.
+        self.flushed_at = clock()
         self._also = also
         # The store's methods are looked up at each call, as every other caller of the store does.
         self._flows = _Pending(
             _Kind(
                 lambda r: r.flow,
                 FlowRecord,
-                _flow_delta,
                 _add_flow,
                 lambda: store.list_flows(),
                 lambda r: store.save_flow(r),
@@ -262,7 +207,6 @@ class Usage:
             _Kind(
                 lambda r: r.scope,
                 ScopeRecord,
-                _scope_delta,
                 _add_scope,
                 lambda: store.list_scopes(),
                 lambda r: store.save_scope(r),
@@ -272,62 +216,15 @@ class Usage:
             _Kind(
                 lambda r: pair(*r.flows),
                 Overlap,
-                _overlap_delta,
                 _add_overlap,
                 lambda: store.list_overlaps(),
                 lambda r: store.save_overlap(r),
             )
         )
 
-    # -- counting, in memory only --------------------------------------------------------------
-
-    def answered(self, scope: str, flow: Flow | None, at: datetime, *, duplicate: bool) -> None:
-        """A Check and claim answer: the scope and the flow (if named) seen at ``at``, the flow's claims counted (and
-        its duplicates), under one take of the lock (issue 36)."""
-        with self._lock:
-            self._scopes.tally(scope).seen(at)
-            if flow is not None:
-                tally = self._flows.tally(flow)
-                tally.seen(at)
-                tally.counts["claims"] += 1
-                tally.counts["duplicates"] += int(duplicate)
-
-    def status_changed(self, scope: str, before: ClaimStatus | None, after: ClaimStatus | None) -> None:
-        """A claim of ``scope`` went from ``before`` (None: it is new) to ``after`` (None: it was deleted)."""
-        if before is after:
-            return
-        with self._lock:
-            counts = self._scopes.tally(scope).counts
-            if after is not None:
-                counts[after.value] += 1
-            if before is not None:
-                counts[before.value] -= 1
-
-    def source_claimed(self, scope: str, flow: Flow | None, source: str) -> None:
-        """A new claim of ``scope`` was made by ``flow`` for the source system ``source``."""
-        with self._lock:
-            self._scopes.tally(scope).sources[source] += 1
-            if flow is not None:
-                self._flows.tally(flow).sources[source] += 1
-
-    def rules_matched(self, scope: str, version: int, pointers: set[str]) -> None:
-        """Include pointers of a version of the scope's rules matched a payload (issue 33)."""
-        with self._lock:
-            self._scopes.tally(scope).matched.setdefault(version, set()).update(pointers)
-
-    def overlap_seen(self, holder: Flow, caller: Flow, claim_id: str, at: datetime) -> None:
-        """``caller`` met a claim that ``holder`` made."""
-        with self._lock:
-            tally = self._overlaps.tally(pair(holder, caller))
-            tally.seen(at)
-            tally.counts["count"] += 1
-            tally.example_claim_id = tally.example_claim_id or claim_id
-
-    # -- merging into the store ----------------------------------------------------------------
-
     def flush_if_due(self) -> None:
         """Flush when the interval is over; a failure is logged and the deltas wait for the next flush."""
-        if self._clock() - self._flushed_at < self._interval or not self._flushing.acquire(blocking=False):
+        if self._clock() - self.flushed_at < self.interval or not self._flushing.acquire(blocking=False):
             return
         try:
             self._flush()
@@ -342,18 +239,19 @@ class Usage:
             self._flush()
 
     def _flush(self) -> None:
-        with self._lock:
-            self._flushed_at = self._clock()
-            taken = [(pending, pending.take()) for pending in self._each()]
+        # Under the flushing lock: the deltas not merged are this object's alone.
+        self.flushed_at = self._clock()
+        counted = self._take()
+        taken: list[tuple[_Pending[Any, Any], dict[Any, Any]]] = [
+            (self._flows, self._flows.take(counted.flows)),
+            (self._scopes, self._scopes.take(counted.scopes)),
+            (self._overlaps, self._overlaps.take(counted.overlaps)),
+        ]
         try:
             for pending, deltas in taken:
                 pending.kind.merge(deltas)
             self._also()
         finally:
             # What did not reach the store waits for the next flush, added to what was counted meanwhile.
-            with self._lock:
-                for pending, deltas in taken:
-                    pending.put_back(deltas)
-
-    def _each(self) -> tuple[_Pending[Any, Any], ...]:
-        return self._flows, self._scopes, self._overlaps
+            for pending, deltas in taken:
+                pending.put_back(deltas)

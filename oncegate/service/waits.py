@@ -22,7 +22,6 @@ from oncegate.domain.times import said
 from oncegate.domain.waiting import Waiting, WaitingIdentity
 from oncegate.errors import InvalidRequest, NotFound
 from oncegate.service.claims import Claims, Waited
-from oncegate.service.commands import CheckAndClaim
 from oncegate.service.core import ClaimsCore
 
 # The poll address's parameter, named by every refusal of one.
@@ -38,10 +37,10 @@ class Waits:
         self._claims = claims
 
     def check_and_wait(
-        self, request: CheckAndClaim, *, signed_in: str | None, max_wait: timedelta
+        self, sent: Intent, *, signed_in: str | None, max_wait: timedelta
     ) -> tuple[ClaimAnswer, Waiting | None]:
         """Check and claim; the waiting run too when the answer is ``in_progress`` (None: the answer is final)."""
-        intent = self._core.intent(request, signed_in=signed_in)
+        intent = self._core.identified(sent, signed_in=signed_in)
         waited = Waited(None, keep=max_wait > timedelta(0), poll=False)
         answer = self._claims.decide_for(intent, waited)
         if answer.decision is not Decision.IN_PROGRESS or max_wait <= timedelta(0):
@@ -137,7 +136,6 @@ class Waits:
         intent = Intent(
             run_id=waiting.run_id,
             flow=waiting.flow,
-            fingerprint=None,
             now=now,
             scope=waiting.scope,
             lease=timedelta(seconds=waiting.lease_seconds),

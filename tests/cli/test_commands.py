@@ -324,6 +324,27 @@ def test_bad_settings_are_exit_2_before_any_request(
     assert capsys.readouterr().err.startswith(message)
 
 
+@pytest.mark.parametrize(
+    ("argv", "url", "message"),
+    [
+        (["health"], "127.0.0.1:7071", "ONCEGATE_URL must be the function app's address"),
+        (["--url", "127.0.0.1:7071", "health"], "http://127.0.0.1:7071", "--url must be the function app's address"),
+    ],
+)
+def test_a_bad_address_names_where_it_came_from_and_what_it_lacks(
+    argv: list[str], url: str, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ONCEGATE_URL", url)
+
+    code = main(argv)
+
+    assert code == 2
+    assert (
+        capsys.readouterr().err
+        == f"{message}, like https://<function app host>, not '127.0.0.1:7071' (http:// or https:// comes first).\n"
+    )
+
+
 def test_conflicts_name_the_changed_parts_never_their_values(api: ServerApi, oncegate: Oncegate) -> None:
     order = {"Amount": 120.5, "Lines": [{"Qty": 1}, {"Qty": 2}, {"Qty": 3}]}
     ok(succeed(api, ok(api.call("check_and_claim", claim_body(key="ORDER-8", payload=order))), targetRecordId="E-1"))

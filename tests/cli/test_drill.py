@@ -38,7 +38,7 @@ from oncegate.domain.sensitive import sensitive_findings
 from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.entrypoints import framing
 from oncegate.service.claims import Claims, Waited
-from oncegate.service.commands import CheckAndClaim, RecordResult
+from oncegate.service.commands import RecordResult
 from oncegate.service.results import Results
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
@@ -182,7 +182,7 @@ class ProceedsTwice:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._claims, name)
 
-    def check_and_claim(self, request: CheckAndClaim, *, signed_in: str | None = None) -> ClaimAnswer:
+    def check_and_claim(self, request: Intent, *, signed_in: str | None = None) -> ClaimAnswer:
         return self._forged_once(self._claims.check_and_claim(request, signed_in=signed_in))
 
     def decide_for(self, intent: Intent, waited: Waited | None = None) -> ClaimAnswer:

@@ -230,8 +230,9 @@ def test_purge_elsewhere_refuses_a_database_that_does_not_exist_and_creates_noth
     assert (run.code, run.out) == (2, "")
     assert run.err == (
         f"oncegate purge: no database at {elsewhere.resolve() / '.oncegate' / 'oncegate.db'}: purge works on the "
-        "store oncegate serve uses. Run it in the folder where oncegate serve runs, or set ONCEGATE_SQLITE_PATH (or "
-        "ONCEGATE_STORE=tables and its settings) as the app has them.\n"
+        "store oncegate serve uses, which makes its database at its first request: on a new store, ask it once "
+        "(oncegate health) first. Else run it in the folder where oncegate serve runs, or set ONCEGATE_SQLITE_PATH "
+        "(or ONCEGATE_STORE=tables and its settings) as the app has them.\n"
     )
     assert list(elsewhere.iterdir()) == []
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import oncegate.cli.parser
 from oncegate.cli import main
 from oncegate.cli.parser import build_parser
 from oncegate.entrypoints import framing
@@ -193,6 +194,32 @@ def test_every_option_is_explained_in_plain_text() -> None:
             if action.help is None and not isinstance(action, argparse._SubParsersAction)
         ]
         assert unexplained == [], parser.prog
+
+
+def _synopsis(command: str) -> str:
+    """The synopsis of ``command`` (``claims review``) in ``oncegate --help``, its continued lines with it."""
+    lines = (oncegate.cli.parser.__doc__ or "").splitlines()
+    [start] = [i for i, line in enumerate(lines) if re.match(rf"\s+(oncegate )?{re.escape(command)}( |$)", line)]
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start + 1
+    while lines[end].startswith(" " * (indent + 1)) and not lines[end].lstrip().startswith(("oncegate ", command)):
+        end += 1
+    return " ".join(lines[start:end])
+
+
+def test_the_synopsis_of_help_names_every_option_of_each_command() -> None:
+    """`claims review --data` and `store init --new-only` were missing from `oncegate --help`, which docs use."""
+    top = build_parser()
+    connection = {option for action in top._actions for option in action.option_strings} | {"--function-key"}
+    for parser in _parsers(top):
+        command = parser.prog.removeprefix("oncegate").strip()
+        if not command or any(isinstance(action, argparse._SubParsersAction) for action in parser._actions):
+            continue
+        options = {option for action in parser._actions for option in action.option_strings} - connection
+        synopsis = _synopsis(command)
+        assert [option for option in sorted(options) if option.startswith("--") and option not in synopsis] == [], (
+            synopsis
+        )
 
 
 def test_help_gives_the_ranges(capsys: pytest.CaptureFixture[str]) -> None:

@@ -54,6 +54,89 @@ OTHER_ACTIONS = {
     "oncegate.cli",
 }
 
+# What no claim answered needs: the purge after retention (a timer's), the store's export and restore (the command
+# line's, and health's notice of a restore), the error body (the first refusal's), the routes of the catch-all (a
+# path no action serves).
+NOT_FOR_AN_ANSWER = {
+    "oncegate.service.retention",
+    "oncegate.service.backups",
+    "oncegate.stores.export_format",
+    "oncegate.entrypoints.routes",
+    "oncegate.models.health",
+}
+# Every module of OnceGate a first Check and claim may import, up to its answer: one added to the path of a cold
+# claim is added here on purpose, with what it costs every new process in mind (issue 36's cold start).
+COLD_CLAIM = {
+    "oncegate",
+    "oncegate.bootstrap",
+    "oncegate.bounded",
+    "oncegate.config",
+    "oncegate.cursors",
+    "oncegate.domain",
+    "oncegate.domain.backups",
+    "oncegate.domain.copies",
+    "oncegate.domain.decisions",
+    "oncegate.domain.fingerprint_rules",
+    "oncegate.domain.key_patterns",
+    "oncegate.domain.keys",
+    "oncegate.domain.limits",
+    "oncegate.domain.marks",
+    "oncegate.domain.members",
+    "oncegate.domain.records",
+    "oncegate.domain.safeguard",
+    "oncegate.domain.sensitive",
+    "oncegate.domain.statuses",
+    "oncegate.domain.store_id",
+    "oncegate.domain.targets",
+    "oncegate.domain.times",
+    "oncegate.domain.tombstones",
+    "oncegate.domain.transitions",
+    "oncegate.domain.waiting",
+    "oncegate.domain.warnings",
+    "oncegate.entrypoints",
+    "oncegate.entrypoints.http",
+    "oncegate.entrypoints.logs",
+    "oncegate.entrypoints.operations",
+    "oncegate.entrypoints.operations.claims",
+    "oncegate.entrypoints.operations.functions",
+    "oncegate.entrypoints.operations.table",
+    "oncegate.entrypoints.error_map",
+    "oncegate.entrypoints.parse",
+    "oncegate.entrypoints.principal",
+    "oncegate.entrypoints.render",
+    "oncegate.entrypoints.waits",
+    "oncegate.errors",
+    "oncegate.local_secret",
+    "oncegate.models",
+    "oncegate.models.base",
+    "oncegate.models.claim_requests",
+    "oncegate.models.claim_views",
+    "oncegate.service",
+    "oncegate.service.claims",
+    "oncegate.service.commands",
+    "oncegate.service.conflicts",
+    "oncegate.service.core",
+    "oncegate.service.inventory",
+    "oncegate.service.results",
+    "oncegate.service.safeguard",
+    "oncegate.service.usage",
+    "oncegate.service.waits",
+    "oncegate.stores",
+    "oncegate.stores.columns",
+    "oncegate.stores.large_values",
+    "oncegate.stores.paging",
+    "oncegate.stores.port",
+    "oncegate.stores.sqlite",
+    "oncegate.stores.sqlite_backups",
+    "oncegate.stores.sqlite_batch",
+    "oncegate.stores.sqlite_locks",
+    "oncegate.stores.sqlite_rows",
+    "oncegate.stores.sqlite_schema",
+    "oncegate.stores.sqlite_targets",
+    "oncegate.stores.target_rows",
+    "oncegate.telemetry",
+}
+
 
 def _first_claim(tmp_path: Path, key: str, **settings: str) -> Any:
     environment = {
@@ -95,6 +178,22 @@ def test_a_first_claim_imports_nothing_of_the_other_actions(tmp_path: Path) -> N
     # The claim's own entry is read at its first call, not with the app.
     assert "oncegate.entrypoints.operations.claims" not in result["imported"]
     assert "oncegate.entrypoints.operations.claims" in result["modules"]
+
+
+def test_a_first_claim_imports_only_the_modules_of_its_path(tmp_path: Path) -> None:
+    result = _first_claim(tmp_path, "SO-1003")
+    assert result["answer"]["decision"] == "proceed"
+    imported = {module for module in result["modules"] if module.split(".")[0] == "oncegate"}
+    assert NOT_FOR_AN_ANSWER & imported == set()
+    assert imported - COLD_CLAIM == set()
+
+
+def test_a_first_request_refused_still_answers_the_contract_s_error(tmp_path: Path) -> None:
+    # The error body's models come with the first refusal: a first request that is refused answers as any other.
+    result = _first_claim(tmp_path, "")
+    assert result["status"] == 400
+    assert result["answer"]["error"]["code"] == "invalid_request"
+    assert "oncegate.models.health" in set(result["modules"])
 
 
 def test_a_key_holding_a_phone_number_is_still_refused_on_a_first_claim(tmp_path: Path) -> None:

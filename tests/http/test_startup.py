@@ -213,6 +213,25 @@ def test_a_sqlite_path_under_a_file_is_503_naming_the_setting_not_a_500(
     assert "which is a file" in body["error"]["message"]
 
 
+def test_a_sqlite_path_naming_a_folder_is_503_naming_the_setting_and_leaves_the_folder_as_it_was(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, serve: Serve
+) -> None:
+    # Found by an outside test: ONCEGATE_SQLITE_PATH=.oncegate (the folder, not the file in it) answered 503
+    # store_unavailable, as if to retry, and the store made the folder "readable by its owner only": mode 0600,
+    # a folder nobody could enter any more.
+    folder = tmp_path / "store-folder"
+    folder.mkdir(mode=0o755)
+    set_environment(monkeypatch, {"ONCEGATE_SQLITE_PATH": str(folder)}, tmp_path)
+    address = serve(import_fresh_function_app())
+
+    claim = json.dumps({"scope": "erp.create-order", "key": "ORDER-1", "runId": "r1"}).encode()
+    status, body = over_http(address, "POST", "/api/claims", claim)
+
+    assert_not_configured(status, body, "ONCEGATE_SQLITE_PATH")
+    assert f"is the folder {folder}" in body["error"]["message"]
+    assert folder.stat().st_mode & 0o777 == 0o755
+
+
 def auth_levels(module: ModuleType) -> dict[str, str]:
     return {
         name: str(function.get_trigger().auth_level.value).upper() for name, function in http_functions(module).items()

@@ -92,7 +92,7 @@ def distro_setup(monkeypatch: pytest.MonkeyPatch) -> Iterator[Distro]:
         logging.getLogger(options["logger_name"]).addHandler(handler)
 
     monkeypatch.setattr(distro, "configure_azure_monitor", configure_azure_monitor)
-    monkeypatch.setattr(telemetry, "_sending", None)
+    monkeypatch.setattr(telemetry, "sending", None)
     yield replaced
     logging.getLogger(telemetry.LOGGER_NAME).removeHandler(handler)
     provider.shutdown()

@@ -1,6 +1,6 @@
 """The quick canonical JSON and base32 against what they stand in for: the same bytes, or the same refusal.
 
-A fingerprint stored last year must match the same payload sent today, so :func:`~oncegate.domain.members.
+A fingerprint stored last year must match the same payload sent today, so :func:`~oncegate.domain.keys.
 canonical` may never write one byte the library would not (issue 36). The values are any JSON a trigger may
 carry and more: every float (whole, tiny, huge, negative zero, infinities, NaN), integers past JSON's exact
 range, every character (control characters, lone surrogates, characters past the BMP in values and member
@@ -18,9 +18,8 @@ import rfc8785
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from oncegate.domain import members
-from oncegate.domain.keys import _b32
-from oncegate.domain.members import canonical
+from oncegate.domain import keys
+from oncegate.domain.keys import _b32, canonical
 
 ANY_CHARACTER = st.characters(codec=None, exclude_categories=())
 TEXT = st.text(ANY_CHARACTER, max_size=12) | st.sampled_from(["", "a", "é", "\u2028", "\x7f", "\ud800", "😀", "\ue000"])
@@ -81,7 +80,7 @@ def test_base32_is_the_standard_library_s(digest: bytes) -> None:
 
 def _leaf(value: Any) -> bytes | type[Exception]:
     try:
-        return members._canonical(value)
+        return keys._canonical(value)
     except Exception as exc:
         return type(exc)
 
@@ -90,7 +89,7 @@ def _leaf(value: Any) -> bytes | type[Exception]:
 @given(value=LEAVES | st.sampled_from([{}, [], 0, -0.0, 2**53 - 1, -(2**53 - 1), 2**53, 1.5, True, False]))
 def test_a_member_digest_writes_its_leaf_as_the_library_does(value: Any) -> None:
     """A member digest is a MAC over its leaf's canonical bytes (issue 33): the quick numbers and empty
-    containers of :mod:`oncegate.domain.members` may not change one byte of it. A leaf the library refuses is refused
+    containers of :mod:`oncegate.domain.keys` may not change one byte of it. A leaf the library refuses is refused
     (a lone surrogate as the encoder refuses it): the claim then keeps no member digests, as before."""
     written, library = _leaf(value), _library(value)
     if isinstance(library, bytes):

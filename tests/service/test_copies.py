@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from oncegate.domain.copies import WRITTEN_BY_DATACLASSES, replaced
-from oncegate.domain.decisions import ClaimAnswer, Identity, Intent, Verdict
+from oncegate.domain.decisions import ClaimAnswer, Identity, Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.records import Claim, Flow, HistoryEvent
 from oncegate.domain.statuses import AnswerStatus, Decision
@@ -45,7 +45,7 @@ def test_a_name_that_is_no_field_is_refused_as_replace_refuses_it() -> None:
         replaced(_intent(), decision="proceed")
 
 
-QUICK = (Claim, HistoryEvent, Intent, Verdict, ClaimAnswer, Identity, Fingerprint)
+QUICK = (Claim, HistoryEvent, Intent, ClaimAnswer, Identity, Fingerprint)
 
 
 def test_the_claim_path_s_records_are_made_quickly() -> None:
@@ -91,15 +91,21 @@ def test_a_record_made_quickly_is_the_record_dataclasses_makes(record: object) -
 
 def test_defaults_and_factories_are_what_dataclasses_gives() -> None:
     quick, written = _made_both_ways(
-        ClaimAnswer, decision=Decision.PROCEED, claim_id="c", status=AnswerStatus.IN_PROGRESS, attempt=1, reason="r"
+        ClaimAnswer,
+        decision=Decision.PROCEED,
+        recognised_by="new",
+        claim_id="c",
+        status=AnswerStatus.IN_PROGRESS,
+        attempt=1,
+        reason="r",
     )
     assert vars(quick) == vars(written)
     assert quick.warnings == []  # type: ignore[attr-defined]
     assert quick.warnings is not written.warnings  # type: ignore[attr-defined]  # a new list each time, never shared
     quick_intent, written_intent = _made_both_ways(Intent, run_id="r", flow=None, fingerprint=None, now=NOW, scope="s")
     assert vars(quick_intent) == vars(written_intent)
-    quick_verdict, written_verdict = _made_both_ways(Verdict, Decision.DUPLICATE, "seen", "done")
-    assert vars(quick_verdict) == vars(written_verdict)
+    quick_decided, written_decided = _made_both_ways(ClaimAnswer, Decision.DUPLICATE, "seen", "done")
+    assert vars(quick_decided) == vars(written_decided)
     fingerprint = Fingerprint("fp1:keyed", "sha256:plain")
     assert vars(fingerprint) == vars(_made_both_ways(Fingerprint, "fp1:keyed", plain="sha256:plain")[1])
     hasher = KeyHasher("s" * 32)

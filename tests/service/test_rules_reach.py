@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from oncegate.domain.fingerprint_rules import MAX_POINTER_LENGTH, MAX_POINTERS, FingerprintPreset
-from oncegate.domain.members import MAX_MEMBERS, MAX_NAMED
+from oncegate.domain.keys import MAX_MEMBERS
+from oncegate.domain.members import MAX_NAMED
 from oncegate.domain.statuses import Decision
 from oncegate.domain.warnings import RULE_MATCHED_NOTHING
 from oncegate.models import ListConflictsQuery

@@ -22,9 +22,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from oncegate.domain.keys import MIN_SECRET_LENGTH, KeyHasher
+from oncegate.domain.keys import MAX_MEMBERS, MIN_SECRET_LENGTH, KeyHasher
 from oncegate.domain.limits import DATA_LIMIT_BYTES, ERROR_MAX_LENGTH, TARGET_RECORD_ID_MAX_LENGTH, json_size
-from oncegate.domain.members import MAX_MEMBERS
 from oncegate.domain.records import (
     Claim,
     ClaimFilter,

@@ -3,7 +3,8 @@
 Start reading here. An entry (:class:`~oncegate.entrypoints.operations.table.Operation`) holds an
 action's route and method, the app role it needs, its telemetry event, its body, query and
 response models, the connector's designer text, and its three steps: ``parse`` the wire's request
-into the service's command (:mod:`oncegate.service.commands`), ``serve`` it with one service method,
+into the service's command (:mod:`oncegate.service.commands`; Check and claim's is its
+:class:`~oncegate.domain.decisions.Intent`), ``serve`` it with one service method,
 ``render`` the result as the response model. Who reads the table:
 
 - ``function_app.py`` declares one Azure function per entry, under the entry's name (function keys

@@ -140,7 +140,7 @@ def _parse(
         command = _command(single, item_call, digest, index)
         assert single.stores is not None, "Check and claim says what it stores"
         warnings = services.sensitive_data.check(body, single.stores(item_call, command))
-        intent = services.new_claims.intent(command, signed_in=item_call.caller)
+        intent = services.new_claims.identified(command, signed_in=item_call.caller)
     except Exception:  # met again, and answered, where the item is performed alone
         return None
     return _Parsed(body, intent, warnings)

@@ -7,13 +7,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from oncegate import telemetry
-from oncegate.domain.decisions import ClaimAnswer
+from oncegate.domain.decisions import ClaimAnswer, Intent
 from oncegate.domain.records import Claim, EarlierAttempt
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, Waiting
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
 from oncegate.entrypoints import render, waits
 from oncegate.entrypoints.operations.table import Call, Designer, Dimensions, Operation, Reply
-from oncegate.entrypoints.parse import run_of
+from oncegate.entrypoints.parse import flow_of
 from oncegate.models import (
     IMPORTANT,
     INTERNAL,
@@ -25,9 +25,6 @@ from oncegate.models import (
     FlowRef,
     Holder,
     WaitQuery,
-)
-from oncegate.service.commands import (
-    CheckAndClaim,
 )
 
 if TYPE_CHECKING:
@@ -111,14 +108,25 @@ def claim_response(answer: ClaimAnswer) -> ClaimResponse:
     )
 
 
-def _check(call: Call[ClaimItem, None]) -> CheckAndClaim:
+def _check(call: Call[ClaimItem, None]) -> Intent:
+    """What the run sent, read once into the value the claim service identifies and decides on (issue 32)."""
     body = call.body
-    if telemetry.describing():
+    if telemetry.sending and telemetry.describing():
         telemetry.describe(flow_dimensions(body.scope, body.flow))
-    return CheckAndClaim(**run_of(body), lease_seconds=body.lease_seconds, reference=body.reference)
+    return Intent(
+        scope=body.scope,
+        key=body.key,
+        payload=body.payload,
+        supplied_fingerprint=body.fingerprint,
+        source=body.source,
+        run_id=body.run_id,
+        flow=flow_of(body.flow),
+        lease_seconds=body.lease_seconds,
+        reference=body.reference,
+    )
 
 
-def _claim(services: Services, call: Call[ClaimItem, None], command: CheckAndClaim) -> tuple[ClaimAnswer, Any]:
+def _claim(services: Services, call: Call[ClaimItem, None], command: Intent) -> tuple[ClaimAnswer, Any]:
     """The answer, and with ``wait`` the run still waiting for the holder (None: the answer is final)."""
     body = call.body
     if isinstance(body, ClaimRequest) and body.wait:  # an item of Check and claim many never waits

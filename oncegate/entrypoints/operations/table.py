@@ -166,7 +166,7 @@ class Operation:
         if warnings and reply.model is not None:
             earlier = getattr(reply.model, "warnings", None) or []
             reply = reply._replace(model=reply.model.model_copy(update={"warnings": [*earlier, *warnings]}))
-        if self.describe is not None and reply.model is not None and telemetry.describing():
+        if telemetry.sending and self.describe is not None and reply.model is not None and telemetry.describing():
             telemetry.describe(self.describe(reply.model))
         return reply
 

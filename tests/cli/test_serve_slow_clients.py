@@ -1,6 +1,6 @@
 """``oncegate serve`` against a thousand slow clients, as a user runs it: its default handler threads, one worker
-and two, and a soft limit on open files below a thousand. Health probes are answered within a second each while
-the slow clients trickle (issue 31)."""
+and two, and a soft limit on open files below a thousand. Health probes are answered while the slow clients
+trickle, each within PROBE_SECONDS (issue 31)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """The shell blocks of the README and the Power Automate recipe run as pasted against a served OnceGate.
 
 A file's blocks run in order in one shell, bash and then zsh (macOS's default), as a reader pastes them
-into one terminal, and then all of them again (pasting twice must work too). Twice over: typed into a
-real interactive shell on a pseudo-terminal (``tests/docs/terminal.py``), started with no start-up
-files, where each block must end with status 0, no command may fail or be misread and no file may
-appear; and sourced by ``bash -c`` and ``zsh -f -c``, where the output must show what the block's
-output block (a ``text`` block right after it) says, in order. The blocks read ``ONCEGATE_URL``,
+into one terminal. Twice over: sourced by ``bash -c`` and ``zsh -f -c``, where the output must show what
+the block's output block (a ``text`` block right after it) says, in order, and then all of them again
+(pasting twice must work too); and typed once into a real interactive shell on a pseudo-terminal
+(``tests/docs/terminal.py``), started with no start-up files, where each block must end with status 0,
+no command may fail or be misread and no file may appear. The blocks read ``ONCEGATE_URL``,
 which the test points at its own server; a block preceded by ``<!-- not run by tests/docs: why -->``
 (``make run`` itself) is left out.
 """
@@ -134,20 +134,20 @@ def files_in(folder: Path) -> set[str]:
 def test_the_shell_blocks_paste_into_an_interactive_shell_as_it_starts(
     document: Path, name: str, served_url: str, workdir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """Issue 33: pasted into zsh without interactive_comments, a `# =>` comment wrote files into the repository."""
+    """Issue 33: pasted into zsh without interactive_comments, a `# =>` comment wrote files into the repository.
+
+    Pasted once: what an interactive shell reads differently (comments, history expansion, line editing) it
+    reads the same way each time a line is typed, and what a second paste meets (the claims, functions and
+    environment the first left) is the test above's second pass, in both shells. Pasted twice, the two
+    documents in the two shells took 16.2 s of CPU, against 8.5 s pasted once."""
     blocks = [block for block in shell_blocks(document) if block.not_run is None]
     before = files_in(workdir)
     env = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_") and name != "PORT"}
     env |= {"ONCEGATE_URL": served_url, "HOME": str(tmp_path_factory.mktemp("home")), "TERM": "xterm-256color"}
 
-    pasted = paste(
-        shell(name), [block.code for block in blocks + blocks], cwd=workdir, env=env, timeout=TIMEOUT_SECONDS
-    )
+    pasted = paste(shell(name), [block.code for block in blocks], cwd=workdir, env=env, timeout=TIMEOUT_SECONDS)
 
-    failed = {
-        f"{block} (pasted {'again' if index >= len(blocks) else 'first'})": pasted.problems(index)
-        for index, block in enumerate(blocks + blocks)
-    }
+    failed = {str(block): pasted.problems(index) for index, block in enumerate(blocks)}
     assert not {where: found for where, found in failed.items() if found}, pasted.transcript[-6000:]
     assert files_in(workdir) == before
 

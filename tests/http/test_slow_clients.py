@@ -22,8 +22,11 @@ from tests.load.served import serving
 
 SLOW = 1000
 PROBES = 9
-# Each health probe must be answered within this, while the slow clients trickle.
-PROBE_SECONDS = 1.0
+# Each health probe must be answered within this, while the slow clients trickle. Left to the threads it takes
+# milliseconds; held behind the slow clients, as before issue 31, no probe was answered at all (9 of 9 unanswered
+# at 5 s): a slow head never ends within the test, and the idle time that would end it is 30 s. So 5 s tells the
+# two apart with room for a probe's thread waiting for one of two busy cores, which failed the test at 1 s.
+PROBE_SECONDS = 5.0
 # The slow clients' pace: one byte on every connection, then this pause, round after round.
 PACE_SECONDS = 0.05
 # Never complete: a head that goes on (a long header line) and a body far longer than the test lasts.

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, event, settings
+from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -72,6 +72,7 @@ from tests.property.model import (
 )
 from tests.service.calls import SCOPE, claim, keyed, release
 from tests.support.azurite import TableStoreFactory
+from tests.support.sqlite_template import fresh_sqlite_file
 
 T = TypeVar("T")
 KEYS = ("ORDER-1", "ORDER-2")
@@ -110,10 +111,11 @@ class StoreOpener(Protocol):
 
 
 class SqliteFiles:
-    """SqliteStores on one new file: for SQLite what TableStoreFactory is for tables."""
+    """SqliteStores on one new file (a copy of an empty store's, as the service tests open): for SQLite what
+    TableStoreFactory is for tables."""
 
     def __init__(self, directory: Path) -> None:
-        self.path = directory / f"{uuid.uuid4().hex}.db"
+        self.path = fresh_sqlite_file(directory / f"{uuid.uuid4().hex}.db")
         self._stores: list[SqliteStore] = []
 
     def __call__(self) -> SqliteStore:
@@ -561,10 +563,8 @@ def _run(machine: Callable[[], Interleavings], examples: int, steps: int, **more
     chosen = settings(
         max_examples=examples,
         stateful_step_count=steps,
-        deadline=None,
         derandomize=True,
         database=None,
-        suppress_health_check=[HealthCheck.too_slow],
         **more,
     )
     # Hypothesis calls any factory of machines, though its annotation asks for a class.

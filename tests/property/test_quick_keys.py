@@ -23,7 +23,7 @@ SECRETS = st.text(min_size=32, max_size=120)
 ZONES = st.sampled_from([UTC, timezone(timedelta(hours=8)), timezone(timedelta(hours=-5, minutes=-30))])
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(key=st.binary(max_size=200), message=st.binary(max_size=300))
 @example(key=b"", message=b"")
 @example(key=b"k" * 64, message=b"a")  # a key of exactly one block
@@ -42,7 +42,7 @@ def test_a_mac_is_used_again_unchanged() -> None:
     ]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(when=st.datetimes(min_value=datetime(1, 1, 2), timezones=ZONES))
 @example(when=datetime(999, 12, 31, 23, 59, 59, tzinfo=UTC))
 @example(when=datetime(1000, 1, 1, tzinfo=UTC))
@@ -50,7 +50,7 @@ def test_the_time_to_the_second_is_strftimes(when: datetime) -> None:
     assert _whole_seconds(when) == when.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(when=st.datetimes(min_value=datetime(1, 1, 2), timezones=st.one_of(st.none(), ZONES)))
 @example(when=datetime(999, 1, 1, 0, 0, 0, 5, tzinfo=UTC))
 @example(when=datetime(2026, 12, 7, 0, 0, 0, 0, tzinfo=UTC))
@@ -64,7 +64,7 @@ def _derive(secret: str, purpose: str) -> bytes:
     return hmac.digest(secret.encode(), f"oncegate {purpose} v1".encode(), "sha256")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     secret=SECRETS,
     claim_id=st.text(max_size=60),
@@ -80,7 +80,7 @@ def test_the_idempotency_key_is_the_one_made_before(secret: str, claim_id: str, 
     assert KeyHasher(secret).idempotency_key(claim_id, born, attempt) == str(uuid.UUID(bytes=bytes(raw)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     secret=SECRETS,
     key=st.text(min_size=1, max_size=40).filter(lambda key: unicodedata.normalize("NFC", key).strip()),

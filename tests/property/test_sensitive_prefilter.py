@@ -77,7 +77,7 @@ def test_the_corpus_hits_are_found_as_before() -> None:
     assert [sensitive_findings(hit) for hit in HITS] == [unfiltered(hit, "") for hit in HITS]
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=3000)
 @given(text=near_a_hit() | NOISE, context=st.sampled_from(["", "cardNumber", "data.payment.pan", "orderId"]))
 @example(text="4111 1111 1111 1111", context="")
 @example(text="41111111111111", context="cardNumber")

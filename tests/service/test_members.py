@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import rfc8785
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from oncegate.domain.fingerprint_rules import rules
@@ -19,10 +19,6 @@ NAMES = st.sampled_from(["a", "b", "c", "a/b", "~", "*", "0"])
 SCALARS = st.none() | st.booleans() | st.integers(-5, 5) | st.sampled_from(["x", "y", ""])
 JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(NAMES, inner, max_size=3))
 OBJECTS = st.dictionaries(NAMES, JSON, max_size=4)
-# No deadline: an example is a few small payloads digested in memory (0.1 ms at the median, no store), so the
-# 200 ms Hypothesis allows one says only how long the thread waited for a core; on two busy cores it once
-# waited longer. Each test's examples are bounded by their sizes above, and the suite's time by its own budget.
-IN_MEMORY = settings(deadline=None)
 
 
 def same(first: Any, second: Any) -> bool:
@@ -36,13 +32,11 @@ def differing(first: Any, second: Any, **rule: Any) -> tuple[str, ...]:
     return changed(members[0], members[1], rules(1, **rule))
 
 
-@IN_MEMORY
 @given(JSON, JSON)
 def test_without_rules_the_members_differ_exactly_when_the_payloads_do(first: Any, second: Any) -> None:
     assert (differing(first, second) == ()) is same(first, second)
 
 
-@IN_MEMORY
 @given(OBJECTS, OBJECTS, st.sets(NAMES))
 def test_ignored_members_never_differ_and_the_others_do_as_the_payloads_do(
     first: dict[str, Any], second: dict[str, Any], ignored: set[str]
@@ -53,7 +47,6 @@ def test_ignored_members_never_differ_and_the_others_do_as_the_payloads_do(
     assert (differing(first, second, ignore=ignore) == ()) is same(*kept)
 
 
-@IN_MEMORY
 @given(OBJECTS, OBJECTS, st.sets(NAMES, min_size=1))
 def test_included_members_differ_as_the_payloads_do_and_the_others_never(
     first: dict[str, Any], second: dict[str, Any], included: set[str]

@@ -9,19 +9,21 @@ modules imported, when first asked for: a new process answers its first claim wi
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from oncegate.config import DEFAULT_BULK_CONCURRENCY, Settings, StoreKind
+from oncegate.config import DEFAULT_BULK_CONCURRENCY, ConfigError, Settings, StoreKind
 from oncegate.cursors import CursorSeal
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.entrypoints.parse import SensitiveDataGuard
 from oncegate.errors import StoreUnavailable
-from oncegate.local_secret import local_key_secret
+from oncegate.local_secret import SECRET_FILE_NAME, local_key_secret
 from oncegate.service.claims import Claims
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
@@ -72,7 +74,40 @@ def build_store(settings: Settings, *, read_only: bool = False) -> ClaimStore:
 
 def key_secret(settings: Settings) -> str:
     """The secret business keys are hashed with, and the cursor seal's key is derived from."""
-    return settings.key_secret or local_key_secret(settings.sqlite_path)
+    if settings.key_secret:
+        return settings.key_secret
+    lost = lost_key_secret(settings)
+    if lost is not None:
+        raise ConfigError(
+            "ONCEGATE_KEY_SECRET", f"no key-secret file {lost.resolve()} beside the database: {LOST_SECRET}"
+        )
+    return local_key_secret(settings.sqlite_path)
+
+
+LOST_SECRET = (
+    "the secret its claims were made with is kept there. After a restore or a move to another machine, put back the "
+    "key-secret file that was beside it (or set ONCEGATE_KEY_SECRET to its content)."
+)
+
+
+def lost_key_secret(settings: Settings) -> Path | None:
+    """The key-secret file a SQLite database's claims were made with, when it is not beside it; else None.
+
+    The database holds the check values of the secrets it was used with (an import brings them too): a new
+    secret made beside it would be none of them, and the app would refuse every claim with a wrong file to find
+    and replace. A database made by ``store init`` alone holds none, and gets its secret at its first request.
+    """
+    if settings.store is not StoreKind.SQLITE or settings.key_secret is not None:
+        return None
+    path = settings.sqlite_path.parent / SECRET_FILE_NAME
+    if os.path.lexists(path) or not settings.sqlite_path.is_file():
+        return None
+    store = SqliteStore(settings.sqlite_path)
+    try:
+        used = store.read_marks().secrets
+    finally:
+        store.close()
+    return path if used else None
 
 
 def key_ring(settings: Settings, secret: str) -> KeyRing:

@@ -37,13 +37,27 @@ def on_the_store(args: argparse.Namespace) -> int:
     try:
         code: int = args.handler(args)
     except ClientAuthenticationError as exc:
-        said = str(exc.message or exc).splitlines()[0]
-        return refused(
-            args.command,
-            f"cannot sign in to Table Storage at {os.environ.get('ONCEGATE_TABLES_ENDPOINT')}: {said} Sign in with "
-            "az login (or run where a managed identity is), as an identity with a data role on the tables.",
-        )
+        return _not_signed_in(args.command, exc)
     return code
+
+
+def _not_signed_in(command: str, exc: BaseException) -> int:
+    """The one line for a Table Storage endpoint nobody is signed in to, from the SDK's error or the store's."""
+    said = str(getattr(exc, "message", None) or exc).splitlines()[0]
+    return refused(
+        command,
+        f"cannot sign in to Table Storage at {os.environ.get('ONCEGATE_TABLES_ENDPOINT')}: {said} Sign in with "
+        "az login (or run where a managed identity is), as an identity with a data role on the tables.",
+    )
+
+
+def _not_opened(command: str, exc: OnceGateError, said: str) -> int:
+    """A store that could not be opened: nobody signed in (exit 2, as a usage error), or it did not answer (3)."""
+    from azure.core.exceptions import ClientAuthenticationError
+
+    if isinstance(exc.__cause__, ClientAuthenticationError):  # the store's own answer to it: store_unavailable
+        return _not_signed_in(command, exc.__cause__)
+    return refused(command, said, SERVICE_EXIT)
 
 
 def logs_when_asked() -> None:
@@ -81,28 +95,27 @@ def _local_services(command: str) -> tuple[Any, Any] | int:
     """The services over the store of the environment's settings, and the settings; or the exit status of a refusal.
 
     A SQLite database that does not exist is refused: opening it would make an empty one (and a new key
-    secret) here, and report on nothing. So is one without the key-secret file beside it (a database
-    imported on another machine): a new secret there is never the one its claims were made with.
+    secret) here, and report on nothing. So is one used with a key secret that is not beside it (a database
+    imported on another machine): a new secret there is never the one its claims were made with. One that
+    ``store init`` alone made gets its secret here, as at the server's first request.
     """
-    from oncegate.bootstrap import build_services
+    from oncegate.bootstrap import LOST_SECRET, build_services, lost_key_secret
     from oncegate.config import ConfigError, Settings, StoreKind
     from oncegate.errors import OnceGateError
-    from oncegate.local_secret import SECRET_FILE_NAME
 
     try:
         settings = Settings.from_environment()
         if settings.store is StoreKind.SQLITE and not settings.sqlite_path.exists():
             return refused(command, f"no database at {settings.store_location}: {_where_is_the_store(command)}")
-        secret_file = settings.sqlite_path.parent / SECRET_FILE_NAME
-        if settings.store is StoreKind.SQLITE and settings.key_secret is None and not secret_file.exists():
+        if lost_key_secret(settings) is not None:
             return refused(
-                command, f"no key-secret file beside the database at {settings.store_location}: {NO_SECRET_FILE}"
+                command, f"no key-secret file beside the database at {settings.store_location}: {LOST_SECRET}"
             )
         return build_services(settings), settings
     except ConfigError as exc:
         return refused(command, str(exc))
     except OnceGateError as exc:
-        return refused(command, f"{settings.store_text}: {exc.message}", SERVICE_EXIT)
+        return _not_opened(command, exc, f"{settings.store_text}: {exc.message}")
 
 
 def purge(args: argparse.Namespace) -> int:
@@ -203,7 +216,7 @@ def store_init(args: argparse.Namespace) -> int:
     try:
         store = build_store(settings)
     except OnceGateError as exc:
-        return refused("store init", f"{_code(exc)}: {settings.store_text}: {exc.message}", SERVICE_EXIT)
+        return _not_opened("store init", exc, f"{_code(exc)}: {settings.store_text}: {exc.message}")
     try:
         before = store.read_marks().store_id
         pin = store_pin(settings)
@@ -274,7 +287,7 @@ def _bare_store(command: str, *, create: bool, read_only: bool = False) -> tuple
     except ConfigError as exc:
         return refused(command, str(exc))
     except OnceGateError as exc:
-        return refused(command, f"{settings.store_text}: {exc.message}", SERVICE_EXIT)
+        return _not_opened(command, exc, f"{settings.store_text}: {exc.message}")
 
 
 def store_export(args: argparse.Namespace) -> int:
@@ -372,13 +385,6 @@ def _text(moment: datetime | None) -> str:
     from oncegate.service.backups import moment_text
 
     return moment_text(moment) if moment else "(never)"
-
-
-NO_SECRET_FILE = (
-    "the secret its claims were made with is kept there. After a restore or a move to another machine, put back the "
-    "key-secret file that was beside it (or set ONCEGATE_KEY_SECRET to its content); a new store gets one from "
-    "oncegate serve at its first request (oncegate health)."
-)
 
 
 def _where_is_the_store(command: str) -> str:

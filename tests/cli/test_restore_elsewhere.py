@@ -16,7 +16,7 @@ import pytest
 
 from oncegate import bootstrap
 from oncegate.cli import main
-from oncegate.config import Settings
+from oncegate.config import ConfigError, Settings
 from oncegate.domain.statuses import Decision
 from tests.cli.test_backup_runbook import KEYS, RESTORE_WITH, in_a_clean_folder
 from tests.gate import Gate
@@ -54,3 +54,43 @@ def test_a_store_command_on_a_database_without_its_key_secret_says_to_put_it_bac
     restored = Gate.of(bootstrap.build_services(Settings.from_environment()))
     assert {claim(restored, key=key, run="again").decision for key in KEYS} == {Decision.DUPLICATE}
     restored.close()
+
+
+def test_the_app_on_a_database_without_its_key_secret_is_not_configured_and_makes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The server's first request made a new key-secret beside an imported database: every claim was then refused
+    # (rightly), and a wrong file was left for the operator to find. It is refused as a setting is, naming the file.
+    lost, elsewhere = tmp_path / "lost-machine", tmp_path / "new-machine"
+    lost.mkdir()
+    elsewhere.mkdir()
+    in_a_clean_folder(lost, monkeypatch)
+    service = Gate.of(bootstrap.build_services(Settings.from_environment()))
+    record(service, claim(service, key=KEYS[0], run="run-0"))
+    service.close()
+    assert main(["store", "export", str(tmp_path / "export.jsonl.gz")]) == 0
+    exported = RESTORE_WITH.search(capsys.readouterr().out)
+    assert exported is not None
+    monkeypatch.chdir(elsewhere)
+    assert main(["store", "import", str(tmp_path / "export.jsonl.gz"), "--forget-after", exported["time"]]) == 0
+
+    with pytest.raises(
+        ConfigError, match=r"no key-secret file .*new-machine/\.oncegate/key-secret beside the database: "
+    ) as lost_secret:
+        bootstrap.key_secret(Settings.from_environment())
+
+    assert lost_secret.value.setting == "ONCEGATE_KEY_SECRET"
+    assert "put back the key-secret file" in str(lost_secret.value)
+    assert not (elsewhere / ".oncegate" / "key-secret").exists()
+
+
+def test_a_database_store_init_alone_made_gets_its_key_secret_from_the_app_and_the_store_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    in_a_clean_folder(tmp_path, monkeypatch)
+    assert main(["store", "init"]) == 0
+
+    assert main(["keys"]) == 0
+    made = (tmp_path / ".oncegate" / "key-secret").read_text()
+
+    assert bootstrap.key_secret(Settings.from_environment()) == made

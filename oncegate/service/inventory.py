@@ -330,7 +330,8 @@ class Inventory:
 
     def register_flow(self, request: RegisterFlow) -> FlowRecord:
         """Register the flow, or set the settings the request names, a None among them to its default; the others
-        and the counts stay."""
+        and the counts stay, this process's merged first (the answer shows them)."""
+        self.usage.flush()
         flow = request.flow
         named = {name: value for name in FLOW_SETTINGS if (value := getattr(request, name)) is not KEEP}
         if "enabled" in named and named["enabled"] is None:
@@ -363,8 +364,9 @@ class Inventory:
     def set_scope(self, request: SetScope) -> tuple[ScopeRecord, int]:
         """Set the settings the request names, a None among them to its default; the others and the counts stay.
 
-        With the scope, its open conflicts.
+        With the scope, its open conflicts; this process's counts merged first (the answer shows them).
         """
+        self.usage.flush()
         scope = normalise_scope(request.scope)
         named = {name: value for name in SETTINGS if (value := getattr(request, name)) is not KEEP}
 

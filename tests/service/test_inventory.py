@@ -119,6 +119,18 @@ def test_register_keeps_owner_enabled_and_notes_and_the_counts(service: Gate, cl
     assert flows(service)[(FLOW.name, FLOW.environment)] == again
 
 
+def test_registering_a_flow_answers_with_the_claims_this_instance_has_not_merged_yet(service: Gate) -> None:
+    """Registering a flow right after its claims answered the stored counts without this instance's, which only
+    the next list merged: `oncegate flows register` after a drill showed none of its claims."""
+    succeeded(service)
+    claim(service, run="run-2")
+
+    answer = register(service, owner="ana@contoso.com")
+
+    assert (answer.claims, answer.duplicates) == (2, 1)
+    assert flows(service)[(FLOW.name, FLOW.environment)] == answer
+
+
 OPERATOR_SET: dict[str, Any] = {"owner": "ana@contoso.com", "enabled": False, "notes": "Replaced by the v2 flow."}
 
 

@@ -143,6 +143,18 @@ def test_settings_are_stored_and_returned_and_the_counts_stay(service: Gate, clo
     assert scopes(service)[SCOPE] == second
 
 
+def test_setting_a_scope_answers_with_the_claims_this_instance_has_not_merged_yet(service: Gate) -> None:
+    """Setting a scope right after its claims (`oncegate scopes set drill.check` after a drill) answered "Claims
+    none": the answer showed the stored counts without this instance's, merged only at the next list."""
+    succeeded(service)
+    claim(service, run="run-2", key="ORDER-2")
+
+    answer = set_scope(service, retention_days=1)
+
+    assert answer.claims == ClaimCounts(in_progress=1, succeeded=1)
+    assert scopes(service)[SCOPE] == answer
+
+
 def test_a_retention_job_reads_each_scope_retention_from_the_store(service: Gate) -> None:
     set_scope(service, retention_days=7)
     set_scope(service, OTHER_SCOPE)

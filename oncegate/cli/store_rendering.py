@@ -74,11 +74,12 @@ def key_secrets_json(marks: StoreMarks, usage: dict[str, SecretUsage]) -> dict[s
 def _usage_json(usage: SecretUsage | None) -> dict[str, Any]:
     """The rows found only through a secret; null for one not counted (announced, or retired)."""
     if usage is None:
-        return {"claims": None, "tombstones": None, "held": None, "lastHorizon": None}
+        return {"claims": None, "tombstones": None, "held": None, "retryableFailures": None, "lastHorizon": None}
     return {
         "claims": usage.claims,
         "tombstones": usage.tombstones,
         "held": usage.held,
+        "retryableFailures": usage.retryable,
         "lastHorizon": time_text(usage.last_horizon),
     }
 
@@ -112,8 +113,10 @@ def key_secrets_text(marks: StoreMarks, usage: dict[str, SecretUsage], store: st
 def _usage_cells(usage: SecretUsage | None) -> list[str]:
     if usage is None:
         return ["", "", ""]
-    # A claim retention never deletes by itself (in progress, unknown, a failure kept) has no horizon: said apart.
-    held = f"{usage.held} held" if usage.held else ""
+    # A claim retention never deletes by itself (in progress, unknown, a failure kept) has no horizon: said apart,
+    # and the retryable failures among them, which no attention list shows, named.
+    retryable = f" ({usage.retryable} retryable failed)" if usage.retryable else ""
+    held = f"{usage.held} held{retryable}" if usage.held else ""
     horizon = ", ".join(part for part in (time_text(usage.last_horizon), held) if part)
     return [str(usage.claims), str(usage.tombstones), horizon]
 

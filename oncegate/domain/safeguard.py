@@ -171,28 +171,33 @@ class SecretUsage:
     retention leaves of a succeeded one (it answers a late replay ``duplicate`` until its scope's horizon).
     Conflicts, fingerprint records and history hang off a claim's row and go with it; a poll address or
     an idempotency key is made again from the claim, never stored. ``held`` counts the claims retention
-    never deletes by itself (in progress, unknown, a failure retryable or not reviewed). ``last_horizon``
-    is when retention deletes the last of the others: tombstones and succeeded claims at their scope's
-    horizon, released claims and reviewed failures at its retention (None: no such row).
+    never deletes by itself (in progress, unknown, a failure retryable or not reviewed); ``retryable``, those
+    of them that are retryable failures, on no attention list (a review settling a claim as failed leaves one):
+    each waits for its key's next run. ``last_horizon`` is when retention deletes the last of the others:
+    tombstones and succeeded claims at their scope's horizon, released claims and reviewed failures at its
+    retention (None: no such row).
     """
 
     claims: int = 0
     tombstones: int = 0
     held: int = 0
     last_horizon: datetime | None = None
+    retryable: int = 0
 
     @property
     def rows(self) -> int:
         return self.claims + self.tombstones
 
-    def counting(self, *, tombstone: bool, gone_at: datetime | None) -> SecretUsage:
-        """This usage with one row more: a tombstone or a claim, deleted by retention at ``gone_at`` (None: held)."""
+    def counting(self, *, tombstone: bool, gone_at: datetime | None, retryable: bool = False) -> SecretUsage:
+        """This usage with one row more: a tombstone or a claim, deleted by retention at ``gone_at`` (None: held),
+        ``retryable`` when it is a retryable failure."""
         horizons = [moment for moment in (self.last_horizon, gone_at) if moment is not None]
         return SecretUsage(
             claims=self.claims + (not tombstone),
             tombstones=self.tombstones + tombstone,
             held=self.held + (gone_at is None),
             last_horizon=max(horizons, default=None),
+            retryable=self.retryable + (gone_at is None and retryable),
         )
 
     def text(self) -> str:
@@ -200,9 +205,18 @@ class SecretUsage:
         parts = [_counted(self.claims, "claim"), _counted(self.tombstones, "tombstone")]
         made = " and ".join(part for part in parts if part)
         when = []
-        if self.held:
-            held = _counted(self.held, "claim")
-            when.append(f"{held} that retention never deletes by itself, in the attention list")
+        if waiting := self.held - self.retryable:
+            held = _counted(waiting, "claim")
+            them = "it" if waiting == 1 else "them"
+            when.append(
+                f"{held} that retention never deletes by itself, in the attention list until someone settles {them}"
+            )
+        if self.retryable:
+            failures = _counted(self.retryable, "retryable failure")
+            when.append(
+                f"{failures} that retention never deletes, on no attention list: each waits for its key's next run "
+                "(`oncegate claims list --status failed`)"
+            )
         if self.last_horizon is not None:
             others = " of the others" if self.held else ""
             when.append(f"the last{others} reaches its horizon on {_at(self.last_horizon)}")

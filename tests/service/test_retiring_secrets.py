@@ -30,6 +30,7 @@ from oncegate.domain.limits import DEFAULT_HORIZON_DAYS
 from oncegate.domain.safeguard import SWITCH_GRACE
 from oncegate.domain.statuses import Decision
 from oncegate.errors import NotConfigured
+from oncegate.models import ListClaimsQuery, ReviewClaimRequest
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import Run
 from tests.conftest import SQLITE_FILE, FakeClock
@@ -143,8 +144,46 @@ def test_claims_in_every_status_count_and_those_retention_keeps_have_no_horizon(
     horizon = datetime.fromisoformat(shown["lastHorizon"])
     assert abs(horizon - done_at - timedelta(days=DEFAULT_HORIZON_DAYS)) < timedelta(seconds=1)
     assert refused.code == 2
-    assert "2 claims and 1 tombstone (2 claims that retention never deletes by itself" in refused.err
+    assert "2 claims and 1 tombstone (1 claim that retention never deletes by itself" in refused.err
+    assert "1 retryable failure that retention never deletes, on no attention list" in refused.err
     assert "--orphan 3" in refused.err
+
+
+def test_a_lease_settled_as_failed_is_named_as_a_retryable_failure_no_attention_list_shows(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    """Run against oncegate serve on Azurite: a lease ran out under A, was settled as the docs say (`claims review
+    --outcome failed`), the purge kept it (retryable); `oncegate keys` said "6 held" and the retire "6 claims that
+    retention never deletes by itself, in the attention list" while `oncegate claims attention` listed none."""
+    before = instance(ring(A))
+    gone = claim(before, key="K-gone", run="run-first", lease_seconds=60)
+    claim(before, key="K-running", run="run-first")
+    clock.advance(61)
+    settled = before.review(
+        gone.claim_id,
+        ReviewClaimRequest(reviewer="ana@contoso.com", outcome="failed", attempt=1),
+    )
+    instance(ring(A, next_=B)).health()
+    switched = instance(ring(B, previous=A))
+    switched.health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+
+    assert (settled.status, settled.retryable) == ("failed", True)
+    assert operator("oncegate purge").code == 0
+    shown = listed(operator)[KeyHasher(A).key_id]
+    table = operator("oncegate keys")
+    refused = operator(f"oncegate keys retire {KeyHasher(A).key_id}")
+    waiting = {item.claim_id for item in switched.attention_page(ListClaimsQuery(attention=True))[0]}
+
+    assert (shown["claims"], shown["held"], shown["retryableFailures"]) == (2, 2, 1)
+    assert "2 held (1 retryable failed)" in table.out
+    assert settled.claim_id not in waiting
+    assert refused.code == 2
+    assert "(1 claim that retention never deletes by itself, in the attention list until someone settles it;" in (
+        refused.err
+    )
+    assert "1 retryable failure that retention never deletes, on no attention list" in refused.err
+    assert "`oncegate claims list --status failed`" in refused.err
 
 
 def runbook_commands() -> list[str]:

@@ -5,6 +5,7 @@ A setting on one side only fails here instead of in Azure.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.infra.bicep import BicepFile
@@ -44,3 +45,17 @@ def test_local_only_settings_are_read_and_not_deployed(root: Path, bicep: dict[s
     for name in LOCAL_ONLY:
         assert name in read, f"{name} is no longer read: drop it from LOCAL_ONLY"
         assert name not in deployed, f"{name} is local-only but deployed"
+
+
+def test_the_deploy_guide_names_every_setting_the_deployment_sets(root: Path, bicep: dict[str, BicepFile]) -> None:
+    """docs/deploy.md, step 4, lists the app's settings "from the deployment"; ONCEGATE_BULK_CONCURRENCY, deployed
+    and an operator's setting (step 3's table), was missing from it."""
+    guide = (root / "docs" / "deploy.md").read_text(encoding="utf-8")
+    table = guide.split("## 4. Publish the code", 1)[1].split("Check it answers", 1)[0]
+    named = [name for row in re.findall(r"^\| (.*?) \|", table, re.M) for name in re.findall(r"`([^`]+)`", row)]
+    prefixes = [name.split("<")[0].rstrip("*") for name in named if name.endswith(("*", ">"))]
+    deployed = deployed_settings(bicep["app/api.bicep"]) | {"ONCEGATE_TARGET_SECRET_"}
+
+    unnamed = sorted(name for name in deployed if name not in named and not name.startswith(tuple(prefixes)))
+
+    assert not unnamed, f"deployed by infra/app/api.bicep but not in docs/deploy.md, step 4: {unnamed}"

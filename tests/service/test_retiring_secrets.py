@@ -157,27 +157,28 @@ def test_a_lease_settled_as_failed_is_named_as_a_retryable_failure_no_attention_
     retention never deletes by itself, in the attention list" while `oncegate claims attention` listed none."""
     before = instance(ring(A))
     gone = claim(before, key="K-gone", run="run-first", lease_seconds=60)
-    claim(before, key="K-running", run="run-first")
+    running = claim(before, key="K-running", run="run-first")
     clock.advance(61)
     settled = before.review(
         gone.claim_id,
-        ReviewClaimRequest(reviewer="ana@contoso.com", outcome="failed", attempt=1),
+        ReviewClaimRequest.model_validate({"reviewer": "ana@contoso.com", "outcome": "failed", "attempt": 1}),
     )
     instance(ring(A, next_=B)).health()
     switched = instance(ring(B, previous=A))
     switched.health()
     clock.advance(SWITCH_GRACE.total_seconds() + 1)
+    clock.advance(300)  # K-running's lease is over too: it is on the attention list, the settled failure is not
 
     assert (settled.status, settled.retryable) == ("failed", True)
     assert operator("oncegate purge").code == 0
     shown = listed(operator)[KeyHasher(A).key_id]
     table = operator("oncegate keys")
     refused = operator(f"oncegate keys retire {KeyHasher(A).key_id}")
-    waiting = {item.claim_id for item in switched.attention_page(ListClaimsQuery(attention=True))[0]}
+    waiting = {item.claim.claim_id for item in switched.attention_page(ListClaimsQuery(attention=True))[0]}
 
     assert (shown["claims"], shown["held"], shown["retryableFailures"]) == (2, 2, 1)
     assert "2 held (1 retryable failed)" in table.out
-    assert settled.claim_id not in waiting
+    assert waiting == {running.claim_id}
     assert refused.code == 2
     assert "(1 claim that retention never deletes by itself, in the attention list until someone settles it;" in (
         refused.err

@@ -31,6 +31,7 @@ from oncegate.domain.backups import ClaimBackup, Restore
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, horizon_days
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import Conflict, FlowRecord, KeySecretRecord, Overlap, ScopeRecord
+from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.store_id import STORE_ID, check_store_id
 from oncegate.domain.targets import Target
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest
@@ -322,11 +323,12 @@ def import_export(
         report.already_done = True
         return report
     done = restore.records_done
+    counted, unlisted = _claims_by_scope(export_file)
     for chunk in _chunks(_records_after(export_file, done), PROGRESS_EVERY):
         # SQLite commits a chunk and the progress saved with it in one transaction; Table Storage writes each.
         with store.writing_together():
             for record in chunk:
-                _write(store, export_format.restored(record))
+                _write(store, _counted(export_format.restored(record), counted))
                 report.counts[record["record"]] += 1
             store.flush_index()
             done += len(chunk)
@@ -334,11 +336,39 @@ def import_export(
             store.save_restore(restore)
         if on_progress:
             on_progress(chunk[-1]["record"], done)
+    for scope in unlisted:
+        _write(store, ScopeRecord(scope, claims_by_status=counted[scope]))
     store.flush_index()
     mark(store, export_file.store_id, at=now())
     report.restore = replace(restore, records_done=done, completed_at=now())
     store.save_restore(report.restore)
     return report
+
+
+STATUSES = {status.value for status in ClaimStatus}  # a claim's; a tombstone's is "purged"
+
+
+def _claims_by_scope(export_file: ExportFile) -> tuple[dict[str, dict[ClaimStatus, int]], list[str]]:
+    """Each scope's claims by status as the export holds them (tombstones not counted, as a recount does not), and
+    the scopes among them the export has no row of.
+
+    The restored store's counts are those of the claims it holds: a scope row's counts lag behind its claims by what
+    the serving instances had counted and not yet merged when the export read it (``oncegate.service.usage``)."""
+    counted: dict[str, Counter[ClaimStatus]] = {}
+    listed: set[str] = set()
+    for record in export_format.records(export_file.path):
+        if record["record"] == "scope":
+            listed.add(record["row"]["Scope"])
+        elif record["record"] == "claim" and record["row"]["Status"] in STATUSES:
+            counted.setdefault(record["row"]["Scope"], Counter())[ClaimStatus(record["row"]["Status"])] += 1
+    return {scope: dict(counts) for scope, counts in counted.items()}, sorted(counted.keys() - listed)
+
+
+def _counted(record: export_format.Restored, counted: dict[str, dict[ClaimStatus, int]]) -> export_format.Restored:
+    """A scope record with the counts of the claims the export holds, any other record as it is."""
+    if isinstance(record, ScopeRecord):
+        return replace(record, claims_by_status=counted.get(record.scope, {}))
+    return record
 
 
 def _records_after(export_file: ExportFile, done: int) -> Iterator[dict[str, Any]]:

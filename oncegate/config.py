@@ -176,7 +176,12 @@ class Settings:
 
     def _validate_rotation(self) -> None:
         if (self.key_secret_previous or self.key_secret_next) and self.key_secret is None:
-            raise ConfigError("ONCEGATE_KEY_SECRET", "a rotation needs the current secret set as well.")
+            # On SQLite the key-secret file stands in for the setting, but a rotation names each of its secrets.
+            from oncegate.local_secret import SECRET_FILE_NAME
+
+            beside = self.sqlite_path.parent / SECRET_FILE_NAME
+            where = f" (on SQLite, the file's content: {beside})" if self.store is StoreKind.SQLITE else ""
+            raise ConfigError("ONCEGATE_KEY_SECRET", f"a rotation needs the current secret set as well{where}.")
         if self.key_secret_previous and self.key_secret_next:
             raise ConfigError(
                 "ONCEGATE_KEY_SECRET_NEXT", "set either it or ONCEGATE_KEY_SECRET_PREVIOUS: a rotation has two secrets."

@@ -142,6 +142,22 @@ def test_the_settings_refuse_an_empty_secret_file_at_start(tmp_path: Path) -> No
     assert_one_line_naming_the_file(refused.value, secret_file(tmp_path), "empty")
 
 
+def test_a_rotation_on_sqlite_without_the_current_secret_set_names_the_file_that_holds_it(tmp_path: Path) -> None:
+    """`oncegate serve` on SQLite with ONCEGATE_KEY_SECRET_NEXT, as the runbook's step 1 says ("keep
+    ONCEGATE_KEY_SECRET as it is": unset, the file standing in for it), said only "a rotation needs the current
+    secret set as well", leaving the operator to find that the secret to set is the file's."""
+    local_key_secret(tmp_path / DATABASE)
+
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_environment(
+            {"ONCEGATE_SQLITE_PATH": str(tmp_path / DATABASE), "ONCEGATE_KEY_SECRET_NEXT": "n" * MIN_SECRET_LENGTH}
+        )
+
+    assert refused.value.setting == "ONCEGATE_KEY_SECRET"
+    assert str(secret_file(tmp_path)) in str(refused.value)
+    assert "the file's content" in str(refused.value)
+
+
 def test_the_settings_ignore_the_file_when_the_secret_is_set(tmp_path: Path) -> None:
     secret_file(tmp_path).write_bytes(b"")
 

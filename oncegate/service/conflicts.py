@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from oncegate.domain import members
 from oncegate.domain.decisions import Identity
@@ -31,9 +31,11 @@ from oncegate.errors import (
     ConflictResolved,
     NotFound,
 )
-from oncegate.service.commands import ListConflicts, ReportConflict, ResolveConflict
 from oncegate.service.core import ClaimsCore, keyed, settled
 from oncegate.stores.port import ClaimReads, ClaimWrites, ConflictRecords, HistoryRecords
+
+if TYPE_CHECKING:
+    from oncegate.service.commands.conflicts import ListConflicts, ReportConflict, ResolveConflict
 
 logger = logging.getLogger(__name__)
 

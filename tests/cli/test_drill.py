@@ -38,7 +38,7 @@ from oncegate.domain.sensitive import sensitive_findings
 from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.entrypoints import framing
 from oncegate.service.claims import Claims, Waited
-from oncegate.service.commands import RecordResult
+from oncegate.service.commands.results import RecordResult
 from oncegate.service.results import Results
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen

@@ -46,6 +46,8 @@ OTHER_ACTIONS = {
     *(f"oncegate.entrypoints.operations.{name}" for name in ("bulk", "perform", "conflicts", "inventory", "targets")),
     *(f"oncegate.models.{name}" for name in ("bulk", "perform", "conflicts", "inventory", "targets", "health")),
     *(f"oncegate.service.{name}" for name in ("attention", "bulk", "new_claims", "perform", "targets", "key_secrets")),
+    # The other actions' commands: a claim is parsed into its intent, and the services read theirs only as types.
+    *(f"oncegate.service.commands.{name}" for name in ("results", "conflicts", "registry", "perform")),
     "oncegate.entrypoints.timers",
     "oncegate.entrypoints.bearer",
     "oncegate.entrypoints.target_views",

@@ -16,9 +16,8 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oncegate.domain.backups import Restore
 from oncegate.domain.records import (
     AppliedResolution,
     Claim,
@@ -43,6 +42,9 @@ from oncegate.domain.statuses import (
     Resolution,
 )
 from oncegate.domain.transitions import RELEASED_IN_DOUBT
+
+if TYPE_CHECKING:
+    from oncegate.domain.backups import Restore
 
 Row = dict[str, Any]
 
@@ -680,6 +682,9 @@ def restore_to_row(restore: Restore) -> Row:
 
 
 def restore_from_row(row: Row) -> Restore:
+    # A restore's record is read by health and the restore alone, never by a claim: imported at its first read.
+    from oncegate.domain.backups import Restore
+
     return Restore(
         restored_from=row["RestoredFrom"],
         export_id=row["ExportId"],

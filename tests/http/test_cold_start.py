@@ -53,16 +53,20 @@ OTHER_ACTIONS = {
     "oncegate.entrypoints.target_views",
     "oncegate.domain.performing",
     "oncegate.domain.target_declarations",
+    # Perform once's targets, as records and as rows: the store a claim opens reads them only when asked for one.
+    "oncegate.domain.targets",
+    "oncegate.stores.target_rows",
     "oncegate.cli",
 }
 
 # What no claim answered needs: the purge after retention (a timer's), the store's export and restore (the command
-# line's, and health's notice of a restore), the error body (the first refusal's), the routes of the catch-all (a
-# path no action serves).
+# line's, and health's notice of a restore, with their records), the error body (the first refusal's), the routes of
+# the catch-all (a path no action serves).
 NOT_FOR_AN_ANSWER = {
     "oncegate.service.retention",
     "oncegate.service.backups",
     "oncegate.stores.export_format",
+    "oncegate.domain.backups",
     "oncegate.entrypoints.routes",
     "oncegate.models.health",
 }
@@ -75,7 +79,6 @@ COLD_CLAIM = {
     "oncegate.config",
     "oncegate.cursors",
     "oncegate.domain",
-    "oncegate.domain.backups",
     "oncegate.domain.copies",
     "oncegate.domain.decisions",
     "oncegate.domain.fingerprint_rules",
@@ -89,7 +92,6 @@ COLD_CLAIM = {
     "oncegate.domain.sensitive",
     "oncegate.domain.statuses",
     "oncegate.domain.store_id",
-    "oncegate.domain.targets",
     "oncegate.domain.times",
     "oncegate.domain.tombstones",
     "oncegate.domain.transitions",
@@ -135,7 +137,6 @@ COLD_CLAIM = {
     "oncegate.stores.sqlite_rows",
     "oncegate.stores.sqlite_schema",
     "oncegate.stores.sqlite_targets",
-    "oncegate.stores.target_rows",
     "oncegate.telemetry",
 }
 

@@ -25,7 +25,6 @@ from oncegate.domain.statuses import (
     EventKind,
     Resolution,
 )
-from oncegate.domain.transitions import resolution_applied
 from oncegate.errors import (
     AlreadyExists,
     ConflictResolved,
@@ -292,6 +291,10 @@ class Conflicts:
         self, claim: Claim, conflict: Conflict, record: FingerprintRecord | None, now: datetime
     ) -> Claim:
         """Write the resolved ``conflict``'s decision to its claim and fingerprint record, in one commit."""
+        # The transitions after Check and claim are a resolution's, a result's and a review's: a claim that meets no
+        # resolution left to apply never imports them (issue 36's cold start).
+        from oncegate.domain.transitions import resolution_applied
+
         now = self._core.decided_at(claim, now)
         applied = resolution_applied(claim, conflict, record, now)
         decision = conflict.decision

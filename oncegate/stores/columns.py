@@ -41,7 +41,6 @@ from oncegate.domain.statuses import (
     EventKind,
     Resolution,
 )
-from oncegate.domain.transitions import RELEASED_IN_DOUBT
 
 if TYPE_CHECKING:
     from oncegate.domain.backups import Restore
@@ -310,6 +309,9 @@ def claim_from_row(row: Row, version: str, history: Callable[[], list[HistoryEve
 
 def _upgraded(claim: Claim, history: Callable[[], list[HistoryEvent]] | None) -> Claim:
     """A schema-1 claim with its earlier attempt and doubt as fields, as 0.1.0 kept them in the history."""
+    # Rows of schema 1 alone read the transitions' text: a store reading today's rows never imports them.
+    from oncegate.domain.transitions import RELEASED_IN_DOUBT
+
     in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error or "").startswith(RELEASED_IN_DOUBT)
     earlier = None
     if claim.attempt > 1 and history is not None:

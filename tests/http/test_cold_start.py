@@ -46,6 +46,9 @@ OTHER_ACTIONS = {
     *(f"oncegate.entrypoints.operations.{name}" for name in ("bulk", "perform", "conflicts", "inventory", "targets")),
     *(f"oncegate.models.{name}" for name in ("bulk", "perform", "conflicts", "inventory", "targets", "health")),
     *(f"oncegate.service.{name}" for name in ("attention", "bulk", "new_claims", "perform", "targets", "key_secrets")),
+    # Record result, Release, Heartbeat and the reviews: their service, and the transitions after a claim.
+    "oncegate.service.results",
+    "oncegate.domain.transitions",
     # The other actions' commands: a claim is parsed into its intent, and the services read theirs only as types.
     *(f"oncegate.service.commands.{name}" for name in ("results", "conflicts", "registry", "perform")),
     "oncegate.entrypoints.timers",
@@ -94,7 +97,6 @@ COLD_CLAIM = {
     "oncegate.domain.store_id",
     "oncegate.domain.times",
     "oncegate.domain.tombstones",
-    "oncegate.domain.transitions",
     "oncegate.domain.waiting",
     "oncegate.domain.warnings",
     "oncegate.entrypoints",
@@ -121,7 +123,6 @@ COLD_CLAIM = {
     "oncegate.service.conflicts",
     "oncegate.service.core",
     "oncegate.service.inventory",
-    "oncegate.service.results",
     "oncegate.service.safeguard",
     "oncegate.service.usage",
     "oncegate.service.waits",

@@ -19,7 +19,9 @@
   claim against a stdlib hello server's a request (``bench.targets.hello_server``), under the same callers.
 
 ``python -m bench.costs [--quick]`` runs this part alone, with the two figures of issue 36 that other parts
-measure in ``make bench``, and prints their targets.
+measure in ``make bench``, and prints their targets. ``python -m bench.costs --cold-against DIR [--quick]``
+measures the cold start alone, of the checkout ``DIR`` (main's, say) and of this one taking turns: a change to
+what a new process imports is judged side by side, on the same load.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, replace
@@ -361,38 +363,41 @@ print(time.process_time() - began, time.perf_counter() - began_wall)
 """
 
 
-def _in_new_process(code: str, environment: dict[str, str]) -> tuple[float, float]:
+def _in_new_process(code: str, environment: dict[str, str], tree: Path = ROOT) -> tuple[float, float]:
+    """What ``code`` printed, run by a new process in ``tree`` (a checkout of this repository: its own code)."""
     done = subprocess.run(
-        [sys.executable, "-c", code], env=environment, cwd=ROOT, check=True, capture_output=True, text=True
+        [sys.executable, "-c", code], env=environment, cwd=tree, check=True, capture_output=True, text=True
     )
     cpu, wall = done.stdout.strip().splitlines()[-1].split()
     return float(cpu), float(wall)
 
 
-def cold_start(rig: Rig, sizes: Sizes) -> tuple[float, float, float]:
-    """CPU seconds from ``import function_app`` to the first claim's answer, of ``import azure.functions`` alone,
-    and of the claim's wire models after it (pydantic's part of the first, ``_WIRE_ALONE``).
-
-    Bytecode is cached, as in a deployment whose packages were installed by pip: the warm-up run writes what
-    a setting such as PYTHONDONTWRITEBYTECODE would otherwise have every run compile again.
-    """
+def _cold_environment(database: str) -> dict[str, str]:
+    """Bytecode is cached, as in a deployment whose packages were installed by pip: the warm-up run writes what
+    a setting such as PYTHONDONTWRITEBYTECODE would otherwise have every run compile again."""
     environment = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith("ONCEGATE_") and name != "PYTHONDONTWRITEBYTECODE"
     }
-    environment |= {"ONCEGATE_SQLITE_PATH": rig.location("sqlite", "cost-cold"), "ONCEGATE_KEY_SECRET": SECRET}
+    return environment | {"ONCEGATE_SQLITE_PATH": database, "ONCEGATE_KEY_SECRET": SECRET}
 
-    def first_claim() -> str:
-        return _FIRST_CLAIM.format(body=json.dumps(claim_request(new_key(), "run-1")).encode())
 
+def _first_claim() -> str:
+    return _FIRST_CLAIM.format(body=json.dumps(claim_request(new_key(), "run-1")).encode())
+
+
+def cold_start(rig: Rig, sizes: Sizes) -> tuple[float, float, float]:
+    """CPU seconds from ``import function_app`` to the first claim's answer, of ``import azure.functions`` alone,
+    and of the claim's wire models after it (pydantic's part of the first, ``_WIRE_ALONE``)."""
+    environment = _cold_environment(rig.location("sqlite", "cost-cold"))
     wire_alone = _WIRE_ALONE.format(body=json.dumps(claim_request(new_key(), "run-1")).encode())
-    _in_new_process(first_claim(), environment)  # the store's file made, as a restarted instance finds it
+    _in_new_process(_first_claim(), environment)  # the store's file made, as a restarted instance finds it
     _in_new_process(_IMPORT_ALONE, environment)
     _in_new_process(wire_alone, environment)
     rounds = [
         (
-            _in_new_process(first_claim(), environment)[0],
+            _in_new_process(_first_claim(), environment)[0],
             _in_new_process(_IMPORT_ALONE, environment)[0],
             _in_new_process(wire_alone, environment)[0],
         )
@@ -400,6 +405,34 @@ def cold_start(rig: Rig, sizes: Sizes) -> tuple[float, float, float]:
     ]
     cold, alone, wire = (statistics.median(one[n] for one in rounds) for n in range(3))
     return cold, alone, wire
+
+
+def cold_starts(workdir: Path, trees: Sequence[Path], starts: int) -> list[tuple[float, float]]:
+    """For each tree (a checkout of this repository, such as main's beside a branch's), the CPU seconds of its first
+    claim in a new process and of ``import azure.functions`` alone, medians of ``starts`` rounds.
+
+    The trees take turns within each round, each with its own ``import azure.functions`` beside it, so that the
+    load of the shared cores falls on each alike: two runs minutes apart differ by more than a change measured.
+    Each tree runs with the same interpreter and packages, and its own code and store file.
+    """
+    environments = [_cold_environment(str(workdir / f"cold-{n}.db")) for n in range(len(trees))]
+    for tree, environment in zip(trees, environments, strict=True):
+        _in_new_process(_first_claim(), environment, tree)  # the store's file made and the bytecode written
+        _in_new_process(_IMPORT_ALONE, environment, tree)
+    rounds = [
+        [
+            (
+                _in_new_process(_first_claim(), environment, tree)[0],
+                _in_new_process(_IMPORT_ALONE, environment, tree)[0],
+            )
+            for tree, environment in zip(trees, environments, strict=True)
+        ]
+        for _ in range(starts)
+    ]
+    return [
+        (statistics.median(one[n][0] for one in rounds), statistics.median(one[n][1] for one in rounds))
+        for n in range(len(trees))
+    ]
 
 
 # -- Judged ----------------------------------------------------------------------------------------
@@ -496,11 +529,26 @@ def judged(figures: Figures, *, history: int = LONG_HISTORY, over_http: float | 
     ]
 
 
+def compare_cold_starts(other: Path, starts: int) -> None:
+    """The cold start of ``other`` (a checkout, such as main's worktree) and of this one, taking turns."""
+    with tempfile.TemporaryDirectory() as workdir:
+        measured = cold_starts(Path(workdir), [other, ROOT], starts)
+    rows = [
+        f"| {tree} | {cold * 1000:,.1f} ms | {alone * 1000:,.1f} ms | {cold / alone:.2f}x |"
+        for tree, (cold, alone) in zip([other, ROOT], measured, strict=True)
+    ]
+    header = "| tree | `import function_app` to the first claim's answer | `import azure.functions` alone | ratio |"
+    print("\n".join([header, "| --- | --- | --- | --- |", *rows, f"(CPU time, medians of {starts} turns each)"]))
+
+
 def main() -> None:
     """This part's targets, with the two of issue 36's table that other parts measure in ``make bench``: the
     SQLite batch over HTTP (``bench.bulk``) and serve CPU against the hello server (``bench.targets``)."""
     quick = "--quick" in sys.argv
     sizes = QUICK if quick else FULL
+    if "--cold-against" in sys.argv:
+        compare_cold_starts(Path(sys.argv[sys.argv.index("--cold-against") + 1]), sizes.starts * 3)
+        return
     with tempfile.TemporaryDirectory() as workdir, Rig(Path(workdir)) as rig:
         figures = measure(rig, sizes)
         times = bulk.http_times(rig, "sqlite", sizes.rounds)

@@ -2,7 +2,7 @@
 
 :func:`wire` builds every service over one store, once; the entry points are given the bundle
 (:class:`Services`) and each action calls the one service it needs. The services a Check and claim does
-not use (retention, attention, key secrets, the bulk calls' own, Perform once, targets) are built, and their
+not use (results, retention, attention, key secrets, the bulk calls' own, Perform once, targets) are built, and their
 modules imported, when first asked for: a new process answers its first claim without them (issue 36's cold start).
 """
 
@@ -28,7 +28,6 @@ from oncegate.service.claims import Claims
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
 from oncegate.service.inventory import FLUSH_INTERVAL, REGISTRY_TTL, Inventory
-from oncegate.service.results import Results
 from oncegate.service.safeguard import CHECK_INTERVAL, PinnedFile, PinnedSetting, Safeguard, StoreIdPin
 from oncegate.service.waits import Waits
 from oncegate.stores.port import ClaimStore
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
     from oncegate.service.key_secrets import KeySecrets
     from oncegate.service.new_claims import NewClaims
     from oncegate.service.perform import Perform
+    from oncegate.service.results import Results
     from oncegate.service.retention import Retention
     from oncegate.service.targets import Targets
 
@@ -151,7 +151,6 @@ class Services:
 
     claims: Claims
     waits: Waits
-    results: Results
     conflicts: Conflicts
     inventory: Inventory
     store: ClaimStore
@@ -162,6 +161,11 @@ class Services:
     _later: _Later = field(repr=False, compare=False)
     # Where the store is (settings.store_location), for health; None for services wired by hand.
     store_location: str | None = None
+
+    @property
+    def results(self) -> Results:
+        """What the run holding a claim reports (Record result, Release, Heartbeat) and a reviewer's review."""
+        return cast("Results", self._later.get("results"))
 
     @property
     def attention(self) -> Attention:
@@ -260,6 +264,11 @@ def wire(
     claims = Claims(core, conflicts, store)
     waits = Waits(core, claims)
 
+    def results() -> Results:
+        from oncegate.service.results import Results
+
+        return Results(core, store)
+
     def attention() -> Attention:
         from oncegate.service.attention import UNKNOWN_ALERT, Attention
 
@@ -302,7 +311,6 @@ def wire(
     return Services(
         claims=claims,
         waits=waits,
-        results=Results(core, store),
         conflicts=conflicts,
         inventory=inventory,
         store=store,
@@ -310,6 +318,7 @@ def wire(
         cursor_seal=CursorSeal.of(ring),
         _later=_Later(
             {
+                "results": results,
                 "attention": attention,
                 "retention": retention,
                 "key_secrets": key_secrets,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from oncegate.domain import members
 from oncegate.domain.decisions import Identity
@@ -25,15 +25,16 @@ from oncegate.domain.statuses import (
     EventKind,
     Resolution,
 )
-from oncegate.domain.transitions import resolution_applied
 from oncegate.errors import (
     AlreadyExists,
     ConflictResolved,
     NotFound,
 )
-from oncegate.service.commands import ListConflicts, ReportConflict, ResolveConflict
 from oncegate.service.core import ClaimsCore, keyed, settled
 from oncegate.stores.port import ClaimReads, ClaimWrites, ConflictRecords, HistoryRecords
+
+if TYPE_CHECKING:
+    from oncegate.service.commands.conflicts import ListConflicts, ReportConflict, ResolveConflict
 
 logger = logging.getLogger(__name__)
 
@@ -290,6 +291,10 @@ class Conflicts:
         self, claim: Claim, conflict: Conflict, record: FingerprintRecord | None, now: datetime
     ) -> Claim:
         """Write the resolved ``conflict``'s decision to its claim and fingerprint record, in one commit."""
+        # The transitions after Check and claim are a resolution's, a result's and a review's: a claim that meets no
+        # resolution left to apply never imports them (issue 36's cold start).
+        from oncegate.domain.transitions import resolution_applied
+
         now = self._core.decided_at(claim, now)
         applied = resolution_applied(claim, conflict, record, now)
         decision = conflict.decision

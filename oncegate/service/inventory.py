@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from oncegate.domain import fingerprint_rules
 from oncegate.domain.key_patterns import declared
@@ -42,10 +42,13 @@ from oncegate.domain.records import (
 )
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision
 from oncegate.errors import ConcurrentUpdate, InvalidRequest, OnceGateError, StoreUnavailable
-from oncegate.service.commands import KEEP, Paging, RegisterFlow, SetScope
+from oncegate.service.commands import KEEP, Paging
 from oncegate.service.usage import Counted, Usage, pair
 from oncegate.stores.paging import every_item, page_of
 from oncegate.stores.port import ClaimIndex, ClaimListing, ConflictRecords, InventoryRecords
+
+if TYPE_CHECKING:
+    from oncegate.service.commands.registry import RegisterFlow, SetScope
 
 logger = logging.getLogger(__name__)
 

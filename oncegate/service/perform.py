@@ -61,7 +61,7 @@ from oncegate.domain.waiting import Waiting
 from oncegate.domain.warnings import RESPONSE_NOT_KEPT, RESULT_NOT_RECORDED, SENSITIVE_DATA
 from oncegate.errors import InvalidRequest, NotFound, StoreRace, StoreUnavailable
 from oncegate.service.claims import Claims
-from oncegate.service.commands import PerformOnce
+from oncegate.service.commands.perform import PerformOnce
 from oncegate.service.core import ClaimsCore, settled
 from oncegate.service.waits import TICKET, Waits
 from oncegate.stores.paging import every_item

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from oncegate.domain.records import Claim
 from oncegate.domain.statuses import (
@@ -33,9 +33,11 @@ from oncegate.errors import (
     StateConflict,
     StoreRace,
 )
-from oncegate.service.commands import Acknowledge, Heartbeat, RecordResult, Release, Settle
 from oncegate.service.core import ClaimsCore, settled, stale_token_message
 from oncegate.stores.port import ClaimReads, ClaimWrites
+
+if TYPE_CHECKING:
+    from oncegate.service.commands.results import Acknowledge, Heartbeat, RecordResult, Release, Settle
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +150,9 @@ class Results:
         or failed and retryable. Either way it may be deleted once its scope's retention is over. The
         same review by the same reviewer again is a no-op.
         """
+        # The commands are made by the review's entry, which imported them: a claim needs none of them.
+        from oncegate.service.commands.results import Settle
+
         self._core.require_safe_store()
 
         def attempt() -> Claim:

@@ -16,9 +16,8 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oncegate.domain.backups import Restore
 from oncegate.domain.records import (
     AppliedResolution,
     Claim,
@@ -42,7 +41,9 @@ from oncegate.domain.statuses import (
     EventKind,
     Resolution,
 )
-from oncegate.domain.transitions import RELEASED_IN_DOUBT
+
+if TYPE_CHECKING:
+    from oncegate.domain.backups import Restore
 
 Row = dict[str, Any]
 
@@ -308,6 +309,9 @@ def claim_from_row(row: Row, version: str, history: Callable[[], list[HistoryEve
 
 def _upgraded(claim: Claim, history: Callable[[], list[HistoryEvent]] | None) -> Claim:
     """A schema-1 claim with its earlier attempt and doubt as fields, as 0.1.0 kept them in the history."""
+    # Rows of schema 1 alone read the transitions' text: a store reading today's rows never imports them.
+    from oncegate.domain.transitions import RELEASED_IN_DOUBT
+
     in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error or "").startswith(RELEASED_IN_DOUBT)
     earlier = None
     if claim.attempt > 1 and history is not None:
@@ -680,6 +684,9 @@ def restore_to_row(restore: Restore) -> Row:
 
 
 def restore_from_row(row: Row) -> Restore:
+    # A restore's record is read by health and the restore alone, never by a claim: imported at its first read.
+    from oncegate.domain.backups import Restore
+
     return Restore(
         restored_from=row["RestoredFrom"],
         export_id=row["ExportId"],

@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from oncegate.domain.backups import ClaimBackup, Restore
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import (
     Claim,
@@ -30,7 +29,11 @@ from oncegate.domain.records import (
     ScopeRecord,
 )
 from oncegate.domain.statuses import ConflictStatus
-from oncegate.domain.targets import Target
+
+if TYPE_CHECKING:
+    # Types of the export's, the restore's and Perform once's records alone: a store answers a claim without them.
+    from oncegate.domain.backups import ClaimBackup, Restore
+    from oncegate.domain.targets import Target
 
 
 class ClaimReads(Protocol):

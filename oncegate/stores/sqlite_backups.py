@@ -10,9 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oncegate.domain.backups import ClaimBackup, Restore
 from oncegate.domain.records import FingerprintRecord, HistoryEvent
 from oncegate.stores import columns
 from oncegate.stores.paging import utc_text
@@ -25,6 +24,9 @@ from oncegate.stores.sqlite_rows import (
     _sql_row,
     _table_mark,
 )
+
+if TYPE_CHECKING:
+    from oncegate.domain.backups import ClaimBackup, Restore
 
 # What an export reads of the claims at a time, each page in one read transaction (issue 35).
 EXPORT_PAGE = 200
@@ -54,6 +56,9 @@ def _holds_rows(connection: sqlite3.Connection, table: str) -> bool:
 
 def _backups(rows: list[sqlite3.Row], events: list[sqlite3.Row], prints: list[sqlite3.Row]) -> Iterator[ClaimBackup]:
     """Each claim row with its history and fingerprint rows (both sorted by claim id, as the rows are)."""
+    # An export's record, made by the command line's export alone: a store answering claims never imports it.
+    from oncegate.domain.backups import ClaimBackup
+
     history: dict[str, list[HistoryEvent]] = {}
     for row in events:
         history.setdefault(row["ClaimId"], []).append(columns.event_from_row(dict(row)))

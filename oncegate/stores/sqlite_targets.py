@@ -9,11 +9,13 @@ import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oncegate.domain.targets import Target
 from oncegate.errors import NotFound
-from oncegate.stores.target_rows import Row, target_from_row, target_to_row
+
+if TYPE_CHECKING:
+    from oncegate.domain.targets import Target
+    from oncegate.stores.target_rows import Row
 
 TARGETS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS targets (
@@ -34,16 +36,25 @@ class SqliteTargets:
     _select_one: Callable[[str, tuple[Any, ...]], sqlite3.Row | None]
     _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
 
+    # The targets' rows are read and written only by Perform once and the targets' own commands: their module (and
+    # the targets' records) is imported at the first of those, not with the store a claim opens (issue 36).
+
     def list_targets(self) -> list[Target]:
+        from oncegate.stores.target_rows import target_from_row
+
         return sorted(self._list("targets", target_from_row), key=lambda target: target.name)
 
     def get_target(self, name: str) -> Target:
+        from oncegate.stores.target_rows import target_from_row
+
         row = self._select_one("SELECT * FROM targets WHERE Name = ?", (name,))
         if row is None:
             raise NotFound(f"No target is declared as {name}.", record="target")
         return target_from_row(dict(row), str(row["Version"]))
 
     def save_target(self, target: Target) -> Target:
+        from oncegate.stores.target_rows import target_to_row
+
         return replace(target, version=self._save("targets", "Name", target_to_row(target), target.version))
 
     def delete_target(self, name: str) -> bool:

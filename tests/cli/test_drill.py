@@ -38,7 +38,7 @@ from oncegate.domain.sensitive import sensitive_findings
 from oncegate.domain.statuses import ClaimStatus, Decision
 from oncegate.entrypoints import framing
 from oncegate.service.claims import Claims, Waited
-from oncegate.service.commands import RecordResult
+from oncegate.service.commands.results import RecordResult
 from oncegate.service.results import Results
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
@@ -218,8 +218,14 @@ def proceeds_twice(services: Services) -> Services:
     return dataclasses.replace(services, claims=ProceedsTwice(services.claims))
 
 
+def with_results(services: Services, results: Any) -> Services:
+    """``services`` with ``results`` as their result service, which the app builds at its first use."""
+    builds = {**services._later._builds, "results": lambda: results}
+    return dataclasses.replace(services, _later=bootstrap._Later(builds))
+
+
 def loses_results(services: Services) -> Services:
-    return dataclasses.replace(services, results=LosesResults(services.results, services.claims))
+    return with_results(services, LosesResults(services.results, services.claims))
 
 
 Broken = Callable[[Services], Services]
@@ -410,7 +416,7 @@ class HoldsResults:
     def around(self, services: Services) -> Services:
         """``services`` with their results held here."""
         self._results = services.results
-        return dataclasses.replace(services, results=self)
+        return with_results(services, self)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._results, name)

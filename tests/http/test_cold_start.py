@@ -46,21 +46,30 @@ OTHER_ACTIONS = {
     *(f"oncegate.entrypoints.operations.{name}" for name in ("bulk", "perform", "conflicts", "inventory", "targets")),
     *(f"oncegate.models.{name}" for name in ("bulk", "perform", "conflicts", "inventory", "targets", "health")),
     *(f"oncegate.service.{name}" for name in ("attention", "bulk", "new_claims", "perform", "targets", "key_secrets")),
+    # Record result, Release, Heartbeat and the reviews: their service, and the transitions after a claim.
+    "oncegate.service.results",
+    "oncegate.domain.transitions",
+    # The other actions' commands: a claim is parsed into its intent, and the services read theirs only as types.
+    *(f"oncegate.service.commands.{name}" for name in ("results", "conflicts", "registry", "perform")),
     "oncegate.entrypoints.timers",
     "oncegate.entrypoints.bearer",
     "oncegate.entrypoints.target_views",
     "oncegate.domain.performing",
     "oncegate.domain.target_declarations",
+    # Perform once's targets, as records and as rows: the store a claim opens reads them only when asked for one.
+    "oncegate.domain.targets",
+    "oncegate.stores.target_rows",
     "oncegate.cli",
 }
 
 # What no claim answered needs: the purge after retention (a timer's), the store's export and restore (the command
-# line's, and health's notice of a restore), the error body (the first refusal's), the routes of the catch-all (a
-# path no action serves).
+# line's, and health's notice of a restore, with their records), the error body (the first refusal's), the routes of
+# the catch-all (a path no action serves).
 NOT_FOR_AN_ANSWER = {
     "oncegate.service.retention",
     "oncegate.service.backups",
     "oncegate.stores.export_format",
+    "oncegate.domain.backups",
     "oncegate.entrypoints.routes",
     "oncegate.models.health",
 }
@@ -73,7 +82,6 @@ COLD_CLAIM = {
     "oncegate.config",
     "oncegate.cursors",
     "oncegate.domain",
-    "oncegate.domain.backups",
     "oncegate.domain.copies",
     "oncegate.domain.decisions",
     "oncegate.domain.fingerprint_rules",
@@ -87,10 +95,8 @@ COLD_CLAIM = {
     "oncegate.domain.sensitive",
     "oncegate.domain.statuses",
     "oncegate.domain.store_id",
-    "oncegate.domain.targets",
     "oncegate.domain.times",
     "oncegate.domain.tombstones",
-    "oncegate.domain.transitions",
     "oncegate.domain.waiting",
     "oncegate.domain.warnings",
     "oncegate.entrypoints",
@@ -117,7 +123,6 @@ COLD_CLAIM = {
     "oncegate.service.conflicts",
     "oncegate.service.core",
     "oncegate.service.inventory",
-    "oncegate.service.results",
     "oncegate.service.safeguard",
     "oncegate.service.usage",
     "oncegate.service.waits",
@@ -133,7 +138,6 @@ COLD_CLAIM = {
     "oncegate.stores.sqlite_rows",
     "oncegate.stores.sqlite_schema",
     "oncegate.stores.sqlite_targets",
-    "oncegate.stores.target_rows",
     "oncegate.telemetry",
 }
 

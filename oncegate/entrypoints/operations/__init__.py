@@ -25,7 +25,8 @@ Adding an action:
 
 1. its request and response models in ``oncegate/models/`` (with designer text on each field), and
    the fields it stores as sent in ``entrypoints/parse.py``'s ``STORED_FIELDS`` if it stores free text;
-2. its command in ``oncegate/service/commands.py`` and its service method (``oncegate/service/``);
+2. its command in ``oncegate/service/commands/`` (the module named for its service) and its service method
+   (``oncegate/service/``);
 3. one ``Operation`` in the module of its aggregate here, added to that module's ``OPERATIONS``:
    ``name`` (the Azure function's; never rename one that shipped), ``route``, ``method``, ``role``,
    ``body``/``query``/``response``, ``event`` if operators count its answers, ``parse``/``serve``/

@@ -36,16 +36,8 @@ from oncegate.models import (
     ReleaseRequest,
     ReviewClaimRequest,
 )
-from oncegate.service.commands import (
-    Acknowledge,
-    Heartbeat,
-    KeyOf,
-    ListAttention,
-    Paging,
-    RecordResult,
-    Release,
-    Settle,
-)
+from oncegate.service.commands import KeyOf, ListAttention, Paging
+from oncegate.service.commands.results import Acknowledge, Heartbeat, RecordResult, Release, Settle
 
 if TYPE_CHECKING:
     pass

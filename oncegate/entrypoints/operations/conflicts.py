@@ -22,7 +22,7 @@ from oncegate.models import (
     ReportConflictRequest,
     ResolveConflictRequest,
 )
-from oncegate.service.commands import ListConflicts, ReportConflict, ResolveConflict
+from oncegate.service.commands.conflicts import ListConflicts, ReportConflict, ResolveConflict
 
 POLL_BATCH_SIZE = 50
 POLL_INTERVAL_SECONDS = 60

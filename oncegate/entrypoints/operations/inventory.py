@@ -24,7 +24,7 @@ from oncegate.models import (
     ScopeView,
     SetScopeRequest,
 )
-from oncegate.service.commands import RegisterFlow, SetScope
+from oncegate.service.commands.registry import RegisterFlow, SetScope
 
 if TYPE_CHECKING:
     from oncegate.bootstrap import Services

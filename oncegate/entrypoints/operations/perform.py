@@ -12,7 +12,7 @@ from oncegate.entrypoints.operations.claims import earlier_attempt_view
 from oncegate.entrypoints.operations.table import Call, Designer, Dimensions, Operation, Reply
 from oncegate.entrypoints.parse import flow_of
 from oncegate.models import IMPORTANT, INTERNAL, PerformRequest, PerformResponse, TargetResponse, WaitQuery
-from oncegate.service.commands import PerformOnce
+from oncegate.service.commands.perform import PerformOnce
 from oncegate.service.perform import PerformAnswer
 
 if TYPE_CHECKING:

@@ -139,7 +139,8 @@ def checked_id(name: str, value: str, pattern: re.Pattern[str]) -> str:
 
 
 def own_params(request: func.HttpRequest, taken: Collection[str]) -> dict[str, Any]:
-    """The caller's query parameters; 400 naming any the action does not take, so none is silently ignored."""
+    """The caller's query parameters; 400 naming any the action does not take, or any given more than once,
+    so none is silently ignored."""
     params = {name: value for name, value in request.params.items() if name.lower() not in HOST_PARAMS}
     unknown = sorted(set(params) - set(taken))
     if unknown:
@@ -148,7 +149,26 @@ def own_params(request: func.HttpRequest, taken: Collection[str]) -> dict[str, A
             f"{unknown[0]!r} is not a parameter of this action, which takes {takes}.",
             details=[(name, "not a parameter of this action") for name in unknown],
         )
+    _refuse_repeated(request.url)
     return params
+
+
+def _refuse_repeated(address: str) -> None:
+    """400 naming a query parameter given more than once (``?top=5&top=500``), as a member given twice in a body
+    is: ``params`` holds one value a name, so the others would be silently dropped (the local server kept the
+    last). Read from the address, as the caller sent it."""
+    if "&" not in address:  # one parameter or none: nothing to repeat
+        return
+    seen: set[str] = set()
+    for name, _ in parse_qsl(urlsplit(address).query, keep_blank_values=True):
+        if name.lower() in HOST_PARAMS:
+            continue
+        if name in seen:
+            raise InvalidRequest(
+                f"The query parameter {name!r} is given more than once; give it once.",
+                details=[(name, "given more than once")],
+            )
+        seen.add(name)
 
 
 def query_params(request: func.HttpRequest, model: type[BaseModel], list_name: str, seal: CursorSeal) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Cursors and the trigger's state are sealed (forged, tampered, nested or borrowed ones are refused);
 numbers must be finite and members unique in every body; an action refuses query parameters it
-does not take, except the function key (``code``), which the host reads.
+does not take, and any given more than once, except the function key (``code``), which the host reads.
 """
 
 from __future__ import annotations
@@ -287,6 +287,29 @@ def test_an_unknown_query_parameter_on_a_write_is_a_400_and_nothing_is_claimed(a
 
     refused_as_unknown(reply, "dryRun")
     assert api.call("lookup_claim", {"scope": "erp.create-order", "key": "ORDER-1001"}).status == 404
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "repeated"),
+    [
+        ("list_flows", [("top", "5"), ("top", "500")], "top"),
+        ("list_conflicts", [("cursor", ""), ("cursor", "x")], "cursor"),
+        ("list_claims", [("reference", "SO-1"), ("reference", "SO-2")], "reference"),
+        ("list_claims_needing_attention", [("attention", "true"), ("scope", "a"), ("scope", "b")], "scope"),
+    ],
+    ids=["top", "cursor", "reference", "scope"],
+)
+def test_a_query_parameter_given_twice_is_a_400_naming_it(
+    api: Api, name: str, params: list[tuple[str, str]], repeated: str
+) -> None:
+    reply = api.call(name, params=params)
+
+    refused(reply, repeated)
+    assert "more than once" in reply.body["error"]["message"]
+
+
+def test_the_function_key_given_twice_is_left_to_the_host(api: Api) -> None:
+    ok(api.call("health", params=[("code", "a"), ("code", "b")]))
 
 
 def test_the_function_key_in_code_is_taken_everywhere(api: Api) -> None:

@@ -384,10 +384,13 @@ class _Handler(BaseHTTPRequestHandler):
         if refusal:
             self.send_error(HTTPStatus.BAD_REQUEST, refusal)
             return False
-        connection = (self.headers.get("Connection") or "").lower()
-        if connection == "close":
+        # A list of options, in one field or several (RFC 9110 §7.6.1): "keep-alive, close" closes too.
+        connection = {
+            option.strip().lower() for field in self.headers.get_all("Connection") or [] for option in field.split(",")
+        }
+        if "close" in connection:
             self.close_connection = True
-        elif connection == "keep-alive":
+        elif "keep-alive" in connection:
             self.close_connection = False
         expect = (self.headers.get("Expect") or "").lower()
         if expect == "100-continue" and self.request_version >= "HTTP/1.1":

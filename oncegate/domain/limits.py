@@ -60,4 +60,3 @@ def json_depth(value: Any) -> int:
             deepest = max(deepest, depth)
             stack.extend((child, depth) for child in (node.values() if isinstance(node, dict) else node))
     return deepest
-

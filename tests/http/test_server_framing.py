@@ -167,7 +167,11 @@ def test_a_body_within_the_limit_still_gets_100_continue(local_server: tuple[str
 
 @pytest.mark.parametrize(
     "fields",
-    [b"Connection: keep-alive, close\r\n", b"Connection: Upgrade,CLOSE\r\n", b"Connection: te\r\nConnection: close\r\n"],
+    [
+        b"Connection: keep-alive, close\r\n",
+        b"Connection: Upgrade,CLOSE\r\n",
+        b"Connection: te\r\nConnection: close\r\n",
+    ],
     ids=["list", "case", "two-fields"],
 )
 def test_close_among_the_connection_options_closes_after_the_answer(

@@ -114,21 +114,31 @@ def validate(model: type[Model], data: dict[str, Any]) -> Model:
     try:
         return model.model_validate(data, by_name=False)
     except ValidationError as exc:
-        details = [(_target(error["loc"]), _message(error)) for error in exc.errors()]
+        details = [(_target(error["loc"], error["type"]), _message(error)) for error in exc.errors()]
         too_large = [message for _, message in details if "bytes as JSON" in message]
         if too_large:
             raise TooLarge(too_large[0], target=details[0][0]) from exc
         raise InvalidRequest(f"The request is not valid: {details[0][1]} ({details[0][0]}).", details=details) from exc
 
 
-def _target(location: tuple[int | str, ...]) -> str:
+def _target(location: tuple[int | str, ...], kind: str = "") -> str:
+    if kind == RECURSION:
+        # The path down a value nested past the validator's depth is hundreds of parts of the JSON value's own
+        # ("payload.list.0.list.0..."): the field the caller sent is what it names.
+        location = location[:1]
     # Tagged-union and JSON value internals add location parts a caller never wrote; keep the field path.
     return ".".join(str(part) for part in location if not str(part).startswith(("function-", "json-"))) or "body"
 
 
 def _message(error: Any) -> str:
+    if error["type"] == RECURSION:
+        return "nests objects and arrays deeper than this service reads"
     message = str(error["msg"])
     return message.removeprefix("Value error, ")
+
+
+# pydantic's error for a value nested past its validator's depth (about 250 levels).
+RECURSION = "recursion_depth_exceeded"
 
 
 def checked_id(name: str, value: str, pattern: re.Pattern[str]) -> str:

@@ -94,3 +94,18 @@ def test_result_data_at_the_limit_is_stored_and_shown_in_lists(api: Api) -> None
     assert recorded["data"] == data
     assert ok(api.call("get_claim", route={"claimId": answer["claimId"]}))["data"] == data
     assert [claim["data"] for claim in ok(api.call("list_claims", params={"reference": "SO-1"}))["value"]] == [data]
+
+
+@pytest.mark.parametrize("field", ["payload", "data"])
+def test_a_value_nested_past_what_the_service_reads_is_a_400_naming_its_field(api: Api, field: str) -> None:
+    answer = ok(api.call("check_and_claim", claim_body()))
+    deep = json.loads("[" * 300 + "]" * 300)  # within what the JSON decoder reads, past the models' validator
+    if field == "payload":
+        reply = api.call("check_and_claim", claim_body(key="ORDER-2", payload=deep))
+    else:
+        body = {"claimToken": answer["claimToken"], "outcome": "succeeded", "data": deep}
+        reply = api.call("record_result", body, route={"claimId": answer["claimId"]})
+
+    assert (reply.status, reply.code, reply.targets) == (400, "invalid_request", [field]), reply.body
+    assert "deeper than this service reads" in reply.body["error"]["message"]
+    assert len(json.dumps(reply.body)) < 1000  # not the path down, level by level

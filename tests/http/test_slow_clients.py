@@ -242,16 +242,19 @@ def test_with_a_thread_per_connection_a_client_gone_is_logged_as_such(
 ) -> None:
     caplog.set_level(logging.INFO, logger="oncegate.entrypoints")
     server = make_server(function_app.app, "127.0.0.1", 0, threads=0)
+    client, served = socket.socketpair()
     try:
         try:
             raise failure
         except OSError:
-            server.handle_error(None, ("127.0.0.1", 1))
+            server.handle_error(served, ("127.0.0.1", 1))
         try:
             raise ValueError("a defect")
         except ValueError:
-            server.handle_error(None, ("127.0.0.1", 1))
+            server.handle_error(served, ("127.0.0.1", 1))
     finally:
         server.server_close()
+        client.close()
+        served.close()
 
     assert [record.levelno for record in caplog.records] == [logging.INFO, logging.ERROR]

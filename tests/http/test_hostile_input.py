@@ -8,6 +8,7 @@ does not take, and any given more than once, except the function key (``code``),
 from __future__ import annotations
 
 import base64
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -389,3 +390,19 @@ def test_every_query_parameter_the_connector_sends_is_taken(api: Api, path: str,
         reply = api.call(name, route=route, params={**values, param: "x"})  # a cursor or state: refused, not unknown
         refused(reply, param)
         assert "not a parameter" not in reply.body["error"]["message"]
+
+
+@pytest.mark.parametrize("digits", [16, 4000], ids=["2^53", "4000-digits"])
+def test_a_payload_integer_beyond_what_json_carries_is_a_400_saying_to_send_it_as_a_string(
+    api: Api, digits: int
+) -> None:
+    number = 2**53 if digits == 16 else int("9" * digits)
+    raw = json.dumps(claim_body(payload={"orderId": number})).encode()
+
+    reply = api.call("check_and_claim", raw)
+
+    refused(reply, "payload")
+    message = reply.body["error"]["message"]
+    assert "send it as a string" in message
+    assert len(message) < 300  # the number is not quoted back
+    assert api.call("lookup_claim", {"scope": "erp.create-order", "key": "ORDER-1001"}).status == 404

@@ -278,6 +278,13 @@ def payload_fingerprint(payload: Any) -> str:
     """SHA-256 of the RFC 8785 canonical form: key order and number spelling do not matter."""
     try:
         written = canonical(payload)
+    except rfc8785.IntegerDomainError as exc:
+        # Its message quotes the number, which may be thousands of digits.
+        raise InvalidRequest(
+            f"payload holds an integer beyond ±{SAFE_INTEGER:,} (2^53 - 1), which RFC 8785 and JSON's doubles do not "
+            "carry exactly: send it as a string.",
+            target="payload",
+        ) from exc
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
         raise InvalidRequest(f"payload cannot be canonicalised: {exc}", target="payload") from exc
     return "sha256:" + hashlib.sha256(written).hexdigest()

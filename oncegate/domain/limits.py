@@ -26,6 +26,10 @@ MAX_HORIZON_DAYS = 3650
 # What a flow may store with a result or a conflict: small enough for one Table Storage row (issue 9).
 DATA_LIMIT_BYTES = 16 * 1024
 DETAILS_LIMIT_BYTES = 8 * 1024
+# How deep result data, conflict details and a target's kept answer may nest (objects and arrays): a page of views
+# adds a few levels around them, and the JSON writer of every answer stops at 255 levels. Deeper, one stored value
+# made every answer showing it a 500, a list's included (List conflicts, for every caller).
+MAX_NESTING = 64
 # The longest target record id and error text a result may carry.
 TARGET_RECORD_ID_MAX_LENGTH = 512
 ERROR_MAX_LENGTH = 4096
@@ -43,3 +47,16 @@ def horizon_days(record: ScopeRecord) -> int:
     """How long after its last change a succeeded claim's key is recognised: never shorter than the retention."""
     horizon = record.horizon_days or DEFAULT_HORIZON_DAYS
     return max(horizon, record.retention_days or DEFAULT_RETENTION_DAYS)
+
+
+def json_depth(value: Any) -> int:
+    """How deep ``value`` nests: 0 for a scalar, 1 for an object or array of scalars (or empty)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:  # iterative: the value may nest as deep as the JSON decoder allows
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            depth += 1
+            deepest = max(deepest, depth)
+            stack.extend((child, depth) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest

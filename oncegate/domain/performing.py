@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from oncegate.domain.fingerprint_rules import applied, rules, segments
-from oncegate.domain.limits import DATA_LIMIT_BYTES, TARGET_RECORD_ID_MAX_LENGTH, json_size
+from oncegate.domain.limits import DATA_LIMIT_BYTES, MAX_NESTING, TARGET_RECORD_ID_MAX_LENGTH, json_depth, json_size
 from oncegate.domain.statuses import Outcome
 from oncegate.domain.targets import Failure, Target, TargetReply
 
@@ -191,7 +191,8 @@ def json_body(reply: TargetReply) -> Any:
         return None
     try:
         return json.loads(reply.body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        # RecursionError: arrays or objects nested some thousands deep, which the answer's 1 MiB holds easily.
         return None
 
 
@@ -220,7 +221,8 @@ def kept_response(target: Target, reply: TargetReply, body: Any) -> tuple[KeptRe
     parts = applied(body, rules(0, include=target.kept_pointers)) if target.kept_pointers and body is not None else None
     kept = KeptResponse(status=reply.status, headers=headers, body=parts)
     dropped: list[str] = []
-    if json_size(kept.as_data()) > RESPONSE_BUDGET:
+    # Nested past what a stored value may be (as result data), no answer showing the claim could be written.
+    if json_size(kept.as_data()) > RESPONSE_BUDGET or json_depth(parts) > MAX_NESTING:
         kept = KeptResponse(status=reply.status, headers=headers)
         dropped.append("response.body")
     if json_size(kept.as_data()) > RESPONSE_BUDGET:

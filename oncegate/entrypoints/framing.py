@@ -21,6 +21,7 @@ import io
 import logging
 import re
 import socket
+import sys
 import time
 from collections.abc import Sequence
 from http import HTTPStatus
@@ -384,10 +385,13 @@ class _Handler(BaseHTTPRequestHandler):
         if refusal:
             self.send_error(HTTPStatus.BAD_REQUEST, refusal)
             return False
-        connection = (self.headers.get("Connection") or "").lower()
-        if connection == "close":
+        # A list of options, in one field or several (RFC 9110 §7.6.1): "keep-alive, close" closes too.
+        connection = {
+            option.strip().lower() for field in self.headers.get_all("Connection") or [] for option in field.split(",")
+        }
+        if "close" in connection:
             self.close_connection = True
-        elif connection == "keep-alive":
+        elif "keep-alive" in connection:
             self.close_connection = False
         expect = (self.headers.get("Expect") or "").lower()
         if expect == "100-continue" and self.request_version >= "HTTP/1.1":
@@ -551,6 +555,14 @@ class AppServer(ThreadingHTTPServer):
         self.idle_seconds = idle_seconds
         sweep_seconds = min(idle_seconds, discard_seconds)
         self.pool = HandlerPool(threads, sweep_seconds) if threads != PER_CONNECTION else None
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """With a thread per connection: a client that went away before its answer is logged as the pool logs it."""
+        failure = sys.exc_info()[1]
+        if isinstance(failure, ConnectionError | TimeoutError):
+            logger.info("a client of the local server went away before its answer was sent: %r", failure)
+            return
+        logger.exception("a request failed in the local server")
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if self.pool is None:

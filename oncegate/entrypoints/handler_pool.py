@@ -128,6 +128,10 @@ class HandlerPool:
             try:
                 connection.handle_one_request()
                 over = connection.over()
+            except (ConnectionError, TimeoutError) as exc:
+                # The client hung up, or stopped reading, before its answer was sent: its to know, not a failure.
+                logger.info("a client of the local server went away before its answer was sent: %r", exc)
+                over = True
             except Exception:
                 logger.exception("a request failed in the local server")
                 over = True

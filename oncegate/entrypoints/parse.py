@@ -114,21 +114,31 @@ def validate(model: type[Model], data: dict[str, Any]) -> Model:
     try:
         return model.model_validate(data, by_name=False)
     except ValidationError as exc:
-        details = [(_target(error["loc"]), _message(error)) for error in exc.errors()]
+        details = [(_target(error["loc"], error["type"]), _message(error)) for error in exc.errors()]
         too_large = [message for _, message in details if "bytes as JSON" in message]
         if too_large:
             raise TooLarge(too_large[0], target=details[0][0]) from exc
         raise InvalidRequest(f"The request is not valid: {details[0][1]} ({details[0][0]}).", details=details) from exc
 
 
-def _target(location: tuple[int | str, ...]) -> str:
+def _target(location: tuple[int | str, ...], kind: str = "") -> str:
+    if kind == RECURSION:
+        # The path down a value nested past the validator's depth is hundreds of parts of the JSON value's own
+        # ("payload.list.0.list.0..."): the field the caller sent is what it names.
+        location = location[:1]
     # Tagged-union and JSON value internals add location parts a caller never wrote; keep the field path.
     return ".".join(str(part) for part in location if not str(part).startswith(("function-", "json-"))) or "body"
 
 
 def _message(error: Any) -> str:
+    if error["type"] == RECURSION:
+        return "nests objects and arrays deeper than this service reads"
     message = str(error["msg"])
     return message.removeprefix("Value error, ")
+
+
+# pydantic's error for a value nested past its validator's depth (about 250 levels).
+RECURSION = "recursion_depth_exceeded"
 
 
 def checked_id(name: str, value: str, pattern: re.Pattern[str]) -> str:
@@ -139,7 +149,8 @@ def checked_id(name: str, value: str, pattern: re.Pattern[str]) -> str:
 
 
 def own_params(request: func.HttpRequest, taken: Collection[str]) -> dict[str, Any]:
-    """The caller's query parameters; 400 naming any the action does not take, so none is silently ignored."""
+    """The caller's query parameters; 400 naming any the action does not take, or any given more than once,
+    so none is silently ignored."""
     params = {name: value for name, value in request.params.items() if name.lower() not in HOST_PARAMS}
     unknown = sorted(set(params) - set(taken))
     if unknown:
@@ -148,7 +159,26 @@ def own_params(request: func.HttpRequest, taken: Collection[str]) -> dict[str, A
             f"{unknown[0]!r} is not a parameter of this action, which takes {takes}.",
             details=[(name, "not a parameter of this action") for name in unknown],
         )
+    _refuse_repeated(request.url)
     return params
+
+
+def _refuse_repeated(address: str) -> None:
+    """400 naming a query parameter given more than once (``?top=5&top=500``), as a member given twice in a body
+    is: ``params`` holds one value a name, so the others would be silently dropped (the local server kept the
+    last). Read from the address, as the caller sent it."""
+    if "&" not in address:  # one parameter or none: nothing to repeat
+        return
+    seen: set[str] = set()
+    for name, _ in parse_qsl(urlsplit(address).query, keep_blank_values=True):
+        if name.lower() in HOST_PARAMS:
+            continue
+        if name in seen:
+            raise InvalidRequest(
+                f"The query parameter {name!r} is given more than once; give it once.",
+                details=[(name, "given more than once")],
+            )
+        seen.add(name)
 
 
 def query_params(request: func.HttpRequest, model: type[BaseModel], list_name: str, seal: CursorSeal) -> dict[str, Any]:

@@ -6,7 +6,13 @@ from typing import Annotated
 
 from pydantic import AfterValidator, AwareDatetime, Field, JsonValue
 
-from oncegate.domain.limits import DATA_LIMIT_BYTES, ERROR_MAX_LENGTH, TARGET_RECORD_ID_MAX_LENGTH
+from oncegate.domain.limits import (
+    DATA_LIMIT_BYTES,
+    ERROR_MAX_LENGTH,
+    MAX_NESTING,
+    TARGET_RECORD_ID_MAX_LENGTH,
+    json_depth,
+)
 from oncegate.domain.statuses import AttentionReason, ClaimStatus, EventKind, Outcome, SettledOutcome
 from oncegate.models.base import (
     ADVANCED,
@@ -41,6 +47,8 @@ class LookupRequest(_Request):
 def _data_limit(value: JsonValue) -> JsonValue:
     if json_size(value) > DATA_LIMIT_BYTES:
         raise ValueError(f"data is over {DATA_LIMIT_BYTES} bytes as JSON")
+    if json_depth(value) > MAX_NESTING:
+        raise ValueError(f"data nests objects and arrays more than {MAX_NESTING} deep")
     return value
 
 

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, JsonValue
 
-from oncegate.domain.limits import DETAILS_LIMIT_BYTES
+from oncegate.domain.limits import DETAILS_LIMIT_BYTES, MAX_NESTING, json_depth
 from oncegate.domain.statuses import ConflictOrigin, ConflictStatus, Resolution
 from oncegate.models.base import (
     ADVANCED,
@@ -32,6 +32,8 @@ from oncegate.models.claim_requests import BusinessIntent, CallingFlow, FlowRef,
 def _details_limit(value: JsonValue) -> JsonValue:
     if json_size(value) > DETAILS_LIMIT_BYTES:
         raise ValueError(f"details is over {DETAILS_LIMIT_BYTES} bytes as JSON")
+    if json_depth(value) > MAX_NESTING:
+        raise ValueError(f"details nests objects and arrays more than {MAX_NESTING} deep")
     return value
 
 

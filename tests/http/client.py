@@ -14,6 +14,8 @@ import azure.functions as func
 import function_app
 
 Route = dict[str, str]
+# Query parameters: by name, or as pairs in the order sent, a name given more than once included.
+Query = Route | list[tuple[str, str]]
 FUNCTIONS = {function.get_function_name(): function for function in function_app.app.get_functions()}
 # The function serving each list whose nextLink a test follows, by the link's path and its route's parameters.
 LISTS = {
@@ -68,7 +70,7 @@ class Api:
         body: Any = None,
         *,
         route: Route | None = None,
-        params: Route | None = None,
+        params: Query | None = None,
         method: str | None = None,
         headers: Route | None = None,
     ) -> Reply:
@@ -85,20 +87,20 @@ class Api:
         (name, route), *_ = served
         return self.call(name, route=route, params=dict(parse_qsl(parts.query)))
 
-    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes, headers: Route) -> Reply:
+    def send(self, name: str, method: str, path: str, route: Route, params: Query, raw: bytes, headers: Route) -> Reply:
         raise NotImplementedError
 
 
 class FunctionsApi(Api):
     """Calls the user function itself, as the Functions host would."""
 
-    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes, headers: Route) -> Reply:
+    def send(self, name: str, method: str, path: str, route: Route, params: Query, raw: bytes, headers: Route) -> Reply:
         query = f"?{urlencode(params)}" if params else ""
         request = func.HttpRequest(
             method,
             f"http://localhost:7071/api/{path}{query}",
             headers={"Content-Type": "application/json", **headers},
-            params=params,
+            params=dict(params),  # the host gives the function one value a name
             route_params=route,
             body=raw,
         )
@@ -112,7 +114,7 @@ class ServerApi(Api):
     def __init__(self, address: tuple[str, int]) -> None:
         self.host, self.port = address
 
-    def send(self, name: str, method: str, path: str, route: Route, params: Route, raw: bytes, headers: Route) -> Reply:
+    def send(self, name: str, method: str, path: str, route: Route, params: Query, raw: bytes, headers: Route) -> Reply:
         query = f"?{urlencode(params)}" if params else ""
         return self.request(method, f"/api/{path}{query}", raw, headers)
 

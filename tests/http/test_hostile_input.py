@@ -2,12 +2,13 @@
 
 Cursors and the trigger's state are sealed (forged, tampered, nested or borrowed ones are refused);
 numbers must be finite and members unique in every body; an action refuses query parameters it
-does not take, except the function key (``code``), which the host reads.
+does not take, and any given more than once, except the function key (``code``), which the host reads.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -289,6 +290,29 @@ def test_an_unknown_query_parameter_on_a_write_is_a_400_and_nothing_is_claimed(a
     assert api.call("lookup_claim", {"scope": "erp.create-order", "key": "ORDER-1001"}).status == 404
 
 
+@pytest.mark.parametrize(
+    ("name", "params", "repeated"),
+    [
+        ("list_flows", [("top", "5"), ("top", "500")], "top"),
+        ("list_conflicts", [("cursor", ""), ("cursor", "x")], "cursor"),
+        ("list_claims", [("reference", "SO-1"), ("reference", "SO-2")], "reference"),
+        ("list_claims_needing_attention", [("attention", "true"), ("scope", "a"), ("scope", "b")], "scope"),
+    ],
+    ids=["top", "cursor", "reference", "scope"],
+)
+def test_a_query_parameter_given_twice_is_a_400_naming_it(
+    api: Api, name: str, params: list[tuple[str, str]], repeated: str
+) -> None:
+    reply = api.call(name, params=params)
+
+    refused(reply, repeated)
+    assert "more than once" in reply.body["error"]["message"]
+
+
+def test_the_function_key_given_twice_is_left_to_the_host(api: Api) -> None:
+    ok(api.call("health", params=[("code", "a"), ("code", "b")]))
+
+
 def test_the_function_key_in_code_is_taken_everywhere(api: Api) -> None:
     key = {"code": "the-function-key=="}
     answer = ok(api.call("check_and_claim", claim_body(), params=key))
@@ -366,3 +390,19 @@ def test_every_query_parameter_the_connector_sends_is_taken(api: Api, path: str,
         reply = api.call(name, route=route, params={**values, param: "x"})  # a cursor or state: refused, not unknown
         refused(reply, param)
         assert "not a parameter" not in reply.body["error"]["message"]
+
+
+@pytest.mark.parametrize("digits", [16, 4000], ids=["2^53", "4000-digits"])
+def test_a_payload_integer_beyond_what_json_carries_is_a_400_saying_to_send_it_as_a_string(
+    api: Api, digits: int
+) -> None:
+    number = 2**53 if digits == 16 else int("9" * digits)
+    raw = json.dumps(claim_body(payload={"orderId": number})).encode()
+
+    reply = api.call("check_and_claim", raw)
+
+    refused(reply, "payload")
+    message = reply.body["error"]["message"]
+    assert "send it as a string" in message
+    assert len(message) < 300  # the number is not quoted back
+    assert api.call("lookup_claim", {"scope": "erp.create-order", "key": "ORDER-1001"}).status == 404

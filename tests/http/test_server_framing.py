@@ -165,6 +165,27 @@ def test_a_body_within_the_limit_still_gets_100_continue(local_server: tuple[str
     assert (answer.status, answer.error["code"]) == (400, "invalid_request")
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        b"Connection: keep-alive, close\r\n",
+        b"Connection: Upgrade,CLOSE\r\n",
+        b"Connection: te\r\nConnection: close\r\n",
+    ],
+    ids=["list", "case", "two-fields"],
+)
+def test_close_among_the_connection_options_closes_after_the_answer(
+    local_server: tuple[str, int], fields: bytes
+) -> None:
+    with connected(local_server) as (sock, reader):
+        sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: test\r\n" + fields + b"\r\n")
+        answer = read_answer(reader)
+
+        assert answer.status == 200
+        # Kept open, this read would wait out the socket's timeout (the server's idle time is longer).
+        assert reader.read() == b""
+
+
 @pytest.mark.parametrize(("path", "allow"), [("claims", "GET, POST"), ("health", "GET")])
 def test_head_is_a_405_with_allow_and_no_body_on_a_connection_kept_open(
     local_server: tuple[str, int], path: str, allow: str

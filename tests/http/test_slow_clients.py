@@ -8,6 +8,7 @@ socket's timeout; the only pause is the slow clients' own pace between two bytes
 from __future__ import annotations
 
 import contextlib
+import logging
 import resource
 import socket
 import threading
@@ -17,6 +18,9 @@ from contextlib import contextmanager
 
 import pytest
 
+import function_app
+from oncegate.entrypoints import handler_pool
+from oncegate.entrypoints.framing import make_server
 from tests.http.test_server_framing import HEALTH, connected, read_answer
 from tests.load.served import serving
 
@@ -179,3 +183,78 @@ def test_a_request_that_asks_to_close_is_answered_when_its_body_comes_after_its_
 
     assert (answer.status, answer.error["code"]) == (404, "not_found")
     assert closed == b""
+
+
+class _HungUp:
+    """A connection whose client went away while its answer was being sent (a flow's action timed out)."""
+
+    def __init__(self, failure: OSError) -> None:
+        self.connection, self._client = socket.socketpair()
+        self._client.sendall(b"GET")  # something to read: the pool takes the connection
+        self.failure = failure
+        self.finished = threading.Event()
+
+    def receive(self) -> bool:
+        return True
+
+    def due(self) -> bool:
+        return True
+
+    def due_at(self) -> float:
+        return time.monotonic()
+
+    def handle_one_request(self) -> None:
+        raise self.failure
+
+    def over(self) -> bool:
+        return True
+
+    def finish(self) -> None:
+        self.finished.set()
+
+    def close_client(self) -> None:
+        self._client.close()
+
+
+FAILURES = [BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset"), TimeoutError("timed out")]
+
+
+@pytest.mark.parametrize("failure", FAILURES, ids=["pipe", "reset", "not-reading"])
+def test_a_client_gone_before_its_answer_is_logged_as_such_not_as_an_error(
+    caplog: pytest.LogCaptureFixture, failure: OSError
+) -> None:
+    caplog.set_level(logging.INFO, logger="oncegate.entrypoints")
+    connection = _HungUp(failure)
+    pool = handler_pool.HandlerPool(1, 1.0)
+    try:
+        pool.add(connection)
+        assert connection.finished.wait(10), "the pool did not close the connection"
+    finally:
+        pool.close(5)
+        connection.close_client()
+
+    assert [(record.levelno, "went away" in record.getMessage()) for record in caplog.records] == [(logging.INFO, True)]
+
+
+@pytest.mark.parametrize("failure", FAILURES, ids=["pipe", "reset", "not-reading"])
+def test_with_a_thread_per_connection_a_client_gone_is_logged_as_such(
+    caplog: pytest.LogCaptureFixture, failure: OSError
+) -> None:
+    caplog.set_level(logging.INFO, logger="oncegate.entrypoints")
+    server = make_server(function_app.app, "127.0.0.1", 0, threads=0)
+    client, served = socket.socketpair()
+    try:
+        try:
+            raise failure
+        except OSError:
+            server.handle_error(served, ("127.0.0.1", 1))
+        try:
+            raise ValueError("a defect")
+        except ValueError:
+            server.handle_error(served, ("127.0.0.1", 1))
+    finally:
+        server.server_close()
+        client.close()
+        served.close()
+
+    assert [record.levelno for record in caplog.records] == [logging.INFO, logging.ERROR]

@@ -23,24 +23,33 @@ from tests.gate import Gate
 from tests.service.calls import claim, record
 
 
-def test_a_store_command_on_a_database_without_its_key_secret_says_to_put_it_back_and_makes_none(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def imported_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], keys: list[str]
+) -> tuple[Path, Path]:
+    """Keys done on one machine's SQLite store, exported, and imported on another where only the export came:
+    both machines' folders, the shell working in the new one's."""
     lost, elsewhere = tmp_path / "lost-machine", tmp_path / "new-machine"
     lost.mkdir()
     elsewhere.mkdir()
     in_a_clean_folder(lost, monkeypatch)
     service = Gate.of(bootstrap.build_services(Settings.from_environment()))
-    for key in KEYS:
+    for key in keys:
         record(service, claim(service, key=key, run=f"run-{key}"))
     service.close()
     assert main(["store", "export", str(tmp_path / "export.jsonl.gz")]) == 0
     exported = RESTORE_WITH.search(capsys.readouterr().out)
     assert exported is not None
-
     monkeypatch.chdir(elsewhere)
     assert main(["store", "import", str(tmp_path / "export.jsonl.gz"), "--forget-after", exported["time"]]) == 0
     capsys.readouterr()
+    return lost, elsewhere
+
+
+def test_a_store_command_on_a_database_without_its_key_secret_says_to_put_it_back_and_makes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lost, elsewhere = imported_elsewhere(tmp_path, monkeypatch, capsys, KEYS)
+
     refused = main(["keys"])
     said = capsys.readouterr().err
 
@@ -61,18 +70,7 @@ def test_the_app_on_a_database_without_its_key_secret_is_not_configured_and_make
 ) -> None:
     # The server's first request made a new key-secret beside an imported database: every claim was then refused
     # (rightly), and a wrong file was left for the operator to find. It is refused as a setting is, naming the file.
-    lost, elsewhere = tmp_path / "lost-machine", tmp_path / "new-machine"
-    lost.mkdir()
-    elsewhere.mkdir()
-    in_a_clean_folder(lost, monkeypatch)
-    service = Gate.of(bootstrap.build_services(Settings.from_environment()))
-    record(service, claim(service, key=KEYS[0], run="run-0"))
-    service.close()
-    assert main(["store", "export", str(tmp_path / "export.jsonl.gz")]) == 0
-    exported = RESTORE_WITH.search(capsys.readouterr().out)
-    assert exported is not None
-    monkeypatch.chdir(elsewhere)
-    assert main(["store", "import", str(tmp_path / "export.jsonl.gz"), "--forget-after", exported["time"]]) == 0
+    _, elsewhere = imported_elsewhere(tmp_path, monkeypatch, capsys, KEYS[:1])
 
     with pytest.raises(
         ConfigError, match=r"no key-secret file .*new-machine/\.oncegate/key-secret beside the database: "

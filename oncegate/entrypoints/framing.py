@@ -189,32 +189,63 @@ def _host_refusal(hosts: list[str], version: str) -> str | None:
 class _Writer(io.BufferedIOBase):
     """What a handler of the pool writes its answers with, on a socket that never blocks.
 
-    An answer goes out in one send when the client reads as fast as it comes, as nearly always; the
-    rest of one that does not fit waits for the client at most ``timeout`` seconds in all, then raises
-    ``TimeoutError``, as ``sendall`` on a socket with that timeout would.
+    An answer goes out in one send when the client reads as fast as it comes, as nearly always. What does not fit
+    (a long answer to a client slower to read, or not reading) waits here, and the pool's selector sends it as the
+    client takes it (:meth:`send`), without a thread: it is abandoned once the client has taken no byte of it for
+    ``timeout`` seconds (:meth:`abandoned_at`), and dropped when the connection closes (``flush`` sends nothing).
     """
 
     def __init__(self, connection: socket.socket, timeout: float) -> None:
         self._connection = connection
         self._timeout = timeout
+        self._pending = bytearray()
+        self._progress = time.monotonic()
+        self._shut_when_sent = False
 
     def writable(self) -> bool:
         return True
 
     def write(self, data: Any) -> int:
+        whole = len(memoryview(data))
+        if self._pending:
+            self._pending += data
+            return whole
         try:
             sent = self._connection.send(data)
         except BlockingIOError:
             sent = 0
-        whole = len(memoryview(data))
         if sent < whole:
-            self._connection.settimeout(self._timeout)
-            try:
-                self._connection.sendall(memoryview(data)[sent:])
-            finally:
-                with contextlib.suppress(OSError):
-                    self._connection.setblocking(False)
+            self._pending += memoryview(data)[sent:]
+            self._progress = time.monotonic()
         return whole
+
+    def sending(self) -> bool:
+        """Whether part of an answer waits for the client to take it."""
+        return bool(self._pending)
+
+    def send(self) -> bool:
+        """Send what the client takes now, without waiting; whether all is sent. Raises ``OSError`` if it hung up."""
+        while self._pending:
+            try:
+                sent = self._connection.send(self._pending)
+            except BlockingIOError:
+                return False
+            if sent:
+                self._progress = time.monotonic()
+            del self._pending[:sent]
+        if self._shut_when_sent:
+            self._shut_when_sent = False
+            self._connection.shutdown(socket.SHUT_WR)
+        return True
+
+    def abandoned_at(self) -> float:
+        """The ``time.monotonic()`` at which what is left is abandoned, if the client takes none of it meanwhile."""
+        return self._progress + self._timeout
+
+    def shut_down_when_sent(self) -> None:
+        """Close the sending side of the connection once all is sent (now, if it is)."""
+        self._shut_when_sent = True
+        self.send()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -233,8 +264,8 @@ class _Handler(BaseHTTPRequestHandler):
         handler = cls.__new__(cls)
         handler.request, handler.client_address, handler.server = request, client_address, server
         handler.setup()
-        # The pool's threads never wait on this socket: a read takes what is there, a write waits only for a
-        # client slower to read than the answer is long (_Writer). A socket with a timeout would cost a poll
+        # The pool's threads never wait on this socket: a read takes what is there, and what a write cannot send
+        # now is sent by the pool's selector as the client takes it (_Writer). A socket with a timeout would cost a poll
         # before every read and write, and two more system calls to switch to and from non-blocking reads.
         handler.connection.setblocking(False)
         handler.wfile = _Writer(handler.connection, float(handler.timeout or IDLE_SECONDS))
@@ -268,6 +299,21 @@ class _Handler(BaseHTTPRequestHandler):
     def due_at(self) -> float:
         """When the next step runs even without all it awaits (``time.monotonic()``)."""
         return self._incoming.due_at()
+
+    def sending(self) -> bool:
+        """Whether part of the last answer waits for the client to take it (the pool sends it: :class:`_Writer`)."""
+        return isinstance(self.wfile, _Writer) and self.wfile.sending()
+
+    def send(self) -> bool:
+        """Send what the client takes of the rest of the last answer, without waiting; whether all is sent."""
+        if isinstance(self.wfile, _Writer) and not self.wfile.send():
+            return False
+        self._incoming.answer_sent()
+        return True
+
+    def abandoned_at(self) -> float:
+        """When the rest of the last answer is abandoned, its client having taken none of it meanwhile."""
+        return self.wfile.abandoned_at() if isinstance(self.wfile, _Writer) else time.monotonic()
 
     def over(self) -> bool:
         """Whether the connection ends now: its last answer is sent (or it was refused, or is idle), and neither
@@ -470,9 +516,12 @@ class _Handler(BaseHTTPRequestHandler):
         The reading is the pool's, without a thread, and the connection closes once it is done.
         A client that asked ``Expect: 100-continue`` sends no body after a refusal: nothing to wait for.
         """
-        self.wfile.flush()
         with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_WR)
+            if isinstance(self.wfile, _Writer):
+                self.wfile.shut_down_when_sent()  # the pool sends the refusal first, as the client takes it
+            else:
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_WR)
         # The connection ends with the discard's own step (handle_one_request), not with this answer (see over).
         self._incoming.discard(self.rfile.tell(), DISCARD_BYTES, self.server.discard_seconds)
 

@@ -14,6 +14,12 @@ request is whole (issue 31: reading the rest of a request once its first byte ca
 sending a byte at a time held both threads, and health probes went unanswered). A step that is
 late (a connection idle too long, a request that did not arrive within the idle time) is given to
 a thread at its time, to be refused or closed.
+
+Nor does a connection hold a thread while its client is slow to take its answer: what a handler cannot send at
+once waits in the selector for the socket to drain, and the leader sends it as it does (``Connection.send``),
+then the connection awaits its next request, as after any answer. An answer whose client takes none of it for the
+idle time is abandoned and its connection closed (before, each thread waited in a blocking send for a client that
+did not read: with one thread and 2 such clients, a health probe waited 27 s).
 """
 
 from __future__ import annotations
@@ -67,6 +73,18 @@ class Connection(Protocol):
         """Whether the connection ends now, once the step is taken."""
         ...
 
+    def sending(self) -> bool:
+        """Whether part of the step's answer waits for the client to take it."""
+        ...
+
+    def send(self) -> bool:
+        """Send what the client takes of it now, without waiting; whether all is sent (raises ``OSError``)."""
+        ...
+
+    def abandoned_at(self) -> float:
+        """The ``time.monotonic()`` at which what is left of the answer is abandoned, none of it taken meanwhile."""
+        ...
+
     def finish(self) -> None: ...
 
 
@@ -86,6 +104,8 @@ class HandlerPool:
         self._registry = threading.Lock()
         self._lead = threading.Lock()
         self._parked: set[Connection] = set()
+        # Connections whose answer waits for its client to take it (registered for writing).
+        self._sending: set[Connection] = set()
         self._swept = time.monotonic()
         self._ready: collections.deque[Connection] = collections.deque()
         self._wakes, self._waker = socket.socketpair()
@@ -117,6 +137,8 @@ class HandlerPool:
                     if key.fileobj is self._wakes:
                         with contextlib.suppress(OSError):
                             self._wakes.recv(4096)
+                    elif key.events == selectors.EVENT_WRITE:
+                        self._send(key.data)
                     elif key.data.receive():
                         self._take(key.data)
                 self._sweep()
@@ -131,37 +153,68 @@ class HandlerPool:
             except (ConnectionError, TimeoutError) as exc:
                 # The client hung up, or stopped reading, before its answer was sent: its to know, not a failure.
                 logger.info("a client of the local server went away before its answer was sent: %r", exc)
-                over = True
+                close(connection)
+                return
             except Exception:
                 logger.exception("a request failed in the local server")
-                over = True
-            if over or self._closing:
                 close(connection)
+                return
+            if (over and not connection.sending()) or self._closing:
+                close(connection)
+                return
+            if connection.sending():
+                self._park(connection, selectors.EVENT_WRITE)
                 return
             if not connection.due():
                 self._park(connection)
                 return
 
-    def _park(self, connection: Connection) -> None:
-        """Gather the connection's next bytes without a thread."""
+    def _send(self, connection: Connection) -> None:
+        """Send what the client takes of a connection's answer (the leader's only); once all is, what follows it."""
+        try:
+            if not connection.send():
+                return
+        except OSError as exc:
+            logger.info("a client of the local server went away before its answer was sent: %r", exc)
+            self._forget(connection)
+            close(connection)
+            return
+        if connection.over():
+            self._forget(connection)
+            close(connection)
+        elif connection.due():
+            self._take(connection)
+        else:
+            with self._registry:
+                self._selector.modify(connection.connection, selectors.EVENT_READ, connection)
+                self._sending.discard(connection)
+                self._parked.add(connection)
+
+    def _park(self, connection: Connection, events: int = selectors.EVENT_READ) -> None:
+        """Gather the connection's next bytes (or send the rest of its answer: EVENT_WRITE) without a thread."""
         with self._registry:
             try:
                 if self._closing:
                     raise ValueError("the pool is closing")
-                self._selector.register(connection.connection, selectors.EVENT_READ, connection)
+                self._selector.register(connection.connection, events, connection)
             except (OSError, ValueError):  # closed meanwhile, by its client or with the pool
                 close(connection)
                 return
-            self._parked.add(connection)
+            (self._sending if events == selectors.EVENT_WRITE else self._parked).add(connection)
         if self._wake_to_register:
             self._wake()
 
     def _take(self, connection: Connection) -> None:
         """Out of the selector and into the queue of steps to take (the leader's only)."""
+        self._forget(connection)
+        self._ready.append(connection)
+
+    def _forget(self, connection: Connection) -> None:
+        """Out of the selector (the leader's only)."""
         with self._registry:
             self._selector.unregister(connection.connection)
             self._parked.discard(connection)
-        self._ready.append(connection)
+            self._sending.discard(connection)
 
     def _wake(self) -> None:
         # A full buffer means a wake-up is already waiting to be read.
@@ -176,8 +229,13 @@ class HandlerPool:
         self._swept = now
         with self._registry:
             late = [connection for connection in self._parked if connection.due_at() <= now]
+            abandoned = [connection for connection in self._sending if connection.abandoned_at() <= now]
         for connection in late:
             self._take(connection)
+        for connection in abandoned:
+            logger.info("a client of the local server took none of its answer for the idle time: its connection closes")
+            self._forget(connection)
+            close(connection)
 
     def close(self, timeout: float) -> None:
         with self._registry:
@@ -187,8 +245,9 @@ class HandlerPool:
         for thread in self._threads:
             thread.join(max(deadline - time.monotonic(), 0))
         with self._registry:
-            left = [*self._parked, *self._ready]
+            left = [*self._parked, *self._sending, *self._ready]
             self._parked.clear()
+            self._sending.clear()
             self._ready.clear()
         for connection in left:
             close(connection)

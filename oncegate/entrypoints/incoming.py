@@ -119,6 +119,12 @@ class Incoming:
         del self._bytes[: self._body_start + self._body_length]
         self._awaiting_head(time.monotonic())
 
+    def answer_sent(self) -> None:
+        """The rest of the last answer was taken by its client only now: the idle time before a next request
+        starts again from here, not from the answer (the client was busy reading meanwhile)."""
+        if self.idle and self._discard_left is None:
+            self._due_at = time.monotonic() + self._idle_seconds
+
     def discard(self, head_length: int, budget: int, seconds: float) -> None:
         """Throw away what comes after the head, up to ``budget`` bytes (those already in count) or ``seconds``."""
         self._discard_left = budget - max(len(self._bytes) - head_length, 0)

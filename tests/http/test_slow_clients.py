@@ -21,7 +21,7 @@ import pytest
 import function_app
 from oncegate.entrypoints import handler_pool
 from oncegate.entrypoints.framing import make_server
-from tests.http.test_server_framing import HEALTH, connected, read_answer
+from tests.http.test_server_framing import HEALTH, TIMEOUT, connected, read_answer
 from tests.load.served import serving
 
 SLOW = 1000
@@ -209,6 +209,15 @@ class _HungUp:
     def over(self) -> bool:
         return True
 
+    def sending(self) -> bool:
+        return False
+
+    def send(self) -> bool:
+        return True
+
+    def abandoned_at(self) -> float:
+        return time.monotonic()
+
     def finish(self) -> None:
         self.finished.set()
 
@@ -258,3 +267,82 @@ def test_with_a_thread_per_connection_a_client_gone_is_logged_as_such(
         served.close()
 
     assert [record.levelno for record in caplog.records] == [logging.INFO, logging.ERROR]
+
+
+# A request whose answer is long (a 404 names the path asked for, 60 KB of it) and costs the app nothing.
+LONG_ANSWER = b"GET /" + b"x" * 60_000 + b" HTTP/1.1\r\nHost: test\r\n\r\n"
+# Connections that never read their answers: more than the handler threads (one, in these tests).
+NOT_READING = 3
+
+
+def stop_reading(sock: socket.socket, quiet: float = 1.0) -> int:
+    """Send LONG_ANSWER requests on ``sock`` and read none of their answers, until the server stops taking them
+    (``quiet`` seconds without progress: its buffers and ours are full); returns how many were sent whole."""
+    sock.settimeout(quiet)
+    sent = 0
+    with contextlib.suppress(TimeoutError):
+        while True:
+            sock.sendall(LONG_ANSWER)
+            sent += 1
+    return sent
+
+
+def small_buffered(address: tuple[str, int], stack: contextlib.ExitStack) -> socket.socket:
+    """A connection with small buffers on our side, so that the server's answers back up sooner."""
+    sock = stack.enter_context(socket.socket())
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    sock.connect(address)
+    return sock
+
+
+def not_reading(address: tuple[str, int], stack: contextlib.ExitStack, count: int) -> None:
+    """``count`` connections, each stopped reading with answers waiting for it (all at once)."""
+    sockets = [small_buffered(address, stack) for _ in range(count)]
+    senders = [threading.Thread(target=stop_reading, args=(sock,), daemon=True) for sock in sockets]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join(timeout=60)
+
+
+def test_clients_that_stop_reading_their_answers_leave_the_handler_thread_to_health_probes() -> None:
+    """Before, each handler thread waited in a send to a client that did not read, for up to the idle time (30 s):
+    with one thread and 2 such clients (a 3.3 MB list each), a probe was answered after 27 s."""
+    with serving(threads=1) as address, contextlib.ExitStack() as stack:
+        not_reading(address, stack, NOT_READING)
+        answered = [probe(address) for _ in range(PROBES)]
+
+    assert [status for status, _ in answered] == [200] * PROBES, answered
+    assert max(seconds for _, seconds in answered) < PROBE_SECONDS
+
+
+def test_a_client_that_reads_its_answers_late_gets_them_whole_and_its_connection_kept() -> None:
+    """The rest of its answers waits for it without a thread; once they are read, the connection takes its next
+    request, as after any answer."""
+    count = 200  # 12 MB of answers: more than the buffers between the two ends hold
+    with serving(threads=1) as address, connected(address) as (sock, reader):
+        sock.settimeout(30)
+        sender = threading.Thread(target=sock.sendall, args=(LONG_ANSWER * count + HEALTH,), daemon=True)
+        sender.start()
+        statuses = [read_answer(reader).status for _ in range(count)]
+        health = read_answer(reader)
+        sender.join(timeout=30)
+
+    assert statuses == [404] * count
+    assert health.status == 200
+
+
+def test_an_answer_its_client_stops_reading_is_abandoned_after_the_idle_time() -> None:
+    """No byte of it taken for the idle time (2 s here): the connection closes, with most of it unsent."""
+    with serving(threads=1, idle_seconds=2.0) as address, contextlib.ExitStack() as stack:
+        sock = small_buffered(address, stack)
+        sent = stop_reading(sock, quiet=0.5)
+        time.sleep(4.0)  # the client's own pace: it reads nothing for twice the idle time
+        sock.settimeout(TIMEOUT)
+        received = 0
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                received += len(chunk)
+
+    assert 0 < received < sent * len(LONG_ANSWER)

@@ -13,12 +13,27 @@ Every field that the connector sends or shows carries its designer text (:func:`
 from collections.abc import Mapping
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.fields import FieldInfo
 
 # The contract's bounds live in the domain; the models check requests against them.
-from oncegate.domain.limits import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+from oncegate.domain.limits import MAX_LEASE_SECONDS, MAX_NESTING, MIN_LEASE_SECONDS, json_depth
 from oncegate.domain.limits import json_size as json_size  # the size limits' unit, for the models that check them
+
+
+def stored_json(name: str, limit_bytes: int) -> AfterValidator:
+    """The limits of a JSON value OnceGate keeps and shows again (a result's data, a conflict's details): at most
+    ``limit_bytes`` as JSON, and nested no deeper than every answer that shows it can be written."""
+
+    def checked(value: JsonValue) -> JsonValue:
+        if json_size(value) > limit_bytes:
+            raise ValueError(f"{name} is over {limit_bytes} bytes as JSON")
+        if json_depth(value) > MAX_NESTING:
+            raise ValueError(f"{name} nests objects and arrays more than {MAX_NESTING} deep")
+        return value
+
+    return AfterValidator(checked)
+
 
 # The longest cursor handed out: the place of a flow whose name and environment are 256 characters
 # of four UTF-8 bytes each, in base64, sealed.

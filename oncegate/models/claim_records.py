@@ -9,9 +9,7 @@ from pydantic import AfterValidator, AwareDatetime, Field, JsonValue
 from oncegate.domain.limits import (
     DATA_LIMIT_BYTES,
     ERROR_MAX_LENGTH,
-    MAX_NESTING,
     TARGET_RECORD_ID_MAX_LENGTH,
-    json_depth,
 )
 from oncegate.domain.statuses import AttentionReason, ClaimStatus, EventKind, Outcome, SettledOutcome
 from oncegate.models.base import (
@@ -31,7 +29,7 @@ from oncegate.models.base import (
     _Query,
     _Request,
     designer,
-    json_size,
+    stored_json,
 )
 from oncegate.models.claim_requests import BusinessKey, FlowRef, RequestedLease, flow_in_answer
 from oncegate.models.claim_views import ClaimId, CompletedAt, LeaseExpiresAt
@@ -44,12 +42,7 @@ class LookupRequest(_Request):
     key: BusinessKey
 
 
-def _data_limit(value: JsonValue) -> JsonValue:
-    if json_size(value) > DATA_LIMIT_BYTES:
-        raise ValueError(f"data is over {DATA_LIMIT_BYTES} bytes as JSON")
-    if json_depth(value) > MAX_NESTING:
-        raise ValueError(f"data nests objects and arrays more than {MAX_NESTING} deep")
-    return value
+_DATA = stored_json("data", DATA_LIMIT_BYTES)
 
 
 class _Token(_Request):
@@ -87,7 +80,7 @@ class RecordResultRequest(_Token):
     ] = Field(default=None, min_length=1, max_length=TARGET_RECORD_ID_MAX_LENGTH)
     data: Annotated[
         JsonValue,
-        AfterValidator(_data_limit),
+        _DATA,
         designer(
             "Result Data",
             "Small JSON, at most 16 KiB, that later duplicates get back instead of repeating the side effect.",
@@ -170,7 +163,7 @@ class ReviewClaimRequest(_Request):
     ] = Field(default=None, min_length=1, max_length=512)
     data: Annotated[
         JsonValue,
-        AfterValidator(_data_limit),
+        _DATA,
         designer(
             "Result Data",
             "With outcome succeeded: small JSON, at most 16 KiB, that later duplicates get back.",

@@ -3,9 +3,9 @@
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, JsonValue
+from pydantic import Field, JsonValue
 
-from oncegate.domain.limits import DETAILS_LIMIT_BYTES, MAX_NESTING, json_depth
+from oncegate.domain.limits import DETAILS_LIMIT_BYTES
 from oncegate.domain.statuses import ConflictOrigin, ConflictStatus, Resolution
 from oncegate.models.base import (
     ADVANCED,
@@ -24,17 +24,9 @@ from oncegate.models.base import (
     _Query,
     _Request,
     designer,
-    json_size,
+    stored_json,
 )
 from oncegate.models.claim_requests import BusinessIntent, CallingFlow, FlowRef, RunId, flow_in_answer
-
-
-def _details_limit(value: JsonValue) -> JsonValue:
-    if json_size(value) > DETAILS_LIMIT_BYTES:
-        raise ValueError(f"details is over {DETAILS_LIMIT_BYTES} bytes as JSON")
-    if json_depth(value) > MAX_NESTING:
-        raise ValueError(f"details nests objects and arrays more than {MAX_NESTING} deep")
-    return value
 
 
 class ReportConflictRequest(BusinessIntent):
@@ -47,7 +39,7 @@ class ReportConflictRequest(BusinessIntent):
     ] = Field(min_length=1, max_length=1024)
     details: Annotated[
         JsonValue,
-        AfterValidator(_details_limit),
+        stored_json("details", DETAILS_LIMIT_BYTES),
         designer(
             "Details",
             "Any JSON that helps the owner decide, such as the values found in the target system, at most 8 KiB.",

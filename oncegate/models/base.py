@@ -11,9 +11,9 @@ Every field that the connector sends or shows carries its designer text (:func:`
 """
 
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 from pydantic.fields import FieldInfo
 
 # The contract's bounds live in the domain; the models check requests against them.
@@ -104,6 +104,16 @@ class _Query(_Request):
     model_config = ConfigDict(strict=False)
 
 
+def _in_digits(value: Any) -> Any:
+    # Lax, a query's number is read as Python's int reads text: "1_0" is 10, "+5", " 5" and "5.0" are 5.
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("must be a whole number written in digits")
+    return value
+
+
+# A whole number in a query (``top=50``): digits only, then the field's bounds.
+QueryInteger = Annotated[int, BeforeValidator(_in_digits)]
+
 # An enum field of a request takes the enum's value: strict mode takes only the enum's members from Python, and a
 # body comes decoded from JSON, where the value is all there is. Put it in the field's Annotated.
 BY_VALUE = Field(strict=False)
@@ -168,6 +178,7 @@ class ListPageQuery(_Query):
     """Paging of a list: the inventory's, a claim's history."""
 
     top: Annotated[
-        int, designer("Page Size", "How many items one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
+        QueryInteger,
+        designer("Page Size", "How many items one page holds, from 1 to 200 (50 when left empty).", ADVANCED),
     ] = Field(default=50, ge=1, le=200)
     cursor: Cursor = None

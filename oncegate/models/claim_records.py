@@ -20,6 +20,7 @@ from oncegate.models.base import (
     WARNINGS,
     Cursor,
     NextLink,
+    QueryInteger,
     Reference,
     Scope,
     ScopeInput,
@@ -183,7 +184,8 @@ class ListClaimsQuery(_Query):
     ] = Field(json_schema_extra={"default": True})
     scope: Annotated[Scope | None, designer("Scope", "Only list the claims of this scope.", ADVANCED)] = None
     top: Annotated[
-        int, designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
+        QueryInteger,
+        designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED),
     ] = Field(default=50, ge=1, le=200)
     cursor: Cursor = None
 
@@ -229,7 +231,8 @@ class FindClaimsQuery(_Query):
     ] = None
     scope: Annotated[Scope | None, designer("Scope", "Only list the claims of this scope.", ADVANCED)] = None
     top: Annotated[
-        int, designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
+        QueryInteger,
+        designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED),
     ] = Field(default=50, ge=1, le=200)
     cursor: Cursor = None
 

@@ -18,6 +18,7 @@ from oncegate.models.base import (
     WARNINGS,
     Cursor,
     NextLink,
+    QueryInteger,
     Scope,
     Text256,
     _Model,
@@ -91,7 +92,7 @@ class ListConflictsQuery(_Query):
     ] = ConflictStatus.OPEN
     scope: Annotated[Scope | None, designer("Scope", "Only list the conflicts of this scope.", ADVANCED)] = None
     top: Annotated[
-        int,
+        QueryInteger,
         designer("Page Size", "How many conflicts one page holds, from 1 to 200 (50 when left empty).", ADVANCED),
     ] = Field(default=50, ge=1, le=200)
     cursor: Cursor = None

@@ -10,6 +10,7 @@ Every field that the connector sends or shows carries its designer text (:func:`
 ``tools/connector`` writes into the connector's definition: renaming a field takes its text along.
 """
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -33,6 +34,22 @@ def stored_json(name: str, limit_bytes: int) -> AfterValidator:
         return value
 
     return AfterValidator(checked)
+
+
+def _shown(value: Any) -> Any:
+    # Kept before the limit: nested past it, a value every answer could not write (a 500 for each read) is shown as
+    # its compact JSON text, which all can, and from which nothing is lost.
+    if isinstance(value, dict | list) and json_depth(value) > MAX_NESTING:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return value
+
+
+# A kept JSON value (a result's data, a conflict's details) as an answer shows it; put it in the field's Annotated.
+SHOWN_JSON = BeforeValidator(_shown)
+# A history line's details: each member, as SHOWN_JSON shows a value.
+SHOWN_MEMBERS = BeforeValidator(
+    lambda details: {name: _shown(value) for name, value in details.items()} if isinstance(details, dict) else details
+)
 
 
 # The longest cursor handed out: the place of a flow whose name and environment are 256 characters

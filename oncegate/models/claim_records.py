@@ -17,6 +17,8 @@ from oncegate.models.base import (
     BY_VALUE,
     IMPORTANT,
     INTERNAL,
+    SHOWN_JSON,
+    SHOWN_MEMBERS,
     WARNINGS,
     Cursor,
     NextLink,
@@ -258,6 +260,7 @@ class HistoryEntry(_Model):
     recognised_by: Annotated[str, designer("Recognised By", "How the service recognised the request, in one sentence.")]
     details: Annotated[
         dict[str, JsonValue],
+        SHOWN_MEMBERS,
         designer("Event Details", "More about the event, such as the conflict id or the result it replaced."),
     ] = Field(default_factory=dict)
     # Answers alike (same attempt, outcome, flow and reason) are one entry: how many, the first and the last.
@@ -312,7 +315,7 @@ class ClaimView(_Model):
         str | None,
         designer("Target Record ID", "The id of the record in the target system, once a result is recorded."),
     ] = None
-    data: Annotated[JsonValue, designer("Result Data", "The data recorded with the result.")] = None
+    data: Annotated[JsonValue, SHOWN_JSON, designer("Result Data", "The data recorded with the result.")] = None
     completed_at: CompletedAt = None
     error: Annotated[str | None, designer("Error Message", "The error recorded with a failed or unknown outcome.")] = (
         None

@@ -15,6 +15,7 @@ from oncegate.models.base import (
     INTERNAL,
     MAX_CURSOR_LENGTH,
     MORE_CHANGED_PARTS,
+    SHOWN_JSON,
     WARNINGS,
     Cursor,
     NextLink,
@@ -161,7 +162,9 @@ class ConflictView(_Model):
     reason: Annotated[str, designer("Reason", "What differs, in one sentence.", IMPORTANT)]
     changed_parts: Annotated[list[str] | None, CHANGED_PARTS] = None
     more_changed_parts: Annotated[int | None, MORE_CHANGED_PARTS] = None
-    details: Annotated[JsonValue, designer("Details", "What the reporting flow added for the owner.")] = None
+    details: Annotated[JsonValue, SHOWN_JSON, designer("Details", "What the reporting flow added for the owner.")] = (
+        None
+    )
     run_id: Annotated[str, designer("Run ID", "The run that met the changed data.")]
     flow: Annotated[FlowRef | None, flow_in_answer("Flow", "the flow of the run that met the changed data")] = None
     created_at: Annotated[datetime, designer("Created At", "When the conflict opened, in UTC.")]

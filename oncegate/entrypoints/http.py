@@ -3,10 +3,14 @@
 ``function_app.py`` declares one Azure function per entry (:func:`function`); each runs
 :func:`respond`: the caller signed in and checked for the entry's role, the query parameters it takes
 (any other is refused), the route's ids and the strict JSON body read as the entry declares them
-(``oncegate.entrypoints.parse``), the entry performed (parse, the sensitive-data check, serve, render:
-:mod:`oncegate.entrypoints.operations`), and the answer or a Microsoft REST API guidelines error body
-rendered. Every answer sends the entry's telemetry event, or ``OnceGate.Unavailable`` for a 503.
-Bad input is refused before any write, and never becomes a 500.
+(``oncegate.entrypoints.parse``), the entry's steps run (:func:`perform`: parse, the sensitive-data check,
+serve, render, as the entry of :mod:`oncegate.entrypoints.operations` declares them), and the answer or a
+Microsoft REST API guidelines error body rendered. Every answer sends the entry's telemetry event, or
+``OnceGate.Unavailable`` for a 503. Bad input is refused before any write, and never becomes a 500.
+
+The services are the process's, built by the composition root (``oncegate.bootstrap``) on the first request
+and taken as they are on every later one. The bulk actions and the tests' ``Gate`` run an entry's steps
+without HTTP (:func:`answer`).
 """
 
 from __future__ import annotations

@@ -165,7 +165,11 @@ def test_the_runbook_run_at_the_repository_root_leaves_nothing_git_would_commit(
 def untracked(folder: Path) -> set[str]:
     """The files `git add -A` would add in ``folder``, a repository with no commit."""
     status = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=folder, capture_output=True, text=True, check=True
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return set(status.stdout.splitlines())
 

@@ -30,6 +30,7 @@ from oncegate.cli import main
 from oncegate.config import Settings
 from oncegate.domain.statuses import Decision
 from oncegate.domain.targets import Target, TargetAuth
+from oncegate.entrypoints import http
 from oncegate.entrypoints.operations import BY_NAME, Call
 from oncegate.models import PerformRequest, PerformResponse
 from oncegate.stores import export_format
@@ -142,7 +143,7 @@ def test_the_restore_runbook_as_written_brings_back_every_key_and_health_says_so
 
 def perform(service: Gate, key: str, run: str) -> PerformResponse:
     request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
-    answer: PerformResponse = BY_NAME["perform_once"].answer(service.services, Call(body=request))
+    answer: PerformResponse = http.answer(BY_NAME["perform_once"], service.services, Call(body=request))
     return answer
 
 

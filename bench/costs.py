@@ -21,11 +21,16 @@
 ``python -m bench.costs [--quick]`` runs this part alone, with the two figures of issue 36 that other parts
 measure in ``make bench``, and prints their targets. ``python -m bench.costs --cold-against DIR [--quick]``
 measures the cold start alone, of the checkout ``DIR`` (main's, say) and of this one taking turns: a change to
-what a new process imports is judged side by side, on the same load.
+what a new process imports is judged side by side, on the same load. ``--claim-against DIR`` does the same for
+the SQLite claim CPU (each checkout's own code measuring its own claims, in new processes taking turns), and
+``--serve-against DIR`` for serve CPU (both checkouts' ``oncegate serve --workers 2`` and the hello server up at
+once, measured in alternating rounds): on two cores shared with other work, two runs minutes apart differ by more
+than most changes do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -542,6 +547,71 @@ def compare_cold_starts(other: Path, starts: int) -> None:
     print("\n".join([header, "| --- | --- | --- | --- |", *rows, f"(CPU time, medians of {starts} turns each)"]))
 
 
+# Run by each checkout's own interpreter in its own tree: its code measures its claims against the bare write.
+_CLAIM_CPU = """
+import tempfile
+from pathlib import Path
+from bench.costs import QUICK, sqlite_claim_cpu
+from bench.rig import Rig
+from dataclasses import replace
+with tempfile.TemporaryDirectory() as workdir:
+    claim, bare, _ = sqlite_claim_cpu(Rig(Path(workdir)), replace(QUICK, rounds=3, calls={calls}))
+print(claim, bare)
+"""
+
+
+def compare_claims(other: Path, turns: int, calls: int) -> None:
+    """The SQLite claim CPU and its bare write, of ``other`` (a checkout, such as main's) and of this one, taking
+    turns in new processes; medians of ``turns`` each."""
+    trees = [other, ROOT]
+    measured: dict[Path, list[tuple[float, float]]] = {tree: [] for tree in trees}
+    # Each measures in files of its own (bench.rig); no store is opened from the environment.
+    environment = _cold_environment(os.path.join(tempfile.gettempdir(), "oncegate-claim-against.db"))
+    for turn in range(turns):
+        for tree in trees if turn % 2 == 0 else trees[::-1]:
+            done = subprocess.run(
+                [sys.executable, "-c", _CLAIM_CPU.format(calls=calls)],
+                cwd=tree,
+                env=environment,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            claim, bare = (float(figure) for figure in done.stdout.split())
+            measured[tree].append((claim, bare))
+    print("| tree | claim CPU | bare write | ratio (median of turns) |\n| --- | --- | --- | --- |")
+    for tree, pairs in measured.items():
+        claim, bare = (statistics.median(pair[n] for pair in pairs) for n in range(2))
+        ratio = statistics.median(pair[0] / pair[1] for pair in pairs)
+        print(f"| {tree} | {claim * 1e6:,.0f} µs | {bare * 1e6:,.0f} µs | {ratio:.2f}x |")
+    print(f"({turns} turns of {calls} claims each, load average {os.getloadavg()[0]:.1f})")
+
+
+def compare_serving(other: Path, rounds: int, seconds: float) -> None:
+    """``oncegate serve --workers 2`` of ``other`` and of this checkout, and the hello server, up at once and measured
+    in alternating rounds under the same callers: each one's CPU a request, medians of ``rounds``."""
+    with tempfile.TemporaryDirectory() as workdir, contextlib.ExitStack() as stack:
+        rig = Rig(Path(workdir))  # SQLite files only: Azurite is not started
+        servers = {
+            "hello server": stack.enter_context(targets.hello_server()),
+            str(other): stack.enter_context(targets.serving(rig, 2, tree=other)),
+            str(ROOT): stack.enter_context(targets.serving(rig, 2)),
+        }
+        for served in servers.values():  # warm up, as server_rates does
+            targets.answered_in(served.port, min(seconds, 1.0))
+        cpu: dict[str, list[float]] = {name: [] for name in servers}
+        for round_ in range(rounds):
+            for name in servers if round_ % 2 == 0 else list(servers)[::-1]:
+                before = servers[name].cpu_seconds()
+                answered = targets.answered_in(servers[name].port, seconds)
+                cpu[name].append((servers[name].cpu_seconds() - before) / answered)
+    hello = statistics.median(cpu["hello server"])
+    print("| server | CPU a request | / hello server's |\n| --- | --- | --- |")
+    for name, figures in cpu.items():
+        print(f"| {name} | {statistics.median(figures) * 1e6:,.0f} µs | {statistics.median(figures) / hello:.2f}x |")
+    print(f"(medians of {rounds} rounds of {seconds:g} s, load average {os.getloadavg()[0]:.1f})")
+
+
 def main() -> None:
     """This part's targets, with the two of issue 36's table that other parts measure in ``make bench``: the
     SQLite batch over HTTP (``bench.bulk``) and serve CPU against the hello server (``bench.targets``)."""
@@ -549,6 +619,12 @@ def main() -> None:
     sizes = QUICK if quick else FULL
     if "--cold-against" in sys.argv:
         compare_cold_starts(Path(sys.argv[sys.argv.index("--cold-against") + 1]), sizes.starts * 3)
+        return
+    if "--claim-against" in sys.argv:
+        compare_claims(Path(sys.argv[sys.argv.index("--claim-against") + 1]), 5 if quick else 9, 300 if quick else 900)
+        return
+    if "--serve-against" in sys.argv:
+        compare_serving(Path(sys.argv[sys.argv.index("--serve-against") + 1]), 3 if quick else 7, 1.0 if quick else 2.0)
         return
     with tempfile.TemporaryDirectory() as workdir, Rig(Path(workdir)) as rig:
         figures = measure(rig, sizes)

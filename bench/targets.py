@@ -197,10 +197,13 @@ class Served:
 
 
 @contextmanager
-def serving(rig: Rig, workers: int, *, kind: str = "sqlite", threads: int | None = None) -> Iterator[Served]:
-    """``oncegate serve --workers N [--threads T]`` on data of its own in the ``kind`` of store, as a user starts it."""
+def serving(
+    rig: Rig, workers: int, *, kind: str = "sqlite", threads: int | None = None, tree: Path = ROOT
+) -> Iterator[Served]:
+    """``oncegate serve --workers N [--threads T]`` on data of its own in the ``kind`` of store, as a user starts it;
+    the code of ``tree``, a checkout of this repository (this one's, or main's beside it)."""
     environment = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_")}
-    name = f"serve-{workers}" + ("" if threads is None else f"-threads-{threads}")
+    name = f"serve-{workers}" + ("" if threads is None else f"-threads-{threads}") + ("" if tree == ROOT else "-other")
     if kind == "sqlite":
         environment["ONCEGATE_SQLITE_PATH"] = rig.location(kind, name)
     else:
@@ -210,10 +213,10 @@ def serving(rig: Rig, workers: int, *, kind: str = "sqlite", threads: int | None
         environment["ONCEGATE_KEY_SECRET"] = SECRET
         # An app on Table Storage serves a marked store only: marked as an operator (or azd) does (issue 31).
         init = [sys.executable, "-m", "oncegate.cli", "store", "init", "--new-only"]
-        subprocess.run(init, env=environment, cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(init, env=environment, cwd=tree, check=True, capture_output=True)
     command = [sys.executable, "-m", "oncegate.cli", "serve", "--port", "0", "--workers", str(workers)]
     command += [] if threads is None else ["--threads", str(threads)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, env=environment, text=True, cwd=ROOT)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, env=environment, text=True, cwd=tree)
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()

@@ -403,15 +403,21 @@ def leaves(payload: Any) -> Iterator[tuple[str, str, Any]]:
     kind, which the rules keep as they keep the payload's kind (``{"a": 1}`` under rules that leave ``/a`` out is
     still an object, never an array).
     """
-    if isinstance(payload, dict | list) and payload:
+    if isinstance(payload, (dict, list)) and payload:
         yield "", "", type(payload)()
     stack: list[tuple[str, str, Any]] = [("", "", payload)]
+    # Pushed one by one, not through a generator: a claim's payload is walked on every Check and claim (issue 36).
+    push, pop = stack.append, stack.pop
     while stack:
-        pointer, shape, value = stack.pop()
+        pointer, shape, value = pop()
         if isinstance(value, dict) and value:
-            stack.extend((f"{pointer}/{escaped(key)}", shape + "o", item) for key, item in value.items())
+            shape += "o"
+            for key, item in value.items():
+                push((f"{pointer}/{escaped(key) if '~' in key or '/' in key else key}", shape, item))
         elif isinstance(value, list) and value:
-            stack.extend((f"{pointer}/{index}", shape + "a", item) for index, item in enumerate(value))
+            shape += "a"
+            for index, item in enumerate(value):
+                push((f"{pointer}/{index}", shape, item))
         else:
             yield pointer, shape, value
 

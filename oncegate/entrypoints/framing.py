@@ -72,7 +72,7 @@ def dispatch(
         method,
         url,
         headers=headers,
-        params=dict(parse_qsl(parts.query, keep_blank_values=True)),
+        params=dict(parse_qsl(parts.query, keep_blank_values=True)) if parts.query else {},
         route_params={name: value or "" for name, value in params.groupdict().items()},
         body=body,
     )
@@ -453,7 +453,11 @@ class _Handler(BaseHTTPRequestHandler):
         words = self.requestline.split()
         if not words:
             return False
-        if len(words) >= 3:
+        if len(words) >= 3 and words[-1] == "HTTP/1.1":
+            # Nearly every request: kept alive unless its Connection header says otherwise, no number to parse.
+            self.close_connection = False
+            self.request_version = words[-1]
+        elif len(words) >= 3:
             version = words[-1]
             number = version[5:].split(".") if version.startswith("HTTP/") else []
             if len(number) != 2 or not all(part.isascii() and part.isdigit() and len(part) <= 10 for part in number):

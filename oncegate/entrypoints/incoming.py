@@ -144,6 +144,8 @@ class Incoming:
         to answer or refuse.
         """
         data = self._bytes
+        if self._head_end is None and self._line_start == 0 and self._whole_head(data):
+            return
         while self._head_end is None:
             newline = data.find(b"\n", max(self._scanned, self._line_start))
             if newline < 0:
@@ -167,3 +169,27 @@ class Incoming:
                 self._field_bytes += len(line)
                 if self._field_bytes > MAX_HEADER_BYTES:
                     self._head_end = newline + 1
+
+    def _whole_head(self, data: bytearray) -> bool:
+        """Find a head that came whole, within every limit, at once: where the line by line scan would find its end.
+
+        Nearly every head arrives in one read, and scanning it a line at a time was a tenth of the framing's time per
+        request (issue 36). Its end is the first empty line (after a line ending in LF, a line of LF or CRLF alone);
+        anything the line by line scan would end the head at before that (a line too long, too many fields, too many
+        bytes of them, a request line it cannot read) is left to that scan.
+        """
+        ends = [found for found in (data.find(b"\n\n"), data.find(b"\n\r\n")) if found >= 0]
+        if not ends:
+            return False
+        last_field_end = min(ends)
+        head_end = last_field_end + (2 if data[last_field_end + 1] == 10 else 3)
+        request_line_end = data.find(b"\n") + 1
+        lines = data.count(b"\n", 0, head_end)
+        if head_end > min(MAX_HEADER_LINE, MAX_HEADER_BYTES) or lines > MAX_HEADERS + 1:
+            return False
+        if len(data[:request_line_end].decode("iso-8859-1").split()) < 3:
+            return False
+        self._head_end = self._line_start = self._scanned = head_end
+        self._lines = lines
+        self._field_bytes = last_field_end + 1 - request_line_end
+        return True

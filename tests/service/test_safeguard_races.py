@@ -23,12 +23,15 @@ from pathlib import Path
 import pytest
 
 from oncegate.domain.keys import KeyHasher, KeyRing
-from oncegate.errors import NotConfigured
+from oncegate.domain.safeguard import SWITCH_GRACE
+from oncegate.domain.statuses import Decision
+from oncegate.errors import NotConfigured, NotFound
+from oncegate.models import ClaimResponse
 from oncegate.service.safeguard import Safeguard
 from oncegate.stores.port import ClaimStore
 from tests.conftest import FakeClock
 from tests.gate import Gate
-from tests.service.calls import claim
+from tests.service.calls import SCOPE, claim
 from tests.service.test_table_marks import A, App, done_before, lose_claims_table
 
 INTERVAL = timedelta(seconds=0.3)
@@ -122,3 +125,66 @@ def test_a_store_wiped_under_claiming_threads_takes_no_claim_past_the_readings_b
     # Before the wipe, every key was done; on Table Storage the rows go one by one, a claim in between may proceed.
     assert {outcome for _, ended, outcome in asked if ended < wipe_began} == {"duplicate"}
     print(f"after the wipe: {dict(after)}; last reading from before it stood {stands_until - wiped_at:.3f} s")
+
+
+B = "secret-b-" + "b" * 32
+NEXT = KeyRing(KeyHasher(A), next_=KeyHasher(B))
+SWITCHED = KeyRing(KeyHasher(B), previous=KeyHasher(A))
+KEYS = 12
+
+
+def test_a_key_claimed_at_once_on_both_sides_of_a_switch_is_granted_once(
+    open_store: Callable[[], ClaimStore], clock: FakeClock
+) -> None:
+    def instance(keys: KeyRing, interval: timedelta = timedelta(0)) -> Gate:
+        started = Gate(open_store(), keys, clock=clock, check_interval=interval)
+        started.health()  # as an instance starting with these settings: it reads and writes the key secrets' records
+        return started
+
+    instance(KeyRing(KeyHasher(A)))
+    instance(NEXT)
+    instance(SWITCHED)  # the switch: B in use once the grace is over
+    clock.advance(SWITCH_GRACE.total_seconds() - 1)
+    # Its last reading taken a second before B's time, an instance claims with A for its interval (here, the test's).
+    before = instance(SWITCHED, interval=timedelta(hours=1))
+    clock.advance(2)
+    after, announced = instance(SWITCHED), instance(NEXT)  # read after B's time: they claim with B
+    sides = (before, after, announced)
+    keys = [f"SO-{number}" for number in range(KEYS)]
+    barrier = threading.Barrier(len(sides) * KEYS)
+
+    def run(index: int) -> tuple[str, ClaimResponse]:
+        key = keys[index % KEYS]
+        barrier.wait(timeout=30)
+        return key, claim(sides[index // KEYS], key=key, run=f"run-{index}")
+
+    with ThreadPoolExecutor(len(sides) * KEYS) as pool:
+        raced = list(pool.map(run, range(len(sides) * KEYS)))
+    # Every key asked again on each side, once the race is over: a key both sides withdrew is claimed now.
+    again = [
+        (key, claim(side, key=key, run=f"run-again-{number}")) for number, side in enumerate(sides) for key in keys
+    ]
+
+    by_claim_id = {(A, key): KeyHasher(A).claim_id(SCOPE, key) for key in keys}
+    assert {answer.claim_id for _, answer in raced} <= set(by_claim_id.values()) | {
+        KeyHasher(B).claim_id(SCOPE, key) for key in keys
+    }
+    granted = Counter(key for key, answer in raced + again if answer.decision is Decision.PROCEED)
+    assert granted == dict.fromkeys(keys, 1)
+    raced_with = Counter(
+        (answer.claim_id == by_claim_id[A, key]) for key, answer in raced if answer.decision is Decision.PROCEED
+    )
+    # Exactly one claim of each key is left, under one secret, the one granted, and every side finds it.
+    for key in keys:
+        winner = next(answer for k, answer in raced + again if k == key and answer.decision is Decision.PROCEED)
+        rows = [side.store.get_claim(winner.claim_id).attempt for side in sides]
+        assert rows == [1, 1, 1]
+        other = KeyHasher(B).claim_id(SCOPE, key) if winner.claim_id == by_claim_id[A, key] else by_claim_id[A, key]
+        with pytest.raises(NotFound):
+            before.store.get_claim(other)
+        assert {side_answer.decision for k, side_answer in again if k == key} <= {
+            Decision.PROCEED,
+            Decision.IN_PROGRESS,
+        }
+    later = KEYS - sum(raced_with.values())
+    print(f"granted in the race under A {raced_with[True]}, under B {raced_with[False]}; after it {later}")

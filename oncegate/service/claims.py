@@ -184,13 +184,15 @@ class Claims:
                     claim, intent, decided.decision, decided.recognised_by, flow_warning=flow_warning, waited=waited
                 )
                 return self._answer(decided, claim, intent)
-            conflict, record = self._conflicts.open_conflict(
+            # A claim retention may delete is written first, so that a purge never deletes it under the conflict.
+            conflict, record, claim = self._conflicts.open_conflict(
                 claim,
                 keyed(intent.fingerprint),
                 ConflictOrigin.CLAIM,
                 decided.reason,
                 intent.run_id,
                 intent.flow,
+                at=intent.written_at,
                 source_system=intent.source,
                 changed=intent.changed or (),
             )

@@ -19,6 +19,7 @@ from oncegate.domain.keys import conflict_id as make_conflict_id
 from oncegate.domain.keys import conflict_ids, normalise_scope, normalise_source
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord, Flow
 from oncegate.domain.statuses import (
+    ClaimStatus,
     ConflictOrigin,
     ConflictStatus,
     Decision,
@@ -46,6 +47,11 @@ class ConflictsRecords(ClaimReads, ClaimWrites, HistoryRecords, ConflictRecords,
 # More than any difference between two instances' clocks (they are held within seconds of the store's), far less
 # than a retention (a day at least): a conflict created this long before its claim was about an earlier claim.
 OUTLIVED_MARGIN = timedelta(minutes=10)
+
+# The statuses the purge lists (``oncegate.service.retention.FINISHED``): a claim in one may be deleted while a
+# conflict opens on it, so it is written first (:meth:`Conflicts.open_conflict`). A claim ``in_progress`` or
+# ``unknown`` is never deleted, and is left as it is (its holder's next write stays conditioned on its version).
+PURGEABLE = frozenset((ClaimStatus.SUCCEEDED, ClaimStatus.RELEASED, ClaimStatus.FAILED))
 
 
 def outlived(conflict: Conflict, claim: Claim) -> bool:
@@ -79,7 +85,7 @@ class Conflicts:
         fingerprint = self._core.fingerprint(identity.hasher, request, claim.rules_version)
         flow = request.flow
         source = normalise_source(request.source)
-        conflict, record = self.open_conflict(
+        conflict, record, claim = self.open_conflict(
             claim,
             keyed(fingerprint),
             ConflictOrigin.REPORTED,
@@ -87,6 +93,7 @@ class Conflicts:
             request.run_id,
             flow,
             request.details,
+            at=now,
             source_system=source,
         )
         if conflict.status is ConflictStatus.RESOLVED:
@@ -119,14 +126,18 @@ class Conflicts:
         flow: Flow | None,
         details: Any = None,
         *,
+        at: datetime,
         source_system: str | None = None,
         changed: tuple[str, ...] = (),
-    ) -> tuple[Conflict, FingerprintRecord | None]:
-        """The open conflict of this fingerprint in its current round (made now, or found), and its record.
+    ) -> tuple[Conflict, FingerprintRecord | None, Claim]:
+        """The open conflict of this fingerprint in its current round (made now, or found), its record, and the
+        claim as written before it (:meth:`_kept_from_purge`); ``at``: when the answer was decided on ``claim``.
 
         ``changed``: the members that differ from the claim's, by JSON Pointer (issue 33); the conflict names the
-        first few and counts the rest.
+        first few and counts the rest. Raises ``ConcurrentUpdate`` when the claim changed since it was read, or is
+        gone: the caller decides again on what it reads now.
         """
+        claim = self._kept_from_purge(claim, at)
         shown, more = members.named(changed)
         record = self._core.fingerprint_record(claim.claim_id, fingerprint)
         rounds = claim.resolved_rounds(fingerprint, [record] if record else [])
@@ -148,11 +159,11 @@ class Conflicts:
             more_changed=more,
         )
         try:
-            return self._store.create_conflict(conflict), record
+            return self._store.create_conflict(conflict), record, claim
         except AlreadyExists as exc:
             existing: Conflict = exc.existing
         if not outlived(existing, claim):
-            return existing, record
+            return existing, record, claim
         # The conflict of an earlier claim of this key, which retention deleted: it decides nothing about this
         # claim (issue 22). This claim's conflicts take ids of their own.
         logger.info(
@@ -162,10 +173,24 @@ class Conflicts:
             conflict, conflict_id=make_conflict_id(claim.claim_id, fingerprint, rounds, born=claim.first_received_at)
         )
         try:
-            return self._store.create_conflict(renewed), record
+            return self._store.create_conflict(renewed), record, claim
         except AlreadyExists as exc:
             again: Conflict = exc.existing
-            return again, record
+            return again, record, claim
+
+    def _kept_from_purge(self, claim: Claim, at: datetime) -> Claim:
+        """The claim written (conditioned on its version, its last change moved to ``at``) before a conflict opens
+        on it, when it is one retention may delete.
+
+        The purge reads the open conflicts, then deletes each claim it listed conditioned on the version listed: a
+        conflict opened in between would be left open on a deleted claim. Written first, the claim is either still
+        the one the purge listed, which then fails its delete and keeps it (``changed``), or listed after this,
+        within its retention and horizon again; or it was deleted first, and this write fails (``ConcurrentUpdate``)
+        and the request is decided again on what is there now. No history line: the conflict's answer writes its own.
+        """
+        if claim.status not in PURGEABLE:
+            return claim
+        return self._core.counted(claim, self._store.update_claim(replace(claim, updated_at=at), None))
 
     def get_conflict(self, conflict_id: str) -> Conflict:
         """The conflict; one left open by a resolution cut short after changing the claim is closed first."""

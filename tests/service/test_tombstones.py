@@ -121,12 +121,15 @@ def test_a_fingerprint_a_reviewer_kept_as_the_same_is_still_a_duplicate_on_the_t
     tombstone = service.store.get_claim(claim_id)
 
     after = claim(service, key="SO-1001", run="run-late-2", fingerprint="v2")
+    answered = service.store.get_claim(claim_id)
     other = claim(service, key="SO-1001", run="run-late-3", fingerprint="v3")
 
     assert tombstone.purged_at is not None
     assert (before.decision, after.decision) == (Decision.DUPLICATE, Decision.DUPLICATE)
-    assert service.store.get_claim(claim_id).updated_at == tombstone.updated_at  # its horizon is where it was
+    assert answered.updated_at == tombstone.updated_at  # a duplicate leaves its horizon where it was
     assert other.decision is Decision.CONFLICT
+    # A conflict is a change: its horizon starts again, so the purge never deletes it under the open conflict.
+    assert service.store.get_claim(claim_id).updated_at >= clock()
 
 
 def test_a_tombstone_deleted_at_its_horizon_takes_the_fingerprints_it_kept(service: Gate, clock: FakeClock) -> None:

@@ -48,10 +48,15 @@ class ConflictsRecords(ClaimReads, ClaimWrites, HistoryRecords, ConflictRecords,
 # than a retention (a day at least): a conflict created this long before its claim was about an earlier claim.
 OUTLIVED_MARGIN = timedelta(minutes=10)
 
-# The statuses the purge lists (``oncegate.service.retention.FINISHED``): a claim in one may be deleted while a
-# conflict opens on it, so it is written first (:meth:`Conflicts.open_conflict`). A claim ``in_progress`` or
-# ``unknown`` is never deleted, and is left as it is (its holder's next write stays conditioned on its version).
-PURGEABLE = frozenset((ClaimStatus.SUCCEEDED, ClaimStatus.RELEASED, ClaimStatus.FAILED))
+
+def purgeable(claim: Claim) -> bool:
+    """Whether retention may delete the claim as it stands (``oncegate.service.retention.gone_at``): succeeded (or
+    its tombstone), released, a retryable failure or a reviewed one. A claim ``in_progress`` or ``unknown``, or a
+    failure nobody reviewed, is never deleted, and its ``updated_at`` says since when it waits (its holder's lease,
+    the attention list): a conflict leaves it as it is (:meth:`Conflicts.open_conflict`)."""
+    if claim.status is ClaimStatus.FAILED:
+        return claim.retryable is not False or claim.reviewer is not None
+    return claim.status in (ClaimStatus.SUCCEEDED, ClaimStatus.RELEASED)
 
 
 def outlived(conflict: Conflict, claim: Claim) -> bool:
@@ -188,7 +193,7 @@ class Conflicts:
         within its retention and horizon again; or it was deleted first, and this write fails (``ConcurrentUpdate``)
         and the request is decided again on what is there now. No history line: the conflict's answer writes its own.
         """
-        if claim.status not in PURGEABLE:
+        if not purgeable(claim):
             return claim
         return self._core.counted(claim, self._store.update_claim(replace(claim, updated_at=at), None))
 

@@ -17,13 +17,16 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 
 import pytest
 
 from oncegate.domain.keys import KeyHasher
-from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, EventKind
-from oncegate.models import ClaimCounts, ClaimResponse, ListConflictsQuery
-from oncegate.service.retention import Kept
+from oncegate.domain.records import Claim
+from oncegate.domain.statuses import AttentionReason, ClaimStatus, ConflictStatus, Decision, EventKind
+from oncegate.models import ClaimCounts, ClaimResponse, ListClaimsQuery, ListConflictsQuery
+from oncegate.service.conflicts import purgeable
+from oncegate.service.retention import Kept, gone_at
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
@@ -271,3 +274,51 @@ def test_runs_with_changed_data_coming_back_while_a_purge_deletes_their_failures
     assert report.deleted == Counter({(SCOPE, ClaimStatus.FAILED): decisions[Decision.PROCEED]})
     assert report.kept == Counter({Kept.CHANGED: decisions[Decision.CONFLICT]})
     print(f"split: {decisions[Decision.PROCEED]} deleted first, {decisions[Decision.CONFLICT]} conflicts kept")
+
+
+def test_a_conflict_on_a_failure_nobody_reviewed_leaves_the_claim_and_its_attention_time_as_they_were(
+    service: Gate, clock: FakeClock
+) -> None:
+    # The purge never deletes it (it waits for a reviewer): nothing to keep it from, and its time says since when.
+    answer = claim(service, run="run-1", key="ORDER-1")
+    record(service, answer, "failed", error="ERP refused the order", retryable=False)
+    failed = service.store.get_claim(answer.claim_id)
+    clock.advance(3600)
+
+    conflict = claim(service, run="run-2", key="ORDER-1", fingerprint="v2")
+
+    assert conflict.decision is Decision.CONFLICT
+    assert service.store.get_claim(answer.claim_id).version == failed.version
+    page, _ = service.attention_page(ListClaimsQuery(attention=True))
+    assert [(item.why, item.since) for item in page] == [(AttentionReason.FAILED_UNREVIEWED, failed.updated_at)]
+
+
+@pytest.mark.parametrize(
+    ("status", "retryable", "reviewer"),
+    [
+        (status, retryable, reviewer)
+        for status in ClaimStatus
+        for retryable in (None, True, False)
+        for reviewer in (None, "ana")
+    ],
+)
+def test_a_conflict_writes_first_exactly_the_claims_retention_may_delete(
+    status: ClaimStatus, retryable: bool | None, reviewer: str | None
+) -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    row = Claim(
+        claim_id="c",
+        scope=SCOPE,
+        status=status,
+        attempt=1,
+        fingerprint=None,
+        grant_id=None,
+        run_id="run-1",
+        flow=None,
+        first_received_at=at,
+        last_attempt_at=at,
+        updated_at=at,
+        retryable=retryable,
+        reviewer=reviewer,
+    )
+    assert purgeable(row) is (gone_at(row, None) is not None)

@@ -236,19 +236,18 @@ class ClaimsCore:
         # A lookup stores nothing, so its refusal does not say so.
         warnings = self.check_key(request.scope, request.key, stores=data is not None)
         payload = data[0] if data is not None and self._keeps_members(data[0]) else None
-        scope = normalise_scope(request.scope)
         identities = tuple(
             [
                 Identity(
                     hasher,
-                    hasher.claim_id(scope, request.key),
-                    self._fingerprint(hasher, scope, data, rules_version),
+                    hasher.claim_id(request.scope, request.key),
+                    self.fingerprint(hasher, request, rules_version),
                     hasher.members(payload) if payload is not None else None,
                 )
                 for hasher in (ring or self.keys).lookup_order
             ]
         )
-        return identities, scope, warnings
+        return identities, normalise_scope(request.scope), warnings
 
     def _keeps_members(self, payload: Any) -> bool:
         """Whether a claim of this payload keeps its member digests: not when their names (kept in clear) seem to
@@ -259,17 +258,12 @@ class ClaimsCore:
 
     def fingerprint(self, hasher: KeyHasher, request: KeyOf | Intent, rules_version: int) -> Fingerprint | None:
         """The request's fingerprint under a version of its scope's fingerprint rules (issue 25)."""
-        return self._fingerprint(hasher, normalise_scope(request.scope), _business_data(request), rules_version)
-
-    def _fingerprint(
-        self, hasher: KeyHasher, scope: str, data: tuple[Any, str | None] | None, rules_version: int
-    ) -> Fingerprint | None:
-        """:meth:`fingerprint` of the business data the caller already took out of its request (issue 36)."""
+        data = _business_data(request)
         if data is None:
             return None
         payload, supplied = data
         if payload is not None and rules_version:
-            payload = applied(payload, self.inventory.fingerprint_rules(scope, rules_version))
+            payload = applied(payload, self.inventory.fingerprint_rules(normalise_scope(request.scope), rules_version))
         return hasher.fingerprint(supplied=supplied, payload=payload)
 
     def check_key(self, scope: str, key: str, *, stores: bool = True) -> list[str]:

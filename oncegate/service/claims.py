@@ -106,7 +106,7 @@ class Claims:
         """
         assert intent.now is not UNREAD, "an intent is identified before it is decided on"
         held = waited.unwritten if waited else None
-        refusal = self._core.inventory.refusal(intent.flow)
+        refusal = self._core.inventory.refusal(intent.flow, at=intent.now)
         if refusal:
             answer = self._refused(intent, refusal, waited)
         else:
@@ -133,7 +133,8 @@ class Claims:
     def _claim_once(self, intent: Intent, waited: Waited | None = None) -> ClaimAnswer:
         # During a rotation the key may be claimed under an older secret: look there first.
         polled = (waited is not None and waited.poll) or not intent.may_claim
-        found = self._core.find(intent.identities if polled else intent.older_identities)
+        looked_up = intent.identities if polled else intent.older_identities
+        found = self._core.find(looked_up) if looked_up else None  # one secret: nothing to look up (issue 36)
         if found is not None:
             return self._decide(found[0], intent.as_(found[1]), waited)
         if not intent.may_claim:

@@ -195,9 +195,10 @@ class Inventory:
                 snapshot = self._snapshot = _Snapshot(self._clock(), flows, scopes)
             return snapshot
 
-    def refusal(self, flow: Flow | None) -> str | None:
-        """Why the inventory blocks this flow from claiming; None when it may claim."""
-        record = self._current().flows.get(flow) if flow else None
+    def refusal(self, flow: Flow | None, *, at: datetime | None = None) -> str | None:
+        """Why the inventory blocks this flow from claiming; None when it may claim (``at``: now, as the caller read
+        the clock)."""
+        record = self._current(at).flows.get(flow) if flow else None
         if flow is not None and record is not None and not record.enabled:
             known = "; ".join(
                 f"{name}: {value}" for name, value in (("owner", record.owner), ("notes", record.notes)) if value
@@ -273,7 +274,8 @@ class Inventory:
                 tally.counts["claims"] += 1
                 tally.counts["duplicates"] += int(decision is Decision.DUPLICATE)
         usage = self.usage
-        if self._clock() - usage.flushed_at >= usage.interval:
+        # Judged at the answer's time, the clock its intent read (issue 36): no read of its own.
+        if at - usage.flushed_at >= usage.interval:
             usage.flush_if_due()
 
     def copy_met(self, holder: Flow, caller: Flow, claim_id: str, at: datetime) -> None:

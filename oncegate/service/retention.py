@@ -368,6 +368,11 @@ class Retention:
                 for tombstone in page.items
                 if tombstone.updated_at < now - timedelta(days=horizon.get(tombstone.scope, DEFAULT_HORIZON_DAYS))
             ]
+            if over:
+                # A tombstone with an open conflict stays, as a claim does: the conflict is about it. A conflict
+                # opened after this reading wrote the tombstone first, so its delete fails (``_tombstone_deleted``).
+                disputed = {conflict.claim_id for conflict in open_conflicts(self._store)}
+                over = [tombstone for tombstone in over if tombstone.claim_id not in disputed]
             gone = [True] * len(over) if report.dry_run else pool.map(self._tombstone_deleted, over)
             for tombstone, deleted in zip(over, gone, strict=True):
                 report.tombstones_deleted[tombstone.scope] += int(deleted)

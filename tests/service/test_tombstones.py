@@ -283,3 +283,31 @@ def test_a_new_version_accepted_on_a_tombstone_proceeds_and_the_old_one_is_a_con
     assert (accepted.status, accepted.retryable, accepted.purged_at) == (ClaimStatus.FAILED, True, None)
     assert (again.decision, again.attempt) == (Decision.PROCEED, 2)
     assert old.decision is Decision.CONFLICT
+
+
+def test_a_tombstone_with_a_conflict_open_past_its_horizon_stays_until_the_conflict_is_resolved(
+    service: Gate, clock: FakeClock
+) -> None:
+    set_scope(service, retention_days=1, horizon_days=3)
+    claim_id = done(service)
+    clock.advance(2 * DAY)
+    service.retention.purge()
+    late = claim(service, key="SO-1001", run="run-late", fingerprint="v2")
+    assert late.decision is Decision.CONFLICT
+    assert late.conflict_id is not None
+    clock.advance(4 * DAY)
+
+    # Its horizon is over, counted from the conflict, which nobody resolved: the tombstone stays under it.
+    kept = service.retention.purge()
+    tombstone = service.store.get_claim(claim_id)
+    conflict = service.get_conflict(late.conflict_id)
+    # Resolved, the conflict is a change of the tombstone too: deleted once the horizon is over from there.
+    resolve(service, late.conflict_id, "dismiss")
+    clock.advance(4 * DAY)
+    gone = service.retention.purge()
+
+    assert sum(kept.tombstones_deleted.values()) == 0
+    assert (tombstone.purged_at is not None, conflict.claim_id) == (True, claim_id)
+    assert sum(gone.tombstones_deleted.values()) == 1
+    with pytest.raises(NotFound):
+        service.store.get_claim(claim_id)

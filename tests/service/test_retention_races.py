@@ -38,6 +38,7 @@ KEYS = 12
 RUNS_PER_KEY = 3
 INSTANCES = 3
 RACING_CONFLICTS = 40
+RACING_RUNS = 16
 
 
 @pytest.fixture
@@ -322,3 +323,36 @@ def test_a_conflict_writes_first_exactly_the_claims_retention_may_delete(
         reviewer=reviewer,
     )
     assert purgeable(row) is (gone_at(row, None) is not None)
+
+
+@pytest.mark.parametrize("settled_ago", [0, 2 * DAY], ids=["settled-a-moment-ago", "settled-past-its-retention"])
+def test_runs_with_changed_data_answered_together_each_get_the_conflict(
+    new_service: Callable[[], Gate], clock: FakeClock, settled_ago: int
+) -> None:
+    # A claim a purge may not delete yet is not written before its conflict: written, the runs answered together
+    # raced for it, and 14 of 24 were answered 503 on a claim settled a moment before. One a purge may delete is
+    # written once: the runs that lose the write read it again, changed now, and leave it as it is.
+    first = new_service()
+    set_scope(first, SCOPE, retention_days=1, horizon_days=1)
+    answer = claim(first, run="run-0", key="ORDER-1")
+    record(first, answer, "succeeded")
+    clock.advance(settled_ago)
+    before = first.store.get_claim(answer.claim_id)
+    instances = [new_service() for _ in range(4)]
+    together = threading.Barrier(RACING_RUNS)
+
+    def run(index: int) -> ClaimResponse:
+        together.wait(timeout=30)
+        return claim(instances[index % len(instances)], run=f"run-{index + 1}", key="ORDER-1", fingerprint="v2")
+
+    with ThreadPoolExecutor(RACING_RUNS) as pool:
+        answers = list(pool.map(run, range(RACING_RUNS)))
+
+    assert Counter(answer.decision for answer in answers) == {Decision.CONFLICT: RACING_RUNS}
+    assert len({answer.conflict_id for answer in answers}) == 1
+    after = first.store.get_claim(answer.claim_id)
+    if settled_ago:
+        assert after.version != before.version
+        assert after.updated_at == clock()
+    else:
+        assert after.version == before.version

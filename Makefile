@@ -69,8 +69,10 @@ $(DEV): pyproject.toml requirements.txt $(if $(STALE),FORCE) | $(UV)
 $(UV): | $(BIN)/python
 	$(BIN)/python -m pip install --quiet uv
 
+# --prefer-offline: a package already in npm's cache is taken from it without asking the registry whether it
+# changed (the lock pins each one's version and checksum); a clean machine downloads them all the same.
 $(NODE): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	npm ci --prefer-offline --no-audit --no-fund --loglevel=error
 	touch $@
 
 # tests/infra/test_checkov.py runs it over infra/.

@@ -66,7 +66,7 @@ $(DEV): pyproject.toml requirements.txt $(if $(STALE),FORCE) | $(UV)
 	touch $(RUNTIME) $@
 
 # The installer of make test's layers: its latest release, which the [dev] extras' uv>=0.9 keeps.
-$(UV): | $(BIN)/python
+$(UV): $(if $(STALE),FORCE) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet uv
 
 # --prefer-offline: a package already in npm's cache is taken from it without asking the registry whether it

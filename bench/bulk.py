@@ -35,6 +35,7 @@ from bench.rig import SECRET, STORE_NAMES, STORES, Calls, Rig, claim_request, ne
 from bench.targets import Target
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import Outcome
+from oncegate.entrypoints import http as pipeline
 from oncegate.entrypoints.operations import BY_NAME, Call
 from oncegate.models import ClaimRequest, RecordResultRequest
 from tests.gate import Gate
@@ -110,7 +111,7 @@ def requests_per_item(rig: Rig, kind: str) -> dict[str, float]:
     # A claim before the measured call, as bench.roundtrips warms up: an instance's first claim also reads what it
     # then keeps (the scope's settings, the flow inventory), which is not a cost of each item.
     check, record = BY_NAME["check_and_claim"], BY_NAME["record_result"]
-    check.answer(services, Call(body=ClaimRequest.model_validate(claim_request(new_key(), "run-warm-up"))))
+    pipeline.answer(check, services, Call(body=ClaimRequest.model_validate(claim_request(new_key(), "run-warm-up"))))
     items = [claim_request(new_key(), "run-1") for _ in range(ITEMS)]
     before = calls.count
     # Served by its entry of the operation table, as the HTTP pipeline serves it (on SQLite the new keys claimed
@@ -125,7 +126,7 @@ def requests_per_item(rig: Rig, kind: str) -> dict[str, float]:
     before = calls.count
     services.bulk.each(
         results,
-        lambda item: record.answer(services, Call(body=item[1], ids={"claimId": item[0]})),
+        lambda item: pipeline.answer(record, services, Call(body=item[1], ids={"claimId": item[0]})),
         same=lambda item: item[0],
     )
     recorded = (calls.count - before) / ITEMS

@@ -46,6 +46,7 @@ from bench import bulk, targets
 from bench.rig import SECRET, Calls, Rig, claim_request, new_key
 from bench.targets import Target
 from oncegate.domain.keys import KeyHasher
+from oncegate.entrypoints import http as pipeline
 from oncegate.entrypoints.operations import BY_NAME, Call
 from oncegate.models import ClaimRequest, ListPageQuery
 from oncegate.stores import columns
@@ -212,7 +213,7 @@ def sqlite_batch(rig: Rig, sizes: Sizes) -> tuple[float, float]:
         began = time.perf_counter()
         check = BY_NAME["check_and_claim"]
         for request in requests:
-            check.answer(services, Call(body=request))
+            pipeline.answer(check, services, Call(body=request))
         return batch, time.perf_counter() - began
 
     return _median_of(sizes.rounds * 2, one_round)

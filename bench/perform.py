@@ -23,6 +23,7 @@ from typing import Any
 from bench.rig import Rig, new_key
 from bench.targets import Target
 from oncegate.domain.targets import Target as Declared
+from oncegate.entrypoints import http as pipeline
 from oncegate.entrypoints.operations import BY_NAME, Call
 from oncegate.models.perform import PerformRequest
 from tests.gate import Gate
@@ -100,7 +101,7 @@ def measure(rig: Rig, *, rounds: int, calls: int) -> tuple[float, float]:
 
         def perform(key: str) -> None:
             request = PerformRequest.model_validate(_request(key))
-            answer = BY_NAME["perform_once"].answer(service.services, Call(body=request))
+            answer = pipeline.answer(BY_NAME["perform_once"], service.services, Call(body=request))
             assert answer.decision == "performed", answer
 
         for _ in range(10):  # the first calls read what an instance then keeps

@@ -45,8 +45,11 @@ if TYPE_CHECKING:
     from oncegate.service.targets import Targets
 
 _lock = threading.Lock()
-_services: Services | None = None
-_settings: Settings | None = None
+# The process's settings once read and its services once built (None before: :func:`get_settings` and
+# :func:`get_services` read and build them): what the HTTP pipeline takes on every later request without
+# calling in here, as the wiring is done once a process.
+settings_read: Settings | None = None
+services_built: Services | None = None
 # Beside a SQLite database ``oncegate.db``: ``oncegate.store-id``, a name that ``rm oncegate.db*`` (the
 # database and its -wal and -shm files) leaves in place.
 STORE_ID_SUFFIX = ".store-id"
@@ -400,37 +403,37 @@ def store_pin(settings: Settings) -> StoreIdPin:
 
 
 def get_settings() -> Settings:
-    """The process-wide settings, read from the environment on first use."""
-    global _settings
-    settings = _settings
-    if settings is not None:  # read once: every later request takes them without the lock
+    """The process-wide settings, read from the environment on first use (then :data:`settings_read`)."""
+    global settings_read
+    settings = settings_read
+    if settings is not None:
         return settings
     with _lock:
-        if _settings is None:
-            _settings = Settings.from_environment()
-        return _settings
+        if settings_read is None:
+            settings_read = Settings.from_environment()
+        return settings_read
 
 
 def get_services() -> Services:
-    """The process-wide services, built from the settings on first use."""
-    global _services
-    services = _services
-    if services is not None:  # built once: every later request takes them without the lock or the settings
+    """The process-wide services, built from the settings on first use (then :data:`services_built`)."""
+    global services_built
+    services = services_built
+    if services is not None:
         return services
     settings = get_settings()
     with _lock:
-        if _services is None:
+        if services_built is None:
             secret = key_secret(settings)
             try:
-                _services = build_services(settings, secret=secret)
+                services_built = build_services(settings, secret=secret)
             except StoreUnavailable as exc:
                 # Table Storage is reached while the store is built: say which store did not answer.
                 where = " Check ONCEGATE_SQLITE_PATH." if settings.store is StoreKind.SQLITE else ""
                 said = exc.message if exc.message.endswith(".") else f"{exc.message}."
                 raise StoreUnavailable(f"The store ({settings.store_text}) does not answer: {said}{where}") from exc
             # The inventory's counts of the last interval reach the store when the worker shuts down.
-            atexit.register(_services.close)
-        return _services
+            atexit.register(services_built.close)
+        return services_built
 
 
 def get_cursor_seal() -> CursorSeal:
@@ -440,7 +443,7 @@ def get_cursor_seal() -> CursorSeal:
 
 def use_services(services: Services | None, *, settings: Settings | None = None) -> None:
     """Serve these services (and these settings) from now on; None rebuilds from the environment."""
-    global _services, _settings
+    global services_built, settings_read
     with _lock:
-        _services = services
-        _settings = settings
+        services_built = services
+        settings_read = settings

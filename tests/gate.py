@@ -15,8 +15,8 @@ from oncegate.bootstrap import Services, wire
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.waiting import Waiting
 from oncegate.entrypoints import render
+from oncegate.entrypoints.http import answer, perform
 from oncegate.entrypoints.operations import BY_NAME, Call
-from oncegate.entrypoints.principal import Principal
 from oncegate.models import (
     ClaimNeedingAttention,
     ClaimRequest,
@@ -81,7 +81,7 @@ class Gate:
 
     def _answer(self, name: str, **given: Any) -> Any:
         """The response model of the entry ``name``, performed as the HTTP pipeline performs it."""
-        return BY_NAME[name].answer(self.services, Call(**given))
+        return answer(BY_NAME[name], self.services, Call(**given))
 
     def _page(self, name: str, query: Any, **given: Any) -> tuple[list[Any], str | None]:
         """A list's page and the store's cursor of the next (without HTTP, the next page's link is the cursor)."""
@@ -95,21 +95,21 @@ class Gate:
         # figure in bench/costs.py, and nothing on the path reads which fields were sent).
         waits = isinstance(request, ClaimRequest) and request.wait
         body = request.model_copy(update={"wait": False}) if waits else request
-        answer: ClaimResponse = self._answer("check_and_claim", body=body, signed_in=_principal(signed_in))
-        return answer
+        answered: ClaimResponse = self._answer("check_and_claim", body=body, caller=signed_in)
+        return answered
 
     def check_and_wait(
         self, request: ClaimRequest, *, signed_in: str | None = None
     ) -> tuple[ClaimResponse, Waiting | None]:
         """Check and claim (wait): the answer, and the run as its polls ask again (None: the answer is final)."""
         body = request.model_copy(update={"wait": True})
-        reply = BY_NAME["check_and_claim"].perform(self.services, Call(body=body, signed_in=_principal(signed_in)))
+        reply = perform(BY_NAME["check_and_claim"], self.services, Call(body=body, caller=signed_in))
         assert isinstance(reply.model, ClaimResponse)
         return reply.model, reply.waiting
 
     def poll(self, waiting: Waiting, *, signed_in: str | None = None) -> tuple[ClaimResponse, Waiting | None]:
-        call: Call[None, None] = Call(signed_in=_principal(signed_in))
-        reply = BY_NAME["wait_for_claim"].perform(self.services, call, waiting)
+        call: Call[None, None] = Call(caller=signed_in)
+        reply = perform(BY_NAME["wait_for_claim"], self.services, call, waiting)
         assert isinstance(reply.model, ClaimResponse)
         return reply.model, reply.waiting
 
@@ -192,8 +192,3 @@ class Gate:
 
     def list_scopes(self, query: ListPageQuery) -> tuple[list[ScopeView], str | None]:
         return self._page("list_scopes", query)
-
-
-def _principal(signed_in: str | None) -> Principal | None:
-    """Who Entra ID signed in, as the pipeline hands it to an entry (the roles were checked at the edge)."""
-    return Principal(signed_in, frozenset()) if signed_in else None

@@ -113,11 +113,11 @@ def key_secrets_text(marks: StoreMarks, usage: dict[str, SecretUsage], store: st
 def _usage_cells(usage: SecretUsage | None) -> list[str]:
     if usage is None:
         return ["", "", ""]
-    # A claim retention never deletes by itself (in progress, unknown, a failure kept) has no horizon: said apart,
-    # and the retryable failures among them, which no attention list shows, named.
-    retryable = f" ({usage.retryable} retryable failed)" if usage.retryable else ""
-    held = f"{usage.held} held{retryable}" if usage.held else ""
-    horizon = ", ".join(part for part in (time_text(usage.last_horizon), held) if part)
+    # A claim retention never deletes by itself (in progress, unknown, a failure not reviewed) has no horizon: said
+    # apart; and the retryable failures, which no attention list shows, named.
+    held = f"{usage.held} held" if usage.held else ""
+    retryable = f"{usage.retryable} retryable failed" if usage.retryable else ""
+    horizon = ", ".join(part for part in (time_text(usage.last_horizon), held, retryable) if part)
     return [str(usage.claims), str(usage.tombstones), horizon]
 
 

@@ -171,11 +171,11 @@ class SecretUsage:
     retention leaves of a succeeded one (it answers a late replay ``duplicate`` until its scope's horizon).
     Conflicts, fingerprint records and history hang off a claim's row and go with it; a poll address or
     an idempotency key is made again from the claim, never stored. ``held`` counts the claims retention
-    never deletes by itself (in progress, unknown, a failure retryable or not reviewed); ``retryable``, those
-    of them that are retryable failures, on no attention list (a review settling a claim as failed leaves one):
-    each waits for its key's next run. ``last_horizon`` is when retention deletes the last of the others:
-    tombstones and succeeded claims at their scope's horizon, released claims and reviewed failures at its
-    retention (None: no such row).
+    never deletes by itself (in progress, unknown, a failure not reviewed); ``retryable``, the retryable
+    failures, on no attention list (a review settling a claim as failed leaves one): each waits for its key's
+    next run, or for its scope's horizon. ``last_horizon`` is when retention deletes the last of the others:
+    tombstones, succeeded claims and retryable failures at their scope's horizon, released claims and reviewed
+    failures at its retention (None: no such row).
     """
 
     claims: int = 0
@@ -197,7 +197,7 @@ class SecretUsage:
             tombstones=self.tombstones + tombstone,
             held=self.held + (gone_at is None),
             last_horizon=max(horizons, default=None),
-            retryable=self.retryable + (gone_at is None and retryable),
+            retryable=self.retryable + retryable,
         )
 
     def text(self) -> str:
@@ -205,16 +205,16 @@ class SecretUsage:
         parts = [_counted(self.claims, "claim"), _counted(self.tombstones, "tombstone")]
         made = " and ".join(part for part in parts if part)
         when = []
-        if waiting := self.held - self.retryable:
-            held = _counted(waiting, "claim")
-            them = "it" if waiting == 1 else "them"
+        if self.held:
+            held = _counted(self.held, "claim")
+            them = "it" if self.held == 1 else "them"
             when.append(
                 f"{held} that retention never deletes by itself, in the attention list until someone settles {them}"
             )
         if self.retryable:
             failures = _counted(self.retryable, "retryable failure")
             when.append(
-                f"{failures} that retention never deletes, on no attention list: each waits for its key's next run "
+                f"{failures}, on no attention list: each waits for its key's next run, or for its scope's horizon "
                 "(`oncegate claims list --status failed`)"
             )
         if self.last_horizon is not None:

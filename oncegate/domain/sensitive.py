@@ -111,7 +111,9 @@ def _grouped(run: str, inner: range, longest: int, *, alone: bool = True) -> Ite
         if alone:
             yield first
         joined = first
-        for previous, group in itertools.pairwise(groups[start:]):
+        # By index, not over a slice of the rest: copying the rest from each group was quadratic in the groups.
+        for index in range(start + 1, len(groups)):
+            previous, group = groups[index - 1], groups[index]
             if len(previous) not in inner or len(group) > inner[-1] or len(joined) + len(group) > longest:
                 break
             joined += group
@@ -155,7 +157,7 @@ YOUNGEST_DAYS = 2 * 366
 
 def _is_resident_id(candidate: str) -> bool:
     digits = candidate.upper()
-    if not RESIDENT_ID.fullmatch(digits) or int(digits[:2]) not in PROVINCES:
+    if len(digits) != 18 or not RESIDENT_ID.fullmatch(digits) or int(digits[:2]) not in PROVINCES:
         return False
     total = sum(int(digit) * weight for digit, weight in zip(digits[:17], RESIDENT_ID_WEIGHTS, strict=True))
     if RESIDENT_ID_CHECK[total % 11] != digits[17]:
@@ -212,6 +214,8 @@ def _gtin(number: str) -> bool:
 
 
 def _is_card(number: str) -> bool:
+    if not 14 <= len(number) <= 19:  # no issuer's length: most groups of a long run are short
+        return False
     issued = any(len(number) in CARD_PREFIXES.get(number[:width], ()) for width in range(1, 5))
     # A GTIN-14 of a case of Chinese goods (indicator 3, prefix 69x) looks like a 14-digit Diners Club number;
     # passing the GS1 check it is taken for the product code (one Diners number in ten is missed for it).

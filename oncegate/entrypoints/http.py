@@ -3,10 +3,14 @@
 ``function_app.py`` declares one Azure function per entry (:func:`function`); each runs
 :func:`respond`: the caller signed in and checked for the entry's role, the query parameters it takes
 (any other is refused), the route's ids and the strict JSON body read as the entry declares them
-(``oncegate.entrypoints.parse``), the entry performed (parse, the sensitive-data check, serve, render:
-:mod:`oncegate.entrypoints.operations`), and the answer or a Microsoft REST API guidelines error body
-rendered. Every answer sends the entry's telemetry event, or ``OnceGate.Unavailable`` for a 503.
-Bad input is refused before any write, and never becomes a 500.
+(``oncegate.entrypoints.parse``), the entry's steps run (:func:`perform`: parse, the sensitive-data check,
+serve, render, as the entry of :mod:`oncegate.entrypoints.operations` declares them), and the answer or a
+Microsoft REST API guidelines error body rendered. Every answer sends the entry's telemetry event, or
+``OnceGate.Unavailable`` for a 503. Bad input is refused before any write, and never becomes a 500.
+
+The services are the process's, built by the composition root (``oncegate.bootstrap``) on the first request
+and taken as they are on every later one. The bulk actions and the tests' ``Gate`` run an entry's steps
+without HTTP (:func:`answer`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import azure.functions as func
 from pydantic import BaseModel
 
 from oncegate import bootstrap, telemetry
+from oncegate.bootstrap import Services
 from oncegate.config import AuthMode, ConfigError
 from oncegate.cursors import CursorSeal
 from oncegate.entrypoints import error_map, waits
@@ -53,7 +58,17 @@ from oncegate.errors import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_BODY_BYTES", "MAX_BULK_BODY_BYTES", "body_limit", "function", "render", "render_error", "respond"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_BULK_BODY_BYTES",
+    "answer",
+    "body_limit",
+    "function",
+    "perform",
+    "render",
+    "render_error",
+    "respond",
+]
 
 JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
 
@@ -100,10 +115,11 @@ def _answer(request: func.HttpRequest, operation: Operation) -> func.HttpRespons
         signed_in = authorize(request, operation.role)
         if operation.query is None and operation.instead is None:
             own_params(request, ())
-        services = bootstrap.get_services()
+        # The process's services once built: the composition root is called only until it has built them.
+        services = bootstrap.services_built or bootstrap.get_services()
         operation = (operation.instead and operation.instead(request.params)) or operation
         call = read(request, operation, signed_in, services.cursor_seal)
-        return _rendered(call, operation.perform(services, call))
+        return _rendered(call, perform(operation, services, call))
     except OnceGateError as exc:
         return _refused(exc)
     except ConfigError as exc:
@@ -115,13 +131,43 @@ def _answer(request: func.HttpRequest, operation: Operation) -> func.HttpRespons
         return _refused(OnceGateError("The service failed unexpectedly; nothing more is known."))
 
 
+def perform(operation: Operation, services: Services, call: Call[Any, Any], command: Any = None) -> Reply:
+    """The entry's steps for one call: parse (unless given the command), check what the request stores, serve and
+    render; the answer, its warnings added, described. What the bulk actions and the tests' ``Gate`` run without
+    HTTP too (:func:`answer`)."""
+    command = operation.parse(call) if command is None else command
+    stores = operation.stores
+    warnings = services.sensitive_data.check(call.body, stores(call, command)) if stores else []
+    result = operation.serve(services, call, command)
+    rendered = operation.render(call, result)
+    reply = rendered if isinstance(rendered, Reply) else Reply(200, rendered)
+    if warnings and reply.model is not None:
+        earlier = getattr(reply.model, "warnings", None) or []
+        reply = reply._replace(model=reply.model.model_copy(update={"warnings": [*earlier, *warnings]}))
+    describe = operation.describe
+    if telemetry.sending and describe is not None and reply.model is not None and telemetry.describing():
+        telemetry.describe(describe(reply.model))
+    return reply
+
+
+def answer(operation: Operation, services: Services, call: Call[Any, Any], command: Any = None) -> Any:
+    """The entry's response model for a call without HTTP (the bulk actions, the tests' ``Gate``)."""
+    return perform(operation, services, call, command).model
+
+
 def read(
     request: func.HttpRequest, operation: Operation, signed_in: Principal | None, seal: CursorSeal
 ) -> Call[Any, Any]:
     """The request as ``operation`` declares it: its route's ids, its query (cursors opened by ``seal``), its body."""
     given = request.route_params
-    ids = {name: checked_id(name, str(given.get(name, "")), ROUTE_IDS[name]) for name in operation.path_ids()}
-    own = operation.path(**ids)
+    route = operation.route
+    # The ids the route names (``claimId`` in ``claims/{claimId}/result``), each checked for its shape.
+    ids = {
+        name: checked_id(name, str(given.get(name, "")), shape)
+        for name, shape in ROUTE_IDS.items()
+        if f"{{{name}}}" in route
+    }
+    own = route.format(**ids)
     list_name = operation.list_name or own
     params: dict[str, Any] = {}
     query = None
@@ -137,7 +183,7 @@ def read(
         query=query,
         params=params,
         ids=ids,
-        signed_in=signed_in,
+        caller=signed_in.name if signed_in else None,
         address=request.url,
         root=_root(request.url, own),
         link=lambda cursor: next_link(request, cursor, list_name, seal),
@@ -203,7 +249,7 @@ def authorize(request: func.HttpRequest, role: Role | None) -> Principal | None:
     bearer token names, validated here (``bearer``); ``X-MS-CLIENT-PRINCIPAL`` is never read, in
     either mode: it proves nothing where the platform does not block unauthenticated callers.
     """
-    settings = bootstrap.get_settings()
+    settings = bootstrap.settings_read or bootstrap.get_settings()
     if role is None or settings.auth is not AuthMode.ENTRA:
         return None
     if settings.entra is None:

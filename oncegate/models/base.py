@@ -10,10 +10,11 @@ Every field that the connector sends or shows carries its designer text (:func:`
 ``tools/connector`` writes into the connector's definition: renaming a field takes its text along.
 """
 
+import json
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 from pydantic.fields import FieldInfo
 
 # The contract's bounds live in the domain; the models check requests against them.
@@ -33,6 +34,22 @@ def stored_json(name: str, limit_bytes: int) -> AfterValidator:
         return value
 
     return AfterValidator(checked)
+
+
+def _shown(value: Any) -> Any:
+    # Kept before the limit: nested past it, a value every answer could not write (a 500 for each read) is shown as
+    # its compact JSON text, which all can, and from which nothing is lost.
+    if isinstance(value, dict | list) and json_depth(value) > MAX_NESTING:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return value
+
+
+# A kept JSON value (a result's data, a conflict's details) as an answer shows it; put it in the field's Annotated.
+SHOWN_JSON = BeforeValidator(_shown)
+# A history line's details: each member, as SHOWN_JSON shows a value.
+SHOWN_MEMBERS = BeforeValidator(
+    lambda details: {name: _shown(value) for name, value in details.items()} if isinstance(details, dict) else details
+)
 
 
 # The longest cursor handed out: the place of a flow whose name and environment are 256 characters
@@ -104,6 +121,16 @@ class _Query(_Request):
     model_config = ConfigDict(strict=False)
 
 
+def _in_digits(value: Any) -> Any:
+    # Lax, a query's number is read as Python's int reads text: "1_0" is 10, "+5", " 5" and "5.0" are 5.
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("must be a whole number written in digits")
+    return value
+
+
+# A whole number in a query (``top=50``): digits only, then the field's bounds.
+QueryInteger = Annotated[int, BeforeValidator(_in_digits)]
+
 # An enum field of a request takes the enum's value: strict mode takes only the enum's members from Python, and a
 # body comes decoded from JSON, where the value is all there is. Put it in the field's Annotated.
 BY_VALUE = Field(strict=False)
@@ -168,6 +195,7 @@ class ListPageQuery(_Query):
     """Paging of a list: the inventory's, a claim's history."""
 
     top: Annotated[
-        int, designer("Page Size", "How many items one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
+        QueryInteger,
+        designer("Page Size", "How many items one page holds, from 1 to 200 (50 when left empty).", ADVANCED),
     ] = Field(default=50, ge=1, le=200)
     cursor: Cursor = None

@@ -17,9 +17,12 @@ from oncegate.models.base import (
     BY_VALUE,
     IMPORTANT,
     INTERNAL,
+    SHOWN_JSON,
+    SHOWN_MEMBERS,
     WARNINGS,
     Cursor,
     NextLink,
+    QueryInteger,
     Reference,
     Scope,
     ScopeInput,
@@ -183,7 +186,8 @@ class ListClaimsQuery(_Query):
     ] = Field(json_schema_extra={"default": True})
     scope: Annotated[Scope | None, designer("Scope", "Only list the claims of this scope.", ADVANCED)] = None
     top: Annotated[
-        int, designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
+        QueryInteger,
+        designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED),
     ] = Field(default=50, ge=1, le=200)
     cursor: Cursor = None
 
@@ -229,7 +233,8 @@ class FindClaimsQuery(_Query):
     ] = None
     scope: Annotated[Scope | None, designer("Scope", "Only list the claims of this scope.", ADVANCED)] = None
     top: Annotated[
-        int, designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED)
+        QueryInteger,
+        designer("Page Size", "How many claims one page holds, from 1 to 200 (50 when left empty).", ADVANCED),
     ] = Field(default=50, ge=1, le=200)
     cursor: Cursor = None
 
@@ -255,6 +260,7 @@ class HistoryEntry(_Model):
     recognised_by: Annotated[str, designer("Recognised By", "How the service recognised the request, in one sentence.")]
     details: Annotated[
         dict[str, JsonValue],
+        SHOWN_MEMBERS,
         designer("Event Details", "More about the event, such as the conflict id or the result it replaced."),
     ] = Field(default_factory=dict)
     # Answers alike (same attempt, outcome, flow and reason) are one entry: how many, the first and the last.
@@ -309,7 +315,7 @@ class ClaimView(_Model):
         str | None,
         designer("Target Record ID", "The id of the record in the target system, once a result is recorded."),
     ] = None
-    data: Annotated[JsonValue, designer("Result Data", "The data recorded with the result.")] = None
+    data: Annotated[JsonValue, SHOWN_JSON, designer("Result Data", "The data recorded with the result.")] = None
     completed_at: CompletedAt = None
     error: Annotated[str | None, designer("Error Message", "The error recorded with a failed or unknown outcome.")] = (
         None

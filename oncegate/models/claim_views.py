@@ -10,6 +10,7 @@ from oncegate.models.base import (
     CHANGED_PARTS,
     IMPORTANT,
     MORE_CHANGED_PARTS,
+    SHOWN_JSON,
     WARNINGS,
     _Model,
     designer,
@@ -51,7 +52,7 @@ class ClaimResult(_Model):
         str | None,
         designer("Result Record ID", "The id of the record in the target system that the successful run recorded."),
     ] = None
-    data: Annotated[JsonValue, designer("Result Data", "The data that the successful run recorded.")] = None
+    data: Annotated[JsonValue, SHOWN_JSON, designer("Result Data", "The data that the successful run recorded.")] = None
     completed_at: CompletedAt = None
     run_id: Annotated[str, designer("Result Run ID", "The run that did the side effect.")]
     flow: Annotated[FlowRef | None, flow_in_answer("Result Flow", "the flow that did the side effect")] = None

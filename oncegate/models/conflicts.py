@@ -15,9 +15,11 @@ from oncegate.models.base import (
     INTERNAL,
     MAX_CURSOR_LENGTH,
     MORE_CHANGED_PARTS,
+    SHOWN_JSON,
     WARNINGS,
     Cursor,
     NextLink,
+    QueryInteger,
     Scope,
     Text256,
     _Model,
@@ -91,7 +93,7 @@ class ListConflictsQuery(_Query):
     ] = ConflictStatus.OPEN
     scope: Annotated[Scope | None, designer("Scope", "Only list the conflicts of this scope.", ADVANCED)] = None
     top: Annotated[
-        int,
+        QueryInteger,
         designer("Page Size", "How many conflicts one page holds, from 1 to 200 (50 when left empty).", ADVANCED),
     ] = Field(default=50, ge=1, le=200)
     cursor: Cursor = None
@@ -160,7 +162,9 @@ class ConflictView(_Model):
     reason: Annotated[str, designer("Reason", "What differs, in one sentence.", IMPORTANT)]
     changed_parts: Annotated[list[str] | None, CHANGED_PARTS] = None
     more_changed_parts: Annotated[int | None, MORE_CHANGED_PARTS] = None
-    details: Annotated[JsonValue, designer("Details", "What the reporting flow added for the owner.")] = None
+    details: Annotated[JsonValue, SHOWN_JSON, designer("Details", "What the reporting flow added for the owner.")] = (
+        None
+    )
     run_id: Annotated[str, designer("Run ID", "The run that met the changed data.")]
     flow: Annotated[FlowRef | None, flow_in_answer("Flow", "the flow of the run that met the changed data")] = None
     created_at: Annotated[datetime, designer("Created At", "When the conflict opened, in UTC.")]

@@ -160,7 +160,6 @@ def export(
 
         for secret in marks.secrets:
             put(export_format.secret_record(secret))
-        _section(put, on_progress, counts, "scope", map(export_format.scope_record, scopes))
         _section(put, on_progress, counts, "flow", map(export_format.flow_record, store.list_flows()))
         _section(put, on_progress, counts, "overlap", map(export_format.overlap_record, store.list_overlaps()))
         _section(put, on_progress, counts, "target", map(export_format.target_record, store.list_targets()))
@@ -168,14 +167,21 @@ def export(
             lambda cursor: store.list_conflicts(status=None, scope=None, limit=CONFLICT_PAGE, cursor=cursor)
         )
         _section(put, on_progress, counts, "conflict", map(export_format.conflict_record, conflicts))
+        claims_by_scope: dict[str, Counter[ClaimStatus]] = {}
         for backup in store.export_claims():
             put(export_format.claim_record(backup))
+            if backup.claim.purged_at is None:  # a tombstone is no claim of its scope's, as a recount counts
+                claims_by_scope.setdefault(backup.claim.scope, Counter())[backup.claim.status] += 1
             if backup.claim.key_id:
                 needed.add(backup.claim.key_id)
             if backup.changed_at >= started_at:
                 read_after_change[backup.claim.claim_id] = str(backup.claim.version)
         if on_progress:
             on_progress("claim", counts["claim"])
+        # The scopes after the claims, each counting the claims just written: a scope's row lags behind its claims by
+        # what the serving instances had counted and not yet merged (oncegate.service.usage).
+        recounted = (replace(scope, claims_by_status=dict(claims_by_scope.get(scope.scope, {}))) for scope in scopes)
+        _section(put, on_progress, counts, "scope", map(export_format.scope_record, recounted))
         report = ExportReport(
             store_id=marks.store_id,
             started_at=started_at,

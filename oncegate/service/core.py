@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -183,9 +184,9 @@ class ClaimsCore:
         reduced to claim ids, its data to fingerprints and member digests, the signed-in caller to the digest a
         grant keeps, the lease its scope gives, the warnings it earned. Nothing is written yet; every step after
         reads this one value."""
-        # The safeguard's ring read once for the request (``require_safe_store`` and ``keys`` read the same): it
-        # refuses an unsafe store here, and the identities and the current secret come from the one reading.
-        ring = self.safeguard.ring()
+        # The safeguard's ring read once for the request (``require_safe_store`` reads the same): it refuses an
+        # unsafe store here, and the identities and the current secret come from the one reading.
+        ring = self.keys
         now = self.clock()  # the intent's time, which the inventory's cache is judged fresh at too
         inventory = self.inventory
         rules = inventory.fingerprint_rules(normalise_scope(sent.scope), at=now)
@@ -291,14 +292,22 @@ class ClaimsCore:
     @property
     def keys(self) -> KeyRing:
         """The key secrets to claim with now (during a switch, the ring of the phase before it)."""
-        return self.safeguard.ring()
+        return self._ring()
 
     def require_safe_store(self) -> None:
         """Refuse to act on a store whose claims this instance cannot read as they were made: another or a
         missing key secret, a store wiped or replaced, a clock too far from the store's (``oncegate.service.
         safeguard``). Each of those would answer ``proceed`` for keys already done.
         """
-        self.safeguard.ring()
+        self._ring()
+
+    def _ring(self) -> KeyRing:
+        """The safeguard's last good reading, taken as it is until its time is up; only then is the safeguard asked
+        for a new one, which refuses an unsafe store."""
+        reading = self.safeguard.reading
+        if reading is not None and time.monotonic() < reading.until:
+            return reading.ring
+        return self.safeguard.ring()
 
     def decided_at(self, claim: Claim, now: datetime) -> datetime:
         """When a change or answer decided on ``claim`` happened: ``now``, but after the claim was written.

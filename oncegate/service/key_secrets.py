@@ -156,6 +156,6 @@ def _store_to_start(marks: StoreMarks, pinned: str | None) -> str:
 
 
 def _retryable_failure(row: Claim) -> bool:
-    """A failure its flow left retryable (or a review settled as failed): on no attention list, never deleted by
-    retention; its key's next run proceeds."""
+    """A failure its flow left retryable (or a review settled as failed): on no attention list, deleted by retention
+    at its scope's horizon; its key's next run proceeds."""
     return row.purged_at is None and row.status is ClaimStatus.FAILED and row.retryable is not False

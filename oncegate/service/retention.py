@@ -6,17 +6,21 @@ A claim is deleted when its last change (``UpdatedAt``) is older than its scope'
 - ``succeeded`` or ``released``;
 - ``failed`` and not retryable, **after review**: a reviewer acknowledged the failure
   (``POST /api/claims/{claimId}/review``) or resolved a conflict on the claim since it failed, so
-  its ``reviewer`` is set. An unreviewed one waits in the attention list instead.
+  its ``reviewer`` is set. An unreviewed one waits in the attention list instead;
+- ``failed`` and retryable, once its scope's **horizon** is over (below): its key's next run retries it,
+  and one that has not come back by then is not expected to. The failure says the side effect did not
+  happen, so a key that comes back after it is gone is answered ``proceed``, as its retry would be (a
+  changed payload proceeds too, as a released claim's does, instead of opening a conflict). Kept for
+  ever, one whose key never came back blocked retiring its key secret (``keys retire`` without ``--orphan``).
 
-Never an ``in_progress`` or ``unknown`` claim, never a retryable failure (its next run retries it),
-never a claim with an open conflict.
+Never an ``in_progress`` or ``unknown`` claim, never a claim with an open conflict.
 
 A succeeded claim leaves a tombstone (issue 26): its row keeps the status, target record, completion,
 run, flow and fingerprint, and loses its data, labels and history, so that a late replay of the key
 (a run resubmitted months on, a polling trigger turned back on) is still answered ``duplicate``. The
 tombstone goes once the scope's horizon is over (``horizonDays``, a year by default, never shorter
 than the retention), counted from the claim's last change, by the same purge, after the claims. A
-released claim or a reviewed failure leaves nothing: nothing was done for the key, and its next
+released claim or a failure leaves nothing: nothing was done for the key, and its next
 Check and claim is answered ``proceed``, as for a key never seen.
 
 The claims are listed a page at a time (``list_claims``: finished and changed before the shortest
@@ -61,7 +65,7 @@ class Kept(StrEnum):
     """Why a claim the purge examined was not deleted."""
 
     WITHIN_RETENTION = "within_retention"
-    RETRYABLE = "retryable"
+    RETRYABLE = "retryable"  # a retryable failure within its scope's horizon: its key's next run retries it
     UNREVIEWED = "unreviewed"
     OPEN_CONFLICT = "open_conflict"
     CHANGED = "changed"
@@ -132,9 +136,10 @@ class PurgeReport:
 
 def gone_at(claim: Claim, record: ScopeRecord | None) -> datetime | None:
     """When retention deletes this row at the earliest (None: never by itself): a tombstone, or the tombstone a
-    succeeded claim becomes, at its scope's horizon; a released claim or a reviewed failure at its retention."""
+    succeeded claim becomes, and a retryable failure at its scope's horizon; a released claim or a reviewed failure
+    at its retention."""
     record = record or ScopeRecord(claim.scope)
-    if claim.status is ClaimStatus.SUCCEEDED:
+    if claim.status is ClaimStatus.SUCCEEDED or _retryable_failure(claim):
         return claim.updated_at + timedelta(days=horizon_days(record))
     finished = claim.status is ClaimStatus.RELEASED or (
         claim.status is ClaimStatus.FAILED and claim.retryable is False and claim.reviewer is not None
@@ -163,11 +168,18 @@ def buried(claim: Claim, now: datetime) -> Claim:
     )
 
 
-def kept_because(claim: Claim, *, now: datetime, retention_days: int, open_conflict: bool) -> Kept | None:
+def _retryable_failure(claim: Claim) -> bool:
+    return claim.status is ClaimStatus.FAILED and claim.retryable is not False
+
+
+def kept_because(
+    claim: Claim, *, now: datetime, retention_days: int, horizon_days: int, open_conflict: bool
+) -> Kept | None:
     """Why a listed claim must stay; None when it may be deleted."""
-    if claim.status is ClaimStatus.FAILED and claim.retryable is not False:
-        return Kept.RETRYABLE
-    if claim.status is ClaimStatus.FAILED and claim.reviewer is None:
+    if _retryable_failure(claim):
+        if claim.updated_at >= now - timedelta(days=horizon_days):
+            return Kept.RETRYABLE
+    elif claim.status is ClaimStatus.FAILED and claim.reviewer is None:
         return Kept.UNREVIEWED
     if claim.updated_at >= now - timedelta(days=retention_days):
         return Kept.WITHIN_RETENTION
@@ -254,7 +266,13 @@ class Retention:
             while not report.finished:
                 try:
                     self._page(
-                        report, pool, now=now, changed_before=changed_before, retention=retention, size=page_size
+                        report,
+                        pool,
+                        now=now,
+                        changed_before=changed_before,
+                        retention=retention,
+                        horizon=horizon,
+                        size=page_size,
                     )
                 except StoreUnavailable as exc:
                     report.error = exc.message
@@ -279,6 +297,7 @@ class Retention:
         now: datetime,
         changed_before: datetime,
         retention: Mapping[str, int],
+        horizon: Mapping[str, int],
         size: int,
     ) -> None:
         page = self._store.list_claims(
@@ -292,6 +311,7 @@ class Retention:
                 claim,
                 now=now,
                 retention_days=retention.get(claim.scope, DEFAULT_RETENTION_DAYS),
+                horizon_days=horizon.get(claim.scope, DEFAULT_HORIZON_DAYS),
                 open_conflict=claim.claim_id in disputed,
             )
             if kept is None:

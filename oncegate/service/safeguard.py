@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from oncegate import telemetry
 from oncegate.domain.keys import KeyHasher, KeyRing
@@ -108,8 +108,21 @@ class PinnedFile:
             file.write(store_id + "\n")
 
 
+class Reading(NamedTuple):
+    """A good reading of the store's marks: the ring it lets this instance claim with, until ``until``
+    (``time.monotonic()``); past it, the marks are read again."""
+
+    ring: KeyRing
+    until: float
+
+
 class Safeguard:
-    """The key ring this instance may claim with right now, or the refusal that says why it may not."""
+    """The key ring this instance may claim with right now, or the refusal that says why it may not.
+
+    :attr:`reading` is the last good reading while it may stand (None before the first, and from the moment a new
+    one is taken until it is good): whoever claims takes its ring while ``until`` is ahead, without calling in
+    here, and calls :meth:`ring` for a new reading once it is past.
+    """
 
     def __init__(
         self,
@@ -137,23 +150,21 @@ class Safeguard:
             next=keys.lookup_order[-1].key_id if keys.lookup_order[-1] is not keys.current else None,
         )
         self._lock = threading.Lock()
-        self._checked_at: float | None = None
-        self._ring = keys
+        self.reading: Reading | None = None
         self._seen: str | None = None
         self.skew: timedelta | None = None
 
     def ring(self, *, fresh: bool = False) -> KeyRing:
-        """The ring to claim with; reads the marks when the last good reading is older than the interval
-        (``fresh``: now, as health does, so that it never reports a store it last read seconds ago)."""
-        checked_at = self._checked_at
-        if not fresh and checked_at is not None and time.monotonic() - checked_at < self._interval:
-            return self._ring
+        """The ring to claim with: the marks read again unless another thread just did (``fresh``: read now
+        whatever the last reading, as health does, so that it never reports a store it last read seconds ago).
+        A refusal raised here is not kept: the next call reads again."""
         with self._lock:
-            if fresh or self._checked_at is None or time.monotonic() - self._checked_at >= self._interval:
-                self._checked_at = None
-                self._ring = self._check()
-                self._checked_at = time.monotonic()
-            return self._ring
+            reading = self.reading
+            if fresh or reading is None or time.monotonic() >= reading.until:
+                self.reading = None
+                ring = self._check()
+                self.reading = reading = Reading(ring, time.monotonic() + self._interval)
+            return reading.ring
 
     def _check(self) -> KeyRing:
         for _ in range(ROUNDS):

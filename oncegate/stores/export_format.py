@@ -7,13 +7,16 @@ fixed-width UTC text, as SQLite keeps them. The file is::
     {"record": "header", "format": "oncegate-export", "formatVersion": 2, "storeId": ..., "exportId": ...,
      "startedAt": ..., "horizonDays": ..., "keySecretIds": [...]}
     {"record": "secret", "row": {...}}                 the key secrets' records (check values, never secrets)
-    {"record": "scope" | "flow" | "overlap", "row": {...}}
+    {"record": "flow" | "overlap", "row": {...}}
     {"record": "target", "row": {...}}                 declared targets (a secret's name, never a secret)
     {"record": "conflict", "row": {...}}
     {"record": "claim", "row": {...}, "history": [{...}], "fingerprints": [{...}]}   one line per claim
+    {"record": "scope", "row": {...}}                  its claims by status counted from the claims above
     {"record": "end", "finishedAt": ..., "counts": {...}, "keySecretIds": [...], "changedDuringExport": [...]}
 
-A file without its ``end`` line was cut short: an import refuses it. ``.gz`` files are gzip.
+A file without its ``end`` line was cut short: an import refuses it. ``.gz`` files are gzip. Files of releases
+before 0.5.0 hold the scopes before the flows, with the counts their rows held; an import counts the claims again
+whatever the order.
 
 Format 2 added the ``target`` records (issue 34); a file of format 1 (releases before 0.5.0) has none
 and still reads: its store had targets declared again by hand, or none.

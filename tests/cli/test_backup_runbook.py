@@ -30,6 +30,7 @@ from oncegate.cli import main
 from oncegate.config import Settings
 from oncegate.domain.statuses import Decision
 from oncegate.domain.targets import Target, TargetAuth
+from oncegate.entrypoints import http
 from oncegate.entrypoints.operations import BY_NAME, Call
 from oncegate.models import PerformRequest, PerformResponse
 from oncegate.stores import export_format
@@ -140,9 +141,43 @@ def test_the_restore_runbook_as_written_brings_back_every_key_and_health_says_so
         service.close()
 
 
+def test_the_runbook_run_at_the_repository_root_leaves_nothing_git_would_commit(served: Path) -> None:
+    """`make run` keeps its store in .oncegate/ at the repository root, where the runbook is run: the export and
+    the database moved aside hold the flows' references and result data, and must not be committed with the
+    next `git add -A` (before, both showed as untracked files)."""
+    subprocess.run(["git", "init", "--quiet", str(served)], check=True)
+    (served / ".gitignore").write_text((REPO / ".gitignore").read_text(encoding="utf-8"), encoding="utf-8")
+    steps = runbook()
+    before = untracked(served)
+
+    exported = bash(steps["export"], served)
+    aside = bash(steps["aside"], served)
+
+    assert (exported.returncode, aside.returncode) == (0, 0), exported.stderr + aside.stderr
+    assert (served / "oncegate-export.jsonl.gz").exists()
+    assert (served / "wiped" / "oncegate.db").exists()
+    assert untracked(served) - before == set()
+    # An export cut short leaves <name>.partial<suffix> instead (docs/operations.md, *Taking an export*).
+    partial = served / "oncegate-export.jsonl.partial.gz"
+    partial.write_bytes(b"")
+    assert untracked(served) - before == set()
+
+
+def untracked(folder: Path) -> set[str]:
+    """The files `git add -A` would add in ``folder``, a repository with no commit."""
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(status.stdout.splitlines())
+
+
 def perform(service: Gate, key: str, run: str) -> PerformResponse:
     request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
-    answer: PerformResponse = BY_NAME["perform_once"].answer(service.services, Call(body=request))
+    answer: PerformResponse = http.answer(BY_NAME["perform_once"], service.services, Call(body=request))
     return answer
 
 

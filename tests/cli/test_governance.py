@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,8 @@ def test_claims_review_settles_an_attempt_in_doubt_with_its_outcome(api: ServerA
 def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A SQLite file of old claims (made in 2024), named by the environment as `oncegate serve` reads it.
 
-    Five succeeded claims and two failures that may be retried, which retention keeps.
+    Five succeeded claims and two failures that may be retried, made 100 days ago: past the retention, within the
+    horizon, until which retention keeps them.
     """
     path = tmp_path / "purged" / "oncegate.db"
     for name in STORE_SETTINGS:
@@ -130,6 +132,7 @@ def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for index in range(5):
         succeeded(service, key=f"ORDER-{index}", run=f"run-{index}")
         clock.advance(1)
+    clock.now = datetime.now(UTC) - timedelta(days=100)
     for index in range(2):
         record(service, claim(service, key=f"RETRY-{index}", run=f"run-r{index}"), "failed", retryable=True)
     service.close()

@@ -5,9 +5,11 @@ trickle, each within PROBE_SECONDS (issue 31)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import resource
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +27,7 @@ from tests.http.test_slow_clients import (
     not_reading,
     probe,
     probes_answered,
+    small_buffered,
     trickling,
 )
 
@@ -95,5 +98,62 @@ def test_clients_that_stop_reading_their_answers_leave_room_for_health_probes(
     finally:
         stop(process)
 
+    assert [status for status, _ in answered] == [200] * PROBES, answered
+    assert max(seconds for _, seconds in answered) < PROBE_SECONDS
+
+
+# A page of List claims as the attack that found issue 31 asked for it: 200 claims of one source, each with result
+# data of 15 KB, 3.1 MB of answer; three asked for on each connection, none read.
+SOURCE = "big-source"
+LIST_PAGE = f"GET /api/claim-list?source={SOURCE}&top=200 HTTP/1.1\r\nHost: test\r\n\r\n".encode()
+
+
+def post(port: int, path: str, body: object) -> dict[str, object]:
+    """POST a JSON body to the served API; its answer."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        loaded: dict[str, object] = json.load(answer)
+        return loaded
+
+
+def fill_a_page(port: int) -> int:
+    """Claim and record 200 claims of SOURCE, each with 15 KB of result data; the bytes of their page."""
+    for batch in range(10):
+        items = [{"scope": "big", "key": f"k-{batch}-{item}", "runId": "r", "source": SOURCE} for item in range(20)]
+        claimed = post(port, "claims/batch", {"items": items})["value"]
+        assert isinstance(claimed, list)
+        results = [
+            {"claimId": a["claimId"], "claimToken": a["claimToken"], "outcome": "succeeded", "data": {"d": "ab" * 7600}}
+            for a in claimed
+        ]
+        post(port, "claims/results", {"items": results})
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/claim-list?source={SOURCE}&top=200", timeout=30) as page:
+        return len(page.read())
+
+
+@pytest.mark.parametrize(
+    ("argv", "count"), [(["--threads", "1"], NOT_READING), (["--workers", "2"], 6)], ids=["one-thread", "two-workers"]
+)
+def test_clients_that_never_read_a_3_mb_page_of_list_claims_leave_room_for_health_probes(
+    tmp_path: Path, argv: list[str], count: int
+) -> None:
+    """The attack as it was first made, on the app's own answers rather than the 404s of the test above."""
+    process = start(tmp_path / "oncegate.db", *argv, "--app-dir", str(REPO), cwd=tmp_path)
+    try:
+        port = serving_port(process)
+        page = fill_a_page(port)
+        address = ("127.0.0.1", port)
+        with contextlib.ExitStack() as stack:
+            for sock in [small_buffered(address, stack) for _ in range(count)]:
+                sock.sendall(LIST_PAGE * 3)
+            answered = [probe(address) for _ in range(PROBES)]
+    finally:
+        stop(process)
+
+    assert page > 3_000_000
     assert [status for status, _ in answered] == [200] * PROBES, answered
     assert max(seconds for _, seconds in answered) < PROBE_SECONDS

@@ -130,3 +130,18 @@ def test_every_api_call_is_a_route_the_app_serves() -> None:
     posted = [VARIABLE.sub("X1", found["path"].strip("\"'")) for line in LINES for found in POSTED.finditer(code(line))]
     assert {"claims", "claims/X1/result", "claims/batch", "claims/results"} <= set(posted)
     assert [path for path in posted if match(routes, "POST", path) is None] == []
+
+
+def test_bodies_are_sent_as_utf8_bytes() -> None:
+    """Windows PowerShell 5.1 sends a string body in ISO-8859-1 whatever the JSON says: every character outside
+    it becomes ``?``, so two orders keyed in Chinese, Greek or Cyrillic of one length would arrive as one key and
+    the second be answered ``duplicate``. Bytes are sent as they are, by 5.1 and 7 alike."""
+    sent = [line for line in LINES if "Invoke-RestMethod" in line and "-Body" in line]
+    assert sent
+    for line in sent:
+        assert "-ContentType 'application/json; charset=utf-8'" in line, line
+        body = re.search(r"-Body\s+(\$\w+)", line)
+        assert body, f"the body is not a variable holding bytes: {line}"
+        made = [made for made in LINES if made.strip().startswith(f"{body[1]} = ")]
+        assert made, f"{body[1]} is not made in the block"
+        assert "[Text.Encoding]::UTF8.GetBytes(" in made[0], made

@@ -23,12 +23,15 @@ from pydantic.alias_generators import to_camel
 ROOT = Path(__file__).resolve().parents[2]
 
 FIRST_CLAIM = """
-import json, sys
+import gc, json, sys
 import azure.functions as func
+{before}
 import function_app
 from pydantic.plugin import _loader
 
 imported = sorted(sys.modules)
+operation = sys.modules["oncegate.entrypoints.operations.table"].Operation
+collector = {{"enabled": gc.isenabled(), "walks_the_table": any(one is operation for one in gc.get_objects())}}
 functions = {{f.get_function_name(): f.get_user_function() for f in function_app.app.get_functions()}}
 request = func.HttpRequest("POST", "http://localhost/api/claims", body={body!r},
                            headers={{"Content-Type": "application/json"}})
@@ -38,7 +41,7 @@ built = {{name for module in modules if module.startswith("oncegate.models.")
          for name, model in vars(sys.modules[module]).items() if getattr(model, "__pydantic_complete__", False)}}
 print(json.dumps({{"status": response.status_code, "answer": json.loads(response.get_body()),
                   "imported": imported, "modules": modules, "built": sorted(built),
-                  "plugins_looked_for": _loader._plugins is not None}}))
+                  "plugins_looked_for": _loader._plugins is not None, "collector": collector}}))
 """
 # What the first Check and claim never needs: the other actions' entries, models and services, the timers, the
 # command line. Each is imported when its own action (or timer, or command) is first called.
@@ -142,7 +145,7 @@ COLD_CLAIM = {
 }
 
 
-def _first_claim(tmp_path: Path, key: str, **settings: str) -> Any:
+def _first_claim(tmp_path: Path, key: str, *, before: str = "", **settings: str) -> Any:
     environment = {
         name: value
         for name, value in os.environ.items()
@@ -152,7 +155,7 @@ def _first_claim(tmp_path: Path, key: str, **settings: str) -> Any:
     environment |= {"ONCEGATE_SQLITE_PATH": str(tmp_path / "cold.db"), "ONCEGATE_KEY_SECRET": "cold-" + "s" * 40}
     flow = {"name": "Create order", "environment": "Default"}
     body = {"scope": "orders", "key": key, "payload": {"order": 1001}, "runId": "run-1", "flow": flow}
-    code = FIRST_CLAIM.format(body=json.dumps(body).encode())
+    code = FIRST_CLAIM.format(body=json.dumps(body).encode(), before=before)
     done = subprocess.run([sys.executable, "-c", code], env=environment, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
@@ -190,6 +193,20 @@ def test_a_first_claim_imports_only_the_modules_of_its_path(tmp_path: Path) -> N
     imported = {module for module in result["modules"] if module.split(".")[0] == "oncegate"}
     assert NOT_FOR_AN_ANSWER & imported == set()
     assert imported - COLD_CLAIM == set()
+
+
+def test_the_collector_leaves_the_app_s_modules_out_and_runs_again_once_they_are_imported(tmp_path: Path) -> None:
+    # Importing the app makes nothing that is garbage: the collector waits for the imports, then never walks what
+    # they made (gc.freeze), and collects again for the requests.
+    result = _first_claim(tmp_path, "SO-1004")
+    assert result["answer"]["decision"] == "proceed"
+    assert result["collector"] == {"enabled": True, "walks_the_table": False}
+
+
+def test_a_host_that_turned_the_collector_off_finds_it_off_after_the_app_is_imported(tmp_path: Path) -> None:
+    result = _first_claim(tmp_path, "SO-1005", before="gc.disable()")
+    assert result["answer"]["decision"] == "proceed"
+    assert result["collector"]["enabled"] is False
 
 
 def test_a_first_request_refused_still_answers_the_contract_s_error(tmp_path: Path) -> None:

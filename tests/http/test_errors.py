@@ -350,6 +350,7 @@ def test_every_action_answers_an_unexpected_failure_with_a_json_500(
     def broken() -> Gate:
         raise RuntimeError("the wiring fell over in a way nobody expected")
 
+    monkeypatch.setattr(bootstrap, "services_built", None)  # the pipeline builds them again, and that fails
     monkeypatch.setattr(bootstrap, "get_services", broken)
 
     reply = api.call(name, route={"claimId": "a" * 52, "conflictId": "a" * 24})

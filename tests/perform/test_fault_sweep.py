@@ -22,6 +22,7 @@ import pytest
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.statuses import Outcome
 from oncegate.domain.targets import Target
+from oncegate.entrypoints import http
 from oncegate.entrypoints.operations import BY_NAME, Call
 from oncegate.errors import StoreUnavailable
 from oncegate.models import PerformRequest, PerformResponse, RecordResultRequest
@@ -51,7 +52,7 @@ def faulty(request: pytest.FixtureRequest, open_store: object, clock: FakeClock)
 
 def perform(service: Gate, key: str, run: str) -> PerformResponse:
     request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
-    answer: PerformResponse = BY_NAME["perform_once"].answer(service.services, Call(body=request))
+    answer: PerformResponse = http.answer(BY_NAME["perform_once"], service.services, Call(body=request))
     return answer
 
 
@@ -66,7 +67,7 @@ def reconciled(service: Gate, answer: PerformResponse, key: str) -> PerformRespo
     failed = RecordResultRequest(
         claim_token=answer.claim_token, outcome=Outcome.FAILED, retryable=True, error="not found"
     )
-    BY_NAME["record_result"].answer(service.services, Call(body=failed, ids={"claimId": answer.claim_id}))
+    http.answer(BY_NAME["record_result"], service.services, Call(body=failed, ids={"claimId": answer.claim_id}))
     return perform(service, key, "run-again")
 
 

@@ -590,12 +590,44 @@ def test_the_export_holds_each_target_by_its_secrets_name_and_the_header_names_f
         ("mail", "none", None),
     ]
     assert rows[0]["DeclaredAt"] == "2026-11-30T08:15:30.123456+00:00"
-    # Targets go before the claims, with the rest of the catalogue: a restore cut short has them first.
+    # Targets go before the claims, with the flows: a restore cut short has them first. The scopes come last, with
+    # the counts of the claims before them.
     kinds = [line["record"] for line in lines]
     places = [index for index, kind in enumerate(kinds) if kind == "target"]
     assert places == [kinds.index("target"), kinds.index("target") + 1]
-    assert {"scope", "flow"} <= set(kinds[: places[0]])
+    assert "flow" in kinds[: places[0]]
     assert places[-1] < kinds.index("claim")
+    assert kinds.index("scope") > max(index for index, kind in enumerate(kinds) if kind == "claim")
+
+
+def test_an_export_counts_each_scopes_claims_from_the_claims_it_holds(
+    stores: Stores, clock: FakeClock, tmp_path: Path
+) -> None:
+    """The scope rows an export held were the store's, lagging behind its claims by what the serving instances had
+    not merged: a drill's export said 0 claims for a scope of 24, and only the import counted them again."""
+    service = gate(stores, clock)
+    set_scope(service, scope="erp.create-order", retention_days=30)
+    set_scope(service, scope="mail.send-invoice", retention_days=1)
+    record(service, claim(service, key="INV-1", run="run-inv", scope="mail.send-invoice"))
+    clock.advance(2 * DAY)
+    assert service.retention.purge().deleted_total == 1  # its tombstone is no claim of the scope's
+    for index in range(3):
+        record(service, claim(service, key=f"SO-{index}", run=f"run-{index}"))
+    claim(service, key="SO-held", run="run-held")
+    record(service, claim(service, key="SO-down", run="run-down"), "failed", error="ERP down")
+    lagging = {record.scope: dict(record.claims_by_status) for record in stores.open().list_scopes()}
+
+    export_file = exported(stores.open(), tmp_path / "export.jsonl", clock)
+
+    scopes = [
+        export_format.restored(line) for line in export_format.records(export_file.path) if line["record"] == "scope"
+    ]
+    assert lagging == {"erp.create-order": {}, "mail.send-invoice": {}}
+    assert {scope.scope: dict(scope.claims_by_status) for scope in scopes if isinstance(scope, ScopeRecord)} == {
+        "erp.create-order": {ClaimStatus.SUCCEEDED: 3, ClaimStatus.IN_PROGRESS: 1, ClaimStatus.FAILED: 1},
+        "mail.send-invoice": {},
+    }
+    assert [scope.retention_days for scope in scopes if isinstance(scope, ScopeRecord)] == [30, 1]
 
 
 def test_an_export_of_format_1_from_an_earlier_release_imports_with_no_targets(

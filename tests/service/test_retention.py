@@ -108,6 +108,33 @@ def test_purge_deletes_exactly_the_finished_claims_past_their_scope_retention(se
     assert claim(service, run="run-again", key="succeeded").decision is Decision.DUPLICATE
 
 
+def test_a_retryable_failure_is_deleted_once_its_scope_horizon_is_over(service: Gate, clock: FakeClock) -> None:
+    # Kept for ever before, however long its key stayed away. A retryable failure says the side effect did not
+    # happen: its key, back after the horizon, proceeds as its retry would, even with changed data.
+    set_scope(service, SHORT, retention_days=10, horizon_days=30)
+    near = failed(service, "near", retryable=True, scope=SHORT)
+    far = failed(service, "far", retryable=True, scope=SHORT)
+    disputed = failed(service, "disputed", retryable=True, scope=SHORT)
+    opened = claim(service, run="run-d2", key="disputed", scope=SHORT, fingerprint="v2")
+    clock.advance(15 * DAY)
+    record(service, claim(service, run="run-near-2", key="near", scope=SHORT), "failed", error="down again")
+    clock.advance(14 * DAY)
+
+    within = service.retention.purge()
+    clock.advance(2 * DAY)
+    over = service.retention.purge()
+
+    assert opened.decision is Decision.CONFLICT
+    assert within.deleted_total == 0
+    assert within.kept == Counter({Kept.RETRYABLE: 3})
+    assert over.deleted == Counter({(SHORT, ClaimStatus.FAILED): 1})
+    assert over.kept == Counter({Kept.RETRYABLE: 1, Kept.OPEN_CONFLICT: 1})
+    assert [gone(service, claim_id) for claim_id in (near, far, disputed)] == [False, True, False]
+    assert scopes(service)[SHORT].claims == ClaimCounts(failed=2)
+    again = claim(service, run="run-far-2", key="far", scope=SHORT, fingerprint="v2")
+    assert (again.decision, again.attempt) == (Decision.PROCEED, 1)
+
+
 def test_within_its_scope_retention_nothing_is_deleted(service: Gate, clock: FakeClock) -> None:
     ids = every_case(service)
 

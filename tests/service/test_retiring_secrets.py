@@ -140,12 +140,14 @@ def test_claims_in_every_status_count_and_those_retention_keeps_have_no_horizon(
     refused = operator(f"oncegate keys retire {KeyHasher(A).key_id}")
 
     assert json.loads(purged.out)["deleted"] == 2  # the released claim, and the succeeded one down to its tombstone
-    assert (shown["claims"], shown["tombstones"], shown["held"]) == (2, 1, 2)
+    assert (shown["claims"], shown["tombstones"], shown["held"], shown["retryableFailures"]) == (2, 1, 1, 1)
     horizon = datetime.fromisoformat(shown["lastHorizon"])
     assert abs(horizon - done_at - timedelta(days=DEFAULT_HORIZON_DAYS)) < timedelta(seconds=1)
     assert refused.code == 2
     assert "2 claims and 1 tombstone (1 claim that retention never deletes by itself" in refused.err
-    assert "1 retryable failure that retention never deletes, on no attention list" in refused.err
+    assert "1 retryable failure, on no attention list: each waits for its key's next run, or for its scope's" in (
+        refused.err
+    )
     assert "--orphan 3" in refused.err
 
 
@@ -176,15 +178,37 @@ def test_a_lease_settled_as_failed_is_named_as_a_retryable_failure_no_attention_
     refused = operator(f"oncegate keys retire {KeyHasher(A).key_id}")
     waiting = {item.claim.claim_id for item in switched.attention_page(ListClaimsQuery(attention=True))[0]}
 
-    assert (shown["claims"], shown["held"], shown["retryableFailures"]) == (2, 2, 1)
-    assert "2 held (1 retryable failed)" in table.out
+    assert (shown["claims"], shown["held"], shown["retryableFailures"]) == (2, 1, 1)
+    assert "1 held, 1 retryable failed" in table.out
     assert waiting == {running.claim_id}
     assert refused.code == 2
     assert "(1 claim that retention never deletes by itself, in the attention list until someone settles it;" in (
         refused.err
     )
-    assert "1 retryable failure that retention never deletes, on no attention list" in refused.err
+    assert "1 retryable failure, on no attention list: each waits for its key's next run" in refused.err
     assert "`oncegate claims list --status failed`" in refused.err
+
+
+def test_a_retryable_failure_past_its_horizon_is_purged_and_no_longer_holds_the_secret(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    """A failure its flow left retryable under A, whose key never came back: the purge kept it for ever, and `keys
+    retire` refused A ("1 retryable failure that retention never deletes") until run with --orphan."""
+    clock.now = datetime.now(UTC) - timedelta(days=DEFAULT_HORIZON_DAYS + 10)
+    before = instance(ring(A))
+    record(before, claim(before, key="K-failed", run="run-first"), "failed", error="ERP down", retryable=True)
+    instance(ring(A, next_=B)).health()
+    instance(ring(B, previous=A)).health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+
+    purged = operator("oncegate purge --json")
+    retired = operator(f"oncegate keys retire {KeyHasher(A).key_id}")
+
+    assert json.loads(purged.out)["byScope"] == [{"scope": "erp.create-order", "status": "failed", "claims": 1}]
+    assert retired.code == 0, retired.err
+    # Its key comes back as its retry would have: proceed, a first attempt of a claim made anew under B.
+    again = claim(instance(ring(B)), key="K-failed", run="run-again")
+    assert (again.decision, again.attempt) == (Decision.PROCEED, 1)
 
 
 def runbook_commands() -> list[str]:

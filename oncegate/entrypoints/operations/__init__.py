@@ -11,7 +11,7 @@ into the service's command (:mod:`oncegate.service.commands`; Check and claim's 
   and telemetry are per function), and ``oncegate serve`` serves that same app;
 - :mod:`oncegate.entrypoints.http` is the one pipeline every function runs: the caller and its role,
   the query, the route's ids and the strict JSON body read as the entry declares them, then
-  :meth:`~oncegate.entrypoints.operations.table.Operation.perform` (parse, the sensitive-data check,
+  :func:`~oncegate.entrypoints.http.perform` (parse, the sensitive-data check,
   serve, render), the error body for any refusal, and the entry's telemetry event;
 - the connector generator (``tools/connector``) writes each entry's path, parameters and designer text;
 - the command's client (``oncegate.cli.client``) and the tests' ``Gate`` call the actions by entry.

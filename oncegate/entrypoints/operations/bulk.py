@@ -1,10 +1,10 @@
 """The bulk calls (issue 24), Check and claim many and Record results: their entries and their own work.
 
-Each reads its items one by one: an item is its single call's body, performed by that call's entry
-(:meth:`Operation.perform`; ``operations.claims``, ``operations.claim_records``), with that call's telemetry
-event marked ``bulk``; ``oncegate.service.bulk`` orders the items that share a claim. Where the store writes one
-at a time (SQLite), Check and claim many parses its items first and claims their new keys together
-(``oncegate.service.new_claims``, issue 36), rendered as the single call renders. Their entries live here,
+Each reads its items one by one: an item is its single call's body, its entry performed as the pipeline performs
+it (:func:`oncegate.entrypoints.http.perform`; ``operations.claims``, ``operations.claim_records``), with that
+call's telemetry event marked ``bulk``; ``oncegate.service.bulk`` orders the items that share a claim. Where the
+store writes one at a time (SQLite), Check and claim many parses its items first and claims their new keys
+together (``oncegate.service.new_claims``, issue 36), rendered as the single call renders. Their entries live here,
 apart from the single calls', so a process whose first request is a single call loads none of it.
 """
 
@@ -21,7 +21,7 @@ from oncegate import telemetry
 from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import ClaimAnswer, Intent
 from oncegate.domain.keys import normalise_key, normalise_scope
-from oncegate.entrypoints import error_map
+from oncegate.entrypoints import error_map, http
 from oncegate.entrypoints.error_map import error_info
 from oncegate.entrypoints.operations.claim_records import RECORD_RESULT
 from oncegate.entrypoints.operations.claims import CHECK_AND_CLAIM
@@ -136,7 +136,7 @@ def _parse(
         return None
     try:
         body = item_body(ClaimItem, item)
-        item_call: Call[ClaimItem, None] = Call(body=body, signed_in=call.signed_in)
+        item_call: Call[ClaimItem, None] = Call(body=body, caller=call.caller)
         command = _command(single, item_call, digest, index)
         assert single.stores is not None, "Check and claim says what it stores"
         warnings = services.sensitive_data.check(body, single.stores(item_call, command))
@@ -147,7 +147,7 @@ def _parse(
 
 
 def _rendered(single: Operation, read: _Parsed, told: ClaimAnswer) -> ClaimResponse:
-    """The answer as the single call renders it (:meth:`Operation.perform`): its warnings added, described."""
+    """The answer as the single call renders it (``http.perform``): its warnings added, described."""
     response = single.render(Call(body=read.body), (told, None))  # the single call's own rendering
     assert isinstance(response, ClaimResponse), "an item never waits"
     if read.warnings:
@@ -192,8 +192,8 @@ def _claim_item(
             )
             raise InvalidRequest(message, details=[("wait", message)])
         body = item_body(ClaimItem, item)
-        item_call: Call[ClaimItem, None] = Call(body=body, signed_in=call.signed_in)
-        answer: ClaimResponse = single.answer(services, item_call, _command(single, item_call, digest, index))
+        item_call: Call[ClaimItem, None] = Call(body=body, caller=call.caller)
+        answer: ClaimResponse = http.answer(single, services, item_call, _command(single, item_call, digest, index))
         return answer
 
 
@@ -242,8 +242,8 @@ def _result_item(
         if not CLAIM_ID_PATTERN.fullmatch(body.claim_id):
             raise NotFound(f"No claim has the id {body.claim_id!r}.", target="claimId")
         result = RecordResultRequest(**{name: getattr(body, name) for name in RecordResultRequest.model_fields})
-        claim: ClaimView = single.answer(
-            services, Call(body=result, ids={"claimId": body.claim_id}, signed_in=call.signed_in)
+        claim: ClaimView = http.answer(
+            single, services, Call(body=result, ids={"claimId": body.claim_id}, caller=call.caller)
         )
         return claim
 

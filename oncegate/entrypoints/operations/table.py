@@ -1,12 +1,14 @@
-"""What one entry of the operation table holds, the request as the pipeline hands it to an entry, and its run.
+"""What one entry of the operation table declares, and the values its steps read and answer.
 
 An :class:`Operation` declares an action once: where the app serves it (route, method, role), what it
 reads (body or query model) and answers (response model), the telemetry event it sends, the designer
 text of the connector, and its three steps: ``parse`` the wire's request into the service's command,
-``serve`` it with one service method, ``render`` the result as the response model.
-:meth:`Operation.perform` runs the steps with the sensitive-data check between them; the HTTP pipeline
-(:mod:`oncegate.entrypoints.http`) reads the request into a :class:`Call` around it, and the bulk
-actions and the tests' ``Gate`` call it without HTTP.
+``serve`` it with one service method, ``render`` the result as the response model. A :class:`Call` is the
+request its steps read, a :class:`Reply` an answer other than a plain 200.
+
+The entries are declarations: the one pipeline (:mod:`oncegate.entrypoints.http`) reads the request into a
+``Call`` and runs the entry's steps (:func:`~oncegate.entrypoints.http.perform`), as the bulk actions and the
+tests' ``Gate`` do without HTTP (:func:`~oncegate.entrypoints.http.answer`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from oncegate import telemetry
 from oncegate.cursors import CursorSeal
 from oncegate.domain.waiting import Waiting
 from oncegate.entrypoints.parse import MAX_BODY_BYTES
-from oncegate.entrypoints.principal import Principal, Role
+from oncegate.entrypoints.principal import Role
 from oncegate.models import Visibility
 
 if TYPE_CHECKING:
@@ -48,7 +50,8 @@ class Call(Generic[Body, Query]):
     query: Query = None  # type: ignore[assignment]
     params: Mapping[str, Any] = field(default_factory=dict)
     ids: Mapping[str, str] = field(default_factory=dict)
-    signed_in: Principal | None = None
+    # Who signed in (Entra ID), as the record names them; None with function keys. The edge checked their roles.
+    caller: str | None = None
     address: str = ""
     # The app's address that every route sits below (``https://host/api/``), for an answer naming another action's.
     root: str = ""
@@ -68,11 +71,6 @@ class Call(Generic[Body, Query]):
     @property
     def conflict_id(self) -> str:
         return self.ids["conflictId"]
-
-    @property
-    def caller(self) -> str | None:
-        """Who signed in (Entra ID), as the record names them; None with function keys."""
-        return self.signed_in.name if self.signed_in else None
 
 
 class Reply(NamedTuple):
@@ -147,32 +145,9 @@ class Operation:
     # Whether the connector offers it to makers: an operators' action (targets, issue 34) is served, never offered.
     in_connector: bool = True
 
-    def path_ids(self) -> list[str]:
-        """The route's parameters, in order: ``claimId`` in ``claims/{claimId}/result``."""
-        return [segment[1:-1] for segment in self.route.split("/") if segment.startswith("{")]
-
     def path(self, **ids: str) -> str:
         """The route with its parameters filled in, below ``/api/``."""
         return self.route.format(**ids)
-
-    def perform(self, services: Services, call: Call[Any, Any], command: Any = None) -> Reply:
-        """Parse (unless given the command), check what the request stores, serve and render: the answer, its
-        warnings added, described."""
-        command = self.parse(call) if command is None else command
-        warnings = services.sensitive_data.check(call.body, self.stores(call, command)) if self.stores else []
-        result = self.serve(services, call, command)
-        rendered = self.render(call, result)
-        reply = rendered if isinstance(rendered, Reply) else Reply(200, rendered)
-        if warnings and reply.model is not None:
-            earlier = getattr(reply.model, "warnings", None) or []
-            reply = reply._replace(model=reply.model.model_copy(update={"warnings": [*earlier, *warnings]}))
-        if telemetry.sending and self.describe is not None and reply.model is not None and telemetry.describing():
-            telemetry.describe(self.describe(reply.model))
-        return reply
-
-    def answer(self, services: Services, call: Call[Any, Any], command: Any = None) -> Any:
-        """The response model, for a caller without HTTP (the bulk actions, the tests' ``Gate``)."""
-        return self.perform(services, call, command).model
 
 
 def held(module: ModuleType) -> tuple[Operation, ...]:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def signed_in_only(call: Call[Any, Any]) -> None:
     """Refuse a caller with a function key: a key names no one and carries no role (issue 34)."""
-    if call.signed_in is None:
+    if call.caller is None:
         raise EntraRequired(
             "Targets are declared by operators only: over HTTP in Entra ID mode with the app role OnceGate.Reviewer, "
             "never with a function key; use oncegate targets on the store instead."

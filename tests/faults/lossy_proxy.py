@@ -38,7 +38,7 @@ class LossyProxy:
         self._at = 0
         self._lock = threading.Lock()
         self._server = _Server((HOST, 0), _handler(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True)
         self._thread.start()
         port = self._server.server_address[1]
         self.connection_string = (

@@ -158,7 +158,8 @@ def test_make_run_after_make_test_installs_nothing_and_the_reverse_adds_dev(work
     (workdir / ".venv" / "checkov" / "bin").mkdir(parents=True)
     (workdir / "node_modules").mkdir()
     stamps = (".venv/bin/python", ".venv/.installed-runtime", ".venv/checkov/bin/checkov", "node_modules/.installed")
-    for stamp in (*stamps, ".venv/.installed-dev"):
+    # make test's installer, which its [dev] extras keep installed.
+    for stamp in (*stamps, ".venv/bin/uv", ".venv/.installed-dev"):
         (workdir / stamp).touch()
     assert dry_run(workdir, "run").splitlines() == [".venv/bin/oncegate serve --port 7071 --workers 1"]
     assert dry_run(workdir, "test").splitlines() == [".venv/bin/pytest -n 2 --dist loadgroup"]

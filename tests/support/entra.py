@@ -60,7 +60,7 @@ class LocalEntra:
         self.published = ["key-1"]
         self.jwks_fetches = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True)
 
     @property
     def authority(self) -> str:

@@ -126,8 +126,11 @@ class StandInTarget:
         self.scheme = "https" if tls is not None else "http"
         self.port: int = self._server.server_address[1]
         self.host = host
+        # serve_forever looks for shutdown() every poll interval, so the test's teardown waits up to that long: at
+        # 50 ms the outbound tests' 150 stand-ins spent 5 s of the run shutting down. The per-test servers of
+        # tests/support and tests/faults poll every 5 ms; those that live a whole session keep 50 ms.
         self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="stand-in-target", daemon=True
+            target=self._server.serve_forever, args=(0.005,), name="stand-in-target", daemon=True
         )
 
     @property

@@ -26,6 +26,7 @@ NODE := node_modules/.installed
 CHECKOV := $(VENV)/checkov/bin/checkov
 UV := $(BIN)/uv
 CHECKOV_VERSION := 3.3.30
+UV_VERSION := 0.13.9
 PORT ?= 7071
 # make test's processes (pytest-xdist); JOBS=1 runs the suite in one, as pytest alone does.
 JOBS ?= 2
@@ -65,9 +66,10 @@ $(DEV): pyproject.toml requirements.txt $(if $(STALE),FORCE) | $(UV)
 	$(UV) pip install --quiet --python $(BIN)/python -e '.[dev]'
 	touch $(RUNTIME) $@
 
-# The installer of make test's layers: its latest release, which the [dev] extras' uv>=0.9 keeps.
+# The installer of make test's layers, pinned as Checkov is: a new release of it cannot change how a clean clone
+# installs (the [dev] extras' uv>=0.9 keeps it).
 $(UV): $(if $(STALE),FORCE) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet uv
+	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
 
 # --prefer-offline: a package already in npm's cache is taken from it without asking the registry whether it
 # changed (the lock pins each one's version and checksum); a clean machine downloads them all the same.

@@ -131,6 +131,20 @@ def _in_digits(value: Any) -> Any:
 # A whole number in a query (``top=50``): digits only, then the field's bounds.
 QueryInteger = Annotated[int, BeforeValidator(_in_digits)]
 
+
+def _true_or_false(value: Any) -> Any:
+    # Lax, a query's boolean took yes, on, 1, t and y for true and their opposites for false, as a body's never
+    # does. Any case: PowerShell writes $true into an address as True.
+    if isinstance(value, str):
+        if value.lower() not in ("true", "false"):
+            raise ValueError("must be true or false")
+        return value.lower()
+    return value
+
+
+# A boolean in a query (``attention=true``): true or false, in any case.
+QueryBoolean = Annotated[bool, BeforeValidator(_true_or_false)]
+
 # An enum field of a request takes the enum's value: strict mode takes only the enum's members from Python, and a
 # body comes decoded from JSON, where the value is all there is. Put it in the field's Annotated.
 BY_VALUE = Field(strict=False)

@@ -22,6 +22,7 @@ from oncegate.models.base import (
     WARNINGS,
     Cursor,
     NextLink,
+    QueryBoolean,
     QueryInteger,
     Reference,
     Scope,
@@ -181,7 +182,7 @@ class ListClaimsQuery(_Query):
     # Required, so that a bare GET /api/claims is refused naming it. The schema's default is for the
     # connector, which sends an internal parameter only when it has one.
     attention: Annotated[
-        bool,
+        QueryBoolean,
         designer("Needing Attention", "Lists only the claims that need a person, which is always the case.", INTERNAL),
     ] = Field(json_schema_extra={"default": True})
     scope: Annotated[Scope | None, designer("Scope", "Only list the claims of this scope.", ADVANCED)] = None

@@ -44,3 +44,24 @@ def test_a_page_size_in_digits_is_taken(api: Api, written: str, size: int) -> No
 
     assert reply.status == 200, reply.body
     assert len(reply.body["value"]) == min(size, 8)
+
+
+@pytest.mark.parametrize("written", ["yes", "no", "1", "0", "on", "off", "t", "y", " true", "true ", "", "truth"])
+def test_attention_not_written_true_or_false_is_a_400_naming_it(api: Api, written: str) -> None:
+    # Lax, yes, on, 1, t and y were true and their opposites false: a body's booleans never were (issue 31).
+    refused(api.call("list_claims_needing_attention", params={"attention": written}), "attention")
+
+
+@pytest.mark.parametrize("written", ["true", "True", "TRUE"])
+def test_attention_true_in_any_case_lists_the_claims_needing_attention(api: Api, written: str) -> None:
+    reply = api.call("list_claims_needing_attention", params={"attention": written})
+
+    assert reply.status == 200, reply.body
+    assert reply.body["value"] == []
+
+
+def test_attention_false_is_refused_naming_what_to_add(api: Api) -> None:
+    reply = api.call("list_claims_needing_attention", params={"attention": "False"})
+
+    refused(reply, "attention")
+    assert "attention=true" in reply.body["error"]["message"], reply.body

@@ -42,6 +42,9 @@ def purge_text(report: PurgeReport, store: str) -> RenderableType:
         if tombstones
         else "."
     )
+    disputed = sum(report.tombstones_kept.values())
+    if disputed:
+        past += f" Kept past it, for an open conflict on each: {disputed}."
     return spaced(Text(f"Store: {store}"), table, Group(Text(f"Kept: {kept}"), Text(examined), Text(past)))
 
 

@@ -77,7 +77,8 @@ class PurgeReport:
 
     ``deleted`` counts claims by scope and status: deleted, or that would be deleted in a dry run (a
     succeeded one leaves its tombstone). ``tombstones_deleted`` counts, by scope, the tombstones past
-    their horizon deleted, once the claims are done. ``cursor`` is where a purge resumes (in the
+    their horizon deleted, once the claims are done, and ``tombstones_kept`` those past it kept for an open
+    conflict (the conflict is about them). ``cursor`` is where a purge resumes (in the
     claims); ``finished`` says the list was read to its end.
     """
 
@@ -89,6 +90,7 @@ class PurgeReport:
     deleted: Counter[tuple[str, ClaimStatus]] = field(default_factory=Counter)
     kept: Counter[Kept] = field(default_factory=Counter)
     tombstones_deleted: Counter[str] = field(default_factory=Counter)
+    tombstones_kept: Counter[str] = field(default_factory=Counter)
     error: str | None = None
 
     @property
@@ -108,6 +110,9 @@ class PurgeReport:
         kept = ", ".join(f"{reason.value} {count}" for reason, count in sorted(self.kept.items()))
         tombstones = sum(self.tombstones_deleted.values())
         past = f", {verb} {tombstones} tombstone{'s' * (tombstones != 1)} past the horizon" if tombstones else ""
+        disputed = sum(self.tombstones_kept.values())
+        if disputed:
+            past += f", kept {disputed} past it with an open conflict"
         return (
             f"{self.pages} page{'s' * (self.pages != 1)}, {self.examined} claim{'s' * (self.examined != 1)} examined, "
             f"{verb} {self.deleted_total}"
@@ -129,6 +134,7 @@ class PurgeReport:
             ],
             "kept": {reason.value: count for reason, count in sorted(self.kept.items())},
             "tombstonesDeleted": sum(self.tombstones_deleted.values()),
+            "tombstonesKept": sum(self.tombstones_kept.values()),
             "cursor": self.cursor,
             "error": self.error,
         }
@@ -372,6 +378,9 @@ class Retention:
                 # A tombstone with an open conflict stays, as a claim does: the conflict is about it. A conflict
                 # opened after this reading wrote the tombstone first, so its delete fails (``_tombstone_deleted``).
                 disputed = {conflict.claim_id for conflict in open_conflicts(self._store)}
+                for tombstone in over:
+                    if tombstone.claim_id in disputed:
+                        report.tombstones_kept[tombstone.scope] += 1
                 over = [tombstone for tombstone in over if tombstone.claim_id not in disputed]
             gone = [True] * len(over) if report.dry_run else pool.map(self._tombstone_deleted, over)
             for tombstone, deleted in zip(over, gone, strict=True):

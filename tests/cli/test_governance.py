@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from oncegate.cli import main
+from oncegate.cli.store_rendering import purge_text
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.local_secret import local_key_secret
+from oncegate.service.retention import PurgeReport
 from oncegate.stores.sqlite import SqliteStore
 from tests.cli.conftest import Oncegate, Run, Seen
 from tests.conftest import FakeClock
@@ -180,6 +184,18 @@ def test_purge_deletes_page_by_page_with_a_progress_line_each(
         "Tombstones past their scope's horizon: deleted 5 (erp.create-order 5).",
     ]
     assert claims_in(database) == 2
+
+
+def test_purge_says_how_many_tombstones_past_their_horizon_an_open_conflict_keeps() -> None:
+    report = PurgeReport(dry_run=False, tombstones_deleted=Counter({"erp.a": 2}), tombstones_kept=Counter({"erp.a": 1}))
+    console = Console(record=True, width=160)
+    console.print(purge_text(report, "sqlite"))
+
+    assert (
+        "Tombstones past their scope's horizon: deleted 2 (erp.a 2). Kept past it, for an open conflict on each: 1."
+        in console.export_text()
+    )
+    assert report.as_json()["tombstonesKept"] == 1
 
 
 def test_purge_dry_run_in_json_counts_and_deletes_nothing(database: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -307,7 +307,11 @@ def test_a_tombstone_with_a_conflict_open_past_its_horizon_stays_until_the_confl
     gone = service.retention.purge()
 
     assert sum(kept.tombstones_deleted.values()) == 0
+    # The operator is told why it stays.
+    assert (kept.tombstones_kept, kept.as_json()["tombstonesKept"]) == ({SCOPE: 1}, 1)
+    assert "kept 1 past it with an open conflict" in kept.summary()
     assert (tombstone.purged_at is not None, conflict.claim_id) == (True, claim_id)
     assert sum(gone.tombstones_deleted.values()) == 1
+    assert gone.tombstones_kept == {}
     with pytest.raises(NotFound):
         service.store.get_claim(claim_id)

@@ -478,6 +478,13 @@ class _Handler(BaseHTTPRequestHandler):
         # As the stdlib does (gh-87389): a target of "//host/..." must not read as another host.
         if self.path.startswith("//"):
             self.path = "/" + self.path.lstrip("/")
+        if not self.path.startswith("/"):
+            # The URL is the Host header's authority then the target: "@evil/api/..." would name another host for
+            # every link, "[zz]/api/..." is no URL at all (urlsplit raised, and the connection closed unanswered).
+            self.send_error(
+                HTTPStatus.BAD_REQUEST, f"Bad request target ({self.path[:80]!r}); send a path, such as /api/health"
+            )
+            return False
         return True
 
     def _body_length(self) -> int | None:

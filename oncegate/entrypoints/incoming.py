@@ -151,7 +151,9 @@ class Incoming:
             if newline < 0:
                 self._scanned = len(data)
                 partial = len(data) - self._line_start
-                if partial > MAX_HEADER_LINE or (self._lines and self._field_bytes + partial > MAX_HEADER_BYTES):
+                # A lone CR may be the start of the empty line, which is no field's: it counts once more follows.
+                fields = 0 if partial == 1 and data[-1] == 13 else partial
+                if partial > MAX_HEADER_LINE or (self._lines and self._field_bytes + fields > MAX_HEADER_BYTES):
                     self._head_end = len(data)
                 return
             line = data[self._line_start : newline + 1]

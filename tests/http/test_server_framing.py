@@ -23,6 +23,7 @@ import pytest
 
 from oncegate.entrypoints.framing import DISCARD_BYTES
 from oncegate.entrypoints.http import MAX_BODY_BYTES, MAX_BULK_BODY_BYTES
+from oncegate.entrypoints.incoming import MAX_HEADER_BYTES, Incoming
 from oncegate.errors import NotFound
 from oncegate.models import ClaimRequest, LookupRequest
 from tests.gate import Gate
@@ -418,3 +419,36 @@ def test_a_body_trickled_slower_than_the_idle_time_is_refused_and_frees_the_hand
     assert refused.status == 400
     assert refused.error["details"][0]["target"] == "body"
     assert served.status in (200, 503)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [b"[::1/api/health", b"x@[zz]/api/health", b"@gate.example/api/health", b"http://gate.example/api/health"],
+    ids=["bracket-unclosed", "bracket-not-an-address", "userinfo", "absolute-form"],
+)
+def test_a_target_that_is_not_a_path_is_a_400_and_never_names_another_host(
+    local_server: tuple[str, int], target: bytes
+) -> None:
+    # The URL is Host's authority then the target: "[zz]/api/health" made no URL (the connection closed unanswered,
+    # a traceback logged) and "@gate.example/api/health" was answered as if gate.example had been asked.
+    answer = refused(local_server, b"GET " + target + b" HTTP/1.1\r\nHost: test\r\n\r\n")
+
+    assert (answer.status, answer.error["code"]) == (400, "invalid_request"), answer
+
+
+def test_fields_of_exactly_64_kib_are_read_however_the_empty_line_arrives() -> None:
+    # A head is held to MAX_HEADER_BYTES of fields, its empty line not among them: read whole it was answered, while
+    # the empty line's CR arriving in a read before its LF counted as a field's byte, and the same head was a 431.
+    request_line = b"GET /api/health HTTP/1.1\r\n"
+    fields = b"Host: test\r\nX-Pad: " + b"a" * (MAX_HEADER_BYTES - 21) + b"\r\n"
+    assert len(fields) == MAX_HEADER_BYTES
+    head = request_line + fields + b"\r\n"
+
+    heads = []
+    for chunks in ([head], [request_line + fields, b"\r\n"], [request_line + fields + b"\r", b"\n"]):
+        incoming = Incoming(30.0)
+        for chunk in chunks:
+            incoming.take(chunk)
+        heads.append((incoming.due(), incoming.head()))
+
+    assert heads == [(True, head)] * 3

@@ -153,6 +153,9 @@ def read_headers(rfile: Any) -> _Headers:
         if "\r" in text:
             # A CR alone inside a line: a reader that splits lines on it would see other fields (RFC 9112 §2.2).
             raise _BadHeaders("Bad header line (a CR without its LF)", too_large=False)
+        if "\x00" in text:
+            # RFC 9110 §5.5: a field holding a NUL is refused, never passed on (a reader in C ends the value there).
+            raise _BadHeaders("Bad header line (a NUL)", too_large=False)
         if text[:1] in (" ", "\t") and fields:
             name, value = fields[-1]
             fields[-1] = (name, f"{value} {text.strip()}")

@@ -237,6 +237,9 @@ def test_a_method_http_does_not_define_is_a_501_in_the_error_format(local_server
         # A CR without its LF: a reader splitting on it would see a Content-Length the server did not.
         (b"POST /api/claims HTTP/1.1\r\nX-A: a\rContent-Length: 5\r\nContent-Length: 0\r\n\r\n", 400),
         (b"GET /api/health HTTP/1.1\r\nHost: test\r\nNo colon here\r\n\r\n", 400),
+        # RFC 9110 §5.5: a NUL in a field, its name or its value, is refused (both were passed on to the app).
+        (b"GET /api/health HTTP/1.1\r\nHost: test\r\nX-A: a\x00b\r\n\r\n", 400),
+        (b"GET /api/health HTTP/1.1\r\nHost: test\r\nX\x00A: b\r\n\r\n", 400),
         # The URL is built from Host: a path in it would route the request elsewhere than its target.
         (b"GET /api/health HTTP/1.1\r\nHost: test/api/claims/x?\r\n\r\n", 400),
         (b"GET /api/health HTTP/1.1\r\nHost: test#\r\n\r\n", 400),
@@ -254,6 +257,8 @@ def test_a_method_http_does_not_define_is_a_501_in_the_error_format(local_server
         "fields-in-all",
         "bare-cr",
         "colon",
+        "nul-in-value",
+        "nul-in-name",
         "host-with-path",
         "host-with-fragment",
         "two-hosts",

@@ -158,6 +158,22 @@ class Claim:
     def applied_legacy(self, conflict_id: str) -> bool:
         return any(applied.conflict_id == conflict_id for applied in self.legacy_resolutions)
 
+    @property
+    def retryable_failure(self) -> bool:
+        """A failure its flow left retryable (or a review settled as failed): on no attention list, deleted by
+        retention at its scope's horizon; its key's next run proceeds."""
+        return self.status is ClaimStatus.FAILED and self.retryable is not False
+
+    @property
+    def purgeable(self) -> bool:
+        """Whether retention deletes the claim some day as it stands (``oncegate.service.retention.gone_at`` says
+        when): succeeded (or its tombstone), released, a retryable failure or a reviewed one. A claim ``in_progress``
+        or ``unknown``, or a failure nobody reviewed, waits for its holder or a person, and its ``updated_at`` says
+        since when (its holder's lease, the attention list)."""
+        if self.status is ClaimStatus.FAILED:
+            return self.retryable is not False or self.reviewer is not None
+        return self.status in (ClaimStatus.SUCCEEDED, ClaimStatus.RELEASED)
+
 
 @dataclass(frozen=True)
 class FingerprintRecord:

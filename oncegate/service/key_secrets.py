@@ -72,7 +72,9 @@ class KeySecrets:
                 if made_with(row, record, first_in_use=first):
                     gone = gone_at(row, scopes.get(row.scope))
                     counted = usage[record.key_id].counting(
-                        tombstone=row.purged_at is not None, gone_at=gone, retryable=_retryable_failure(row)
+                        tombstone=row.purged_at is not None,
+                        gone_at=gone,
+                        retryable=row.purged_at is None and row.retryable_failure,
                     )
                     usage[record.key_id] = counted
         return usage
@@ -153,9 +155,3 @@ def _store_to_start(marks: StoreMarks, pinned: str | None) -> str:
             target="store",
         )
     return store_id
-
-
-def _retryable_failure(row: Claim) -> bool:
-    """A failure its flow left retryable (or a review settled as failed): on no attention list, deleted by retention
-    at its scope's horizon; its key's next run proceeds."""
-    return row.purged_at is None and row.status is ClaimStatus.FAILED and row.retryable is not False

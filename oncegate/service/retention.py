@@ -144,13 +144,12 @@ def gone_at(claim: Claim, record: ScopeRecord | None) -> datetime | None:
     """When retention deletes this row at the earliest (None: never by itself): a tombstone, or the tombstone a
     succeeded claim becomes, and a retryable failure at its scope's horizon; a released claim or a reviewed failure
     at its retention."""
+    if not claim.purgeable:
+        return None
     record = record or ScopeRecord(claim.scope)
-    if claim.status is ClaimStatus.SUCCEEDED or _retryable_failure(claim):
+    if claim.status is ClaimStatus.SUCCEEDED or claim.retryable_failure:
         return claim.updated_at + timedelta(days=horizon_days(record))
-    finished = claim.status is ClaimStatus.RELEASED or (
-        claim.status is ClaimStatus.FAILED and claim.retryable is False and claim.reviewer is not None
-    )
-    return claim.updated_at + timedelta(days=record.retention_days or DEFAULT_RETENTION_DAYS) if finished else None
+    return claim.updated_at + timedelta(days=record.retention_days or DEFAULT_RETENTION_DAYS)
 
 
 def buried(claim: Claim, now: datetime) -> Claim:
@@ -174,15 +173,11 @@ def buried(claim: Claim, now: datetime) -> Claim:
     )
 
 
-def _retryable_failure(claim: Claim) -> bool:
-    return claim.status is ClaimStatus.FAILED and claim.retryable is not False
-
-
 def kept_because(
     claim: Claim, *, now: datetime, retention_days: int, horizon_days: int, open_conflict: bool
 ) -> Kept | None:
     """Why a listed claim must stay; None when it may be deleted."""
-    if _retryable_failure(claim):
+    if claim.retryable_failure:
         if claim.updated_at >= now - timedelta(days=horizon_days):
             return Kept.RETRYABLE
     elif claim.status is ClaimStatus.FAILED and claim.reviewer is None:
@@ -378,9 +373,7 @@ class Retention:
                 # A tombstone with an open conflict stays, as a claim does: the conflict is about it. A conflict
                 # opened after this reading wrote the tombstone first, so its delete fails (``_tombstone_deleted``).
                 disputed = {conflict.claim_id for conflict in open_conflicts(self._store)}
-                for tombstone in over:
-                    if tombstone.claim_id in disputed:
-                        report.tombstones_kept[tombstone.scope] += 1
+                report.tombstones_kept.update(tombstone.scope for tombstone in over if tombstone.claim_id in disputed)
                 over = [tombstone for tombstone in over if tombstone.claim_id not in disputed]
             gone = [True] * len(over) if report.dry_run else pool.map(self._tombstone_deleted, over)
             for tombstone, deleted in zip(over, gone, strict=True):

@@ -25,7 +25,6 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim
 from oncegate.domain.statuses import AttentionReason, ClaimStatus, ConflictStatus, Decision, EventKind
 from oncegate.models import ClaimCounts, ClaimResponse, ListClaimsQuery, ListConflictsQuery
-from oncegate.service.conflicts import purgeable
 from oncegate.service.retention import Kept, gone_at
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
@@ -322,7 +321,7 @@ def test_a_conflict_writes_first_exactly_the_claims_retention_may_delete(
         retryable=retryable,
         reviewer=reviewer,
     )
-    assert purgeable(row) is (gone_at(row, None) is not None)
+    assert row.purgeable is (gone_at(row, None) is not None)
 
 
 @pytest.mark.parametrize("settled_ago", [0, 2 * DAY], ids=["settled-a-moment-ago", "settled-past-its-retention"])

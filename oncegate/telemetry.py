@@ -42,6 +42,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from oncegate.domain.copies import frozen
+
 CONNECTION_STRING_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 LOGGER_NAME = "oncegate.events"
 # The attribute that makes the Azure Monitor exporter send a log record as a custom event of that name.
@@ -95,7 +97,7 @@ EXPORTED_AT = "exportedAt"
 FORGOTTEN_UNTIL = "forgottenUntil"
 
 
-@dataclass(frozen=True)
+@frozen
 class Event:
     """A custom event: its name in ``customEvents`` and the dimensions it may carry."""
 
@@ -192,7 +194,7 @@ class _Answer:
 _CURRENT: ContextVar[_Answer | None] = ContextVar("oncegate_telemetry_answer", default=None)
 
 
-@dataclass(frozen=True)
+@frozen
 class Answered:
     """An answer's event made and not yet sent: what ``answering`` keeps when told to keep it."""
 

@@ -25,6 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from oncegate.domain import fingerprint_rules
+from oncegate.domain.copies import frozen
 from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
@@ -137,7 +138,7 @@ def _overlap_delta(flows: tuple[Flow, Flow], tally: Tally) -> Overlap:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class _Snapshot:
     """The registrations as one instance last read them."""
 

@@ -16,13 +16,16 @@ instance's dictionary with the changes laid over it is the same value; a name th
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import inspect
+import operator
+import re
 from _thread import get_ident
 from collections.abc import Callable
-from dataclasses import MISSING, FrozenInstanceError, dataclass, field, fields
+from dataclasses import KW_ONLY, MISSING, FrozenInstanceError, InitVar, field, fields
 from operator import attrgetter
-from typing import Any, TypeVar, dataclass_transform, overload
+from typing import Any, TypeVar, cast, dataclass_transform, overload
 
 T = TypeVar("T")
 
@@ -49,49 +52,105 @@ def frozen(kind: type[T], /) -> type[T]: ...
 
 
 @overload
-def frozen(*, kw_only: bool = False) -> Callable[[type[T]], type[T]]: ...
+def frozen(*, kw_only: bool = False, order: bool = False) -> Callable[[type[T]], type[T]]: ...
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(field, dataclasses.Field))
-def frozen(kind: type[T] | None = None, /, *, kw_only: bool = False) -> Any:
-    """``@dataclass(frozen=True)`` (or ``@dataclass(frozen=True, kw_only=True)``), made at a fraction of its cost.
+def frozen(kind: type[T] | None = None, /, *, kw_only: bool = False, order: bool = False) -> Any:
+    """``@dataclass(frozen=True)`` (with ``kw_only`` and ``order`` as it takes them), made at a fraction of its cost.
 
     The same fields (:func:`dataclasses.fields`, ``replace`` and ``asdict`` read them), the same ``__init__``
-    parameters (names, order, defaults, factories, keyword-only), and the same equality, hash, ``repr`` and
-    refusals of a change. A record that checks its fields (``__post_init__``) or keeps no dictionary
-    (``__slots__``) is refused: its ``__init__`` sets the dictionary.
+    parameters (names, order, defaults, factories, keyword-only; ``_: KW_ONLY`` too), and the same equality, order,
+    hash, ``repr`` and refusals of a change. The ``__init__`` is compiled when the class is first called: a record
+    no request makes costs a new process nothing more. A record that checks its fields (``__post_init__``), keeps
+    no dictionary (``__slots__``) or declares a ``ClassVar`` or ``InitVar`` is refused: every annotation is a field
+    its ``__init__`` sets in the dictionary.
     """
     if kind is None:
-        return lambda later: _made_frozen(later, kw_only)
-    return _made_frozen(kind, kw_only)
+        return lambda later: _made_frozen(later, kw_only, order)
+    return _made_frozen(kind, kw_only, order)
 
 
-def _made_frozen(kind: type[T], kw_only: bool) -> type[T]:
+def _made_frozen(kind: type[T], kw_only: bool, order: bool) -> type[T]:
     assert not hasattr(kind, "__post_init__"), f"{kind} checks its fields"
     assert "__slots__" not in vars(kind), f"{kind} keeps no dictionary"
-    undocumented = not kind.__doc__
-    # A record below a frozen one is frozen too: dataclasses refuses it otherwise, and writes its refusals itself.
-    below_frozen = any(getattr(vars(base).get("__dataclass_params__"), "frozen", False) for base in kind.__mro__[1:])
     own_hash = vars(kind).get("__hash__", MISSING)
     explicit_hash = not (own_hash is MISSING or (own_hash is None and "__eq__" in vars(kind)))
-    dataclass(init=False, repr=False, eq=False, frozen=below_frozen, kw_only=kw_only)(kind)
-    made = list(fields(kind))  # type: ignore[arg-type]
-    _set(kind, "__init__", _init(kind, made))
+    made = _fields(kind, kw_only)
+    kind.__dataclass_fields__ = {one.name: one for one in made}  # type: ignore[attr-defined]
+    kind.__dataclass_params__ = _params(order, kw_only)  # type: ignore[attr-defined]
+    if "__match_args__" not in vars(kind):
+        setattr(kind, "__match_args__", tuple(one.name for one in made if not one.kw_only))  # noqa: B010
+    _set(kind, "__init__", _init_when_called(kind, made))
     _set(kind, "__repr__", _repr(kind, [one.name for one in made if one.repr]))
     compared = _values([one.name for one in made if one.compare])
-    _set(kind, "__eq__", _eq(kind, compared))
+    _set(kind, "__eq__", _compare(kind, "__eq__", compared, operator.eq))
+    if order:
+        for name, how in (
+            ("__lt__", operator.lt),
+            ("__le__", operator.le),
+            ("__gt__", operator.gt),
+            ("__ge__", operator.ge),
+        ):
+            _set(kind, name, _compare(kind, name, compared, how), refuse=True)
     if not explicit_hash:
         hashed = [one.name for one in made if (one.compare if one.hash is None else one.hash)]
         _set(kind, "__hash__", _hash(kind, _values(hashed)), replace=True)
-    if not below_frozen:
-        _set(kind, "__setattr__", _setattr(kind, frozenset(one.name for one in made)), refuse=True)
-        _set(kind, "__delattr__", _delattr(kind, frozenset(one.name for one in made)), refuse=True)
-    # What a class so made is, as dataclasses says of its own (a frozen dataclass below it checks it).
-    params = vars(kind)["__dataclass_params__"]
-    params.init = params.repr = params.eq = params.frozen = True
-    if undocumented:  # as dataclasses names a class without a docstring, from its __init__
+    _set(kind, "__setattr__", _setattr(kind, frozenset(one.name for one in made)), refuse=True)
+    _set(kind, "__delattr__", _delattr(kind, frozenset(one.name for one in made)), refuse=True)
+    if not kind.__doc__:  # as dataclasses names a class without a docstring, from its __init__
+        setattr(kind, "__init__", _init(kind, made))  # noqa: B010 (mypy refuses assigning a method)
         kind.__doc__ = kind.__name__ + str(inspect.signature(kind)).replace(" -> None", "")
+    abc.update_abstractmethods(kind)
     return kind
+
+
+def _fields(kind: type, kw_only: bool) -> list[dataclasses.Field[Any]]:
+    """``kind``'s fields, its dataclass bases' first, as ``dataclasses`` collects them."""
+    found: dict[str, dataclasses.Field[Any]] = {}
+    for base in kind.__mro__[-1:0:-1]:
+        below: dict[str, dataclasses.Field[Any]] | None = vars(base).get("__dataclass_fields__")
+        if below is not None:
+            if not vars(base)["__dataclass_params__"].frozen:
+                raise TypeError("cannot inherit frozen dataclass from a non-frozen one")
+            found.update(below)
+    for name, annotation in vars(kind).get("__annotations__", {}).items():
+        if annotation is KW_ONLY or annotation in ("KW_ONLY", "dataclasses.KW_ONLY"):
+            kw_only = True
+            continue
+        spelt = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
+        if re.match(r"\s*(?:\w+\s*\.\s*)?(?:ClassVar|InitVar)\b", spelt) or isinstance(annotation, InitVar):
+            raise TypeError(f"{kind.__name__}.{name} is no field: a record declares only fields")
+        default = getattr(kind, name, MISSING)
+        one = cast(
+            "dataclasses.Field[Any]", default if isinstance(default, dataclasses.Field) else field(default=default)
+        )
+        one.name, one.type = name, annotation
+        one._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what dataclasses.fields() lists
+        if one.kw_only is MISSING:
+            one.kw_only = kw_only
+        if not one.init:
+            raise TypeError(f"{kind.__name__}.{name} is not set by __init__: a record's __init__ sets every field")
+        if one.default.__class__.__hash__ is None:  # a list, a dict, a set: every record would share it
+            raise ValueError(
+                f"mutable default {type(one.default)} for field {name} is not allowed: use default_factory"
+            )
+        if isinstance(default, dataclasses.Field):
+            if one.default is MISSING:
+                delattr(kind, name)
+            else:
+                setattr(kind, name, one.default)
+        found[name] = one
+    return list(found.values())
+
+
+def _params(order: bool, kw_only: bool) -> Any:
+    """What ``dataclasses`` keeps of how it made a class (``__dataclass_params__``), for these options."""
+    made = object.__new__(dataclasses._DataclassParams)  # type: ignore[attr-defined]
+    given = {"init": True, "repr": True, "eq": True, "order": order, "frozen": True, "match_args": True}
+    for name in type(made).__slots__:  # its names differ between Python versions; the others are off
+        setattr(made, name, given.get(name, kw_only if name == "kw_only" else False))
+    return made
 
 
 def _set(kind: type, name: str, method: Callable[..., Any], *, replace: bool = False, refuse: bool = False) -> None:
@@ -100,8 +159,20 @@ def _set(kind: type, name: str, method: Callable[..., Any], *, replace: bool = F
         if refuse:
             raise TypeError(f"Cannot overwrite attribute {name} in class {kind.__name__}")
         return
-    method.__qualname__ = f"{kind.__qualname__}.{method.__name__}"
+    method.__qualname__ = f"{kind.__qualname__}.{name}"
     setattr(kind, name, method)
+
+
+def _init_when_called(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]:
+    """An ``__init__`` that compiles ``kind``'s own (:func:`_init`) when first called, and hands over to it."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init = _init(kind, made)
+        init.__qualname__ = f"{kind.__qualname__}.__init__"
+        setattr(kind, "__init__", init)  # noqa: B010 (mypy refuses assigning a method)
+        init(self, *args, **kwargs)
+
+    return __init__
 
 
 # A default made by a factory, as ``dataclasses`` marks it in the ``__init__`` it writes.
@@ -146,13 +217,18 @@ def _values(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
     return lambda value: ()
 
 
-def _eq(kind: type, compared: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any, Any], Any]:
-    def __eq__(self: Any, other: Any) -> Any:
+def _compare(
+    kind: type, name: str, compared: Callable[[Any], tuple[Any, ...]], how: Callable[[Any, Any], Any]
+) -> Callable[[Any, Any], Any]:
+    """``__eq__`` (or ``__lt__``...): the fields compared as tuples, between records of the same class only."""
+
+    def compare(self: Any, other: Any) -> Any:
         if other.__class__ is self.__class__:
-            return compared(self) == compared(other)
+            return how(compared(self), compared(other))
         return NotImplemented
 
-    return __eq__
+    compare.__name__ = name
+    return compare
 
 
 def _hash(kind: type, hashed: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], int]:

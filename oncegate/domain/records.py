@@ -10,7 +10,7 @@ Table Storage): the service hands it back unchanged on the next conditional upda
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -24,7 +24,7 @@ from oncegate.domain.statuses import (
 )
 
 
-@dataclass(frozen=True, order=True)
+@frozen(order=True)
 class Flow:
     """The calling flow: a copy of the same flow in another environment is another Flow."""
 

@@ -9,7 +9,7 @@ import importlib
 import inspect
 import pkgutil
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -52,14 +52,14 @@ def test_a_name_that_is_no_field_is_refused_as_replace_refuses_it() -> None:
 
 
 def _made_by_frozen() -> list[type]:
-    """Every class of OnceGate that :func:`frozen` made: its ``__eq__`` is the one ``frozen`` makes."""
-    made_eq = copies._eq(object, lambda value: ()).__code__
+    """Every class of OnceGate that :func:`frozen` made: its ``__setattr__`` is the one ``frozen`` makes."""
+    made_eq = copies._setattr(object, frozenset()).__code__
     found: dict[str, type] = {}
     for module in pkgutil.walk_packages(oncegate.__path__, "oncegate."):
         if module.name.endswith("__main__"):
             continue
         for value in vars(importlib.import_module(module.name)).values():
-            if isinstance(value, type) and getattr(vars(value).get("__eq__"), "__code__", None) is made_eq:
+            if isinstance(value, type) and getattr(vars(value).get("__setattr__"), "__code__", None) is made_eq:
                 found[f"{value.__module__}.{value.__qualname__}"] = value
     return [found[name] for name in sorted(found)]
 
@@ -80,7 +80,8 @@ def _twin(kind: type) -> type:
             compare=one.compare,
             kw_only=one.kw_only,
         )
-    twin: type = dataclasses.dataclass(frozen=True)(type(kind.__name__, (), namespace))
+    order = kind.__dataclass_params__.order  # type: ignore[attr-defined]
+    twin: type = dataclasses.dataclass(frozen=True, order=order)(type(kind.__name__, (), namespace))
     return twin
 
 
@@ -98,7 +99,7 @@ def test_a_frozen_record_has_the_fields_and_parameters_dataclasses_gives(kind: t
     ]
     assert kind.__match_args__ == twin.__match_args__  # type: ignore[attr-defined]
     assert repr(kind.__dataclass_params__) == repr(twin.__dataclass_params__)  # type: ignore[attr-defined]
-    quick = inspect.signature(vars(kind)["__init__"])
+    quick = inspect.signature(copies._init(kind, list(dataclasses.fields(kind))))  # what its first call compiles
     written = inspect.signature(vars(twin)["__init__"])
     assert [(p.name, p.kind) for p in quick.parameters.values()] == [
         (p.name, p.kind) for p in written.parameters.values()
@@ -108,6 +109,25 @@ def test_a_frozen_record_has_the_fields_and_parameters_dataclasses_gives(kind: t
         if field is not None and field.default_factory is not dataclasses.MISSING:
             continue  # the factory's marker: checked by what it makes below
         assert quick.parameters[name].default is parameter.default, name
+
+
+def test_a_record_s_init_is_compiled_when_it_is_first_called() -> None:
+    @frozen(kw_only=True)
+    class Late:
+        """Made later."""
+
+        value: int
+        noted: str = ""
+
+    waiting = vars(Late)["__init__"]
+    assert Late(value=1) == Late(value=1, noted="")
+    compiled = vars(Late)["__init__"]
+    assert compiled is not waiting
+    assert str(inspect.signature(Late)) == "(*, value: 'int', noted: 'str' = '') -> None"
+    assert Late(value=2).value == 2
+    assert vars(Late)["__init__"] is compiled  # once
+    with pytest.raises(TypeError):
+        Late(1)  # type: ignore[misc]
 
 
 def _hashed(record: object) -> int | str:
@@ -236,6 +256,41 @@ def test_a_record_keeps_the_methods_it_writes_and_is_named_by_its_parameters_wit
 
             def __setattr__(self, name: str, value: object) -> None:
                 object.__setattr__(self, name, value)
+
+
+def test_ordered_records_sort_as_dataclasses_sorts_them() -> None:
+    flows = [Flow("b", "x"), Flow("a", "z"), Flow("a", "y")]
+    twin = _twin(Flow)
+    assert [(one.name, one.environment) for one in sorted(flows)] == [
+        (one.name, one.environment) for one in sorted(twin(one.name, one.environment) for one in flows)
+    ]
+    assert Flow("a", "y") <= Flow("a", "y") < Flow("a", "z")
+    assert Flow("a", "z") >= Flow("a", "y")
+    assert Flow.__lt__(Flow("a", "y"), ("a", "y")) is NotImplemented
+
+
+def test_what_a_record_cannot_hold_is_refused_when_its_class_is_made() -> None:
+    with pytest.raises(TypeError, match="no field"):
+
+        @frozen
+        class Counted:
+            count: ClassVar[int] = 0
+
+    with pytest.raises(ValueError, match="mutable default"):
+
+        @frozen
+        class Shared:
+            items: list[int] = []  # noqa: RUF012
+
+    @dataclasses.dataclass
+    class Thawed:
+        value: int
+
+    with pytest.raises(TypeError, match="non-frozen"):
+
+        @frozen
+        class Frozen(Thawed):
+            other: int
 
 
 def test_a_record_holding_itself_is_shown_as_dataclasses_shows_it() -> None:

@@ -127,7 +127,7 @@ def test_a_record_s_init_is_compiled_when_it_is_first_called() -> None:
     assert Late(value=2).value == 2
     assert vars(Late)["__init__"] is compiled  # once
     with pytest.raises(TypeError):
-        Late(1)  # type: ignore[misc]
+        Late(1)  # type: ignore[call-arg]
 
 
 def _hashed(record: object) -> int | str:
@@ -224,14 +224,14 @@ def test_a_record_below_a_frozen_one_and_a_dataclass_below_a_record_are_frozen_a
     with pytest.raises(TypeError, match="non-frozen"):
 
         @dataclasses.dataclass
-        class Thawed(Base):
+        class Thawed(Base):  # type: ignore[misc]
             four: int = 4
 
     for record in (Base(1), Below(1), Written(1)):
         with pytest.raises(dataclasses.FrozenInstanceError):
             record.one = 2  # type: ignore[misc]
         with pytest.raises(dataclasses.FrozenInstanceError):
-            del record.one  # type: ignore[misc]
+            del record.one
 
 
 def test_a_record_keeps_the_methods_it_writes_and_is_named_by_its_parameters_without_a_docstring() -> None:
@@ -289,7 +289,7 @@ def test_what_a_record_cannot_hold_is_refused_when_its_class_is_made() -> None:
     with pytest.raises(TypeError, match="non-frozen"):
 
         @frozen
-        class Frozen(Thawed):
+        class Frozen(Thawed):  # type: ignore[misc]
             other: int
 
 

@@ -40,9 +40,9 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import field
 
-from oncegate.domain.copies import frozen
+from oncegate.domain.copies import frozen, mutable
 
 CONNECTION_STRING_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 LOGGER_NAME = "oncegate.events"
@@ -182,7 +182,7 @@ def emit(event: Event, dimensions: Mapping[str, Value | None]) -> None:
 # -- one HTTP answer ----------------------------------------------------------------------------------
 
 
-@dataclass
+@mutable
 class _Answer:
     event: Event | None
     started: float

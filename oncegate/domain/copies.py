@@ -1,11 +1,12 @@
-"""Frozen records made, and copied with some fields changed, at a fraction of what :mod:`dataclasses` costs.
+"""Records made, and copied with some fields changed, at a fraction of what :mod:`dataclasses` costs.
 
-:func:`frozen` makes a class what ``@dataclass(frozen=True)`` makes it, without compiling five methods for each
-class: a new process made some forty records before its first answer, and ``dataclasses`` took 20 ms of its
-cold start compiling them (issue 36). Its ``__init__`` is compiled, as ``dataclasses`` compiles it, but sets the
-fields in one update of the instance's dictionary instead of through ``object.__setattr__`` one by one (a claim
-of 32 fields took 3.3 µs to make); ``__eq__``, ``__hash__``, ``__repr__``, ``__setattr__`` and ``__delattr__``
-are functions made for the class from its fields, doing what those ``dataclasses`` writes do.
+:func:`frozen` makes a class what ``@dataclass(frozen=True)`` makes it, and :func:`mutable` what ``@dataclass``
+makes it (for the few records whose fields change in place). ``dataclasses`` compiles five or six methods for
+each class and reads each field's annotation again: a new process made some forty records before its first
+answer, and that was 20 ms of its cold start (issue 36). Here equality, order, hash, ``repr`` and a frozen
+record's refusals of a change are functions made for the class from its fields, and only ``__init__`` is
+compiled, when the class is first called. It sets the fields in one update of the instance's dictionary instead
+of through ``object.__setattr__`` one by one (a claim of 32 fields took 3.3 µs to make that way).
 
 :func:`replaced` is what :func:`dataclasses.replace` makes, at a fraction of its cost: ``replace`` calls the
 class's ``__init__`` with every field read back one by one, and five of them on the way of one Check and claim
@@ -67,18 +68,25 @@ def frozen(kind: type[T] | None = None, /, *, kw_only: bool = False, order: bool
     its ``__init__`` sets in the dictionary.
     """
     if kind is None:
-        return lambda later: _made_frozen(later, kw_only, order)
-    return _made_frozen(kind, kw_only, order)
+        return lambda later: _made(later, kw_only, order, frozen=True)
+    return _made(kind, kw_only, order, frozen=True)
 
 
-def _made_frozen(kind: type[T], kw_only: bool, order: bool) -> type[T]:
+@dataclass_transform(field_specifiers=(field, dataclasses.Field))
+def mutable(kind: type[T], /) -> type[T]:
+    """``@dataclass``, made as :func:`frozen` makes a record: a record whose fields change in place (a tally)."""
+    return _made(kind, False, False, frozen=False)
+
+
+def _made(kind: type[T], kw_only: bool, order: bool, *, frozen: bool) -> type[T]:
     assert not hasattr(kind, "__post_init__"), f"{kind} checks its fields"
     assert "__slots__" not in vars(kind), f"{kind} keeps no dictionary"
     own_hash = vars(kind).get("__hash__", MISSING)
     explicit_hash = not (own_hash is MISSING or (own_hash is None and "__eq__" in vars(kind)))
-    made = _fields(kind, kw_only)
+    made = _fields(kind, kw_only, frozen)
+    assert frozen or kind.__setattr__ is object.__setattr__, f"{kind} sets its fields itself"
     kind.__dataclass_fields__ = {one.name: one for one in made}  # type: ignore[attr-defined]
-    kind.__dataclass_params__ = _params(order, kw_only)  # type: ignore[attr-defined]
+    kind.__dataclass_params__ = _params(order, kw_only, frozen)  # type: ignore[attr-defined]
     if "__match_args__" not in vars(kind):
         setattr(kind, "__match_args__", tuple(one.name for one in made if not one.kw_only))  # noqa: B010
     _set(kind, "__init__", _init_when_called(kind, made))
@@ -93,11 +101,14 @@ def _made_frozen(kind: type[T], kw_only: bool, order: bool) -> type[T]:
             ("__ge__", operator.ge),
         ):
             _set(kind, name, _compare(kind, name, compared, how), refuse=True)
-    if not explicit_hash:
+    if frozen and not explicit_hash:
         hashed = [one.name for one in made if (one.compare if one.hash is None else one.hash)]
         _set(kind, "__hash__", _hash(kind, _values(hashed)), replace=True)
-    _set(kind, "__setattr__", _setattr(kind, frozenset(one.name for one in made)), refuse=True)
-    _set(kind, "__delattr__", _delattr(kind, frozenset(one.name for one in made)), refuse=True)
+    elif not explicit_hash:  # equal by value and changing: unhashable, as dataclasses has it
+        kind.__hash__ = None  # type: ignore[assignment]
+    if frozen:
+        _set(kind, "__setattr__", _setattr(kind, frozenset(one.name for one in made)), refuse=True)
+        _set(kind, "__delattr__", _delattr(kind, frozenset(one.name for one in made)), refuse=True)
     if not kind.__doc__:  # as dataclasses names a class without a docstring, from its __init__
         setattr(kind, "__init__", _init(kind, made))  # noqa: B010 (mypy refuses assigning a method)
         kind.__doc__ = kind.__name__ + str(inspect.signature(kind)).replace(" -> None", "")
@@ -105,14 +116,18 @@ def _made_frozen(kind: type[T], kw_only: bool, order: bool) -> type[T]:
     return kind
 
 
-def _fields(kind: type, kw_only: bool) -> list[dataclasses.Field[Any]]:
+def _fields(kind: type, kw_only: bool, frozen: bool) -> list[dataclasses.Field[Any]]:
     """``kind``'s fields, its dataclass bases' first, as ``dataclasses`` collects them."""
     found: dict[str, dataclasses.Field[Any]] = {}
     for base in kind.__mro__[-1:0:-1]:
         below: dict[str, dataclasses.Field[Any]] | None = vars(base).get("__dataclass_fields__")
         if below is not None:
-            if not vars(base)["__dataclass_params__"].frozen:
-                raise TypeError("cannot inherit frozen dataclass from a non-frozen one")
+            if vars(base)["__dataclass_params__"].frozen != frozen:
+                raise TypeError(
+                    "cannot inherit frozen dataclass from a non-frozen one"
+                    if frozen
+                    else "cannot inherit non-frozen dataclass from a frozen one"
+                )
             found.update(below)
     for name, annotation in vars(kind).get("__annotations__", {}).items():
         if annotation is KW_ONLY or annotation in ("KW_ONLY", "dataclasses.KW_ONLY"):
@@ -144,10 +159,10 @@ def _fields(kind: type, kw_only: bool) -> list[dataclasses.Field[Any]]:
     return list(found.values())
 
 
-def _params(order: bool, kw_only: bool) -> Any:
+def _params(order: bool, kw_only: bool, frozen: bool) -> Any:
     """What ``dataclasses`` keeps of how it made a class (``__dataclass_params__``), for these options."""
     made = object.__new__(dataclasses._DataclassParams)  # type: ignore[attr-defined]
-    given = {"init": True, "repr": True, "eq": True, "order": order, "frozen": True, "match_args": True}
+    given = {"init": True, "repr": True, "eq": True, "order": order, "frozen": frozen, "match_args": True}
     for name in type(made).__slots__:  # its names differ between Python versions; the others are off
         setattr(made, name, given.get(name, kw_only if name == "kw_only" else False))
     return made

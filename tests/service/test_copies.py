@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import operator
 import pkgutil
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
@@ -15,11 +16,13 @@ import pytest
 
 import oncegate
 from oncegate.domain import copies
-from oncegate.domain.copies import frozen, replaced
+from oncegate.domain.copies import frozen, mutable, replaced
 from oncegate.domain.decisions import ClaimAnswer, Identity, Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.records import Claim, Flow, HistoryEvent
 from oncegate.domain.statuses import AnswerStatus, Decision
+from oncegate.service.claims import Waited
+from oncegate.service.inventory import Tally
 from tests.support.records import event, full_claim
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
@@ -52,14 +55,14 @@ def test_a_name_that_is_no_field_is_refused_as_replace_refuses_it() -> None:
 
 
 def _made_by_frozen() -> list[type]:
-    """Every class of OnceGate that :func:`frozen` made: its ``__setattr__`` is the one ``frozen`` makes."""
-    made_eq = copies._setattr(object, frozenset()).__code__
+    """Every class of OnceGate that :func:`frozen` or :func:`mutable` made: its ``__eq__`` is the one they make."""
+    made_eq = copies._compare(object, "__eq__", lambda value: (), operator.eq).__code__
     found: dict[str, type] = {}
     for module in pkgutil.walk_packages(oncegate.__path__, "oncegate."):
         if module.name.endswith("__main__"):
             continue
         for value in vars(importlib.import_module(module.name)).values():
-            if isinstance(value, type) and getattr(vars(value).get("__setattr__"), "__code__", None) is made_eq:
+            if isinstance(value, type) and getattr(vars(value).get("__eq__"), "__code__", None) is made_eq:
                 found[f"{value.__module__}.{value.__qualname__}"] = value
     return [found[name] for name in sorted(found)]
 
@@ -80,13 +83,13 @@ def _twin(kind: type) -> type:
             compare=one.compare,
             kw_only=one.kw_only,
         )
-    order = kind.__dataclass_params__.order  # type: ignore[attr-defined]
-    twin: type = dataclasses.dataclass(frozen=True, order=order)(type(kind.__name__, (), namespace))
+    params = kind.__dataclass_params__  # type: ignore[attr-defined]
+    twin: type = dataclasses.dataclass(frozen=params.frozen, order=params.order)(type(kind.__name__, (), namespace))
     return twin
 
 
-def test_every_frozen_record_of_the_claim_path_is_made_by_frozen() -> None:
-    assert {Claim, HistoryEvent, Intent, ClaimAnswer, Identity, Fingerprint} <= set(MADE)
+def test_every_record_of_the_claim_path_is_made_by_frozen_or_mutable() -> None:
+    assert {Claim, HistoryEvent, Intent, ClaimAnswer, Identity, Fingerprint, Flow, Tally, Waited} <= set(MADE)
     assert len(MADE) > 40
 
 
@@ -291,6 +294,24 @@ def test_what_a_record_cannot_hold_is_refused_when_its_class_is_made() -> None:
         @frozen
         class Frozen(Thawed):  # type: ignore[misc]
             other: int
+
+
+def test_a_mutable_record_is_the_record_dataclass_makes() -> None:
+    quick, written = _made_both_ways(Tally, example_claim_id="c1")
+    assert vars(quick) == vars(written)
+    assert repr(quick) == repr(written)
+    assert quick.counts is not Tally().counts  # type: ignore[attr-defined]  # a new Counter each time
+    quick.counts["claims"] += 1  # type: ignore[attr-defined]
+    quick.example_claim_id = "c2"  # type: ignore[attr-defined]
+    assert quick != written
+    assert Tally.__hash__ is None
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(quick)
+    with pytest.raises(TypeError, match="non-frozen"):
+
+        @mutable
+        class Thawed(Flow):  # type: ignore[misc]
+            more: int = 0
 
 
 def test_a_record_holding_itself_is_shown_as_dataclasses_shows_it() -> None:

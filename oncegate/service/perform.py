@@ -587,10 +587,14 @@ def _polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
             retryable=retryable,
             reason=f"The holder's call failed ({claim.error or claim.status.value}): {then}.",
         )
+    # No claim token to settle it with: when to run Perform once again, which looks the record up after the deadline.
+    deadline = call_deadline(claim.data)
+    seconds = max(1, math.ceil((deadline - now).total_seconds())) if deadline is not None else 1
     return replace(
         base,
         decision=PerformDecision.RECONCILE,
-        reason="The holder's call ended in doubt: run Perform once again after its deadline, which looks it up.",
+        reason=f"The holder's call ended in doubt: run Perform once again in {seconds} s, which looks it up.",
+        retry_after_seconds=seconds,
     )
 
 

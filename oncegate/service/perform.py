@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from oncegate.domain.decisions import ClaimAnswer, Intent, idempotency_key
+from oncegate.domain.decisions import MAX_RETRY_AFTER_SECONDS, ClaimAnswer, Intent, idempotency_key
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.performing import (
     CALL,
@@ -437,7 +437,7 @@ class Perform:
         claim = self._store.get_claim(claim_id)
         told = _polled(claim, waiting, now)
         if told.decision is PerformDecision.IN_PROGRESS and not waiting.over(now):
-            return replace(told, retry_after_seconds=waiting.poll_after(now, claim.lease_expires_at)), waiting
+            return _making_the_call(told, waiting.poll_after(now, claim.lease_expires_at)), waiting
         return told, None
 
     # -- the attention timer ------------------------------------------------------------------------
@@ -552,6 +552,15 @@ def _answered(answer: ClaimAnswer) -> PerformAnswer:
     return told
 
 
+def _making_the_call(answer: PerformAnswer, seconds: int) -> PerformAnswer:
+    """``answer`` as in_progress while another run makes the call, asking again after ``seconds``."""
+    return replace(
+        answer,
+        reason=f"Another run is making the call now: ask again in {seconds} s.",
+        retry_after_seconds=seconds,
+    )
+
+
 def _polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
     """What a waiting run is told of the claim as it stands, without taking it: what the holder got."""
     base = PerformAnswer(
@@ -577,7 +586,9 @@ def _polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
             base, decision=PerformDecision.DUPLICATE, reason=f"Done by run {claim.run_id}: reuse its response."
         )
     if claim.status is ClaimStatus.IN_PROGRESS and claim.lease_expires_at and claim.lease_expires_at > now:
-        return replace(base, reason="Another run is making the call now.")
+        # As Check and claim's in_progress: the lease left, within a minute (a poll that goes on paces it anew).
+        left = math.ceil((claim.lease_expires_at - now).total_seconds())
+        return _making_the_call(base, max(1, min(MAX_RETRY_AFTER_SECONDS, left)))
     if claim.status in (ClaimStatus.FAILED, ClaimStatus.RELEASED):
         retryable = claim.status is ClaimStatus.RELEASED or bool(claim.retryable)
         then = "run Perform once again to send it" if retryable else "a person must act"

@@ -122,3 +122,28 @@ def test_a_wait_that_ends_in_doubt_says_when_to_run_again_and_that_run_looks_the
         True,
     )
     assert len(stand_in.writes()) == 1
+
+
+def test_a_wait_that_runs_out_says_when_to_ask_again_as_check_and_claim_s_does(
+    api: Api, slow_erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """Max Wait Seconds ran out while another run's call is under way: in_progress with retryAfterSeconds, which the
+    designer and the contract tell a flow to wait; the poll that ended the wait left it out."""
+    stand_in.script(Answer(late=True))
+    with ThreadPoolExecutor(1) as pool:
+        holder = pool.submit(perform, api, run="run-1")
+        stand_in.wait_for(1)
+        asked = perform(api, run="run-2", wait=True, maxWaitSeconds=10)
+        polled = api.follow(asked.headers["location"])
+        clock.advance(11)
+        ran_out = api.follow(polled.headers["location"])
+        stand_in.release()
+        holder.result(timeout=30)
+
+    assert (asked.status, polled.status, ran_out.status, ran_out.body["decision"]) == (202, 202, 200, "in_progress")
+    assert int(polled.headers["retry-after"]) == polled.body["retryAfterSeconds"]
+    assert f"in {polled.body['retryAfterSeconds']} s" in polled.body["reason"]
+    # The holder's lease (the target's 30 s plus 30 s) has 49 s left.
+    assert ran_out.body["retryAfterSeconds"] == 2 * slow_erp.timeout_seconds - 11
+    assert f"in {ran_out.body['retryAfterSeconds']} s" in ran_out.body["reason"]
+    assert len(stand_in.writes()) == 1

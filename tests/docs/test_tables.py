@@ -47,5 +47,7 @@ def test_every_table_has_its_header_and_delimiter(path: Path) -> None:
 
 def test_rows_cut_from_their_table_are_found() -> None:
     # Guards the test above: a blank line ends a table, and a run of rows without a delimiter is text.
-    page = "| a | b |\n| --- | --- |\n| 1 | 2 |\n\n| 3 | 4 |\n\n| x | `a\\|b` |\n| :-- | --: |\n\n| c |\n| --- | --- |\n"
+    page = (
+        "| a | b |\n| --- | --- |\n| 1 | 2 |\n\n| 3 | 4 |\n\n| x | `a\\|b` |\n| :-- | --: |\n\n| c |\n| --- | --- |\n"
+    )
     assert broken_tables(page) == ["5: | 3 | 4 |", "10: | c | (a delimiter of 2 cells)"]

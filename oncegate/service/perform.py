@@ -280,7 +280,8 @@ class Perform:
             attempt=claim.attempt,
             reason=_reason(decision, target, reply, outcome.error),
             warnings=[*answer.warnings, *warnings],
-            response=kept,
+            # A call that got no answer (a timeout, a broken connection) has none to give: no status, no parts.
+            response=kept if reply.status is not None else None,
             target_record_id=record,
             idempotency_key=answer.idempotency_key,
             retryable=outcome.retryable,

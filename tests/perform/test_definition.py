@@ -35,7 +35,8 @@ def undeclared(reply: Reply, operation_id: str) -> list[str]:
     assert str(reply.status) in responses, f"{operation_id} does not declare {reply.status}"
     schema = {**resolve(definition, responses[str(reply.status)]["schema"]), "definitions": definition["definitions"]}
     validator = jsonschema.Draft4Validator(schema, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
-    return [f"{'/'.join(map(str, error.absolute_path))}: {error.message}" for error in validator.iter_errors(reply.body)]
+    errors = validator.iter_errors(reply.body)
+    return [f"{'/'.join(map(str, error.absolute_path))}: {error.message}" for error in errors]
 
 
 def perform(api: Api, key: str, **fields: Any) -> Reply:

@@ -163,7 +163,10 @@ class Perform:
         if waiting is None:
             return answer, None
         held_until = intent.now + timedelta(seconds=answer.retry_after_seconds or 1)
-        return replace(answer, retry_after_seconds=waiting.poll_after(intent.now, held_until)), waiting
+        paced = waiting.poll_after(intent.now, held_until)
+        # A call in doubt keeps its reason (a look-up tells only after its deadline); another run's call is paced.
+        told = replace(answer, retry_after_seconds=paced) if early else _making_the_call(answer, paced)
+        return told, waiting
 
     def target(self, name: str) -> Target:
         """The declared target; 400 naming ``target`` when none has that name (a flow never names a URL)."""

@@ -141,8 +141,9 @@ def test_a_wait_that_runs_out_says_when_to_ask_again_as_check_and_claim_s_does(
         holder.result(timeout=30)
 
     assert (asked.status, polled.status, ran_out.status, ran_out.body["decision"]) == (202, 202, 200, "in_progress")
-    assert int(polled.headers["retry-after"]) == polled.body["retryAfterSeconds"]
-    assert f"in {polled.body['retryAfterSeconds']} s" in polled.body["reason"]
+    for waiting in (asked, polled):
+        assert int(waiting.headers["retry-after"]) == waiting.body["retryAfterSeconds"]
+        assert f"in {waiting.body['retryAfterSeconds']} s" in waiting.body["reason"]
     # The holder's lease (the target's 30 s plus 30 s) has 49 s left.
     assert ran_out.body["retryAfterSeconds"] == 2 * slow_erp.timeout_seconds - 11
     assert f"in {ran_out.body['retryAfterSeconds']} s" in ran_out.body["reason"]

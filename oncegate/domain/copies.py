@@ -63,7 +63,9 @@ def frozen(kind: type[T] | None = None, /, *, kw_only: bool = False, order: bool
     The same fields (:func:`dataclasses.fields`, ``replace`` and ``asdict`` read them), the same ``__init__``
     parameters (names, order, defaults, factories, keyword-only; ``_: KW_ONLY`` too), and the same equality, order,
     hash, ``repr`` and refusals of a change. The ``__init__`` is compiled when the class is first called: a record
-    no request makes costs a new process nothing more. A record that checks its fields (``__post_init__``), keeps
+    no request makes costs a new process nothing more (until then ``inspect.signature`` of the class reads
+    ``(*args, **kwargs)``; a class without a docstring, which ``dataclasses`` names by its signature, is compiled
+    at once). A record that checks its fields (``__post_init__``), keeps
     no dictionary (``__slots__``) or declares a ``ClassVar`` or ``InitVar`` is refused: every annotation is a field
     its ``__init__`` sets in the dictionary.
     """

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from oncegate.domain.backups import Restore
-from oncegate.domain.statuses import ClaimStatus, Decision
+from oncegate.domain.statuses import AnswerStatus, Decision
 from oncegate.errors import InvalidRequest
 from oncegate.service import backups
 from oncegate.stores.port import ClaimStore
 from tests.conftest import FakeClock
 from tests.service.calls import claim, record
-from tests.service.test_backups import Stores, exported, gate, stores  # noqa: F401 (the fixture)
+from tests.service.test_backups import Stores, exported, gate
 
 KEY = "SO-retried"
 
@@ -63,7 +63,15 @@ class PausingAfterItsRecord:
 
 
 @pytest.fixture
-def two_exports(stores: Stores, clock: FakeClock, tmp_path: Path) -> Iterator[list[backups.ExportFile]]:
+def stores(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stores]:
+    factory = request.getfixturevalue("table_store_factory") if store_kind == "tables" else None
+    made = Stores(store_kind, tmp_path, factory)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def two_exports(stores: Stores, clock: FakeClock, tmp_path: Path) -> list[backups.ExportFile]:
     """An export whose key failed (retryable), and one taken after its retry succeeded; the store then wiped."""
     service = gate(stores, clock)
     record(service, claim(service, key=KEY, run="run-1"), "failed", error="the ERP timed out", retryable=True)
@@ -77,7 +85,7 @@ def two_exports(stores: Stores, clock: FakeClock, tmp_path: Path) -> Iterator[li
     clock.advance(60)
     second = exported(stores.open(), tmp_path / "second.jsonl", clock)
     stores.wipe()
-    yield [first, second]
+    return [first, second]
 
 
 def test_two_exports_imported_at_once_fill_the_store_with_one_of_them_and_the_other_is_refused(
@@ -135,7 +143,7 @@ def test_an_import_run_again_while_the_first_still_runs_leaves_what_the_app_chan
         running.result(timeout=60)
 
     again = claim(gate(stores, clock), key=KEY, run="run-3")
-    assert (again.decision, again.status) == (Decision.DUPLICATE, ClaimStatus.SUCCEEDED)
+    assert (again.decision, again.status) == (Decision.DUPLICATE, AnswerStatus.SUCCEEDED)
     restored = stores.open().read_restore()
     assert restored is not None
     assert restored.completed_at is not None

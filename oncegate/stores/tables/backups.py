@@ -31,14 +31,13 @@ from oncegate.stores.tables.entities import (
     TRANSACTION_LIMIT,
     _claim_entity,
     _claim_index,
-    _entity,
     _etag,
     _event_entity,
     _event_place,
     _fingerprint_entity,
-    _tally_entity,
     _on_status,
     _save,
+    _tally_entity,
     _translated,
 )
 from oncegate.stores.tables.history import one_line_per_series
@@ -224,11 +223,13 @@ class TableBackups:
                     entity = self._keys.get_entity(RESTORE_PARTITION, RESTORE_ROW)
                 except ResourceNotFoundError:
                     entity = None
+            version = None
             if entity is not None:
                 refuse_writing_over(columns.restore_from_row(entity), restore)
+                version = _etag(entity.metadata)
             try:
                 with _translated():
-                    _save(self._keys, RESTORE_PARTITION, RESTORE_ROW, row, entity and _etag(entity.metadata))
+                    _save(self._keys, RESTORE_PARTITION, RESTORE_ROW, row, version)
                 return
             except ConcurrentUpdate:
                 continue  # another run of this import saved its progress meanwhile: read it again

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -256,9 +256,7 @@ class Retention:
         """
         self._check_clock()
         now = now or self._clock()
-        scopes = self._store.list_scopes()
-        retention = {record.scope: record.retention_days or DEFAULT_RETENTION_DAYS for record in scopes}
-        horizon = {record.scope: horizon_days(record) for record in scopes}
+        retention, _ = self._limits()
         # One list for every scope: from the shortest retention on, each claim is then held to its own.
         changed_before = now - timedelta(days=min([DEFAULT_RETENTION_DAYS, *retention.values()]))
         deadline = None if time_budget is None else time.monotonic() + time_budget.total_seconds()
@@ -266,15 +264,7 @@ class Retention:
         with ThreadPoolExecutor(self._workers, thread_name_prefix="oncegate-purge") as pool:
             while not report.finished:
                 try:
-                    self._page(
-                        report,
-                        pool,
-                        now=now,
-                        changed_before=changed_before,
-                        retention=retention,
-                        horizon=horizon,
-                        size=page_size,
-                    )
+                    self._page(report, pool, now=now, changed_before=changed_before, size=page_size)
                 except StoreUnavailable as exc:
                     report.error = exc.message
                     break
@@ -285,25 +275,23 @@ class Retention:
                 ):
                     break
             if report.finished and report.error is None:
-                self._tombstones(report, pool, now=now, horizon=horizon, size=page_size, deadline=deadline)
+                self._tombstones(report, pool, now=now, size=page_size, deadline=deadline)
         if not dry_run:
             self._flush_counts()
         return report
 
-    def _page(
-        self,
-        report: PurgeReport,
-        pool: Executor,
-        *,
-        now: datetime,
-        changed_before: datetime,
-        retention: Mapping[str, int],
-        horizon: Mapping[str, int],
-        size: int,
-    ) -> None:
+    def _limits(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Each scope's retention and horizon in days, read for each page: a scope set while a purge runs (a
+        horizon lengthened for keys that come back later than thought) holds from the purge's next page on."""
+        scopes = self._store.list_scopes()
+        retention = {record.scope: record.retention_days or DEFAULT_RETENTION_DAYS for record in scopes}
+        return retention, {record.scope: horizon_days(record) for record in scopes}
+
+    def _page(self, report: PurgeReport, pool: Executor, *, now: datetime, changed_before: datetime, size: int) -> None:
         page = self._store.list_claims(
             ClaimFilter(FINISHED, changed_before=changed_before), limit=size, cursor=report.cursor
         )
+        retention, horizon = self._limits() if page.items else ({}, {})
         # Read for each page, so that a conflict opened while a long purge runs still keeps its claim.
         disputed = {conflict.claim_id for conflict in open_conflicts(self._store)} if page.items else set()
         doomed = []
@@ -347,19 +335,19 @@ class Retention:
         pool: Executor,
         *,
         now: datetime,
-        horizon: Mapping[str, int],
         size: int,
         deadline: float | None,
     ) -> None:
         """Delete the tombstones whose scope's horizon is over, counted from the claim's last change."""
-        matching = ClaimFilter(
-            (ClaimStatus.SUCCEEDED,),
-            tombstones=True,
-            changed_before=now - timedelta(days=min([DEFAULT_HORIZON_DAYS, *horizon.values()])),
-        )
         cursor: str | None = None
         while True:
             try:
+                _, horizon = self._limits()
+                matching = ClaimFilter(
+                    (ClaimStatus.SUCCEEDED,),
+                    tombstones=True,
+                    changed_before=now - timedelta(days=min([DEFAULT_HORIZON_DAYS, *horizon.values()])),
+                )
                 page = self._store.list_claims(matching, limit=size, cursor=cursor)
             except StoreUnavailable as exc:
                 report.error = exc.message

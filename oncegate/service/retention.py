@@ -48,6 +48,7 @@ from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_RETENTION_DAYS,
 from oncegate.domain.records import Claim, ClaimFilter, ScopeRecord
 from oncegate.domain.safeguard import check_clock
 from oncegate.domain.statuses import ClaimStatus
+from oncegate.domain.store_id import check_store_id
 from oncegate.errors import ClockSkewed, ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.service.inventory import Inventory, open_conflicts
 from oncegate.stores.port import ClaimListing, ClaimWrites, ConflictRecords, InventoryRecords, StoreMarkRecords
@@ -214,7 +215,8 @@ class Retention:
         self._workers = workers
 
     def _check_clock(self) -> None:
-        """Refuse to purge on a clock the store's own time contradicts, as an instance refuses to claim on one.
+        """Refuse to purge on a clock the store's own time contradicts, as an instance refuses to claim on one, or on
+        a store the app refuses (``NotConfigured``).
 
         A purge deletes what its clock says is old: on a machine running ahead (a wrong time on the operator's
         laptop), claims past no retention and tombstones before their horizon were deleted, and their keys were
@@ -222,6 +224,9 @@ class Retention:
         """
         asked_at = self._wall_clock()
         marks = self._store.read_marks()
+        # Nor on a store the app refuses: one half imported holds none of its scopes yet (they come last in an
+        # export), and tombstones a scope keeps past the default horizon were purged as past it.
+        check_store_id(marks, pinned=None, seen=None, fresh="", may_start=True)
         try:
             check_clock(replace(marks, asked_at=asked_at, answered_at=self._wall_clock()))
         except ClockSkewed as skewed:

@@ -6,6 +6,10 @@ fills it and the other is refused, so the store is one export's, never a claim o
 restore record of the newer (whose forgotten keys health names). The same export imported by two runs: the late
 run leaves every claim the first wrote as it is, so a claim the app changed once the first run had marked the
 store is not put back to what the export holds (a retried failure that succeeded since would proceed again).
+
+And a store half imported is no store to serve or purge, however it is marked: one `oncegate store init` marked
+before the import answered the keys not yet written ``proceed``, and a purge on it, reading none of the scopes
+(the last records of an export), deleted tombstones a scope's own horizon still kept.
 """
 
 from __future__ import annotations
@@ -20,14 +24,16 @@ import pytest
 
 from oncegate.domain.backups import Restore
 from oncegate.domain.statuses import AnswerStatus, Decision
-from oncegate.errors import InvalidRequest
+from oncegate.errors import InvalidRequest, NotConfigured
 from oncegate.service import backups
+from oncegate.service.key_secrets import KeySecrets
 from oncegate.stores.port import ClaimStore
 from tests.conftest import FakeClock
-from tests.service.calls import claim, record
+from tests.service.calls import claim, record, set_scope
 from tests.service.test_backups import Stores, exported, gate
 
 KEY = "SO-retried"
+DAY = 24 * 3600
 
 
 class MeetingAfterTheCheck:
@@ -147,3 +153,87 @@ def test_an_import_run_again_while_the_first_still_runs_leaves_what_the_app_chan
     restored = stores.open().read_restore()
     assert restored is not None
     assert restored.completed_at is not None
+
+
+class StoppingAt:
+    """A store whose import stops (the process killed) at the ``n``-th claim it writes."""
+
+    def __init__(self, store: ClaimStore, n: int) -> None:
+        self._store, self._left = store, n
+
+    def restore_claim(self, backup: Any) -> None:
+        self._left -= 1
+        if self._left == 0:
+            raise KeyboardInterrupt
+        self._store.restore_claim(backup)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_store_marked_before_its_import_is_not_served_while_the_import_is_cut_short(
+    stores: Stores, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runbook's store marked by `oncegate store init` (or a deployment) as the exported one, then imported: an
+    app left running must not answer for a key the import has not written yet."""
+    monkeypatch.setattr(backups, "PROGRESS_EVERY", 2)
+    service = gate(stores, clock)
+    keys = [f"SO-{index}" for index in range(8)]
+    for key in keys:
+        record(service, claim(service, key=key, run=f"run-{key}"))
+    export_file = exported(stores.open(), tmp_path / "export.jsonl", clock)
+    stores.wipe()
+    pin = stores.pin(export_file.store_id)
+    pin.keep(export_file.store_id)
+    KeySecrets(stores.open(), clock=clock, pin=pin).start_store()
+    with pytest.raises(KeyboardInterrupt):
+        backups.import_export(StoppingAt(stores.open(), 4), export_file, forget_after=export_file.started_at, now=clock)
+
+    left_running = gate(stores, clock, pin=pin)
+    answers: list[Decision | None] = []
+    for key in keys:
+        try:
+            answers.append(claim(left_running, key=key, run=f"run-{key}-again").decision)
+        except NotConfigured:
+            answers.append(None)
+
+    assert Decision.PROCEED not in answers, answers
+    assert answers == [None] * len(keys)
+    backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
+    served = gate(stores, clock, pin=pin)
+    assert [claim(served, key=key, run=f"run-{key}-3").decision for key in keys] == [Decision.DUPLICATE] * len(keys)
+
+
+def test_a_purge_on_a_store_whose_import_was_cut_short_deletes_nothing_and_the_import_restores_every_key(
+    stores: Stores, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scopes come last in an export: a purge on a store half imported (by hand, or the timer of an instance
+    left running) read no scope, and deleted the tombstones past the default horizon of a scope that keeps its
+    own, longer one; the import run again then restored their keys to nothing."""
+    monkeypatch.setattr(backups, "PROGRESS_EVERY", 2)  # SQLite commits what it wrote a chunk at a time
+    service = gate(stores, clock)
+    set_scope(service, retention_days=30, horizon_days=730)
+    keys = [f"SO-{index}" for index in range(4)]
+    for key in keys:
+        record(service, claim(service, key=key, run=f"run-{key}"))
+    clock.advance(31 * DAY)
+    assert service.retention.purge().deleted_total == len(keys)  # down to their tombstones
+    clock.advance(370 * DAY)  # past the default horizon, within the scope's
+    export_file = exported(stores.open(), tmp_path / "export.jsonl", clock)
+    stores.wipe()
+    with pytest.raises(KeyboardInterrupt):
+        backups.import_export(
+            StoppingAt(stores.open(), len(keys)), export_file, forget_after=export_file.started_at, now=clock
+        )
+
+    purger = gate(stores, clock, pin=stores.pin(export_file.store_id))
+    try:
+        report = purger.retention.purge()
+        deleted = sum(report.tombstones_deleted.values())
+    except NotConfigured:
+        deleted = 0
+    backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
+
+    assert deleted == 0
+    served = gate(stores, clock, pin=stores.pin(export_file.store_id))
+    assert [claim(served, key=key, run=f"run-{key}-late").decision for key in keys] == [Decision.DUPLICATE] * len(keys)

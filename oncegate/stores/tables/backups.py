@@ -27,6 +27,8 @@ from oncegate.stores.tables.entities import (
     KEY_PARTITION,
     PARTITION_FILTER,
     REPAIR_PAGE_ROWS,
+    RESTORE_PARTITION,
+    RESTORE_ROW,
     STORE_PARTITION,
     TRANSACTION_LIMIT,
     _claim_entity,
@@ -42,9 +44,6 @@ from oncegate.stores.tables.entities import (
 )
 from oncegate.stores.tables.history import one_line_per_series
 
-# The import that filled this store (issue 35): one row beside the store's id.
-RESTORE_PARTITION = "restore"
-RESTORE_ROW = "restore"
 # Tries of a restore record's save whose ETag another run of the import moved meanwhile.
 RESTORE_SAVES = 5
 CLAIM_ROWS_FILTER = "RowKey eq @rk"

@@ -199,6 +199,11 @@ def test_a_store_marked_before_its_import_is_not_served_while_the_import_is_cut_
 
     assert Decision.PROCEED not in answers, answers
     assert answers == [None] * len(keys)
+    # Nor is it exported (a file of part of it, imported, would be whole), nor taken as whole by a redeployment.
+    with pytest.raises(NotConfigured, match="being restored from an export"):
+        backups.export(stores.open(), tmp_path / "half.jsonl", now=clock)
+    with pytest.raises(NotConfigured, match="being restored from an export"):
+        KeySecrets(stores.open(), clock=clock, pin=pin).start_store(new_only=True)
     backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
     served = gate(stores, clock, pin=pin)
     assert [claim(served, key=key, run=f"run-{key}-3").decision for key in keys] == [Decision.DUPLICATE] * len(keys)

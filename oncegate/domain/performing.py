@@ -72,17 +72,16 @@ class KeptResponse:
 
     @classmethod
     def of_data(cls, data: Any) -> KeptResponse | None:
-        """The response a claim's data keeps; None when it keeps none (not made by Perform once; a tombstone)."""
+        """The response a claim's data keeps; None when it keeps none (not made by Perform once; a tombstone; a call
+        that got no answer, whose kept status is null)."""
         if not isinstance(data, dict) or not isinstance(data.get(RESPONSE), dict):
             return None
         kept = data[RESPONSE]
         status = kept.get("status")
+        if not isinstance(status, int):
+            return None
         headers = kept.get("headers")
-        return cls(
-            status=status if isinstance(status, int) else None,
-            headers=dict(headers) if isinstance(headers, dict) else {},
-            body=kept.get("body"),
-        )
+        return cls(status=status, headers=dict(headers) if isinstance(headers, dict) else {}, body=kept.get("body"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.markdown import REPO
-from tests.docs.terminal import SHELLS, paste
+from tests.docs.terminal import paste
 from tests.docs.test_readme_blocks import files_in, shell
 from tests.docs.test_shell_blocks_paste import HANDLERS, TIMEOUT_SECONDS
 
@@ -41,7 +41,7 @@ def test_the_runbooks_have_indented_blocks_to_paste() -> None:
     assert all(indented_blocks(document) for document in RUNBOOKS)
 
 
-@pytest.mark.parametrize("name", list(SHELLS))
+@pytest.mark.parametrize("name", list(HANDLERS))
 @pytest.mark.parametrize("document", RUNBOOKS, ids=lambda path: path.name)
 def test_each_indented_block_pastes_into_an_interactive_shell_as_it_starts(
     document: Path, name: str, tmp_path_factory: pytest.TempPathFactory

@@ -36,7 +36,9 @@ class StoreMarks:
     was written by an earlier release, whose tables had none. ``holds_claims`` says whether the
     claims table holds any claim or tombstone; it is read only when a mark is missing (False
     otherwise). ``clock`` is the store's own time as its answer said (Table Storage's ``Date``),
-    None where the store shares this machine's clock (SQLite).
+    None where the store shares this machine's clock (SQLite). ``restoring`` says that an import into the
+    store is under way or was cut short (its restore record not completed): the store lacks what the import has
+    not written yet, however it is marked (issue 35).
     """
 
     store_id: str | None
@@ -45,6 +47,7 @@ class StoreMarks:
     tables_marked: bool = False
     holds_claims: bool = False
     clock: datetime | None = None
+    restoring: bool = False
     # When the question was asked and the answer came, on this instance's clock: the store's time lies between.
     asked_at: datetime | None = None
     answered_at: datetime | None = None

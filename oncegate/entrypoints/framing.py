@@ -492,7 +492,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return False
             # RFC 9112 §3.2.2: a server must accept the absolute form. Its path and query are served; the links
             # are still built from the Host header, checked like every other (see _host_refusal).
-            self.path = "/" + absolute["rest"].removeprefix("/")
+            self.path = "/" + (absolute["rest"] or "").removeprefix("/")
         # As the stdlib does (gh-87389): a target of "//host/..." must not read as another host.
         if self.path.startswith("//"):
             self.path = "/" + self.path.lstrip("/")

@@ -479,6 +479,16 @@ def test_an_absolute_form_target_is_served_by_its_path(local_server: tuple[str, 
         assert read_answer(reader).status == 200
 
 
+@pytest.mark.parametrize("target", [b"http://gate.example", b"http://gate.example?top=5"])
+def test_an_absolute_form_target_without_a_path_is_the_root(local_server: tuple[str, int], target: bytes) -> None:
+    # "http://host" is the path "/" (RFC 9112 §3.2.1): answered where routes live, never closed unanswered.
+    with connected(local_server) as (sock, reader):
+        sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: test\r\n\r\n")
+        answer = read_answer(reader)
+
+    assert (answer.status, answer.error["message"]) == (404, "Routes live under /api/, such as GET /api/health.")
+
+
 def test_an_absolute_form_target_keeps_its_query_and_links_name_the_host_header(
     local_server: tuple[str, int], wired: Gate
 ) -> None:

@@ -518,6 +518,30 @@ def test_an_absolute_form_body_is_held_to_its_routes_limit(local_server: tuple[s
     assert (over.status, over.error["code"]) == (413, "too_large")
 
 
+@pytest.mark.parametrize("before", [b"\r\n", b"\n", b"\r\n\r\n"], ids=["crlf", "lf", "two-crlf"])
+def test_empty_lines_before_a_request_line_are_ignored(local_server: tuple[str, int], before: bytes) -> None:
+    # RFC 9112 §2.2: a server should ignore at least one empty line before a request line (a client may send a CRLF
+    # after a body). It read the empty line as a request line of no words and closed the connection unanswered.
+    claim = json.dumps({"scope": "s", "key": "SO-crlf", "runId": "r"}).encode()
+    with connected(local_server) as (sock, reader):
+        sock.sendall(before + HEALTH + post(b"Content-Length: %d\r\n" % len(claim), claim) + before + HEALTH)
+        answers = [read_answer(reader).status for _ in range(3)]
+
+    assert answers == [200, 200, 200]
+
+
+def test_empty_lines_alone_never_restart_the_idle_time() -> None:
+    # Else a client sending a CRLF every 29 s would hold its connection for ever.
+    incoming = Incoming(30.0)
+    idle_until = incoming.due_at()
+    for chunk in (b"\r\n", b"\n", b"\r", b"\n"):
+        incoming.take(chunk)
+
+    assert (incoming.idle, incoming.due(), incoming.due_at()) == (True, False, idle_until)
+    incoming.take(HEALTH)
+    assert (incoming.due(), incoming.head()) == (True, HEALTH)
+
+
 def test_fields_of_exactly_64_kib_are_read_however_the_empty_line_arrives() -> None:
     # A head is held to MAX_HEADER_BYTES of fields, its empty line not among them: read whole it was answered, while
     # the empty line's CR arriving in a read before its LF counted as a field's byte, and the same head was a 431.

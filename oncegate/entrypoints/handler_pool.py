@@ -159,7 +159,8 @@ class HandlerPool:
                 with self._counts:
                     del self._busy[me]
         with self._counts:
-            self._threads.remove(threading.current_thread())
+            if threading.current_thread() in self._threads:
+                self._threads.remove(threading.current_thread())
 
     def _watch(self) -> None:
         """Start a spare thread while every thread answers, one of them for STALL_SECONDS already."""
@@ -170,9 +171,14 @@ class HandlerPool:
                     logger.info("every handler thread is busy, one for %s s: a spare thread starts", STALL_SECONDS)
                     self._start(spare=True)
 
-    def _others_free(self) -> bool:
+    def _leaves(self) -> bool:
+        """Whether this spare thread ends, another being free to lead; counted out at once if so, so that two spares
+        free together never both end on the other's account."""
         with self._counts:
-            return len(self._threads) - len(self._busy) > 1
+            if len(self._threads) - len(self._busy) > 1:
+                self._threads.remove(threading.current_thread())
+                return True
+            return False
 
     def _next(self, spare: bool = False) -> Connection | None:
         """As leader, wait for a connection whose next step is due or late; None once the pool closes, or when a
@@ -181,7 +187,7 @@ class HandlerPool:
             return None
         try:
             while not self._closing:
-                if spare and self._others_free():
+                if spare and self._leaves():
                     return None
                 if self._ready:
                     return self._ready.popleft()
@@ -205,7 +211,7 @@ class HandlerPool:
             self._lead.acquire()
             return True
         while not self._lead.acquire(timeout=self._sweep_seconds):
-            if self._closing or self._others_free():
+            if self._closing or self._leaves():
                 return False
         return True
 

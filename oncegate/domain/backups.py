@@ -8,13 +8,13 @@ keys has passed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
 
 
-@dataclass(frozen=True)
+@frozen
 class ClaimBackup:
     """A claim or tombstone with its whole history and its fingerprint records, read together.
 
@@ -28,7 +28,7 @@ class ClaimBackup:
     changed_at: datetime
 
 
-@dataclass(frozen=True)
+@frozen
 class Restore:
     """A store filled from an export: which store it was, until when, and how far the import got.
 

@@ -6,13 +6,13 @@ of :mod:`oncegate.domain.safeguard`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.records import KeySecretRecord
 
 
-@dataclass(frozen=True)
+@frozen
 class TableMark:
     """What a table that guards the promise says about itself: the store its own mark row names (issue 31).
 
@@ -25,7 +25,7 @@ class TableMark:
     missing: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class StoreMarks:
     """What a store says about itself, read in one round trip: who it is, its key secrets, its clock.
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from oncegate.domain.backups import ClaimBackup, Restore
+from oncegate.domain.copies import frozen
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, horizon_days
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import Conflict, FlowRecord, KeySecretRecord, Overlap, ScopeRecord
@@ -223,7 +224,7 @@ def _section(
         on_progress(kind, counts[kind])
 
 
-@dataclass(frozen=True)
+@frozen
 class ExportFile:
     """An export's header and end, read through once to check that it is whole."""
 

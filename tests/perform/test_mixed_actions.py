@@ -173,7 +173,8 @@ def test_perform_once_by_the_run_holding_check_and_claims_grant_makes_no_call(
         by_the_holder = held.result(timeout=30)
 
     assert len(stand_in.writes()) == 1
-    assert (by_the_holder.body["decision"], by_the_holder.body.get("claimToken")) == ("in_progress", None)
+    told = by_the_holder.body
+    assert (told["decision"], told.get("claimToken"), told["retryAfterSeconds"]) == ("in_progress", None, 60)
     assert released_by_it == 200
     assert by_another.body["decision"] == "performed"
 
@@ -208,3 +209,17 @@ def test_a_token_handed_out_during_perform_onces_look_up_stops_counting_once_it_
     assert asked.body["decision"] == "reconcile"
     assert released_by_it == 409
     assert (performed.body["decision"], claim["status"]) == ("performed", "succeeded")
+
+
+def test_perform_once_asked_to_wait_by_the_run_holding_the_grant_answers_at_once(
+    api: Api, erp: Target, stand_in: StandInTarget
+) -> None:
+    """The run holds the claim itself: there is no other run to wait for, so no poll address, and nothing sent."""
+    body = {**perform_body("SO-waits", run="run-A"), "payload": {"amount": 10}}
+    same_run: dict[str, Any] = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
+    assert api.call("check_and_claim", same_run).body["decision"] == "proceed"
+
+    told = api.call("perform_once", {**body, "wait": True, "maxWaitSeconds": 60})
+
+    assert (told.status, told.body["decision"], told.headers.get("Location")) == (200, "in_progress", None)
+    assert stand_in.received == []

@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 
-from oncegate.cli import commands, extra, store_commands
+from oncegate.cli import commands, extra, store_commands, streams
 from oncegate.cli.parser import build_parser
 from oncegate.cli.signin import AppFactory, msal_app
 
@@ -30,8 +30,10 @@ def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -
 
     Ctrl+C and a closed pipe end any command, wherever they come (rendering included), with their
     exit status and no traceback. A command that draws tables without the cli extra installed (rich)
-    says which extra to install, exit 2; ``serve`` needs none.
+    says which extra to install, exit 2; ``serve`` needs none. A character stdout's encoding lacks is
+    written as its escape (:mod:`oncegate.cli.streams`).
     """
+    streams.tolerant()
     try:
         return _run(argv, app_factory)
     except ModuleNotFoundError as exc:

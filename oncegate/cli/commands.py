@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oncegate import __version__
+from oncegate.cli import streams
 from oncegate.cli.batch_drill import run_batch_drill
 from oncegate.cli.client import (
     SERVICE_EXIT,
@@ -388,7 +389,7 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
         print(exc.report(), file=sys.stderr)
         return exc.exit_code
     if args.json:
-        print(json.dumps(output.raw, indent=2, ensure_ascii=False))
+        streams.print_json(output.raw)
     else:
         layout.show(output.text, sys.stdout)
     if output.note:

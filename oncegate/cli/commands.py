@@ -383,6 +383,7 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
             named="--url" if args.url else "ONCEGATE_URL",
             function_key=None if args.entra else args.function_key or os.environ.get("ONCEGATE_FUNCTION_KEY"),
             token=entra_token(args, app_factory),
+            notify=progress,
         )
         output = command(client, args)
     except ClientError as exc:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from oncegate import bootstrap
+from oncegate.cli import client as client_module
 from oncegate.cli import main
 from oncegate.domain.keys import KeyHasher
 from oncegate.stores.port import ClaimStore
@@ -264,16 +265,20 @@ def test_without_entra_the_reviewer_is_required(
 
 
 def test_a_store_outage_is_exit_3_with_retry_after(
-    oncegate: Oncegate, open_store: Callable[[], ClaimStore], clock: FakeClock
+    oncegate: Oncegate, open_store: Callable[[], ClaimStore], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     faults = FaultyStore(open_store(), Fault.BEFORE)
     bootstrap.use_services(Gate(faults, KeyHasher(KEY_SECRET), clock=clock).services)
     faults.arm(1, lasting=True, message="the SQLite store is unavailable: disk I/O error")
+    # Health only reads: asked again after each Retry-After (tests/cli/test_retries.py), counted here, not slept.
+    monkeypatch.setattr(client_module, "pause", lambda seconds: None)
 
     run = oncegate("health")
 
     assert run.code == 3
-    assert run.err.startswith("store_unavailable: the SQLite store is unavailable: disk I/O error (retry after 5 s)")
+    assert run.err.splitlines()[-1] == (
+        "store_unavailable: the SQLite store is unavailable: disk I/O error (retry after 5 s)"
+    )
 
 
 def test_a_rejected_function_key_is_exit_2_with_a_hint(

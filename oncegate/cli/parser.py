@@ -44,8 +44,9 @@ Tables are for people; --json prints the service's answer for scripts. Progress 
 Exit status: 0 done; 1 the drill found the service deviating from the contract; 2 bad usage, a
 bad setting, a failed sign-in, a request the service refused (4xx) or a drill blocked by the flow
 inventory; 3 the service or its store failed (5xx), was busy (429) or could not be reached (a command
-that only reads asks again after the Retry-After of a 429 or 503, three times in all); 130 interrupted (Ctrl+C);
-141 the reader of the output went away (a closed pipe, as `| head` closes it). Neither shows a traceback.
+that only reads asks again after the Retry-After of a 429 or 503, three times in all); 130 interrupted
+(Ctrl+C, or SIGTERM: what the command opened is closed as it ends); 141 the reader of the output went away
+(a closed pipe, as `| head` closes it). Neither shows a traceback.
 
 The synopsis above is what ``oncegate --help`` prints, read side by side with the parsers below; the
 pieces they are built of are in :mod:`oncegate.cli.arguments`. A group of commands declared in a

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oncegate.cli import streams
 from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
 from oncegate.cli.commands import INTERRUPTED_EXIT, progress, refused
 from oncegate.cli.extra import on_first_use
@@ -324,7 +325,8 @@ def store_export(args: argparse.Namespace) -> int:
     print(f"Expires at {end['expiresAt']}: delete it then, with the claims retention would have purged.")
     if changed:
         print(f"Changed after they were read ({len(changed)}; the file holds them as before): {', '.join(changed)}")
-    print(f"Restore with: oncegate store import {path} --forget-after {_text(report.started_at)}")
+    restore = streams.command_line("oncegate", "store", "import", str(path), "--forget-after", _text(report.started_at))
+    print(f"Restore with: {restore}")
     return 0
 
 

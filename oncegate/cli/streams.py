@@ -12,6 +12,9 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import os
+import shlex
+import subprocess
 import sys
 from typing import Any, TextIO
 
@@ -35,3 +38,10 @@ def holds_unicode(stream: TextIO) -> bool:
 def print_json(value: Any, *, indent: int | None = 2) -> None:
     """``value`` as JSON on stdout: characters as they are where stdout holds them, else as JSON's escapes."""
     print(json.dumps(value, indent=indent, ensure_ascii=not holds_unicode(sys.stdout)))
+
+
+def command_line(*words: str) -> str:
+    """A command to copy into a shell, each word quoted where it must be (a path with a space, or Chinese)."""
+    if os.name == "nt":
+        return subprocess.list2cmdline(words)  # cmd and PowerShell both read double quotes
+    return shlex.join(words)

@@ -83,8 +83,8 @@ class ClientError(Exception):
 
     exit_code = USAGE_EXIT
 
-    def report(self) -> str:
-        """The lines printed on stderr."""
+    def report(self, options: Mapping[str, str] | None = None) -> str:
+        """The lines printed on stderr; ``options`` names the command's option of each field of the request."""
         return str(self)
 
 
@@ -110,11 +110,19 @@ class ApiError(ClientError):
         # Busy (429) is the service's state, not the command's fault: exit 3, as a 5xx.
         self.exit_code = SERVICE_EXIT if status >= 500 or status == 429 else USAGE_EXIT
 
-    def report(self) -> str:
-        # One detail repeats the message, which names its field: said once. Several are each listed.
-        repeated = len(self.details) == 1 and self.details[0][1] in self.message
-        details = [] if repeated else self.details
+    def report(self, options: Mapping[str, str] | None = None) -> str:
+        # One detail repeats the message, which names its field: said once, unless the field is an option the
+        # person typed (attempt is --attempt), which its line then names. Several are each listed.
+        named = [(_option_of(target, options or {}), message) for target, message in self.details]
+        repeated = len(named) == 1 and named[0][1] in self.message and named[0][0] == self.details[0][0]
+        details = [] if repeated else named
         return "\n".join([str(self), *(f"  {target or 'body'}: {message}" for target, message in details)])
+
+
+def _option_of(target: str | None, options: Mapping[str, str]) -> str | None:
+    """The option that sent the field ``target`` names (``keyPattern``, ``fingerprintInclude[0]``), else the target."""
+    field = (target or "").split("[", 1)[0].split(".", 1)[0]
+    return options.get(field, target)
 
 
 class Unreachable(ClientError):

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate import __version__
 from oncegate.cli import streams
+from oncegate.cli.arguments import options_by_field
 from oncegate.cli.batch_drill import run_batch_drill
 from oncegate.cli.client import (
     SERVICE_EXIT,
@@ -387,7 +388,7 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
         )
         output = command(client, args)
     except ClientError as exc:
-        print(exc.report(), file=sys.stderr)
+        print(exc.report(options_by_field(args.command_parser)), file=sys.stderr)
         return exc.exit_code
     if args.json:
         streams.print_json(output.raw)

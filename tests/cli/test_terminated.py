@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from oncegate.domain.keys import KeyHasher
+from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.local_secret import local_key_secret
-from oncegate.stores.port import ClaimFilter
 from oncegate.stores.sqlite import SqliteStore
 from tests.cli.test_governance import STORE_SETTINGS
 from tests.conftest import FakeClock

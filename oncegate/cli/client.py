@@ -82,10 +82,16 @@ class ClientError(Exception):
     """A failure the command reports on stderr and turns into its exit status."""
 
     exit_code = USAGE_EXIT
+    # The error code a script reads with --json, where the service gave none: the command's own refusal.
+    error_code = "invalid_usage"
 
     def report(self, options: Mapping[str, str] | None = None) -> str:
         """The lines printed on stderr; ``options`` names the command's option of each field of the request."""
         return str(self)
+
+    def as_json(self) -> dict[str, Any]:
+        """What ``--json`` prints on stdout: the service's error body, in its shape when the command refused."""
+        return {"error": {"code": self.error_code, "message": str(self), "details": []}}
 
 
 class ApiError(ClientError):
@@ -118,6 +124,11 @@ class ApiError(ClientError):
         details = [] if repeated else named
         return "\n".join([str(self), *(f"  {target or 'body'}: {message}" for target, message in details)])
 
+    def as_json(self) -> dict[str, Any]:
+        details = [{"target": target, "message": message} for target, message in self.details]
+        code = self.code or f"http_{self.status}"
+        return {"error": {"code": code, "message": self.message, "details": details, "status": self.status}}
+
 
 def _option_of(target: str | None, options: Mapping[str, str]) -> str | None:
     """The option that sent the field ``target`` names (``keyPattern``, ``fingerprintInclude[0]``), else the target."""
@@ -129,10 +140,13 @@ class Unreachable(ClientError):
     """No usable answer from the service."""
 
     exit_code = SERVICE_EXIT
+    error_code = "unreachable"
 
 
 class SignInError(ClientError):
     """Signing in to Microsoft Entra ID failed, or a sign-in setting is missing."""
+
+    error_code = "signin_failed"
 
 
 @dataclass(frozen=True)

@@ -389,6 +389,9 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
         output = command(client, args)
     except ClientError as exc:
         print(exc.report(options_by_field(args.command_parser)), file=sys.stderr)
+        if args.json:
+            # A script reads .error.code whoever refused: the service's body, or the command's in its shape.
+            streams.print_json(exc.as_json())
         return exc.exit_code
     if args.json:
         streams.print_json(output.raw)

@@ -1,0 +1,71 @@
+"""``--json`` prints JSON on stdout when the command fails too: the error, in the service's error body's shape.
+
+A script piping ``oncegate --json claims lookup ...`` into ``jq`` got nothing on stdout when the key was not
+found, the service was down or the sign-in failed: ``jq -r .status`` printed nothing and the script went on
+with an empty value. Now stdout holds ``{"error": {"code", "message", "details"}}`` whoever refused: the
+service (its code, and ``status``), or the command itself (``invalid_usage``, ``unreachable``,
+``signin_failed``); stderr says it for people as before, and the exit status is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from tests.cli.conftest import Oncegate
+
+SCOPE = "erp.create-order"
+
+
+def a_closed_port() -> int:
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        port: int = bound.getsockname()[1]
+    return port
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "status", "exit_code"),
+    [
+        (("claims", "lookup", "--scope", SCOPE, "--key", "订单-404"), "not_found", 404, 2),
+        (("claims", "show", "a" * 52), "not_found", 404, 2),
+        (("scopes", "set", SCOPE, "--key-pattern", "[x"), "invalid_request", 400, 2),
+        (("claims", "list"), "invalid_usage", None, 2),
+        (("claims", "review", "a" * 52, "--reviewer", "ana", "--data", "{not json"), "invalid_usage", None, 2),
+        (("--url", "http://127.0.0.1:{closed}", "health"), "unreachable", None, 3),
+        (
+            ("--entra", "--tenant", "con toso", "--client-id", "c", "--api-scope", "api://x/y", "health"),
+            "signin_failed",
+            None,
+            2,
+        ),
+    ],
+    ids=["lookup not found", "show not found", "refused value", "usage", "data not JSON", "unreachable", "sign-in"],
+)
+def test_a_failure_with_json_is_a_json_error_on_stdout(
+    oncegate: Oncegate, argv: tuple[str, ...], code: str, status: int | None, exit_code: int
+) -> None:
+    closed = str(a_closed_port())
+
+    run = oncegate("--json", *(word.replace("{closed}", closed) for word in argv))
+
+    assert run.code == exit_code
+    error = json.loads(run.out)["error"]
+    assert (error["code"], error.get("status")) == (code, status)
+    assert error["message"] in run.err
+    assert isinstance(error["details"], list)
+
+
+def test_the_details_keep_the_services_field_names(oncegate: Oncegate) -> None:
+    run = oncegate("--json", "flows", "register", "--name", "x" * 300, "--environment", "y" * 300)
+
+    details = json.loads(run.out)["error"]["details"]
+    assert [detail["target"] for detail in details] == ["name", "environment"]
+
+
+def test_a_failure_without_json_prints_nothing_on_stdout(oncegate: Oncegate) -> None:
+    run = oncegate("claims", "show", "a" * 52)
+
+    assert (run.code, run.out) == (2, "")

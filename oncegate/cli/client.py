@@ -27,7 +27,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
@@ -37,6 +36,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from pydantic import BaseModel, ValidationError
 
 from oncegate.cli.values import BadSetting, port_setting
+from oncegate.domain.copies import frozen
 from oncegate.models import (
     ClaimAttentionList,
     ClaimHistory,
@@ -149,7 +149,7 @@ class SignInError(ClientError):
     error_code = "signin_failed"
 
 
-@dataclass(frozen=True)
+@frozen
 class Answer(Generic[Model]):
     """A successful answer: the JSON as received and the same parsed as the service's model."""
 

@@ -28,10 +28,11 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.decisions import MAX_RETRY_AFTER_SECONDS, ClaimAnswer, Intent, idempotency_key
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.performing import (
@@ -92,7 +93,7 @@ class PerformRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, Prot
 DataCheck = Callable[[Any, str], list[str]]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class PerformAnswer:
     """What Perform once tells the flow: the decision, the response kept, and the claim it stands on.
 

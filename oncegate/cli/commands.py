@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,9 +61,19 @@ def _load_app(app_dir: Path) -> object:
     return importlib.import_module("function_app").app
 
 
-def refused(command: str, message: str, code: int = USAGE_EXIT) -> int:
-    """One line on stderr saying why ``command`` cannot go on, and its exit status."""
-    print(f"oncegate {command}: {message}", file=sys.stderr)
+# Set while a command on the store runs with --json (oncegate.cli.store_commands.on_the_store): its refusal is
+# JSON on stdout too, in the shape of a deployment command's, its code by the exit status.
+REFUSALS_AS_JSON: ContextVar[bool] = ContextVar("refusals_as_json", default=False)
+REFUSAL_CODES = {USAGE_EXIT: "invalid_usage", SERVICE_EXIT: "store_failed"}
+
+
+def refused(command: str, message: str, code: int = USAGE_EXIT, *, answered: bool = False) -> int:
+    """One line on stderr saying why ``command`` cannot go on, and its exit status; with --json, unless the command
+    ``answered`` on stdout already, the same as JSON there."""
+    said = f"oncegate {command}: {message}"
+    print(said, file=sys.stderr)
+    if REFUSALS_AS_JSON.get() and not answered:
+        streams.print_json({"error": {"code": REFUSAL_CODES.get(code, "refused"), "message": said, "details": []}})
     return code
 
 

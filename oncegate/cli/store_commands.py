@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate.cli import streams
 from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
-from oncegate.cli.commands import INTERRUPTED_EXIT, progress, refused
+from oncegate.cli.commands import INTERRUPTED_EXIT, REFUSALS_AS_JSON, progress, refused
 from oncegate.cli.extra import on_first_use
 from oncegate.cli.values import moment
 
@@ -35,10 +35,13 @@ def on_the_store(args: argparse.Namespace) -> int:
     from azure.core.exceptions import ClientAuthenticationError
 
     logs_when_asked()
+    as_json = REFUSALS_AS_JSON.set(getattr(args, "json", False))
     try:
         code: int = args.handler(args)
     except ClientAuthenticationError as exc:
         return _not_signed_in(args.command, exc)
+    finally:
+        REFUSALS_AS_JSON.reset(as_json)
     return code
 
 
@@ -192,6 +195,7 @@ def keys(args: argparse.Namespace) -> int:
             f"{_text(restoring.exported_at)} is under way or was cut short after record {restoring.records_done}. "
             "The app refuses the store until it ends: run the same import again.",
             SERVICE_EXIT,
+            answered=True,
         )
     return 0
 

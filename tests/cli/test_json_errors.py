@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import pytest
 
+from oncegate.cli import main
 from tests.cli.conftest import Oncegate
+from tests.cli.test_governance import STORE_SETTINGS
 
 SCOPE = "erp.create-order"
 
@@ -69,3 +72,25 @@ def test_a_failure_without_json_prints_nothing_on_stdout(oncegate: Oncegate) -> 
     run = oncegate("claims", "show", "a" * 52)
 
     assert (run.code, run.out) == (2, "")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("purge", "--json"), ("keys", "--json"), ("store", "export", "{folder}/export.jsonl.gz", "--json")],
+    ids=["purge", "keys", "export"],
+)
+def test_a_store_commands_refusal_with_json_is_a_json_error_on_stdout(
+    argv: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in STORE_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(tmp_path / "nowhere" / "oncegate.db"))
+
+    code = main([word.replace("{folder}", str(tmp_path)) for word in argv])
+
+    out, err = capsys.readouterr()
+    error = json.loads(out)["error"]
+    assert (code, error["code"]) == (2, "invalid_usage")
+    assert error["message"] == err.strip()
+    assert "no database at " in error["message"]
+    assert not (tmp_path / "nowhere").exists()

@@ -61,6 +61,12 @@ def _load_app(app_dir: Path) -> object:
     return importlib.import_module("function_app").app
 
 
+def interrupted(command: str, left: str) -> int:
+    """One line on stderr saying that Ctrl+C or SIGTERM stopped ``command`` and what it ``left``; exit 130."""
+    print(f"oncegate {command}: interrupted; {left}", file=sys.stderr)
+    return INTERRUPTED_EXIT
+
+
 # Set while a command on the store runs with --json (oncegate.cli.store_commands.on_the_store): its refusal is
 # JSON on stdout too, in the shape of a deployment command's, its code by the exit status.
 REFUSALS_AS_JSON: ContextVar[bool] = ContextVar("refusals_as_json", default=False)

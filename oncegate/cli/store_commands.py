@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate.cli import streams
 from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
-from oncegate.cli.commands import INTERRUPTED_EXIT, REFUSALS_AS_JSON, progress, refused
+from oncegate.cli.commands import INTERRUPTED_EXIT, REFUSALS_AS_JSON, interrupted, progress, refused
 from oncegate.cli.extra import on_first_use
 from oncegate.cli.values import moment
 
@@ -142,7 +142,7 @@ def purge(args: argparse.Namespace) -> int:
     except OnceGateError as exc:
         return refused("purge", exc.message, _exit(exc))
     except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
+        return interrupted("purge", "what it deleted stays deleted, its counts kept: run it again to go on.")
     finally:
         services.close()
     if args.json:
@@ -266,7 +266,7 @@ def store_recount(args: argparse.Namespace) -> int:
     except OnceGateError as exc:
         return refused("store recount", exc.message, _exit(exc))
     except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
+        return interrupted("store recount", "the counts stay as they were: run it again.")
     finally:
         services.close()
     layout.show(store_rendering.recount_text(scopes, settings.store_text), sys.stdout)
@@ -315,7 +315,10 @@ def store_export(args: argparse.Namespace) -> int:
     except OSError as exc:
         return refused("store export", f"cannot write {path}: {exc.strerror}")
     except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
+        partial = path.with_name(f"{path.stem}.partial{path.suffix}").name
+        return interrupted(
+            "store export", f"nothing was written to {path} ({partial}, if left, is no export): take it again."
+        )
     finally:
         store.close()
     end = report.end_record()
@@ -371,7 +374,10 @@ def store_import(args: argparse.Namespace) -> int:
     except OnceGateError as exc:
         return refused("store import", exc.message, _exit(exc))
     except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
+        return interrupted(
+            "store import",
+            "the app refuses the store until it ends: run the same import again, which goes on where this one stopped.",
+        )
     finally:
         store.close()
     restore = report.restore

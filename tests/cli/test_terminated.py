@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from oncegate.cli import main, store_commands
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
@@ -85,7 +87,56 @@ def test_a_purge_stopped_by_sigterm_writes_the_counts_of_what_it_deleted(databas
     code = process.wait(timeout=60)
 
     assert code == 130, rest
+    assert rest.splitlines()[-1] == (
+        "oncegate purge: interrupted; what it deleted stays deleted, its counts kept: run it again to go on."
+    )
     assert "Traceback" not in rest
     counted, held = counts(database)
     assert 0 < held < CLAIMS, "the purge ended mid-way"
     assert counted == held
+
+
+def interrupted_at(monkeypatch: pytest.MonkeyPatch, line: str) -> None:
+    """Ctrl+C as the command says ``line`` on stderr: the progress of an export or an import under way."""
+
+    def progress(said: str) -> None:
+        if line in said:
+            raise KeyboardInterrupt
+        print(said, file=sys.stderr)
+
+    monkeypatch.setattr(store_commands, "progress", progress)
+
+
+def test_an_export_and_an_import_interrupted_say_what_they_left_and_a_rerun_finishes(
+    database: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in STORE_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(database))
+    exported = tmp_path / "备份 目录" / "export.jsonl.gz"
+    exported.parent.mkdir()
+    with monkeypatch.context() as interrupting:
+        interrupted_at(interrupting, "claim: ")
+        assert main(["store", "export", str(exported)]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"oncegate store export: interrupted; nothing was written to {exported} (export.jsonl.partial.gz, if left, "
+        "is no export): take it again."
+    )
+    assert not exported.exists()
+    assert main(["store", "export", str(exported)]) == 0
+    forget_after = re.search(r"--forget-after (\S+)", capsys.readouterr().out)
+    assert forget_after is not None
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(tmp_path / "restored" / "oncegate.db"))
+    importing = ["store", "import", str(exported), "--forget-after", forget_after[1]]
+
+    with monkeypatch.context() as interrupting:
+        interrupted_at(interrupting, "records written")
+        assert main(importing) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "oncegate store import: interrupted; the app refuses the store until it ends: run the same import again, "
+        "which goes on where this one stopped."
+    )
+    assert main(importing) == 0
+
+    assert "going on after record " in capsys.readouterr().out
+    assert counts(tmp_path / "restored" / "oncegate.db") == (CLAIMS, CLAIMS)

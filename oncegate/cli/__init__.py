@@ -58,11 +58,16 @@ def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -
 
 def _run(argv: list[str] | None, app_factory: AppFactory) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command in STOPS_ITSELF:
-        return _command(parser, args, app_factory)
-    with _stopped_as_by_ctrl_c():
-        return _command(parser, args, app_factory)
+    # Arguments refused before they are read whole are JSON on stdout too when they ask for it (parser.Parser).
+    as_json = commands.REFUSALS_AS_JSON.set("--json" in (sys.argv[1:] if argv is None else argv))
+    try:
+        args = parser.parse_args(argv)
+        if args.command in STOPS_ITSELF:
+            return _command(parser, args, app_factory)
+        with _stopped_as_by_ctrl_c():
+            return _command(parser, args, app_factory)
+    finally:
+        commands.REFUSALS_AS_JSON.reset(as_json)
 
 
 @contextlib.contextmanager

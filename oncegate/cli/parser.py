@@ -58,11 +58,12 @@ module of its own is added to the tree by one call in :func:`build_parser`.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, NoReturn
 
 from oncegate import __version__
-from oncegate.cli import commands, store_commands, targets_commands
+from oncegate.cli import commands, store_commands, streams, targets_commands
 from oncegate.cli.arguments import command, command_group, connection_options, lists, paging, whole_history
+from oncegate.cli.commands import REFUSALS_AS_JSON
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.cli.helptext import FittedDescription
 from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, MAX_THREADS, moment, or_reset, scope, source, whole_number
@@ -88,13 +89,26 @@ MAX_CONCURRENCY = 128
 MAX_WORKERS = 16
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of the arguments is JSON on stdout too when they ask for --json.
+
+    Every command's parser is one: argparse makes each subcommand's parser of its parent's class.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        if REFUSALS_AS_JSON.get():
+            refusal = {"code": "invalid_usage", "message": f"{self.prog}: error: {message}", "details": []}
+            streams.print_json({"error": refusal})
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole tree: each group of commands is one call below.
 
     A command with ``local`` set works on the store the environment's settings name (serve, purge,
     keys, store); every other one talks to a deployment over its HTTP API, with the deployment's options.
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="oncegate",
         description=HELP,
         formatter_class=FittedDescription,

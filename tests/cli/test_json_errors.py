@@ -94,3 +94,32 @@ def test_a_store_commands_refusal_with_json_is_a_json_error_on_stdout(
     assert error["message"] == err.strip()
     assert "no database at " in error["message"]
     assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("--json", "conflicts", "list", "--top", "0"), "argument --top: give a whole number from 1 to 200"),
+        (("claims", "review", "a" * 52, "--json"), "--reviewer is required"),
+        (("--json", "claims", "nothing"), "invalid choice: 'nothing'"),
+    ],
+    ids=["bad value", "missing option", "no such command"],
+)
+def test_arguments_refused_with_json_are_a_json_error_on_stdout(
+    argv: tuple[str, ...], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv))
+
+    out, err = capsys.readouterr()
+    error = json.loads(out)["error"]
+    assert (exited.value.code, error["code"]) == (2, "invalid_usage")
+    assert said in error["message"]
+    assert error["message"] in err
+
+
+def test_arguments_refused_without_json_print_nothing_on_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["conflicts", "list", "--top", "0"])
+
+    assert capsys.readouterr().out == ""

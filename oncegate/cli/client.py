@@ -393,9 +393,20 @@ class Client:
         except (OSError, http.client.HTTPException) as exc:
             # URLError (refused, DNS, TLS) and timeouts are OSErrors; a broken answer is an HTTPException.
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            if isinstance(reason, TimeoutError):
+                raise Unreachable(_no_answer(self.url, method, self._timeout)) from exc
             raise Unreachable(
                 f"Cannot reach {self.url}: {reason}. Is the service running there (oncegate serve), and is --url right?"
             ) from exc
+
+
+def _no_answer(url: str, method: str, timeout: float) -> str:
+    """A request the service took and did not answer in time: reachable, but slow or stuck, and a change sent may
+    have been made (a person looks before sending it again)."""
+    said = f"{url} took the request but did not answer within {timeout:g} s: the service or its store is slow."
+    if method == "GET":
+        return said
+    return f"{said} What was asked may have been done: look (claims show, conflicts show) before running it again."
 
 
 def _operation(name: str) -> Operation:

@@ -10,6 +10,7 @@ replacing :func:`oncegate.cli.client.pause`, not slept.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,7 @@ import pytest
 
 from oncegate import bootstrap
 from oncegate.cli import client as client_module
+from oncegate.cli.client import Client, Unreachable
 from oncegate.domain.keys import KeyHasher
 from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import Oncegate, Seen
@@ -174,3 +176,28 @@ def test_a_retry_after_longer_than_a_minute_is_not_waited(oncegate: Oncegate, wa
     run = oncegate("--url", url, "health")
 
     assert (run.code, waits, len(front.requests)) == (3, [], 1)
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """A server that takes connections and requests and never answers: a service stuck on its store."""
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        taken: list[socket.socket] = []
+        accepting = threading.Thread(target=lambda: taken.append(listening.accept()[0]), daemon=True)
+        accepting.start()
+        yield f"http://127.0.0.1:{listening.getsockname()[1]}"
+        accepting.join(timeout=5)
+        for connection in taken:
+            connection.close()
+
+
+def test_a_change_the_service_took_and_never_answered_says_it_may_be_done(silent: str) -> None:
+    client = Client(silent, timeout=0.5)
+
+    with pytest.raises(Unreachable) as unanswered:
+        client.resolve_conflict("c" * 24, decision="dismiss", reviewer="ana", note=None)
+
+    said = str(unanswered.value)
+    assert said.startswith(f"{silent} took the request but did not answer within 0.5 s")
+    assert "may have been done: look (claims show, conflicts show) before running it again" in said
+    assert "Is the service running" not in said

@@ -40,12 +40,15 @@ def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -
     written as its escape (:mod:`oncegate.cli.streams`).
     """
     streams.tolerant()
+    as_json = "--json" in (sys.argv[1:] if argv is None else argv)
     try:
-        return _run(argv, app_factory)
+        return _run(argv, app_factory, as_json=as_json)
     except ModuleNotFoundError as exc:
         if not extra.is_missing(exc):
             raise
         print(extra.MISSING, file=sys.stderr)
+        if as_json:
+            streams.print_json({"error": {"code": "invalid_usage", "message": extra.MISSING, "details": []}})
         return extra.MISSING_EXIT
     except KeyboardInterrupt:
         return commands.INTERRUPTED_EXIT
@@ -56,10 +59,10 @@ def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -
         return CLOSED_PIPE_EXIT
 
 
-def _run(argv: list[str] | None, app_factory: AppFactory) -> int:
+def _run(argv: list[str] | None, app_factory: AppFactory, *, as_json: bool) -> int:
     parser = build_parser()
     # Arguments refused before they are read whole are JSON on stdout too when they ask for it (parser.Parser).
-    as_json = commands.REFUSALS_AS_JSON.set("--json" in (sys.argv[1:] if argv is None else argv))
+    refusals = commands.REFUSALS_AS_JSON.set(as_json)
     try:
         args = parser.parse_args(argv)
         if args.command in STOPS_ITSELF:
@@ -67,7 +70,7 @@ def _run(argv: list[str] | None, app_factory: AppFactory) -> int:
         with _stopped_as_by_ctrl_c():
             return _command(parser, args, app_factory)
     finally:
-        commands.REFUSALS_AS_JSON.reset(as_json)
+        commands.REFUSALS_AS_JSON.reset(refusals)
 
 
 @contextlib.contextmanager

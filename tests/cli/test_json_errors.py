@@ -10,13 +10,16 @@ service (its code, and ``status``), or the command itself (``invalid_usage``, ``
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
 import pytest
 
 from oncegate.cli import main
+from oncegate.cli.extra import MISSING
 from tests.cli.conftest import Oncegate
+from tests.cli.test_cli_extra import without_rich
 from tests.cli.test_governance import STORE_SETTINGS
 
 SCOPE = "erp.create-order"
@@ -123,3 +126,10 @@ def test_arguments_refused_without_json_print_nothing_on_stdout(capsys: pytest.C
         main(["conflicts", "list", "--top", "0"])
 
     assert capsys.readouterr().out == ""
+
+
+def test_a_command_without_the_extra_with_json_is_a_json_error_naming_it() -> None:
+    done = without_rich("--json", "health", env=dict(os.environ))
+
+    error = json.loads(done.stdout)["error"]
+    assert (done.returncode, error["code"], error["message"]) == (2, "invalid_usage", MISSING)

@@ -49,6 +49,7 @@ ROLES = {
     ("3913510d-42f4-4e42-8a64-420c390055eb", "Microsoft.Insights/components", APP): "Monitoring Metrics Publisher",
     ("4633458b-17de-408a-b874-0445c86b69e6", "Microsoft.KeyVault/vaults/secrets", APP): "Key Vault Secrets User",
     ("76199698-9eea-4c19-bc75-cec21354c6b6", TABLE_SERVICE, OPERATORS): "Storage Table Data Reader",
+    ("acdd72a7-3385-48ef-bd42-f606fba81ae7", STORAGE, OPERATORS): "Reader",
     ("0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3", TABLE_SERVICE, MARKER): "Storage Table Data Contributor",
 }
 
@@ -175,6 +176,22 @@ def test_role_assignments_are_the_built_in_roles_each_on_its_own_resource(bicep_
             assert text(assignment.condition) == f"!empty({kind}PrincipalId)"
         granted |= {(role, scope, holder) for role in roles}
     assert granted == set(ROLES)
+
+
+READER = "acdd72a7-3385-48ef-bd42-f606fba81ae7"  # Reader (built-in-roles/general)
+
+
+def test_the_operators_can_read_the_claims_in_the_portal(bicep_files: list[BicepFile]) -> None:
+    """Microsoft's "Choose how to authorize access to table data in the Azure portal" (Use your Microsoft Entra
+    account): a data role on the tables and, to reach them at all, Reader on the storage account or above."""
+    held = set()
+    for file, assignment in role_assignments(bicep_files):
+        if assignment.texts("principalId") == ["operatorPrincipalId"]:
+            shown = resolved_text(file, assignment.get("properties", "roleDefinitionId"))  # type: ignore[arg-type]
+            scope = scope_symbol(file, assignment).declared_type.partition("@")[0]
+            held |= {(role.lower(), scope) for role in GUID.findall(shown)}
+    assert ("76199698-9eea-4c19-bc75-cec21354c6b6", TABLE_SERVICE) in held  # Storage Table Data Reader
+    assert (READER, STORAGE) in held, "the operators hold a table data role but cannot open the account in the portal"
 
 
 def test_no_other_role_or_guid_appears(bicep_files: list[BicepFile]) -> None:

@@ -2,10 +2,10 @@
 
 ``test_monitoring.py`` holds the queries to the events the app sends; this runs each through the parser
 the Azure portal's query editor uses (``kusto.js``), against the schema of the tables it reads:
-Application Insights' ``customEvents`` and ``traces`` for the app's telemetry and log, and for the audit tile Log Analytics'
-``AzureDiagnostics`` (Key Vault's AuditEvent) and ``StorageTableLogs``. Any diagnostic fails: a syntax
-error, a column or function that does not exist, a type that does not fit. Workbook parameters and the
-alerts' placeholders are filled in first, as the workbook and alerts.bicep fill them. The parser is
+Application Insights' ``customEvents`` and ``traces`` for the app's telemetry and log, and for the audit
+tile Log Analytics' ``AzureDiagnostics`` (Key Vault's AuditEvent) and ``StorageTableLogs``. Any diagnostic
+fails: a syntax error, a column or function that does not exist, a type that does not fit. Workbook parameters
+and the alerts' placeholders are filled in first, as the workbook and alerts.bicep fill them. The parser is
 installed by ``make test`` from package.json, like Azurite.
 """
 

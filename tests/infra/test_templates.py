@@ -338,15 +338,17 @@ def test_the_key_secret_is_written_only_when_a_value_is_given(bicep: dict[str, B
     assert MIN_SECRET_LENGTH == 32, "key-secret.bicep's @minLength says 32"
 
 
-def test_the_first_deployment_pins_the_secret_version_it_finds_or_writes(bicep: dict[str, BicepFile]) -> None:
+def test_the_first_deployment_pins_the_secret_version_it_writes(bicep: dict[str, BicepFile]) -> None:
     vault = bicep["core/security/keyvault.bicep"]
     uri = vault.declaration("output", "keySecretUri").value
     assert uri is not None
-    # The version just written, else the vault's current one (an existing secret, read only then).
-    assert text(uri) == (
-        "writesKeySecret ? keySecretEntry.outputs.uriWithVersion : keySecret.properties.secretUriWithVersion"
-    )
-    assert vault.declaration("resource", "keySecret").existing
+    # The version just written, else the secret's address alone (a redeploy reads nothing of the secret).
+    assert text(uri) == "writesKeySecret ? writtenUri : unreadUri"
+    assert set(resolved_text(vault, uri).splitlines()[1:]) == {
+        "!empty(newKeySecret)",
+        "keySecretEntry.outputs.uriWithVersion",
+        "'${keyVault.properties.vaultUri}secrets/${keySecretName}'",
+    }
     written = bicep["core/security/key-secret.bicep"].declaration("output", "uriWithVersion").value
     assert written is not None
     assert text(written) == "keySecret.properties.secretUriWithVersion"
@@ -356,6 +358,38 @@ def test_the_first_deployment_pins_the_secret_version_it_finds_or_writes(bicep: 
     assert text(bicep["main.bicep"].declaration("module", "api").get("params", "keySecretUri") or uri) == (
         "keyVault.outputs.keySecretUri"
     )
+
+
+READ = re.compile(r"\b(\w+)(?:\[\w+\])?\.(?:properties|outputs)\b")
+
+
+def test_a_redeploy_neither_reads_the_first_key_secret_nor_grants_its_role_again(
+    bicep: dict[str, BicepFile], main_bicep: BicepFile
+) -> None:
+    """After a rotation the first secret is retired: deploy.md removes the app's role on it and keeps the secret
+    until no export lists it, then it may go. A redeploy (no newKeySecret) that read it would stop at
+    ResourceNotFound from then on, and one that granted the role again would undo the runbook's removal."""
+    vault = bicep["core/security/keyvault.bicep"]
+    uri = vault.declaration("output", "keySecretUri").value
+    assert uri is not None
+    chosen = unwrap(uri)
+    assert chosen.type == "ternary_expression", f"one of two values, by whether the secret is written: {text(uri)}"
+    for given, first in [("", False), ("x" * MIN_SECRET_LENGTH, True)]:
+        condition = chosen.child_by_field_name("condition")
+        assert condition is not None
+        writes = Evaluator(vault, {"newKeySecret": given})(condition)
+        branch = chosen.child_by_field_name("consequence" if writes else "alternative")
+        assert branch is not None
+        read = set(READ.findall(resolved_text(vault, branch)))
+        assert "keySecret" not in read, f"the output reads the secret itself: {resolved_text(vault, branch)}"
+        assert ("keySecretEntry" in read) is first, read  # the version just written, pinned
+    rbac = bicep["app/rbac.bicep"]
+    assignment = rbac.declaration("resource", "keySecretAssignment")
+    assert assignment.condition is not None, "the role on the first secret is granted on every deployment"
+    for given, first in [("", False), ("x" * MIN_SECRET_LENGTH, True)]:
+        params = deploy_module(main_bicep, "rbac", {"newKeySecret": given})
+        assert params is not None
+        assert Evaluator(rbac, params)(assignment.condition) is first
 
 
 def test_main_writes_the_secret_only_from_new_key_secret(main_bicep: BicepFile) -> None:
@@ -801,5 +835,7 @@ def test_deploy_md_says_what_the_templates_do(root: Path, bicep_files: list[Bice
     assert "use no `fail()`" in mentions[0]
     prose = " ".join(deploy.split())
     assert "stops at the role assignment" not in prose
-    assert "the vault module reads the vault's current `oncegate-key-secret` for its output" in prose
+    assert "the vault module reads the vault's current `oncegate-key-secret`" not in prose
+    assert "so the storage module reads the account's live SKU and region" in prose
+    assert "A redeploy reads nothing of `oncegate-key-secret` and grants nothing on it" in prose
     assert "once it restarts on the new value" not in prose

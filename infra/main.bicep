@@ -147,7 +147,7 @@ param retentionSchedule string = ''
 @description('ONCEGATE_ATTENTION_SCHEDULE, an NCRONTAB schedule. Empty: the app keeps its value (a new app: 0 */15 * * * *). azd: ONCEGATE_ATTENTION_SCHEDULE.')
 param attentionSchedule string = ''
 
-@description('Principal (object) ID of the deployer or of an operators\' group, given Storage Table Data Reader on the table service and Reader on the storage account, so that claims can be read in the portal. azd passes the signed-in principal (AZURE_PRINCIPAL_ID). Empty: no one.')
+@description('Principal (object) ID of the deployer or of an operators\' group, given Storage Table Data Reader on the table service so that claims can be read in the portal. azd passes the signed-in principal (AZURE_PRINCIPAL_ID). Empty: no one.')
 param principalId string = ''
 
 @allowed([

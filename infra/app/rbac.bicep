@@ -16,9 +16,7 @@
 // - Key Vault Secrets User on each target secret named in targetSecretNames (issue 34), one by one, never
 //   on the vault: the secrets Perform once sends to the targets operators declared (docs/operations.md).
 // - The operators' principal (optional): Storage Table Data Reader on the table service, to read claims
-//   in the portal, and Reader on the storage account, without which the portal does not open the account's
-//   tables with a Microsoft Entra account (Microsoft's "Choose how to authorize access to table data in the
-//   Azure portal"). Nothing else: it reads no secret, lists no key and writes nothing.
+//   in the portal. Nothing else: it reads no secret and writes nothing.
 // - The store's marker (optional; azd: the deployer): Storage Table Data Contributor on the table service,
 //   for azure.yaml's postprovision hook, which marks a new store with `oncegate store init --new-only`
 //   (tools/store_mark.py). It reaches no further than deploying does: whoever deploys the app's code acts
@@ -67,7 +65,6 @@ param markerPrincipalType string
 
 var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3' // OnceGate's tables and the host's; the marker
 var storageTableDataReader = '76199698-9eea-4c19-bc75-cec21354c6b6' // the operators: claims in the portal
-var reader = 'acdd72a7-3385-48ef-bd42-f606fba81ae7' // the operators: the account in the portal, no data
 var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b' // host storage and the deployment package
 var monitoringMetricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb' // telemetry signed in with Entra ID
 var keyVaultSecretsUser = '4633458b-17de-408a-b874-0445c86b69e6' // the ONCEGATE_KEY_SECRET reference
@@ -164,18 +161,6 @@ resource operatorTableAssignment 'Microsoft.Authorization/roleAssignments@2022-0
   scope: tableService
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataReader)
-    principalId: operatorPrincipalId
-    principalType: operatorPrincipalType
-  }
-}
-
-// The portal reaches a table's rows only through the account, which it shows only to a principal that
-// may read the account itself: Reader, which reads no data and lists no key.
-resource operatorAccountAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(operatorPrincipalId)) {
-  name: guid(storage.id, operatorPrincipalId, reader)
-  scope: storage
-  properties: {
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', reader)
     principalId: operatorPrincipalId
     principalType: operatorPrincipalType
   }

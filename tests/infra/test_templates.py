@@ -49,9 +49,11 @@ ROLES = {
     ("3913510d-42f4-4e42-8a64-420c390055eb", "Microsoft.Insights/components", APP): "Monitoring Metrics Publisher",
     ("4633458b-17de-408a-b874-0445c86b69e6", "Microsoft.KeyVault/vaults/secrets", APP): "Key Vault Secrets User",
     ("76199698-9eea-4c19-bc75-cec21354c6b6", TABLE_SERVICE, OPERATORS): "Storage Table Data Reader",
-    ("acdd72a7-3385-48ef-bd42-f606fba81ae7", STORAGE, OPERATORS): "Reader",
     ("0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3", TABLE_SERVICE, MARKER): "Storage Table Data Contributor",
 }
+
+# Every role id the templates name, and Reader (built-in-roles/general), which they leave to a person.
+ROLE_NAMES = {role: name for (role, _, _), name in ROLES.items()} | {"acdd72a7-3385-48ef-bd42-f606fba81ae7": "Reader"}
 
 # Every resource type and API version in use, and where it was checked besides Microsoft's type
 # definitions (tests/infra/types, checked by test_typecheck.py).
@@ -178,20 +180,49 @@ def test_role_assignments_are_the_built_in_roles_each_on_its_own_resource(bicep_
     assert granted == set(ROLES)
 
 
-READER = "acdd72a7-3385-48ef-bd42-f606fba81ae7"  # Reader (built-in-roles/general)
+HAND_ASSIGNMENT = re.compile(r"az role assignment create (?P<command>(?:\\\n|[^\n])*)")
+HAND_SCOPES = {'"$STORAGE_ID"': STORAGE, '"$STORAGE_ID/tableServices/default"': TABLE_SERVICE}
 
 
-def test_the_operators_can_read_the_claims_in_the_portal(bicep_files: list[BicepFile]) -> None:
-    """Microsoft's "Choose how to authorize access to table data in the Azure portal" (Use your Microsoft Entra
-    account): a data role on the tables and, to reach them at all, Reader on the storage account or above."""
-    held = set()
+def hand_assignments(document: Path) -> set[tuple[str, str]]:
+    """The (role, resource type) pairs a document has an operator assign by hand to a person or a group."""
+    found = set()
+    for match in HAND_ASSIGNMENT.finditer(document.read_text(encoding="utf-8")):
+        command = " ".join(match["command"].replace("\\\n", " ").split())
+        role = re.search(r'--role "([^"]+)"', command)
+        scope = re.search(r"--scope (\S+)", command)
+        assert role is not None
+        assert scope is not None
+        if "$APP_IDENTITY" not in command and scope[1] in HAND_SCOPES:
+            found.add((role[1], HAND_SCOPES[scope[1]]))
+    return found
+
+
+def test_no_role_the_template_gives_a_person_is_one_the_docs_give_by_hand(
+    root: Path, bicep_files: list[BicepFile]
+) -> None:
+    """Azure refuses a second assignment of one role to one principal at one scope under another name
+    (RoleAssignmentExists), so a role the template gives the deployer, or the operators' principal, where
+    operations.md has a person give it to themselves by hand (*Claims in the Azure portal*) would stop
+    that person's next deployment, and lifting it means lifting the account's delete lock."""
+    by_hand = hand_assignments(root / "docs" / "operations.md")
+    assert ("Reader", STORAGE) in by_hand  # the portal needs it to reach the tables
+    given = set()
     for file, assignment in role_assignments(bicep_files):
-        if assignment.texts("principalId") == ["operatorPrincipalId"]:
-            shown = resolved_text(file, assignment.get("properties", "roleDefinitionId"))  # type: ignore[arg-type]
+        if assignment.texts("principalId") != ["principalId"]:  # the deployer or the operators
+            definition = assignment.get("properties", "roleDefinitionId")
+            assert definition is not None
             scope = scope_symbol(file, assignment).declared_type.partition("@")[0]
-            held |= {(role.lower(), scope) for role in GUID.findall(shown)}
-    assert ("76199698-9eea-4c19-bc75-cec21354c6b6", TABLE_SERVICE) in held  # Storage Table Data Reader
-    assert (READER, STORAGE) in held, "the operators hold a table data role but cannot open the account in the portal"
+            names = {ROLE_NAMES[role.lower()] for role in GUID.findall(resolved_text(file, definition))}
+            given |= {(name, scope) for name in names}
+    assert given
+    assert given & by_hand == set()
+
+
+def test_the_docs_give_an_operators_group_reader_on_the_account_by_hand(root: Path) -> None:
+    """Microsoft's "Choose how to authorize access to table data in the Azure portal": a data role on the tables
+    and, to reach them at all, Reader on the storage account or above, which the template leaves to a person."""
+    assert ("Reader", STORAGE) in hand_assignments(root / "docs" / "deploy.md")
 
 
 def test_no_other_role_or_guid_appears(bicep_files: list[BicepFile]) -> None:

@@ -453,8 +453,9 @@ class Checker:
             sizes = [value if ref.kind == "IntegerType" else len(value) for value in allowed.value()]
             least, most = min(sizes), max(sizes)
         else:  # a parameter without bounds of its own is fed by computed names: nothing to compare
-            least = param.decorator(low_key).value() if param.has_decorator(low_key) else None
-            most = param.decorator(high_key).value() if param.has_decorator(high_key) else None
+            lowest, highest = param.decorator(low_key), param.decorator(high_key)
+            least = lowest.value() if lowest is not None else None
+            most = highest.value() if highest is not None else None
         if low is not None and least is not None and least < low:
             self.report(
                 file, node, f"{where}: parameter {param.name} takes {least}, below the property's {low_key} {low}"

@@ -378,7 +378,7 @@ def test_the_first_deployment_pins_the_secret_version_it_writes(bicep: dict[str,
     assert set(resolved_text(vault, uri).splitlines()[1:]) == {
         "!empty(newKeySecret)",
         "keySecretEntry.outputs.uriWithVersion",
-        "'${keyVault.properties.vaultUri}secrets/${keySecretName}'",
+        "'${keyVault.properties.vaultUri}secrets/${keySecretName}/'",
     }
     written = bicep["core/security/key-secret.bicep"].declaration("output", "uriWithVersion").value
     assert written is not None

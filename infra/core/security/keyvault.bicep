@@ -82,9 +82,9 @@ module keySecretEntry 'key-secret.bicep' = if (writesKeySecret) {
 // alone, so a redeploy reads no output of the module it does not deploy).
 var writtenUri = keySecretEntry.outputs.uriWithVersion
 // A redeploy reads nothing of the secret, which may be retired and gone: the secret's address without a
-// version, used only by a function app that has no key secret setting yet (one deleted by hand and made
+// version (App Service's documented form, .../secrets/<name>/), used only by a function app that has no key secret setting yet (one deleted by hand and made
 // again), where it names the secret's latest version (docs/deploy.md, "The pinned version").
-var unreadUri = '${keyVault.properties.vaultUri}secrets/${keySecretName}'
+var unreadUri = '${keyVault.properties.vaultUri}secrets/${keySecretName}/'
 
 resource audit 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
   name: 'oncegate-audit'

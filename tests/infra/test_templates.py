@@ -869,4 +869,8 @@ def test_deploy_md_says_what_the_templates_do(root: Path, bicep_files: list[Bice
     assert "the vault module reads the vault's current `oncegate-key-secret`" not in prose
     assert "so the storage module reads the account's live SKU and region" in prose
     assert "A redeploy reads nothing of `oncegate-key-secret` and grants nothing on it" in prose
+    # A redeploy grants nothing on the secret, so the value is cleared only once the first deployment succeeded:
+    # a first run that stopped half-way is run again with it, not as a redeploy.
+    assert 'azd up && azd env set ONCEGATE_NEW_KEY_SECRET ""' in deploy
+    assert '\nazd env set ONCEGATE_NEW_KEY_SECRET ""\n' not in deploy
     assert "once it restarts on the new value" not in prose

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from oncegate.domain import members
-from oncegate.domain.copies import quick_init, replaced
+from oncegate.domain.copies import frozen, replaced
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.members import named
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, FingerprintRules, Flow
@@ -57,8 +57,7 @@ NO_RULES = FingerprintRules()
 # -- The request, parsed once --------------------------------------------------------------------------------
 
 
-@quick_init
-@dataclass(frozen=True)
+@frozen
 class Identity:
     """The business key, fingerprint and signed-in caller as one secret makes them."""
 
@@ -70,8 +69,7 @@ class Identity:
     granted_to: str | None = None
 
 
-@quick_init
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Intent:
     """What a run asks, under the secret of the claim being decided; ``identities`` holds it under every
     secret known, older secrets first.
@@ -220,7 +218,7 @@ class Change(StrEnum):
     OPEN_CONFLICT = "open_conflict"  # the conflict queue gets (or finds) this fingerprint's conflict
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class LeaseHolder:
     """The run holding a live lease: its flow, never its run id (with it, another caller could pass for it)."""
 
@@ -228,8 +226,7 @@ class LeaseHolder:
     lease_expires_at: datetime | None
 
 
-@quick_init
-@dataclass(frozen=True)
+@frozen
 class ClaimAnswer:
     """One Check and claim answer: what the decision table decided, then what the run is told of it (one value).
 

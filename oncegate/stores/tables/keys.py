@@ -19,7 +19,15 @@ from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.records import KeySecretRecord
 from oncegate.errors import ConcurrentUpdate, NotConfigured
 from oncegate.stores import columns
-from oncegate.stores.tables.entities import KEY_PARTITION, STORE_PARTITION, _etag, _if_unchanged, _save, _translated
+from oncegate.stores.tables.entities import (
+    KEY_PARTITION,
+    RESTORE_PARTITION,
+    STORE_PARTITION,
+    _etag,
+    _if_unchanged,
+    _save,
+    _translated,
+)
 
 # The store's id's row, beside the key secrets (in STORE_PARTITION), so that one read brings both.
 STORE_ROW = "identity"
@@ -77,6 +85,10 @@ class TableKeys:
             tables=(claims, *([TableMark(self._keys.table_name, None, missing=True)] if entities is None else [])),
             tables_marked=marked,
             holds_claims=holds_claims,
+            # The restore's row is in the keys table, read above whole: an import under way costs no read more.
+            restoring=any(
+                e["PartitionKey"] == RESTORE_PARTITION and e.get("CompletedAt") is None for e in entities or ()
+            ),
             clock=_date(answered[-1] if answered else ""),
         )
 

@@ -324,3 +324,23 @@ def test_main_deploys_the_workbook_and_the_alerts_on_the_monitoring_component(ma
     assert email.value is not None
     assert string_value(email.value) == ""
     assert call_name(email.value) is None
+
+
+def test_the_docs_describe_the_alerts_as_the_stateful_rules_they_are(bicep: dict[str, BicepFile]) -> None:
+    """Every rule resolves itself (autoMitigate): Azure Monitor's stateful alerts "fire when the condition is met.
+    They don't fire again or trigger any more actions until the conditions are resolved." The docs said the
+    attention alert fires again every 15 minutes while claims wait, and had operators set its "mute actions"
+    in the portal, which every redeploy of the rule sets back."""
+    rules = [
+        resource
+        for resource in bicep["core/monitor/alerts.bicep"].declarations("resource")
+        if resource.declared_type.startswith("Microsoft.Insights/scheduledQueryRules@")
+    ]
+    assert len(rules) == 5
+    for rule in rules:
+        assert rule.texts("autoMitigate") == ["true"], rule.name
+        assert rule.get("properties", "muteActionsDuration") is None, rule.name
+    prose = " ".join(OPERATIONS.read_text(encoding="utf-8").split())
+    assert "fires again" not in prose
+    assert "mute actions" not in prose.lower()
+    assert "does not fire again while" in prose

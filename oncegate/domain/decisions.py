@@ -42,6 +42,7 @@ from oncegate.domain import members
 from oncegate.domain.copies import frozen, replaced
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.members import named
+from oncegate.domain.performing import marked_call
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, FingerprintRules, Flow
 from oncegate.domain.statuses import AnswerStatus, ClaimStatus, Decision
 from oncegate.domain.times import said
@@ -197,8 +198,12 @@ class Intent:
         an "Apply to each" share the run's name): never the same run. Where the grant was made to a
         signed-in caller, only that caller is the same run: the run id and flow can be read from the
         processing record by anyone allowed to read claims.
+
+        An attempt whose call Perform once recorded is never granted again: its call is under way, and a Check and
+        claim given its token could release it to a run that sends the call again (the request of Perform once
+        that recorded it ends the attempt itself).
         """
-        if self.flow is None or self.fingerprint is None:
+        if self.flow is None or self.fingerprint is None or marked_call(claim.data) is not None:
             return False
         if claim.granted_to is not None and claim.granted_to != self.granted_to:
             return False

@@ -430,12 +430,14 @@ class Perform:
 
     # -- polls ------------------------------------------------------------------------------------
 
-    def poll(self, waiting: Waiting, claim_id: str) -> tuple[PerformAnswer, Waiting | None]:
-        """A poll of a Perform once that waits: what the holder got once it ended; it never makes the call."""
+    def poll(self, waiting: Waiting, claim_id: str, *, signed_in: str | None) -> tuple[PerformAnswer, Waiting | None]:
+        """A poll of a Perform once that waits: what the holder got once it ended; it never makes the call. Only the
+        signed-in caller the address was handed to is answered (the target's response is in the answer)."""
         self._core.require_safe_store()
         now = self._core.clock()
         if waiting.expired(now):
             raise InvalidRequest("This poll address expired: run Perform once again.", target=TICKET)
+        self._waits.require_own(waiting, signed_in)
         known = {identity.claim_id for identity in waiting.identities}
         if claim_id not in known:
             raise InvalidRequest("This poll address is not this claim's.", target=TICKET)

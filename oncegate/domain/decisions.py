@@ -42,8 +42,7 @@ from oncegate.domain import members
 from oncegate.domain.copies import frozen, replaced
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.members import named
-from oncegate.domain.performing import marked_call
-from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, FingerprintRules, Flow
+from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, FingerprintRules, Flow, marked_call
 from oncegate.domain.statuses import AnswerStatus, ClaimStatus, Decision
 from oncegate.domain.times import said
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY, SOURCE_DIFFERS

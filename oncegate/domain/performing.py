@@ -29,13 +29,14 @@ from urllib.parse import quote
 from oncegate.domain.copies import frozen
 from oncegate.domain.fingerprint_rules import applied, rules, segments
 from oncegate.domain.limits import DATA_LIMIT_BYTES, MAX_NESTING, TARGET_RECORD_ID_MAX_LENGTH, json_depth, json_size
+from oncegate.domain.records import CALL, marked_call
 from oncegate.domain.statuses import Outcome
 from oncegate.domain.targets import Failure, Target, TargetReply
 
 # Perform once's lease is the target's time plus this: the call, its recording, and room for a slow store.
 LEASE_MARGIN = timedelta(seconds=30)
-# The members of a Perform once claim's data.
-CALL = "call"
+# The members of a Perform once claim's data: its call (records.CALL, which the decision table reads too) and the
+# response the target gave.
 RESPONSE = "response"
 # What a response kept may take of a claim's data: the data limit, less room for the call and the JSON around it.
 RESPONSE_BUDGET = DATA_LIMIT_BYTES - 1024
@@ -111,14 +112,6 @@ def call_mark(target: Target, method: str, sent_at: datetime) -> dict[str, Any]:
     return {
         CALL: {"target": target.name, "method": method.upper(), "sentAt": _time(sent_at), "deadline": _time(deadline)}
     }
-
-
-def marked_call(data: Any) -> Mapping[str, Any] | None:
-    """The call a claim's data records, or None (not made by Perform once, or before the call was recorded)."""
-    if isinstance(data, dict) and isinstance(data.get(CALL), dict):
-        call: Mapping[str, Any] = data[CALL]
-        return call
-    return None
 
 
 def call_deadline(data: Any) -> datetime | None:

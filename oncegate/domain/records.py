@@ -254,6 +254,20 @@ class Conflict:
     version: str | None = None
 
 
+# Perform once keeps the call it makes in its claim's data under this member (oncegate.domain.performing). It is
+# here, beside the claim, because the decision table reads it too (Intent.is_holder_of), and a new process's first
+# Check and claim imports nothing of Perform once's (tests/http/test_cold_start.py).
+CALL = "call"
+
+
+def marked_call(data: Any) -> Mapping[str, Any] | None:
+    """The call a claim's data records, or None (not made by Perform once, or before the call was recorded)."""
+    if isinstance(data, dict) and isinstance(data.get(CALL), dict):
+        call: Mapping[str, Any] = data[CALL]
+        return call
+    return None
+
+
 T = TypeVar("T")
 
 

@@ -40,7 +40,6 @@ from oncegate.domain.copies import frozen, replaced
 from oncegate.domain.decisions import MAX_RETRY_AFTER_SECONDS, Change, ClaimAnswer, Intent, idempotency_key
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.performing import (
-    CALL,
     RESPONSE,
     KeptResponse,
     PerformDecision,
@@ -52,12 +51,11 @@ from oncegate.domain.performing import (
     kept_response,
     lease_of,
     lookup_path,
-    marked_call,
     record_id,
     settled_by,
     succeeded,
 )
-from oncegate.domain.records import Claim, ClaimFilter, EarlierAttempt, HistoryEvent
+from oncegate.domain.records import CALL, Claim, ClaimFilter, EarlierAttempt, HistoryEvent, marked_call
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome
 from oncegate.domain.targets import Target, TargetCall, TargetCalls, TargetReply

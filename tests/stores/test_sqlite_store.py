@@ -327,3 +327,22 @@ def test_a_file_with_the_full_indexes_of_earlier_releases_gets_the_partial_ones_
             assert [claim.claim_id for claim in found] == [labelled.claim_id]
     finally:
         reopened.close()
+
+
+def test_the_wal_is_copied_into_the_database_every_so_many_pages_not_every_thousand(tmp_path: Path) -> None:
+    # Each checkpoint copies the pages nearly every claim writes again: rarer ones copy them fewer times (issue 36).
+    from oncegate.stores.sqlite import WAL_AUTOCHECKPOINT_PAGES
+
+    path = tmp_path / "oncegate.db"
+    store = SqliteStore(path)
+    frame = 24 + store._connection().execute("PRAGMA page_size").fetchone()[0]
+    largest = 0
+    # A claim writes 4 to 10 pages: this writes the bound's worth of pages twice over, or more.
+    for _ in range(WAL_AUTOCHECKPOINT_PAGES // 2):
+        made = records.claim()
+        store.create_claim(made, records.event(made.claim_id))
+        largest = max(largest, Path(f"{path}-wal").stat().st_size)
+    store.close()
+
+    # Past SQLite's default of 1,000 pages, and started over once past the bound (the file keeps its size).
+    assert WAL_AUTOCHECKPOINT_PAGES * frame <= largest < (WAL_AUTOCHECKPOINT_PAGES + 100) * frame

@@ -413,6 +413,7 @@ module rbac 'app/rbac.bicep' = {
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     keyVaultName: keyVault.outputs.name
     keySecretName: keySecretName
+    grantKeySecret: !redeploy
     targetSecretNames: targetSecretNames
     principalId: apiIdentity.properties.principalId
     operatorPrincipalId: principalId

@@ -12,13 +12,14 @@ import atexit
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from oncegate.config import DEFAULT_BULK_CONCURRENCY, ConfigError, Settings, StoreKind
 from oncegate.cursors import CursorSeal
+from oncegate.domain.copies import frozen
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.entrypoints.parse import SensitiveDataGuard
@@ -145,7 +146,7 @@ class _Later:
         return self._built.get(name)
 
 
-@dataclass(frozen=True)
+@frozen
 class Services:
     """Every service over one store, built once by :func:`wire`; an entry point calls the one it needs.
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from urllib.parse import urlsplit
 from uuid import UUID
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.keys import MIN_SECRET_LENGTH
 from oncegate.domain.sensitive import SensitivePolicy
 
@@ -60,7 +61,7 @@ TENANT_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-@dataclass(frozen=True)
+@frozen
 class EntraApi:
     """Entra mode: whose access tokens the app accepts (``oncegate.entrypoints.bearer`` validates them)."""
 
@@ -75,7 +76,7 @@ class EntraApi:
         return (self.client_id, f"api://{self.client_id}", *self.extra_audiences)
 
 
-@dataclass(frozen=True)
+@frozen
 class Settings:
     """Everything the service reads from its environment."""
 

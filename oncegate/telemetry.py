@@ -40,7 +40,9 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from oncegate.domain.copies import frozen, mutable
 
 CONNECTION_STRING_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 LOGGER_NAME = "oncegate.events"
@@ -95,7 +97,7 @@ EXPORTED_AT = "exportedAt"
 FORGOTTEN_UNTIL = "forgottenUntil"
 
 
-@dataclass(frozen=True)
+@frozen
 class Event:
     """A custom event: its name in ``customEvents`` and the dimensions it may carry."""
 
@@ -180,7 +182,7 @@ def emit(event: Event, dimensions: Mapping[str, Value | None]) -> None:
 # -- one HTTP answer ----------------------------------------------------------------------------------
 
 
-@dataclass
+@mutable
 class _Answer:
     event: Event | None
     started: float
@@ -192,7 +194,7 @@ class _Answer:
 _CURRENT: ContextVar[_Answer | None] = ContextVar("oncegate_telemetry_answer", default=None)
 
 
-@dataclass(frozen=True)
+@frozen
 class Answered:
     """An answer's event made and not yet sent: what ``answering`` keeps when told to keep it."""
 

@@ -30,7 +30,7 @@ param deploymentContainerName string
 @description('Name of the Application Insights component.')
 param applicationInsightsName string
 
-@description('URI of the HMAC key secret in Key Vault, with its version: ONCEGATE_KEY_SECRET on the first deployment.')
+@description('URI of the HMAC key secret in Key Vault: ONCEGATE_KEY_SECRET of a site that has none yet. With the version the first deployment wrote; a redeploy\'s has none (it reads nothing of the secret).')
 #disable-next-line secure-secrets-in-params // the secret's address, not its value
 param keySecretUri string
 

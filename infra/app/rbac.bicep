@@ -7,8 +7,12 @@
 //   the same account (AzureWebJobsStorage__tableServiceUri).
 // - Blobs (host storage, the deployment package): on the account, as in the samples. No queue role:
 //   the app has no queue trigger, and the host keeps its keys and leases in blobs.
-// - Key Vault Secrets User on oncegate-key-secret, not on the vault. A rotation's new secret gets its
-//   own assignment from the operator who creates it (docs/deploy.md); a redeploy does not remove it.
+// - Key Vault Secrets User on oncegate-key-secret, not on the vault, granted by the deployment that writes
+//   the secret (the first, or one putting back a lost vault) and by no other: after a rotation the first
+//   secret is retired, its role removed and the secret, in the end, deleted (docs/deploy.md), and a
+//   redeploy neither grants the role again nor stops at a secret that is gone. A rotation's new secret gets
+//   its own assignment from the operator who creates it; a redeploy does not remove it (ARM's incremental
+//   mode deletes nothing).
 // - Key Vault Secrets User on each target secret named in targetSecretNames (issue 34), one by one, never
 //   on the vault: the secrets Perform once sends to the targets operators declared (docs/operations.md).
 // - The operators' principal (optional): Storage Table Data Reader on the table service, to read claims
@@ -30,6 +34,9 @@ param keyVaultName string
 @description('Name of the Key Vault secret holding ONCEGATE_KEY_SECRET. It must exist.')
 #disable-next-line secure-secrets-in-params // the secret's name, not its value
 param keySecretName string
+
+@description('Grant the app Key Vault Secrets User on keySecretName: true only for the deployment that writes the secret (newKeySecret given). A redeploy leaves the roles on key secrets as they are.')
+param grantKeySecret bool
 
 @description('Principal (object) ID of the function app\'s user-assigned identity.')
 param principalId string
@@ -82,8 +89,8 @@ resource keyVault 'Microsoft.KeyVault/vaults@2023-07-01' existing = {
   name: keyVaultName
 }
 
-// Assigning a role on a secret that does not exist fails the deployment: the first deployment must
-// write oncegate-key-secret (newKeySecret).
+// Assigning a role on a secret that does not exist fails the deployment: the deployment that grants it
+// is the one that writes oncegate-key-secret (newKeySecret).
 resource keySecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' existing = {
   parent: keyVault
   name: keySecretName
@@ -139,7 +146,7 @@ resource targetSecretAssignments 'Microsoft.Authorization/roleAssignments@2022-0
   }
 ]
 
-resource keySecretAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+resource keySecretAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantKeySecret) {
   name: guid(keySecret.id, principalId, keyVaultSecretsUser)
   scope: keySecret
   properties: {

@@ -22,7 +22,6 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from email.message import Message
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
@@ -30,6 +29,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from pydantic import BaseModel, ValidationError
 
 from oncegate.cli.values import BadSetting, port_setting
+from oncegate.domain.copies import frozen
 from oncegate.models import (
     ClaimAttentionList,
     ClaimHistory,
@@ -103,7 +103,7 @@ class SignInError(ClientError):
     """Signing in to Microsoft Entra ID failed, or a sign-in setting is missing."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Answer(Generic[Model]):
     """A successful answer: the JSON as received and the same parsed as the service's model."""
 

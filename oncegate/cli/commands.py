@@ -15,7 +15,6 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +35,7 @@ from oncegate.cli.drill import Interrupted, run_drill
 from oncegate.cli.extra import on_first_use
 from oncegate.cli.signin import AppFactory, EntraSettings, access_token
 from oncegate.cli.values import BadSetting, port_setting, threads_setting
+from oncegate.domain.copies import frozen
 from oncegate.models import ClaimView, SetScopeRequest
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def _unbound(host: str, port: int, exc: OSError) -> str:
 # -- talking to a deployment -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class Output:
     """What a command prints: ``raw`` with ``--json``, else ``text``; ``note`` goes to stderr either way."""
 

@@ -42,13 +42,14 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from oncegate.cli.client import ApiError, Client, Unreachable, claim_body
+from oncegate.domain.copies import frozen
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome, Resolution
 from oncegate.models import ClaimResponse, ClaimView, FlowRef
 
@@ -95,7 +96,7 @@ EXPECTED: dict[str, frozenset[Decision]] = {
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@frozen
 class Call:
     """One request of the drill and its answer: a decision, the claim's status after a result, or a refusal."""
 
@@ -132,7 +133,7 @@ class Call:
         return {name: value for name, value in fields.items() if value is not None}
 
 
-@dataclass(frozen=True)
+@frozen
 class Lookup:
     """A drill key's claim as read back after the drill, with its history; ``error`` when it could not be read."""
 
@@ -142,7 +143,7 @@ class Lookup:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Check:
     """One thing the contract promises, and every way the drill saw it broken."""
 
@@ -154,7 +155,7 @@ class Check:
         return not self.deviations
 
 
-@dataclass(frozen=True)
+@frozen
 class Report:
     """What the drill did, what it was answered, and what it found.
 
@@ -248,7 +249,7 @@ class _Held:
             return dict(self._tokens)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Drill:
     client: Client
     scope: str

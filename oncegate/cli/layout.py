@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -22,6 +21,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.times import said
 
 REASON_CHARS = 60
@@ -93,7 +93,7 @@ def field_lines(rows: Iterable[tuple[str, object]]) -> Table:
 GUTTER = 2
 
 
-@dataclass(frozen=True)
+@frozen
 class Column:
     """A table's column: ``leaves`` 0 is always shown, others leave a narrow terminal highest first.
 

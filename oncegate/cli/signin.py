@@ -16,11 +16,11 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from oncegate.cli.client import SignInError, Unreachable
+from oncegate.domain.copies import frozen
 
 DEFAULT_CACHE_PATH = Path("~/.oncegate/msal-cache.json")
 AUTHORITY_HOST = "https://login.microsoftonline.com"
@@ -56,7 +56,7 @@ class TokenCache(Protocol):
     def deserialize(self, state: str) -> None: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class EntraSettings:
     """Where and as whom to sign in."""
 

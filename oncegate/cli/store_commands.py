@@ -321,7 +321,7 @@ def store_export(args: argparse.Namespace) -> int:
     print(f"Exported store {report.store_id} to {path} as it was at {_text(report.started_at)}.")
     print(f"Records: {', '.join(f'{n} {kind}' for kind, n in sorted(report.counts.items()))}.")
     print(f"Key secrets its claims need: {', '.join(report.key_secret_ids) or 'none'} (keep those versions).")
-    print(f"Expires at {end['expiresAt']}: delete it then, with the claims retention would have purged.")
+    print(f"Expires at {_text(report.expires_at)}: delete it then, with the claims retention would have purged.")
     if changed:
         print(f"Changed after they were read ({len(changed)}; the file holds them as before): {', '.join(changed)}")
     print(f"Restore with: oncegate store import {path} --forget-after {_text(report.started_at)}")

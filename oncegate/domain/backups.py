@@ -8,13 +8,14 @@ keys has passed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
+from oncegate.errors import AlreadyExists, ConcurrentUpdate
 
 
-@dataclass(frozen=True)
+@frozen
 class ClaimBackup:
     """A claim or tombstone with its whole history and its fingerprint records, read together.
 
@@ -28,7 +29,7 @@ class ClaimBackup:
     changed_at: datetime
 
 
-@dataclass(frozen=True)
+@frozen
 class Restore:
     """A store filled from an export: which store it was, until when, and how far the import got.
 
@@ -50,3 +51,16 @@ class Restore:
     def forgetting(self, now: datetime) -> bool:
         """Whether keys done after the export may still be answered ``proceed``: the restore is still to say."""
         return now < self.forgotten_until
+
+
+def refuse_writing_over(stored: Restore, restore: Restore) -> None:
+    """Refuse writing ``restore`` over the record ``stored``, as every store's ``save_restore`` does.
+
+    Another export's record (``AlreadyExists``, carrying it): two imports of different exports met in one store,
+    which must hold one of them. A completed one (``ConcurrentUpdate``): another run of this import ended, the
+    store is marked and may serve; a run still under way saying it is not would make its health say so again.
+    """
+    if stored.export_id != restore.export_id:
+        raise AlreadyExists(stored)
+    if stored.completed_at is not None:
+        raise ConcurrentUpdate(f"the import of export {stored.export_id} completed at {stored.completed_at}")

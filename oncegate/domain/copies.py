@@ -1,20 +1,32 @@
-"""A frozen record with some fields changed, as :func:`dataclasses.replace` makes it, at a fraction of its cost.
+"""Records made, and copied with some fields changed, at a fraction of what :mod:`dataclasses` costs.
 
-``replace`` calls the class's ``__init__`` with every field read back one by one: five of them on the way of
-one Check and claim were a tenth of its Python (issue 36). The records of the claim path have no
-``__post_init__`` and no slots, so a copy of the instance's dictionary with the changes laid over it is the
-same value; a name that is not a field is refused as ``replace`` refuses it.
+:func:`frozen` makes a class what ``@dataclass(frozen=True)`` makes it, and :func:`mutable` what ``@dataclass``
+makes it (for the few records whose fields change in place). ``dataclasses`` compiles five or six methods for
+each class and reads each field's annotation again: a new process made some forty records before its first
+answer, and that was 20 ms of its cold start (issue 36). Here equality, order, hash, ``repr`` and a frozen
+record's refusals of a change are functions made for the class from its fields, and only ``__init__`` is
+compiled, when the class is first called. It sets the fields in one update of the instance's dictionary instead
+of through ``object.__setattr__`` one by one (a claim of 32 fields took 3.3 µs to make that way).
 
-The records a claim makes new (its claim, history line, intent and answer) are made by an ``__init__``
-that sets their fields in one update of the instance's dictionary (:func:`quick_init`) instead of the one
-``dataclasses`` writes for a frozen class, which sets each field through ``object.__setattr__``.
+:func:`replaced` is what :func:`dataclasses.replace` makes, at a fraction of its cost: ``replace`` calls the
+class's ``__init__`` with every field read back one by one, and five of them on the way of one Check and claim
+were a tenth of its Python (issue 36). The records have no ``__post_init__`` and no slots, so a copy of the
+instance's dictionary with the changes laid over it is the same value; a name that is not a field is refused as
+``replace`` refuses it.
 """
 
 from __future__ import annotations
 
+import abc
+import dataclasses
+import inspect
+import operator
+import re
+from _thread import get_ident
 from collections.abc import Callable
-from dataclasses import MISSING, fields
-from typing import Any, TypeVar
+from dataclasses import KW_ONLY, MISSING, FrozenInstanceError, InitVar, field, fields
+from operator import attrgetter
+from typing import Any, TypeVar, cast, dataclass_transform, overload
 
 T = TypeVar("T")
 
@@ -36,26 +48,161 @@ def replaced(value: T, **changes: Any) -> T:
     return made
 
 
+@overload
+def frozen(kind: type[T], /) -> type[T]: ...
+
+
+@overload
+def frozen(*, kw_only: bool = False, order: bool = False) -> Callable[[type[T]], type[T]]: ...
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field, dataclasses.Field))
+def frozen(kind: type[T] | None = None, /, *, kw_only: bool = False, order: bool = False) -> Any:
+    """``@dataclass(frozen=True)`` (with ``kw_only`` and ``order`` as it takes them), made at a fraction of its cost.
+
+    The same fields (:func:`dataclasses.fields`, ``replace`` and ``asdict`` read them), the same ``__init__``
+    parameters (names, order, defaults, factories, keyword-only; ``_: KW_ONLY`` too), and the same equality, order,
+    hash, ``repr`` and refusals of a change. The ``__init__`` is compiled when the class is first called: a record
+    no request makes costs a new process nothing more (until then ``inspect.signature`` of the class reads
+    ``(*args, **kwargs)``; a class without a docstring, which ``dataclasses`` names by its signature, is compiled
+    at once). A record that checks its fields (``__post_init__``), keeps
+    no dictionary (``__slots__``) or declares a ``ClassVar`` or ``InitVar`` is refused: every annotation is a field
+    its ``__init__`` sets in the dictionary.
+    """
+    if kind is None:
+        return lambda later: _made(later, kw_only, order, frozen=True)
+    return _made(kind, kw_only, order, frozen=True)
+
+
+@dataclass_transform(field_specifiers=(field, dataclasses.Field))
+def mutable(kind: type[T], /) -> type[T]:
+    """``@dataclass``, made as :func:`frozen` makes a record: a record whose fields change in place (a tally)."""
+    return _made(kind, False, False, frozen=False)
+
+
+def _made(kind: type[T], kw_only: bool, order: bool, *, frozen: bool) -> type[T]:
+    assert not hasattr(kind, "__post_init__"), f"{kind} checks its fields"
+    assert "__slots__" not in vars(kind), f"{kind} keeps no dictionary"
+    own_hash = vars(kind).get("__hash__", MISSING)
+    explicit_hash = not (own_hash is MISSING or (own_hash is None and "__eq__" in vars(kind)))
+    made = _fields(kind, kw_only, frozen)
+    assert frozen or kind.__setattr__ is object.__setattr__, f"{kind} sets its fields itself"
+    kind.__dataclass_fields__ = {one.name: one for one in made}  # type: ignore[attr-defined]
+    kind.__dataclass_params__ = _params(order, kw_only, frozen)  # type: ignore[attr-defined]
+    if "__match_args__" not in vars(kind):
+        setattr(kind, "__match_args__", tuple(one.name for one in made if not one.kw_only))  # noqa: B010
+    _set(kind, "__init__", _init_when_called(kind, made))
+    _set(kind, "__repr__", _repr(kind, [one.name for one in made if one.repr]))
+    compared = _values([one.name for one in made if one.compare])
+    _set(kind, "__eq__", _compare(kind, "__eq__", compared, operator.eq))
+    if order:
+        for name, how in (
+            ("__lt__", operator.lt),
+            ("__le__", operator.le),
+            ("__gt__", operator.gt),
+            ("__ge__", operator.ge),
+        ):
+            _set(kind, name, _compare(kind, name, compared, how), refuse=True)
+    if frozen and not explicit_hash:
+        hashed = [one.name for one in made if (one.compare if one.hash is None else one.hash)]
+        _set(kind, "__hash__", _hash(kind, _values(hashed)), replace=True)
+    elif not explicit_hash:  # equal by value and changing: unhashable, as dataclasses has it
+        kind.__hash__ = None  # type: ignore[assignment]
+    if frozen:
+        _set(kind, "__setattr__", _setattr(kind, frozenset(one.name for one in made)), refuse=True)
+        _set(kind, "__delattr__", _delattr(kind, frozenset(one.name for one in made)), refuse=True)
+    if not kind.__doc__:  # as dataclasses names a class without a docstring, from its __init__
+        setattr(kind, "__init__", _init(kind, made))  # noqa: B010 (mypy refuses assigning a method)
+        kind.__doc__ = kind.__name__ + str(inspect.signature(kind)).replace(" -> None", "")
+    abc.update_abstractmethods(kind)
+    return kind
+
+
+def _fields(kind: type, kw_only: bool, frozen: bool) -> list[dataclasses.Field[Any]]:
+    """``kind``'s fields, its dataclass bases' first, as ``dataclasses`` collects them."""
+    found: dict[str, dataclasses.Field[Any]] = {}
+    for base in kind.__mro__[-1:0:-1]:
+        below: dict[str, dataclasses.Field[Any]] | None = vars(base).get("__dataclass_fields__")
+        if below is not None:
+            if vars(base)["__dataclass_params__"].frozen != frozen:
+                raise TypeError(
+                    "cannot inherit frozen dataclass from a non-frozen one"
+                    if frozen
+                    else "cannot inherit non-frozen dataclass from a frozen one"
+                )
+            found.update(below)
+    for name, annotation in vars(kind).get("__annotations__", {}).items():
+        if annotation is KW_ONLY or annotation in ("KW_ONLY", "dataclasses.KW_ONLY"):
+            kw_only = True
+            continue
+        spelt = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
+        if re.match(r"\s*(?:\w+\s*\.\s*)?(?:ClassVar|InitVar)\b", spelt) or isinstance(annotation, InitVar):
+            raise TypeError(f"{kind.__name__}.{name} is no field: a record declares only fields")
+        default = getattr(kind, name, MISSING)
+        one = cast(
+            "dataclasses.Field[Any]", default if isinstance(default, dataclasses.Field) else field(default=default)
+        )
+        one.name, one.type = name, annotation
+        one._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what dataclasses.fields() lists
+        if one.kw_only is MISSING:
+            one.kw_only = kw_only
+        if not one.init:
+            raise TypeError(f"{kind.__name__}.{name} is not set by __init__: a record's __init__ sets every field")
+        if one.default.__class__.__hash__ is None:  # a list, a dict, a set: every record would share it
+            raise ValueError(
+                f"mutable default {type(one.default)} for field {name} is not allowed: use default_factory"
+            )
+        if isinstance(default, dataclasses.Field):
+            if one.default is MISSING:
+                delattr(kind, name)
+            else:
+                setattr(kind, name, one.default)
+        found[name] = one
+    return list(found.values())
+
+
+def _params(order: bool, kw_only: bool, frozen: bool) -> Any:
+    """What ``dataclasses`` keeps of how it made a class (``__dataclass_params__``), for these options."""
+    made = object.__new__(dataclasses._DataclassParams)  # type: ignore[attr-defined]
+    given = {"init": True, "repr": True, "eq": True, "order": order, "frozen": frozen, "match_args": True}
+    for name in type(made).__slots__:  # its names differ between Python versions; the others are off
+        setattr(made, name, given.get(name, kw_only if name == "kw_only" else False))
+    return made
+
+
+def _set(kind: type, name: str, method: Callable[..., Any], *, replace: bool = False, refuse: bool = False) -> None:
+    """``method`` as ``kind``'s ``name``, unless the class wrote its own (which dataclasses keeps, or refuses)."""
+    if name in vars(kind) and not replace:
+        if refuse:
+            raise TypeError(f"Cannot overwrite attribute {name} in class {kind.__name__}")
+        return
+    method.__qualname__ = f"{kind.__qualname__}.{name}"
+    setattr(kind, name, method)
+
+
+def _init_when_called(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]:
+    """An ``__init__`` that compiles ``kind``'s own (:func:`_init`) when first called, and hands over to it."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init = _init(kind, made)
+        init.__qualname__ = f"{kind.__qualname__}.__init__"
+        setattr(kind, "__init__", init)  # noqa: B010 (mypy refuses assigning a method)
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
 # A default made by a factory, as ``dataclasses`` marks it in the ``__init__`` it writes.
 _MADE_BY_FACTORY: Any = object()
-# Each quick class's ``__init__`` as ``dataclasses`` wrote it: what ``tests/domain/test_copies.py`` compares with.
-WRITTEN_BY_DATACLASSES: dict[type, Callable[..., None]] = {}
 
 
-def quick_init(kind: type[T]) -> type[T]:
-    """``kind`` (a frozen dataclass) with an ``__init__`` that sets its fields in one update of its dictionary.
-
-    The one ``dataclasses`` writes for a frozen class sets each field through ``object.__setattr__``: a claim of 32
-    fields took 3.3 µs to make, and Check and claim makes a claim, a history line, an intent and an answer
-    (issue 36). The same parameters (names, order, defaults, factories, keyword-only), the same value made.
-    """
-    assert not hasattr(kind, "__post_init__"), f"{kind} checks its fields"
-    assert not hasattr(kind, "__slots__"), f"{kind} keeps no dictionary"
+def _init(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]:
+    """The ``__init__`` dataclasses writes for ``kind``, setting the fields in one update of the dictionary."""
     scope: dict[str, Any] = {"_MADE_BY_FACTORY": _MADE_BY_FACTORY}
     positional: list[str] = []
     keyword: list[str] = []
     values: list[str] = []
-    for one in fields(kind):  # type: ignore[arg-type]
+    for one in made:
         assert one.init, f"{kind}.{one.name} is not set by __init__"
         name = one.name
         if one.default is not MISSING:
@@ -72,8 +219,72 @@ def quick_init(kind: type[T]) -> type[T]:
         (keyword if one.kw_only else positional).append(parameter)
     parameters = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
     exec(f"def __init__({parameters}):\n    self.__dict__.update({{{', '.join(values)}}})\n", scope)
-    made: Any = scope["__init__"]
-    made.__qualname__ = f"{kind.__qualname__}.__init__"
-    WRITTEN_BY_DATACLASSES[kind] = kind.__dict__["__init__"]
-    setattr(kind, "__init__", made)  # noqa: B010 (mypy refuses assigning a method)
-    return kind
+    init: Callable[..., None] = scope["__init__"]
+    init.__annotations__ = {one.name: one.type for one in made} | {"return": None}  # what its signature shows
+    return init
+
+
+def _values(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """The tuple of the named fields of a record: what dataclasses' methods compare and hash."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        [name] = names
+        return lambda value: (getattr(value, name),)
+    return lambda value: ()
+
+
+def _compare(
+    kind: type, name: str, compared: Callable[[Any], tuple[Any, ...]], how: Callable[[Any, Any], Any]
+) -> Callable[[Any, Any], Any]:
+    """``__eq__`` (or ``__lt__``...): the fields compared as tuples, between records of the same class only."""
+
+    def compare(self: Any, other: Any) -> Any:
+        if other.__class__ is self.__class__:
+            return how(compared(self), compared(other))
+        return NotImplemented
+
+    compare.__name__ = name
+    return compare
+
+
+def _hash(kind: type, hashed: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], int]:
+    def __hash__(self: Any) -> int:
+        return hash(hashed(self))
+
+    return __hash__
+
+
+def _repr(kind: type, shown: list[str]) -> Callable[[Any], str]:
+    running: set[tuple[int, int]] = set()
+
+    def __repr__(self: Any) -> str:
+        key = id(self), get_ident()
+        if key in running:  # a record holding itself, as dataclasses shows it
+            return "..."
+        running.add(key)
+        try:
+            inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in shown)
+        finally:
+            running.discard(key)
+        return f"{self.__class__.__qualname__}({inner})"
+
+    return __repr__
+
+
+def _setattr(kind: type[Any], names: frozenset[str]) -> Callable[[Any, str, Any], None]:
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is kind or name in names:
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(kind, self).__setattr__(name, value)
+
+    return __setattr__
+
+
+def _delattr(kind: type[Any], names: frozenset[str]) -> Callable[[Any, str], None]:
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is kind or name in names:
+            raise FrozenInstanceError(f"cannot delete field {name!r}")
+        super(kind, self).__delattr__(name)
+
+    return __delattr__

@@ -33,15 +33,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from oncegate.domain import members
-from oncegate.domain.copies import quick_init, replaced
+from oncegate.domain.copies import frozen, replaced
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.members import named
+from oncegate.domain.performing import marked_call
 from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, FingerprintRules, Flow
 from oncegate.domain.statuses import AnswerStatus, ClaimStatus, Decision
 from oncegate.domain.times import said
@@ -57,8 +58,7 @@ NO_RULES = FingerprintRules()
 # -- The request, parsed once --------------------------------------------------------------------------------
 
 
-@quick_init
-@dataclass(frozen=True)
+@frozen
 class Identity:
     """The business key, fingerprint and signed-in caller as one secret makes them."""
 
@@ -70,8 +70,7 @@ class Identity:
     granted_to: str | None = None
 
 
-@quick_init
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Intent:
     """What a run asks, under the secret of the claim being decided; ``identities`` holds it under every
     secret known, older secrets first.
@@ -199,8 +198,12 @@ class Intent:
         an "Apply to each" share the run's name): never the same run. Where the grant was made to a
         signed-in caller, only that caller is the same run: the run id and flow can be read from the
         processing record by anyone allowed to read claims.
+
+        An attempt whose call Perform once recorded is never granted again: its call is under way, and a Check and
+        claim given its token could release it to a run that sends the call again (the request of Perform once
+        that recorded it ends the attempt itself).
         """
-        if self.flow is None or self.fingerprint is None:
+        if self.flow is None or self.fingerprint is None or marked_call(claim.data) is not None:
             return False
         if claim.granted_to is not None and claim.granted_to != self.granted_to:
             return False
@@ -220,7 +223,7 @@ class Change(StrEnum):
     OPEN_CONFLICT = "open_conflict"  # the conflict queue gets (or finds) this fingerprint's conflict
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class LeaseHolder:
     """The run holding a live lease: its flow, never its run id (with it, another caller could pass for it)."""
 
@@ -228,8 +231,7 @@ class LeaseHolder:
     lease_expires_at: datetime | None
 
 
-@quick_init
-@dataclass(frozen=True)
+@frozen
 class ClaimAnswer:
     """One Check and claim answer: what the decision table decided, then what the run is told of it (one value).
 

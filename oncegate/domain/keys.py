@@ -60,14 +60,13 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from json.encoder import encode_basestring
 from typing import Any
 
 import rfc8785
 
-from oncegate.domain.copies import quick_init
+from oncegate.domain.copies import frozen
 from oncegate.domain.sensitive import sensitive_findings
 from oncegate.errors import InvalidRequest
 
@@ -133,8 +132,7 @@ def _b32(digest: bytes) -> str:
     )
 
 
-@quick_init
-@dataclass(frozen=True)
+@frozen
 class Fingerprint:
     """A request's fingerprint as it is stored now (keyed) and as releases before it was keyed stored it.
 

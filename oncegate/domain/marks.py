@@ -6,13 +6,13 @@ of :mod:`oncegate.domain.safeguard`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.records import KeySecretRecord
 
 
-@dataclass(frozen=True)
+@frozen
 class TableMark:
     """What a table that guards the promise says about itself: the store its own mark row names (issue 31).
 
@@ -25,7 +25,7 @@ class TableMark:
     missing: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class StoreMarks:
     """What a store says about itself, read in one round trip: who it is, its key secrets, its clock.
 
@@ -36,7 +36,9 @@ class StoreMarks:
     was written by an earlier release, whose tables had none. ``holds_claims`` says whether the
     claims table holds any claim or tombstone; it is read only when a mark is missing (False
     otherwise). ``clock`` is the store's own time as its answer said (Table Storage's ``Date``),
-    None where the store shares this machine's clock (SQLite).
+    None where the store shares this machine's clock (SQLite). ``restoring`` says that an import into the
+    store is under way or was cut short (its restore record not completed): the store lacks what the import has
+    not written yet, however it is marked (issue 35).
     """
 
     store_id: str | None
@@ -45,6 +47,7 @@ class StoreMarks:
     tables_marked: bool = False
     holds_claims: bool = False
     clock: datetime | None = None
+    restoring: bool = False
     # When the question was asked and the answer came, on this instance's clock: the store's time lies between.
     asked_at: datetime | None = None
     answered_at: datetime | None = None

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 from urllib.parse import quote
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.fingerprint_rules import applied, rules, segments
 from oncegate.domain.limits import DATA_LIMIT_BYTES, MAX_NESTING, TARGET_RECORD_ID_MAX_LENGTH, json_depth, json_size
 from oncegate.domain.statuses import Outcome
@@ -54,7 +55,7 @@ class PerformDecision(StrEnum):
     RECONCILE = "reconcile"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class KeptResponse:
     """What is kept of a target's answer: its status, the declared headers and the declared body parts."""
 
@@ -72,20 +73,19 @@ class KeptResponse:
 
     @classmethod
     def of_data(cls, data: Any) -> KeptResponse | None:
-        """The response a claim's data keeps; None when it keeps none (not made by Perform once; a tombstone)."""
+        """The response a claim's data keeps; None when it keeps none (not made by Perform once; a tombstone; a call
+        that got no answer, whose kept status is null)."""
         if not isinstance(data, dict) or not isinstance(data.get(RESPONSE), dict):
             return None
         kept = data[RESPONSE]
         status = kept.get("status")
+        if not isinstance(status, int):
+            return None
         headers = kept.get("headers")
-        return cls(
-            status=status if isinstance(status, int) else None,
-            headers=dict(headers) if isinstance(headers, dict) else {},
-            body=kept.get("body"),
-        )
+        return cls(status=status, headers=dict(headers) if isinstance(headers, dict) else {}, body=kept.get("body"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Settled:
     """How one reply settles the attempt that sent it: the outcome to record, and what the flow is told."""
 

@@ -10,11 +10,11 @@ Table Storage): the service hands it back unchanged on the next conditional upda
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from oncegate.domain.copies import quick_init
+from oncegate.domain.copies import frozen
 from oncegate.domain.statuses import (
     ClaimStatus,
     ConflictOrigin,
@@ -24,7 +24,7 @@ from oncegate.domain.statuses import (
 )
 
 
-@dataclass(frozen=True, order=True)
+@frozen(order=True)
 class Flow:
     """The calling flow: a copy of the same flow in another environment is another Flow."""
 
@@ -38,7 +38,7 @@ def flow_text(flow: Flow | None, *, opening: bool = False) -> str:
     return text[0].upper() + text[1:] if opening else text
 
 
-@dataclass(frozen=True)
+@frozen
 class AppliedResolution:
     """A resolution applied by releases that listed them on the claim row; read, never written any more.
 
@@ -51,7 +51,7 @@ class AppliedResolution:
     decision: Resolution
 
 
-@dataclass(frozen=True)
+@frozen
 class EarlierAttempt:
     """The attempt a reconciling run must look up in the target system: it may have done the side effect."""
 
@@ -64,8 +64,7 @@ class EarlierAttempt:
     error: str | None = None
 
 
-@quick_init
-@dataclass(frozen=True)
+@frozen
 class Claim:
     """The processing record of one business key in one scope.
 
@@ -175,7 +174,7 @@ class Claim:
         return self.status in (ClaimStatus.SUCCEEDED, ClaimStatus.RELEASED)
 
 
-@dataclass(frozen=True)
+@frozen
 class FingerprintRecord:
     """What reviewers decided about one fingerprint of a claim: a row of its own beside the claim.
 
@@ -199,8 +198,7 @@ class FingerprintRecord:
     version: str | None = None
 
 
-@quick_init
-@dataclass(frozen=True)
+@frozen
 class HistoryEvent:
     """One line of a claim's history: an answer, a result, a release, a conflict or a resolution.
 
@@ -226,7 +224,7 @@ class HistoryEvent:
     last_at: datetime | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Conflict:
     """The same key seen with a different fingerprint, waiting for its owner.
 
@@ -259,7 +257,7 @@ class Conflict:
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@frozen
 class ClaimFilter:
     """Which claims a list holds: in one of ``statuses`` (at least one), and each other filter only if given.
 
@@ -289,7 +287,7 @@ class ClaimFilter:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class Page(Generic[T]):
     """One page of a list and the opaque cursor of the next (None on the last page)."""
 
@@ -297,7 +295,7 @@ class Page(Generic[T]):
     cursor: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class FlowRecord:
     """A flow in the inventory: what a person registered about it, and how much it has claimed.
 
@@ -319,7 +317,7 @@ class FlowRecord:
     version: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class FingerprintRules:
     """Which parts of a payload make up the business data, as a scope's owner set them: one version.
 
@@ -347,7 +345,7 @@ class FingerprintRules:
         return not self.include and not self.ignored
 
 
-@dataclass(frozen=True)
+@frozen
 class ScopeRecord:
     """A side effect in the catalogue: its settings, and its claims by status.
 
@@ -378,7 +376,7 @@ class ScopeRecord:
     version: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Overlap:
     """Two flows answering for the same claims: one made a claim, the other met it (duplicate or in progress).
 
@@ -393,7 +391,7 @@ class Overlap:
     version: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class KeySecretRecord:
     """A key secret this store knows, by its check value (``KeyHasher.key_id``), never the secret.
 

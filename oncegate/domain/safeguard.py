@@ -25,9 +25,10 @@ settings), and when its current secret was retired.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import KeySecretRecord
 from oncegate.domain.times import said
@@ -47,7 +48,7 @@ NEXT = "ONCEGATE_KEY_SECRET_NEXT"
 RUNBOOK = "See docs/operations.md, 'The key secret'."
 
 
-@dataclass(frozen=True)
+@frozen
 class Roles:
     """This instance's secrets by check value: the one it makes claims with, and the other of a rotation."""
 
@@ -59,7 +60,7 @@ class Roles:
         return key_id in (self.current, self.previous, self.next)
 
 
-@dataclass(frozen=True)
+@frozen
 class SecretsVerdict:
     """The records to write, and the secret (check value) to make new claims with.
 
@@ -163,7 +164,7 @@ def check_secrets(roles: Roles, secrets: tuple[KeySecretRecord, ...], now: datet
     return SecretsVerdict(claim_with=roles.current, writes=tuple(writes))
 
 
-@dataclass(frozen=True)
+@frozen
 class SecretUsage:
     """The rows found only through one key secret: what retiring it would orphan (issue 31).
 

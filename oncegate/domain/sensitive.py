@@ -59,13 +59,20 @@ class SensitivePolicy(StrEnum):
     OFF = "off"
 
 
+def _compiled(pattern: str) -> Callable[[], re.Pattern[str]]:
+    """``pattern``, compiled when first asked for. Most keys and values hold no "@" and too few digits for any
+    number searched for here, so a new process compiled these for nothing at import (issue 36's cold start)."""
+    return functools.cache(lambda: re.compile(pattern))
+
+
 # -- reading the text ------------------------------------------------------------------------------------
 
 # Between two groups of a number: up to three spaces, tabs, dots, slashes, dashes or underscores ("4111 - 1111").
-SEPARATOR = re.compile(r"[\s./_\-]{1,3}")
-DIGIT_RUN = re.compile(rf"[0-9]+(?:{SEPARATOR.pattern}[0-9]+)*")
+_SEPARATOR = r"[\s./_\-]{1,3}"
+SEPARATOR = _compiled(_SEPARATOR)
+DIGIT_RUN = _compiled(rf"[0-9]+(?:{_SEPARATOR}[0-9]+)*")
 # A resident id may end in the check character X.
-RESIDENT_RUN = re.compile(rf"[0-9]+(?:{SEPARATOR.pattern}[0-9]+)*[Xx]?")
+RESIDENT_RUN = _compiled(rf"[0-9]+(?:{_SEPARATOR}[0-9]+)*[Xx]?")
 
 
 def _canonical(text: str) -> str:
@@ -89,14 +96,14 @@ def _readings(text: str) -> list[str]:
 
 # GUIDs (with dashes, or 32 hex digits) and other long hexadecimal ids and hashes: their digits come in long
 # runs by chance, and such a run is no card or id number.
-HEX_ID = re.compile(
+HEX_ID = _compiled(
     r"(?<![0-9A-Za-z])(?:\{?[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}\}?|[0-9A-Fa-f]{24,})(?![0-9A-Za-z])"
 )
 
 
 def _without_hex_ids(text: str) -> str:
     # A mark, not a space: spaces around the id must not join the numbers on either side into one.
-    return HEX_ID.sub("#", text) if len(text) >= 24 else text
+    return HEX_ID().sub("#", text) if len(text) >= 24 else text
 
 
 def _grouped(run: str, inner: range, longest: int, *, alone: bool = True) -> Iterator[str]:
@@ -106,7 +113,7 @@ def _grouped(run: str, inner: range, longest: int, *, alone: bool = True) -> Ite
     bounds the whole, separators left out. Not any grouping: "12 345 67 8901 23 45" in a table of
     counts is no card, nor are the groups of an order id like "113-4829547-2231462" a card's.
     """
-    groups = SEPARATOR.split(run)
+    groups = SEPARATOR().split(run)
     for start, first in enumerate(groups):
         if alone:
             yield first
@@ -125,7 +132,7 @@ def _grouped(run: str, inner: range, longest: int, *, alone: bool = True) -> Ite
 # Letters of any script (``\w``), so that internationalised addresses (ana@bücher.de) are found too; a quoted
 # local part ("ana"@contoso.com) and a domain literal (ana@[10.0.0.1]) are addresses as RFC 5321 writes them.
 # The bounded repeats keep a long string without an address linear to search.
-EMAIL = re.compile(
+EMAIL = _compiled(
     r"(?:[\w.!#$%&'*+/=?^`{|}~-]{1,64}|\"[^\"\\\r\n]{1,62}\")@"
     r"(?:(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.){1,8}(?:[^\W\d_]{2,63}|[Xx][Nn]--[A-Za-z0-9-]{1,59})"
     r"|\[(?:[0-9]{1,3}\.){3}[0-9]{1,3}\]|\[IPv6:[0-9A-Fa-f:.]{2,45}\])"
@@ -133,12 +140,12 @@ EMAIL = re.compile(
 
 
 def _has_email(text: str) -> bool:
-    return "@" in text and EMAIL.search(text) is not None
+    return "@" in text and EMAIL().search(text) is not None
 
 
 # -- PRC resident identity numbers ---------------------------------------------------------------------------
 
-RESIDENT_ID = re.compile(r"[0-9]{17}[0-9X]")
+RESIDENT_ID = _compiled(r"[0-9]{17}[0-9X]")
 RESIDENT_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 RESIDENT_ID_CHECK = "10X98765432"
 # Written in groups: region, birth date, sequence and check (6-8-4), or in fours (4-4-4-4-2).
@@ -157,7 +164,7 @@ YOUNGEST_DAYS = 2 * 366
 
 def _is_resident_id(candidate: str) -> bool:
     digits = candidate.upper()
-    if len(digits) != 18 or not RESIDENT_ID.fullmatch(digits) or int(digits[:2]) not in PROVINCES:
+    if len(digits) != 18 or not RESIDENT_ID().fullmatch(digits) or int(digits[:2]) not in PROVINCES:
         return False
     total = sum(int(digit) * weight for digit, weight in zip(digits[:17], RESIDENT_ID_WEIGHTS, strict=True))
     if RESIDENT_ID_CHECK[total % 11] != digits[17]:
@@ -170,7 +177,7 @@ def _is_resident_id(candidate: str) -> bool:
 
 
 def _has_resident_id(text: str) -> bool:
-    runs = RESIDENT_RUN.findall(_without_hex_ids(text))
+    runs = RESIDENT_RUN().findall(_without_hex_ids(text))
     return any(_is_resident_id(number) for run in runs for number in _grouped(run, RESIDENT_GROUP, 18))
 
 
@@ -223,26 +230,26 @@ def _is_card(number: str) -> bool:
 
 
 # Words that say a number is a card's, in the text or in the name of the member that holds it ("cardNumber").
-CARD_WORD = re.compile(
+CARD_WORD = _compiled(
     r"(?i)\b(?:cards?|credit|debit|pan|cc|ccn|visa|master\s?card|amex|unionpay|kreditkarte|tarjeta|carte)\b"
     r"|卡号|信用卡|银行卡|借记卡"
 )
 # Between the words of a member name: "cardNumber", "card_no" and "CC-Num" each start with a card word.
-WORD_EDGE = re.compile(r"(?<=[a-z])(?=[A-Z])|[_\d]+")
+WORD_EDGE = _compiled(r"(?<=[a-z])(?=[A-Z])|[_\d]+")
 
 
 def card_labelled(text: str) -> bool:
     """Whether ``text`` (a text, or the names of the members that hold one) says its numbers are cards'."""
-    return CARD_WORD.search(WORD_EDGE.sub(" ", text)) is not None
+    return CARD_WORD().search(WORD_EDGE().sub(" ", text)) is not None
 
 
 def _has_card(text: str, *, labelled: bool) -> bool:
     """A card number written in a card's groups, or, when the text is ``labelled`` a card's, written any way."""
-    runs = DIGIT_RUN.findall(_without_hex_ids(text))
+    runs = DIGIT_RUN().findall(_without_hex_ids(text))
     for run in runs:
         numbers = _grouped(run, CARD_GROUP, 19, alone=labelled)
         # Labelled, a card split anyhow ("41111111 11111111", two fields read together) is a card still.
-        whole = [SEPARATOR.sub("", run)] if labelled else []
+        whole = [SEPARATOR().sub("", run)] if labelled else []
         if any(_is_card(number) for number in itertools.chain(numbers, whole)):
             return True
     return False
@@ -272,7 +279,7 @@ IBAN_LENGTHS = {
     **dict.fromkeys(("RU",), 33),
 }
 # A country code and two check digits, not glued to a word before them.
-IBAN_START = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}")
+IBAN_START = _compiled(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}")
 
 
 @functools.cache
@@ -292,7 +299,7 @@ def _is_iban(compact: str) -> bool:
 
 def _has_iban(text: str) -> bool:
     # Not without hex ids: an Andorran IBAN (AD and 22 digits) is one, and IBANs' own check is strict enough.
-    for start in IBAN_START.finditer(text):
+    for start in IBAN_START().finditer(text):
         length = IBAN_LENGTHS.get(start.group()[:2].upper())
         written = _iban_of_length(length).match(text, start.start()) if length else None
         if written and _is_iban(re.sub(r"[\s._\-]", "", written.group())):
@@ -304,21 +311,19 @@ def _has_iban(text: str) -> bool:
 
 # "(+86)" and "0086 " are written for "+86": a country code in parentheses, or after the international prefix 00
 # and followed by a separator (with none, "0049151…" is as likely a zero-padded id).
-INTERNATIONAL_PREFIX = re.compile(
-    r"(?<![0-9A-Za-z+])(?:\(\s?\+([1-9][0-9]{0,2})\s?\)|00([1-9][0-9]{0,2})(?=[ \t.\-/]))"
-)
+INTERNATIONAL_PREFIX = _compiled(r"(?<![0-9A-Za-z+])(?:\(\s?\+([1-9][0-9]{0,2})\s?\)|00([1-9][0-9]{0,2})(?=[ \t.\-/]))")
 # A "+", a country code, then digits in groups: a single space, tab, dot or dash between them, or a
 # group in parentheses ("+44 (0)20 7946 0958", "+1 (212) 555-0123"). Not after a digit or a "+" ("1+49").
-PHONE = re.compile(r"(?<![0-9+])\+[1-9][0-9]*(?:(?:[ \t.\-]|[ \t.\-]?\([0-9]{1,4}\)[ \t.\-]?)[0-9]+)*")
+PHONE = _compiled(r"(?<![0-9+])\+[1-9][0-9]*(?:(?:[ \t.\-]|[ \t.\-]?\([0-9]{1,4}\)[ \t.\-]?)[0-9]+)*")
 PHONE_DIGITS = range(8, 16)  # E.164 allows 15 at most; below 8 too many short codes and counts look alike
 # "+1234567.89" is a signed amount: a single dot before the last one or two digits.
-SIGNED_AMOUNT = re.compile(r"\+[0-9]+\.[0-9]{1,2}")
+SIGNED_AMOUNT = _compiled(r"\+[0-9]+\.[0-9]{1,2}")
 
 
 def _is_phone(candidate: str) -> bool:
     import phonenumbers
 
-    if sum(char.isdigit() for char in candidate) not in PHONE_DIGITS or SIGNED_AMOUNT.fullmatch(candidate):
+    if sum(char.isdigit() for char in candidate) not in PHONE_DIGITS or SIGNED_AMOUNT().fullmatch(candidate):
         return False
     try:
         number = phonenumbers.parse(candidate.replace("\t", " "), None)  # it reads no tabs
@@ -332,8 +337,8 @@ def _has_phone(text: str) -> bool:
     if "00" in text and _has_glued_mobile(text):
         return True
     if "(" in text or "00" in text:
-        text = INTERNATIONAL_PREFIX.sub(lambda prefix: "+" + (prefix[1] or prefix[2]), text)
-    for match in PHONE.finditer(text):
+        text = INTERNATIONAL_PREFIX().sub(lambda prefix: "+" + (prefix[1] or prefix[2]), text)
+    for match in PHONE().finditer(text):
         candidate = match.group()
         # The number may run into digits after it ("+49 30 1234567 - 2026"): try it ending at each group.
         if any(_is_phone(candidate[:end]) for end in reversed(_phone_ends(candidate))):
@@ -353,11 +358,11 @@ def _phone_ends(candidate: str) -> list[int]:
 
 
 # The international prefix 00 glued to a country code and number, 10 to 15 digits, the whole run (issue 31).
-GLUED_INTERNATIONAL = re.compile(r"(?<![0-9A-Za-z+])00([1-9][0-9]{9,14})(?![0-9])")
+GLUED_INTERNATIONAL = _compiled(r"(?<![0-9A-Za-z+])00([1-9][0-9]{9,14})(?![0-9])")
 
 
 def _has_glued_mobile(text: str) -> bool:
-    return any(_is_glued_mobile(match[1]) for match in GLUED_INTERNATIONAL.finditer(text))
+    return any(_is_glued_mobile(match[1]) for match in GLUED_INTERNATIONAL().finditer(text))
 
 
 def _is_glued_mobile(digits: str) -> bool:
@@ -380,7 +385,7 @@ def _is_mobile(number: phonenumbers.PhoneNumber) -> bool:
 
 
 # Eleven digits starting 13-19, whole or as 3-4-4 (or 3-8, 7-4), after an "86" or not, never inside a longer run.
-CHINA_MOBILE = re.compile(r"(?<![0-9])(?:86[\s./_\-]{0,3})?(1[3-9][0-9](?:[\s./_\-]?[0-9]{4}){2})(?![0-9])")
+CHINA_MOBILE = _compiled(r"(?<![0-9])(?:86[\s./_\-]{0,3})?(1[3-9][0-9](?:[\s./_\-]?[0-9]{4}){2})(?![0-9])")
 
 
 def _is_china_mobile(candidate: str) -> bool:
@@ -390,7 +395,7 @@ def _is_china_mobile(candidate: str) -> bool:
 
 
 def _has_china_mobile(text: str) -> bool:
-    return any(_is_china_mobile(match[1]) for match in CHINA_MOBILE.finditer(text))
+    return any(_is_china_mobile(match[1]) for match in CHINA_MOBILE().finditer(text))
 
 
 # -- all of them ---------------------------------------------------------------------------------------------

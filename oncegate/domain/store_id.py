@@ -33,6 +33,9 @@ def check_store_id(
     where they are missing (the stored one, the tables' own, else ``fresh``), or None when the store
     is whole.
     """
+    if marks.restoring:
+        # A store marked before its import (`oncegate store init`, a deployment) is marked while half imported.
+        raise NotConfigured(RESTORING, target=STORE_ID)
     stored = marks.store_id
     if stored is None:
         if seen is not None:
@@ -100,6 +103,14 @@ def _unnamed_store(marks: StoreMarks, *, pinned: str | None, fresh: str, may_sta
         raise NotConfigured(UNMARKED, target=STORE_ID)
     # A new store (SQLite's own new file), or one an earlier release wrote before stores had ids.
     return fresh
+
+
+# An import under way, or cut short: what it has not written yet would be answered as never done.
+RESTORING = (
+    "The store is being restored from an export: an import into it is under way or was cut short, and every key "
+    "it has not written yet would be answered proceed again. Nothing is claimed, exported or purged until it ends: "
+    "run the same `oncegate store import` again (docs/operations.md, 'Restoring, step by step')."
+)
 
 
 # Table Storage's first deployment, or any store that cannot tell new from wiped: the one command that marks it.

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 from urllib.parse import quote, urlsplit
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.target_addresses import AddressRefused, IPNetwork, check_cidr, refusal, written_address
 from oncegate.domain.target_requests import FORBIDDEN_HEADERS, TOKEN, RequestRefused, path_under
 from oncegate.domain.targets import Target, TargetAuth
@@ -44,7 +44,7 @@ LOOPBACK_NAMES = ("localhost",)
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Declaration:
     """A target as the operator wrote it (``targets set``'s options, ``PUT /api/targets``' body), unchecked.
 

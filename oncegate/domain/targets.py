@@ -8,10 +8,12 @@ target only through :class:`TargetCalls`, whose adapter checks every address bef
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
+
+from oncegate.domain.copies import frozen
 
 
 class TargetAuth(StrEnum):
@@ -22,7 +24,7 @@ class TargetAuth(StrEnum):
     SECRET = "secret"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Target:
     """One declared target, as the store keeps it: never a secret, only the secret's name.
 
@@ -61,7 +63,7 @@ class Target:
         return header, name
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class TargetCall:
     """One request to a target: a method and a path under its base URL, never a URL."""
 
@@ -82,7 +84,7 @@ class Failure(StrEnum):
     TOO_LARGE = "too_large"  # sent, and the answer was over the bound: outcome unknown
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class TargetReply:
     """What came back from one call: a status with headers and body, or a failure and ``reason``, a sentence
     for the history and the answer (never a secret)."""

@@ -9,10 +9,11 @@ service only reads, calls, writes and retries.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.records import Claim, Conflict, FingerprintRecord
 from oncegate.domain.statuses import ClaimStatus, Outcome, Resolution
 from oncegate.domain.times import said
@@ -22,7 +23,7 @@ from oncegate.errors import ClaimBusy, StaleClaim
 RELEASED_IN_DOUBT = "Released while reconciling:"
 
 
-@dataclass(frozen=True)
+@frozen
 class Result:
     """What a run reports of its side effect (Record result), in the domain's words."""
 
@@ -45,7 +46,7 @@ class Result:
         return {name: value for name, value in kept.items() if value is not None}
 
 
-@dataclass(frozen=True)
+@frozen
 class Transition:
     """The claim to write (``record is claim``: nothing to write) and its history line."""
 
@@ -145,7 +146,7 @@ def extended(claim: Claim, lease: timedelta, now: datetime) -> Transition:
     return Transition(replace(claim, lease_expires_at=now + lease, updated_at=max(now, claim.updated_at)))
 
 
-@dataclass(frozen=True)
+@frozen
 class Settlement:
     """What a reviewer found in the target system about an attempt whose outcome is in doubt.
 
@@ -162,7 +163,7 @@ class Settlement:
     data: Any = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Refusal:
     """Why a settlement is refused, saying what to do, and the field it is about.
 
@@ -239,7 +240,7 @@ def _settled_so(claim: Claim, settlement: Settlement) -> bool:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class Applied:
     """A reviewer's resolution of a conflict as it changes the claim: the claim and fingerprint record to write
     in one commit, and the history line (its text and details)."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.records import Flow
 
 DEFAULT_MAX_WAIT_SECONDS = 900
@@ -35,7 +35,7 @@ def poll_after(waited: timedelta, left: timedelta) -> int:
     return max(1, min(seconds, math.ceil(left.total_seconds())))
 
 
-@dataclass(frozen=True)
+@frozen
 class WaitingIdentity:
     """The key as one secret makes it: its check value, the claim id, and the keyed fingerprint under each
     version of the scope's fingerprint rules a comparison may need (the current one, the claim's)."""
@@ -45,7 +45,7 @@ class WaitingIdentity:
     fingerprints: Mapping[int, str]
 
 
-@dataclass(frozen=True)
+@frozen
 class Unwritten:
     """The ``in_progress`` answers a wait's polls gave without writing them (issue 36): ``count`` answers of the
     series line ``series`` of a claim's history (written with the wait's first answer), the last at ``last_at``.
@@ -58,7 +58,7 @@ class Unwritten:
     last_at: datetime
 
 
-@dataclass(frozen=True)
+@frozen
 class Waiting:
     """A run's Check and claim, as it is asked again at each poll until ``deadline``.
 

@@ -18,13 +18,13 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.error import URLError
 from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 from oncegate.config import EntraApi
+from oncegate.domain.copies import frozen
 from oncegate.entrypoints.principal import Principal, principal_from_claims
 from oncegate.errors import NotSignedIn, SignInUnavailable
 
@@ -53,7 +53,7 @@ RETRY_AFTER_FAILURE_SECONDS = 5.0
 FETCH_TIMEOUT_SECONDS = 10
 
 
-@dataclass(frozen=True)
+@frozen
 class Published:
     """What the tenant publishes: the issuers of its tokens and a client of its keys (JWKS)."""
 

@@ -10,10 +10,10 @@ both (``tests/http/test_error_codes.py`` checks that they agree both ways).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING
 
+from oncegate.domain.copies import frozen
 from oncegate.errors import (
     ClaimBusy,
     ClaimNotBlocked,
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from oncegate.models import ErrorInfo
 
 
-@dataclass(frozen=True)
+@frozen
 class Answered:
     """How an error is answered: ``status`` and ``code``, and ``retry_after`` (seconds) for the Retry-After header."""
 

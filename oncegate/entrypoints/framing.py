@@ -172,6 +172,10 @@ def read_headers(rfile: Any) -> _Headers:
 _HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%!$&'()*+,;=-]*)(?::[0-9]*)?")
 
 
+# RFC 9112 §3.2.2's absolute form, an http or https URL with no userinfo and no fragment: its path and query.
+_ABSOLUTE_FORM = re.compile(rf"(?i:https?)://(?=[^/?:]){_HOST.pattern}(?P<rest>[/?][^#]*)?", re.DOTALL)
+
+
 def _host_refusal(hosts: list[str], version: str) -> str | None:
     """Why the Host header makes the request unanswerable (RFC 9112 §3.2), or None.
 
@@ -478,16 +482,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(HTTPStatus.BAD_REQUEST, f"Bad HTTP/0.9 request type ({words[0]!r})")
             return False
         self.command, self.path = words[:2]
+        if not self.path.startswith("/"):
+            absolute = _ABSOLUTE_FORM.fullmatch(self.path)
+            if absolute is None:
+                # The URL is the Host header's authority then the target: "@evil/api/..." would name another host
+                # for every link, "[zz]/api/..." is no URL at all (urlsplit raised, the connection closed unanswered).
+                message = f"Bad request target ({self.path[:80]!r}); send a path, such as /api/health"
+                self.send_error(HTTPStatus.BAD_REQUEST, message)
+                return False
+            # RFC 9112 §3.2.2: a server must accept the absolute form. Its path and query are served; the links
+            # are still built from the Host header, checked like every other (see _host_refusal).
+            self.path = "/" + (absolute["rest"] or "").removeprefix("/")
         # As the stdlib does (gh-87389): a target of "//host/..." must not read as another host.
         if self.path.startswith("//"):
             self.path = "/" + self.path.lstrip("/")
-        if not self.path.startswith("/"):
-            # The URL is the Host header's authority then the target: "@evil/api/..." would name another host for
-            # every link, "[zz]/api/..." is no URL at all (urlsplit raised, and the connection closed unanswered).
-            self.send_error(
-                HTTPStatus.BAD_REQUEST, f"Bad request target ({self.path[:80]!r}); send a path, such as /api/health"
-            )
-            return False
         return True
 
     def _body_length(self) -> int | None:

@@ -15,6 +15,12 @@ sending a byte at a time held both threads, and health probes went unanswered). 
 late (a connection idle too long, a request that did not arrive within the idle time) is given to
 a thread at its time, to be refused or closed.
 
+A request that holds its thread long does not hold the others behind it: while every thread of the pool answers,
+one of them for ``STALL_SECONDS`` already (a Perform once waiting on a slow target, say), a spare thread starts to
+lead, up to ``MAX_THREADS`` in all, and a spare ends once another thread is free to lead. Before, 4 Perform once
+calls to a target taking 15 s to answer held both threads of both workers, and a health probe waited 14 s (with 8
+such calls, 59 s).
+
 Nor does a connection hold a thread while its client is slow to take its answer: what a handler cannot send at
 once waits in the selector for the socket to drain, and the leader sends it as it does (``Connection.send``),
 then the connection awaits its next request, as after any answer. An answer whose client takes none of it for the
@@ -43,6 +49,12 @@ PER_CONNECTION = 0
 SWEEP_SECONDS = 1.0
 # The platform's best: epoll (Linux), kqueue (macOS), select() (Windows).
 SELECTOR: type[selectors.BaseSelector] = selectors.DefaultSelector
+# A request answered this long while no thread is free to lead starts a spare thread (see the module's docstring),
+# up to this many threads a pool: the most ``--threads`` takes. Claims take milliseconds; a target may take 90 s.
+STALL_SECONDS = 0.5
+MAX_THREADS = 64
+# How often the watch looks: a spare at most this often, so that requests queued behind held ones wait little.
+WATCH_SECONDS = 0.1
 # These see a socket registered while they wait, so that a connection is parked without waking the
 # leader; select() and poll() see only those registered before they were called.
 SEE_LATE_REGISTRATIONS = ("EpollSelector", "KqueueSelector")
@@ -113,24 +125,70 @@ class HandlerPool:
             end.setblocking(False)
         self._selector.register(self._wakes, selectors.EVENT_READ)
         self._closing = False
-        self._threads = [
-            threading.Thread(target=self._run, name=f"{name}-{number}", daemon=True) for number in range(1, threads + 1)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._name = name
+        # Guards the threads and when each busy one took its request (by thread id): the watch reads them.
+        self._counts = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._busy: dict[int, float] = {}
+        self._closed = threading.Event()
+        with self._counts:
+            for _ in range(threads):
+                self._start(spare=False)
+        threading.Thread(target=self._watch, name=f"{name}-watch", daemon=True).start()
+
+    def _start(self, *, spare: bool) -> None:
+        """One more thread (``self._counts`` held)."""
+        thread = threading.Thread(
+            target=self._run, args=(spare,), name=f"{self._name}-{len(self._threads) + 1}", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
 
     def add(self, connection: Connection) -> None:
         """Answer ``connection``'s requests, each as soon as it is whole and a thread is free."""
         self._park(connection)
 
-    def _run(self) -> None:
-        while (connection := self._next()) is not None:
-            self._answer(connection)
+    def _run(self, spare: bool) -> None:
+        me = threading.get_ident()
+        while (connection := self._next(spare)) is not None:
+            with self._counts:
+                self._busy[me] = time.monotonic()
+            try:
+                self._answer(connection)
+            finally:
+                with self._counts:
+                    del self._busy[me]
+        with self._counts:
+            if threading.current_thread() in self._threads:
+                self._threads.remove(threading.current_thread())
 
-    def _next(self) -> Connection | None:
-        """As leader, wait for a connection whose next step is due or late; None once the pool closes."""
-        with self._lead:
+    def _watch(self) -> None:
+        """Start a spare thread while every thread answers, one of them for STALL_SECONDS already."""
+        while not self._closed.wait(WATCH_SECONDS):
+            with self._counts:
+                stalled = bool(self._busy) and len(self._busy) == len(self._threads) < MAX_THREADS
+                if stalled and min(self._busy.values()) <= time.monotonic() - STALL_SECONDS:
+                    logger.info("every handler thread is busy, one for %s s: a spare thread starts", STALL_SECONDS)
+                    self._start(spare=True)
+
+    def _leaves(self) -> bool:
+        """Whether this spare thread ends, another being free to lead; counted out at once if so, so that two spares
+        free together never both end on the other's account."""
+        with self._counts:
+            if len(self._threads) - len(self._busy) > 1:
+                self._threads.remove(threading.current_thread())
+                return True
+            return False
+
+    def _next(self, spare: bool = False) -> Connection | None:
+        """As leader, wait for a connection whose next step is due or late; None once the pool closes, or when a
+        ``spare`` thread would lead while another is free to."""
+        if not self._take_lead(spare):
+            return None
+        try:
             while not self._closing:
+                if spare and self._leaves():
+                    return None
                 if self._ready:
                     return self._ready.popleft()
                 for key, _ in self._selector.select(timeout=self._sweep_seconds):
@@ -142,7 +200,20 @@ class HandlerPool:
                     elif key.data.receive():
                         self._take(key.data)
                 self._sweep()
-        return None
+            return None
+        finally:
+            self._lead.release()
+
+    def _take_lead(self, spare: bool) -> bool:
+        """Wait for the lead; a ``spare`` thread gives up waiting (False) once another is free to lead, or the pool
+        closes, rather than waiting parked until a request hands the lead on."""
+        if not spare:
+            self._lead.acquire()
+            return True
+        while not self._lead.acquire(timeout=self._sweep_seconds):
+            if self._closing or self._leaves():
+                return False
+        return True
 
     def _answer(self, connection: Connection) -> None:
         # A request already whole behind the one answered (pipelined) raises no event: it is answered here, in turn.
@@ -240,9 +311,12 @@ class HandlerPool:
     def close(self, timeout: float) -> None:
         with self._registry:
             self._closing = True
+        self._closed.set()
         self._wake()
         deadline = time.monotonic() + timeout
-        for thread in self._threads:
+        with self._counts:
+            threads = list(self._threads)
+        for thread in threads:
             thread.join(max(deadline - time.monotonic(), 0))
         with self._registry:
             left = [*self._parked, *self._sending, *self._ready]

@@ -45,6 +45,8 @@ class Incoming:
         self._discard_left: int | None = None
         self._line_start = self._scanned = self._lines = self._field_bytes = 0
         self._due_at = now + self._idle_seconds
+        self._head_begun = False
+        self._begin_head(now)
         self._scan()
 
     def take(self, chunk: bytes) -> None:
@@ -54,11 +56,21 @@ class Incoming:
         elif self._discard_left is not None:
             self._discard_left -= len(chunk)
         else:
-            if not self._bytes and self._body_length is None:
-                # A head's first byte: the head as a whole must arrive within the idle time from now.
-                self._due_at = time.monotonic() + self._idle_seconds
             self._bytes += chunk
+            if self._body_length is None and not self._head_begun:
+                self._begin_head(time.monotonic())
             self._scan()
+
+    def _begin_head(self, now: float) -> None:
+        """Drop the empty lines before a request line (RFC 9112 §2.2: a client may send a CRLF after a body); at the
+        head's first other byte, the head as a whole must arrive within the idle time from now. Empty lines alone
+        never restart it: a client trickling them is closed as idle."""
+        data = self._bytes
+        while data[:2] == b"\r\n" or data[:1] == b"\n":
+            del data[: 2 if data[:1] == b"\r" else 1]
+        if data and data != b"\r":
+            self._head_begun = True
+            self._due_at = now + self._idle_seconds
 
     def due(self) -> bool:
         """Whether the next step can run without waiting for the client."""

@@ -10,9 +10,10 @@ token on in ``Authorization``, so the header would add nothing the token does no
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from oncegate.domain.copies import frozen
 
 # Most readable first: a person's sign-in name (v2, then v1 tokens), else the calling application's id.
 # A display name ("name") is left out: two people may share one, and the record names its reviewer.
@@ -26,7 +27,7 @@ class Role(StrEnum):
     REVIEWER = "OnceGate.Reviewer"
 
 
-@dataclass(frozen=True)
+@frozen
 class Principal:
     """The authenticated caller: a name to record and the app roles the token carries."""
 

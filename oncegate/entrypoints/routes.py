@@ -12,13 +12,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import azure.functions as func
 from azure.functions.decorators.http import HttpTrigger
 
+from oncegate.domain.copies import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class FunctionRoute:
     """One HTTP function of the app: its route template, methods and the pattern compiled from the template."""
 

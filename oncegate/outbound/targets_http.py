@@ -43,10 +43,10 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import IO, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.target_addresses import AddressRefused, IPAddress, check_cidr, refusal, written_address
 from oncegate.domain.target_requests import RequestRefused, check_value, path_under, request_headers
 from oncegate.domain.targets import Failure, Target, TargetAuth, TargetCall, TargetReply
@@ -130,7 +130,7 @@ def system_resolver(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-@dataclass(frozen=True)
+@frozen
 class _Prepared:
     """A call that passed every check but the address: where it goes and what it says."""
 

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.records import Claim, ClaimFilter
 from oncegate.domain.statuses import AttentionReason, ClaimStatus
@@ -36,7 +37,7 @@ WATCHED = (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN, ClaimStatus.FAILED)
 READ_PAGE = 1000
 
 
-@dataclass(frozen=True)
+@frozen
 class NeedsAttention:
     """A claim that needs a person, why, and since when."""
 
@@ -50,7 +51,7 @@ class NeedsAttention:
         return utc_text(self.since), self.claim.claim_id
 
 
-@dataclass(frozen=True)
+@frozen
 class Waiting:
     """How many claims (or conflicts) wait for a person, and since when the oldest of them has."""
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from oncegate.domain.backups import ClaimBackup, Restore
+from oncegate.domain.copies import frozen
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, horizon_days
 from oncegate.domain.marks import StoreMarks
 from oncegate.domain.records import Conflict, FlowRecord, KeySecretRecord, Overlap, ScopeRecord
@@ -223,7 +224,7 @@ def _section(
         on_progress(kind, counts[kind])
 
 
-@dataclass(frozen=True)
+@frozen
 class ExportFile:
     """An export's header and end, read through once to check that it is whole."""
 
@@ -330,24 +331,36 @@ def import_export(
         return report
     done = restore.records_done
     counted, unlisted = _claims_by_scope(export_file)
-    for chunk in _chunks(_records_after(export_file, done), PROGRESS_EVERY):
-        # SQLite commits a chunk and the progress saved with it in one transaction; Table Storage writes each.
-        with store.writing_together():
-            for record in chunk:
-                _write(store, _counted(export_format.restored(record), counted))
-                report.counts[record["record"]] += 1
-            store.flush_index()
-            done += len(chunk)
-            restore = replace(restore, records_done=done)
-            store.save_restore(restore)
-        if on_progress:
-            on_progress(chunk[-1]["record"], done)
-    for scope in unlisted:
-        _write(store, ScopeRecord(scope, claims_by_status=counted[scope]))
-    store.flush_index()
-    mark(store, export_file.store_id, at=now())
-    report.restore = replace(restore, records_done=done, completed_at=now())
-    store.save_restore(report.restore)
+    try:
+        for chunk in _chunks(_records_after(export_file, done), PROGRESS_EVERY):
+            # SQLite commits a chunk and the progress saved with it in one transaction; Table Storage writes each.
+            with store.writing_together():
+                for record in chunk:
+                    _write(store, _counted(export_format.restored(record), counted))
+                    report.counts[record["record"]] += 1
+                store.flush_index()
+                done += len(chunk)
+                restore = replace(restore, records_done=done)
+                store.save_restore(restore)
+            if on_progress:
+                on_progress(chunk[-1]["record"], done)
+        for scope in unlisted:
+            _write(store, ScopeRecord(scope, claims_by_status=counted[scope]))
+        store.flush_index()
+        mark(store, export_file.store_id, at=now())
+        report.restore = replace(restore, records_done=done, completed_at=now())
+        store.save_restore(report.restore)
+    except ConcurrentUpdate:
+        # Another run of this import ended meanwhile (its record says completed): the store is whole and may serve.
+        return _ended_by_another_run(store, report)
+    return report
+
+
+def _ended_by_another_run(store: BackupStore, report: ImportReport) -> ImportReport:
+    ended = store.read_restore()
+    if ended is None or ended.completed_at is None:
+        raise ConcurrentUpdate("the restore record changed while this import saved it")
+    report.restore, report.already_done = ended, True
     return report
 
 
@@ -426,7 +439,22 @@ def _restore_to_go_on(store: BackupStore, export_file: ExportFile, now: datetime
         started_at=now,
         forgotten_until=now + export_file.horizon,
     )
-    store.save_restore(restore)
+    # Two imports may find the store empty at once: the record each saves is kept only over its own export's, so
+    # the store is filled from one export, never from two.
+    try:
+        store.save_restore(restore)
+    except AlreadyExists as exc:
+        other: Restore = exc.existing
+        raise InvalidRequest(
+            f"the store is being restored from another export (of store {other.restored_from}, taken at "
+            f"{moment_text(other.exported_at)}) by an import that began at {moment_text(other.started_at)}: "
+            "import into an empty store.",
+            target="store",
+        ) from None
+    except ConcurrentUpdate:
+        ended = store.read_restore()  # another run of this import began and ended meanwhile
+        assert ended is not None
+        return ended
     return restore
 
 

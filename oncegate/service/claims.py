@@ -15,10 +15,10 @@ runs can never both be told ``proceed`` for one attempt.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from oncegate.domain.copies import replaced
+from oncegate.domain.copies import mutable, replaced
 from oncegate.domain.decisions import (
     UNREAD,
     Change,
@@ -61,7 +61,7 @@ logger = logging.getLogger(__name__)
 HISTORY_PAGE = 50
 
 
-@dataclass
+@mutable
 class Waited:
     """A waiting run's answers left unwritten (issue 36): before a poll, those its earlier polls gave; after, those
     this answer leaves. ``keep``: whether an ``in_progress`` answer may stay unwritten (the wait goes on after it)."""

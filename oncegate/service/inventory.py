@@ -19,12 +19,13 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from oncegate.domain import fingerprint_rules
+from oncegate.domain.copies import frozen, mutable
 from oncegate.domain.key_patterns import declared
 from oncegate.domain.keys import normalise_scope
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_DAYS
@@ -67,7 +68,7 @@ def _page(items: Iterable[T], place: Callable[[T], tuple[str, str]], page: Pagin
     return page_of(items, place, top=page.limit, cursor=page.cursor)
 
 
-@dataclass
+@mutable
 class Tally:
     """What this process counted of one record since its last flush, which the flush makes a delta of.
 
@@ -137,7 +138,7 @@ def _overlap_delta(flows: tuple[Flow, Flow], tally: Tally) -> Overlap:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class _Snapshot:
     """The registrations as one instance last read them."""
 

@@ -28,11 +28,12 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from oncegate.domain.decisions import ClaimAnswer, Intent, idempotency_key
+from oncegate.domain.copies import frozen
+from oncegate.domain.decisions import MAX_RETRY_AFTER_SECONDS, ClaimAnswer, Intent, idempotency_key
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.performing import (
     CALL,
@@ -92,7 +93,7 @@ class PerformRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, Prot
 DataCheck = Callable[[Any, str], list[str]]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class PerformAnswer:
     """What Perform once tells the flow: the decision, the response kept, and the claim it stands on.
 
@@ -163,7 +164,10 @@ class Perform:
         if waiting is None:
             return answer, None
         held_until = intent.now + timedelta(seconds=answer.retry_after_seconds or 1)
-        return replace(answer, retry_after_seconds=waiting.poll_after(intent.now, held_until)), waiting
+        paced = waiting.poll_after(intent.now, held_until)
+        # A call in doubt keeps its reason (a look-up tells only after its deadline); another run's call is paced.
+        told = replace(answer, retry_after_seconds=paced) if early else _making_the_call(answer, paced)
+        return told, waiting
 
     def target(self, name: str) -> Target:
         """The declared target; 400 naming ``target`` when none has that name (a flow never names a URL)."""
@@ -280,7 +284,8 @@ class Perform:
             attempt=claim.attempt,
             reason=_reason(decision, target, reply, outcome.error),
             warnings=[*answer.warnings, *warnings],
-            response=kept,
+            # A call that got no answer (a timeout, a broken connection) has none to give: no status, no parts.
+            response=kept if reply.status is not None else None,
             target_record_id=record,
             idempotency_key=answer.idempotency_key,
             retryable=outcome.retryable,
@@ -425,19 +430,21 @@ class Perform:
 
     # -- polls ------------------------------------------------------------------------------------
 
-    def poll(self, waiting: Waiting, claim_id: str) -> tuple[PerformAnswer, Waiting | None]:
-        """A poll of a Perform once that waits: what the holder got once it ended; it never makes the call."""
+    def poll(self, waiting: Waiting, claim_id: str, *, signed_in: str | None) -> tuple[PerformAnswer, Waiting | None]:
+        """A poll of a Perform once that waits: what the holder got once it ended; it never makes the call. Only the
+        signed-in caller the address was handed to is answered (the target's response is in the answer)."""
         self._core.require_safe_store()
         now = self._core.clock()
         if waiting.expired(now):
             raise InvalidRequest("This poll address expired: run Perform once again.", target=TICKET)
+        self._waits.require_own(waiting, signed_in)
         known = {identity.claim_id for identity in waiting.identities}
         if claim_id not in known:
             raise InvalidRequest("This poll address is not this claim's.", target=TICKET)
         claim = self._store.get_claim(claim_id)
         told = _polled(claim, waiting, now)
         if told.decision is PerformDecision.IN_PROGRESS and not waiting.over(now):
-            return replace(told, retry_after_seconds=waiting.poll_after(now, claim.lease_expires_at)), waiting
+            return _making_the_call(told, waiting.poll_after(now, claim.lease_expires_at)), waiting
         return told, None
 
     # -- the attention timer ------------------------------------------------------------------------
@@ -552,6 +559,15 @@ def _answered(answer: ClaimAnswer) -> PerformAnswer:
     return told
 
 
+def _making_the_call(answer: PerformAnswer, seconds: int) -> PerformAnswer:
+    """``answer`` as in_progress while another run makes the call, asking again after ``seconds``."""
+    return replace(
+        answer,
+        reason=f"Another run is making the call now: ask again in {seconds} s.",
+        retry_after_seconds=seconds,
+    )
+
+
 def _polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
     """What a waiting run is told of the claim as it stands, without taking it: what the holder got."""
     base = PerformAnswer(
@@ -577,7 +593,9 @@ def _polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
             base, decision=PerformDecision.DUPLICATE, reason=f"Done by run {claim.run_id}: reuse its response."
         )
     if claim.status is ClaimStatus.IN_PROGRESS and claim.lease_expires_at and claim.lease_expires_at > now:
-        return replace(base, reason="Another run is making the call now.")
+        # As Check and claim's in_progress: the lease left, within a minute (a poll that goes on paces it anew).
+        left = math.ceil((claim.lease_expires_at - now).total_seconds())
+        return _making_the_call(base, max(1, min(MAX_RETRY_AFTER_SECONDS, left)))
     if claim.status in (ClaimStatus.FAILED, ClaimStatus.RELEASED):
         retryable = claim.status is ClaimStatus.RELEASED or bool(claim.retryable)
         then = "run Perform once again to send it" if retryable else "a person must act"
@@ -587,10 +605,14 @@ def _polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
             retryable=retryable,
             reason=f"The holder's call failed ({claim.error or claim.status.value}): {then}.",
         )
+    # No claim token to settle it with: when to run Perform once again, which looks the record up after the deadline.
+    deadline = call_deadline(claim.data)
+    seconds = max(1, math.ceil((deadline - now).total_seconds())) if deadline is not None else 1
     return replace(
         base,
         decision=PerformDecision.RECONCILE,
-        reason="The holder's call ended in doubt: run Perform once again after its deadline, which looks it up.",
+        reason=f"The holder's call ended in doubt: run Perform once again in {seconds} s, which looks it up.",
+        retry_after_seconds=seconds,
     )
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -48,6 +48,7 @@ from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_RETENTION_DAYS,
 from oncegate.domain.records import Claim, ClaimFilter, ScopeRecord
 from oncegate.domain.safeguard import check_clock
 from oncegate.domain.statuses import ClaimStatus
+from oncegate.domain.store_id import check_store_id
 from oncegate.errors import ClockSkewed, ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.service.inventory import Inventory, open_conflicts
 from oncegate.stores.port import ClaimListing, ClaimWrites, ConflictRecords, InventoryRecords, StoreMarkRecords
@@ -214,7 +215,8 @@ class Retention:
         self._workers = workers
 
     def _check_clock(self) -> None:
-        """Refuse to purge on a clock the store's own time contradicts, as an instance refuses to claim on one.
+        """Refuse to purge on a clock the store's own time contradicts, as an instance refuses to claim on one, or on
+        a store the app refuses (``NotConfigured``).
 
         A purge deletes what its clock says is old: on a machine running ahead (a wrong time on the operator's
         laptop), claims past no retention and tombstones before their horizon were deleted, and their keys were
@@ -222,6 +224,9 @@ class Retention:
         """
         asked_at = self._wall_clock()
         marks = self._store.read_marks()
+        # Nor on a store the app refuses: one half imported holds none of its scopes yet (they come last in an
+        # export), and tombstones a scope keeps past the default horizon were purged as past it.
+        check_store_id(marks, pinned=None, seen=None, fresh="", may_start=True)
         try:
             check_clock(replace(marks, asked_at=asked_at, answered_at=self._wall_clock()))
         except ClockSkewed as skewed:
@@ -256,9 +261,7 @@ class Retention:
         """
         self._check_clock()
         now = now or self._clock()
-        scopes = self._store.list_scopes()
-        retention = {record.scope: record.retention_days or DEFAULT_RETENTION_DAYS for record in scopes}
-        horizon = {record.scope: horizon_days(record) for record in scopes}
+        retention, _ = self._limits()
         # One list for every scope: from the shortest retention on, each claim is then held to its own.
         changed_before = now - timedelta(days=min([DEFAULT_RETENTION_DAYS, *retention.values()]))
         deadline = None if time_budget is None else time.monotonic() + time_budget.total_seconds()
@@ -266,15 +269,7 @@ class Retention:
         with ThreadPoolExecutor(self._workers, thread_name_prefix="oncegate-purge") as pool:
             while not report.finished:
                 try:
-                    self._page(
-                        report,
-                        pool,
-                        now=now,
-                        changed_before=changed_before,
-                        retention=retention,
-                        horizon=horizon,
-                        size=page_size,
-                    )
+                    self._page(report, pool, now=now, changed_before=changed_before, size=page_size)
                 except StoreUnavailable as exc:
                     report.error = exc.message
                     break
@@ -285,25 +280,23 @@ class Retention:
                 ):
                     break
             if report.finished and report.error is None:
-                self._tombstones(report, pool, now=now, horizon=horizon, size=page_size, deadline=deadline)
+                self._tombstones(report, pool, now=now, size=page_size, deadline=deadline)
         if not dry_run:
             self._flush_counts()
         return report
 
-    def _page(
-        self,
-        report: PurgeReport,
-        pool: Executor,
-        *,
-        now: datetime,
-        changed_before: datetime,
-        retention: Mapping[str, int],
-        horizon: Mapping[str, int],
-        size: int,
-    ) -> None:
+    def _limits(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Each scope's retention and horizon in days, read for each page: a scope set while a purge runs (a
+        horizon lengthened for keys that come back later than thought) holds from the purge's next page on."""
+        scopes = self._store.list_scopes()
+        retention = {record.scope: record.retention_days or DEFAULT_RETENTION_DAYS for record in scopes}
+        return retention, {record.scope: horizon_days(record) for record in scopes}
+
+    def _page(self, report: PurgeReport, pool: Executor, *, now: datetime, changed_before: datetime, size: int) -> None:
         page = self._store.list_claims(
             ClaimFilter(FINISHED, changed_before=changed_before), limit=size, cursor=report.cursor
         )
+        retention, horizon = self._limits() if page.items else ({}, {})
         # Read for each page, so that a conflict opened while a long purge runs still keeps its claim.
         disputed = {conflict.claim_id for conflict in open_conflicts(self._store)} if page.items else set()
         doomed = []
@@ -347,19 +340,19 @@ class Retention:
         pool: Executor,
         *,
         now: datetime,
-        horizon: Mapping[str, int],
         size: int,
         deadline: float | None,
     ) -> None:
         """Delete the tombstones whose scope's horizon is over, counted from the claim's last change."""
-        matching = ClaimFilter(
-            (ClaimStatus.SUCCEEDED,),
-            tombstones=True,
-            changed_before=now - timedelta(days=min([DEFAULT_HORIZON_DAYS, *horizon.values()])),
-        )
         cursor: str | None = None
         while True:
             try:
+                _, horizon = self._limits()
+                matching = ClaimFilter(
+                    (ClaimStatus.SUCCEEDED,),
+                    tombstones=True,
+                    changed_before=now - timedelta(days=min([DEFAULT_HORIZON_DAYS, *horizon.values()])),
+                )
                 page = self._store.list_claims(matching, limit=size, cursor=cursor)
             except StoreUnavailable as exc:
                 report.error = exc.message

@@ -21,10 +21,11 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.records import FingerprintRules, Flow, FlowRecord, Overlap, ScopeRecord
 from oncegate.errors import ConcurrentUpdate, OnceGateError, StoreUnavailable
 from oncegate.stores.port import InventoryRecords
@@ -124,7 +125,7 @@ class Counted(NamedTuple):
     overlaps: list[Overlap]
 
 
-@dataclass(frozen=True)
+@frozen
 class _Kind(Generic[K, R]):
     """One kind of inventory record: how it is keyed, made afresh, added to, listed and saved."""
 

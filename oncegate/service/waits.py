@@ -73,6 +73,15 @@ class Waits:
             return _paced(answer, waiting, now), replace(waiting, unwritten=waited.unwritten)
         return answer, None
 
+    def require_own(self, waiting: Waiting, signed_in: str | None) -> None:
+        """400 naming ``ticket`` unless the poll comes from the signed-in caller the address was handed to (if any):
+        an address is in the run's history, read by whoever may read the flow's runs (Perform once's polls too)."""
+        ring = self._core.keys
+        if waiting.granted_to is not None and not (
+            signed_in and any(waiting.granted_to == hasher.signed_in_digest(signed_in) for hasher in ring.lookup_order)
+        ):
+            raise InvalidRequest("This poll address was handed to another signed-in caller.", target=TICKET)
+
     def waiting(self, intent: Intent, deadline: datetime) -> Waiting | None:
         """The run as its polls ask again until ``deadline`` (Perform once's waits too); None when they could not
         (the answer stands, 200 as without wait)."""
@@ -109,10 +118,7 @@ class Waits:
         """The waiting run's Check and claim, under the key secrets this instance knows now."""
         ring = self._core.keys
         hashers = {hasher.key_id: hasher for hasher in ring.lookup_order}
-        if waiting.granted_to is not None and not (
-            signed_in and any(waiting.granted_to == hasher.signed_in_digest(signed_in) for hasher in ring.lookup_order)
-        ):
-            raise InvalidRequest("This poll address was handed to another signed-in caller.", target=TICKET)
+        self.require_own(waiting, signed_in)
 
         known = [(hashers[mine.key_id], mine) for mine in waiting.identities if mine.key_id in hashers]
 

@@ -274,10 +274,12 @@ class BackupRecords(Protocol):
         ``ClaimBackup.changed_at``)."""
 
     def restore_claim(self, backup: ClaimBackup) -> None:
-        """Write the claim, its history and its fingerprint records as they are in ``backup``, whatever is there.
+        """Write the claim, its history and its fingerprint records as they are in ``backup``.
 
-        Idempotent: written again, it leaves the same claim. The history goes before the claim's row, so a
-        restore cut short never leaves a claim without part of its history once its row is there.
+        ``AlreadyExists`` when the claim's row is there, which is left as it is: an earlier run of the import wrote
+        it whole, or a run beside this one did, after which the app may have changed it. The history goes before
+        the claim's row, so a restore cut short never leaves a claim without part of its history once its row is
+        there; its history rows written again, before its row, are written over.
         """
 
     def stored_contents(self) -> list[str]:
@@ -285,7 +287,10 @@ class BackupRecords(Protocol):
         ``store id``); empty for a store that holds nothing. The restore record is not counted."""
 
     def save_restore(self, restore: Restore) -> None:
-        """Write the restore record, whatever was there."""
+        """Write the restore record where none is, or over one of the same export not completed.
+
+        ``AlreadyExists`` (carrying the record) over another export's: two imports met in the store. And
+        ``ConcurrentUpdate`` over a completed one: another run of the import ended (``refuse_writing_over``)."""
 
 
 class RestoreReads(Protocol):

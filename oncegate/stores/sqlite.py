@@ -604,6 +604,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
                 holds = not whole and _missing_as_none(
                     connection, "SELECT 1 FROM claims WHERE ClaimId != ? LIMIT 1", (MARK_ROW,)
                 )
+                restoring = _missing_as_none(connection, "SELECT 1 FROM restores WHERE CompletedAt IS NULL")
             finally:
                 if not together:
                     connection.execute("COMMIT")
@@ -613,6 +614,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             tables=tables,
             tables_marked=bool(identity and identity["TablesMarked"]),
             holds_claims=bool(holds),
+            restoring=bool(restoring),
         )
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:

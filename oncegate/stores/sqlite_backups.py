@@ -124,9 +124,14 @@ class SqliteBackups:
         return iter([(row["ClaimId"], str(row["Version"])) for row in rows])
 
     def restore_claim(self, backup: ClaimBackup) -> None:
-        """The claim, its history and its fingerprint records in one transaction, each row written over."""
+        """The claim, its history and its fingerprint records in one transaction; ``AlreadyExists`` when the claim
+        is there (one transaction wrote it whole: an earlier run of the import, or one running beside this one)."""
+        from oncegate.errors import AlreadyExists
+
         claim = backup.claim
         with self._write() as connection:
+            if connection.execute("SELECT 1 FROM claims WHERE ClaimId = ?", (claim.claim_id,)).fetchone():
+                raise AlreadyExists(None)
             connection.execute("DELETE FROM history WHERE ClaimId = ?", (claim.claim_id,))
             connection.execute("DELETE FROM fingerprints WHERE ClaimId = ?", (claim.claim_id,))
             for event in backup.events:
@@ -135,8 +140,7 @@ class SqliteBackups:
                 connection.execute(
                     *_insert("fingerprints", {**_sql_row(columns.fingerprint_to_row(record)), "Version": 1})
                 )
-            insert, values = _insert("claims", {**_claim_row(claim), "Version": _first_version()})
-            connection.execute(insert.replace("INSERT", "INSERT OR REPLACE", 1), values)
+            connection.execute(*_insert("claims", {**_claim_row(claim), "Version": _first_version()}))
 
     def stored_contents(self) -> list[str]:
         """What the tables hold; the mark rows of ``claims`` and ``key_ids`` count as the store's id."""
@@ -152,7 +156,12 @@ class SqliteBackups:
         return None if row is None else columns.restore_from_row(dict(row))
 
     def save_restore(self, restore: Restore) -> None:
+        from oncegate.domain.backups import refuse_writing_over
+
         row = _sql_row(columns.restore_to_row(restore))
         with self._write() as connection:
+            stored = connection.execute("SELECT * FROM restores").fetchone()
+            if stored is not None:
+                refuse_writing_over(columns.restore_from_row(dict(stored)), restore)
             connection.execute("DELETE FROM restores")
             connection.execute(*_insert("restores", row))

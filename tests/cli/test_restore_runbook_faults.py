@@ -60,7 +60,7 @@ REMEDIES = {
     "export": "An export cut short leaves no file of its name",
     "aside": "A move cut short: run the block again; it moves what is left",
     "import": "Cut short (Ctrl+C, an outage, the process killed), run the same command again",
-    "stale": "To import another export instead, empty the store again (step 2)",
+    "stale": "To import another export instead, before the app serves the restored store (step 4), empty the store",
     "running": "An instance left running while the store was emptied or imported does not serve it",
 }
 

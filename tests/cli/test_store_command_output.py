@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +21,10 @@ import pytest
 from azure.data.tables import TableServiceClient
 
 from oncegate.cli import main
+from oncegate.domain.keys import KeyHasher
+from oncegate.stores.sqlite import SqliteStore
+from tests.gate import Gate
+from tests.service.calls import claim
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -126,3 +131,20 @@ def test_a_table_storage_endpoint_nobody_signed_in_to_is_one_line_naming_az_logi
         in refused.stderr
     )
     assert "Sign in with az login" in refused.stderr
+
+
+def test_an_exports_summary_writes_every_time_as_the_command_writes_times(tmp_path: Path) -> None:
+    """operations.md, *The oncegate command*: times read the same everywhere. The expiry line wrote the end
+    record's text (``2027-12-07T09:34:15.317060+00:00``) under a start written ``2026-12-07T09:34:15.316196Z``."""
+    database = tmp_path / ".oncegate" / "oncegate.db"
+    database.parent.mkdir()
+    gate = Gate(SqliteStore(database), KeyHasher("s" * 40))
+    claim(gate, key="SO-1")
+    gate.close()
+
+    done = oncegate(tmp_path, {"ONCEGATE_KEY_SECRET": "s" * 40}, "store", "export", "export.jsonl.gz")
+
+    assert done.returncode == 0, done.stderr
+    times = re.findall(r"\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:\d\d)", done.stdout)
+    assert len(times) == 3, done.stdout
+    assert all(time.endswith("Z") for time in times), done.stdout

@@ -154,3 +154,24 @@ def test_readme_says_which_files_to_import() -> None:
         assert f"`{path}`" in readme
     for tool in ("paconn create", "pac connector create", "Import an OpenAPI file"):
         assert tool in readme
+
+
+def test_every_guide_tells_a_perform_once_reconcile_without_a_claim_token_when_to_run_again(
+    definition: dict[str, Any],
+) -> None:
+    """Perform once's reconcile comes with a Claim Token (this run holds the claim) or without one (the call just
+    ended in doubt, or ended so for the holder a waiting run waited for): Record result needs the token, so each
+    guide's reconcile step says what to do without it, by the field that answer carries. The connector README's
+    said only to record a result, which without a token is a 400 naming claimToken."""
+    answer = resolve(definition, definition["definitions"]["PerformResponse"])["properties"]
+    token, when = answer["claimToken"]["x-ms-summary"], answer["retryAfterSeconds"]["x-ms-summary"]
+    readme = README.read_text(encoding="utf-8")
+    recipe = RECIPE.read_text(encoding="utf-8").split("## Create the order with Perform once")[1]
+    steps = {
+        "connector/README.md": re.search(r"^\| `reconcile` \(Perform once\) \|.*$", readme, re.MULTILINE),
+        "the recipe": re.search(r"^- `reconcile`:.*?(?=^- |^\S)", recipe, re.MULTILINE | re.DOTALL),
+    }
+    for guide, step in steps.items():
+        assert step is not None, guide
+        assert f"**{token}**" in step.group(0), guide
+        assert f"**{when}**" in " ".join(step.group(0).split()), guide

@@ -28,18 +28,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-# Each shell as a new terminal starts it, without the reader's start-up files.
-SHELLS = {"bash": ["bash", "--norc", "--noprofile", "-i"], "zsh": ["zsh", "-f", "-i"]}
+# Each shell as a new terminal starts it, without the reader's start-up files; sh is dash, a POSIX sh (Debian's
+# and Ubuntu's /bin/sh), which reads no start-up file unless ENV names one.
+SHELLS = {"bash": ["bash", "--norc", "--noprofile", "-i"], "zsh": ["zsh", "-f", "-i"], "sh": ["dash", "-i"]}
 # No prompts to tell apart from the output; a failing command's trap (typed split, so its echo never matches).
+# A POSIX sh has no trap for a failing command: what one printed (curl's error, a traceback) is its complaint.
 SETUP = {
     "bash": 'PS1=; PS2=; set -E; trap \'echo "::fail""ed with status $?: $BASH_COMMAND" >&2\' ERR\n',
     "zsh": 'PS1=; PS2=; trap \'echo "::fail""ed with status $?" >&2\' ZERR\n',
+    "sh": "PS1=; PS2=\n",
 }
 MARK = re.compile(r"::(?P<what>block|exit) (?P<index>\d+)(?: (?P<status>\d+))?")
 FAILED = re.compile(r"::failed with status \d+.*")
 # What a shell says when a pasted line is not what it was meant to be.
 COMPLAINTS = re.compile(
-    r"command not found|parse error|syntax error|unmatched|no such file or directory|bad pattern|no matches found",
+    r"command not found|parse error|syntax error|unmatched|no such file or directory|bad pattern|no matches found"
+    r"|^Traceback |curl: \(\d+\)",
     re.IGNORECASE,
 )
 ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][A-Z0-9]|[=>])")

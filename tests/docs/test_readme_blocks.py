@@ -1,7 +1,8 @@
 """The shell blocks of the README and the Power Automate recipe run as pasted against a served OnceGate.
 
-A file's blocks run in order in one shell, bash and then zsh (macOS's default), as a reader pastes them
-into one terminal. Twice over: sourced by ``bash -c`` and ``zsh -f -c``, where the output must show what
+A file's blocks run in order in one shell, bash, zsh (macOS's default) and a POSIX sh (dash, Debian's and
+Ubuntu's /bin/sh), as a reader pastes them into one terminal. Twice over: sourced by ``bash -c``, ``zsh -f -c``
+and ``dash -c``, where the output must show what
 the block's output block (a ``text`` block right after it) says, in order, and then all of them again
 (pasting twice must work too); and typed once into a real interactive shell on a pseudo-terminal
 (``tests/docs/terminal.py``), started with no start-up files, where each block must end with status 0,
@@ -29,13 +30,18 @@ DOCUMENTS = [REPO / "README.md", REPO / "connector" / "samples" / "power-automat
 SHOWN = {"proceed", "in_progress", "duplicate", "reconcile", "conflict"}
 TIMEOUT_SECONDS = 120
 # Each failing command, as the shell's error trap reports it (bash: errtrace, in functions too; zsh's
-# ZERR fires in functions as it is).
+# ZERR fires in functions as it is). A POSIX sh has no such trap: there a failed command shows by what it
+# printed (``UNANSWERED``) and by what the block then fails to show.
 PRELUDES = {
     "bash": "set -E\ntrap 'echo \"::failed with status $?: $BASH_COMMAND\" >&2' ERR\n",
     "zsh": "trap 'echo \"::failed with status $?\" >&2' ZERR\n",
+    "sh": "",
 }
-# zsh without its start-up files: the reader's own .zshrc is not what is tested.
-COMMANDS = {"bash": ["bash", "-c"], "zsh": ["zsh", "-f", "-c"]}
+# zsh without its start-up files: the reader's own .zshrc is not what is tested. sh is dash, the POSIX sh of
+# Debian and Ubuntu, which has none of bash's and zsh's extras ($RANDOM is empty there).
+COMMANDS = {"bash": ["bash", "-c"], "zsh": ["zsh", "-f", "-c"], "sh": ["dash", "-c"]}
+# What a command that failed prints in any shell: curl's error, or a Python helper's traceback.
+UNANSWERED = re.compile(r"^(curl: \(\d+\)|Traceback )", re.MULTILINE)
 ZSH_MISSING = (
     "zsh is not installed: apt-get install zsh (Debian, Ubuntu; .ci/run does), dnf install zsh, or brew install "
     "zsh; macOS has it"
@@ -45,8 +51,9 @@ MARK = re.compile(r"^::(?P<what>block|exit) (?P<index>\d+)(?: (?P<status>\d+))?$
 
 def shell(name: str) -> str:
     """``name`` when it is installed; the test is skipped, saying how to install it, when it is not."""
-    if shutil.which(name) is None:
-        pytest.skip(ZSH_MISSING if name == "zsh" else f"{name} is not installed")
+    program = COMMANDS[name][0]
+    if shutil.which(program) is None:
+        pytest.skip(ZSH_MISSING if name == "zsh" else f"{program} is not installed")
     return name
 
 
@@ -84,6 +91,7 @@ def run_in_one_shell(
 
 def problems(block: ShellBlock, status: int | None, output: str) -> list[str]:
     found = [line for line in output.splitlines() if line.startswith("::failed")]
+    found += [match.group(0) for match in UNANSWERED.finditer(output)]
     if status != 0:
         found.append(f"ended with status {status}")
     position = 0

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -294,3 +295,29 @@ def test_a_live_claim_goes_back_only_to_the_caller_it_was_granted_to(api: Api, l
     assert (first.status, first.body["decision"]) == (200, "proceed")
     assert (by_other.body["decision"], by_other.body.get("claimToken")) == ("in_progress", None)
     assert (again.body["decision"], again.body["claimToken"]) == ("proceed", first.body["claimToken"])
+
+
+def test_a_poll_address_goes_back_only_to_the_caller_it_was_handed_to(api: Api, local_entra: LocalEntra) -> None:
+    # A poll may grant the claim: another signed-in caller who came by the address (a run's history shows it) must
+    # get neither the grant nor the holder's answer.
+    body = {
+        "scope": "erp.create-order",
+        "key": "SO-polled",
+        "runId": "08585-run",
+        "flow": {"name": "Create ERP order", "environment": "Default-contoso"},
+        "payload": {"amount": 10},
+    }
+    holder, waiter, other = (flow(local_entra, azp=app, oid=app) for app in ("app-holder", "app-waiter", "app-other"))
+    assert api.call("check_and_claim", body, headers=holder).body["decision"] == "proceed"
+    asked = api.call("check_and_claim", {**body, "runId": "08586-run", "wait": True}, headers=waiter)
+    parts = urlsplit(asked.headers["location"])
+    route, params = {"claimId": parts.path.split("/")[-2]}, dict(parse_qsl(parts.query))
+
+    by_other = api.call("wait_for_claim", route=route, params=params, headers=other)
+    by_key = api.call("wait_for_claim", route=route, params=params)
+    by_waiter = api.call("wait_for_claim", route=route, params=params, headers=waiter)
+
+    assert asked.status == 202
+    assert (by_other.status, by_other.code, by_other.targets) == (400, "invalid_request", ["ticket"])
+    assert by_key.status == 401
+    assert (by_waiter.status, by_waiter.body["decision"]) == (202, "in_progress")

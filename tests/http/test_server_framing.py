@@ -428,8 +428,30 @@ def test_a_body_trickled_slower_than_the_idle_time_is_refused_and_frees_the_hand
 
 @pytest.mark.parametrize(
     "target",
-    [b"[::1/api/health", b"x@[zz]/api/health", b"@gate.example/api/health", b"http://gate.example/api/health"],
-    ids=["bracket-unclosed", "bracket-not-an-address", "userinfo", "absolute-form"],
+    [
+        b"[::1/api/health",
+        b"x@[zz]/api/health",
+        b"@gate.example/api/health",
+        b"http://evil@gate.example/api/health",
+        b"http://[zz]/api/health",
+        b"http:///api/health",
+        b"http://:8443/api/health",
+        b"http://gate.example/api/health#top",
+        b"ftp://gate.example/api/health",
+        b"http:/api/health",
+    ],
+    ids=[
+        "bracket-unclosed",
+        "bracket-not-an-address",
+        "userinfo",
+        "absolute-form-userinfo",
+        "absolute-form-bracket-not-an-address",
+        "absolute-form-no-host",
+        "absolute-form-port-alone",
+        "absolute-form-fragment",
+        "absolute-form-not-http",
+        "absolute-form-one-slash",
+    ],
 )
 def test_a_target_that_is_not_a_path_is_a_400_and_never_names_another_host(
     local_server: tuple[str, int], target: bytes
@@ -439,6 +461,85 @@ def test_a_target_that_is_not_a_path_is_a_400_and_never_names_another_host(
     answer = refused(local_server, b"GET " + target + b" HTTP/1.1\r\nHost: test\r\n\r\n")
 
     assert (answer.status, answer.error["code"]) == (400, "invalid_request"), answer
+
+
+@pytest.mark.parametrize(
+    "target",
+    [b"http://127.0.0.1:7071/api/health", b"HTTPS://gate.example/api/health", b"http://[::1]:7071/api/health/"],
+)
+def test_an_absolute_form_target_is_served_by_its_path(local_server: tuple[str, int], target: bytes) -> None:
+    # RFC 9112 §3.2.2: a server must accept the absolute form (a client talking to it as to a proxy sends it).
+    with connected(local_server) as (sock, reader):
+        sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: test\r\n\r\n")
+        answer = read_answer(reader)
+        assert answer.status == 200, answer
+        assert json.loads(answer.body)["status"] in ("ok", "degraded")
+        # The connection is kept, as for an origin-form target.
+        sock.sendall(HEALTH)
+        assert read_answer(reader).status == 200
+
+
+@pytest.mark.parametrize("target", [b"http://gate.example", b"http://gate.example?top=5"])
+def test_an_absolute_form_target_without_a_path_is_the_root(local_server: tuple[str, int], target: bytes) -> None:
+    # "http://host" is the path "/" (RFC 9112 §3.2.1): answered where routes live, never closed unanswered.
+    with connected(local_server) as (sock, reader):
+        sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: test\r\n\r\n")
+        answer = read_answer(reader)
+
+    assert (answer.status, answer.error["message"]) == (404, "Routes live under /api/, such as GET /api/health.")
+
+
+def test_an_absolute_form_target_keeps_its_query_and_links_name_the_host_header(
+    local_server: tuple[str, int], wired: Gate
+) -> None:
+    for number in range(3):
+        wired.check_and_claim(ClaimRequest(scope="s", key=f"SO-absolute-{number}", runId="r"))
+    target = b"http://elsewhere.example/api/claim-list?status=in_progress&top=1"
+    with connected(local_server) as (sock, reader):
+        sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: gate.example:8443\r\n\r\n")
+        answer = read_answer(reader)
+
+    assert answer.status == 200, answer
+    listed = json.loads(answer.body)
+    assert len(listed["value"]) == 1
+    # The Host header, checked as every Host is, names the server for links; the target's authority is not used.
+    assert listed["nextLink"].startswith("http://gate.example:8443/api/claim-list?")
+
+
+def test_an_absolute_form_body_is_held_to_its_routes_limit(local_server: tuple[str, int]) -> None:
+    # The limit is the target's path's: a bulk call's body is invited, a single claim's refused.
+    head = b"POST http://test/api/%b HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n"
+    with connected(local_server) as (sock, reader):
+        sock.sendall(head % (b"claims/batch", 50 * MAX_BODY_BYTES))
+        invited = read_answer(reader)
+    over = refused(local_server, head % (b"claims", 50 * MAX_BODY_BYTES))
+
+    assert invited.status == 100
+    assert (over.status, over.error["code"]) == (413, "too_large")
+
+
+@pytest.mark.parametrize("before", [b"\r\n", b"\n", b"\r\n\r\n"], ids=["crlf", "lf", "two-crlf"])
+def test_empty_lines_before_a_request_line_are_ignored(local_server: tuple[str, int], before: bytes) -> None:
+    # RFC 9112 §2.2: a server should ignore at least one empty line before a request line (a client may send a CRLF
+    # after a body). It read the empty line as a request line of no words and closed the connection unanswered.
+    claim = json.dumps({"scope": "s", "key": "SO-crlf", "runId": "r"}).encode()
+    with connected(local_server) as (sock, reader):
+        sock.sendall(before + HEALTH + post(b"Content-Length: %d\r\n" % len(claim), claim) + before + HEALTH)
+        answers = [read_answer(reader).status for _ in range(3)]
+
+    assert answers == [200, 200, 200]
+
+
+def test_empty_lines_alone_never_restart_the_idle_time() -> None:
+    # Else a client sending a CRLF every 29 s would hold its connection for ever.
+    incoming = Incoming(30.0)
+    idle_until = incoming.due_at()
+    for chunk in (b"\r\n", b"\n", b"\r", b"\n"):
+        incoming.take(chunk)
+
+    assert (incoming.idle, incoming.due(), incoming.due_at()) == (True, False, idle_until)
+    incoming.take(HEALTH)
+    assert (incoming.due(), incoming.head()) == (True, HEALTH)
 
 
 def test_fields_of_exactly_64_kib_are_read_however_the_empty_line_arrives() -> None:

@@ -460,9 +460,9 @@ class Evaluator:
     for its value, like a parameter), ``?:`` (only the chosen branch is evaluated, as ARM's ``if()``),
     ``&&``/``||`` (short-circuit), comparisons, ``!``, ``??``, ``.`` and ``.?`` on objects, and the
     functions ``empty``, ``length``, ``union``, ``concat``, ``contains``, ``toLower``, ``toUpper``, ``replace``,
-    ``endsWith``, ``startsWith``, ``substring``, ``take``, ``join``, ``json``, ``fail``, ``filter`` and ``toObject``
-    with their lambdas and ``[for x in items: ...]`` (one variable each); ``object[key]``. Anything
-    else (a reference to a deployed resource, a module's output) raises ``NotLiteral``.
+    ``endsWith``, ``startsWith``, ``max``, ``min``, ``substring``, ``take``, ``join``, ``json``, ``fail``,
+    ``filter`` and ``toObject`` with their lambdas and ``[for x in items: ...]`` (one variable each);
+    ``object[key]``. Anything else (a reference to a deployed resource, a module's output) raises ``NotLiteral``.
     """
 
     def __init__(self, file: BicepFile, params: dict[str, Any] | None = None) -> None:
@@ -591,6 +591,9 @@ class Evaluator:
             return values[0] is None or len(values[0]) == 0
         if name == "length":
             return len(values[0])
+        if name in ("max", "min"):
+            flat = [item for value in values for item in (value if isinstance(value, list) else [value])]
+            return max(flat) if name == "max" else min(flat)
         if name == "union":
             if all(isinstance(value, dict) for value in values):
                 return {key: value for part in values for key, value in part.items()}

@@ -105,9 +105,14 @@ class Erp:
         return Counter(order for order, _ in self.made)
 
 
+# A strike's step that counts every call of the run, the connector's and the target's alike.
+ANY_STEP = "any"
+
+
 @dataclass(frozen=True)
 class Strike:
-    """A fault at the ``nth`` call of a step (``claims/batch``, ``claims/results`` or ``create``), for ``times`` calls
+    """A fault at the ``nth`` call of a step (``claims/batch``, ``claims/results``, ``create``, ``look-up``, or
+    ``ANY_STEP``: the run's nth call of any of them), for ``times`` calls
     in a row: the call is applied first when ``after``; then its answer is lost (a connection that failed), or the
     run ends there when ``kill``."""
 
@@ -126,8 +131,11 @@ class Faults:
 
     def around(self, step: str, send: Callable[[], tuple[int, Any]]) -> tuple[int, Any]:
         self.counted[step] += 1
+        self.counted[ANY_STEP] += 1
         strike = self.strike
-        if strike is None or strike.step != step or not strike.nth <= self.counted[step] < strike.nth + strike.times:
+        if strike is None or strike.step not in (step, ANY_STEP):
+            return send()
+        if not strike.nth <= self.counted[strike.step] < strike.nth + strike.times:
             return send()
         self.fired += 1
         if strike.after:
@@ -155,12 +163,20 @@ STRIKES = {
 
 
 def run(
-    definition: dict[str, Any], call: Call, target: Target, clock: FakeClock, name: str, store_kind: str = "sqlite"
+    definition: dict[str, Any],
+    call: Call,
+    target: Target,
+    clock: FakeClock,
+    name: str,
+    store_kind: str = "sqlite",
+    *,
+    rows: list[dict[str, Any]] | None = None,
 ) -> Run:
-    """The import, run by the engine with its default retry policy; its waits move the test's clock."""
-    rows = {"rows": import_rows(store_kind)}
+    """The import (``rows``, else the store's), run by the engine with its default retry policy; its waits move the
+    test's clock."""
+    trigger = {"rows": import_rows(store_kind) if rows is None else rows}
     return Run(
-        definition, rows, call, PARAMETERS, name=name, retries=DEFAULT_RETRIES, target=target, sleep=clock.advance
+        definition, trigger, call, PARAMETERS, name=name, retries=DEFAULT_RETRIES, target=target, sleep=clock.advance
     ).start()
 
 
@@ -233,6 +249,8 @@ def import_with_a_fault(
     strike: Strike | None,
     erp: Erp,
     store_kind: str = "sqlite",
+    *,
+    rows: list[dict[str, Any]] | None = None,
 ) -> None:
     """The import with the fault (None: the store cut mid-call), then the rerun and a run after the lease."""
     faults = Faults(strike)
@@ -252,20 +270,20 @@ def import_with_a_fault(
     def target(request: dict[str, Any]) -> tuple[int, Any]:
         return faults.around("create" if request["method"] == "POST" else "look-up", lambda: erp(request))
 
-    rows = import_rows(store_kind)
+    rows = import_rows(store_kind) if rows is None else rows
     orders = {row["orderNumber"] for row in rows}
     started = clock.now
     with contextlib.suppress(Killed):
-        first = outcome(run(definition, call, target, clock, "run-1", store_kind))
+        first = outcome(run(definition, call, target, clock, "run-1", store_kind, rows=rows))
         # A run the fault did not end does every row itself, and never waits for a lease to run out: a call sent
         # again whole is given back the claims its lost answer held.
         assert (first["held"], first["failed"]) == ([], [])
         assert sorted(first["proceeded"] + first["skippedAsDone"]) == sorted(row["rowId"] for row in rows)
         assert (clock.now - started).total_seconds() < LEASE_SECONDS
     assert faults.fired, "the fault never struck"
-    rerun = outcome(run(definition, call_app, erp, clock, "run-2", store_kind))
+    rerun = outcome(run(definition, call_app, erp, clock, "run-2", store_kind, rows=rows))
     clock.advance(LEASE_SECONDS)
-    after_the_lease = outcome(run(definition, call_app, erp, clock, "run-3", store_kind))
+    after_the_lease = outcome(run(definition, call_app, erp, clock, "run-3", store_kind, rows=rows))
 
     assert erp.orders() == dict.fromkeys(orders, 1), "an order missing or made twice"
     assert (rerun["held"], rerun["failed"]) == ([], [])
@@ -309,3 +327,53 @@ def test_a_row_whose_look_up_fails_is_listed_as_failed_and_done_by_the_run_after
     assert "row-0" not in rerun["proceeded"] + rerun["skippedAsDone"] + rerun["held"]
     assert (after_the_lease["proceeded"], after_the_lease["failed"]) == (["row-0"], [])
     assert erp.orders() == dict.fromkeys({row["orderNumber"] for row in import_rows()}, 1)
+
+
+# A small import for the sweep below: 8 orders, the first one repeated twice in the page and another once, so that
+# a clean run makes every kind of call (claims, the held rows' second pass, creates, results) in 11 calls.
+SMALL_IMPORT = [
+    {"rowId": f"row-{n}", "orderNumber": f"SO-{n:04d}", "customer": "Contoso", "amount": 10.0 + n} for n in range(8)
+]
+SMALL_IMPORT[2:2] = [{**SMALL_IMPORT[0], "rowId": "row-r1"}]
+SMALL_IMPORT[5:5] = [{**SMALL_IMPORT[0], "rowId": "row-r2"}]
+SMALL_IMPORT.append({**SMALL_IMPORT[3], "rowId": "row-r3"})
+SMALL_IMPORT_CALLS = 11
+# How the run meets the fault at its nth call: the call never arrives, its answer is lost after it was applied, or
+# the run ends (its host lost) before or after it.
+# (after, kill) of the strike.
+WAYS = {
+    "refused": (False, False),
+    "applied, answer lost": (True, False),
+    "run ended before it": (False, True),
+    "run ended after it": (True, True),
+}
+
+
+def test_the_small_import_makes_every_kind_of_call_in_the_calls_the_sweep_strikes(
+    definition: dict[str, Any], call_app: Call, store: FaultyStore, clock: FakeClock
+) -> None:
+    faults = Faults(None)
+    erp = Erp()
+
+    def call(method: str, path: str, body: Any) -> tuple[int, Any]:
+        return faults.around(path.removeprefix("/api/"), lambda: call_app(method, path, body))
+
+    def target(request: dict[str, Any]) -> tuple[int, Any]:
+        return faults.around("create" if request["method"] == "POST" else "look-up", lambda: erp(request))
+
+    outcome(run(definition, call, target, clock, "run-1", rows=SMALL_IMPORT))
+
+    assert faults.counted == {ANY_STEP: SMALL_IMPORT_CALLS, "claims/batch": 2, "create": 8, "claims/results": 1}
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+@pytest.mark.parametrize("nth", range(1, SMALL_IMPORT_CALLS + 1))
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_fault_at_every_call_of_the_import_leaves_no_row_undone_and_none_done_twice(
+    definition: dict[str, Any], call_app: Call, store: FaultyStore, clock: FakeClock, nth: int, way: str
+) -> None:
+    """The cases above strike chosen calls of a large import; this strikes each call of a small one in turn, in every
+    way, the connector's and the target's alike (44 imports of three runs each, 2 s of CPU)."""
+    after, kill = WAYS[way]
+    strike = Strike(ANY_STEP, nth, after=after, kill=kill)
+    import_with_a_fault(definition, call_app, store, clock, strike, Erp(), rows=SMALL_IMPORT)

@@ -1,11 +1,11 @@
-"""Every workbook and alert query, through Microsoft's Kusto parser (npm ``@kusto/language-service-next``).
+"""Every workbook, alert and docs query, through Microsoft's Kusto parser (npm ``@kusto/language-service-next``).
 
 ``test_monitoring.py`` holds the queries to the events the app sends; this runs each through the parser
 the Azure portal's query editor uses (``kusto.js``), against the schema of the tables it reads:
-Application Insights' ``customEvents`` for the app's telemetry, and for the audit tile Log Analytics'
-``AzureDiagnostics`` (Key Vault's AuditEvent) and ``StorageTableLogs``. Any diagnostic fails: a syntax
-error, a column or function that does not exist, a type that does not fit. Workbook parameters and the
-alerts' placeholders are filled in first, as the workbook and alerts.bicep fill them. The parser is
+Application Insights' ``customEvents`` and ``traces`` for the app's telemetry and log, and for the audit
+tile Log Analytics' ``AzureDiagnostics`` (Key Vault's AuditEvent) and ``StorageTableLogs``. Any diagnostic
+fails: a syntax error, a column or function that does not exist, a type that does not fit. Workbook parameters
+and the alerts' placeholders are filled in first, as the workbook and alerts.bicep fill them. The parser is
 installed by ``make test`` from package.json, like Azurite.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.test_monitoring import alert_queries, audit_queries, workbook_queries
+from tests.infra.test_monitoring import alert_queries, audit_queries, docs_queries, workbook_queries
 from tests.support.once import once_per_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +55,19 @@ STORAGE_TABLE_LOGS = (
     " UserAgentHeader:string, ReferrerHeader:string, ClientRequestId:string, Etag:string, ObjectKey:string,"
     " Category:string, _ResourceId:string)"
 )
-TABLES = {"customEvents": CUSTOM_EVENTS, "AzureDiagnostics": AZURE_DIAGNOSTICS, "StorageTableLogs": STORAGE_TABLE_LOGS}
+# .../tables/apptraces: traces, the classic name a workspace-based component's queries read (the app's log).
+TRACES = (
+    "(timestamp:datetime, message:string, severityLevel:int, itemType:string, customDimensions:dynamic,"
+    " customMeasurements:dynamic, operation_Name:string, operation_Id:string, operation_ParentId:string,"
+    " cloud_RoleName:string, cloud_RoleInstance:string, appId:string, appName:string, iKey:string, sdkVersion:string,"
+    " itemId:string, itemCount:int, _ResourceId:string)"
+)
+TABLES = {
+    "customEvents": CUSTOM_EVENTS,
+    "traces": TRACES,
+    "AzureDiagnostics": AZURE_DIAGNOSTICS,
+    "StorageTableLogs": STORAGE_TABLE_LOGS,
+}
 # What the workbook's parameters and the alerts' placeholders stand for when a query runs.
 FILLED = {"{Scope}": "*", "{TimeRange:grain}": "1h", "{conflictAlertHours}": "24"}
 
@@ -87,7 +99,7 @@ PLANTED = {
 
 
 def all_queries() -> dict[str, str]:
-    return {**workbook_queries(), **audit_queries(), **alert_queries()}
+    return {**workbook_queries(), **audit_queries(), **alert_queries(), **docs_queries()}
 
 
 @pytest.fixture(scope="module")
@@ -106,12 +118,18 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, 
     return found
 
 
-def test_every_workbook_and_alert_query_parses_clean(
+def test_every_workbook_alert_and_docs_query_parses_clean(
     every_query: dict[str, str], found: dict[str, list[dict[str, Any]]]
 ) -> None:
     assert len(every_query) >= 20, "fewer queries than the workbook and the alerts hold"
     assert every_query.keys() <= found.keys()
     assert {name: found[name] for name in every_query if found[name]} == {}
+
+
+def test_the_docs_queries_are_among_those_parsed(every_query: dict[str, str]) -> None:
+    documented = docs_queries()
+    assert len(documented) >= 2, "the docs' kusto blocks were not found"
+    assert documented.items() <= every_query.items()
 
 
 @pytest.mark.parametrize("name", sorted(PLANTED))

@@ -74,6 +74,20 @@ def alert_queries() -> dict[str, str]:
     return {path.name: path.read_text(encoding="utf-8") for path in sorted(ALERT_QUERIES.glob("*.kql"))}
 
 
+# The queries the docs give operators to paste into Logs: a runbook's query is product too.
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+KUSTO_BLOCK = re.compile(r"^```kusto\n(.*?)^```", re.M | re.S)
+
+
+def docs_queries() -> dict[str, str]:
+    """Each ``kusto`` block of the README and docs/, by its file and its number there."""
+    return {
+        f"{path.name} query {number}": block
+        for path in DOCUMENTS
+        for number, block in enumerate(KUSTO_BLOCK.findall(path.read_text(encoding="utf-8")), start=1)
+    }
+
+
 def all_queries() -> dict[str, str]:
     return {**workbook_queries(), **alert_queries()}
 
@@ -120,6 +134,25 @@ def test_every_query_reads_only_what_the_app_sends(name: str) -> None:
 )
 def test_the_query_check_finds_what_is_not_sent(query: str, problem: str) -> None:
     assert any(problem in found for found in problems_of(query)), problems_of(query)
+
+
+LOGGED_MESSAGE = re.compile(r'message\s+(?:startswith|has|contains)\s+"([^"]+)"')
+
+
+@pytest.mark.parametrize("name", sorted(docs_queries()))
+def test_every_docs_query_reads_what_the_app_sends_or_logs(name: str) -> None:
+    """A query of the docs on customEvents reads the app's events as the workbook's do; one on traces looks
+    for a message the app logs, word for word (its source text, up to the first placeholder)."""
+    query = docs_queries()[name]
+    if "customEvents" in query:
+        assert problems_of(query) == []
+        return
+    assert COMMENT.sub("", query).lstrip().startswith("traces"), f"{name} reads neither customEvents nor traces"
+    messages = LOGGED_MESSAGE.findall(query)
+    assert messages, f"{name} looks for no message of the app's log"
+    source = "\n".join(path.read_text(encoding="utf-8") for path in (ROOT / "oncegate").rglob("*.py"))
+    for message in messages:
+        assert f'"{message}' in source, f"{name}: the app logs no message starting {message!r}"
 
 
 def test_docs_name_every_event_dimension_tile_and_alert(bicep: dict[str, BicepFile]) -> None:
@@ -291,3 +324,23 @@ def test_main_deploys_the_workbook_and_the_alerts_on_the_monitoring_component(ma
     assert email.value is not None
     assert string_value(email.value) == ""
     assert call_name(email.value) is None
+
+
+def test_the_docs_describe_the_alerts_as_the_stateful_rules_they_are(bicep: dict[str, BicepFile]) -> None:
+    """Every rule resolves itself (autoMitigate): Azure Monitor's stateful alerts "fire when the condition is met.
+    They don't fire again or trigger any more actions until the conditions are resolved." The docs said the
+    attention alert fires again every 15 minutes while claims wait, and had operators set its "mute actions"
+    in the portal, which every redeploy of the rule sets back."""
+    rules = [
+        resource
+        for resource in bicep["core/monitor/alerts.bicep"].declarations("resource")
+        if resource.declared_type.startswith("Microsoft.Insights/scheduledQueryRules@")
+    ]
+    assert len(rules) == 5
+    for rule in rules:
+        assert rule.texts("autoMitigate") == ["true"], rule.name
+        assert rule.get("properties", "muteActionsDuration") is None, rule.name
+    prose = " ".join(OPERATIONS.read_text(encoding="utf-8").split())
+    assert "fires again" not in prose
+    assert "mute actions" not in prose.lower()
+    assert "does not fire again while" in prose

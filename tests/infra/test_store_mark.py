@@ -147,6 +147,34 @@ def test_a_store_that_lost_its_claims_table_fails_the_hook_and_nothing_changes(
         claim(app_instance(table_store_factory, app), key="SO-1", run="run-2")
 
 
+@pytest.mark.azurite
+def test_a_store_wiped_whole_and_made_again_by_a_redeploy_fails_the_hook_and_stays_refused(
+    steps: hook.Plan, table_store_factory: Any
+) -> None:
+    """Every table deleted (an account deleted and made again, or a prefix emptied), then `azd provision` makes
+    the template's tables anew, empty and unmarked: exactly what a first deployment finds. The pin the first
+    deployment wrote is what tells them apart: the hook refuses, keeps the pin, and the app claims nothing."""
+    app = App()
+    store_id, _ = hook.execute(steps, {}, az=app, store_init=store_init)
+    served = app_instance(table_store_factory, app)
+    record(served, claim(served, key="SO-1", run="run-1"))
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as service:
+        for table in table_names(table_store_factory.prefix):
+            service.delete_table(table)
+        for table in table_names(table_store_factory.prefix):
+            service.create_table(table)
+
+    with pytest.raises(hook.HookError) as failed:
+        hook.execute(steps, {}, az=app, store_init=store_init)
+
+    assert "not_configured:" in str(failed.value)
+    assert store_id in str(failed.value)
+    assert app.settings == {"ONCEGATE_STORE_ID": store_id}
+    assert [call[4] for call in app.calls].count("set") == 1  # the first deployment's write, and no other
+    with pytest.raises(NotConfigured):
+        claim(app_instance(table_store_factory, app), key="SO-1", run="run-2")
+
+
 def test_a_store_that_does_not_answer_yet_is_tried_again_and_a_refusal_is_not() -> None:
     steps = hook.plan(ENV)
     answers = [(3, "", "oncegate store init: store_unavailable: Table Storage refused access (403)")] * 2 + [

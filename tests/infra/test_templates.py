@@ -52,6 +52,9 @@ ROLES = {
     ("0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3", TABLE_SERVICE, MARKER): "Storage Table Data Contributor",
 }
 
+# Every role id the templates name, and Reader (built-in-roles/general), which they leave to a person.
+ROLE_NAMES = {role: name for (role, _, _), name in ROLES.items()} | {"acdd72a7-3385-48ef-bd42-f606fba81ae7": "Reader"}
+
 # Every resource type and API version in use, and where it was checked besides Microsoft's type
 # definitions (tests/infra/types, checked by test_typecheck.py).
 QUICKSTART = (
@@ -175,6 +178,51 @@ def test_role_assignments_are_the_built_in_roles_each_on_its_own_resource(bicep_
             assert text(assignment.condition) == f"!empty({kind}PrincipalId)"
         granted |= {(role, scope, holder) for role in roles}
     assert granted == set(ROLES)
+
+
+HAND_ASSIGNMENT = re.compile(r"az role assignment create (?P<command>(?:\\\n|[^\n])*)")
+HAND_SCOPES = {'"$STORAGE_ID"': STORAGE, '"$STORAGE_ID/tableServices/default"': TABLE_SERVICE}
+
+
+def hand_assignments(document: Path) -> set[tuple[str, str]]:
+    """The (role, resource type) pairs a document has an operator assign by hand to a person or a group."""
+    found = set()
+    for match in HAND_ASSIGNMENT.finditer(document.read_text(encoding="utf-8")):
+        command = " ".join(match["command"].replace("\\\n", " ").split())
+        role = re.search(r'--role "([^"]+)"', command)
+        scope = re.search(r"--scope (\S+)", command)
+        assert role is not None
+        assert scope is not None
+        if "$APP_IDENTITY" not in command and scope[1] in HAND_SCOPES:
+            found.add((role[1], HAND_SCOPES[scope[1]]))
+    return found
+
+
+def test_no_role_the_template_gives_a_person_is_one_the_docs_give_by_hand(
+    root: Path, bicep_files: list[BicepFile]
+) -> None:
+    """Azure refuses a second assignment of one role to one principal at one scope under another name
+    (RoleAssignmentExists), so a role the template gives the deployer, or the operators' principal, where
+    operations.md has a person give it to themselves by hand (*Claims in the Azure portal*) would stop
+    that person's next deployment, and lifting it means lifting the account's delete lock."""
+    by_hand = hand_assignments(root / "docs" / "operations.md")
+    assert ("Reader", STORAGE) in by_hand  # the portal needs it to reach the tables
+    given = set()
+    for file, assignment in role_assignments(bicep_files):
+        if assignment.texts("principalId") != ["principalId"]:  # the deployer or the operators
+            definition = assignment.get("properties", "roleDefinitionId")
+            assert definition is not None
+            scope = scope_symbol(file, assignment).declared_type.partition("@")[0]
+            names = {ROLE_NAMES[role.lower()] for role in GUID.findall(resolved_text(file, definition))}
+            given |= {(name, scope) for name in names}
+    assert given
+    assert given & by_hand == set()
+
+
+def test_the_docs_give_an_operators_group_reader_on_the_account_by_hand(root: Path) -> None:
+    """Microsoft's "Choose how to authorize access to table data in the Azure portal": a data role on the tables
+    and, to reach them at all, Reader on the storage account or above, which the template leaves to a person."""
+    assert ("Reader", STORAGE) in hand_assignments(root / "docs" / "deploy.md")
 
 
 def test_no_other_role_or_guid_appears(bicep_files: list[BicepFile]) -> None:
@@ -321,15 +369,17 @@ def test_the_key_secret_is_written_only_when_a_value_is_given(bicep: dict[str, B
     assert MIN_SECRET_LENGTH == 32, "key-secret.bicep's @minLength says 32"
 
 
-def test_the_first_deployment_pins_the_secret_version_it_finds_or_writes(bicep: dict[str, BicepFile]) -> None:
+def test_the_first_deployment_pins_the_secret_version_it_writes(bicep: dict[str, BicepFile]) -> None:
     vault = bicep["core/security/keyvault.bicep"]
     uri = vault.declaration("output", "keySecretUri").value
     assert uri is not None
-    # The version just written, else the vault's current one (an existing secret, read only then).
-    assert text(uri) == (
-        "writesKeySecret ? keySecretEntry.outputs.uriWithVersion : keySecret.properties.secretUriWithVersion"
-    )
-    assert vault.declaration("resource", "keySecret").existing
+    # The version just written, else the secret's address alone (a redeploy reads nothing of the secret).
+    assert text(uri) == "writesKeySecret ? writtenUri : unreadUri"
+    assert set(resolved_text(vault, uri).splitlines()[1:]) == {
+        "!empty(newKeySecret)",
+        "keySecretEntry.outputs.uriWithVersion",
+        "'${keyVault.properties.vaultUri}secrets/${keySecretName}/'",
+    }
     written = bicep["core/security/key-secret.bicep"].declaration("output", "uriWithVersion").value
     assert written is not None
     assert text(written) == "keySecret.properties.secretUriWithVersion"
@@ -339,6 +389,38 @@ def test_the_first_deployment_pins_the_secret_version_it_finds_or_writes(bicep: 
     assert text(bicep["main.bicep"].declaration("module", "api").get("params", "keySecretUri") or uri) == (
         "keyVault.outputs.keySecretUri"
     )
+
+
+READ = re.compile(r"\b(\w+)(?:\[\w+\])?\.(?:properties|outputs)\b")
+
+
+def test_a_redeploy_neither_reads_the_first_key_secret_nor_grants_its_role_again(
+    bicep: dict[str, BicepFile], main_bicep: BicepFile
+) -> None:
+    """After a rotation the first secret is retired: deploy.md removes the app's role on it and keeps the secret
+    until no export lists it, then it may go. A redeploy (no newKeySecret) that read it would stop at
+    ResourceNotFound from then on, and one that granted the role again would undo the runbook's removal."""
+    vault = bicep["core/security/keyvault.bicep"]
+    uri = vault.declaration("output", "keySecretUri").value
+    assert uri is not None
+    chosen = unwrap(uri)
+    assert chosen.type == "ternary_expression", f"one of two values, by whether the secret is written: {text(uri)}"
+    for given, first in [("", False), ("x" * MIN_SECRET_LENGTH, True)]:
+        condition = chosen.child_by_field_name("condition")
+        assert condition is not None
+        writes = Evaluator(vault, {"newKeySecret": given})(condition)
+        branch = chosen.child_by_field_name("consequence" if writes else "alternative")
+        assert branch is not None
+        read = set(READ.findall(resolved_text(vault, branch)))
+        assert "keySecret" not in read, f"the output reads the secret itself: {resolved_text(vault, branch)}"
+        assert ("keySecretEntry" in read) is first, read  # the version just written, pinned
+    rbac = bicep["app/rbac.bicep"]
+    assignment = rbac.declaration("resource", "keySecretAssignment")
+    assert assignment.condition is not None, "the role on the first secret is granted on every deployment"
+    for given, first in [("", False), ("x" * MIN_SECRET_LENGTH, True)]:
+        params = deploy_module(main_bicep, "rbac", {"newKeySecret": given})
+        assert params is not None
+        assert Evaluator(rbac, params)(assignment.condition) is first
 
 
 def test_main_writes_the_secret_only_from_new_key_secret(main_bicep: BicepFile) -> None:
@@ -784,5 +866,11 @@ def test_deploy_md_says_what_the_templates_do(root: Path, bicep_files: list[Bice
     assert "use no `fail()`" in mentions[0]
     prose = " ".join(deploy.split())
     assert "stops at the role assignment" not in prose
-    assert "the vault module reads the vault's current `oncegate-key-secret` for its output" in prose
+    assert "the vault module reads the vault's current `oncegate-key-secret`" not in prose
+    assert "so the storage module reads the account's live SKU and region" in prose
+    assert "A redeploy reads nothing of `oncegate-key-secret` and grants nothing on it" in prose
+    # A redeploy grants nothing on the secret, so the value is cleared only once the first deployment succeeded:
+    # a first run that stopped half-way is run again with it, not as a redeploy.
+    assert 'azd up && azd env set ONCEGATE_NEW_KEY_SECRET ""' in deploy
+    assert '\nazd env set ONCEGATE_NEW_KEY_SECRET ""\n' not in deploy
     assert "once it restarts on the new value" not in prose

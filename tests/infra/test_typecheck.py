@@ -151,6 +151,12 @@ PLANTED = {
         "    maximumInstanceCount: 10\n",
         "parameter maximumInstanceCount: 10 breaks @minValue(40)",
     ),
+    "parameter bounds wider than the property's": (
+        "core/monitor/monitoring.bicep",
+        "@maxValue(730)\n@description('Days the audit tables can be queried.')",
+        "@maxValue(1000)\n@description('Days the audit tables can be queried.')",
+        "properties.retentionInDays: parameter auditRetentionDays takes 1000, above the property's maxValue 730",
+    ),
     "module parameter not allowed": (
         "main.bicep",
         "    tablePrefix: tablePrefix\n    authMode: authMode\n",

@@ -428,12 +428,42 @@ class Checker:
             )
             return
         allowed = param.decorator("allowed")
+        self.check_param_bounds(file, node, param, ref, where)
         literals = self.string_literals(ref)
         if allowed is None or literals is None:
             return
         wrong = [value for value in allowed.value() if value not in literals]
         if wrong:
             self.report(file, node, f"{where}: parameter {param.name} allows {wrong}, not among {sorted(literals)}")
+
+    def check_param_bounds(self, file: BicepFile, node: Node, param: Declaration, ref: TypeRef, where: str) -> None:
+        """A parameter given to a bounded integer or string property: every value it lets through is in bounds.
+
+        Its ``@allowed`` values, else its own ``@minValue``/``@maxValue`` (``@minLength``/``@maxLength``), must
+        lie within the property's: a value the parameter lets through and the property refuses fails only at
+        deployment, after the resources before it were made.
+        """
+        kinds = {"IntegerType": ("minValue", "maxValue"), "StringType": ("minLength", "maxLength")}
+        if ref.kind not in kinds:
+            return
+        low_key, high_key = kinds[ref.kind]
+        low, high = ref.entry.get(low_key), ref.entry.get(high_key)
+        allowed = param.decorator("allowed")
+        if allowed is not None:
+            sizes = [value if ref.kind == "IntegerType" else len(value) for value in allowed.value()]
+            least, most = min(sizes), max(sizes)
+        else:  # a parameter without bounds of its own is fed by computed names: nothing to compare
+            lowest, highest = param.decorator(low_key), param.decorator(high_key)
+            least = lowest.value() if lowest is not None else None
+            most = highest.value() if highest is not None else None
+        if low is not None and least is not None and least < low:
+            self.report(
+                file, node, f"{where}: parameter {param.name} takes {least}, below the property's {low_key} {low}"
+            )
+        if high is not None and most is not None and most > high:
+            self.report(
+                file, node, f"{where}: parameter {param.name} takes {most}, above the property's {high_key} {high}"
+            )
 
     def string_literals(self, ref: TypeRef) -> set[str] | None:
         """The values a closed string enumeration takes; None for an open one (any string)."""

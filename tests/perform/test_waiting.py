@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from oncegate.domain.targets import Target
+from tests.conftest import FakeClock
 from tests.http.client import Api, Reply
 from tests.perform.calls import perform_body
 from tests.perform.conftest import Declared, with_target
@@ -92,3 +93,58 @@ def test_a_poll_address_of_check_and_claim_is_refused_at_perform_s(
         stand_in.release()
         holder.result(timeout=30)
     assert (refused.status, refused.code, refused.targets) == (400, "invalid_request", ["ticket"])
+
+
+def test_a_wait_that_ends_in_doubt_says_when_to_run_again_and_that_run_looks_the_record_up(
+    api: Api, slow_erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """A flow told reconcile without a claim token runs Perform once again after Retry After Seconds, as the recipe
+    and the designer say: the poll that ended the wait in doubt left the field out, so a Delay on it failed."""
+    stand_in.script(Answer(status=502, late=True))
+    with ThreadPoolExecutor(1) as pool:
+        holder = pool.submit(perform, api, run="run-1")
+        stand_in.wait_for(1)
+        asked = perform(api, run="run-2", wait=True, maxWaitSeconds=600)
+        stand_in.release()
+        held = holder.result(timeout=30)
+    ended = api.follow(asked.headers["location"])
+    clock.advance(ended.body["retryAfterSeconds"])
+    again = perform(api, run="run-2")
+
+    assert held.body["decision"] == "reconcile"
+    assert (ended.status, ended.body["decision"]) == (200, "reconcile")
+    assert "claimToken" not in ended.body
+    # The call's deadline, as the holder was told it (the stamps of one instance are a microsecond apart).
+    assert ended.body["retryAfterSeconds"] == held.body["retryAfterSeconds"] > slow_erp.timeout_seconds - 1
+    assert (again.body["decision"], again.body["targetRecordId"], again.body["lookedUp"]) == (
+        "duplicate",
+        "order-1",
+        True,
+    )
+    assert len(stand_in.writes()) == 1
+
+
+def test_a_wait_that_runs_out_says_when_to_ask_again_as_check_and_claim_s_does(
+    api: Api, slow_erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """Max Wait Seconds ran out while another run's call is under way: in_progress with retryAfterSeconds, which the
+    designer and the contract tell a flow to wait; the poll that ended the wait left it out."""
+    stand_in.script(Answer(late=True))
+    with ThreadPoolExecutor(1) as pool:
+        holder = pool.submit(perform, api, run="run-1")
+        stand_in.wait_for(1)
+        asked = perform(api, run="run-2", wait=True, maxWaitSeconds=10)
+        polled = api.follow(asked.headers["location"])
+        clock.advance(11)
+        ran_out = api.follow(polled.headers["location"])
+        stand_in.release()
+        holder.result(timeout=30)
+
+    assert (asked.status, polled.status, ran_out.status, ran_out.body["decision"]) == (202, 202, 200, "in_progress")
+    for waiting in (asked, polled):
+        assert int(waiting.headers["retry-after"]) == waiting.body["retryAfterSeconds"]
+        assert f"in {waiting.body['retryAfterSeconds']} s" in waiting.body["reason"]
+    # The holder's lease (the target's 30 s plus 30 s) has 49 s left.
+    assert ran_out.body["retryAfterSeconds"] == 2 * slow_erp.timeout_seconds - 11
+    assert f"in {ran_out.body['retryAfterSeconds']} s" in ran_out.body["reason"]
+    assert len(stand_in.writes()) == 1

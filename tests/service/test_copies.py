@@ -1,19 +1,28 @@
-"""The claim path's quick copy of a record is the copy ``dataclasses.replace`` makes, and its records' quick
-``__init__`` makes what the one ``dataclasses`` writes makes (issue 36)."""
+"""The claim path's quick copy of a record is the copy ``dataclasses.replace`` makes, and a record made by
+:func:`~oncegate.domain.copies.frozen` is the record ``@dataclass(frozen=True)`` makes, at a fraction of its cost
+(issue 36)."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
+import operator
+import pkgutil
 from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
 
 import pytest
 
-from oncegate.domain.copies import WRITTEN_BY_DATACLASSES, replaced
+import oncegate
+from oncegate.domain import copies
+from oncegate.domain.copies import frozen, mutable, replaced
 from oncegate.domain.decisions import ClaimAnswer, Identity, Intent
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.records import Claim, Flow, HistoryEvent
 from oncegate.domain.statuses import AnswerStatus, Decision
+from oncegate.service.claims import Waited
+from oncegate.service.inventory import Tally
 from tests.support.records import event, full_claim
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
@@ -45,34 +54,94 @@ def test_a_name_that_is_no_field_is_refused_as_replace_refuses_it() -> None:
         replaced(_intent(), decision="proceed")
 
 
-QUICK = (Claim, HistoryEvent, Intent, ClaimAnswer, Identity, Fingerprint)
+def _made_by_frozen() -> list[type]:
+    """Every class of OnceGate that :func:`frozen` or :func:`mutable` made: its ``__eq__`` is the one they make."""
+    made_eq = copies._compare(object, "__eq__", lambda value: (), operator.eq).__code__
+    found: dict[str, type] = {}
+    for module in pkgutil.walk_packages(oncegate.__path__, "oncegate."):
+        if module.name.endswith("__main__"):
+            continue
+        for value in vars(importlib.import_module(module.name)).values():
+            if isinstance(value, type) and getattr(vars(value).get("__eq__"), "__code__", None) is made_eq:
+                found[f"{value.__module__}.{value.__qualname__}"] = value
+    return [found[name] for name in sorted(found)]
 
 
-def test_the_claim_path_s_records_are_made_quickly() -> None:
-    assert set(WRITTEN_BY_DATACLASSES) == set(QUICK)
+MADE = _made_by_frozen()
 
 
-@pytest.mark.parametrize("kind", QUICK, ids=lambda kind: kind.__name__)
-def test_a_quick_init_takes_the_parameters_dataclasses_writes(kind: type) -> None:
-    quick = inspect.signature(vars(kind)["__init__"])
-    written = inspect.signature(WRITTEN_BY_DATACLASSES[kind])
+def _twin(kind: type) -> type:
+    """``kind``'s fields, made into a class by ``@dataclass(frozen=True)``: what ``frozen`` must make alike."""
+    namespace: dict[str, Any] = {"__annotations__": {}, "__qualname__": kind.__qualname__, "__doc__": kind.__doc__}
+    for one in dataclasses.fields(kind):
+        namespace["__annotations__"][one.name] = one.type
+        namespace[one.name] = dataclasses.field(
+            default=one.default,
+            default_factory=one.default_factory,
+            repr=one.repr,
+            hash=one.hash,
+            compare=one.compare,
+            kw_only=one.kw_only,
+        )
+    params = kind.__dataclass_params__  # type: ignore[attr-defined]
+    twin: type = dataclasses.dataclass(frozen=params.frozen, order=params.order)(type(kind.__name__, (), namespace))
+    return twin
+
+
+def test_every_record_of_the_claim_path_is_made_by_frozen_or_mutable() -> None:
+    assert {Claim, HistoryEvent, Intent, ClaimAnswer, Identity, Fingerprint, Flow, Tally, Waited} <= set(MADE)
+    assert len(MADE) > 40
+
+
+@pytest.mark.parametrize("kind", MADE, ids=lambda kind: kind.__qualname__)
+def test_a_frozen_record_has_the_fields_and_parameters_dataclasses_gives(kind: type) -> None:
+    twin = _twin(kind)
+    assert dataclasses.is_dataclass(kind)
+    assert [(one.name, one.default, one.default_factory, one.kw_only) for one in dataclasses.fields(kind)] == [
+        (one.name, one.default, one.default_factory, one.kw_only) for one in dataclasses.fields(twin)
+    ]
+    assert kind.__match_args__ == twin.__match_args__  # type: ignore[attr-defined]
+    assert repr(kind.__dataclass_params__) == repr(twin.__dataclass_params__)  # type: ignore[attr-defined]
+    quick = inspect.signature(copies._init(kind, list(dataclasses.fields(kind))))  # what its first call compiles
+    written = inspect.signature(vars(twin)["__init__"])
     assert [(p.name, p.kind) for p in quick.parameters.values()] == [
         (p.name, p.kind) for p in written.parameters.values()
     ]
     for name, parameter in written.parameters.items():
-        default = dataclasses.MISSING if parameter.default is inspect.Parameter.empty else parameter.default
         field = next((one for one in dataclasses.fields(kind) if one.name == name), None)
         if field is not None and field.default_factory is not dataclasses.MISSING:
             continue  # the factory's marker: checked by what it makes below
-        assert quick.parameters[name].default == parameter.default, name
-        assert default is dataclasses.MISSING or quick.parameters[name].default is parameter.default, name
+        assert quick.parameters[name].default is parameter.default, name
+
+
+def test_a_record_s_init_is_compiled_when_it_is_first_called() -> None:
+    @frozen(kw_only=True)
+    class Late:
+        """Made later."""
+
+        value: int
+        noted: str = ""
+
+    waiting = vars(Late)["__init__"]
+    assert Late(value=1) == Late(value=1, noted="")
+    compiled = vars(Late)["__init__"]
+    assert compiled is not waiting
+    assert str(inspect.signature(Late)) == "(*, value: 'int', noted: 'str' = '') -> None"
+    assert Late(value=2).value == 2
+    assert vars(Late)["__init__"] is compiled  # once
+    with pytest.raises(TypeError):
+        Late(1)  # type: ignore[call-arg]
+
+
+def _hashed(record: object) -> int | str:
+    try:
+        return hash(record)
+    except TypeError as exc:
+        return str(exc)
 
 
 def _made_both_ways(kind: type, /, *args: object, **kwargs: object) -> tuple[object, object]:
-    quick = kind(*args, **kwargs)
-    written: object = object.__new__(kind)
-    WRITTEN_BY_DATACLASSES[kind](written, *args, **kwargs)
-    return quick, written
+    return kind(*args, **kwargs), _twin(kind)(*args, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -80,13 +149,19 @@ def _made_both_ways(kind: type, /, *args: object, **kwargs: object) -> tuple[obj
     [full_claim(), full_claim(flow=None, fingerprint=None), event("c" * 52), _intent()],
     ids=["claim", "bare claim", "history line", "intent"],
 )
-def test_a_record_made_quickly_is_the_record_dataclasses_makes(record: object) -> None:
+def test_a_record_made_by_frozen_is_the_record_dataclasses_makes(record: object) -> None:
     kind = type(record)
     values = {one.name: getattr(record, one.name) for one in dataclasses.fields(kind)}  # type: ignore[arg-type]
     quick, written = _made_both_ways(kind, **values)
-    assert quick == written == record
+    assert quick == record
     assert vars(quick) == vars(written)
     assert list(vars(quick)) == list(vars(written))
+    assert repr(quick) == repr(written)
+    assert _hashed(quick) == _hashed(written)  # a record holding a dictionary is refused alike
+    first = next(iter(values))
+    assert (quick == replaced(quick, **{first: "other"})) is False
+    assert quick.__eq__(written) is NotImplemented  # another class, as the dataclass answers
+    assert kind.__ne__(quick, replaced(quick, **{first: "other"})) is True
 
 
 def test_defaults_and_factories_are_what_dataclasses_gives() -> None:
@@ -101,7 +176,7 @@ def test_defaults_and_factories_are_what_dataclasses_gives() -> None:
     )
     assert vars(quick) == vars(written)
     assert quick.warnings == []  # type: ignore[attr-defined]
-    assert quick.warnings is not written.warnings  # type: ignore[attr-defined]  # a new list each time, never shared
+    assert quick.warnings is not ClaimAnswer(Decision.PROCEED, "new", "c").warnings  # type: ignore[attr-defined]
     quick_intent, written_intent = _made_both_ways(Intent, run_id="r", flow=None, fingerprint=None, now=NOW, scope="s")
     assert vars(quick_intent) == vars(written_intent)
     quick_decided, written_decided = _made_both_ways(ClaimAnswer, Decision.DUPLICATE, "seen", "done")
@@ -116,7 +191,140 @@ def test_defaults_and_factories_are_what_dataclasses_gives() -> None:
     assert vars(quick_full) == vars(written_full)
 
 
-def test_a_frozen_record_made_quickly_stays_frozen_and_refuses_what_its_init_refuses() -> None:
+def test_fields_left_out_of_equality_hash_and_repr_are_left_out_as_dataclasses_leaves_them() -> None:
+    @frozen(kw_only=True)
+    class Reading:
+        value: int
+        noted: str = dataclasses.field(default="", compare=False, repr=False)
+        seen: int = dataclasses.field(default=0, hash=False)
+
+    quick, written = _made_both_ways(Reading, value=1, noted="a", seen=2)
+    assert (
+        repr(quick) == repr(written) == "test_fields_left_out_of_equality_hash_and_repr_are_left_out_as_"
+        "dataclasses_leaves_them.<locals>.Reading(value=1, seen=2)"
+    )
+    assert quick == Reading(value=1, noted="b", seen=2)
+    assert quick != Reading(value=1, noted="a", seen=3)
+    assert hash(quick) == hash(written) == hash(Reading(value=1, seen=3))
+
+
+def test_a_record_below_a_frozen_one_and_a_dataclass_below_a_record_are_frozen_as_dataclasses_has_them() -> None:
+    @frozen
+    class Base:
+        one: int
+
+    @frozen(kw_only=True)
+    class Below(Base):
+        two: int = 2
+
+    @dataclasses.dataclass(frozen=True)
+    class Written(Base):
+        three: int = 3
+
+    assert repr(Below(1)) == f"{Below.__qualname__}(one=1, two=2)"
+    assert Below(1) == Below(1, two=2) != Base(1)
+    assert hash(Below(1)) == hash((1, 2))
+    with pytest.raises(TypeError, match="non-frozen"):
+
+        @dataclasses.dataclass
+        class Thawed(Base):  # type: ignore[misc]
+            four: int = 4
+
+    for record in (Base(1), Below(1), Written(1)):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.one = 2  # type: ignore[misc]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            del record.one
+
+
+def test_a_record_keeps_the_methods_it_writes_and_is_named_by_its_parameters_without_a_docstring() -> None:
+    @frozen
+    class Shown:
+        value: int
+
+        def __repr__(self) -> str:
+            return "shown"
+
+    @dataclasses.dataclass(frozen=True)
+    class Written:
+        value: int
+
+    assert repr(Shown(1)) == "shown"
+    assert Shown.__doc__ == Written.__doc__.replace("Written", "Shown") == "Shown(value: 'int')"  # type: ignore[union-attr]
+    with pytest.raises(TypeError, match="__setattr__"):
+
+        @frozen
+        class Settable:
+            value: int
+
+            def __setattr__(self, name: str, value: object) -> None:
+                object.__setattr__(self, name, value)
+
+
+def test_ordered_records_sort_as_dataclasses_sorts_them() -> None:
+    flows = [Flow("b", "x"), Flow("a", "z"), Flow("a", "y")]
+    twin = _twin(Flow)
+    assert [(one.name, one.environment) for one in sorted(flows)] == [
+        (one.name, one.environment) for one in sorted(twin(one.name, one.environment) for one in flows)
+    ]
+    assert Flow("a", "y") <= Flow("a", "y") < Flow("a", "z")
+    assert Flow("a", "z") >= Flow("a", "y")
+    assert Flow.__lt__(Flow("a", "y"), ("a", "y")) is NotImplemented
+
+
+def test_what_a_record_cannot_hold_is_refused_when_its_class_is_made() -> None:
+    with pytest.raises(TypeError, match="no field"):
+
+        @frozen
+        class Counted:
+            count: ClassVar[int] = 0
+
+    with pytest.raises(ValueError, match="mutable default"):
+
+        @frozen
+        class Shared:
+            items: list[int] = []  # noqa: RUF012
+
+    @dataclasses.dataclass
+    class Thawed:
+        value: int
+
+    with pytest.raises(TypeError, match="non-frozen"):
+
+        @frozen
+        class Frozen(Thawed):  # type: ignore[misc]
+            other: int
+
+
+def test_a_mutable_record_is_the_record_dataclass_makes() -> None:
+    quick, written = _made_both_ways(Tally, example_claim_id="c1")
+    assert vars(quick) == vars(written)
+    assert repr(quick) == repr(written)
+    assert quick.counts is not Tally().counts  # type: ignore[attr-defined]  # a new Counter each time
+    quick.counts["claims"] += 1  # type: ignore[attr-defined]
+    quick.example_claim_id = "c2"  # type: ignore[attr-defined]
+    assert quick != written
+    assert Tally.__hash__ is None
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(quick)
+    with pytest.raises(TypeError, match="non-frozen"):
+
+        @mutable
+        class Thawed(Flow):  # type: ignore[misc]
+            more: int = 0
+
+
+def test_a_record_holding_itself_is_shown_as_dataclasses_shows_it() -> None:
+    @frozen
+    class Holder:
+        held: list[object]
+
+    holder = Holder([])
+    holder.held.append(holder)
+    assert repr(holder) == f"{Holder.__qualname__}(held=[...])"
+
+
+def test_a_frozen_record_stays_frozen_and_refuses_what_its_init_refuses() -> None:
     claim = full_claim()
     with pytest.raises(dataclasses.FrozenInstanceError):
         claim.attempt = 2  # type: ignore[misc]

@@ -223,8 +223,8 @@ def test_the_rotation_runbook_as_written_with_the_purge_between_its_steps(
     instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
 ) -> None:
     commands = runbook_commands()
-    assert commands == ["oncegate keys", "oncegate keys", "oncegate keys retire <its key id>"]
-    list_keys, retire = commands[1], commands[2].replace("<its key id>", KeyHasher(A).key_id)
+    assert commands == ["oncegate keys", "oncegate keys", "oncegate keys retire '<its key id>'"]
+    list_keys, retire = commands[1], commands[2].replace("'<its key id>'", KeyHasher(A).key_id)
     # Before the rotation: a key done long ago (its horizon is over by today) and one done 100 days ago.
     started = clock.now
     clock.now = started - timedelta(days=300)

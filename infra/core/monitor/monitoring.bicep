@@ -53,7 +53,8 @@ resource auditRetention 'Microsoft.OperationalInsights/workspaces/tables@2023-09
     name: table
     properties: {
       retentionInDays: auditRetentionDays
-      totalRetentionInDays: auditTotalRetentionDays > auditRetentionDays ? auditTotalRetentionDays : auditRetentionDays
+      // Below auditRetentionDays (0 included): no long-term retention, the total is the interactive period.
+      totalRetentionInDays: max(auditRetentionDays, auditTotalRetentionDays)
     }
   }
 ]

@@ -1,8 +1,10 @@
 // The Key Vault holding OnceGate's HMAC key secret. Access is by Azure RBAC only (no access
 // policies); the app reads the secret through a Key Vault reference with its user-assigned identity.
 // The secret's value is written only when a new one is given (the first deployment): a redeploy
-// leaves the secret, and every version of it, as it is. The app's reference names one version of the
-// secret (keySecretUri), so a stray new version reaches no instance until the runbook moves the pin.
+// leaves the secret, and every version of it, as it is, and does not even read it: after a rotation the
+// first secret is retired and may be deleted (docs/deploy.md), and a redeploy must not stop at it. The
+// app's reference names the version the first deployment wrote (keySecretUri), so a stray new version
+// reaches no instance until the runbook moves the pin.
 // A CanNotDelete lock keeps the vault, and the secret every claim id is made with, from being deleted
 // (and a role assignment on the vault or a secret, until it is lifted: docs/deploy.md, "The delete locks");
 // every read and write of the secret is logged to the Log Analytics workspace (AuditEvent).
@@ -76,12 +78,13 @@ module keySecretEntry 'key-secret.bicep' = if (writesKeySecret) {
   }
 }
 
-// The secret as the vault has it, read only when this deployment writes no new version (ARM's if()
-// evaluates the chosen branch alone): its current version is the one to pin.
-resource keySecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' existing = {
-  parent: keyVault
-  name: keySecretName
-}
+// The version just written: the one the first deployment pins (ARM's if() evaluates the chosen branch
+// alone, so a redeploy reads no output of the module it does not deploy).
+var writtenUri = keySecretEntry.outputs.uriWithVersion
+// A redeploy reads nothing of the secret, which may be retired and gone: the secret's address without a
+// version (App Service's documented form, .../secrets/<name>/), used only by a function app that has no key secret setting yet (one deleted by hand and made
+// again), where it names the secret's latest version (docs/deploy.md, "The pinned version").
+var unreadUri = '${keyVault.properties.vaultUri}secrets/${keySecretName}/'
 
 resource audit 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
   name: 'oncegate-audit'
@@ -111,5 +114,5 @@ output name string = keyVault.name
 
 // The app's Key Vault reference pins this version on the first deployment; later ones keep the app's
 // setting (app/api.bicep), and the rotation runbook moves it (docs/deploy.md).
-@description('URI of the key secret with its version: the one this deployment wrote, else the vault\'s current one.')
-output keySecretUri string = writesKeySecret ? keySecretEntry.outputs.uriWithVersion : keySecret.properties.secretUriWithVersion
+@description('URI of the key secret: with the version this deployment wrote, else without a version (nothing of the secret is read).')
+output keySecretUri string = writesKeySecret ? writtenUri : unreadUri

@@ -14,11 +14,10 @@ import hashlib
 import json
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oncegate import telemetry
-from oncegate.domain.copies import replaced
+from oncegate.domain.copies import frozen, replaced
 from oncegate.domain.decisions import ClaimAnswer, Intent
 from oncegate.domain.keys import normalise_key, normalise_scope
 from oncegate.entrypoints import error_map, http
@@ -76,7 +75,7 @@ def claim_each(services: Services, call: Call[Any, Any], items: list[Any], singl
     return [_claim_entry(item, answer) for item, answer in zip(items, answers, strict=True)]
 
 
-@dataclass(frozen=True)
+@frozen
 class _Parsed:
     """An item of Check and claim many read and parsed once, before any of the call's claims is made (issue 36)."""
 

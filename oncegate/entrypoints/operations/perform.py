@@ -72,7 +72,7 @@ def _ticket(call: Call[None, WaitQuery]) -> Waiting:
 def _poll(services: Services, call: Call[None, WaitQuery], waiting: Waiting) -> tuple[PerformAnswer, Waiting | None]:
     # Without HTTP (the tests' Gate) the claim is the waiting run's own.
     claim_id = call.ids.get("claimId") or waiting.identities[-1].claim_id
-    return services.perform.poll(waiting, claim_id)
+    return services.perform.poll(waiting, claim_id, signed_in=call.caller)
 
 
 def _waited(call: Call[Any, Any], result: tuple[PerformAnswer, Waiting | None]) -> PerformResponse | Reply:

@@ -14,13 +14,14 @@ tests' ``Gate`` do without HTTP (:func:`~oncegate.entrypoints.http.answer`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
 from oncegate import telemetry
 from oncegate.cursors import CursorSeal
+from oncegate.domain.copies import frozen
 from oncegate.domain.waiting import Waiting
 from oncegate.entrypoints.parse import MAX_BODY_BYTES
 from oncegate.entrypoints.principal import Role
@@ -37,7 +38,7 @@ Query = TypeVar("Query")
 Dimensions = dict[str, telemetry.Value | None]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Call(Generic[Body, Query]):
     """One request as the pipeline read it, checked: what an entry's steps read instead of HTTP.
 
@@ -87,7 +88,7 @@ class Reply(NamedTuple):
     at: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Designer:
     """What the connector's designer shows for the operation: the text no model field can carry.
 
@@ -108,7 +109,7 @@ class Designer:
     accepted: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Operation:
     """One action of the contract, declared once (see :mod:`oncegate.entrypoints.operations`)."""
 

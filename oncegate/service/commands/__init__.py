@@ -13,12 +13,13 @@ called, so that a new process answering its first claim does not build them (iss
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from oncegate.domain.copies import frozen
 
-@dataclass(frozen=True, kw_only=True)
+
+@frozen(kw_only=True)
 class KeyOf:
     """A business key in its scope: what Look up claim takes, and what Perform once and Report conflict add to."""
 
@@ -26,7 +27,7 @@ class KeyOf:
     key: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class BusinessData(KeyOf):
     """A business key with its data: the payload (or the caller's own fingerprint) and the source system."""
 
@@ -35,7 +36,7 @@ class BusinessData(KeyOf):
     source: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Paging:
     """Which page of a list: at most ``limit`` items after ``cursor`` (the store's, or None for the first)."""
 
@@ -43,7 +44,7 @@ class Paging:
     cursor: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ListAttention(Paging):
     """The claims that need a person, of one scope or all."""
 

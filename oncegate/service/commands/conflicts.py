@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.records import Flow
 from oncegate.domain.statuses import ConflictStatus, Resolution
 from oncegate.service.commands import BusinessData, Paging
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ReportConflict(BusinessData):
     """A conflict the flow found itself, about the claim of this key."""
 
@@ -20,7 +20,7 @@ class ReportConflict(BusinessData):
     details: Any = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ResolveConflict:
     """A reviewer's decision on a conflict."""
 
@@ -29,7 +29,7 @@ class ResolveConflict:
     note: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ListConflicts(Paging):
     """The conflicts of one status and scope, or all."""
 

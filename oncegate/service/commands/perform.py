@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.records import Flow
 from oncegate.service.commands import BusinessData
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class PerformOnce(BusinessData):
     """Perform once: the call OnceGate makes itself for this business key, at most once (issue 34).
 

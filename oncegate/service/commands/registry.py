@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from oncegate.domain.copies import frozen
 from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.records import Flow
 from oncegate.service.commands import KEEP, Unchanged
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class RegisterFlow:
     """Register a flow, or change its registration.
 
@@ -23,7 +22,7 @@ class RegisterFlow:
     notes: str | Unchanged | None = KEEP
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class SetScope:
     """A scope's owner, default lease, retention, horizon, description, key pattern and fingerprint rules.
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from oncegate.domain.copies import frozen
 from oncegate.domain.statuses import SettledOutcome
 from oncegate.domain.transitions import Result
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class RecordResult:
     """The side effect's outcome, from the run holding the claim."""
 
@@ -17,7 +17,7 @@ class RecordResult:
     result: Result
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Release:
     """The run holding the claim gives it up before any side effect."""
 
@@ -25,7 +25,7 @@ class Release:
     reason: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Heartbeat:
     """The run holding the claim extends its lease."""
 
@@ -33,7 +33,7 @@ class Heartbeat:
     lease_seconds: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Acknowledge:
     """A reviewer acknowledges a failure that is not retryable: the key stays blocked."""
 
@@ -41,7 +41,7 @@ class Acknowledge:
     note: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Settle(Acknowledge):
     """A reviewer settles an attempt in doubt with the outcome found in the target system."""
 

@@ -14,34 +14,38 @@ from typing import Any
 from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableClient, TableEntity, TransactionOperation, UpdateMode
 
-from oncegate.domain.backups import ClaimBackup, Restore
+from oncegate.domain.backups import ClaimBackup, Restore, refuse_writing_over
+from oncegate.errors import AlreadyExists, ConcurrentUpdate
 from oncegate.stores import columns, large_values
 from oncegate.stores.tables import batch
 from oncegate.stores.tables.entities import (
     CLAIM_ROW,
     CONFLICT_PARTITION,
+    EXISTS,
     FINGERPRINT_PREFIX,
     HISTORY_PREFIX,
     KEY_PARTITION,
     PARTITION_FILTER,
     REPAIR_PAGE_ROWS,
+    RESTORE_PARTITION,
+    RESTORE_ROW,
     STORE_PARTITION,
     TRANSACTION_LIMIT,
     _claim_entity,
     _claim_index,
-    _entity,
     _etag,
     _event_entity,
     _event_place,
     _fingerprint_entity,
+    _on_status,
+    _save,
     _tally_entity,
     _translated,
 )
 from oncegate.stores.tables.history import one_line_per_series
 
-# The import that filled this store (issue 35): one row beside the store's id.
-RESTORE_PARTITION = "restore"
-RESTORE_ROW = "restore"
+# Tries of a restore record's save whose ETag another run of the import moved meanwhile.
+RESTORE_SAVES = 5
 CLAIM_ROWS_FILTER = "RowKey eq @rk"
 CHANGED_FILTER = "RowKey eq @rk and Timestamp ge @at"
 # A partition query answers up to 1,000 rows a request: a claim whose rows take more is read again if it changed.
@@ -158,17 +162,30 @@ class TableBackups:
         """Upserts in the claim's partition, the claim's row in the last transaction; its index rows wait for
         ``flush_index``, as a new claim's do. Each series line gets its tally, where later answers count."""
         claim = backup.claim
+        if self._has_claim_row(claim.claim_id):
+            raise AlreadyExists(None)
         rows = [
             *(_event_entity(event) for event in backup.events),
             *(_tally_entity(event) for event in backup.events if event.count is not None),
             *(_fingerprint_entity(record) for record in backup.fingerprints),
-            _claim_entity(claim),
         ]
         upserts = [(TransactionOperation.UPSERT, entity, {"mode": UpdateMode.REPLACE}) for entity in rows]
+        # The claim's row created, never written over: a run of the import beside this one wrote it whole.
+        last = len(upserts) // TRANSACTION_LIMIT * TRANSACTION_LIMIT
+        operations = [*upserts[:last], (TransactionOperation.CREATE, _claim_entity(claim)), *upserts[last:]]
         with _translated():
-            for start in range(0, len(upserts), TRANSACTION_LIMIT):
-                batch.submit_transaction(self._claims, upserts[start : start + TRANSACTION_LIMIT])
+            for start in range(0, len(operations), TRANSACTION_LIMIT):
+                with _on_status(EXISTS, lambda: AlreadyExists(None)):
+                    batch.submit_transaction(self._claims, operations[start : start + TRANSACTION_LIMIT])
         self._to_index(_claim_index(claim))
+
+    def _has_claim_row(self, claim_id: str) -> bool:
+        with _translated():
+            try:
+                self._claims.get_entity(claim_id, CLAIM_ROW, select=["PartitionKey"])
+            except ResourceNotFoundError:
+                return False
+        return True
 
     def stored_contents(self) -> list[str]:
         """One row read from each table (from each partition that counts), by the names an operator reads."""
@@ -197,6 +214,22 @@ class TableBackups:
         return columns.restore_from_row(entity)
 
     def save_restore(self, restore: Restore) -> None:
+        """Created, or written over at the ETag read: over another export's record or a completed one, never."""
         row = columns.restore_to_row(restore)
-        with _translated():
-            self._keys.upsert_entity(_entity(RESTORE_PARTITION, RESTORE_ROW, row), mode=UpdateMode.REPLACE)
+        for _ in range(RESTORE_SAVES):
+            with _translated():
+                try:
+                    entity = self._keys.get_entity(RESTORE_PARTITION, RESTORE_ROW)
+                except ResourceNotFoundError:
+                    entity = None
+            version = None
+            if entity is not None:
+                refuse_writing_over(columns.restore_from_row(entity), restore)
+                version = _etag(entity.metadata)
+            try:
+                with _translated():
+                    _save(self._keys, RESTORE_PARTITION, RESTORE_ROW, row, version)
+                return
+            except ConcurrentUpdate:
+                continue  # another run of this import saved its progress meanwhile: read it again
+        raise ConcurrentUpdate(f"the restore record changed {RESTORE_SAVES} times while this import saved it")

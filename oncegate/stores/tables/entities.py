@@ -52,6 +52,9 @@ REPAIR_PAGE_ROWS = 1000
 KEY_PARTITION = "key"
 # The store's id: one row beside the key secrets, so that one read brings both.
 STORE_PARTITION = "store"
+# The import that filled this store (issue 35): one row beside the store's id, read with it.
+RESTORE_PARTITION = "restore"
+RESTORE_ROW = "restore"
 
 
 def _entity(partition_key: str, row_key: str, row: Row) -> dict[str, Any]:

@@ -19,7 +19,15 @@ from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.records import KeySecretRecord
 from oncegate.errors import ConcurrentUpdate, NotConfigured
 from oncegate.stores import columns
-from oncegate.stores.tables.entities import KEY_PARTITION, STORE_PARTITION, _etag, _if_unchanged, _save, _translated
+from oncegate.stores.tables.entities import (
+    KEY_PARTITION,
+    RESTORE_PARTITION,
+    STORE_PARTITION,
+    _etag,
+    _if_unchanged,
+    _save,
+    _translated,
+)
 
 # The store's id's row, beside the key secrets (in STORE_PARTITION), so that one read brings both.
 STORE_ROW = "identity"
@@ -53,17 +61,18 @@ class TableKeys:
         def keep_date(response: Any) -> None:
             answered.append(response.http_response.headers.get("Date", ""))
 
-        entities = self._marks_of(self._keys, keep_date)
-        claims = self._claims_mark()
         for again in (False, True):
+            # The id before the mark: the mark is written first, so an id read here has its mark in the read after.
+            entities = self._marks_of(self._keys, keep_date)
+            claims = self._claims_mark()
             identity = next((e for e in entities or () if e["PartitionKey"] == STORE_PARTITION), None)
             marked = bool(identity and identity.get("TablesMarked"))
             holds_claims = not (marked and claims.store_id) and not claims.missing and self._holds_claims()
             if again or identity is not None or not holds_claims or entities is None:
                 break
-            # The id is written before any claim: a store another instance marked between the reads above shows
-            # claims and no id. Read the id again, after the claims (issue 31).
-            entities = self._marks_of(self._keys, keep_date)
+            # The mark, then the id, then claims: a store another instance marked and claimed in between the reads
+            # above shows claims and, as read, no id. Both are read again, after the claims (issue 31): the id alone
+            # read again beside a mark read before it showed the new store as one whose claims table lost its mark.
         secrets = tuple(
             columns.secret_from_row({**entity, "KeyId": entity["RowKey"]}, _etag(entity.metadata))
             for entity in entities or ()
@@ -76,6 +85,10 @@ class TableKeys:
             tables=(claims, *([TableMark(self._keys.table_name, None, missing=True)] if entities is None else [])),
             tables_marked=marked,
             holds_claims=holds_claims,
+            # The restore's row is in the keys table, read above whole: an import under way costs no read more.
+            restoring=any(
+                e["PartitionKey"] == RESTORE_PARTITION and e.get("CompletedAt") is None for e in entities or ()
+            ),
             clock=_date(answered[-1] if answered else ""),
         )
 

@@ -23,7 +23,7 @@ from azure.data.tables import TableClient, TableServiceClient
 from oncegate.domain.keys import KeyHasher
 from oncegate.models import ClaimRequest, ClaimResponse, RecordResultRequest
 from oncegate.stores.port import ClaimStore
-from oncegate.stores.sqlite import BUSY_TIMEOUT_MS, SqliteStore
+from oncegate.stores.sqlite import BUSY_TIMEOUT_MS, WAL_AUTOCHECKPOINT_PAGES, SqliteStore
 from oncegate.stores.tables.store import TableStore
 from oncegate.stores.tables.transport import client_options, endpoint_of
 from tests.gate import Gate
@@ -169,7 +169,13 @@ class Rig:
         def connection() -> sqlite3.Connection:
             if not hasattr(local, "connection"):
                 opening = sqlite3.connect(self.location("sqlite", name), isolation_level=None, check_same_thread=False)
-                for pragma in (f"busy_timeout = {BUSY_TIMEOUT_MS}", "journal_mode = WAL", "synchronous = NORMAL"):
+                pragmas = (
+                    f"busy_timeout = {BUSY_TIMEOUT_MS}",
+                    "journal_mode = WAL",
+                    "synchronous = NORMAL",
+                    f"wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}",
+                )
+                for pragma in pragmas:
                     opening.execute(f"PRAGMA {pragma}")
                 local.connection = opening
                 with lock:

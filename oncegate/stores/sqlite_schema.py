@@ -107,9 +107,16 @@ ADDED_COLUMNS = {
     "scopes": ("ClaimsBySource TEXT", "KeyPattern TEXT", "HorizonDays INTEGER", "FingerprintRules TEXT"),
 }
 # Indexes on added columns, made once the columns are there: finding claims by source or reference (issue 16).
+# Partial: a claim that names no source (or no reference), as most do, is in neither index, so its write updates
+# two B-trees of eight fewer (issue 36: a new claim's CPU 170 µs in process from 189, serve's 448 µs a claim from 463,
+# side by side). A list by source or reference still reads its index: ``Source = ?`` holds only where Source is not
+# null. Files made before hold full indexes under the old names, dropped once the partial ones are made (a scan of
+# the claims table at the first open: about a second for 300,000 claims).
 ADDED_INDEXES = """
-CREATE INDEX IF NOT EXISTS claims_by_source ON claims (Source, UpdatedAt, ClaimId);
-CREATE INDEX IF NOT EXISTS claims_by_reference ON claims (Reference, UpdatedAt, ClaimId);
+CREATE INDEX IF NOT EXISTS claims_with_source ON claims (Source, UpdatedAt, ClaimId) WHERE Source IS NOT NULL;
+CREATE INDEX IF NOT EXISTS claims_with_reference ON claims (Reference, UpdatedAt, ClaimId) WHERE Reference IS NOT NULL;
+DROP INDEX IF EXISTS claims_by_source;
+DROP INDEX IF EXISTS claims_by_reference;
 """
 
 

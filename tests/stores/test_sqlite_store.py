@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from oncegate.domain.records import Conflict
+from oncegate.domain.records import ClaimFilter, Conflict
+from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import AlreadyExists, NotFound
 from oncegate.stores import columns
 from oncegate.stores.columns import Row
@@ -249,3 +250,99 @@ def test_once_the_database_is_moved_aside_every_write_is_refused_on_a_thread_wit
 
     assert len(refused) == 2
     assert not path.exists()  # nothing made at the path
+
+
+# What releases before issue 36 made: every claim in both indexes, a source and a reference or not.
+FULL_INDEXES = """
+CREATE INDEX claims_by_source ON claims (Source, UpdatedAt, ClaimId);
+CREATE INDEX claims_by_reference ON claims (Reference, UpdatedAt, ClaimId);
+"""
+
+
+def _claims_indexes(path: Path) -> dict[str, str]:
+    """The claims table's own indexes (its primary key's aside) by name, with the SQL that made each."""
+    with contextlib.closing(sqlite3.connect(path)) as reading:
+        made = reading.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'claims'")
+        return {name: sql for name, sql in made if sql is not None}
+
+
+def _plan_of_list(store: SqliteStore, matching: ClaimFilter) -> str:
+    """The query plan of the list the store runs for ``matching``, as SQLite chose it."""
+    connection = store._connection()
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    try:
+        store.list_claims(matching, limit=10)
+    finally:
+        connection.set_trace_callback(None)
+    (query,) = [sql for sql in statements if sql.startswith("SELECT * FROM claims")]
+    return " ".join(str(row[-1]) for row in connection.execute(f"EXPLAIN QUERY PLAN {query}"))
+
+
+def test_a_claim_naming_no_source_or_reference_is_in_neither_index_and_a_list_by_either_reads_its_index(
+    tmp_path: Path,
+) -> None:
+    # Most claims name neither: their writes update two B-trees fewer (issue 36).
+    path = tmp_path / "oncegate.db"
+    store = SqliteStore(path)
+    plain, labelled = records.claim(), records.claim(source="shop-eu", reference="SO-1001")
+    for made in (plain, labelled):
+        store.create_claim(made, records.event(made.claim_id))
+
+    indexes = _claims_indexes(path)
+    assert indexes["claims_with_source"].endswith("WHERE Source IS NOT NULL")
+    assert indexes["claims_with_reference"].endswith("WHERE Reference IS NOT NULL")
+    assert set(indexes) == {"claims_by_change", "claims_with_source", "claims_with_reference"}
+    with contextlib.closing(sqlite3.connect(path)) as reading:
+        for index, column in (("claims_with_source", "Source"), ("claims_with_reference", "Reference")):
+            held = reading.execute(f"SELECT ClaimId FROM claims INDEXED BY {index} WHERE {column} IS NOT NULL")
+            assert [row[0] for row in held] == [labelled.claim_id]
+    by_source = ClaimFilter((ClaimStatus.IN_PROGRESS,), source="shop-eu")
+    assert "USING INDEX claims_with_source" in _plan_of_list(store, by_source)
+    assert "USING INDEX claims_with_reference" in _plan_of_list(
+        store, ClaimFilter((ClaimStatus.IN_PROGRESS,), reference="SO-1001")
+    )
+    found = store.list_claims(by_source, limit=10).items
+    assert [claim.claim_id for claim in found] == [labelled.claim_id]
+    store.close()
+
+
+def test_a_file_with_the_full_indexes_of_earlier_releases_gets_the_partial_ones_and_finds_its_claims(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "oncegate.db"
+    store = SqliteStore(path)
+    labelled = records.claim(source="shop-eu", reference="SO-1001")
+    store.create_claim(labelled, records.event(labelled.claim_id))
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as older:  # the file as an earlier release left it
+        older.executescript("DROP INDEX claims_with_source; DROP INDEX claims_with_reference;" + FULL_INDEXES)
+
+    reopened = SqliteStore(path)
+    try:
+        assert set(_claims_indexes(path)) == {"claims_by_change", "claims_with_source", "claims_with_reference"}
+        in_progress = (ClaimStatus.IN_PROGRESS,)
+        for matching in (ClaimFilter(in_progress, source="shop-eu"), ClaimFilter(in_progress, reference="SO-1001")):
+            found = reopened.list_claims(matching, limit=10).items
+            assert [claim.claim_id for claim in found] == [labelled.claim_id]
+    finally:
+        reopened.close()
+
+
+def test_the_wal_is_copied_into_the_database_every_so_many_pages_not_every_thousand(tmp_path: Path) -> None:
+    # Each checkpoint copies the pages nearly every claim writes again: rarer ones copy them fewer times (issue 36).
+    from oncegate.stores.sqlite import WAL_AUTOCHECKPOINT_PAGES
+
+    path = tmp_path / "oncegate.db"
+    store = SqliteStore(path)
+    frame = 24 + store._connection().execute("PRAGMA page_size").fetchone()[0]
+    largest = 0
+    # A claim writes 4 to 10 pages: this writes the bound's worth of pages twice over, or more.
+    for _ in range(WAL_AUTOCHECKPOINT_PAGES // 2):
+        made = records.claim()
+        store.create_claim(made, records.event(made.claim_id))
+        largest = max(largest, Path(f"{path}-wal").stat().st_size)
+    store.close()
+
+    # Past SQLite's default of 1,000 pages, and started over once past the bound (the file keeps its size).
+    assert WAL_AUTOCHECKPOINT_PAGES * frame <= largest < (WAL_AUTOCHECKPOINT_PAGES + 100) * frame

@@ -70,7 +70,8 @@ def string_parts(node: Node) -> list[Node | str]:
     """A string node's children, with the whitespace the grammar leaves out of them (``' '``) as text."""
     raw = node.text or b""
     quote = 3 if raw.startswith(b"'''") else 1
-    start, parts, offset = node.start_byte, [], node.start_byte + quote
+    start, offset = node.start_byte, node.start_byte + quote
+    parts: list[Node | str] = []
     for child in node.named_children:
         if child.start_byte > offset:
             parts.append(raw[offset - start : child.start_byte - start].decode())

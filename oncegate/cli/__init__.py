@@ -7,16 +7,22 @@ settings name in :mod:`oncegate.cli.store_commands`.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
-from oncegate.cli import commands, extra, store_commands
+from oncegate.cli import commands, extra, store_commands, streams
 from oncegate.cli.parser import build_parser
 from oncegate.cli.signin import AppFactory, msal_app
 
 # What runs on the service's dependencies alone, without the cli extra (make run installs no extra).
 WITHOUT_EXTRA = ("serve",)
+# What stops on SIGTERM by itself, each worker finishing what it answers (oncegate.entrypoints.server).
+STOPS_ITSELF = ("serve",)
 # What a shell reports for a command that SIGPIPE ended: 128 + 13.
 CLOSED_PIPE_EXIT = 141
 MISPLACED_SCOPE = (
@@ -28,16 +34,21 @@ MISPLACED_SCOPE = (
 def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -> int:
     """Run the command; ``app_factory`` makes the MSAL application for ``--entra`` (tests pass a fake).
 
-    Ctrl+C and a closed pipe end any command, wherever they come (rendering included), with their
+    Ctrl+C, SIGTERM and a closed pipe end any command, wherever they come (rendering included), with their
     exit status and no traceback. A command that draws tables without the cli extra installed (rich)
-    says which extra to install, exit 2; ``serve`` needs none.
+    says which extra to install, exit 2; ``serve`` needs none. A character stdout's encoding lacks is
+    written as its escape (:mod:`oncegate.cli.streams`).
     """
+    streams.tolerant()
+    as_json = "--json" in (sys.argv[1:] if argv is None else argv)
     try:
-        return _run(argv, app_factory)
+        return _run(argv, app_factory, as_json=as_json)
     except ModuleNotFoundError as exc:
         if not extra.is_missing(exc):
             raise
         print(extra.MISSING, file=sys.stderr)
+        if as_json:
+            streams.print_json({"error": {"code": "invalid_usage", "message": extra.MISSING, "details": []}})
         return extra.MISSING_EXIT
     except KeyboardInterrupt:
         return commands.INTERRUPTED_EXIT
@@ -48,9 +59,35 @@ def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -
         return CLOSED_PIPE_EXIT
 
 
-def _run(argv: list[str] | None, app_factory: AppFactory) -> int:
+def _run(argv: list[str] | None, app_factory: AppFactory, *, as_json: bool) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # Arguments refused before they are read whole are JSON on stdout too when they ask for it (parser.Parser).
+    refusals = commands.REFUSALS_AS_JSON.set(as_json)
+    try:
+        args = parser.parse_args(argv)
+        if args.command in STOPS_ITSELF:
+            return _command(parser, args, app_factory)
+        with _stopped_as_by_ctrl_c():
+            return _command(parser, args, app_factory)
+    finally:
+        commands.REFUSALS_AS_JSON.reset(refusals)
+
+
+@contextlib.contextmanager
+def _stopped_as_by_ctrl_c() -> Iterator[None]:
+    """SIGTERM (kill, timeout, a job stopped) interrupts the command as Ctrl+C does, so that it closes what it
+    opened: killed where it stood, a purge lost the scope counts of the claims it had deleted."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set a signal's handler (a test may run the command in another)
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, app_factory: AppFactory) -> int:
     if args.misplaced_scope is not None:
         parser.error(MISPLACED_SCOPE)
     if args.handler is None:

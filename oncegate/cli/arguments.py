@@ -8,10 +8,12 @@ with one call.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oncegate.cli.commands import Command
 from oncegate.cli.values import DEFAULT_PORT, whole_number
+
+if TYPE_CHECKING:
+    from oncegate.cli.commands import Command
 
 # The service's bounds on a list page (the top query parameter of every list).
 MAX_TOP = 200
@@ -116,3 +118,14 @@ def whole_history(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the whole history: the first 50 entries come with the claim, this follows its next link for the rest",
     )
+
+
+def options_by_field(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The option of ``parser`` that sends each field of the request, by the field's name on the wire:
+    ``keyPattern`` is ``--key-pattern``, ``claimId`` is ``CLAIM_ID``."""
+    named: dict[str, str] = {}
+    for action in parser._actions:
+        for option in action.option_strings or [str(action.metavar or action.dest)]:
+            words = option.lstrip("-").replace("_", "-").lower().split("-")
+            named.setdefault(words[0] + "".join(word.title() for word in words[1:]), option)
+    return named

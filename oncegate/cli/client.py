@@ -11,6 +11,10 @@ the raw JSON is kept beside it for ``--json``. Every failure the command expects
 
 Credentials go to the ``--url`` host only: redirects are not followed, and a ``nextLink``
 is followed on that host whatever host name the service wrote into it.
+
+A call that only reads (a GET, and Lookup) answered 429 or 503 is asked again after the
+``Retry-After`` the answer gave, up to ``ATTEMPTS`` times in all; one that changes something is
+never sent twice by the client, whatever it was answered: a person decides whether to run it again.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ import http.client
 import ipaddress
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from email.message import Message
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -58,6 +65,14 @@ TIMEOUT_SECONDS = 30.0
 USAGE_EXIT = 2
 SERVICE_EXIT = 3
 SNIPPET_CHARS = 200
+# Asking again: the statuses that say "not now" (busy, or the store briefly unavailable), how often a read is
+# sent in all, the wait when the answer gave no Retry-After, and the longest wait a command sits through.
+RETRIED_STATUSES = (429, 503)
+ATTEMPTS = 3
+DEFAULT_RETRY_AFTER = 1.0
+MAX_RETRY_AFTER = 60.0
+# The actions that only read although they are POSTs (the business key travels in the body).
+READS_SENT_AS_POST = frozenset({"lookup_claim"})
 
 Model = TypeVar("Model", bound=BaseModel)
 Page = TypeVar("Page", ClaimAttentionList, ClaimHistory, ClaimList, ConflictList, FlowList, OverlapList, ScopeList)
@@ -67,40 +82,71 @@ class ClientError(Exception):
     """A failure the command reports on stderr and turns into its exit status."""
 
     exit_code = USAGE_EXIT
+    # The error code a script reads with --json, where the service gave none: the command's own refusal.
+    error_code = "invalid_usage"
 
-    def report(self) -> str:
-        """The lines printed on stderr."""
+    def report(self, options: Mapping[str, str] | None = None) -> str:
+        """The lines printed on stderr; ``options`` names the command's option of each field of the request."""
         return str(self)
+
+    def as_json(self) -> dict[str, Any]:
+        """What ``--json`` prints on stdout: the service's error body, in its shape when the command refused."""
+        return {"error": {"code": self.error_code, "message": str(self), "details": []}}
 
 
 class ApiError(ClientError):
     """The service answered with an error status; ``code`` is its ``error.code`` when it sent one."""
 
     def __init__(
-        self, status: int, code: str | None, message: str, details: list[tuple[str | None, str]] | None = None
+        self,
+        status: int,
+        code: str | None,
+        message: str,
+        details: list[tuple[str | None, str]] | None = None,
+        *,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(f"{code or f'HTTP {status}'}: {message}")
         self.status = status
         self.code = code
         self.message = message
         self.details = details or []
-        self.exit_code = SERVICE_EXIT if status >= 500 else USAGE_EXIT
+        # Seconds to wait before asking again, when the answer says "not now" (429, 503); else None.
+        self.retry_after = retry_after
+        # Busy (429) is the service's state, not the command's fault: exit 3, as a 5xx.
+        self.exit_code = SERVICE_EXIT if status >= 500 or status == 429 else USAGE_EXIT
 
-    def report(self) -> str:
-        # One detail repeats the message, which names its field: said once. Several are each listed.
-        repeated = len(self.details) == 1 and self.details[0][1] in self.message
-        details = [] if repeated else self.details
+    def report(self, options: Mapping[str, str] | None = None) -> str:
+        # One detail repeats the message, which names its field: said once, unless the field is an option the
+        # person typed (attempt is --attempt), which its line then names. Several are each listed.
+        named = [(_option_of(target, options or {}), message) for target, message in self.details]
+        repeated = len(named) == 1 and named[0][1] in self.message and named[0][0] == self.details[0][0]
+        details = [] if repeated else named
         return "\n".join([str(self), *(f"  {target or 'body'}: {message}" for target, message in details)])
+
+    def as_json(self) -> dict[str, Any]:
+        details = [{"target": target, "message": message} for target, message in self.details]
+        code = self.code or f"http_{self.status}"
+        return {"error": {"code": code, "message": self.message, "details": details, "status": self.status}}
+
+
+def _option_of(target: str | None, options: Mapping[str, str]) -> str | None:
+    """The option that sent the field ``target`` names (``keyPattern``, ``fingerprintInclude[0]``), else the target."""
+    field = (target or "").split("[", 1)[0].split(".", 1)[0]
+    return options.get(field, target)
 
 
 class Unreachable(ClientError):
     """No usable answer from the service."""
 
     exit_code = SERVICE_EXIT
+    error_code = "unreachable"
 
 
 class SignInError(ClientError):
     """Signing in to Microsoft Entra ID failed, or a sign-in setting is missing."""
+
+    error_code = "signin_failed"
 
 
 @frozen
@@ -167,8 +213,10 @@ class Client:
         function_key: str | None = None,
         token: Callable[[], str] | None = None,
         timeout: float = TIMEOUT_SECONDS,
+        notify: Callable[[str], None] | None = None,
     ) -> None:
         self.url = base_url(url, named)
+        self._notify = notify or (lambda line: None)
         parts = urlsplit(self.url)
         if (function_key or token) and parts.scheme == "http" and not _is_loopback(parts.hostname):
             raise ClientError(f"Refusing to send credentials to {parts.hostname} over plain http: use https://.")
@@ -193,7 +241,8 @@ class Client:
         path = operation.path(**{name: quote(value, safe="") for name, value in (ids or {}).items()})
         params = urlencode(_present(dict(query or {})))
         target = f"/api/{path}?{params}" if params else f"/api/{path}"
-        return self._call(operation.response, operation.method, target, body)
+        reads = operation.method == "GET" or name in READS_SENT_AS_POST
+        return self._call(operation.response, operation.method, target, body, retried=reads)
 
     def pages(self, name: str, query: Mapping[str, Any]) -> Iterator[Answer[Any]]:
         """The list of the entry ``name`` page by page, following ``nextLink`` (on this client's host) as far as the
@@ -298,8 +347,10 @@ class Client:
             page = self._call(model, "GET", _target(page.model.next_link))
             yield page
 
-    def _call(self, model: type[Model], method: str, target: str, body: Any = None) -> Answer[Model]:
-        raw = self._send(method, target, body)
+    def _call(
+        self, model: type[Model], method: str, target: str, body: Any = None, *, retried: bool = True
+    ) -> Answer[Model]:
+        raw = self._sent(method, target, body) if retried else self._send(method, target, body)
         try:
             return Answer(raw, model.model_validate(raw))
         except ValidationError as exc:
@@ -312,6 +363,21 @@ class Client:
                 self._headers["Authorization"] = f"Bearer {self._token()}"
                 self._token = None
         return self._headers
+
+    def _sent(self, method: str, target: str, body: Any) -> Any:
+        """A read, sent again after the Retry-After of each "not now" answer, ``ATTEMPTS`` times in all at most."""
+        attempt = 1
+        while True:
+            try:
+                return self._send(method, target, body)
+            except ApiError as exc:
+                wait = exc.retry_after
+                if wait is None or wait > MAX_RETRY_AFTER or attempt == ATTEMPTS:
+                    raise
+                said = exc.code or f"HTTP {exc.status}"
+            attempt += 1
+            self._notify(f"{said}: asking again in {wait:g} s ({attempt} of {ATTEMPTS})")
+            pause(wait)
 
     def _send(self, method: str, target: str, body: Any) -> Any:
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -327,9 +393,20 @@ class Client:
         except (OSError, http.client.HTTPException) as exc:
             # URLError (refused, DNS, TLS) and timeouts are OSErrors; a broken answer is an HTTPException.
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            if isinstance(reason, TimeoutError):
+                raise Unreachable(_no_answer(self.url, method, self._timeout)) from exc
             raise Unreachable(
                 f"Cannot reach {self.url}: {reason}. Is the service running there (oncegate serve), and is --url right?"
             ) from exc
+
+
+def _no_answer(url: str, method: str, timeout: float) -> str:
+    """A request the service took and did not answer in time: reachable, but slow or stuck, and a change sent may
+    have been made (a person looks before sending it again)."""
+    said = f"{url} took the request but did not answer within {timeout:g} s: the service or its store is slow."
+    if method == "GET":
+        return said
+    return f"{said} What was asked may have been done: look (claims show, conflicts show) before running it again."
 
 
 def _operation(name: str) -> Operation:
@@ -381,14 +458,33 @@ def _json(raw: bytes, where: str) -> Any:
 
 
 def _api_error(status: int, reason: str, headers: Message, raw: bytes) -> ApiError:
+    wait = _retry_after(headers.get("Retry-After")) if status in RETRIED_STATUSES else None
     try:
         error = ErrorBody.model_validate_json(raw).error
     except ValidationError:
-        return ApiError(status, None, _without_error_body(status, reason, headers, raw))
+        return ApiError(status, None, _without_error_body(status, reason, headers, raw), retry_after=wait)
     details = [(detail.target, detail.message) for detail in error.details]
     retry_after = headers.get("Retry-After")
     message = f"{error.message} (retry after {retry_after} s)" if retry_after else error.message
-    return ApiError(status, error.code, message, details)
+    return ApiError(status, error.code, message, details, retry_after=wait)
+
+
+def _retry_after(said: str | None) -> float:
+    """The seconds a Retry-After header asks to wait: a number of seconds, or an HTTP date; one second without it."""
+    if said is None:
+        return DEFAULT_RETRY_AFTER
+    if said.strip().isdigit():
+        return float(said)
+    try:
+        when = parsedate_to_datetime(said)
+    except (TypeError, ValueError):
+        return DEFAULT_RETRY_AFTER
+    return max(0.0, (when - datetime.now(UTC)).total_seconds()) if when.tzinfo else DEFAULT_RETRY_AFTER
+
+
+def pause(seconds: float) -> None:
+    """Wait before asking again (a test replaces it to count the waits)."""
+    time.sleep(seconds)
 
 
 def _without_error_body(status: int, reason: str, headers: Message, raw: bytes) -> str:

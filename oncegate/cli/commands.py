@@ -15,10 +15,13 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oncegate import __version__
+from oncegate.cli import streams
+from oncegate.cli.arguments import options_by_field
 from oncegate.cli.batch_drill import run_batch_drill
 from oncegate.cli.client import (
     SERVICE_EXIT,
@@ -58,9 +61,25 @@ def _load_app(app_dir: Path) -> object:
     return importlib.import_module("function_app").app
 
 
-def refused(command: str, message: str, code: int = USAGE_EXIT) -> int:
-    """One line on stderr saying why ``command`` cannot go on, and its exit status."""
-    print(f"oncegate {command}: {message}", file=sys.stderr)
+def interrupted(command: str, left: str) -> int:
+    """One line on stderr saying that Ctrl+C or SIGTERM stopped ``command`` and what it ``left``; exit 130."""
+    print(f"oncegate {command}: interrupted; {left}", file=sys.stderr)
+    return INTERRUPTED_EXIT
+
+
+# Set while a command on the store runs with --json (oncegate.cli.store_commands.on_the_store): its refusal is
+# JSON on stdout too, in the shape of a deployment command's, its code by the exit status.
+REFUSALS_AS_JSON: ContextVar[bool] = ContextVar("refusals_as_json", default=False)
+REFUSAL_CODES = {USAGE_EXIT: "invalid_usage", SERVICE_EXIT: "store_failed"}
+
+
+def refused(command: str, message: str, code: int = USAGE_EXIT, *, answered: bool = False) -> int:
+    """One line on stderr saying why ``command`` cannot go on, and its exit status; with --json, unless the command
+    ``answered`` on stdout already, the same as JSON there."""
+    said = f"oncegate {command}: {message}"
+    print(said, file=sys.stderr)
+    if REFUSALS_AS_JSON.get() and not answered:
+        streams.print_json({"error": {"code": REFUSAL_CODES.get(code, "refused"), "message": said, "details": []}})
     return code
 
 
@@ -382,13 +401,17 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
             named="--url" if args.url else "ONCEGATE_URL",
             function_key=None if args.entra else args.function_key or os.environ.get("ONCEGATE_FUNCTION_KEY"),
             token=entra_token(args, app_factory),
+            notify=progress,
         )
         output = command(client, args)
     except ClientError as exc:
-        print(exc.report(), file=sys.stderr)
+        print(exc.report(options_by_field(args.command_parser)), file=sys.stderr)
+        if args.json:
+            # A script reads .error.code whoever refused: the service's body, or the command's in its shape.
+            streams.print_json(exc.as_json())
         return exc.exit_code
     if args.json:
-        print(json.dumps(output.raw, indent=2, ensure_ascii=False))
+        streams.print_json(output.raw)
     else:
         layout.show(output.text, sys.stdout)
     if output.note:

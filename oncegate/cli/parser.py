@@ -39,12 +39,16 @@
 
 serve, purge, keys, store and targets work on the store the environment's settings name (ONCEGATE_STORE...),
 as the app does, and say which store that is; every other command talks to a deployment over its HTTP API.
-Tables are for people; --json prints the service's answer for scripts. Progress goes to stderr.
+Tables are for people; --json prints the service's answer for scripts, and on a failure its error,
+{"error": {"code", "message", "details"}}, whoever refused (the command: invalid_usage, unreachable or
+signin_failed; a command on the store: invalid_usage or store_failed). Progress goes to stderr.
 
 Exit status: 0 done; 1 the drill found the service deviating from the contract; 2 bad usage, a
 bad setting, a failed sign-in, a request the service refused (4xx) or a drill blocked by the flow
-inventory; 3 the service or its store failed (5xx) or could not be reached; 130 interrupted (Ctrl+C);
-141 the reader of the output went away (a closed pipe, as `| head` closes it). Neither shows a traceback.
+inventory; 3 the service or its store failed (5xx), was busy (429) or could not be reached (a command
+that only reads asks again after the Retry-After of a 429 or 503, three times in all); 130 interrupted
+(Ctrl+C, or SIGTERM: what the command opened is closed as it ends); 141 the reader of the output went away
+(a closed pipe, as `| head` closes it). Neither shows a traceback.
 
 The synopsis above is what ``oncegate --help`` prints, read side by side with the parsers below; the
 pieces they are built of are in :mod:`oncegate.cli.arguments`. A group of commands declared in a
@@ -54,11 +58,12 @@ module of its own is added to the tree by one call in :func:`build_parser`.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, NoReturn
 
 from oncegate import __version__
-from oncegate.cli import commands, store_commands, targets_commands
+from oncegate.cli import commands, store_commands, streams, targets_commands
 from oncegate.cli.arguments import command, command_group, connection_options, lists, paging, whole_history
+from oncegate.cli.commands import REFUSALS_AS_JSON
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.cli.helptext import FittedDescription
 from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, MAX_THREADS, moment, or_reset, scope, source, whole_number
@@ -84,13 +89,26 @@ MAX_CONCURRENCY = 128
 MAX_WORKERS = 16
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of the arguments is JSON on stdout too when they ask for --json.
+
+    Every command's parser is one: argparse makes each subcommand's parser of its parent's class.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        if REFUSALS_AS_JSON.get():
+            refusal = {"code": "invalid_usage", "message": f"{self.prog}: error: {message}", "details": []}
+            streams.print_json({"error": refusal})
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole tree: each group of commands is one call below.
 
     A command with ``local`` set works on the store the environment's settings name (serve, purge,
     keys, store); every other one talks to a deployment over its HTTP API, with the deployment's options.
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="oncegate",
         description=HELP,
         formatter_class=FittedDescription,

@@ -78,6 +78,15 @@ class EntraSettings:
             options = {"--tenant (ONCEGATE_TENANT_ID)": tenant, "--client-id (ONCEGATE_CLIENT_ID)": client_id}
             options["--api-scope (ONCEGATE_API_SCOPE)"] = scope
             raise SignInError(f"--entra needs {', '.join(name for name, value in options.items() if not value)}.")
+        # The app's own rule for ONCEGATE_ENTRA_TENANT_ID, checked before any request: MSAL would put a URL or a
+        # name with a space into the authority's address and fail there, as if Entra ID could not be reached.
+        from oncegate.config import TENANT_PATTERN
+
+        if not TENANT_PATTERN.fullmatch(tenant):
+            raise SignInError(
+                f"--tenant (ONCEGATE_TENANT_ID) must be the tenant's id (a GUID) or domain, such as "
+                f"contoso.onmicrosoft.com, not {tenant!r}."
+            )
         return cls(
             tenant=tenant,
             client_id=client_id,

@@ -14,8 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oncegate.cli import streams
 from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
-from oncegate.cli.commands import INTERRUPTED_EXIT, progress, refused
+from oncegate.cli.commands import INTERRUPTED_EXIT, REFUSALS_AS_JSON, interrupted, progress, refused
 from oncegate.cli.extra import on_first_use
 from oncegate.cli.values import moment
 
@@ -34,10 +35,13 @@ def on_the_store(args: argparse.Namespace) -> int:
     from azure.core.exceptions import ClientAuthenticationError
 
     logs_when_asked()
+    as_json = REFUSALS_AS_JSON.set(getattr(args, "json", False))
     try:
         code: int = args.handler(args)
     except ClientAuthenticationError as exc:
         return _not_signed_in(args.command, exc)
+    finally:
+        REFUSALS_AS_JSON.reset(as_json)
     return code
 
 
@@ -138,7 +142,7 @@ def purge(args: argparse.Namespace) -> int:
     except OnceGateError as exc:
         return refused("purge", exc.message, _exit(exc))
     except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
+        return interrupted("purge", "what it deleted stays deleted, its counts kept: run it again to go on.")
     finally:
         services.close()
     if args.json:
@@ -191,6 +195,7 @@ def keys(args: argparse.Namespace) -> int:
             f"{_text(restoring.exported_at)} is under way or was cut short after record {restoring.records_done}. "
             "The app refuses the store until it ends: run the same import again.",
             SERVICE_EXIT,
+            answered=True,
         )
     return 0
 
@@ -261,7 +266,7 @@ def store_recount(args: argparse.Namespace) -> int:
     except OnceGateError as exc:
         return refused("store recount", exc.message, _exit(exc))
     except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
+        return interrupted("store recount", "the counts stay as they were: run it again.")
     finally:
         services.close()
     layout.show(store_rendering.recount_text(scopes, settings.store_text), sys.stdout)
@@ -310,7 +315,10 @@ def store_export(args: argparse.Namespace) -> int:
     except OSError as exc:
         return refused("store export", f"cannot write {path}: {exc.strerror}")
     except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
+        partial = path.with_name(f"{path.stem}.partial{path.suffix}").name
+        return interrupted(
+            "store export", f"nothing was written to {path} ({partial}, if left, is no export): take it again."
+        )
     finally:
         store.close()
     end = report.end_record()
@@ -324,7 +332,8 @@ def store_export(args: argparse.Namespace) -> int:
     print(f"Expires at {_text(report.expires_at)}: delete it then, with the claims retention would have purged.")
     if changed:
         print(f"Changed after they were read ({len(changed)}; the file holds them as before): {', '.join(changed)}")
-    print(f"Restore with: oncegate store import {path} --forget-after {_text(report.started_at)}")
+    restore = streams.command_line("oncegate", "store", "import", str(path), "--forget-after", _text(report.started_at))
+    print(f"Restore with: {restore}")
     return 0
 
 
@@ -365,7 +374,10 @@ def store_import(args: argparse.Namespace) -> int:
     except OnceGateError as exc:
         return refused("store import", exc.message, _exit(exc))
     except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
+        return interrupted(
+            "store import",
+            "the app refuses the store until it ends: run the same import again, which goes on where this one stopped.",
+        )
     finally:
         store.close()
     restore = report.restore

@@ -121,6 +121,10 @@ class Intent:
     # Whether a new claim may be made for it: not for a poll address made before a key secret switch, which
     # holds the key under the older secrets only; new claims are made with the newer one (issue 31).
     may_claim: bool = True
+    # What a claim the answer grants ``proceed`` keeps in its data from the write that grants it: Perform once's call
+    # mark (oncegate.domain.performing.call_mark), so that no request is the holder asking again from the first
+    # moment the claim exists (is_holder_of). None for Check and claim, whose grants carry no data.
+    data: Any = None
 
     @property
     def written_at(self) -> datetime:
@@ -201,7 +205,8 @@ class Intent:
 
         An attempt whose call Perform once recorded is never granted again: its call is under way, and a Check and
         claim given its token could release it to a run that sends the call again (the request of Perform once
-        that recorded it ends the attempt itself).
+        that recorded it ends the attempt itself). Perform once's ``proceed`` writes the call with the grant
+        (``data``), so no moment lies between the claim and its call.
         """
         if self.flow is None or self.fingerprint is None or marked_call(claim.data) is not None:
             return False
@@ -335,6 +340,7 @@ def first_claim(intent: Intent) -> Claim:
         source=intent.source,
         reference=intent.reference,
         key_id=intent.key_id,
+        data=intent.data,
     )
 
 
@@ -371,7 +377,8 @@ def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> 
         updated_at=intent.written_at,
         lease_expires_at=intent.now + intent.lease,
         target_record_id=None,
-        data=None,
+        # A grant that reconciles looks first (what the earlier attempt did): it writes no call of its own yet.
+        data=intent.data if earlier is None else None,
         completed_at=None,
         error=None,
         retryable=None,

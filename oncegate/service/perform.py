@@ -12,9 +12,13 @@ machinery (:class:`~oncegate.service.claims.Claims`), for one request::
       duplicate, in_progress, conflict, blocked
                               answered as Check and claim answers them, with the response kept
 
-The call is recorded before it is sent, conditioned on the claim's version: two requests of one run asking
-at once (an engine retrying a call that took long) never both send; the one whose write lost, or that finds
-the call recorded, is told ``in_progress``. What came back is recorded as Record result would (the outcome
+The call is recorded before it is sent, in the write that grants the claim (``Intent.data``): from the claim's
+first moment no request is the holder asking again, so two requests of one run asking at once (an engine retrying
+a call that took long), or a Check and claim with the run's id, flow and data, never get its token; they are told
+``in_progress``. A call sent after a look-up found nothing is recorded by a write of its own, conditioned on the
+claim's version, under a new grant: a token handed out for the attempt before stops counting. A run asking again
+on a grant it holds by its token (Check and claim's, or a reconcile handed to it) is told ``in_progress``, and
+nothing is sent: the grant is the run's to act on. What came back is recorded as Record result would (the outcome
 table is :mod:`oncegate.domain.performing`); if the store fails then, the flow is still told what the target
 answered, the claim stays in doubt, and the next Perform once after the call's deadline looks it up.
 
@@ -32,8 +36,8 @@ from dataclasses import field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from oncegate.domain.copies import frozen
-from oncegate.domain.decisions import MAX_RETRY_AFTER_SECONDS, ClaimAnswer, Intent, idempotency_key
+from oncegate.domain.copies import frozen, replaced
+from oncegate.domain.decisions import MAX_RETRY_AFTER_SECONDS, Change, ClaimAnswer, Intent, idempotency_key
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.performing import (
     CALL,
@@ -63,7 +67,7 @@ from oncegate.domain.warnings import RESPONSE_NOT_KEPT, RESULT_NOT_RECORDED, SEN
 from oncegate.errors import InvalidRequest, NotFound, StoreRace, StoreUnavailable
 from oncegate.service.claims import Claims
 from oncegate.service.commands.perform import PerformOnce
-from oncegate.service.core import ClaimsCore, settled
+from oncegate.service.core import ClaimsCore, new_grant_id, settled
 from oncegate.service.waits import TICKET, Waits
 from oncegate.stores.paging import every_item
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords
@@ -77,6 +81,12 @@ IN_DOUBT = (ClaimStatus.UNKNOWN, ClaimStatus.IN_PROGRESS)
 READ_PAGE = 1000
 # The look-ups one run of the attention watch makes at most: each is a call to a target, within the watch's time.
 LOOK_UPS_PER_WATCH = 50
+# Said to a run asking Perform once on a grant it already holds by a claim token, and how long it is asked to wait.
+TOKEN_HOLDS = (
+    "This run already holds the claim by a claim token (Check and claim's grant, or a reconcile handed to it): "
+    "Perform once makes no call on it. Act on that grant and record the result, or release the claim"
+)
+MAX_HELD = timedelta(seconds=MAX_RETRY_AFTER_SECONDS)
 
 
 class TargetReads(Protocol):
@@ -154,10 +164,15 @@ class Perform:
         """Perform the call once for the key; the run still waiting when it asked to wait and another run holds it."""
         target = self.target(request.target)
         intent = self._core.identified(self._check(request, target), signed_in=signed_in)
+        # The call is recorded with the grant that makes it: no request is the holder asking again in between.
+        intent = replaced(intent, data=call_mark(target, request.method, intent.now))
         before = self._core.find(intent.identities)
         earlier = before[0] if before else None
         early = self._before_deadline(earlier, intent)
-        answer = early or self._acted(self._claims.decide_for(intent), intent, request, target, earlier)
+        decided = self._claims.decide_for(intent) if early is None else None
+        answer = early or self._acted(decided, intent, request, target, earlier)
+        if decided is not None and _holds_token(decided):
+            return answer, None  # the run holds the claim itself: there is no other run to wait for
         if answer.decision is not PerformDecision.IN_PROGRESS or max_wait is None or max_wait <= timedelta(0):
             return answer, None
         waiting = self._waits.waiting(intent, intent.now + max_wait)
@@ -219,19 +234,25 @@ class Perform:
         )
 
     def _acted(
-        self, answer: ClaimAnswer, intent: Intent, request: PerformOnce, target: Target, before: Claim | None
+        self, answer: ClaimAnswer | None, intent: Intent, request: PerformOnce, target: Target, before: Claim | None
     ) -> PerformAnswer:
+        assert answer is not None, "decided when no earlier call is in doubt"
+        if _holds_token(answer):
+            # The same run asking again on a grant it holds by a claim token (Check and claim's, or a reconcile
+            # handed to it): the flow acts on that grant; a call made on it could be released under the call.
+            left = min(answer.lease_expires_at or intent.now, intent.now + MAX_HELD) - intent.now
+            return _held(answer, TOKEN_HOLDS, left)
         if answer.decision is Decision.PROCEED:
-            return self._send(answer, request, target, intent.now)
+            return self._send(answer, request, target, self._written(answer, intent.data))
         if answer.decision is Decision.RECONCILE:
             return self._reconcile(answer, request, target, before, intent.now)
         return _answered(answer)
 
     # -- the call -----------------------------------------------------------------------------------
 
-    def _send(self, answer: ClaimAnswer, request: PerformOnce, target: Target, now: datetime) -> PerformAnswer:
-        """Record the call, send it under the claim's idempotency key, record what came back."""
-        marked = self._marked(answer, target, request.method)
+    def _send(self, answer: ClaimAnswer, request: PerformOnce, target: Target, marked: Claim | None) -> PerformAnswer:
+        """Send the call ``marked`` records under the claim's idempotency key, record what came back; None: another
+        request makes it, or the claim moved on."""
         if marked is None:
             return _held(answer, "This run's call is already being sent by another request of the same run")
         call = TargetCall(
@@ -246,9 +267,25 @@ class Perform:
         reply = self._calls.call(target, call)
         return self._recorded(marked, answer, target, reply, looked_up=False)
 
+    def _written(self, answer: ClaimAnswer, mark: dict[str, Any]) -> Claim | None:
+        """The claim this request's ``proceed`` wrote with its call (``mark``), the history told the call is being
+        sent; None when the claim moved on since (read again: the claim remembered may be another write's)."""
+        claim = self._core.recent.recall(answer.claim_id)
+        if claim is None or claim.attempt != answer.attempt or marked_call(claim.data) != mark[CALL]:
+            claim = self._store.get_claim(answer.claim_id)
+        if claim.attempt != answer.attempt or claim.status is not ClaimStatus.IN_PROGRESS:
+            return None
+        if marked_call(claim.data) != mark[CALL]:
+            return None
+        at = self._core.decided_at(claim, self._core.clock())
+        self._store.add_event(self._event(claim, "sending", f"Sending the call to target {mark[CALL]['target']}.", at))
+        return claim
+
     def _marked(self, answer: ClaimAnswer, target: Target, method: str) -> Claim | None:
-        """The claim with its call recorded, written before anything is sent; None when the call is recorded already
-        (another request of the same run) or the claim moved on: that request, not this one, sends."""
+        """The claim granted to reconcile with its call recorded, written before anything is sent, under a grant of
+        its own: a claim token handed out before (the same run asking again during the look-up) stops counting
+        once the call is recorded. None when the call is recorded already (another request of the same run) or the
+        claim moved on: that request, not this one, sends."""
         claim = self._core.recent.recall(answer.claim_id) or self._store.get_claim(answer.claim_id)
         for _ in range(2):
             if claim.attempt != answer.attempt or claim.status is not ClaimStatus.IN_PROGRESS:
@@ -256,7 +293,7 @@ class Perform:
             if marked_call(claim.data) is not None:
                 return None
             at = self._core.decided_at(claim, self._core.clock())
-            record = replace(claim, data=call_mark(target, method, at), updated_at=at)
+            record = replace(claim, data=call_mark(target, method, at), updated_at=at, grant_id=new_grant_id())
             event = self._event(record, "sending", f"Sending the call to target {target.name}.", at)
             try:
                 return self._core.counted(claim, self._store.update_claim(record, event))
@@ -373,7 +410,7 @@ class Perform:
             return self._recorded(claim, answer, called, found, looked_up=True)
         not_found = found is not None and (found.status in NOT_FOUND_STATUSES or succeeded(called, found.status or 0))
         if not_found and called.honours_idempotency_key and called.name == target.name:
-            return self._send(answer, request, target, now)
+            return self._send(answer, request, target, self._marked(answer, target, request.method))
         why = (
             "the look-up found nothing and the target does not honour the idempotency key"
             if not_found
@@ -529,6 +566,12 @@ def _held(answer: ClaimAnswer, why: str, left: timedelta | None = None) -> Perfo
         warnings=list(answer.warnings),
         retry_after_seconds=seconds,
     )
+
+
+def _holds_token(answer: ClaimAnswer) -> bool:
+    """Whether Check and claim gave the run back a grant it holds already (the same run asking again): its claim
+    token is out, with the run, so the grant is not Perform once's to call on."""
+    return answer.grants and answer.change is Change.NONE
 
 
 def _answered(answer: ClaimAnswer) -> PerformAnswer:

@@ -4,17 +4,30 @@ A Perform once records its call on its claim before sending it; the run that hol
 again is told ``in_progress``. Check and claim with that run's run id, flow and data was recognised as the holder
 asking again and answered ``proceed`` with the claim's token: released with it while the call was under way, the
 claim went to the next Perform once, which sent the call again (the target made two orders). The run id and flow
-can be read from the claim by anyone allowed to read claims.
+can be read from the claim by anyone allowed to read claims. Perform once now records its call in the write that
+grants its claim, a run holding a grant by its token is never called on by Perform once, and a call sent after a
+look-up is recorded under a grant of its own; each test pauses the store where the gap was and counts the target's
+writes (or the token's use).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
+from oncegate import bootstrap
+from oncegate.domain.keys import KeyHasher
+from oncegate.domain.records import Claim, HistoryEvent
+from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target
+from oncegate.stores.port import ClaimStore
+from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
 from tests.http.client import Api
 from tests.perform.calls import perform_body
 from tests.perform.conftest import Declared, with_target
@@ -52,3 +65,161 @@ def test_check_and_claim_by_the_run_making_a_call_is_told_in_progress_and_gets_n
     assert performed.body["decision"] == "performed"
     assert after.body["decision"] == "duplicate"
     assert len(stand_in.writes()) == 1
+
+
+class Pausing:
+    """A store that stops once at the first write of a claim ``when`` picks, until ``go`` is set: after the write
+    (``when`` is told "created", or "taken over" for a claim a new attempt takes over) or before it ("recording",
+    the claim's outcome)."""
+
+    def __init__(self, store: ClaimStore) -> None:
+        self._store = store
+        self.when: Callable[[Claim, str], bool] = lambda claim, write: False
+        self.paused, self.go = threading.Event(), threading.Event()
+
+    def create_claim(self, claim: Claim, event: HistoryEvent) -> Claim:
+        stored = self._store.create_claim(claim, event)
+        self._pause(claim, "created")
+        return stored
+
+    def update_claim(self, claim: Claim, event: HistoryEvent | None = None, **how: Any) -> Claim:
+        if claim.status is not ClaimStatus.IN_PROGRESS:
+            self._pause(claim, "recording")
+        stored = self._store.update_claim(claim, event, **how)
+        if how.get("relabelled"):
+            self._pause(claim, "taken over")
+        return stored
+
+    def _pause(self, claim: Claim, write: str) -> None:
+        if self.when(claim, write) and not self.paused.is_set():
+            self.paused.set()
+            assert self.go.wait(timeout=30), "never let go on"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+@pytest.fixture
+def pausing(
+    service: Gate, open_store: Callable[[], ClaimStore], clock: FakeClock, local_server: tuple[str, int]
+) -> Iterator[Pausing]:
+    """The local server's service over a store that pauses (the other fixtures' store's data); let go at the end."""
+    store = Pausing(open_store())
+    gate = Gate(store, KeyHasher(KEY_SECRET), clock=clock, targets_allow_loopback=True)
+    bootstrap.use_services(gate.services)
+    try:
+        yield store
+    finally:
+        store.go.set()
+        bootstrap.use_services(service.services)
+
+
+def _release(api: Api, answer: dict[str, Any]) -> int:
+    route = {"claimId": answer["claimId"]}
+    return api.call("release_claim", {"claimToken": answer["claimToken"], "reason": "changed"}, route=route).status
+
+
+@pytest.mark.parametrize("taken_over", [False, True], ids=["new claim", "claim taken over"])
+def test_check_and_claim_between_perform_onces_claim_and_its_call_gets_no_token(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, pausing: Pausing, taken_over: bool
+) -> None:
+    """Perform once claimed the key, then recorded its call in a second write: a Check and claim of the same run, flow
+    and data in between was the holder asking again, answered ``proceed`` with the claim's token; released with it
+    while the call was under way, the claim went to run-B's Perform once, which sent the call again (two orders)."""
+    declared.declare(with_target(erp, timeout_seconds=30))
+    body = {**perform_body("SO-between", run="run-A"), "payload": {"amount": 10}}
+    same_run: dict[str, Any] = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
+    if taken_over:
+        earlier = api.call("check_and_claim", {**same_run, "runId": "run-0"}).body
+        assert _release(api, earlier) == 200
+    pausing.when = lambda claim, write: claim.run_id == "run-A" and write in ("created", "taken over")
+    stand_in.script(Answer(late=True))
+    with ThreadPoolExecutor(1) as pool, released(stand_in):
+        held = pool.submit(api.call, "perform_once", body)
+        assert pausing.paused.wait(timeout=30), "Perform once never claimed"
+        asked = api.call("check_and_claim", same_run)
+        pausing.go.set()
+        stand_in.wait_for(1)
+        released_by_it = _release(api, asked.body) if asked.body.get("claimToken") else None
+        by_another = api.call("perform_once", {**body, "runId": "run-B"})
+        stand_in.release()
+        performed = held.result(timeout=30)
+
+    assert len(stand_in.writes()) == 1
+    assert (asked.body["decision"], asked.body.get("claimToken"), released_by_it) == ("in_progress", None, None)
+    assert by_another.body["decision"] == "in_progress"
+    assert performed.body["decision"] == "performed"
+
+
+def test_perform_once_by_the_run_holding_check_and_claims_grant_makes_no_call(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, pausing: Pausing
+) -> None:
+    """A run granted ``proceed`` by Check and claim that then asked Perform once (same run, flow and data) was the
+    holder asking again: Perform once sent the call on the claim while the run kept its token, and a release with it
+    before the call's outcome was recorded let run-B's Perform once send it again (two orders). The claim is the
+    run's to act on as Check and claim told it: Perform once answers ``in_progress``, and sends nothing."""
+    body = {**perform_body("SO-held", run="run-A"), "payload": {"amount": 10}}
+    same_run: dict[str, Any] = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
+    granted = api.call("check_and_claim", same_run).body
+    assert granted["decision"] == "proceed"
+    pausing.when = lambda claim, write: claim.run_id == "run-A" and write == "recording"
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(api.call, "perform_once", body)
+        held.add_done_callback(lambda _: pausing.paused.set())
+        assert pausing.paused.wait(timeout=30), "Perform once neither called nor answered"
+        released_by_it = _release(api, granted)
+        by_another = api.call("perform_once", {**body, "runId": "run-B"})
+        pausing.go.set()
+        by_the_holder = held.result(timeout=30)
+
+    assert len(stand_in.writes()) == 1
+    told = by_the_holder.body
+    assert (told["decision"], told.get("claimToken"), told["retryAfterSeconds"]) == ("in_progress", None, 60)
+    assert released_by_it == 200
+    assert by_another.body["decision"] == "performed"
+
+
+def test_a_token_handed_out_during_perform_onces_look_up_stops_counting_once_it_sends_the_call(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, pausing: Pausing, clock: FakeClock
+) -> None:
+    """Perform once took a call in doubt over to look it up, found nothing, and sent the call again to a target that
+    honours the key, its call recorded on the attempt it was granted: a Check and claim of the same run, flow and
+    data during the look-up was given that attempt's token, and a release with it while the call was under way was
+    taken, leaving the claim in doubt under a call that succeeded. The call is recorded under a grant of its own."""
+    declared.declare(with_target(erp, honours_idempotency_key=True, timeout_seconds=30))
+    body = {**perform_body("SO-again", run="run-A"), "payload": {"amount": 10}}
+    same_run: dict[str, Any] = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
+    stand_in.script(Answer(status=503, commit=False))
+    assert api.call("perform_once", {**body, "runId": "run-0"}).body["decision"] == "reconcile"
+    clock.advance(31)
+    pausing.when = lambda claim, write: claim.run_id == "run-A" and write == "taken over"
+    stand_in.script(Answer(status=404, body=b"{}", commit=False), Answer(late=True))
+    with ThreadPoolExecutor(1) as pool, released(stand_in):
+        held = pool.submit(api.call, "perform_once", body)
+        assert pausing.paused.wait(timeout=30), "Perform once never took the claim over"
+        asked = api.call("check_and_claim", same_run)
+        pausing.go.set()
+        stand_in.wait_for(3)
+        released_by_it = _release(api, asked.body)
+        stand_in.release()
+        performed = held.result(timeout=30)
+    claim = api.call("get_claim", route={"claimId": asked.body["claimId"]}).body
+
+    assert [request.method for request in stand_in.received] == ["POST", "GET", "POST"]
+    assert asked.body["decision"] == "reconcile"
+    assert released_by_it == 409
+    assert (performed.body["decision"], claim["status"]) == ("performed", "succeeded")
+
+
+def test_perform_once_asked_to_wait_by_the_run_holding_the_grant_answers_at_once(
+    api: Api, erp: Target, stand_in: StandInTarget
+) -> None:
+    """The run holds the claim itself: there is no other run to wait for, so no poll address, and nothing sent."""
+    body = {**perform_body("SO-waits", run="run-A"), "payload": {"amount": 10}}
+    same_run: dict[str, Any] = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
+    assert api.call("check_and_claim", same_run).body["decision"] == "proceed"
+
+    told = api.call("perform_once", {**body, "wait": True, "maxWaitSeconds": 60})
+
+    assert (told.status, told.body["decision"], told.headers.get("Location")) == (200, "in_progress", None)
+    assert stand_in.received == []

@@ -144,7 +144,7 @@ param bulkConcurrency string = ''
 @description('ONCEGATE_RETENTION_SCHEDULE, an NCRONTAB schedule. Empty: the app keeps its value (a new app: 0 30 2 * * *). azd: ONCEGATE_RETENTION_SCHEDULE.')
 param retentionSchedule string = ''
 
-@description('ONCEGATE_ATTENTION_SCHEDULE, an NCRONTAB schedule. Empty: the app keeps its value (a new app: 0 */15 * * * *). azd: ONCEGATE_ATTENTION_SCHEDULE.')
+@description('ONCEGATE_ATTENTION_SCHEDULE, an NCRONTAB schedule that runs at least daily (its last three fields *). Empty: the app keeps its value (a new app: 0 */15 * * * *). azd: ONCEGATE_ATTENTION_SCHEDULE.')
 param attentionSchedule string = ''
 
 @description('Principal (object) ID of the deployer or of an operators\' group, given Storage Table Data Reader on the table service so that claims can be read in the portal. azd passes the signed-in principal (AZURE_PRINCIPAL_ID). Empty: no one.')
@@ -298,6 +298,18 @@ module zonesRequired 'core/required.bicep' = if (zonesMissing || pairMissing) {
 var strayTargetSecrets = filter(targetSecretNames, name => !startsWith(name, 'oncegate-target-'))
 module targetSecretsPrefixed 'core/required.bicep' = if (!empty(strayTargetSecrets)) {
   name: 'targetSecretNames-must-start-oncegate-target'
+  params: {
+    value: take(location, 0)
+  }
+}
+
+// The attention alert reads the watch's last run within its two-day query range (core/monitor/alerts.bicep):
+// a schedule that runs at least daily (six NCRONTAB fields, every day of every month on every weekday) always
+// has one there. A slower one would let the alert resolve between runs and fire again at the next: it stops
+// the deployment before the app is given it. Empty, the app keeps its value (docs/deploy.md).
+var attentionRunsDaily = length(split(attentionSchedule, ' ')) == 6 && endsWith(attentionSchedule, ' * * *')
+module attentionScheduleDaily 'core/required.bicep' = if (!empty(attentionSchedule) && !attentionRunsDaily) {
+  name: 'attentionSchedule-must-run-every-day'
   params: {
     value: take(location, 0)
   }
@@ -460,6 +472,7 @@ module api 'app/api.bicep' = {
     rbac
     entraClientIdRequired
     targetSecretsPrefixed
+    attentionScheduleDaily
   ]
 }
 

@@ -66,14 +66,32 @@ def unwrap(node: Node) -> Node:
     return node
 
 
+def string_parts(node: Node) -> list[Node | str]:
+    """A string node's children, with the whitespace the grammar leaves out of them (``' '``) as text."""
+    raw = node.text or b""
+    quote = 3 if raw.startswith(b"'''") else 1
+    start, offset = node.start_byte, node.start_byte + quote
+    parts: list[Node | str] = []
+    for child in node.named_children:
+        if child.start_byte > offset:
+            parts.append(raw[offset - start : child.start_byte - start].decode())
+        parts.append(child)
+        offset = child.end_byte
+    if node.end_byte - quote > offset:
+        parts.append(raw[offset - start : node.end_byte - quote - start].decode())
+    return parts
+
+
 def string_value(node: Node) -> str | None:
     """The value of a string literal without interpolation, else None."""
     node = unwrap(node)
     if node.type != "string":
         return None
     parts = []
-    for child in node.named_children:
-        if child.type == "string_content":
+    for child in string_parts(node):
+        if isinstance(child, str):
+            parts.append(child)
+        elif child.type == "string_content":
             parts.append(text(child))
         elif child.type == "escape_sequence":
             parts.append(ESCAPES.get(text(child), text(child)))
@@ -496,8 +514,10 @@ class Evaluator:
         kind = node.type
         if kind == "string":
             parts = []
-            for child in node.named_children:
-                if child.type == "interpolation":
+            for child in string_parts(node):
+                if isinstance(child, str):
+                    parts.append(child)
+                elif child.type == "interpolation":
                     parts.append(self.text_of(self.evaluate(child.named_children[0], depth + 1)))
                 elif child.type == "escape_sequence":
                     parts.append(ESCAPES.get(text(child), text(child)))
@@ -616,6 +636,8 @@ class Evaluator:
             return str(values[0]).lower().startswith(str(values[1]).lower())
         if name == "endsWith":
             return str(values[0]).lower().endswith(str(values[1]).lower())
+        if name == "split":
+            return str(values[0]).split(values[1])
         if name == "take":
             return values[0][: values[1]]
         if name == "substring":

@@ -32,10 +32,15 @@ def parameters(root: Path) -> dict[str, Any]:
 def test_azure_yaml_deploys_this_folder_as_the_api_function(root: Path) -> None:
     project = yaml.safe_load((root / "azure.yaml").read_text(encoding="utf-8"))
     assert project["services"] == {"api": {"project": ".", "language": "python", "host": "function"}}
-    # Two hooks: before the code is published, the store's mark and pinned id (tests/infra/test_store_mark.py);
-    # after it, the Logic Apps connection (tests/infra/test_postdeploy.py). None that could make up or rewrite a
-    # secret on the way.
+    # Three hooks: before provisioning, the refusal of a leftover first deployment's key secret
+    # (tests/infra/test_first_deployment.py); before the code is published, the store's mark and pinned id
+    # (tests/infra/test_store_mark.py); after it, the Logic Apps connection (tests/infra/test_postdeploy.py).
+    # None that could make up or rewrite a secret on the way.
     assert project["hooks"] == {
+        "preprovision": {
+            "posix": {"shell": "sh", "run": "python3 -m tools.first_deployment"},
+            "windows": {"shell": "pwsh", "run": "python -m tools.first_deployment"},
+        },
         "postprovision": {
             "posix": {"shell": "sh", "run": "python3 -m tools.store_mark"},
             "windows": {"shell": "pwsh", "run": "python -m tools.store_mark"},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from oncegate import telemetry
 from oncegate.domain.performing import PerformDecision
 from oncegate.domain.statuses import Decision
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
-from tests.infra.bicep import BicepFile, Declaration, call_name, string_value, text, unwrap
+from tests.infra.bicep import BicepFile, Declaration, Fail, call_name, deploy_module, string_value, text, unwrap
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITOR = ROOT / "infra" / "core" / "monitor"
@@ -344,3 +345,43 @@ def test_the_docs_describe_the_alerts_as_the_stateful_rules_they_are(bicep: dict
     assert "fires again" not in prose
     assert "mute actions" not in prose.lower()
     assert "does not fire again while" in prose
+
+
+def duration(value: str) -> timedelta:
+    """An ISO 8601 duration of the forms the alert rules use: PnD, PTnH, PTnM."""
+    match = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?)?", value)
+    assert match is not None, value
+    assert any(match.groups()), value
+    days, hours, minutes = (int(part or 0) for part in match.groups())
+    return timedelta(days=days, hours=hours, minutes=minutes)
+
+
+def test_the_attention_alert_reads_the_last_run_of_every_schedule_a_deployment_accepts(
+    bicep: dict[str, BicepFile], main_bicep: BicepFile
+) -> None:
+    """The rule's query takes the watch's last run; the rule reads what its query time range holds
+    (windowSize times numberOfEvaluationPeriods unless overrideQueryTimeRange says otherwise). With 30 minutes,
+    an hourly ONCEGATE_ATTENTION_SCHEDULE had no run in range for half of each hour while claims waited: the
+    alert resolved, then fired again at the next run. Every schedule a deployment accepts runs at least daily,
+    and the range holds a day and one evaluation more, within the two days a log search alert may read."""
+    (rule,) = [r for r in rules(bicep) if r.name == "attentionAlert"]
+    frequency = rule.get("properties", "evaluationFrequency")
+    assert frequency is not None
+    override = rule.get("properties", "overrideQueryTimeRange")
+    window = rule.get("properties", "windowSize")
+    assert window is not None
+    query_range = duration(string_value(override)) if override is not None else duration(string_value(window))
+    assert query_range >= timedelta(days=1) + duration(string_value(frequency))
+    assert query_range <= timedelta(days=2)
+    for schedule in ("", "0 */15 * * * *", "0 0 * * * *", "0 30 2 * * *", "0 0 */6 * * *"):
+        assert (
+            deploy_module(
+                main_bicep, "attentionScheduleDaily", {"location": "swedencentral", "attentionSchedule": schedule}
+            )
+            is None
+        )
+    for schedule in ("0 0 9 * * 1", "0 0 0 1 * *", "0 0 9 */2 * *", "0 0 0 * 1 *", "*/15 * * * *"):
+        with pytest.raises(Fail, match=r"^attentionSchedule-must-run-every-day: value is shorter than 1$"):
+            deploy_module(
+                main_bicep, "attentionScheduleDaily", {"location": "swedencentral", "attentionSchedule": schedule}
+            )

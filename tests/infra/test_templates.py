@@ -552,6 +552,21 @@ def test_each_target_secret_is_a_key_vault_reference_the_app_reads_by_its_settin
         assert Evaluator(main_bicep, {"targetSecretNames": given})(stray) == stops
 
 
+def test_revoking_a_target_removes_the_setting_a_deployment_keeps(bicep: dict[str, BicepFile], root: Path) -> None:
+    """A deployment that no longer names a target secret keeps its setting (the live settings are merged in), so
+    operations.md's *Revoking a target* deletes it, before the secret it refers to is deleted; it left the app a
+    Key Vault reference to a deleted secret."""
+    api = bicep["app/api.bicep"]
+    setting = secret_setting("oncegate-target-erp")
+    named = deploy_settings(api, {}, targetSecretNames=["oncegate-target-erp"])
+    assert deploy_settings(api, named, targetSecretNames=[])[setting] == named[setting]
+    runbook = (root / "docs" / "operations.md").read_text(encoding="utf-8").split("**Revoking a target**")[1]
+    runbook = " ".join(runbook.split("\n## ")[0].replace("\\\n", " ").split())
+    delete = f'az functionapp config appsettings delete --resource-group "$RG" --name "$APP" --setting-names {setting}'
+    assert delete in runbook
+    assert runbook.index(delete) < runbook.index("az keyvault secret delete --vault-name")
+
+
 def test_a_second_deployment_changes_nothing_an_operator_set(bicep: dict[str, BicepFile]) -> None:
     api = bicep["app/api.bicep"]
     first = deploy_settings(api, {})
@@ -765,7 +780,13 @@ def test_the_region_guard_runs_before_anything_is_created(main_bicep: BicepFile)
             after_guard(other, seen | {name}) for other in waits[name] - seen - {name}
         )
 
-    exempt = {"zonesRequired", "entraClientIdRequired", "targetSecretsPrefixed", "liveStorage"}
+    exempt = {
+        "zonesRequired",
+        "entraClientIdRequired",
+        "targetSecretsPrefixed",
+        "attentionScheduleDaily",
+        "liveStorage",
+    }
     early = sorted(name for name in deployed if name not in exempt and not after_guard(name))
     assert early == [], f"may start before the region guard: {early}"
 

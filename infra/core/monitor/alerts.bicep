@@ -1,6 +1,7 @@
 // Log search alert rules on the app's telemetry events (oncegate/telemetry.py), each query in alerts/*.kql:
 // claims needing attention, conflicts open too long, 503s, and a key secret the store does not know. The
-// attention watch (a timer function) reports what waits every 15 minutes; the rules read its last run.
+// attention watch (a timer function) reports what waits on its schedule (every 15 minutes unless changed); the
+// attention rule reads its last run.
 // With alertEmail, an action group mails every alert; without, the rules fire in the portal only.
 
 @description('Name of the Application Insights component the rules query.')
@@ -51,6 +52,10 @@ var actions = {
   ]
 }
 
+// The attention query reads the last run of the watch (top 1 by timestamp), however long ago it ran within
+// the query range. Any schedule that runs at least daily (ONCEGATE_ATTENTION_SCHEDULE, and main.bicep refuses
+// a slower one) keeps the alert fired between runs while claims wait. A 30-minute window held no run of an
+// hourly schedule for half of each hour: the alert resolved and fired again at every run.
 resource attentionAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   name: 'oncegate-attention-${applicationInsightsName}'
   location: location
@@ -64,9 +69,10 @@ resource attentionAlert 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
     scopes: [
       applicationInsights.id
     ]
-    // The watch runs every 15 minutes: a 30-minute window always holds its last run.
     evaluationFrequency: 'PT15M'
     windowSize: 'PT30M'
+    // Two days, the most a log search alert reads: the last run of any schedule main.bicep accepts.
+    overrideQueryTimeRange: 'P2D'
     criteria: {
       allOf: [
         {

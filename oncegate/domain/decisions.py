@@ -580,6 +580,11 @@ def source_warnings(claim: Claim, source: str | None) -> list[str]:
     return [SOURCE_DIFFERS] if differs else []
 
 
+# Each claim status as an answer tells it, found once: ``AnswerStatus(value)`` looked it up by value on every answer
+# (issue 36).
+_ANSWERED = {status: AnswerStatus(status.value) for status in ClaimStatus}
+
+
 def answer(
     decided: ClaimAnswer, claim: Claim, intent: Intent, token: str | None = None, key: str | None = None
 ) -> ClaimAnswer:
@@ -602,7 +607,7 @@ def answer(
     return replaced(
         decided,
         claim_id=claim.claim_id,
-        status=AnswerStatus(claim.status.value),
+        status=_ANSWERED[claim.status],
         attempt=claim.attempt,
         warnings=[
             *intent.warnings,

@@ -18,6 +18,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from oncegate.domain.keys import json_writer
 from oncegate.domain.records import (
     AppliedResolution,
     Claim,
@@ -136,7 +137,7 @@ CONFLICT_COLUMNS = (
 
 
 # Made once: ``json.dumps`` with options builds an encoder a call, a third of a claim row's JSON time (issue 36).
-_JSON_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_JSON_TEXT = json_writer()
 
 
 def _json_text(value: Any) -> str | None:

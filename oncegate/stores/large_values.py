@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
@@ -63,18 +64,17 @@ def _times_if_it_fits(entity: Mapping[str, Any]) -> list[str] | None:
     units fits; 4 bytes a character, and 24 a property besides its name, bound its size). The rest take
     the exact way. The times are found in the same pass, for the SQLite store, which writes them as text.
     """
-    if len(entity) > USER_PROPERTIES:
+    total = _names_bound(tuple(entity))
+    if total is None:
         return None
-    # Joined with a character no name holds, so that two names never make a separator between them.
-    names = "\0".join(entity)
-    if SEPARATOR in names:
-        return None
-    total = 4 + 24 * len(entity) + 4 * len(names)
     times: list[str] = []
     for name, value in entity.items():
         if value is None:  # most of a row's columns: settled before any type test
             continue
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is int or kind is bool:  # within a property's fixed bound: settled before the type tests
+            continue
+        if kind is str or isinstance(value, str):
             if len(value) > PROPERTY_UNITS // 2:
                 return None
             total += 4 * len(value)
@@ -83,6 +83,19 @@ def _times_if_it_fits(entity: Mapping[str, Any]) -> list[str] | None:
         elif isinstance(value, bytes):
             total += 4 + len(value)
     return times if total <= ENTITY_BYTES else None
+
+
+@lru_cache(maxsize=64)
+def _names_bound(names: tuple[str, ...]) -> int | None:
+    """The bound on an entity's size that its column names give (besides its values), or None when the names alone
+    send it the exact way. Judged once for each set of names: rows of a kind all have the same (issue 36)."""
+    if len(names) > USER_PROPERTIES:
+        return None
+    # Joined with a character no name holds, so that two names never make a separator between them.
+    joined = "\0".join(names)
+    if SEPARATOR in joined:
+        return None
+    return 4 + 24 * len(names) + 4 * len(joined)
 
 
 def gather(entity: Mapping[str, Any]) -> dict[str, Any]:

@@ -319,10 +319,11 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         version = _first_version()
         # The rows are made (and a row too large refused) before the writers' locks are taken: nothing in them
         # reads the file, and every other writer waits while they are held.
-        row = _claim_row(claim)
+        written: dict[datetime, str] = {}  # the claim's first line was written at its first moment: one text
+        row = _claim_row(claim, written)
         row["Version"] = version
         claim_insert = _insert("claims", row)
-        event_insert = _insert("history", _sql_row(columns.event_to_row(event)))
+        event_insert = _insert("history", _sql_row(columns.event_to_row(event), written))
         try:
             with self._write() as connection:
                 connection.execute(*claim_insert)

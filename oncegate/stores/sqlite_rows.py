@@ -28,13 +28,14 @@ MARK_STATUS = "mark"
 MARKED_TABLES = {"claims": "ClaimId", "key_ids": "KeyId"}
 
 
-def _sql_row(row: Row) -> Row:
-    """``row`` (a new dict from ``columns``, changed in place) as SQLite takes it."""
+def _sql_row(row: Row, written: dict[datetime, str] | None = None) -> Row:
+    """``row`` (a new dict from ``columns``, changed in place) as SQLite takes it. ``written``: the times already
+    written as text for the rows of the same write (a claim and its first line are mostly one moment)."""
     # SQLite would hold more, but the stores hold the same: a row Table Storage could not hold is refused here too.
     # Times as fixed-width UTC text, which sorts in time order (the lists' cursors rely on it), found by the size
     # check's own pass over the values (issue 36). A new claim's times are mostly one moment (first received, last
     # attempt, updated): each moment is written once.
-    written: dict[datetime, str] = {}
+    written = {} if written is None else written
     for name in large_values.checked_times(row):
         value = row[name]
         text = written.get(value)
@@ -42,8 +43,8 @@ def _sql_row(row: Row) -> Row:
     return row
 
 
-def _claim_row(claim: Claim) -> Row:
-    row = _sql_row(columns.claim_to_row(claim))
+def _claim_row(claim: Claim, written: dict[datetime, str] | None = None) -> Row:
+    row = _sql_row(columns.claim_to_row(claim), written)
     row["ClaimToken"] = row["ClaimToken"] or NO_TOKEN
     return row
 

@@ -10,6 +10,7 @@ names) and nesting.
 from __future__ import annotations
 
 import base64
+import json
 import math
 from typing import Any
 
@@ -96,3 +97,24 @@ def test_a_member_digest_writes_its_leaf_as_the_library_does(value: Any) -> None
         assert written == library
     else:
         assert written in (library, UnicodeEncodeError)
+
+
+def _written(write: Any, value: Any) -> str | tuple[type[Exception], str]:
+    try:
+        return str(write(value))
+    except Exception as exc:
+        return type(exc), str(exc)
+
+
+@settings(max_examples=1000)
+@given(value=JSON, sort_keys=st.booleans(), allow_nan=st.booleans())
+@example(value={"b": [1.5, None, True, "é\u2028\x00"], "a": {}}, sort_keys=True, allow_nan=False)
+@example(value=math.nan, sort_keys=False, allow_nan=False)
+@example(value={"a": object()}, sort_keys=False, allow_nan=True)
+def test_the_json_writer_writes_what_the_encoder_writes(value: Any, sort_keys: bool, allow_nan: bool) -> None:
+    """The stored JSON text (a claim's Members and ResultData columns) and canonical JSON's quick way write through
+    one encoder made once: the same text as ``json.JSONEncoder(...).encode``, or the same refusal (issue 36)."""
+    library = json.JSONEncoder(ensure_ascii=False, sort_keys=sort_keys, allow_nan=allow_nan, separators=(",", ":"))
+    assert _written(keys.json_writer(sort_keys=sort_keys, allow_nan=allow_nan), value) == _written(
+        library.encode, value
+    )

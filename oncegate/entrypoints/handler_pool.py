@@ -141,8 +141,8 @@ class HandlerPool:
         thread = threading.Thread(
             target=self._run, args=(spare,), name=f"{self._name}-{len(self._threads) + 1}", daemon=True
         )
+        thread.start()  # counted once started: one the system refuses is never counted free to lead, nor joined
         self._threads.append(thread)
-        thread.start()
 
     def add(self, connection: Connection) -> None:
         """Answer ``connection``'s requests, each as soon as it is whole and a thread is free."""
@@ -169,7 +169,10 @@ class HandlerPool:
                 stalled = bool(self._busy) and len(self._busy) == len(self._threads) < MAX_THREADS
                 if stalled and min(self._busy.values()) <= time.monotonic() - STALL_SECONDS:
                     logger.info("every handler thread is busy, one for %s s: a spare thread starts", STALL_SECONDS)
-                    self._start(spare=True)
+                    try:
+                        self._start(spare=True)
+                    except RuntimeError as exc:  # the process is at its limit of threads: tried again next time
+                        logger.warning("a spare handler thread could not start (%s): tried again", exc)
 
     def _leaves(self) -> bool:
         """Whether this spare thread ends, another being free to lead; counted out at once if so, so that two spares

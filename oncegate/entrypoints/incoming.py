@@ -13,6 +13,7 @@ a client still sends after a 413 is read and thrown away for a bounded time and 
 
 from __future__ import annotations
 
+import re
 import time
 
 # The stdlib's limits on a header section (http.client's _MAXLINE and _MAXHEADERS), the request line's too.
@@ -22,6 +23,11 @@ MAX_HEADERS = 100
 # for as long as its client takes to send it, so a thousand slow clients hold at most a thousand of these.
 MAX_HEADER_BYTES = 65536
 EMPTY_LINES = (b"\r\n", b"\n")
+# The empty lines before a request line, dropped unread (RFC 9112 §2.2 asks a server to ignore at least one): at most
+# a request line's bytes of them. Beyond, the first is read as the request line, of no words, and the connection
+# closes: else a client sending nothing but empty lines was read for the whole idle time, as fast as it could send.
+MAX_EMPTY_LINE_BYTES = MAX_HEADER_LINE
+_LEADING_EMPTY_LINES = re.compile(rb"(?:\r?\n)*")
 
 
 class Incoming:
@@ -46,6 +52,7 @@ class Incoming:
         self._line_start = self._scanned = self._lines = self._field_bytes = 0
         self._due_at = now + self._idle_seconds
         self._head_begun = False
+        self._empty_bytes = 0
         self._begin_head(now)
         self._scan()
 
@@ -66,8 +73,13 @@ class Incoming:
         head's first other byte, the head as a whole must arrive within the idle time from now. Empty lines alone
         never restart it: a client trickling them is closed as idle."""
         data = self._bytes
-        while data[:2] == b"\r\n" or data[:1] == b"\n":
-            del data[: 2 if data[:1] == b"\r" else 1]
+        empty = _LEADING_EMPTY_LINES.match(data)
+        assert empty is not None  # matches zero lines too
+        self._empty_bytes += empty.end()
+        if self._empty_bytes > MAX_EMPTY_LINE_BYTES:
+            self._head_begun = True  # read as a request line of no words: the connection closes unanswered
+            return
+        del data[: empty.end()]
         if data and data != b"\r":
             self._head_begun = True
             self._due_at = now + self._idle_seconds

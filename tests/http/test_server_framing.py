@@ -23,7 +23,7 @@ import pytest
 
 from oncegate.entrypoints.framing import DISCARD_BYTES
 from oncegate.entrypoints.http import MAX_BODY_BYTES, MAX_BULK_BODY_BYTES
-from oncegate.entrypoints.incoming import MAX_HEADER_BYTES, Incoming
+from oncegate.entrypoints.incoming import MAX_EMPTY_LINE_BYTES, MAX_HEADER_BYTES, Incoming
 from oncegate.errors import NotFound
 from oncegate.models import ClaimRequest, LookupRequest
 from tests.gate import Gate
@@ -540,6 +540,23 @@ def test_empty_lines_alone_never_restart_the_idle_time() -> None:
     assert (incoming.idle, incoming.due(), incoming.due_at()) == (True, False, idle_until)
     incoming.take(HEALTH)
     assert (incoming.due(), incoming.head()) == (True, HEALTH)
+
+
+def test_empty_lines_past_a_request_lines_bytes_end_the_connection(local_server: tuple[str, int]) -> None:
+    # Dropped one at a time, unbounded, empty lines were read for the whole idle time (30 s) as fast as a client sent
+    # them: 4 ms of the leader's CPU for each 64 KiB, 16 MB/s of nothing but empty lines holding a core.
+    incoming = Incoming(30.0)
+    incoming.take(b"\r\n" * (MAX_EMPTY_LINE_BYTES // 2))
+    assert (incoming.idle, incoming.due()) == (True, False)
+    incoming.take(b"\n")
+    assert incoming.due()
+
+    flood = b"\r\n" * MAX_EMPTY_LINE_BYTES
+    with connected(local_server) as (sock, reader):
+        with contextlib.suppress(OSError):  # closed while the flood was still being sent
+            sock.sendall(flood)
+        # Closed unanswered, as a request line of no words is, within the socket's timeout (not the idle time).
+        assert reader.read() == b""
 
 
 def test_fields_of_exactly_64_kib_are_read_however_the_empty_line_arrives() -> None:

@@ -100,3 +100,33 @@ def test_spare_threads_end_once_the_slow_calls_are_answered(
 
 def _handler(thread: threading.Thread) -> bool:
     return thread.name.startswith("oncegate-handler-") and not thread.name.endswith("-watch")
+
+
+def test_a_spare_thread_the_system_refuses_is_tried_again(
+    slow_erp: Target, stand_in: StandInTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process at its limit of threads (a container's pids limit) refuses one: the watch ended with the error, and the
+    # pool counted the thread that never started as free, so no spare started again while the call held the thread.
+    monkeypatch.setattr(handler_pool, "STALL_SECONDS", 0.1, raising=False)
+    start = threading.Thread.start
+    refused: list[str] = []
+
+    def start_unless_first_spare(thread: threading.Thread) -> None:
+        if _handler(thread) and thread.name != "oncegate-handler-1" and not refused:
+            refused.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_unless_first_spare)
+    stand_in.script(Answer(late=True))
+    with serving(threads=1) as address, ThreadPoolExecutor(1) as pool, released(stand_in):
+        call = pool.submit(perform, address, "SO-refused-spare")
+        stand_in.wait_for(1)
+        with connected(address) as (sock, reader):
+            sock.sendall(HEALTH)
+            probe = read_answer(reader).status
+        stand_in.release()
+        assert call.result(timeout=30) == 200
+
+    assert refused == ["oncegate-handler-2"]
+    assert probe == 200

@@ -30,7 +30,7 @@ from oncegate.service.key_secrets import KeySecrets
 from oncegate.stores.port import ClaimStore
 from tests.conftest import FakeClock
 from tests.service.calls import claim, record, set_scope
-from tests.service.test_backups import Stores, exported, gate
+from tests.service.test_backups import Interrupting, Stores, exported, gate
 
 KEY = "SO-retried"
 DAY = 24 * 3600
@@ -155,22 +155,6 @@ def test_an_import_run_again_while_the_first_still_runs_leaves_what_the_app_chan
     assert restored.completed_at is not None
 
 
-class StoppingAt:
-    """A store whose import stops (the process killed) at the ``n``-th claim it writes."""
-
-    def __init__(self, store: ClaimStore, n: int) -> None:
-        self._store, self._left = store, n
-
-    def restore_claim(self, backup: Any) -> None:
-        self._left -= 1
-        if self._left == 0:
-            raise KeyboardInterrupt
-        self._store.restore_claim(backup)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-
 def test_a_store_marked_before_its_import_is_not_served_while_the_import_is_cut_short(
     stores: Stores, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -187,7 +171,9 @@ def test_a_store_marked_before_its_import_is_not_served_while_the_import_is_cut_
     pin.keep(export_file.store_id)
     KeySecrets(stores.open(), clock=clock, pin=pin).start_store()
     with pytest.raises(KeyboardInterrupt):
-        backups.import_export(StoppingAt(stores.open(), 4), export_file, forget_after=export_file.started_at, now=clock)
+        backups.import_export(
+            Interrupting(stores.open(), 4), export_file, forget_after=export_file.started_at, now=clock
+        )
 
     left_running = gate(stores, clock, pin=pin)
     answers: list[Decision | None] = []
@@ -228,7 +214,7 @@ def test_a_purge_on_a_store_whose_import_was_cut_short_deletes_nothing_and_the_i
     stores.wipe()
     with pytest.raises(KeyboardInterrupt):
         backups.import_export(
-            StoppingAt(stores.open(), len(keys)), export_file, forget_after=export_file.started_at, now=clock
+            Interrupting(stores.open(), len(keys)), export_file, forget_after=export_file.started_at, now=clock
         )
 
     purger = gate(stores, clock, pin=stores.pin(export_file.store_id))

@@ -42,7 +42,7 @@ from oncegate.domain import members
 from oncegate.domain.copies import frozen, replaced
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.members import named
-from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, FingerprintRules, Flow, marked_call
+from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, FingerprintRules, Flow, marked_by_perform
 from oncegate.domain.statuses import AnswerStatus, ClaimStatus, Decision
 from oncegate.domain.times import said
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY, SOURCE_DIFFERS
@@ -124,6 +124,9 @@ class Intent:
     # mark (oncegate.domain.performing.call_mark), so that no request is the holder asking again from the first
     # moment the claim exists (is_holder_of). None for Check and claim, whose grants carry no data.
     data: Any = None
+    # What a claim the answer grants ``reconcile`` (a call in doubt taken over) keeps in its data from the write that
+    # grants it: Perform once's look-up mark (oncegate.domain.performing.look_up_mark), for the same reason.
+    look_up_data: Any = None
 
     @property
     def written_at(self) -> datetime:
@@ -205,9 +208,11 @@ class Intent:
         An attempt whose call Perform once recorded is never granted again: its call is under way, and a Check and
         claim given its token could release it to a run that sends the call again (the request of Perform once
         that recorded it ends the attempt itself). Perform once's ``proceed`` writes the call with the grant
-        (``data``), so no moment lies between the claim and its call.
+        (``data``), so no moment lies between the claim and its call. Nor is an attempt Perform once took over to
+        look an earlier call up (``look_up_data``): given its token, the run could do the side effect itself
+        while the look-up, finding nothing, sends the call again.
         """
-        if self.flow is None or self.fingerprint is None or marked_call(claim.data) is not None:
+        if self.flow is None or self.fingerprint is None or marked_by_perform(claim.data):
             return False
         if claim.granted_to is not None and claim.granted_to != self.granted_to:
             return False
@@ -376,8 +381,9 @@ def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> 
         updated_at=intent.written_at,
         lease_expires_at=intent.now + intent.lease,
         target_record_id=None,
-        # A grant that reconciles looks first (what the earlier attempt did): it writes no call of its own yet.
-        data=intent.data if earlier is None else None,
+        # A grant that reconciles looks first (what the earlier attempt did): it writes no call of its own yet, only
+        # Perform once's look-up mark.
+        data=intent.data if earlier is None else intent.look_up_data,
         completed_at=None,
         error=None,
         retryable=None,

@@ -12,8 +12,9 @@ reads, calls and writes around them::
     nothing sent (refused, not connected)   failed, retryable  failed
 
 A claim Perform once made keeps its call in ``data`` under ``call`` (the target, the method and the call's
-deadline, never the path or body: they may carry what must not be kept) and, once it has an answer, the
-response kept under ``response``: the status, the headers and body parts the target declares.
+deadline, never the path or body: they may carry what must not be kept), or, while it looks an earlier call in doubt
+up, a look-up mark under ``lookUp``; once it has an answer, the response kept under ``response``: the status, the
+headers and body parts the target declares.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from urllib.parse import quote
 from oncegate.domain.copies import frozen
 from oncegate.domain.fingerprint_rules import applied, rules, segments
 from oncegate.domain.limits import DATA_LIMIT_BYTES, MAX_NESTING, TARGET_RECORD_ID_MAX_LENGTH, json_depth, json_size
-from oncegate.domain.records import CALL, marked_call
+from oncegate.domain.records import CALL, LOOK_UP, marked_call
 from oncegate.domain.statuses import Outcome
 from oncegate.domain.targets import Failure, Target, TargetReply
 
@@ -112,6 +113,12 @@ def call_mark(target: Target, method: str, sent_at: datetime) -> dict[str, Any]:
     return {
         CALL: {"target": target.name, "method": method.upper(), "sentAt": _time(sent_at), "deadline": _time(deadline)}
     }
+
+
+def look_up_mark(started_at: datetime) -> dict[str, Any]:
+    """What a claim taken over to look an earlier call up records in the write that grants it, until the look-up
+    settles it: no request is the holder asking again meanwhile (Intent.is_holder_of)."""
+    return {LOOK_UP: {"startedAt": _time(started_at)}}
 
 
 def call_deadline(data: Any) -> datetime | None:

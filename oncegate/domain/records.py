@@ -258,6 +258,8 @@ class Conflict:
 # here, beside the claim, because the decision table reads it too (Intent.is_holder_of), and a new process's first
 # Check and claim imports nothing of Perform once's (tests/http/test_cold_start.py).
 CALL = "call"
+# And under this one, from the write that takes a call in doubt over, while it looks the call up at the target.
+LOOK_UP = "lookUp"
 
 
 def marked_call(data: Any) -> Mapping[str, Any] | None:
@@ -266,6 +268,11 @@ def marked_call(data: Any) -> Mapping[str, Any] | None:
         call: Mapping[str, Any] = data[CALL]
         return call
     return None
+
+
+def marked_by_perform(data: Any) -> bool:
+    """Whether a request of Perform once acts on the claim: its call recorded, or its look-up under way."""
+    return marked_call(data) is not None or (isinstance(data, dict) and isinstance(data.get(LOOK_UP), dict))
 
 
 T = TypeVar("T")

@@ -12,15 +12,17 @@ machinery (:class:`~oncegate.service.claims.Claims`), for one request::
       duplicate, in_progress, conflict, blocked
                               answered as Check and claim answers them, with the response kept
 
-The call is recorded before it is sent, in the write that grants the claim (``Intent.data``): from the claim's
-first moment no request is the holder asking again, so two requests of one run asking at once (an engine retrying
-a call that took long), or a Check and claim with the run's id, flow and data, never get its token; they are told
-``in_progress``. A call sent after a look-up found nothing is recorded by a write of its own, conditioned on the
-claim's version, under a new grant: a token handed out for the attempt before stops counting. A run asking again
-on a grant it holds by its token (Check and claim's, or a reconcile handed to it) is told ``in_progress``, and
-nothing is sent: the grant is the run's to act on. What came back is recorded as Record result would (the outcome
-table is :mod:`oncegate.domain.performing`); if the store fails then, the flow is still told what the target
-answered, the claim stays in doubt, and the next Perform once after the call's deadline looks it up.
+The call is recorded before it is sent, in the write that grants the claim (``Intent.data``): from the claim's first
+moment no request is the holder asking again, so two requests of one run asking at once (an engine retrying a call
+that took long), or a Check and claim with the run's id, flow and data, never get its token; they are told
+``in_progress``. So is the grant that takes a call in doubt over to look it up (``Intent.look_up_data``), until the
+look-up settles it or the claim is handed to the flow. A call sent after a look-up found nothing is recorded by a
+write of its own, conditioned on the claim's version, under a new grant: a token handed out for the attempt before
+stops counting. A run asking again on a grant it holds by its token (Check and claim's, or a reconcile handed to it)
+is told ``in_progress``, and nothing is sent: the grant is the run's to act on. What came back is recorded as Record
+result would (the outcome table is :mod:`oncegate.domain.performing`); if the store fails then, the flow is still
+told what the target answered, the claim stays in doubt, and the next Perform once after the call's deadline looks
+it up.
 
 A poll of a Perform once that waits (:meth:`Perform.poll`) only reads: it never makes the call.
 """
@@ -50,12 +52,13 @@ from oncegate.domain.performing import (
     json_body,
     kept_response,
     lease_of,
+    look_up_mark,
     lookup_path,
     record_id,
     settled_by,
     succeeded,
 )
-from oncegate.domain.records import CALL, Claim, ClaimFilter, EarlierAttempt, HistoryEvent, marked_call
+from oncegate.domain.records import CALL, LOOK_UP, Claim, ClaimFilter, EarlierAttempt, HistoryEvent, marked_call
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome
 from oncegate.domain.targets import Target, TargetCall, TargetCalls, TargetReply
@@ -162,10 +165,13 @@ class Perform:
         """Perform the call once for the key; the run still waiting when it asked to wait and another run holds it."""
         target = self.target(request.target)
         intent = self._core.identified(self._check(request, target), signed_in=signed_in)
-        # The call is recorded with the grant that makes it: no request is the holder asking again in between.
-        intent = replaced(intent, data=call_mark(target, request.method, intent.now))
+        # The call (or the look-up of one in doubt) is recorded with the grant that makes it: no request is the holder
+        # asking again in between.
         before = self._core.find(intent.identities)
         earlier = before[0] if before else None
+        looks_up = earlier is not None and self._called(earlier, target).lookup_path is not None
+        mark = call_mark(target, request.method, intent.now)
+        intent = replaced(intent, data=mark, look_up_data=look_up_mark(intent.now) if looks_up else None)
         early = self._before_deadline(earlier, intent)
         decided = self._claims.decide_for(intent) if early is None else None
         answer = early or self._acted(decided, intent, request, target, earlier)
@@ -409,6 +415,7 @@ class Perform:
         not_found = found is not None and (found.status in NOT_FOUND_STATUSES or succeeded(called, found.status or 0))
         if not_found and called.honours_idempotency_key and called.name == target.name:
             return self._send(answer, request, target, self._marked(answer, target, request.method))
+        self._handed(answer)
         why = (
             "the look-up found nothing and the target does not honour the idempotency key"
             if not_found
@@ -444,6 +451,21 @@ class Perform:
         if path is None:
             return None
         return self._calls.call(target, TargetCall(method="GET", path=path, idempotency_key=None))
+
+    def _handed(self, answer: ClaimAnswer) -> None:
+        """The look-up mark taken off the claim handed to the flow to reconcile: from now on the run holds it by its
+        token, as Check and claim's reconcile (asking again, it is the holder). Should the write fail, the mark stays
+        and the token still counts: the run asking again is told in_progress until the lease runs out."""
+        try:
+            claim = self._store.get_claim(answer.claim_id)
+            if claim.attempt != answer.attempt or claim.status is not ClaimStatus.IN_PROGRESS:
+                return
+            if not isinstance(claim.data, dict) or LOOK_UP not in claim.data:
+                return
+            at = self._core.decided_at(claim, self._core.clock())
+            self._core.counted(claim, self._store.update_claim(replace(claim, data=None, updated_at=at), None))
+        except (StoreRace, StoreUnavailable):
+            pass
 
     def _give_back(self, answer: ClaimAnswer) -> None:
         """Release the claim this run was granted to reconcile: it stays in doubt, for the next run to look up."""

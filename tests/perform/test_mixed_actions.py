@@ -12,7 +12,9 @@ writes (or the token's use).
 
 from __future__ import annotations
 
+import json
 import threading
+import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -179,36 +181,70 @@ def test_perform_once_by_the_run_holding_check_and_claims_grant_makes_no_call(
     assert by_another.body["decision"] == "performed"
 
 
-def test_a_token_handed_out_during_perform_onces_look_up_stops_counting_once_it_sends_the_call(
-    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, pausing: Pausing, clock: FakeClock
+def test_check_and_claim_during_perform_onces_look_up_gets_no_token_and_one_order_is_made(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
 ) -> None:
-    """Perform once took a call in doubt over to look it up, found nothing, and sent the call again to a target that
-    honours the key, its call recorded on the attempt it was granted: a Check and claim of the same run, flow and
-    data during the look-up was given that attempt's token, and a release with it while the call was under way was
-    taken, leaving the claim in doubt under a call that succeeded. The call is recorded under a grant of its own."""
+    """Perform once took a call in doubt over and looked it up at the target: a Check and claim of the same run, flow
+    and data during the look-up was the holder asking again, answered ``reconcile`` with the claim's token. The flow
+    looked the order up, found none, and made it itself, while Perform once's look-up found nothing and sent the
+    call again (two orders). The grant that looks up is marked from its own write: the run is told in_progress."""
     declared.declare(with_target(erp, honours_idempotency_key=True, timeout_seconds=30))
     body = {**perform_body("SO-again", run="run-A"), "payload": {"amount": 10}}
     same_run: dict[str, Any] = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
     stand_in.script(Answer(status=503, commit=False))
     assert api.call("perform_once", {**body, "runId": "run-0"}).body["decision"] == "reconcile"
     clock.advance(31)
-    pausing.when = lambda claim, write: claim.run_id == "run-A" and write == "taken over"
-    stand_in.script(Answer(status=404, body=b"{}", commit=False), Answer(late=True))
+    stand_in.script(Answer(status=404, body=b"{}", commit=False, late=True))
     with ThreadPoolExecutor(1) as pool, released(stand_in):
         held = pool.submit(api.call, "perform_once", body)
-        assert pausing.paused.wait(timeout=30), "Perform once never took the claim over"
+        stand_in.wait_for(2)  # Perform once's look-up is at the target, its answer held
         asked = api.call("check_and_claim", same_run)
-        pausing.go.set()
-        stand_in.wait_for(3)
-        released_by_it = _release(api, asked.body)
+        if asked.body.get("claimToken"):
+            _flow_acts(stand_in, body["reference"])  # told: look it up, else do the side effect
         stand_in.release()
         performed = held.result(timeout=30)
     claim = api.call("get_claim", route={"claimId": asked.body["claimId"]}).body
 
+    assert len(stand_in.records) == 1
+    told = asked.body
+    assert (told["decision"], told.get("claimToken"), told["retryAfterSeconds"]) == ("in_progress", None, 60)
     assert [request.method for request in stand_in.received] == ["POST", "GET", "POST"]
-    assert asked.body["decision"] == "reconcile"
-    assert released_by_it == 409
     assert (performed.body["decision"], claim["status"]) == ("performed", "succeeded")
+
+
+def test_a_claim_handed_to_the_flow_after_a_look_up_that_could_not_tell_is_the_runs_when_it_asks_again(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """The look-up mark is taken off when Perform once hands the claim to the flow: the run asking Check and claim
+    again (its answer lost) is the holder, told reconcile with the same token, and records what it found with it."""
+    declared.declare(with_target(erp, timeout_seconds=30))
+    body = {**perform_body("SO-handed", run="run-A"), "payload": {"amount": 10}}
+    same_run: dict[str, Any] = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
+    stand_in.script(Answer(status=503, commit=False))
+    assert api.call("perform_once", {**body, "runId": "run-0"}).body["decision"] == "reconcile"
+    clock.advance(31)
+    stand_in.script(Answer(status=503, commit=False))
+    handed = api.call("perform_once", body).body
+
+    asked = api.call("check_and_claim", same_run).body
+    route = {"claimId": asked["claimId"]}
+    failed = {"claimToken": asked.get("claimToken"), "outcome": "failed", "retryable": True, "error": "none found"}
+    recorded = api.call("record_result", failed, route=route)
+
+    assert handed["decision"] == "reconcile"
+    assert (asked["decision"], asked.get("claimToken")) == ("reconcile", handed["claimToken"])
+    assert recorded.status == 200
+    assert [request.method for request in stand_in.received] == ["POST", "GET"]
+
+
+def _flow_acts(stand_in: StandInTarget, reference: str) -> None:
+    """What a flow holding a reconcile does with its own HTTP actions: look the order up, and make it if none is."""
+    if stand_in.look_up(f"/orders?reference={reference}") is not None:
+        return  # found: the flow records it
+    order = json.dumps({"reference": reference, "amount": 10}).encode()
+    headers = {"Content-Type": "application/json"}
+    with urllib.request.urlopen(urllib.request.Request(f"{stand_in.base_url}/orders", order, headers), timeout=10):
+        pass
 
 
 def test_perform_once_asked_to_wait_by_the_run_holding_the_grant_answers_at_once(

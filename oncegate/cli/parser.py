@@ -41,7 +41,8 @@ serve, purge, keys, store and targets work on the store the environment's settin
 as the app does, and say which store that is; every other command talks to a deployment over its HTTP API.
 Tables are for people; --json prints the service's answer for scripts, and on a failure its error,
 {"error": {"code", "message", "details"}}, whoever refused (the command: invalid_usage, unreachable or
-signin_failed; a command on the store: invalid_usage or store_failed). Progress goes to stderr.
+signin_failed; a command on the store: invalid_usage or store_failed; any command stopped by Ctrl+C or SIGTERM:
+interrupted, saying what it left). Progress goes to stderr.
 
 Exit status: 0 done; 1 the drill found the service deviating from the contract; 2 bad usage, a
 bad setting, a failed sign-in, a request the service refused (4xx) or a drill blocked by the flow

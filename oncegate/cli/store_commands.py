@@ -171,7 +171,8 @@ def keys(args: argparse.Namespace) -> int:
     try:
         if args.action == "retire":
             record = services.key_secrets.retire(args.key_id, orphan=args.orphan)
-            orphaned = f": the {args.orphan} rows made with it are orphaned" if args.orphan else ""
+            rows = (args.orphan or "0").partition(".")[0]
+            orphaned = f": the {rows} rows made with it are orphaned" if rows != "0" else ""
             print(f"Key secret {record.key_id} is retired on {settings.store_text}{orphaned}.")
             return 0
         marks = services.key_secrets.marks()

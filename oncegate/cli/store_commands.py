@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate.cli import streams
 from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
-from oncegate.cli.commands import INTERRUPTED_EXIT, REFUSALS_AS_JSON, interrupted, progress, refused
+from oncegate.cli.commands import REFUSALS_AS_JSON, interrupted, progress, refused
 from oncegate.cli.extra import on_first_use
 from oncegate.cli.values import moment
 
@@ -181,7 +181,12 @@ def keys(args: argparse.Namespace) -> int:
     except OnceGateError as exc:
         return refused(command, exc.message, _exit(exc))
     except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
+        left = (
+            "the secret is retired or not, never half: `oncegate keys` shows which."
+            if args.action == "retire"
+            else ("it changed nothing: run it again.")
+        )
+        return interrupted(command, left)
     finally:
         services.close()
     if args.json:

@@ -200,3 +200,32 @@ def test_a_json_command_to_a_deployment_stopped_by_sigterm_prints_its_error_as_j
         }
     }
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["keys", "--json"], "oncegate keys: interrupted; it changed nothing: run it again."),
+        (["targets", "list", "--json"], "oncegate targets list: interrupted; `oncegate targets list` shows what is "),
+    ],
+)
+def test_a_json_store_command_interrupted_says_so_on_stderr_and_as_json_on_stdout(
+    database: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    """`keys` and `targets` ended with exit 130 and said nothing at all, on stderr or (with --json) on stdout."""
+    from oncegate.service.key_secrets import KeySecrets
+    from oncegate.service.targets import Targets
+
+    def stopped(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    for name in STORE_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(database))
+    monkeypatch.setattr(KeySecrets, "marks", stopped)
+    monkeypatch.setattr(Targets, "list", stopped)
+
+    assert main(argv) == 130
+    out, err = capsys.readouterr()
+    assert err.splitlines()[-1].startswith(said)
+    assert json.loads(out) == {"error": {"code": "interrupted", "message": err.splitlines()[-1], "details": []}}

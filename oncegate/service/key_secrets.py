@@ -64,10 +64,11 @@ class KeySecrets:
         """The rows found only through each of these secrets, by check value: its claims in every status and its
         tombstones (issue 31), each read once, however many secrets are counted."""
         usage = {record.key_id: SecretUsage() for record in records}
-        in_use = [known.in_use_from for known in self._store.read_marks().secrets if known.in_use_from is not None]
+        known = self._store.read_marks().secrets
+        in_use = [secret.in_use_from for secret in known if secret.in_use_from is not None]
         first = min(in_use, default=None)
         scopes = {scope.scope: scope for scope in self._store.list_scopes()}
-        switched = {record.key_id: switched_at(record, self._store.read_marks().secrets) for record in records}
+        switched = {record.key_id: switched_at(record, known) for record in records}
         for row in self._rows():
             for record in records:
                 if made_with(row, record, first_in_use=first):

@@ -68,7 +68,14 @@ def _run(argv: list[str] | None, app_factory: AppFactory, *, as_json: bool) -> i
         if args.command in STOPS_ITSELF:
             return _command(parser, args, app_factory)
         with _stopped_as_by_ctrl_c():
-            return _command(parser, args, app_factory)
+            try:
+                return _command(parser, args, app_factory)
+            except KeyboardInterrupt as stopped:
+                # A command that says nothing of it itself: with --json, stdout says it, as for any other failure.
+                if as_json:
+                    command = getattr(args, "command_parser", parser).prog
+                    commands.interrupted_as_json(commands.interrupted_unsaid(command, stopped))
+                raise
     finally:
         commands.REFUSALS_AS_JSON.reset(refusals)
 

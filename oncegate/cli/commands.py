@@ -62,9 +62,28 @@ def _load_app(app_dir: Path) -> object:
 
 
 def interrupted(command: str, left: str) -> int:
-    """One line on stderr saying that Ctrl+C or SIGTERM stopped ``command`` and what it ``left``; exit 130."""
-    print(f"oncegate {command}: interrupted; {left}", file=sys.stderr)
+    """One line on stderr saying that Ctrl+C or SIGTERM stopped ``command`` and what it ``left``; exit 130.
+
+    With --json, the same as JSON on stdout too, as every other failure of the command is."""
+    said = f"oncegate {command}: interrupted; {left}"
+    print(said, file=sys.stderr)
+    if REFUSALS_AS_JSON.get():
+        interrupted_as_json(said)
     return INTERRUPTED_EXIT
+
+
+def interrupted_as_json(said: str) -> None:
+    """``{"error": {"code": "interrupted", ...}}`` on stdout, saying ``said``: what stopped and what it left."""
+    streams.print_json({"error": {"code": "interrupted", "message": said, "details": []}})
+
+
+def interrupted_unsaid(command: str, stopped: KeyboardInterrupt) -> str:
+    """What a command that let Ctrl+C or SIGTERM through (``stopped``) left, as :func:`interrupted` says it."""
+    if isinstance(stopped, Interrupted):
+        return _interrupted_line(stopped)
+    return (
+        f"{command}: interrupted before it finished; a change it sent may have been made: look before sending it again."
+    )
 
 
 # Set while a command on the store runs with --json (oncegate.cli.store_commands.on_the_store): its refusal is

@@ -41,7 +41,8 @@ serve, purge, keys, store and targets work on the store the environment's settin
 as the app does, and say which store that is; every other command talks to a deployment over its HTTP API.
 Tables are for people; --json prints the service's answer for scripts, and on a failure its error,
 {"error": {"code", "message", "details"}}, whoever refused (the command: invalid_usage, unreachable or
-signin_failed; a command on the store: invalid_usage or store_failed). Progress goes to stderr.
+signin_failed; a command on the store: invalid_usage or store_failed; any command stopped by Ctrl+C or SIGTERM:
+interrupted, saying what it left). Progress goes to stderr.
 
 Exit status: 0 done; 1 the drill found the service deviating from the contract; 2 bad usage, a
 bad setting, a failed sign-in, a request the service refused (4xx) or a drill blocked by the flow
@@ -66,7 +67,17 @@ from oncegate.cli.arguments import command, command_group, connection_options, l
 from oncegate.cli.commands import REFUSALS_AS_JSON
 from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.cli.helptext import FittedDescription
-from oncegate.cli.values import DEFAULT_PORT, MAX_PORT, MAX_THREADS, moment, or_reset, scope, source, whole_number
+from oncegate.cli.values import (
+    DEFAULT_PORT,
+    MAX_PORT,
+    MAX_THREADS,
+    moment,
+    or_reset,
+    orphan_confirmation,
+    scope,
+    source,
+    whole_number,
+)
 from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.limits import (
     DEFAULT_HORIZON_DAYS,
@@ -434,14 +445,17 @@ def _add_keys(subparsers: Any) -> None:
     retire = keys.add_subparsers(dest="action").add_parser(
         "retire",
         help="retire a key secret no row needs any more (the runbook's third step); refused while claims or "
-        "tombstones made with it remain, unless --orphan names how many: their keys would be answered proceed again",
+        "tombstones made with it remain, unless --orphan confirms them as `oncegate keys` shows them: their keys "
+        "would be answered proceed again",
     )
     retire.add_argument("key_id", metavar="KEY_ID", help="the secret's check value, as `oncegate keys` lists it")
     retire.add_argument(
         "--orphan",
-        type=whole_number(0, 10**12),
-        metavar="N",
-        help="retire it although N claims and tombstones made with it remain",
+        type=orphan_confirmation,
+        metavar="N[.CODE]",
+        help="retire it although N claims and tombstones made with it remain; while some are released or failed "
+        "retryable (their keys proceed anyway, and may succeed before the retire), with the code `oncegate keys` "
+        "shows after N, which changes when one does",
     )
     group = subparsers.add_parser("store", help="the store itself")
     group.set_defaults(handler=None, group_parser=group, local=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate.cli import streams
 from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
-from oncegate.cli.commands import INTERRUPTED_EXIT, REFUSALS_AS_JSON, interrupted, progress, refused
+from oncegate.cli.commands import REFUSALS_AS_JSON, interrupted, progress, refused
 from oncegate.cli.extra import on_first_use
 from oncegate.cli.values import moment
 
@@ -171,7 +171,8 @@ def keys(args: argparse.Namespace) -> int:
     try:
         if args.action == "retire":
             record = services.key_secrets.retire(args.key_id, orphan=args.orphan)
-            orphaned = f": the {args.orphan} rows made with it are orphaned" if args.orphan else ""
+            rows = (args.orphan or "0").partition(".")[0]
+            orphaned = f": the {rows} rows made with it are orphaned" if rows != "0" else ""
             print(f"Key secret {record.key_id} is retired on {settings.store_text}{orphaned}.")
             return 0
         marks = services.key_secrets.marks()
@@ -180,7 +181,12 @@ def keys(args: argparse.Namespace) -> int:
     except OnceGateError as exc:
         return refused(command, exc.message, _exit(exc))
     except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
+        left = (
+            "the secret is retired or not, never half: `oncegate keys` shows which."
+            if args.action == "retire"
+            else ("it changed nothing: run it again.")
+        )
+        return interrupted(command, left)
     finally:
         services.close()
     if args.json:

@@ -77,13 +77,22 @@ def key_secrets_json(marks: StoreMarks, usage: dict[str, SecretUsage]) -> dict[s
 def _usage_json(usage: SecretUsage | None) -> dict[str, Any]:
     """The rows found only through a secret; null for one not counted (announced, or retired)."""
     if usage is None:
-        return {"claims": None, "tombstones": None, "held": None, "retryableFailures": None, "lastHorizon": None}
+        return {
+            "claims": None,
+            "tombstones": None,
+            "held": None,
+            "retryableFailures": None,
+            "lastHorizon": None,
+            "orphan": None,
+        }
     return {
         "claims": usage.claims,
         "tombstones": usage.tombstones,
         "held": usage.held,
         "retryableFailures": usage.retryable,
         "lastHorizon": time_text(usage.last_horizon),
+        # What `keys retire --orphan` takes to retire the secret all the same (None: nothing to orphan).
+        "orphan": usage.confirmation if usage.rows else None,
     }
 
 
@@ -120,7 +129,9 @@ def _usage_cells(usage: SecretUsage | None) -> list[str]:
     # apart; and the retryable failures, which no attention list shows, named.
     held = f"{usage.held} held" if usage.held else ""
     retryable = f"{usage.retryable} retryable failed" if usage.retryable else ""
-    horizon = ", ".join(part for part in (time_text(usage.last_horizon), held, retryable) if part)
+    # While some rows are unsettled, --orphan takes the rows' number with a code of which (SecretUsage.confirmation).
+    confirm = f"--orphan {usage.confirmation}" if usage.unsettled else ""
+    horizon = ", ".join(part for part in (time_text(usage.last_horizon), held, retryable, confirm) if part)
     return [str(usage.claims), str(usage.tombstones), horizon]
 
 

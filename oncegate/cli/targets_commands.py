@@ -12,7 +12,7 @@ import json
 import textwrap
 from typing import Any
 
-from oncegate.cli.commands import INTERRUPTED_EXIT, refused
+from oncegate.cli.commands import interrupted, refused
 from oncegate.cli.store_commands import _exit, _local_services
 from oncegate.domain.target_declarations import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -163,7 +163,7 @@ def _on_store(command: str, act: Any, *, as_json: bool = False) -> int:
     except OnceGateError as exc:
         return refused(command, exc.message, _exit(exc))
     except KeyboardInterrupt:
-        return INTERRUPTED_EXIT
+        return interrupted(command, "`oncegate targets list` shows what is declared now.")
     finally:
         services.close()
     if isinstance(done, Target):

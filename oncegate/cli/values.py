@@ -39,6 +39,16 @@ def whole_number(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def orphan_confirmation(value: str) -> str:
+    """An argument type: what ``oncegate keys`` shows to retire a secret all the same, ``N`` or ``N.CODE``."""
+    if not re.fullmatch(r"[0-9]{1,13}(\.[0-9a-f]{6})?", value, flags=re.ASCII):
+        raise argparse.ArgumentTypeError(
+            f"give the number of rows, or the number and code `oncegate keys` shows (such as 12.3f9a0c), not {value!r}"
+        )
+    number, _, code = value.partition(".")
+    return f"{int(number)}.{code}" if code else str(int(number))
+
+
 def or_reset(parse: Callable[[str], int]) -> Callable[[str], int | str]:
     """An argument type: what ``parse`` takes, or '' to reset the setting to its default."""
 

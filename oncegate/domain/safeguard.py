@@ -25,6 +25,7 @@ settings), and when its current secret was retired.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -46,6 +47,8 @@ SECRET = "ONCEGATE_KEY_SECRET"
 PREVIOUS = "ONCEGATE_KEY_SECRET_PREVIOUS"
 NEXT = "ONCEGATE_KEY_SECRET_NEXT"
 RUNBOOK = "See docs/operations.md, 'The key secret'."
+# The hex digits of the code ``--orphan`` gives after the number of rows (SecretUsage.confirmation).
+CONFIRMATION_DIGITS = 6
 
 
 @frozen
@@ -176,7 +179,9 @@ class SecretUsage:
     failures, on no attention list (a review settling a claim as failed leaves one): each waits for its key's
     next run, or for its scope's horizon. ``last_horizon`` is when retention deletes the last of the others:
     tombstones, succeeded claims and retryable failures at their scope's horizon, released claims and reviewed
-    failures at its retention (None: no such row).
+    failures at its retention (None: no such row). ``unsettled``: the rows a run may take again, or took again since
+    the switch to the next secret (a released claim or a retryable failure, whose key proceeds anyway; or one whose
+    current attempt began after the switch), each as its claim id and whether its key proceeds anyway now.
     """
 
     claims: int = 0
@@ -184,14 +189,37 @@ class SecretUsage:
     held: int = 0
     last_horizon: datetime | None = None
     retryable: int = 0
+    unsettled: frozenset[tuple[str, bool]] = frozenset()
 
     @property
     def rows(self) -> int:
         return self.claims + self.tombstones
 
-    def counting(self, *, tombstone: bool, gone_at: datetime | None, retryable: bool = False) -> SecretUsage:
+    @property
+    def confirmation(self) -> str:
+        """What ``--orphan`` must say to orphan these rows: their number, and while some are unsettled, a code of
+        which rows those are and whether their keys proceed anyway (``12.3f9a0c``).
+
+        The number alone cannot tell a retryable failure from the same key succeeded since it was counted: retired
+        then, the key done would proceed again. One that succeeds stays unsettled, its code changed.
+        """
+        if not self.unsettled:
+            return str(self.rows)
+        rows = sorted(f"{claim_id} {'proceeds' if proceeds else 'answers'}" for claim_id, proceeds in self.unsettled)
+        digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()
+        return f"{self.rows}.{digest[:CONFIRMATION_DIGITS]}"
+
+    def counting(
+        self,
+        *,
+        tombstone: bool,
+        gone_at: datetime | None,
+        retryable: bool = False,
+        unsettled: tuple[str, bool] | None = None,
+    ) -> SecretUsage:
         """This usage with one row more: a tombstone or a claim, deleted by retention at ``gone_at`` (None: held),
-        ``retryable`` when it is a retryable failure."""
+        ``retryable`` when it is a retryable failure; ``unsettled``: its claim id and whether its key proceeds anyway,
+        when it is unsettled."""
         horizons = [moment for moment in (self.last_horizon, gone_at) if moment is not None]
         return SecretUsage(
             claims=self.claims + (not tombstone),
@@ -199,6 +227,7 @@ class SecretUsage:
             held=self.held + (gone_at is None),
             last_horizon=max(horizons, default=None),
             retryable=self.retryable + retryable,
+            unsettled=self.unsettled | {unsettled} if unsettled is not None else self.unsettled,
         )
 
     def text(self) -> str:
@@ -240,13 +269,19 @@ def secret_of(secrets: tuple[KeySecretRecord, ...], key_id: str) -> KeySecretRec
 
 
 def retired(
-    secrets: tuple[KeySecretRecord, ...], key_id: str, *, now: datetime, usage: SecretUsage, orphan: int | None
+    secrets: tuple[KeySecretRecord, ...],
+    key_id: str,
+    *,
+    now: datetime,
+    usage: SecretUsage,
+    orphan: int | str | None,
 ) -> KeySecretRecord | None:
     """The secret's record, retired; None when it already is. ``usage``: the rows found only through it.
 
     The newest secret in use cannot be retired (every new claim is made with it). One with rows left
-    (claims or tombstones) is retired only when the operator names how many it orphans: those keys would
-    be answered proceed again.
+    (claims or tombstones) is retired only when ``orphan`` is their :attr:`SecretUsage.confirmation`, as
+    ``oncegate keys`` showed it: those keys would be answered proceed again. Their number alone is refused while
+    some are unsettled (a released claim or a retryable failure may have succeeded since it was counted).
     """
     record = secret_of(secrets, key_id)
     if record.retired_at is not None:
@@ -265,11 +300,17 @@ def retired(
             "the switch to a newer one.",
             target="keyId",
         )
-    if usage.rows and orphan != usage.rows:
+    if usage.rows and (orphan is None or str(orphan) != usage.confirmation):
+        which = ""
+        if usage.unsettled:
+            which = (
+                f" (after the dot, a code of the {_counted(len(usage.unsettled), 'row')} a run may take again or took "
+                "since the switch: one that succeeds before the retire changes it)"
+            )
         raise InvalidRequest(
             f"Rows made with {key_id} remain, found only through it: {usage.text()}. Once it is retired, those keys "
             "would be answered proceed again. Wait until retention has deleted them (`oncegate keys` shows when), or "
-            f"pass --orphan {usage.rows} to retire it all the same.",
+            f"pass --orphan {usage.confirmation} to retire it all the same{which}.",
             target="orphan",
         )
     return replace(record, retired_at=now)

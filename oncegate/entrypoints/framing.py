@@ -616,6 +616,7 @@ class AppServer(ThreadingHTTPServer):
         *,
         threads: int = DEFAULT_THREADS,
         discard_seconds: float = DISCARD_SECONDS,
+        stop_seconds: float | None = None,
         bind_and_activate: bool = True,
     ) -> None:
         handler: type[_Handler] = type("_IdleBoundHandler", (_Handler,), {"timeout": idle_seconds})
@@ -624,6 +625,7 @@ class AppServer(ThreadingHTTPServer):
         self.routes = routes
         self.discard_seconds = discard_seconds
         self.idle_seconds = idle_seconds
+        self.stop_seconds = idle_seconds if stop_seconds is None else stop_seconds
         sweep_seconds = min(idle_seconds, discard_seconds)
         self.pool = HandlerPool(threads, sweep_seconds) if threads != PER_CONNECTION else None
 
@@ -644,7 +646,7 @@ class AppServer(ThreadingHTTPServer):
     def server_close(self) -> None:
         if self.pool is not None:
             # Each thread ends the request it is answering, as a thread per connection would (daemon, not waited for).
-            self.pool.close(timeout=self.idle_seconds)
+            self.pool.close(timeout=self.stop_seconds)
         super().server_close()
 
 
@@ -657,6 +659,7 @@ def make_server(
     listener: socket.socket | None = None,
     threads: int = DEFAULT_THREADS,
     discard_seconds: float = DISCARD_SECONDS,
+    stop_seconds: float | None = None,
 ) -> ThreadingHTTPServer:
     """A threaded HTTP server for ``app``; port 0 picks a free port (see ``server_address``).
 
@@ -664,10 +667,11 @@ def make_server(
     A connection that sends nothing for ``idle_seconds`` between requests is closed; a request whose head, or
     whose body, takes longer than that as a whole is refused (408, 400) and its connection closed.
     ``threads`` handler threads answer every connection's requests (0: a thread per connection). After a 413,
-    what the client still sends is read and thrown away for at most ``discard_seconds``.
+    what the client still sends is read and thrown away for at most ``discard_seconds``. Once closed, it waits at
+    most ``stop_seconds`` (``idle_seconds`` when left out) for the threads still answering.
     """
     routes = function_routes(app)
-    options: dict[str, Any] = {"threads": threads, "discard_seconds": discard_seconds}
+    options: dict[str, Any] = {"threads": threads, "discard_seconds": discard_seconds, "stop_seconds": stop_seconds}
     if listener is None:
         return AppServer((host, port), routes, idle_seconds, **options)
     server = AppServer(listener.getsockname()[:2], routes, idle_seconds, **options, bind_and_activate=False)

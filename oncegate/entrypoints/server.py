@@ -39,6 +39,11 @@ logger = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 # How long the workers have, once asked to stop, to answer what they are answering and flush their counts.
 STOP_GRACE_SECONDS = 30.0
+# What a worker keeps of that grace for its counts and its store, once it stops waiting for the calls under way: it
+# waited the whole grace before, so a call held longer (a slow target) had it killed with its counts unwritten.
+FLUSH_SECONDS = 10.0
+# How long a worker waits for its busy handler threads before it flushes its counts and exits.
+CALLS_WAIT_SECONDS = STOP_GRACE_SECONDS - FLUSH_SECONDS
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -79,7 +84,8 @@ def serve_in_workers(
 
     In each worker, ``threads`` handler threads answer the requests of every connection (0: a thread per
     connection). ``on_ready`` is called once every worker serves. A stop asked of this process is passed on to
-    each worker, which finishes, flushes its inventory counts once and exits; a worker still there
+    each worker, which answers the calls under way for at most ``CALLS_WAIT_SECONDS`` (closing the connections of
+    those still held then), flushes its inventory counts once and exits; a worker still there
     ``STOP_GRACE_SECONDS`` later is killed. Raises :class:`WorkerFailed` when a worker stops unasked,
     after stopping the others.
     """
@@ -251,7 +257,7 @@ def _worker(
     if parent is not None:
         _end_with_parent(parent)
     logs.configure(handler=True)
-    server = framing.make_server(load_app(app_dir), listener=listener, threads=threads)
+    server = framing.make_server(load_app(app_dir), listener=listener, threads=threads, stop_seconds=CALLS_WAIT_SECONDS)
     replaced = _stop_serving_on_signal(server) if threading.current_thread() is threading.main_thread() else {}
     if ready is not None:
         ready.send(os.getpid())

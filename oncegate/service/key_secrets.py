@@ -64,9 +64,11 @@ class KeySecrets:
         """The rows found only through each of these secrets, by check value: its claims in every status and its
         tombstones (issue 31), each read once, however many secrets are counted."""
         usage = {record.key_id: SecretUsage() for record in records}
-        in_use = [known.in_use_from for known in self._store.read_marks().secrets if known.in_use_from is not None]
+        known = self._store.read_marks().secrets
+        in_use = [secret.in_use_from for secret in known if secret.in_use_from is not None]
         first = min(in_use, default=None)
         scopes = {scope.scope: scope for scope in self._store.list_scopes()}
+        switched = {record.key_id: switched_at(record, known) for record in records}
         for row in self._rows():
             for record in records:
                 if made_with(row, record, first_in_use=first):
@@ -75,6 +77,7 @@ class KeySecrets:
                         tombstone=row.purged_at is not None,
                         gone_at=gone,
                         retryable=row.purged_at is None and row.retryable_failure,
+                        unsettled=unsettled(row, switched[record.key_id]),
                     )
                     usage[record.key_id] = counted
         return usage
@@ -90,8 +93,9 @@ class KeySecrets:
                 if cursor is None:
                     break
 
-    def retire(self, key_id: str, *, orphan: int | None) -> KeySecretRecord:
-        """Retire the secret, once the rows found only through it are none or as many as ``orphan`` says."""
+    def retire(self, key_id: str, *, orphan: int | str | None) -> KeySecretRecord:
+        """Retire the secret, once the rows found only through it are none or what ``orphan`` confirms
+        (:attr:`~oncegate.domain.safeguard.SecretUsage.confirmation`)."""
         known = self._store.read_marks().secrets
         record = secret_of(known, key_id)
         usage = self.usage([record])[key_id] if record.in_use_from is not None else SecretUsage()
@@ -155,3 +159,22 @@ def _store_to_start(marks: StoreMarks, pinned: str | None) -> str:
             target="store",
         )
     return store_id
+
+
+def unsettled(row: Claim, switched: datetime | None) -> tuple[str, bool] | None:
+    """``row``'s claim id and whether its key proceeds anyway (released, or a retryable failure), when a run may take
+    it again or took it again after the switch at ``switched``; None for a row as it was when it was counted."""
+    if row.purged_at is not None:
+        return None
+    proceeds = row.status is ClaimStatus.RELEASED or row.retryable_failure
+    if proceeds or (switched is not None and row.last_attempt_at >= switched):
+        return row.claim_id, proceeds
+    return None
+
+
+def switched_at(record: KeySecretRecord, secrets: Collection[KeySecretRecord]) -> datetime | None:
+    """When the secret after ``record`` came into use (None: none did yet)."""
+    if record.in_use_from is None:
+        return None
+    later = [other.in_use_from for other in secrets if other.in_use_from and other.in_use_from > record.in_use_from]
+    return min(later, default=None)

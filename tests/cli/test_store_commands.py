@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,6 @@ from oncegate import bootstrap
 from oncegate.cli import main
 from oncegate.config import Settings
 from oncegate.domain.keys import KeyHasher
-from oncegate.domain.safeguard import SWITCH_GRACE
 from oncegate.domain.statuses import Decision
 from oncegate.errors import NotConfigured
 from oncegate.local_secret import local_key_secret
@@ -121,12 +120,13 @@ def test_a_wiped_database_is_refused_until_store_init(database: Path, capsys: py
 
 
 def _switched_a_while_ago(database: Path) -> None:
-    """The store as it stands once the switch's grace is over: every secret's time a minute earlier (the test
-    does not wait a minute)."""
+    """The store as it stands once the switch's grace is over: the secret announced in use from now, not in a minute
+    (the test does not wait a minute), still after every claim made before the switch."""
     store = SqliteStore(database)
+    now = datetime.now(UTC)
     for secret in store.read_marks().secrets:
         assert secret.in_use_from is not None
-        store.save_secret(replace(secret, in_use_from=secret.in_use_from - SWITCH_GRACE - timedelta(seconds=1)))
+        store.save_secret(replace(secret, in_use_from=min(secret.in_use_from, now)))
     store.close()
 
 

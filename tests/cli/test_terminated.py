@@ -12,9 +12,11 @@ the first progress line: the purge blocks on its next lines, so SIGTERM reaches 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -140,3 +142,90 @@ def test_an_export_and_an_import_interrupted_say_what_they_left_and_a_rerun_fini
 
     assert "going on after record " in capsys.readouterr().out
     assert counts(tmp_path / "restored" / "oncegate.db") == (CLAIMS, CLAIMS)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a pipe of one page is Linux's F_SETPIPE_SZ")
+def test_a_json_purge_stopped_by_sigterm_prints_its_error_as_json_on_stdout(database: Path) -> None:
+    """Every other failure of a --json command is {"error": {...}} on stdout: an interrupted one printed nothing."""
+    environment = {name: value for name, value in os.environ.items() if name not in STORE_SETTINGS}
+    reading, writing = os.pipe()
+    fcntl.fcntl(writing, F_SETPIPE_SZ, PIPE_BYTES)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "oncegate.cli", "purge", "--page-size", "1", "--json"],
+        cwd=REPO,
+        env={**environment, "ONCEGATE_SQLITE_PATH": str(database)},
+        stdout=subprocess.PIPE,
+        stderr=writing,
+        text=True,
+    )
+    os.close(writing)
+    with os.fdopen(reading, encoding="utf-8") as stderr:
+        assert stderr.readline().startswith("Purging on sqlite at ")
+        assert stderr.readline().startswith("page 1: ")
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=60)
+        said = stderr.read().splitlines()[-1]
+
+    assert process.returncode == 130
+    assert json.loads(out) == {"error": {"code": "interrupted", "message": said, "details": []}}
+    assert said == "oncegate purge: interrupted; what it deleted stays deleted, its counts kept: run it again to go on."
+
+
+def test_a_json_command_to_a_deployment_stopped_by_sigterm_prints_its_error_as_json_on_stdout() -> None:
+    """A command that says nothing itself of the stop (here, waiting for a deployment that never answers)."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        silent.settimeout(60)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        lookup = ["claims", "lookup", "--scope", "erp.create-order", "--key", "SO-1"]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "oncegate.cli", "--json", "--url", url, "--key", "k", *lookup],
+            cwd=REPO,
+            env={name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        connection, _ = silent.accept()  # the request is on its way: the command waits for the answer
+        with connection:
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=60)
+
+    assert process.returncode == 130, err
+    assert json.loads(out) == {
+        "error": {
+            "code": "interrupted",
+            "message": "oncegate claims lookup: interrupted before it finished; a change it sent may have been made: "
+            "look before sending it again.",
+            "details": [],
+        }
+    }
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["keys", "--json"], "oncegate keys: interrupted; it changed nothing: run it again."),
+        (["targets", "list", "--json"], "oncegate targets list: interrupted; `oncegate targets list` shows what is "),
+    ],
+)
+def test_a_json_store_command_interrupted_says_so_on_stderr_and_as_json_on_stdout(
+    database: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    """`keys` and `targets` ended with exit 130 and said nothing at all, on stderr or (with --json) on stdout."""
+    from oncegate.service.key_secrets import KeySecrets
+    from oncegate.service.targets import Targets
+
+    def stopped(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    for name in STORE_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(database))
+    monkeypatch.setattr(KeySecrets, "marks", stopped)
+    monkeypatch.setattr(Targets, "list", stopped)
+
+    assert main(argv) == 130
+    out, err = capsys.readouterr()
+    assert err.splitlines()[-1].startswith(said)
+    assert json.loads(out) == {"error": {"code": "interrupted", "message": err.splitlines()[-1], "details": []}}

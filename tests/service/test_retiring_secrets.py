@@ -272,3 +272,42 @@ def test_the_rotation_runbook_as_written_with_the_purge_between_its_steps(
     assert claim(after, key="K-late", run="run-again").decision is Decision.DUPLICATE
     # K-1's horizon is over: it is answered as a key never seen, as it would be without a rotation.
     assert claim(after, key="K-1", run="run-again").decision is Decision.PROCEED
+
+
+def test_a_retryable_failure_done_between_keys_and_the_retire_is_not_orphaned_under_the_same_number(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    """`--orphan N` confirmed a number, not which rows: K-failed's key succeeded after `oncegate keys` counted it as a
+    retryable failure (its key proceeding anyway), the number stayed 2, and `keys retire A --orphan 2` orphaned a key
+    done, which the next run made again. While such rows remain, `keys` shows the number with a code of which they
+    are, and a retire with the number alone or with a code that no longer holds is refused."""
+    before = instance(ring(A))
+    record(before, claim(before, key="K-done", run="run-first"))
+    record(before, claim(before, key="K-failed", run="run-first"), "failed", error="ERP down", retryable=True)
+    instance(ring(A, next_=B)).health()
+    switched = instance(ring(B, previous=A))
+    switched.health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+    a_id = KeyHasher(A).key_id
+
+    seen = listed(operator)[a_id]
+    table = operator("oncegate keys")
+    # Between the look and the retire, K-failed's key comes back and succeeds: the row is still one of A's two.
+    retried = claim(switched, key="K-failed", run="run-again")
+    record(switched, retried)
+    by_number = operator(f"oncegate keys retire {a_id} --orphan 2")
+    # As `oncegate keys` counted them, 2 rows: the number alone no longer retires A, its key done since.
+    assert by_number.code == 2, by_number.out
+    by_old_code = operator(f"oncegate keys retire {a_id} --orphan {seen['orphan']}")
+    now = listed(operator)[a_id]
+    retired = operator(f"oncegate keys retire {a_id} --orphan {now['orphan']}")
+
+    assert re.fullmatch(r"2\.[0-9a-f]{6}", seen["orphan"]), seen
+    assert f"--orphan {seen['orphan']}" in table.out
+    assert retried.decision is Decision.PROCEED
+    assert by_old_code.code == 2, by_old_code.out
+    assert f"pass --orphan {now['orphan']} to retire it all the same" in by_old_code.err
+    assert re.fullmatch(r"2\.[0-9a-f]{6}", now["orphan"]), now
+    assert now["orphan"] != seen["orphan"]
+    assert retired.code == 0, retired.err
+    assert "the 2 rows made with it are orphaned" in retired.out

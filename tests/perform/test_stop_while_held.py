@@ -1,0 +1,78 @@
+"""``oncegate serve --workers 2`` stopped while a slow target holds a Perform once: the worker keeps its counts.
+
+A worker waited for its busy handler threads as long as the command waits for the worker (30 s): a call held longer
+had the worker killed and its inventory counts lost ("did not stop within 30 seconds"). It now stops waiting for the
+calls at ``CALLS_WAIT_SECONDS``, flushes its counts within what is left of the grace, and exits on its own; the held
+call's connection is closed (its claim was recorded before the call left, so a retry looks the record up).
+The stand-in holds its answer until released, so the call outlasts every wait with no sleep in the test.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from oncegate.entrypoints import server
+from tests.cli.test_serve_workers import claim, flow_claims, stop
+from tests.perform.calls import perform_body
+from tests.perform.test_processes import oncegate, perform, serve
+from tests.support.target_server import Answer, StandInTarget
+
+CLAIMS = 12
+
+
+@pytest.fixture
+def stand_in() -> Iterator[StandInTarget]:
+    with StandInTarget() as target:
+        yield target
+
+
+def declared_slow(path: Path, stand_in: StandInTarget) -> None:
+    """A SQLite store whose target ``erp`` may take 60 s, longer than the command's grace."""
+    made = oncegate(path, "store", "init")
+    assert made.wait(timeout=60) == 0, made.communicate()[1]
+    declared = oncegate(path, "targets", "set", "erp", "--base-url", stand_in.base_url, "--timeout-seconds", "60")
+    _, err = declared.communicate(timeout=60)
+    assert declared.returncode == 0, err
+
+
+@pytest.mark.slow
+def test_a_call_held_past_the_grace_leaves_the_worker_to_flush_its_counts_and_exit(
+    tmp_path: Path, stand_in: StandInTarget
+) -> None:
+    database = tmp_path / "oncegate.db"
+    declared_slow(database, stand_in)
+    stand_in.script(Answer(late=True))
+    process, port = serve(database)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(functools.partial(claim, port, "run-1"), [f"SO-{number}" for number in range(CLAIMS)]))
+            held = pool.submit(perform, port, perform_body("SO-held"))
+            stand_in.wait_for(1)
+            started = time.monotonic()
+            code, err = stop(process)
+            took = time.monotonic() - started
+            with pytest.raises((ConnectionError, http.client.HTTPException)):
+                held.result(timeout=60)
+    finally:
+        stand_in.release()
+        if process.poll() is None:
+            stop(process)
+
+    assert "did not stop" not in err, err
+    assert (code, "Traceback" in err) == (0, False), err
+    assert server.CALLS_WAIT_SECONDS <= took < server.STOP_GRACE_SECONDS, err
+
+    process, port = serve(database)
+    try:
+        counted = flow_claims(port)
+    finally:
+        stop(process)
+    # Every claim answered, and the held call's own: none went with a killed worker.
+    assert counted == CLAIMS + 1

@@ -42,8 +42,15 @@ STOP_GRACE_SECONDS = 30.0
 # What a worker keeps of that grace for its counts and its store, once it stops waiting for the calls under way: it
 # waited the whole grace before, so a call held longer (a slow target) had it killed with its counts unwritten.
 FLUSH_SECONDS = 10.0
-# How long a worker waits for its busy handler threads before it flushes its counts and exits.
-CALLS_WAIT_SECONDS = STOP_GRACE_SECONDS - FLUSH_SECONDS
+
+
+def calls_wait_seconds() -> float:
+    """How long a worker waits for its busy handler threads before it flushes its counts and exits: the grace less
+    what the flush keeps. Worked out by the command's process, which waits the grace, and handed to each worker
+    (a spawned process of its own), so that the two never disagree."""
+    return STOP_GRACE_SECONDS - FLUSH_SECONDS
+
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -84,21 +91,22 @@ def serve_in_workers(
 
     In each worker, ``threads`` handler threads answer the requests of every connection (0: a thread per
     connection). ``on_ready`` is called once every worker serves. A stop asked of this process is passed on to
-    each worker, which answers the calls under way for at most ``CALLS_WAIT_SECONDS`` (closing the connections of
+    each worker, which answers the calls under way for at most :func:`calls_wait_seconds` (closing the connections of
     those still held then), flushes its inventory counts once and exits; a worker still there
     ``STOP_GRACE_SECONDS`` later is killed. Raises :class:`WorkerFailed` when a worker stops unasked,
     after stopping the others.
     """
     more_open_files()
+    calls_wait = calls_wait_seconds()
     if workers == 1:
-        _worker(load_app, app_dir, listener, threads, on_ready=on_ready)
+        _worker(load_app, app_dir, listener, threads, calls_wait, on_ready=on_ready)
         return
     context = multiprocessing.get_context("spawn")
     readiness, ready = context.Pipe(duplex=False)
     processes = [
         context.Process(
             target=_worker,
-            args=(load_app, app_dir, listener, threads, os.getpid(), ready),
+            args=(load_app, app_dir, listener, threads, calls_wait, os.getpid(), ready),
             name=f"oncegate-worker-{number}",
         )
         for number in range(1, workers + 1)
@@ -245,6 +253,7 @@ def _worker(
     app_dir: str,
     listener: socket.socket,
     threads: int,
+    calls_wait: float,
     parent: int | None = None,
     ready: Connection | None = None,
     *,
@@ -257,7 +266,7 @@ def _worker(
     if parent is not None:
         _end_with_parent(parent)
     logs.configure(handler=True)
-    server = framing.make_server(load_app(app_dir), listener=listener, threads=threads, stop_seconds=CALLS_WAIT_SECONDS)
+    server = framing.make_server(load_app(app_dir), listener=listener, threads=threads, stop_seconds=calls_wait)
     replaced = _stop_serving_on_signal(server) if threading.current_thread() is threading.main_thread() else {}
     if ready is not None:
         ready.send(os.getpid())

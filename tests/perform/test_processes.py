@@ -52,9 +52,10 @@ def clock_shift(database: Path) -> Path:
     return database.parent / "clock-shift"
 
 
-def oncegate(database: Path, *argv: str) -> subprocess.Popen[str]:
+def oncegate(database: Path, *argv: str, command: tuple[str, ...] = ("-m", "oncegate.cli")) -> subprocess.Popen[str]:
+    """``oncegate`` with ``argv`` on the SQLite store ``database``; ``command``: how Python is asked to run it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "oncegate.cli", *argv],
+        [sys.executable, *command, *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import http.client
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +23,7 @@ import pytest
 
 from tests.cli.test_serve_workers import REPO, claim, flow_claims, port_of, stop
 from tests.perform.calls import perform_body
-from tests.perform.test_processes import environment, oncegate, perform, serve
+from tests.perform.test_processes import oncegate, perform, serve
 from tests.support.target_server import Answer, StandInTarget
 
 CLAIMS = 12
@@ -39,14 +38,8 @@ SHORT_GRACE = (
 
 def serve_with_short_grace(database: Path) -> tuple[subprocess.Popen[str], int]:
     """``oncegate serve --workers 2`` as ``oncegate`` runs it, with the command's grace of ``GRACE`` seconds."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", SHORT_GRACE, "serve", "--port", "0", "--workers", "2", "--app-dir", str(REPO)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment(database),
-        cwd=database.parent,
-        start_new_session=True,
+    process = oncegate(
+        database, "serve", "--port", "0", "--workers", "2", "--app-dir", str(REPO), command=("-c", SHORT_GRACE)
     )
     return process, port_of(process)
 

@@ -463,6 +463,11 @@ def _conflict(claim: Claim, intent: Intent) -> ClaimAnswer:
     return ClaimAnswer(Decision.CONFLICT, reason, reason, Change.OPEN_CONFLICT)
 
 
+def lease_left(lease: datetime, now: datetime) -> int:
+    """When a run told ``in_progress`` asks again, in seconds: when the lease runs out, within a minute."""
+    return max(1, min(MAX_RETRY_AFTER_SECONDS, math.ceil((lease - now).total_seconds())))
+
+
 def _held(claim: Claim, intent: Intent) -> ClaimAnswer:
     lease = claim.lease_expires_at
     if lease is None or lease <= intent.now:
@@ -470,8 +475,7 @@ def _held(claim: Claim, intent: Intent) -> ClaimAnswer:
         return _reconcile(claim, f"the lease of attempt {claim.attempt} {expired} without a result")
     if intent.is_holder_of(claim):
         return _granted_again(claim)
-    remaining = math.ceil((lease - intent.now).total_seconds())
-    retry_after = max(1, min(MAX_RETRY_AFTER_SECONDS, remaining))
+    retry_after = lease_left(lease, intent.now)
     return ClaimAnswer(
         Decision.IN_PROGRESS,
         f"Run {claim.run_id} holds the lease until {said(lease)}.",

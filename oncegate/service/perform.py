@@ -39,7 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from oncegate.domain.copies import frozen, replaced
-from oncegate.domain.decisions import MAX_RETRY_AFTER_SECONDS, Change, ClaimAnswer, Intent, idempotency_key
+from oncegate.domain.decisions import Change, ClaimAnswer, Intent, idempotency_key, lease_left
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.performing import (
     RESPONSE,
@@ -82,12 +82,13 @@ IN_DOUBT = (ClaimStatus.UNKNOWN, ClaimStatus.IN_PROGRESS)
 READ_PAGE = 1000
 # The look-ups one run of the attention watch makes at most: each is a call to a target, within the watch's time.
 LOOK_UPS_PER_WATCH = 50
+# When a run told in_progress asks again, where no lease or deadline says it.
+ASK_AGAIN_SECONDS = 5
 # Said to a run asking Perform once on a grant it already holds by a claim token, and how long it is asked to wait.
 TOKEN_HOLDS = (
     "This run already holds the claim by a claim token (Check and claim's grant, or a reconcile handed to it): "
     "Perform once makes no call on it. Act on that grant and record the result, or release the claim"
 )
-MAX_HELD = timedelta(seconds=MAX_RETRY_AFTER_SECONDS)
 
 
 class TargetReads(Protocol):
@@ -173,10 +174,17 @@ class Perform:
         mark = call_mark(target, request.method, intent.now)
         intent = replaced(intent, data=mark, look_up_data=look_up_mark(intent.now) if looks_up else None)
         early = self._before_deadline(earlier, intent)
-        decided = self._claims.decide_for(intent) if early is None else None
-        answer = early or self._acted(decided, intent, request, target, earlier)
-        if decided is not None and _holds_token(decided):
-            return answer, None  # the run holds the claim itself: there is no other run to wait for
+        if early is None:
+            decided = self._claims.decide_for(intent)
+            if _holds_token(decided):
+                # The same run asking again on a grant it holds by a claim token (Check and claim's, or a reconcile
+                # handed to it): the flow acts on that grant, and a call made on it could be released under the
+                # call. There is no other run to wait for.
+                lease = decided.lease_expires_at
+                return _held(decided, TOKEN_HOLDS, lease_left(lease, intent.now) if lease else ASK_AGAIN_SECONDS), None
+            answer = self._acted(decided, intent, request, target, earlier)
+        else:
+            answer = early
         if answer.decision is not PerformDecision.IN_PROGRESS or max_wait is None or max_wait <= timedelta(0):
             return answer, None
         waiting = self._waits.waiting(intent, intent.now + max_wait)
@@ -223,7 +231,7 @@ class Perform:
         deadline = call_deadline(claim.data)
         if deadline is None or deadline <= intent.now:
             return None
-        seconds = max(1, math.ceil((deadline - intent.now).total_seconds()))
+        seconds = _seconds_until(deadline, intent.now)
         return PerformAnswer(
             decision=PerformDecision.IN_PROGRESS,
             claim_id=claim.claim_id,
@@ -238,14 +246,8 @@ class Perform:
         )
 
     def _acted(
-        self, answer: ClaimAnswer | None, intent: Intent, request: PerformOnce, target: Target, before: Claim | None
+        self, answer: ClaimAnswer, intent: Intent, request: PerformOnce, target: Target, before: Claim | None
     ) -> PerformAnswer:
-        assert answer is not None, "decided when no earlier call is in doubt"
-        if _holds_token(answer):
-            # The same run asking again on a grant it holds by a claim token (Check and claim's, or a reconcile
-            # handed to it): the flow acts on that grant; a call made on it could be released under the call.
-            left = min(answer.lease_expires_at or intent.now, intent.now + MAX_HELD) - intent.now
-            return _held(answer, TOKEN_HOLDS, left)
         if answer.decision is Decision.PROCEED:
             return self._send(answer, request, target, self._written(answer, intent.data))
         if answer.decision is Decision.RECONCILE:
@@ -277,9 +279,7 @@ class Perform:
         claim = self._core.recent.recall(answer.claim_id)
         if claim is None or claim.attempt != answer.attempt or marked_call(claim.data) != mark[CALL]:
             claim = self._store.get_claim(answer.claim_id)
-        if claim.attempt != answer.attempt or claim.status is not ClaimStatus.IN_PROGRESS:
-            return None
-        if marked_call(claim.data) != mark[CALL]:
+        if not _still_granted(claim, answer) or marked_call(claim.data) != mark[CALL]:
             return None
         at = self._core.decided_at(claim, self._core.clock())
         self._store.add_event(self._event(claim, "sending", f"Sending the call to target {mark[CALL]['target']}.", at))
@@ -292,9 +292,7 @@ class Perform:
         claim moved on: that request, not this one, sends."""
         claim = self._core.recent.recall(answer.claim_id) or self._store.get_claim(answer.claim_id)
         for _ in range(2):
-            if claim.attempt != answer.attempt or claim.status is not ClaimStatus.IN_PROGRESS:
-                return None
-            if marked_call(claim.data) is not None:
+            if not _still_granted(claim, answer) or marked_call(claim.data) is not None:
                 return None
             at = self._core.decided_at(claim, self._core.clock())
             record = replace(claim, data=call_mark(target, method, at), updated_at=at, grant_id=new_grant_id())
@@ -337,8 +335,7 @@ class Perform:
         deadline = call_deadline(claim.data)
         if decision is PerformDecision.RECONCILE and deadline is not None:
             # The next Perform once after the deadline looks the record up: said as when to ask again.
-            left = (deadline - self._core.clock()).total_seconds()
-            told = replace(told, retry_after_seconds=max(1, math.ceil(left)))
+            told = replace(told, retry_after_seconds=_seconds_until(deadline, self._core.clock()))
         try:
             self._record(claim, result)
         except StoreUnavailable:
@@ -407,7 +404,7 @@ class Perform:
         if deadline is not None and deadline > now:
             # The claim moved between the read and the decision: give it back in doubt, ask again after the deadline.
             self._give_back(answer)
-            return _held(answer, "The earlier call may still be under way at the target", deadline - now)
+            return _held(answer, "The earlier call may still be under way at the target", _seconds_until(deadline, now))
         claim = self._core.recent.recall(answer.claim_id) or self._store.get_claim(answer.claim_id)
         found = self._looked_up(called, claim, answer)
         if found is not None and _found(called, found):
@@ -458,9 +455,7 @@ class Perform:
         and the token still counts: the run asking again is told in_progress until the lease runs out."""
         try:
             claim = self._store.get_claim(answer.claim_id)
-            if claim.attempt != answer.attempt or claim.status is not ClaimStatus.IN_PROGRESS:
-                return
-            if not isinstance(claim.data, dict) or LOOK_UP not in claim.data:
+            if not _still_granted(claim, answer) or not isinstance(claim.data, dict) or LOOK_UP not in claim.data:
                 return
             at = self._core.decided_at(claim, self._core.clock())
             self._core.counted(claim, self._store.update_claim(replace(claim, data=None, updated_at=at), None))
@@ -471,7 +466,7 @@ class Perform:
         """Release the claim this run was granted to reconcile: it stays in doubt, for the next run to look up."""
         try:
             claim = self._store.get_claim(answer.claim_id)
-            if claim.attempt != answer.attempt or claim.status is not ClaimStatus.IN_PROGRESS:
+            if not _still_granted(claim, answer):
                 return
             now = self._core.decided_at(claim, self._core.clock())
             change = released(claim, "the earlier call's deadline has not passed", now)
@@ -575,8 +570,7 @@ def _encoded(body: Any) -> bytes | None:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _held(answer: ClaimAnswer, why: str, left: timedelta | None = None) -> PerformAnswer:
-    seconds = max(1, math.ceil(left.total_seconds())) if left else 5
+def _held(answer: ClaimAnswer, why: str, seconds: int = ASK_AGAIN_SECONDS) -> PerformAnswer:
     return PerformAnswer(
         decision=PerformDecision.IN_PROGRESS,
         claim_id=answer.claim_id,
@@ -586,6 +580,16 @@ def _held(answer: ClaimAnswer, why: str, left: timedelta | None = None) -> Perfo
         warnings=list(answer.warnings),
         retry_after_seconds=seconds,
     )
+
+
+def _still_granted(claim: Claim, answer: ClaimAnswer) -> bool:
+    """Whether ``claim`` is still the attempt ``answer`` granted, in progress: else the claim moved on."""
+    return claim.attempt == answer.attempt and claim.status is ClaimStatus.IN_PROGRESS
+
+
+def _seconds_until(moment: datetime, now: datetime) -> int:
+    """When to ask again for what is due at ``moment``, in whole seconds, at least one."""
+    return max(1, math.ceil((moment - now).total_seconds()))
 
 
 def _holds_token(answer: ClaimAnswer) -> bool:
@@ -657,8 +661,7 @@ def _polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
         )
     if claim.status is ClaimStatus.IN_PROGRESS and claim.lease_expires_at and claim.lease_expires_at > now:
         # As Check and claim's in_progress: the lease left, within a minute (a poll that goes on paces it anew).
-        left = math.ceil((claim.lease_expires_at - now).total_seconds())
-        return _making_the_call(base, max(1, min(MAX_RETRY_AFTER_SECONDS, left)))
+        return _making_the_call(base, lease_left(claim.lease_expires_at, now))
     if claim.status in (ClaimStatus.FAILED, ClaimStatus.RELEASED):
         retryable = claim.status is ClaimStatus.RELEASED or bool(claim.retryable)
         then = "run Perform once again to send it" if retryable else "a person must act"
@@ -670,7 +673,7 @@ def _polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
         )
     # No claim token to settle it with: when to run Perform once again, which looks the record up after the deadline.
     deadline = call_deadline(claim.data)
-    seconds = max(1, math.ceil((deadline - now).total_seconds())) if deadline is not None else 1
+    seconds = _seconds_until(deadline, now) if deadline is not None else 1
     return replace(
         base,
         decision=PerformDecision.RECONCILE,

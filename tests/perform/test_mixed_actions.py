@@ -17,7 +17,6 @@ import threading
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -36,14 +35,6 @@ from tests.perform.conftest import Declared, with_target
 from tests.support.target_server import Answer, StandInTarget
 
 
-@contextmanager
-def released(stand_in: StandInTarget) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        stand_in.release()
-
-
 def test_check_and_claim_by_the_run_making_a_call_is_told_in_progress_and_gets_no_token(
     api: Api, declared: Declared, erp: Target, stand_in: StandInTarget
 ) -> None:
@@ -51,7 +42,7 @@ def test_check_and_claim_by_the_run_making_a_call_is_told_in_progress_and_gets_n
     body = {**perform_body("SO-mixed", run="run-A"), "payload": {"amount": 10}}
     same_run: dict[str, Any] = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
     stand_in.script(Answer(late=True))
-    with ThreadPoolExecutor(1) as pool, released(stand_in):
+    with ThreadPoolExecutor(1) as pool, stand_in.released():
         held = pool.submit(api.call, "perform_once", body)
         stand_in.wait_for(1)
         asked = api.call("check_and_claim", same_run)
@@ -136,7 +127,7 @@ def test_check_and_claim_between_perform_onces_claim_and_its_call_gets_no_token(
         assert _release(api, earlier) == 200
     pausing.when = lambda claim, write: claim.run_id == "run-A" and write in ("created", "taken over")
     stand_in.script(Answer(late=True))
-    with ThreadPoolExecutor(1) as pool, released(stand_in):
+    with ThreadPoolExecutor(1) as pool, stand_in.released():
         held = pool.submit(api.call, "perform_once", body)
         assert pausing.paused.wait(timeout=30), "Perform once never claimed"
         asked = api.call("check_and_claim", same_run)
@@ -195,7 +186,7 @@ def test_check_and_claim_during_perform_onces_look_up_gets_no_token_and_one_orde
     assert api.call("perform_once", {**body, "runId": "run-0"}).body["decision"] == "reconcile"
     clock.advance(31)
     stand_in.script(Answer(status=404, body=b"{}", commit=False, late=True))
-    with ThreadPoolExecutor(1) as pool, released(stand_in):
+    with ThreadPoolExecutor(1) as pool, stand_in.released():
         held = pool.submit(api.call, "perform_once", body)
         stand_in.wait_for(2)  # Perform once's look-up is at the target, its answer held
         asked = api.call("check_and_claim", same_run)

@@ -11,9 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
 import pytest
 
@@ -33,15 +31,6 @@ def slow_erp(declared: Declared, erp: Target) -> Target:
     return declared.declare(with_target(erp, timeout_seconds=60))
 
 
-@contextmanager
-def released(stand_in: StandInTarget) -> Iterator[None]:
-    """The held answers go however the test ends, before the calls holding them are waited for."""
-    try:
-        yield
-    finally:
-        stand_in.release()
-
-
 def perform(address: tuple[str, int], key: str) -> int:
     connection = http.client.HTTPConnection(*address, timeout=60)
     try:
@@ -56,7 +45,7 @@ def test_calls_held_by_a_slow_target_leave_a_thread_to_other_clients(
 ) -> None:
     monkeypatch.setattr(handler_pool, "STALL_SECONDS", 0.1, raising=False)
     stand_in.script(*(Answer(late=True) for _ in range(HELD)))
-    with serving(threads=1) as address, ThreadPoolExecutor(HELD) as pool, released(stand_in):
+    with serving(threads=1) as address, ThreadPoolExecutor(HELD) as pool, stand_in.released():
         calls = [pool.submit(perform, address, f"SO-slow-{number}") for number in range(HELD)]
         # Every call is at the target, each holding a thread of its own: the one thread, and spares.
         stand_in.wait_for(HELD)
@@ -79,7 +68,7 @@ def test_spare_threads_end_once_the_slow_calls_are_answered(
     monkeypatch.setattr(handler_pool, "STALL_SECONDS", 0.1, raising=False)
     stand_in.script(*(Answer(late=True) for _ in range(HELD)))
     before = set(threading.enumerate())
-    with serving(threads=1) as address, ThreadPoolExecutor(HELD) as pool, released(stand_in):
+    with serving(threads=1) as address, ThreadPoolExecutor(HELD) as pool, stand_in.released():
         calls = [pool.submit(perform, address, f"SO-spare-{number}") for number in range(HELD)]
         stand_in.wait_for(HELD)
         # The pool's handler threads, the one it started with among them (its watch is not one).
@@ -119,7 +108,7 @@ def test_a_spare_thread_the_system_refuses_is_tried_again(
 
     monkeypatch.setattr(threading.Thread, "start", start_unless_first_spare)
     stand_in.script(Answer(late=True))
-    with serving(threads=1) as address, ThreadPoolExecutor(1) as pool, released(stand_in):
+    with serving(threads=1) as address, ThreadPoolExecutor(1) as pool, stand_in.released():
         call = pool.submit(perform, address, "SO-refused-spare")
         stand_in.wait_for(1)
         with connected(address) as (sock, reader):

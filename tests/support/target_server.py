@@ -34,6 +34,8 @@ import ssl
 import struct
 import threading
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -157,6 +159,14 @@ class StandInTarget:
     def release(self) -> None:
         """Let every ``late`` answer go, now and from now on."""
         self._released.set()
+
+    @contextmanager
+    def released(self) -> Iterator[None]:
+        """The held answers go however the block ends, before the calls holding them are waited for."""
+        try:
+            yield
+        finally:
+            self.release()
 
     def wait_for(self, count: int, *, timeout: float = 10.0) -> list[Received]:
         """Block until at least ``count`` requests were read (each is recorded before its answer)."""

@@ -42,7 +42,15 @@ from oncegate.domain import members
 from oncegate.domain.copies import frozen, replaced
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.members import named
-from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, FingerprintRules, Flow, marked_by_perform
+from oncegate.domain.records import (
+    Claim,
+    EarlierAttempt,
+    FingerprintRecord,
+    FingerprintRules,
+    Flow,
+    carrying,
+    marked_by_perform,
+)
 from oncegate.domain.statuses import AnswerStatus, ClaimStatus, Decision
 from oncegate.domain.times import said
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY, SOURCE_DIFFERS
@@ -382,8 +390,8 @@ def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> 
         lease_expires_at=intent.now + intent.lease,
         target_record_id=None,
         # A grant that reconciles looks first (what the earlier attempt did): it writes no call of its own yet, only
-        # Perform once's look-up mark.
-        data=intent.data if earlier is None else intent.look_up_data,
+        # Perform once's look-up mark, and keeps the call it looks up (where it went), as it keeps its key.
+        data=intent.data if earlier is None else carrying(intent.look_up_data, claim.data),
         completed_at=None,
         error=None,
         retryable=None,

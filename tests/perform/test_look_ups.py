@@ -50,3 +50,46 @@ def test_the_watch_never_sends_a_call_in_doubt_again_even_to_a_target_that_honou
 
     assert [request.method for request in stand_in.received] == ["POST", "GET"]
     assert stand_in.records == []
+
+
+def handed_to_run_2(api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock) -> dict[str, object]:
+    """An order made at ``erp`` whose answer was lost; run-2 took the claim over, its look-up could not tell, and it
+    was handed the claim to reconcile; it never recorded, and its lease ran out. The key's payload names no target."""
+    stand_in.script(Answer(status=503), Answer(status=503, body=b"{}"))
+    first = perform(api, payload={"order": "SO-1001"})
+    clock.advance(erp.timeout_seconds + 1)
+    handed = perform(api, run="run-2", payload={"order": "SO-1001"})
+    assert (first["decision"], handed["decision"], handed["lookedUp"]) == ("reconcile", "reconcile", True)
+    assert handed["claimToken"]
+    clock.advance(erp.timeout_seconds + 31)
+    return handed
+
+
+def test_a_look_up_after_a_takeover_asks_the_target_the_call_went_to_not_the_one_a_later_request_names(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """The earlier call is kept through each takeover, as its idempotency key is: a run naming another target (one
+    that honours the key) is answered with the record the first call made, and the other target gets nothing."""
+    with StandInTarget() as other:
+        declared.declare(with_target(erp, name="erp-next", base_url=other.base_url, honours_idempotency_key=True))
+        handed_to_run_2(api, erp, stand_in, clock)
+
+        third = perform(api, run="run-3", target="erp-next", payload={"order": "SO-1001"})
+
+        assert (third["decision"], third["targetRecordId"], third["lookedUp"]) == ("duplicate", "order-1", True)
+        assert other.received == [], "the look-up or a second call went to a target the first call never reached"
+    assert [request.method for request in stand_in.received] == ["POST", "GET", "GET"]
+    assert len(stand_in.records) == 1
+
+
+def test_the_watch_looks_up_a_claim_handed_to_a_run_that_never_recorded(
+    api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    handed = handed_to_run_2(api, erp, stand_in, clock)
+
+    run_timer("watch_claims_needing_attention")
+
+    claim = api.call("get_claim", route={"claimId": str(handed["claimId"])}).body
+    assert (claim["status"], claim["targetRecordId"]) == ("succeeded", "order-1")
+    assert claim["data"]["call"]["target"] == "erp"
+    assert [request.method for request in stand_in.received] == ["POST", "GET", "GET"]

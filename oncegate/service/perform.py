@@ -158,7 +158,8 @@ class Perform:
         # asking again in between.
         before = self._core.find(intent.identities)
         earlier = before[0] if before else None
-        looks_up = earlier is not None and self._called(earlier, target).lookup_path is not None
+        called = self._called(earlier, target) if earlier is not None else None
+        looks_up = called is not None and called.lookup_path is not None
         mark = call_mark(target, request.method, intent.now)
         intent = replaced(intent, data=mark, look_up_data=look_up_mark(intent.now) if looks_up else None)
         early = self._before_deadline(earlier, intent)
@@ -388,11 +389,15 @@ class Perform:
         called = self._called(recorded_before, target)
         deadline = call_deadline(recorded_before.data) if recorded_before else None
         if deadline is None and earlier is not None:
-            deadline = earlier.started_at + lease_of(called)
+            deadline = earlier.started_at + lease_of(called or target)
         if deadline is not None and deadline > now:
             # The claim moved between the read and the decision: give it back in doubt, ask again after the deadline.
             self._give_back(answer)
             return held(answer, "The earlier call may still be under way at the target", seconds_until(deadline, now))
+        if called is None:
+            # Only the target the call went to can tell what it did; another one, even honouring the key, never saw it.
+            gone = called_target(recorded_before.data if recorded_before else None)
+            return self._handed_over(answer, f"target {gone}, which the call went to, is no longer declared", None)
         claim = self._core.recent.recall(answer.claim_id) or self._store.get_claim(answer.claim_id)
         found = self._looked_up(called, claim, answer)
         if found is not None and _found(called, found):
@@ -400,7 +405,6 @@ class Perform:
         not_found = found is not None and (found.status in NOT_FOUND_STATUSES or succeeded(called, found.status or 0))
         if not_found and called.honours_idempotency_key and called.name == target.name:
             return self._send(answer, request, target, self._marked(answer, target, request.method))
-        self._handed(answer)
         why = (
             "the look-up found nothing and the target does not honour the idempotency key"
             if not_found
@@ -408,24 +412,33 @@ class Perform:
             if found is not None
             else "no look-up is declared for the target"
         )
+        return self._handed_over(answer, why, called, looked_up=found is not None)
+
+    def _handed_over(
+        self, answer: ClaimAnswer, why: str, called: Target | None, *, looked_up: bool = False
+    ) -> PerformAnswer:
+        """The claim handed to this run to reconcile, as Check and claim's reconcile: ``why`` no look-up settled it."""
+        self._handed(answer)
+        where = f"target {called.name}" if called else "the target the call went to"
         return replace(
             answered(answer),
             reason=(
-                f"The earlier call's outcome is unknown and {why}: look the record up in target {called.name}; record "
-                "succeeded with its id if it is there, else record failed (retryable) and run Perform once again."
+                f"The earlier call's outcome is unknown and {why}: look the record up in {where}; record succeeded with "
+                "its id if it is there, else record failed (retryable) and run Perform once again."
             ),
-            looked_up=found is not None,
+            looked_up=looked_up,
         )
 
-    def _called(self, claim: Claim | None, target: Target) -> Target:
-        """The target the earlier call went to (its claim records it), else the one this request names."""
+    def _called(self, claim: Claim | None, target: Target) -> Target | None:
+        """The target the earlier call went to (its claim records it), else the one this request names; None when
+        the call went to a target no longer declared."""
         name = called_target(claim.data) if claim else None
         if name is None or name == target.name:
             return target
         try:
             return self._targets.get_target(name)
         except NotFound:
-            return target
+            return None
 
     def _looked_up(self, target: Target, claim: Claim, answer: ClaimAnswer) -> TargetReply | None:
         """The target's answer to the look-up of this claim's record; None when none is declared or possible."""

@@ -93,3 +93,24 @@ def test_the_watch_looks_up_a_claim_handed_to_a_run_that_never_recorded(
     assert (claim["status"], claim["targetRecordId"]) == ("succeeded", "order-1")
     assert claim["data"]["call"]["target"] == "erp"
     assert [request.method for request in stand_in.received] == ["POST", "GET", "GET"]
+
+
+def test_a_call_in_doubt_at_a_target_removed_since_is_neither_looked_up_nor_sent_anywhere_else(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """The target the call went to was removed: no look-up can tell what it did, and another target that honours the
+    key has never seen it. The run is handed the claim to reconcile, and nothing is sent."""
+    with StandInTarget() as other:
+        declared.declare(with_target(erp, name="erp-next", base_url=other.base_url, honours_idempotency_key=True))
+        stand_in.script(Answer(status=503))
+        perform(api, payload={"order": "SO-1001"})
+        assert declared.store.delete_target("erp")
+        clock.advance(erp.timeout_seconds + 1)
+
+        second = perform(api, run="run-2", target="erp-next", payload={"order": "SO-1001"})
+
+        assert (second["decision"], second["status"]) == ("reconcile", "in_progress")
+        assert second["claimToken"]
+        assert "erp" in str(second["reason"]) and "no longer declared" in str(second["reason"])
+        assert other.received == []
+    assert [request.method for request in stand_in.received] == ["POST"]

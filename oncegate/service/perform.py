@@ -411,6 +411,8 @@ class Perform:
             else "the look-up could not tell"
             if found is not None
             else "no look-up is declared for the target"
+            if called.lookup_path is None
+            else "the claim has no reference for the target's look-up to find the record by (give Reference)"
         )
         return self._handed_over(answer, why, called, looked_up=found is not None)
 

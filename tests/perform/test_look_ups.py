@@ -114,3 +114,20 @@ def test_a_call_in_doubt_at_a_target_removed_since_is_neither_looked_up_nor_sent
         assert "erp" in str(second["reason"]) and "no longer declared" in str(second["reason"])
         assert other.received == []
     assert [request.method for request in stand_in.received] == ["POST"]
+
+
+def test_a_call_in_doubt_without_the_reference_its_look_up_needs_says_so(
+    api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """The target's look-up finds the record by reference and the flow gave none: the answer says what is missing,
+    not that no look-up is declared (the operator declared one)."""
+    stand_in.script(Answer(status=503))
+    perform(api, reference=None)
+    clock.advance(erp.timeout_seconds + 1)
+
+    second = perform(api, run="run-2", reference=None)
+
+    assert second["decision"] == "reconcile"
+    assert "lookedUp" not in second
+    assert "no reference" in str(second["reason"]) and "no look-up is declared" not in str(second["reason"])
+    assert [request.method for request in stand_in.received] == ["POST"]

@@ -128,7 +128,13 @@ def call_deadline(data: Any) -> datetime | None:
     look-up may tell."""
     call = looked_up_call(data)
     text = call.get("deadline") if call else None
-    return datetime.fromisoformat(text) if isinstance(text, str) else None
+    if not isinstance(text, str):
+        return None
+    try:
+        deadline = datetime.fromisoformat(text)
+    except ValueError:
+        return None  # not Perform once's mark: a flow's own result data may name a member "call" too
+    return deadline if deadline.tzinfo is not None else None
 
 
 def called_target(data: Any) -> str | None:

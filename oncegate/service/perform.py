@@ -29,10 +29,10 @@ A poll of a Perform once that waits (:meth:`Perform.poll`) only reads: it never 
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -425,8 +425,8 @@ class Perform:
         return replace(
             answered(answer),
             reason=(
-                f"The earlier call's outcome is unknown and {why}: look the record up in {where}; record succeeded with "
-                "its id if it is there, else record failed (retryable) and run Perform once again."
+                f"The earlier call's outcome is unknown and {why}: look the record up in {where}; record succeeded "
+                "with its id if it is there, else record failed (retryable) and run Perform once again."
             ),
             looked_up=looked_up,
         )
@@ -506,16 +506,19 @@ class Perform:
     # -- the attention timer ------------------------------------------------------------------------
 
     def look_up_all_in_doubt(self, *, limit: int = LOOK_UPS_PER_WATCH) -> int:
-        """Look up the calls in doubt whose deadline passed (at most ``limit``, oldest first as listed), never sending
-        one: how many were found at their target and recorded succeeded. The attention watch calls it."""
+        """Look up the calls in doubt whose deadline passed, never sending one: how many were found at their target
+        and recorded succeeded. The attention watch calls it.
+
+        At most ``limit`` are looked up, drawn at random from all that are due: a call the target never made stays in
+        doubt and is due again on every run, so taking the first ones as listed let such calls keep the watch from
+        the others for good. Drawn with the watch's time as the seed: a run can be told again, the next draws anew.
+        """
         doubted = every_item(
             lambda cursor: self._store.list_claims(ClaimFilter(IN_DOUBT), limit=READ_PAGE, cursor=cursor)
         )
         now = self._core.clock()
-        found = 0
-        for claim in itertools.islice((claim for claim in doubted if _due(claim, now)), limit):
-            found += self.look_up_in_doubt(claim)
-        return found
+        due = _drawn((claim for claim in doubted if _due(claim, now)), limit, random.Random(now.timestamp()))
+        return sum(self.look_up_in_doubt(claim) for claim in due)
 
     def look_up_in_doubt(self, claim: Claim) -> bool:
         """Settle a claim in doubt by looking its call up, never sending it: True when it was found and recorded."""
@@ -565,6 +568,17 @@ def _found(target: Target, reply: TargetReply) -> bool:
     if reply.status is None or not succeeded(target, reply.status):
         return False
     return target.record_pointer is None or record_id(target, json_body(reply)) is not None
+
+
+def _drawn(claims: Iterable[Claim], limit: int, chance: random.Random) -> list[Claim]:
+    """``limit`` of ``claims`` drawn with equal chances, in one pass holding no more than ``limit`` of them."""
+    drawn: list[Claim] = []
+    for seen, claim in enumerate(claims):
+        if seen < limit:
+            drawn.append(claim)
+        elif (slot := chance.randrange(seen + 1)) < limit:
+            drawn[slot] = claim
+    return drawn
 
 
 def _due(claim: Claim, now: datetime) -> bool:

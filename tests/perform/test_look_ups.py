@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from oncegate.domain.records import ClaimFilter
+from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.http.client import Api
 from tests.http.test_governance import run_timer
 from tests.perform.calls import perform_body
 from tests.perform.conftest import Declared, with_target
-from tests.support.target_server import Answer, StandInTarget
+from tests.support.target_server import Answer, Record, StandInTarget
 
 
 def perform(api: Api, **fields: object) -> dict[str, object]:
@@ -111,7 +114,7 @@ def test_a_call_in_doubt_at_a_target_removed_since_is_neither_looked_up_nor_sent
 
         assert (second["decision"], second["status"]) == ("reconcile", "in_progress")
         assert second["claimToken"]
-        assert "erp" in str(second["reason"]) and "no longer declared" in str(second["reason"])
+        assert "target erp, which the call went to, is no longer declared" in str(second["reason"])
         assert other.received == []
     assert [request.method for request in stand_in.received] == ["POST"]
 
@@ -129,5 +132,29 @@ def test_a_call_in_doubt_without_the_reference_its_look_up_needs_says_so(
 
     assert second["decision"] == "reconcile"
     assert "lookedUp" not in second
-    assert "no reference" in str(second["reason"]) and "no look-up is declared" not in str(second["reason"])
+    assert "the claim has no reference for the target's look-up" in str(second["reason"])
     assert [request.method for request in stand_in.received] == ["POST"]
+
+
+def test_the_watch_reaches_every_call_in_doubt_although_more_than_its_limit_are_never_found(
+    api: Api, service: Gate, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """Each run of the watch looks up at most its limit of calls in doubt. It took the first ones as the store lists
+    them: calls the target never made, looked up again on every run, kept the watch from the others for good."""
+    stand_in.script(*(Answer(status=503, commit=False) for _ in range(3)))
+    claims = {perform(api, key=f"SO-{n}", reference=f"SO-{n}")["claimId"]: f"SO-{n}" for n in range(3)}
+    listed = [
+        claim.claim_id for claim in service.store.list_claims(ClaimFilter((ClaimStatus.UNKNOWN,)), limit=10).items
+    ]
+    last = claims[listed[-1]]
+    stand_in.records.append(Record("order-late", last, None))  # made after all, where the look-up finds it
+    perform_once = service.services.perform
+
+    runs = 0
+    while service.store.get_claim(listed[-1]).status is not ClaimStatus.SUCCEEDED and runs < 30:
+        clock.advance(15 * 60)
+        perform_once.look_up_all_in_doubt(limit=1)
+        runs += 1
+
+    assert service.store.get_claim(listed[-1]).target_record_id == "order-late", f"not reached in {runs} runs"
+    assert len(stand_in.writes()) == 3

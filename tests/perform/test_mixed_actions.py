@@ -28,9 +28,9 @@ from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
-from tests.http.test_governance import run_timer
 from tests.gate import Gate
 from tests.http.client import Api
+from tests.http.test_governance import run_timer
 from tests.perform.calls import perform_body
 from tests.perform.conftest import Declared, with_target
 from tests.support.target_server import Answer, StandInTarget

@@ -123,20 +123,6 @@ def look_up_mark(started_at: datetime) -> dict[str, Any]:
     return {LOOK_UP: {"startedAt": _time(started_at)}}
 
 
-def call_deadline(data: Any) -> datetime | None:
-    """When the outcome of the call a look-up must find (records.looked_up_call) is due at the latest: after it, a
-    look-up may tell."""
-    call = looked_up_call(data)
-    text = call.get("deadline") if call else None
-    if not isinstance(text, str):
-        return None
-    try:
-        deadline = datetime.fromisoformat(text)
-    except ValueError:
-        return None  # not Perform once's mark: a flow's own result data may name a member "call" too
-    return deadline if deadline.tzinfo is not None else None
-
-
 def called_target(data: Any) -> str | None:
     """The target the call a look-up must find went to."""
     call = looked_up_call(data)

@@ -281,6 +281,20 @@ def looked_up_call(data: Any) -> Mapping[str, Any] | None:
     return call
 
 
+def call_deadline(data: Any) -> datetime | None:
+    """When the outcome of the call a look-up must find (looked_up_call) is due at the latest: after it, a
+    look-up may tell."""
+    call = looked_up_call(data)
+    text = call.get("deadline") if call else None
+    if not isinstance(text, str):
+        return None
+    try:
+        deadline = datetime.fromisoformat(text)
+    except ValueError:
+        return None  # not Perform once's mark: a flow's own result data may name a member "call" too
+    return deadline if deadline.tzinfo is not None else None
+
+
 def carrying(data: Any, taken_over: Any) -> Any:
     """``data`` of a new attempt that takes over a claim in doubt (its data ``taken_over``), carrying the call that
     claim made or carried in turn, as the attempt carries its idempotency key (decisions.key_attempt)."""

@@ -44,7 +44,6 @@ from oncegate.domain.performing import (
     RESPONSE,
     KeptResponse,
     PerformDecision,
-    call_deadline,
     call_mark,
     called_target,
     fingerprint_payload,
@@ -63,6 +62,7 @@ from oncegate.domain.records import (
     Claim,
     ClaimFilter,
     HistoryEvent,
+    call_deadline,
     looked_up_call,
     marked_call,
 )

@@ -9,8 +9,8 @@ from datetime import datetime
 
 from oncegate.domain.copies import frozen
 from oncegate.domain.decisions import ClaimAnswer, lease_left
-from oncegate.domain.performing import KeptResponse, PerformDecision, call_deadline
-from oncegate.domain.records import Claim, EarlierAttempt
+from oncegate.domain.performing import KeptResponse, PerformDecision
+from oncegate.domain.records import Claim, EarlierAttempt, call_deadline
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target, TargetReply
 from oncegate.domain.waiting import Waiting

@@ -130,7 +130,7 @@ def _usage_cells(usage: SecretUsage | None) -> list[str]:
     held = f"{usage.held} held" if usage.held else ""
     retryable = f"{usage.retryable} retryable failed" if usage.retryable else ""
     # While some rows are unsettled, --orphan takes the rows' number with a code of which (SecretUsage.confirmation).
-    confirm = f"--orphan {usage.confirmation}" if usage.unsettled else ""
+    confirm = f"--orphan {usage.confirmation}" if usage.coded else ""
     horizon = ", ".join(part for part in (time_text(usage.last_horizon), held, retryable, confirm) if part)
     return [str(usage.claims), str(usage.tombstones), horizon]
 

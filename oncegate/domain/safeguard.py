@@ -203,11 +203,18 @@ class SecretUsage:
         The number alone cannot tell a retryable failure from the same key succeeded since it was counted: retired
         then, the key done would proceed again. One that succeeds stays unsettled, its code changed.
         """
-        if not self.unsettled:
+        if not self.coded:
             return str(self.rows)
         rows = sorted(f"{claim_id} {'proceeds' if proceeds else 'answers'}" for claim_id, proceeds in self.unsettled)
         digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()
         return f"{self.rows}.{digest[:CONFIRMATION_DIGITS]}"
+
+    @property
+    def coded(self) -> bool:
+        """Whether the number alone is not enough: a row was taken again since the switch. While every unsettled row's
+        key proceeds anyway, the rows orphaned now harm no more than the number said whatever was seen before: a row
+        done since it was counted is taken again first, and then it is one of these (its code)."""
+        return any(not proceeds for _, proceeds in self.unsettled)
 
     def counting(
         self,
@@ -302,7 +309,7 @@ def retired(
         )
     if usage.rows and (orphan is None or str(orphan) != usage.confirmation):
         which = ""
-        if usage.unsettled:
+        if usage.coded:
             which = (
                 f" (after the dot, a code of the {_counted(len(usage.unsettled), 'row')} a run may take again or took "
                 "since the switch: one that succeeds before the retire changes it)"

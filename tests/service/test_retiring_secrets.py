@@ -35,7 +35,7 @@ from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import Run
 from tests.conftest import SQLITE_FILE, FakeClock
 from tests.gate import Gate
-from tests.service.calls import claim, record, release, ring
+from tests.service.calls import claim, record, release, ring, set_scope
 
 A = "secret-a-" + "a" * 32
 B = "secret-b-" + "b" * 32
@@ -343,3 +343,40 @@ def test_rows_whose_keys_proceed_anyway_are_orphaned_by_their_number_alone(
     assert [claim(after, key=key, run="run-again").decision for key in ("K-failed", "K-released", "K-done")] == [
         Decision.PROCEED
     ] * 3
+
+
+def test_a_row_an_open_conflict_keeps_past_its_horizon_is_held_not_due(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    """Measured on main deee47c (both stores): a claim and a tombstone made with A, each with a conflict open past its
+    scope's horizon, were kept by the purge as it says, and `oncegate keys` showed A's LAST HORIZON 9 days in the past
+    (the later of the two), with nothing held: the day the purge deletes them had gone by, and it never will until
+    the conflicts are resolved."""
+    clock.now = datetime.now(UTC) - timedelta(days=200)
+    before = instance(ring(A))
+    set_scope(before, horizon_days=100)
+    record(before, claim(before, key="K-claim", run="run-first"))
+    disputed = claim(before, key="K-claim", run="run-changed", fingerprint="v2")
+    record(before, claim(before, key="K-tombstone", run="run-first"))
+    clock.advance(timedelta(days=91).total_seconds())
+    assert before.retention.purge().deleted_total == 1  # K-tombstone, down to its tombstone; K-claim is disputed
+    reopened = claim(before, key="K-tombstone", run="run-changed", fingerprint="v2")
+    instance(ring(A, next_=B)).health()
+    instance(ring(B, previous=A)).health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+
+    purged = operator("oncegate purge --json")
+    shown = listed(operator)[KeyHasher(A).key_id]
+    table = operator("oncegate keys")
+    refused = operator(f"oncegate keys retire {KeyHasher(A).key_id}")
+
+    assert (disputed.decision, reopened.decision) == (Decision.CONFLICT, Decision.CONFLICT)
+    assert json.loads(purged.out)["kept"] == {"open_conflict": 1}
+    assert (shown["claims"], shown["tombstones"], shown["held"], shown["openConflicts"]) == (1, 1, 0, 2)
+    assert shown["lastHorizon"] is None
+    assert "2 in conflict" in table.out
+    assert refused.code == 2
+    assert "1 claim and 1 tombstone (2 rows with an open conflict, which retention keeps past any horizon until a" in (
+        refused.err
+    )
+    assert "reaches its horizon" not in refused.err

@@ -292,12 +292,12 @@ def test_a_late_import_leaves_a_long_history_the_app_added_to_once_the_first_run
         served = gate(stores, clock)
         for _ in range(2):
             assert claim(served, key=KEY, run="run-again").decision == Decision.DUPLICATE
-        before = stores.open().list_events(done.claim_id)  # type: ignore[attr-defined]
+        before = stores.open().list_events(done.claim_id)
         late.go.set()
         with contextlib.suppress(InvalidRequest, ConcurrentUpdate):
             running.result(timeout=120)
 
-    after = stores.open().list_events(done.claim_id)  # type: ignore[attr-defined]
+    after = stores.open().list_events(done.claim_id)
     assert (len(after), after[-1].count) == (99, 3)
     assert after == before
     # The guard of the run that wrote the claim went with its last transaction; the late run's, too.
@@ -320,7 +320,7 @@ def test_an_import_cut_short_inside_a_long_history_is_finished_by_the_next_run(
         release(service, claim(service, key=KEY, run=f"run-{attempt}"))
     record(service, claim(service, key=KEY, run="run-done"), target_record_id="ERP-1")
     claim_id = claim(service, key=KEY, run="run-again").claim_id
-    written = stores.open().list_events(claim_id)  # type: ignore[attr-defined]
+    written = stores.open().list_events(claim_id)
     export_file = exported(stores.open(), tmp_path / "export.jsonl", clock)
     stores.wipe()
     sent = batch.submit_transaction
@@ -345,7 +345,7 @@ def test_an_import_cut_short_inside_a_long_history_is_finished_by_the_next_run(
     assert "restoring" in left
     assert "claim" not in left
     assert again.restore.completed_at is not None
-    assert stores.open().list_events(claim_id) == written  # type: ignore[attr-defined]
+    assert stores.open().list_events(claim_id) == written
     rows = [
         row["RowKey"]
         for row in stores.open()._claims.query_entities(  # type: ignore[attr-defined]

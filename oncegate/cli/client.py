@@ -227,6 +227,8 @@ class Client:
         self._token_lock = threading.Lock()
         self._timeout = timeout
         self._opener = urllib.request.build_opener(_NoRedirect)
+        # Whether a call that changes something has been sent: what a command stopped before it ended may have done.
+        self.sent_change = False
 
     def call(
         self,
@@ -350,6 +352,8 @@ class Client:
     def _call(
         self, model: type[Model], method: str, target: str, body: Any = None, *, retried: bool = True
     ) -> Answer[Model]:
+        if not retried:
+            self.sent_change = True
         raw = self._sent(method, target, body) if retried else self._send(method, target, body)
         try:
             return Answer(raw, model.model_validate(raw))

@@ -354,7 +354,7 @@ class Client:
     ) -> Answer[Model]:
         if not retried:
             self.sent_change = True
-        raw = self._sent(method, target, body) if retried else self._send(method, target, body)
+        raw = self._sent(method, target, body) if retried else self._send(method, target, body, reads=False)
         try:
             return Answer(raw, model.model_validate(raw))
         except ValidationError as exc:
@@ -373,7 +373,7 @@ class Client:
         attempt = 1
         while True:
             try:
-                return self._send(method, target, body)
+                return self._send(method, target, body, reads=True)
             except ApiError as exc:
                 wait = exc.retry_after
                 if wait is None or wait > MAX_RETRY_AFTER or attempt == ATTEMPTS:
@@ -383,7 +383,8 @@ class Client:
             self._notify(f"{said}: asking again in {wait:g} s ({attempt} of {ATTEMPTS})")
             pause(wait)
 
-    def _send(self, method: str, target: str, body: Any) -> Any:
+    def _send(self, method: str, target: str, body: Any, *, reads: bool) -> Any:
+        """One request; ``reads``: it changes nothing (a GET, or a lookup sent as a POST)."""
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = self._signed_in()
         headers = headers if data is None else {**headers, "Content-Type": "application/json"}
@@ -398,17 +399,17 @@ class Client:
             # URLError (refused, DNS, TLS) and timeouts are OSErrors; a broken answer is an HTTPException.
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
             if isinstance(reason, TimeoutError):
-                raise Unreachable(_no_answer(self.url, method, self._timeout)) from exc
+                raise Unreachable(_no_answer(self.url, self._timeout, reads=reads)) from exc
             raise Unreachable(
                 f"Cannot reach {self.url}: {reason}. Is the service running there (oncegate serve), and is --url right?"
             ) from exc
 
 
-def _no_answer(url: str, method: str, timeout: float) -> str:
+def _no_answer(url: str, timeout: float, *, reads: bool) -> str:
     """A request the service took and did not answer in time: reachable, but slow or stuck, and a change sent may
     have been made (a person looks before sending it again)."""
     said = f"{url} took the request but did not answer within {timeout:g} s: the service or its store is slow."
-    if method == "GET":
+    if reads:
         return said
     return f"{said} What was asked may have been done: look (claims show, conflicts show) before running it again."
 

@@ -201,3 +201,16 @@ def test_a_change_the_service_took_and_never_answered_says_it_may_be_done(silent
     assert said.startswith(f"{silent} took the request but did not answer within 0.5 s")
     assert "may have been done: look (claims show, conflicts show) before running it again" in said
     assert "Is the service running" not in said
+
+
+def test_a_lookup_the_service_took_and_never_answered_is_said_slow_and_nothing_done(silent: str) -> None:
+    """A lookup is a read sent as a POST (the key travels in the body): it changes nothing, and was said to have
+    maybe done what it asked, as a change is."""
+    client = Client(silent, timeout=0.5)
+
+    with pytest.raises(Unreachable) as unanswered:
+        client.lookup_claim("erp.create-order", "SO-1")
+
+    assert str(unanswered.value) == (
+        f"{silent} took the request but did not answer within 0.5 s: the service or its store is slow."
+    )

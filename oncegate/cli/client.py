@@ -13,7 +13,8 @@ Credentials go to the ``--url`` host only: redirects are not followed, and a ``n
 is followed on that host whatever host name the service wrote into it.
 
 A call that only reads (a GET, and Lookup) answered 429 or 503 is asked again after the
-``Retry-After`` the answer gave, up to ``ATTEMPTS`` times in all; one that changes something is
+``Retry-After`` the answer gave (a second when a front end gave none), up to ``ATTEMPTS`` times in all; the
+service's own 503 without one (``not_configured``) is not, as no wait mends it. One that changes something is
 never sent twice by the client, whatever it was answered: a person decides whether to run it again.
 """
 
@@ -471,7 +472,9 @@ def _api_error(status: int, reason: str, headers: Message, raw: bytes) -> ApiErr
     details = [(detail.target, detail.message) for detail in error.details]
     retry_after = headers.get("Retry-After")
     message = f"{error.message} (retry after {retry_after} s)" if retry_after else error.message
-    return ApiError(status, error.code, message, details, retry_after=wait)
+    # The service says when to ask again where waiting helps (store_unavailable, clock_skew): its own 503 without a
+    # Retry-After (not_configured: a setting, the key secret, a store refused or half restored) no wait mends.
+    return ApiError(status, error.code, message, details, retry_after=wait if retry_after else None)
 
 
 def _retry_after(said: str | None) -> float:

@@ -214,3 +214,17 @@ def test_a_lookup_the_service_took_and_never_answered_is_said_slow_and_nothing_d
     assert str(unanswered.value) == (
         f"{silent} took the request but did not answer within 0.5 s: the service or its store is slow."
     )
+
+
+def test_the_services_own_503_without_retry_after_is_answered_at_once(
+    oncegate: Oncegate, waits: list[float], busy: Any
+) -> None:
+    """``not_configured`` (a setting, the key secret, a store refused or half restored) comes with no Retry-After:
+    waiting a second mends none of them, and the command waited twice and said it was asking again."""
+    refusal = {"error": {"code": "not_configured", "message": "The store is being restored.", "details": []}}
+    url, front = busy([(503, {}, refusal), (200, {}, None)])
+
+    run = oncegate("--url", url, "claims", "show", "c" * 52)
+
+    assert (run.code, waits, len(front.requests)) == (3, [], 1)
+    assert run.err.splitlines() == ["not_configured: The store is being restored."]

@@ -331,7 +331,14 @@ def store_export(args: argparse.Namespace) -> int:
         store.close()
     end = report.end_record()
     if args.json:
-        print(json.dumps({"file": str(path), "storeId": report.store_id, "startedAt": _text(report.started_at), **end}))
+        # Every time of the summary as the commands print them (with Z), as --forget-after takes startedAt: the end
+        # record's own times are the export file's form.
+        times = {"finishedAt": _text(report.finished_at), "expiresAt": _text(report.expires_at)}
+        print(
+            json.dumps(
+                {"file": str(path), "storeId": report.store_id, "startedAt": _text(report.started_at), **end, **times}
+            )
+        )
         return 0
     changed = report.changed_after_read
     print(f"Exported store {report.store_id} to {path} as it was at {_text(report.started_at)}.")

@@ -287,6 +287,8 @@ def test_the_export_in_json_names_its_time_the_secrets_it_needs_and_when_it_expi
     assert summary["counts"] == {"secret": 1, "scope": 1, "flow": 1, "claim": len(KEYS)}
     assert summary["keySecretIds"] == header["keySecretIds"]
     assert len(summary["keySecretIds"]) == 1
+    # One form of time in one document, the commands' own (Z), which --forget-after takes.
+    assert all(summary[name].endswith("Z") for name in ("startedAt", "finishedAt", "expiresAt")), summary
     expires = datetime.fromisoformat(summary["expiresAt"]) - datetime.fromisoformat(summary["finishedAt"])
     assert expires == timedelta(days=365)
     assert not (served / "export.partial.jsonl.gz").exists()

@@ -94,8 +94,8 @@ def serve_in_workers(
     connection). ``on_ready`` is called once every worker serves. A stop asked of this process is passed on to
     each worker, which writes the inventory counts it holds while it answers the calls under way for at most
     :func:`calls_wait_seconds` (closing the connections of those still held then), then those of the calls it
-    answered meanwhile, and exits; a worker still there ``STOP_GRACE_SECONDS`` later is killed. Raises :class:`WorkerFailed` when a worker stops unasked,
-    after stopping the others.
+    answered meanwhile, and exits; a worker still there ``STOP_GRACE_SECONDS`` later is killed. Raises
+    :class:`WorkerFailed` when a worker stops unasked, after stopping the others.
     """
     more_open_files()
     calls_wait = calls_wait_seconds()

@@ -89,8 +89,9 @@ def test_a_call_held_past_the_grace_leaves_the_worker_to_flush_its_counts_and_ex
             stand_in.wait_for(1)
             started = time.monotonic()
             os.killpg(process.pid, signal.SIGTERM)
-            # The counts of the claims answered before the stop are in the store while the call is still held.
-            written_while_held = counted_by_then(database, started + (GRACE - FLUSH) / 2)
+            # The counts of the claims answered before the stop are in the store while the call is still held, a
+            # second before the worker stops waiting for it (they were written only once it had stopped waiting).
+            written_while_held = counted_by_then(database, started + GRACE - FLUSH - 1)
             _, err = process.communicate(timeout=60)
             code, took = process.returncode, time.monotonic() - started
             with pytest.raises((ConnectionError, http.client.HTTPException)):

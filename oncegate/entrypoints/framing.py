@@ -31,10 +31,11 @@ from urllib.parse import parse_qsl, urlsplit
 
 import azure.functions as func
 
-from oncegate.entrypoints.bodies import BUSY_RETRY_SECONDS, BodyBudget
+from oncegate.entrypoints import holdings
 from oncegate.entrypoints.error_map import refusal_code
 from oncegate.entrypoints.handler_pool import DEFAULT_THREADS, PER_CONNECTION, HandlerPool
 from oncegate.entrypoints.heads import HOST, BadHeaders, Headers, host_refusal, read_headers
+from oncegate.entrypoints.holdings import BUSY_RETRY_SECONDS, BodyBudget, ConnectionCount
 from oncegate.entrypoints.http import MAX_BULK_BODY_BYTES, body_limit, render, render_error
 from oncegate.entrypoints.incoming import MAX_HEADER_LINE, Incoming
 from oncegate.entrypoints.routes import FunctionRoute, function_routes, match
@@ -199,9 +200,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._incoming = Incoming(float(self.timeout or IDLE_SECONDS))
         self.close_connection = False
         self._taken = 0  # what the request's body took of the worker's budget of large bodies (BodyBudget)
+        self._counted = True  # among the worker's connections (AppServer.process_request counted it)
 
     def finish(self) -> None:
         self._give_body()  # closed while its body was awaited: the body's share of the budget goes back
+        if self._counted:
+            self._counted = False
+            self.server.connections.closed()
         super().finish()
 
     def receive(self) -> bool:
@@ -317,13 +322,10 @@ class _Handler(BaseHTTPRequestHandler):
         # Else the body is awaited without a thread (HandlerPool), then answered by _answer_body.
 
     def _answer_body(self) -> None:
-        try:
-            self._answer_whole_body()
-        finally:
-            self._give_body()
-
-    def _answer_whole_body(self) -> None:
         body, length = self._incoming.body(), self._incoming.body_length
+        if len(body) < length:
+            # What the body took of the large bodies' budget goes back before the answer, as below.
+            self._give_body()
         if len(body) < length and not self._incoming.closed:
             message = f"The body did not arrive within {self.timeout:g} s; send it whole, at once."
             self._refuse(render_error(InvalidRequest(message, target="body")))
@@ -338,6 +340,9 @@ class _Handler(BaseHTTPRequestHandler):
         response = dispatch(
             self.server.routes, self.command, f"http://{host}{self.path}", dict(self.headers.items()), body
         )
+        # Before the answer: a client that reads it may send its next large body at once. A connection closed before
+        # this point gives back what its body took as it closes (finish).
+        self._give_body()
         self._send(response)
 
     # The methods RFC 9110 defines go to the app, which answers those no function takes with 405 and
@@ -566,6 +571,7 @@ class AppServer(ThreadingHTTPServer):
         self.idle_seconds = idle_seconds
         self.stop_seconds = idle_seconds if stop_seconds is None else stop_seconds
         self.bodies = BodyBudget()
+        self.connections = ConnectionCount(holdings.MAX_CONNECTIONS)
         sweep_seconds = min(idle_seconds, discard_seconds)
         self.pool = HandlerPool(threads, sweep_seconds) if threads != PER_CONNECTION else None
 
@@ -578,6 +584,10 @@ class AppServer(ThreadingHTTPServer):
         logger.exception("a request failed in the local server")
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.connections.open():
+            _turn_away(request)
+            self.shutdown_request(request)
+            return
         if self.pool is None:
             super().process_request(request, client_address)
             return
@@ -588,6 +598,22 @@ class AppServer(ThreadingHTTPServer):
             # Each thread ends the request it is answering, as a thread per connection would (daemon, not waited for).
             self.pool.close(timeout=self.stop_seconds)
         super().server_close()
+
+
+def _turn_away(request: socket.socket) -> None:
+    """Answer a connection the worker cannot hold ``503 server_busy``, without reading it, as far as the socket takes
+    it now (a client still sending may see its connection reset instead: busy all the same)."""
+    message = "The server holds as many connections as it takes: connect again after Retry-After."
+    status = HTTPStatus.SERVICE_UNAVAILABLE
+    body = ErrorBody(error=ErrorInfo(code=refusal_code(status), message=message))
+    payload = body.model_dump_json(by_alias=True, exclude_none=True).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+        f"Retry-After: {BUSY_RETRY_SECONDS}\r\nConnection: close\r\nContent-Length: {len(payload)}\r\n\r\n"
+    )
+    with contextlib.suppress(OSError):
+        request.setblocking(False)
+        request.send(head.encode("latin-1") + payload)
 
 
 def make_server(

@@ -13,8 +13,11 @@ So before ``azd provision`` deploys anything, while ``ONCEGATE_NEW_KEY_SECRET`` 
 ``az`` for the environment's function app (tagged ``azd-env-name`` and ``azd-service-name: api``) and
 its ``ONCEGATE_STORE_ID``. That setting is written by the postprovision hook (tools/store_mark.py) only
 after a first provisioning has succeeded, before any claim: an app that has it belongs to a deployed
-environment, and the hook refuses, naming the setting to clear. Without it (no resource group, no app,
-or an app whose first provisioning stopped half-way) the deployment goes on as a first deployment, so
+environment, and the hook refuses, naming the setting to clear. So does an app whose OnceGate settings
+lack ``ONCEGATE_STORE_ID`` altogether: a release before the pin wrote them (every provisioning since writes
+the setting, empty until the store is marked), and its flows may have made claims in the store it names.
+Without a pin otherwise (no resource group, no app, or an app whose first provisioning stopped
+half-way) the deployment goes on as a first deployment, so
 a re-run after a failed first ``azd up`` finishes it (the store holds no claim: no claim is made on an
 unmarked store). Putting back a lost secret on purpose (docs/deploy.md, *When the key secret is lost*)
 also sets ``ONCEGATE_PUT_BACK_KEY_SECRET=true``; the hook then asks that ``ONCEGATE_STORAGE_SKU`` be
@@ -65,6 +68,12 @@ class Environment:
     def list_accounts(self) -> tuple[str, ...]:
         return ("az", "storage", "account", "list", "--resource-group", self.group, "-o", "json")
 
+    def list_settings(self, app: str) -> tuple[str, ...]:
+        """The names of the app's OnceGate settings (never their values)."""
+        query = "[?starts_with(name, 'ONCEGATE_')].name"
+        return ("az", "functionapp", "config", "appsettings", "list", "--resource-group", self.group, "--name", app,
+                "--query", query, "-o", "json")  # fmt: skip
+
     def ours(self, listed: str, service: str | None = None) -> list[dict[str, Any]]:
         """The resources of this environment (and of one azd service) in az's JSON list."""
         wanted = {"azd-env-name": self.name, **({"azd-service-name": service} if service else {})}
@@ -96,6 +105,8 @@ def check(env: Mapping[str, str], az: Runner = run_az) -> str:
         app = str(apps[0]["name"])
         read = answer(az(store_mark.Plan(group=group, app=app, store={}).read_pin()), f"reading {PIN}")
         pin = None if read in ("", "None", "null") else read
+        if pin is None:
+            _refuse_an_earlier_release(environment, app, az)
     if pin is None:
         return "a first deployment (or the re-run of one that stopped): no store is marked yet"
     if env.get(PUT_BACK, "").lower() != "true":
@@ -114,6 +125,26 @@ def check(env: Mapping[str, str], az: Runner = run_az) -> str:
             f"{live[0]}: azd env set {STORAGE_SKU} {live[0]}, so that the deployment converts nothing"
         )
     return f"putting back a lost key secret ({PUT_BACK}) on store {pin}, the storage account staying {wanted}"
+
+
+def _refuse_an_earlier_release(environment: Environment, app: str, az: Runner) -> None:
+    """``Refused`` when the app's settings were written by a release before the pin: they hold OnceGate settings but
+    not ``ONCEGATE_STORE_ID``, which every provisioning of this release writes, empty until the store is marked.
+
+    Such an app served flows with the store it names, never marked since (no redeploy ran the postprovision hook):
+    its store may hold every claim the flows made. An app whose first provisioning stopped before its settings were
+    written has none of them, and one that stopped after has the pin's setting, empty: both go on as first ones.
+    """
+    names = json.loads(answer(az(environment.list_settings(app)), "listing the app's settings") or "[]")
+    if names and PIN not in names:
+        raise Refused(
+            f"{NEW_SECRET} is set, but this environment is deployed: its app {app} has OnceGate settings written by "
+            f"a release before {PIN}, and its store may hold the claims its flows made. A deployment given it would "
+            f"write a new version of oncegate-key-secret and send {STORAGE_SKU} to the storage account in place of "
+            f'its live SKU. Clear it: azd env set {NEW_SECRET} "", and run azd up: the redeploy keeps the key secret, '
+            f"and its postprovision hook marks the store and pins its id on the app. To put back a lost key secret "
+            f"(docs/deploy.md, When the key secret is lost), redeploy so first, then set {NEW_SECRET} and {PUT_BACK}."
+        )
 
 
 def main(env: Mapping[str, str]) -> int:

@@ -13,7 +13,8 @@ Credentials go to the ``--url`` host only: redirects are not followed, and a ``n
 is followed on that host whatever host name the service wrote into it.
 
 A call that only reads (a GET, and Lookup) answered 429 or 503 is asked again after the
-``Retry-After`` the answer gave, up to ``ATTEMPTS`` times in all; one that changes something is
+``Retry-After`` the answer gave (a second when a front end gave none), up to ``ATTEMPTS`` times in all; the
+service's own 503 without one (``not_configured``) is not, as no wait mends it. One that changes something is
 never sent twice by the client, whatever it was answered: a person decides whether to run it again.
 """
 
@@ -227,6 +228,8 @@ class Client:
         self._token_lock = threading.Lock()
         self._timeout = timeout
         self._opener = urllib.request.build_opener(_NoRedirect)
+        # Whether a call that changes something has been sent: what a command stopped before it ended may have done.
+        self.sent_change = False
 
     def call(
         self,
@@ -350,7 +353,9 @@ class Client:
     def _call(
         self, model: type[Model], method: str, target: str, body: Any = None, *, retried: bool = True
     ) -> Answer[Model]:
-        raw = self._sent(method, target, body) if retried else self._send(method, target, body)
+        if not retried:
+            self.sent_change = True
+        raw = self._sent(method, target, body) if retried else self._send(method, target, body, reads=False)
         try:
             return Answer(raw, model.model_validate(raw))
         except ValidationError as exc:
@@ -369,7 +374,7 @@ class Client:
         attempt = 1
         while True:
             try:
-                return self._send(method, target, body)
+                return self._send(method, target, body, reads=True)
             except ApiError as exc:
                 wait = exc.retry_after
                 if wait is None or wait > MAX_RETRY_AFTER or attempt == ATTEMPTS:
@@ -379,7 +384,8 @@ class Client:
             self._notify(f"{said}: asking again in {wait:g} s ({attempt} of {ATTEMPTS})")
             pause(wait)
 
-    def _send(self, method: str, target: str, body: Any) -> Any:
+    def _send(self, method: str, target: str, body: Any, *, reads: bool) -> Any:
+        """One request; ``reads``: it changes nothing (a GET, or a lookup sent as a POST)."""
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = self._signed_in()
         headers = headers if data is None else {**headers, "Content-Type": "application/json"}
@@ -394,17 +400,17 @@ class Client:
             # URLError (refused, DNS, TLS) and timeouts are OSErrors; a broken answer is an HTTPException.
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
             if isinstance(reason, TimeoutError):
-                raise Unreachable(_no_answer(self.url, method, self._timeout)) from exc
+                raise Unreachable(_no_answer(self.url, self._timeout, reads=reads)) from exc
             raise Unreachable(
                 f"Cannot reach {self.url}: {reason}. Is the service running there (oncegate serve), and is --url right?"
             ) from exc
 
 
-def _no_answer(url: str, method: str, timeout: float) -> str:
+def _no_answer(url: str, timeout: float, *, reads: bool) -> str:
     """A request the service took and did not answer in time: reachable, but slow or stuck, and a change sent may
     have been made (a person looks before sending it again)."""
     said = f"{url} took the request but did not answer within {timeout:g} s: the service or its store is slow."
-    if method == "GET":
+    if reads:
         return said
     return f"{said} What was asked may have been done: look (claims show, conflicts show) before running it again."
 
@@ -466,7 +472,9 @@ def _api_error(status: int, reason: str, headers: Message, raw: bytes) -> ApiErr
     details = [(detail.target, detail.message) for detail in error.details]
     retry_after = headers.get("Retry-After")
     message = f"{error.message} (retry after {retry_after} s)" if retry_after else error.message
-    return ApiError(status, error.code, message, details, retry_after=wait)
+    # The service says when to ask again where waiting helps (store_unavailable, clock_skew): its own 503 without a
+    # Retry-After (not_configured: a setting, the key secret, a store refused or half restored) no wait mends.
+    return ApiError(status, error.code, message, details, retry_after=wait if retry_after else None)
 
 
 def _retry_after(said: str | None) -> float:

@@ -385,6 +385,17 @@ def drill(client: Client, args: argparse.Namespace) -> Output:
     return Output(report.as_json(), rendering.drill_text(report, verbose=args.verbose), note, DEVIATION_EXIT)
 
 
+def _left_by(client: Client | None) -> str:
+    """What a command to the deployment stopped before it ended left: nothing, unless it sent a change, which may have
+    been done whatever it saw of the answer."""
+    if client is None or not client.sent_change:
+        return "it changed nothing: run it again."
+    return (
+        "what it sent may have been done, answered or not: look (oncegate claims show, oncegate conflicts show) "
+        "before running it again."
+    )
+
+
 def _interrupted_line(stopped: Interrupted) -> str:
     released = f"released {layout.plural(stopped.released, 'claim')} it held"
     if not stopped.kept:
@@ -415,6 +426,7 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
     With ``--entra`` only the token is sent: an Entra ID deployment's functions are anonymous, so a
     function key from the environment would travel for nothing.
     """
+    client: Client | None = None
     try:
         client = Client(
             args.url or os.environ.get("ONCEGATE_URL") or default_url(os.environ),
@@ -430,6 +442,10 @@ def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFacto
             # A script reads .error.code whoever refused: the service's body, or the command's in its shape.
             streams.print_json(exc.as_json())
         return exc.exit_code
+    except Interrupted:
+        raise  # the drill said what it released and left
+    except KeyboardInterrupt:
+        return interrupted(args.command_parser.prog.removeprefix("oncegate "), _left_by(client))
     if args.json:
         streams.print_json(output.raw)
     else:

@@ -170,8 +170,8 @@ def keys(args: argparse.Namespace) -> int:
     try:
         if args.action == "retire":
             record = services.key_secrets.retire(args.key_id, orphan=args.orphan)
-            rows = (args.orphan or "0").partition(".")[0]
-            orphaned = f": the {rows} rows made with it are orphaned" if rows != "0" else ""
+            rows = int((args.orphan or "0").partition(".")[0])
+            orphaned = f": {layout.plural(rows, 'row')} made with it orphaned" if rows else ""
             print(f"Key secret {record.key_id} is retired on {settings.store_text}{orphaned}.")
             return 0
         marks = services.key_secrets.marks()
@@ -313,7 +313,9 @@ def store_export(args: argparse.Namespace) -> int:
     path = Path(args.file)
     progress(f"Exporting {settings.store_text} to {path}")
     try:
-        report = backups.export(store, path, now=utc_now, on_progress=lambda kind, n: progress(f"  {kind}: {n} rows"))
+        report = backups.export(
+            store, path, now=utc_now, on_progress=lambda kind, n: progress(f"  {kind}: {layout.plural(n, 'row')}")
+        )
     except OnceGateError as exc:
         return refused("store export", exc.message, _exit(exc))
     except OSError as exc:

@@ -82,6 +82,7 @@ def _usage_json(usage: SecretUsage | None) -> dict[str, Any]:
             "tombstones": None,
             "held": None,
             "retryableFailures": None,
+            "openConflicts": None,
             "lastHorizon": None,
             "orphan": None,
         }
@@ -90,6 +91,7 @@ def _usage_json(usage: SecretUsage | None) -> dict[str, Any]:
         "tombstones": usage.tombstones,
         "held": usage.held,
         "retryableFailures": usage.retryable,
+        "openConflicts": usage.disputed,
         "lastHorizon": time_text(usage.last_horizon),
         # What `keys retire --orphan` takes to retire the secret all the same (None: nothing to orphan).
         "orphan": usage.confirmation if usage.rows else None,
@@ -129,9 +131,11 @@ def _usage_cells(usage: SecretUsage | None) -> list[str]:
     # apart; and the retryable failures, which no attention list shows, named.
     held = f"{usage.held} held" if usage.held else ""
     retryable = f"{usage.retryable} retryable failed" if usage.retryable else ""
+    # A row an open conflict keeps has no horizon either, whatever its scope's says: it goes once resolved.
+    disputed = f"{usage.disputed} in conflict" if usage.disputed else ""
     # While some rows are unsettled, --orphan takes the rows' number with a code of which (SecretUsage.confirmation).
-    confirm = f"--orphan {usage.confirmation}" if usage.unsettled else ""
-    horizon = ", ".join(part for part in (time_text(usage.last_horizon), held, retryable, confirm) if part)
+    confirm = f"--orphan {usage.confirmation}" if usage.coded else ""
+    horizon = ", ".join(part for part in (time_text(usage.last_horizon), held, disputed, retryable, confirm) if part)
     return [str(usage.claims), str(usage.tombstones), horizon]
 
 

@@ -42,7 +42,16 @@ from oncegate.domain import members
 from oncegate.domain.copies import frozen, replaced
 from oncegate.domain.keys import Fingerprint, KeyHasher
 from oncegate.domain.members import named
-from oncegate.domain.records import Claim, EarlierAttempt, FingerprintRecord, FingerprintRules, Flow, marked_by_perform
+from oncegate.domain.records import (
+    Claim,
+    EarlierAttempt,
+    FingerprintRecord,
+    FingerprintRules,
+    Flow,
+    call_deadline,
+    carrying,
+    marked_by_perform,
+)
 from oncegate.domain.statuses import AnswerStatus, ClaimStatus, Decision
 from oncegate.domain.times import said
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY, SOURCE_DIFFERS
@@ -382,8 +391,8 @@ def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> 
         lease_expires_at=intent.now + intent.lease,
         target_record_id=None,
         # A grant that reconciles looks first (what the earlier attempt did): it writes no call of its own yet, only
-        # Perform once's look-up mark.
-        data=intent.data if earlier is None else intent.look_up_data,
+        # Perform once's look-up mark, and keeps the call it looks up (where it went), as it keeps its key.
+        data=intent.data if earlier is None else carrying(intent.look_up_data, claim.data),
         completed_at=None,
         error=None,
         retryable=None,
@@ -407,7 +416,7 @@ def decide(claim: Claim, intent: Intent, records: Collection[FingerprintRecord] 
     if claim.status is ClaimStatus.IN_PROGRESS:
         return _held(claim, intent)
     if claim.status is ClaimStatus.UNKNOWN:
-        return _reconcile(claim, f"attempt {claim.attempt} was sent but its outcome is unknown")
+        return _in_doubt(claim, intent)
     if claim.status is ClaimStatus.SUCCEEDED:
         return _duplicate(claim, intent)
     if claim.status is ClaimStatus.FAILED and not claim.retryable:
@@ -480,6 +489,23 @@ def _held(claim: Claim, intent: Intent) -> ClaimAnswer:
         Decision.IN_PROGRESS,
         f"Run {claim.run_id} holds the lease until {said(lease)}.",
         held_reason(retry_after),
+        retry_after_seconds=retry_after,
+    )
+
+
+def _in_doubt(claim: Claim, intent: Intent) -> ClaimAnswer:
+    """An attempt recorded ``unknown`` is reconciled; but while the call Perform once made for it may still be under
+    way at the target (its deadline has not passed), no look-up can tell what it did: a run handed the claim would
+    look, find nothing yet and do the side effect itself. It is in_progress until then, as Perform once says."""
+    deadline = call_deadline(claim.data)
+    if deadline is None or deadline <= intent.now:
+        return _reconcile(claim, f"attempt {claim.attempt} was sent but its outcome is unknown")
+    retry_after = lease_left(deadline, intent.now)
+    return ClaimAnswer(
+        Decision.IN_PROGRESS,
+        f"The call of attempt {claim.attempt} is in doubt and may still be under way until {said(deadline)}.",
+        f"An earlier call's outcome is in doubt and may still be under way at the target; retry in {retry_after} s, "
+        "when a look-up can tell.",
         retry_after_seconds=retry_after,
     )
 

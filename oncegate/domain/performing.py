@@ -14,7 +14,9 @@ reads, calls and writes around them::
 A claim Perform once made keeps its call in ``data`` under ``call`` (the target, the method and the call's
 deadline, never the path or body: they may carry what must not be kept), or, while it looks an earlier call in doubt
 up, a look-up mark under ``lookUp``; once it has an answer, the response kept under ``response``: the status, the
-headers and body parts the target declares.
+headers and body parts the target declares. An attempt that took a call in doubt over keeps that call under
+``earlierCall`` until it makes one of its own: a look-up goes where the call went, never to the target a later
+request names.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from urllib.parse import quote
 from oncegate.domain.copies import frozen
 from oncegate.domain.fingerprint_rules import applied, rules, segments
 from oncegate.domain.limits import DATA_LIMIT_BYTES, MAX_NESTING, TARGET_RECORD_ID_MAX_LENGTH, json_depth, json_size
-from oncegate.domain.records import CALL, LOOK_UP, marked_call
+from oncegate.domain.records import CALL, LOOK_UP, looked_up_call
 from oncegate.domain.statuses import Outcome
 from oncegate.domain.targets import Failure, Target, TargetReply
 
@@ -121,15 +123,9 @@ def look_up_mark(started_at: datetime) -> dict[str, Any]:
     return {LOOK_UP: {"startedAt": _time(started_at)}}
 
 
-def call_deadline(data: Any) -> datetime | None:
-    """When the recorded call's outcome is due at the latest: after it, a look-up may tell."""
-    call = marked_call(data)
-    text = call.get("deadline") if call else None
-    return datetime.fromisoformat(text) if isinstance(text, str) else None
-
-
 def called_target(data: Any) -> str | None:
-    call = marked_call(data)
+    """The target the call a look-up must find went to."""
+    call = looked_up_call(data)
     name = call.get("target") if call else None
     return name if isinstance(name, str) else None
 

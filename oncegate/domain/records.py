@@ -260,6 +260,9 @@ class Conflict:
 CALL = "call"
 # And under this one, from the write that takes a call in doubt over, while it looks the call up at the target.
 LOOK_UP = "lookUp"
+# And under this one, the call of the earlier attempt whose idempotency key a new attempt carries (it took a call in
+# doubt over): a look-up of the claim asks the target that call went to, whichever target a later request names.
+EARLIER_CALL = "earlierCall"
 
 
 def marked_call(data: Any) -> Mapping[str, Any] | None:
@@ -268,6 +271,37 @@ def marked_call(data: Any) -> Mapping[str, Any] | None:
         call: Mapping[str, Any] = data[CALL]
         return call
     return None
+
+
+def looked_up_call(data: Any) -> Mapping[str, Any] | None:
+    """The call a look-up of the claim must find: the one its attempt made, else the earlier one it carries."""
+    call = marked_call(data)
+    if call is None and isinstance(data, dict) and isinstance(data.get(EARLIER_CALL), dict):
+        call = data[EARLIER_CALL]
+    return call
+
+
+def call_deadline(data: Any) -> datetime | None:
+    """When the outcome of the call a look-up must find (looked_up_call) is due at the latest: after it, a
+    look-up may tell."""
+    call = looked_up_call(data)
+    text = call.get("deadline") if call else None
+    if not isinstance(text, str):
+        return None
+    try:
+        deadline = datetime.fromisoformat(text)
+    except ValueError:
+        return None  # not Perform once's mark: a flow's own result data may name a member "call" too
+    return deadline if deadline.tzinfo is not None else None
+
+
+def carrying(data: Any, taken_over: Any) -> Any:
+    """``data`` of a new attempt that takes over a claim in doubt (its data ``taken_over``), carrying the call that
+    claim made or carried in turn, as the attempt carries its idempotency key (decisions.key_attempt)."""
+    call = looked_up_call(taken_over)
+    if call is None:
+        return data
+    return {**(data if isinstance(data, dict) else {}), EARLIER_CALL: dict(call)}
 
 
 def marked_by_perform(data: Any) -> bool:

@@ -190,6 +190,7 @@ class SecretUsage:
     last_horizon: datetime | None = None
     retryable: int = 0
     unsettled: frozenset[tuple[str, bool]] = frozenset()
+    disputed: int = 0
 
     @property
     def rows(self) -> int:
@@ -203,11 +204,18 @@ class SecretUsage:
         The number alone cannot tell a retryable failure from the same key succeeded since it was counted: retired
         then, the key done would proceed again. One that succeeds stays unsettled, its code changed.
         """
-        if not self.unsettled:
+        if not self.coded:
             return str(self.rows)
         rows = sorted(f"{claim_id} {'proceeds' if proceeds else 'answers'}" for claim_id, proceeds in self.unsettled)
         digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()
         return f"{self.rows}.{digest[:CONFIRMATION_DIGITS]}"
+
+    @property
+    def coded(self) -> bool:
+        """Whether the number alone is not enough: a row was taken again since the switch. While every unsettled row's
+        key proceeds anyway, the rows orphaned now harm no more than the number said whatever was seen before: a row
+        done since it was counted is taken again first, and then it is one of these (its code)."""
+        return any(not proceeds for _, proceeds in self.unsettled)
 
     def counting(
         self,
@@ -216,18 +224,20 @@ class SecretUsage:
         gone_at: datetime | None,
         retryable: bool = False,
         unsettled: tuple[str, bool] | None = None,
+        disputed: bool = False,
     ) -> SecretUsage:
         """This usage with one row more: a tombstone or a claim, deleted by retention at ``gone_at`` (None: held),
         ``retryable`` when it is a retryable failure; ``unsettled``: its claim id and whether its key proceeds anyway,
-        when it is unsettled."""
-        horizons = [moment for moment in (self.last_horizon, gone_at) if moment is not None]
+        when it is unsettled; ``disputed`` when an open conflict keeps it, whatever its horizon says."""
+        horizons = [moment for moment in (self.last_horizon, gone_at) if moment is not None and not disputed]
         return SecretUsage(
             claims=self.claims + (not tombstone),
             tombstones=self.tombstones + tombstone,
-            held=self.held + (gone_at is None),
+            held=self.held + (gone_at is None and not disputed),
             last_horizon=max(horizons, default=None),
             retryable=self.retryable + retryable,
             unsettled=self.unsettled | {unsettled} if unsettled is not None else self.unsettled,
+            disputed=self.disputed + disputed,
         )
 
     def text(self) -> str:
@@ -241,6 +251,13 @@ class SecretUsage:
             when.append(
                 f"{held} that retention never deletes by itself, in the attention list until someone settles {them}"
             )
+        if self.disputed:
+            rows = _counted(self.disputed, "row")
+            them = "it" if self.disputed == 1 else "them"
+            when.append(
+                f"{rows} with an open conflict, which retention keeps past any horizon until a reviewer resolves "
+                f"{them} (`oncegate conflicts list`)"
+            )
         if self.retryable:
             failures = _counted(self.retryable, "retryable failure")
             when.append(
@@ -248,7 +265,7 @@ class SecretUsage:
                 "(`oncegate claims list --status failed`)"
             )
         if self.last_horizon is not None:
-            others = " of the others" if self.held else ""
+            others = " of the others" if self.held or self.disputed else ""
             when.append(f"the last{others} reaches its horizon on {_at(self.last_horizon)}")
         return f"{made} ({'; '.join(when)})" if when else made
 
@@ -302,7 +319,7 @@ def retired(
         )
     if usage.rows and (orphan is None or str(orphan) != usage.confirmation):
         which = ""
-        if usage.unsettled:
+        if usage.coded:
             which = (
                 f" (after the dot, a code of the {_counted(len(usage.unsettled), 'row')} a run may take again or took "
                 "since the switch: one that succeeds before the retire changes it)"

@@ -2,7 +2,10 @@
 
 A flow names a path, never a URL. :func:`path_under` normalises it and keeps it under the base URL's
 path; :func:`request_headers` lets through only the headers on the allow-list. Both raise
-``RequestRefused`` naming what was refused; the adapter answers that as ``Failure.REFUSED``, nothing sent.
+``RequestRefused`` naming what was refused. Perform once checks a flow's request with :func:`refused` before it
+claims anything (a 400 naming the path or the header: the same request would be refused every time, so a claim
+failed by it would fail the same way for ever); the adapter checks again before it sends, and answers a refusal as
+``Failure.REFUSED``, nothing sent.
 
 Paths: ASCII only; one ``/`` first (``//host`` is a URL); ``\\``, ``@``, a fragment, an encoded ``/`` or
 ``\\`` (``%2f``, ``%5c``), IIS's ``%u``, control characters and spaces are refused; ``//`` further on is one
@@ -19,7 +22,10 @@ no value with anything but visible ASCII, spaces and tabs (no CR, LF, NUL, NEL o
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote
+from collections.abc import Mapping
+from urllib.parse import unquote, urlsplit
+
+from oncegate.domain.targets import Target
 
 ALLOWED_HEADERS = frozenset(
     {
@@ -75,7 +81,7 @@ MAX_PATH = 2048
 
 
 class RequestRefused(ValueError):
-    """Part of a flow's request that may not reach the target; ``field`` names it (``path``, ``headers``)."""
+    """Part of a flow's request that may not reach the target; ``field`` names it (``path``, ``headers.NAME``)."""
 
     def __init__(self, message: str, *, field: str) -> None:
         super().__init__(message)
@@ -141,19 +147,31 @@ def check_value(name: str, value: str) -> None:
     the message names the header, never the value."""
     if UNSAFE_VALUE.search(value):
         raise RequestRefused(
-            f"the header {name} holds CR, LF, a control character or a character outside ASCII", field="headers"
+            f"the header {name} holds CR, LF, a control character or a character outside ASCII", field=f"headers.{name}"
         )
 
 
-def request_headers(headers: dict[str, str]) -> dict[str, str]:
-    """The headers a flow may send a target, as given; raises ``RequestRefused`` (``headers``) naming the first
-    that is not allowed."""
+def request_headers(headers: Mapping[str, str], target: Target) -> dict[str, str]:
+    """The headers a flow may send ``target``, as given; raises ``RequestRefused`` (``headers.NAME``) naming the
+    first that is not allowed, or that the target's auth fills."""
+    filled = {name.lower() for name in target.auth_headers}
     for name, value in headers.items():
         lowered = name.lower()
         if not TOKEN.match(name):
             raise RequestRefused(f"the header name {name!r} is not an HTTP token", field="headers")
         forbidden = lowered in FORBIDDEN_HEADERS or lowered.startswith(FORBIDDEN_PREFIXES)
         if forbidden or not (lowered in ALLOWED_HEADERS or lowered.startswith("x-")):
-            raise RequestRefused(f"the header {name} is not one a flow may send a target", field="headers")
+            raise RequestRefused(f"the header {name} is not one a flow may send a target", field=f"headers.{name}")
+        if lowered in filled:
+            raise RequestRefused(
+                f"the header {name} carries the target's secret; a flow may not send it", field=f"headers.{name}"
+            )
         check_value(name, value)
     return dict(headers)
+
+
+def refused(target: Target, path: str, headers: Mapping[str, str]) -> None:
+    """Raises ``RequestRefused`` naming the first part of a flow's request that ``target`` would never be sent: its
+    path, or a header."""
+    path_under(urlsplit(target.base_url).path, path)
+    request_headers(headers, target)

@@ -62,6 +62,14 @@ class Target:
         header, _, name = self.auth_value.partition("=")
         return header, name
 
+    @property
+    def auth_headers(self) -> tuple[str, ...]:
+        """The headers the target's auth fills: a flow may not send them itself."""
+        if self.auth is TargetAuth.IDENTITY and self.auth_value:
+            return ("Authorization",)
+        secret = self.secret
+        return (secret[0],) if secret is not None else ()
+
 
 @frozen(kw_only=True)
 class TargetCall:

@@ -211,25 +211,20 @@ class HttpTargets:
             raise RequestRefused(f"the method {request.method!r} is not one OnceGate sends", field="method")
         path = path_under(parts.path, request.path)
         port = parts.port or DEFAULT_PORTS[parts.scheme]
-        headers = dict(request_headers(request.headers))
+        headers = request_headers(request.headers, target)
         if not any(name.lower() == "user-agent" for name in headers):
             headers["User-Agent"] = USER_AGENT
         headers["Host"] = _host_header(host, port, parts.scheme)
         if request.idempotency_key is not None:
             check_value("Idempotency-Key", request.idempotency_key)
             headers["Idempotency-Key"] = request.idempotency_key
-        for name in _auth_headers(target):
-            if any(given.lower() == name.lower() for given in request.headers):
-                raise RequestRefused(
-                    f"the header {name} carries the target's secret; a flow may not send it", field="headers"
-                )
         headers.update(self._auth(target, deadline))
         return _Prepared(parts.scheme, host, port, path, headers)
 
     def _auth(self, target: Target, deadline: float) -> dict[str, str]:
         """The target's secret or token as its header, read within the call's time (a vault or an identity endpoint
         that hangs is left behind at the deadline); nothing for a target without auth."""
-        if not _auth_headers(target):
+        if not target.auth_headers:
             return {}
         try:
             return self._credential_reads.run(lambda: self._read_auth(target), deadline)
@@ -535,14 +530,6 @@ def _time_left(deadline: float) -> float:
     if left <= 0:
         raise TimeoutError("the target's time ran out")
     return left
-
-
-def _auth_headers(target: Target) -> tuple[str, ...]:
-    """The headers the target's auth fills: a flow may not send them itself."""
-    if target.auth is TargetAuth.IDENTITY and target.auth_value:
-        return ("Authorization",)
-    secret = target.secret
-    return (secret[0],) if secret is not None else ()
 
 
 def _host_header(host: str, port: int, scheme: str) -> str:

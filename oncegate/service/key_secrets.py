@@ -21,16 +21,18 @@ from oncegate.domain.safeguard import SecretUsage, retired, secret_of
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.store_id import check_store_id
 from oncegate.errors import InvalidRequest
+from oncegate.service.inventory import open_conflicts
 from oncegate.service.retention import gone_at
 from oncegate.service.safeguard import StoreIdPin
-from oncegate.stores.port import StoreMarkRecords
+from oncegate.stores.port import ConflictRecords, StoreMarkRecords
 
 logger = logging.getLogger(__name__)
 PAGE_SIZE = 1000
 
 
-class KeySecretRecords(StoreMarkRecords, Protocol):
-    """The marks, the claims and tombstones to count per secret, and the scopes' retention and horizon."""
+class KeySecretRecords(StoreMarkRecords, ConflictRecords, Protocol):
+    """The marks, the claims and tombstones to count per secret, the scopes' retention and horizon, and the open
+    conflicts, which keep their claims past both."""
 
     def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]: ...
 
@@ -69,6 +71,8 @@ class KeySecrets:
         first = min(in_use, default=None)
         scopes = {scope.scope: scope for scope in self._store.list_scopes()}
         switched = {record.key_id: switched_at(record, known) for record in records}
+        # Read before the rows: a conflict opened meanwhile moves its claim's UpdatedAt, and so its horizon.
+        disputed = {conflict.claim_id for conflict in open_conflicts(self._store)}
         for row in self._rows():
             for record in records:
                 if made_with(row, record, first_in_use=first):
@@ -78,6 +82,7 @@ class KeySecrets:
                         gone_at=gone,
                         retryable=row.purged_at is None and row.retryable_failure,
                         unsettled=unsettled(row, switched[record.key_id]),
+                        disputed=row.claim_id in disputed,
                     )
                     usage[record.key_id] = counted
         return usage

@@ -29,23 +29,21 @@ A poll of a Perform once that waits (:meth:`Perform.poll`) only reads: it never 
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import math
-from collections.abc import Callable
-from dataclasses import field, replace
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from oncegate.domain.copies import frozen, replaced
+from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import Change, ClaimAnswer, Intent, idempotency_key, lease_left
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.performing import (
     RESPONSE,
     KeptResponse,
     PerformDecision,
-    call_deadline,
     call_mark,
     called_target,
     fingerprint_payload,
@@ -58,9 +56,19 @@ from oncegate.domain.performing import (
     settled_by,
     succeeded,
 )
-from oncegate.domain.records import CALL, LOOK_UP, Claim, ClaimFilter, EarlierAttempt, HistoryEvent, marked_call
+from oncegate.domain.records import (
+    CALL,
+    LOOK_UP,
+    Claim,
+    ClaimFilter,
+    HistoryEvent,
+    call_deadline,
+    looked_up_call,
+    marked_call,
+)
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome
+from oncegate.domain.target_requests import RequestRefused, refused
 from oncegate.domain.targets import Target, TargetCall, TargetCalls, TargetReply
 from oncegate.domain.transitions import Result, in_doubt, recorded, released
 from oncegate.domain.waiting import Waiting
@@ -69,6 +77,16 @@ from oncegate.errors import InvalidRequest, NotFound, StoreRace, StoreUnavailabl
 from oncegate.service.claims import Claims
 from oncegate.service.commands.perform import PerformOnce
 from oncegate.service.core import ClaimsCore, new_grant_id, settled
+from oncegate.service.perform_answers import (
+    ASK_AGAIN_SECONDS,
+    PerformAnswer,
+    answered,
+    held,
+    making_the_call,
+    polled,
+    reason_for,
+    seconds_until,
+)
 from oncegate.service.waits import TICKET, Waits
 from oncegate.stores.paging import every_item
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords
@@ -82,8 +100,6 @@ IN_DOUBT = (ClaimStatus.UNKNOWN, ClaimStatus.IN_PROGRESS)
 READ_PAGE = 1000
 # The look-ups one run of the attention watch makes at most: each is a call to a target, within the watch's time.
 LOOK_UPS_PER_WATCH = 50
-# When a run told in_progress asks again, where no lease or deadline says it.
-ASK_AGAIN_SECONDS = 5
 # Said to a run asking Perform once on a grant it already holds by a claim token, and how long it is asked to wait.
 TOKEN_HOLDS = (
     "This run already holds the claim by a claim token (Check and claim's grant, or a reconcile handed to it): "
@@ -103,35 +119,6 @@ class PerformRecords(ClaimReads, ClaimWrites, HistoryRecords, ClaimListing, Prot
 
 # Which parts of a response may be kept: the sensitive-data check, run on the service's side.
 DataCheck = Callable[[Any, str], list[str]]
-
-
-@frozen(kw_only=True)
-class PerformAnswer:
-    """What Perform once tells the flow: the decision, the response kept, and the claim it stands on.
-
-    ``claim_token`` and ``lease_expires_at`` come with ``reconcile`` when this run holds the claim to look
-    the record up itself (no look-up is declared, or it could not tell), as Check and claim's reconcile.
-    """
-
-    decision: PerformDecision
-    claim_id: str
-    status: str
-    attempt: int
-    reason: str
-    warnings: list[str] = field(default_factory=list)
-    response: KeptResponse | None = None
-    target_record_id: str | None = None
-    idempotency_key: str | None = None
-    claim_token: str | None = None
-    lease_expires_at: datetime | None = None
-    retry_after_seconds: int | None = None
-    retryable: bool | None = None
-    conflict_id: str | None = None
-    earlier_attempt: EarlierAttempt | None = None
-    looked_up: bool = False
-    # What the target answered the call this request made (for telemetry): its status, or why none came.
-    target_status: int | None = None
-    target_failure: str | None = None
 
 
 class Perform:
@@ -165,12 +152,14 @@ class Perform:
     ) -> tuple[PerformAnswer, Waiting | None]:
         """Perform the call once for the key; the run still waiting when it asked to wait and another run holds it."""
         target = self.target(request.target)
+        _sendable(request, target)
         intent = self._core.identified(self._check(request, target), signed_in=signed_in)
         # The call (or the look-up of one in doubt) is recorded with the grant that makes it: no request is the holder
         # asking again in between.
         before = self._core.find(intent.identities)
         earlier = before[0] if before else None
-        looks_up = earlier is not None and self._called(earlier, target).lookup_path is not None
+        called = self._called(earlier, target) if earlier is not None else None
+        looks_up = called is not None and called.lookup_path is not None
         mark = call_mark(target, request.method, intent.now)
         intent = replaced(intent, data=mark, look_up_data=look_up_mark(intent.now) if looks_up else None)
         early = self._before_deadline(earlier, intent)
@@ -181,7 +170,7 @@ class Perform:
                 # handed to it): the flow acts on that grant, and a call made on it could be released under the
                 # call. There is no other run to wait for.
                 lease = decided.lease_expires_at
-                return _held(decided, TOKEN_HOLDS, lease_left(lease, intent.now) if lease else ASK_AGAIN_SECONDS), None
+                return held(decided, TOKEN_HOLDS, lease_left(lease, intent.now) if lease else ASK_AGAIN_SECONDS), None
             answer = self._acted(decided, intent, request, target, earlier)
         else:
             answer = early
@@ -193,7 +182,7 @@ class Perform:
         held_until = intent.now + timedelta(seconds=answer.retry_after_seconds or 1)
         paced = waiting.poll_after(intent.now, held_until)
         # A call in doubt keeps its reason (a look-up tells only after its deadline); another run's call is paced.
-        told = replace(answer, retry_after_seconds=paced) if early else _making_the_call(answer, paced)
+        told = replace(answer, retry_after_seconds=paced) if early else making_the_call(answer, paced)
         return told, waiting
 
     def target(self, name: str) -> Target:
@@ -231,7 +220,7 @@ class Perform:
         deadline = call_deadline(claim.data)
         if deadline is None or deadline <= intent.now:
             return None
-        seconds = _seconds_until(deadline, intent.now)
+        seconds = seconds_until(deadline, intent.now)
         return PerformAnswer(
             decision=PerformDecision.IN_PROGRESS,
             claim_id=claim.claim_id,
@@ -252,7 +241,7 @@ class Perform:
             return self._send(answer, request, target, self._written(answer, intent.data))
         if answer.decision is Decision.RECONCILE:
             return self._reconcile(answer, request, target, before, intent.now)
-        return _answered(answer)
+        return answered(answer)
 
     # -- the call -----------------------------------------------------------------------------------
 
@@ -260,7 +249,7 @@ class Perform:
         """Send the call ``marked`` records under the claim's idempotency key, record what came back; None: another
         request makes it, or the claim moved on."""
         if marked is None:
-            return _held(answer, "This run's call is already being sent by another request of the same run")
+            return held(answer, "This run's call is already being sent by another request of the same run")
         call = TargetCall(
             method=request.method.upper(),
             path=request.path,
@@ -312,7 +301,7 @@ class Perform:
         kept, dropped = kept_response(target, reply, body)
         record = record_id(target, body) if outcome.outcome is Outcome.SUCCEEDED else None
         kept, record, warnings = self._checked(kept, record, dropped)
-        call = marked_call(claim.data)
+        call = looked_up_call(claim.data)
         data = {CALL: call, RESPONSE: kept.as_data()} if call else {RESPONSE: kept.as_data()}
         result = Result(outcome.outcome, record, data, outcome.error, outcome.retryable)
         decision = PerformDecision.DUPLICATE if looked_up else outcome.decision
@@ -321,7 +310,7 @@ class Perform:
             claim_id=claim.claim_id,
             status=outcome.outcome.value,
             attempt=claim.attempt,
-            reason=_reason(decision, target, reply, outcome.error),
+            reason=reason_for(decision, target, reply, outcome.error),
             warnings=[*answer.warnings, *warnings],
             # A call that got no answer (a timeout, a broken connection) has none to give: no status, no parts.
             response=kept if reply.status is not None else None,
@@ -335,7 +324,7 @@ class Perform:
         deadline = call_deadline(claim.data)
         if decision is PerformDecision.RECONCILE and deadline is not None:
             # The next Perform once after the deadline looks the record up: said as when to ask again.
-            told = replace(told, retry_after_seconds=_seconds_until(deadline, self._core.clock()))
+            told = replace(told, retry_after_seconds=seconds_until(deadline, self._core.clock()))
         try:
             self._record(claim, result)
         except StoreUnavailable:
@@ -400,11 +389,15 @@ class Perform:
         called = self._called(recorded_before, target)
         deadline = call_deadline(recorded_before.data) if recorded_before else None
         if deadline is None and earlier is not None:
-            deadline = earlier.started_at + lease_of(called)
+            deadline = earlier.started_at + lease_of(called or target)
         if deadline is not None and deadline > now:
             # The claim moved between the read and the decision: give it back in doubt, ask again after the deadline.
             self._give_back(answer)
-            return _held(answer, "The earlier call may still be under way at the target", _seconds_until(deadline, now))
+            return held(answer, "The earlier call may still be under way at the target", seconds_until(deadline, now))
+        if called is None:
+            # Only the target the call went to can tell what it did; another one, even honouring the key, never saw it.
+            gone = called_target(recorded_before.data if recorded_before else None)
+            return self._handed_over(answer, f"target {gone}, which the call went to, is no longer declared", None)
         claim = self._core.recent.recall(answer.claim_id) or self._store.get_claim(answer.claim_id)
         found = self._looked_up(called, claim, answer)
         if found is not None and _found(called, found):
@@ -412,32 +405,42 @@ class Perform:
         not_found = found is not None and (found.status in NOT_FOUND_STATUSES or succeeded(called, found.status or 0))
         if not_found and called.honours_idempotency_key and called.name == target.name:
             return self._send(answer, request, target, self._marked(answer, target, request.method))
-        self._handed(answer)
         why = (
             "the look-up found nothing and the target does not honour the idempotency key"
             if not_found
             else "the look-up could not tell"
             if found is not None
             else "no look-up is declared for the target"
+            if called.lookup_path is None
+            else "the claim has no reference for the target's look-up to find the record by (give Reference)"
         )
+        return self._handed_over(answer, why, called, looked_up=found is not None)
+
+    def _handed_over(
+        self, answer: ClaimAnswer, why: str, called: Target | None, *, looked_up: bool = False
+    ) -> PerformAnswer:
+        """The claim handed to this run to reconcile, as Check and claim's reconcile: ``why`` no look-up settled it."""
+        self._handed(answer)
+        where = f"target {called.name}" if called else "the target the call went to"
         return replace(
-            _answered(answer),
+            answered(answer),
             reason=(
-                f"The earlier call's outcome is unknown and {why}: look the record up in target {called.name}; record "
-                "succeeded with its id if it is there, else record failed (retryable) and run Perform once again."
+                f"The earlier call's outcome is unknown and {why}: look the record up in {where}; record succeeded "
+                "with its id if it is there, else record failed (retryable) and run Perform once again."
             ),
-            looked_up=found is not None,
+            looked_up=looked_up,
         )
 
-    def _called(self, claim: Claim | None, target: Target) -> Target:
-        """The target the earlier call went to (its claim records it), else the one this request names."""
+    def _called(self, claim: Claim | None, target: Target) -> Target | None:
+        """The target the earlier call went to (its claim records it), else the one this request names; None when
+        the call went to a target no longer declared."""
         name = called_target(claim.data) if claim else None
         if name is None or name == target.name:
             return target
         try:
             return self._targets.get_target(name)
         except NotFound:
-            return target
+            return None
 
     def _looked_up(self, target: Target, claim: Claim, answer: ClaimAnswer) -> TargetReply | None:
         """The target's answer to the look-up of this claim's record; None when none is declared or possible."""
@@ -458,7 +461,8 @@ class Perform:
             if not _still_granted(claim, answer) or not isinstance(claim.data, dict) or LOOK_UP not in claim.data:
                 return
             at = self._core.decided_at(claim, self._core.clock())
-            self._core.counted(claim, self._store.update_claim(replace(claim, data=None, updated_at=at), None))
+            carried = {name: value for name, value in claim.data.items() if name != LOOK_UP} or None
+            self._core.counted(claim, self._store.update_claim(replace(claim, data=carried, updated_at=at), None))
         except (StoreRace, StoreUnavailable):
             pass
 
@@ -494,24 +498,27 @@ class Perform:
         if claim_id not in known:
             raise InvalidRequest("This poll address is not this claim's.", target=TICKET)
         claim = self._store.get_claim(claim_id)
-        told = _polled(claim, waiting, now)
+        told = polled(claim, waiting, now)
         if told.decision is PerformDecision.IN_PROGRESS and not waiting.over(now):
-            return _making_the_call(told, waiting.poll_after(now, claim.lease_expires_at)), waiting
+            return making_the_call(told, waiting.poll_after(now, claim.lease_expires_at)), waiting
         return told, None
 
     # -- the attention timer ------------------------------------------------------------------------
 
     def look_up_all_in_doubt(self, *, limit: int = LOOK_UPS_PER_WATCH) -> int:
-        """Look up the calls in doubt whose deadline passed (at most ``limit``, oldest first as listed), never sending
-        one: how many were found at their target and recorded succeeded. The attention watch calls it."""
+        """Look up the calls in doubt whose deadline passed, never sending one: how many were found at their target
+        and recorded succeeded. The attention watch calls it.
+
+        At most ``limit`` are looked up, drawn at random from all that are due: a call the target never made stays in
+        doubt and is due again on every run, so taking the first ones as listed let such calls keep the watch from
+        the others for good. Drawn with the watch's time as the seed: a run can be told again, the next draws anew.
+        """
         doubted = every_item(
             lambda cursor: self._store.list_claims(ClaimFilter(IN_DOUBT), limit=READ_PAGE, cursor=cursor)
         )
         now = self._core.clock()
-        found = 0
-        for claim in itertools.islice((claim for claim in doubted if _due(claim, now)), limit):
-            found += self.look_up_in_doubt(claim)
-        return found
+        due = _drawn((claim for claim in doubted if _due(claim, now)), limit, random.Random(now.timestamp()))
+        return sum(self.look_up_in_doubt(claim) for claim in due)
 
     def look_up_in_doubt(self, claim: Claim) -> bool:
         """Settle a claim in doubt by looking its call up, never sending it: True when it was found and recorded."""
@@ -534,7 +541,7 @@ class Perform:
         body = json_body(reply)
         kept, dropped = kept_response(target, reply, body)
         kept, record, _ = self._checked(kept, record_id(target, body), dropped)
-        result = Result(Outcome.SUCCEEDED, record, {CALL: marked_call(claim.data), RESPONSE: kept.as_data()})
+        result = Result(Outcome.SUCCEEDED, record, {CALL: looked_up_call(claim.data), RESPONSE: kept.as_data()})
         try:
             self._record(claim, result)
         except (StoreRace, StoreUnavailable):
@@ -546,12 +553,32 @@ class Perform:
         return idempotency_key(hasher, claim)
 
 
+def _sendable(request: PerformOnce, target: Target) -> None:
+    """400 naming the path or the header the target would never be sent, before anything is claimed: a claim made
+    for it would fail the same way however often the flow retried as told."""
+    try:
+        refused(target, request.path, request.headers)
+    except RequestRefused as exc:
+        raise InvalidRequest(f"Nothing was claimed or sent: {exc}.", target=exc.field) from exc
+
+
 def _found(target: Target, reply: TargetReply) -> bool:
     """Whether a look-up found the record: a success status, with a record where the target's pointer points when it
     declares one (a search answering 200 with an empty list found nothing)."""
     if reply.status is None or not succeeded(target, reply.status):
         return False
     return target.record_pointer is None or record_id(target, json_body(reply)) is not None
+
+
+def _drawn(claims: Iterable[Claim], limit: int, chance: random.Random) -> list[Claim]:
+    """``limit`` of ``claims`` drawn with equal chances, in one pass holding no more than ``limit`` of them."""
+    drawn: list[Claim] = []
+    for seen, claim in enumerate(claims):
+        if seen < limit:
+            drawn.append(claim)
+        elif (slot := chance.randrange(seen + 1)) < limit:
+            drawn[slot] = claim
+    return drawn
 
 
 def _due(claim: Claim, now: datetime) -> bool:
@@ -570,123 +597,12 @@ def _encoded(body: Any) -> bytes | None:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _held(answer: ClaimAnswer, why: str, seconds: int = ASK_AGAIN_SECONDS) -> PerformAnswer:
-    return PerformAnswer(
-        decision=PerformDecision.IN_PROGRESS,
-        claim_id=answer.claim_id,
-        status=ClaimStatus.IN_PROGRESS.value,
-        attempt=answer.attempt,
-        reason=f"{why}: ask again in {seconds} s.",
-        warnings=list(answer.warnings),
-        retry_after_seconds=seconds,
-    )
-
-
 def _still_granted(claim: Claim, answer: ClaimAnswer) -> bool:
     """Whether ``claim`` is still the attempt ``answer`` granted, in progress: else the claim moved on."""
     return claim.attempt == answer.attempt and claim.status is ClaimStatus.IN_PROGRESS
-
-
-def _seconds_until(moment: datetime, now: datetime) -> int:
-    """When to ask again for what is due at ``moment``, in whole seconds, at least one."""
-    return max(1, math.ceil((moment - now).total_seconds()))
 
 
 def _holds_token(answer: ClaimAnswer) -> bool:
     """Whether Check and claim gave the run back a grant it holds already (the same run asking again): its claim
     token is out, with the run, so the grant is not Perform once's to call on."""
     return answer.grants and answer.change is Change.NONE
-
-
-def _answered(answer: ClaimAnswer) -> PerformAnswer:
-    """Check and claim's answer as Perform once tells it: the response kept with the claim's result."""
-    result = answer.result
-    kept = KeptResponse.of_data(result.data) if result is not None else None
-    decision = PerformDecision(answer.decision.value)
-    told = PerformAnswer(
-        decision=decision,
-        claim_id=answer.claim_id,
-        status=answer.status.value,
-        attempt=answer.attempt,
-        reason=answer.reason,
-        warnings=list(answer.warnings),
-        response=kept,
-        target_record_id=result.target_record_id if result else None,
-        retry_after_seconds=answer.retry_after_seconds,
-        conflict_id=answer.conflict_id,
-    )
-    if decision is PerformDecision.RECONCILE:
-        return replace(
-            told,
-            idempotency_key=answer.idempotency_key,
-            claim_token=answer.claim_token,
-            lease_expires_at=answer.lease_expires_at,
-            earlier_attempt=answer.earlier_attempt,
-        )
-    return told
-
-
-def _making_the_call(answer: PerformAnswer, seconds: int) -> PerformAnswer:
-    """``answer`` as in_progress while another run makes the call, asking again after ``seconds``."""
-    return replace(
-        answer,
-        reason=f"Another run is making the call now: ask again in {seconds} s.",
-        retry_after_seconds=seconds,
-    )
-
-
-def _polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
-    """What a waiting run is told of the claim as it stands, without taking it: what the holder got."""
-    base = PerformAnswer(
-        decision=PerformDecision.IN_PROGRESS,
-        claim_id=claim.claim_id,
-        status=claim.status.value,
-        attempt=claim.attempt,
-        reason="",
-        response=KeptResponse.of_data(claim.data),
-        target_record_id=claim.target_record_id,
-    )
-    fingerprints = {keyed for identity in waiting.identities for keyed in identity.fingerprints.values()}
-    if claim.fingerprint is not None and fingerprints and claim.fingerprint not in fingerprints:
-        return replace(
-            base,
-            decision=PerformDecision.CONFLICT,
-            response=None,
-            target_record_id=None,
-            reason="The key now stands for other business data: run Perform once again for the conflict.",
-        )
-    if claim.status is ClaimStatus.SUCCEEDED:
-        return replace(
-            base, decision=PerformDecision.DUPLICATE, reason=f"Done by run {claim.run_id}: reuse its response."
-        )
-    if claim.status is ClaimStatus.IN_PROGRESS and claim.lease_expires_at and claim.lease_expires_at > now:
-        # As Check and claim's in_progress: the lease left, within a minute (a poll that goes on paces it anew).
-        return _making_the_call(base, lease_left(claim.lease_expires_at, now))
-    if claim.status in (ClaimStatus.FAILED, ClaimStatus.RELEASED):
-        retryable = claim.status is ClaimStatus.RELEASED or bool(claim.retryable)
-        then = "run Perform once again to send it" if retryable else "a person must act"
-        return replace(
-            base,
-            decision=PerformDecision.FAILED,
-            retryable=retryable,
-            reason=f"The holder's call failed ({claim.error or claim.status.value}): {then}.",
-        )
-    # No claim token to settle it with: when to run Perform once again, which looks the record up after the deadline.
-    deadline = call_deadline(claim.data)
-    seconds = _seconds_until(deadline, now) if deadline is not None else 1
-    return replace(
-        base,
-        decision=PerformDecision.RECONCILE,
-        reason=f"The holder's call ended in doubt: run Perform once again in {seconds} s, which looks it up.",
-        retry_after_seconds=seconds,
-    )
-
-
-def _reason(decision: PerformDecision, target: Target, reply: TargetReply, error: str | None) -> str:
-    if decision is PerformDecision.DUPLICATE:
-        return f"The earlier call's record was found by a look-up at target {target.name}: reuse it."
-    if decision is PerformDecision.PERFORMED:
-        return f"Target {target.name} answered {reply.status}: done once."
-    if decision is PerformDecision.RECONCILE:
-        return f"{error} The next Perform once after the call's deadline looks it up."
-    return error or f"Target {target.name} answered {reply.status}."

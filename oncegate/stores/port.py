@@ -279,7 +279,8 @@ class BackupRecords(Protocol):
         ``AlreadyExists`` when the claim's row is there, which is left as it is: an earlier run of the import wrote
         it whole, or a run beside this one did, after which the app may have changed it. The history goes before
         the claim's row, so a restore cut short never leaves a claim without part of its history once its row is
-        there; its history rows written again, before its row, are written over.
+        there; its history rows written again, before its row, are written over. A run that found no claim row writes
+        nothing over the rows of one another run has written whole since (the app may have added to them).
         """
 
     def stored_contents(self) -> list[str]:

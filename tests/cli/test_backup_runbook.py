@@ -217,7 +217,7 @@ def test_the_restore_runbook_as_written_brings_back_the_declared_targets_and_per
     assert declared.code == 0, declared.err
     assert (first.decision, first.target_record_id) == ("performed", "order-1")
     assert (exported.returncode, aside.returncode, imported.returncode) == (0, 0, 0), imported.stderr
-    assert "target: 1 rows" in exported.stderr
+    assert "target: 1 row\n" in exported.stderr
     assert listed.code == 0, listed.err
     [target] = json.loads(listed.out)["value"]
     assert (target["name"], target["baseUrl"], target["auth"]) == (

@@ -201,3 +201,30 @@ def test_a_change_the_service_took_and_never_answered_says_it_may_be_done(silent
     assert said.startswith(f"{silent} took the request but did not answer within 0.5 s")
     assert "may have been done: look (claims show, conflicts show) before running it again" in said
     assert "Is the service running" not in said
+
+
+def test_a_lookup_the_service_took_and_never_answered_is_said_slow_and_nothing_done(silent: str) -> None:
+    """A lookup is a read sent as a POST (the key travels in the body): it changes nothing, and was said to have
+    maybe done what it asked, as a change is."""
+    client = Client(silent, timeout=0.5)
+
+    with pytest.raises(Unreachable) as unanswered:
+        client.lookup_claim("erp.create-order", "SO-1")
+
+    assert str(unanswered.value) == (
+        f"{silent} took the request but did not answer within 0.5 s: the service or its store is slow."
+    )
+
+
+def test_the_services_own_503_without_retry_after_is_answered_at_once(
+    oncegate: Oncegate, waits: list[float], busy: Any
+) -> None:
+    """``not_configured`` (a setting, the key secret, a store refused or half restored) comes with no Retry-After:
+    waiting a second mends none of them, and the command waited twice and said it was asking again."""
+    refusal = {"error": {"code": "not_configured", "message": "The store is being restored.", "details": []}}
+    url, front = busy([(503, {}, refusal), (200, {}, None)])
+
+    run = oncegate("--url", url, "claims", "show", "c" * 52)
+
+    assert (run.code, waits, len(front.requests)) == (3, [], 1)
+    assert run.err.splitlines() == ["not_configured: The store is being restored."]

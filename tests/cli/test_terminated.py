@@ -171,14 +171,13 @@ def test_a_json_purge_stopped_by_sigterm_prints_its_error_as_json_on_stdout(data
     assert said == "oncegate purge: interrupted; what it deleted stays deleted, its counts kept: run it again to go on."
 
 
-def test_a_json_command_to_a_deployment_stopped_by_sigterm_prints_its_error_as_json_on_stdout() -> None:
-    """A command that says nothing itself of the stop (here, waiting for a deployment that never answers)."""
+def stopped_while_waiting(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """``oncegate ARGV`` against a deployment that takes the request and never answers, stopped by SIGTERM."""
     with socket.create_server(("127.0.0.1", 0)) as silent:
         silent.settimeout(60)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        lookup = ["claims", "lookup", "--scope", "erp.create-order", "--key", "SO-1"]
         process = subprocess.Popen(
-            [sys.executable, "-m", "oncegate.cli", "--json", "--url", url, "--key", "k", *lookup],
+            [sys.executable, "-m", "oncegate.cli", "--url", url, "--key", "k", *argv],
             cwd=REPO,
             env={name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_")},
             stdout=subprocess.PIPE,
@@ -189,17 +188,36 @@ def test_a_json_command_to_a_deployment_stopped_by_sigterm_prints_its_error_as_j
         with connection:
             process.send_signal(signal.SIGTERM)
             out, err = process.communicate(timeout=60)
-
-    assert process.returncode == 130, err
-    assert json.loads(out) == {
-        "error": {
-            "code": "interrupted",
-            "message": "oncegate claims lookup: interrupted before it finished; a change it sent may have been made: "
-            "look before sending it again.",
-            "details": [],
-        }
-    }
     assert "Traceback" not in err
+    return subprocess.CompletedProcess(argv, process.returncode, out, err)
+
+
+LOOKUP = ["claims", "lookup", "--scope", "erp.create-order", "--key", "SO-1"]
+RESOLVE = ["conflicts", "resolve", "CONFLICT-1", "--decision", "dismiss", "--reviewer", "ana@contoso.com"]
+
+
+def test_a_json_command_to_a_deployment_stopped_by_sigterm_prints_its_error_as_json_on_stdout() -> None:
+    """A read stopped while it waits for its answer changed nothing: stderr and the JSON on stdout say so (the JSON
+    said a change it sent may have been made, and stderr said nothing, where operations.md has the JSON say the line
+    stderr says)."""
+    stopped = stopped_while_waiting(["--json", *LOOKUP])
+
+    said = "oncegate claims lookup: interrupted; it changed nothing: run it again."
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.stderr.splitlines() == [said]
+    assert json.loads(stopped.stdout) == {"error": {"code": "interrupted", "message": said, "details": []}}
+
+
+def test_a_change_stopped_while_it_waits_for_the_deployment_says_it_may_be_done_on_stderr() -> None:
+    """Without --json too: a command to a deployment stopped by SIGTERM or Ctrl+C ended with 130 in silence, as the
+    store commands no longer do; a change sent may have been made whatever the command saw of it."""
+    stopped = stopped_while_waiting(RESOLVE)
+
+    assert (stopped.returncode, stopped.stdout) == (130, ""), stopped.stderr
+    assert stopped.stderr.splitlines() == [
+        "oncegate conflicts resolve: interrupted; what it sent may have been done, answered or not: look "
+        "(oncegate claims show, oncegate conflicts show) before running it again."
+    ]
 
 
 @pytest.mark.parametrize(

@@ -47,8 +47,13 @@ if args[:2] == ["functionapp", "list"]:
     print(json.dumps([{"name": app["name"], "tags": app["tags"]} for app in group["apps"]]))
 elif args[:4] == ["functionapp", "config", "appsettings", "list"]:
     app = next(app for app in group["apps"] if app["name"] == args[args.index("--name") + 1])
-    assert args[args.index("--query") + 1] == "[?name=='ONCEGATE_STORE_ID'].value | [0]"
-    print(app["settings"].get("ONCEGATE_STORE_ID", ""))
+    query = args[args.index("--query") + 1]
+    if query == "[?starts_with(name, 'ONCEGATE_')].name":
+        assert args[args.index("-o") + 1] == "json"
+        print(json.dumps([name for name in app["settings"] if name.startswith("ONCEGATE_")]))
+    else:
+        assert query == "[?name=='ONCEGATE_STORE_ID'].value | [0]"
+        print(app["settings"].get("ONCEGATE_STORE_ID", ""))
 elif args[:3] == ["storage", "account", "list"]:
     print(json.dumps(group["accounts"]))
 else:
@@ -65,7 +70,14 @@ def account(sku: str) -> dict[str, Any]:
     return {"name": "stoncegateabc", "tags": TAGS, "sku": {"name": sku, "tier": "Standard"}}
 
 
-DEPLOYED = {"apps": [app({"ONCEGATE_STORE_ID": "store-1"})], "accounts": [account("Standard_GZRS")]}
+# Some of the settings every provisioning writes (infra/app/api.bicep), the key secret as its vault reference.
+SETTINGS = {
+    "ONCEGATE_STORE": "tables",
+    "ONCEGATE_KEY_SECRET": "@Microsoft.KeyVault(SecretUri=https://kv-oncegate-abc.vault.azure.net/secrets/x/1)",
+}
+DEPLOYED = {"apps": [app({**SETTINGS, "ONCEGATE_STORE_ID": "store-1"})], "accounts": [account("Standard_GZRS")]}
+# Deployed by a release before ONCEGATE_STORE_ID, and never redeployed since: its settings lack it altogether.
+EARLIER_RELEASE = {"apps": [app(SETTINGS)], "accounts": [account("Standard_GZRS")]}
 
 
 class Preprovision:
@@ -116,7 +128,13 @@ def test_a_leftover_key_secret_on_a_deployed_environment_stops_the_deployment(pr
 def test_a_first_deployment_and_the_re_run_of_one_that_stopped_go_on(preprovision: Preprovision) -> None:
     # No resource group yet, then a group an earlier, failed run left half made: an app with no store pinned
     # (the postprovision hook never ran), whose store therefore holds no claim.
-    groups: list[Any] = [None, {"apps": [], "accounts": []}, {"apps": [app({})], "accounts": [account("Standard_ZRS")]}]
+    # Stopped before the app's settings were written, or after, with the pin's setting empty.
+    half_made = [app({}), app({**SETTINGS, "ONCEGATE_STORE_ID": ""})]
+    groups: list[Any] = [
+        None,
+        {"apps": [], "accounts": []},
+        *({"apps": [each], "accounts": [account("Standard_ZRS")]} for each in half_made),
+    ]
     for group in groups:
         done = preprovision(ENV, group)
         assert done.returncode == 0, done.stderr
@@ -147,3 +165,28 @@ def test_a_deployment_that_cannot_be_told_is_refused(preprovision: Preprovision)
     unnamed = preprovision({key: value for key, value in ENV.items() if key != "AZURE_RESOURCE_GROUP"}, DEPLOYED)
     assert unnamed.returncode == 1
     assert "set AZURE_RESOURCE_GROUP" in unnamed.stderr
+
+
+def test_an_environment_an_earlier_release_deployed_is_not_taken_for_a_first_deployment(
+    preprovision: Preprovision,
+) -> None:
+    """Measured on main deee47c: an app deployed before ONCEGATE_STORE_ID existed (its settings without it), never
+    redeployed since, with ONCEGATE_NEW_KEY_SECRET left set, was told "a first deployment (or the re-run of one that
+    stopped)", exit 0: the deployment would have written a new key secret and reset the storage account's SKU."""
+    done = preprovision(ENV, EARLIER_RELEASE)
+    put_back = preprovision({**ENV, "ONCEGATE_PUT_BACK_KEY_SECRET": "true"}, EARLIER_RELEASE)
+    cleared = preprovision({**ENV, "ONCEGATE_NEW_KEY_SECRET": ""}, EARLIER_RELEASE)
+
+    assert done.returncode == 1, done.stdout
+    assert "its app func-oncegate-abc has OnceGate settings written by a release before ONCEGATE_STORE_ID" in (
+        done.stderr
+    )
+    assert 'azd env set ONCEGATE_NEW_KEY_SECRET ""' in done.stderr
+    assert put_back.returncode == 1, put_back.stdout
+    assert cleared.returncode == 0, cleared.stderr
+    # Only names were asked for, never a setting's value but the pin's.
+    asked = [call for call in preprovision.calls() if call[:4] == ["functionapp", "config", "appsettings", "list"]]
+    assert {call[call.index("--query") + 1] for call in asked} == {
+        "[?name=='ONCEGATE_STORE_ID'].value | [0]",
+        "[?starts_with(name, 'ONCEGATE_')].name",
+    }

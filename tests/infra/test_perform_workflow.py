@@ -72,6 +72,14 @@ def run(definition: dict[str, Any], call: Call, name: str, order: dict[str, Any]
     return Run(definition, order, call, PARAMETERS, name=name).start()
 
 
+def sample_body(definition: dict[str, Any], name: str) -> Any:
+    """What the sample's Perform once sends for the test order in run ``name``."""
+    loop = definition["actions"]["Until_the_answer_is_settled"]["actions"]
+    return Run(definition, ORDER, lambda *_: (0, None), PARAMETERS, name=name).evaluate(
+        loop["Create_the_order_once"]["inputs"]["body"]
+    )
+
+
 def answer(done: Run) -> dict[str, Any]:
     assert done.response is not None, f"no answer; statuses {done.statuses}"
     assert done.response["statusCode"] == 200
@@ -167,22 +175,78 @@ def test_a_fault_at_the_call_makes_the_order_once_and_the_run_again_reuses_it(
     assert answer(again)["orderId"] == stand_in.records[0].record_id
 
 
-def test_an_order_made_whose_answer_the_target_lost_is_found_and_never_made_again(
+def test_an_order_made_whose_answer_the_target_lost_is_found_by_the_same_run_asking_again_as_told(
     definition: dict[str, Any], call_app: Call, stand_in: StandInTarget, clock: FakeClock
 ) -> None:
-    # The order system makes the order, then answers 503: the outcome is unknown until its look-up tells.
+    """The order system makes the order, then answers 503: the outcome is unknown until its look-up tells. The run
+    asks Perform once again after Retry After Seconds (the call's deadline), which looks the order up: the run
+    itself ends with the order, and a person is needed for nothing. The sample handed this reconcile to a person."""
     stand_in.script(Answer(status=503, body=b"{}"))
+    waits: list[float] = []
+    answers: list[Any] = []
 
-    first = run(definition, call_app, "run-1")
-    clock.advance(60)  # past the call's deadline (its target's timeout)
-    again = run(definition, call_app, "run-2")
+    def sent(method: str, path: str, body: Any) -> tuple[int, Any]:
+        status, answered = call_app(method, path, body)
+        answers.append(answered)
+        return status, answered
 
-    assert answer(first)["decision"] == "reconcile"
-    assert first.statuses["Find_out_whether_the_order_was_made"] == "Succeeded"
-    assert answer(again)["decision"] == "duplicate"
-    assert answer(again)["orderId"] == stand_in.records[0].record_id
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock.advance(seconds)
+
+    done = Run(definition, ORDER, sent, PARAMETERS, name="run-1", sleep=sleep).start()
+
+    assert [(told["decision"], "claimToken" in told) for told in answers] == [
+        ("reconcile", False),
+        ("duplicate", False),
+    ]
+    assert waits == [answers[0]["retryAfterSeconds"]] == [5]
+    assert answer(done)["decision"] == "duplicate"
+    assert answer(done)["orderId"] == stand_in.records[0].record_id
+    assert done.statuses["Use_the_order_made_before"] == "Succeeded"
+    assert [request.method for request in stand_in.received] == ["POST", "GET"]
     assert len(stand_in.records) == 1
+
+
+def test_a_run_that_comes_while_the_call_is_in_doubt_waits_for_its_deadline_and_gets_the_order_found(
+    definition: dict[str, Any], call_app: Call, stand_in: StandInTarget
+) -> None:
+    """Another run's call answered 503; this run comes before that call's deadline, when no look-up can tell yet: its
+    wait ends with reconcile without a token, and it asks again as told."""
+    stand_in.script(Answer(status=503, body=b"{}"))
+    status, told = call_app("POST", "/api/perform", sample_body(definition, "run-1"))
+    assert (status, told["decision"]) == (200, "reconcile")
+    answers: list[Any] = []
+
+    def sent(method: str, path: str, body: Any) -> tuple[int, Any]:
+        answers.append(call_app(method, path, body)[1])
+        return 200, answers[-1]
+
+    second = run(definition, sent, "run-2")
+
+    assert [(told["decision"], "claimToken" in told) for told in answers] == [
+        ("reconcile", False),
+        ("duplicate", False),
+    ]
+    assert answer(second)["orderId"] == stand_in.records[0].record_id
     assert len(stand_in.writes()) == 1, "the order was sent to the target twice"
+
+
+def test_a_reconcile_the_look_up_could_not_settle_goes_to_a_person_and_nothing_is_sent_again(
+    definition: dict[str, Any], call_app: Call, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """The look-up itself answers 503: OnceGate hands the run the claim to reconcile (with a Claim Token). The sample
+    stops asking there (asking again on its own token would be told in_progress until its lease ran out) and hands
+    it to a person, naming the claim."""
+    stand_in.script(Answer(status=503, body=b"{}"), Answer(status=503, body=b"{}"))
+
+    done = Run(definition, ORDER, call_app, PARAMETERS, name="run-1", sleep=clock.advance).start()
+
+    assert answer(done)["decision"] == "reconcile"
+    assert done.statuses["A_person_settles_the_order"] == "Succeeded"
+    assert done.outputs["A_person_settles_the_order"]["claimId"] == answer(done)["claimId"]
+    assert [request.method for request in stand_in.received] == ["POST", "GET"]
+    assert len(stand_in.records) == 1
 
 
 def documented_declaration() -> list[str]:

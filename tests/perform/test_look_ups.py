@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from oncegate.domain.records import ClaimFilter
+from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target
 from tests.conftest import FakeClock
+from tests.gate import Gate
 from tests.http.client import Api
 from tests.http.test_governance import run_timer
 from tests.perform.calls import perform_body
 from tests.perform.conftest import Declared, with_target
-from tests.support.target_server import Answer, StandInTarget
+from tests.support.target_server import Answer, Record, StandInTarget
 
 
 def perform(api: Api, **fields: object) -> dict[str, object]:
@@ -50,3 +53,108 @@ def test_the_watch_never_sends_a_call_in_doubt_again_even_to_a_target_that_honou
 
     assert [request.method for request in stand_in.received] == ["POST", "GET"]
     assert stand_in.records == []
+
+
+def handed_to_run_2(api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock) -> dict[str, object]:
+    """An order made at ``erp`` whose answer was lost; run-2 took the claim over, its look-up could not tell, and it
+    was handed the claim to reconcile; it never recorded, and its lease ran out. The key's payload names no target."""
+    stand_in.script(Answer(status=503), Answer(status=503, body=b"{}"))
+    first = perform(api, payload={"order": "SO-1001"})
+    clock.advance(erp.timeout_seconds + 1)
+    handed = perform(api, run="run-2", payload={"order": "SO-1001"})
+    assert (first["decision"], handed["decision"], handed["lookedUp"]) == ("reconcile", "reconcile", True)
+    assert handed["claimToken"]
+    clock.advance(erp.timeout_seconds + 31)
+    return handed
+
+
+def test_a_look_up_after_a_takeover_asks_the_target_the_call_went_to_not_the_one_a_later_request_names(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """The earlier call is kept through each takeover, as its idempotency key is: a run naming another target (one
+    that honours the key) is answered with the record the first call made, and the other target gets nothing."""
+    with StandInTarget() as other:
+        declared.declare(with_target(erp, name="erp-next", base_url=other.base_url, honours_idempotency_key=True))
+        handed_to_run_2(api, erp, stand_in, clock)
+
+        third = perform(api, run="run-3", target="erp-next", payload={"order": "SO-1001"})
+
+        assert (third["decision"], third["targetRecordId"], third["lookedUp"]) == ("duplicate", "order-1", True)
+        assert other.received == [], "the look-up or a second call went to a target the first call never reached"
+    assert [request.method for request in stand_in.received] == ["POST", "GET", "GET"]
+    assert len(stand_in.records) == 1
+
+
+def test_the_watch_looks_up_a_claim_handed_to_a_run_that_never_recorded(
+    api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    handed = handed_to_run_2(api, erp, stand_in, clock)
+
+    run_timer("watch_claims_needing_attention")
+
+    claim = api.call("get_claim", route={"claimId": str(handed["claimId"])}).body
+    assert (claim["status"], claim["targetRecordId"]) == ("succeeded", "order-1")
+    assert claim["data"]["call"]["target"] == "erp"
+    assert [request.method for request in stand_in.received] == ["POST", "GET", "GET"]
+
+
+def test_a_call_in_doubt_at_a_target_removed_since_is_neither_looked_up_nor_sent_anywhere_else(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """The target the call went to was removed: no look-up can tell what it did, and another target that honours the
+    key has never seen it. The run is handed the claim to reconcile, and nothing is sent."""
+    with StandInTarget() as other:
+        declared.declare(with_target(erp, name="erp-next", base_url=other.base_url, honours_idempotency_key=True))
+        stand_in.script(Answer(status=503))
+        perform(api, payload={"order": "SO-1001"})
+        assert declared.store.delete_target("erp")
+        clock.advance(erp.timeout_seconds + 1)
+
+        second = perform(api, run="run-2", target="erp-next", payload={"order": "SO-1001"})
+
+        assert (second["decision"], second["status"]) == ("reconcile", "in_progress")
+        assert second["claimToken"]
+        assert "target erp, which the call went to, is no longer declared" in str(second["reason"])
+        assert other.received == []
+    assert [request.method for request in stand_in.received] == ["POST"]
+
+
+def test_a_call_in_doubt_without_the_reference_its_look_up_needs_says_so(
+    api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """The target's look-up finds the record by reference and the flow gave none: the answer says what is missing,
+    not that no look-up is declared (the operator declared one)."""
+    stand_in.script(Answer(status=503))
+    perform(api, reference=None)
+    clock.advance(erp.timeout_seconds + 1)
+
+    second = perform(api, run="run-2", reference=None)
+
+    assert second["decision"] == "reconcile"
+    assert "lookedUp" not in second
+    assert "the claim has no reference for the target's look-up" in str(second["reason"])
+    assert [request.method for request in stand_in.received] == ["POST"]
+
+
+def test_the_watch_reaches_every_call_in_doubt_although_more_than_its_limit_are_never_found(
+    api: Api, service: Gate, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """Each run of the watch looks up at most its limit of calls in doubt. It took the first ones as the store lists
+    them: calls the target never made, looked up again on every run, kept the watch from the others for good."""
+    stand_in.script(*(Answer(status=503, commit=False) for _ in range(3)))
+    claims = {perform(api, key=f"SO-{n}", reference=f"SO-{n}")["claimId"]: f"SO-{n}" for n in range(3)}
+    listed = [
+        claim.claim_id for claim in service.store.list_claims(ClaimFilter((ClaimStatus.UNKNOWN,)), limit=10).items
+    ]
+    last = claims[listed[-1]]
+    stand_in.records.append(Record("order-late", last, None))  # made after all, where the look-up finds it
+    perform_once = service.services.perform
+
+    runs = 0
+    while service.store.get_claim(listed[-1]).status is not ClaimStatus.SUCCEEDED and runs < 30:
+        clock.advance(15 * 60)
+        perform_once.look_up_all_in_doubt(limit=1)
+        runs += 1
+
+    assert service.store.get_claim(listed[-1]).target_record_id == "order-late", f"not reached in {runs} runs"
+    assert len(stand_in.writes()) == 3

@@ -30,9 +30,10 @@ from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate
 from tests.http.client import Api
+from tests.http.test_governance import run_timer
 from tests.perform.calls import perform_body
 from tests.perform.conftest import Declared, with_target
-from tests.support.target_server import Answer, StandInTarget
+from tests.support.target_server import Answer, Record, StandInTarget
 
 
 def test_check_and_claim_by_the_run_making_a_call_is_told_in_progress_and_gets_no_token(
@@ -250,3 +251,55 @@ def test_perform_once_asked_to_wait_by_the_run_holding_the_grant_answers_at_once
 
     assert (told.status, told.body["decision"], told.headers.get("Location")) == (200, "in_progress", None)
     assert stand_in.received == []
+
+
+@pytest.mark.parametrize("deadline", ["soon", "2030-01-01T00:00:00", 17])
+def test_a_flows_own_result_data_named_call_neither_breaks_perform_once_nor_the_watch(
+    api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock, deadline: object
+) -> None:
+    """A Check and claim flow's result data is its own: one naming a member ``call`` with a ``deadline`` that is not
+    a time with its zone (a word, a time without a zone, a number) answered 500 to every Perform once of the key,
+    and stopped the attention watch's look-ups for every claim in doubt."""
+    body = {**perform_body("SO-own", run="run-A"), "payload": {"amount": 10}}
+    own = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
+    granted = api.call("check_and_claim", own).body
+    data = {"call": {"target": "erp", "deadline": deadline}}
+    unknown = {"claimToken": granted["claimToken"], "outcome": "unknown", "error": "timed out", "data": data}
+    assert api.call("record_result", unknown, route={"claimId": granted["claimId"]}).status == 200
+    stand_in.script(Answer(status=503))
+    assert api.call("perform_once", perform_body("SO-other")).body["decision"] == "reconcile"
+    clock.advance(erp.timeout_seconds + 31)  # past the other call's deadline, and a lease of Perform once's after
+
+    run_timer("watch_claims_needing_attention")
+    asked = api.call("perform_once", {**body, "runId": "run-B"})
+
+    assert [request.method for request in stand_in.received] == ["POST", "GET", "GET"]
+    assert asked.status == 200, asked.body
+    assert asked.body["decision"] == "reconcile"
+
+
+def test_check_and_claim_before_a_call_in_doubts_deadline_is_told_in_progress_and_one_order_is_made(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """Perform once's call got 504 from a gateway while the order system went on making the order. Until the call's
+    deadline no look-up can tell, and Perform once says in_progress; Check and claim handed a run the claim to
+    reconcile at once, so the flow looked the order up, found none yet, and made it itself (two orders)."""
+    declared.declare(with_target(erp, timeout_seconds=30))
+    body = {**perform_body("SO-gateway", run="run-A"), "payload": {"amount": 10}}
+    stand_in.script(Answer(status=504, commit=False))
+    assert api.call("perform_once", body).body["decision"] == "reconcile"
+    clock.advance(5)
+    asked = api.call(
+        "check_and_claim", {key: body[key] for key in ("scope", "key", "flow", "payload")} | {"runId": "run-B"}
+    )
+    if asked.body["decision"] == "reconcile":
+        _flow_acts(stand_in, "SO-gateway")  # finds no order yet, and makes one
+    stand_in.records.append(Record("order-0", "SO-gateway", None))  # the order system made the call's after all
+
+    assert len(stand_in.records) == 1, "the order was made twice"
+
+    assert (asked.body["decision"], asked.body.get("claimToken")) == ("in_progress", None)
+    assert 1 <= asked.body["retryAfterSeconds"] <= 25
+    clock.advance(26)
+    later = api.call("perform_once", {**body, "runId": "run-C"}).body
+    assert (later["decision"], later["targetRecordId"]) == ("duplicate", "order-0")

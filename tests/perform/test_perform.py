@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
-from oncegate.domain.targets import Target
+from oncegate.domain.targets import Target, TargetAuth
 from tests.conftest import FakeClock
 from tests.http.client import Api
 from tests.perform.calls import perform_body
@@ -147,3 +150,34 @@ def test_a_look_up_answering_success_without_a_record_found_nothing(
     assert (second["decision"], second["status"]) == ("reconcile", "in_progress")
     assert "targetRecordId" not in second
     assert [request.method for request in stand_in.received] == ["POST", "GET"]
+
+
+REFUSED_PARTS: dict[str, tuple[dict[str, Any], str]] = {
+    "Authorization": ({"headers": {"Authorization": "Bearer from-the-flow"}}, "headers.Authorization"),
+    "Cookie": ({"headers": {"Cookie": "session=1"}}, "headers.Cookie"),
+    "the target's secret header": ({"headers": {"X-Api-Key": "guess"}}, "headers.X-Api-Key"),
+    "a value with CR LF": ({"headers": {"X-Trace": "a\r\nHost: evil"}}, "headers.X-Trace"),
+    "a path above the base URL": ({"path": "/orders/../../admin"}, "path"),
+}
+
+
+@pytest.mark.parametrize("part", sorted(REFUSED_PARTS))
+def test_a_header_or_path_a_target_is_never_sent_is_400_before_anything_is_claimed(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, part: str
+) -> None:
+    """Claimed and answered failed (retryable), the flow retrying as told would fail the same way for ever: the
+    request is refused naming the part, nothing is claimed, and the same run sent as it should be is performed."""
+    declared.declare(with_target(erp, auth=TargetAuth.SECRET, auth_value="X-Api-Key=erp-key"))
+    fields, named = REFUSED_PARTS[part]
+    for _ in range(2):
+        reply = api.call("perform_once", perform_body(**fields))
+        assert (reply.status, reply.code, reply.targets) == (400, "invalid_request", [named]), reply.body
+    assert "nothing was claimed" in reply.body["error"]["message"].lower()
+    assert "from-the-flow" not in json.dumps(reply.body)
+    assert "evil" not in json.dumps(reply.body)
+    looked_up = api.call("lookup_claim", {"scope": "erp.create-order", "key": "SO-1001"})
+    assert looked_up.status == 404, looked_up.body
+    assert stand_in.received == []
+    declared.declare(erp)
+    assert perform(api)["decision"] == "performed"
+    assert len(stand_in.received) == 1

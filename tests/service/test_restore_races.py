@@ -14,6 +14,7 @@ before the import answered the keys not yet written ``proceed``, and a purge on 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,12 +25,13 @@ import pytest
 
 from oncegate.domain.backups import Restore
 from oncegate.domain.statuses import AnswerStatus, Decision
-from oncegate.errors import InvalidRequest, NotConfigured
+from oncegate.errors import ConcurrentUpdate, InvalidRequest, NotConfigured
 from oncegate.service import backups
 from oncegate.service.key_secrets import KeySecrets
 from oncegate.stores.port import ClaimStore
+from oncegate.stores.tables import batch
 from tests.conftest import FakeClock
-from tests.service.calls import claim, record, set_scope
+from tests.service.calls import claim, record, release, set_scope
 from tests.service.test_backups import Interrupting, Stores, exported, gate
 
 KEY = "SO-retried"
@@ -228,3 +230,127 @@ def test_a_purge_on_a_store_whose_import_was_cut_short_deletes_nothing_and_the_i
     assert deleted == 0
     served = gate(stores, clock, pin=stores.pin(export_file.store_id))
     assert [claim(served, key=key, run=f"run-{key}-late").decision for key in keys] == [Decision.DUPLICATE] * len(keys)
+
+
+class PausingOnItsClaim:
+    """A Table Storage store whose import of ``claim_id`` waits until ``go`` is set: once it found no row of the claim
+    (``look``), or before its first transaction of the claim's rows is sent (``write``)."""
+
+    def __init__(self, store: ClaimStore, claim_id: str, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._store = store
+        self.paused, self.go = threading.Event(), threading.Event()
+        looked, sent = store._has_claim_row, batch.submit_transaction  # type: ignore[attr-defined]
+
+        def pause() -> None:
+            if not self.paused.is_set():
+                self.paused.set()
+                assert self.go.wait(timeout=60), "never let go on"
+
+        def has_claim_row(asked: str) -> bool:
+            found: bool = looked(asked)
+            if where == "look" and asked == claim_id and not found:
+                pause()
+            return found
+
+        def submit_transaction(table: Any, operations: list[tuple[Any, ...]]) -> Any:
+            if where == "write" and table is store._claims and operations[0][1]["PartitionKey"] == claim_id:  # type: ignore[attr-defined]
+                pause()
+            return sent(table, operations)
+
+        store._has_claim_row = has_claim_row  # type: ignore[attr-defined]
+        monkeypatch.setattr(batch, "submit_transaction", submit_transaction)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+@pytest.mark.parametrize("store_kind", ["tables"], indirect=True)
+@pytest.mark.parametrize("where", ["look", "write"])
+def test_a_late_import_leaves_a_long_history_the_app_added_to_once_the_first_run_ended(
+    stores: Stores, clock: FakeClock, tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim whose rows take more than one transaction is written in several: measured on main deee47c, a second
+    run of the import that found no claim row (or was about to send its first transaction of the claim's rows), then
+    waited while the first run ended and the app answered the key's repeats, wrote the export's tally over the app's
+    (the repeats' count went back from 3 to 1) before its claim row was refused. SQLite writes a claim in one
+    transaction: Table Storage only."""
+    service = gate(stores, clock)
+    for attempt in range(48):  # 99 lines of history with the last run's: with its tally, a transaction of rows
+        release(service, claim(service, key=KEY, run=f"run-{attempt}"))
+    done = claim(service, key=KEY, run="run-done")
+    record(service, done, target_record_id="ERP-1")
+    assert claim(service, key=KEY, run="run-again").decision == Decision.DUPLICATE
+    export_file = exported(stores.open(), tmp_path / "export.jsonl", clock)
+    stores.wipe()
+
+    late = PausingOnItsClaim(stores.open(), done.claim_id, where, monkeypatch)
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(backups.import_export, late, export_file, forget_after=export_file.started_at, now=clock)
+        assert late.paused.wait(timeout=60)
+        ended = backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
+        assert ended.restore.completed_at is not None
+        served = gate(stores, clock)
+        for _ in range(2):
+            assert claim(served, key=KEY, run="run-again").decision == Decision.DUPLICATE
+        before = stores.open().list_events(done.claim_id)
+        late.go.set()
+        with contextlib.suppress(InvalidRequest, ConcurrentUpdate):
+            running.result(timeout=120)
+
+    after = stores.open().list_events(done.claim_id)
+    assert (len(after), after[-1].count) == (99, 3)
+    assert after == before
+    # The guard of the run that wrote the claim went with its last transaction; the late run's, too.
+    assert [
+        row["RowKey"]
+        for row in stores.open()._claims.query_entities(  # type: ignore[attr-defined]
+            "PartitionKey eq @pk and RowKey eq 'restoring'", parameters={"pk": done.claim_id}
+        )
+    ] == []
+
+
+@pytest.mark.parametrize("store_kind", ["tables"], indirect=True)
+def test_an_import_cut_short_inside_a_long_history_is_finished_by_the_next_run(
+    stores: Stores, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run cut short between a long claim's transactions leaves its rows and its guard, no claim row: the next
+    run takes the guard over, writes the claim whole, and leaves no guard behind."""
+    service = gate(stores, clock)
+    for attempt in range(60):
+        release(service, claim(service, key=KEY, run=f"run-{attempt}"))
+    record(service, claim(service, key=KEY, run="run-done"), target_record_id="ERP-1")
+    claim_id = claim(service, key=KEY, run="run-again").claim_id
+    written = stores.open().list_events(claim_id)
+    export_file = exported(stores.open(), tmp_path / "export.jsonl", clock)
+    stores.wipe()
+    sent = batch.submit_transaction
+
+    def cut_before_the_claim_row(table: Any, operations: list[tuple[Any, ...]]) -> Any:
+        if operations[0][1]["PartitionKey"] == claim_id and operations[0][1]["RowKey"] == "claim":
+            raise KeyboardInterrupt
+        return sent(table, operations)
+
+    with monkeypatch.context() as cut:
+        cut.setattr(batch, "submit_transaction", cut_before_the_claim_row)
+        with pytest.raises(KeyboardInterrupt):
+            backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
+    left = [
+        row["RowKey"]
+        for row in stores.open()._claims.query_entities(  # type: ignore[attr-defined]
+            "PartitionKey eq @pk", parameters={"pk": claim_id}, select=["RowKey"]
+        )
+    ]
+    again = backups.import_export(stores.open(), export_file, forget_after=export_file.started_at, now=clock)
+
+    assert "restoring" in left
+    assert "claim" not in left
+    assert again.restore.completed_at is not None
+    assert stores.open().list_events(claim_id) == written
+    rows = [
+        row["RowKey"]
+        for row in stores.open()._claims.query_entities(  # type: ignore[attr-defined]
+            "PartitionKey eq @pk", parameters={"pk": claim_id}, select=["RowKey"]
+        )
+    ]
+    assert "restoring" not in rows
+    assert claim(gate(stores, clock), key=KEY, run="run-last").decision == Decision.DUPLICATE

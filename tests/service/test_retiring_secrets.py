@@ -35,7 +35,7 @@ from oncegate.stores.port import ClaimStore
 from tests.cli.conftest import Run
 from tests.conftest import SQLITE_FILE, FakeClock
 from tests.gate import Gate
-from tests.service.calls import claim, record, release, ring
+from tests.service.calls import claim, record, release, ring, set_scope
 
 A = "secret-a-" + "a" * 32
 B = "secret-b-" + "b" * 32
@@ -280,34 +280,103 @@ def test_a_retryable_failure_done_between_keys_and_the_retire_is_not_orphaned_un
     """`--orphan N` confirmed a number, not which rows: K-failed's key succeeded after `oncegate keys` counted it as a
     retryable failure (its key proceeding anyway), the number stayed 2, and `keys retire A --orphan 2` orphaned a key
     done, which the next run made again. While such rows remain, `keys` shows the number with a code of which they
-    are, and a retire with the number alone or with a code that no longer holds is refused."""
+    are, and a retire with the number alone or with a code that no longer holds is refused. K-again, taken again
+    since the switch, makes the code needed from the first look on."""
     before = instance(ring(A))
     record(before, claim(before, key="K-done", run="run-first"))
     record(before, claim(before, key="K-failed", run="run-first"), "failed", error="ERP down", retryable=True)
+    release(before, claim(before, key="K-again", run="run-first"))
     instance(ring(A, next_=B)).health()
     switched = instance(ring(B, previous=A))
     switched.health()
     clock.advance(SWITCH_GRACE.total_seconds() + 1)
+    record(switched, claim(switched, key="K-again", run="run-again"))
     a_id = KeyHasher(A).key_id
 
     seen = listed(operator)[a_id]
     table = operator("oncegate keys")
-    # Between the look and the retire, K-failed's key comes back and succeeds: the row is still one of A's two.
+    # Between the look and the retire, K-failed's key comes back and succeeds: the row is still one of A's three.
     retried = claim(switched, key="K-failed", run="run-again")
     record(switched, retried)
-    by_number = operator(f"oncegate keys retire {a_id} --orphan 2")
-    # As `oncegate keys` counted them, 2 rows: the number alone no longer retires A, its key done since.
+    by_number = operator(f"oncegate keys retire {a_id} --orphan 3")
+    # As `oncegate keys` counted them, 3 rows: the number alone no longer retires A, its key done since.
     assert by_number.code == 2, by_number.out
     by_old_code = operator(f"oncegate keys retire {a_id} --orphan {seen['orphan']}")
     now = listed(operator)[a_id]
     retired = operator(f"oncegate keys retire {a_id} --orphan {now['orphan']}")
 
-    assert re.fullmatch(r"2\.[0-9a-f]{6}", seen["orphan"]), seen
+    assert re.fullmatch(r"3\.[0-9a-f]{6}", seen["orphan"]), seen
     assert f"--orphan {seen['orphan']}" in table.out
     assert retried.decision is Decision.PROCEED
     assert by_old_code.code == 2, by_old_code.out
     assert f"pass --orphan {now['orphan']} to retire it all the same" in by_old_code.err
-    assert re.fullmatch(r"2\.[0-9a-f]{6}", now["orphan"]), now
+    assert re.fullmatch(r"3\.[0-9a-f]{6}", now["orphan"]), now
     assert now["orphan"] != seen["orphan"]
     assert retired.code == 0, retired.err
-    assert "the 2 rows made with it are orphaned" in retired.out
+    assert ": 3 rows made with it orphaned" in retired.out
+
+
+def test_rows_whose_keys_proceed_anyway_are_orphaned_by_their_number_alone(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    """Measured on main deee47c (both stores): a horizon after the switch only retryable failures and a released
+    claim were left under A, each a key that proceeds anyway, and `oncegate keys` still showed `--orphan 3.8382cc`,
+    refusing `--orphan 3`: a code guards against a row done between the look and the retire under the same number,
+    and such a row is taken again first, so while none was taken since the switch the number says it all."""
+    before = instance(ring(A))
+    record(before, claim(before, key="K-done", run="run-first"))
+    record(before, claim(before, key="K-failed", run="run-first"), "failed", error="ERP down", retryable=True)
+    release(before, claim(before, key="K-released", run="run-first"))
+    switched_from_a_to_b(instance, clock, [])
+    a_id = KeyHasher(A).key_id
+
+    seen = listed(operator)[a_id]
+    table = operator("oncegate keys")
+    retired = operator(f"oncegate keys retire {a_id} --orphan 3")
+
+    assert seen["orphan"] == "3"
+    assert "--orphan" not in table.out
+    assert retired.code == 0, retired.err
+    assert ": 3 rows made with it orphaned" in retired.out
+    # Their keys proceed as they would have; the one done is done again, which --orphan 3 accepted.
+    after = instance(ring(B))
+    assert [claim(after, key=key, run="run-again").decision for key in ("K-failed", "K-released", "K-done")] == [
+        Decision.PROCEED
+    ] * 3
+
+
+def test_a_row_an_open_conflict_keeps_past_its_horizon_is_held_not_due(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    """Measured on main deee47c (both stores): a claim and a tombstone made with A, each with a conflict open past its
+    scope's horizon, were kept by the purge as it says, and `oncegate keys` showed A's LAST HORIZON 9 days in the past
+    (the later of the two), with nothing held: the day the purge deletes them had gone by, and it never will until
+    the conflicts are resolved."""
+    clock.now = datetime.now(UTC) - timedelta(days=200)
+    before = instance(ring(A))
+    set_scope(before, horizon_days=100)
+    record(before, claim(before, key="K-claim", run="run-first"))
+    disputed = claim(before, key="K-claim", run="run-changed", fingerprint="v2")
+    record(before, claim(before, key="K-tombstone", run="run-first"))
+    clock.advance(timedelta(days=91).total_seconds())
+    assert before.retention.purge().deleted_total == 1  # K-tombstone, down to its tombstone; K-claim is disputed
+    reopened = claim(before, key="K-tombstone", run="run-changed", fingerprint="v2")
+    instance(ring(A, next_=B)).health()
+    instance(ring(B, previous=A)).health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+
+    purged = operator("oncegate purge --json")
+    shown = listed(operator)[KeyHasher(A).key_id]
+    table = operator("oncegate keys")
+    refused = operator(f"oncegate keys retire {KeyHasher(A).key_id}")
+
+    assert (disputed.decision, reopened.decision) == (Decision.CONFLICT, Decision.CONFLICT)
+    assert json.loads(purged.out)["kept"] == {"open_conflict": 1}
+    assert (shown["claims"], shown["tombstones"], shown["held"], shown["openConflicts"]) == (1, 1, 0, 2)
+    assert shown["lastHorizon"] is None
+    assert "2 in conflict" in table.out
+    assert refused.code == 2
+    assert "1 claim and 1 tombstone (2 rows with an open conflict, which retention keeps past any horizon until a" in (
+        refused.err
+    )
+    assert "reaches its horizon" not in refused.err

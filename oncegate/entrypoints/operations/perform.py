@@ -13,7 +13,7 @@ from oncegate.entrypoints.operations.table import Call, Designer, Dimensions, Op
 from oncegate.entrypoints.parse import flow_of
 from oncegate.models import IMPORTANT, INTERNAL, PerformRequest, PerformResponse, TargetResponse, WaitQuery
 from oncegate.service.commands.perform import PerformOnce
-from oncegate.service.perform import PerformAnswer
+from oncegate.service.perform_answers import PerformAnswer
 
 if TYPE_CHECKING:
     from oncegate.bootstrap import Services

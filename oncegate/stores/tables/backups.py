@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ from oncegate.stores.tables.entities import (
     FINGERPRINT_PREFIX,
     HISTORY_PREFIX,
     KEY_PARTITION,
+    MISSING,
     PARTITION_FILTER,
     REPAIR_PAGE_ROWS,
     RESTORE_PARTITION,
@@ -33,6 +35,7 @@ from oncegate.stores.tables.entities import (
     TRANSACTION_LIMIT,
     _claim_entity,
     _claim_index,
+    _claim_keys,
     _etag,
     _event_entity,
     _event_place,
@@ -53,6 +56,10 @@ PARTITION_PAGE_ROWS = 1000
 EXPORT_READS = 3
 # Claim partitions an export reads at once: each is a request of its own.
 EXPORT_READERS = 8
+# The row of a claim's partition that a restore of more than one transaction needs there until its last one.
+RESTORE_GUARD = "restoring"
+# The claim's rows in each guarded transaction: the rest of it is the guard's operation.
+GUARDED_ROWS = TRANSACTION_LIMIT - 1
 
 
 def _read(future: Future[ClaimBackup | None]) -> Iterator[ClaimBackup]:
@@ -160,7 +167,14 @@ class TableBackups:
 
     def restore_claim(self, backup: ClaimBackup) -> None:
         """Upserts in the claim's partition, the claim's row in the last transaction; its index rows wait for
-        ``flush_index``, as a new claim's do. Each series line gets its tally, where later answers count."""
+        ``flush_index``, as a new claim's do. Each series line gets its tally, where later answers count.
+
+        A claim whose rows fit one transaction is written in one, its row created: nothing is written where it is.
+        One whose rows take more is written under a guard row of its partition, which each transaction but the last
+        needs there and the last deletes as it creates the claim's row. A run that found no claim row and then waited
+        while another run wrote it whole (after which the app may have added to its history and tallies) finds the
+        guard gone and writes nothing over them; a run cut short leaves the guard, which the next one takes over.
+        """
         claim = backup.claim
         if self._has_claim_row(claim.claim_id):
             raise AlreadyExists(None)
@@ -170,14 +184,37 @@ class TableBackups:
             *(_fingerprint_entity(record) for record in backup.fingerprints),
         ]
         upserts = [(TransactionOperation.UPSERT, entity, {"mode": UpdateMode.REPLACE}) for entity in rows]
-        # The claim's row created, never written over: a run of the import beside this one wrote it whole.
-        last = len(upserts) // TRANSACTION_LIMIT * TRANSACTION_LIMIT
-        operations = [*upserts[:last], (TransactionOperation.CREATE, _claim_entity(claim)), *upserts[last:]]
-        with _translated():
-            for start in range(0, len(operations), TRANSACTION_LIMIT):
-                with _on_status(EXISTS, lambda: AlreadyExists(None)):
-                    batch.submit_transaction(self._claims, operations[start : start + TRANSACTION_LIMIT])
+        create = (TransactionOperation.CREATE, _claim_entity(claim))
+        if len(upserts) < TRANSACTION_LIMIT:
+            with _translated(), _on_status(EXISTS, lambda: AlreadyExists(None)):
+                batch.submit_transaction(self._claims, [create, *upserts])
+        else:
+            self._restore_guarded(claim.claim_id, create, upserts)
         self._to_index(_claim_index(claim))
+
+    def _restore_guarded(self, claim_id: str, create: tuple[Any, ...], upserts: list[tuple[Any, ...]]) -> None:
+        """The claim's rows in transactions that each need the guard row, which the last deletes: ``AlreadyExists``
+        once another run wrote the claim (its row there, the guard gone), and nothing of this one is written over."""
+        guard = _claim_keys(claim_id, RESTORE_GUARD)
+        with _translated():
+            self._claims.upsert_entity(guard, mode=UpdateMode.REPLACE)
+        if self._has_claim_row(claim_id):
+            # Written whole since the look above: this run's guard goes; no transaction of it was sent.
+            with _translated(), suppress(ResourceNotFoundError):
+                self._claims.delete_entity(claim_id, RESTORE_GUARD)
+            raise AlreadyExists(None)
+        # The guard needed (If-Match: *): a merge of nothing in each transaction but the last, which deletes it.
+        needed = (TransactionOperation.UPDATE, guard, {"mode": UpdateMode.MERGE})
+        *chunks, last = [upserts[start : start + GUARDED_ROWS] for start in range(0, len(upserts), GUARDED_ROWS)]
+        transactions = [[needed, *chunk] for chunk in chunks]
+        if len(last) == GUARDED_ROWS:
+            transactions.append([needed, *last])
+            last = []
+        transactions.append([create, (TransactionOperation.DELETE, guard), *last])
+        with _translated():
+            for operations in transactions:
+                with _on_status(EXISTS + MISSING, lambda: AlreadyExists(None)):
+                    batch.submit_transaction(self._claims, operations)
 
     def _has_claim_row(self, claim_id: str) -> bool:
         with _translated():

@@ -22,7 +22,7 @@ import threading
 
 from oncegate.entrypoints.parse import MAX_BODY_BYTES, MAX_BULK_BODY_BYTES
 
-# Ten bulk bodies at their limit, about 65 MiB: more than a nightly import sends at once from a few flows.
+# Ten bulk bodies at their limit, about 63 MiB: more than a nightly import sends at once from a few flows.
 LARGE_BODIES_BYTES = 10 * MAX_BULK_BODY_BYTES
 # A large body held by a slow client is given back within the idle time (30 s) at most, most much sooner.
 BUSY_RETRY_SECONDS = 5

@@ -63,6 +63,7 @@ def _run(argv: list[str] | None, app_factory: AppFactory, *, as_json: bool) -> i
     parser = build_parser()
     # Arguments refused before they are read whole are JSON on stdout too when they ask for it (parser.Parser).
     refusals = commands.REFUSALS_AS_JSON.set(as_json)
+    written = streams.JSON_WRITTEN.set(False)
     try:
         args = parser.parse_args(argv)
         if args.command in STOPS_ITSELF:
@@ -71,12 +72,14 @@ def _run(argv: list[str] | None, app_factory: AppFactory, *, as_json: bool) -> i
             try:
                 return _command(parser, args, app_factory)
             except KeyboardInterrupt as stopped:
-                # A command that says nothing of it itself: with --json, stdout says it, as for any other failure.
-                if as_json:
+                # A command that says nothing of it itself: with --json, stdout says it, as for any other failure,
+                # unless the stop landed after the command wrote its answer there (one document, which a script reads).
+                if as_json and not streams.JSON_WRITTEN.get():
                     command = getattr(args, "command_parser", parser).prog
                     commands.interrupted_as_json(commands.interrupted_unsaid(command, stopped))
                 raise
     finally:
+        streams.JSON_WRITTEN.reset(written)
         commands.REFUSALS_AS_JSON.reset(refusals)
 
 

@@ -64,10 +64,11 @@ def _load_app(app_dir: Path) -> object:
 def interrupted(command: str, left: str) -> int:
     """One line on stderr saying that Ctrl+C or SIGTERM stopped ``command`` and what it ``left``; exit 130.
 
-    With --json, the same as JSON on stdout too, as every other failure of the command is."""
+    With --json, the same as JSON on stdout too, as every other failure of the command is, unless the command wrote
+    its answer there already."""
     said = f"oncegate {command}: interrupted; {left}"
     print(said, file=sys.stderr)
-    if REFUSALS_AS_JSON.get():
+    if REFUSALS_AS_JSON.get() and not streams.JSON_WRITTEN.get():
         interrupted_as_json(said)
     return INTERRUPTED_EXIT
 
@@ -92,12 +93,12 @@ REFUSALS_AS_JSON: ContextVar[bool] = ContextVar("refusals_as_json", default=Fals
 REFUSAL_CODES = {USAGE_EXIT: "invalid_usage", SERVICE_EXIT: "store_failed"}
 
 
-def refused(command: str, message: str, code: int = USAGE_EXIT, *, answered: bool = False) -> int:
+def refused(command: str, message: str, code: int = USAGE_EXIT) -> int:
     """One line on stderr saying why ``command`` cannot go on, and its exit status; with --json, unless the command
-    ``answered`` on stdout already, the same as JSON there."""
+    wrote its answer on stdout already, the same as JSON there."""
     said = f"oncegate {command}: {message}"
     print(said, file=sys.stderr)
-    if REFUSALS_AS_JSON.get() and not answered:
+    if REFUSALS_AS_JSON.get() and not streams.JSON_WRITTEN.get():
         streams.print_json({"error": {"code": REFUSAL_CODES.get(code, "refused"), "message": said, "details": []}})
     return code
 

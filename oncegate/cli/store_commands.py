@@ -6,7 +6,6 @@ settings from the environment (``ONCEGATE_STORE``...) and names the store it wor
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -147,7 +146,7 @@ def purge(args: argparse.Namespace) -> int:
         services.close()
     if args.json:
         store = {"kind": settings.store.value, "location": settings.store_location}
-        print(json.dumps({"store": store, **report.as_json()}, indent=2))
+        streams.print_json({"store": store, **report.as_json()})
     else:
         layout.show(store_rendering.purge_text(report, settings.store_text), sys.stdout)
     if report.error is not None:
@@ -190,7 +189,7 @@ def keys(args: argparse.Namespace) -> int:
     finally:
         services.close()
     if args.json:
-        print(json.dumps(store_rendering.key_secrets_json(marks, usage), indent=2))
+        streams.print_json(store_rendering.key_secrets_json(marks, usage))
     else:
         layout.show(store_rendering.key_secrets_text(marks, usage, settings.store_text), sys.stdout)
     if restoring is not None and restoring.completed_at is None:
@@ -201,7 +200,6 @@ def keys(args: argparse.Namespace) -> int:
             f"{_text(restoring.exported_at)} is under way or was cut short after record {restoring.records_done}. "
             "The app refuses the store until it ends: run the same import again.",
             SERVICE_EXIT,
-            answered=True,
         )
     return 0
 
@@ -238,7 +236,7 @@ def store_init(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if getattr(args, "json", False):
-        print(json.dumps({"storeId": store_id}))
+        streams.print_json({"storeId": store_id}, indent=None)
         return 0
     if args.new_only and before == store_id:
         print(f"{settings.store_text} is store {store_id}.")
@@ -334,11 +332,8 @@ def store_export(args: argparse.Namespace) -> int:
         # Every time of the summary as the commands print them (with Z), as --forget-after takes startedAt: the end
         # record's own times are the export file's form.
         times = {"finishedAt": _text(report.finished_at), "expiresAt": _text(report.expires_at)}
-        print(
-            json.dumps(
-                {"file": str(path), "storeId": report.store_id, "startedAt": _text(report.started_at), **end, **times}
-            )
-        )
+        summary = {"file": str(path), "storeId": report.store_id, "startedAt": _text(report.started_at), **end, **times}
+        streams.print_json(summary, indent=None)
         return 0
     changed = report.changed_after_read
     print(f"Exported store {report.store_id} to {path} as it was at {_text(report.started_at)}.")

@@ -16,7 +16,12 @@ import os
 import shlex
 import subprocess
 import sys
+from contextvars import ContextVar
 from typing import Any, TextIO
+
+# Set once the command has written its JSON document on stdout (:func:`print_json`): a script reads one document
+# there, so a stop landing afterwards (SIGTERM as the command closes) says so on stderr, not in a second document.
+JSON_WRITTEN: ContextVar[bool] = ContextVar("json_written", default=False)
 
 
 def tolerant() -> None:
@@ -36,8 +41,12 @@ def holds_unicode(stream: TextIO) -> bool:
 
 
 def print_json(value: Any, *, indent: int | None = 2) -> None:
-    """``value`` as JSON on stdout: characters as they are where stdout holds them, else as JSON's escapes."""
-    print(json.dumps(value, indent=indent, ensure_ascii=not holds_unicode(sys.stdout)))
+    """``value`` as JSON on stdout, the command's one document (:data:`JSON_WRITTEN`): characters as they are where
+    stdout holds them, else as JSON's escapes."""
+    text = json.dumps(value, indent=indent, ensure_ascii=not holds_unicode(sys.stdout))
+    # Marked before it is written: a stop landing while it is written must not add a second document to the first.
+    JSON_WRITTEN.set(True)
+    print(text)
 
 
 def command_line(*words: str) -> str:

@@ -8,10 +8,10 @@ the secret. :func:`add_parser` is the one call that puts the commands on the CLI
 from __future__ import annotations
 
 import argparse
-import json
 import textwrap
 from typing import Any
 
+from oncegate.cli import streams
 from oncegate.cli.commands import interrupted, refused
 from oncegate.cli.store_commands import _exit, _local_services
 from oncegate.domain.target_declarations import (
@@ -179,7 +179,7 @@ def _on_store(command: str, act: Any, *, as_json: bool = False) -> int:
     if as_json:
         from oncegate.entrypoints.target_views import target_list
 
-        print(json.dumps(target_list(done).model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
+        streams.print_json(target_list(done).model_dump(mode="json", by_alias=True, exclude_none=True))
         return 0
     _say(f"{len(done)} target{'' if len(done) == 1 else 's'} on {settings.store_text}" + (":" if done else "."))
     for target in done:

@@ -83,6 +83,7 @@ FRAMING: dict[HTTPStatus, str] = {
     HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE: "request_header_fields_too_large",
     HTTPStatus.NOT_IMPLEMENTED: "not_implemented",
     HTTPStatus.HTTP_VERSION_NOT_SUPPORTED: "http_version_not_supported",
+    HTTPStatus.SERVICE_UNAVAILABLE: "server_busy",
 }
 
 

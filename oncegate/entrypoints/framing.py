@@ -31,10 +31,13 @@ from urllib.parse import parse_qsl, urlsplit
 
 import azure.functions as func
 
+from oncegate.entrypoints import holdings
 from oncegate.entrypoints.error_map import refusal_code
 from oncegate.entrypoints.handler_pool import DEFAULT_THREADS, PER_CONNECTION, HandlerPool
+from oncegate.entrypoints.heads import HOST, BadHeaders, Headers, host_refusal, read_headers
+from oncegate.entrypoints.holdings import BUSY_RETRY_SECONDS, BodyBudget, ConnectionCount
 from oncegate.entrypoints.http import MAX_BULK_BODY_BYTES, body_limit, render, render_error
-from oncegate.entrypoints.incoming import MAX_HEADER_BYTES, MAX_HEADER_LINE, MAX_HEADERS, Incoming
+from oncegate.entrypoints.incoming import MAX_HEADER_LINE, Incoming
 from oncegate.entrypoints.routes import FunctionRoute, function_routes, match
 from oncegate.errors import InvalidRequest, NotFound, TooLarge
 from oncegate.models import ErrorBody, ErrorInfo
@@ -99,98 +102,8 @@ def _date() -> str:
     return _dates[1]
 
 
-class _Headers:
-    """A request's header fields, looked up by name in any case: what the handler and the stdlib ask of them."""
-
-    def __init__(self, fields: list[tuple[str, str]]) -> None:
-        self._fields = fields
-        self._by_name: dict[str, list[str]] = {}
-        for name, value in fields:
-            self._by_name.setdefault(name.lower(), []).append(value)
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        values = self._by_name.get(name.lower())
-        return values[0] if values else default
-
-    def get_all(self, name: str) -> list[str] | None:
-        return self._by_name.get(name.lower())
-
-    def items(self) -> list[tuple[str, str]]:
-        return list(self._fields)
-
-    def __str__(self) -> str:
-        return "".join(f"{name}: {value}\r\n" for name, value in self._fields)
-
-
-class _BadHeaders(Exception):
-    """The header section cannot be read: too large (431), or not HTTP (400)."""
-
-    def __init__(self, message: str, *, too_large: bool) -> None:
-        super().__init__(message)
-        self.too_large = too_large
-
-
-def read_headers(rfile: Any) -> _Headers:
-    """The header section up to its empty line, within the stdlib's limits (line length, number of fields) and
-    MAX_HEADER_BYTES in all.
-
-    The stdlib hands it to the ``email`` package, which took a third of the server's time per
-    request; HTTP needs none of MIME. A line folded onto the next (obs-fold) continues the field
-    before it, as that package read it; a line with no colon is refused (RFC 9112 §5).
-    """
-    fields: list[tuple[str, str]] = []
-    total = 0
-    for _ in range(MAX_HEADERS + 1):
-        line = rfile.readline(MAX_HEADER_LINE + 1)
-        if len(line) > MAX_HEADER_LINE:
-            raise _BadHeaders("Line too long", too_large=True)
-        if line in (b"\r\n", b"\n", b""):
-            return _Headers(fields)
-        total += len(line)
-        if total > MAX_HEADER_BYTES:
-            raise _BadHeaders(f"The header fields are over {MAX_HEADER_BYTES} bytes in all", too_large=True)
-        text = line.decode("iso-8859-1").rstrip("\r\n")
-        if "\r" in text:
-            # A CR alone inside a line: a reader that splits lines on it would see other fields (RFC 9112 §2.2).
-            raise _BadHeaders("Bad header line (a CR without its LF)", too_large=False)
-        if "\x00" in text:
-            # RFC 9110 §5.5: a field holding a NUL is refused, never passed on (a reader in C ends the value there).
-            raise _BadHeaders("Bad header line (a NUL)", too_large=False)
-        if text[:1] in (" ", "\t") and fields:
-            name, value = fields[-1]
-            fields[-1] = (name, f"{value} {text.strip()}")
-            continue
-        name, colon, value = text.partition(":")
-        if not colon or not name or name != name.strip():
-            raise _BadHeaders(f"Bad header line ({text[:80]!r})", too_large=False)
-        fields.append((name, value.strip(" \t")))
-    # Every line counts, a folded one too: as many as the stdlib reads, and no more.
-    raise _BadHeaders("Too many headers", too_large=True)
-
-
-# RFC 3986's authority without userinfo: a name or IPv4 address, or an IP literal in brackets, then a port.
-_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%!$&'()*+,;=-]*)(?::[0-9]*)?")
-
-
 # RFC 9112 §3.2.2's absolute form, an http or https URL with no userinfo and no fragment: its path and query.
-_ABSOLUTE_FORM = re.compile(rf"(?i:https?)://(?=[^/?:]){_HOST.pattern}(?P<rest>[/?][^#]*)?", re.DOTALL)
-
-
-def _host_refusal(hosts: list[str], version: str) -> str | None:
-    """Why the Host header makes the request unanswerable (RFC 9112 §3.2), or None.
-
-    The request's URL, and from it the route and every ``Location`` and ``nextLink``, is built
-    from the Host header: a "host" holding a path, a query or a fragment would route the request
-    elsewhere than its target says, and point the links it gets back at another server.
-    """
-    if len(hosts) > 1:
-        return "More than one Host header"
-    if not hosts:
-        # HTTP/1.0 and 0.9 may leave Host out; HTTP/1.1 must send it.
-        return "No Host header" if version not in ("HTTP/0.9", "HTTP/1.0") else None
-    if not _HOST.fullmatch(hosts[0]):
-        return f"Bad Host header ({hosts[0][:80]!r})"
-    return None
+_ABSOLUTE_FORM = re.compile(rf"(?i:https?)://(?=[^/?:]){HOST.pattern}(?P<rest>[/?][^#]*)?", re.DOTALL)
 
 
 class _Writer(io.BufferedIOBase):
@@ -286,6 +199,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile = io.BytesIO()
         self._incoming = Incoming(float(self.timeout or IDLE_SECONDS))
         self.close_connection = False
+        self._taken = 0  # what the request's body took of the worker's budget of large bodies (BodyBudget)
+        self._counted = True  # among the worker's connections (AppServer.process_request counted it)
+
+    def finish(self) -> None:
+        self._give_body()  # closed while its body was awaited: the body's share of the budget goes back
+        if self._counted:
+            self._counted = False
+            self.server.connections.closed()
+        super().finish()
 
     def receive(self) -> bool:
         """Take what the client has sent, without waiting for more; whether the next step is due."""
@@ -401,6 +323,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer_body(self) -> None:
         body, length = self._incoming.body(), self._incoming.body_length
+        if len(body) < length:
+            # What the body took of the large bodies' budget goes back before the answer, as below.
+            self._give_body()
         if len(body) < length and not self._incoming.closed:
             message = f"The body did not arrive within {self.timeout:g} s; send it whole, at once."
             self._refuse(render_error(InvalidRequest(message, target="body")))
@@ -415,6 +340,9 @@ class _Handler(BaseHTTPRequestHandler):
         response = dispatch(
             self.server.routes, self.command, f"http://{host}{self.path}", dict(self.headers.items()), body
         )
+        # Before the answer: a client that reads it may send its next large body at once. A connection closed before
+        # this point gives back what its body took as it closes (finish).
+        self._give_body()
         self._send(response)
 
     # The methods RFC 9110 defines go to the app, which answers those no function takes with 405 and
@@ -423,18 +351,18 @@ class _Handler(BaseHTTPRequestHandler):
     do_HEAD = do_OPTIONS = do_TRACE = do_CONNECT = _serve
 
     def parse_request(self) -> bool:
-        """The stdlib's parse of the request line, then the header section read by :func:`read_headers`."""
+        """The stdlib's parse of the request line, then the header section read by :func:`heads.read_headers`."""
         if not self._parse_request_line():
             return False
         try:
-            self.headers = _Headers([]) if self.request_version == "HTTP/0.9" else read_headers(self.rfile)  # type: ignore[assignment]
-        except _BadHeaders as refused:
+            self.headers = Headers([]) if self.request_version == "HTTP/0.9" else read_headers(self.rfile)  # type: ignore[assignment]
+        except BadHeaders as refused:
             if refused.too_large:
                 self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, str(refused))
             else:
                 self.send_error(HTTPStatus.BAD_REQUEST, str(refused))
             return False
-        refusal = _host_refusal(self.headers.get_all("Host") or [], self.request_version)
+        refusal = host_refusal(self.headers.get_all("Host") or [], self.request_version)
         if refusal:
             self.send_error(HTTPStatus.BAD_REQUEST, refusal)
             return False
@@ -491,7 +419,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_error(HTTPStatus.BAD_REQUEST, message)
                 return False
             # RFC 9112 §3.2.2: a server must accept the absolute form. Its path and query are served; the links
-            # are still built from the Host header, checked like every other (see _host_refusal).
+            # are still built from the Host header, checked like every other (see heads.host_refusal).
             self.path = "/" + (absolute["rest"] or "").removeprefix("/")
         # As the stdlib does (gh-87389): a target of "//host/..." must not read as another host.
         if self.path.startswith("//"):
@@ -524,10 +452,25 @@ class _Handler(BaseHTTPRequestHandler):
         limit = body_limit(urlsplit(self.path).path.removeprefix(ROUTE_PREFIX))
         if len(value) > LENGTH_DIGITS or int(value) > limit:
             self._refuse(render_error(TooLarge(f"The request body is over {limit} bytes.", target="body")))
-            if (self.headers.get("Expect") or "").lower() != "100-continue":
-                self._discard_body()
-            return None
-        return int(value)
+        elif not self._take_body(int(value)):
+            message = "The server holds as many large bodies as it takes: send this one again after Retry-After."
+            self.send_error(HTTPStatus.SERVICE_UNAVAILABLE, message)
+        else:
+            return int(value)
+        if (self.headers.get("Expect") or "").lower() != "100-continue":
+            self._discard_body()
+        return None
+
+    def _take_body(self, length: int) -> bool:
+        """Whether the worker's budget of large bodies takes this request's (once: a 100-continue asks twice)."""
+        if not self._taken:
+            self._taken = self.server.bodies.take(length)
+        return self._taken >= 0
+
+    def _give_body(self) -> None:
+        if self._taken > 0:
+            self.server.bodies.give(self._taken)
+        self._taken = 0
 
     def _discard_body(self) -> None:
         """Throw away what the client is still sending, up to a bound, so that it reads the refusal.
@@ -556,7 +499,8 @@ class _Handler(BaseHTTPRequestHandler):
         status = HTTPStatus(code)
         self.log_error("code %d, message %s", code, message)
         body = ErrorBody(error=ErrorInfo(code=refusal_code(status), message=message or status.description))
-        self._refuse(render(status.value, body))
+        busy = status is HTTPStatus.SERVICE_UNAVAILABLE
+        self._refuse(render(status.value, body, {"Retry-After": str(BUSY_RETRY_SECONDS)} if busy else None))
 
     def _refuse(self, response: func.HttpResponse) -> None:
         # What follows a refused request (its body, or a request line that did not parse) cannot be
@@ -626,6 +570,8 @@ class AppServer(ThreadingHTTPServer):
         self.discard_seconds = discard_seconds
         self.idle_seconds = idle_seconds
         self.stop_seconds = idle_seconds if stop_seconds is None else stop_seconds
+        self.bodies = BodyBudget()
+        self.connections = ConnectionCount(holdings.MAX_CONNECTIONS)
         sweep_seconds = min(idle_seconds, discard_seconds)
         self.pool = HandlerPool(threads, sweep_seconds) if threads != PER_CONNECTION else None
 
@@ -638,6 +584,10 @@ class AppServer(ThreadingHTTPServer):
         logger.exception("a request failed in the local server")
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.connections.open():
+            _turn_away(request)
+            self.shutdown_request(request)
+            return
         if self.pool is None:
             super().process_request(request, client_address)
             return
@@ -648,6 +598,22 @@ class AppServer(ThreadingHTTPServer):
             # Each thread ends the request it is answering, as a thread per connection would (daemon, not waited for).
             self.pool.close(timeout=self.stop_seconds)
         super().server_close()
+
+
+def _turn_away(request: socket.socket) -> None:
+    """Answer a connection the worker cannot hold ``503 server_busy``, without reading it, as far as the socket takes
+    it now (a client still sending may see its connection reset instead: busy all the same)."""
+    message = "The server holds as many connections as it takes: connect again after Retry-After."
+    status = HTTPStatus.SERVICE_UNAVAILABLE
+    body = ErrorBody(error=ErrorInfo(code=refusal_code(status), message=message))
+    payload = body.model_dump_json(by_alias=True, exclude_none=True).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+        f"Retry-After: {BUSY_RETRY_SECONDS}\r\nConnection: close\r\nContent-Length: {len(payload)}\r\n\r\n"
+    )
+    with contextlib.suppress(OSError):
+        request.setblocking(False)
+        request.send(head.encode("latin-1") + payload)
 
 
 def make_server(

@@ -39,8 +39,9 @@ logger = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 # How long the workers have, once asked to stop, to answer what they are answering and flush their counts.
 STOP_GRACE_SECONDS = 30.0
-# What a worker keeps of that grace for its counts and its store, once it stops waiting for the calls under way: it
-# waited the whole grace before, so a call held longer (a slow target) had it killed with its counts unwritten.
+# What a worker keeps of that grace for the counts of the calls it answered while stopping, and its store, once it
+# stops waiting for the calls under way: it waited the whole grace before, so a call held longer (a slow target) had
+# it killed with its counts unwritten. The counts gathered before the stop are written from its start, meanwhile.
 FLUSH_SECONDS = 10.0
 
 
@@ -91,10 +92,10 @@ def serve_in_workers(
 
     In each worker, ``threads`` handler threads answer the requests of every connection (0: a thread per
     connection). ``on_ready`` is called once every worker serves. A stop asked of this process is passed on to
-    each worker, which answers the calls under way for at most :func:`calls_wait_seconds` (closing the connections of
-    those still held then), flushes its inventory counts once and exits; a worker still there
-    ``STOP_GRACE_SECONDS`` later is killed. Raises :class:`WorkerFailed` when a worker stops unasked,
-    after stopping the others.
+    each worker, which writes the inventory counts it holds while it answers the calls under way for at most
+    :func:`calls_wait_seconds` (closing the connections of those still held then), then those of the calls it
+    answered meanwhile, and exits; a worker still there ``STOP_GRACE_SECONDS`` later is killed. Raises
+    :class:`WorkerFailed` when a worker stops unasked, after stopping the others.
     """
     more_open_files()
     calls_wait = calls_wait_seconds()
@@ -248,6 +249,20 @@ def _stop_serving_on_signal(server: ThreadingHTTPServer) -> dict[int, Any]:
     return {number: signal.signal(number, stop) for number in STOP_SIGNALS}
 
 
+def _flush_counts() -> None:
+    """Write the inventory counts this process gathered so far; a failure is logged, and they wait for the exit's."""
+    from oncegate import bootstrap
+    from oncegate.errors import OnceGateError
+
+    services = bootstrap.services_built
+    if services is None:
+        return  # no request built them: nothing was counted
+    try:
+        services.inventory.flush()
+    except OnceGateError as exc:
+        logger.warning("Inventory counts kept for the flush at exit: %s", exc.message)
+
+
 def _worker(
     load_app: Callable[[str], func.FunctionApp],
     app_dir: str,
@@ -274,7 +289,13 @@ def _worker(
     try:
         server.serve_forever()
     finally:
+        # The counts gathered so far are written while the calls under way finish, not once they have: written
+        # after that wait, a flush slower than what the grace had left lost them all with the killed worker. What
+        # the calls answered meanwhile is written at exit (bootstrap's exit handler).
+        flushing = threading.Thread(target=_flush_counts, name="oncegate-flush")
+        flushing.start()
         server.server_close()
+        flushing.join()
         if parent is None:
             # Serving in the command's own process (one worker, or a test): its handlers are its own again.
             for number, handler in replaced.items():

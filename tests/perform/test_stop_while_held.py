@@ -2,17 +2,22 @@
 
 A worker waited for its busy handler threads as long as the command waits for the worker (30 s): a call held longer
 had the worker killed and its inventory counts lost ("did not stop within 30 seconds"). It now stops waiting for the
-calls at the wait the command hands it (``server.calls_wait_seconds``: the grace less the flush's share), flushes its
-counts within what is left of the grace, and exits on its own; the held call's connection is closed (its claim was
-recorded before the call left, so a retry looks the record up). The stand-in holds its answer until released, so the
-call outlasts every wait with no sleep in the test. The command here runs with a grace of 10 s instead of 30, so
-that the test waits 6 s, not 20: the worker's wait is the command's, handed to it, whatever the grace.
+calls at the wait the command hands it (``server.calls_wait_seconds``: the grace less the flush's share), and exits on
+its own; the held call's connection is closed (its claim was recorded before the call left, so a retry looks the
+record up). The counts it gathered before the stop are written while the call is still held, not once the wait is
+over: a flush slower than the share the grace had left then lost them all. The stand-in holds its answer until
+released, so the call outlasts every wait with no sleep in the test. The command here runs with a grace of 10 s
+instead of 30, so that the test waits 6 s, not 20: the worker's wait is the command's, handed to it, whatever the grace.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.client
+import os
+import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -59,6 +64,16 @@ def declared_slow(path: Path, stand_in: StandInTarget) -> None:
     assert declared.returncode == 0, err
 
 
+def counted_by_then(database: Path, deadline: float) -> int:
+    """The flow claims the store counts once it counts ``CLAIMS`` of them, or at ``deadline`` (monotonic)."""
+    with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)) as store:
+        while True:
+            (counted,) = store.execute("SELECT COALESCE(SUM(Claims), 0) FROM flows").fetchone()
+            if counted >= CLAIMS or time.monotonic() >= deadline:
+                return int(counted)
+            time.sleep(0.05)  # the store is polled: no event of the worker's process reaches this one
+
+
 @pytest.mark.slow
 def test_a_call_held_past_the_grace_leaves_the_worker_to_flush_its_counts_and_exit(
     tmp_path: Path, stand_in: StandInTarget
@@ -73,8 +88,12 @@ def test_a_call_held_past_the_grace_leaves_the_worker_to_flush_its_counts_and_ex
             held = pool.submit(perform, port, perform_body("SO-held"))
             stand_in.wait_for(1)
             started = time.monotonic()
-            code, err = stop(process)
-            took = time.monotonic() - started
+            os.killpg(process.pid, signal.SIGTERM)
+            # The counts of the claims answered before the stop are in the store while the call is still held, a
+            # second before the worker stops waiting for it (they were written only once it had stopped waiting).
+            written_while_held = counted_by_then(database, started + GRACE - FLUSH - 1)
+            _, err = process.communicate(timeout=60)
+            code, took = process.returncode, time.monotonic() - started
             with pytest.raises((ConnectionError, http.client.HTTPException)):
                 held.result(timeout=60)
     finally:
@@ -84,6 +103,7 @@ def test_a_call_held_past_the_grace_leaves_the_worker_to_flush_its_counts_and_ex
 
     assert "did not stop" not in err, err
     assert (code, "Traceback" in err) == (0, False), err
+    assert written_while_held >= CLAIMS, err
     assert GRACE - FLUSH <= took < GRACE, err
 
     process, port = serve(database)

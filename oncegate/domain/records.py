@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from oncegate.domain.copies import frozen
@@ -263,6 +263,10 @@ LOOK_UP = "lookUp"
 # And under this one, the call of the earlier attempt whose idempotency key a new attempt carries (it took a call in
 # doubt over): a look-up of the claim asks the target that call went to, whichever target a later request names.
 EARLIER_CALL = "earlierCall"
+# The longest a call of Perform once may take (a target's timeoutSeconds at most): its mark's deadline is at most
+# this long after it was sent.
+LONGEST_CALL_SECONDS = 90
+LONGEST_CALL = timedelta(seconds=LONGEST_CALL_SECONDS)
 
 
 def marked_call(data: Any) -> Mapping[str, Any] | None:
@@ -283,16 +287,29 @@ def looked_up_call(data: Any) -> Mapping[str, Any] | None:
 
 def call_deadline(data: Any) -> datetime | None:
     """When the outcome of the call a look-up must find (looked_up_call) is due at the latest: after it, a
-    look-up may tell."""
+    look-up may tell.
+
+    None unless the call is Perform once's mark: a flow's own result data may name a member "call" too, with a
+    "deadline" of its own (a word, a time without a zone, a courier's pick-up next week). Perform once's mark says
+    when the call was sent, and its deadline is at most ``LONGEST_CALL_SECONDS`` later."""
     call = looked_up_call(data)
-    text = call.get("deadline") if call else None
+    if call is None:
+        return None
+    deadline, sent_at = _zoned(call.get("deadline")), _zoned(call.get("sentAt"))
+    if deadline is None or sent_at is None or not timedelta(0) <= deadline - sent_at <= LONGEST_CALL:
+        return None
+    return deadline
+
+
+def _zoned(text: Any) -> datetime | None:
+    """``text`` as a time with its zone, or None."""
     if not isinstance(text, str):
         return None
     try:
-        deadline = datetime.fromisoformat(text)
+        time = datetime.fromisoformat(text)
     except ValueError:
-        return None  # not Perform once's mark: a flow's own result data may name a member "call" too
-    return deadline if deadline.tzinfo is not None else None
+        return None
+    return time if time.tzinfo is not None else None
 
 
 def carrying(data: Any, taken_over: Any) -> Any:

@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 from urllib.parse import quote, urlsplit
 
 from oncegate.domain.copies import frozen
+from oncegate.domain.records import LONGEST_CALL_SECONDS
 from oncegate.domain.target_addresses import AddressRefused, IPNetwork, check_cidr, refusal, written_address
 from oncegate.domain.target_requests import FORBIDDEN_HEADERS, TOKEN, RequestRefused, path_under
 from oncegate.domain.targets import Target, TargetAuth
@@ -35,7 +36,7 @@ LOOKUP_PLACEHOLDERS = ("reference", "idempotencyKey")
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 POINTER = re.compile(r"^(/([^~/]|~[01])*)*\Z")
 MIN_TIMEOUT_SECONDS = 1
-MAX_TIMEOUT_SECONDS = 90
+MAX_TIMEOUT_SECONDS = LONGEST_CALL_SECONDS  # what a claim's call mark may say (records.call_deadline)
 DEFAULT_TIMEOUT_SECONDS = 30
 MAX_LISTED = 20
 # Response headers a target's answer never keeps: they carry credentials or session state.

@@ -243,6 +243,24 @@ def test_an_unknown_outcome_is_reconciled_with_its_last_attempt(service: Gate, c
     )
 
 
+@pytest.mark.parametrize("deadline", [timedelta(days=365), timedelta(minutes=10)])
+def test_an_unknown_outcome_whose_own_data_names_a_call_with_a_later_deadline_is_still_reconciled(
+    service: Gate, clock: FakeClock, deadline: timedelta
+) -> None:
+    """A flow's result data is its own: one naming a member ``call`` with a ``deadline`` (a courier's pick-up, say)
+    is no call of Perform once's, whose deadline is at most its target's longest timeout (90 s) after the call was
+    recorded. Taken for one, the next run was told in_progress, without a token, until that time (a year here)."""
+    first = claim(service, run="run-1")
+    data = {"call": {"target": "courier", "deadline": (clock.now + deadline).isoformat()}}
+    record(service, first, "unknown", error="the courier's API timed out", data=data)
+    clock.advance(5)
+
+    second = claim(service, run="run-2")
+
+    assert (second.decision, second.retry_after_seconds) == (Decision.RECONCILE, None)
+    assert second.claim_token
+
+
 def test_a_reconciled_claim_recorded_as_found_answers_duplicate_with_that_record(
     service: Gate, clock: FakeClock
 ) -> None:

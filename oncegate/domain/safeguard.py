@@ -229,7 +229,8 @@ class SecretUsage:
         """This usage with one row more: a tombstone or a claim, deleted by retention at ``gone_at`` (None: held),
         ``retryable`` when it is a retryable failure; ``unsettled``: its claim id and whether its key proceeds anyway,
         when it is unsettled; ``disputed`` when an open conflict keeps it, whatever its horizon says."""
-        horizons = [moment for moment in (self.last_horizon, gone_at) if moment is not None and not disputed]
+        # A row an open conflict keeps has no horizon of its own; the rows counted before it keep theirs.
+        horizons = [moment for moment in (self.last_horizon, None if disputed else gone_at) if moment is not None]
         return SecretUsage(
             claims=self.claims + (not tombstone),
             tombstones=self.tombstones + tombstone,

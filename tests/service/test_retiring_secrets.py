@@ -14,6 +14,7 @@ runbook in docs/operations.md has them typed; ``oncegate purge`` runs on the rea
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
@@ -27,7 +28,7 @@ import pytest
 from oncegate.cli import main
 from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.limits import DEFAULT_HORIZON_DAYS
-from oncegate.domain.safeguard import SWITCH_GRACE
+from oncegate.domain.safeguard import SWITCH_GRACE, SecretUsage
 from oncegate.domain.statuses import Decision
 from oncegate.errors import NotConfigured
 from oncegate.models import ListClaimsQuery, ReviewClaimRequest
@@ -380,3 +381,45 @@ def test_a_row_an_open_conflict_keeps_past_its_horizon_is_held_not_due(
         refused.err
     )
     assert "reaches its horizon" not in refused.err
+
+
+def test_a_row_an_open_conflict_keeps_leaves_the_other_rows_last_horizon(
+    instance: Callable[[KeyRing], Gate], clock: FakeClock, operator: Callable[..., Run]
+) -> None:
+    """A row an open conflict keeps has no horizon of its own, but the rows beside it still have theirs: counted
+    after them, it dropped the last horizon they had reached, and `oncegate keys` showed none for A (as if nothing
+    were ever deleted by itself), though four succeeded claims reach their horizon 100 days on."""
+    clock.now = datetime.now(UTC) - timedelta(days=10)
+    before = instance(ring(A))
+    set_scope(before, horizon_days=100)
+    for n in range(4):
+        record(before, claim(before, key=f"K-{n}", run="run-first"))
+    clock.advance(60)
+    record(before, claim(before, key="K-disputed", run="run-first"))
+    disputed = claim(before, key="K-disputed", run="run-changed", fingerprint="v2")
+    instance(ring(A, next_=B)).health()
+    instance(ring(B, previous=A)).health()
+    clock.advance(SWITCH_GRACE.total_seconds() + 1)
+    horizon = clock.now - timedelta(seconds=SWITCH_GRACE.total_seconds() + 61) + timedelta(days=100)
+
+    shown = listed(operator)[KeyHasher(A).key_id]
+    table = operator("oncegate keys")
+
+    assert disputed.decision is Decision.CONFLICT
+    assert (shown["claims"], shown["held"], shown["openConflicts"]) == (5, 0, 1)
+    assert shown["lastHorizon"] is not None
+    assert abs(datetime.fromisoformat(shown["lastHorizon"]) - horizon) <= timedelta(seconds=2), shown
+    assert "1 in conflict" in table.out
+    assert shown["lastHorizon"][:10] in table.out
+
+
+def test_the_last_horizon_is_the_latest_of_the_rows_no_open_conflict_keeps_in_any_order() -> None:
+    """The store lists the rows in its own order: a row in conflict counted last dropped the horizon before it."""
+    early, late = datetime(2027, 1, 1, tzinfo=UTC), datetime(2027, 3, 1, tzinfo=UTC)
+    rows = [{"gone_at": early}, {"gone_at": late}, {"gone_at": datetime(2027, 6, 1, tzinfo=UTC), "disputed": True}]
+
+    for order in itertools.permutations(rows):
+        usage = SecretUsage()
+        for row in order:
+            usage = usage.counting(tombstone=False, **row)
+        assert (usage.last_horizon, usage.disputed, usage.held) == (late, 1, 0), order

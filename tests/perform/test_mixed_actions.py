@@ -253,13 +253,14 @@ def test_perform_once_asked_to_wait_by_the_run_holding_the_grant_answers_at_once
     assert stand_in.received == []
 
 
-@pytest.mark.parametrize("deadline", ["soon", "2030-01-01T00:00:00", 17])
+@pytest.mark.parametrize("deadline", ["soon", "2030-01-01T00:00:00", 17, "2030-01-01T00:00:00+00:00"])
 def test_a_flows_own_result_data_named_call_neither_breaks_perform_once_nor_the_watch(
     api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock, deadline: object
 ) -> None:
     """A Check and claim flow's result data is its own: one naming a member ``call`` with a ``deadline`` that is not
     a time with its zone (a word, a time without a zone, a number) answered 500 to every Perform once of the key,
-    and stopped the attention watch's look-ups for every claim in doubt."""
+    and stopped the attention watch's look-ups for every claim in doubt. One with its zone, years on and sent at no
+    time, was taken for a call still under way: every Perform once of the key was told in_progress until then."""
     body = {**perform_body("SO-own", run="run-A"), "payload": {"amount": 10}}
     own = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
     granted = api.call("check_and_claim", own).body

@@ -416,10 +416,10 @@ def test_a_row_an_open_conflict_keeps_leaves_the_other_rows_last_horizon(
 def test_the_last_horizon_is_the_latest_of_the_rows_no_open_conflict_keeps_in_any_order() -> None:
     """The store lists the rows in its own order: a row in conflict counted last dropped the horizon before it."""
     early, late = datetime(2027, 1, 1, tzinfo=UTC), datetime(2027, 3, 1, tzinfo=UTC)
-    rows = [{"gone_at": early}, {"gone_at": late}, {"gone_at": datetime(2027, 6, 1, tzinfo=UTC), "disputed": True}]
+    rows = [(early, False), (late, False), (datetime(2027, 6, 1, tzinfo=UTC), True)]
 
     for order in itertools.permutations(rows):
         usage = SecretUsage()
-        for row in order:
-            usage = usage.counting(tombstone=False, **row)
+        for gone_at, disputed in order:
+            usage = usage.counting(tombstone=False, gone_at=gone_at, disputed=disputed)
         assert (usage.last_horizon, usage.disputed, usage.held) == (late, 1, 0), order

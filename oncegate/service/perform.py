@@ -29,6 +29,7 @@ A poll of a Perform once that waits (:meth:`Perform.poll`) only reads: it never 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
@@ -509,32 +510,27 @@ class Perform:
         """Look up the calls in doubt whose deadline passed, never sending one: how many were found at their target
         and recorded succeeded. The attention watch calls it.
 
-        At most ``limit`` are looked up, drawn at random from all that are due: a call the target never made stays in
-        doubt and is due again on every run, so taking the first ones as listed let such calls keep the watch from
-        the others for good. Drawn with the watch's time as the seed: a run can be told again, the next draws anew.
+        At most ``limit`` are looked up, drawn at random from all that are due and can be looked up: a call the target
+        never made stays in doubt and is due again on every run, so taking the first ones as listed let such calls
+        keep the watch from the others for good; and a call at a target without a look-up (or no longer declared, or
+        whose look-up needs a reference the claim lacks) would take a draw for nothing, every run. Drawn with the
+        watch's time as the seed: a run can be told again, the next draws anew.
         """
         doubted = every_item(
             lambda cursor: self._store.list_claims(ClaimFilter(IN_DOUBT), limit=READ_PAGE, cursor=cursor)
         )
         now = self._core.clock()
-        due = _drawn((claim for claim in doubted if _due(claim, now)), limit, random.Random(now.timestamp()))
+        declared = functools.cache(self._declared)  # each target read once a run
+        can = (claim for claim in doubted if _due(claim, now) and self._look_up_at(claim, declared) is not None)
+        due = _drawn(can, limit, random.Random(now.timestamp()))
         return sum(self.look_up_in_doubt(claim) for claim in due)
 
     def look_up_in_doubt(self, claim: Claim) -> bool:
         """Settle a claim in doubt by looking its call up, never sending it: True when it was found and recorded."""
-        now = self._core.clock()
-        deadline = call_deadline(claim.data)
-        name = called_target(claim.data)
-        if not in_doubt(claim, now) or deadline is None or deadline > now or name is None:
+        looked_up = self._look_up_at(claim, self._declared) if _due(claim, self._core.clock()) else None
+        if looked_up is None:
             return False
-        try:
-            target = self._targets.get_target(name)
-        except NotFound:
-            return False
-        values = {"reference": claim.reference, "idempotencyKey": self._idempotency_key(claim)}
-        path = lookup_path(target.lookup_path, values) if target.lookup_path else None
-        if path is None:
-            return False
+        target, path = looked_up
         reply = self._calls.call(target, TargetCall(method="GET", path=path))
         if not _found(target, reply):
             return False
@@ -547,6 +543,22 @@ class Perform:
         except (StoreRace, StoreUnavailable):
             return False
         return True
+
+    def _look_up_at(self, claim: Claim, declared: Callable[[str], Target | None]) -> tuple[Target, str] | None:
+        """The target the claim's call went to and the path that looks it up there; None when no look-up can."""
+        name = called_target(claim.data)
+        target = declared(name) if name is not None else None
+        if target is None or target.lookup_path is None:
+            return None
+        values = {"reference": claim.reference, "idempotencyKey": self._idempotency_key(claim)}
+        path = lookup_path(target.lookup_path, values)
+        return None if path is None else (target, path)
+
+    def _declared(self, name: str) -> Target | None:
+        try:
+            return self._targets.get_target(name)
+        except NotFound:
+            return None
 
     def _idempotency_key(self, claim: Claim) -> str:
         hasher = next((h for h in self._core.keys.lookup_order if h.key_id == claim.key_id), self._core.keys.current)

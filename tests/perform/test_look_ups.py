@@ -158,3 +158,26 @@ def test_the_watch_reaches_every_call_in_doubt_although_more_than_its_limit_are_
 
     assert service.store.get_claim(listed[-1]).target_record_id == "order-late", f"not reached in {runs} runs"
     assert len(stand_in.writes()) == 3
+
+
+def test_the_watch_draws_only_calls_a_look_up_can_tell_of(
+    api: Api, service: Gate, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """Calls in doubt at a target that declares no look-up (a mailer) stay in doubt for good: the watch can ask
+    nothing of them, yet they took their share of its draw. With a limit of 1 and 20 of them, the one order the
+    look-up would find waited many runs; only calls it can look up are drawn, so it is reached in the first."""
+    with StandInTarget() as mailer:
+        declared.declare(with_target(erp, name="mailer", base_url=mailer.base_url, lookup_path=None))
+        mailer.script(*(Answer(status=503, commit=False) for _ in range(20)))
+        for n in range(20):
+            assert perform(api, key=f"MAIL-{n}", target="mailer")["decision"] == "reconcile"
+        assert [request.method for request in mailer.received] == ["POST"] * 20
+    stand_in.script(Answer(status=503, commit=False))
+    order = perform(api, key="SO-late", reference="SO-late")
+    stand_in.records.append(Record("order-late", "SO-late", None))  # made after all, where the look-up finds it
+    clock.advance(15 * 60)
+
+    assert service.services.perform.look_up_all_in_doubt(limit=1) == 1
+
+    assert service.store.get_claim(str(order["claimId"])).target_record_id == "order-late"
+    assert [request.method for request in stand_in.received] == ["POST", "GET"]

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from oncegate.domain.copies import frozen
-from oncegate.domain.records import Claim, Conflict, FingerprintRecord
+from oncegate.domain.records import Claim, Conflict, FingerprintRecord, still_in_doubt
 from oncegate.domain.statuses import ClaimStatus, Outcome, Resolution
 from oncegate.domain.times import said
 from oncegate.errors import ClaimBusy, StaleClaim
@@ -80,7 +80,10 @@ def _same_result(claim: Claim, result: Result) -> bool:
 
 
 def recorded(claim: Claim, result: Result, now: datetime) -> Transition:
-    """Record result: the attempt ends as the run says; the same result again is a no-op."""
+    """Record result: the attempt ends as the run says; the same result again is a no-op. An outcome ``unknown``
+    keeps the call in doubt the claim carries (records.still_in_doubt): a later look-up still asks where it went."""
+    if result.outcome is Outcome.UNKNOWN:
+        result = replace(result, data=still_in_doubt(result.data, claim.data))
     if _same_result(claim, result):
         return Transition(claim)
     if claim.status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):

@@ -9,7 +9,7 @@ from tests.conftest import FakeClock
 from tests.gate import Gate
 from tests.http.client import Api
 from tests.http.test_governance import run_timer
-from tests.perform.calls import perform_body
+from tests.perform.calls import FLOW, perform_body
 from tests.perform.conftest import Declared, with_target
 from tests.support.target_server import Answer, Record, StandInTarget
 
@@ -181,3 +181,39 @@ def test_the_watch_draws_only_calls_a_look_up_can_tell_of(
 
     assert service.store.get_claim(str(order["claimId"])).target_record_id == "order-late"
     assert [request.method for request in stand_in.received] == ["POST", "GET"]
+
+
+def test_a_check_and_claim_run_that_records_unknown_leaves_the_call_in_doubt_where_it_went(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """Perform once's call to erp ended in doubt; once its deadline passed, a Check and claim run of the key took
+    the claim to reconcile, could not tell either, and recorded unknown. The call is still in doubt where it went: a
+    later Perform once naming another target (one that honours the key) must look it up at erp, never send it."""
+    payload = {"order": "SO-1001"}
+    with StandInTarget() as other:
+        declared.declare(with_target(erp, name="erp-next", base_url=other.base_url, honours_idempotency_key=True))
+        stand_in.script(Answer(status=503))
+        assert perform(api, payload=payload)["decision"] == "reconcile"
+        clock.advance(erp.timeout_seconds + 1)
+        own = {"scope": "erp.create-order", "key": "SO-1001", "runId": "run-2", "flow": FLOW, "payload": payload}
+        handed = api.call("check_and_claim", own).body
+        assert handed["decision"] == "reconcile", handed
+        unknown = {"claimToken": handed["claimToken"], "outcome": "unknown", "error": "the ERP search timed out"}
+        route = {"claimId": handed["claimId"]}
+        recorded = api.call("record_result", unknown, route=route)
+        history = api.call("get_claim", route=route).body["history"]
+        clock.advance(1)
+        repeated = api.call("record_result", unknown, route=route)
+        assert (recorded.status, repeated.status) == (200, 200)
+        assert api.call("get_claim", route=route).body["history"] == history, "the same result was recorded again"
+        assert recorded.body["data"]["earlierCall"]["target"] == "erp"
+
+        third = perform(api, run="run-3", target="erp-next", payload=payload)
+        clock.advance(erp.timeout_seconds + 60)
+        again = perform(api, run="run-3", target="erp-next", payload=payload)
+
+        assert other.received == [], "the look-up or a second call went to a target the first call never reached"
+    assert (third["decision"], third.get("targetRecordId")) == ("duplicate", "order-1"), third
+    assert (again["decision"], again.get("targetRecordId")) == ("duplicate", "order-1"), again
+    assert [request.method for request in stand_in.received] == ["POST", "GET"]
+    assert len(stand_in.records) == 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +35,30 @@ pytest_plugins = ["tests.support.azurite", "tests.support.entra"]
 # Python does by default; set by this module, before the workers and any command start.
 if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
     sys.dont_write_bytecode = False
+
+# Where the suite's temporary folders go (tmp_path, every SQLite store a test opens, Azurite's): in memory where
+# Linux has room for them (/dev/shm), not on the disk. A store syncs its file to the disk as it should (WAL with
+# synchronous NORMAL: at a checkpoint, and when its last connection closes), and the suite opens and closes
+# thousands of stores: on this machine's virtual disk a store opened, given a claim and closed took 17 to 23 ms of
+# wall time and 3 ms of CPU, in memory 1 to 3 ms and 1 ms (the 660 stores of six SQLite-heavy test files spent
+# 3.0 s opening and closing, 1.2 s in memory). No test can tell the two apart: a process killed mid-write leaves
+# the same file in either (the page cache is shared); only a power cut differs. A TMPDIR the reader set is kept,
+# as is a /dev/shm that is small (Docker's is 64 MiB; a run writes about 250 MiB) or where nothing may be run.
+MEMORY_TEMP = Path("/dev/shm")
+MEMORY_TEMP_ROOM = 2 * 1024**3
+
+
+def _memory_temp_fits() -> bool:
+    if sys.platform != "linux" or os.environ.get("TMPDIR") or not MEMORY_TEMP.is_dir():
+        return False
+    if not os.access(MEMORY_TEMP, os.W_OK | os.X_OK):
+        return False
+    room = os.statvfs(MEMORY_TEMP)
+    return not room.f_flag & os.ST_NOEXEC and room.f_bavail * room.f_frsize >= MEMORY_TEMP_ROOM
+
+
+if _memory_temp_fits():
+    tempfile.tempdir = str(MEMORY_TEMP)
 
 # Hypothesis fails an example that takes over 200 ms of wall time, and a test whose examples are slow to draw:
 # on two cores shared by the suite's processes, Azurite and the servers it starts, a thread that waited for a

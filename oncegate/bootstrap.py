@@ -24,7 +24,6 @@ from oncegate.domain.keys import KeyHasher, KeyRing
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.entrypoints.parse import SensitiveDataGuard
 from oncegate.errors import StoreUnavailable
-from oncegate.local_secret import SECRET_FILE_NAME, local_key_secret
 from oncegate.service.claims import Claims
 from oncegate.service.conflicts import Conflicts
 from oncegate.service.core import ClaimsCore, utc_now
@@ -80,6 +79,9 @@ def key_secret(settings: Settings) -> str:
     """The secret business keys are hashed with, and the cursor seal's key is derived from."""
     if settings.key_secret:
         return settings.key_secret
+    # The key-secret file stands in for the setting on SQLite alone: a store whose secret is set never reads it.
+    from oncegate.local_secret import local_key_secret
+
     lost = lost_key_secret(settings)
     if lost is not None:
         raise ConfigError(
@@ -103,6 +105,8 @@ def lost_key_secret(settings: Settings) -> Path | None:
     """
     if settings.store is not StoreKind.SQLITE or settings.key_secret is not None:
         return None
+    from oncegate.local_secret import SECRET_FILE_NAME
+
     path = settings.sqlite_path.parent / SECRET_FILE_NAME
     if os.path.lexists(path) or not settings.sqlite_path.is_file():
         return None

@@ -2,8 +2,9 @@
 
 A package rather than one module because each field carries its designer text next to it (issue 11),
 which made one module of about a thousand lines. The modules follow the aggregates: ``claim_requests``
-and ``claim_views``, ``conflicts``, ``inventory``, ``health`` (with the error body); ``base`` holds
-what they share: wire naming, size limits, field types and :func:`~oncegate.models.base.designer`.
+and ``claim_views``, ``conflicts``, ``inventory``, ``health`` (with the error body), ``paging`` (a list's page,
+which a Check and claim never reads); ``base`` holds what they share: wire naming, size limits, field types and
+:func:`~oncegate.models.base.designer`.
 
 The modules do without ``from __future__ import annotations``: with it, pydantic evaluates every field's
 annotation again from its text when the class is made, a sixth of what importing them costs (issue 36).
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
         INTERNAL,
         MAX_CURSOR_LENGTH,
         LeaseSeconds,
-        ListPageQuery,
         Scope,
         Text256,
         Visibility,
@@ -97,6 +97,7 @@ if TYPE_CHECKING:
         SetScopeRequest,
         SourceCount,
     )
+    from oncegate.models.paging import ListPageQuery
     from oncegate.models.perform import PerformRequest, PerformResponse, TargetResponse
 
 # Where each name below lives: a module of models is imported when one of its names is first asked for.
@@ -118,7 +119,6 @@ _WHERE: dict[str, tuple[str, ...]] = {
         "INTERNAL",
         "MAX_CURSOR_LENGTH",
         "LeaseSeconds",
-        "ListPageQuery",
         "Scope",
         "Text256",
         "Visibility",
@@ -191,6 +191,7 @@ _WHERE: dict[str, tuple[str, ...]] = {
         "SetScopeRequest",
         "SourceCount",
     ),
+    "oncegate.models.paging": ("ListPageQuery",),
     "oncegate.models.perform": (
         "PerformRequest",
         "PerformResponse",

@@ -203,13 +203,3 @@ CHANGED_PARTS = designer(
 MORE_CHANGED_PARTS = designer(
     "More Changed Parts", "How many more parts changed than Changed Parts names; absent when it names them all."
 )
-
-
-class ListPageQuery(_Query):
-    """Paging of a list: the inventory's, a claim's history."""
-
-    top: Annotated[
-        QueryInteger,
-        designer("Page Size", "How many items one page holds, from 1 to 200 (50 when left empty).", ADVANCED),
-    ] = Field(default=50, ge=1, le=200)
-    cursor: Cursor = None

@@ -9,6 +9,7 @@ import importlib
 import inspect
 import operator
 import pkgutil
+from dataclasses import KW_ONLY, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
@@ -112,6 +113,41 @@ def test_a_frozen_record_has_the_fields_and_parameters_dataclasses_gives(kind: t
         if field is not None and field.default_factory is not dataclasses.MISSING:
             continue  # the factory's marker: checked by what it makes below
         assert quick.parameters[name].default is parameter.default, name
+
+
+def test_a_record_s_defaults_are_its_init_s_as_dataclasses_writes_them() -> None:
+    # The compiled __init__ keeps its defaults on the function (__defaults__, __kwdefaults__), not in its text.
+    @frozen
+    class Spaced:
+        """Positional and keyword fields with defaults and a factory."""
+
+        first: int
+        second: str = "two"
+        third: list[int] = field(default_factory=list)
+        _: KW_ONLY
+        fourth: int
+        fifth: str = "five"
+
+    made = Spaced(1, fourth=4)
+    assert (made.first, made.second, made.third, made.fourth, made.fifth) == (1, "two", [], 4, "five")
+    assert Spaced(1, fourth=4).third is not made.third
+    init = vars(Spaced)["__init__"]
+    assert init.__defaults__[0] == "two"
+    assert init.__kwdefaults__ == {"fifth": "five"}
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'fourth'"):
+        Spaced(1)  # type: ignore[call-arg]
+
+
+def test_a_field_without_a_default_after_one_with_a_default_is_refused_as_dataclasses_refuses_it() -> None:
+    @frozen
+    class Misordered:  # mypy: dataclass_transform refuses it too
+        """A required field after an optional one."""
+
+        optional: int = 0
+        required: int  # type: ignore[misc]
+
+    with pytest.raises(TypeError, match="non-default argument 'required' follows default argument"):
+        Misordered(required=1)
 
 
 def test_a_record_s_init_is_compiled_when_it_is_first_called() -> None:

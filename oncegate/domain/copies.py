@@ -88,6 +88,7 @@ def _made(kind: type[T], kw_only: bool, order: bool, *, frozen: bool) -> type[T]
     own_hash = vars(kind).get("__hash__", MISSING)
     explicit_hash = not (own_hash is MISSING or (own_hash is None and "__eq__" in vars(kind)))
     made = _fields(kind, kw_only, frozen)
+    _ordered(made)
     assert frozen or kind.__setattr__ is object.__setattr__, f"{kind} sets its fields itself"
     kind.__dataclass_fields__ = {one.name: one for one in made}  # type: ignore[attr-defined]
     kind.__dataclass_params__ = _params(order, kw_only, frozen)  # type: ignore[attr-defined]
@@ -164,6 +165,19 @@ def _fields(kind: type, kw_only: bool, frozen: bool) -> list[dataclasses.Field[A
     return list(found.values())
 
 
+def _ordered(made: list[dataclasses.Field[Any]]) -> None:
+    """Refuses a positional field without a default after one with a default, as dataclasses does when it makes
+    the class (the ``__init__`` is compiled later, at the first call)."""
+    defaulted = False
+    for one in made:
+        if one.kw_only:
+            continue
+        if one.default is not MISSING or one.default_factory is not MISSING:
+            defaulted = True
+        elif defaulted:
+            raise TypeError(f"non-default argument {one.name!r} follows default argument")
+
+
 def _params(order: bool, kw_only: bool, frozen: bool) -> Any:
     """What ``dataclasses`` keeps of how it made a class (``__dataclass_params__``), for these options."""
     made = object.__new__(dataclasses._DataclassParams)  # type: ignore[attr-defined]
@@ -195,8 +209,14 @@ def _init_when_called(kind: type, made: list[dataclasses.Field[Any]]) -> Callabl
     return __init__
 
 
-# A default made by a factory, as ``dataclasses`` marks it in the ``__init__`` it writes.
-_MADE_BY_FACTORY: Any = object()
+class _Factory:
+    """A default made by a factory, as ``dataclasses`` marks it in the ``__init__`` it writes (and shows it)."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_MADE_BY_FACTORY: Any = _Factory()
 
 
 def _init(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]:
@@ -206,7 +226,8 @@ def _init(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]
     rather than names in its text, and the fields go to ``update`` as keywords: a third less text to compile at a
     record's first call (26 records before a first claim's answer, issue 36), and a quicker call.
     """
-    scope: dict[str, Any] = {"_MADE_BY_FACTORY": _MADE_BY_FACTORY}
+    # Its own names are dunder names, as dataclasses' are: a field of the same name would stand in their place.
+    scope: dict[str, Any] = {"__made_by_factory__": _MADE_BY_FACTORY}
     positional: list[str] = []
     keyword: list[str] = []
     defaults: list[Any] = []
@@ -219,9 +240,9 @@ def _init(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]
             default = one.default
             values.append(f"{name}={name}")
         elif one.default_factory is not MISSING:
-            scope[f"_factory_{name}"] = one.default_factory
+            scope[f"__factory_{name}__"] = one.default_factory
             default = _MADE_BY_FACTORY
-            values.append(f"{name}=_factory_{name}() if {name} is _MADE_BY_FACTORY else {name}")
+            values.append(f"{name}=__factory_{name}__() if {name} is __made_by_factory__ else {name}")
         else:
             default = MISSING
             values.append(f"{name}={name}")
@@ -233,8 +254,8 @@ def _init(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]
             positional.append(name)
             if default is not MISSING:
                 defaults.append(default)
-            elif defaults:
-                raise TypeError(f"non-default argument {name!r} follows default argument")
+            else:
+                assert not defaults, f"{kind}.{name} follows a default (refused when the class is made)"
     parameters = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
     exec(f"def __init__({parameters}):\n    self.__dict__.update({', '.join(values)})\n", scope)
     init: Callable[..., None] = scope["__init__"]

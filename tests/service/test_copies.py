@@ -139,15 +139,52 @@ def test_a_record_s_defaults_are_its_init_s_as_dataclasses_writes_them() -> None
 
 
 def test_a_field_without_a_default_after_one_with_a_default_is_refused_as_dataclasses_refuses_it() -> None:
+    # When the class is made, as dataclasses refuses it: not at its first call, which a record no test makes
+    # would meet first in production.
+    with pytest.raises(TypeError, match="non-default argument 'required' follows default argument"):
+
+        @frozen
+        class Misordered:  # mypy: dataclass_transform refuses it too
+            """A required field after an optional one."""
+
+            optional: int = 0
+            required: int  # type: ignore[misc]
+
     @frozen
-    class Misordered:  # mypy: dataclass_transform refuses it too
-        """A required field after an optional one."""
+    class Base:
+        """An optional field."""
 
         optional: int = 0
-        required: int  # type: ignore[misc]
 
     with pytest.raises(TypeError, match="non-default argument 'required' follows default argument"):
-        Misordered(required=1)
+
+        @frozen
+        class Below(Base):
+            """A required field after its base's optional one."""
+
+            required: int  # type: ignore[misc]
+
+
+def test_a_factory_s_marker_and_a_field_s_name_are_as_dataclasses_has_them() -> None:
+    # The factory's marker reads <factory> in a signature and a docstring-less class's name, as dataclasses
+    # shows it (not an object's address, which differs from run to run); and a field may bear any name the
+    # compiled __init__ uses for its own values without taking their place.
+    def made(decorator: Any) -> type:
+        @decorator
+        class Odd:
+            _MADE_BY_FACTORY: int = 0
+            _factory_listed: int = 1
+            listed: list[int] = field(default_factory=list)
+
+        return Odd
+
+    quick, written = made(frozen), made(dataclasses.dataclass(frozen=True))
+    assert quick.__doc__ == written.__doc__
+    assert "listed: 'list[int]' = <factory>" in str(quick.__doc__)
+    assert str(inspect.signature(quick)) == str(inspect.signature(written))
+    assert repr(quick()) == repr(written()).replace(written.__qualname__, quick.__qualname__)
+    assert quick().listed == []
+    assert quick(5, 6, [7]).listed == [7]
 
 
 def test_a_record_s_init_is_compiled_when_it_is_first_called() -> None:

@@ -256,8 +256,9 @@ def _init(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]
                 defaults.append(default)
             else:
                 assert not defaults, f"{kind}.{name} follows a default (refused when the class is made)"
-    parameters = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
-    exec(f"def __init__({parameters}):\n    self.__dict__.update({', '.join(values)})\n", scope)
+    own = "__dataclass_self__" if "self" in positional + keyword else "self"  # as dataclasses names it
+    parameters = ", ".join([own, *positional, *(["*", *keyword] if keyword else [])])
+    exec(f"def __init__({parameters}):\n    {own}.__dict__.update({', '.join(values)})\n", scope)
     init: Callable[..., None] = scope["__init__"]
     init.__defaults__ = tuple(defaults) or None
     init.__kwdefaults__ = keyword_defaults or None

@@ -172,6 +172,7 @@ def test_a_factory_s_marker_and_a_field_s_name_are_as_dataclasses_has_them() -> 
     def made(decorator: Any) -> type:
         @decorator
         class Odd:
+            self: int = -1
             _MADE_BY_FACTORY: int = 0
             _factory_listed: int = 1
             listed: list[int] = field(default_factory=list)
@@ -184,7 +185,8 @@ def test_a_factory_s_marker_and_a_field_s_name_are_as_dataclasses_has_them() -> 
     assert str(inspect.signature(quick)) == str(inspect.signature(written))
     assert repr(quick()) == repr(written()).replace(written.__qualname__, quick.__qualname__)
     assert quick().listed == []
-    assert quick(5, 6, [7]).listed == [7]
+    assert quick(4, 5, 6, [7]).listed == [7]
+    assert quick(self=4).self == 4
 
 
 def test_a_record_s_init_is_compiled_when_it_is_first_called() -> None:

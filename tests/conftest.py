@@ -43,14 +43,15 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
 # wall time and 3 ms of CPU, in memory 1 to 3 ms and 1 ms (the 660 stores of six SQLite-heavy test files spent
 # 3.0 s opening and closing, 1.2 s in memory). No test can tell the two apart: a process killed mid-write leaves
 # the same file in either (the page cache is shared); only a power cut differs. A TMPDIR the reader set is kept,
-# as is a /dev/shm that is small (Docker's is 64 MiB; a run writes about 460 MiB, and the last run's folders are
-# kept: pyproject.toml's tmp_path_retention_count) or where nothing may be run.
+# as is a TEMP or TMP, and a /dev/shm that is small (Docker's is 64 MiB; a run writes about 460 MiB, and the last
+# run's folders are kept: pyproject.toml's tmp_path_retention_count) or where nothing may be run.
 MEMORY_TEMP = Path("/dev/shm")
 MEMORY_TEMP_ROOM = 2 * 1024**3
 
 
 def _memory_temp_fits() -> bool:
-    if sys.platform != "linux" or os.environ.get("TMPDIR") or not MEMORY_TEMP.is_dir():
+    named = any(os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP"))  # what tempfile reads, in this order
+    if sys.platform != "linux" or named or not MEMORY_TEMP.is_dir():
         return False
     if not os.access(MEMORY_TEMP, os.W_OK | os.X_OK):
         return False

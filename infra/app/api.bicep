@@ -138,6 +138,11 @@ var appSettings = {
   ONCEGATE_ENTRA_CLIENT_ID: entraClientId
   ONCEGATE_ENTRA_AUTHORITY: environment().authentication.loginEndpoint
   ONCEGATE_ENTRA_AUDIENCES: join(entraAllowedAudiences, ',')
+  // The most of a request body the Functions host takes in, in bytes (its default is 100 MB): the app's own limits
+  // (64 KiB, 6.5 MiB for a bulk call; oncegate/entrypoints/parse.py) refuse a larger body only once the host holds
+  // all of it, so a caller sending 100 MB held that much of an instance's memory. 8 MiB is over the bulk limit:
+  // every body up to it still gets the app's own 413, which names the limit.
+  FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: '8388608'
 }
 
 // What the app has now, read from the live site when the settings deploy. list() reads the settings

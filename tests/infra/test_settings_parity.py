@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.infra.bicep import BicepFile
+from oncegate.entrypoints.parse import MAX_BULK_BODY_BYTES
+from tests.infra.bicep import BicepFile, string_value
 from tests.infra.settings import (
     LOCAL_ONLY,
     code_settings,
@@ -59,3 +60,15 @@ def test_the_deploy_guide_names_every_setting_the_deployment_sets(root: Path, bi
     unnamed = sorted(name for name in deployed if name not in named and not name.startswith(tuple(prefixes)))
 
     assert not unnamed, f"deployed by infra/app/api.bicep but not in docs/deploy.md, step 4: {unnamed}"
+
+
+def test_the_host_takes_in_every_body_the_app_answers_and_no_more_than_a_little_over(
+    bicep: dict[str, BicepFile],
+) -> None:
+    """The Functions host reads a whole request body before the app's limits refuse it: left at its default (100 MB),
+    a caller sending 100 MB held that much of an instance's memory. Its limit stays over the app's bulk limit, so
+    every body the app refuses is refused by the app's own 413, which names the limit, and near it."""
+    (value,) = bicep["app/api.bicep"].declaration("var", "appSettings").values("FUNCTIONS_REQUEST_BODY_SIZE_LIMIT")
+    host_limit = int(string_value(value) or "0")
+
+    assert MAX_BULK_BODY_BYTES < host_limit <= 2 * MAX_BULK_BODY_BYTES

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from oncegate.service.key_secrets import KeySecrets
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.tables import batch
 from tests.conftest import FakeClock
+from tests.service import test_backups
 from tests.service.calls import claim, record, release, set_scope
 from tests.service.test_backups import Interrupting, Stores, exported, gate
 
@@ -70,12 +70,9 @@ class PausingAfterItsRecord:
         return getattr(self._store, name)
 
 
-@pytest.fixture
-def stores(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stores]:
-    factory = request.getfixturevalue("table_store_factory") if store_kind == "tables" else None
-    made = Stores(store_kind, tmp_path, factory)
-    yield made
-    made.close()
+# The backups tests' stores, one store or Table Storage's tables per test (an assignment, not an import: an imported
+# fixture named as a test's parameter reads to ruff as a name redefined).
+stores = test_backups.stores
 
 
 @pytest.fixture

@@ -20,8 +20,11 @@ import socket
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
@@ -67,24 +70,35 @@ def counts(path: Path) -> tuple[int, int]:
     return scope.claims_by_status.get(ClaimStatus.SUCCEEDED, 0), held[ClaimStatus.SUCCEEDED]
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="a pipe of one page is Linux's F_SETPIPE_SZ")
-def test_a_purge_stopped_by_sigterm_writes_the_counts_of_what_it_deleted(database: Path) -> None:
-    assert counts(database) == (CLAIMS, CLAIMS)
+@contextmanager
+def purge_stopped_after_its_first_page(
+    database: Path, *options: str, stdout: int
+) -> Iterator[tuple[subprocess.Popen[str], TextIO]]:
+    """``oncegate purge --page-size 1 OPTIONS`` on ``database``, its stderr a pipe of one page, sent SIGTERM once it
+    said it purged its first page: the process, and its stderr still open to read the rest."""
     environment = {name: value for name, value in os.environ.items() if name not in STORE_SETTINGS}
     reading, writing = os.pipe()
     fcntl.fcntl(writing, F_SETPIPE_SZ, PIPE_BYTES)
     process = subprocess.Popen(
-        [sys.executable, "-m", "oncegate.cli", "purge", "--page-size", "1"],
+        [sys.executable, "-m", "oncegate.cli", "purge", "--page-size", "1", *options],
         cwd=REPO,
         env={**environment, "ONCEGATE_SQLITE_PATH": str(database)},
-        stdout=subprocess.DEVNULL,
+        stdout=stdout,
         stderr=writing,
+        text=True,
     )
     os.close(writing)
     with os.fdopen(reading, encoding="utf-8") as stderr:
         assert stderr.readline().startswith("Purging on sqlite at ")
         assert stderr.readline().startswith("page 1: ")
         process.send_signal(signal.SIGTERM)
+        yield process, stderr
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a pipe of one page is Linux's F_SETPIPE_SZ")
+def test_a_purge_stopped_by_sigterm_writes_the_counts_of_what_it_deleted(database: Path) -> None:
+    assert counts(database) == (CLAIMS, CLAIMS)
+    with purge_stopped_after_its_first_page(database, stdout=subprocess.DEVNULL) as (process, stderr):
         rest = stderr.read()
     code = process.wait(timeout=60)
 
@@ -147,22 +161,7 @@ def test_an_export_and_an_import_interrupted_say_what_they_left_and_a_rerun_fini
 @pytest.mark.skipif(sys.platform != "linux", reason="a pipe of one page is Linux's F_SETPIPE_SZ")
 def test_a_json_purge_stopped_by_sigterm_prints_its_error_as_json_on_stdout(database: Path) -> None:
     """Every other failure of a --json command is {"error": {...}} on stdout: an interrupted one printed nothing."""
-    environment = {name: value for name, value in os.environ.items() if name not in STORE_SETTINGS}
-    reading, writing = os.pipe()
-    fcntl.fcntl(writing, F_SETPIPE_SZ, PIPE_BYTES)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "oncegate.cli", "purge", "--page-size", "1", "--json"],
-        cwd=REPO,
-        env={**environment, "ONCEGATE_SQLITE_PATH": str(database)},
-        stdout=subprocess.PIPE,
-        stderr=writing,
-        text=True,
-    )
-    os.close(writing)
-    with os.fdopen(reading, encoding="utf-8") as stderr:
-        assert stderr.readline().startswith("Purging on sqlite at ")
-        assert stderr.readline().startswith("page 1: ")
-        process.send_signal(signal.SIGTERM)
+    with purge_stopped_after_its_first_page(database, "--json", stdout=subprocess.PIPE) as (process, stderr):
         out, _ = process.communicate(timeout=60)
         said = stderr.read().splitlines()[-1]
 

@@ -12,19 +12,15 @@ import os
 
 import pytest
 
-from tests.cli.conftest import Oncegate, Seen
+from tests.cli.conftest import Oncegate, Run, Seen
 from tests.cli.test_signin import SCOPE, FakeMsal
 
 NOT_TENANTS = ("https://login.microsoftonline.com/contoso.onmicrosoft.com", "con toso", "contoso/")
 
 
-@pytest.mark.parametrize("tenant", NOT_TENANTS)
-def test_a_tenant_option_that_names_no_tenant_is_exit_2_naming_it(
-    oncegate: Oncegate, seen: list[Seen], tenant: str
-) -> None:
-    fake = FakeMsal(token="never")
-
-    run = oncegate(
+def health_signed_in(oncegate: Oncegate, tenant: str, fake: FakeMsal) -> Run:
+    """``oncegate --entra --tenant TENANT ... health``, signing in through ``fake``."""
+    return oncegate(
         "--entra",
         "--tenant",
         tenant,
@@ -35,6 +31,15 @@ def test_a_tenant_option_that_names_no_tenant_is_exit_2_naming_it(
         "health",
         app_factory=fake.factory,
     )
+
+
+@pytest.mark.parametrize("tenant", NOT_TENANTS)
+def test_a_tenant_option_that_names_no_tenant_is_exit_2_naming_it(
+    oncegate: Oncegate, seen: list[Seen], tenant: str
+) -> None:
+    fake = FakeMsal(token="never")
+
+    run = health_signed_in(oncegate, tenant, fake)
 
     assert run.code == 2
     assert run.err.splitlines() == [
@@ -62,17 +67,7 @@ def test_a_tenant_setting_that_names_no_tenant_is_refused_as_the_option(
 def test_a_tenant_id_or_domain_signs_in(oncegate: Oncegate, tenant: str) -> None:
     fake = FakeMsal(token="fresh-token")
 
-    run = oncegate(
-        "--entra",
-        "--tenant",
-        tenant,
-        "--client-id",
-        "cli-app",
-        "--api-scope",
-        SCOPE,
-        "health",
-        app_factory=fake.factory,
-    )
+    run = health_signed_in(oncegate, tenant, fake)
 
     assert run.code == 0, run.err
     assert fake.settings is not None

@@ -48,7 +48,7 @@ from oncegate.domain.records import (
     FingerprintRecord,
     FingerprintRules,
     Flow,
-    call_deadline,
+    call_under_way,
     carrying,
     marked_by_perform,
 )
@@ -497,8 +497,8 @@ def _in_doubt(claim: Claim, intent: Intent) -> ClaimAnswer:
     """An attempt recorded ``unknown`` is reconciled; but while the call Perform once made for it may still be under
     way at the target (its deadline has not passed), no look-up can tell what it did: a run handed the claim would
     look, find nothing yet and do the side effect itself. It is in_progress until then, as Perform once says."""
-    deadline = call_deadline(claim.data)
-    if deadline is None or deadline <= intent.now:
+    deadline = call_under_way(claim.data, intent.now)
+    if deadline is None:
         return _reconcile(claim, f"attempt {claim.attempt} was sent but its outcome is unknown")
     retry_after = lease_left(deadline, intent.now)
     return ClaimAnswer(

@@ -301,6 +301,14 @@ def call_deadline(data: Any) -> datetime | None:
     return deadline
 
 
+def call_under_way(data: Any, now: datetime) -> datetime | None:
+    """The deadline of the call a look-up must find (call_deadline) while it is still ahead of ``now``: until then the
+    call may still be under way at the target, and no look-up can tell what it did. None once it passed, or without
+    such a call."""
+    deadline = call_deadline(data)
+    return deadline if deadline is not None and deadline > now else None
+
+
 def _zoned(text: Any) -> datetime | None:
     """``text`` as a time with its zone, or None."""
     if not isinstance(text, str):

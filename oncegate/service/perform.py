@@ -64,6 +64,7 @@ from oncegate.domain.records import (
     ClaimFilter,
     HistoryEvent,
     call_deadline,
+    call_under_way,
     looked_up_call,
     marked_call,
 )
@@ -218,8 +219,8 @@ class Perform:
         could tell yet, and no second call is made while one could later. Nothing is written."""
         if claim is None or not in_doubt(claim, intent.now) or not _same_data(claim, intent.fingerprint):
             return None
-        deadline = call_deadline(claim.data)
-        if deadline is None or deadline <= intent.now:
+        deadline = call_under_way(claim.data, intent.now)
+        if deadline is None:
             return None
         seconds = seconds_until(deadline, intent.now)
         return PerformAnswer(

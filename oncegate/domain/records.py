@@ -333,10 +333,9 @@ def still_in_doubt(data: Any, recorded_over: Any) -> Any:
     """``data`` a run records ``unknown`` with over a claim (its data ``recorded_over``) that carries a call a look-up
     must find: that call is still in doubt where it went, so it stays (``earlierCall``) beside the run's own data,
     unless that data is no object or names such a call itself."""
-    call = looked_up_call(recorded_over)
-    if call is None or (data is not None and not isinstance(data, dict)) or looked_up_call(data) is not None:
+    if (data is not None and not isinstance(data, dict)) or looked_up_call(data) is not None:
         return data
-    return {**(data or {}), EARLIER_CALL: dict(call)}
+    return carrying(data, recorded_over)
 
 
 def marked_by_perform(data: Any) -> bool:

@@ -279,12 +279,14 @@ def marked_call(data: Any) -> Mapping[str, Any] | None:
 
 
 def looked_up_call(data: Any) -> Mapping[str, Any] | None:
-    """The call a look-up of the claim must find: the one its attempt made, else the earlier one it carries; only
+    """The call a look-up of the claim must find: the earlier one it carries, else the one its attempt made; only
     Perform once's mark (_performs) is a call: a flow's own result data may name a member "call" or "earlierCall"
-    too."""
+    too. Perform once never writes both (an attempt that sends a call of its own writes it alone), so both are
+    there only when a run recorded unknown with a member "call" of its own, which may look like a mark: the call
+    carried beside it (still_in_doubt) is the one in doubt."""
     if not isinstance(data, dict):
         return None
-    for name in (CALL, EARLIER_CALL):
+    for name in (EARLIER_CALL, CALL):
         call = data.get(name)
         if isinstance(call, dict) and _performs(call) is not None:
             return call
@@ -339,10 +341,12 @@ def carrying(data: Any, taken_over: Any) -> Any:
 def still_in_doubt(data: Any, recorded_over: Any) -> Any:
     """``data`` a run records ``unknown`` with over a claim (its data ``recorded_over``) that carries a call a look-up
     must find: that call is still in doubt where it went, so it stays (``earlierCall``) beside the run's own data,
-    unless that data names such a call itself. Data that is no object has no room beside it: ``InvalidRequest``
-    (``data``), nothing recorded, rather than a call in doubt dropped (a later Perform once naming another target
-    would make it there again)."""
-    if looked_up_call(data) is not None or looked_up_call(recorded_over) is None:
+    unless a look-up of that data finds the very call (Perform once recording its own call, a run giving it back).
+    A member of the run's own is never taken for it, even shaped as Perform once's mark. Data that is no object has
+    no room beside it: ``InvalidRequest`` (``data``), nothing recorded, rather than a call in doubt dropped (a later
+    Perform once naming another target would make it there again)."""
+    carried = looked_up_call(recorded_over)
+    if carried is None or looked_up_call(data) == carried:
         return data
     if data is not None and not isinstance(data, dict):
         raise InvalidRequest(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target
@@ -236,6 +238,41 @@ def test_a_run_s_own_member_named_call_leaves_the_call_in_doubt_where_it_went(
         assert recorded.status == 200, recorded.body
         assert recorded.body["data"] == {**own, "earlierCall": recorded.body["data"]["earlierCall"]}
         assert recorded.body["data"]["earlierCall"]["target"] == "erp"
+
+        perform(api, run="run-3", target="erp-next", payload=payload)
+        clock.advance(erp.timeout_seconds + 60)
+        again = perform(api, run="run-3", target="erp-next", payload=payload)
+
+        assert other.received == [], "the look-up or a second call went to a target the first call never reached"
+    assert (again["decision"], again.get("targetRecordId")) == ("duplicate", "order-1"), again
+    assert len(stand_in.records) == 1
+
+
+@pytest.mark.parametrize("sent", ["2024-05-01T08:00:00", "2026-12-07T10:00:00"], ids=["before", "years-later"])
+def test_a_run_s_own_call_shaped_as_perform_once_s_leaves_the_call_in_doubt_where_it_went(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock, sent: str
+) -> None:
+    """As above, but the run's own member call says when it was sent and a deadline 30 s later, as Perform once's
+    mark does (the run's own call to erp-next, say): it is still the run's data, not the call in doubt, which stays
+    beside it and is the one a later Perform once naming erp-next looks up, at erp. Taken for the call, it sent the
+    order to erp-next too (sent before), or kept the claim in_progress until its deadline years away."""
+    payload = {"order": "SO-1001"}
+    with StandInTarget() as other:
+        declared.declare(with_target(erp, name="erp-next", base_url=other.base_url, honours_idempotency_key=True))
+        handed = _handed_by_check_and_claim(api, stand_in, erp, clock, payload)
+        own = {
+            "call": {
+                "target": "erp-next",
+                "method": "POST",
+                "sentAt": f"{sent}Z",
+                "deadline": f"{sent[:-2]}30Z",
+            }
+        }
+        unknown = {"claimToken": handed["claimToken"], "outcome": "unknown", "data": own}
+        recorded = api.call("record_result", unknown, route={"claimId": handed["claimId"]})
+        assert recorded.status == 200, recorded.body
+        assert recorded.body["data"]["call"] == own["call"], "the run's own data was changed"
+        assert recorded.body["data"]["earlierCall"]["target"] == "erp", recorded.body
 
         perform(api, run="run-3", target="erp-next", payload=payload)
         clock.advance(erp.timeout_seconds + 60)

@@ -108,7 +108,7 @@ def entry(listed: Listed) -> Operation:
     try:
         module = importlib.import_module(f"{functions.__package__}.{listed.aggregate}")
         operation = next(operation for operation in held(module) if operation.name == listed.name)
-        for model in (operation.body, operation.query, operation.response):
+        for model in (operation.body, operation.query, None if operation.as_members else operation.response):
             if model is not None:
                 model.model_rebuild()
     finally:

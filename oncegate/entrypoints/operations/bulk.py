@@ -310,6 +310,7 @@ CHECK_AND_CLAIM_MANY = Operation(
     method="POST",
     body=ClaimManyRequest,
     response=ClaimManyAnswer,
+    as_members=True,
     parse=lambda call: call.body.items,
     serve=lambda services, call, items: claim_each(services, call, items, CHECK_AND_CLAIM),
     render=lambda call, entries: {"value": entries},  # ClaimManyAnswer's members

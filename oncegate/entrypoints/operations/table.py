@@ -149,6 +149,9 @@ class Operation:
     reads: type[BaseModel] | None = None
     # Whether the connector offers it to makers: an operators' action (targets, issue 34) is served, never offered.
     in_connector: bool = True
+    # Whether ``render`` writes the answer as the JSON members ``response`` declares (Check and claim's): no request
+    # then makes the model, and the app does not build it when the entry's function is first called.
+    as_members: bool = False
 
     def path(self, **ids: str) -> str:
         """The route with its parameters filled in, below ``/api/``."""

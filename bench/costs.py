@@ -163,16 +163,19 @@ def sqlite_claim_cpu(rig: Rig, sizes: Sizes) -> tuple[float, float, float]:
         small(request.key)
     assert same is not None
     pending = iter(requests[20:])
+    check, services = BY_NAME["check_and_claim"], service.services
 
     def one_round() -> tuple[float, float, float]:
         claim = write = small_write = 0.0
         for _ in range(sizes.calls // sizes.rounds or 1):
             request = next(pending)
             began = time.process_time()
-            answer = service.check_and_claim(request)
+            # The entry's steps as the pipeline runs them (the tests' Gate validates the answer as a client would).
+            answer = pipeline.perform(check, services, Call(body=request)).model
             claim += time.process_time() - began
-            assert answer.decision == "proceed", answer
-            rows = same.rows(answer.claim_id)
+            assert isinstance(answer, dict)
+            assert answer["decision"] == "proceed", answer
+            rows = same.rows(answer["claimId"])
             began = time.process_time()
             same.write(rows)
             write += time.process_time() - began

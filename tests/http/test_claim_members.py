@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from oncegate import telemetry
 from oncegate.domain.decisions import ClaimAnswer, LeaseHolder
@@ -42,6 +43,7 @@ from oncegate.models import (
     ClaimResponse,
     ClaimResult,
     EarlierAttemptView,
+    FlowRef,
     Holder,
 )
 from oncegate.stores.port import ClaimStore
@@ -222,6 +224,49 @@ def test_check_and_claim_many_writes_each_entry_as_the_models_wrote_it(
     )
     assert written(members) == dumped(expected)
     assert ClaimManyAnswer.model_validate(members) == ClaimManyAnswer.model_validate_json(dumped(expected))
+
+
+def wire_names(model: type[BaseModel]) -> set[str]:
+    return {info.alias or name for name, info in model.model_fields.items()}
+
+
+def test_an_answer_with_every_part_writes_every_member_the_model_declares() -> None:
+    """A member added to ClaimResponse (or to a part of it) and not written by ``claim_members`` fails here: the
+    oracle above knows only the members 67b15cc had."""
+    at = datetime(2024, 5, 1, 8, 30, 15, 123456, tzinfo=UTC)
+    flow = Flow("Create order", "Default")
+    earlier = EarlierAttempt(
+        attempt=1, run_id="run-1", flow=flow, status=ClaimStatus.UNKNOWN, started_at=at, lease_expires_at=at, error="x"
+    )
+    result = claim(run_id="run-1", flow=flow, target_record_id="SO-1", data={"n": 1}, completed_at=at)
+    answer = ClaimAnswer(
+        Decision.RECONCILE,
+        "",
+        "Look it up.",
+        claim_id="c",
+        status=AnswerStatus.UNKNOWN,
+        attempt=2,
+        warnings=["no_flow"],
+        claim_token="t",
+        idempotency_key="k",
+        lease_expires_at=at,
+        retry_after_seconds=5,
+        holder=LeaseHolder(flow=flow, lease_expires_at=at),
+        result=result,
+        earlier_attempt=earlier,
+        conflict_id="f",
+        changed=("/total",),
+        more_changed=2,
+    )
+
+    members = claims.claim_members(answer)
+
+    assert set(members) == wire_names(ClaimResponse)
+    assert set(members["holder"]) == wire_names(Holder)
+    assert set(members["result"]) == wire_names(ClaimResult)
+    assert set(members["lastAttempt"]) == wire_names(EarlierAttemptView)
+    assert set(members["holder"]["flow"]) == set(members["result"]["flow"]) == wire_names(FlowRef)
+    assert written(members) == dumped(as_the_model_had_it(answer))
 
 
 def test_an_answer_nested_past_the_limit_shows_its_data_as_its_json_text() -> None:

@@ -54,7 +54,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.entrypoints import http as pipeline
 from oncegate.entrypoints.operations import BY_NAME, Call
 from oncegate.models import ClaimRequest, ListPageQuery
-from oncegate.stores import columns
+from oncegate.stores import row_writing
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite_rows import _claim_row, _insert_sql, _sql_row
 from oncegate.stores.sqlite_schema import ADDED_INDEXES, SCHEMA, add_columns
@@ -117,7 +117,7 @@ class SameRows:
         self._connection = rig.sqlite_connections(name)
         # The columns the store names in its two INSERTs, in its order: those of its row builders.
         claim_names = (*_claim_row(store.get_claim(first)), "Version")
-        event_names = tuple(_sql_row(columns.event_to_row(store.list_events(first)[0])))
+        event_names = tuple(_sql_row(row_writing.event_to_row(store.list_events(first)[0])))
         self._reads = tuple(
             f"SELECT {', '.join(names)} FROM {table} WHERE ClaimId = ?"
             for table, names in (("claims", claim_names), ("history", event_names))

@@ -505,9 +505,17 @@ def _in_doubt(claim: Claim, intent: Intent) -> ClaimAnswer:
     return ClaimAnswer(
         Decision.IN_PROGRESS,
         f"The call of attempt {claim.attempt} is in doubt and may still be under way until {said(deadline)}.",
-        f"An earlier call's outcome is in doubt and may still be under way at the target; retry in {retry_after} s, "
-        "when a look-up can tell.",
+        in_doubt_reason(retry_after),
         retry_after_seconds=retry_after,
+    )
+
+
+def in_doubt_reason(retry_after: int) -> str:
+    """What a run is told while Perform once's call in doubt may still be under way, asked to come back after
+    ``retry_after`` seconds."""
+    return (
+        f"An earlier call's outcome is in doubt and may still be under way at the target; retry in {retry_after} s, "
+        "when a look-up can tell."
     )
 
 

@@ -22,6 +22,7 @@ from oncegate.domain.statuses import (
     EventKind,
     Resolution,
 )
+from oncegate.errors import InvalidRequest
 
 
 @frozen(order=True)
@@ -278,23 +279,29 @@ def marked_call(data: Any) -> Mapping[str, Any] | None:
 
 
 def looked_up_call(data: Any) -> Mapping[str, Any] | None:
-    """The call a look-up of the claim must find: the one its attempt made, else the earlier one it carries."""
-    call = marked_call(data)
-    if call is None and isinstance(data, dict) and isinstance(data.get(EARLIER_CALL), dict):
-        call = data[EARLIER_CALL]
-    return call
+    """The call a look-up of the claim must find: the one its attempt made, else the earlier one it carries; only
+    Perform once's mark (_performs) is a call: a flow's own result data may name a member "call" or "earlierCall"
+    too."""
+    if not isinstance(data, dict):
+        return None
+    for name in (CALL, EARLIER_CALL):
+        call = data.get(name)
+        if isinstance(call, dict) and _performs(call) is not None:
+            return call
+    return None
 
 
 def call_deadline(data: Any) -> datetime | None:
     """When the outcome of the call a look-up must find (looked_up_call) is due at the latest: after it, a
-    look-up may tell.
-
-    None unless the call is Perform once's mark: a flow's own result data may name a member "call" too, with a
-    "deadline" of its own (a word, a time without a zone, a courier's pick-up next week). Perform once's mark says
-    when the call was sent, and its deadline is at most ``LONGEST_CALL_SECONDS`` later."""
+    look-up may tell."""
     call = looked_up_call(data)
-    if call is None:
-        return None
+    return _performs(call) if call is not None else None
+
+
+def _performs(call: Mapping[str, Any]) -> datetime | None:
+    """The deadline of ``call`` when it is Perform once's mark, else None. A flow's own result data may name a member
+    "call" too, with a "deadline" of its own (a word, a time without a zone, a courier's pick-up next week). Perform
+    once's mark says when the call was sent, and its deadline is at most ``LONGEST_CALL_SECONDS`` later."""
     deadline, sent_at = _zoned(call.get("deadline")), _zoned(call.get("sentAt"))
     if deadline is None or sent_at is None or not timedelta(0) <= deadline - sent_at <= LONGEST_CALL:
         return None
@@ -332,9 +339,17 @@ def carrying(data: Any, taken_over: Any) -> Any:
 def still_in_doubt(data: Any, recorded_over: Any) -> Any:
     """``data`` a run records ``unknown`` with over a claim (its data ``recorded_over``) that carries a call a look-up
     must find: that call is still in doubt where it went, so it stays (``earlierCall``) beside the run's own data,
-    unless that data is no object or names such a call itself."""
-    if (data is not None and not isinstance(data, dict)) or looked_up_call(data) is not None:
+    unless that data names such a call itself. Data that is no object has no room beside it: ``InvalidRequest``
+    (``data``), nothing recorded, rather than a call in doubt dropped (a later Perform once naming another target
+    would make it there again)."""
+    if looked_up_call(data) is not None or looked_up_call(recorded_over) is None:
         return data
+    if data is not None and not isinstance(data, dict):
+        raise InvalidRequest(
+            "This claim carries a call in doubt that an outcome unknown keeps in its data as earlierCall: give data "
+            "as a JSON object, or none.",
+            target="data",
+        )
     return carrying(data, recorded_over)
 
 

@@ -15,11 +15,13 @@ without HTTP (:func:`answer`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import importlib
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -103,19 +105,40 @@ def entry(listed: Listed) -> Operation:
     nothing they make is garbage, and the collector walked it again and again while it was made (about 0.5 ms of a
     first claim). Once they are made, it leaves them out of every later collection (gc.freeze).
     """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with _collector_paused():
         module = importlib.import_module(f"{functions.__package__}.{listed.aggregate}")
         operation = next(operation for operation in held(module) if operation.name == listed.name)
         for model in (operation.body, operation.query, None if operation.as_members else operation.response):
             if model is not None:
                 model.model_rebuild()
-    finally:
-        gc.freeze()
-        if collecting:
-            gc.enable()
     return operation
+
+
+# The entries being made at once (their first calls, in handler threads of their own), and whether the collector ran
+# before the first of them turned it off: the last to end turns it back on. Each on its own, a thread that asked while
+# another had it off and turned it off after that one turned it on again left it off for the worker's life.
+_making = threading.Lock()
+_made_at_once = 0
+_collected_before = True
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    global _made_at_once, _collected_before
+    with _making:
+        if not _made_at_once:
+            _collected_before = gc.isenabled()
+            gc.disable()
+        _made_at_once += 1
+    try:
+        yield
+    finally:
+        with _making:
+            _made_at_once -= 1
+            if not _made_at_once:
+                gc.freeze()
+                if _collected_before:
+                    gc.enable()
 
 
 def respond(request: func.HttpRequest, operation: Operation) -> func.HttpResponse:

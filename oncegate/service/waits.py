@@ -15,9 +15,9 @@ import math
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from oncegate.domain.decisions import ClaimAnswer, Identity, Intent, held_reason
+from oncegate.domain.decisions import ClaimAnswer, Identity, Intent, held_reason, in_doubt_reason
 from oncegate.domain.keys import Fingerprint, KeyHasher
-from oncegate.domain.statuses import Decision
+from oncegate.domain.statuses import AnswerStatus, Decision
 from oncegate.domain.times import said
 from oncegate.domain.waiting import Waiting, WaitingIdentity
 from oncegate.errors import InvalidRequest, NotFound
@@ -176,5 +176,10 @@ def _paced(answer: ClaimAnswer, waiting: Waiting, now: datetime) -> ClaimAnswer:
         # No holder (a claim withdrawn in a key-secret rotation): ask again as the answer says, within the wait.
         left = max(1, math.ceil((waiting.deadline - now).total_seconds()))
         return replace(answer, retry_after_seconds=min(answer.retry_after_seconds or left, left))
+    if answer.status is AnswerStatus.UNKNOWN:
+        # No run holds it: Perform once's call in doubt may still be under way until the answer's time, when a poll
+        # is handed the claim to reconcile.
+        seconds = waiting.poll_after(now, now + timedelta(seconds=answer.retry_after_seconds or 0))
+        return replace(answer, retry_after_seconds=seconds, reason=in_doubt_reason(seconds))
     seconds = waiting.poll_after(now, answer.holder.lease_expires_at)
     return replace(answer, retry_after_seconds=seconds, reason=held_reason(seconds))

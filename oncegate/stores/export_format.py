@@ -1,6 +1,6 @@
 """The export file's records (issue 35): the stores' own rows, one JSON object a line, with a version.
 
-An export holds rows in the stores' format (:mod:`oncegate.stores.columns`), never the API's, so that
+An export holds rows in the stores' format (:mod:`oncegate.stores.row_writing`), never the API's, so that
 a file written by one store reads into the other and a renamed API field breaks no export. Times are
 fixed-width UTC text, as SQLite keeps them. The file is::
 
@@ -34,9 +34,9 @@ from typing import IO, Any
 from oncegate.domain.backups import ClaimBackup
 from oncegate.domain.records import Conflict, FlowRecord, KeySecretRecord, Overlap, ScopeRecord
 from oncegate.domain.targets import Target
-from oncegate.stores import columns
-from oncegate.stores.columns import Row
+from oncegate.stores import row_reading, row_writing
 from oncegate.stores.paging import utc_text
+from oncegate.stores.row_writing import Row
 from oncegate.stores.target_rows import target_from_row, target_to_row
 
 FORMAT = "oncegate-export"
@@ -55,19 +55,19 @@ def _plain(row: Row) -> Row:
 
 
 def secret_record(record: KeySecretRecord) -> Record:
-    return {"record": "secret", "row": _plain(columns.secret_to_row(record))}
+    return {"record": "secret", "row": _plain(row_writing.secret_to_row(record))}
 
 
 def scope_record(record: ScopeRecord) -> Record:
-    return {"record": "scope", "row": _plain(columns.scope_to_row(record))}
+    return {"record": "scope", "row": _plain(row_writing.scope_to_row(record))}
 
 
 def flow_record(record: FlowRecord) -> Record:
-    return {"record": "flow", "row": _plain(columns.flow_to_row(record))}
+    return {"record": "flow", "row": _plain(row_writing.flow_to_row(record))}
 
 
 def overlap_record(record: Overlap) -> Record:
-    return {"record": "overlap", "row": _plain(columns.overlap_to_row(record))}
+    return {"record": "overlap", "row": _plain(row_writing.overlap_to_row(record))}
 
 
 def target_record(target: Target) -> Record:
@@ -75,15 +75,15 @@ def target_record(target: Target) -> Record:
 
 
 def conflict_record(conflict: Conflict) -> Record:
-    return {"record": "conflict", "row": _plain(columns.conflict_to_row(conflict))}
+    return {"record": "conflict", "row": _plain(row_writing.conflict_to_row(conflict))}
 
 
 def claim_record(backup: ClaimBackup) -> Record:
     return {
         "record": "claim",
-        "row": _plain(columns.claim_to_row(backup.claim)),
-        "history": [_plain(columns.event_to_row(event)) for event in backup.events],
-        "fingerprints": [_plain(columns.fingerprint_to_row(record)) for record in backup.fingerprints],
+        "row": _plain(row_writing.claim_to_row(backup.claim)),
+        "history": [_plain(row_writing.event_to_row(event)) for event in backup.events],
+        "fingerprints": [_plain(row_writing.fingerprint_to_row(record)) for record in backup.fingerprints],
     }
 
 
@@ -94,21 +94,21 @@ def restored(record: Record) -> Restored:
     """The store record an export line holds, at no version (the store it is written to gives one)."""
     kind, row = record["record"], record["row"]
     if kind == "secret":
-        return columns.secret_from_row(row, NO_VERSION)
+        return row_reading.secret_from_row(row, NO_VERSION)
     if kind == "scope":
-        return columns.scope_from_row(row, NO_VERSION)
+        return row_reading.scope_from_row(row, NO_VERSION)
     if kind == "flow":
-        return columns.flow_from_row(row, NO_VERSION)
+        return row_reading.flow_from_row(row, NO_VERSION)
     if kind == "overlap":
-        return columns.overlap_from_row(row, NO_VERSION)
+        return row_reading.overlap_from_row(row, NO_VERSION)
     if kind == "target":
         return target_from_row(row, NO_VERSION)
     if kind == "conflict":
-        return columns.conflict_from_row(row, NO_VERSION)
+        return row_reading.conflict_from_row(row, NO_VERSION)
     if kind == "claim":
-        events = tuple(columns.event_from_row(event) for event in record["history"])
-        prints = tuple(columns.fingerprint_from_row(each, NO_VERSION) for each in record["fingerprints"])
-        claim = columns.claim_from_row(row, NO_VERSION, lambda: list(events))
+        events = tuple(row_reading.event_from_row(event) for event in record["history"])
+        prints = tuple(row_reading.fingerprint_from_row(each, NO_VERSION) for each in record["fingerprints"])
+        claim = row_reading.claim_from_row(row, NO_VERSION, lambda: list(events))
         return ClaimBackup(claim, events, prints, claim.updated_at)
     raise ValueError(f"an export holds no record of the kind {kind!r}")
 

@@ -44,9 +44,9 @@ from oncegate.domain.statuses import ConflictStatus
 from oncegate.domain.store_id import STORE_ID, missing_table
 from oncegate.domain.tombstones import buried_fingerprints
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotConfigured, NotFound, StoreUnavailable
-from oncegate.stores import columns, sqlite_targets
-from oncegate.stores.columns import Row
+from oncegate.stores import row_reading, row_writing, sqlite_targets
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
+from oncegate.stores.row_writing import Row
 from oncegate.stores.sqlite_backups import SqliteBackups
 from oncegate.stores.sqlite_batch import SqliteNewClaims
 from oncegate.stores.sqlite_locks import WRITERS_SUFFIX, WritersFile, WritersQueue
@@ -323,7 +323,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         row = _claim_row(claim, written)
         row["Version"] = version
         claim_insert = _insert("claims", row)
-        event_insert = _insert("history", _sql_row(columns.event_to_row(event), written))
+        event_insert = _insert("history", _sql_row(row_writing.event_to_row(event), written))
         try:
             with self._write() as connection:
                 connection.execute(*claim_insert)
@@ -337,7 +337,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         row = self._select_one("SELECT * FROM claims WHERE ClaimId = ?", (claim_id,))
         if row is None:
             raise NotFound(f"no claim has the id {claim_id}.", record="claim")
-        return columns.claim_from_row(dict(row), str(row["Version"]), lambda: self.list_events(claim_id))
+        return row_reading.claim_from_row(dict(row), str(row["Version"]), lambda: self.list_events(claim_id))
 
     def update_claim(
         self,
@@ -352,14 +352,14 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             if changed != 1:
                 raise ConcurrentUpdate(f"claim {claim.claim_id} changed since version {claim.version}")
             if event is not None:
-                connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
+                connection.execute(*_insert("history", _sql_row(row_writing.event_to_row(event))))
             if fingerprint is not None:
                 self._save_fingerprint(connection, fingerprint)
-        return columns.claim_from_row(columns.claim_to_row(claim), str(int(claim.version or 0) + 1))
+        return row_reading.claim_from_row(row_writing.claim_to_row(claim), str(int(claim.version or 0) + 1))
 
     @staticmethod
     def _save_fingerprint(connection: sqlite3.Connection, record: FingerprintRecord) -> None:
-        values = _sql_row(columns.fingerprint_to_row(record))
+        values = _sql_row(row_writing.fingerprint_to_row(record))
         if record.version is None:
             try:
                 connection.execute(*_insert("fingerprints", {**values, "Version": 1}))
@@ -388,11 +388,11 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
                 )
                 .fetchall()
             )
-        return [columns.fingerprint_from_row(dict(row), str(row["Version"])) for row in rows]
+        return [row_reading.fingerprint_from_row(dict(row), str(row["Version"])) for row in rows]
 
     def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]:
         after = decode_cursor(cursor) if cursor else ("", "")
-        wanted = {f"status{index}": status for index, status in enumerate(columns.stored_statuses(matching))}
+        wanted = {f"status{index}": status for index, status in enumerate(row_reading.stored_statuses(matching))}
         before, since = matching.changed_before, matching.received_since
         # Only the filters given are in the query, so SQLite can use the index of source or reference.
         filters = {
@@ -418,7 +418,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         return _page(rows, limit, self._claim, ("UpdatedAt", "ClaimId"))
 
     def _claim(self, row: Row, version: str) -> Claim:
-        return columns.claim_from_row(row, version, lambda: self.list_events(row["ClaimId"]))
+        return row_reading.claim_from_row(row, version, lambda: self.list_events(row["ClaimId"]))
 
     def flush_index(self) -> None:
         """Nothing to write: the claims table's own indexes find claims by source or reference."""
@@ -452,17 +452,17 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
     def _buried_fingerprints(connection: sqlite3.Connection, tombstone: Claim) -> list[FingerprintRecord]:
         """The claim's fingerprint records its tombstone keeps, as they are to be written (issue 31)."""
         rows = connection.execute("SELECT * FROM fingerprints WHERE ClaimId = ?", (tombstone.claim_id,)).fetchall()
-        stored = [columns.fingerprint_from_row(dict(row), str(row["Version"])) for row in rows]
+        stored = [row_reading.fingerprint_from_row(dict(row), str(row["Version"])) for row in rows]
         return buried_fingerprints(tombstone, stored)
 
     def add_event(self, event: HistoryEvent) -> None:
         # Event ids are unique, so a row already there is this very event sent again: the same as on Tables.
         with contextlib.suppress(sqlite3.IntegrityError), self._write() as connection:
-            connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
+            connection.execute(*_insert("history", _sql_row(row_writing.event_to_row(event))))
 
     def count_event(self, event: HistoryEvent) -> None:
         # One statement: the series' first answer inserts its line, every later one counts in it.
-        insert, values = _insert("history", _sql_row(columns.event_to_row(event)))
+        insert, values = _insert("history", _sql_row(row_writing.event_to_row(event)))
         with self._write() as connection:
             connection.execute(
                 f"{insert} ON CONFLICT (ClaimId, EventId) DO UPDATE SET Count = Count + excluded.Count,"
@@ -489,12 +489,12 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
                 )
                 .fetchall()
             )
-        return [columns.event_from_row(dict(row)) for row in rows]
+        return [row_reading.event_from_row(dict(row)) for row in rows]
 
     def create_conflict(self, conflict: Conflict) -> Conflict:
         try:
             with self._write() as connection:
-                row = {**_sql_row(columns.conflict_to_row(conflict)), "Version": 1}
+                row = {**_sql_row(row_writing.conflict_to_row(conflict)), "Version": 1}
                 connection.execute(*_insert("conflicts", row))
         except sqlite3.IntegrityError as exc:
             raise AlreadyExists(self.get_conflict(conflict.conflict_id)) from exc
@@ -504,10 +504,10 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         row = self._select_one("SELECT * FROM conflicts WHERE ConflictId = ?", (conflict_id,))
         if row is None:
             raise NotFound(f"no conflict has the id {conflict_id}.", record="conflict")
-        return columns.conflict_from_row(dict(row), str(row["Version"]))
+        return row_reading.conflict_from_row(dict(row), str(row["Version"]))
 
     def update_conflict(self, conflict: Conflict) -> Conflict:
-        row = _sql_row(columns.conflict_to_row(conflict))
+        row = _sql_row(row_writing.conflict_to_row(conflict))
         assignments = ", ".join(f"{name} = ?" for name in row)
         with self._write() as connection:
             changed = connection.execute(
@@ -540,28 +540,28 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
                 )
                 .fetchall()
             )
-        return _page(rows, limit, columns.conflict_from_row, ("CreatedAt", "ConflictId"))
+        return _page(rows, limit, row_reading.conflict_from_row, ("CreatedAt", "ConflictId"))
 
     def conflicts_after(self, created_at: datetime, conflict_id: str = "") -> str:
         return encode_cursor(utc_text(created_at), conflict_id)
 
     def list_flows(self) -> list[FlowRecord]:
-        return self._list("flows", columns.flow_from_row)
+        return self._list("flows", row_reading.flow_from_row)
 
     def save_flow(self, record: FlowRecord) -> FlowRecord:
-        return replaced(record, version=self._save("flows", "FlowId", columns.flow_to_row(record), record.version))
+        return replaced(record, version=self._save("flows", "FlowId", row_writing.flow_to_row(record), record.version))
 
     def list_scopes(self) -> list[ScopeRecord]:
-        return self._list("scopes", columns.scope_from_row)
+        return self._list("scopes", row_reading.scope_from_row)
 
     def save_scope(self, record: ScopeRecord) -> ScopeRecord:
-        return replaced(record, version=self._save("scopes", "Scope", columns.scope_to_row(record), record.version))
+        return replaced(record, version=self._save("scopes", "Scope", row_writing.scope_to_row(record), record.version))
 
     def list_overlaps(self) -> list[Overlap]:
-        return self._list("overlaps", columns.overlap_from_row)
+        return self._list("overlaps", row_reading.overlap_from_row)
 
     def save_overlap(self, record: Overlap) -> Overlap:
-        row = columns.overlap_to_row(record)
+        row = row_writing.overlap_to_row(record)
         return replaced(record, version=self._save("overlaps", "OverlapId", row, record.version))
 
     def _list(self, table: str, from_row: Callable[[Row, str], R]) -> list[R]:
@@ -611,7 +611,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
                     connection.execute("COMMIT")
         return StoreMarks(
             store_id=identity["StoreId"] if identity else None,
-            secrets=tuple(columns.secret_from_row(dict(row), str(row["Version"])) for row in rows or ()),
+            secrets=tuple(row_reading.secret_from_row(dict(row), str(row["Version"])) for row in rows or ()),
             tables=tables,
             tables_marked=bool(identity and identity["TablesMarked"]),
             holds_claims=bool(holds),
@@ -619,7 +619,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         )
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
-        version = self._save("key_ids", "KeyId", columns.secret_to_row(record), record.version)
+        version = self._save("key_ids", "KeyId", row_writing.secret_to_row(record), record.version)
         return replaced(record, version=version)
 
     def mark_store(self, store_id: str, *, at: datetime) -> None:

@@ -13,7 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from oncegate.domain.records import FingerprintRecord, HistoryEvent
-from oncegate.stores import columns
+from oncegate.stores import row_reading, row_writing
 from oncegate.stores.paging import utc_text
 from oncegate.stores.sqlite_rows import (
     MARK_ROW,
@@ -61,14 +61,14 @@ def _backups(rows: list[sqlite3.Row], events: list[sqlite3.Row], prints: list[sq
 
     history: dict[str, list[HistoryEvent]] = {}
     for row in events:
-        history.setdefault(row["ClaimId"], []).append(columns.event_from_row(dict(row)))
+        history.setdefault(row["ClaimId"], []).append(row_reading.event_from_row(dict(row)))
     records: dict[str, list[FingerprintRecord]] = {}
     for row in prints:
-        records.setdefault(row["ClaimId"], []).append(columns.fingerprint_from_row(dict(row), str(row["Version"])))
+        records.setdefault(row["ClaimId"], []).append(row_reading.fingerprint_from_row(dict(row), str(row["Version"])))
     for row in rows:
         claim_id = row["ClaimId"]
         events_of = history.get(claim_id, [])
-        claim = columns.claim_from_row(dict(row), str(row["Version"]), partial(list, events_of))
+        claim = row_reading.claim_from_row(dict(row), str(row["Version"]), partial(list, events_of))
         yield ClaimBackup(
             claim, tuple(events_of), tuple(records.get(claim_id, [])), datetime.fromisoformat(row["UpdatedAt"])
         )
@@ -135,10 +135,10 @@ class SqliteBackups:
             connection.execute("DELETE FROM history WHERE ClaimId = ?", (claim.claim_id,))
             connection.execute("DELETE FROM fingerprints WHERE ClaimId = ?", (claim.claim_id,))
             for event in backup.events:
-                connection.execute(*_insert("history", _sql_row(columns.event_to_row(event))))
+                connection.execute(*_insert("history", _sql_row(row_writing.event_to_row(event))))
             for record in backup.fingerprints:
                 connection.execute(
-                    *_insert("fingerprints", {**_sql_row(columns.fingerprint_to_row(record)), "Version": 1})
+                    *_insert("fingerprints", {**_sql_row(row_writing.fingerprint_to_row(record)), "Version": 1})
                 )
             connection.execute(*_insert("claims", {**_claim_row(claim), "Version": _first_version()}))
 
@@ -153,15 +153,15 @@ class SqliteBackups:
 
     def read_restore(self) -> Restore | None:
         row = self._select_one("SELECT * FROM restores", ())
-        return None if row is None else columns.restore_from_row(dict(row))
+        return None if row is None else row_reading.restore_from_row(dict(row))
 
     def save_restore(self, restore: Restore) -> None:
         from oncegate.domain.backups import refuse_writing_over
 
-        row = _sql_row(columns.restore_to_row(restore))
+        row = _sql_row(row_writing.restore_to_row(restore))
         with self._write() as connection:
             stored = connection.execute("SELECT * FROM restores").fetchone()
             if stored is not None:
-                refuse_writing_over(columns.restore_from_row(dict(stored)), restore)
+                refuse_writing_over(row_reading.restore_from_row(dict(stored)), restore)
             connection.execute("DELETE FROM restores")
             connection.execute(*_insert("restores", row))

@@ -17,7 +17,7 @@ from typing import Any
 from oncegate.domain.copies import replaced
 from oncegate.domain.records import Claim, HistoryEvent
 from oncegate.errors import TooLarge
-from oncegate.stores import columns
+from oncegate.stores import row_writing
 from oncegate.stores.sqlite_rows import _claim_row, _first_version, _insert_sql, _sql_row
 
 # Under SQLite's least limit of variables a statement takes (999 before 3.32).
@@ -46,7 +46,7 @@ class SqliteNewClaims:
                 version = _first_version()
                 try:
                     row = _claim_row(claim)
-                    line = _sql_row(columns.event_to_row(event))
+                    line = _sql_row(row_writing.event_to_row(event))
                 except TooLarge:
                     made.append(None)  # a row the store cannot hold: create_claim refuses that pair alone
                     continue
@@ -55,7 +55,7 @@ class SqliteNewClaims:
                 events.setdefault(tuple(line), []).append(list(line.values()))
                 # What was written, at the version it was written with: no read back, as a single claim.
                 made.append(replaced(claim, version=str(version)))
-            # Rows of one shape share a statement: a value too long for one column spreads over more (large_values).
+            # Rows of one shape share a statement: a value too long for one column spreads over more (its pieces).
             for names, values in claims.items():
                 connection.executemany(_insert_sql("claims", names), values)
             for names, values in events.items():

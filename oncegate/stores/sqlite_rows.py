@@ -13,9 +13,9 @@ from typing import Any
 
 from oncegate.domain.marks import TableMark
 from oncegate.domain.records import Claim
-from oncegate.stores import columns, large_values
-from oncegate.stores.columns import Row
+from oncegate.stores import row_writing
 from oncegate.stores.paging import utc_text
+from oncegate.stores.row_writing import Row
 
 # Files made by the first release declare ClaimToken NOT NULL; claims no longer keep a token, so "" says none.
 NO_TOKEN = ""
@@ -36,7 +36,7 @@ def _sql_row(row: Row, written: dict[datetime, str] | None = None) -> Row:
     # check's own pass over the values (issue 36). A new claim's times are mostly one moment (first received, last
     # attempt, updated): each moment is written once.
     written = {} if written is None else written
-    for name in large_values.checked_times(row):
+    for name in row_writing.checked_times(row):
         value = row[name]
         text = written.get(value)
         row[name] = text if text is not None else written.setdefault(value, utc_text(value))
@@ -44,7 +44,7 @@ def _sql_row(row: Row, written: dict[datetime, str] | None = None) -> Row:
 
 
 def _claim_row(claim: Claim, written: dict[datetime, str] | None = None) -> Row:
-    row = _sql_row(columns.claim_to_row(claim), written)
+    row = _sql_row(row_writing.claim_to_row(claim), written)
     row["ClaimToken"] = row["ClaimToken"] or NO_TOKEN
     return row
 

@@ -16,7 +16,7 @@ import pytest
 
 from oncegate import bootstrap
 from oncegate.config import Settings
-from oncegate.stores.columns import CLAIM_COLUMNS
+from oncegate.stores.row_writing import CLAIM_COLUMNS
 from tests.docs.markdown import REPO
 
 OPERATIONS = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")

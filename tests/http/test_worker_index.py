@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+import threading
+import types
 import typing
 
 import azure.functions as func
@@ -113,3 +115,74 @@ def test_a_function_whose_module_does_not_import_answers_the_contracts_500_and_l
     working = importlib.import_module("oncegate.entrypoints.operations.claims")
     monkeypatch.setitem(sys.modules, "oncegate.entrypoints.operations.claims_broken_for_this_test", working)
     assert http.entry(listed) is BY_NAME[listed.name]
+
+
+class _Collector:
+    """The collector as ``http.entry`` sees it (``gc``), state and all, that lets a test stop one thread between
+    asking whether the collector runs and turning it off; it never freezes the test process's objects."""
+
+    def __init__(self) -> None:
+        self.enabled = True
+        self.asked = threading.Event()  # the second thread asked whether the collector runs
+        self.first_done = threading.Event()
+        self.second: threading.Thread | None = None
+
+    def isenabled(self) -> bool:
+        if threading.current_thread() is self.second:
+            self.asked.set()
+        return self.enabled
+
+    def disable(self) -> None:
+        if threading.current_thread() is self.second:
+            assert self.first_done.wait(timeout=30), "the first entry never finished"
+        self.enabled = False
+
+    def enable(self) -> None:
+        self.enabled = True
+
+    def freeze(self) -> None:
+        pass
+
+
+def test_two_entries_made_at_once_leave_the_collector_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two first calls of different functions in two handler threads: the second asked whether the collector ran
+    while the first had turned it off, and turned it off once the first had turned it back on. Nobody turned it on
+    again: the worker never collected a cycle for the rest of its life."""
+    first, second = (FUNCTIONS[0]._replace(aggregate=f"claims_{which}_for_this_test") for which in ("a", "b"))
+    claims = importlib.import_module("oncegate.entrypoints.operations.claims")
+    for listed in (first, second):
+        monkeypatch.setitem(sys.modules, f"oncegate.entrypoints.operations.{listed.aggregate}", claims)
+    collector = _Collector()
+    importing, imported = threading.Event(), threading.Event()
+
+    def import_module(name: str) -> typing.Any:
+        if name.endswith(first.aggregate):
+            importing.set()
+            assert imported.wait(timeout=30), "the first import was never let go on"
+        return importlib.import_module(name)
+
+    monkeypatch.setattr(http, "gc", collector)
+    monkeypatch.setattr(http, "importlib", types.SimpleNamespace(import_module=import_module))
+
+    def first_entry() -> None:
+        http.entry(first)
+        collector.first_done.set()
+
+    def second_entry() -> None:
+        try:
+            http.entry(second)
+        finally:
+            collector.asked.set()  # done without asking: nothing to wait for
+
+    one = threading.Thread(target=first_entry)
+    one.start()
+    assert importing.wait(timeout=30)
+    collector.second = threading.Thread(target=second_entry)
+    collector.second.start()
+    assert collector.asked.wait(timeout=30)
+    imported.set()
+    one.join(timeout=30)
+    collector.second.join(timeout=30)
+
+    assert collector.enabled, "the collector was left off"
+    assert http.entry(first) is http.entry(second) is BY_NAME[first.name]

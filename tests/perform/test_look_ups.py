@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target
@@ -12,6 +15,9 @@ from tests.http.test_governance import run_timer
 from tests.perform.calls import FLOW, perform_body
 from tests.perform.conftest import Declared, with_target
 from tests.support.target_server import Answer, Record, StandInTarget
+
+# The lease a Check and claim run takes the claim to reconcile with, in the tests that let it run out.
+LEASE = 60
 
 
 def perform(api: Api, **fields: object) -> dict[str, object]:
@@ -192,12 +198,7 @@ def test_a_check_and_claim_run_that_records_unknown_leaves_the_call_in_doubt_whe
     payload = {"order": "SO-1001"}
     with StandInTarget() as other:
         declared.declare(with_target(erp, name="erp-next", base_url=other.base_url, honours_idempotency_key=True))
-        stand_in.script(Answer(status=503))
-        assert perform(api, payload=payload)["decision"] == "reconcile"
-        clock.advance(erp.timeout_seconds + 1)
-        own = {"scope": "erp.create-order", "key": "SO-1001", "runId": "run-2", "flow": FLOW, "payload": payload}
-        handed = api.call("check_and_claim", own).body
-        assert handed["decision"] == "reconcile", handed
+        handed = _handed_by_check_and_claim(api, stand_in, erp, clock, payload)
         unknown = {"claimToken": handed["claimToken"], "outcome": "unknown", "error": "the ERP search timed out"}
         route = {"claimId": handed["claimId"]}
         recorded = api.call("record_result", unknown, route=route)
@@ -217,3 +218,69 @@ def test_a_check_and_claim_run_that_records_unknown_leaves_the_call_in_doubt_whe
     assert (again["decision"], again.get("targetRecordId")) == ("duplicate", "order-1"), again
     assert [request.method for request in stand_in.received] == ["POST", "GET"]
     assert len(stand_in.records) == 1
+
+
+def test_a_run_s_own_member_named_call_leaves_the_call_in_doubt_where_it_went(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """As above, but the run records unknown with data of its own naming a member call (its courier's): that is no
+    call of Perform once's, so the call in doubt stays beside it and a later Perform once naming another target looks
+    it up at erp, never makes the order there."""
+    payload = {"order": "SO-1001"}
+    with StandInTarget() as other:
+        declared.declare(with_target(erp, name="erp-next", base_url=other.base_url, honours_idempotency_key=True))
+        handed = _handed_by_check_and_claim(api, stand_in, erp, clock, payload)
+        own = {"call": {"carrier": "ups", "target": "erp-next", "deadline": "2024-05-01T09:00:00Z"}}
+        unknown = {"claimToken": handed["claimToken"], "outcome": "unknown", "data": own}
+        recorded = api.call("record_result", unknown, route={"claimId": handed["claimId"]})
+        assert recorded.status == 200, recorded.body
+        assert recorded.body["data"] == {**own, "earlierCall": recorded.body["data"]["earlierCall"]}
+        assert recorded.body["data"]["earlierCall"]["target"] == "erp"
+
+        perform(api, run="run-3", target="erp-next", payload=payload)
+        clock.advance(erp.timeout_seconds + 60)
+        again = perform(api, run="run-3", target="erp-next", payload=payload)
+
+        assert other.received == [], "the look-up or a second call went to a target the first call never reached"
+    assert (again["decision"], again.get("targetRecordId")) == ("duplicate", "order-1"), again
+    assert len(stand_in.records) == 1
+
+
+def test_an_unknown_whose_data_is_no_object_is_refused_while_the_claim_carries_a_call_in_doubt(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """The call in doubt has no room beside data that is no object: dropped with it, a later Perform once naming
+    another target that honours the key made the order there too. The record is refused (400 naming data), nothing
+    recorded; the claim's lease runs out and the next Perform once looks the call up where it went."""
+    payload = {"order": "SO-1001"}
+    with StandInTarget() as other:
+        declared.declare(with_target(erp, name="erp-next", base_url=other.base_url, honours_idempotency_key=True))
+        handed = _handed_by_check_and_claim(api, stand_in, erp, clock, payload)
+        route = {"claimId": handed["claimId"]}
+        kept = api.call("get_claim", route=route).body
+        unknown = {"claimToken": handed["claimToken"], "outcome": "unknown", "data": "the ERP search timed out"}
+        refused = api.call("record_result", unknown, route=route)
+        assert refused.status == 400, refused.body
+        assert [detail["target"] for detail in refused.body["error"]["details"]] == ["data"], refused.body
+        assert api.call("get_claim", route=route).body == kept, "a refused result changed the claim"
+
+        clock.advance(LEASE + 1)  # run-2's lease runs out
+        again = perform(api, run="run-3", target="erp-next", payload=payload)
+
+        assert other.received == [], "the look-up or a second call went to a target the first call never reached"
+    assert (again["decision"], again.get("targetRecordId")) == ("duplicate", "order-1"), again
+    assert len(stand_in.records) == 1
+
+
+def _handed_by_check_and_claim(
+    api: Api, stand_in: StandInTarget, erp: Target, clock: FakeClock, payload: Mapping[str, object]
+) -> dict[str, Any]:
+    """Perform once's call to erp made the order and ended in doubt (503); after its deadline a Check and claim run
+    took the claim to reconcile."""
+    stand_in.script(Answer(status=503))
+    assert perform(api, payload=payload)["decision"] == "reconcile"
+    clock.advance(erp.timeout_seconds + 1)
+    own = {"scope": "erp.create-order", "key": "SO-1001", "runId": "run-2", "flow": FLOW, "payload": payload}
+    handed: dict[str, Any] = api.call("check_and_claim", {**own, "leaseSeconds": LEASE}).body
+    assert handed["decision"] == "reconcile", handed
+    return handed

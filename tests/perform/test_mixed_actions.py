@@ -304,3 +304,29 @@ def test_check_and_claim_before_a_call_in_doubts_deadline_is_told_in_progress_an
     clock.advance(26)
     later = api.call("perform_once", {**body, "runId": "run-C"}).body
     assert (later["decision"], later["targetRecordId"]) == ("duplicate", "order-0")
+
+
+def test_check_and_claim_waiting_on_a_call_in_doubt_is_told_so_and_polls_until_its_deadline(
+    api: Api, declared: Declared, erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """No run holds a claim whose Perform once call ended in doubt: a Check and claim that waits is told the call may
+    still be under way (not that another run is doing the side effect, with "or stop"), asked to poll no later than
+    the call's deadline, and once it passed the poll hands the run the claim to reconcile."""
+    declared.declare(with_target(erp, timeout_seconds=30))
+    body = {**perform_body("SO-waits", run="run-A"), "payload": {"amount": 10}}
+    stand_in.script(Answer(status=504, commit=False))
+    assert api.call("perform_once", body).body["decision"] == "reconcile"
+    clock.advance(27)
+    own = {key: body[key] for key in ("scope", "key", "flow", "payload")} | {"runId": "run-B"}
+
+    waited = api.call("check_and_claim", {**own, "wait": True, "maxWaitSeconds": 600})
+
+    assert (waited.status, waited.body["decision"], waited.body.get("claimToken")) == (202, "in_progress", None)
+    assert "in doubt" in waited.body["reason"], waited.body
+    assert "Another run" not in waited.body["reason"], waited.body
+    assert waited.body["retryAfterSeconds"] == 3, "polled after the call's deadline, not before"
+    assert f"retry in {waited.body['retryAfterSeconds']} s" in waited.body["reason"]
+    clock.advance(3)
+    polled = api.follow(waited.headers["location"])
+    assert (polled.status, polled.body["decision"]) == (200, "reconcile"), polled.body
+    assert polled.body["claimToken"]

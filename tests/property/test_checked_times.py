@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oncegate.errors import TooLarge
-from oncegate.stores import large_values
-from oncegate.stores.large_values import PROPERTY_UNITS
+from oncegate.stores import row_writing
+from oncegate.stores.row_writing import PROPERTY_UNITS
 
 NAMES = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij_", min_size=1, max_size=12)
 VALUES: st.SearchStrategy[Any] = st.one_of(
@@ -30,7 +30,7 @@ VALUES: st.SearchStrategy[Any] = st.one_of(
 
 
 def _check_then_times(entity: dict[str, Any]) -> list[str]:
-    large_values.check(entity)
+    row_writing.check(entity)
     return [name for name, value in entity.items() if isinstance(value, datetime)]
 
 
@@ -45,10 +45,10 @@ def _verdict(way: Any, entity: dict[str, Any]) -> Any:
 
 @given(st.dictionaries(NAMES, VALUES, max_size=40))
 def test_the_times_and_the_verdict_are_the_check_s_and_a_separate_pass_s(entity: dict[str, Any]) -> None:
-    assert _verdict(large_values.checked_times, dict(entity)) == _verdict(_check_then_times, dict(entity))
+    assert _verdict(row_writing.checked_times, dict(entity)) == _verdict(_check_then_times, dict(entity))
 
 
 @pytest.mark.parametrize("count", [252, 253])
 def test_a_row_of_too_many_properties_is_refused_the_same_way(count: int) -> None:
     entity: dict[str, Any] = {f"Column{n}": datetime(2026, 12, 7, tzinfo=UTC) for n in range(count)}
-    assert _verdict(large_values.checked_times, dict(entity)) == _verdict(_check_then_times, dict(entity))
+    assert _verdict(row_writing.checked_times, dict(entity)) == _verdict(_check_then_times, dict(entity))

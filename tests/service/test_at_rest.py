@@ -13,7 +13,7 @@ from oncegate.domain.statuses import ClaimStatus
 from oncegate.entrypoints import error_map
 from oncegate.errors import StateConflict
 from oncegate.models import ClaimRequest, RecordResultRequest
-from oncegate.stores import columns
+from oncegate.stores import row_writing
 from tests.gate import Gate
 from tests.service.calls import FLOW, SCOPE, claim, record, release
 
@@ -22,7 +22,10 @@ PAYLOAD = {"customer": "C-7", "email": "ana@contoso.com", "amount": 12.5}
 
 def _everything_stored(service: Gate, claim_id: str) -> str:
     stored = service.store.get_claim(claim_id)
-    rows = [columns.claim_to_row(stored), *(columns.event_to_row(e) for e in service.store.list_events(claim_id))]
+    rows = [
+        row_writing.claim_to_row(stored),
+        *(row_writing.event_to_row(e) for e in service.store.list_events(claim_id)),
+    ]
     return repr(rows)
 
 

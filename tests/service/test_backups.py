@@ -34,7 +34,7 @@ from oncegate.service.backups import BackupStore
 from oncegate.service.core import utc_now
 from oncegate.service.key_secrets import KeySecrets
 from oncegate.service.safeguard import PinnedFile, PinnedSetting, StoreIdPin
-from oncegate.stores import columns, export_format
+from oncegate.stores import export_format, row_writing
 from oncegate.stores.paging import utc_text
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
@@ -174,10 +174,11 @@ def stored(store: ClaimStore) -> dict[str, Any]:
     conflicts = store.list_conflicts(status=None, scope=None, limit=1000, cursor=None).items
     claims = {
         backup.claim.claim_id: (
-            columns.claim_to_row(backup.claim),
-            [columns.event_to_row(event) for event in backup.events],
+            row_writing.claim_to_row(backup.claim),
+            [row_writing.event_to_row(event) for event in backup.events],
             sorted(
-                (columns.fingerprint_to_row(each) for each in backup.fingerprints), key=lambda row: row["Fingerprint"]
+                (row_writing.fingerprint_to_row(each) for each in backup.fingerprints),
+                key=lambda row: row["Fingerprint"],
             ),
         )
         for backup in store.export_claims()

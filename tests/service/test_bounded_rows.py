@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from oncegate.domain.statuses import ConflictStatus, Decision
-from oncegate.stores import columns
+from oncegate.stores import row_writing
 from tests.gate import Gate
 from tests.service.calls import claim, resolve, succeeded
 
@@ -20,7 +20,7 @@ LONG = "f" * 120
 
 
 def _claim_row_size(service: Gate, claim_id: str) -> int:
-    return len(repr(columns.claim_to_row(service.store.get_claim(claim_id))))
+    return len(repr(row_writing.claim_to_row(service.store.get_claim(claim_id))))
 
 
 @pytest.mark.slow

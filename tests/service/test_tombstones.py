@@ -18,7 +18,7 @@ from oncegate.entrypoints import error_map
 from oncegate.errors import NotFound, StateConflict
 from oncegate.models import ClaimResponse, ResolveConflictRequest, SetScopeRequest
 from oncegate.service.retention import buried
-from oncegate.stores import columns
+from oncegate.stores import row_writing
 from tests.conftest import FakeClock
 from tests.gate import Gate
 from tests.service.calls import SCOPE, claim, keyed, record, release, resolve, scopes, set_scope
@@ -211,10 +211,10 @@ def test_a_tombstone_costs_a_fraction_of_the_claim_it_replaces(service: Gate, cl
         claim(service, key="SO-1001", run=f"run-again-{run}")
     stored = service.store.get_claim(claim_id)
     events = service.store.list_events(claim_id)
-    claim_bytes = json_size(_row(columns.claim_to_row(stored))) + sum(
-        json_size(_row(columns.event_to_row(event))) for event in events
+    claim_bytes = json_size(_row(row_writing.claim_to_row(stored))) + sum(
+        json_size(_row(row_writing.event_to_row(event))) for event in events
     )
-    tombstone_bytes = json_size(_row(columns.claim_to_row(buried(stored, clock()))))
+    tombstone_bytes = json_size(_row(row_writing.claim_to_row(buried(stored, clock()))))
 
     print(f"claim {claim_bytes} bytes ({len(events)} history rows), tombstone {tombstone_bytes} bytes")
     assert tombstone_bytes < 1024
@@ -231,7 +231,7 @@ def test_a_fingerprint_a_tombstone_keeps_costs_a_fraction_of_the_tombstone(servi
     (record,) = service.store.get_fingerprints(claim_id, [keyed("v2")])
     (kept,) = buried_fingerprints(buried(stored, clock()), [record])
 
-    record_bytes, kept_bytes = (json_size(_row(columns.fingerprint_to_row(row))) for row in (record, kept))
+    record_bytes, kept_bytes = (json_size(_row(row_writing.fingerprint_to_row(row))) for row in (record, kept))
 
     print(f"fingerprint record {record_bytes} bytes, kept by the tombstone {kept_bytes} bytes")
     assert (kept.alias_generation, kept.reviewer, kept.note) == (stored.generation, None, None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from oncegate.entrypoints.render import wire_details
-from oncegate.stores import columns
+from oncegate.stores import row_reading, row_writing
 from tests.support import records
 
 DETAILS = {
@@ -19,7 +19,7 @@ DETAILS = {
 
 
 def test_details_are_stored_under_the_store_s_names_and_the_flow_s_data_is_never_renamed() -> None:
-    row = columns.event_to_row(records.event("claim-1", details=DETAILS))
+    row = row_writing.event_to_row(records.event("claim-1", details=DETAILS))
 
     assert json.loads(row["Details"]) == {
         "TargetRecordId": "ERP-1",
@@ -28,14 +28,14 @@ def test_details_are_stored_under_the_store_s_names_and_the_flow_s_data_is_never
         "ConflictId": "c1",
         "erpAmount": 12.5,
     }
-    assert columns.event_from_row(row).details == DETAILS
+    assert row_reading.event_from_row(row).details == DETAILS
 
 
 def test_rows_of_earlier_releases_in_the_api_s_spelling_read_the_same() -> None:
-    row = columns.event_to_row(records.event("claim-1"))
+    row = row_writing.event_to_row(records.event("claim-1"))
     row["Details"] = json.dumps({"targetRecordId": "ERP-1", "previousStatus": "unknown", "note": "checked"})
 
-    read = columns.event_from_row(row).details
+    read = row_reading.event_from_row(row).details
 
     assert read == {"target_record_id": "ERP-1", "previous_status": "unknown", "note": "checked"}
     assert wire_details(read) == {"targetRecordId": "ERP-1", "previousStatus": "unknown", "note": "checked"}

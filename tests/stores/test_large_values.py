@@ -9,7 +9,8 @@ import pytest
 
 from oncegate.entrypoints import error_map
 from oncegate.errors import TooLarge
-from oncegate.stores.large_values import ENTITY_BYTES, PROPERTY_UNITS, USER_PROPERTIES, entity_bytes, gather, spread
+from oncegate.stores.row_reading import gather
+from oncegate.stores.row_writing import ENTITY_BYTES, PROPERTY_UNITS, USER_PROPERTIES, entity_bytes, spread
 
 EMOJI = "\U0001f600"  # outside the BMP: one Python character, two UTF-16 code units
 KEYS = {"PartitionKey": "p", "RowKey": "r"}

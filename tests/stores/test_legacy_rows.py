@@ -35,7 +35,7 @@ from oncegate.models import (
     ResolveConflictRequest,
     SetScopeRequest,
 )
-from oncegate.stores import columns
+from oncegate.stores import row_writing
 from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 from tests.gate import Gate
@@ -197,7 +197,7 @@ def test_a_new_grant_on_an_old_claim_stores_no_token(legacy: Legacy) -> None:
     stored = legacy.service.store.get_claim(granted.claim_id)
     assert (stored.legacy_token, stored.grant_id is not None) == (None, True)
     assert granted.claim_token is not None
-    assert granted.claim_token.split(".", 1)[1] not in repr(columns.claim_to_row(stored))
+    assert granted.claim_token.split(".", 1)[1] not in repr(row_writing.claim_to_row(stored))
 
 
 def test_a_claim_granted_to_reconcile_before_the_upgrade_is_still_reconcile(legacy: Legacy) -> None:

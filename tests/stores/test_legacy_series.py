@@ -21,7 +21,7 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import HistoryEvent
 from oncegate.domain.statuses import Decision
 from oncegate.models import ClaimRequest, FlowRef, ListPageQuery
-from oncegate.stores import columns
+from oncegate.stores import row_writing
 from oncegate.stores.paging import every_item
 from oncegate.stores.tables.store import TableStore
 from tests.gate import Gate
@@ -186,7 +186,7 @@ def test_a_claim_of_the_upgraded_store_begun_after_the_grace_reads_each_page_onc
 
 
 def _entity_of(claim_id: str, row_key: str, event: HistoryEvent) -> dict[str, Any]:
-    return {"PartitionKey": claim_id, "RowKey": row_key, **columns.event_to_row(event)}
+    return {"PartitionKey": claim_id, "RowKey": row_key, **row_writing.event_to_row(event)}
 
 
 def test_a_store_opened_only_to_read_before_this_release_wrote_to_it_reads_the_earlier_rows_and_writes_nothing(

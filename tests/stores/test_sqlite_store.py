@@ -19,10 +19,10 @@ import pytest
 from oncegate.domain.records import ClaimFilter, Conflict
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.errors import AlreadyExists, NotFound
-from oncegate.stores import columns
-from oncegate.stores.columns import Row
+from oncegate.stores import row_writing
 from oncegate.stores.paging import utc_text
 from oncegate.stores.port import ClaimStore
+from oncegate.stores.row_writing import Row
 from oncegate.stores.sqlite import SqliteStore
 from tests.stores.contract import Meter, StoreContract
 from tests.stores.target_contract import TargetContract
@@ -84,9 +84,12 @@ class TestSqliteStore(StoreContract, TargetContract):
     @pytest.fixture
     def write_legacy_conflicts(self, tmp_path: Path) -> Callable[[list[Conflict]], None]:
         def write(conflicts: list[Conflict]) -> None:
-            rows = [{**_text_times(columns.conflict_to_row(conflict)), "Version": 1} for conflict in conflicts]
+            rows = [{**_text_times(row_writing.conflict_to_row(conflict)), "Version": 1} for conflict in conflicts]
             # The columns of that release: SourceSystem came with issue 16, Changed with issue 33.
-            names = [*(name for name in columns.CONFLICT_COLUMNS if name not in ("SourceSystem", "Changed")), "Version"]
+            names = [
+                *(name for name in row_writing.CONFLICT_COLUMNS if name not in ("SourceSystem", "Changed")),
+                "Version",
+            ]
             insert = f"INSERT INTO conflicts ({', '.join(names)}) VALUES ({', '.join(':' + name for name in names)})"
             with contextlib.closing(sqlite3.connect(tmp_path / "oncegate.db")) as connection, connection:
                 for statement in _legacy_conflicts_table():

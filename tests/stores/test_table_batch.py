@@ -31,7 +31,7 @@ from azure.data.tables import (
 )
 from azure.data.tables import TransactionOperation as Op
 
-from oncegate.stores import large_values
+from oncegate.stores import row_reading, row_writing
 from oncegate.stores.tables import batch
 from tests.faults.lossy_proxy import TIMED_OUT
 from tests.support.azurite import Azurite, ExternalTables
@@ -196,14 +196,14 @@ def test_every_type_reads_back_as_the_sdk_writes_it(table: TableClient) -> None:
 
 def test_long_values_spread_over_pieces_are_written_and_replaced_whole(table: TableClient) -> None:
     first = row("history-1", Details="x" * 70_000, Note="\U0001f600" * 20_000)
-    written = batch.submit_transaction(table, [(Op.CREATE, large_values.spread(first))])
+    written = batch.submit_transaction(table, [(Op.CREATE, row_writing.spread(first))])
     entity = table.get_entity(PARTITION, "history-1")
     assert {"Details__2", "Details__3", "Note__2"} <= set(entity)
-    assert large_values.gather(entity) == first
+    assert row_reading.gather(entity) == first
 
     second = row("history-1", Details="y" * 40_000)
-    batch.submit_transaction(table, [(Op.UPDATE, large_values.spread(second), if_unchanged(written[0]["etag"]))])
-    assert large_values.gather(table.get_entity(PARTITION, "history-1")) == second
+    batch.submit_transaction(table, [(Op.UPDATE, row_writing.spread(second), if_unchanged(written[0]["etag"]))])
+    assert row_reading.gather(table.get_entity(PARTITION, "history-1")) == second
 
 
 class TimesOutOnce(HttpTransport[HttpRequest, HttpResponse]):

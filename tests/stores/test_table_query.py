@@ -15,7 +15,7 @@ import pytest
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.data.tables import EdmType, EntityProperty, TableClient, TableServiceClient
 
-from oncegate.stores import columns
+from oncegate.stores import row_reading
 from oncegate.stores.tables import query
 from tests.support.azurite import Azurite, ExternalTables
 
@@ -45,7 +45,7 @@ def our_rows(table: TableClient, parameters: Mapping[str, str], *, top: int | No
 
 def times_read(row: Mapping[str, Any]) -> dict[str, Any]:
     """``row`` as the stored columns read it: a time, text or ``datetime``, as the instant it names."""
-    return {name: columns._when(value) if name.endswith("At") else value for name, value in row.items()}
+    return {name: row_reading._when(value) if name.endswith("At") else value for name, value in row.items()}
 
 
 def test_a_row_of_every_type_reads_as_the_sdk_reads_it(table: TableClient) -> None:

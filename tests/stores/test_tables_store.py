@@ -19,7 +19,7 @@ from azure.data.tables import TableClient, TableEntity, TableServiceClient, Tran
 from oncegate.domain.records import Claim, Conflict, HistoryEvent
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
 from oncegate.errors import ConcurrentUpdate, NotFound, StoreUnavailable
-from oncegate.stores import columns
+from oncegate.stores import row_writing
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 from oncegate.stores.tables import batch
 from oncegate.stores.tables.claims import HISTORY_BATCH
@@ -72,7 +72,7 @@ def _write_legacy_conflicts(factory: TableStoreFactory, conflicts: list[Conflict
     with TableServiceClient.from_connection_string(factory.connection_string) as service:
         table = service.create_table_if_not_exists(table_names(factory.prefix)[1])
         for conflict in conflicts:
-            row = {name: value for name, value in columns.conflict_to_row(conflict).items() if value is not None}
+            row = {name: value for name, value in row_writing.conflict_to_row(conflict).items() if value is not None}
             table.create_entity({"PartitionKey": "conflict", "RowKey": conflict.conflict_id, **row})
 
 
@@ -283,7 +283,7 @@ def test_a_value_longer_than_a_property_is_stored_in_numbered_pieces(
     table_store_factory: TableStoreFactory, azurite: Azurite | ExternalTables
 ) -> None:
     # Issue 9's result: 40,598 characters once JSON-escaped, where a property holds 32,768 UTF-16 code units.
-    # Store-owned names (columns.DETAIL_NAMES): the text stored is the details as the row keeps them.
+    # Store-owned names (row_writing.DETAIL_NAMES): the text stored is the details as the row keeps them.
     details = {"Data": "x" * 16000, "Error": "\u0001" * 4096}
     claim = records.claim()
     event = records.event(claim.claim_id, kind=EventKind.RESULT, outcome="failed", details=details)

@@ -17,7 +17,7 @@ from azure.data.tables import TableClient, TableEntity, TransactionOperation, Up
 
 from oncegate.domain.backups import ClaimBackup, Restore, refuse_writing_over
 from oncegate.errors import AlreadyExists, ConcurrentUpdate
-from oncegate.stores import columns, large_values
+from oncegate.stores import row_reading, row_writing
 from oncegate.stores.tables import batch
 from oncegate.stores.tables.entities import (
     CLAIM_ROW,
@@ -131,15 +131,15 @@ class TableBackups:
         if read is None:
             return None
         claim_entity, entities = read
-        events = (columns.event_from_row(large_values.gather(e)) for e in entities if _is_history(e))
+        events = (row_reading.event_from_row(row_reading.gather(e)) for e in entities if _is_history(e))
         history = tuple(sorted(one_line_per_series(events), key=_event_place))
         prints = tuple(
-            columns.fingerprint_from_row(large_values.gather(e), _etag(e.metadata))
+            row_reading.fingerprint_from_row(row_reading.gather(e), _etag(e.metadata))
             for e in entities
             if e["RowKey"].startswith(FINGERPRINT_PREFIX)
         )
-        row, version = large_values.gather(claim_entity), _etag(claim_entity.metadata)
-        claim = columns.claim_from_row(row, version, lambda: list(history))
+        row, version = row_reading.gather(claim_entity), _etag(claim_entity.metadata)
+        claim = row_reading.claim_from_row(row, version, lambda: list(history))
         changed_at = claim_entity.metadata["timestamp"]
         assert changed_at is not None, "Table Storage answered a row without its Timestamp"
         return ClaimBackup(claim, history, prints, changed_at)
@@ -248,11 +248,11 @@ class TableBackups:
                 entity = self._keys.get_entity(RESTORE_PARTITION, RESTORE_ROW)
             except ResourceNotFoundError:
                 return None
-        return columns.restore_from_row(entity)
+        return row_reading.restore_from_row(entity)
 
     def save_restore(self, restore: Restore) -> None:
         """Created, or written over at the ETag read: over another export's record or a completed one, never."""
-        row = columns.restore_to_row(restore)
+        row = row_writing.restore_to_row(restore)
         for _ in range(RESTORE_SAVES):
             with _translated():
                 try:
@@ -261,7 +261,7 @@ class TableBackups:
                     entity = None
             version = None
             if entity is not None:
-                refuse_writing_over(columns.restore_from_row(entity), restore)
+                refuse_writing_over(row_reading.restore_from_row(entity), restore)
                 version = _etag(entity.metadata)
             try:
                 with _translated():

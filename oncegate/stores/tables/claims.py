@@ -35,7 +35,7 @@ from oncegate.domain.copies import replaced
 from oncegate.domain.records import Claim, ClaimFilter, FingerprintRecord, HistoryEvent, Page
 from oncegate.domain.tombstones import buried_fingerprints
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, InvalidRequest, NotFound
-from oncegate.stores import columns, large_values
+from oncegate.stores import row_reading
 from oncegate.stores.paging import decode_cursor, encode_cursor
 from oncegate.stores.tables import batch
 from oncegate.stores.tables.entities import (
@@ -125,8 +125,8 @@ class TableClaims:
 
     def _claim_of(self, entity: TableEntity) -> Claim:
         """The claim of its entity; a row of schema 1 reads its history for what it kept there (rare)."""
-        row, version = large_values.gather(entity), _etag(entity.metadata)
-        return columns.claim_from_row(row, version, lambda: self.list_events(entity["PartitionKey"]))
+        row, version = row_reading.gather(entity), _etag(entity.metadata)
+        return row_reading.claim_from_row(row, version, lambda: self.list_events(entity["PartitionKey"]))
 
     def get_claim(self, claim_id: str) -> Claim:
         """The stored claim; raises ``NotFound``."""
@@ -170,7 +170,7 @@ class TableClaims:
         for fingerprint in dict.fromkeys(fingerprints):
             with suppress(ResourceNotFoundError), _translated():
                 entity = self._claims.get_entity(claim_id, FINGERPRINT_PREFIX + fingerprint)
-                found.append(columns.fingerprint_from_row(large_values.gather(entity), _etag(entity.metadata)))
+                found.append(row_reading.fingerprint_from_row(row_reading.gather(entity), _etag(entity.metadata)))
         return found
 
     def list_claims(self, matching: ClaimFilter, *, limit: int, cursor: str | None = None) -> Page[Claim]:
@@ -188,7 +188,7 @@ class TableClaims:
             "since": matching.received_since,
         }
         parameters = {name: value for name, value in wanted.items() if value is not None}
-        statuses = columns.stored_statuses(matching)
+        statuses = row_reading.stored_statuses(matching)
         query = " and ".join([*(CLAIM_CLAUSES[name] for name in parameters), _status_clause(len(statuses))])
         parameters.update({f"status{index}": status for index, status in enumerate(statuses)})
         refused = BAD_REQUEST if cursor else ()

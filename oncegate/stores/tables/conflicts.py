@@ -35,7 +35,7 @@ from azure.data.tables import TableClient, TableEntity, TransactionOperation, Up
 from oncegate.domain.records import Conflict, Page
 from oncegate.domain.statuses import ConflictStatus
 from oncegate.errors import AlreadyExists, ConcurrentUpdate, NotFound
-from oncegate.stores import columns, large_values
+from oncegate.stores import row_reading, row_writing
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 from oncegate.stores.tables import batch
 from oncegate.stores.tables.entities import (
@@ -75,13 +75,13 @@ def _listing_key(status: ConflictStatus, place: tuple[str, str]) -> str:
 
 def _conflict_entities(conflict: Conflict, version: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """The conflict row and its listing row: the same columns under two keys."""
-    row = {**columns.conflict_to_row(conflict), VERSION: version}
+    row = {**row_writing.conflict_to_row(conflict), VERSION: version}
     listing_key = _listing_key(conflict.status, _position(conflict))
     return _entity(CONFLICT_PARTITION, conflict.conflict_id, row), _entity(CONFLICT_PARTITION, listing_key, row)
 
 
 def _conflict(entity: TableEntity) -> Conflict:
-    return columns.conflict_from_row(large_values.gather(entity), str(entity.get(VERSION, LEGACY_VERSION)))
+    return row_reading.conflict_from_row(row_reading.gather(entity), str(entity.get(VERSION, LEGACY_VERSION)))
 
 
 def _position(conflict: Conflict) -> tuple[str, str]:
@@ -102,7 +102,7 @@ class TableConflicts:
         operations = [(TransactionOperation.CREATE, entity) for entity in _conflict_entities(conflict, FIRST_VERSION)]
         with _on_status(EXISTS, lambda: AlreadyExists(self.get_conflict(conflict.conflict_id))):
             batch.submit_transaction(self._conflicts, operations)
-        return columns.conflict_from_row(columns.conflict_to_row(conflict), str(FIRST_VERSION))
+        return row_reading.conflict_from_row(row_writing.conflict_to_row(conflict), str(FIRST_VERSION))
 
     def get_conflict(self, conflict_id: str) -> Conflict:
         """The stored conflict; raises ``NotFound``."""
@@ -132,10 +132,10 @@ class TableConflicts:
                 operations.append(
                     (TransactionOperation.DELETE, {"PartitionKey": CONFLICT_PARTITION, "RowKey": listed_at})
                 )
-            # Replace, never merge: a listing row may hold a long value in pieces (large_values).
+            # Replace, never merge: a listing row may hold a long value in pieces (row_writing.spread).
             operations.append((TransactionOperation.UPSERT, listing_row, {"mode": UpdateMode.REPLACE}))
             batch.submit_transaction(self._conflicts, operations)
-        return columns.conflict_from_row(columns.conflict_to_row(conflict), str(version))
+        return row_reading.conflict_from_row(row_writing.conflict_to_row(conflict), str(version))
 
     def list_conflicts(
         self, *, status: ConflictStatus | None, scope: str | None, limit: int, cursor: str | None

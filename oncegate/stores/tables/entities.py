@@ -27,9 +27,9 @@ from azure.data.tables import TableClient, UpdateMode
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
 from oncegate.domain.store_id import STORE_ID, TABLE_BEING_DELETED, missing_table
 from oncegate.errors import ConcurrentUpdate, NotConfigured, StoreUnavailable
-from oncegate.stores import columns, large_values
-from oncegate.stores.columns import Row
+from oncegate.stores import row_writing
 from oncegate.stores.paging import utc_text
+from oncegate.stores.row_writing import Row
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +70,11 @@ def _keyed(row: Row, partition_key: str, row_key: str) -> dict[str, Any]:
     row["PartitionKey"] = partition_key
     row["RowKey"] = row_key
     # A value over 32K UTF-16 code units goes in numbered pieces; a row too big even so is refused unsent.
-    return large_values.spread(row)
+    return row_writing.spread(row)
 
 
 def _claim_entity(claim: Claim) -> dict[str, Any]:
-    return _keyed(columns.claim_to_row(claim), claim.claim_id, CLAIM_ROW)
+    return _keyed(row_writing.claim_to_row(claim), claim.claim_id, CLAIM_ROW)
 
 
 def _history_key(at: datetime, event_id: str) -> str:
@@ -85,12 +85,12 @@ def _history_key(at: datetime, event_id: str) -> str:
 
 
 def _event_entity(event: HistoryEvent) -> dict[str, Any]:
-    return _keyed(columns.event_to_row(event), event.claim_id, _history_key(event.at, event.event_id))
+    return _keyed(row_writing.event_to_row(event), event.claim_id, _history_key(event.at, event.event_id))
 
 
 def _tally_entity(line: HistoryEvent) -> dict[str, Any]:
     """A series line's tally: its twin outside the history, keyed by the series id, where answers are counted."""
-    return _keyed(columns.event_to_row(line), line.claim_id, TALLY_PREFIX + line.event_id)
+    return _keyed(row_writing.event_to_row(line), line.claim_id, TALLY_PREFIX + line.event_id)
 
 
 def _event_place(event: HistoryEvent) -> tuple[str, str]:
@@ -99,7 +99,7 @@ def _event_place(event: HistoryEvent) -> tuple[str, str]:
 
 
 def _fingerprint_entity(record: FingerprintRecord) -> dict[str, Any]:
-    return _keyed(columns.fingerprint_to_row(record), record.claim_id, FINGERPRINT_PREFIX + record.fingerprint)
+    return _keyed(row_writing.fingerprint_to_row(record), record.claim_id, FINGERPRINT_PREFIX + record.fingerprint)
 
 
 def _index_partition(*, source: str | None, reference: str | None) -> str:

@@ -47,7 +47,7 @@ from azure.data.tables import TableClient, TableEntity, TransactionOperation, Up
 from oncegate.bounded import Bounded
 from oncegate.domain.records import HistoryEvent, Page
 from oncegate.errors import InvalidRequest
-from oncegate.stores import columns, large_values
+from oncegate.stores import row_reading
 from oncegate.stores.paging import decode_cursor, encode_cursor
 from oncegate.stores.tables import batch, query
 from oncegate.stores.tables.conflicts import UPGRADE_PARTITION
@@ -89,7 +89,7 @@ BEGUN_HERE = "Z"
 
 
 def _event(row: Mapping[str, Any]) -> HistoryEvent:
-    return columns.event_from_row(large_values.gather(row))
+    return row_reading.event_from_row(row_reading.gather(row))
 
 
 def _order(event: HistoryEvent) -> str:

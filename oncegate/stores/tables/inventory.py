@@ -13,8 +13,8 @@ from typing import TypeVar
 from azure.data.tables import TableClient
 
 from oncegate.domain.records import FlowRecord, Overlap, ScopeRecord
-from oncegate.stores import columns, large_values
-from oncegate.stores.columns import Row
+from oncegate.stores import row_reading, row_writing
+from oncegate.stores.row_writing import Row
 from oncegate.stores.tables.entities import PARTITION_FILTER, _etag, _save, _translated
 
 R = TypeVar("R")
@@ -34,29 +34,29 @@ class TableInventory:
 
     def list_flows(self) -> list[FlowRecord]:
         """Every flow in the inventory: one partition query."""
-        return self._list(self._flows, FLOW_PARTITION, columns.flow_from_row)
+        return self._list(self._flows, FLOW_PARTITION, row_reading.flow_from_row)
 
     def save_flow(self, record: FlowRecord) -> FlowRecord:
         """Insert the flow (no version) or replace it if its ETag is current; raises ``ConcurrentUpdate``."""
-        row = columns.flow_to_row(record)
+        row = row_writing.flow_to_row(record)
         return replace(record, version=_save(self._flows, FLOW_PARTITION, row["FlowId"], row, record.version))
 
     def list_scopes(self) -> list[ScopeRecord]:
         """Every scope in the catalogue: one partition query."""
-        return self._list(self._scopes, SCOPE_PARTITION, columns.scope_from_row)
+        return self._list(self._scopes, SCOPE_PARTITION, row_reading.scope_from_row)
 
     def save_scope(self, record: ScopeRecord) -> ScopeRecord:
         """Insert the scope (no version) or replace it if its ETag is current; raises ``ConcurrentUpdate``."""
-        row = columns.scope_to_row(record)
+        row = row_writing.scope_to_row(record)
         return replace(record, version=_save(self._scopes, SCOPE_PARTITION, record.scope, row, record.version))
 
     def list_overlaps(self) -> list[Overlap]:
         """Every pair of overlapping flows: one partition query."""
-        return self._list(self._overlaps, OVERLAP_PARTITION, columns.overlap_from_row)
+        return self._list(self._overlaps, OVERLAP_PARTITION, row_reading.overlap_from_row)
 
     def save_overlap(self, record: Overlap) -> Overlap:
         """Insert the overlap (no version) or replace it if its ETag is current; raises ``ConcurrentUpdate``."""
-        row = columns.overlap_to_row(record)
+        row = row_writing.overlap_to_row(record)
         version = _save(self._overlaps, OVERLAP_PARTITION, row["OverlapId"], row, record.version)
         return replace(record, version=version)
 
@@ -64,4 +64,4 @@ class TableInventory:
     def _list(table: TableClient, partition: str, from_row: Callable[[Row, str], R]) -> list[R]:
         with _translated():
             entities = list(table.query_entities(PARTITION_FILTER, parameters={"pk": partition}))
-        return [from_row(large_values.gather(entity), _etag(entity.metadata)) for entity in entities]
+        return [from_row(row_reading.gather(entity), _etag(entity.metadata)) for entity in entities]

@@ -18,7 +18,7 @@ from azure.data.tables import TableClient, TableEntity, TableServiceClient, Upda
 from oncegate.domain.marks import StoreMarks, TableMark
 from oncegate.domain.records import KeySecretRecord
 from oncegate.errors import ConcurrentUpdate, NotConfigured
-from oncegate.stores import columns
+from oncegate.stores import row_reading, row_writing
 from oncegate.stores.tables.entities import (
     KEY_PARTITION,
     RESTORE_PARTITION,
@@ -74,7 +74,7 @@ class TableKeys:
             # above shows claims and, as read, no id. Both are read again, after the claims (issue 31): the id alone
             # read again beside a mark read before it showed the new store as one whose claims table lost its mark.
         secrets = tuple(
-            columns.secret_from_row({**entity, "KeyId": entity["RowKey"]}, _etag(entity.metadata))
+            row_reading.secret_from_row({**entity, "KeyId": entity["RowKey"]}, _etag(entity.metadata))
             for entity in entities or ()
             if entity["PartitionKey"] == KEY_PARTITION
         )
@@ -126,7 +126,7 @@ class TableKeys:
                 return None
 
     def save_secret(self, record: KeySecretRecord) -> KeySecretRecord:
-        row = columns.secret_to_row(record)
+        row = row_writing.secret_to_row(record)
         del row["KeyId"]  # the RowKey
         return replace(record, version=_save(self._keys, KEY_PARTITION, record.key_id, row, record.version))
 

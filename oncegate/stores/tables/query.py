@@ -8,7 +8,7 @@ own builder makes (``build_table_query_entities_request``: ``$filter``, ``$top``
 headers) through the client's pipeline (its authentication, retries and logging), reads the answer with
 ``json.loads``, and converts a value as the SDK does by its odata type, but for a time (``Edm.DateTime``),
 which stays the ISO 8601 text Table Storage sent: the stored columns read a time from that text as from a
-``datetime`` (``columns._when``), to the microsecond as the SDK truncates it. A failed request raises the error
+``datetime`` (``row_reading._when``), to the microsecond as the SDK truncates it. A failed request raises the error
 the SDK raises. An answer ends a page; its continuation keys, when given, ask for the next::
 
     GET https://<account>.table.core.windows.net/<table>()?$format=…&$top=51&$filter=…

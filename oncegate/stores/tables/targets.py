@@ -14,7 +14,7 @@ from azure.data.tables import TableClient
 
 from oncegate.domain.targets import Target
 from oncegate.errors import NotFound
-from oncegate.stores import large_values
+from oncegate.stores import row_reading
 from oncegate.stores.tables.entities import PARTITION_FILTER, _etag, _save, _translated
 from oncegate.stores.target_rows import target_from_row, target_to_row
 
@@ -32,7 +32,7 @@ class TableTargets:
         """Every declared target: one partition query, in RowKey (name) order."""
         with _translated():
             entities = list(self._targets.query_entities(PARTITION_FILTER, parameters={"pk": TARGET_PARTITION}))
-        return [target_from_row(large_values.gather(entity), _etag(entity.metadata)) for entity in entities]
+        return [target_from_row(row_reading.gather(entity), _etag(entity.metadata)) for entity in entities]
 
     def get_target(self, name: str) -> Target:
         try:
@@ -40,7 +40,7 @@ class TableTargets:
                 entity = self._targets.get_entity(TARGET_PARTITION, name)
         except ResourceNotFoundError as exc:
             raise NotFound(f"No target is declared as {name}.", record="target") from exc
-        return target_from_row(large_values.gather(entity), _etag(entity.metadata))
+        return target_from_row(row_reading.gather(entity), _etag(entity.metadata))
 
     def save_target(self, target: Target) -> Target:
         row = target_to_row(target)

@@ -1,28 +1,45 @@
-"""Records as flat, named columns, shared by every adapter.
+"""Records as the rows both stores write, in today's format, held to the limits of a row.
 
 The same PascalCase names are SQLite columns and Table Storage properties, so a claim reads
 the same in ``sqlite3`` and in the Azure portal's storage browser. Values are plain scalars
 (str, int, bool, datetime); JSON values travel as text. Adapters add only their own keys and
 their own spelling of datetimes.
 
-Each stored record (claim, fingerprint, event, conflict, flow, scope, overlap, key secret) has its
-``*_to_row`` / ``*_from_row`` pair side by side, so that a column renamed in one direction is seen in the other.
+A store writes one format, today's, made here; :mod:`oncegate.stores.row_reading` reads back every format a
+release ever wrote (0.1.0's column names, schema 1's claims, the API's spelling of a history line's details) and
+joins a long value's pieces. A column renamed on one side and not on the other fails the round trip of every
+stored record (``tests/stores/test_row_round_trip.py``) and the store contract suite.
+
+Table Storage keeps at most 64 KiB of UTF-16 in a string property (32,768 code units: a character outside
+the BMP, such as an emoji, takes two), and at most 1 MiB and 252 properties of its own in an entity. A
+result within the API's limits can still be longer than one property once JSON-escaped (a control character
+becomes 6 characters), so :func:`spread` cuts such a value into pieces before a write (and
+:func:`oncegate.stores.row_reading.gather` joins them after a read)::
+
+    Details      the first 32,768 code units: filters, and the portal's column, still see the value's start
+    Details__2   the next 32,768
+    Details__3   the rest
+
+Column names are PascalCase and never hold ``__``, so a piece cannot be mistaken for a column. A spread
+entity must be written whole (Replace, never Merge): a merge would keep the last pieces of a longer value.
+
+A row still over the limits is refused here as ``TooLarge`` (413), before anything is sent: Table Storage
+would answer 400, which reached the caller as a 500. The SQLite store refuses the same rows
+(:func:`checked_times`), so a record one store holds, any other holds too.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from oncegate.domain.keys import json_writer
 from oncegate.domain.records import (
-    AppliedResolution,
     Claim,
-    ClaimFilter,
     Conflict,
     EarlierAttempt,
     FingerprintRecord,
@@ -34,14 +51,8 @@ from oncegate.domain.records import (
     Overlap,
     ScopeRecord,
 )
-from oncegate.domain.statuses import (
-    ClaimStatus,
-    ConflictOrigin,
-    ConflictStatus,
-    Decision,
-    EventKind,
-    Resolution,
-)
+from oncegate.domain.statuses import ClaimStatus
+from oncegate.errors import TooLarge
 
 if TYPE_CHECKING:
     from oncegate.domain.backups import Restore
@@ -135,6 +146,19 @@ CONFLICT_COLUMNS = (
     "ResolvedAt",
 )
 
+# Table Storage's limits on a row (above), which both stores hold every row to.
+PROPERTY_UNITS = 32 * 1024
+ENTITY_BYTES = 1024 * 1024
+USER_PROPERTIES = 252
+SYSTEM_PROPERTIES = frozenset({"PartitionKey", "RowKey", "Timestamp"})
+SEPARATOR = "__"
+# Encoding with "surrogatepass" measures and cuts a lone surrogate (JSON may carry one) instead of failing.
+UTF16 = "utf-16-le"
+SURROGATES = "surrogatepass"
+HIGH_SURROGATES = range(0xD800, 0xDC00)
+# Table Storage's size of a value beyond a string's, as it documents its entity size.
+FIXED_BYTES: tuple[tuple[type, int], ...] = ((bool, 1), (int, 4), (float, 8), (datetime, 8), (UUID, 16))
+
 
 # Made once: ``json.dumps`` with options builds an encoder a call, a third of a claim row's JSON time (issue 36).
 _JSON_TEXT = json_writer()
@@ -144,44 +168,13 @@ def _json_text(value: Any) -> str | None:
     return None if value is None else _JSON_TEXT(value)
 
 
-def _json_value(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _when(value: datetime | str | None) -> datetime | None:
-    if value is None:
-        return None
-    parsed = datetime.fromisoformat(value) if isinstance(value, str) else value
-    return parsed.astimezone(UTC)
-
-
-def _required_when(value: datetime | str) -> datetime:
-    parsed = _when(value)
-    assert parsed is not None, "a required timestamp column is empty"
-    return parsed
-
-
 def _flow_columns(flow: Flow | None) -> Row:
     return {"FlowName": flow.name if flow else None, "FlowEnvironment": flow.environment if flow else None}
-
-
-def _flow(row: Row) -> Flow | None:
-    name = row.get("FlowName")
-    return Flow(name, row.get("FlowEnvironment") or "") if name else None
 
 
 # The Status column of a tombstone (Claim.purged_at set; always of a succeeded claim): a list of claims by status
 # never meets one, and a list of tombstones (ClaimFilter.tombstones) meets nothing else.
 TOMBSTONE_STATUS = "purged"
-
-
-def stored_statuses(matching: ClaimFilter) -> list[str]:
-    """The Status column's values a list of ``matching`` reads."""
-    return [TOMBSTONE_STATUS] if matching.tombstones else [status.value for status in matching.statuses]
 
 
 def claim_to_row(claim: Claim) -> Row:
@@ -243,97 +236,8 @@ def _earlier_attempt_row(earlier: EarlierAttempt | None) -> Row | None:
     }
 
 
-def _earlier_attempt(row: Row | None) -> EarlierAttempt | None:
-    if row is None:
-        return None
-    return EarlierAttempt(
-        attempt=int(row["Attempt"]),
-        run_id=row["RunId"],
-        flow=_flow(row),
-        status=ClaimStatus(row["Status"]),
-        started_at=_required_when(row["StartedAt"]),
-        lease_expires_at=_when(row.get("LeaseExpiresAt")),
-        error=row.get("Error"),
-    )
-
-
 def utc_iso(value: datetime | None) -> str | None:
     return None if value is None else value.astimezone(UTC).isoformat()
-
-
-def claim_from_row(row: Row, version: str, history: Callable[[], list[HistoryEvent]] | None = None) -> Claim:
-    """The claim of a row; a row of schema 1 comes upgraded (``history`` reads its claim's history if needed)."""
-    retryable = row.get("Retryable")
-    claim = Claim(
-        claim_id=row["ClaimId"],
-        scope=row["Scope"],
-        status=ClaimStatus.SUCCEEDED if row["Status"] == TOMBSTONE_STATUS else ClaimStatus(row["Status"]),
-        attempt=int(row["Attempt"]),
-        fingerprint=row.get("Fingerprint"),
-        grant_id=row.get("GrantId"),
-        run_id=row["RunId"],
-        flow=_flow(row),
-        first_received_at=_required_when(row["FirstReceivedAt"]),
-        last_attempt_at=_required_when(row["LastAttemptAt"]),
-        updated_at=_required_when(row["UpdatedAt"]),
-        lease_expires_at=_when(row.get("LeaseExpiresAt")),
-        target_record_id=row.get("TargetRecordId"),
-        data=_json_value(row.get("ResultData")),
-        completed_at=_when(row.get("CompletedAt")),
-        error=row.get("ErrorReason"),
-        retryable=None if retryable is None else bool(retryable),
-        reviewer=row.get("Reviewer"),
-        granted_to=row.get("GrantedTo"),
-        source=row.get("Source"),
-        reference=row.get("Reference"),
-        earlier_attempt=_earlier_attempt(_json_value(row.get("Reconciling"))),
-        released_in_doubt=bool(row.get("ReleasedInDoubt")),
-        generation=int(row.get("Generation") or 0),
-        key_id=row.get("KeyId"),
-        rules_version=int(row.get("RulesVersion") or 0),
-        idempotency_attempt=_optional_int(row.get("IdempotencyAttempt")),
-        purged_at=_when(row.get("PurgedAt")),
-        members=_json_value(row.get("Members")),
-        legacy_token=row.get("ClaimToken") or None,
-        legacy_resolutions=tuple(
-            AppliedResolution(conflict_id, fingerprint, Resolution(decision))
-            for conflict_id, fingerprint, decision in _json_value(row.get("Resolutions")) or []
-        ),
-        version=version,
-    )
-    return claim if int(row.get("SchemaVersion") or 1) >= CLAIM_SCHEMA else _upgraded(claim, history)
-
-
-# Rows of schema 1 kept the reconciling state in the history (the granting line's "lastAttempt", in the API's
-# spelling) and the release's error text: read back here, so no record above the stores carries a legacy field.
-
-
-def _upgraded(claim: Claim, history: Callable[[], list[HistoryEvent]] | None) -> Claim:
-    """A schema-1 claim with its earlier attempt and doubt as fields, as 0.1.0 kept them in the history."""
-    # Rows of schema 1 alone read the transitions' text: a store reading today's rows never imports them.
-    from oncegate.domain.transitions import RELEASED_IN_DOUBT
-
-    in_doubt = claim.status is ClaimStatus.UNKNOWN and (claim.error or "").startswith(RELEASED_IN_DOUBT)
-    earlier = None
-    if claim.attempt > 1 and history is not None:
-        for event in history():
-            grant = event.kind is EventKind.CLAIM and event.attempt == claim.attempt and event.run_id == claim.run_id
-            if grant and event.outcome == Decision.RECONCILE and "last_attempt" in event.details:
-                earlier = _legacy_earlier_attempt(event.details["last_attempt"])
-    return replace(claim, earlier_attempt=earlier, released_in_doubt=in_doubt)
-
-
-def _legacy_earlier_attempt(details: Row) -> EarlierAttempt:
-    flow = details.get("flow")
-    return EarlierAttempt(
-        attempt=int(details["attempt"]),
-        run_id=details["runId"],
-        flow=Flow(flow["name"], flow["environment"]) if flow else None,
-        status=ClaimStatus(details["status"]),
-        started_at=_required_when(details["startedAt"]),
-        lease_expires_at=_when(details.get("leaseExpiresAt")),
-        error=details.get("error"),
-    )
 
 
 def fingerprint_to_row(record: FingerprintRecord) -> Row:
@@ -350,24 +254,8 @@ def fingerprint_to_row(record: FingerprintRecord) -> Row:
     }
 
 
-def fingerprint_from_row(row: Row, version: str) -> FingerprintRecord:
-    alias, decision = row.get("AliasGeneration"), row.get("Decision")
-    return FingerprintRecord(
-        claim_id=row["ClaimId"],
-        fingerprint=row["Fingerprint"],
-        resolved=int(row["Resolved"]),
-        alias_generation=None if alias is None else int(alias),
-        conflict_id=row.get("ConflictId"),
-        decision=Resolution(decision) if decision else None,
-        reviewer=row.get("Reviewer"),
-        note=row.get("Note"),
-        resolved_at=_when(row.get("ResolvedAt")),
-        version=version,
-    )
-
-
 # A history line's details under the store's own names (as columns are): the domain's names are snake_case,
-# the API's camelCase. Rows written before (0.1.0 included) kept the API's spelling, read back here; a name
+# the API's camelCase. Rows written before (0.1.0 included) kept the API's spelling (row_reading reads it); a name
 # not listed (a conflict's details, a test's) is kept as it is, and "Data" (the flow's own JSON) is never renamed.
 DETAIL_NAMES = {
     "target_record_id": "TargetRecordId",
@@ -387,13 +275,6 @@ DETAIL_NAMES = {
     "last_attempt": "LastAttempt",
 }
 NESTED_DETAILS = ("previous", "reconciles")
-_DETAIL_OF_STORED = {stored: name for name, stored in DETAIL_NAMES.items()}
-_DETAIL_OF_LEGACY = {
-    "targetRecordId": "target_record_id",
-    "conflictId": "conflict_id",
-    "previousStatus": "previous_status",
-    "lastAttempt": "last_attempt",
-}
 
 
 def _details_row(details: Row) -> Row:
@@ -402,14 +283,6 @@ def _details_row(details: Row) -> Row:
         kept = _details_row(value) if name in NESTED_DETAILS and isinstance(value, dict) else value
         row[DETAIL_NAMES.get(name, name)] = kept
     return row
-
-
-def _details(row: Row) -> Row:
-    details = {}
-    for stored, value in row.items():
-        name = _DETAIL_OF_STORED.get(stored) or _DETAIL_OF_LEGACY.get(stored) or stored
-        details[name] = _details(value) if name in NESTED_DETAILS and isinstance(value, dict) else value
-    return details
 
 
 def event_to_row(event: HistoryEvent) -> Row:
@@ -430,25 +303,6 @@ def event_to_row(event: HistoryEvent) -> Row:
         "Count": event.count,
         "LastAt": event.last_at,
     }
-
-
-def event_from_row(row: Row) -> HistoryEvent:
-    return HistoryEvent(
-        claim_id=row["ClaimId"],
-        event_id=row["EventId"],
-        at=_required_when(row["At"]),
-        kind=EventKind(row["Kind"]),
-        outcome=row["Outcome"],
-        attempt=int(row["Attempt"]),
-        recognised_by=row["RecognisedBy"],
-        run_id=row.get("RunId"),
-        flow=_flow(row),
-        fingerprint=row.get("Fingerprint"),
-        source=row.get("Source"),
-        details=_details(_json_value(row.get("Details")) or {}),
-        count=None if row.get("Count") is None else int(row["Count"]),
-        last_at=_when(row.get("LastAt")),
-    )
 
 
 def conflict_to_row(conflict: Conflict) -> Row:
@@ -474,33 +328,6 @@ def conflict_to_row(conflict: Conflict) -> Row:
         "Note": conflict.note,
         "ResolvedAt": conflict.resolved_at,
     }
-
-
-def conflict_from_row(row: Row, version: str) -> Conflict:
-    decision = row.get("Decision")
-    changed = _json_value(row.get("Changed")) or []
-    return Conflict(
-        conflict_id=row["ConflictId"],
-        claim_id=row["ClaimId"],
-        scope=row["Scope"],
-        status=ConflictStatus(row["Status"]),
-        origin=ConflictOrigin(row["Source"]),
-        fingerprint=row.get("Fingerprint"),
-        claim_fingerprint=row.get("ClaimFingerprint"),
-        reason=row["Reason"],
-        run_id=row["RunId"],
-        flow=_flow(row),
-        created_at=_required_when(row["CreatedAt"]),
-        details=_json_value(row.get("Details")),
-        source_system=row.get("SourceSystem"),
-        changed=tuple(changed[:-1]),
-        more_changed=int(changed[-1]) if changed else 0,
-        decision=Resolution(decision) if decision else None,
-        reviewer=row.get("Reviewer"),
-        note=row.get("Note"),
-        resolved_at=_when(row.get("ResolvedAt")),
-        version=version,
-    )
 
 
 # -- the inventory: flows, scopes and overlaps -----------------------------------------------------------
@@ -541,22 +368,6 @@ def flow_to_row(record: FlowRecord) -> Row:
     }
 
 
-def flow_from_row(row: Row, version: str) -> FlowRecord:
-    return FlowRecord(
-        flow=Flow(row["FlowName"], row["FlowEnvironment"]),
-        owner=row.get("Owner"),
-        enabled=bool(row["Enabled"]),
-        notes=row.get("Notes"),
-        registered_at=_when(row.get("RegisteredAt")),
-        first_seen_at=_when(row.get("FirstSeenAt")),
-        last_seen_at=_when(row.get("LastSeenAt")),
-        claims=int(row["Claims"]),
-        duplicates=int(row["Duplicates"]),
-        claims_by_source=_json_value(row.get("ClaimsBySource")) or {},
-        version=version,
-    )
-
-
 def scope_to_row(record: ScopeRecord) -> Row:
     return {
         "Scope": record.scope,
@@ -575,26 +386,6 @@ def scope_to_row(record: ScopeRecord) -> Row:
     }
 
 
-def scope_from_row(row: Row, version: str) -> ScopeRecord:
-    lease, retention, horizon = row.get("LeaseSeconds"), row.get("RetentionDays"), row.get("HorizonDays")
-    return ScopeRecord(
-        scope=row["Scope"],
-        owner=row.get("Owner"),
-        lease_seconds=None if lease is None else int(lease),
-        retention_days=None if retention is None else int(retention),
-        description=row.get("Description"),
-        key_pattern=row.get("KeyPattern"),
-        fingerprint_rules=tuple(_rules(rules) for rules in _json_value(row.get("FingerprintRules")) or []),
-        horizon_days=None if horizon is None else int(horizon),
-        registered_at=_when(row.get("RegisteredAt")),
-        first_seen_at=_when(row.get("FirstSeenAt")),
-        last_seen_at=_when(row.get("LastSeenAt")),
-        claims_by_status={status: int(row[column]) for status, column in STATUS_COLUMNS.items() if row.get(column)},
-        claims_by_source=_json_value(row.get("ClaimsBySource")) or {},
-        version=version,
-    )
-
-
 def _rules_row(rules: FingerprintRules) -> Row:
     return {
         "Version": rules.version,
@@ -604,17 +395,6 @@ def _rules_row(rules: FingerprintRules) -> Row:
         "PresetIgnore": list(rules.preset_ignore),
         "Matched": list(rules.matched),
     }
-
-
-def _rules(row: Row) -> FingerprintRules:
-    return FingerprintRules(
-        version=int(row["Version"]),
-        include=tuple(row.get("Include") or ()),
-        ignore=tuple(row.get("Ignore") or ()),
-        preset=row.get("Preset"),
-        preset_ignore=tuple(row.get("PresetIgnore") or ()),
-        matched=tuple(row.get("Matched") or ()),
-    )
 
 
 def overlap_to_row(record: Overlap) -> Row:
@@ -632,20 +412,6 @@ def overlap_to_row(record: Overlap) -> Row:
     }
 
 
-def overlap_from_row(row: Row, version: str) -> Overlap:
-    return Overlap(
-        flows=(
-            Flow(row["FlowName"], row["FlowEnvironment"]),
-            Flow(row["OtherFlowName"], row["OtherFlowEnvironment"]),
-        ),
-        count=int(row["Count"]),
-        first_seen_at=_when(row.get("FirstSeenAt")),
-        last_seen_at=_when(row.get("LastSeenAt")),
-        example_claim_id=row.get("ExampleClaimId"),
-        version=version,
-    )
-
-
 def secret_to_row(record: KeySecretRecord) -> Row:
     return {
         "KeyId": record.key_id,
@@ -654,22 +420,6 @@ def secret_to_row(record: KeySecretRecord) -> Row:
         "InUseFrom": record.in_use_from,
         "RetiredAt": record.retired_at,
     }
-
-
-def secret_from_row(row: Row, version: str) -> KeySecretRecord:
-    added_at = _required_when(row["AddedAt"])
-    in_use_from = _when(row.get("InUseFrom"))
-    # Rows of releases before the secrets had a state (no Announced column): every secret an instance held was
-    # written, and any may have made claims, so each counts as in use from when it was added.
-    if row.get("Announced") is None:
-        in_use_from = added_at
-    return KeySecretRecord(
-        key_id=row["KeyId"],
-        added_at=added_at,
-        in_use_from=in_use_from,
-        retired_at=_when(row.get("RetiredAt")),
-        version=version,
-    )
 
 
 def restore_to_row(restore: Restore) -> Row:
@@ -684,16 +434,146 @@ def restore_to_row(restore: Restore) -> Row:
     }
 
 
-def restore_from_row(row: Row) -> Restore:
-    # A restore's record is read by health and the restore alone, never by a claim: imported at its first read.
-    from oncegate.domain.backups import Restore
+# -- held to the limits of a row -------------------------------------------------------------------------------
 
-    return Restore(
-        restored_from=row["RestoredFrom"],
-        export_id=row["ExportId"],
-        exported_at=_required_when(row["ExportedAt"]),
-        started_at=_required_when(row["StartedAt"]),
-        forgotten_until=_required_when(row["ForgottenUntil"]),
-        records_done=int(row["RecordsDone"]),
-        completed_at=_when(row.get("CompletedAt")),
-    )
+
+def spread(entity: Mapping[str, Any]) -> dict[str, Any]:
+    """``entity`` with every string over a property's limit in numbered pieces; raises ``TooLarge`` if still too big."""
+    if _fits_as_it_is(entity):
+        return dict(entity)
+    spread_out = dict(piece for name, value in entity.items() for piece in _pieces(name, value))
+    _refuse_oversized(spread_out, entity)
+    return spread_out
+
+
+def _fits_as_it_is(entity: Mapping[str, Any]) -> bool:
+    """Whether ``entity`` needs no piece and is surely within the limits, judged from lengths alone."""
+    return _times_if_it_fits(entity) is not None
+
+
+def _times_if_it_fits(entity: Mapping[str, Any]) -> list[str] | None:
+    """The names of ``entity``'s times if it needs no piece and is surely within the limits, judged from lengths
+    alone; None when only the exact way can tell.
+
+    Nearly every row is a few hundred bytes: this settles them in one pass over the values, without
+    encoding any (a character is at most two UTF-16 code units, so a string of at most half a property's
+    units fits; 4 bytes a character, and 24 a property besides its name, bound its size). The rest take
+    the exact way. The times are found in the same pass, for the SQLite store, which writes them as text.
+    """
+    total = _names_bound(tuple(entity))
+    if total is None:
+        return None
+    times: list[str] = []
+    for name, value in entity.items():
+        if value is None:  # most of a row's columns: settled before any type test
+            continue
+        kind = type(value)
+        if kind is int or kind is bool:  # within a property's fixed bound: settled before the type tests
+            continue
+        if kind is str or isinstance(value, str):
+            if len(value) > PROPERTY_UNITS // 2:
+                return None
+            total += 4 * len(value)
+        elif isinstance(value, datetime):
+            times.append(name)
+        elif isinstance(value, bytes):
+            total += 4 + len(value)
+    return times if total <= ENTITY_BYTES else None
+
+
+@lru_cache(maxsize=64)
+def _names_bound(names: tuple[str, ...]) -> int | None:
+    """The bound on an entity's size that its column names give (besides its values), or None when the names alone
+    send it the exact way. Judged once for each set of names: rows of a kind all have the same (issue 36)."""
+    if len(names) > USER_PROPERTIES:
+        return None
+    # Joined with a character no name holds, so that two names never make a separator between them.
+    joined = "\0".join(names)
+    if SEPARATOR in joined:
+        return None
+    return 4 + 24 * len(names) + 4 * len(joined)
+
+
+def check(entity: Mapping[str, Any]) -> None:
+    """Raise ``TooLarge`` if Table Storage could not hold ``entity``, even spread out."""
+    if not _fits_as_it_is(entity):  # settled from lengths alone, nothing copied, for nearly every row
+        spread(entity)
+
+
+def checked_times(entity: Mapping[str, Any]) -> list[str]:
+    """:func:`check`, which also gives the names of ``entity``'s times (``datetime`` values), found in the same
+    pass over its values for nearly every row: the SQLite store writes each as text (issue 36)."""
+    times = _times_if_it_fits(entity)
+    if times is not None:
+        return times
+    spread(entity)
+    return [name for name, value in entity.items() if isinstance(value, datetime)]
+
+
+def entity_bytes(entity: Mapping[str, Any]) -> int:
+    """The size Table Storage counts against its 1 MiB: 4 bytes, the keys, and per property 8, its name and value."""
+    keys = str(entity.get("PartitionKey", "")) + str(entity.get("RowKey", ""))
+    properties = (8 + 2 * _units(name) + _value_bytes(value) for name, value in _own(entity))
+    return 4 + 2 * _units(keys) + sum(properties)
+
+
+def _pieces(name: str, value: Any) -> Iterator[tuple[str, Any]]:
+    if SEPARATOR in name:
+        raise ValueError(f"the column {name} holds {SEPARATOR}, which marks the pieces of a long value")
+    # Fast path: no character takes more than two code units.
+    if not isinstance(value, str) or len(value) <= PROPERTY_UNITS // 2:
+        yield name, value
+        return
+    for number, piece in enumerate(_cut(value), start=1):
+        yield (name if number == 1 else f"{name}{SEPARATOR}{number}"), piece
+
+
+def _cut(text: str) -> list[str]:
+    """``text`` in pieces of at most PROPERTY_UNITS code units, never between the two halves of a surrogate pair."""
+    data = text.encode(UTF16, SURROGATES)
+    pieces: list[str] = []
+    start = 0
+    while start < len(data):
+        end = min(start + 2 * PROPERTY_UNITS, len(data))
+        if end < len(data) and int.from_bytes(data[end - 2 : end], "little") in HIGH_SURROGATES:
+            end -= 2
+        pieces.append(data[start:end].decode(UTF16, SURROGATES))
+        start = end
+    return pieces
+
+
+def _refuse_oversized(spread_out: Mapping[str, Any], entity: Mapping[str, Any]) -> None:
+    count = sum(1 for _ in _own(spread_out))
+    if count > USER_PROPERTIES:
+        raise TooLarge(
+            f"This record would need {count} properties as a stored row, over the {USER_PROPERTIES} a row may hold.",
+            target="body",
+        )
+    size = entity_bytes(spread_out)
+    if size > ENTITY_BYTES:
+        largest = max(_own(entity), key=lambda item: _value_bytes(item[1]))[0]
+        raise TooLarge(
+            f"This record would take {size:,} bytes as a stored row, over the 1 MiB ({ENTITY_BYTES:,} bytes) "
+            f"a row may hold; its largest value is {largest}.",
+            target="body",
+        )
+
+
+def _own(entity: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    return ((name, value) for name, value in entity.items() if name not in SYSTEM_PROPERTIES and value is not None)
+
+
+def _units(text: str) -> int:
+    return len(text.encode(UTF16, SURROGATES)) // 2
+
+
+def _value_bytes(value: Any) -> int:
+    if isinstance(value, str):
+        return 4 + 2 * _units(value)
+    if isinstance(value, bytes):
+        return 4 + len(value)
+    # bool before int: a bool is an int to Python, a 1-byte Edm.Boolean to Table Storage.
+    for kind, size in FIXED_BYTES:
+        if isinstance(value, kind):
+            return size
+    raise TypeError(f"no Table Storage size is known for a {type(value).__name__} value")

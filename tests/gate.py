@@ -104,14 +104,12 @@ class Gate:
         """Check and claim (wait): the answer, and the run as its polls ask again (None: the answer is final)."""
         body = request.model_copy(update={"wait": True})
         reply = perform(BY_NAME["check_and_claim"], self.services, Call(body=body, caller=signed_in))
-        assert isinstance(reply.model, ClaimResponse)
-        return reply.model, reply.waiting
+        return ClaimResponse.model_validate(reply.model), reply.waiting  # its members, as a client reads them
 
     def poll(self, waiting: Waiting, *, signed_in: str | None = None) -> tuple[ClaimResponse, Waiting | None]:
         call: Call[None, None] = Call(caller=signed_in)
         reply = perform(BY_NAME["wait_for_claim"], self.services, call, waiting)
-        assert isinstance(reply.model, ClaimResponse)
-        return reply.model, reply.waiting
+        return ClaimResponse.model_validate(reply.model), reply.waiting
 
     def get_claim(self, claim_id: str) -> ClaimView:
         return self.get_claim_page(claim_id)[0]

@@ -12,7 +12,8 @@ says. The property tests compare this function with their own model of the contr
 The table answers with one value, the :class:`ClaimAnswer`: what it decided and the claim to write, then, once
 written, what the run is told of it (:func:`answer`, beside the table: what each decision carries, the claim
 token and idempotency key with a grant, the holder with in_progress, the original result with duplicate, and
-which warnings the claim met adds). The entry points render it as the wire's ``ClaimResponse``.
+which warnings the claim met adds). The entry points write it as the JSON members the wire's
+``ClaimResponse`` declares.
 
 The request the table reads is the :class:`Intent`: one Check and claim request, the value the edge parses the
 wire's request into and the decision, the answer, the history and the inventory all read (issue 32). The edge

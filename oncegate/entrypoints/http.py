@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import azure.functions as func
 from pydantic import BaseModel
+from pydantic_core import to_json
 
 from oncegate import bootstrap, telemetry
 from oncegate.bootstrap import Services
@@ -35,7 +36,7 @@ from oncegate.cursors import CursorSeal
 from oncegate.entrypoints import waits
 from oncegate.entrypoints.operations import functions
 from oncegate.entrypoints.operations.functions import Listed
-from oncegate.entrypoints.operations.table import Call, Operation, Reply, held
+from oncegate.entrypoints.operations.table import Call, Members, Operation, Reply, held
 from oncegate.entrypoints.parse import (
     HOST_PARAMS,
     MAX_BODY_BYTES,
@@ -107,7 +108,7 @@ def entry(listed: Listed) -> Operation:
     with _collector_paused():
         module = importlib.import_module(f"{functions.__package__}.{listed.aggregate}")
         operation = next(operation for operation in held(module) if operation.name == listed.name)
-        for model in (operation.body, operation.query, operation.response):
+        for model in (operation.body, operation.query, None if operation.as_members else operation.response):
             if model is not None:
                 model.model_rebuild()
     return operation
@@ -182,17 +183,26 @@ def perform(operation: Operation, services: Services, call: Call[Any, Any], comm
     rendered = operation.render(call, result)
     reply = rendered if isinstance(rendered, Reply) else Reply(200, rendered)
     if warnings and reply.model is not None:
-        earlier = getattr(reply.model, "warnings", None) or []
-        reply = reply._replace(model=reply.model.model_copy(update={"warnings": [*earlier, *warnings]}))
+        reply = reply._replace(model=_warned(reply.model, warnings))
     describe = operation.describe
     if telemetry.sending and describe is not None and reply.model is not None and telemetry.describing():
         telemetry.describe(describe(reply.model))
     return reply
 
 
+def _warned(answer: BaseModel | Members, warnings: list[str]) -> BaseModel | Members:
+    """The answer with ``warnings`` after its own (the request's sensitive data: ``services.sensitive_data``)."""
+    if isinstance(answer, dict):
+        return {**answer, "warnings": [*answer["warnings"], *warnings]}
+    earlier = getattr(answer, "warnings", None) or []
+    return answer.model_copy(update={"warnings": [*earlier, *warnings]})
+
+
 def answer(operation: Operation, services: Services, call: Call[Any, Any], command: Any = None) -> Any:
-    """The entry's response model for a call without HTTP (the bulk actions, the tests' ``Gate``)."""
-    return perform(operation, services, call, command).model
+    """The entry's response model for a call without HTTP (Record results' items, the tests' ``Gate``): an answer
+    rendered as its members is validated as the entry's response model, as a client reads it."""
+    model = perform(operation, services, call, command).model
+    return operation.response.model_validate(model) if isinstance(model, dict) else model
 
 
 def read(
@@ -252,7 +262,10 @@ def _rendered(call: Call[Any, Any], reply: Reply) -> func.HttpResponse:
 def _poll_address(call: Call[Any, Any], reply: Reply) -> dict[str, str]:
     """Where the engine polls a waiting run (the Logic Apps asynchronous pattern), and when (issue 25)."""
     assert reply.waiting is not None
-    retry_after = getattr(reply.model, "retry_after_seconds", None)
+    if isinstance(reply.model, dict):  # Check and claim's answer, rendered as its members
+        retry_after = reply.model.get("retryAfterSeconds")
+    else:  # Perform once's model
+        retry_after = getattr(reply.model, "retry_after_seconds", None)
     # Sealed for the address it is polled at, a route of the table: Check and claim's, or Perform once's (issue 34).
     ticket = waits.seal(reply.waiting, reply.at, call.sealing)
     # Only the host's own parameters (a function key in ``code``) go along with the ticket.
@@ -270,8 +283,13 @@ def _refused(exc: OnceGateError) -> func.HttpResponse:
     return render_error(exc)
 
 
-def render(status: int, model: BaseModel, headers: dict[str, str] | None = None) -> func.HttpResponse:
-    body = model.model_dump_json(by_alias=True, exclude_none=True)
+def render(status: int, model: BaseModel | Members, headers: dict[str, str] | None = None) -> func.HttpResponse:
+    """The answer's JSON: a model's dump by its wire names, None left out; members (Check and claim's) written by
+    the same serializer as the model's dump writes them (times, numbers, text), their None already left out."""
+    if isinstance(model, dict):
+        body: str | bytes = to_json(model, by_alias=True, exclude_none=True, inf_nan_mode="null")
+    else:
+        body = model.model_dump_json(by_alias=True, exclude_none=True)
     return func.HttpResponse(body, status_code=status, headers={**JSON_HEADERS, **(headers or {})})
 
 

@@ -2,8 +2,8 @@
 
 Where a domain record becomes the JSON a flow reads: each entry of the operation table
 (:mod:`oncegate.entrypoints.operations`) renders what its service returns with these, or with its own view
-where only it renders one (Check and claim's answer is its entry's, :func:`~oncegate.entrypoints.operations.
-claims.claim_response`).
+where only it renders one (Check and claim's answer is its entry's, written straight as the JSON members its
+model declares: :func:`~oncegate.entrypoints.operations.claims.claim_members`).
 """
 
 from __future__ import annotations

@@ -36,7 +36,8 @@ def stored_json(name: str, limit_bytes: int) -> AfterValidator:
     return AfterValidator(checked)
 
 
-def _shown(value: Any) -> Any:
+def shown(value: Any) -> Any:
+    """A kept JSON value as an answer shows it (``SHOWN_JSON``)."""
     # Kept before the limit: nested past it, a value every answer could not write (a 500 for each read) is shown as
     # its compact JSON text, which all can, and from which nothing is lost.
     if isinstance(value, dict | list) and json_depth(value) > MAX_NESTING:
@@ -45,10 +46,10 @@ def _shown(value: Any) -> Any:
 
 
 # A kept JSON value (a result's data, a conflict's details) as an answer shows it; put it in the field's Annotated.
-SHOWN_JSON = BeforeValidator(_shown)
+SHOWN_JSON = BeforeValidator(shown)
 # A history line's details: each member, as SHOWN_JSON shows a value.
 SHOWN_MEMBERS = BeforeValidator(
-    lambda details: {name: _shown(value) for name, value in details.items()} if isinstance(details, dict) else details
+    lambda details: {name: shown(value) for name, value in details.items()} if isinstance(details, dict) else details
 )
 
 

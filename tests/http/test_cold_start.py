@@ -180,9 +180,10 @@ def test_a_first_claim_in_key_mode_loads_no_token_library_and_no_phone_plans(tmp
     assert not {"oncegate.outbound", "oncegate.outbound.targets_http", "azure.identity"} & modules
     assert result["plugins_looked_for"] is False
     built = set(result["built"])
-    # The first request built its own request and answer; the models of the other actions wait for theirs.
-    assert {"ClaimRequest", "ClaimResponse"} <= built
-    assert not {"ConflictView", "ResolveConflictRequest", "ClaimManyRequest", "FlowView"} & built
+    # The first request built its own request; its answer is written as the members ClaimResponse declares, which
+    # no request makes (issue 32): that model waits too, as the models of the other actions wait for theirs.
+    assert "ClaimRequest" in built
+    assert not {"ClaimResponse", "ConflictView", "ResolveConflictRequest", "ClaimManyRequest", "FlowView"} & built
 
 
 def test_a_first_claim_imports_nothing_of_the_other_actions(tmp_path: Path) -> None:

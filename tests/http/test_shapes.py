@@ -4,11 +4,13 @@ each store (issue 32).
 A request copied from one shape into the next is a corridor: each copy is a type to read, a place where a field
 can be renamed or dropped, and a cost. The issue counted eleven (ClaimRequest, CheckAndClaim, Caller, Intent,
 Claim, row, entity, Claim, Verdict, ClaimAnswer, ClaimResponse); its target is at most five. The request is
-now made into five types of OnceGate's, each once: the wire's ``ClaimRequest``; the ``Intent`` the edge parses it
+now made into four types of OnceGate's, each once: the wire's ``ClaimRequest``; the ``Intent`` the edge parses it
 into and the claim service identifies, which the decision, the answer, the history and the inventory read; the
-``Claim`` to write; the ``ClaimAnswer`` the decision table gives and the run is told; the wire's
-``ClaimResponse``. Below the store's port the claim also takes the store's own form, SQLite's row parameters or
-Table Storage's entity (a tuple, a dict: no type of OnceGate's, so not seen here): six, counted with it.
+``Claim`` to write; the ``ClaimAnswer`` the decision table gives and the run is told, which the answer's JSON is
+written from (``claims.claim_members``): the wire's ``ClaimResponse`` declares that JSON, and is made by no
+request (tests/http/test_claim_members.py holds the two to each other). Below the store's port the claim also
+takes the store's own form, SQLite's row parameters or Table Storage's entity (a tuple, a dict: no type of
+OnceGate's, so not seen here): five, counted with it.
 
 The test records every type of OnceGate's that is made while the app's own ``check_and_claim`` function
 answers one new key on a warm instance (as ``test_walk`` does), and names each: a shape above, or a part of
@@ -40,7 +42,6 @@ SHAPES = [
     "oncegate.domain.decisions.Intent",
     "oncegate.domain.records.Claim",
     "oncegate.domain.decisions.ClaimAnswer",
-    "oncegate.models.claim_views.ClaimResponse",
 ]
 # What is made on the way without being the request's data in another form.
 PARTS = {

@@ -64,7 +64,8 @@ def racer(services: Services, keys: list[str], index: int) -> list[tuple[str, st
                 {"scope": request.scope, "key": request.key, "runId": request.run_id, "fingerprint": "v1"}
                 for request in requests[start : start + chunk]
             ]
-            entries += claim_each(services, Call(body=None), items, CHECK_AND_CLAIM)
+            made = claim_each(services, Call(body=None), items, CHECK_AND_CLAIM)
+            entries += [ClaimManyEntry.model_validate(entry) for entry in made]
         return [
             (request.key, entry.decision.value if entry.decision else entry.error.code if entry.error else "")
             for request, entry in zip(requests, entries, strict=True)

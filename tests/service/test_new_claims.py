@@ -17,7 +17,7 @@ from oncegate.entrypoints.operations.bulk import claim_each, item_run_id
 from oncegate.entrypoints.operations.claims import CHECK_AND_CLAIM
 from oncegate.entrypoints.operations.table import Call
 from oncegate.errors import OnceGateError
-from oncegate.models import ClaimRequest, LookupRequest, RecordResultRequest
+from oncegate.models import ClaimManyEntry, ClaimRequest, LookupRequest, RecordResultRequest
 from tests.gate import Gate
 
 RUN = "run-import"
@@ -78,7 +78,8 @@ def test_a_bulk_calls_new_keys_answer_write_and_count_as_its_single_calls(servic
         service.check_and_claim(held.model_copy(update={"scope": scope}))
     bulk_rows, single_rows = items("bulk.a", "Import A"), items("bulk.b", "Import B")
 
-    entries = claim_each(service.services, Call(body=None), bulk_rows, CHECK_AND_CLAIM)
+    made = claim_each(service.services, Call(body=None), bulk_rows, CHECK_AND_CLAIM)
+    entries = [ClaimManyEntry.model_validate(entry) for entry in made]  # the entries' members, as a client reads them
     alone = singles(service, single_rows, single_rows)
 
     told = [entry.error.code if entry.error else said(entry) for entry in entries]

@@ -5,7 +5,8 @@ action's route and method, the app role it needs, its telemetry event, its body,
 response models, the connector's designer text, and its three steps: ``parse`` the wire's request
 into the service's command (:mod:`oncegate.service.commands`; Check and claim's is its
 :class:`~oncegate.domain.decisions.Intent`), ``serve`` it with one service method,
-``render`` the result as the response model. Who reads the table:
+``render`` the result as the response model (or, where no model need be made per request, as the JSON members
+it declares: Check and claim's). Who reads the table:
 
 - ``function_app.py`` declares one Azure function per entry, under the entry's name (function keys
   and telemetry are per function), and ``oncegate serve`` serves that same app;

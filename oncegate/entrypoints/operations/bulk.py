@@ -24,7 +24,7 @@ from oncegate.entrypoints import error_map, http
 from oncegate.entrypoints.error_map import error_info
 from oncegate.entrypoints.operations.claim_records import RECORD_RESULT
 from oncegate.entrypoints.operations.claims import CHECK_AND_CLAIM
-from oncegate.entrypoints.operations.table import Call, Designer, Operation
+from oncegate.entrypoints.operations.table import Call, Designer, Members, Operation
 from oncegate.entrypoints.parse import CLAIM_ID_PATTERN, MAX_BULK_BODY_BYTES, item_body
 from oncegate.errors import InvalidRequest, NotConfigured, NotFound, OnceGateError, StoreUnavailable
 from oncegate.models import (
@@ -32,9 +32,7 @@ from oncegate.models import (
     BulkItems,
     ClaimItem,
     ClaimManyAnswer,
-    ClaimManyEntry,
     ClaimManyRequest,
-    ClaimResponse,
     ClaimView,
     RecordResultRequest,
     RecordResultsAnswer,
@@ -47,17 +45,18 @@ if TYPE_CHECKING:
     from oncegate.bootstrap import Services
 
 
-def claim_each(services: Services, call: Call[Any, Any], items: list[Any], single: Operation) -> list[ClaimManyEntry]:
+def claim_each(services: Services, call: Call[Any, Any], items: list[Any], single: Operation) -> list[Members]:
     """Check and claim for each item, as if sent one after another in order (``oncegate.service.bulk``).
 
     Where the store writes one at a time, the items are read and parsed first and their new keys claimed
     together (:func:`_claim_new`); an item parsed then is decided from that parse if it is left to go alone.
+    Each entry is the members of a ``ClaimManyEntry``, the single call's rendered as it renders them.
     """
     digest = _call_digest(items)
     kept: list[list[telemetry.Answered]] = [[] for _ in items]
     parsed: dict[int, _Parsed] = {}
 
-    def apply(place: tuple[int, Any]) -> ClaimResponse:
+    def apply(place: tuple[int, Any]) -> Members:
         index, item = place
         read = parsed.get(index)
         if read is None:
@@ -93,7 +92,7 @@ def _claim_new(
     digest: str,
     parsed: dict[int, _Parsed],
     kept: list[list[telemetry.Answered]],
-) -> dict[int, ClaimResponse]:
+) -> dict[int, Members]:
     """The answers of the items whose keys were new, claimed together (``oncegate.service.new_claims``).
 
     Only the first item of each key is parsed here, and claimed here unless its single call would do more than
@@ -116,7 +115,7 @@ def _claim_new(
     made = services.new_claims.claim([parsed[index].intent for index in firsts])
     # Each item claimed together counts its share of the write they shared, rounded up, as its round trips.
     share = -(-(telemetry.round_trips() - before) // max(1, len(firsts)))
-    answered: dict[int, ClaimResponse] = {}
+    answered: dict[int, Members] = {}
     for index, told in zip(firsts, made, strict=True):
         if told is not None:
             with _item_answer(telemetry.CHECK, "check_and_claim_many", kept[index]):
@@ -145,12 +144,12 @@ def _parse(
     return _Parsed(body, intent, warnings)
 
 
-def _rendered(single: Operation, read: _Parsed, told: ClaimAnswer) -> ClaimResponse:
+def _rendered(single: Operation, read: _Parsed, told: ClaimAnswer) -> Members:
     """The answer as the single call renders it (``http.perform``): its warnings added, described."""
     response = single.render(Call(body=read.body), (told, None))  # the single call's own rendering
-    assert isinstance(response, ClaimResponse), "an item never waits"
+    assert isinstance(response, dict), "an item never waits"
     if read.warnings:
-        response = response.model_copy(update={"warnings": [*response.warnings, *read.warnings]})
+        response = {**response, "warnings": [*response["warnings"], *read.warnings]}
     if telemetry.describing():
         single.parse(Call(body=read.body))  # describes the item's scope and flow, as its single call's parse does
         if single.describe is not None:
@@ -180,7 +179,7 @@ def _claim_item(
     item: Any,
     digest: str,
     kept: list[telemetry.Answered],
-) -> ClaimResponse:
+) -> Members:
     """One item of Check and claim many: the single call's entry, telemetry and answer."""
     with _item_answer(telemetry.CHECK, "check_and_claim_many", kept):
         # An item is a Check and claim body but for wait: a bulk call answers at once (issue 25).
@@ -192,7 +191,8 @@ def _claim_item(
             raise InvalidRequest(message, details=[("wait", message)])
         body = item_body(ClaimItem, item)
         item_call: Call[ClaimItem, None] = Call(body=body, caller=call.caller)
-        answer: ClaimResponse = http.answer(single, services, item_call, _command(single, item_call, digest, index))
+        answer = http.perform(single, services, item_call, _command(single, item_call, digest, index)).model
+        assert isinstance(answer, dict), "an item never waits"
         return answer
 
 
@@ -210,14 +210,14 @@ def _same_key(place: tuple[int, Any]) -> Hashable:
         return id(item)  # refused when read: its place in no claim's order matters
 
 
-def _claim_entry(item: Any, answer: ClaimResponse | OnceGateError) -> ClaimManyEntry:
+def _claim_entry(item: Any, answer: Members | OnceGateError) -> Members:
+    """An item's entry, in ``ClaimManyEntry``'s order: the single call's members and the item's reference, or the
+    reference and the item's error."""
     reference = item.get("reference") if isinstance(item, dict) else None
     given = {"reference": reference} if isinstance(reference, str) else {}
     if isinstance(answer, OnceGateError):
-        return ClaimManyEntry(**given, error=error_info(answer))
-    # Built from the fields of an answer validated already: not validated again (issue 36).
-    entry: ClaimManyEntry = ClaimManyEntry.model_construct(**_fields(answer), **given)
-    return entry
+        return {**given, "error": error_info(answer)}
+    return {**answer, **given}
 
 
 def record_each(services: Services, call: Call[Any, Any], items: list[Any], single: Operation) -> list[ResultEntry]:
@@ -310,9 +310,10 @@ CHECK_AND_CLAIM_MANY = Operation(
     method="POST",
     body=ClaimManyRequest,
     response=ClaimManyAnswer,
+    as_members=True,
     parse=lambda call: call.body.items,
     serve=lambda services, call, items: claim_each(services, call, items, CHECK_AND_CLAIM),
-    render=lambda call, entries: ClaimManyAnswer(value=entries),
+    render=lambda call, entries: {"value": entries},  # ClaimManyAnswer's members
     body_limit=MAX_BULK_BODY_BYTES,
     items="items",
     reads=BulkItems,

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate import telemetry
 from oncegate.domain.decisions import ClaimAnswer, Intent
-from oncegate.domain.records import Claim, EarlierAttempt
+from oncegate.domain.records import Claim, EarlierAttempt, Flow
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, Waiting
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
 from oncegate.entrypoints import render, waits
-from oncegate.entrypoints.operations.table import Call, Designer, Dimensions, Operation, Reply
+from oncegate.entrypoints.operations.table import Call, Designer, Dimensions, Members, Operation, Reply
 from oncegate.entrypoints.parse import flow_of
 from oncegate.models import (
     IMPORTANT,
@@ -20,12 +20,11 @@ from oncegate.models import (
     ClaimItem,
     ClaimRequest,
     ClaimResponse,
-    ClaimResult,
     EarlierAttemptView,
     FlowRef,
-    Holder,
     WaitQuery,
 )
+from oncegate.models.base import shown
 
 if TYPE_CHECKING:
     from oncegate.bootstrap import Services
@@ -45,16 +44,16 @@ def flow_dimensions(scope: str, flow: FlowRef | None) -> Dimensions:
     }
 
 
-def decision_dimensions(answer: ClaimResponse) -> Dimensions:
-    """The decision and warnings of a Check and claim answer, and the other flow a copy of a flow met."""
-    holder = answer.holder.flow if answer.holder else answer.result.flow if answer.result else None
-    copy = holder if ANOTHER_FLOW_COPY in answer.warnings else None
+def decision_dimensions(answer: Members) -> Dimensions:
+    """The decision and warnings of a Check and claim answer as rendered, and the other flow a copy of a flow met."""
+    part = answer["holder"] if "holder" in answer else answer.get("result", {})
+    copy = part.get("flow") if ANOTHER_FLOW_COPY in answer["warnings"] else None
     return {
-        telemetry.DECISION: answer.decision.value,
-        telemetry.WARNINGS: ",".join(answer.warnings) or None,
-        telemetry.CHANGED_PARTS: json.dumps(answer.changed_parts) if answer.changed_parts else None,
-        telemetry.HOLDER_FLOW_NAME: copy.name if copy else None,
-        telemetry.HOLDER_FLOW_ENVIRONMENT: copy.environment if copy else None,
+        telemetry.DECISION: answer["decision"],
+        telemetry.WARNINGS: ",".join(answer["warnings"]) or None,
+        telemetry.CHANGED_PARTS: json.dumps(answer["changedParts"]) if "changedParts" in answer else None,
+        telemetry.HOLDER_FLOW_NAME: copy["name"] if copy else None,
+        telemetry.HOLDER_FLOW_ENVIRONMENT: copy["environment"] if copy else None,
     }
 
 
@@ -62,7 +61,7 @@ def decision_dimensions(answer: ClaimResponse) -> Dimensions:
 
 
 def earlier_attempt_view(earlier: EarlierAttempt | None) -> EarlierAttemptView | None:
-    """The attempt a reconcile answer asks the run to look up, as the API shows it."""
+    """The attempt a reconcile answer asks the run to look up, as Perform once's answer shows it."""
     if earlier is None:
         return None
     return EarlierAttemptView(
@@ -76,35 +75,71 @@ def earlier_attempt_view(earlier: EarlierAttempt | None) -> EarlierAttemptView |
     )
 
 
-def claim_result(claim: Claim) -> ClaimResult:
-    return ClaimResult(
-        target_record_id=claim.target_record_id,
-        data=claim.data,
-        completed_at=claim.completed_at,
-        run_id=claim.run_id,
-        flow=render.flow_ref(claim.flow),
+def claim_members(answer: ClaimAnswer) -> Members:
+    """Check and claim's answer as the JSON members ``ClaimResponse`` declares, made straight from the decision
+    table's answer: no ``ClaimResponse`` is made per request (issue 32's shapes).
+
+    Its members in the model's order, named as the wire names them, an absent value left out (as the model's
+    dump leaves out None), enums as their values, a kept result's data as ``SHOWN_JSON`` shows it; times stay
+    datetimes, written by pydantic's own serializer as the model writes them (``http.render``).
+    tests/http/test_claim_members.py holds it to ``ClaimResponse`` over every decision.
+    """
+    holder, result, earlier = answer.holder, answer.result, answer.earlier_attempt
+    members: Members = {
+        "decision": answer.decision.value,
+        "claimId": answer.claim_id,
+        "status": answer.status.value,
+        "attempt": answer.attempt,
+        "reason": answer.reason,
+        "warnings": list(answer.warnings),
+    }
+    optional = {
+        "claimToken": answer.claim_token,
+        "idempotencyKey": answer.idempotency_key,
+        "leaseExpiresAt": answer.lease_expires_at,
+        "result": _result(result) if result else None,
+        "retryAfterSeconds": answer.retry_after_seconds,
+        "holder": _present(flow=_flow(holder.flow), leaseExpiresAt=holder.lease_expires_at) if holder else None,
+        # "lastAttempt" on the wire since 0.1.0, which saved flows read.
+        "lastAttempt": _earlier_attempt(earlier) if earlier else None,
+        "conflictId": answer.conflict_id,
+        "changedParts": list(answer.changed) or None,
+        "moreChangedParts": answer.more_changed or None,
+    }
+    members.update((name, value) for name, value in optional.items() if value is not None)
+    return members
+
+
+def _present(**members: Any) -> Members:
+    """The members given a value, in order (a nested part of the answer, its None left out as the model's are)."""
+    return {name: value for name, value in members.items() if value is not None}
+
+
+def _flow(flow: Flow | None) -> Members | None:
+    return {"name": flow.name, "environment": flow.environment} if flow else None
+
+
+def _result(claim: Claim) -> Members:
+    """What the first successful run recorded (``ClaimResult``)."""
+    return _present(
+        targetRecordId=claim.target_record_id,
+        data=shown(claim.data),
+        completedAt=claim.completed_at,
+        runId=claim.run_id,
+        flow=_flow(claim.flow),
     )
 
 
-def claim_response(answer: ClaimAnswer) -> ClaimResponse:
-    holder = answer.holder
-    return ClaimResponse(
-        decision=answer.decision,
-        claim_id=answer.claim_id,
-        status=answer.status,
-        attempt=answer.attempt,
-        reason=answer.reason,
-        warnings=list(answer.warnings),
-        claim_token=answer.claim_token,
-        idempotency_key=answer.idempotency_key,
-        lease_expires_at=answer.lease_expires_at,
-        retry_after_seconds=answer.retry_after_seconds,
-        holder=Holder(flow=render.flow_ref(holder.flow), lease_expires_at=holder.lease_expires_at) if holder else None,
-        result=claim_result(answer.result) if answer.result else None,
-        earlier_attempt=earlier_attempt_view(answer.earlier_attempt),
-        conflict_id=answer.conflict_id,
-        changed_parts=list(answer.changed) or None,
-        more_changed_parts=answer.more_changed or None,
+def _earlier_attempt(earlier: EarlierAttempt) -> Members:
+    """The attempt a reconcile answer asks the run to look up (``EarlierAttemptView``)."""
+    return _present(
+        attempt=earlier.attempt,
+        runId=earlier.run_id,
+        flow=_flow(earlier.flow),
+        status=earlier.status.value,
+        startedAt=earlier.started_at,
+        leaseExpiresAt=earlier.lease_expires_at,
+        error=earlier.error,
     )
 
 
@@ -135,14 +170,14 @@ def _claim(services: Services, call: Call[ClaimItem, None], command: Intent) -> 
     return services.claims.check_and_claim(command, signed_in=call.caller), None
 
 
-def _waited(call: Call[Any, Any], result: tuple[ClaimAnswer, Waiting | None]) -> ClaimResponse | Reply:
+def _waited(call: Call[Any, Any], result: tuple[ClaimAnswer, Waiting | None]) -> Members | Reply:
     """The answer, or 202 while the run still waits (the Logic Apps asynchronous pattern; its poll address is
     HTTP's, ``oncegate.entrypoints.http``)."""
     answer, waiting = result
-    response = claim_response(answer)
+    members = claim_members(answer)
     if waiting is None:
-        return response
-    return Reply(202, response, waiting=waiting, at=WAIT_FOR_CLAIM.path(claimId=response.claim_id))
+        return members
+    return Reply(202, members, waiting=waiting, at=WAIT_FOR_CLAIM.path(claimId=answer.claim_id))
 
 
 def _ticket(call: Call[None, WaitQuery]) -> Waiting:
@@ -159,6 +194,7 @@ CHECK_AND_CLAIM = Operation(
     method="POST",
     body=ClaimRequest,
     response=ClaimResponse,
+    as_members=True,
     event=telemetry.CHECK,
     parse=_check,
     stores=lambda call, command: f"a claim of run {call.body.run_id}",
@@ -186,6 +222,7 @@ WAIT_FOR_CLAIM = Operation(
     method="GET",
     query=WaitQuery,
     response=ClaimResponse,
+    as_members=True,
     event=telemetry.CHECK,
     parse=_ticket,
     serve=lambda services, call, waiting: services.waits.poll(waiting, signed_in=call.caller),

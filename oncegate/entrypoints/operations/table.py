@@ -3,7 +3,8 @@
 An :class:`Operation` declares an action once: where the app serves it (route, method, role), what it
 reads (body or query model) and answers (response model), the telemetry event it sends, the designer
 text of the connector, and its three steps: ``parse`` the wire's request into the service's command,
-``serve`` it with one service method, ``render`` the result as the response model. A :class:`Call` is the
+``serve`` it with one service method, ``render`` the result as the response model (or straight as its JSON
+members: :data:`Members`). A :class:`Call` is the
 request its steps read, a :class:`Reply` an answer other than a plain 200.
 
 The entries are declarations: the one pipeline (:mod:`oncegate.entrypoints.http`) reads the request into a
@@ -36,6 +37,9 @@ Body = TypeVar("Body")
 Query = TypeVar("Query")
 
 Dimensions = dict[str, telemetry.Value | None]
+# An answer's JSON members as the wire names them, rendered straight from the service's answer where no response
+# model need be made per request (Check and claim's, issue 32's shapes); its entry's ``response`` still declares them.
+Members = dict[str, Any]
 
 
 @frozen(kw_only=True)
@@ -75,14 +79,14 @@ class Call(Generic[Body, Query]):
 
 
 class Reply(NamedTuple):
-    """An answer other than a plain 200: its status, body (None: empty) and headers.
+    """An answer other than a plain 200: its status, body (a model, or its members; None: empty) and headers.
 
     ``waiting`` is the run Check and claim (wait) keeps waiting for the holder, and ``at`` the path (below the
     app's root) of the address it polls: over HTTP, the 202's ``Location``, its ticket sealed in.
     """
 
     status: int
-    model: BaseModel | None
+    model: BaseModel | Members | None
     headers: Mapping[str, str] = {}
     waiting: Waiting | None = None
     at: str = ""
@@ -121,7 +125,7 @@ class Operation:
     designer: Designer
     parse: Callable[[Call[Any, Any]], Any]
     serve: Callable[[Services, Call[Any, Any], Any], Any]
-    render: Callable[[Call[Any, Any], Any], BaseModel | Reply]
+    render: Callable[[Call[Any, Any], Any], BaseModel | Members | Reply]
     body: type[BaseModel] | None = None
     query: type[BaseModel] | None = None
     # Who may call it in Entra ID mode; None: anyone, without a function key either (health).
@@ -145,6 +149,9 @@ class Operation:
     reads: type[BaseModel] | None = None
     # Whether the connector offers it to makers: an operators' action (targets, issue 34) is served, never offered.
     in_connector: bool = True
+    # Whether ``render`` writes the answer as the JSON members ``response`` declares (Check and claim's): no request
+    # then makes the model, and the app does not build it when the entry's function is first called.
+    as_members: bool = False
 
     def path(self, **ids: str) -> str:
         """The route with its parameters filled in, below ``/api/``."""

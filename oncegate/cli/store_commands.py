@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate.cli import streams
 from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
-from oncegate.cli.commands import REFUSALS_AS_JSON, interrupted, progress, refused
+from oncegate.cli.commands import interrupted, progress, refused
 from oncegate.cli.extra import on_first_use
+from oncegate.cli.streams import REFUSALS_AS_JSON
 from oncegate.cli.values import moment
 
 if TYPE_CHECKING:

@@ -83,16 +83,17 @@ from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.limits import (
     DEFAULT_HORIZON_DAYS,
     DEFAULT_LEASE_SECONDS,
+    DEFAULT_PAGE_SIZE,
     DEFAULT_RETENTION_DAYS,
     MAX_HORIZON_DAYS,
     MAX_LEASE_SECONDS,
+    MAX_PAGE_SIZE,
     MAX_RETENTION_DAYS,
     MIN_LEASE_SECONDS,
     MIN_RETENTION_DAYS,
 )
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Resolution, SettledOutcome
 from oncegate.entrypoints.handler_pool import DEFAULT_THREADS
-from oncegate.service.retention import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 # What `oncegate --help` prints: the docstring but its last paragraph, which is for who reads the code.
 HELP = (__doc__ or "").rsplit("\n\n", 1)[0] + "\n"

@@ -49,6 +49,7 @@ def test_help_imports_no_command_and_no_model(tmp_path: Path) -> None:
     modules = started(tmp_path, "--help")
     assert modules.isdisjoint((*COMMANDS, *DRILL, "oncegate.cli.client")), modules & {*COMMANDS, *DRILL}
     assert not models_of(modules)
+    assert not {module for module in modules if module.startswith(("oncegate.service", "oncegate.stores"))}
     assert "pydantic" not in modules
     assert "azure.functions" not in modules
 

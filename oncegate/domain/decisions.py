@@ -393,7 +393,7 @@ def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> 
         target_record_id=None,
         # A grant that reconciles looks first (what the earlier attempt did): it writes no call of its own yet, only
         # Perform once's look-up mark, and keeps the call it looks up (where it went), as it keeps its key.
-        data=intent.data if earlier is None else carrying(intent.look_up_data, claim.data),
+        data=intent.data if earlier is None else carrying(intent.look_up_data, claim),
         completed_at=None,
         error=None,
         retryable=None,
@@ -498,7 +498,7 @@ def _in_doubt(claim: Claim, intent: Intent) -> ClaimAnswer:
     """An attempt recorded ``unknown`` is reconciled; but while the call Perform once made for it may still be under
     way at the target (its deadline has not passed), no look-up can tell what it did: a run handed the claim would
     look, find nothing yet and do the side effect itself. It is in_progress until then, as Perform once says."""
-    deadline = call_under_way(claim.data, intent.now)
+    deadline = call_under_way(claim, intent.now)
     if deadline is None:
         return _reconcile(claim, f"attempt {claim.attempt} was sent but its outcome is unknown")
     retry_after = lease_left(deadline, intent.now)

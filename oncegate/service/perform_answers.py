@@ -139,7 +139,7 @@ def polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
             reason=f"The holder's call failed ({claim.error or claim.status.value}): {then}.",
         )
     # No claim token to settle it with: when to run Perform once again, which looks the record up after the deadline.
-    deadline = call_deadline(claim.data)
+    deadline = call_deadline(claim)
     seconds = seconds_until(deadline, now) if deadline is not None else 1
     return replace(
         base,

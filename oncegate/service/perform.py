@@ -88,6 +88,7 @@ from oncegate.service.perform_answers import (
     polled,
     reason_for,
     seconds_until,
+    under_way_in_doubt,
 )
 from oncegate.service.waits import TICKET, Waits
 from oncegate.stores.paging import every_item
@@ -183,8 +184,9 @@ class Perform:
             return answer, None
         held_until = intent.now + timedelta(seconds=answer.retry_after_seconds or 1)
         paced = waiting.poll_after(intent.now, held_until)
-        # A call in doubt keeps its reason (a look-up tells only after its deadline); another run's call is paced.
-        told = replace(answer, retry_after_seconds=paced) if early else making_the_call(answer, paced)
+        # A call in doubt is paced as Check and claim's wait on it (waits._paced), never past its deadline.
+        deadline = call_under_way(earlier, intent.now) if early and earlier is not None else None
+        told = making_the_call(answer, paced) if deadline is None else under_way_in_doubt(answer, deadline, paced)
         return told, waiting
 
     def target(self, name: str) -> Target:
@@ -222,19 +224,15 @@ class Perform:
         deadline = call_under_way(claim, intent.now)
         if deadline is None:
             return None
-        seconds = seconds_until(deadline, intent.now)
-        return PerformAnswer(
+        answer = PerformAnswer(
             decision=PerformDecision.IN_PROGRESS,
             claim_id=claim.claim_id,
             status=claim.status.value,
             attempt=claim.attempt,
-            reason=(
-                f"The call of attempt {claim.attempt} is in doubt and may still be under way at the target until its "
-                f"deadline: ask again in {seconds} s, when a look-up can tell."
-            ),
+            reason="",
             warnings=list(intent.warnings),
-            retry_after_seconds=seconds,
         )
+        return under_way_in_doubt(answer, deadline, seconds_until(deadline, intent.now))
 
     def _acted(
         self, answer: ClaimAnswer, intent: Intent, request: PerformOnce, target: Target, before: Claim | None

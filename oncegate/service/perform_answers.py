@@ -13,6 +13,7 @@ from oncegate.domain.performing import KeptResponse, PerformDecision
 from oncegate.domain.records import Claim, EarlierAttempt, call_deadline
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target, TargetReply
+from oncegate.domain.times import said
 from oncegate.domain.waiting import Waiting
 
 # When a run told in_progress asks again, where no lease or deadline says it.
@@ -98,6 +99,19 @@ def making_the_call(answer: PerformAnswer, seconds: int) -> PerformAnswer:
     return replace(
         answer,
         reason=f"Another run is making the call now: ask again in {seconds} s.",
+        retry_after_seconds=seconds,
+    )
+
+
+def under_way_in_doubt(answer: PerformAnswer, deadline: datetime, seconds: int) -> PerformAnswer:
+    """``answer`` as in_progress while the call of its attempt is in doubt and may still be under way at the target
+    until ``deadline``, asking again after ``seconds`` (a wait's poll may come before the deadline)."""
+    return replace(
+        answer,
+        reason=(
+            f"The call of attempt {answer.attempt} is in doubt and may still be under way at the target until its "
+            f"deadline ({said(deadline)}), when a look-up can tell: ask again in {seconds} s."
+        ),
         retry_after_seconds=seconds,
     )
 

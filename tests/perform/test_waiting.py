@@ -148,3 +148,24 @@ def test_a_wait_that_runs_out_says_when_to_ask_again_as_check_and_claim_s_does(
     assert ran_out.body["retryAfterSeconds"] == 2 * slow_erp.timeout_seconds - 11
     assert f"in {ran_out.body['retryAfterSeconds']} s" in ran_out.body["reason"]
     assert len(stand_in.writes()) == 1
+
+
+def test_a_wait_on_a_call_in_doubt_is_told_to_ask_again_when_its_poll_comes(
+    api: Api, slow_erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """run-1's call ended in doubt (503) 30 s before its deadline; run-2 waits on it. Its poll comes in 5 s, as
+    Check and claim's wait on such a call; the reason said to ask again in 30 s, Retry-After 5."""
+    stand_in.script(Answer(status=503))
+    assert perform(api, run="run-1").body["decision"] == "reconcile"
+    clock.advance(4)
+
+    asked = perform(api, run="run-2", wait=True, maxWaitSeconds=600)
+    polled = api.follow(asked.headers["location"])
+
+    assert (asked.status, polled.status) == (202, 200), (asked.body, polled.body)
+    seconds = asked.body["retryAfterSeconds"]
+    assert int(asked.headers["retry-after"]) == seconds == 5
+    assert asked.body["reason"].endswith(f"ask again in {seconds} s."), asked.body["reason"]
+    assert "is in doubt" in asked.body["reason"], asked.body
+    assert (polled.body["decision"], polled.body["retryAfterSeconds"]) == ("reconcile", 26), polled.body
+    assert len(stand_in.writes()) == 1

@@ -222,7 +222,12 @@ class Intent:
         look an earlier call up (``look_up_data``): given its token, the run could do the side effect itself
         while the look-up, finding nothing, sends the call again.
         """
-        if self.flow is None or self.fingerprint is None or marked_by_perform(claim.data):
+        return self.asks_again(claim) and not marked_by_perform(claim.data)
+
+    def asks_again(self, claim: Claim) -> bool:
+        """Whether this is the run the claim was granted to, asking again (is_holder_of, whether or not Perform once
+        has since recorded its call or look-up on the grant)."""
+        if self.flow is None or self.fingerprint is None:
             return False
         if claim.granted_to is not None and claim.granted_to != self.granted_to:
             return False
@@ -289,6 +294,9 @@ class ClaimAnswer:
     # With conflict: the parts of the payload that changed, by JSON Pointer (the first few), and how many more.
     changed: tuple[str, ...] = ()
     more_changed: int = 0
+    # With in_progress: the run asking holds the claim, and Perform once's call (or look-up) on its grant is under
+    # way (Intent.asks_again): told so, not that another run holds it.
+    own_call: bool = False
 
     @property
     def grants(self) -> bool:
@@ -486,11 +494,13 @@ def _held(claim: Claim, intent: Intent) -> ClaimAnswer:
     if intent.is_holder_of(claim):
         return _granted_again(claim)
     retry_after = lease_left(lease, intent.now)
+    own = intent.asks_again(claim)
     return ClaimAnswer(
         Decision.IN_PROGRESS,
-        f"Run {claim.run_id} holds the lease until {said(lease)}.",
-        held_reason(retry_after),
+        f"Run {claim.run_id} holds the lease until {said(lease)}{OWN_CALL if own else ''}.",
+        held_reason(retry_after, own=own),
         retry_after_seconds=retry_after,
+        own_call=own,
     )
 
 
@@ -519,8 +529,18 @@ def in_doubt_reason(retry_after: int) -> str:
     )
 
 
-def held_reason(retry_after: int) -> str:
-    """What a run is told while another run holds the lease, asked to come back after ``retry_after`` seconds."""
+# How the history line of an in_progress told to the run that holds the claim says so.
+OWN_CALL = ", which asked again while its Perform once call is under way"
+
+
+def held_reason(retry_after: int, *, own: bool = False) -> str:
+    """What a run is told while another run holds the lease, asked to come back after ``retry_after`` seconds;
+    ``own``: while its own Perform once call (or look-up) is under way, made by an earlier request of the run."""
+    if own:
+        return (
+            f"This run's Perform once call (or look-up of an earlier one) is under way, made by an earlier request "
+            f"of the run; ask again in {retry_after} s for its outcome: the call is not sent twice."
+        )
     return f"Another run is doing the side effect now; retry in {retry_after} s or stop."
 
 

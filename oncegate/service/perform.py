@@ -85,6 +85,7 @@ from oncegate.service.perform_answers import (
     answered,
     held,
     making_the_call,
+    own_call,
     polled,
     reason_for,
     seconds_until,
@@ -166,8 +167,10 @@ class Perform:
         mark = call_mark(target, request.method, intent.now)
         intent = replaced(intent, data=mark, look_up_data=look_up_mark(intent.now) if looks_up else None)
         early = self._before_deadline(earlier, intent)
+        own = False
         if early is None:
             decided = self._claims.decide_for(intent)
+            own = decided.own_call
             if _holds_token(decided):
                 # The same run asking again on a grant it holds by a claim token (Check and claim's, or a reconcile
                 # handed to it): the flow acts on that grant, and a call made on it could be released under the
@@ -186,7 +189,9 @@ class Perform:
         paced = waiting.poll_after(intent.now, held_until)
         # A call in doubt is paced as Check and claim's wait on it (waits._paced), never past its deadline.
         deadline = call_under_way(earlier, intent.now) if early and earlier is not None else None
-        told = making_the_call(answer, paced) if deadline is None else under_way_in_doubt(answer, deadline, paced)
+        told = (
+            making_the_call(answer, paced, own=own) if deadline is None else under_way_in_doubt(answer, deadline, paced)
+        )
         return told, waiting
 
     def target(self, name: str) -> Target:
@@ -500,7 +505,8 @@ class Perform:
         claim = self._store.get_claim(claim_id)
         told = polled(claim, waiting, now)
         if told.decision is PerformDecision.IN_PROGRESS and not waiting.over(now):
-            return making_the_call(told, waiting.poll_after(now, claim.lease_expires_at)), waiting
+            paced = waiting.poll_after(now, claim.lease_expires_at)
+            return making_the_call(told, paced, own=own_call(claim, waiting)), waiting
         return told, None
 
     # -- the attention timer ------------------------------------------------------------------------

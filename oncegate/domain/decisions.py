@@ -225,8 +225,7 @@ class Intent:
         return self.asks_again(claim) and not marked_by_perform(claim.data)
 
     def asks_again(self, claim: Claim) -> bool:
-        """Whether this is the run the claim was granted to, asking again (is_holder_of, whether or not Perform once
-        has since recorded its call or look-up on the grant)."""
+        """Whether this is the run the claim was granted to asking again, its grant given back or not (is_holder_of)."""
         if self.flow is None or self.fingerprint is None:
             return False
         if claim.granted_to is not None and claim.granted_to != self.granted_to:
@@ -294,9 +293,7 @@ class ClaimAnswer:
     # With conflict: the parts of the payload that changed, by JSON Pointer (the first few), and how many more.
     changed: tuple[str, ...] = ()
     more_changed: int = 0
-    # With in_progress: the run asking holds the claim, and Perform once's call (or look-up) on its grant is under
-    # way (Intent.asks_again): told so, not that another run holds it.
-    own_call: bool = False
+    own_call: bool = False  # in_progress told the holder asking again while its Perform once call is under way
 
     @property
     def grants(self) -> bool:
@@ -497,7 +494,7 @@ def _held(claim: Claim, intent: Intent) -> ClaimAnswer:
     own = intent.asks_again(claim)
     return ClaimAnswer(
         Decision.IN_PROGRESS,
-        f"Run {claim.run_id} holds the lease until {said(lease)}{OWN_CALL if own else ''}.",
+        f"Run {claim.run_id} holds the lease until {said(lease)}.",
         held_reason(retry_after, own=own),
         retry_after_seconds=retry_after,
         own_call=own,
@@ -527,10 +524,6 @@ def in_doubt_reason(retry_after: int) -> str:
         f"An earlier call's outcome is in doubt and may still be under way at the target; retry in {retry_after} s, "
         "when a look-up can tell."
     )
-
-
-# How the history line of an in_progress told to the run that holds the claim says so.
-OWN_CALL = ", which asked again while its Perform once call is under way"
 
 
 def held_reason(retry_after: int, *, own: bool = False) -> str:

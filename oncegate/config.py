@@ -31,7 +31,9 @@ DEFAULT_BULK_CONCURRENCY = 8
 MAX_BULK_CONCURRENCY = 64
 # Table names are 3-63 letters and digits starting with a letter; the longest suffix is "Conflicts".
 TABLE_PREFIX_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9]{0,49}")
-STORE_ID_PATTERN = re.compile(r"[A-Za-z0-9-]{1,64}")
+# The shapes below are compiled (re's cache) where a setting holding one is first read: a store id is set beside some
+# stores only, a tenant in Entra ID mode alone, and a new process compiles no pattern its first claim never matches.
+STORE_ID_PATTERN = r"[A-Za-z0-9-]{1,64}"
 
 
 class StoreKind(StrEnum):
@@ -57,7 +59,7 @@ class ConfigError(ValueError):
 DEFAULT_ENTRA_AUTHORITY = "https://login.microsoftonline.com"
 # Tenant-independent sign-in names: their tokens' issuer is any tenant, so they cannot pin one.
 MULTI_TENANT_NAMES = frozenset({"common", "organizations", "consumers"})
-TENANT_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
+TENANT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -234,7 +236,7 @@ def _check_sqlite_folder(path: Path) -> None:
 
 
 def _store_id(value: str | None) -> str | None:
-    if value is not None and not STORE_ID_PATTERN.fullmatch(value):
+    if value is not None and not re.fullmatch(STORE_ID_PATTERN, value):
         raise ConfigError(
             "ONCEGATE_STORE_ID",
             "must be 1-64 letters, digits and dashes: the store id `oncegate store init` printed (`oncegate keys` "
@@ -337,7 +339,7 @@ def read_auth_mode(environ: Mapping[str, str] | None = None) -> AuthMode | None:
 def _entra_api(read: Callable[[str], str | None]) -> EntraApi:
     """The Entra mode settings: the tenant and API whose tokens are accepted, and where its keys are published."""
     tenant = read("ONCEGATE_ENTRA_TENANT_ID")
-    if tenant is None or not TENANT_PATTERN.fullmatch(tenant) or tenant.lower() in MULTI_TENANT_NAMES:
+    if tenant is None or not re.fullmatch(TENANT_PATTERN, tenant) or tenant.lower() in MULTI_TENANT_NAMES:
         raise ConfigError(
             "ONCEGATE_ENTRA_TENANT_ID",
             f"ONCEGATE_AUTH=entra needs the tenant id (a GUID) or domain, not {tenant!r}: only its tokens pass.",

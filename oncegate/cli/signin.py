@@ -13,6 +13,7 @@ the network.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable, Mapping
@@ -82,7 +83,7 @@ class EntraSettings:
         # name with a space into the authority's address and fail there, as if Entra ID could not be reached.
         from oncegate.config import TENANT_PATTERN
 
-        if not TENANT_PATTERN.fullmatch(tenant):
+        if not re.fullmatch(TENANT_PATTERN, tenant):
             raise SignInError(
                 f"--tenant (ONCEGATE_TENANT_ID) must be the tenant's id (a GUID) or domain, such as "
                 f"contoso.onmicrosoft.com, not {tenant!r}."

@@ -31,8 +31,9 @@ from typing import Any, TypeVar, cast, dataclass_transform, overload
 T = TypeVar("T")
 
 _FIELDS: dict[type, frozenset[str]] = {}
-# An annotation that declares no field, as dataclasses reads one written as text.
-_NO_FIELD = re.compile(r"\s*(?:\w+\s*\.\s*)?(?:ClassVar|InitVar)\b")
+# An annotation that declares no field, as dataclasses reads one written as text; compiled (re's cache) for the first
+# annotation holding one of its words, which no record has.
+_NO_FIELD = r"\s*(?:\w+\s*\.\s*)?(?:ClassVar|InitVar)\b"
 
 
 def replaced(value: T, **changes: Any) -> T:
@@ -140,7 +141,8 @@ def _fields(kind: type, kw_only: bool, frozen: bool) -> list[dataclasses.Field[A
             continue
         spelt = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
         # The pattern only where its words are: a text without them is no ClassVar or InitVar (400 fields at a start).
-        if (("ClassVar" in spelt or "InitVar" in spelt) and _NO_FIELD.match(spelt)) or isinstance(annotation, InitVar):
+        named = "ClassVar" in spelt or "InitVar" in spelt
+        if (named and re.match(_NO_FIELD, spelt)) or isinstance(annotation, InitVar):
             raise TypeError(f"{kind.__name__}.{name} is no field: a record declares only fields")
         default = getattr(kind, name, MISSING)
         one = cast(

@@ -36,9 +36,9 @@ MAX_POINTER_LENGTH = 256
 # The characters of rules' versions a scope row keeps: four versions of 128 pointers of 256 characters (half a MiB
 # of UTF-16 of Table Storage's 1 MiB entity, which the scope's counts and settings share).
 RULES_BUDGET = 4 * 2 * MAX_POINTERS * (MAX_POINTER_LENGTH + 4) + 1024
-_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")
-# "~" escapes only "~0" (~) and "~1" (/) in RFC 6901.
-_BAD_ESCAPE = re.compile(r"~(?![01])")
+# "~" escapes only "~0" (~) and "~1" (/) in RFC 6901. Compiled (re's cache) when a scope's rules are first checked,
+# as the patterns below the first claim's path are: a new process compiles only those its first claim matches.
+_BAD_ESCAPE = r"~(?![01])"
 
 
 class _Missing:
@@ -106,7 +106,7 @@ def pointer_problem(pointer: str) -> str | None:
         return f"{pointer[:40]!r}… is over {MAX_POINTER_LENGTH} characters"
     if pointer and not pointer.startswith("/"):
         return f"{pointer!r} is not a JSON Pointer: it must start with '/' (RFC 6901), such as /Title"
-    if _BAD_ESCAPE.search(pointer):
+    if re.search(_BAD_ESCAPE, pointer):
         return f"{pointer!r} is not a JSON Pointer: '~' must be followed by 0 (for ~) or 1 (for /)"
     return None
 
@@ -188,7 +188,9 @@ def applied(payload: Any, rules_: FingerprintRules) -> Any:
 
 
 def _index(token: str, items: list[Any]) -> int | None:
-    return int(token) if _ARRAY_INDEX.fullmatch(token) and int(token) < len(items) else None
+    # An array index in RFC 6901: "0", or ASCII digits without a leading zero.
+    whole = token.isascii() and token.isdigit() and (token == "0" or token[0] != "0")
+    return int(token) if whole and int(token) < len(items) else None
 
 
 def _projected(value: Any, path: tuple[str, ...]) -> Any:

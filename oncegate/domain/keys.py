@@ -62,9 +62,8 @@ import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+from types import ModuleType
 from typing import Any
-
-import rfc8785
 
 from oncegate.domain.copies import frozen
 from oncegate.domain.sensitive import sensitive_findings
@@ -72,7 +71,8 @@ from oncegate.errors import InvalidRequest
 
 SCOPE_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # A source is a label of the same shape as a scope, and may name a list within a system (sharepoint:expenses).
-SOURCE_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+# Compiled (re's cache) by the first claim that names a source: a new process compiles only what it matches.
+SOURCE_PATTERN = r"[A-Za-z0-9._:-]{1,64}"
 MAX_KEY_LENGTH = 512
 MAX_FINGERPRINT_LENGTH = 128
 MIN_SECRET_LENGTH = 32
@@ -103,7 +103,7 @@ def normalise_source(source: str | None) -> str | None:
     """The system a business object comes from, stored lowercase in clear (issue 16); None when not named."""
     if source is None:
         return None
-    if not SOURCE_PATTERN.fullmatch(source):
+    if not re.fullmatch(SOURCE_PATTERN, source):
         raise InvalidRequest("source must be 1-64 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.", target="source")
     return source.lower()
 
@@ -277,14 +277,14 @@ def payload_fingerprint(payload: Any) -> str:
     """SHA-256 of the RFC 8785 canonical form: key order and number spelling do not matter."""
     try:
         written = canonical(payload)
-    except rfc8785.IntegerDomainError as exc:
+    except _library().IntegerDomainError as exc:
         # Its message quotes the number, which may be thousands of digits.
         raise InvalidRequest(
             f"payload holds an integer beyond ±{SAFE_INTEGER:,} (2^53 - 1), which RFC 8785 and JSON's doubles do not "
             "carry exactly: send it as a string.",
             target="payload",
         ) from exc
-    except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
+    except (_library().CanonicalizationError, TypeError, ValueError) as exc:
         raise InvalidRequest(f"payload cannot be canonicalised: {exc}", target="payload") from exc
     return "sha256:" + hashlib.sha256(written).hexdigest()
 
@@ -358,7 +358,15 @@ def canonical(value: Any) -> bytes:
             return _encode(plain).encode("utf-8")
         except UnicodeEncodeError:
             pass  # a lone surrogate: the library says what is wrong with it
-    return bytes(rfc8785.dumps(value))
+    return bytes(_library().dumps(value))
+
+
+def _library() -> ModuleType:
+    """The ``rfc8785`` library, imported with the first value the quick way leaves to it (or the first error it
+    names): a new process whose first claim holds a plain payload never loads it (issue 36's cold start)."""
+    import rfc8785
+
+    return rfc8785
 
 
 class _Other:
@@ -443,7 +451,7 @@ def member_digests(key: bytes, payload: Any) -> dict[str, str] | None:
     for pointer, shape, value in leaves(payload):
         try:
             canonical = _canonical(value)
-        except (rfc8785.CanonicalizationError, TypeError, ValueError, UnicodeEncodeError):
+        except (_library().CanonicalizationError, TypeError, ValueError, UnicodeEncodeError):
             return None  # the fingerprint says what is wrong with it, where the rules keep it
         mac = begun.copy()
         mac.update(f"{pointer}\n{shape}\n".encode() + canonical)

@@ -23,7 +23,7 @@ from pydantic.alias_generators import to_camel
 ROOT = Path(__file__).resolve().parents[2]
 
 FIRST_CLAIM = """
-import gc, json, sys
+import gc, json, re, sys
 import azure.functions as func
 {before}
 import function_app
@@ -46,9 +46,11 @@ records = {{f"{{module}}.{{name}}": vars(value)["__init__"].__code__ is not wait
            if isinstance(value, type) and value.__module__ == module and "__dataclass_fields__" in vars(value)
            and "__init__" in vars(value)}}
 collector["after_the_claim"] = gc.isenabled()
+compiled = sorted({{key[1] for key in re._cache if isinstance(key[1], str)}})
 print(json.dumps({{"status": response.status_code, "answer": json.loads(response.get_body()),
                   "imported": imported, "modules": modules, "built": sorted(built), "records": records,
-                  "plugins_looked_for": _loader._plugins is not None, "collector": collector}}))
+                  "plugins_looked_for": _loader._plugins is not None, "collector": collector,
+                  "compiled": compiled}}))
 """
 # What the first Check and claim never needs: the other actions' entries, models and services, the timers, the
 # command line. Each is imported when its own action (or timer, or command) is first called.
@@ -122,13 +124,11 @@ COLD_CLAIM = {
     "oncegate.entrypoints.operations.table",
     "oncegate.entrypoints.parse",
     "oncegate.entrypoints.principal",
-    "oncegate.entrypoints.render",
     "oncegate.entrypoints.waits",
     "oncegate.errors",
     "oncegate.models",
     "oncegate.models.base",
     "oncegate.models.claim_requests",
-    "oncegate.models.claim_views",
     "oncegate.service",
     "oncegate.service.claims",
     "oncegate.service.commands",
@@ -154,7 +154,7 @@ COLD_CLAIM = {
 }
 
 
-def _first_claim(tmp_path: Path, key: str, *, before: str = "", **settings: str) -> Any:
+def _first_claim(tmp_path: Path, key: str, *, before: str = "", payload: Any = None, **settings: str) -> Any:
     environment = {
         name: value
         for name, value in os.environ.items()
@@ -163,7 +163,7 @@ def _first_claim(tmp_path: Path, key: str, *, before: str = "", **settings: str)
     environment |= settings
     environment |= {"ONCEGATE_SQLITE_PATH": str(tmp_path / "cold.db"), "ONCEGATE_KEY_SECRET": "cold-" + "s" * 40}
     flow = {"name": "Create order", "environment": "Default"}
-    body = {"scope": "orders", "key": key, "payload": {"order": 1001}, "runId": "run-1", "flow": flow}
+    body = {"scope": "orders", "key": key, "payload": payload or {"order": 1001}, "runId": "run-1", "flow": flow}
     code = FIRST_CLAIM.format(body=json.dumps(body).encode(), before=before)
     done = subprocess.run([sys.executable, "-c", code], env=environment, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -203,6 +203,70 @@ def test_a_first_claim_imports_only_the_modules_of_its_path(tmp_path: Path) -> N
     imported = {module for module in result["modules"] if module.split(".")[0] == "oncegate"}
     assert NOT_FOR_AN_ANSWER & imported == set()
     assert imported - COLD_CLAIM == set()
+
+
+def test_a_first_claim_imports_no_model_module_it_never_uses(tmp_path: Path) -> None:
+    # Its answer is written as the members ClaimResponse declares, and its entry names that model rather than
+    # importing it: the connector, the command's client and an answer without HTTP import it when they read it.
+    result = _first_claim(tmp_path, "SO-1011")
+    assert result["answer"]["decision"] == "proceed"
+    models = {module for module in result["modules"] if module.startswith("oncegate.models")}
+    assert models == {"oncegate.models", "oncegate.models.base", "oncegate.models.claim_requests"}
+
+
+def test_every_entry_reads_its_response_as_a_model() -> None:
+    # An entry names its response model or gives it: either way the table's readers get the model itself.
+    from oncegate import models
+    from oncegate.entrypoints.operations import BY_NAME
+
+    named = {operation.name for operation in BY_NAME.values() if isinstance(operation.response, str)}
+    assert {"check_and_claim", "wait_for_claim"} <= named
+    assert BY_NAME["check_and_claim"].response_model is models.ClaimResponse
+    assert all(issubclass(operation.response_model, BaseModel) for operation in BY_NAME.values())
+
+
+def test_a_first_claim_with_a_plain_payload_loads_no_canonical_json_library(tmp_path: Path) -> None:
+    # The standard library's C encoder writes a plain payload as RFC 8785 does (oncegate.domain.keys.canonical):
+    # rfc8785 is imported with the first value it must write, not with the app.
+    result = _first_claim(tmp_path, "SO-1007")
+    assert result["answer"]["decision"] == "proceed"
+    assert "rfc8785" not in set(result["modules"])
+
+
+def test_a_first_claim_whose_payload_needs_the_library_still_gets_its_fingerprint(tmp_path: Path) -> None:
+    # 1e-07 is written with an exponent, which only the library writes as RFC 8785 has it; 2**60 is beyond JSON's
+    # doubles, refused with the library's own error.
+    written = _first_claim(tmp_path, "SO-1008", payload={"amount": 1e-07})
+    assert written["answer"]["decision"] == "proceed"
+    assert "rfc8785" in set(written["modules"])
+    refused = _first_claim(tmp_path, "SO-1009", payload={"amount": 2**60})
+    assert refused["status"] == 400
+    assert "beyond" in refused["answer"]["error"]["message"]
+
+
+def test_a_first_claim_compiles_no_pattern_it_never_matches(tmp_path: Path) -> None:
+    # A pattern compiled at import is paid by every new process: those a first claim matches nothing with (a store
+    # id, an Entra ID tenant, a source, a rule's pointer, a record's ClassVar, a route's ids) are compiled where first
+    # matched.
+    from oncegate import config
+    from oncegate.domain import copies, fingerprint_rules, keys
+    from oncegate.entrypoints import parse
+
+    result = _first_claim(tmp_path, "SO-1010")
+    assert result["answer"]["decision"] == "proceed"
+    compiled = set(result["compiled"])
+    assert keys.SCOPE_PATTERN.pattern in compiled  # matched: the scope of every claim
+    unmatched = (
+        config.STORE_ID_PATTERN,
+        config.TENANT_PATTERN,
+        keys.SOURCE_PATTERN,
+        fingerprint_rules._BAD_ESCAPE,
+        copies._NO_FIELD,
+        *parse.ROUTE_IDS.values(),  # a route's claim id or conflict id: Check and claim's route carries none
+    )
+    never = {getattr(pattern, "pattern", pattern) for pattern in unmatched}  # its text, compiled or not
+    assert len(never) == len(unmatched)
+    assert never & compiled == set()
 
 
 def test_a_first_claim_compiles_the_init_of_only_the_records_it_makes(tmp_path: Path) -> None:

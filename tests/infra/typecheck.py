@@ -187,6 +187,8 @@ class Checker:
         self.folder = folder
         self.types = types or Types()
         self.files = {path: BicepFile(path) for path in sorted(folder.rglob("*.bicep"))}
+        # A module's file by its resolved path: resolved once each, not at every module a template declares.
+        self._resolved = {path.resolve(): file for path, file in self.files.items()}
         self.problems: list[Problem] = []
 
     def run(self) -> list[str]:
@@ -537,8 +539,7 @@ class Checker:
 
     # -- modules ----------------------------------------------------------------------------------------
     def module_file(self, file: BicepFile, module: Declaration) -> BicepFile | None:
-        path = (file.path.parent / module.declared_type).resolve()
-        return next((f for p, f in self.files.items() if p.resolve() == path), None)
+        return self._resolved.get((file.path.parent / module.declared_type).resolve())
 
     def check_module(self, file: BicepFile, module: Declaration) -> None:
         where = f"module {module.name} ({module.declared_type})"

@@ -150,6 +150,8 @@ def test_make_run_installs_the_runtime_only_and_make_test_adds_the_rest(workdir:
     test = dry_run(workdir, "test")
     assert "-e '.[dev]'" in test
     assert "npm ci" in test
+    # Checkov's JSONPath parse tables, written once beside it (a scan builds them 221 times without).
+    assert ".venv/checkov/bin/python tests/infra/jsonpath_tables.py\n" in test
 
 
 def test_make_run_after_make_test_installs_nothing_and_the_reverse_adds_dev(workdir: Path) -> None:
@@ -157,7 +159,13 @@ def test_make_run_after_make_test_installs_nothing_and_the_reverse_adds_dev(work
     (workdir / ".venv" / "bin").mkdir(parents=True)
     (workdir / ".venv" / "checkov" / "bin").mkdir(parents=True)
     (workdir / "node_modules").mkdir()
-    stamps = (".venv/bin/python", ".venv/.installed-runtime", ".venv/checkov/bin/checkov", "node_modules/.installed")
+    stamps = (
+        ".venv/bin/python",
+        ".venv/.installed-runtime",
+        ".venv/checkov/bin/checkov",
+        ".venv/checkov/.jsonpath-tables",
+        "node_modules/.installed",
+    )
     # make test's installer, which its [dev] extras keep installed.
     for stamp in (*stamps, ".venv/bin/uv", ".venv/.installed-dev"):
         (workdir / stamp).touch()

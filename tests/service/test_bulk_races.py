@@ -8,7 +8,6 @@ processes with services of their own, on one SQLite file (100 keys) or one set o
 
 from __future__ import annotations
 
-import multiprocessing
 import random
 import threading
 from collections import Counter
@@ -32,6 +31,7 @@ from oncegate.stores.port import ClaimStore
 from oncegate.stores.sqlite import SqliteStore
 from tests.conftest import KEY_SECRET, SQLITE_FILE
 from tests.gate import Gate
+from tests.support.processes import racing
 
 # Every racer races every key either way; on Table Storage 20 keys, not 100: a key's race there is the same for
 # each key (one create wins, the other calls read it back or find it taken), bulk calls still meet single calls
@@ -142,7 +142,7 @@ def address(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
 
 @pytest.mark.slow
 def test_bulk_and_single_calls_in_processes_proceed_once_per_key(address: Address) -> None:
-    context = multiprocessing.get_context("spawn")
+    context = racing(__name__)
     barrier = context.Barrier(PROCESSES)
     results: Queue[list[tuple[str, str]]] = context.Queue()
     per_process = RACERS // PROCESSES

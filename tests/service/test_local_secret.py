@@ -7,7 +7,6 @@ Racers are real processes, started once and released together at a barrier for e
 
 from __future__ import annotations
 
-import multiprocessing
 import stat
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
@@ -19,6 +18,7 @@ from oncegate.bootstrap import build_services
 from oncegate.config import DEFAULT_TABLE_PREFIX, ConfigError, Settings, StoreKind
 from oncegate.domain.keys import MIN_SECRET_LENGTH
 from oncegate.local_secret import SECRET_FILE_NAME, local_key_secret
+from tests.support.processes import racing
 
 PROCESSES = 8
 ROUNDS = 100
@@ -36,8 +36,8 @@ def start_racing(barrier: Barrier, folders: list[str], answers: Queue[tuple[str,
 
 
 def race(folders: list[Path]) -> dict[str, list[str]]:
-    """Every folder's answers from PROCESSES spawned processes released together at each folder."""
-    context = multiprocessing.get_context("spawn")
+    """Every folder's answers from PROCESSES racing processes released together at each folder."""
+    context = racing(__name__)
     barrier = context.Barrier(PROCESSES)
     answers: Queue[tuple[str, str]] = context.Queue()
     names = [str(folder) for folder in folders]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sqlite3
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 from oncegate.errors import NotFound
 from oncegate.stores.sqlite import SqliteStore
 from tests.support import records
+from tests.support.processes import racing
 
 CLAIMS = 30
 
@@ -35,7 +35,7 @@ def test_a_process_killed_between_the_statements_keeps_none_of_the_claims(tmp_pa
     path = str(tmp_path / "oncegate.db")
     SqliteStore(path).close()
     claim_ids = [records.new_id() for _ in range(CLAIMS)]
-    process = multiprocessing.get_context("spawn").Process(target=_killed_at, args=(path, statement, claim_ids))
+    process = racing(__name__).Process(target=_killed_at, args=(path, statement, claim_ids))
     process.start()
     process.join(timeout=60)
     assert process.exitcode == 9

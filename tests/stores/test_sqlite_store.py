@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import sqlite3
 import stat
 import threading
@@ -27,6 +26,7 @@ from oncegate.stores.sqlite import SqliteStore
 from tests.stores.contract import Meter, StoreContract
 from tests.stores.target_contract import TargetContract
 from tests.support import records
+from tests.support.processes import racing
 
 PROCESSES = 4
 LEGACY_FILE = Path(__file__).parent.parent / "fixtures" / "legacy" / "claims-0.1.0.sqlite"
@@ -160,7 +160,7 @@ def _create_in_process(
 def test_processes_sharing_the_file_have_exactly_one_winner(tmp_path: Path) -> None:
     path = str(tmp_path / "oncegate.db")
     SqliteStore(path).close()  # the schema exists before the race, as in a deployed server
-    context = multiprocessing.get_context("spawn")
+    context = racing(__name__)
     barrier = context.Barrier(PROCESSES)
     results = context.Queue()
     claim_id = records.new_id()

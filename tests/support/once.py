@@ -4,7 +4,7 @@
 fixture runs once in each. ``once_per_run`` keeps the first process's result as JSON in the temporary folder
 the run's processes share, under a lock: another process that needs it meanwhile waits for it, then reads it.
 A computation that fails writes nothing, so each process that needs it fails on its own. Checkov's report
-(about 8 s) and the Kusto parser's diagnostics use it, whichever process their tests run in.
+(about 3 s of CPU) and the Kusto parser's diagnostics use it, whichever process their tests run in.
 """
 
 from __future__ import annotations

@@ -14,10 +14,13 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from oncegate.cli import commands, extra, store_commands, streams
+from oncegate.cli import extra, streams
 from oncegate.cli.parser import build_parser
-from oncegate.cli.signin import AppFactory, msal_app
+
+if TYPE_CHECKING:
+    from oncegate.cli.signin import AppFactory
 
 # What runs on the service's dependencies alone, without the cli extra (make run installs no extra).
 WITHOUT_EXTRA = ("serve",)
@@ -31,8 +34,12 @@ MISPLACED_SCOPE = (
 )
 
 
-def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -> int:
-    """Run the command; ``app_factory`` makes the MSAL application for ``--entra`` (tests pass a fake).
+def main(argv: list[str] | None = None, *, app_factory: AppFactory | None = None) -> int:
+    """Run the command; ``app_factory`` makes the MSAL application for ``--entra`` (tests pass a fake; by default
+    :func:`oncegate.cli.signin.msal_app`).
+
+    The parser names each command's function by its module (:class:`oncegate.cli.arguments.Later`): a command
+    imports what it runs, and ``--help`` none of them.
 
     Ctrl+C, SIGTERM and a closed pipe end any command, wherever they come (rendering included), with their
     exit status and no traceback. A command that draws tables without the cli extra installed (rich)
@@ -51,7 +58,9 @@ def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -
             streams.print_json({"error": {"code": "invalid_usage", "message": extra.MISSING, "details": []}})
         return extra.MISSING_EXIT
     except KeyboardInterrupt:
-        return commands.INTERRUPTED_EXIT
+        from oncegate.cli.commands import INTERRUPTED_EXIT
+
+        return INTERRUPTED_EXIT
     except BrokenPipeError:
         # Python flushes stdout again on its way out, and would report that write failing too.
         with contextlib.suppress(OSError, ValueError):
@@ -59,10 +68,10 @@ def main(argv: list[str] | None = None, *, app_factory: AppFactory = msal_app) -
         return CLOSED_PIPE_EXIT
 
 
-def _run(argv: list[str] | None, app_factory: AppFactory, *, as_json: bool) -> int:
+def _run(argv: list[str] | None, app_factory: AppFactory | None, *, as_json: bool) -> int:
     parser = build_parser()
     # Arguments refused before they are read whole are JSON on stdout too when they ask for it (parser.Parser).
-    refusals = commands.REFUSALS_AS_JSON.set(as_json)
+    refusals = streams.REFUSALS_AS_JSON.set(as_json)
     written = streams.JSON_WRITTEN.set(False)
     try:
         args = parser.parse_args(argv)
@@ -76,11 +85,13 @@ def _run(argv: list[str] | None, app_factory: AppFactory, *, as_json: bool) -> i
                 # unless the stop landed after the command wrote its answer there (one document, which a script reads).
                 if as_json and not streams.JSON_WRITTEN.get():
                     command = getattr(args, "command_parser", parser).prog
+                    from oncegate.cli import commands
+
                     commands.interrupted_as_json(commands.interrupted_unsaid(command, stopped))
                 raise
     finally:
         streams.JSON_WRITTEN.reset(written)
-        commands.REFUSALS_AS_JSON.reset(refusals)
+        streams.REFUSALS_AS_JSON.reset(refusals)
 
 
 @contextlib.contextmanager
@@ -97,7 +108,7 @@ def _stopped_as_by_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, app_factory: AppFactory) -> int:
+def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, app_factory: AppFactory | None) -> int:
     if args.misplaced_scope is not None:
         parser.error(MISPLACED_SCOPE)
     if args.handler is None:
@@ -110,6 +121,8 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, app_fact
         code: int = args.handler(args)
         return code
     if args.local:
+        from oncegate.cli import store_commands
+
         return store_commands.on_the_store(args)
     if args.entra and args.function_key:
         args.command_parser.error("give --key or --entra, not both")
@@ -118,4 +131,6 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, app_fact
             "--reviewer is required: who decided, such as --reviewer ana@contoso.com (with --entra it may be left "
             "out: the service records who signed in)"
         )
+    from oncegate.cli import commands
+
     return commands.run_remote(args.handler, args, app_factory)

@@ -8,15 +8,28 @@ with one call.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import Any
 
 from oncegate.cli.values import DEFAULT_PORT, whole_number
 
-if TYPE_CHECKING:
-    from oncegate.cli.commands import Command
-
 # The service's bounds on a list page (the top query parameter of every list).
 MAX_TOP = 200
+
+
+class Later:
+    """A command's function named by its module and name, imported when the command runs: building the parser
+    (``oncegate --help``, any command's start) loads no command's implementation, only the one chosen."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module = module
+        self.name = name
+
+    def __call__(self, *args: Any) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)(*args)
+
+    def __repr__(self) -> str:
+        return f"{self.module}.{self.name}"
 
 
 def connection_options(*, top: bool) -> argparse.ArgumentParser:
@@ -70,7 +83,7 @@ def connection_options(*, top: bool) -> argparse.ArgumentParser:
 
 
 def command(
-    subparsers: Any, name: str, handler: Command, help: str, *, aliases: tuple[str, ...] = ()
+    subparsers: Any, name: str, handler: Later, help: str, *, aliases: tuple[str, ...] = ()
 ) -> argparse.ArgumentParser:
     # The deployment's options after the command too, a copy for each: "resolve" changes the parent's options in
     # place, where claims lookup's --key is the business key and leaves the function key --function-key.

@@ -36,31 +36,29 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
+from oncegate import models
 from oncegate.cli.values import BadSetting, port_setting
 from oncegate.domain.copies import frozen
-from oncegate.models import (
-    ClaimAttentionList,
-    ClaimHistory,
-    ClaimList,
-    ClaimManyAnswer,
-    ClaimView,
-    ConflictList,
-    ConflictView,
-    ErrorBody,
-    FlowList,
-    FlowRef,
-    FlowView,
-    Health,
-    OverlapList,
-    RecordResultsAnswer,
-    RegisterFlowRequest,
-    ScopeList,
-    ScopeView,
-    SetScopeRequest,
-)
 
 if TYPE_CHECKING:
     from oncegate.entrypoints.operations import Operation
+    from oncegate.models import (
+        ClaimAttentionList,
+        ClaimHistory,
+        ClaimList,
+        ClaimManyAnswer,
+        ClaimView,
+        ConflictList,
+        ConflictView,
+        FlowList,
+        FlowRef,
+        FlowView,
+        Health,
+        OverlapList,
+        RecordResultsAnswer,
+        ScopeList,
+        ScopeView,
+    )
 
 TIMEOUT_SECONDS = 30.0
 USAGE_EXIT = 2
@@ -76,7 +74,11 @@ MAX_RETRY_AFTER = 60.0
 READS_SENT_AS_POST = frozenset({"lookup_claim"})
 
 Model = TypeVar("Model", bound=BaseModel)
-Page = TypeVar("Page", ClaimAttentionList, ClaimHistory, ClaimList, ConflictList, FlowList, OverlapList, ScopeList)
+# The models are named, not imported: a command loads the model of the answer it reads, when it reads one
+# (its operation's response_model), and none to start.
+Page = TypeVar(
+    "Page", "ClaimAttentionList", "ClaimHistory", "ClaimList", "ConflictList", "FlowList", "OverlapList", "ScopeList"
+)
 
 
 class ClientError(Exception):
@@ -148,6 +150,17 @@ class SignInError(ClientError):
     """Signing in to Microsoft Entra ID failed, or a sign-in setting is missing."""
 
     error_code = "signin_failed"
+
+
+class Interrupted(KeyboardInterrupt):
+    """The drill (:mod:`oncegate.cli.drill`) was interrupted; it released ``released`` of the claims it held, and
+    ``kept`` are left; ``unanswered``: why a release got no answer, if one did not."""
+
+    def __init__(self, released: int, kept: list[str], unanswered: str | None = None) -> None:
+        super().__init__(released, kept, unanswered)
+        self.released = released
+        self.kept = kept
+        self.unanswered = unanswered
 
 
 @frozen
@@ -313,13 +326,13 @@ class Client:
     def register_flow(self, name: str, environment: str, settings: Mapping[str, Any]) -> Answer[FlowView]:
         """Register a flow with the settings named in ``settings`` by field name (``owner``); None resets one to its
         default, and a setting not named stays as it is."""
-        body = {"name": name, "environment": environment, **_aliased(RegisterFlowRequest, settings)}
+        body = {"name": name, "environment": environment, **_aliased(models.RegisterFlowRequest, settings)}
         return self.call("register_flow", body=body)
 
     def set_scope(self, scope: str, settings: Mapping[str, Any]) -> Answer[ScopeView]:
         """Set the scope's settings named in ``settings`` by field name (``lease_seconds``); None resets one to its
         default, and a setting not named stays as it is."""
-        return self.call("set_scope", body={"scope": scope, **_aliased(SetScopeRequest, settings)})
+        return self.call("set_scope", body={"scope": scope, **_aliased(models.SetScopeRequest, settings)})
 
     def get_conflict(self, conflict_id: str) -> Answer[ConflictView]:
         return self.call("get_conflict", ids={"conflictId": conflict_id})
@@ -342,7 +355,7 @@ class Client:
         pages = list(self._following(history, self._call(history, "GET", _target(link))))
         raw = {key: value for key, value in answer.raw.items() if key != "historyNextLink"}
         raw["history"] = [*raw.get("history", []), *(entry for page in pages for entry in page.raw["value"])]
-        return Answer(raw, ClaimView.model_validate(raw))
+        return Answer(raw, models.ClaimView.model_validate(raw))
 
     def _following(self, model: type[Any], page: Answer[Any]) -> Iterator[Answer[Any]]:
         yield page
@@ -416,11 +429,11 @@ def _no_answer(url: str, timeout: float, *, reads: bool) -> str:
 
 
 def _operation(name: str) -> Operation:
-    # Imported when a command first calls an action: the table brings the service's modules, which a command
-    # that calls none (--help, serve, signin) need not load.
-    from oncegate.entrypoints.operations import BY_NAME
+    # Imported when a command first calls an action, and only its entry's module: the table's modules bring the
+    # service's, which a command that calls none (--help, serve, signin) need not load, nor one action the others'.
+    from oncegate.entrypoints.operations import named
 
-    return BY_NAME[name]
+    return named(name)
 
 
 def claim_body(
@@ -466,7 +479,7 @@ def _json(raw: bytes, where: str) -> Any:
 def _api_error(status: int, reason: str, headers: Message, raw: bytes) -> ApiError:
     wait = _retry_after(headers.get("Retry-After")) if status in RETRIED_STATUSES else None
     try:
-        error = ErrorBody.model_validate_json(raw).error
+        error = models.ErrorBody.model_validate_json(raw).error
     except ValidationError:
         return ApiError(status, None, _without_error_body(status, reason, headers, raw), retry_after=wait)
     details = [(detail.target, detail.message) for detail in error.details]

@@ -15,14 +15,12 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oncegate import __version__
 from oncegate.cli import streams
 from oncegate.cli.arguments import options_by_field
-from oncegate.cli.batch_drill import run_batch_drill
 from oncegate.cli.client import (
     SERVICE_EXIT,
     USAGE_EXIT,
@@ -30,22 +28,23 @@ from oncegate.cli.client import (
     ApiError,
     Client,
     ClientError,
+    Interrupted,
     Model,
     Page,
     default_url,
 )
-from oncegate.cli.drill import Interrupted, run_drill
 from oncegate.cli.extra import on_first_use
-from oncegate.cli.signin import AppFactory, EntraSettings, access_token
+from oncegate.cli.signin import AppFactory, EntraSettings, access_token, msal_app
+from oncegate.cli.streams import REFUSALS_AS_JSON
 from oncegate.cli.values import BadSetting, port_setting, threads_setting
 from oncegate.domain.copies import frozen
-from oncegate.models import ClaimView, SetScopeRequest
 
 if TYPE_CHECKING:
     import azure.functions as func
     from rich.console import RenderableType
 
     from oncegate.cli import layout, rendering
+    from oncegate.models import ClaimView
 else:
     # rich comes with the cli extra: serve runs without it (oncegate/cli/extra.py).
     layout = on_first_use("oncegate.cli.layout")
@@ -87,9 +86,6 @@ def interrupted_unsaid(command: str, stopped: KeyboardInterrupt) -> str:
     )
 
 
-# Set while a command on the store runs with --json (oncegate.cli.store_commands.on_the_store): its refusal is
-# JSON on stdout too, in the shape of a deployment command's, its code by the exit status.
-REFUSALS_AS_JSON: ContextVar[bool] = ContextVar("refusals_as_json", default=False)
 REFUSAL_CODES = {USAGE_EXIT: "invalid_usage", SERVICE_EXIT: "store_failed"}
 
 
@@ -342,13 +338,12 @@ def scopes_list(client: Client, args: argparse.Namespace) -> Output:
     return _listed(client.scope_pages(top=args.top), args.all_pages, "scopes", rendering.scopes_table)
 
 
-# The settings of ``scopes set``: each field of Set scope is an option (``lease_seconds``: ``--lease-seconds``).
-SCOPE_SETTINGS = [name for name in SetScopeRequest.model_fields if name != "scope"]
-
-
 def scopes_set(client: Client, args: argparse.Namespace) -> Output:
     """Change the settings given, each given empty ('') back to its default; the service keeps the others."""
-    given = {name: getattr(args, name) for name in SCOPE_SETTINGS}
+    from oncegate.models import SetScopeRequest
+
+    # Each field of Set scope is an option (``lease_seconds``: ``--lease-seconds``).
+    given = {name: getattr(args, name) for name in SetScopeRequest.model_fields if name != "scope"}
     for pointers in ("fingerprint_include", "fingerprint_ignore"):
         given[pointers] = _pointers(given[pointers])
     return _shown(client.set_scope(args.scope_name, _named(given)), rendering.scope_text)
@@ -367,6 +362,10 @@ def _pointers(given: list[str] | None) -> list[str] | str | None:
 
 
 def drill(client: Client, args: argparse.Namespace) -> Output:
+    # The drill's modules are loaded by the drill alone: every other command starts without them.
+    from oncegate.cli.batch_drill import run_batch_drill
+    from oncegate.cli.drill import run_drill
+
     drilling = run_batch_drill if args.batch else run_drill
     try:
         report = drilling(
@@ -410,17 +409,17 @@ def health(client: Client, args: argparse.Namespace) -> Output:
     return _shown(client.health(), rendering.health_text)
 
 
-def entra_token(args: argparse.Namespace, app_factory: AppFactory) -> Callable[[], str] | None:
+def entra_token(args: argparse.Namespace, app_factory: AppFactory | None) -> Callable[[], str] | None:
     """With ``--entra``, how to get a token; its settings are checked now, the sign-in waits for the first request."""
     if not args.entra:
         return None
     settings = EntraSettings.resolve(
         tenant=args.tenant, client_id=args.client_id, scope=args.api_scope, environ=os.environ
     )
-    return lambda: access_token(settings, app_factory)
+    return lambda: access_token(settings, app_factory or msal_app)
 
 
-def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFactory) -> int:
+def run_remote(command: Command, args: argparse.Namespace, app_factory: AppFactory | None) -> int:
     """Run one command against the deployment; expected failures become a message on stderr and the exit status.
 
     With ``--entra`` only the token is sent: an Entra ID deployment's functions are anonymous, so a

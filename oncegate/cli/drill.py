@@ -48,13 +48,12 @@ from time import perf_counter
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from oncegate.cli.client import ApiError, Client, Unreachable, claim_body
+from oncegate.cli.client import ApiError, Client, Interrupted, Unreachable, claim_body
+from oncegate.cli.values import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
 from oncegate.domain.copies import frozen
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome, Resolution
 from oncegate.models import ClaimResponse, ClaimView, FlowRef
 
-DEFAULT_SCOPE = "drill.check"
-DEFAULT_CONCURRENCY = 32
 FLOW_NAME = "OnceGate drill"
 REVIEWER = "oncegate drill"
 DISMISS_NOTE = "Opened on purpose by oncegate drill to check that a changed payload is a conflict."
@@ -212,17 +211,6 @@ class Report:
                 for lookup in self.lookups
             },
         }
-
-
-class Interrupted(KeyboardInterrupt):
-    """The drill was interrupted; it released ``released`` of the claims it held, and ``kept`` are left;
-    ``unanswered``: why a release got no answer, if one did not."""
-
-    def __init__(self, released: int, kept: list[str], unanswered: str | None = None) -> None:
-        super().__init__(released, kept, unanswered)
-        self.released = released
-        self.kept = kept
-        self.unanswered = unanswered
 
 
 class _Held:

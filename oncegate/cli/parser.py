@@ -62,13 +62,14 @@ import argparse
 from typing import Any, NoReturn
 
 from oncegate import __version__
-from oncegate.cli import commands, store_commands, streams, targets_commands
-from oncegate.cli.arguments import command, command_group, connection_options, lists, paging, whole_history
-from oncegate.cli.commands import REFUSALS_AS_JSON
-from oncegate.cli.drill import DEFAULT_CONCURRENCY, DEFAULT_SCOPE
+from oncegate.cli import streams, targets_parser
+from oncegate.cli.arguments import Later, command, command_group, connection_options, lists, paging, whole_history
 from oncegate.cli.helptext import FittedDescription
+from oncegate.cli.streams import REFUSALS_AS_JSON
 from oncegate.cli.values import (
+    DEFAULT_CONCURRENCY,
     DEFAULT_PORT,
+    DEFAULT_SCOPE,
     MAX_PORT,
     MAX_THREADS,
     moment,
@@ -82,16 +83,17 @@ from oncegate.domain.fingerprint_rules import FingerprintPreset
 from oncegate.domain.limits import (
     DEFAULT_HORIZON_DAYS,
     DEFAULT_LEASE_SECONDS,
+    DEFAULT_PAGE_SIZE,
     DEFAULT_RETENTION_DAYS,
     MAX_HORIZON_DAYS,
     MAX_LEASE_SECONDS,
+    MAX_PAGE_SIZE,
     MAX_RETENTION_DAYS,
     MIN_LEASE_SECONDS,
     MIN_RETENTION_DAYS,
 )
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Resolution, SettledOutcome
 from oncegate.entrypoints.handler_pool import DEFAULT_THREADS
-from oncegate.service.retention import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 # What `oncegate --help` prints: the docstring but its last paragraph, which is for who reads the code.
 HELP = (__doc__ or "").rsplit("\n\n", 1)[0] + "\n"
@@ -134,24 +136,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(subparsers)
     _add_purge(subparsers)
     _add_keys(subparsers)
-    targets_commands.add_parser(subparsers)
+    targets_parser.add_parser(subparsers)
     _add_claims(subparsers)
     _add_conflicts(subparsers)
     _add_flows(subparsers)
     _add_scopes(subparsers)
     _add_drill(subparsers)
-    command(subparsers, "health", commands.health, "whether the service and its store answer, and which store")
+    command(subparsers, "health", _in_commands("health"), "whether the service and its store answer, and which store")
     return parser
 
 
 def _add_claims(subparsers: Any) -> None:
     _, claims = command_group(subparsers, "claims", "look at claims")
-    show = command(claims, "show", commands.claims_show, "a claim and its history, by claim id")
+    show = command(claims, "show", _in_commands("claims_show"), "a claim and its history, by claim id")
     show.add_argument("claim_id", metavar="CLAIM_ID", help="the claim's id, from Check and claim")
     whole_history(show)
     # Lookup, as the API's action (POST /api/claims/lookup); "find", its first name, still works.
     by_key = "a claim and its history, by scope and business key"
-    find = command(claims, "lookup", commands.claims_lookup, by_key, aliases=("find",))
+    find = command(claims, "lookup", _in_commands("claims_lookup"), by_key, aliases=("find",))
     find.add_argument("--scope", required=True, type=scope, help="the claim's scope, such as erp.create-order")
     find.add_argument(
         "--key",
@@ -164,11 +166,11 @@ def _add_claims(subparsers: Any) -> None:
     needing = (
         "claims that need a person, oldest first: leases run out, outcomes unknown too long, failures nobody reviewed"
     )
-    attention = command(claims, "attention", commands.claims_attention, needing)
+    attention = command(claims, "attention", _in_commands("claims_attention"), needing)
     attention.add_argument("--scope", type=scope, help="only the claims of this scope")
     paging(attention, "claims")
     by_source = "claims by the source system they came from, their reference, status or first received (one at least)"
-    listed = command(claims, "list", commands.claims_list, by_source)
+    listed = command(claims, "list", _in_commands("claims_list"), by_source)
     listed.add_argument("--source", type=source, help="the source system, such as shop-eu or sharepoint:expenses")
     listed.add_argument("--reference", help="the reference the flow gave, such as SO-1001")
     listed.add_argument("--status", choices=[status.value for status in ClaimStatus], help="the claims' status")
@@ -180,7 +182,7 @@ def _add_claims(subparsers: Any) -> None:
     review = command(
         claims,
         "review",
-        commands.claims_review,
+        _in_commands("claims_review"),
         "acknowledge a failure that is not retryable (the key stays blocked), or, with --outcome and --attempt, "
         "settle an attempt in doubt (lease expired, or unknown) with what the target system holds",
     )
@@ -207,7 +209,7 @@ def _add_claims(subparsers: Any) -> None:
 
 def _add_conflicts(subparsers: Any) -> None:
     group, conflicts = command_group(subparsers, "conflicts", "list and resolve conflicts")
-    listing = command(conflicts, "list", commands.conflicts_list, "conflicts, oldest first")
+    listing = command(conflicts, "list", _in_commands("conflicts_list"), "conflicts, oldest first")
     statuses = [status.value for status in ConflictStatus]
     listing.add_argument(
         "--status",
@@ -218,9 +220,10 @@ def _add_conflicts(subparsers: Any) -> None:
     listing.add_argument("--scope", type=scope, help="only the conflicts of this scope")
     paging(listing, "conflicts")
     lists(group, listing)
-    show = command(conflicts, "show", commands.conflicts_show, "one conflict")
+    show = command(conflicts, "show", _in_commands("conflicts_show"), "one conflict")
     show.add_argument("conflict_id", metavar="CONFLICT_ID", help="the conflict's id: 24 letters and digits")
-    resolve = command(conflicts, "resolve", commands.conflicts_resolve, "close a conflict with a reviewer's decision")
+    resolving = "close a conflict with a reviewer's decision"
+    resolve = command(conflicts, "resolve", _in_commands("conflicts_resolve"), resolving)
     resolve.add_argument("conflict_id", metavar="CONFLICT_ID", help="the open conflict's id")
     resolve.add_argument(
         "--decision",
@@ -238,15 +241,15 @@ def _add_conflicts(subparsers: Any) -> None:
 
 def _add_flows(subparsers: Any) -> None:
     group, flows = command_group(subparsers, "flows", "the flow inventory")
-    listing = command(flows, "list", commands.flows_list, "every flow seen or registered, with its counts")
+    listing = command(flows, "list", _in_commands("flows_list"), "every flow seen or registered, with its counts")
     paging(listing, "flows")
     lists(group, listing)
-    overlaps = command(flows, "overlaps", commands.flows_overlaps, "pairs of flows that met each other's claims")
+    overlaps = command(flows, "overlaps", _in_commands("flows_overlaps"), "pairs of flows that met each other's claims")
     paging(overlaps, "pairs")
     register = command(
         flows,
         "register",
-        commands.flows_register,
+        _in_commands("flows_register"),
         "register a flow, or change its registration: only the options given change, the others stay; an option "
         "given '' clears it",
     )
@@ -267,13 +270,13 @@ def _add_flows(subparsers: Any) -> None:
 
 def _add_scopes(subparsers: Any) -> None:
     group, scopes = command_group(subparsers, "scopes", "the side-effect catalogue")
-    listing = command(scopes, "list", commands.scopes_list, "every scope, with its claims by status")
+    listing = command(scopes, "list", _in_commands("scopes_list"), "every scope, with its claims by status")
     paging(listing, "scopes")
     lists(group, listing)
     setting = command(
         scopes,
         "set",
-        commands.scopes_set,
+        _in_commands("scopes_set"),
         "change a scope's settings: only the options given change, the others stay; an option given '' resets "
         "its setting to the default",
     )
@@ -359,7 +362,7 @@ def _add_serve(subparsers: Any) -> None:
         "lock, while on Table Storage over a network more overlap its waits. Default ONCEGATE_SERVE_THREADS from "
         f"the environment, else {DEFAULT_THREADS}, measured by make bench",
     )
-    parser.set_defaults(handler=commands.serve, local=True)
+    parser.set_defaults(handler=_in_commands("serve"), local=True)
 
 
 def _add_purge(subparsers: Any) -> None:
@@ -387,14 +390,14 @@ def _add_purge(subparsers: Any) -> None:
     parser.add_argument(
         "--resume", metavar="CURSOR", help="go on where a purge that stopped early left off (the cursor it printed)"
     )
-    parser.set_defaults(handler=store_commands.purge, local=True)
+    parser.set_defaults(handler=_in_store_commands("purge"), local=True)
 
 
 def _add_drill(subparsers: Any) -> None:
     runner = command(
         subparsers,
         "drill",
-        commands.drill,
+        _in_commands("drill"),
         "act as flows would on two fresh test keys (triggered twice, in bursts, with a changed payload) and check "
         "that each business result happens once; exit 1 on any deviation, 2 when the flow inventory blocks it",
     )
@@ -441,7 +444,7 @@ def _add_keys(subparsers: Any) -> None:
     )
     keys = subparsers.add_parser("keys", help=description, description=description)
     keys.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print them as JSON")
-    keys.set_defaults(handler=store_commands.keys, action="list", local=True)
+    keys.set_defaults(handler=_in_store_commands("keys"), action="list", local=True)
     retire = keys.add_subparsers(dest="action").add_parser(
         "retire",
         help="retire a key secret no row needs any more (the runbook's third step); refused while claims or "
@@ -473,7 +476,7 @@ def _add_keys(subparsers: Any) -> None:
         "lost a mark is refused: what a deployment runs on every deploy",
     )
     init.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help='print {"storeId": ...}')
-    init.set_defaults(handler=store_commands.store_init)
+    init.set_defaults(handler=_in_store_commands("store_init"))
     exporting = store.add_parser(
         "export",
         help="write everything the promise needs (claims with their history, tombstones, conflicts, fingerprint "
@@ -482,7 +485,7 @@ def _add_keys(subparsers: Any) -> None:
     )
     exporting.add_argument("file", metavar="FILE", help="the file to write (named .partial until it is whole)")
     exporting.add_argument("--json", action="store_true", default=False, help="print the export's summary as JSON")
-    exporting.set_defaults(handler=store_commands.store_export)
+    exporting.set_defaults(handler=_in_store_commands("store_export"))
     importing = store.add_parser(
         "import",
         help="fill an empty store from an export; run again, an import cut short goes on where it stopped",
@@ -495,10 +498,21 @@ def _add_keys(subparsers: Any) -> None:
         help="the export's time, as the export printed it: accepts that keys done after it are forgotten "
         "(answered proceed again) until their horizon has passed",
     )
-    importing.set_defaults(handler=store_commands.store_import)
+    importing.set_defaults(handler=_in_store_commands("store_import"))
     recount = store.add_parser(
         "recount",
         help="count each scope's claims by status again from the store: an instance stopped without closing "
         "(kill -9, a crash) loses the counts of its last minute, which `oncegate scopes` then shows",
     )
-    recount.set_defaults(handler=store_commands.store_recount)
+    recount.set_defaults(handler=_in_store_commands("store_recount"))
+
+
+def _in_commands(name: str) -> Later:
+    """A function of :mod:`oncegate.cli.commands` (the deployment's commands, serve, drill), imported when it runs."""
+    return Later("oncegate.cli.commands", name)
+
+
+def _in_store_commands(name: str) -> Later:
+    """A function of :mod:`oncegate.cli.store_commands` (the commands on the settings' store), imported when it
+    runs."""
+    return Later("oncegate.cli.store_commands", name)

@@ -9,12 +9,11 @@ fields and fitted tables, and printed by its ``show``; ``--json`` bypasses all o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from oncegate.cli.drill import Lookup, Report
 from oncegate.cli.layout import (
     clipped,
     field_lines,
@@ -30,18 +29,22 @@ from oncegate.cli.layout import (
     yes_no,
 )
 from oncegate.domain.statuses import ConflictOrigin
-from oncegate.models import (
-    ClaimCounts,
-    ClaimNeedingAttention,
-    ClaimView,
-    ConflictView,
-    FlowRef,
-    FlowView,
-    Health,
-    HistoryEntry,
-    OverlapView,
-    ScopeView,
-)
+
+if TYPE_CHECKING:
+    # Named in annotations only: a command renders the answer it read, and imports no other command's models.
+    from oncegate.cli.drill import Lookup, Report
+    from oncegate.models import (
+        ClaimCounts,
+        ClaimNeedingAttention,
+        ClaimView,
+        ConflictView,
+        FlowRef,
+        FlowView,
+        Health,
+        HistoryEntry,
+        OverlapView,
+        ScopeView,
+    )
 
 # How a request was recognised is a sentence: narrower than this, it reads a word a line.
 RECOGNISED_WIDTH = 30

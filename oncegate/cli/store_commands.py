@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate.cli import streams
 from oncegate.cli.client import SERVICE_EXIT, USAGE_EXIT
-from oncegate.cli.commands import REFUSALS_AS_JSON, interrupted, progress, refused
+from oncegate.cli.commands import interrupted, progress, refused
 from oncegate.cli.extra import on_first_use
+from oncegate.cli.streams import REFUSALS_AS_JSON
 from oncegate.cli.values import moment
 
 if TYPE_CHECKING:
@@ -31,13 +32,13 @@ else:
 def on_the_store(args: argparse.Namespace) -> int:
     """Run a command on the store the settings name: the app's log only when asked (:func:`logs_when_asked`), and
     a Table Storage endpoint nobody is signed in to as one line, not the SDK's traceback."""
-    from azure.core.exceptions import ClientAuthenticationError
-
     logs_when_asked()
     as_json = REFUSALS_AS_JSON.set(getattr(args, "json", False))
     try:
         code: int = args.handler(args)
-    except ClientAuthenticationError as exc:
+    except Exception as exc:
+        if not _signin_refused(exc):
+            raise
         return _not_signed_in(args.command, exc)
     finally:
         REFUSALS_AS_JSON.reset(as_json)
@@ -56,11 +57,16 @@ def _not_signed_in(command: str, exc: BaseException) -> int:
 
 def _not_opened(command: str, exc: OnceGateError, said: str) -> int:
     """A store that could not be opened: nobody signed in (exit 2, as a usage error), or it did not answer (3)."""
-    from azure.core.exceptions import ClientAuthenticationError
-
-    if isinstance(exc.__cause__, ClientAuthenticationError):  # the store's own answer to it: store_unavailable
+    if exc.__cause__ is not None and _signin_refused(exc.__cause__):  # the store's own answer to it: store_unavailable
         return _not_signed_in(command, exc.__cause__)
     return refused(command, said, SERVICE_EXIT)
+
+
+def _signin_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is the Azure SDK's refusal to sign in. Only a Table Storage store loads the SDK: on SQLite it
+    is not imported (about 40 ms of a command's start), and an error there cannot be the SDK's."""
+    sdk = sys.modules.get("azure.core.exceptions")
+    return sdk is not None and isinstance(exc, sdk.ClientAuthenticationError)
 
 
 def logs_when_asked() -> None:

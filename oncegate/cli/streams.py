@@ -22,6 +22,9 @@ from typing import Any, TextIO
 # Set once the command has written its JSON document on stdout (:func:`print_json`): a script reads one document
 # there, so a stop landing afterwards (SIGTERM as the command closes) says so on stderr, not in a second document.
 JSON_WRITTEN: ContextVar[bool] = ContextVar("json_written", default=False)
+# Set while a command runs with --json (oncegate.cli.main, oncegate.cli.store_commands.on_the_store): a refusal is
+# JSON on stdout too, in the shape of a deployment command's, its code by the exit status (the parser's own included).
+REFUSALS_AS_JSON: ContextVar[bool] = ContextVar("refusals_as_json", default=False)
 
 
 def tolerant() -> None:

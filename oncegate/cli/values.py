@@ -16,6 +16,9 @@ from datetime import datetime
 from oncegate.entrypoints.handler_pool import DEFAULT_THREADS
 
 DEFAULT_PORT = 7071
+# oncegate drill's scope and how many claims it sends at once, unless told (oncegate.cli.drill).
+DEFAULT_SCOPE = "drill.check"
+DEFAULT_CONCURRENCY = 32
 MAX_PORT = 65_535
 MAX_THREADS = 64
 # The service's shapes (oncegate/models/base.py): a scope, and a source, which may also hold ':'.

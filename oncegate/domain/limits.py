@@ -23,6 +23,9 @@ MAX_RETENTION_DAYS = 3650
 # tombstone. A year by default, as a late replay (a run resubmitted, a polling trigger turned back on) comes months on.
 DEFAULT_HORIZON_DAYS = 365
 MAX_HORIZON_DAYS = 3650
+# The claims a purge reads per page (oncegate.service.retention), unless told, and at most.
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
 # What a flow may store with a result or a conflict: small enough for one Table Storage row (issue 9).
 DATA_LIMIT_BYTES = 16 * 1024
 DETAILS_LIMIT_BYTES = 8 * 1024

@@ -49,7 +49,6 @@ from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
 from oncegate.cursors import CursorSeal
@@ -61,6 +60,9 @@ from oncegate.errors import InvalidRequest, NotFound, SensitiveData, TooLarge
 from oncegate.service.commands import Paging
 
 if TYPE_CHECKING:
+    # Named in annotations only: the command's client reads the operation table without the Functions library.
+    import azure.functions as func
+
     from oncegate.models import FlowRef, ListPageQuery, ReportConflictRequest
 
 logger = logging.getLogger(__name__)

@@ -23,11 +23,12 @@ import azure.functions as func
 from oncegate import bootstrap, telemetry
 from oncegate.config import ConfigError
 from oncegate.domain.backups import Restore
+from oncegate.domain.limits import DEFAULT_PAGE_SIZE
 from oncegate.domain.statuses import AttentionReason
 from oncegate.entrypoints import error_map
 from oncegate.errors import NotConfigured, StoreUnavailable
 from oncegate.service.attention import Waiting, counted
-from oncegate.service.retention import DEFAULT_PAGE_SIZE, PurgeReport
+from oncegate.service.retention import PurgeReport
 
 logger = logging.getLogger(__name__)
 

@@ -44,7 +44,12 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from oncegate.domain.limits import DEFAULT_HORIZON_DAYS, DEFAULT_RETENTION_DAYS, horizon_days
+from oncegate.domain.limits import (
+    DEFAULT_HORIZON_DAYS,
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_RETENTION_DAYS,
+    horizon_days,
+)
 from oncegate.domain.records import Claim, ClaimFilter, ScopeRecord
 from oncegate.domain.safeguard import check_clock
 from oncegate.domain.statuses import ClaimStatus
@@ -56,8 +61,6 @@ from oncegate.stores.port import ClaimListing, ClaimWrites, ConflictRecords, Inv
 logger = logging.getLogger(__name__)
 
 FINISHED = (ClaimStatus.SUCCEEDED, ClaimStatus.RELEASED, ClaimStatus.FAILED)
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
 # Each claim is its own partition in Table Storage, so deletes in parallel do not contend.
 DELETE_WORKERS = 8
 

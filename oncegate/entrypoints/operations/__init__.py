@@ -48,6 +48,7 @@ the actions it serves (issue 36's cold start); every other reader imports the wh
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from oncegate.entrypoints.operations.table import Call, Designer, Operation, Reply
@@ -73,6 +74,17 @@ def _table() -> dict[str, Any]:
     return {"OPERATIONS": operations, "BY_NAME": {operation.name: operation for operation in operations}}
 
 
+def named(name: str) -> Operation:
+    """The entry ``name``, importing its module alone (found by the app's list of functions, :mod:`.functions`): the
+    command's client calls one action, and loads neither the other entries' modules nor the app's pipeline."""
+    from oncegate.entrypoints.operations.functions import FUNCTIONS
+    from oncegate.entrypoints.operations.table import held
+
+    listed = next(listed for listed in FUNCTIONS if listed.name == name)
+    module = importlib.import_module(f"{__name__}.{listed.aggregate}")
+    return next(operation for operation in held(module) if operation.name == name)
+
+
 def __getattr__(name: str) -> Any:
     """The whole table, its modules imported when it is first asked for: the app imports an entry's module
     when its function is first called (``functions``, issue 36's cold start), every other reader the table."""
@@ -83,4 +95,4 @@ def __getattr__(name: str) -> Any:
     return table[name]
 
 
-__all__ = ["BY_NAME", "OPERATIONS", "Call", "Designer", "Operation", "Reply"]
+__all__ = ["BY_NAME", "OPERATIONS", "Call", "Designer", "Operation", "Reply", "named"]

@@ -42,7 +42,6 @@ from oncegate.domain.copies import replaced
 from oncegate.domain.decisions import Change, ClaimAnswer, Intent, idempotency_key, lease_left
 from oncegate.domain.keys import Fingerprint
 from oncegate.domain.performing import (
-    LEASE_MARGIN,
     RESPONSE,
     KeptResponse,
     PerformDecision,
@@ -466,9 +465,9 @@ class Perform:
         path = lookup_path(target.lookup_path, values)
         if path is None:
             return None
-        # Within the grant that takes the call over (its lease less the room to record): the look-up ends while this
-        # run holds the claim, before another run may take it over and look up in turn.
-        left = self._left(claim.lease_expires_at - LEASE_MARGIN if claim.lease_expires_at else None)
+        # Within the grant that took the call over, as its lease records it: the look-up ends while this run holds the
+        # claim, never under way still when another run may take it over and look up or send in turn.
+        left = self._left(claim.lease_expires_at)
         if left is not None and left <= 0:
             return TOO_LATE
         return self._calls.call(target, TargetCall(method="GET", path=path, idempotency_key=None, seconds_left=left))

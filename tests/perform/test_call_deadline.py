@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from oncegate.domain.keys import KeyHasher
+from oncegate.domain.performing import lease_of
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target
 from oncegate.entrypoints import http
@@ -111,3 +112,22 @@ def test_a_call_left_late_by_a_slow_store_ends_by_the_deadline_its_claim_records
 @pytest.fixture
 def declared_erp(open_store: Callable[[], ClaimStore], erp_store: Target) -> Target:
     return Declared(open_store()).declare(with_target(erp_store, timeout_seconds=TIMEOUT_SECONDS))
+
+
+def test_a_look_up_left_late_by_a_slow_store_is_not_made_once_the_grant_that_took_the_call_over_ran_out(
+    on_fake_clock: tuple[Gate, FaultyStore], erp_store: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    service, store = on_fake_clock
+    stand_in.script(Answer(status=503, commit=False))  # the call ends in doubt: the target made nothing
+    first = perform(service, "SO-3", "run-1")
+    assert first.decision.value == "reconcile", first
+    clock.advance(erp_store.timeout_seconds + 1)  # past the call's deadline: the next Perform once looks it up
+    # The store answers the write that takes the call over only once that grant's lease ran out.
+    store.interleave(1, "update_claim", lambda: clock.advance(lease_of(erp_store).total_seconds() + 1))
+    try:
+        second = perform(service, "SO-3", "run-2")
+    finally:
+        store.disarm()
+    assert [request.method for request in stand_in.received] == ["POST"], "no look-up outlives its grant"
+    assert second.decision.value == "reconcile", second
+    assert "the look-up could not tell" in second.reason, second.reason

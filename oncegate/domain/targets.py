@@ -71,6 +71,10 @@ class Target:
         return (secret[0],) if secret is not None else ()
 
 
+# Why a call whose time ran out before it left was not sent (its outcome: nothing sent, safe to try again).
+DEADLINE_PASSED = "the call's deadline, recorded with its claim, passed before it could leave"
+
+
 @frozen(kw_only=True)
 class TargetCall:
     """One request to a target: a method and a path under its base URL, never a URL."""
@@ -80,6 +84,9 @@ class TargetCall:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None
     idempotency_key: str | None = None
+    # The time the call has, in seconds: what is left of the deadline its claim records, measured on the service's
+    # clock when it leaves (the target's ``timeout_seconds`` at most); None: the target's whole time.
+    seconds_left: float | None = None
 
 
 class Failure(StrEnum):

@@ -16,7 +16,8 @@ Each call goes through every check before a byte leaves, and answers what happen
     send, answer  one request; a 3xx is the answer (no redirect followed); a 1xx with no final answer after
                   it, headers the target hung up inside, a body shorter than its Content-Length, or
                   a length that reads two ways are BROKEN; the body read up to ``max_response_bytes``;
-                  the whole call within the target's ``timeout_seconds``
+                  the whole call within the target's ``timeout_seconds``, or the time
+                  left of the deadline its claim records (``TargetCall.seconds_left``)
                                                                 ── TIMEOUT, BROKEN, TOO_LARGE: sent,
                                                                    outcome unknown
 
@@ -49,7 +50,7 @@ from urllib.parse import urlsplit
 from oncegate.domain.copies import frozen
 from oncegate.domain.target_addresses import AddressRefused, IPAddress, check_cidr, refusal, written_address
 from oncegate.domain.target_requests import RequestRefused, check_value, path_under, request_headers
-from oncegate.domain.targets import Failure, Target, TargetAuth, TargetCall, TargetReply
+from oncegate.domain.targets import DEADLINE_PASSED, Failure, Target, TargetAuth, TargetCall, TargetReply
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +181,10 @@ class HttpTargets:
 
     def call(self, target: Target, request: TargetCall) -> TargetReply:
         """Send ``request`` to ``target`` once, or refuse it; see the module's docstring for each failure."""
-        deadline = time.monotonic() + target.timeout_seconds
+        seconds = target.timeout_seconds if request.seconds_left is None else request.seconds_left
+        if seconds <= 0:
+            return TargetReply(failure=Failure.NOT_CONNECTED, reason=DEADLINE_PASSED)
+        deadline = time.monotonic() + min(seconds, target.timeout_seconds)
         try:
             prepared = self._prepare(target, request, deadline)
             addresses = self._addresses(target, prepared, deadline)

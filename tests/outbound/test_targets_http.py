@@ -368,6 +368,44 @@ def test_an_answer_dripping_past_the_timeout_is_cut_at_the_deadline(stand_in: St
     assert time.monotonic() - started < 3  # the whole answer would take 10 s
 
 
+def test_a_call_given_less_time_than_the_targets_ends_when_that_time_is_up(stand_in: StandInTarget) -> None:
+    # What is left of the deadline its claim records, when the writes before the call took part of the target's time.
+    stand_in.script(Answer(late=True))
+
+    with stand_in.released():
+        started = time.monotonic()
+        reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post(seconds_left=0.3))
+        took = time.monotonic() - started
+
+    assert (reply.failure, reply.sent) == (Failure.TIMEOUT, True)
+    assert took < 2.5  # the target's own time is 5 s
+
+
+@pytest.mark.parametrize("left", [0.0, -3.5])
+def test_a_call_with_no_time_left_is_not_sent(stand_in: StandInTarget, left: float) -> None:
+    reply = HttpTargets(allow_loopback=True).call(declared(stand_in.base_url), post(seconds_left=left))
+
+    assert (reply.failure, reply.sent) == (Failure.NOT_CONNECTED, False)
+    assert reply.reason is not None
+    assert "deadline" in reply.reason
+    assert stand_in.received == []
+
+
+@pytest.mark.parametrize("left", [30.0, None])
+def test_a_call_never_has_more_than_the_targets_time(stand_in: StandInTarget, left: float | None) -> None:
+    stand_in.script(Answer(late=True))
+
+    with stand_in.released():
+        started = time.monotonic()
+        reply = HttpTargets(allow_loopback=True).call(
+            declared(stand_in.base_url, timeout_seconds=1), post(seconds_left=left)
+        )
+        took = time.monotonic() - started
+
+    assert reply.failure is Failure.TIMEOUT
+    assert took < 5
+
+
 def test_a_connection_broken_after_the_request_was_read_is_broken(stand_in: StandInTarget) -> None:
     stand_in.script(Answer(hang_up=True))
 

@@ -1,0 +1,133 @@
+"""A Perform once call ends by the deadline its claim records, however long the writes before it took.
+
+The claim records the call with ``sentAt`` (the request's arrival) and ``deadline`` (``sentAt`` plus the target's
+``timeoutSeconds``) before anything leaves; another run's Perform once, or the attention watch, looks the call up
+once that deadline has passed. A store slow to write the mark (Table Storage throttled, a lock wait on SQLite) used
+to leave the call its whole ``timeoutSeconds`` from when it left: still in flight after the recorded deadline, when a
+look-up finds nothing yet and a target that does not honour the key is sent it again, two orders. Each test runs on
+both stores, the store slowed through the suite's fault-injecting store, against a stand-in target on loopback.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from oncegate.domain.keys import KeyHasher
+from oncegate.domain.performing import lease_of
+from oncegate.domain.statuses import ClaimStatus
+from oncegate.domain.targets import Target
+from oncegate.entrypoints import http
+from oncegate.entrypoints.operations import BY_NAME, Call
+from oncegate.models import PerformRequest, PerformResponse
+from oncegate.stores.port import ClaimStore
+from tests.conftest import KEY_SECRET, FakeClock
+from tests.faults.faulty_store import Fault, FaultyStore
+from tests.gate import Gate
+from tests.perform.calls import perform_body
+from tests.perform.conftest import Declared, with_target
+from tests.support.target_server import Answer, StandInTarget
+
+# The write before the call leaves that the store is slow to answer: the history's "sending" line, the last one.
+SLOW_CALL = "add_event"
+# How long the slow store takes on the real clock, of a target's 2 s: the call has 0.8 s left when it leaves.
+SLOW_WRITE_SECONDS = 1.2
+TIMEOUT_SECONDS = 2
+# What the end of a call may lag its deadline by on a loaded machine: the watchdog's wake-up and the outcome's write.
+LAG = timedelta(seconds=0.6)
+
+
+def slowed(open_store: Callable[[], ClaimStore], clock: Callable[[], datetime]) -> tuple[Gate, FaultyStore]:
+    store = FaultyStore(open_store(), Fault.BEFORE)  # fails nothing unless armed; interleave only slows
+    return Gate(store, KeyHasher(KEY_SECRET), clock=clock, targets_allow_loopback=True), store
+
+
+@pytest.fixture
+def on_fake_clock(open_store: Callable[[], ClaimStore], clock: FakeClock) -> Iterator[tuple[Gate, FaultyStore]]:
+    gate, store = slowed(open_store, clock)
+    yield gate, store
+    gate.close()
+
+
+@pytest.fixture
+def on_real_clock(open_store: Callable[[], ClaimStore]) -> Iterator[tuple[Gate, FaultyStore]]:
+    gate, store = slowed(open_store, lambda: datetime.now(UTC))
+    yield gate, store
+    gate.close()
+
+
+def perform(service: Gate, key: str, run: str) -> PerformResponse:
+    request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
+    answer: PerformResponse = http.answer(BY_NAME["perform_once"], service.services, Call(body=request))
+    return answer
+
+
+def recorded_deadline(service: Gate, claim_id: str) -> datetime:
+    data = service.store.get_claim(claim_id).data
+    assert isinstance(data, dict)
+    return datetime.fromisoformat(data["call"]["deadline"])
+
+
+def test_a_call_whose_deadline_passed_while_the_store_wrote_its_mark_is_not_sent_and_may_be_tried_again(
+    on_fake_clock: tuple[Gate, FaultyStore], erp_store: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    service, store = on_fake_clock
+    # The store answers the write before the call leaves only after the call's whole time.
+    store.interleave(1, SLOW_CALL, lambda: clock.advance(erp_store.timeout_seconds + 1))
+    try:
+        first = perform(service, "SO-1", "run-1")
+    finally:
+        store.disarm()
+    assert stand_in.writes() == [], "a call sent after its recorded deadline can meet a look-up that finds nothing yet"
+    assert (first.decision.value, first.retryable) == ("failed", True), first
+    assert first.reason.startswith("Nothing was sent to target erp: the call's deadline"), first.reason
+    claim = service.store.get_claim(first.claim_id)
+    assert (claim.status, claim.retryable) == (ClaimStatus.FAILED, True)
+    again = perform(service, "SO-1", "run-1")  # the flow's retry, as told
+    assert again.decision.value == "performed", again
+    assert [record.reference for record in stand_in.records] == ["SO-1"]
+
+
+def test_a_call_left_late_by_a_slow_store_ends_by_the_deadline_its_claim_records(
+    on_real_clock: tuple[Gate, FaultyStore], declared_erp: Target, stand_in: StandInTarget
+) -> None:
+    service, store = on_real_clock
+    stand_in.script(Answer(late=True))  # the target takes longer than the call's whole time
+    store.interleave(1, SLOW_CALL, lambda: time.sleep(SLOW_WRITE_SECONDS))  # the slow store itself, not a wait
+    with stand_in.released():
+        try:
+            answer = perform(service, "SO-2", "run-1")
+        finally:
+            store.disarm()
+        ended = datetime.now(UTC)
+    deadline = recorded_deadline(service, answer.claim_id)
+    assert answer.decision.value == "reconcile", answer
+    assert "no answer came in time" in answer.reason, answer.reason
+    assert ended <= deadline + LAG, f"the call was still under way {ended - deadline} after its recorded deadline"
+
+
+@pytest.fixture
+def declared_erp(open_store: Callable[[], ClaimStore], erp_store: Target) -> Target:
+    return Declared(open_store()).declare(with_target(erp_store, timeout_seconds=TIMEOUT_SECONDS))
+
+
+def test_a_look_up_left_late_by_a_slow_store_is_not_made_once_the_grant_that_took_the_call_over_ran_out(
+    on_fake_clock: tuple[Gate, FaultyStore], erp_store: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    service, store = on_fake_clock
+    stand_in.script(Answer(status=503, commit=False))  # the call ends in doubt: the target made nothing
+    first = perform(service, "SO-3", "run-1")
+    assert first.decision.value == "reconcile", first
+    clock.advance(erp_store.timeout_seconds + 1)  # past the call's deadline: the next Perform once looks it up
+    # The store answers the write that takes the call over only once that grant's lease ran out.
+    store.interleave(1, "update_claim", lambda: clock.advance(lease_of(erp_store).total_seconds() + 1))
+    try:
+        second = perform(service, "SO-3", "run-2")
+    finally:
+        store.disarm()
+    assert [request.method for request in stand_in.received] == ["POST"], "no look-up outlives its grant"
+    assert second.decision.value == "reconcile", second
+    assert "the look-up could not tell" in second.reason, second.reason

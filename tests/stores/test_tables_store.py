@@ -410,3 +410,63 @@ def test_a_new_store_opens_without_logging_an_error(
 
     assert store.read_marks().store_id is None
     assert [record.getMessage() for record in caplog.records if record.levelname in ("WARNING", "ERROR")] == []
+
+
+def _opened(factory: TableStoreFactory) -> list[tuple[str, str]]:
+    """The requests an open of the factory's store sends: method, and the table or listing each addresses."""
+    sent: list[tuple[str, str]] = []
+
+    def hook(request: PipelineRequest[HttpRequest]) -> None:
+        path = request.http_request.url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+        sent.append((request.http_request.method, path.split("(", 1)[0].removeprefix(factory.prefix)))
+
+    factory(raw_request_hook=hook)
+    return sent
+
+
+def test_an_open_on_existing_tables_lists_them_once_and_creates_none(table_store_factory: TableStoreFactory) -> None:
+    # Every instance start and every CLI command opens the store: a create per table, each answered "exists",
+    # was five of its ten requests (and a read of the store's id before them).
+    table_store_factory().mark_store("store-a", at=T0)
+
+    sent = _opened(table_store_factory)
+
+    assert sent == [
+        ("GET", "Tables"),  # one listing of the store's tables
+        ("GET", "Keys"),  # the store's id
+        ("GET", "Conflicts"),  # the conflicts' listing rows marker
+        ("GET", "Conflicts"),  # the history's marker
+    ]
+
+
+def test_an_open_makes_only_the_tables_missing_and_never_a_claims_table_behind_a_store_id(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    table_store_factory().mark_store("store-a", at=T0)
+    names = table_names(table_store_factory.prefix)
+    claims, flows = names[0], names[2]
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as tables:
+        for name in (claims, flows):
+            tables.delete_table(name)
+
+    sent = _opened(table_store_factory)
+
+    # The flows table made again, alone; the claims table lost behind the store's id left for the store checks.
+    assert [request for request in sent if request[0] == "POST"] == [("POST", "Tables")]
+    assert _listed(table_store_factory) == set(names) - {claims}
+
+
+def test_a_read_only_open_writes_nothing_even_on_a_new_store(table_store_factory: TableStoreFactory) -> None:
+    sent: list[str] = []
+    with TableServiceClient.from_connection_string(
+        table_store_factory.connection_string, raw_request_hook=lambda request: sent.append(request.http_request.method)
+    ) as service:
+        TableStore(service, prefix=table_store_factory.prefix, read_only=True)
+
+    assert set(sent) == {"GET"}
+    assert _listed(table_store_factory) == set()
+
+
+def _listed(factory: TableStoreFactory) -> set[str]:
+    with TableServiceClient.from_connection_string(factory.connection_string) as tables:
+        return {table.name for table in tables.list_tables() if table.name.startswith(factory.prefix)}

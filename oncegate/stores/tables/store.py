@@ -43,6 +43,12 @@ def table_names(prefix: str) -> tuple[str, ...]:
     return tuple(prefix + suffix for suffix in SUFFIXES)
 
 
+def _named(names: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """A Query Tables filter for these tables by name, and its parameters."""
+    parameters = {f"t{number}": name for number, name in enumerate(names)}
+    return " or ".join(f"TableName eq @{parameter}" for parameter in parameters), parameters
+
+
 class TableStore(
     TableClaims,
     TableNewClaims,
@@ -69,10 +75,7 @@ class TableStore(
         )
         # Claims and keys tables are made only for a store with no id (issue 31); an export (read only) writes nothing.
         if not read_only:
-            guarded = (self._claims, self._keys) if self._identity() is None else ()
-            with _translated():
-                for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps, self._targets):
-                    service.create_table_if_not_exists(table.table_name)
+            self._make_missing_tables(names)
             self._add_missing_listing_rows()
         # Which claims' histories may hold rows of an earlier release (issue 36): the first open marks it.
         self._read_history_marker(write=not read_only)
@@ -82,6 +85,23 @@ class TableStore(
         # The series lines this instance wrote last, at their ETags: the next count merges without a read.
         self._series: Bounded[tuple[str, str], tuple[str, HistoryEvent]] = Bounded(SERIES_REMEMBERED)
         logger.info("Table Storage store ready: %s", ", ".join(names))
+
+    def _make_missing_tables(self, names: tuple[str, ...]) -> None:
+        """Make the tables that are not there: one listing of the store's tables, then a create for each one missing.
+
+        A store on existing tables costs one request here, not a create per table answered "exists". The claims and
+        keys tables are made only while the store has no id: a claims table lost behind an intact id is refused
+        (the store checks), never made again empty. A table deleted moments ago is not listed, and its create is
+        refused with TableBeingDeleted, translated as every create's."""
+        with _translated():
+            query, parameters = _named(names)
+            listed = {table.name for table in self._service.query_tables(query, parameters=parameters)}
+            guarded = (
+                () if self._keys.table_name in listed and self._identity() is not None else (self._claims, self._keys)
+            )
+            for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps, self._targets):
+                if table.table_name not in listed:
+                    self._service.create_table_if_not_exists(table.table_name)
 
     @classmethod
     def from_connection_string(cls, conn_str: str, **options: Any) -> TableStore:

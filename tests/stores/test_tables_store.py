@@ -144,12 +144,13 @@ def test_a_repair_cut_short_leaves_each_conflict_whole_and_the_next_start_finish
     sent.clear()
     table_store_factory(raw_request_hook=lambda request: sent.append(request.http_request.url))
 
-    # Done once: a later start reads the marker rows (this one, and the history's) and nothing else of the table.
+    # Done once: a later start reads the marker rows (this one, and the history's), in one request, and nothing else
+    # of the table.
     conflicts_table = table_names(table_store_factory.prefix)[1]
     assert [url for url in sent if f"/{conflicts_table}" in url] == [
-        url for url in sent if f"/{conflicts_table}(PartitionKey='upgrade'" in url
+        url for url in sent if f"/{conflicts_table}()?$filter=PartitionKey%20eq%20%27upgrade%27" in url
     ]
-    assert len([url for url in sent if f"/{conflicts_table}" in url]) == 2
+    assert len([url for url in sent if f"/{conflicts_table}" in url]) == 1
 
 
 def test_claims_are_plain_pascalcase_properties_in_their_own_partition(
@@ -424,9 +425,11 @@ def _opened(factory: TableStoreFactory) -> list[tuple[str, str]]:
     return sent
 
 
-def test_an_open_on_existing_tables_lists_them_once_and_creates_none(table_store_factory: TableStoreFactory) -> None:
+def test_an_open_on_existing_tables_lists_them_once_creates_none_and_reads_its_markers_at_once(
+    table_store_factory: TableStoreFactory,
+) -> None:
     # Every instance start and every CLI command opens the store: a create per table, each answered "exists",
-    # was five of its ten requests (and a read of the store's id before them).
+    # was five of its ten requests, and its two upgrade markers two more.
     table_store_factory().mark_store("store-a", at=T0)
 
     sent = _opened(table_store_factory)
@@ -434,8 +437,7 @@ def test_an_open_on_existing_tables_lists_them_once_and_creates_none(table_store
     assert sent == [
         ("GET", "Tables"),  # one listing of the store's tables
         ("GET", "Keys"),  # the store's id
-        ("GET", "Conflicts"),  # the conflicts' listing rows marker
-        ("GET", "Conflicts"),  # the history's marker
+        ("GET", "Conflicts"),  # the upgrades' marker rows: the conflicts' listing rows, the history's keys
     ]
 
 

@@ -24,7 +24,7 @@ from oncegate.stores.tables.backups import TableBackups
 from oncegate.stores.tables.claims import TableClaims
 from oncegate.stores.tables.conflicts import TableConflicts
 from oncegate.stores.tables.entities import _translated
-from oncegate.stores.tables.history import SERIES_REMEMBERED, TableHistory
+from oncegate.stores.tables.history import KEYED_BY_TIME, SERIES_REMEMBERED, TableHistory
 from oncegate.stores.tables.index import TableClaimIndex
 from oncegate.stores.tables.inventory import TableInventory
 from oncegate.stores.tables.keys import TableKeys
@@ -74,11 +74,12 @@ class TableStore(
             service.get_table_client(name) for name in names
         )
         # Claims and keys tables are made only for a store with no id (issue 31); an export (read only) writes nothing.
+        # The upgrades' marker rows, read at once: a new store's conflicts table, not there yet, holds none.
+        markers = self._upgrade_markers() if read_only or self._make_missing_tables(names) else {}
         if not read_only:
-            self._make_missing_tables(names)
-            self._add_missing_listing_rows()
+            self._add_missing_listing_rows(markers)
         # Which claims' histories may hold rows of an earlier release (issue 36): the first open marks it.
-        self._read_history_marker(write=not read_only)
+        self._read_history_marker(markers.get(KEYED_BY_TIME), write=not read_only)
         # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).
         self._unindexed: dict[tuple[str, str], dict[str, Any]] = {}
         self._index_lock = threading.Lock()
@@ -86,8 +87,9 @@ class TableStore(
         self._series: Bounded[tuple[str, str], tuple[str, HistoryEvent]] = Bounded(SERIES_REMEMBERED)
         logger.info("Table Storage store ready: %s", ", ".join(names))
 
-    def _make_missing_tables(self, names: tuple[str, ...]) -> None:
-        """Make the tables that are not there: one listing of the store's tables, then a create for each one missing.
+    def _make_missing_tables(self, names: tuple[str, ...]) -> bool:
+        """Make the tables that are not there: one listing of the store's tables, then a create for each one missing;
+        whether the conflicts table was there already.
 
         A store on existing tables costs one request here, not a create per table answered "exists". The claims and
         keys tables are made only while the store has no id: a claims table lost behind an intact id is refused
@@ -102,6 +104,7 @@ class TableStore(
             for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps, self._targets):
                 if table.table_name not in listed:
                     self._service.create_table_if_not_exists(table.table_name)
+        return self._conflicts.table_name in listed
 
     @classmethod
     def from_connection_string(cls, conn_str: str, **options: Any) -> TableStore:

@@ -6,15 +6,24 @@ import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
 import pytest
+from azure.core.credentials import AzureNamedKeyCredential
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline import PipelineRequest
 from azure.core.rest import HttpRequest
-from azure.data.tables import TableClient, TableEntity, TableServiceClient, TransactionOperation
+from azure.data.tables import (
+    AccountSasPermissions,
+    ResourceTypes,
+    TableClient,
+    TableEntity,
+    TableServiceClient,
+    TransactionOperation,
+    generate_account_sas,
+)
 
 from oncegate.domain.records import Claim, Conflict, HistoryEvent
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
@@ -467,6 +476,32 @@ def test_a_read_only_open_writes_nothing_even_on_a_new_store(table_store_factory
 
     assert set(sent) == {"GET"}
     assert _listed(table_store_factory) == set()
+
+
+def test_an_open_with_a_signature_that_may_not_list_tables_makes_each_missing_table_as_before(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    # An account signature for rows and tables, without list: Query Tables is refused (403), each create is not.
+    table_store_factory().mark_store("store-a", at=T0)
+    flows = table_names(table_store_factory.prefix)[2]
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as tables:
+        tables.delete_table(flows)
+        credential, endpoint = tables.credential, tables.url.rstrip("/")
+    assert isinstance(credential, AzureNamedKeyCredential)
+    signature = generate_account_sas(
+        credential,
+        resource_types=ResourceTypes(container=True, object=True),
+        permission=AccountSasPermissions(read=True, write=True, delete=True, add=True, update=True, create=True),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )
+
+    store = TableStore.from_connection_string(
+        f"TableEndpoint={endpoint};SharedAccessSignature={signature}", prefix=table_store_factory.prefix
+    )
+
+    assert store.read_marks().store_id == "store-a"
+    assert _listed(table_store_factory) == set(table_names(table_store_factory.prefix))
+    store.close()
 
 
 def _listed(factory: TableStoreFactory) -> set[str]:

@@ -245,13 +245,13 @@ class Client:
         params = urlencode(_present(dict(query or {})))
         target = f"/api/{path}?{params}" if params else f"/api/{path}"
         reads = operation.method == "GET" or name in READS_SENT_AS_POST
-        return self._call(operation.response, operation.method, target, body, retried=reads)
+        return self._call(operation.response_model, operation.method, target, body, retried=reads)
 
     def pages(self, name: str, query: Mapping[str, Any]) -> Iterator[Answer[Any]]:
         """The list of the entry ``name`` page by page, following ``nextLink`` (on this client's host) as far as the
         caller iterates."""
         first = self.call(name, query=query)
-        return self._following(_operation(name).response, first)
+        return self._following(_operation(name).response_model, first)
 
     def get_claim(self, claim_id: str) -> Answer[ClaimView]:
         return self.call("get_claim", ids={"claimId": claim_id})
@@ -338,7 +338,7 @@ class Client:
         link = answer.model.history_next_link
         if link is None:
             return answer
-        history = _operation("list_claim_history").response
+        history = _operation("list_claim_history").response_model
         pages = list(self._following(history, self._call(history, "GET", _target(link))))
         raw = {key: value for key, value in answer.raw.items() if key != "historyNextLink"}
         raw["history"] = [*raw.get("history", []), *(entry for page in pages for entry in page.raw["value"])]

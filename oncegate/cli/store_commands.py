@@ -169,8 +169,7 @@ def keys(args: argparse.Namespace) -> int:
     services, settings = opened
     try:
         if args.action == "retire":
-            record = services.key_secrets.retire(args.key_id, orphan=args.orphan)
-            rows = int((args.orphan or "0").partition(".")[0])
+            record, rows = services.key_secrets.retire(args.key_id, orphan=args.orphan)
             orphaned = f": {layout.plural(rows, 'row')} made with it orphaned" if rows else ""
             print(f"Key secret {record.key_id} is retired on {settings.store_text}{orphaned}.")
             return 0

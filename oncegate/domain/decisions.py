@@ -222,7 +222,11 @@ class Intent:
         look an earlier call up (``look_up_data``): given its token, the run could do the side effect itself
         while the look-up, finding nothing, sends the call again.
         """
-        if self.flow is None or self.fingerprint is None or marked_by_perform(claim.data):
+        return self.asks_again(claim) and not marked_by_perform(claim.data)
+
+    def asks_again(self, claim: Claim) -> bool:
+        """Whether this is the run the claim was granted to asking again, its grant given back or not (is_holder_of)."""
+        if self.flow is None or self.fingerprint is None:
             return False
         if claim.granted_to is not None and claim.granted_to != self.granted_to:
             return False
@@ -289,6 +293,7 @@ class ClaimAnswer:
     # With conflict: the parts of the payload that changed, by JSON Pointer (the first few), and how many more.
     changed: tuple[str, ...] = ()
     more_changed: int = 0
+    own_call: bool = False  # in_progress told the holder asking again while its Perform once call is under way
 
     @property
     def grants(self) -> bool:
@@ -393,7 +398,7 @@ def taken_over(claim: Claim, intent: Intent, earlier: EarlierAttempt | None) -> 
         target_record_id=None,
         # A grant that reconciles looks first (what the earlier attempt did): it writes no call of its own yet, only
         # Perform once's look-up mark, and keeps the call it looks up (where it went), as it keeps its key.
-        data=intent.data if earlier is None else carrying(intent.look_up_data, claim.data),
+        data=intent.data if earlier is None else carrying(intent.look_up_data, claim),
         completed_at=None,
         error=None,
         retryable=None,
@@ -486,11 +491,13 @@ def _held(claim: Claim, intent: Intent) -> ClaimAnswer:
     if intent.is_holder_of(claim):
         return _granted_again(claim)
     retry_after = lease_left(lease, intent.now)
+    own = intent.asks_again(claim)
     return ClaimAnswer(
         Decision.IN_PROGRESS,
         f"Run {claim.run_id} holds the lease until {said(lease)}.",
-        held_reason(retry_after),
+        held_reason(retry_after, own=own),
         retry_after_seconds=retry_after,
+        own_call=own,
     )
 
 
@@ -498,7 +505,7 @@ def _in_doubt(claim: Claim, intent: Intent) -> ClaimAnswer:
     """An attempt recorded ``unknown`` is reconciled; but while the call Perform once made for it may still be under
     way at the target (its deadline has not passed), no look-up can tell what it did: a run handed the claim would
     look, find nothing yet and do the side effect itself. It is in_progress until then, as Perform once says."""
-    deadline = call_under_way(claim.data, intent.now)
+    deadline = call_under_way(claim, intent.now)
     if deadline is None:
         return _reconcile(claim, f"attempt {claim.attempt} was sent but its outcome is unknown")
     retry_after = lease_left(deadline, intent.now)
@@ -519,8 +526,14 @@ def in_doubt_reason(retry_after: int) -> str:
     )
 
 
-def held_reason(retry_after: int) -> str:
-    """What a run is told while another run holds the lease, asked to come back after ``retry_after`` seconds."""
+def held_reason(retry_after: int, *, own: bool = False) -> str:
+    """What a run is told while another run holds the lease, asked to come back after ``retry_after`` seconds;
+    ``own``: while its own Perform once call (or look-up) is under way, made by an earlier request of the run."""
+    if own:
+        return (
+            f"This run's Perform once call (or look-up of an earlier one) is under way, made by an earlier request "
+            f"of the run; ask again in {retry_after} s for its outcome: the call is not sent twice."
+        )
     return f"Another run is doing the side effect now; retry in {retry_after} s or stop."
 
 

@@ -32,7 +32,7 @@ from urllib.parse import quote
 from oncegate.domain.copies import frozen
 from oncegate.domain.fingerprint_rules import applied, rules, segments
 from oncegate.domain.limits import DATA_LIMIT_BYTES, MAX_NESTING, TARGET_RECORD_ID_MAX_LENGTH, json_depth, json_size
-from oncegate.domain.records import CALL, LOOK_UP, looked_up_call
+from oncegate.domain.records import CALL, LOOK_UP, Claim, looked_up_call
 from oncegate.domain.statuses import Outcome
 from oncegate.domain.targets import Failure, Target, TargetReply
 
@@ -123,9 +123,9 @@ def look_up_mark(started_at: datetime) -> dict[str, Any]:
     return {LOOK_UP: {"startedAt": _time(started_at)}}
 
 
-def called_target(data: Any) -> str | None:
-    """The target the call a look-up must find went to."""
-    call = looked_up_call(data)
+def called_target(claim: Claim | None) -> str | None:
+    """The target the call a look-up of ``claim`` must find went to."""
+    call = looked_up_call(claim) if claim is not None else None
     name = call.get("target") if call else None
     return name if isinstance(name, str) else None
 

@@ -278,43 +278,52 @@ def marked_call(data: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def looked_up_call(data: Any) -> Mapping[str, Any] | None:
-    """The call a look-up of the claim must find: the earlier one it carries, else the one its attempt made; only
+def looked_up_call(claim: Claim) -> Mapping[str, Any] | None:
+    """The call a look-up of ``claim`` must find: the earlier one it carries, else the one its attempt made; only
     Perform once's mark (_performs) is a call: a flow's own result data may name a member "call" or "earlierCall"
     too. Perform once never writes both (an attempt that sends a call of its own writes it alone), so both are
     there only when a run recorded unknown with a member "call" of its own, which may look like a mark: the call
     carried beside it (still_in_doubt) is the one in doubt."""
+    return _call_in(claim.data, claim.updated_at)
+
+
+def _call_in(data: Any, recorded_at: datetime) -> Mapping[str, Any] | None:
+    """The call of looked_up_call in ``data`` recorded at ``recorded_at``."""
     if not isinstance(data, dict):
         return None
     for name in (EARLIER_CALL, CALL):
         call = data.get(name)
-        if isinstance(call, dict) and _performs(call) is not None:
+        if isinstance(call, dict) and _performs(call, recorded_at) is not None:
             return call
     return None
 
 
-def call_deadline(data: Any) -> datetime | None:
+def call_deadline(claim: Claim) -> datetime | None:
     """When the outcome of the call a look-up must find (looked_up_call) is due at the latest: after it, a
     look-up may tell."""
-    call = looked_up_call(data)
-    return _performs(call) if call is not None else None
+    call = looked_up_call(claim)
+    return _performs(call, claim.updated_at) if call is not None else None
 
 
-def _performs(call: Mapping[str, Any]) -> datetime | None:
-    """The deadline of ``call`` when it is Perform once's mark, else None. A flow's own result data may name a member
-    "call" too, with a "deadline" of its own (a word, a time without a zone, a courier's pick-up next week). Perform
-    once's mark says when the call was sent, and its deadline is at most ``LONGEST_CALL_SECONDS`` later."""
+def _performs(call: Mapping[str, Any], recorded_at: datetime) -> datetime | None:
+    """The deadline of ``call`` when it is Perform once's mark in data recorded at ``recorded_at``, else None. A
+    flow's own result data may name a member "call" too, with a "deadline" of its own (a word, a time without a zone,
+    a courier's pick-up next week). Perform once's mark says when the call was sent, and its deadline is at most
+    ``LONGEST_CALL_SECONDS`` later; and it is written when the call is sent (with the grant that makes it, or in a
+    write of its own), so it was sent no later than the claim was last written: every write after it is stamped
+    after the claim it read (ClaimsCore.decided_at). A member sent after that, a run's own (its clock, its plans),
+    is no mark: taken for one, a time years ahead kept the key in_progress until then."""
     deadline, sent_at = _zoned(call.get("deadline")), _zoned(call.get("sentAt"))
-    if deadline is None or sent_at is None or not timedelta(0) <= deadline - sent_at <= LONGEST_CALL:
+    if deadline is None or sent_at is None or sent_at > recorded_at:
         return None
-    return deadline
+    return deadline if timedelta(0) <= deadline - sent_at <= LONGEST_CALL else None
 
 
-def call_under_way(data: Any, now: datetime) -> datetime | None:
+def call_under_way(claim: Claim, now: datetime) -> datetime | None:
     """The deadline of the call a look-up must find (call_deadline) while it is still ahead of ``now``: until then the
     call may still be under way at the target, and no look-up can tell what it did. None once it passed, or without
     such a call."""
-    deadline = call_deadline(data)
+    deadline = call_deadline(claim)
     return deadline if deadline is not None and deadline > now else None
 
 
@@ -329,24 +338,24 @@ def _zoned(text: Any) -> datetime | None:
     return time if time.tzinfo is not None else None
 
 
-def carrying(data: Any, taken_over: Any) -> Any:
-    """``data`` of a new attempt that takes over a claim in doubt (its data ``taken_over``), carrying the call that
-    claim made or carried in turn, as the attempt carries its idempotency key (decisions.key_attempt)."""
+def carrying(data: Any, taken_over: Claim) -> Any:
+    """``data`` of a new attempt that takes over a claim in doubt (``taken_over``), carrying the call that claim made
+    or carried in turn, as the attempt carries its idempotency key (decisions.key_attempt)."""
     call = looked_up_call(taken_over)
     if call is None:
         return data
     return {**(data if isinstance(data, dict) else {}), EARLIER_CALL: dict(call)}
 
 
-def still_in_doubt(data: Any, recorded_over: Any) -> Any:
-    """``data`` a run records ``unknown`` with over a claim (its data ``recorded_over``) that carries a call a look-up
-    must find: that call is still in doubt where it went, so it stays (``earlierCall``) beside the run's own data,
-    unless a look-up of that data finds the very call (Perform once recording its own call, a run giving it back).
-    A member of the run's own is never taken for it, even shaped as Perform once's mark. Data that is no object has
-    no room beside it: ``InvalidRequest`` (``data``), nothing recorded, rather than a call in doubt dropped (a later
-    Perform once naming another target would make it there again)."""
+def still_in_doubt(data: Any, recorded_over: Claim) -> Any:
+    """``data`` a run records ``unknown`` with over a claim (``recorded_over``) that carries a call a look-up must
+    find: that call is still in doubt where it went, so it stays (``earlierCall``) beside the run's own data, unless
+    a look-up of that data finds the very call (Perform once recording its own call, a run giving it back). A member
+    of the run's own is never taken for it, even shaped as Perform once's mark. Data that is no object has no room
+    beside it: ``InvalidRequest`` (``data``), nothing recorded, rather than a call in doubt dropped (a later Perform
+    once naming another target would make it there again)."""
     carried = looked_up_call(recorded_over)
-    if carried is None or looked_up_call(data) == carried:
+    if carried is None or _call_in(data, recorded_over.updated_at) == carried:
         return data
     if data is not None and not isinstance(data, dict):
         raise InvalidRequest(

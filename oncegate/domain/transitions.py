@@ -83,7 +83,7 @@ def recorded(claim: Claim, result: Result, now: datetime) -> Transition:
     """Record result: the attempt ends as the run says; the same result again is a no-op. An outcome ``unknown``
     keeps the call in doubt the claim carries (records.still_in_doubt): a later look-up still asks where it went."""
     if result.outcome is Outcome.UNKNOWN:
-        result = replace(result, data=still_in_doubt(result.data, claim.data))
+        result = replace(result, data=still_in_doubt(result.data, claim))
     if _same_result(claim, result):
         return Transition(claim)
     if claim.status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):

@@ -187,27 +187,41 @@ class _Handler(BaseHTTPRequestHandler):
         # The pool's threads never wait on this socket: a read takes what is there, and what a write cannot send
         # now is sent by the pool's selector as the client takes it (_Writer). A socket with a timeout would cost a poll
         # before every read and write, and two more system calls to switch to and from non-blocking reads.
-        handler.connection.setblocking(False)
-        handler.wfile = _Writer(handler.connection, float(handler.timeout or IDLE_SECONDS))
+        try:
+            handler.connection.setblocking(False)
+            handler.wfile = _Writer(handler.connection, float(handler.timeout or IDLE_SECONDS))
+        except BaseException:
+            handler._uncount()  # no pool answers it, so none finishes it; the server closes the socket
+            raise
         return handler
 
     def setup(self) -> None:
-        super().setup()
-        # Requests are read into ``_incoming`` (without waiting, by the pool's selector), never from a file on the
-        # socket: closed here, it would otherwise keep the socket open after the connection closes.
-        self.rfile.close()
-        self.rfile = io.BytesIO()
-        self._incoming = Incoming(float(self.timeout or IDLE_SECONDS))
+        self._counted = True  # among the worker's connections (AppServer.process_request counted it)
+        try:
+            super().setup()
+            # Requests are read into ``_incoming`` (without waiting, by the pool's selector), never from a file on
+            # the socket: closed here, it would otherwise keep the socket open after the connection closes.
+            self.rfile.close()
+            self.rfile = io.BytesIO()
+            self._incoming = Incoming(float(self.timeout or IDLE_SECONDS))
+        except BaseException:
+            # A handler whose setup fails is never finished (socketserver calls finish only after it): the count
+            # goes back here, or the worker would turn connections away as busy for good once it had leaked them all.
+            self._uncount()
+            raise
         self.close_connection = False
         self._taken = 0  # what the request's body took of the worker's budget of large bodies (BodyBudget)
-        self._counted = True  # among the worker's connections (AppServer.process_request counted it)
 
     def finish(self) -> None:
         self._give_body()  # closed while its body was awaited: the body's share of the budget goes back
+        self._uncount()
+        super().finish()
+
+    def _uncount(self) -> None:
+        """The connection no longer among the worker's: counted back once, however it ends."""
         if self._counted:
             self._counted = False
             self.server.connections.closed()
-        super().finish()
 
     def receive(self) -> bool:
         """Take what the client has sent, without waiting for more; whether the next step is due."""

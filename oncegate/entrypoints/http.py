@@ -108,7 +108,7 @@ def entry(listed: Listed) -> Operation:
     with _collector_paused():
         module = importlib.import_module(f"{functions.__package__}.{listed.aggregate}")
         operation = next(operation for operation in held(module) if operation.name == listed.name)
-        for model in (operation.body, operation.query, None if operation.as_members else operation.response):
+        for model in (operation.body, operation.query, None if operation.as_members else operation.response_model):
             if model is not None:
                 model.model_rebuild()
     return operation
@@ -202,7 +202,7 @@ def answer(operation: Operation, services: Services, call: Call[Any, Any], comma
     """The entry's response model for a call without HTTP (Record results' items, the tests' ``Gate``): an answer
     rendered as its members is validated as the entry's response model, as a client reads it."""
     model = perform(operation, services, call, command).model
-    return operation.response.model_validate(model) if isinstance(model, dict) else model
+    return operation.response_model.model_validate(model) if isinstance(model, dict) else model
 
 
 def read(

@@ -98,22 +98,23 @@ class KeySecrets:
                 if cursor is None:
                     break
 
-    def retire(self, key_id: str, *, orphan: int | str | None) -> KeySecretRecord:
+    def retire(self, key_id: str, *, orphan: int | str | None) -> tuple[KeySecretRecord, int]:
         """Retire the secret, once the rows found only through it are none or what ``orphan`` confirms
-        (:attr:`~oncegate.domain.safeguard.SecretUsage.confirmation`)."""
+        (:attr:`~oncegate.domain.safeguard.SecretUsage.confirmation`): its record, and how many rows retiring it
+        orphaned (none when there were none, whatever ``orphan`` said, or when it was retired already)."""
         known = self._store.read_marks().secrets
         record = secret_of(known, key_id)
         usage = self.usage([record])[key_id] if record.in_use_from is not None else SecretUsage()
         changed = retired(known, key_id, now=self._clock(), usage=usage, orphan=orphan)
         if changed is None:
-            return record
+            return record, 0
         logger.warning(
             "Key secret %s retired (%d claims and %d tombstones made with it orphaned)",
             key_id,
             usage.claims,
             usage.tombstones,
         )
-        return self._store.save_secret(changed)
+        return self._store.save_secret(changed), usage.rows
 
     def start_store(self, *, new_only: bool = False) -> str:
         """Mark the store as the one this app serves, where a mark is missing; its id.

@@ -85,9 +85,11 @@ from oncegate.service.perform_answers import (
     answered,
     held,
     making_the_call,
+    own_call,
     polled,
     reason_for,
     seconds_until,
+    under_way_in_doubt,
 )
 from oncegate.service.waits import TICKET, Waits
 from oncegate.stores.paging import every_item
@@ -165,8 +167,10 @@ class Perform:
         mark = call_mark(target, request.method, intent.now)
         intent = replaced(intent, data=mark, look_up_data=look_up_mark(intent.now) if looks_up else None)
         early = self._before_deadline(earlier, intent)
+        own = False
         if early is None:
             decided = self._claims.decide_for(intent)
+            own = decided.own_call
             if _holds_token(decided):
                 # The same run asking again on a grant it holds by a claim token (Check and claim's, or a reconcile
                 # handed to it): the flow acts on that grant, and a call made on it could be released under the
@@ -183,8 +187,11 @@ class Perform:
             return answer, None
         held_until = intent.now + timedelta(seconds=answer.retry_after_seconds or 1)
         paced = waiting.poll_after(intent.now, held_until)
-        # A call in doubt keeps its reason (a look-up tells only after its deadline); another run's call is paced.
-        told = replace(answer, retry_after_seconds=paced) if early else making_the_call(answer, paced)
+        # A call in doubt is paced as Check and claim's wait on it (waits._paced), never past its deadline.
+        deadline = call_under_way(earlier, intent.now) if early and earlier is not None else None
+        told = (
+            making_the_call(answer, paced, own=own) if deadline is None else under_way_in_doubt(answer, deadline, paced)
+        )
         return told, waiting
 
     def target(self, name: str) -> Target:
@@ -219,22 +226,18 @@ class Perform:
         could tell yet, and no second call is made while one could later. Nothing is written."""
         if claim is None or not in_doubt(claim, intent.now) or not _same_data(claim, intent.fingerprint):
             return None
-        deadline = call_under_way(claim.data, intent.now)
+        deadline = call_under_way(claim, intent.now)
         if deadline is None:
             return None
-        seconds = seconds_until(deadline, intent.now)
-        return PerformAnswer(
+        answer = PerformAnswer(
             decision=PerformDecision.IN_PROGRESS,
             claim_id=claim.claim_id,
             status=claim.status.value,
             attempt=claim.attempt,
-            reason=(
-                f"The call of attempt {claim.attempt} is in doubt and may still be under way at the target until its "
-                f"deadline: ask again in {seconds} s, when a look-up can tell."
-            ),
+            reason="",
             warnings=list(intent.warnings),
-            retry_after_seconds=seconds,
         )
+        return under_way_in_doubt(answer, deadline, seconds_until(deadline, intent.now))
 
     def _acted(
         self, answer: ClaimAnswer, intent: Intent, request: PerformOnce, target: Target, before: Claim | None
@@ -303,7 +306,7 @@ class Perform:
         kept, dropped = kept_response(target, reply, body)
         record = record_id(target, body) if outcome.outcome is Outcome.SUCCEEDED else None
         kept, record, warnings = self._checked(kept, record, dropped)
-        call = looked_up_call(claim.data)
+        call = looked_up_call(claim)
         data = {CALL: call, RESPONSE: kept.as_data()} if call else {RESPONSE: kept.as_data()}
         result = Result(outcome.outcome, record, data, outcome.error, outcome.retryable)
         decision = PerformDecision.DUPLICATE if looked_up else outcome.decision
@@ -323,7 +326,7 @@ class Perform:
             target_status=reply.status,
             target_failure=reply.failure.value if reply.failure else None,
         )
-        deadline = call_deadline(claim.data)
+        deadline = call_deadline(claim)
         if decision is PerformDecision.RECONCILE and deadline is not None:
             # The next Perform once after the deadline looks the record up: said as when to ask again.
             told = replace(told, retry_after_seconds=seconds_until(deadline, self._core.clock()))
@@ -389,7 +392,7 @@ class Perform:
         earlier = answer.earlier_attempt
         recorded_before = before if before is not None and earlier and before.attempt == earlier.attempt else None
         called = self._called(recorded_before, target)
-        deadline = call_deadline(recorded_before.data) if recorded_before else None
+        deadline = call_deadline(recorded_before) if recorded_before else None
         if deadline is None and earlier is not None:
             deadline = earlier.started_at + lease_of(called or target)
         if deadline is not None and deadline > now:
@@ -398,7 +401,7 @@ class Perform:
             return held(answer, "The earlier call may still be under way at the target", seconds_until(deadline, now))
         if called is None:
             # Only the target the call went to can tell what it did; another one, even honouring the key, never saw it.
-            gone = called_target(recorded_before.data if recorded_before else None)
+            gone = called_target(recorded_before)
             return self._handed_over(answer, f"target {gone}, which the call went to, is no longer declared", None)
         claim = self._core.recent.recall(answer.claim_id) or self._store.get_claim(answer.claim_id)
         found = self._looked_up(called, claim, answer)
@@ -436,7 +439,7 @@ class Perform:
     def _called(self, claim: Claim | None, target: Target) -> Target | None:
         """The target the earlier call went to (its claim records it), else the one this request names; None when
         the call went to a target no longer declared."""
-        name = called_target(claim.data) if claim else None
+        name = called_target(claim)
         if name is None or name == target.name:
             return target
         try:
@@ -502,7 +505,8 @@ class Perform:
         claim = self._store.get_claim(claim_id)
         told = polled(claim, waiting, now)
         if told.decision is PerformDecision.IN_PROGRESS and not waiting.over(now):
-            return making_the_call(told, waiting.poll_after(now, claim.lease_expires_at)), waiting
+            paced = waiting.poll_after(now, claim.lease_expires_at)
+            return making_the_call(told, paced, own=own_call(claim, waiting)), waiting
         return told, None
 
     # -- the attention timer ------------------------------------------------------------------------
@@ -538,7 +542,7 @@ class Perform:
         body = json_body(reply)
         kept, dropped = kept_response(target, reply, body)
         kept, record, _ = self._checked(kept, record_id(target, body), dropped)
-        result = Result(Outcome.SUCCEEDED, record, {CALL: looked_up_call(claim.data), RESPONSE: kept.as_data()})
+        result = Result(Outcome.SUCCEEDED, record, {CALL: looked_up_call(claim), RESPONSE: kept.as_data()})
         try:
             self._record(claim, result)
         except (StoreRace, StoreUnavailable):
@@ -547,7 +551,7 @@ class Perform:
 
     def _look_up_at(self, claim: Claim, declared: Callable[[str], Target | None]) -> tuple[Target, str] | None:
         """The target the claim's call went to and the path that looks it up there; None when no look-up can."""
-        name = called_target(claim.data)
+        name = called_target(claim)
         target = declared(name) if name is not None else None
         if target is None or target.lookup_path is None:
             return None
@@ -596,7 +600,7 @@ def _drawn(claims: Iterable[Claim], limit: int, chance: random.Random) -> list[C
 
 def _due(claim: Claim, now: datetime) -> bool:
     """Whether a look-up may tell what the claim's call did: it is in doubt and the call's deadline has passed."""
-    deadline = call_deadline(claim.data)
+    deadline = call_deadline(claim)
     return deadline is not None and deadline <= now and in_doubt(claim, now)
 
 

@@ -8,11 +8,12 @@ from dataclasses import field, replace
 from datetime import datetime
 
 from oncegate.domain.copies import frozen
-from oncegate.domain.decisions import ClaimAnswer, lease_left
+from oncegate.domain.decisions import ClaimAnswer, held_reason, lease_left
 from oncegate.domain.performing import KeptResponse, PerformDecision
-from oncegate.domain.records import Claim, EarlierAttempt, call_deadline
+from oncegate.domain.records import Claim, EarlierAttempt, call_deadline, marked_by_perform
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target, TargetReply
+from oncegate.domain.times import said
 from oncegate.domain.waiting import Waiting
 
 # When a run told in_progress asks again, where no lease or deadline says it.
@@ -93,11 +94,32 @@ def answered(answer: ClaimAnswer) -> PerformAnswer:
     return told
 
 
-def making_the_call(answer: PerformAnswer, seconds: int) -> PerformAnswer:
-    """``answer`` as in_progress while another run makes the call, asking again after ``seconds``."""
+def making_the_call(answer: PerformAnswer, seconds: int, *, own: bool = False) -> PerformAnswer:
+    """``answer`` as in_progress while another run makes the call, asking again after ``seconds``; ``own``: the run
+    asking is the one whose call (an earlier request's) is under way."""
     return replace(
         answer,
-        reason=f"Another run is making the call now: ask again in {seconds} s.",
+        reason=held_reason(seconds, own=True)
+        if own
+        else f"Another run is making the call now: ask again in {seconds} s.",
+        retry_after_seconds=seconds,
+    )
+
+
+def own_call(claim: Claim, waiting: Waiting) -> bool:
+    """Whether the call (or look-up) under way on ``claim`` is the waiting run's own, made by an earlier request."""
+    return claim.run_id == waiting.run_id and claim.flow == waiting.flow and marked_by_perform(claim.data)
+
+
+def under_way_in_doubt(answer: PerformAnswer, deadline: datetime, seconds: int) -> PerformAnswer:
+    """``answer`` as in_progress while the call of its attempt is in doubt and may still be under way at the target
+    until ``deadline``, asking again after ``seconds`` (a wait's poll may come before the deadline)."""
+    return replace(
+        answer,
+        reason=(
+            f"The call of attempt {answer.attempt} is in doubt and may still be under way at the target until its "
+            f"deadline ({said(deadline)}), when a look-up can tell: ask again in {seconds} s."
+        ),
         retry_after_seconds=seconds,
     )
 
@@ -128,7 +150,7 @@ def polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
         )
     if claim.status is ClaimStatus.IN_PROGRESS and claim.lease_expires_at and claim.lease_expires_at > now:
         # As Check and claim's in_progress: the lease left, within a minute (a poll that goes on paces it anew).
-        return making_the_call(base, lease_left(claim.lease_expires_at, now))
+        return making_the_call(base, lease_left(claim.lease_expires_at, now), own=own_call(claim, waiting))
     if claim.status in (ClaimStatus.FAILED, ClaimStatus.RELEASED):
         retryable = claim.status is ClaimStatus.RELEASED or bool(claim.retryable)
         then = "run Perform once again to send it" if retryable else "a person must act"
@@ -139,7 +161,7 @@ def polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
             reason=f"The holder's call failed ({claim.error or claim.status.value}): {then}.",
         )
     # No claim token to settle it with: when to run Perform once again, which looks the record up after the deadline.
-    deadline = call_deadline(claim.data)
+    deadline = call_deadline(claim)
     seconds = seconds_until(deadline, now) if deadline is not None else 1
     return replace(
         base,

@@ -182,4 +182,4 @@ def _paced(answer: ClaimAnswer, waiting: Waiting, now: datetime) -> ClaimAnswer:
         seconds = waiting.poll_after(now, now + timedelta(seconds=answer.retry_after_seconds or 0))
         return replace(answer, retry_after_seconds=seconds, reason=in_doubt_reason(seconds))
     seconds = waiting.poll_after(now, answer.holder.lease_expires_at)
-    return replace(answer, retry_after_seconds=seconds, reason=held_reason(seconds))
+    return replace(answer, retry_after_seconds=seconds, reason=held_reason(seconds, own=answer.own_call))

@@ -97,6 +97,31 @@ def test_retiring_a_secret_with_claims_is_refused_naming_the_count_then_done_wit
     assert states[old_id] == "retired"
 
 
+def test_retiring_a_secret_with_no_rows_orphans_none_whatever_orphan_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret nothing was made with is retired without --orphan; given one anyway (5, or again once retired), the
+    command said "5 rows made with it orphaned", counting what the operator typed, not the store's rows."""
+    for name in STORE_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(tmp_path / "oncegate.db"))
+    Gate.of(bootstrap.build_services(Settings.from_environment())).health()  # the store and its first secret
+    old = local_key_secret(tmp_path / "oncegate.db")
+    monkeypatch.setenv("ONCEGATE_KEY_SECRET", NEXT)
+    monkeypatch.setenv("ONCEGATE_KEY_SECRET_PREVIOUS", old)
+    Gate.of(bootstrap.build_services(Settings.from_environment())).health()  # the switch
+    _switched_a_while_ago(tmp_path / "oncegate.db")
+    old_id = KeyHasher(old).key_id
+
+    done = run(capsys, "keys", "retire", old_id, "--orphan", "5")
+    again = run(capsys, "keys", "retire", old_id, "--orphan", "5")
+
+    assert (done.code, again.code) == (0, 0), (done.err, again.err)
+    for told in (done, again):
+        assert told.out.startswith(f"Key secret {old_id} is retired on "), told.out
+        assert "orphaned" not in told.out, told.out
+
+
 def test_a_wiped_database_is_refused_until_store_init(database: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # What an operator cleaning up types: the database and its -wal and -shm files, not the store-id beside them.
     for path in database.parent.glob("oncegate.db*"):

@@ -124,13 +124,11 @@ COLD_CLAIM = {
     "oncegate.entrypoints.operations.table",
     "oncegate.entrypoints.parse",
     "oncegate.entrypoints.principal",
-    "oncegate.entrypoints.render",
     "oncegate.entrypoints.waits",
     "oncegate.errors",
     "oncegate.models",
     "oncegate.models.base",
     "oncegate.models.claim_requests",
-    "oncegate.models.claim_views",
     "oncegate.service",
     "oncegate.service.claims",
     "oncegate.service.commands",
@@ -207,6 +205,26 @@ def test_a_first_claim_imports_only_the_modules_of_its_path(tmp_path: Path) -> N
     assert imported - COLD_CLAIM == set()
 
 
+def test_a_first_claim_imports_no_model_module_it_never_uses(tmp_path: Path) -> None:
+    # Its answer is written as the members ClaimResponse declares, and its entry names that model rather than
+    # importing it: the connector, the command's client and an answer without HTTP import it when they read it.
+    result = _first_claim(tmp_path, "SO-1011")
+    assert result["answer"]["decision"] == "proceed"
+    models = {module for module in result["modules"] if module.startswith("oncegate.models")}
+    assert models == {"oncegate.models", "oncegate.models.base", "oncegate.models.claim_requests"}
+
+
+def test_every_entry_reads_its_response_as_a_model() -> None:
+    # An entry names its response model or gives it: either way the table's readers get the model itself.
+    from oncegate import models
+    from oncegate.entrypoints.operations import BY_NAME
+
+    named = {operation.name for operation in BY_NAME.values() if isinstance(operation.response, str)}
+    assert {"check_and_claim", "wait_for_claim"} <= named
+    assert BY_NAME["check_and_claim"].response_model is models.ClaimResponse
+    assert all(issubclass(operation.response_model, BaseModel) for operation in BY_NAME.values())
+
+
 def test_a_first_claim_with_a_plain_payload_loads_no_canonical_json_library(tmp_path: Path) -> None:
     # The standard library's C encoder writes a plain payload as RFC 8785 does (oncegate.domain.keys.canonical):
     # rfc8785 is imported with the first value it must write, not with the app.
@@ -228,9 +246,11 @@ def test_a_first_claim_whose_payload_needs_the_library_still_gets_its_fingerprin
 
 def test_a_first_claim_compiles_no_pattern_it_never_matches(tmp_path: Path) -> None:
     # A pattern compiled at import is paid by every new process: those a first claim matches nothing with (a store
-    # id, an Entra ID tenant, a source, a rule's pointer, a record's ClassVar) are compiled where first matched.
+    # id, an Entra ID tenant, a source, a rule's pointer, a record's ClassVar, a route's ids) are compiled where first
+    # matched.
     from oncegate import config
     from oncegate.domain import copies, fingerprint_rules, keys
+    from oncegate.entrypoints import parse
 
     result = _first_claim(tmp_path, "SO-1010")
     assert result["answer"]["decision"] == "proceed"
@@ -242,6 +262,7 @@ def test_a_first_claim_compiles_no_pattern_it_never_matches(tmp_path: Path) -> N
         keys.SOURCE_PATTERN,
         fingerprint_rules._BAD_ESCAPE,
         copies._NO_FIELD,
+        *parse.ROUTE_IDS.values(),  # a route's claim id or conflict id: Check and claim's route carries none
     )
     never = {getattr(pattern, "pattern", pattern) for pattern in unmatched}  # its text, compiled or not
     assert len(never) == len(unmatched)

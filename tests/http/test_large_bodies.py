@@ -20,8 +20,9 @@ import socket
 
 import pytest
 
-from oncegate.entrypoints import holdings
+from oncegate.entrypoints import framing, holdings
 from oncegate.entrypoints.holdings import BUSY_RETRY_SECONDS, LARGE_BODIES_BYTES
+from oncegate.entrypoints.incoming import Incoming
 from oncegate.entrypoints.parse import MAX_BODY_BYTES, MAX_BULK_BODY_BYTES
 from tests.http.test_server_framing import connected, read_answer, refused
 from tests.load.served import serving
@@ -104,3 +105,30 @@ def test_a_connection_past_the_most_a_worker_holds_is_turned_away_until_one_clos
     assert busy.headers["connection"] == "close"
     assert closed == b""
     assert (ended.status, admitted.status) == (200, 200)
+
+
+@pytest.mark.parametrize("threads", [2, 0], ids=["two-threads", "a-thread-per-connection"])
+def test_a_connection_whose_handler_fails_to_set_up_gives_its_count_back(
+    threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker counts a connection as it accepts it, and its handler's finish counted it back; a handler whose
+    setup fails (here, the first three) is never finished, so each such connection was counted for good: a worker
+    that holds at most 3 turned every later client away as busy, holding none."""
+    monkeypatch.setattr(holdings, "MAX_CONNECTIONS", 3)
+    made = iter(range(1_000_000))
+
+    def failing_at_first(idle_seconds: float) -> Incoming:
+        if next(made) < 3:
+            raise OSError("the connection failed while its handler was set up")
+        return Incoming(idle_seconds)
+
+    monkeypatch.setattr(framing, "Incoming", failing_at_first)
+    with serving(threads=threads) as address:
+        for _ in range(3):
+            with connected(address) as (_, reader):
+                assert reader.read() == b"", "a connection whose handler failed was answered"
+        with connected(address) as (sock, reader):
+            sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: test\r\n\r\n")
+            admitted = read_answer(reader)
+
+    assert admitted.status == 200, admitted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -321,3 +322,35 @@ def _handed_by_check_and_claim(
     handed: dict[str, Any] = api.call("check_and_claim", {**own, "leaseSeconds": LEASE}).body
     assert handed["decision"] == "reconcile", handed
     return handed
+
+
+@pytest.mark.parametrize("asking", ["perform_once", "check_and_claim"])
+def test_a_check_and_claim_run_s_own_call_sent_after_its_record_is_no_call_in_doubt(
+    api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock, asking: str
+) -> None:
+    """A Check and claim run, no Perform once call on the claim, records unknown with data of its own whose member
+    call has Perform once's shape, sent years after the record (its courier's pick-up, say). Perform once writes its
+    mark when it sends, so this is no call: taken for one, the key stayed in_progress for every run until its
+    deadline, years away. The next run is handed the claim to reconcile; Perform once looks the record up first."""
+    sent = clock.now + timedelta(days=3 * 365)
+    own = {
+        "call": {"target": "erp", "method": "POST", "sentAt": _z(sent), "deadline": _z(sent + timedelta(seconds=30))}
+    }
+    first = {"scope": "erp.create-order", "key": "SO-1001", "runId": "run-1", "flow": FLOW, "payload": {"n": 1}}
+    claimed = api.call("check_and_claim", first).body
+    unknown = {"claimToken": claimed["claimToken"], "outcome": "unknown", "data": own}
+    recorded = api.call("record_result", unknown, route={"claimId": claimed["claimId"]})
+    assert (recorded.status, recorded.body["data"]) == (200, own), recorded.body
+    clock.advance(LEASE)  # past any call a Perform once of this attempt could have made
+
+    if asking == "perform_once":
+        performed = perform(api, run="run-2", payload={"n": 1})
+        assert performed["decision"] == "reconcile", performed
+        assert [request.method for request in stand_in.received] == ["GET"], "the look-up was not made"
+    else:
+        checked = api.call("check_and_claim", {**first, "runId": "run-2"}).body
+        assert checked["decision"] == "reconcile", checked
+
+
+def _z(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")

@@ -148,3 +148,56 @@ def test_a_wait_that_runs_out_says_when_to_ask_again_as_check_and_claim_s_does(
     assert ran_out.body["retryAfterSeconds"] == 2 * slow_erp.timeout_seconds - 11
     assert f"in {ran_out.body['retryAfterSeconds']} s" in ran_out.body["reason"]
     assert len(stand_in.writes()) == 1
+
+
+def test_a_wait_on_a_call_in_doubt_is_told_to_ask_again_when_its_poll_comes(
+    api: Api, slow_erp: Target, stand_in: StandInTarget, clock: FakeClock
+) -> None:
+    """run-1's call ended in doubt (503) 30 s before its deadline; run-2 waits on it. Its poll comes in 5 s, as
+    Check and claim's wait on such a call; the reason said to ask again in 30 s, Retry-After 5."""
+    stand_in.script(Answer(status=503))
+    assert perform(api, run="run-1").body["decision"] == "reconcile"
+    clock.advance(4)
+
+    asked = perform(api, run="run-2", wait=True, maxWaitSeconds=600)
+    polled = api.follow(asked.headers["location"])
+
+    assert (asked.status, polled.status) == (202, 200), (asked.body, polled.body)
+    seconds = asked.body["retryAfterSeconds"]
+    assert int(asked.headers["retry-after"]) == seconds == 5
+    assert asked.body["reason"].endswith(f"ask again in {seconds} s."), asked.body["reason"]
+    assert "is in doubt" in asked.body["reason"], asked.body
+    assert (polled.body["decision"], polled.body["retryAfterSeconds"]) == ("reconcile", 26), polled.body
+    assert len(stand_in.writes()) == 1
+
+
+def test_the_same_run_asking_again_while_its_call_is_under_way_is_told_it_is_its_own(
+    api: Api, slow_erp: Target, stand_in: StandInTarget
+) -> None:
+    """The engine sent the very request again (without and with Wait) while the first one's call is under way: it
+    was told another run was doing the side effect (retry or stop), or making the call; it is this run's own call."""
+    stand_in.script(Answer(late=True))
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(perform, api, run="run-1")
+        stand_in.wait_for(1)
+        again = perform(api, run="run-1")
+        waiting = perform(api, run="run-1", wait=True, maxWaitSeconds=600)
+        polled = api.follow(waiting.headers["location"])
+        checked = api.call("check_and_claim", _as_check_and_claim(perform_body(run="run-1")))
+        stand_in.release()
+        assert first.result(timeout=30).body["decision"] == "performed"
+
+    assert (again.status, waiting.status, polled.status, checked.status) == (200, 202, 202, 200)
+    assert checked.body["decision"] == "in_progress", checked.body
+    for told in (again, waiting, polled, checked):
+        reason, seconds = told.body["reason"], told.body["retryAfterSeconds"]
+        assert reason.startswith("This run's Perform once call (or look-up of an earlier one) is under way"), reason
+        assert f"ask again in {seconds} s" in reason, reason
+    assert len(stand_in.writes()) == 1
+
+
+def _as_check_and_claim(body: dict[str, Any]) -> dict[str, Any]:
+    """The Check and claim of the same run for the same business data: a Perform once without payload is
+    fingerprinted by the call it makes."""
+    call = {name: body[name] for name in ("target", "method", "path", "body")}
+    return {"scope": body["scope"], "key": body["key"], "runId": body["runId"], "flow": body["flow"], "payload": call}

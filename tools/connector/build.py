@@ -75,7 +75,7 @@ BATCH_DEFINITION, BATCH_SOURCE = "ConflictBatch", "ConflictList"
 # Every answer of the table's entries, and the error body every action may answer.
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     models.ErrorBody,
-    *dict.fromkeys(operation.response for operation in OPERATIONS.values()),
+    *dict.fromkeys(operation.response_model for operation in OPERATIONS.values()),
 )
 
 RETRY_AFTER_HEADER = {
@@ -172,7 +172,7 @@ def path_parameter(name: str) -> Schema:
         "in": "path",
         "required": True,
         "type": "string",
-        "pattern": f"^{spec.pattern.pattern}$",
+        "pattern": f"^{spec.pattern}$",
         "x-ms-url-encoding": "single",
         "x-ms-summary": spec.summary,
         "description": spec.description,
@@ -204,7 +204,7 @@ def response_name(operation: Operation) -> str:
     """The definition of the operation's answer: a polling trigger's batch has no next page (ConflictBatch)."""
     if operation.designer.extra.get("x-ms-trigger"):
         return BATCH_DEFINITION
-    return operation.response.__name__
+    return operation.response_model.__name__
 
 
 def responses_of(operation: Operation, auth: Auth = "key") -> Schema:

@@ -9,7 +9,6 @@ the route parameters' text and each error status's description.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -23,7 +22,7 @@ class PathParameter(NamedTuple):
 
     summary: str
     description: str
-    pattern: re.Pattern[str]
+    pattern: str
     extra: Mapping[str, Any] = {}
 
 

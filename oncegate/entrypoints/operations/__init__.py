@@ -30,8 +30,10 @@ Adding an action:
    (``oncegate/service/``);
 3. one ``Operation`` in the module of its aggregate here, added to that module's ``OPERATIONS``:
    ``name`` (the Azure function's; never rename one that shipped), ``route``, ``method``, ``role``,
-   ``body``/``query``/``response``, ``event`` if operators count its answers, ``parse``/``serve``/
-   ``render``, ``stores`` if the request stores free text, and a ``Designer`` (a new ``operation_id``);
+   ``body``/``query``/``response`` (the model, or its name in ``oncegate.models`` where the module need not import
+   it: an answer written as its members; readers take ``response_model``), ``event`` if operators count its
+   answers, ``parse``/``serve``/``render``, ``stores`` if the request stores free text, and a ``Designer`` (a new
+   ``operation_id``);
 4. docs: ``docs/contract.md`` (the action, its errors), the README's list if it is one flows use, and
    ``CHANGELOG.md``. Then ``python -m tools.connector`` writes the connector's definition again
    (``tests/connector`` checks it against this table: it fails until the definition is written again),

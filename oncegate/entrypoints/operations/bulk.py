@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -238,7 +239,7 @@ def _result_item(
     """One item of Record results: the single call's entry, telemetry and answer."""
     with _item_answer(telemetry.RESULT, "record_results", kept):
         body = item_body(ResultItem, item)
-        if not CLAIM_ID_PATTERN.fullmatch(body.claim_id):
+        if not re.fullmatch(CLAIM_ID_PATTERN, body.claim_id):
             raise NotFound(f"No claim has the id {body.claim_id!r}.", target="claimId")
         result = RecordResultRequest(**{name: getattr(body, name) for name in RecordResultRequest.model_fields})
         claim: ClaimView = http.answer(

@@ -11,7 +11,7 @@ from oncegate.domain.decisions import ClaimAnswer, Intent
 from oncegate.domain.records import Claim, EarlierAttempt, Flow
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, Waiting
 from oncegate.domain.warnings import ANOTHER_FLOW_COPY
-from oncegate.entrypoints import render, waits
+from oncegate.entrypoints import waits
 from oncegate.entrypoints.operations.table import Call, Designer, Dimensions, Members, Operation, Reply
 from oncegate.entrypoints.parse import flow_of
 from oncegate.models import (
@@ -19,8 +19,6 @@ from oncegate.models import (
     INTERNAL,
     ClaimItem,
     ClaimRequest,
-    ClaimResponse,
-    EarlierAttemptView,
     FlowRef,
     WaitQuery,
 )
@@ -58,21 +56,6 @@ def decision_dimensions(answer: Members) -> Dimensions:
 
 
 # -- Check and claim, and its wait --------------------------------------------------------------------------
-
-
-def earlier_attempt_view(earlier: EarlierAttempt | None) -> EarlierAttemptView | None:
-    """The attempt a reconcile answer asks the run to look up, as Perform once's answer shows it."""
-    if earlier is None:
-        return None
-    return EarlierAttemptView(
-        attempt=earlier.attempt,
-        run_id=earlier.run_id,
-        flow=render.flow_ref(earlier.flow),
-        status=earlier.status,
-        started_at=earlier.started_at,
-        lease_expires_at=earlier.lease_expires_at,
-        error=earlier.error,
-    )
 
 
 def claim_members(answer: ClaimAnswer) -> Members:
@@ -193,7 +176,7 @@ CHECK_AND_CLAIM = Operation(
     route="claims",
     method="POST",
     body=ClaimRequest,
-    response=ClaimResponse,
+    response="ClaimResponse",
     as_members=True,
     event=telemetry.CHECK,
     parse=_check,
@@ -221,7 +204,7 @@ WAIT_FOR_CLAIM = Operation(
     route="claims/{claimId}/wait",
     method="GET",
     query=WaitQuery,
-    response=ClaimResponse,
+    response="ClaimResponse",
     as_members=True,
     event=telemetry.CHECK,
     parse=_ticket,

@@ -7,16 +7,24 @@ from typing import TYPE_CHECKING, Any
 
 from oncegate import telemetry
 from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, Waiting
-from oncegate.entrypoints import waits
-from oncegate.entrypoints.operations.claims import earlier_attempt_view
+from oncegate.entrypoints import render, waits
 from oncegate.entrypoints.operations.table import Call, Designer, Dimensions, Operation, Reply
 from oncegate.entrypoints.parse import flow_of
-from oncegate.models import IMPORTANT, INTERNAL, PerformRequest, PerformResponse, TargetResponse, WaitQuery
+from oncegate.models import (
+    IMPORTANT,
+    INTERNAL,
+    EarlierAttemptView,
+    PerformRequest,
+    PerformResponse,
+    TargetResponse,
+    WaitQuery,
+)
 from oncegate.service.commands.perform import PerformOnce
 from oncegate.service.perform_answers import PerformAnswer
 
 if TYPE_CHECKING:
     from oncegate.bootstrap import Services
+    from oncegate.domain.records import EarlierAttempt
 
 WAITING = (
     "Wait was on and another run is making the call: the engine polls the Location address after Retry-After seconds "
@@ -102,8 +110,23 @@ def _response(answer: PerformAnswer) -> PerformResponse:
         conflict_id=answer.conflict_id,
         claim_token=answer.claim_token,
         lease_expires_at=answer.lease_expires_at,
-        earlier_attempt=earlier_attempt_view(answer.earlier_attempt),
+        earlier_attempt=_earlier_attempt_view(answer.earlier_attempt),
         looked_up=answer.looked_up or None,
+    )
+
+
+def _earlier_attempt_view(earlier: EarlierAttempt | None) -> EarlierAttemptView | None:
+    """The attempt a reconcile answer asks the run to look up, as Perform once's answer shows it."""
+    if earlier is None:
+        return None
+    return EarlierAttemptView(
+        attempt=earlier.attempt,
+        run_id=earlier.run_id,
+        flow=render.flow_ref(earlier.flow),
+        status=earlier.status,
+        started_at=earlier.started_at,
+        lease_expires_at=earlier.lease_expires_at,
+        error=earlier.error,
     )
 
 

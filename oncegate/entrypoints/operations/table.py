@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
-from oncegate import telemetry
+from oncegate import models, telemetry
 from oncegate.cursors import CursorSeal
 from oncegate.domain.copies import frozen
 from oncegate.domain.waiting import Waiting
@@ -121,7 +121,9 @@ class Operation:
     name: str
     route: str
     method: str
-    response: type[BaseModel]
+    # The response model, or its name in :mod:`oncegate.models` where the entry's module need not import it (an answer
+    # written as its members): read as :attr:`response_model`, which imports the model when it is first read.
+    response: type[BaseModel] | str
     designer: Designer
     parse: Callable[[Call[Any, Any]], Any]
     serve: Callable[[Services, Call[Any, Any], Any], Any]
@@ -152,6 +154,17 @@ class Operation:
     # Whether ``render`` writes the answer as the JSON members ``response`` declares (Check and claim's): no request
     # then makes the model, and the app does not build it when the entry's function is first called.
     as_members: bool = False
+
+    @property
+    def response_model(self) -> type[BaseModel]:
+        """The response model the entry declares: what the connector, the command's client and an answer without
+        HTTP read. Named, it is imported here, so a process whose first call never makes it loads no model's module
+        for it (issue 36's cold start)."""
+        response = self.response
+        if isinstance(response, str):
+            model: type[BaseModel] = getattr(models, response)
+            return model
+        return response
 
     def path(self, **ids: str) -> str:
         """The route with its parameters filled in, below ``/api/``."""

@@ -116,7 +116,10 @@ class TableStore(
         except HttpResponseError as exc:
             if exc.status_code != 403:
                 raise
-            logger.info("Table Storage refused listing the tables (%s): each is made if missing", exc.error_code)
+            logger.info(
+                "Table Storage refused listing the tables (%s): each is made if missing",
+                getattr(exc, "error_code", None),
+            )
             return None
 
     @classmethod

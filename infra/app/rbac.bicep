@@ -3,8 +3,8 @@
 // Flex Consumption samples assign (role assignment names are deterministic, so redeploying is idempotent).
 //
 // - Tables: Storage Table Data Contributor on the table service, not the account. Not on each table:
-//   the app creates its tables at start when missing, and the Functions host keeps its own tables in
-//   the same account (AzureWebJobsStorage__tableServiceUri).
+//   the app lists its tables at start (Query Tables: the role's tables/read) and creates those missing, and
+//   the Functions host keeps its own tables in the same account (AzureWebJobsStorage__tableServiceUri).
 // - Blobs (host storage, the deployment package): on the account, as in the samples. No queue role:
 //   the app has no queue trigger, and the host keeps its keys and leases in blobs.
 // - Key Vault Secrets User on oncegate-key-secret, not on the vault, granted by the deployment that writes

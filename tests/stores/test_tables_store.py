@@ -6,15 +6,24 @@ import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
 import pytest
+from azure.core.credentials import AzureNamedKeyCredential
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline import PipelineRequest
 from azure.core.rest import HttpRequest
-from azure.data.tables import TableClient, TableEntity, TableServiceClient, TransactionOperation
+from azure.data.tables import (
+    AccountSasPermissions,
+    ResourceTypes,
+    TableClient,
+    TableEntity,
+    TableServiceClient,
+    TransactionOperation,
+    generate_account_sas,
+)
 
 from oncegate.domain.records import Claim, Conflict, HistoryEvent
 from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
@@ -144,12 +153,13 @@ def test_a_repair_cut_short_leaves_each_conflict_whole_and_the_next_start_finish
     sent.clear()
     table_store_factory(raw_request_hook=lambda request: sent.append(request.http_request.url))
 
-    # Done once: a later start reads the marker rows (this one, and the history's) and nothing else of the table.
+    # Done once: a later start reads the marker rows (this one, and the history's), in one request, and nothing else
+    # of the table.
     conflicts_table = table_names(table_store_factory.prefix)[1]
     assert [url for url in sent if f"/{conflicts_table}" in url] == [
-        url for url in sent if f"/{conflicts_table}(PartitionKey='upgrade'" in url
+        url for url in sent if f"/{conflicts_table}()?$filter=PartitionKey%20eq%20%27upgrade%27" in url
     ]
-    assert len([url for url in sent if f"/{conflicts_table}" in url]) == 2
+    assert len([url for url in sent if f"/{conflicts_table}" in url]) == 1
 
 
 def test_claims_are_plain_pascalcase_properties_in_their_own_partition(
@@ -410,3 +420,90 @@ def test_a_new_store_opens_without_logging_an_error(
 
     assert store.read_marks().store_id is None
     assert [record.getMessage() for record in caplog.records if record.levelname in ("WARNING", "ERROR")] == []
+
+
+def _opened(factory: TableStoreFactory) -> list[tuple[str, str]]:
+    """The requests an open of the factory's store sends: method, and the table or listing each addresses."""
+    sent: list[tuple[str, str]] = []
+
+    def hook(request: PipelineRequest[HttpRequest]) -> None:
+        path = request.http_request.url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+        sent.append((request.http_request.method, path.split("(", 1)[0].removeprefix(factory.prefix)))
+
+    factory(raw_request_hook=hook)
+    return sent
+
+
+def test_an_open_on_existing_tables_lists_them_once_creates_none_and_reads_its_markers_at_once(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    # Every instance start and every CLI command opens the store: a create per table, each answered "exists",
+    # was five of its ten requests, and its two upgrade markers two more.
+    table_store_factory().mark_store("store-a", at=T0)
+
+    sent = _opened(table_store_factory)
+
+    assert sent == [
+        ("GET", "Tables"),  # one listing of the store's tables
+        ("GET", "Keys"),  # the store's id
+        ("GET", "Conflicts"),  # the upgrades' marker rows: the conflicts' listing rows, the history's keys
+    ]
+
+
+def test_an_open_makes_only_the_tables_missing_and_never_a_claims_table_behind_a_store_id(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    table_store_factory().mark_store("store-a", at=T0)
+    names = table_names(table_store_factory.prefix)
+    claims, flows = names[0], names[2]
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as tables:
+        for name in (claims, flows):
+            tables.delete_table(name)
+
+    sent = _opened(table_store_factory)
+
+    # The flows table made again, alone; the claims table lost behind the store's id left for the store checks.
+    assert [request for request in sent if request[0] == "POST"] == [("POST", "Tables")]
+    assert _listed(table_store_factory) == set(names) - {claims}
+
+
+def test_a_read_only_open_writes_nothing_even_on_a_new_store(table_store_factory: TableStoreFactory) -> None:
+    sent: list[str] = []
+    with TableServiceClient.from_connection_string(
+        table_store_factory.connection_string, raw_request_hook=lambda request: sent.append(request.http_request.method)
+    ) as service:
+        TableStore(service, prefix=table_store_factory.prefix, read_only=True)
+
+    assert set(sent) == {"GET"}
+    assert _listed(table_store_factory) == set()
+
+
+def test_an_open_with_a_signature_that_may_not_list_tables_makes_each_missing_table_as_before(
+    table_store_factory: TableStoreFactory,
+) -> None:
+    # An account signature for rows and tables, without list: Query Tables is refused (403), each create is not.
+    table_store_factory().mark_store("store-a", at=T0)
+    flows = table_names(table_store_factory.prefix)[2]
+    with TableServiceClient.from_connection_string(table_store_factory.connection_string) as tables:
+        tables.delete_table(flows)
+        credential, endpoint = tables.credential, tables.url.rstrip("/")
+    assert isinstance(credential, AzureNamedKeyCredential)
+    signature = generate_account_sas(
+        credential,
+        resource_types=ResourceTypes(container=True, object=True),
+        permission=AccountSasPermissions(read=True, write=True, delete=True, add=True, update=True, create=True),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )
+
+    store = TableStore.from_connection_string(
+        f"TableEndpoint={endpoint};SharedAccessSignature={signature}", prefix=table_store_factory.prefix
+    )
+
+    assert store.read_marks().store_id == "store-a"
+    assert _listed(table_store_factory) == set(table_names(table_store_factory.prefix))
+    store.close()
+
+
+def _listed(factory: TableStoreFactory) -> set[str]:
+    with TableServiceClient.from_connection_string(factory.connection_string) as tables:
+        return {table.name for table in tables.list_tables() if table.name.startswith(factory.prefix)}

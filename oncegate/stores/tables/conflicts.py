@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
 from itertools import islice
@@ -62,7 +62,8 @@ VERSION = "Version"
 FIRST_VERSION = 1
 # The version of a row 0.1.0 wrote, which has no Version column (and no listing row).
 LEGACY_VERSION = 0
-# The marker row saying that every conflict 0.1.0 wrote has its listing row.
+# The marker rows of upgrades, read together when the store opens: this one says that every conflict 0.1.0 wrote
+# has its listing row (the history's is beside it).
 UPGRADE_PARTITION = "upgrade"
 LISTING_ADDED = "conflict-listing-rows"
 
@@ -166,19 +167,25 @@ class TableConflicts:
             query, parameters["scope"] = query + SCOPE_CLAUSE, scope
         return map(_conflict, self._conflicts.query_entities(query, parameters=parameters, results_per_page=top))
 
-    def _add_missing_listing_rows(self) -> None:
+    def _upgrade_markers(self) -> dict[str, TableEntity]:
+        """The upgrade marker rows by RowKey, in one request; none when the conflicts table is not there (yet)."""
+        with _translated(), suppress(ResourceNotFoundError):
+            rows = self._conflicts.query_entities(PARTITION_FILTER, parameters={"pk": UPGRADE_PARTITION})
+            return {row["RowKey"]: row for row in rows}
+        return {}
+
+    def _add_missing_listing_rows(self, markers: Mapping[str, TableEntity]) -> None:
         """Give every conflict 0.1.0 wrote (no ``Version``, no listing row) its listing row, once per table.
 
-        A marker row says it is done, so a later start reads that one row. Each conflict gets its
-        ``Version`` and its listing row in a transaction of its own, conditioned on its ETag: one changed
-        meanwhile was written by this release, listing row and all. So a repair cut short, or run by two
-        instances at once, leaves every conflict whole, and the next start goes on: the conflicts already
-        repaired have their ``Version`` and are passed over.
+        A marker row says it is done, so a later start finds it among ``markers`` (``_upgrade_markers``) and reads
+        nothing more. Each conflict gets its ``Version`` and its listing row in a transaction of its own,
+        conditioned on its ETag: one changed meanwhile was written by this release, listing row and all. So a
+        repair cut short, or run by two instances at once, leaves every conflict whole, and the next start goes
+        on: the conflicts already repaired have their ``Version`` and are passed over.
         """
+        if LISTING_ADDED in markers:
+            return
         with _translated():
-            with suppress(ResourceNotFoundError):
-                self._conflicts.get_entity(UPGRADE_PARTITION, LISTING_ADDED)
-                return
             rows = self._conflicts.query_entities(PARTITION_FILTER, parameters={"pk": CONFLICT_PARTITION})
             added = sum(self._add_listing_row(entity) for entity in rows if VERSION not in entity)
             marker = {"PartitionKey": UPGRADE_PARTITION, "RowKey": LISTING_ADDED, "Added": added}

@@ -154,13 +154,10 @@ class TableHistory:
     # A claim whose history's first key is at least this one holds no row of an earlier release.
     _history_timed_since: str
 
-    def _read_history_marker(self, *, write: bool) -> None:
-        """Read when this release first opened the store, writing it now if it is the first (``write``)."""
+    def _read_history_marker(self, marker: TableEntity | None, *, write: bool) -> None:
+        """Take when this release first opened the store (``marker``, as the open read it), writing it now if this
+        is the first (``write``)."""
         with _translated():
-            try:
-                marker: TableEntity | None = self._conflicts.get_entity(UPGRADE_PARTITION, KEYED_BY_TIME)
-            except ResourceNotFoundError:
-                marker = None
             if marker is None and write:
                 first = {"PartitionKey": UPGRADE_PARTITION, "RowKey": KEYED_BY_TIME}
                 marker = TableEntity({**first, "Since": datetime.now(UTC), "HeldClaims": self._holds_claims()})

@@ -15,7 +15,8 @@ import threading
 from typing import Any
 
 from azure.core.credentials import TokenCredential
-from azure.data.tables import TableServiceClient
+from azure.core.exceptions import HttpResponseError
+from azure.data.tables import TableClient, TableServiceClient
 
 from oncegate import telemetry
 from oncegate.bounded import Bounded
@@ -24,7 +25,7 @@ from oncegate.stores.tables.backups import TableBackups
 from oncegate.stores.tables.claims import TableClaims
 from oncegate.stores.tables.conflicts import TableConflicts
 from oncegate.stores.tables.entities import _translated
-from oncegate.stores.tables.history import SERIES_REMEMBERED, TableHistory
+from oncegate.stores.tables.history import KEYED_BY_TIME, SERIES_REMEMBERED, TableHistory
 from oncegate.stores.tables.index import TableClaimIndex
 from oncegate.stores.tables.inventory import TableInventory
 from oncegate.stores.tables.keys import TableKeys
@@ -41,6 +42,12 @@ def table_names(prefix: str) -> tuple[str, ...]:
     """The seven tables for a prefix: claims, conflicts, flows, scopes, overlaps, keys (key secrets, store id) and
     targets (the declared targets of Perform once), as infra/main.bicep declares them."""
     return tuple(prefix + suffix for suffix in SUFFIXES)
+
+
+def _named(names: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """A Query Tables filter for these tables by name, and its parameters."""
+    parameters = {f"t{number}": name for number, name in enumerate(names)}
+    return " or ".join(f"TableName eq @{parameter}" for parameter in parameters), parameters
 
 
 class TableStore(
@@ -68,20 +75,52 @@ class TableStore(
             service.get_table_client(name) for name in names
         )
         # Claims and keys tables are made only for a store with no id (issue 31); an export (read only) writes nothing.
+        # The upgrades' marker rows, read at once: a new store's conflicts table, not there yet, holds none.
+        markers = self._upgrade_markers() if read_only or self._make_missing_tables(names) else {}
         if not read_only:
-            guarded = (self._claims, self._keys) if self._identity() is None else ()
-            with _translated():
-                for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps, self._targets):
-                    service.create_table_if_not_exists(table.table_name)
-            self._add_missing_listing_rows()
+            self._add_missing_listing_rows(markers)
         # Which claims' histories may hold rows of an earlier release (issue 36): the first open marks it.
-        self._read_history_marker(write=not read_only)
+        self._read_history_marker(markers.get(KEYED_BY_TIME), write=not read_only)
         # Index rows of the claims this instance made, written off the claim path by flush_index (issue 16).
         self._unindexed: dict[tuple[str, str], dict[str, Any]] = {}
         self._index_lock = threading.Lock()
         # The series lines this instance wrote last, at their ETags: the next count merges without a read.
         self._series: Bounded[tuple[str, str], tuple[str, HistoryEvent]] = Bounded(SERIES_REMEMBERED)
         logger.info("Table Storage store ready: %s", ", ".join(names))
+
+    def _make_missing_tables(self, names: tuple[str, ...]) -> bool:
+        """Make the tables that are not there: one listing of the store's tables, then a create for each one missing;
+        whether the conflicts table may have been there already.
+
+        A store on existing tables costs one request here, not a create per table answered "exists". The claims and
+        keys tables are made only while the store has no id: a claims table lost behind an intact id is refused
+        (the store checks), never made again empty. A table deleted moments ago is not listed, and its create is
+        refused with TableBeingDeleted, translated as every create's. A credential that may not list tables (a
+        shared access signature without list) makes each table as before: a create answered "exists" is no error."""
+        with _translated():
+            listed = self._tables_there(names)
+            if listed is not None and self._keys.table_name not in listed:
+                guarded: tuple[TableClient, ...] = (self._claims, self._keys)  # no keys table: no store id
+            else:
+                guarded = (self._claims, self._keys) if self._identity() is None else ()
+            for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps, self._targets):
+                if listed is None or table.table_name not in listed:
+                    self._service.create_table_if_not_exists(table.table_name)
+        return listed is None or self._conflicts.table_name in listed
+
+    def _tables_there(self, names: tuple[str, ...]) -> set[str] | None:
+        """Which of ``names`` are tables, in one Query Tables request; None if this credential may not list them."""
+        query, parameters = _named(names)
+        try:
+            return {table.name for table in self._service.query_tables(query, parameters=parameters)}
+        except HttpResponseError as exc:
+            if exc.status_code != 403:
+                raise
+            logger.info(
+                "Table Storage refused listing the tables (%s): each is made if missing",
+                getattr(exc, "error_code", None),
+            )
+            return None
 
     @classmethod
     def from_connection_string(cls, conn_str: str, **options: Any) -> TableStore:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from oncegate.cli import extra, streams
+from oncegate.cli.arguments import NotStarted, loading
 from oncegate.cli.parser import build_parser
 
 if TYPE_CHECKING:
@@ -80,6 +81,12 @@ def _run(argv: list[str] | None, app_factory: AppFactory | None, *, as_json: boo
         with _stopped_as_by_ctrl_c():
             try:
                 return _command(parser, args, app_factory)
+            except NotStarted:
+                # Stopped while it loaded what it runs: nothing sent, nothing changed, as the command says it.
+                from oncegate.cli import commands
+
+                name = getattr(args, "command_parser", parser).prog.removeprefix("oncegate ")
+                return commands.interrupted(name, "it changed nothing: run it again.")
             except KeyboardInterrupt as stopped:
                 # A command that says nothing of it itself: with --json, stdout says it, as for any other failure,
                 # unless the stop landed after the command wrote its answer there (one document, which a script reads).
@@ -116,12 +123,14 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, app_fact
         args.group_parser.print_help()
         return 0
     if args.command not in WITHOUT_EXTRA:
-        extra.require()
+        with loading():
+            extra.require()
     if args.local and args.command in WITHOUT_EXTRA:
         code: int = args.handler(args)
         return code
     if args.local:
-        from oncegate.cli import store_commands
+        with loading():
+            from oncegate.cli import store_commands
 
         return store_commands.on_the_store(args)
     if args.entra and args.function_key:
@@ -131,6 +140,7 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, app_fact
             "--reviewer is required: who decided, such as --reviewer ana@contoso.com (with --entra it may be left "
             "out: the service records who signed in)"
         )
-    from oncegate.cli import commands
+    with loading():
+        from oncegate.cli import commands
 
     return commands.run_remote(args.handler, args, app_factory)

@@ -8,13 +8,30 @@ with one call.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+from collections.abc import Iterator
 from typing import Any
 
 from oncegate.cli.values import DEFAULT_PORT, whole_number
 
 # The service's bounds on a list page (the top query parameter of every list).
 MAX_TOP = 200
+
+
+class NotStarted(KeyboardInterrupt):
+    """Ctrl+C or SIGTERM while the command was still loading what it runs (:func:`loading`): it did nothing yet."""
+
+
+@contextlib.contextmanager
+def loading() -> Iterator[None]:
+    """A command's modules being imported, before it does anything: a stop meanwhile is :class:`NotStarted`."""
+    try:
+        yield
+    except NotStarted:
+        raise
+    except KeyboardInterrupt as stopped:
+        raise NotStarted from stopped
 
 
 class Later:
@@ -26,7 +43,9 @@ class Later:
         self.name = name
 
     def __call__(self, *args: Any) -> Any:
-        return getattr(importlib.import_module(self.module), self.name)(*args)
+        with loading():
+            function = getattr(importlib.import_module(self.module), self.name)
+        return function(*args)
 
     def __repr__(self) -> str:
         return f"{self.module}.{self.name}"

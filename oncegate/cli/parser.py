@@ -362,7 +362,7 @@ def _add_serve(subparsers: Any) -> None:
         "lock, while on Table Storage over a network more overlap its waits. Default ONCEGATE_SERVE_THREADS from "
         f"the environment, else {DEFAULT_THREADS}, measured by make bench",
     )
-    parser.set_defaults(handler=_in_commands("serve"), local=True)
+    parser.set_defaults(command_parser=parser, handler=_in_commands("serve"), local=True)
 
 
 def _add_purge(subparsers: Any) -> None:
@@ -390,7 +390,7 @@ def _add_purge(subparsers: Any) -> None:
     parser.add_argument(
         "--resume", metavar="CURSOR", help="go on where a purge that stopped early left off (the cursor it printed)"
     )
-    parser.set_defaults(handler=_in_store_commands("purge"), local=True)
+    parser.set_defaults(command_parser=parser, handler=_in_store_commands("purge"), local=True)
 
 
 def _add_drill(subparsers: Any) -> None:
@@ -444,13 +444,14 @@ def _add_keys(subparsers: Any) -> None:
     )
     keys = subparsers.add_parser("keys", help=description, description=description)
     keys.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print them as JSON")
-    keys.set_defaults(handler=_in_store_commands("keys"), action="list", local=True)
+    keys.set_defaults(command_parser=keys, handler=_in_store_commands("keys"), action="list", local=True)
     retire = keys.add_subparsers(dest="action").add_parser(
         "retire",
         help="retire a key secret no row needs any more (the runbook's third step); refused while claims or "
         "tombstones made with it remain, unless --orphan confirms them as `oncegate keys` shows them: their keys "
         "would be answered proceed again",
     )
+    retire.set_defaults(command_parser=retire)
     retire.add_argument("key_id", metavar="KEY_ID", help="the secret's check value, as `oncegate keys` lists it")
     retire.add_argument(
         "--orphan",
@@ -476,7 +477,7 @@ def _add_keys(subparsers: Any) -> None:
         "lost a mark is refused: what a deployment runs on every deploy",
     )
     init.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help='print {"storeId": ...}')
-    init.set_defaults(handler=_in_store_commands("store_init"))
+    init.set_defaults(command_parser=init, handler=_in_store_commands("store_init"))
     exporting = store.add_parser(
         "export",
         help="write everything the promise needs (claims with their history, tombstones, conflicts, fingerprint "
@@ -485,7 +486,7 @@ def _add_keys(subparsers: Any) -> None:
     )
     exporting.add_argument("file", metavar="FILE", help="the file to write (named .partial until it is whole)")
     exporting.add_argument("--json", action="store_true", default=False, help="print the export's summary as JSON")
-    exporting.set_defaults(handler=_in_store_commands("store_export"))
+    exporting.set_defaults(command_parser=exporting, handler=_in_store_commands("store_export"))
     importing = store.add_parser(
         "import",
         help="fill an empty store from an export; run again, an import cut short goes on where it stopped",
@@ -498,13 +499,13 @@ def _add_keys(subparsers: Any) -> None:
         help="the export's time, as the export printed it: accepts that keys done after it are forgotten "
         "(answered proceed again) until their horizon has passed",
     )
-    importing.set_defaults(handler=_in_store_commands("store_import"))
+    importing.set_defaults(command_parser=importing, handler=_in_store_commands("store_import"))
     recount = store.add_parser(
         "recount",
         help="count each scope's claims by status again from the store: an instance stopped without closing "
         "(kill -9, a crash) loses the counts of its last minute, which `oncegate scopes` then shows",
     )
-    recount.set_defaults(handler=_in_store_commands("store_recount"))
+    recount.set_defaults(command_parser=recount, handler=_in_store_commands("store_recount"))
 
 
 def _in_commands(name: str) -> Later:

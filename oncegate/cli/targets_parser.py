@@ -26,12 +26,12 @@ def add_parser(subparsers: Any) -> None:
     _add_set(actions)
     listing = actions.add_parser("list", help="every declared target, by name: a secret's name, never the secret")
     listing.add_argument("--json", action="store_true", help="print them as GET /api/targets answers them")
-    listing.set_defaults(handler=_in_targets_commands("list_targets"))
+    listing.set_defaults(command_parser=listing, handler=_in_targets_commands("list_targets"))
     remove = actions.add_parser(
         "remove", help="remove a target: no Perform once reaches it from now on (claims made for it stay)"
     )
     remove.add_argument("name", metavar="NAME", help="the target to remove, as targets list shows it")
-    remove.set_defaults(handler=_in_targets_commands("remove_target"))
+    remove.set_defaults(command_parser=remove, handler=_in_targets_commands("remove_target"))
 
 
 def _add_set(actions: Any) -> None:
@@ -100,7 +100,7 @@ def _add_set(actions: Any) -> None:
         "--keep-pointer", action="append", default=[], dest="kept_pointers", metavar="POINTER",
         help="a part of the answer's JSON body kept with the claim, such as /status; repeat for more",
     )  # fmt: skip
-    declare.set_defaults(handler=_in_targets_commands("set_target"))
+    declare.set_defaults(command_parser=declare, handler=_in_targets_commands("set_target"))
 
 
 def _in_targets_commands(name: str) -> Later:

@@ -5,6 +5,8 @@ Issue 27: each is what a person at a shell met first, before any answer of the s
 
 from __future__ import annotations
 
+import importlib.abc
+import json
 import os
 import re
 import subprocess
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from oncegate.cli import commands, layout, main
+from oncegate.cli import commands, extra, layout, main
 from tests.cli.conftest import FUNCTION_KEY, Oncegate, Seen
 from tests.cli.test_commands import UNKNOWN_CLAIM, claimed
 from tests.http.client import ServerApi
@@ -56,6 +58,51 @@ def test_ctrl_c_while_the_answer_is_rendered_is_exit_130_without_a_traceback(
     run = oncegate("health")  # the fixture fails on any traceback
 
     assert run.code == commands.INTERRUPTED_EXIT
+
+
+class StoppedWhileLoading(importlib.abc.MetaPathFinder):
+    """Ctrl+C as it lands while ``module`` is being imported: a command loads what it runs when it is chosen."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+
+    def find_spec(self, name: str, *args: object) -> None:
+        if name == self.module:
+            raise KeyboardInterrupt
+
+
+NOTHING_DONE = "interrupted; it changed nothing: run it again."
+
+
+def test_ctrl_c_while_a_command_loads_what_it_needs_says_it_changed_nothing(
+    oncegate: Oncegate, seen: list[Seen], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def stopped() -> None:
+        raise KeyboardInterrupt  # as while rich, the cli extra, is imported (some 50 ms of a command's start)
+
+    monkeypatch.setattr(extra, "require", stopped)
+
+    run = oncegate("--json", "drill")
+
+    said = f"oncegate drill: {NOTHING_DONE}"
+    assert (run.code, run.err) == (commands.INTERRUPTED_EXIT, said + "\n")
+    assert json.loads(run.out) == {"error": {"code": "interrupted", "message": said, "details": []}}
+    assert seen == []
+
+
+def test_ctrl_c_while_a_store_command_is_imported_says_it_changed_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ONCEGATE_SQLITE_PATH", str(tmp_path / "oncegate.db"))
+    monkeypatch.delitem(sys.modules, "oncegate.cli.targets_commands", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [StoppedWhileLoading("oncegate.cli.targets_commands"), *sys.meta_path])
+
+    code = main(["targets", "list", "--json"])
+
+    out, err = capsys.readouterr()
+    said = f"oncegate targets list: {NOTHING_DONE}"
+    assert (code, err) == (commands.INTERRUPTED_EXIT, said + "\n")
+    assert json.loads(out)["error"]["message"] == said
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["--json", "claims", "show", "CLAIM"], ["claims", "show", "CLAIM"]])

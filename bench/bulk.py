@@ -118,10 +118,11 @@ def requests_per_item(rig: Rig, kind: str) -> dict[str, float]:
     # together, issue 36); each Record results item likewise through its single call's entry.
     answers = BY_NAME["check_and_claim_many"].serve(services, Call(body=None), items)
     claimed = (calls.count - before) / ITEMS
+    # Each entry is the members the wire shows (Check and claim many's entries are written, not modelled).
     results = [
-        (answer.claim_id, RecordResultRequest(claim_token=answer.claim_token or "", outcome=Outcome.SUCCEEDED))
+        (answer["claimId"], RecordResultRequest(claim_token=answer["claimToken"], outcome=Outcome.SUCCEEDED))
         for answer in answers
-        if answer.claim_token
+        if answer.get("claimToken")
     ]
     before = calls.count
     services.bulk.each(

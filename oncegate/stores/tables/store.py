@@ -16,7 +16,7 @@ from typing import Any
 
 from azure.core.credentials import TokenCredential
 from azure.core.exceptions import HttpResponseError
-from azure.data.tables import TableClient, TableServiceClient
+from azure.data.tables import TableServiceClient
 
 from oncegate import telemetry
 from oncegate.bounded import Bounded
@@ -93,26 +93,26 @@ class TableStore(
         whether the conflicts table may have been there already.
 
         A store on existing tables costs one request here, not a create per table answered "exists". The claims and
-        keys tables are made only while the store has no id: a claims table lost behind an intact id is refused
-        (the store checks), never made again empty. A table deleted moments ago is not listed, and its create is
-        refused with TableBeingDeleted, translated as every create's. A credential that may not list tables (a
-        shared access signature without list) makes each table as before: a create answered "exists" is no error."""
+        keys tables are made only while the store has no id, as its id read says (a keys table not listed is not
+        taken for none: Table Storage's names are case-insensitive, the listing's filter is not, and a prefix set in
+        another case lists nothing): a claims table lost behind an intact id is refused (the store checks), never
+        made again empty. A table deleted moments ago is not listed, and its create is refused with
+        TableBeingDeleted, translated as every create's. A credential that may not list tables (a shared access
+        signature without list) makes each table as before: a create answered "exists" is no error."""
         with _translated():
             listed = self._tables_there(names)
-            if listed is not None and self._keys.table_name not in listed:
-                guarded: tuple[TableClient, ...] = (self._claims, self._keys)  # no keys table: no store id
-            else:
-                guarded = (self._claims, self._keys) if self._identity() is None else ()
+            guarded = (self._claims, self._keys) if self._identity() is None else ()
             for table in (*guarded, self._conflicts, self._flows, self._scopes, self._overlaps, self._targets):
-                if listed is None or table.table_name not in listed:
+                if listed is None or table.table_name.lower() not in listed:
                     self._service.create_table_if_not_exists(table.table_name)
-        return listed is None or self._conflicts.table_name in listed
+        return listed is None or self._conflicts.table_name.lower() in listed
 
     def _tables_there(self, names: tuple[str, ...]) -> set[str] | None:
-        """Which of ``names`` are tables, in one Query Tables request; None if this credential may not list them."""
+        """Which of ``names`` are tables (lower-cased, as Table Storage compares them), in one Query Tables request;
+        None if this credential may not list them."""
         query, parameters = _named(names)
         try:
-            return {table.name for table in self._service.query_tables(query, parameters=parameters)}
+            return {table.name.lower() for table in self._service.query_tables(query, parameters=parameters)}
         except HttpResponseError as exc:
             if exc.status_code != 403:
                 raise

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import importlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -34,9 +33,9 @@ from oncegate.bootstrap import Services
 from oncegate.config import AuthMode, ConfigError
 from oncegate.cursors import CursorSeal
 from oncegate.entrypoints import waits
-from oncegate.entrypoints.operations import functions
+from oncegate.entrypoints.operations import listed_entry
 from oncegate.entrypoints.operations.functions import Listed
-from oncegate.entrypoints.operations.table import Call, Members, Operation, Reply, held
+from oncegate.entrypoints.operations.table import Call, Members, Operation, Reply
 from oncegate.entrypoints.parse import (
     HOST_PARAMS,
     MAX_BODY_BYTES,
@@ -106,8 +105,7 @@ def entry(listed: Listed) -> Operation:
     first claim). Once they are made, it leaves them out of every later collection (gc.freeze).
     """
     with _collector_paused():
-        module = importlib.import_module(f"{functions.__package__}.{listed.aggregate}")
-        operation = next(operation for operation in held(module) if operation.name == listed.name)
+        operation = listed_entry(listed)
         for model in (operation.body, operation.query, None if operation.as_members else operation.response_model):
             if model is not None:
                 model.model_rebuild()

@@ -14,7 +14,6 @@ import importlib
 import inspect
 import sys
 import threading
-import types
 import typing
 
 import azure.functions as func
@@ -22,9 +21,9 @@ import pytest
 from azure.functions.decorators.http import HttpTrigger
 from azure.functions.decorators.timer import TimerTrigger
 
-from oncegate.entrypoints import http
-from oncegate.entrypoints.operations import BY_NAME, OPERATIONS
-from oncegate.entrypoints.operations.functions import FUNCTIONS
+from oncegate.entrypoints import http, operations
+from oncegate.entrypoints.operations import BY_NAME, OPERATIONS, Operation
+from oncegate.entrypoints.operations.functions import FUNCTIONS, Listed
 from tests.http.test_startup import import_fresh_function_app, loaded_functions
 from tools import functions as written_list
 
@@ -155,14 +154,14 @@ def test_two_entries_made_at_once_leave_the_collector_running(monkeypatch: pytes
     collector = _Collector()
     importing, imported = threading.Event(), threading.Event()
 
-    def import_module(name: str) -> typing.Any:
-        if name.endswith(first.aggregate):
+    def listed_entry(listed: Listed) -> Operation:
+        if listed.aggregate == first.aggregate:
             importing.set()
             assert imported.wait(timeout=30), "the first import was never let go on"
-        return importlib.import_module(name)
+        return operations.listed_entry(listed)  # imports the entry's module, as the app's first call does
 
     monkeypatch.setattr(http, "gc", collector)
-    monkeypatch.setattr(http, "importlib", types.SimpleNamespace(import_module=import_module))
+    monkeypatch.setattr(http, "listed_entry", listed_entry)
 
     def first_entry() -> None:
         http.entry(first)

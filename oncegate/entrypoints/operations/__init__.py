@@ -51,9 +51,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from oncegate.entrypoints.operations.table import Call, Designer, Operation, Reply
+from oncegate.entrypoints.operations.table import Call, Designer, Operation, Reply, held
 
 if TYPE_CHECKING:
+    from oncegate.entrypoints.operations.functions import Listed
+
     OPERATIONS: tuple[Operation, ...]
     BY_NAME: dict[str, Operation]
 
@@ -78,11 +80,15 @@ def named(name: str) -> Operation:
     """The entry ``name``, importing its module alone (found by the app's list of functions, :mod:`.functions`): the
     command's client calls one action, and loads neither the other entries' modules nor the app's pipeline."""
     from oncegate.entrypoints.operations.functions import FUNCTIONS
-    from oncegate.entrypoints.operations.table import held
 
-    listed = next(listed for listed in FUNCTIONS if listed.name == name)
+    return listed_entry(next(listed for listed in FUNCTIONS if listed.name == name))
+
+
+def listed_entry(listed: Listed) -> Operation:
+    """The entry a listed function serves, its aggregate's module imported alone (the app's first call of it,
+    ``http.entry``; the command's client, :func:`named`)."""
     module = importlib.import_module(f"{__name__}.{listed.aggregate}")
-    return next(operation for operation in held(module) if operation.name == name)
+    return next(operation for operation in held(module) if operation.name == listed.name)
 
 
 def __getattr__(name: str) -> Any:
@@ -95,4 +101,4 @@ def __getattr__(name: str) -> Any:
     return table[name]
 
 
-__all__ = ["BY_NAME", "OPERATIONS", "Call", "Designer", "Operation", "Reply", "named"]
+__all__ = ["BY_NAME", "OPERATIONS", "Call", "Designer", "Operation", "Reply", "listed_entry", "named"]

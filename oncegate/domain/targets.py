@@ -116,6 +116,11 @@ class TargetReply:
         return self.failure not in (Failure.REFUSED, Failure.NOT_CONNECTED)
 
 
+# What a call whose time ran out before it left gets back, from the service or the adapter: nothing was sent (failed,
+# retryable).
+TOO_LATE = TargetReply(failure=Failure.NOT_CONNECTED, reason=DEADLINE_PASSED)
+
+
 class TargetCalls(Protocol):
     """The one way the service reaches a target: the adapter refuses what the declaration does not allow."""
 

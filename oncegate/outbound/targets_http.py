@@ -50,7 +50,7 @@ from urllib.parse import urlsplit
 from oncegate.domain.copies import frozen
 from oncegate.domain.target_addresses import AddressRefused, IPAddress, check_cidr, refusal, written_address
 from oncegate.domain.target_requests import RequestRefused, check_value, path_under, request_headers
-from oncegate.domain.targets import DEADLINE_PASSED, Failure, Target, TargetAuth, TargetCall, TargetReply
+from oncegate.domain.targets import TOO_LATE, Failure, Target, TargetAuth, TargetCall, TargetReply
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ class HttpTargets:
         """Send ``request`` to ``target`` once, or refuse it; see the module's docstring for each failure."""
         seconds = target.timeout_seconds if request.seconds_left is None else request.seconds_left
         if seconds <= 0:
-            return TargetReply(failure=Failure.NOT_CONNECTED, reason=DEADLINE_PASSED)
+            return TOO_LATE
         deadline = time.monotonic() + min(seconds, target.timeout_seconds)
         try:
             prepared = self._prepare(target, request, deadline)

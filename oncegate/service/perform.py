@@ -71,7 +71,7 @@ from oncegate.domain.records import (
 from oncegate.domain.sensitive import SensitivePolicy
 from oncegate.domain.statuses import ClaimStatus, Decision, EventKind, Outcome
 from oncegate.domain.target_requests import RequestRefused, refused
-from oncegate.domain.targets import DEADLINE_PASSED, Failure, Target, TargetCall, TargetCalls, TargetReply
+from oncegate.domain.targets import TOO_LATE, Target, TargetCall, TargetCalls, TargetReply
 from oncegate.domain.transitions import Result, in_doubt, recorded, released
 from oncegate.domain.waiting import Waiting
 from oncegate.domain.warnings import RESPONSE_NOT_KEPT, RESULT_NOT_RECORDED, SENSITIVE_DATA
@@ -96,9 +96,6 @@ from oncegate.stores.paging import every_item
 from oncegate.stores.port import ClaimListing, ClaimReads, ClaimWrites, HistoryRecords
 
 logger = logging.getLogger(__name__)
-
-# What a call whose time ran out before it left gets back: nothing was sent (failed, retryable).
-TOO_LATE = TargetReply(failure=Failure.NOT_CONNECTED, reason=DEADLINE_PASSED)
 
 # A look-up answered so found nothing; any other answer but a success tells nothing.
 NOT_FOUND_STATUSES = (404, 410)
@@ -269,13 +266,16 @@ class Perform:
             call = replace(call, headers={**call.headers, "Content-Type": "application/json"})
         # The call ends by the deadline its claim records, whatever the writes before it took: a later look-up
         # (another run's, the watch's) comes after it, never while it may still reach the target.
-        left = self._left(call_deadline(marked))
-        reply = self._calls.call(target, replace(call, seconds_left=left)) if left is None or left > 0 else TOO_LATE
+        reply = self._call_by(target, call, call_deadline(marked))
         return self._recorded(marked, answer, target, reply, looked_up=False)
 
-    def _left(self, deadline: datetime | None) -> float | None:
-        """The seconds from the service's clock to ``deadline``: the time a call that must end by it has."""
-        return None if deadline is None else (deadline - self._core.clock()).total_seconds()
+    def _call_by(self, target: Target, call: TargetCall, deadline: datetime | None) -> TargetReply:
+        """``call`` sent to ``target``, ending by ``deadline`` on the service's clock (None: the target's whole time);
+        not sent once the deadline passed (TOO_LATE)."""
+        if deadline is None:
+            return self._calls.call(target, call)
+        left = (deadline - self._core.clock()).total_seconds()
+        return self._calls.call(target, replace(call, seconds_left=left)) if left > 0 else TOO_LATE
 
     def _written(self, answer: ClaimAnswer, mark: dict[str, Any]) -> Claim | None:
         """The claim this request's ``proceed`` wrote with its call (``mark``), the history told the call is being
@@ -467,10 +467,7 @@ class Perform:
             return None
         # Within the grant that took the call over, as its lease records it: the look-up ends while this run holds the
         # claim, never under way still when another run may take it over and look up or send in turn.
-        left = self._left(claim.lease_expires_at)
-        if left is not None and left <= 0:
-            return TOO_LATE
-        return self._calls.call(target, TargetCall(method="GET", path=path, idempotency_key=None, seconds_left=left))
+        return self._call_by(target, TargetCall(method="GET", path=path, idempotency_key=None), claim.lease_expires_at)
 
     def _handed(self, answer: ClaimAnswer) -> None:
         """The look-up mark taken off the claim handed to the flow to reconcile: from now on the run holds it by its

@@ -284,25 +284,26 @@ def looked_up_call(claim: Claim) -> Mapping[str, Any] | None:
     too. Perform once never writes both (an attempt that sends a call of its own writes it alone), so both are
     there only when a run recorded unknown with a member "call" of its own, which may look like a mark: the call
     carried beside it (still_in_doubt) is the one in doubt."""
-    return _call_in(claim.data, claim.updated_at)
+    found = _call_in(claim.data, claim.updated_at)
+    return found[0] if found is not None else None
 
 
-def _call_in(data: Any, recorded_at: datetime) -> Mapping[str, Any] | None:
-    """The call of looked_up_call in ``data`` recorded at ``recorded_at``."""
+def _call_in(data: Any, recorded_at: datetime) -> tuple[Mapping[str, Any], datetime] | None:
+    """The call of looked_up_call in ``data`` recorded at ``recorded_at``, and its deadline."""
     if not isinstance(data, dict):
         return None
     for name in (EARLIER_CALL, CALL):
         call = data.get(name)
-        if isinstance(call, dict) and _performs(call, recorded_at) is not None:
-            return call
+        if isinstance(call, dict) and (deadline := _performs(call, recorded_at)) is not None:
+            return call, deadline
     return None
 
 
 def call_deadline(claim: Claim) -> datetime | None:
     """When the outcome of the call a look-up must find (looked_up_call) is due at the latest: after it, a
     look-up may tell."""
-    call = looked_up_call(claim)
-    return _performs(call, claim.updated_at) if call is not None else None
+    found = _call_in(claim.data, claim.updated_at)
+    return found[1] if found is not None else None
 
 
 def _performs(call: Mapping[str, Any], recorded_at: datetime) -> datetime | None:
@@ -354,7 +355,7 @@ def still_in_doubt(data: Any, recorded_over: Claim) -> Any:
     of the run's own is never taken for it, even shaped as Perform once's mark. Data that is no object has no room
     beside it: ``InvalidRequest`` (``data``), nothing recorded, rather than a call in doubt dropped (a later Perform
     once naming another target would make it there again)."""
-    carried = looked_up_call(recorded_over)
+    carried = _call_in(recorded_over.data, recorded_over.updated_at)
     if carried is None or _call_in(data, recorded_over.updated_at) == carried:
         return data
     if data is not None and not isinstance(data, dict):

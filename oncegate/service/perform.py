@@ -299,7 +299,16 @@ class Perform:
             if not _still_granted(claim, answer) or marked_call(claim.data) is not None:
                 return None
             at = self._core.decided_at(claim, self._core.clock())
-            record = replace(claim, data=call_mark(target, method, at), updated_at=at, grant_id=new_grant_id())
+            # Leased anew for the call's whole time, as a grant that sends at once is: the lease taken to look up
+            # began before the look-up, and may run out while the call is under way (Check and claim reconciles then).
+            lease = at + lease_of(target)
+            record = replace(
+                claim,
+                data=call_mark(target, method, at),
+                updated_at=at,
+                lease_expires_at=lease,
+                grant_id=new_grant_id(),
+            )
             event = self._event(record, "sending", f"Sending the call to target {target.name}.", at)
             try:
                 return self._core.counted(claim, self._store.update_claim(record, event))

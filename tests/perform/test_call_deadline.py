@@ -17,17 +17,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from oncegate.domain.keys import KeyHasher
-from oncegate.domain.performing import lease_of
+from oncegate.domain.performing import fingerprint_payload, lease_of
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target
 from oncegate.entrypoints import http
 from oncegate.entrypoints.operations import BY_NAME, Call
-from oncegate.models import PerformRequest, PerformResponse
+from oncegate.models import ClaimRequest, ClaimResponse, PerformRequest, PerformResponse
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
-from tests.perform.calls import perform_body
+from tests.perform.calls import FLOW, perform_body
 from tests.perform.conftest import Declared, with_target
 from tests.support.target_server import Answer, StandInTarget
 
@@ -63,6 +63,18 @@ def perform(service: Gate, key: str, run: str) -> PerformResponse:
     request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
     answer: PerformResponse = http.answer(BY_NAME["perform_once"], service.services, Call(body=request))
     return answer
+
+
+def claim_body(key: str, run: str) -> dict[str, object]:
+    """A Check and claim body for the key Perform once's body names, with the data it names."""
+    body = perform_body(key, run=run)
+    return {
+        "scope": body["scope"],
+        "key": key,
+        "runId": run,
+        "flow": FLOW,
+        "payload": fingerprint_payload("erp", "POST", "/orders", body["body"]),
+    }
 
 
 def recorded_deadline(service: Gate, claim_id: str) -> datetime:
@@ -131,3 +143,46 @@ def test_a_look_up_left_late_by_a_slow_store_is_not_made_once_the_grant_that_too
     assert [request.method for request in stand_in.received] == ["POST"], "no look-up outlives its grant"
     assert second.decision.value == "reconcile", second
     assert "the look-up could not tell" in second.reason, second.reason
+
+
+def test_a_call_sent_again_after_a_slow_look_up_holds_its_claim_until_its_own_deadline(
+    on_fake_clock: tuple[Gate, FaultyStore],
+    erp_store: Target,
+    open_store: Callable[[], ClaimStore],
+    stand_in: StandInTarget,
+    clock: FakeClock,
+) -> None:
+    """A look-up that found nothing at a target honouring the key sends the call again, recorded by a write of its
+    own with a deadline of its own. The grant that took the call over was leased when the look-up began: a look-up
+    (or the writes before it) that took longer than the margin left that lease ending before the call's new deadline,
+    and a Check and claim in between was handed the claim to reconcile while the call was under way: it looks, finds
+    nothing yet, and makes the order itself, a second one."""
+    service, store = on_fake_clock
+    erp = Declared(open_store()).declare(with_target(erp_store, timeout_seconds=10, honours_idempotency_key=True))
+    other = Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock)
+    stand_in.script(Answer(status=503, commit=False))  # the first call ends in doubt: the target made nothing
+    first = perform(service, "SO-4", "run-1")
+    assert first.decision.value == "reconcile", first
+    clock.advance(erp.timeout_seconds + 1)  # past its deadline: the next Perform once looks it up
+    margin = lease_of(erp).total_seconds() - erp.timeout_seconds
+    told: list[ClaimResponse] = []
+
+    def meanwhile() -> None:
+        clock.advance(erp.timeout_seconds - 1)  # past the takeover's lease, within the call's own deadline
+        told.append(other.check_and_claim(ClaimRequest.model_validate(claim_body("SO-4", "run-3"), by_name=False)))
+
+    def slow_look_up() -> None:
+        clock.advance(margin + 1)  # the look-up (or the write before it) took longer than the lease's margin
+        store.interleave(1, "update_claim", meanwhile)  # the call recorded, not yet sent
+
+    store.interleave(1, "update_claim", slow_look_up)  # the grant that takes the call over, to look it up
+    try:
+        second = perform(service, "SO-4", "run-2")
+    finally:
+        store.disarm()
+        other.close()
+    assert [request.method for request in stand_in.received] == ["POST", "GET", "POST"]
+    assert second.decision.value == "performed", second
+    assert told[0].decision.value == "in_progress", told[0]
+    assert told[0].claim_token is None
+    assert len(stand_in.records) == 1

@@ -10,6 +10,7 @@ both stores, the store slowed through the suite's fault-injecting store, against
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -186,3 +187,50 @@ def test_a_call_sent_again_after_a_slow_look_up_holds_its_claim_until_its_own_de
     assert told[0].decision.value == "in_progress", told[0]
     assert told[0].claim_token is None
     assert len(stand_in.records) == 1
+
+
+@pytest.mark.parametrize("look_up", ["not-made", "timed-out"])
+def test_a_grant_whose_lease_ran_out_before_its_look_up_could_tell_is_handed_to_no_run(
+    on_fake_clock: tuple[Gate, FaultyStore],
+    erp_store: Target,
+    open_store: Callable[[], ClaimStore],
+    stand_in: StandInTarget,
+    clock: FakeClock,
+    look_up: str,
+) -> None:
+    """The grant that took a call in doubt over ran out before its look-up could tell: the store answered its write
+    only after the lease (the look-up then not made), or the look-up took what the lease left and timed out. Handed
+    to the run with its claim token, that grant was already free for any other run to take: a Check and claim took
+    the claim to reconcile meanwhile, both runs looked, found nothing and made the order, two orders. It is given
+    back in doubt, and the run told to run Perform once again, which looks the call up."""
+    service, store = on_fake_clock
+    stand_in.script(Answer(status=503, commit=False))  # the call ends in doubt: the target made nothing
+    assert perform(service, "SO-6", "run-1").decision.value == "reconcile"
+    clock.advance(erp_store.timeout_seconds + 1)  # past the call's deadline: the next Perform once looks it up
+    lease = lease_of(erp_store).total_seconds()
+    looking = None
+    if look_up == "not-made":
+        store.interleave(1, "update_claim", lambda: clock.advance(lease + 1))
+    else:
+        # The look-up has half a second of the lease left, and the target answers it only after: it times out, the
+        # lease run out on the service's clock meanwhile.
+        stand_in.script(Answer(late=True))
+        store.interleave(1, "update_claim", lambda: clock.advance(lease - 0.5))
+        looking = threading.Thread(target=lambda: (stand_in.wait_for(2), clock.advance(1)))
+        looking.start()
+    try:
+        with stand_in.released():
+            second = perform(service, "SO-6", "run-2")
+    finally:
+        store.disarm()
+        if looking is not None:
+            looking.join(timeout=10)
+    assert second.decision.value == "reconcile", second
+    assert second.claim_token is None, f"run-2 was handed a grant whose lease ran out at {second.lease_expires_at}"
+    assert "the look-up could not tell" in second.reason, second.reason
+    other = Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock)
+    try:
+        taken = other.check_and_claim(ClaimRequest.model_validate(claim_body("SO-6", "run-3"), by_name=False))
+    finally:
+        other.close()
+    assert (taken.decision.value, taken.attempt) == ("reconcile", second.attempt + 1), taken

@@ -81,8 +81,9 @@ def _same_result(claim: Claim, result: Result) -> bool:
 
 def recorded(claim: Claim, result: Result, now: datetime) -> Transition:
     """Record result: the attempt ends as the run says; the same result again is a no-op. An outcome ``unknown``
-    keeps the call in doubt the claim carries (records.still_in_doubt): a later look-up still asks where it went."""
-    if result.outcome is Outcome.UNKNOWN:
+    keeps the call in doubt the claim carries (records.still_in_doubt): a later look-up still asks where it went. An
+    attempt that ended otherwise keeps no call in doubt (its data.call is the call a look-up found)."""
+    if result.outcome is Outcome.UNKNOWN and claim.status in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
         result = replace(result, data=still_in_doubt(result.data, claim))
     if _same_result(claim, result):
         return Transition(claim)

@@ -603,7 +603,13 @@ class AppServer(ThreadingHTTPServer):
             self.shutdown_request(request)
             return
         if self.pool is None:
-            super().process_request(request, client_address)
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                # Its thread never started (the process at its limit of threads): no handler finishes it to give its
+                # place back; the server closes the socket.
+                self.connections.closed()
+                raise
             return
         self.pool.add(self.handler.opened(request, client_address, self))
 

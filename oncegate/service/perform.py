@@ -299,7 +299,16 @@ class Perform:
             if not _still_granted(claim, answer) or marked_call(claim.data) is not None:
                 return None
             at = self._core.decided_at(claim, self._core.clock())
-            record = replace(claim, data=call_mark(target, method, at), updated_at=at, grant_id=new_grant_id())
+            # Leased anew for the call's whole time, as a grant that sends at once is: the lease taken to look up
+            # began before the look-up, and may run out while the call is under way (Check and claim reconciles then).
+            lease = at + lease_of(target)
+            record = replace(
+                claim,
+                data=call_mark(target, method, at),
+                updated_at=at,
+                lease_expires_at=lease,
+                grant_id=new_grant_id(),
+            )
             event = self._event(record, "sending", f"Sending the call to target {target.name}.", at)
             try:
                 return self._core.counted(claim, self._store.update_claim(record, event))
@@ -429,12 +438,25 @@ class Perform:
             if called.lookup_path is None
             else "the claim has no reference for the target's look-up to find the record by (give Reference)"
         )
-        return self._handed_over(answer, why, called, looked_up=found is not None)
+        return self._handed_over(answer, why, called, looked_up=found is not None and found is not TOO_LATE)
 
     def _handed_over(
         self, answer: ClaimAnswer, why: str, called: Target | None, *, looked_up: bool = False
     ) -> PerformAnswer:
-        """The claim handed to this run to reconcile, as Check and claim's reconcile: ``why`` no look-up settled it."""
+        """The claim handed to this run to reconcile, as Check and claim's reconcile: ``why`` no look-up settled it.
+        A grant whose lease ran out meanwhile (a slow store, a look-up that took what the lease left) is handed to no
+        run: any other may take the claim over now and act beside it. It is given back in doubt, for the next Perform
+        once to look up."""
+        if answer.lease_expires_at is not None and answer.lease_expires_at <= self._core.clock():
+            self._give_back(answer, f"{why}, and the grant ran out")
+            told = held(
+                answer,
+                f"The earlier call's outcome is unknown, {why}, and this run's grant ran out meanwhile; run Perform "
+                "once again, which looks it up",
+            )
+            return replace(
+                told, decision=PerformDecision.RECONCILE, status=ClaimStatus.UNKNOWN.value, looked_up=looked_up
+            )
         self._handed(answer)
         where = f"target {called.name}" if called else "the target the call went to"
         return replace(
@@ -483,14 +505,14 @@ class Perform:
         except (StoreRace, StoreUnavailable):
             pass
 
-    def _give_back(self, answer: ClaimAnswer) -> None:
+    def _give_back(self, answer: ClaimAnswer, why: str = "the earlier call's deadline has not passed") -> None:
         """Release the claim this run was granted to reconcile: it stays in doubt, for the next run to look up."""
         try:
             claim = self._store.get_claim(answer.claim_id)
             if not _still_granted(claim, answer):
                 return
             now = self._core.decided_at(claim, self._core.clock())
-            change = released(claim, "the earlier call's deadline has not passed", now)
+            change = released(claim, why, now)
             event = self._event(change.record, change.outcome, change.recognised_by, now, kind=EventKind.RELEASE)
             self._core.counted(claim, self._store.update_claim(change.record, event))
         except (StoreRace, StoreUnavailable):

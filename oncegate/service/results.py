@@ -29,6 +29,7 @@ from oncegate.domain.transitions import (
 from oncegate.errors import (
     ClaimBusy,
     ClaimNotBlocked,
+    InvalidRequest,
     StaleClaim,
     StateConflict,
     StoreRace,
@@ -87,13 +88,14 @@ class Results:
 
         The write is conditioned on the recalled version: if anyone changed the claim since, it fails and
         the change is decided again on a fresh read. A refusal, or a no-op that writes nothing, is never
-        answered from a recalled claim, which another instance may have moved on since.
+        answered from a recalled claim, which another instance may have moved on since: data refused for the call
+        in doubt the recalled claim carries (records.still_in_doubt) may be a token another run's takeover fenced off.
         """
         if not self._core.holds(recalled, token):
             return None
         try:
             written = change(recalled, self._core.clock())
-        except (StoreRace, StateConflict):
+        except (StoreRace, StateConflict, InvalidRequest):
             return None
         return None if written is recalled else written
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import threading
 
 import pytest
 
@@ -130,5 +131,33 @@ def test_a_connection_whose_handler_fails_to_set_up_gives_its_count_back(
         with connected(address) as (sock, reader):
             sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: test\r\n\r\n")
             admitted = read_answer(reader)
+
+    assert admitted.status == 200, admitted
+
+
+def test_a_connection_whose_thread_cannot_start_gives_its_count_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a thread per connection, the worker counts a connection as it accepts it and its thread's handler counts it
+    back; a thread the system refuses to start (the process at its limit of threads, as under a burst) never runs
+    that handler, and the server only closes the socket: each such connection was counted for good, and a worker that
+    holds at most 3 turned every later client away as busy, holding none."""
+    monkeypatch.setattr(holdings, "MAX_CONNECTIONS", 3)
+    refused_starts = iter(range(1_000_000))
+    start = threading.Thread.start
+
+    def refused_at_first(thread: threading.Thread) -> None:
+        target = getattr(thread, "_target", None)
+        if getattr(target, "__name__", "") == "process_request_thread" and next(refused_starts) < 3:
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    with serving(threads=0) as address:
+        monkeypatch.setattr(threading.Thread, "start", refused_at_first)
+        for _ in range(3):
+            with connected(address) as (_, reader):
+                assert reader.read() == b"", "a connection whose thread never started was answered"
+        with connected(address) as (sock, reader):
+            sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: test\r\n\r\n")
+            admitted = read_answer(reader)
+        monkeypatch.undo()
 
     assert admitted.status == 200, admitted

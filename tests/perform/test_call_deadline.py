@@ -10,6 +10,7 @@ both stores, the store slowed through the suite's fault-injecting store, against
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,17 +18,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from oncegate.domain.keys import KeyHasher
-from oncegate.domain.performing import lease_of
+from oncegate.domain.performing import fingerprint_payload, lease_of
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target
 from oncegate.entrypoints import http
 from oncegate.entrypoints.operations import BY_NAME, Call
-from oncegate.models import PerformRequest, PerformResponse
+from oncegate.models import ClaimRequest, ClaimResponse, PerformRequest, PerformResponse
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
-from tests.perform.calls import perform_body
+from tests.perform.calls import FLOW, perform_body
 from tests.perform.conftest import Declared, with_target
 from tests.support.target_server import Answer, StandInTarget
 
@@ -63,6 +64,18 @@ def perform(service: Gate, key: str, run: str) -> PerformResponse:
     request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
     answer: PerformResponse = http.answer(BY_NAME["perform_once"], service.services, Call(body=request))
     return answer
+
+
+def claim_body(key: str, run: str) -> dict[str, object]:
+    """A Check and claim body for the key Perform once's body names, with the data it names."""
+    body = perform_body(key, run=run)
+    return {
+        "scope": body["scope"],
+        "key": key,
+        "runId": run,
+        "flow": FLOW,
+        "payload": fingerprint_payload("erp", "POST", "/orders", body["body"]),
+    }
 
 
 def recorded_deadline(service: Gate, claim_id: str) -> datetime:
@@ -131,3 +144,93 @@ def test_a_look_up_left_late_by_a_slow_store_is_not_made_once_the_grant_that_too
     assert [request.method for request in stand_in.received] == ["POST"], "no look-up outlives its grant"
     assert second.decision.value == "reconcile", second
     assert "the look-up could not tell" in second.reason, second.reason
+
+
+def test_a_call_sent_again_after_a_slow_look_up_holds_its_claim_until_its_own_deadline(
+    on_fake_clock: tuple[Gate, FaultyStore],
+    erp_store: Target,
+    open_store: Callable[[], ClaimStore],
+    stand_in: StandInTarget,
+    clock: FakeClock,
+) -> None:
+    """A look-up that found nothing at a target honouring the key sends the call again, recorded by a write of its
+    own with a deadline of its own. The grant that took the call over was leased when the look-up began: a look-up
+    (or the writes before it) that took longer than the margin left that lease ending before the call's new deadline,
+    and a Check and claim in between was handed the claim to reconcile while the call was under way: it looks, finds
+    nothing yet, and makes the order itself, a second one."""
+    service, store = on_fake_clock
+    erp = Declared(open_store()).declare(with_target(erp_store, timeout_seconds=10, honours_idempotency_key=True))
+    other = Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock)
+    stand_in.script(Answer(status=503, commit=False))  # the first call ends in doubt: the target made nothing
+    first = perform(service, "SO-4", "run-1")
+    assert first.decision.value == "reconcile", first
+    clock.advance(erp.timeout_seconds + 1)  # past its deadline: the next Perform once looks it up
+    margin = lease_of(erp).total_seconds() - erp.timeout_seconds
+    told: list[ClaimResponse] = []
+
+    def meanwhile() -> None:
+        clock.advance(erp.timeout_seconds - 1)  # past the takeover's lease, within the call's own deadline
+        told.append(other.check_and_claim(ClaimRequest.model_validate(claim_body("SO-4", "run-3"), by_name=False)))
+
+    def slow_look_up() -> None:
+        clock.advance(margin + 1)  # the look-up (or the write before it) took longer than the lease's margin
+        store.interleave(1, "update_claim", meanwhile)  # the call recorded, not yet sent
+
+    store.interleave(1, "update_claim", slow_look_up)  # the grant that takes the call over, to look it up
+    try:
+        second = perform(service, "SO-4", "run-2")
+    finally:
+        store.disarm()
+        other.close()
+    assert [request.method for request in stand_in.received] == ["POST", "GET", "POST"]
+    assert second.decision.value == "performed", second
+    assert told[0].decision.value == "in_progress", told[0]
+    assert told[0].claim_token is None
+    assert len(stand_in.records) == 1
+
+
+@pytest.mark.parametrize("look_up", ["not-made", "timed-out"])
+def test_a_grant_whose_lease_ran_out_before_its_look_up_could_tell_is_handed_to_no_run(
+    on_fake_clock: tuple[Gate, FaultyStore],
+    erp_store: Target,
+    open_store: Callable[[], ClaimStore],
+    stand_in: StandInTarget,
+    clock: FakeClock,
+    look_up: str,
+) -> None:
+    """The grant that took a call in doubt over ran out before its look-up could tell: the store answered its write
+    only after the lease (the look-up then not made), or the look-up took what the lease left and timed out. Handed
+    to the run with its claim token, that grant was already free for any other run to take: a Check and claim took
+    the claim to reconcile meanwhile, both runs looked, found nothing and made the order, two orders. It is given
+    back in doubt, and the run told to run Perform once again, which looks the call up."""
+    service, store = on_fake_clock
+    stand_in.script(Answer(status=503, commit=False))  # the call ends in doubt: the target made nothing
+    assert perform(service, "SO-6", "run-1").decision.value == "reconcile"
+    clock.advance(erp_store.timeout_seconds + 1)  # past the call's deadline: the next Perform once looks it up
+    lease = lease_of(erp_store).total_seconds()
+    looking = None
+    if look_up == "not-made":
+        store.interleave(1, "update_claim", lambda: clock.advance(lease + 1))
+    else:
+        # The look-up has half a second of the lease left, and the target answers it only after: it times out, the
+        # lease run out on the service's clock meanwhile.
+        stand_in.script(Answer(late=True))
+        store.interleave(1, "update_claim", lambda: clock.advance(lease - 0.5))
+        looking = threading.Thread(target=lambda: (stand_in.wait_for(2), clock.advance(1)))
+        looking.start()
+    try:
+        with stand_in.released():
+            second = perform(service, "SO-6", "run-2")
+    finally:
+        store.disarm()
+        if looking is not None:
+            looking.join(timeout=10)
+    assert second.decision.value == "reconcile", second
+    assert second.claim_token is None, f"run-2 was handed a grant whose lease ran out at {second.lease_expires_at}"
+    assert "the look-up could not tell" in second.reason, second.reason
+    other = Gate(open_store(), KeyHasher(KEY_SECRET), clock=clock)
+    try:
+        taken = other.check_and_claim(ClaimRequest.model_validate(claim_body("SO-6", "run-3"), by_name=False))
+    finally:
+        other.close()
+    assert (taken.decision.value, taken.attempt) == ("reconcile", second.attempt + 1), taken

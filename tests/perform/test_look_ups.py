@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,6 +11,7 @@ import pytest
 from oncegate.domain.records import ClaimFilter
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target
+from oncegate.models import ClaimRequest
 from tests.conftest import FakeClock
 from tests.gate import Gate
 from tests.http.client import Api
@@ -105,6 +106,27 @@ def test_the_watch_looks_up_a_claim_handed_to_a_run_that_never_recorded(
     assert (claim["status"], claim["targetRecordId"]) == ("succeeded", "order-1")
     assert claim["data"]["call"]["target"] == "erp"
     assert [request.method for request in stand_in.received] == ["POST", "GET", "GET"]
+
+
+@pytest.mark.parametrize("data", ["the ERP search timed out", {"note": "timed out"}], ids=["text", "object"])
+def test_an_unknown_recorded_after_the_watch_settled_the_claim_is_refused_as_an_attempt_that_ended(
+    api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock, data: object
+) -> None:
+    """The run handed the claim to reconcile records unknown once the watch found the order: its attempt ended
+    (succeeded, the call found kept in data.call). That is 409 stale_claim naming outcome, whatever the data; with
+    data that is no object it was 400 naming data, saying the claim carries a call in doubt, which it no longer does."""
+    handed = handed_to_run_2(api, erp, stand_in, clock)
+    run_timer("watch_claims_needing_attention")
+    route = {"claimId": str(handed["claimId"])}
+    kept = api.call("get_claim", route=route).body
+    assert kept["status"] == "succeeded", kept
+
+    unknown = {"claimToken": handed["claimToken"], "outcome": "unknown", "data": data}
+    refused = api.call("record_result", unknown, route=route)
+
+    assert (refused.status, refused.body["error"]["code"]) == (409, "stale_claim"), refused.body
+    assert [detail["target"] for detail in refused.body["error"]["details"]] == ["outcome"], refused.body
+    assert api.call("get_claim", route=route).body == kept
 
 
 def test_a_call_in_doubt_at_a_target_removed_since_is_neither_looked_up_nor_sent_anywhere_else(
@@ -308,6 +330,31 @@ def test_an_unknown_whose_data_is_no_object_is_refused_while_the_claim_carries_a
         assert other.received == [], "the look-up or a second call went to a target the first call never reached"
     assert (again["decision"], again.get("targetRecordId")) == ("duplicate", "order-1"), again
     assert len(stand_in.records) == 1
+
+
+def test_an_unknown_from_a_run_taken_over_on_another_instance_is_refused_for_its_token_not_its_data(
+    api: Api, erp: Target, stand_in: StandInTarget, clock: FakeClock, new_service: Callable[[], Gate]
+) -> None:
+    """Run-2 took the claim to reconcile on this instance, which remembers it carrying the call in doubt; its lease
+    ran out and run-3 took the claim over on another instance. Run-2's unknown, with data that is no object, is
+    refused for its token (409 stale_claim naming claimToken), as it is on a fresh read: decided on the claim this
+    instance remembered, it was 400 naming data, and a flow that changed its data was refused again."""
+    payload = {"order": "SO-1001"}
+    handed = _handed_by_check_and_claim(api, stand_in, erp, clock, payload)
+    clock.advance(LEASE + 1)  # run-2's lease runs out
+    other = new_service()
+    try:
+        own = {"scope": "erp.create-order", "key": "SO-1001", "runId": "run-3", "flow": FLOW, "payload": payload}
+        taken = other.check_and_claim(ClaimRequest.model_validate(own, by_name=False))
+    finally:
+        other.close()
+    assert taken.decision.value == "reconcile", taken
+
+    unknown = {"claimToken": handed["claimToken"], "outcome": "unknown", "data": "the ERP search timed out"}
+    refused = api.call("record_result", unknown, route={"claimId": handed["claimId"]})
+
+    assert (refused.status, refused.body["error"]["code"]) == (409, "stale_claim"), refused.body
+    assert [detail["target"] for detail in refused.body["error"]["details"]] == ["claimToken"], refused.body
 
 
 def _handed_by_check_and_claim(

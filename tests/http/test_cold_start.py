@@ -48,10 +48,11 @@ records = {{f"{{module}}.{{name}}": vars(value)["__init__"].__code__ is not wait
            and "__init__" in vars(value)}}
 collector["after_the_claim"] = gc.isenabled()
 compiled = sorted({{key[1] for key in re._cache if isinstance(key[1], str)}})
+tables = {{"card_prefixes": sys.modules["oncegate.domain.sensitive"].card_prefixes.cache_info().currsize}}
 print(json.dumps({{"status": response.status_code, "answer": json.loads(response.get_body()),
                   "imported": imported, "modules": modules, "built": sorted(built), "records": records,
                   "plugins_looked_for": _loader._plugins is not None, "collector": collector,
-                  "compiled": compiled}}))
+                  "compiled": compiled, "tables": tables}}))
 """
 # What the first Check and claim never needs: the other actions' entries, models and services, the timers, the
 # command line. Each is imported when its own action (or timer, or command) is first called.
@@ -272,6 +273,18 @@ def test_a_first_claim_compiles_no_pattern_it_never_matches(tmp_path: Path) -> N
     never = {getattr(pattern, "pattern", pattern) for pattern in unmatched}  # its text, compiled or not
     assert len(never) == len(unmatched)
     assert never & compiled == set()
+
+
+def test_a_first_claim_writes_out_no_table_its_payload_never_reads(tmp_path: Path) -> None:
+    # The card issuers' prefixes (some 600) are written out for the first number long enough to be a card's: a plain
+    # key's first claim never makes them, and a key holding a card number is still refused on a first claim.
+    plain = _first_claim(tmp_path, "SO-1012")
+    assert plain["answer"]["decision"] == "proceed"
+    assert plain["tables"] == {"card_prefixes": 0}
+    card = _first_claim(tmp_path, "4111 1111 1111 1111")
+    assert card["status"] == 400
+    assert card["answer"]["error"]["code"] == "sensitive_key"
+    assert card["tables"] == {"card_prefixes": 1}
 
 
 def test_a_first_claim_compiles_the_init_of_only_the_records_it_makes(tmp_path: Path) -> None:

@@ -145,10 +145,14 @@ def _fields(kind: type, kw_only: bool, frozen: bool) -> list[dataclasses.Field[A
         named = "ClassVar" in spelt or "InitVar" in spelt
         if (named and re.match(_NO_FIELD, spelt)) or isinstance(annotation, InitVar):
             raise TypeError(f"{kind.__name__}.{name} is no field: a record declares only fields")
-        default = getattr(kind, name, MISSING)
+        default: Any = getattr(kind, name, MISSING)
         declared = isinstance(default, Field)
-        # What field(default=default) makes, without the checks of the arguments it is not given (400 fields a start).
-        one: Field[Any] = default if declared else Field(default, MISSING, True, True, None, True, None, kw_only)
+        if declared:
+            one: Field[Any] = default
+        else:
+            # What field(default=default) makes, without the checks of arguments it is not given (400 fields a start);
+            # MISSING and None are what field() passes for a factory and metadata not given, as typeshed does not say.
+            one = Field(default, MISSING, True, True, None, True, None, kw_only)  # type: ignore[arg-type]
         one.name, one.type = name, annotation
         one._field_type = _FIELD  # type: ignore[attr-defined]  # what dataclasses.fields() lists
         if one.kw_only is MISSING:

@@ -29,8 +29,9 @@ MAX_UNKNOWN_ALERT_MINUTES = 7 * 24 * 60
 # Threads per instance that apply the items of bulk calls on Table Storage (issue 24); see oncegate.service.bulk.
 DEFAULT_BULK_CONCURRENCY = 8
 MAX_BULK_CONCURRENCY = 64
-# Table names are 3-63 letters and digits starting with a letter; the longest suffix is "Conflicts".
-TABLE_PREFIX_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9]{0,49}")
+# Table names are 3-63 letters and digits starting with a letter; the longest suffix is "Conflicts". Every start
+# checks the prefix (_is_table_prefix), with string methods rather than this pattern: compiling it was a new process's.
+TABLE_PREFIX_PATTERN = r"[A-Za-z][A-Za-z0-9]{0,49}"
 # The shapes below are compiled (re's cache) where a setting holding one is first read: a store id is set beside some
 # stores only, a tenant in Entra ID mode alone, and a new process compiles no pattern its first claim never matches.
 STORE_ID_PATTERN = r"[A-Za-z0-9-]{1,64}"
@@ -164,7 +165,7 @@ class Settings:
         for setting, secret in secrets_given.items():
             _check_secret(setting, secret)
         self._validate_rotation()
-        if not TABLE_PREFIX_PATTERN.fullmatch(self.table_prefix):
+        if not _is_table_prefix(self.table_prefix):
             raise ConfigError("ONCEGATE_TABLE_PREFIX", "must be 1-50 letters and digits, starting with a letter.")
         if self.store is StoreKind.TABLES:
             self._validate_tables(hashes_keys=hashes_keys)
@@ -233,6 +234,11 @@ def _check_sqlite_folder(path: Path) -> None:
             if not folder.is_dir():
                 raise ConfigError("ONCEGATE_SQLITE_PATH", f"is under {folder}, which is a file, not a folder.")
             return
+
+
+def _is_table_prefix(value: str) -> bool:
+    """Whether ``value`` is TABLE_PREFIX_PATTERN entire: 1-50 ASCII letters and digits, a letter first."""
+    return 0 < len(value) <= 50 and value.isascii() and value.isalnum() and value[0].isalpha()
 
 
 def _store_id(value: str | None) -> str | None:

@@ -24,13 +24,14 @@ import operator
 import re
 from _thread import get_ident
 from collections.abc import Callable
-from dataclasses import KW_ONLY, MISSING, FrozenInstanceError, InitVar, field, fields
+from dataclasses import KW_ONLY, MISSING, Field, FrozenInstanceError, InitVar, field, fields
 from operator import attrgetter
-from typing import Any, TypeVar, cast, dataclass_transform, overload
+from typing import Any, TypeVar, dataclass_transform, overload
 
 T = TypeVar("T")
 
 _FIELDS: dict[type, frozenset[str]] = {}
+_FIELD = dataclasses._FIELD  # type: ignore[attr-defined]  # the kind of field dataclasses.fields() lists
 # An annotation that declares no field, as dataclasses reads one written as text; compiled (re's cache) for the first
 # annotation holding one of its words, which no record has.
 _NO_FIELD = r"\s*(?:\w+\s*\.\s*)?(?:ClassVar|InitVar)\b"
@@ -144,12 +145,16 @@ def _fields(kind: type, kw_only: bool, frozen: bool) -> list[dataclasses.Field[A
         named = "ClassVar" in spelt or "InitVar" in spelt
         if (named and re.match(_NO_FIELD, spelt)) or isinstance(annotation, InitVar):
             raise TypeError(f"{kind.__name__}.{name} is no field: a record declares only fields")
-        default = getattr(kind, name, MISSING)
-        one = cast(
-            "dataclasses.Field[Any]", default if isinstance(default, dataclasses.Field) else field(default=default)
-        )
+        default: Any = getattr(kind, name, MISSING)
+        declared = isinstance(default, Field)
+        if declared:
+            one: Field[Any] = default
+        else:
+            # What field(default=default) makes, without the checks of arguments it is not given (400 fields a start);
+            # MISSING and None are what field() passes for a factory and metadata not given, as typeshed does not say.
+            one = Field(default, MISSING, True, True, None, True, None, kw_only)  # type: ignore[arg-type]
         one.name, one.type = name, annotation
-        one._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what dataclasses.fields() lists
+        one._field_type = _FIELD  # type: ignore[attr-defined]  # what dataclasses.fields() lists
         if one.kw_only is MISSING:
             one.kw_only = kw_only
         if not one.init:
@@ -158,7 +163,7 @@ def _fields(kind: type, kw_only: bool, frozen: bool) -> list[dataclasses.Field[A
             raise ValueError(
                 f"mutable default {type(one.default)} for field {name} is not allowed: use default_factory"
             )
-        if isinstance(default, dataclasses.Field):
+        if declared:
             if one.default is MISSING:
                 delattr(kind, name)
             else:

@@ -200,10 +200,14 @@ CARD_ISSUERS: tuple[tuple[range, frozenset[int]], ...] = (
 )
 # A card written in groups: of 4 to 6 digits (4-4-4-4, 4-6-5), but the last, which may be shorter (4-4-4-4-3).
 CARD_GROUP = range(4, 7)
-# The same by prefix as written ("4", "51", "2221"...): one lookup per prefix width, not a scan of the table.
-CARD_PREFIXES: dict[str, frozenset[int]] = {
-    str(prefix): lengths for prefixes, lengths in CARD_ISSUERS for prefix in prefixes
-}
+
+
+@functools.cache
+def card_prefixes() -> dict[str, frozenset[int]]:
+    """CARD_ISSUERS by prefix as written ("4", "51", "2221"...): one lookup per prefix width, not a scan of the table.
+    Made for the first number long enough to be a card's, which most flows never send: some 600 prefixes that a new
+    process would otherwise write out before its first answer (issue 36)."""
+    return {str(prefix): lengths for prefixes, lengths in CARD_ISSUERS for prefix in prefixes}
 
 
 def _luhn(number: str) -> bool:
@@ -223,7 +227,8 @@ def _gtin(number: str) -> bool:
 def _is_card(number: str) -> bool:
     if not 14 <= len(number) <= 19:  # no issuer's length: most groups of a long run are short
         return False
-    issued = any(len(number) in CARD_PREFIXES.get(number[:width], ()) for width in range(1, 5))
+    prefixes = card_prefixes()
+    issued = any(len(number) in prefixes.get(number[:width], ()) for width in range(1, 5))
     # A GTIN-14 of a case of Chinese goods (indicator 3, prefix 69x) looks like a 14-digit Diners Club number;
     # passing the GS1 check it is taken for the product code (one Diners number in ten is missed for it).
     return issued and number.isdigit() and _luhn(number) and not (len(number) == 14 and _gtin(number))

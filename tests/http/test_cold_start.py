@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 
@@ -47,10 +48,11 @@ records = {{f"{{module}}.{{name}}": vars(value)["__init__"].__code__ is not wait
            and "__init__" in vars(value)}}
 collector["after_the_claim"] = gc.isenabled()
 compiled = sorted({{key[1] for key in re._cache if isinstance(key[1], str)}})
+tables = {{"card_prefixes": sys.modules["oncegate.domain.sensitive"].card_prefixes.cache_info().currsize}}
 print(json.dumps({{"status": response.status_code, "answer": json.loads(response.get_body()),
                   "imported": imported, "modules": modules, "built": sorted(built), "records": records,
                   "plugins_looked_for": _loader._plugins is not None, "collector": collector,
-                  "compiled": compiled}}))
+                  "compiled": compiled, "tables": tables}}))
 """
 # What the first Check and claim never needs: the other actions' entries, models and services, the timers, the
 # command line. Each is imported when its own action (or timer, or command) is first called.
@@ -247,7 +249,8 @@ def test_a_first_claim_whose_payload_needs_the_library_still_gets_its_fingerprin
 def test_a_first_claim_compiles_no_pattern_it_never_matches(tmp_path: Path) -> None:
     # A pattern compiled at import is paid by every new process: those a first claim matches nothing with (a store
     # id, an Entra ID tenant, a source, a rule's pointer, a record's ClassVar, a route's ids) are compiled where first
-    # matched.
+    # matched. Those a plain claim's checks can pass by without (an OData annotation among the payload's names, a \u
+    # escape in the body, the table prefix every start checks) are compiled only when they must tell.
     from oncegate import config
     from oncegate.domain import copies, fingerprint_rules, keys
     from oncegate.entrypoints import parse
@@ -259,7 +262,10 @@ def test_a_first_claim_compiles_no_pattern_it_never_matches(tmp_path: Path) -> N
     unmatched = (
         config.STORE_ID_PATTERN,
         config.TENANT_PATTERN,
+        config.TABLE_PREFIX_PATTERN,
         keys.SOURCE_PATTERN,
+        keys._ANNOTATION,
+        parse.SURROGATE_ESCAPE,
         fingerprint_rules._BAD_ESCAPE,
         copies._NO_FIELD,
         *parse.ROUTE_IDS.values(),  # a route's claim id or conflict id: Check and claim's route carries none
@@ -267,6 +273,18 @@ def test_a_first_claim_compiles_no_pattern_it_never_matches(tmp_path: Path) -> N
     never = {getattr(pattern, "pattern", pattern) for pattern in unmatched}  # its text, compiled or not
     assert len(never) == len(unmatched)
     assert never & compiled == set()
+
+
+def test_a_first_claim_writes_out_no_table_its_payload_never_reads(tmp_path: Path) -> None:
+    # The card issuers' prefixes (some 600) are written out for the first number long enough to be a card's: a plain
+    # key's first claim never makes them, and a key holding a card number is still refused on a first claim.
+    plain = _first_claim(tmp_path, "SO-1012")
+    assert plain["answer"]["decision"] == "proceed"
+    assert plain["tables"] == {"card_prefixes": 0}
+    card = _first_claim(tmp_path, "4111 1111 1111 1111")
+    assert card["status"] == 400
+    assert card["answer"]["error"]["code"] == "sensitive_key"
+    assert card["tables"] == {"card_prefixes": 1}
 
 
 def test_a_first_claim_compiles_the_init_of_only_the_records_it_makes(tmp_path: Path) -> None:
@@ -357,3 +375,18 @@ def test_the_models_package_finds_every_name_it_exports_and_exports_every_name_i
     assert sorted(models._HOME) == sorted(models.__all__)
     for name, module in models._HOME.items():
         assert name in vars(__import__(module, fromlist=[name])), f"{name} is not in {module}"
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        *("OnceGate", "A", "a1", "A" * 50, "A" * 51, "", "1abc", "Once-Gate", "Once Gate"),
+        *("\u00dcnce", "Once\u00b2", "Once\u0661", "\ufb01x"),  # a letter and digits outside ASCII, a ligature
+    ],
+)
+def test_the_table_prefix_check_every_start_runs_decides_as_its_pattern(prefix: str) -> None:
+    # The check stands in for TABLE_PREFIX_PATTERN, which a new process no longer compiles: the same answer for
+    # letters and digits outside ASCII (which str's own methods take for letters and digits) and at 50 characters.
+    from oncegate import config
+
+    assert config._is_table_prefix(prefix) is bool(re.fullmatch(config.TABLE_PREFIX_PATTERN, prefix))

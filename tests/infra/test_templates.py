@@ -282,7 +282,7 @@ def test_tables_are_the_ones_the_code_names(main_bicep: BicepFile) -> None:
     assert names is not None
     assert tuple(Evaluator(main_bicep)(names)) == table_names(DEFAULT_TABLE_PREFIX)
     assert main_bicep.declaration("module", "storage").texts("tableNames") == ["tableNames"]
-    longest = max(n for n in range(1, 100) if TABLE_PREFIX_PATTERN.fullmatch("A" * n))
+    longest = max(n for n in range(1, 100) if re.fullmatch(TABLE_PREFIX_PATTERN, "A" * n))
     max_length = prefix.decorator("maxLength")
     assert max_length is not None
     assert max_length.value() == longest

@@ -117,19 +117,53 @@ def normalise_key(key: str) -> str:
 
 
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
-# Two characters for every 10 bits: the standard library writes base32 in Python five bits at a time.
-_BASE32_PAIRS = tuple(first + second for first in _BASE32 for second in _BASE32)
+# A byte of each 5-bit value (0 to 31) to its letter.
+_LETTERS = bytes.maketrans(bytes(range(32)), _BASE32.encode())
+# How to give each of n 5-bit groups of an integer a byte of its own, by n: made once for each length of digest.
+_SPREADS: dict[int, tuple[tuple[int, int, int], ...]] = {}
 
 
 def _b32(digest: bytes) -> str:
-    """``digest`` in lowercase base32 without padding, as ``base64.b32encode`` spells it (issue 36)."""
+    """``digest`` in lowercase base32 without padding, as ``base64.b32encode`` spells it (issue 36).
+
+    Its 5-bit groups are moved apart into bytes of their own by a few operations on the whole number at once
+    (:func:`_spread`), and the bytes made letters by one ``translate``: half the time of a look-up per two letters.
+    """
     bits = len(digest) * 8
     characters = -(-bits // 5)
     value = int.from_bytes(digest, "big") << (characters * 5 - bits)
-    head = _BASE32[value >> (characters - 1) * 5] if characters % 2 else ""
-    return head + "".join(
-        [_BASE32_PAIRS[(value >> shift) & 1023] for shift in range((characters // 2 - 1) * 10, -1, -10)]
-    )
+    steps = _SPREADS.get(characters)
+    if steps is None:
+        steps = _SPREADS[characters] = _spread(characters)
+    for keep, moved, shift in steps:
+        value = (value & keep) | ((value & moved) << shift)
+    return value.to_bytes(characters, "big").translate(_LETTERS).decode("ascii")
+
+
+def _spread(groups: int) -> tuple[tuple[int, int, int], ...]:
+    """The steps that put each of ``groups`` 5-bit groups of an integer (group 0 its lowest bits) at bit 8 times its
+    place: each step keeps the bits of one mask and moves those of another up by a shift.
+
+    Halving, from the whole: a run of ``count`` groups whose first one is in place already (at 8 times its index)
+    is cut in two, and its upper part moves up to where its own first group belongs; each half is then cut alike.
+    The parts of one round that move by the same shift move in one step.
+    """
+    steps: list[tuple[int, int, int]] = []
+    runs = [(0, groups)]  # (index of the first group, count of groups), each run's first group in place
+    while any(count > 1 for _, count in runs):
+        moves: dict[int, int] = {}
+        halves: list[tuple[int, int]] = []
+        for first, count in runs:
+            if count == 1:
+                halves.append((first, count))
+                continue
+            lower = count // 2
+            # The upper part starts 5 bits a group above the run's first group, and belongs 8 bits a group above.
+            moves[3 * lower] = moves.get(3 * lower, 0) | ((1 << 5 * (count - lower)) - 1) << (8 * first + 5 * lower)
+            halves += [(first, lower), (first + lower, count - lower)]
+        steps += [(~moved, moved, shift) for shift, moved in moves.items()]
+        runs = halves
+    return tuple(steps)
 
 
 @frozen

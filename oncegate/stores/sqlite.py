@@ -149,6 +149,15 @@ class _Slot:
         self.connection = connection
 
 
+class _ThreadState(threading.local):
+    """What each thread has of the store: its connection (None until its first statement), and whether its writes go
+    in one transaction (``writing_together``). Read as attributes with these defaults: ``getattr`` with a default
+    raised and caught an ``AttributeError`` on every write of a thread outside ``writing_together`` (issue 36)."""
+
+    slot: _Slot | None = None
+    together: bool = False
+
+
 class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
     """Claims in one SQLite file; a connection per thread."""
 
@@ -164,7 +173,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             except OSError as exc:
                 # A path under a file, or where nobody may write: refused like a store that does not answer.
                 raise StoreUnavailable(f"cannot create the SQLite database at {self._path}: {exc.strerror}") from exc
-        self._local = threading.local()
+        self._local = _ThreadState()
         self._closers: list[weakref.finalize[Any, Any]] = []
         self._lock = threading.Lock()
         self._opened: tuple[int, int] | None = None
@@ -187,7 +196,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             self._keeper = sqlite3.connect(self._path, check_same_thread=False) if self._path != ":memory:" else None
 
     def _connection(self) -> sqlite3.Connection:
-        slot: _Slot | None = getattr(self._local, "slot", None)
+        slot = self._local.slot
         if slot is None:
             self._still_opened()  # a new connection would open (or make) whatever file is at the path now
             connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
@@ -208,7 +217,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
     def _checked_connection(self) -> sqlite3.Connection:
         """This thread's connection, once the file at the store's path is still the one it opened: one stat a
         write, the one :meth:`_connection` makes before it opens a thread's first connection or this one."""
-        slot: _Slot | None = getattr(self._local, "slot", None)
+        slot = self._local.slot
         if slot is None:
             return self._connection()
         self._still_opened()
@@ -235,7 +244,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        if getattr(self._local, "together", False):
+        if self._local.together:
             with self._savepoint() as connection:
                 yield connection
             return
@@ -289,7 +298,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
     def writing_together(self) -> Iterator[None]:
         """This thread's writes in the block commit in one transaction (see the port): a bulk call's 100 items
         cost one take of the writers' locks and one commit instead of one each (issue 24)."""
-        if getattr(self._local, "together", False):
+        if self._local.together:
             yield
             return
         with self._alone() as connection:
@@ -592,7 +601,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         """The store's id, its key secrets and its tables' marks, in one read transaction; no clock of its own:
         SQLite shares this machine's."""
         # One snapshot for every read (a bulk call's writes may already hold this thread's transaction open).
-        together = getattr(self._local, "together", False)
+        together = self._local.together
         with self._translated():
             connection = self._connection()
             if not together:
@@ -649,7 +658,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             for closer in self._closers:
                 closer()
             self._closers.clear()
-        self._local = threading.local()
+        self._local = _ThreadState()
         if self._keeper is not None:
             self._keeper.close()
             self._keeper = None

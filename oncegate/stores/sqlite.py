@@ -55,6 +55,7 @@ from oncegate.stores.sqlite_rows import (
     MARK_STATUS,
     MARKED_TABLES,
     NO_TOKEN,
+    Written,
     _claim_row,
     _first_version,
     _insert,
@@ -358,7 +359,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         version = _first_version()
         # The rows are made (and a row too large refused) before the writers' locks are taken: nothing in them
         # reads the file, and every other writer waits while they are held.
-        written: dict[datetime, str] = {}  # the claim's first line was written at its first moment: one text
+        written: Written = {}  # the claim's first line was written at its first moment: one text
         row = _claim_row(claim, written)
         row["Version"] = version
         claim_insert = _insert("claims", row)

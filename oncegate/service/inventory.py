@@ -273,11 +273,13 @@ class Inventory:
             if flow is not None:
                 tally = _tally(self._flows_counted, flow)
                 tally.seen(at)
-                tally.counts["claims"] += 1
-                tally.counts["duplicates"] += int(decision is Decision.DUPLICATE)
+                counts = tally.counts
+                counts["claims"] += 1
+                if decision is Decision.DUPLICATE:  # a Counter reads 0 for a flow with none
+                    counts["duplicates"] += 1
         usage = self.usage
         # Judged at the answer's time, the clock its intent read (issue 36): no read of its own.
-        if at - usage.flushed_at >= usage.interval:
+        if at >= usage.due_at:
             usage.flush_if_due()
 
     def copy_met(self, holder: Flow, caller: Flow, claim_id: str, at: datetime) -> None:

@@ -51,7 +51,7 @@ Where the two writings agree:
 
 from __future__ import annotations
 
-import base64
+import binascii
 import functools
 import hashlib
 import hmac
@@ -117,19 +117,53 @@ def normalise_key(key: str) -> str:
 
 
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
-# Two characters for every 10 bits: the standard library writes base32 in Python five bits at a time.
-_BASE32_PAIRS = tuple(first + second for first in _BASE32 for second in _BASE32)
+# A byte of each 5-bit value (0 to 31) to its letter.
+_LETTERS = bytes.maketrans(bytes(range(32)), _BASE32.encode())
+# How to give each of n 5-bit groups of an integer a byte of its own, by n: made once for each length of digest.
+_SPREADS: dict[int, tuple[tuple[int, int, int], ...]] = {}
 
 
 def _b32(digest: bytes) -> str:
-    """``digest`` in lowercase base32 without padding, as ``base64.b32encode`` spells it (issue 36)."""
+    """``digest`` in lowercase base32 without padding, as ``base64.b32encode`` spells it (issue 36).
+
+    Its 5-bit groups are moved apart into bytes of their own by a few operations on the whole number at once
+    (:func:`_spread`), and the bytes made letters by one ``translate``: half the time of a look-up per two letters.
+    """
     bits = len(digest) * 8
     characters = -(-bits // 5)
     value = int.from_bytes(digest, "big") << (characters * 5 - bits)
-    head = _BASE32[value >> (characters - 1) * 5] if characters % 2 else ""
-    return head + "".join(
-        [_BASE32_PAIRS[(value >> shift) & 1023] for shift in range((characters // 2 - 1) * 10, -1, -10)]
-    )
+    steps = _SPREADS.get(characters)
+    if steps is None:
+        steps = _SPREADS[characters] = _spread(characters)
+    for keep, moved, shift in steps:
+        value = (value & keep) | ((value & moved) << shift)
+    return value.to_bytes(characters, "big").translate(_LETTERS).decode("ascii")
+
+
+def _spread(groups: int) -> tuple[tuple[int, int, int], ...]:
+    """The steps that put each of ``groups`` 5-bit groups of an integer (group 0 its lowest bits) at bit 8 times its
+    place: each step keeps the bits of one mask and moves those of another up by a shift.
+
+    Halving, from the whole: a run of ``count`` groups whose first one is in place already (at 8 times its index)
+    is cut in two, and its upper part moves up to where its own first group belongs; each half is then cut alike.
+    The parts of one round that move by the same shift move in one step.
+    """
+    steps: list[tuple[int, int, int]] = []
+    runs = [(0, groups)]  # (index of the first group, count of groups), each run's first group in place
+    while any(count > 1 for _, count in runs):
+        moves: dict[int, int] = {}
+        halves: list[tuple[int, int]] = []
+        for first, count in runs:
+            if count == 1:
+                halves.append((first, count))
+                continue
+            lower = count // 2
+            # The upper part starts 5 bits a group above the run's first group, and belongs 8 bits a group above.
+            moves[3 * lower] = moves.get(3 * lower, 0) | ((1 << 5 * (count - lower)) - 1) << (8 * first + 5 * lower)
+            halves += [(first, lower), (first + lower, count - lower)]
+        steps += [(~moved, moved, shift) for shift, moved in moves.items()]
+        runs = halves
+    return tuple(steps)
 
 
 @frozen
@@ -226,7 +260,7 @@ class KeyHasher:
         """The token of one grant: the attempt number (so errors can name it), then a MAC over the grant."""
         message = f"{claim_id}\n{attempt}\n{grant_id}".encode()
         mac = self._token_mac.digest(message)[:TOKEN_MAC_BYTES]
-        return f"{attempt}.{base64.urlsafe_b64encode(mac).decode('ascii')}"
+        return f"{attempt}.{urlsafe_text(mac)}"
 
     def idempotency_key(self, claim_id: str, born: datetime, attempt: int) -> str:
         """The idempotency key of one attempt of a claim, shaped as a UUID (RFC 9562 version 8).
@@ -253,6 +287,15 @@ class KeyHasher:
         """Whether ``token`` is the one this grant was given, compared in constant time."""
         expected = self.claim_token(claim_id, attempt, grant_id)
         return hmac.compare_digest(token.encode(), expected.encode())
+
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
+def urlsafe_text(data: bytes) -> str:
+    """``data`` in base64url with its padding, as ``base64.urlsafe_b64encode(data).decode()`` spells it, without the
+    two calls that function makes around ``binascii``'s: each claim token and grant id is one (issue 36)."""
+    return binascii.b2a_base64(data, newline=False).translate(_URLSAFE).decode("ascii")
 
 
 def _whole_seconds(when: datetime) -> str:

@@ -403,14 +403,17 @@ NOT_LOOKED_AT = frozenset(
 
 def stored_findings(request: BaseModel) -> list[tuple[str, str]]:
     """Each place in ``request``'s stored fields that seems to carry personal data: (target, what), in order."""
-    fields = type(request).model_fields
-    # A field not sent (None) holds nothing to find: not walked (most claims send no source or reference).
-    return [
-        found
+    # A field not sent (None) holds nothing to find: not walked, nor its wire name looked up (most claims send no
+    # source or reference: the model's fields are a property that builds its answer, issue 36).
+    sent = [
+        (name, value)
         for name in STORED_FIELDS.get(type(request).__name__, ())
         if (value := getattr(request, name)) is not None
-        for found in _walk(value, fields[name].alias or name)
     ]
+    if not sent:
+        return []
+    fields = type(request).model_fields
+    return [found for name, value in sent for found in _walk(value, fields[name].alias or name)]
 
 
 def value_findings(value: Any, path: str) -> list[str]:

@@ -22,7 +22,6 @@ Beside it, what every claim service does the same way:
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import logging
@@ -46,6 +45,7 @@ from oncegate.domain.keys import (
     named_personally,
     normalise_scope,
     normalise_source,
+    urlsafe_text,
 )
 from oncegate.domain.records import Claim, FingerprintRecord, HistoryEvent
 from oncegate.domain.sensitive import NUMBER_FINDINGS, SensitivePolicy, sensitive_findings
@@ -128,7 +128,7 @@ def new_grant_id() -> str:
     # Random per grant: the claim token is a MAC over it, so a claim deleted and made again gets new tokens.
     # ``secrets.token_urlsafe(12)`` spelled out: the same read of ``os.urandom`` and the same text, without its two
     # calls around it (issue 36).
-    return base64.urlsafe_b64encode(os.urandom(12)).rstrip(b"=").decode("ascii")
+    return urlsafe_text(os.urandom(12)).rstrip("=")
 
 
 def token(claim: Claim, hasher: KeyHasher) -> str:

@@ -140,9 +140,9 @@ def _overlap_delta(flows: tuple[Flow, Flow], tally: Tally) -> Overlap:
 
 @frozen
 class _Snapshot:
-    """The registrations as one instance last read them."""
+    """The registrations as one instance last read them, and until when they stand (read plus the cache's time)."""
 
-    loaded_at: datetime
+    fresh_until: datetime
     flows: dict[Flow, FlowRecord]
     scopes: dict[str, ScopeRecord]
 
@@ -184,16 +184,17 @@ class Inventory:
 
     def _current(self, at: datetime | None = None) -> _Snapshot:
         # A fresh snapshot is read without the lock (a claim reads it three times): the attribute is swapped whole.
-        # ``at``: the caller's reading of the same clock, which a claim's intent makes anyway (issue 36).
+        # ``at``: the caller's reading of the same clock, which a claim's intent makes anyway; compared with the end
+        # of the snapshot's time, worked out once, not with a difference made on every read (issue 36).
         snapshot = self._snapshot
-        if snapshot is not None and (at or self._clock()) - snapshot.loaded_at < self._ttl:
+        if snapshot is not None and (at or self._clock()) < snapshot.fresh_until:
             return snapshot
         with self._lock:
             snapshot = self._snapshot
-            if snapshot is None or self._clock() - snapshot.loaded_at >= self._ttl:
+            if snapshot is None or self._clock() >= snapshot.fresh_until:
                 flows = {record.flow: record for record in self._store.list_flows()}
                 scopes = {record.scope: record for record in self._store.list_scopes()}
-                snapshot = self._snapshot = _Snapshot(self._clock(), flows, scopes)
+                snapshot = self._snapshot = _Snapshot(self._clock() + self._ttl, flows, scopes)
             return snapshot
 
     def refusal(self, flow: Flow | None, *, at: datetime | None = None) -> str | None:
@@ -246,7 +247,7 @@ class Inventory:
         current = self._current()
         with self._lock:
             if self._snapshot is current:
-                self._snapshot = _Snapshot(current.loaded_at, current.flows, scopes)
+                self._snapshot = _Snapshot(current.fresh_until, current.flows, scopes)
         return scopes
 
     def rules_matched(self, scope: str, rules: FingerprintRules, unmatched: tuple[str, ...]) -> None:
@@ -272,11 +273,13 @@ class Inventory:
             if flow is not None:
                 tally = _tally(self._flows_counted, flow)
                 tally.seen(at)
-                tally.counts["claims"] += 1
-                tally.counts["duplicates"] += int(decision is Decision.DUPLICATE)
+                counts = tally.counts
+                counts["claims"] += 1
+                if decision is Decision.DUPLICATE:  # a Counter reads 0 for a flow with none
+                    counts["duplicates"] += 1
         usage = self.usage
         # Judged at the answer's time, the clock its intent read (issue 36): no read of its own.
-        if at - usage.flushed_at >= usage.interval:
+        if at >= usage.due_at:
             usage.flush_if_due()
 
     def copy_met(self, holder: Flow, caller: Flow, claim_id: str, at: datetime) -> None:
@@ -460,7 +463,7 @@ class Inventory:
                 flows[record.flow] = record
             else:
                 scopes[record.scope] = record
-            self._snapshot = _Snapshot(current.loaded_at, flows, scopes)
+            self._snapshot = _Snapshot(current.fresh_until, flows, scopes)
 
 
 def open_conflicts(store: ConflictRecords) -> Iterator[Conflict]:

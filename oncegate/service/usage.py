@@ -188,11 +188,12 @@ class Usage:
         also: Callable[[], None],
     ) -> None:
         self._clock = clock
-        self.interval = interval
+        self._interval = interval
         self._take = take
         self._flushing = threading.Lock()
-        # When the last flush began: the inventory finds the interval over by it, without a call here per answer.
-        self.flushed_at = clock()
+        # When the interval since the last flush began is over: the inventory finds it over by this time, without a
+        # call here nor a difference of two times made per answer (issue 36).
+        self.due_at = clock() + interval
         self._also = also
         # The store's methods are looked up at each call, as every other caller of the store does.
         self._flows = _Pending(
@@ -225,7 +226,7 @@ class Usage:
 
     def flush_if_due(self) -> None:
         """Flush when the interval is over; a failure is logged and the deltas wait for the next flush."""
-        if self._clock() - self.flushed_at < self.interval or not self._flushing.acquire(blocking=False):
+        if self._clock() < self.due_at or not self._flushing.acquire(blocking=False):
             return
         try:
             self._flush()
@@ -241,7 +242,7 @@ class Usage:
 
     def _flush(self) -> None:
         # Under the flushing lock: the deltas not merged are this object's alone.
-        self.flushed_at = self._clock()
+        self.due_at = self._clock() + self._interval
         counted = self._take()
         taken: list[tuple[_Pending[Any, Any], dict[Any, Any]]] = [
             (self._flows, self._flows.take(counted.flows)),

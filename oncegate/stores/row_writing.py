@@ -181,6 +181,9 @@ def claim_to_row(claim: Claim) -> Row:
     # ClaimToken and Resolutions are written back only as earlier releases left them: a token in clear
     # stays valid until its attempt ends, and a resolution list no longer grows (see AppliedResolution).
     resolutions = [[r.conflict_id, r.fingerprint, r.decision.value] for r in claim.legacy_resolutions]
+    flow, earlier = claim.flow, claim.earlier_attempt
+    # The flow's columns and the empty JSON values written in place, not by calls that made a dict or returned None
+    # for them: a claim row is made on every Check and claim (issue 36).
     return {
         "ClaimId": claim.claim_id,
         "Scope": claim.scope,
@@ -190,7 +193,8 @@ def claim_to_row(claim: Claim) -> Row:
         "GrantId": claim.grant_id,
         "ClaimToken": claim.legacy_token,
         "RunId": claim.run_id,
-        **_flow_columns(claim.flow),
+        "FlowName": flow.name if flow else None,
+        "FlowEnvironment": flow.environment if flow else None,
         "FirstReceivedAt": claim.first_received_at,
         "LastAttemptAt": claim.last_attempt_at,
         "UpdatedAt": claim.updated_at,
@@ -198,7 +202,7 @@ def claim_to_row(claim: Claim) -> Row:
         "TargetRecordId": claim.target_record_id,
         # ResultData and ErrorReason are the names 0.1.0 stored: the fields are `data` and `error` on the
         # wire and in code, but renaming a column would leave every row already written without them.
-        "ResultData": _json_text(claim.data),
+        "ResultData": None if claim.data is None else _JSON_TEXT(claim.data),
         "CompletedAt": claim.completed_at,
         "ErrorReason": claim.error,
         "Retryable": claim.retryable,
@@ -206,7 +210,7 @@ def claim_to_row(claim: Claim) -> Row:
         "GrantedTo": claim.granted_to,
         "Source": claim.source,
         "Reference": claim.reference,
-        "Reconciling": _json_text(_earlier_attempt_row(claim.earlier_attempt)),
+        "Reconciling": None if earlier is None else _JSON_TEXT(_earlier_attempt_row(earlier)),
         "ReleasedInDoubt": claim.released_in_doubt,
         "Generation": claim.generation,
         "Resolutions": _json_text(resolutions) if resolutions else None,
@@ -216,15 +220,13 @@ def claim_to_row(claim: Claim) -> Row:
         "IdempotencyAttempt": claim.idempotency_attempt,
         "PurgedAt": claim.purged_at,
         # Absent on rows written before issue 33, and past the bound: the fingerprint alone is compared.
-        "Members": _json_text(dict(claim.members) if claim.members is not None else None),
+        "Members": None if claim.members is None else _JSON_TEXT(dict(claim.members)),
         "SchemaVersion": CLAIM_SCHEMA,
     }
 
 
-def _earlier_attempt_row(earlier: EarlierAttempt | None) -> Row | None:
+def _earlier_attempt_row(earlier: EarlierAttempt) -> Row:
     # The store's own names, not the API's: renaming an API field must not break rows already written.
-    if earlier is None:
-        return None
     return {
         "Attempt": earlier.attempt,
         "RunId": earlier.run_id,
@@ -286,6 +288,7 @@ def _details_row(details: Row) -> Row:
 
 
 def event_to_row(event: HistoryEvent) -> Row:
+    flow = event.flow
     return {
         "ClaimId": event.claim_id,
         "EventId": event.event_id,
@@ -295,10 +298,12 @@ def event_to_row(event: HistoryEvent) -> Row:
         "Attempt": event.attempt,
         "RecognisedBy": event.recognised_by,
         "RunId": event.run_id,
-        **_flow_columns(event.flow),
+        # Written in place, as a claim row's are (issue 36).
+        "FlowName": flow.name if flow else None,
+        "FlowEnvironment": flow.environment if flow else None,
         "Fingerprint": event.fingerprint,
         "Source": event.source,
-        "Details": _json_text(_details_row(event.details)) if event.details else None,
+        "Details": _JSON_TEXT(_details_row(event.details)) if event.details else None,
         # A line counting repeated answers: how many, and the last one's time (At holds the first one's).
         "Count": event.count,
         "LastAt": event.last_at,
@@ -467,18 +472,29 @@ def _times_if_it_fits(entity: Mapping[str, Any]) -> list[str] | None:
     for name, value in entity.items():
         if value is None:  # most of a row's columns: settled before any type test
             continue
+        # The exact types a row holds first, each by one comparison; a subclass of one by the tests after them.
         kind = type(value)
-        if kind is int or kind is bool:  # within a property's fixed bound: settled before the type tests
-            continue
-        if kind is str or isinstance(value, str):
-            if len(value) > PROPERTY_UNITS // 2:
+        if kind is str:
+            length = len(value)
+            if length > _SURELY_FITS:
                 return None
-            total += 4 * len(value)
-        elif isinstance(value, datetime):
+            total += 4 * length
+        elif kind is int or kind is bool:  # within a property's fixed bound
+            continue
+        elif kind is datetime or isinstance(value, datetime):
             times.append(name)
+        elif isinstance(value, str):
+            length = len(value)
+            if length > _SURELY_FITS:
+                return None
+            total += 4 * length
         elif isinstance(value, bytes):
             total += 4 + len(value)
     return times if total <= ENTITY_BYTES else None
+
+
+# The most characters a string may have to fit a property whatever they are: each is at most two UTF-16 code units.
+_SURELY_FITS = PROPERTY_UNITS // 2
 
 
 @lru_cache(maxsize=64)

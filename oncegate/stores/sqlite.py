@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -55,6 +55,7 @@ from oncegate.stores.sqlite_rows import (
     MARK_STATUS,
     MARKED_TABLES,
     NO_TOKEN,
+    Written,
     _claim_row,
     _first_version,
     _insert,
@@ -149,6 +150,63 @@ class _Slot:
         self.connection = connection
 
 
+class _ThreadState(threading.local):
+    """What each thread has of the store: its connection (None until its first statement), and whether its writes go
+    in one transaction (``writing_together``). Read as attributes with these defaults: ``getattr`` with a default
+    raised and caught an ``AttributeError`` on every write of a thread outside ``writing_together`` (issue 36)."""
+
+    slot: _Slot | None = None
+    together: bool = False
+
+
+class _Transaction:
+    """A write's own transaction: the writers' locks (those of ``SqliteStore._alone``), ``BEGIN IMMEDIATE``, and
+    ``COMMIT``, or ``ROLLBACK`` when the block raises; SQLite's operational errors translated, the block's too.
+
+    BEGIN IMMEDIATE still guards against a writer that takes neither lock (another release, a tool). A class, not a
+    generator under ``contextmanager``: every write goes through it, and the generator's way cost three calls more
+    and a frame resumed twice (issue 36).
+    """
+
+    __slots__ = ("_connection", "_store")
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> sqlite3.Connection:
+        store = self._store
+        store._writer.__enter__()
+        try:
+            if store._writers_file is not None:
+                store._writers_file.__enter__()
+            try:
+                connection = self._connection = store._checked_connection()
+                connection.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                if store._writers_file is not None:
+                    store._writers_file.__exit__()
+                raise
+        except BaseException as exc:
+            store._writer.__exit__()
+            if isinstance(exc, sqlite3.OperationalError):
+                raise _translation(exc) from exc
+            raise
+        return connection
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _: object) -> None:
+        store = self._store
+        try:
+            self._connection.execute("COMMIT" if kind is None else "ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            raise _translation(exc) from exc
+        finally:
+            if store._writers_file is not None:
+                store._writers_file.__exit__()
+            store._writer.__exit__()
+        if isinstance(error, sqlite3.OperationalError):
+            raise _translation(error) from error
+
+
 class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
     """Claims in one SQLite file; a connection per thread."""
 
@@ -164,7 +222,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             except OSError as exc:
                 # A path under a file, or where nobody may write: refused like a store that does not answer.
                 raise StoreUnavailable(f"cannot create the SQLite database at {self._path}: {exc.strerror}") from exc
-        self._local = threading.local()
+        self._local = _ThreadState()
         self._closers: list[weakref.finalize[Any, Any]] = []
         self._lock = threading.Lock()
         self._opened: tuple[int, int] | None = None
@@ -187,7 +245,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             self._keeper = sqlite3.connect(self._path, check_same_thread=False) if self._path != ":memory:" else None
 
     def _connection(self) -> sqlite3.Connection:
-        slot: _Slot | None = getattr(self._local, "slot", None)
+        slot = self._local.slot
         if slot is None:
             self._still_opened()  # a new connection would open (or make) whatever file is at the path now
             connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
@@ -208,7 +266,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
     def _checked_connection(self) -> sqlite3.Connection:
         """This thread's connection, once the file at the store's path is still the one it opened: one stat a
         write, the one :meth:`_connection` makes before it opens a thread's first connection or this one."""
-        slot: _Slot | None = getattr(self._local, "slot", None)
+        slot = self._local.slot
         if slot is None:
             return self._connection()
         self._still_opened()
@@ -233,27 +291,9 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         with self._writer, self._writers_file or nullcontext(), self._translated():
             yield self._checked_connection()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        if getattr(self._local, "together", False):
-            with self._savepoint() as connection:
-                yield connection
-            return
-        # BEGIN IMMEDIATE still guards against a writer that takes neither lock (another release, a tool). The locks
-        # of ``_alone`` taken here, not through it, and errors translated here, not by ``_translated``: two context
-        # managers less on every write (issue 36).
-        with self._writer, self._writers_file or nullcontext():
-            try:
-                connection = self._checked_connection()
-                connection.execute("BEGIN IMMEDIATE")
-                try:
-                    yield connection
-                except BaseException:
-                    connection.execute("ROLLBACK")
-                    raise
-                connection.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                raise _translation(exc) from exc
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One write: a savepoint of the transaction ``writing_together`` holds, or a transaction of its own."""
+        return self._savepoint() if self._local.together else _Transaction(self)
 
     def _still_opened(self) -> None:
         """Refuse (``NotConfigured``) once the database at the store's path is not the file this store opened.
@@ -289,7 +329,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
     def writing_together(self) -> Iterator[None]:
         """This thread's writes in the block commit in one transaction (see the port): a bulk call's 100 items
         cost one take of the writers' locks and one commit instead of one each (issue 24)."""
-        if getattr(self._local, "together", False):
+        if self._local.together:
             yield
             return
         with self._alone() as connection:
@@ -319,7 +359,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         version = _first_version()
         # The rows are made (and a row too large refused) before the writers' locks are taken: nothing in them
         # reads the file, and every other writer waits while they are held.
-        written: dict[datetime, str] = {}  # the claim's first line was written at its first moment: one text
+        written: Written = {}  # the claim's first line was written at its first moment: one text
         row = _claim_row(claim, written)
         row["Version"] = version
         claim_insert = _insert("claims", row)
@@ -592,7 +632,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         """The store's id, its key secrets and its tables' marks, in one read transaction; no clock of its own:
         SQLite shares this machine's."""
         # One snapshot for every read (a bulk call's writes may already hold this thread's transaction open).
-        together = getattr(self._local, "together", False)
+        together = self._local.together
         with self._translated():
             connection = self._connection()
             if not together:
@@ -649,7 +689,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             for closer in self._closers:
                 closer()
             self._closers.clear()
-        self._local = threading.local()
+        self._local = _ThreadState()
         if self._keeper is not None:
             self._keeper.close()
             self._keeper = None

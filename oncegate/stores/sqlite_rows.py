@@ -28,22 +28,30 @@ MARK_STATUS = "mark"
 MARKED_TABLES = {"claims": "ClaimId", "key_ids": "KeyId"}
 
 
-def _sql_row(row: Row, written: dict[datetime, str] | None = None) -> Row:
+# The times already written as text for the rows of one write, by the time object itself (its id, and the object
+# kept with its text so that the id is never another's): a claim's times and its first line's are mostly one object.
+Written = dict[int, tuple[datetime, str]]
+
+
+def _sql_row(row: Row, written: Written | None = None) -> Row:
     """``row`` (a new dict from ``columns``, changed in place) as SQLite takes it. ``written``: the times already
     written as text for the rows of the same write (a claim and its first line are mostly one moment)."""
     # SQLite would hold more, but the stores hold the same: a row Table Storage could not hold is refused here too.
     # Times as fixed-width UTC text, which sorts in time order (the lists' cursors rely on it), found by the size
     # check's own pass over the values (issue 36). A new claim's times are mostly one moment (first received, last
-    # attempt, updated): each moment is written once.
+    # attempt, updated, its first line's): each is written once, found again by identity, not by the time's hash,
+    # which works the time's offset out through its tzinfo (issue 36).
     written = {} if written is None else written
     for name in row_writing.checked_times(row):
         value = row[name]
-        text = written.get(value)
-        row[name] = text if text is not None else written.setdefault(value, utc_text(value))
+        seen = written.get(id(value))
+        if seen is None or seen[0] is not value:
+            seen = written[id(value)] = (value, utc_text(value))
+        row[name] = seen[1]
     return row
 
 
-def _claim_row(claim: Claim, written: dict[datetime, str] | None = None) -> Row:
+def _claim_row(claim: Claim, written: Written | None = None) -> Row:
     row = _sql_row(row_writing.claim_to_row(claim), written)
     row["ClaimToken"] = row["ClaimToken"] or NO_TOKEN
     return row

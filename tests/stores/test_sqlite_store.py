@@ -17,7 +17,7 @@ import pytest
 
 from oncegate.domain.records import ClaimFilter, Conflict
 from oncegate.domain.statuses import ClaimStatus
-from oncegate.errors import AlreadyExists, NotFound
+from oncegate.errors import AlreadyExists, NotFound, StoreUnavailable
 from oncegate.stores import row_writing
 from oncegate.stores.paging import utc_text
 from oncegate.stores.port import ClaimStore
@@ -220,6 +220,57 @@ def test_writers_of_a_process_take_their_turn_in_the_order_they_asked() -> None:
     assert order == list(range(8))
     with queue:  # and it is free again
         pass
+
+
+# A claim row of the columns the file requires, for a write made by hand within the store's own transaction.
+_BARE_CLAIM = (
+    "INSERT INTO claims (ClaimId, Scope, Status, Attempt, ClaimToken, RunId, FirstReceivedAt, LastAttemptAt, "
+    "UpdatedAt, Version) VALUES (?, 'orders', 'in_progress', 1, '', 'run', 't', 't', 't', 1)"
+)
+
+
+@pytest.mark.parametrize(
+    ("failing", "raised"),
+    [
+        # A statement SQLite refuses as the file stands: translated, as every store error is.
+        ("INSERT INTO claims (NoSuchColumn) VALUES (?)", StoreUnavailable),
+        # A constraint (the same claim id again): passed on as it is, for the caller that expects it (create_claim
+        # makes it AlreadyExists).
+        (_BARE_CLAIM, sqlite3.IntegrityError),
+    ],
+)
+def test_a_write_that_fails_is_undone_whole_and_leaves_the_writers_locks_free(
+    tmp_path: Path, failing: str, raised: type[Exception]
+) -> None:
+    """A write's own transaction (``_write``) rolls back what its block wrote before the statement that failed, and
+    lets go of both writers' locks, whichever way the failure is passed on: the next writer, on another thread,
+    writes at once."""
+    store = SqliteStore(tmp_path / "claims.db")
+    try:
+        claim = records.claim()
+
+        def fail() -> None:
+            with store._write() as connection:
+                connection.execute(_BARE_CLAIM, (claim.claim_id,))
+                connection.execute(failing, (claim.claim_id,))
+
+        with pytest.raises(raised):
+            fail()
+        with pytest.raises(NotFound):
+            store.get_claim(claim.claim_id)
+        done = threading.Event()
+
+        def write() -> None:
+            store.create_claim(claim, records.event(claim.claim_id))
+            done.set()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join(timeout=30)
+        assert done.is_set(), "the next writer still waits for the locks of the write that failed"
+        assert store.get_claim(claim.claim_id).claim_id == claim.claim_id
+    finally:
+        store.close()
 
 
 def test_once_the_database_is_moved_aside_every_write_is_refused_on_a_thread_with_a_connection_or_a_new_one(

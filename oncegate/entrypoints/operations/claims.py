@@ -89,7 +89,10 @@ def claim_members(answer: ClaimAnswer) -> Members:
         "changedParts": list(answer.changed) or None,
         "moreChangedParts": answer.more_changed or None,
     }
-    members.update((name, value) for name, value in optional.items() if value is not None)
+    # A loop, not an update from a generator: a frame resumed for each of the eleven (issue 36).
+    for name, value in optional.items():
+        if value is not None:
+            members[name] = value
     return members
 
 

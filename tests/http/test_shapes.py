@@ -54,8 +54,12 @@ PARTS = {
     # The history line the answer leaves beside the claim.
     "oncegate.domain.records.HistoryEvent",
 }
-# Table Storage's batch reads each part of the store's answer into one of its own.
-STORE_PARTS = {"sqlite": set(), "tables": {"oncegate.stores.tables.batch.PartResponse"}}
+# Table Storage's batch reads each part of the store's answer into one of its own; a SQLite write holds its
+# transaction (its locks, BEGIN IMMEDIATE and COMMIT or ROLLBACK) in one: neither carries the request's data.
+STORE_PARTS = {
+    "sqlite": {"oncegate.stores.sqlite._Transaction"},
+    "tables": {"oncegate.stores.tables.batch.PartResponse"},
+}
 # How a type's instance is made: its __init__ or __new__ in Python, or pydantic validating a model.
 MAKERS = frozenset({"__init__", "__new__", "model_validate", "model_validate_json"})
 

@@ -26,6 +26,7 @@ from _thread import get_ident
 from collections.abc import Callable
 from dataclasses import KW_ONLY, MISSING, FrozenInstanceError, InitVar, field, fields
 from operator import attrgetter
+from types import CodeType, FunctionType
 from typing import Any, TypeVar, cast, dataclass_transform, overload
 
 T = TypeVar("T")
@@ -226,8 +227,24 @@ def _init(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]
 
     Its defaults are the function's ``__defaults__`` and ``__kwdefaults__``, where ``def f(a=default)`` puts them,
     rather than names in its text, and the fields go to ``update`` as keywords: a third less text to compile at a
-    record's first call (26 records before a first claim's answer, issue 36), and a quicker call.
+    record's first call, and a quicker call. The code is read from :mod:`oncegate.domain.record_inits` where
+    ``python -m tools.records`` wrote it out (:func:`_compiled`).
     """
+    source, scope, defaults, keyword_defaults = _written(kind, made)
+    init: Callable[..., None] = FunctionType(_compiled(source), scope)
+    init.__defaults__ = tuple(defaults) or None
+    init.__kwdefaults__ = keyword_defaults or None
+    init.__annotations__ = {one.name: one.type for one in made} | {"return": None}  # what its signature shows
+    return init
+
+
+def init_source(kind: type) -> str:
+    """The text of the ``__init__`` a record's first call compiles, or reads compiled (``tools.records``)."""
+    return _written(kind, list(kind.__dataclass_fields__.values()))[0]  # type: ignore[attr-defined]
+
+
+def _written(kind: type, made: list[dataclasses.Field[Any]]) -> tuple[str, dict[str, Any], list[Any], dict[str, Any]]:
+    """The text of ``kind``'s ``__init__``, the names it reads besides its parameters, and its defaults."""
     # Its own names are dunder names, as dataclasses' are: a field of the same name would stand in their place.
     scope: dict[str, Any] = {"__made_by_factory__": _MADE_BY_FACTORY}
     positional: list[str] = []
@@ -260,12 +277,35 @@ def _init(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]
                 assert not defaults, f"{kind}.{name} follows a default (refused when the class is made)"
     own = "__dataclass_self__" if "self" in positional + keyword else "self"  # as dataclasses names it
     parameters = ", ".join([own, *positional, *(["*", *keyword] if keyword else [])])
-    exec(f"def __init__({parameters}):\n    {own}.__dict__.update({', '.join(values)})\n", scope)
-    init: Callable[..., None] = scope["__init__"]
-    init.__defaults__ = tuple(defaults) or None
-    init.__kwdefaults__ = keyword_defaults or None
-    init.__annotations__ = {one.name: one.type for one in made} | {"return": None}  # what its signature shows
-    return init
+    source = f"def __init__({parameters}):\n    {own}.__dict__.update({', '.join(values)})\n"
+    return source, scope, defaults, keyword_defaults
+
+
+# The records' __init__ as tools.records wrote them out, by their text: read at the first record's first call.
+_read: dict[str, CodeType] | None = None
+
+
+def _compiled(source: str) -> CodeType:
+    """The code of the ``__init__`` that ``source`` writes, as ``exec(source)`` makes it.
+
+    Read from :mod:`oncegate.domain.record_inits`, compiled with the package's bytecode, where its text is there:
+    compiling each record's at its first call was two thirds of a first claim's own Python (26 records, about
+    8 million instructions: issue 36's cold start). Only a text not written out there (a record added since
+    ``python -m tools.records`` ran; tests/service/test_record_inits.py fails until it is run) is compiled here.
+    """
+    global _read
+    if _read is None:
+        from oncegate.domain.record_inits import INITS
+
+        _read = INITS
+    written = _read.get(source)
+    if written is not None:
+        # As exec names what it compiles: a traceback through the __init__ reads as the compiled one's.
+        return written.replace(co_filename="<string>", co_firstlineno=1)
+    scope: dict[str, Any] = {}
+    exec(source, scope)
+    code: CodeType = scope["__init__"].__code__
+    return code
 
 
 def _values(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:

@@ -106,6 +106,7 @@ COLD_CLAIM = {
     "oncegate.domain.limits",
     "oncegate.domain.marks",
     "oncegate.domain.members",
+    "oncegate.domain.record_inits",
     "oncegate.domain.records",
     "oncegate.domain.safeguard",
     "oncegate.domain.sensitive",

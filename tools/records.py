@@ -3,9 +3,9 @@
 A record (:func:`oncegate.domain.copies.frozen`) gets its ``__init__`` at its first call, from a text made from its
 fields. Compiling that text was two thirds of a first claim's own Python in a new process (issue 36's cold start):
 :mod:`oncegate.domain.record_inits` holds each record's text written out as code, so that it is compiled once with
-the package's bytecode and read with it, by its text (``copies._compiled``). ``--check`` writes nothing and exits 1
-when the module differs from the records, as the tests do: a record added or changed since it was written is still
-made right, compiled at its first call, but costs a new process that again.
+the package's bytecode and read with it, by the shape the text is made from (``copies._compiled``). ``--check``
+writes nothing and exits 1 when the module differs from the records, as the tests do: a record added or changed
+since it was written is still made right, compiled at its first call, but costs a new process that again.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ WRITTEN = Path(copies.__file__).with_name("record_inits.py")
 HEAD = '''"""The ``__init__`` of every record, written by ``{command}`` from the records' fields: do not edit.
 
 A record's ``__init__`` is made at its first call from a text (``oncegate.domain.copies``); the text of each is
-here as code, compiled with the package's bytecode, so that a new process reads it rather than compiling it (issue
-36's cold start). A text missing here is compiled at the record's first call, as before.
+here as code, by the shape it is made from, compiled with the package's bytecode, so that a new process reads it
+rather than compiling it (issue 36's cold start). A shape missing here is compiled at the record's first call.
 """
 
 # ruff: noqa
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from types import CodeType
 
-INITS: dict[str, CodeType] = {{}}
+INITS: dict[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]], CodeType] = {{}}
 '''
 
 
@@ -58,10 +58,10 @@ def records() -> Iterator[type]:
 
 
 def written() -> str:
-    """The module's text: each record's ``__init__`` text once, in the order of the records' names."""
-    sources = sorted({copies.init_source(kind) for kind in records()})
+    """The module's text: the ``__init__`` of each shape of record once, by its shape, in the shapes' order."""
+    shapes = sorted({copies.init_shape(kind) for kind in records()})
     parts = [HEAD.format(command=COMMAND)]
-    parts.extend(f"\n{source}INITS[{source!r}] = __init__.__code__\n" for source in sources)
+    parts.extend(f"\n{copies.init_source(shape)}INITS[{shape!r}] = __init__.__code__\n" for shape in shapes)
     return "".join(parts)
 
 

@@ -226,84 +226,99 @@ def _init(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]
     """The ``__init__`` dataclasses writes for ``kind``, setting the fields in one update of the dictionary.
 
     Its defaults are the function's ``__defaults__`` and ``__kwdefaults__``, where ``def f(a=default)`` puts them,
-    rather than names in its text, and the fields go to ``update`` as keywords: a third less text to compile at a
-    record's first call, and a quicker call. The code is read from :mod:`oncegate.domain.record_inits` where
-    ``python -m tools.records`` wrote it out (:func:`_compiled`).
+    rather than names in its text, and the fields go to ``update`` as keywords: a third less text to compile, and a
+    quicker call. Its code is read from :mod:`oncegate.domain.record_inits` where ``python -m tools.records`` wrote
+    it out (:func:`_compiled`).
     """
-    source, scope, defaults, keyword_defaults = _written(kind, made)
-    init: Callable[..., None] = FunctionType(_compiled(source), scope)
+    shape, scope, defaults, keyword_defaults = _shaped(kind, made)
+    init: Callable[..., None] = FunctionType(_compiled(shape), scope)
     init.__defaults__ = tuple(defaults) or None
     init.__kwdefaults__ = keyword_defaults or None
     init.__annotations__ = {one.name: one.type for one in made} | {"return": None}  # what its signature shows
     return init
 
 
-def init_source(kind: type) -> str:
-    """The text of the ``__init__`` a record's first call compiles, or reads compiled (``tools.records``)."""
-    return _written(kind, list(kind.__dataclass_fields__.values()))[0]  # type: ignore[attr-defined]
+# What an __init__'s text is made from: the fields in their order, those among them that are keyword-only, and those
+# whose default a factory makes.
+Shape = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 
 
-def _written(kind: type, made: list[dataclasses.Field[Any]]) -> tuple[str, dict[str, Any], list[Any], dict[str, Any]]:
-    """The text of ``kind``'s ``__init__``, the names it reads besides its parameters, and its defaults."""
+def init_shape(kind: type) -> Shape:
+    """What the text of a record's ``__init__`` is made from (``tools.records`` writes its code out by it)."""
+    return _shaped(kind, list(kind.__dataclass_fields__.values()))[0]  # type: ignore[attr-defined]
+
+
+def _shaped(kind: type, made: list[dataclasses.Field[Any]]) -> tuple[Shape, dict[str, Any], list[Any], dict[str, Any]]:
+    """The shape of ``kind``'s ``__init__``, the names it reads besides its parameters, and its defaults."""
     # Its own names are dunder names, as dataclasses' are: a field of the same name would stand in their place.
     scope: dict[str, Any] = {"__made_by_factory__": _MADE_BY_FACTORY}
-    positional: list[str] = []
+    names: list[str] = []
     keyword: list[str] = []
+    factories: list[str] = []
     defaults: list[Any] = []
     keyword_defaults: dict[str, Any] = {}
-    values: list[str] = []
     for one in made:
         assert one.init, f"{kind}.{one.name} is not set by __init__"
         name = one.name
+        names.append(name)
         if one.default is not MISSING:
             default = one.default
-            values.append(f"{name}={name}")
         elif one.default_factory is not MISSING:
             scope[f"__factory_{name}__"] = one.default_factory
+            factories.append(name)
             default = _MADE_BY_FACTORY
-            values.append(f"{name}=__factory_{name}__() if {name} is __made_by_factory__ else {name}")
         else:
             default = MISSING
-            values.append(f"{name}={name}")
         if one.kw_only:
             keyword.append(name)
             if default is not MISSING:
                 keyword_defaults[name] = default
+        elif default is not MISSING:
+            defaults.append(default)
         else:
-            positional.append(name)
-            if default is not MISSING:
-                defaults.append(default)
-            else:
-                assert not defaults, f"{kind}.{name} follows a default (refused when the class is made)"
-    own = "__dataclass_self__" if "self" in positional + keyword else "self"  # as dataclasses names it
+            assert not defaults, f"{kind}.{name} follows a default (refused when the class is made)"
+    return (tuple(names), tuple(keyword), tuple(factories)), scope, defaults, keyword_defaults
+
+
+def init_source(shape: Shape) -> str:
+    """The text of an ``__init__`` of this shape: what a record's first call compiles, unless it was written out."""
+    names, keyword, factories = shape
+    own = "__dataclass_self__" if "self" in names else "self"  # as dataclasses names it
+    positional = [name for name in names if name not in keyword]
     parameters = ", ".join([own, *positional, *(["*", *keyword] if keyword else [])])
-    source = f"def __init__({parameters}):\n    {own}.__dict__.update({', '.join(values)})\n"
-    return source, scope, defaults, keyword_defaults
+    values = ", ".join(
+        f"{name}=__factory_{name}__() if {name} is __made_by_factory__ else {name}"
+        if name in factories
+        else f"{name}={name}"
+        for name in names
+    )
+    return f"def __init__({parameters}):\n    {own}.__dict__.update({values})\n"
 
 
-# The records' __init__ as tools.records wrote them out, by their text: read at the first record's first call.
-_read: dict[str, CodeType] | None = None
+# The records' __init__ as tools.records wrote them out, by their shape: read at the first record's first call.
+_read: dict[Shape, CodeType] | None = None
 
 
-def _compiled(source: str) -> CodeType:
-    """The code of the ``__init__`` that ``source`` writes, as ``exec(source)`` makes it.
+def _compiled(shape: Shape) -> CodeType:
+    """The code of the ``__init__`` of this shape, as ``exec(init_source(shape))`` makes it.
 
-    Read from :mod:`oncegate.domain.record_inits`, compiled with the package's bytecode, where its text is there:
-    compiling each record's at its first call was two thirds of a first claim's own Python (26 records, about
-    8 million instructions: issue 36's cold start). Only a text not written out there (a record added since
-    ``python -m tools.records`` ran; tests/service/test_record_inits.py fails until it is run) is compiled here.
+    Read from :mod:`oncegate.domain.record_inits`, compiled from the same text with the package's bytecode, where
+    the shape is there: compiling each record's at its first call was two thirds of a first claim's own Python (26
+    records, about 8 million instructions: issue 36's cold start). Only a shape not written out there (a record
+    added or changed since ``python -m tools.records`` ran; tests/service/test_record_inits.py fails until it is
+    run) is compiled here.
     """
     global _read
     if _read is None:
         from oncegate.domain.record_inits import INITS
 
         _read = INITS
-    written = _read.get(source)
+    written = _read.get(shape)
     if written is not None:
         # As exec names what it compiles: a traceback through the __init__ reads as the compiled one's.
         return written.replace(co_filename="<string>", co_firstlineno=1)
     scope: dict[str, Any] = {}
-    exec(source, scope)
+    exec(init_source(shape), scope)
     code: CodeType = scope["__init__"].__code__
     return code
 

@@ -16,14 +16,14 @@ from tools import records
 def test_the_written_inits_are_those_of_every_record_as_it_is_now() -> None:
     # A record added or changed since the module was written would be compiled again in every new process.
     assert records.main(["--check"]) == 0, "run python -m tools.records"
-    assert {copies.init_source(kind) for kind in records.records()} == set(record_inits.INITS)
+    assert {copies.init_shape(kind) for kind in records.records()} == set(record_inits.INITS)
 
 
-@pytest.mark.parametrize("source", sorted(record_inits.INITS))
-def test_each_written_init_is_the_code_its_text_compiles_to(source: str) -> None:
+@pytest.mark.parametrize("shape", sorted(record_inits.INITS))
+def test_each_written_init_is_the_code_its_shape_s_text_compiles_to(shape: copies.Shape) -> None:
     scope: dict[str, Any] = {}
-    exec(source, scope)
-    assert copies._compiled(source) == scope["__init__"].__code__  # filename, lines and columns included
+    exec(copies.init_source(shape), scope)
+    assert copies._compiled(shape) == scope["__init__"].__code__  # filename, lines and columns included
 
 
 def _spied(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -65,6 +65,6 @@ def test_a_record_whose_init_is_not_written_out_is_compiled_at_its_first_call(mo
         second_of_its_kind: str = "two"
 
     assert Unlisted(1).second_of_its_kind == "two"
-    assert compiled == [copies.init_source(Unlisted)]
+    assert compiled == [copies.init_source(copies.init_shape(Unlisted))]
     with pytest.raises(TypeError, match="first_of_its_kind"):
         Unlisted()  # type: ignore[call-arg]

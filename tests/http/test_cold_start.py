@@ -57,6 +57,8 @@ print(json.dumps({{"status": response.status_code, "answer": json.loads(response
 OTHER_ACTIONS = {
     *(f"oncegate.entrypoints.operations.{name}" for name in ("bulk", "perform", "conflicts", "inventory", "targets")),
     *(f"oncegate.models.{name}" for name in ("bulk", "perform", "conflicts", "inventory", "targets", "health")),
+    # The poll of Check and claim's wait: a first Check and claim never polls.
+    "oncegate.models.claim_waits",
     *(f"oncegate.service.{name}" for name in ("attention", "bulk", "new_claims", "perform", "targets", "key_secrets")),
     # Record result, Release, Heartbeat and the reviews: their service, and the transitions after a claim.
     "oncegate.service.results",

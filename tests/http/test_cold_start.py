@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 
@@ -360,3 +361,26 @@ def test_the_models_package_finds_every_name_it_exports_and_exports_every_name_i
     assert sorted(models._HOME) == sorted(models.__all__)
     for name, module in models._HOME.items():
         assert name in vars(__import__(module, fromlist=[name])), f"{name} is not in {module}"
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"summary": "Run ID", "description": "The run.", "visibility": "advanced"},
+        {"summary": "Status", "description": "Which.", "null": ("all", "All")},
+        {"summary": "Flow", "description": "The flow.", "parts": {"name": ("Flow Name", "Its name.")}},
+    ],
+)
+def test_a_field_s_designer_text_is_the_field_info_pydantic_s_field_makes(given: dict[str, Any]) -> None:
+    # designer() makes its FieldInfo without Field(): the same object, every attribute and what was set alike.
+    from pydantic import Field
+    from pydantic.fields import FieldInfo
+
+    from oncegate.models.base import designer
+
+    made = designer(**given)
+    field = Field(description=made.description, json_schema_extra=made.json_schema_extra)
+    assert {name: getattr(made, name) for name in FieldInfo.__slots__} == {
+        name: getattr(field, name) for name in FieldInfo.__slots__
+    }
+    assert repr(made) == repr(field)

@@ -223,8 +223,9 @@ def read(
     list_name = operation.list_name or own
     params: dict[str, Any] = {}
     query = None
-    model = operation.query_model
-    if model is not None:
+    if operation.query is not None:  # the model read only for an entry with a query (a name is looked up then)
+        model = operation.query_model
+        assert model is not None
         params = query_params(request, model, list_name, seal)
         query = validate(model, operation.adjust(params) if operation.adjust else params)
     body = None

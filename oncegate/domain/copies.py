@@ -5,8 +5,10 @@ makes it (for the few records whose fields change in place). ``dataclasses`` com
 each class and reads each field's annotation again: a new process made some forty records before its first
 answer, and that was 20 ms of its cold start (issue 36). Here equality, order, hash, ``repr`` and a frozen
 record's refusals of a change are functions made for the class from its fields, and only ``__init__`` is
-compiled, when the class is first called. It sets the fields in one update of the instance's dictionary instead
-of through ``object.__setattr__`` one by one (a claim of 32 fields took 3.3 µs to make that way).
+written as text, made when the class is first called: its code read from what ``python -m tools.records`` wrote
+out and the package's bytecode holds (:mod:`oncegate.domain.record_inits`), or compiled then for a record not
+written out. It sets the fields in one update of the instance's dictionary instead of through
+``object.__setattr__`` one by one (a claim of 32 fields took 3.3 µs to make that way).
 
 :func:`replaced` is what :func:`dataclasses.replace` makes, at a fraction of its cost: ``replace`` calls the
 class's ``__init__`` with every field read back one by one, and five of them on the way of one Check and claim
@@ -66,9 +68,9 @@ def frozen(kind: type[T] | None = None, /, *, kw_only: bool = False, order: bool
 
     The same fields (:func:`dataclasses.fields`, ``replace`` and ``asdict`` read them), the same ``__init__``
     parameters (names, order, defaults, factories, keyword-only; ``_: KW_ONLY`` too), and the same equality, order,
-    hash, ``repr`` and refusals of a change. The ``__init__`` is compiled when the class is first called: a record
+    hash, ``repr`` and refusals of a change. The ``__init__`` is made when the class is first called: a record
     no request makes costs a new process nothing more (until then ``inspect.signature`` of the class reads
-    ``(*args, **kwargs)``; a class without a docstring, which ``dataclasses`` names by its signature, is compiled
+    ``(*args, **kwargs)``; a class without a docstring, which ``dataclasses`` names by its signature, gets it
     at once). A record that checks its fields (``__post_init__``), keeps
     no dictionary (``__slots__``) or declares a ``ClassVar`` or ``InitVar`` is refused: every annotation is a field
     its ``__init__`` sets in the dictionary.

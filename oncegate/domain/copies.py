@@ -5,8 +5,10 @@ makes it (for the few records whose fields change in place). ``dataclasses`` com
 each class and reads each field's annotation again: a new process made some forty records before its first
 answer, and that was 20 ms of its cold start (issue 36). Here equality, order, hash, ``repr`` and a frozen
 record's refusals of a change are functions made for the class from its fields, and only ``__init__`` is
-compiled, when the class is first called. It sets the fields in one update of the instance's dictionary instead
-of through ``object.__setattr__`` one by one (a claim of 32 fields took 3.3 µs to make that way).
+written as text, made when the class is first called: its code read from what ``python -m tools.records`` wrote
+out and the package's bytecode holds (:mod:`oncegate.domain.record_inits`), or compiled then for a record not
+written out. It sets the fields in one update of the instance's dictionary instead of through
+``object.__setattr__`` one by one (a claim of 32 fields took 3.3 µs to make that way).
 
 :func:`replaced` is what :func:`dataclasses.replace` makes, at a fraction of its cost: ``replace`` calls the
 class's ``__init__`` with every field read back one by one, and five of them on the way of one Check and claim
@@ -26,6 +28,7 @@ from _thread import get_ident
 from collections.abc import Callable
 from dataclasses import KW_ONLY, MISSING, Field, FrozenInstanceError, InitVar, field, fields
 from operator import attrgetter
+from types import CodeType, FunctionType
 from typing import Any, TypeVar, dataclass_transform, overload
 
 T = TypeVar("T")
@@ -66,9 +69,9 @@ def frozen(kind: type[T] | None = None, /, *, kw_only: bool = False, order: bool
 
     The same fields (:func:`dataclasses.fields`, ``replace`` and ``asdict`` read them), the same ``__init__``
     parameters (names, order, defaults, factories, keyword-only; ``_: KW_ONLY`` too), and the same equality, order,
-    hash, ``repr`` and refusals of a change. The ``__init__`` is compiled when the class is first called: a record
+    hash, ``repr`` and refusals of a change. The ``__init__`` is made when the class is first called: a record
     no request makes costs a new process nothing more (until then ``inspect.signature`` of the class reads
-    ``(*args, **kwargs)``; a class without a docstring, which ``dataclasses`` names by its signature, is compiled
+    ``(*args, **kwargs)``; a class without a docstring, which ``dataclasses`` names by its signature, gets it
     at once). A record that checks its fields (``__post_init__``), keeps
     no dictionary (``__slots__``) or declares a ``ClassVar`` or ``InitVar`` is refused: every annotation is a field
     its ``__init__`` sets in the dictionary.
@@ -230,47 +233,109 @@ def _init(kind: type, made: list[dataclasses.Field[Any]]) -> Callable[..., None]
     """The ``__init__`` dataclasses writes for ``kind``, setting the fields in one update of the dictionary.
 
     Its defaults are the function's ``__defaults__`` and ``__kwdefaults__``, where ``def f(a=default)`` puts them,
-    rather than names in its text, and the fields go to ``update`` as keywords: a third less text to compile at a
-    record's first call (26 records before a first claim's answer, issue 36), and a quicker call.
+    rather than names in its text, and the fields go to ``update`` as keywords: a third less text to compile, and a
+    quicker call. Its code is read from :mod:`oncegate.domain.record_inits` where ``python -m tools.records`` wrote
+    it out (:func:`_compiled`).
     """
-    # Its own names are dunder names, as dataclasses' are: a field of the same name would stand in their place.
-    scope: dict[str, Any] = {"__made_by_factory__": _MADE_BY_FACTORY}
-    positional: list[str] = []
-    keyword: list[str] = []
-    defaults: list[Any] = []
-    keyword_defaults: dict[str, Any] = {}
-    values: list[str] = []
-    for one in made:
-        assert one.init, f"{kind}.{one.name} is not set by __init__"
-        name = one.name
-        if one.default is not MISSING:
-            default = one.default
-            values.append(f"{name}={name}")
-        elif one.default_factory is not MISSING:
-            scope[f"__factory_{name}__"] = one.default_factory
-            default = _MADE_BY_FACTORY
-            values.append(f"{name}=__factory_{name}__() if {name} is __made_by_factory__ else {name}")
-        else:
-            default = MISSING
-            values.append(f"{name}={name}")
-        if one.kw_only:
-            keyword.append(name)
-            if default is not MISSING:
-                keyword_defaults[name] = default
-        else:
-            positional.append(name)
-            if default is not MISSING:
-                defaults.append(default)
-            else:
-                assert not defaults, f"{kind}.{name} follows a default (refused when the class is made)"
-    own = "__dataclass_self__" if "self" in positional + keyword else "self"  # as dataclasses names it
-    parameters = ", ".join([own, *positional, *(["*", *keyword] if keyword else [])])
-    exec(f"def __init__({parameters}):\n    {own}.__dict__.update({', '.join(values)})\n", scope)
-    init: Callable[..., None] = scope["__init__"]
+    shape, scope, defaults, keyword_defaults = _shaped(kind, made)
+    init: Callable[..., None] = FunctionType(_compiled(shape), scope)
     init.__defaults__ = tuple(defaults) or None
     init.__kwdefaults__ = keyword_defaults or None
     init.__annotations__ = {one.name: one.type for one in made} | {"return": None}  # what its signature shows
     return init
+
+
+# What an __init__'s text is made from: the fields in their order, those among them that are keyword-only, and those
+# whose default a factory makes.
+Shape = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+def init_shape(kind: type) -> Shape:
+    """What the text of a record's ``__init__`` is made from (``tools.records`` writes its code out by it)."""
+    return _shaped(kind, list(kind.__dataclass_fields__.values()))[0]  # type: ignore[attr-defined]
+
+
+def _shaped(kind: type, made: list[dataclasses.Field[Any]]) -> tuple[Shape, dict[str, Any], list[Any], dict[str, Any]]:
+    """The shape of ``kind``'s ``__init__``, the names it reads besides its parameters, and its defaults."""
+    # Its own names are dunder names, as dataclasses' are: a field of the same name would stand in their place.
+    scope: dict[str, Any] = {"__made_by_factory__": _MADE_BY_FACTORY}
+    names: list[str] = []
+    keyword: list[str] = []
+    factories: list[str] = []
+    defaults: list[Any] = []
+    keyword_defaults: dict[str, Any] = {}
+    for one in made:
+        assert one.init, f"{kind}.{one.name} is not set by __init__"
+        name = one.name
+        names.append(name)
+        if one.default is not MISSING:
+            default = one.default
+        elif one.default_factory is not MISSING:
+            scope[f"__factory_{name}__"] = one.default_factory
+            factories.append(name)
+            default = _MADE_BY_FACTORY
+        else:
+            default = MISSING
+        if one.kw_only:
+            keyword.append(name)
+            if default is not MISSING:
+                keyword_defaults[name] = default
+        elif default is not MISSING:
+            defaults.append(default)
+        else:
+            assert not defaults, f"{kind}.{name} follows a default (refused when the class is made)"
+    return (tuple(names), tuple(keyword), tuple(factories)), scope, defaults, keyword_defaults
+
+
+def init_source(shape: Shape) -> str:
+    """The text of an ``__init__`` of this shape: what a record's first call compiles, unless it was written out."""
+    names, keyword, factories = shape
+    own = "__dataclass_self__" if "self" in names else "self"  # as dataclasses names it
+    positional = [name for name in names if name not in keyword]
+    parameters = ", ".join([own, *positional, *(["*", *keyword] if keyword else [])])
+    values = ", ".join(
+        f"{name}=__factory_{name}__() if {name} is __made_by_factory__ else {name}"
+        if name in factories
+        else f"{name}={name}"
+        for name in names
+    )
+    return f"def __init__({parameters}):\n    {own}.__dict__.update({values})\n"
+
+
+# The records' __init__ as tools.records wrote them out, by their shape: those of the modules a new process imports
+# with the app read at the first record's first call, the others' at the first call of a record they hold.
+_read: dict[Shape, CodeType] | None = None
+_later_read = False
+
+
+def _compiled(shape: Shape) -> CodeType:
+    """The code of the ``__init__`` of this shape, as ``exec(init_source(shape))`` makes it.
+
+    Read from :mod:`oncegate.domain.record_inits` (or ``record_inits_later``), compiled from the same text with the
+    package's bytecode, where the shape is there: compiling each record's at its first call was two thirds of a
+    first claim's own Python (26 records, about 8 million instructions: issue 36's cold start). Only a shape not
+    written out there (a record added or changed since ``python -m tools.records`` ran;
+    tests/service/test_record_inits.py fails until it is run) is compiled here.
+    """
+    global _read, _later_read
+    if _read is None:
+        from oncegate.domain.record_inits import INITS
+
+        _read = dict(INITS)
+    written = _read.get(shape)
+    if written is None and not _later_read:
+        from oncegate.domain.record_inits_later import INITS as LATER
+
+        _read.update(LATER)
+        _later_read = True
+        written = _read.get(shape)
+    if written is not None:
+        # As exec names what it compiles: a traceback through the __init__ reads as the compiled one's.
+        return written.replace(co_filename="<string>", co_firstlineno=1)
+    scope: dict[str, Any] = {}
+    exec(init_source(shape), scope)
+    code: CodeType = scope["__init__"].__code__
+    return code
 
 
 def _values(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:

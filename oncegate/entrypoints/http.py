@@ -106,7 +106,11 @@ def entry(listed: Listed) -> Operation:
     """
     with _collector_paused():
         operation = listed_entry(listed)
-        for model in (operation.body, operation.query, None if operation.as_members else operation.response_model):
+        for model in (
+            operation.body,
+            operation.query_model,
+            None if operation.as_members else operation.response_model,
+        ):
             if model is not None:
                 model.model_rebuild()
     return operation
@@ -219,9 +223,11 @@ def read(
     list_name = operation.list_name or own
     params: dict[str, Any] = {}
     query = None
-    if operation.query is not None:
-        params = query_params(request, operation.query, list_name, seal)
-        query = validate(operation.query, operation.adjust(params) if operation.adjust else params)
+    if operation.query is not None:  # the model read only for an entry with a query (a name is looked up then)
+        model = operation.query_model
+        assert model is not None
+        params = query_params(request, model, list_name, seal)
+        query = validate(model, operation.adjust(params) if operation.adjust else params)
     body = None
     model = operation.reads or operation.body
     if model is not None:

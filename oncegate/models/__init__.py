@@ -2,9 +2,9 @@
 
 A package rather than one module because each field carries its designer text next to it (issue 11),
 which made one module of about a thousand lines. The modules follow the aggregates: ``claim_requests``
-and ``claim_views``, ``conflicts``, ``inventory``, ``health`` (with the error body), ``paging`` (a list's page,
-which a Check and claim never reads); ``base`` holds what they share: wire naming, size limits, field types and
-:func:`~oncegate.models.base.designer`.
+(and ``claim_waits``, the poll of its wait) and ``claim_views``, ``conflicts``, ``inventory``, ``health`` (with
+the error body), ``paging`` (a list's page, which a Check and claim never reads); ``base`` holds what they share:
+wire naming, size limits, field types and :func:`~oncegate.models.base.designer`.
 
 The modules do without ``from __future__ import annotations``: with it, pydantic evaluates every field's
 annotation again from its text when the class is made, a sixth of what importing them costs (issue 36).
@@ -67,7 +67,6 @@ if TYPE_CHECKING:
         ClaimItem,
         ClaimRequest,
         FlowRef,
-        WaitQuery,
     )
     from oncegate.models.claim_views import (
         ClaimResponse,
@@ -75,6 +74,7 @@ if TYPE_CHECKING:
         EarlierAttemptView,
         Holder,
     )
+    from oncegate.models.claim_waits import WaitQuery
     from oncegate.models.conflicts import (
         ConflictList,
         ConflictResolution,
@@ -155,8 +155,8 @@ _WHERE: dict[str, tuple[str, ...]] = {
         "ClaimItem",
         "ClaimRequest",
         "FlowRef",
-        "WaitQuery",
     ),
+    "oncegate.models.claim_waits": ("WaitQuery",),
     "oncegate.models.claim_views": (
         "ClaimResponse",
         "ClaimResult",

@@ -1,4 +1,5 @@
-"""What a flow sends to claim: Check and claim, and the poll of its wait (a claim once made: ``claim_records``)."""
+"""What a flow sends to claim: Check and claim (the poll of its wait: ``claim_waits``; a claim once made:
+``claim_records``)."""
 
 from typing import Annotated
 
@@ -9,20 +10,14 @@ from oncegate.domain.waiting import DEFAULT_MAX_WAIT_SECONDS, MAX_MAX_WAIT_SECON
 from oncegate.models.base import (
     ADVANCED,
     IMPORTANT,
-    INTERNAL,
     LeaseSeconds,
     Reference,
     ScopeInput,
     SourceInput,
     Text256,
-    _Query,
     _Request,
     designer,
 )
-
-# A sealed ticket holds the run id, flow and reference (up to 256 characters each, 4 bytes a character at most in
-# its format) and a few digests: 6,874 characters at the very most (tests/http/test_wait_ticket_size.py).
-MAX_TICKET_LENGTH = 8192
 
 
 class FlowRef(_Request):
@@ -187,13 +182,3 @@ class ClaimRequest(ClaimItem):
         if wait and (data.get("flow") is None or (data.get("payload") is None and data.get("fingerprint") is None)):
             raise ValueError("wait needs flow, and payload or fingerprint, so that each poll is recognised as this run")
         return wait
-
-
-class WaitQuery(_Query):
-    """A poll of Check and claim (wait): the run's request, sealed in the address the 202 answer gave."""
-
-    ticket: Annotated[
-        str,
-        Field(min_length=1, max_length=MAX_TICKET_LENGTH),
-        designer("Ticket", "The waiting run's request, sealed; the Location header carries it.", INTERNAL),
-    ]

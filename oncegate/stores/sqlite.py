@@ -63,7 +63,7 @@ from oncegate.stores.sqlite_rows import (
     _sql_row,
     _table_mark,
 )
-from oncegate.stores.sqlite_schema import ADDED_INDEXES, SCHEMA, add_columns, private_file
+from oncegate.stores.sqlite_schema import ADDED_INDEXES, SCHEMA, add_columns, made, private_file, up_to_date
 
 logger = logging.getLogger(__name__)
 
@@ -228,17 +228,25 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         self._opened: tuple[int, int] | None = None
         self._writer = WritersQueue()
         self._writers_file = WritersFile(Path(self._path + WRITERS_SUFFIX)) if self._path != ":memory:" else None
+        script = SCHEMA + sqlite_targets.TARGETS_SCHEMA
         with self._alone() as connection:
             # WAL is a setting of the file, made once and kept: a connection that set it again while another
             # process wrote was answered "database is locked", busy timeout or not. So were the script's
             # statements, which is why the store is opened by one process's writer at a time.
             connection.execute("PRAGMA journal_mode = WAL")
-            connection.executescript(SCHEMA + sqlite_targets.TARGETS_SCHEMA)
+            # A file this release opened before, its schema unchanged since, has every table, column and index:
+            # the scripts and add_columns would change nothing, and cost half of a first open (issue 36).
+            ready = up_to_date(connection, script)
+            if not ready:
+                connection.executescript(script)
         self._opened = _file_of(self._path)
-        with self._write() as connection:
-            add_columns(connection)
+        if not ready:
+            with self._write() as connection:
+                add_columns(connection)
         with self._alone() as connection:
-            connection.executescript(ADDED_INDEXES)
+            if not ready:
+                connection.executescript(ADDED_INDEXES)
+                made(connection, script)
             # Held open for the store's life. Connections come and go with the local server's request
             # threads, and the last one of a process to close checkpoints and deletes the WAL under an
             # exclusive lock: another process opening the file meanwhile was answered "database is locked".

@@ -24,7 +24,7 @@ from oncegate.domain.records import Flow
 from oncegate.domain.waiting import Unwritten, Waiting, WaitingIdentity
 from oncegate.entrypoints import waits
 from oncegate.entrypoints.operations.claims import WAIT_FOR_CLAIM
-from oncegate.models.claim_requests import MAX_TICKET_LENGTH
+from oncegate.models.claim_waits import MAX_TICKET_LENGTH
 from tests.http.client import Api, Reply
 
 # A character as wide as the format writes any: a control character (6 bytes as JSON), one outside the BMP (4 bytes

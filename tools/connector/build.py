@@ -184,8 +184,8 @@ def path_parameter(name: str) -> Schema:
 def parameters_of(route: str, operation: Operation) -> list[Schema]:
     names = [segment[1:-1] for segment in route.split("/") if segment.startswith("{")]
     parameters = [path_parameter(name) for name in names]
-    if operation.query is not None:
-        parameters += query_parameters(operation.query)
+    if operation.query_model is not None:
+        parameters += query_parameters(operation.query_model)
     if operation.body is not None:
         parameters.append(
             {

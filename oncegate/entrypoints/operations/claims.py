@@ -20,12 +20,12 @@ from oncegate.models import (
     ClaimItem,
     ClaimRequest,
     FlowRef,
-    WaitQuery,
 )
 from oncegate.models.base import shown
 
 if TYPE_CHECKING:
     from oncegate.bootstrap import Services
+    from oncegate.models import WaitQuery
 
 WAITING = (
     "Wait was on and another run holds the claim: the engine polls the Location address after Retry-After seconds "
@@ -206,7 +206,7 @@ WAIT_FOR_CLAIM = Operation(
     name="wait_for_claim",
     route="claims/{claimId}/wait",
     method="GET",
-    query=WaitQuery,
+    query="WaitQuery",  # named: a first Check and claim does not build it
     response="ClaimResponse",
     as_members=True,
     event=telemetry.CHECK,

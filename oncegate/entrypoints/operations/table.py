@@ -129,7 +129,9 @@ class Operation:
     serve: Callable[[Services, Call[Any, Any], Any], Any]
     render: Callable[[Call[Any, Any], Any], BaseModel | Members | Reply]
     body: type[BaseModel] | None = None
-    query: type[BaseModel] | None = None
+    # The query's model, or its name in :mod:`oncegate.models` where the entry's module need not import it (a query no
+    # other entry of the module reads): read as :attr:`query_model`, as :attr:`response` is.
+    query: type[BaseModel] | str | None = None
     # Who may call it in Entra ID mode; None: anyone, without a function key either (health).
     role: Role | None = Role.FLOW
     # Sent for every answer but a 503 (which sends OnceGate.Unavailable); None: only the 503s are sent.
@@ -165,6 +167,16 @@ class Operation:
             model: type[BaseModel] = getattr(models, response)
             return model
         return response
+
+    @property
+    def query_model(self) -> type[BaseModel] | None:
+        """The query's model, imported when first read where the entry names it: Check and claim's wait's, which a
+        first Check and claim never builds (issue 36's cold start)."""
+        query = self.query
+        if isinstance(query, str):
+            model: type[BaseModel] = getattr(models, query)
+            return model
+        return query
 
     def path(self, **ids: str) -> str:
         """The route with its parameters filled in, below ``/api/``."""

@@ -21,7 +21,6 @@ import weakref
 from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,14 +51,14 @@ from oncegate.stores.sqlite_batch import SqliteNewClaims
 from oncegate.stores.sqlite_locks import WRITERS_SUFFIX, WritersFile, WritersQueue
 from oncegate.stores.sqlite_rows import (
     MARK_ROW,
-    MARK_STATUS,
     MARKED_TABLES,
-    NO_TOKEN,
     Written,
     _claim_row,
     _first_version,
     _insert,
+    _mark_row,
     _no_such_table,
+    _replace_claim,
     _sql_row,
     _table_mark,
 )
@@ -75,21 +74,6 @@ BUSY_TIMEOUT_MS = 10_000
 # 32 MiB at 4 KiB pages.
 WAL_AUTOCHECKPOINT_PAGES = 8000
 R = TypeVar("R")
-
-
-def _replace_claim(connection: sqlite3.Connection, claim: Claim, version: str | None) -> int:
-    """Write ``claim`` over its row if the row is still at ``version``: the rows changed, 1 or 0."""
-    row = _claim_row(claim)
-    return connection.execute(
-        _update_claim_sql(tuple(row)), [*row.values(), claim.claim_id, int(version or 0)]
-    ).rowcount
-
-
-@lru_cache(maxsize=8)
-def _update_claim_sql(names: tuple[str, ...]) -> str:
-    # Built once for the claim's columns: sqlite3 finds its prepared statement by the text.
-    assignments = ", ".join(f"{name} = ?" for name in names)
-    return f"UPDATE claims SET {assignments}, Version = Version + 1 WHERE ClaimId = ? AND Version = ?"
 
 
 def _missing_as_none(
@@ -125,15 +109,6 @@ def _translation(exc: sqlite3.OperationalError) -> NotConfigured | StoreUnavaila
         return NotConfigured(missing_table(str(exc).rsplit(":", 1)[-1].strip()), target=STORE_ID)
     logger.warning("SQLite store unavailable: %s", exc)
     return StoreUnavailable(f"the SQLite store is unavailable: {exc}")
-
-
-def _mark_row(table: str, key: str, store_id: str, when: str) -> Row:
-    """A table's mark row: its key, the store's id, and what the table's NOT NULL columns need."""
-    if table == "claims":
-        filler: Row = {"Scope": "", "Status": MARK_STATUS, "Attempt": 0, "ClaimToken": NO_TOKEN, "RunId": ""}
-        times = {"FirstReceivedAt": when, "LastAttemptAt": when, "UpdatedAt": when}
-        return {key: MARK_ROW, **filler, **times, "StoreId": store_id, "Version": 1}
-    return {key: MARK_ROW, "AddedAt": when, "StoreId": store_id, "Version": 1}
 
 
 def _page(rows: list[sqlite3.Row], limit: int, from_row: Callable[[Row, str], R], place: tuple[str, str]) -> Page[R]:

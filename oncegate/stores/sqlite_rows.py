@@ -1,6 +1,8 @@
-"""How the SQLite store writes its rows: what its claims and its backups (``sqlite_backups``) both write with.
+"""How the SQLite store writes its rows: a claim's row, written new or over its version, a table's mark row, and what
+its claims and its backups (``sqlite_backups``) both write with.
 
-Apart from ``sqlite`` only so that the backup adapter can share them without importing the store's module.
+Apart from ``sqlite`` so that the backup adapter can share them without importing the store's module, and so that the
+store's module keeps to its connections, transactions and queries.
 """
 
 from __future__ import annotations
@@ -87,3 +89,27 @@ def _first_version() -> int:
     # As ``secrets.randbits(62)`` reads it (``SystemRandom.getrandbits``: 8 bytes of ``os.urandom``, big-endian,
     # the top 62 bits), without the two calls around it (issue 36).
     return int.from_bytes(os.urandom(8), "big") >> 2
+
+
+def _replace_claim(connection: sqlite3.Connection, claim: Claim, version: str | None) -> int:
+    """Write ``claim`` over its row if the row is still at ``version``: the rows changed, 1 or 0."""
+    row = _claim_row(claim)
+    return connection.execute(
+        _update_claim_sql(tuple(row)), [*row.values(), claim.claim_id, int(version or 0)]
+    ).rowcount
+
+
+@lru_cache(maxsize=8)
+def _update_claim_sql(names: tuple[str, ...]) -> str:
+    # Built once for the claim's columns: sqlite3 finds its prepared statement by the text.
+    assignments = ", ".join(f"{name} = ?" for name in names)
+    return f"UPDATE claims SET {assignments}, Version = Version + 1 WHERE ClaimId = ? AND Version = ?"
+
+
+def _mark_row(table: str, key: str, store_id: str, when: str) -> Row:
+    """A table's mark row: its key, the store's id, and what the table's NOT NULL columns need."""
+    if table == "claims":
+        filler: Row = {"Scope": "", "Status": MARK_STATUS, "Attempt": 0, "ClaimToken": NO_TOKEN, "RunId": ""}
+        times = {"FirstReceivedAt": when, "LastAttemptAt": when, "UpdatedAt": when}
+        return {key: MARK_ROW, **filler, **times, "StoreId": store_id, "Version": 1}
+    return {key: MARK_ROW, "AddedAt": when, "StoreId": store_id, "Version": 1}

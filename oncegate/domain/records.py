@@ -268,6 +268,14 @@ EARLIER_CALL = "earlierCall"
 # this long after it was sent.
 LONGEST_CALL_SECONDS = 90
 LONGEST_CALL = timedelta(seconds=LONGEST_CALL_SECONDS)
+# How long past its recorded deadline a call in doubt is judged over: twice oncegate.domain.safeguard.MAX_CLOCK_SKEW
+# (5 s; not imported, which imports this module), as each instance's clock may be that far from the store's, so two
+# instances' may be twice that apart. The instance that sent the call ends it by the deadline on its own clock; one
+# whose clock is ahead of the sender's judged the deadline passed while the call could still reach the target, looked
+# it up, found nothing yet and made the order a second time. Every judgement that a call's deadline passed (a look-up,
+# a hand-over to reconcile, the time a run or a wait's poll is told to ask again) waits this long past it, whichever
+# instance judges: on SQLite too, where one clock judges, it costs a reconcile 10 s and keeps one rule for both stores.
+CALL_DEADLINE_MARGIN = timedelta(seconds=10)
 
 
 def marked_call(data: Any) -> Mapping[str, Any] | None:
@@ -320,12 +328,23 @@ def _performs(call: Mapping[str, Any], recorded_at: datetime) -> datetime | None
     return deadline if timedelta(0) <= deadline - sent_at <= LONGEST_CALL else None
 
 
+def call_over_at(claim: Claim) -> datetime | None:
+    """When the call a look-up must find is over on every instance's clock: its deadline (call_deadline) plus
+    CALL_DEADLINE_MARGIN, up to the whole second, so that an answer naming it (in whole seconds) never names a time
+    before it. From then on a look-up may tell what it did; None without such a call."""
+    deadline = call_deadline(claim)
+    if deadline is None:
+        return None
+    over = deadline + CALL_DEADLINE_MARGIN
+    return over.replace(microsecond=0) + timedelta(seconds=1) if over.microsecond else over
+
+
 def call_under_way(claim: Claim, now: datetime) -> datetime | None:
-    """The deadline of the call a look-up must find (call_deadline) while it is still ahead of ``now``: until then the
+    """When the call a look-up must find is over (call_over_at), while that is still ahead of ``now``: until then the
     call may still be under way at the target, and no look-up can tell what it did. None once it passed, or without
     such a call."""
-    deadline = call_deadline(claim)
-    return deadline if deadline is not None and deadline > now else None
+    over = call_over_at(claim)
+    return over if over is not None and over > now else None
 
 
 def _zoned(text: Any) -> datetime | None:

@@ -64,6 +64,7 @@ from oncegate.domain.records import (
     ClaimFilter,
     HistoryEvent,
     call_deadline,
+    call_over_at,
     call_under_way,
     looked_up_call,
     marked_call,
@@ -345,10 +346,10 @@ class Perform:
             target_status=reply.status,
             target_failure=reply.failure.value if reply.failure else None,
         )
-        deadline = call_deadline(claim)
-        if decision is PerformDecision.RECONCILE and deadline is not None:
-            # The next Perform once after the deadline looks the record up: said as when to ask again.
-            told = replace(told, retry_after_seconds=seconds_until(deadline, self._core.clock()))
+        over = call_over_at(claim)
+        if decision is PerformDecision.RECONCILE and over is not None:
+            # The next Perform once after the deadline (and its margin) looks the record up: said as when to ask again.
+            told = replace(told, retry_after_seconds=seconds_until(over, self._core.clock()))
         try:
             self._record(claim, result)
         except StoreUnavailable:
@@ -411,7 +412,7 @@ class Perform:
         earlier = answer.earlier_attempt
         recorded_before = before if before is not None and earlier and before.attempt == earlier.attempt else None
         called = self._called(recorded_before, target)
-        deadline = call_deadline(recorded_before) if recorded_before else None
+        deadline = call_over_at(recorded_before) if recorded_before else None
         if deadline is None and earlier is not None:
             deadline = earlier.started_at + lease_of(called or target)
         if deadline is not None and deadline > now:
@@ -633,9 +634,9 @@ def _drawn(claims: Iterable[Claim], limit: int, chance: random.Random) -> list[C
 
 
 def _due(claim: Claim, now: datetime) -> bool:
-    """Whether a look-up may tell what the claim's call did: it is in doubt and the call's deadline has passed."""
-    deadline = call_deadline(claim)
-    return deadline is not None and deadline <= now and in_doubt(claim, now)
+    """Whether a look-up may tell what the claim's call did: it is in doubt and the call is over (call_over_at)."""
+    over = call_over_at(claim)
+    return over is not None and over <= now and in_doubt(claim, now)
 
 
 def _same_data(claim: Claim, fingerprint: Fingerprint | None) -> bool:

@@ -10,7 +10,7 @@ from datetime import datetime
 from oncegate.domain.copies import frozen
 from oncegate.domain.decisions import ClaimAnswer, held_reason, lease_left
 from oncegate.domain.performing import KeptResponse, PerformDecision
-from oncegate.domain.records import Claim, EarlierAttempt, call_deadline, marked_by_perform
+from oncegate.domain.records import CALL_DEADLINE_MARGIN, Claim, EarlierAttempt, call_over_at, marked_by_perform
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target, TargetReply
 from oncegate.domain.times import said
@@ -111,14 +111,16 @@ def own_call(claim: Claim, waiting: Waiting) -> bool:
     return claim.run_id == waiting.run_id and claim.flow == waiting.flow and marked_by_perform(claim.data)
 
 
-def under_way_in_doubt(answer: PerformAnswer, deadline: datetime, seconds: int) -> PerformAnswer:
+def under_way_in_doubt(answer: PerformAnswer, over: datetime, seconds: int) -> PerformAnswer:
     """``answer`` as in_progress while the call of its attempt is in doubt and may still be under way at the target
-    until ``deadline``, asking again after ``seconds`` (a wait's poll may come before the deadline)."""
+    until ``over`` (records.call_over_at), asking again after ``seconds`` (a wait's poll may come before it)."""
+    margin = int(CALL_DEADLINE_MARGIN.total_seconds())
     return replace(
         answer,
         reason=(
-            f"The call of attempt {answer.attempt} is in doubt and may still be under way at the target until its "
-            f"deadline ({said(deadline)}), when a look-up can tell: ask again in {seconds} s."
+            f"The call of attempt {answer.attempt} is in doubt and may still be under way at the target until "
+            f"{said(over)} (its deadline and {margin} s for the instances' clocks), when a look-up can tell: ask "
+            f"again in {seconds} s."
         ),
         retry_after_seconds=seconds,
     )
@@ -161,8 +163,8 @@ def polled(claim: Claim, waiting: Waiting, now: datetime) -> PerformAnswer:
             reason=f"The holder's call failed ({claim.error or claim.status.value}): {then}.",
         )
     # No claim token to settle it with: when to run Perform once again, which looks the record up after the deadline.
-    deadline = call_deadline(claim)
-    seconds = seconds_until(deadline, now) if deadline is not None else 1
+    over = call_over_at(claim)
+    seconds = seconds_until(over, now) if over is not None else 1
     return replace(
         base,
         decision=PerformDecision.RECONCILE,

@@ -179,8 +179,9 @@ def test_an_order_made_whose_answer_the_target_lost_is_found_by_the_same_run_ask
     definition: dict[str, Any], call_app: Call, stand_in: StandInTarget, clock: FakeClock
 ) -> None:
     """The order system makes the order, then answers 503: the outcome is unknown until its look-up tells. The run
-    asks Perform once again after Retry After Seconds (the call's deadline), which looks the order up: the run
-    itself ends with the order, and a person is needed for nothing. The sample handed this reconcile to a person."""
+    asks Perform once again after Retry After Seconds (the call's deadline and margin), which looks the order up:
+    the run itself ends with the order, and a person is needed for nothing. The sample handed this reconcile to a
+    person."""
     stand_in.script(Answer(status=503, body=b"{}"))
     waits: list[float] = []
     answers: list[Any] = []
@@ -200,7 +201,8 @@ def test_an_order_made_whose_answer_the_target_lost_is_found_by_the_same_run_ask
         ("reconcile", False),
         ("duplicate", False),
     ]
-    assert waits == [answers[0]["retryAfterSeconds"]] == [5]
+    # The target's 5 s, the 10 s margin for the instances' clocks, up to the whole second (the clock is at .123456 s).
+    assert waits == [answers[0]["retryAfterSeconds"]] == [16]
     assert answer(done)["decision"] == "duplicate"
     assert answer(done)["orderId"] == stand_in.records[0].record_id
     assert done.statuses["Use_the_order_made_before"] == "Succeeded"
@@ -209,7 +211,7 @@ def test_an_order_made_whose_answer_the_target_lost_is_found_by_the_same_run_ask
 
 
 def test_a_run_that_comes_while_the_call_is_in_doubt_waits_for_its_deadline_and_gets_the_order_found(
-    definition: dict[str, Any], call_app: Call, stand_in: StandInTarget
+    definition: dict[str, Any], call_app: Call, stand_in: StandInTarget, clock: FakeClock
 ) -> None:
     """Another run's call answered 503; this run comes before that call's deadline, when no look-up can tell yet: its
     wait ends with reconcile without a token, and it asks again as told."""
@@ -222,7 +224,8 @@ def test_a_run_that_comes_while_the_call_is_in_doubt_waits_for_its_deadline_and_
         answers.append(call_app(method, path, body)[1])
         return 200, answers[-1]
 
-    second = run(definition, sent, "run-2")
+    # The engine's Delay of Retry After Seconds moves the test's clock, as the wait's polls do.
+    second = Run(definition, ORDER, sent, PARAMETERS, name="run-2", sleep=clock.advance).start()
 
     assert [(told["decision"], "claimToken" in told) for told in answers] == [
         ("reconcile", False),

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from oncegate.domain.records import CALL_DEADLINE_MARGIN
+
 FLOW = {"name": "Create ERP order", "environment": "Default-contoso"}
+
+
+# Seconds past a call's recorded deadline after which any instance judges it over and looks it up (the margin for
+# the instances' clocks, and one more).
+PAST_DEADLINE = int(CALL_DEADLINE_MARGIN.total_seconds()) + 1
 
 
 def perform_body(

@@ -28,7 +28,7 @@ from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
-from tests.perform.calls import FLOW, perform_body
+from tests.perform.calls import FLOW, PAST_DEADLINE, perform_body
 from tests.perform.conftest import Declared, with_target
 from tests.support.target_server import Answer, StandInTarget
 
@@ -89,7 +89,7 @@ def test_a_call_whose_deadline_passed_while_the_store_wrote_its_mark_is_not_sent
 ) -> None:
     service, store = on_fake_clock
     # The store answers the write before the call leaves only after the call's whole time.
-    store.interleave(1, SLOW_CALL, lambda: clock.advance(erp_store.timeout_seconds + 1))
+    store.interleave(1, SLOW_CALL, lambda: clock.advance(erp_store.timeout_seconds + PAST_DEADLINE))
     try:
         first = perform(service, "SO-1", "run-1")
     finally:
@@ -134,7 +134,7 @@ def test_a_look_up_left_late_by_a_slow_store_is_not_made_once_the_grant_that_too
     stand_in.script(Answer(status=503, commit=False))  # the call ends in doubt: the target made nothing
     first = perform(service, "SO-3", "run-1")
     assert first.decision.value == "reconcile", first
-    clock.advance(erp_store.timeout_seconds + 1)  # past the call's deadline: the next Perform once looks it up
+    clock.advance(erp_store.timeout_seconds + PAST_DEADLINE)  # past the call's deadline: the next one looks it up
     # The store answers the write that takes the call over only once that grant's lease ran out.
     store.interleave(1, "update_claim", lambda: clock.advance(lease_of(erp_store).total_seconds() + 1))
     try:
@@ -164,7 +164,7 @@ def test_a_call_sent_again_after_a_slow_look_up_holds_its_claim_until_its_own_de
     stand_in.script(Answer(status=503, commit=False))  # the first call ends in doubt: the target made nothing
     first = perform(service, "SO-4", "run-1")
     assert first.decision.value == "reconcile", first
-    clock.advance(erp.timeout_seconds + 1)  # past its deadline: the next Perform once looks it up
+    clock.advance(erp.timeout_seconds + PAST_DEADLINE)  # past its deadline: the next Perform once looks it up
     margin = lease_of(erp).total_seconds() - erp.timeout_seconds
     told: list[ClaimResponse] = []
 
@@ -206,7 +206,7 @@ def test_a_grant_whose_lease_ran_out_before_its_look_up_could_tell_is_handed_to_
     service, store = on_fake_clock
     stand_in.script(Answer(status=503, commit=False))  # the call ends in doubt: the target made nothing
     assert perform(service, "SO-6", "run-1").decision.value == "reconcile"
-    clock.advance(erp_store.timeout_seconds + 1)  # past the call's deadline: the next Perform once looks it up
+    clock.advance(erp_store.timeout_seconds + PAST_DEADLINE)  # past the call's deadline: the next one looks it up
     lease = lease_of(erp_store).total_seconds()
     looking = None
     if look_up == "not-made":

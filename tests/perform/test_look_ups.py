@@ -16,7 +16,7 @@ from tests.conftest import FakeClock
 from tests.gate import Gate
 from tests.http.client import Api
 from tests.http.test_governance import run_timer
-from tests.perform.calls import FLOW, perform_body
+from tests.perform.calls import FLOW, PAST_DEADLINE, perform_body
 from tests.perform.conftest import Declared, with_target
 from tests.support.target_server import Answer, Record, StandInTarget
 
@@ -40,7 +40,7 @@ def test_the_watch_finds_a_call_in_doubt_at_its_target_and_the_next_run_is_a_dup
     assert first["decision"] == "reconcile"
     run_timer("watch_claims_needing_attention")  # before the deadline: no look-up yet
     assert [request.method for request in stand_in.received] == ["POST"]
-    clock.advance(erp.timeout_seconds + 1)
+    clock.advance(erp.timeout_seconds + PAST_DEADLINE)
 
     run_timer("watch_claims_needing_attention")
     later = perform(api, run="run-2")
@@ -57,7 +57,7 @@ def test_the_watch_never_sends_a_call_in_doubt_again_even_to_a_target_that_honou
     declared.declare(with_target(erp, honours_idempotency_key=True))
     stand_in.script(Answer(status=503, commit=False))
     perform(api)
-    clock.advance(erp.timeout_seconds + 1)
+    clock.advance(erp.timeout_seconds + PAST_DEADLINE)
 
     run_timer("watch_claims_needing_attention")
 
@@ -70,7 +70,7 @@ def handed_to_run_2(api: Api, erp: Target, stand_in: StandInTarget, clock: FakeC
     was handed the claim to reconcile; it never recorded, and its lease ran out. The key's payload names no target."""
     stand_in.script(Answer(status=503), Answer(status=503, body=b"{}"))
     first = perform(api, payload={"order": "SO-1001"})
-    clock.advance(erp.timeout_seconds + 1)
+    clock.advance(erp.timeout_seconds + PAST_DEADLINE)
     handed = perform(api, run="run-2", payload={"order": "SO-1001"})
     assert (first["decision"], handed["decision"], handed["lookedUp"]) == ("reconcile", "reconcile", True)
     assert handed["claimToken"]
@@ -139,7 +139,7 @@ def test_a_call_in_doubt_at_a_target_removed_since_is_neither_looked_up_nor_sent
         stand_in.script(Answer(status=503))
         perform(api, payload={"order": "SO-1001"})
         assert declared.store.delete_target("erp")
-        clock.advance(erp.timeout_seconds + 1)
+        clock.advance(erp.timeout_seconds + PAST_DEADLINE)
 
         second = perform(api, run="run-2", target="erp-next", payload={"order": "SO-1001"})
 
@@ -157,7 +157,7 @@ def test_a_call_in_doubt_without_the_reference_its_look_up_needs_says_so(
     not that no look-up is declared (the operator declared one)."""
     stand_in.script(Answer(status=503))
     perform(api, reference=None)
-    clock.advance(erp.timeout_seconds + 1)
+    clock.advance(erp.timeout_seconds + PAST_DEADLINE)
 
     second = perform(api, run="run-2", reference=None)
 
@@ -364,7 +364,7 @@ def _handed_by_check_and_claim(
     took the claim to reconcile."""
     stand_in.script(Answer(status=503))
     assert perform(api, payload=payload)["decision"] == "reconcile"
-    clock.advance(erp.timeout_seconds + 1)
+    clock.advance(erp.timeout_seconds + PAST_DEADLINE)
     own = {"scope": "erp.create-order", "key": "SO-1001", "runId": "run-2", "flow": FLOW, "payload": payload}
     handed: dict[str, Any] = api.call("check_and_claim", {**own, "leaseSeconds": LEASE}).body
     assert handed["decision"] == "reconcile", handed

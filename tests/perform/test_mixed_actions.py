@@ -31,7 +31,7 @@ from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate
 from tests.http.client import Api
 from tests.http.test_governance import run_timer
-from tests.perform.calls import perform_body
+from tests.perform.calls import PAST_DEADLINE, perform_body
 from tests.perform.conftest import Declared, with_target
 from tests.support.target_server import Answer, Record, StandInTarget
 
@@ -185,7 +185,7 @@ def test_check_and_claim_during_perform_onces_look_up_gets_no_token_and_one_orde
     same_run: dict[str, Any] = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
     stand_in.script(Answer(status=503, commit=False))
     assert api.call("perform_once", {**body, "runId": "run-0"}).body["decision"] == "reconcile"
-    clock.advance(31)
+    clock.advance(30 + PAST_DEADLINE)
     stand_in.script(Answer(status=404, body=b"{}", commit=False, late=True))
     with ThreadPoolExecutor(1) as pool, stand_in.released():
         held = pool.submit(api.call, "perform_once", body)
@@ -214,7 +214,7 @@ def test_a_claim_handed_to_the_flow_after_a_look_up_that_could_not_tell_is_the_r
     same_run: dict[str, Any] = {key: body[key] for key in ("scope", "key", "runId", "flow", "payload")}
     stand_in.script(Answer(status=503, commit=False))
     assert api.call("perform_once", {**body, "runId": "run-0"}).body["decision"] == "reconcile"
-    clock.advance(31)
+    clock.advance(30 + PAST_DEADLINE)
     stand_in.script(Answer(status=503, commit=False))
     handed = api.call("perform_once", body).body
 
@@ -300,8 +300,8 @@ def test_check_and_claim_before_a_call_in_doubts_deadline_is_told_in_progress_an
     assert len(stand_in.records) == 1, "the order was made twice"
 
     assert (asked.body["decision"], asked.body.get("claimToken")) == ("in_progress", None)
-    assert 1 <= asked.body["retryAfterSeconds"] <= 25
-    clock.advance(26)
+    assert 1 <= asked.body["retryAfterSeconds"] <= 25 + PAST_DEADLINE
+    clock.advance(25 + PAST_DEADLINE)
     later = api.call("perform_once", {**body, "runId": "run-C"}).body
     assert (later["decision"], later["targetRecordId"]) == ("duplicate", "order-0")
 
@@ -316,7 +316,7 @@ def test_check_and_claim_waiting_on_a_call_in_doubt_is_told_so_and_polls_until_i
     body = {**perform_body("SO-waits", run="run-A"), "payload": {"amount": 10}}
     stand_in.script(Answer(status=504, commit=False))
     assert api.call("perform_once", body).body["decision"] == "reconcile"
-    clock.advance(27)
+    clock.advance(27 + PAST_DEADLINE)  # the call is over 3 s from now: its deadline, the margin, up to the second
     own = {key: body[key] for key in ("scope", "key", "flow", "payload")} | {"runId": "run-B"}
 
     waited = api.call("check_and_claim", {**own, "wait": True, "maxWaitSeconds": 600})

@@ -10,7 +10,7 @@ import pytest
 from oncegate.domain.targets import Target, TargetAuth
 from tests.conftest import FakeClock
 from tests.http.client import Api
-from tests.perform.calls import perform_body
+from tests.perform.calls import PAST_DEADLINE, perform_body
 from tests.perform.conftest import Declared, with_target
 from tests.support.target_server import Answer, StandInTarget
 
@@ -55,7 +55,7 @@ def test_late_target_run_four_times_one_record_then_the_record_the_look_up_found
     assert answers[0]["decision"] == "reconcile"
     answers.append(perform(api, run="run-2"))  # before the deadline: no look-up can tell yet
     assert answers[1]["decision"] == "in_progress"
-    clock.advance(erp.timeout_seconds + 1)
+    clock.advance(erp.timeout_seconds + PAST_DEADLINE)
     answers += [perform(api, run=f"run-{n}") for n in (3, 4)]
     assert [answer["decision"] for answer in answers] == ["reconcile", "in_progress", "duplicate", "duplicate"]
     assert answers[-1]["targetRecordId"] == "order-1"
@@ -112,7 +112,7 @@ def test_5xx_is_unknown_and_without_a_look_up_the_flow_reconciles(
     stand_in.script(Answer(status=503))
     first = perform(api)
     assert (first["decision"], first["status"]) == ("reconcile", "unknown")
-    clock.advance(erp.timeout_seconds + 1)
+    clock.advance(erp.timeout_seconds + PAST_DEADLINE)
     second = perform(api, run="run-2")
     assert second["decision"] == "reconcile"
     assert second["claimToken"]
@@ -126,7 +126,7 @@ def test_not_found_is_sent_again_under_the_same_key_only_to_a_target_that_honour
     declared.declare(with_target(erp, honours_idempotency_key=True))
     stand_in.script(Answer(status=503, commit=False))
     first = perform(api)
-    clock.advance(erp.timeout_seconds + 1)
+    clock.advance(erp.timeout_seconds + PAST_DEADLINE)
     second = perform(api, run="run-2")
     assert second["decision"] == "performed"
     first_call, second_call = stand_in.writes()
@@ -145,7 +145,7 @@ def test_a_look_up_answering_success_without_a_record_found_nothing(
     """A search answering 200 with an empty list found nothing: never settled as done without a record."""
     stand_in.script(Answer(status=503, commit=False), Answer(status=200, body=b"[]", commit=False))
     perform(api)
-    clock.advance(erp.timeout_seconds + 1)
+    clock.advance(erp.timeout_seconds + PAST_DEADLINE)
     second = perform(api, run="run-2")
     assert (second["decision"], second["status"]) == ("reconcile", "in_progress")
     assert "targetRecordId" not in second

@@ -21,7 +21,6 @@ import weakref
 from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +59,7 @@ from oncegate.stores.sqlite_rows import (
     _first_version,
     _insert,
     _no_such_table,
+    _replace_claim,
     _sql_row,
     _table_mark,
 )
@@ -75,21 +75,6 @@ BUSY_TIMEOUT_MS = 10_000
 # 32 MiB at 4 KiB pages.
 WAL_AUTOCHECKPOINT_PAGES = 8000
 R = TypeVar("R")
-
-
-def _replace_claim(connection: sqlite3.Connection, claim: Claim, version: str | None) -> int:
-    """Write ``claim`` over its row if the row is still at ``version``: the rows changed, 1 or 0."""
-    row = _claim_row(claim)
-    return connection.execute(
-        _update_claim_sql(tuple(row)), [*row.values(), claim.claim_id, int(version or 0)]
-    ).rowcount
-
-
-@lru_cache(maxsize=8)
-def _update_claim_sql(names: tuple[str, ...]) -> str:
-    # Built once for the claim's columns: sqlite3 finds its prepared statement by the text.
-    assignments = ", ".join(f"{name} = ?" for name in names)
-    return f"UPDATE claims SET {assignments}, Version = Version + 1 WHERE ClaimId = ? AND Version = ?"
 
 
 def _missing_as_none(
@@ -181,7 +166,13 @@ class _Transaction:
                 store._writers_file.__enter__()
             try:
                 connection = self._connection = store._checked_connection()
-                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    connection.execute("BEGIN IMMEDIATE")
+                except BaseException:
+                    # Begun, then a stop (Ctrl+C, SIGTERM) as it returned: SQLite's lock is not kept for good.
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    raise
             except BaseException:
                 if store._writers_file is not None:
                     store._writers_file.__exit__()
@@ -200,9 +191,11 @@ class _Transaction:
         except sqlite3.OperationalError as exc:
             raise _translation(exc) from exc
         finally:
-            if store._writers_file is not None:
-                store._writers_file.__exit__()
-            store._writer.__exit__()
+            try:
+                if store._writers_file is not None:
+                    store._writers_file.__exit__()
+            finally:  # as a with statement of both would: the queue let go even if a stop lands in the unlock
+                store._writer.__exit__()
         if isinstance(error, sqlite3.OperationalError):
             raise _translation(error) from error
 

@@ -57,6 +57,21 @@ def _claim_row(claim: Claim, written: Written | None = None) -> Row:
     return row
 
 
+def _replace_claim(connection: sqlite3.Connection, claim: Claim, version: str | None) -> int:
+    """Write ``claim`` over its row if the row is still at ``version``: the rows changed, 1 or 0."""
+    row = _claim_row(claim)
+    return connection.execute(
+        _update_claim_sql(tuple(row)), [*row.values(), claim.claim_id, int(version or 0)]
+    ).rowcount
+
+
+@lru_cache(maxsize=8)
+def _update_claim_sql(names: tuple[str, ...]) -> str:
+    # Built once for the claim's columns: sqlite3 finds its prepared statement by the text.
+    assignments = ", ".join(f"{name} = ?" for name in names)
+    return f"UPDATE claims SET {assignments}, Version = Version + 1 WHERE ClaimId = ? AND Version = ?"
+
+
 def _no_such_table(exc: sqlite3.OperationalError) -> bool:
     return str(exc).startswith("no such table")
 

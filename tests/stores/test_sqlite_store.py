@@ -12,6 +12,7 @@ from datetime import datetime
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -333,7 +334,7 @@ def test_a_stop_landing_as_begin_immediate_returns_undoes_the_transaction_it_beg
         def __init__(self, connection: sqlite3.Connection) -> None:
             self._connection = connection
 
-        def execute(self, sql: str, *parameters: object) -> sqlite3.Cursor:
+        def execute(self, sql: str, *parameters: Any) -> sqlite3.Cursor:
             cursor = self._connection.execute(sql, *parameters)
             if sql == "BEGIN IMMEDIATE":
                 raise KeyboardInterrupt  # as Python raises it at the first instruction after the call
@@ -344,7 +345,7 @@ def test_a_stop_landing_as_begin_immediate_returns_undoes_the_transaction_it_beg
 
     try:
         claim = records.claim()
-        store._checked_connection = lambda: StoppedAfterBegin(own())  # type: ignore[method-assign,assignment]
+        store._checked_connection = lambda: cast(sqlite3.Connection, StoppedAfterBegin(own()))  # type: ignore[method-assign]
         with pytest.raises(KeyboardInterrupt):
             store.create_claim(claim, records.event(claim.claim_id))
         del store._checked_connection

@@ -58,6 +58,7 @@ from oncegate.stores.sqlite_rows import (
     _claim_row,
     _first_version,
     _insert,
+    _missing_as_none,
     _no_such_table,
     _replace_claim,
     _sql_row,
@@ -75,19 +76,6 @@ BUSY_TIMEOUT_MS = 10_000
 # 32 MiB at 4 KiB pages.
 WAL_AUTOCHECKPOINT_PAGES = 8000
 R = TypeVar("R")
-
-
-def _missing_as_none(
-    connection: sqlite3.Connection, sql: str, parameters: tuple[Any, ...] = (), *, every: bool = False
-) -> Any:
-    """The query's first row (``every``: all rows); None when its table was dropped under this open store."""
-    try:
-        cursor = connection.execute(sql, parameters)
-    except sqlite3.OperationalError as exc:
-        if not _no_such_table(exc):
-            raise
-        return None
-    return cursor.fetchall() if every else cursor.fetchone()
 
 
 def _file_of(path: str) -> tuple[int, int] | None:
@@ -186,9 +174,13 @@ class _Transaction:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _: object) -> None:
         store = self._store
+        connection = self._connection
         try:
-            self._connection.execute("COMMIT" if kind is None else "ROLLBACK")
+            connection.execute("COMMIT" if kind is None else "ROLLBACK")
         except sqlite3.OperationalError as exc:
+            if connection.in_transaction:  # a COMMIT refused may leave it open, and SQLite's lock held
+                with suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
             raise _translation(exc) from exc
         finally:
             try:

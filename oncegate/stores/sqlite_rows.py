@@ -76,6 +76,19 @@ def _no_such_table(exc: sqlite3.OperationalError) -> bool:
     return str(exc).startswith("no such table")
 
 
+def _missing_as_none(
+    connection: sqlite3.Connection, sql: str, parameters: tuple[Any, ...] = (), *, every: bool = False
+) -> Any:
+    """The query's first row (``every``: all rows); None when its table was dropped under this open store."""
+    try:
+        cursor = connection.execute(sql, parameters)
+    except sqlite3.OperationalError as exc:
+        if not _no_such_table(exc):
+            raise
+        return None
+    return cursor.fetchall() if every else cursor.fetchone()
+
+
 def _table_mark(connection: sqlite3.Connection, table: str, key: str) -> TableMark:
     try:
         row = connection.execute(f"SELECT StoreId FROM {table} WHERE {key} = ?", (MARK_ROW,)).fetchone()

@@ -357,6 +357,43 @@ def test_a_stop_landing_as_begin_immediate_returns_undoes_the_transaction_it_beg
         store.close()
 
 
+def test_a_write_whose_commit_fails_ends_its_transaction_and_the_next_writes_go_through(tmp_path: Path) -> None:
+    """A COMMIT SQLite refuses and leaves the transaction open (as it does for SQLITE_BUSY, and may for a disk
+    full or an I/O error): the write is refused (503), rolled back, and SQLite's lock let go, as a bulk call's
+    transaction is (``writing_together``). It stayed open on the thread's connection: every other writer of the
+    file was answered "database is locked", and every later write of that thread (a server's worker) "cannot start a
+    transaction within a transaction"."""
+    store = SqliteStore(tmp_path / "claims.db")
+    own = store._checked_connection
+
+    class CommitRefused:
+        def __init__(self, connection: sqlite3.Connection) -> None:
+            self._connection = connection
+
+        def execute(self, sql: str, *parameters: Any) -> sqlite3.Cursor:
+            if sql == "COMMIT":
+                raise sqlite3.OperationalError("database or disk is full")
+            return self._connection.execute(sql, *parameters)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._connection, name)
+
+    try:
+        claim = records.claim()
+        store._checked_connection = lambda: cast(sqlite3.Connection, CommitRefused(own()))  # type: ignore[method-assign]
+        with pytest.raises(StoreUnavailable, match="disk is full"):
+            store.create_claim(claim, records.event(claim.claim_id))
+        del store._checked_connection
+        assert not store._connection().in_transaction
+        with pytest.raises(NotFound):
+            store.get_claim(claim.claim_id)
+        assert _next_write_goes_through(store)
+        store.create_claim(claim, records.event(claim.claim_id))  # and on this thread
+        assert store.get_claim(claim.claim_id).claim_id == claim.claim_id
+    finally:
+        store.close()
+
+
 def test_once_the_database_is_moved_aside_every_write_is_refused_on_a_thread_with_a_connection_or_a_new_one(
     tmp_path: Path,
 ) -> None:

@@ -326,12 +326,13 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             yield
             return
         with self._alone() as connection:
-            connection.execute("BEGIN IMMEDIATE")
-            self._local.together = True
             try:
+                connection.execute("BEGIN IMMEDIATE")
+                self._local.together = True
                 yield
             except BaseException:
-                connection.execute("ROLLBACK")
+                if connection.in_transaction:  # not begun, or begun and stopped (Ctrl+C) as BEGIN returned
+                    connection.execute("ROLLBACK")
                 raise
             finally:
                 self._local.together = False

@@ -357,6 +357,45 @@ def test_a_stop_landing_as_begin_immediate_returns_undoes_the_transaction_it_beg
         store.close()
 
 
+def test_a_stop_landing_as_writes_made_together_begin_undoes_the_transaction_and_the_thread_writes_alone_again(
+    tmp_path: Path,
+) -> None:
+    """The same stop as a bulk call's or an import's transaction (``writing_together``) is begun: rolled back, and
+    the thread's later writes are its own transactions again, under the writers' locks. The transaction stayed open
+    until the store closed, SQLite's lock held, and so did the thread's mark of writes made together, so that its
+    later writes went in savepoints, outside the writers' locks."""
+    store = SqliteStore(tmp_path / "claims.db")
+    own = store._checked_connection
+
+    class StoppedAfterBegin:
+        def __init__(self, connection: sqlite3.Connection) -> None:
+            self._connection = connection
+
+        def execute(self, sql: str, *parameters: Any) -> sqlite3.Cursor:
+            cursor = self._connection.execute(sql, *parameters)
+            if sql == "BEGIN IMMEDIATE":
+                raise KeyboardInterrupt  # as Python raises it at the first instruction after the call
+            return cursor
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._connection, name)
+
+    try:
+        claim = records.claim()
+        store._checked_connection = lambda: cast(sqlite3.Connection, StoppedAfterBegin(own()))  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt), store.writing_together():
+            store.create_claim(claim, records.event(claim.claim_id))
+        del store._checked_connection
+        assert not store._connection().in_transaction
+        assert not store._local.together
+        assert _next_write_goes_through(store)
+        with store._write() as connection:
+            assert connection.in_transaction  # its own transaction, under the writers' locks
+            assert store._writer._held
+    finally:
+        store.close()
+
+
 def test_a_write_whose_commit_fails_ends_its_transaction_and_the_next_writes_go_through(tmp_path: Path) -> None:
     """A COMMIT SQLite refuses and leaves the transaction open (as it does for SQLITE_BUSY, and may for a disk
     full or an I/O error): the write is refused (503), rolled back, and SQLite's lock let go, as a bulk call's

@@ -35,6 +35,8 @@ T = TypeVar("T")
 
 _FIELDS: dict[type, frozenset[str]] = {}
 _FIELD = dataclasses._FIELD  # type: ignore[attr-defined]  # the kind of field dataclasses.fields() lists
+# What field() passes for the parameters Field takes after Python 3.11's eight, when not given: None (3.14's doc).
+_FIELD_REST = (None,) * (Field.__init__.__code__.co_argcount - 9)
 # An annotation that declares no field, as dataclasses reads one written as text; compiled (re's cache) for the first
 # annotation holding one of its words, which no record has.
 _NO_FIELD = r"\s*(?:\w+\s*\.\s*)?(?:ClassVar|InitVar)\b"
@@ -155,7 +157,7 @@ def _fields(kind: type, kw_only: bool, frozen: bool) -> list[dataclasses.Field[A
         else:
             # What field(default=default) makes, without the checks of arguments it is not given (400 fields a start);
             # MISSING and None are what field() passes for a factory and metadata not given, as typeshed does not say.
-            one = Field(default, MISSING, True, True, None, True, None, kw_only)  # type: ignore[arg-type]
+            one = Field(default, MISSING, True, True, None, True, None, kw_only, *_FIELD_REST)  # type: ignore[arg-type]
         one.name, one.type = name, annotation
         one._field_type = _FIELD  # type: ignore[attr-defined]  # what dataclasses.fields() lists
         if one.kw_only is MISSING:

@@ -57,6 +57,7 @@ from oncegate.stores.sqlite_rows import (
     _first_version,
     _insert,
     _mark_row,
+    _missing_as_none,
     _no_such_table,
     _replace_claim,
     _sql_row,
@@ -74,19 +75,6 @@ BUSY_TIMEOUT_MS = 10_000
 # 32 MiB at 4 KiB pages.
 WAL_AUTOCHECKPOINT_PAGES = 8000
 R = TypeVar("R")
-
-
-def _missing_as_none(
-    connection: sqlite3.Connection, sql: str, parameters: tuple[Any, ...] = (), *, every: bool = False
-) -> Any:
-    """The query's first row (``every``: all rows); None when its table was dropped under this open store."""
-    try:
-        cursor = connection.execute(sql, parameters)
-    except sqlite3.OperationalError as exc:
-        if not _no_such_table(exc):
-            raise
-        return None
-    return cursor.fetchall() if every else cursor.fetchone()
 
 
 def _file_of(path: str) -> tuple[int, int] | None:
@@ -156,7 +144,13 @@ class _Transaction:
                 store._writers_file.__enter__()
             try:
                 connection = self._connection = store._checked_connection()
-                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    connection.execute("BEGIN IMMEDIATE")
+                except BaseException:
+                    # Begun, then a stop (Ctrl+C, SIGTERM) as it returned: SQLite's lock is not kept for good.
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    raise
             except BaseException:
                 if store._writers_file is not None:
                     store._writers_file.__exit__()
@@ -170,14 +164,20 @@ class _Transaction:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _: object) -> None:
         store = self._store
+        connection = self._connection
         try:
-            self._connection.execute("COMMIT" if kind is None else "ROLLBACK")
+            connection.execute("COMMIT" if kind is None else "ROLLBACK")
         except sqlite3.OperationalError as exc:
+            if connection.in_transaction:  # a COMMIT refused may leave it open, and SQLite's lock held
+                with suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
             raise _translation(exc) from exc
         finally:
-            if store._writers_file is not None:
-                store._writers_file.__exit__()
-            store._writer.__exit__()
+            try:
+                if store._writers_file is not None:
+                    store._writers_file.__exit__()
+            finally:  # as a with statement of both would: the queue let go even if a stop lands in the unlock
+                store._writer.__exit__()
         if isinstance(error, sqlite3.OperationalError):
             raise _translation(error) from error
 
@@ -316,12 +316,13 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             yield
             return
         with self._alone() as connection:
-            connection.execute("BEGIN IMMEDIATE")
-            self._local.together = True
             try:
+                connection.execute("BEGIN IMMEDIATE")
+                self._local.together = True
                 yield
             except BaseException:
-                connection.execute("ROLLBACK")
+                if connection.in_transaction:  # not begun, or begun and stopped (Ctrl+C) as BEGIN returned
+                    connection.execute("ROLLBACK")
                 raise
             finally:
                 self._local.together = False

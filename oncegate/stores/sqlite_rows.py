@@ -59,8 +59,36 @@ def _claim_row(claim: Claim, written: Written | None = None) -> Row:
     return row
 
 
+def _replace_claim(connection: sqlite3.Connection, claim: Claim, version: str | None) -> int:
+    """Write ``claim`` over its row if the row is still at ``version``: the rows changed, 1 or 0."""
+    row = _claim_row(claim)
+    return connection.execute(
+        _update_claim_sql(tuple(row)), [*row.values(), claim.claim_id, int(version or 0)]
+    ).rowcount
+
+
+@lru_cache(maxsize=8)
+def _update_claim_sql(names: tuple[str, ...]) -> str:
+    # Built once for the claim's columns: sqlite3 finds its prepared statement by the text.
+    assignments = ", ".join(f"{name} = ?" for name in names)
+    return f"UPDATE claims SET {assignments}, Version = Version + 1 WHERE ClaimId = ? AND Version = ?"
+
+
 def _no_such_table(exc: sqlite3.OperationalError) -> bool:
     return str(exc).startswith("no such table")
+
+
+def _missing_as_none(
+    connection: sqlite3.Connection, sql: str, parameters: tuple[Any, ...] = (), *, every: bool = False
+) -> Any:
+    """The query's first row (``every``: all rows); None when its table was dropped under this open store."""
+    try:
+        cursor = connection.execute(sql, parameters)
+    except sqlite3.OperationalError as exc:
+        if not _no_such_table(exc):
+            raise
+        return None
+    return cursor.fetchall() if every else cursor.fetchone()
 
 
 def _table_mark(connection: sqlite3.Connection, table: str, key: str) -> TableMark:
@@ -89,21 +117,6 @@ def _first_version() -> int:
     # As ``secrets.randbits(62)`` reads it (``SystemRandom.getrandbits``: 8 bytes of ``os.urandom``, big-endian,
     # the top 62 bits), without the two calls around it (issue 36).
     return int.from_bytes(os.urandom(8), "big") >> 2
-
-
-def _replace_claim(connection: sqlite3.Connection, claim: Claim, version: str | None) -> int:
-    """Write ``claim`` over its row if the row is still at ``version``: the rows changed, 1 or 0."""
-    row = _claim_row(claim)
-    return connection.execute(
-        _update_claim_sql(tuple(row)), [*row.values(), claim.claim_id, int(version or 0)]
-    ).rowcount
-
-
-@lru_cache(maxsize=8)
-def _update_claim_sql(names: tuple[str, ...]) -> str:
-    # Built once for the claim's columns: sqlite3 finds its prepared statement by the text.
-    assignments = ", ".join(f"{name} = ?" for name in names)
-    return f"UPDATE claims SET {assignments}, Version = Version + 1 WHERE ClaimId = ? AND Version = ?"
 
 
 def _mark_row(table: str, key: str, store_id: str, when: str) -> Row:

@@ -409,3 +409,51 @@ def test_a_frozen_record_stays_frozen_and_refuses_what_its_init_refuses() -> Non
         Intent("r")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         Claim(**{one.name: getattr(claim, one.name) for one in dataclasses.fields(Claim)}, extra=1)  # type: ignore[call-arg]
+
+
+# Python 3.14's Field, as its dataclasses module declares it: one parameter more than 3.11's (a field's doc), which
+# field() passes as None when it is not given.
+_FIELD_OF_PYTHON_3_14 = '''
+import dataclasses
+
+class Field(dataclasses.Field):
+    __slots__ = ("doc",)
+
+    def __init__(self, default, default_factory, init, repr, hash, compare, metadata, kw_only, doc):
+        super().__init__(default, default_factory, init, repr, hash, compare, metadata, kw_only)
+        self.doc = doc
+
+
+def field(*, default=dataclasses.MISSING, default_factory=dataclasses.MISSING, init=True, repr=True, hash=None,
+          compare=True, metadata=None, kw_only=dataclasses.MISSING, doc=None):
+    return Field(default, default_factory, init, repr, hash, compare, metadata, kw_only, doc)
+
+dataclasses.Field, dataclasses.field = Field, field
+from oncegate.domain import records
+from oncegate.domain.copies import frozen
+
+@frozen
+class Named:
+    """A record of a field with a default and one without."""
+
+    name: str
+    environment: str = "Default"
+
+assert records.Flow("Create order", "Default").environment == "Default"
+assert Named("Create order").environment == "Default"
+assert [(one.name, one.default, one.doc) for one in dataclasses.fields(Named)] == [
+    ("name", dataclasses.MISSING, None),
+    ("environment", "Default", None),
+]
+'''
+
+
+def test_a_record_s_fields_are_made_on_an_interpreter_whose_field_takes_a_doc() -> None:
+    # copies makes each field's Field without field()'s checks: the package imports on Python 3.14 as on 3.11.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _FIELD_OF_PYTHON_3_14], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -12,6 +12,7 @@ from datetime import datetime
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -268,6 +269,165 @@ def test_a_write_that_fails_is_undone_whole_and_leaves_the_writers_locks_free(
         writer.start()
         writer.join(timeout=30)
         assert done.is_set(), "the next writer still waits for the locks of the write that failed"
+        assert store.get_claim(claim.claim_id).claim_id == claim.claim_id
+    finally:
+        store.close()
+
+
+def _next_write_goes_through(store: SqliteStore) -> bool:
+    """Whether a write on another thread, and one from another connection to the file, are made at once."""
+    done = threading.Event()
+
+    def write() -> None:
+        claim = records.claim()
+        store.create_claim(claim, records.event(claim.claim_id))
+        done.set()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    writer.join(timeout=30)
+    with contextlib.closing(sqlite3.connect(store._path, timeout=0, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # "database is locked" at once while a transaction holds SQLite's lock
+        other.execute("ROLLBACK")
+    return done.is_set()
+
+
+def test_a_stop_landing_as_a_write_lets_go_of_the_writers_file_lets_go_of_the_process_s_queue_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl+C or SIGTERM (a command's stop) handled as the unlock of the writers' file returns: the write is made,
+    the stop passed on, and the process's own queue of writers let go as well. It was held for good, and every later
+    write of the process waited on it (the command's last flush of its counts as it closed its store)."""
+    import fcntl
+
+    store = SqliteStore(tmp_path / "claims.db")
+    unlock = fcntl.flock
+    stops: list[int] = []
+
+    def stopped_as_it_returns(descriptor: int, operation: int) -> None:
+        unlock(descriptor, operation)
+        if operation == fcntl.LOCK_UN and not stops:
+            stops.append(operation)
+            raise KeyboardInterrupt  # as Python raises it at the first instruction after the call
+
+    try:
+        claim = records.claim()
+        with monkeypatch.context() as patched:
+            patched.setattr(fcntl, "flock", stopped_as_it_returns)
+            with pytest.raises(KeyboardInterrupt):
+                store.create_claim(claim, records.event(claim.claim_id))
+        assert store.get_claim(claim.claim_id).claim_id == claim.claim_id  # committed before the stop
+        assert _next_write_goes_through(store), "the next writer still waits for the process's queue"
+    finally:
+        store.close()
+
+
+def test_a_stop_landing_as_begin_immediate_returns_undoes_the_transaction_it_began(tmp_path: Path) -> None:
+    """Ctrl+C or SIGTERM handled as the write's BEGIN IMMEDIATE returns (a write waits there while a tool holds
+    SQLite's lock): the transaction is rolled back before the stop is passed on. It stayed open on the thread's
+    connection, holding SQLite's write lock: every other writer of the file was answered "database is locked",
+    and the thread's next write "cannot start a transaction within a transaction"."""
+    store = SqliteStore(tmp_path / "claims.db")
+    own = store._checked_connection
+
+    class StoppedAfterBegin:
+        def __init__(self, connection: sqlite3.Connection) -> None:
+            self._connection = connection
+
+        def execute(self, sql: str, *parameters: Any) -> sqlite3.Cursor:
+            cursor = self._connection.execute(sql, *parameters)
+            if sql == "BEGIN IMMEDIATE":
+                raise KeyboardInterrupt  # as Python raises it at the first instruction after the call
+            return cursor
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._connection, name)
+
+    try:
+        claim = records.claim()
+        store._checked_connection = lambda: cast(sqlite3.Connection, StoppedAfterBegin(own()))  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            store.create_claim(claim, records.event(claim.claim_id))
+        del store._checked_connection
+        assert not store._connection().in_transaction
+        assert _next_write_goes_through(store)
+        store.create_claim(claim, records.event(claim.claim_id))  # and on this thread
+        assert store.get_claim(claim.claim_id).claim_id == claim.claim_id
+    finally:
+        store.close()
+
+
+def test_a_stop_landing_as_writes_made_together_begin_undoes_the_transaction_and_the_thread_writes_alone_again(
+    tmp_path: Path,
+) -> None:
+    """The same stop as a bulk call's or an import's transaction (``writing_together``) is begun: rolled back, and
+    the thread's later writes are its own transactions again, under the writers' locks. The transaction stayed open
+    until the store closed, SQLite's lock held, and so did the thread's mark of writes made together, so that its
+    later writes went in savepoints, outside the writers' locks."""
+    store = SqliteStore(tmp_path / "claims.db")
+    own = store._checked_connection
+
+    class StoppedAfterBegin:
+        def __init__(self, connection: sqlite3.Connection) -> None:
+            self._connection = connection
+
+        def execute(self, sql: str, *parameters: Any) -> sqlite3.Cursor:
+            cursor = self._connection.execute(sql, *parameters)
+            if sql == "BEGIN IMMEDIATE":
+                raise KeyboardInterrupt  # as Python raises it at the first instruction after the call
+            return cursor
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._connection, name)
+
+    try:
+        claim = records.claim()
+        store._checked_connection = lambda: cast(sqlite3.Connection, StoppedAfterBegin(own()))  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt), store.writing_together():
+            store.create_claim(claim, records.event(claim.claim_id))
+        del store._checked_connection
+        assert not store._connection().in_transaction
+        assert not store._local.together
+        assert _next_write_goes_through(store)
+        with store._write() as connection:
+            assert connection.in_transaction  # its own transaction, under the writers' locks
+            assert store._writer._held
+    finally:
+        store.close()
+
+
+def test_a_write_whose_commit_fails_ends_its_transaction_and_the_next_writes_go_through(tmp_path: Path) -> None:
+    """A COMMIT SQLite refuses and leaves the transaction open (as it does for SQLITE_BUSY, and may for a disk
+    full or an I/O error): the write is refused (503), rolled back, and SQLite's lock let go, as a bulk call's
+    transaction is (``writing_together``). It stayed open on the thread's connection: every other writer of the
+    file was answered "database is locked", and every later write of that thread (a server's worker) "cannot start a
+    transaction within a transaction"."""
+    store = SqliteStore(tmp_path / "claims.db")
+    own = store._checked_connection
+
+    class CommitRefused:
+        def __init__(self, connection: sqlite3.Connection) -> None:
+            self._connection = connection
+
+        def execute(self, sql: str, *parameters: Any) -> sqlite3.Cursor:
+            if sql == "COMMIT":
+                raise sqlite3.OperationalError("database or disk is full")
+            return self._connection.execute(sql, *parameters)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._connection, name)
+
+    try:
+        claim = records.claim()
+        store._checked_connection = lambda: cast(sqlite3.Connection, CommitRefused(own()))  # type: ignore[method-assign]
+        with pytest.raises(StoreUnavailable, match="disk is full"):
+            store.create_claim(claim, records.event(claim.claim_id))
+        del store._checked_connection
+        assert not store._connection().in_transaction
+        with pytest.raises(NotFound):
+            store.get_claim(claim.claim_id)
+        assert _next_write_goes_through(store)
+        store.create_claim(claim, records.event(claim.claim_id))  # and on this thread
         assert store.get_claim(claim.claim_id).claim_id == claim.claim_id
     finally:
         store.close()

@@ -322,6 +322,23 @@ def test_a_stop_landing_as_a_write_lets_go_of_the_writers_file_lets_go_of_the_pr
         store.close()
 
 
+class _StoppedAfterBegin:
+    """A connection whose BEGIN IMMEDIATE returns and is then stopped (Ctrl+C, SIGTERM), as Python raises a signal's
+    exception at the first instruction after the call."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, *parameters: Any) -> sqlite3.Cursor:
+        cursor = self._connection.execute(sql, *parameters)
+        if sql == "BEGIN IMMEDIATE":
+            raise KeyboardInterrupt
+        return cursor
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._connection, name)
+
+
 def test_a_stop_landing_as_begin_immediate_returns_undoes_the_transaction_it_began(tmp_path: Path) -> None:
     """Ctrl+C or SIGTERM handled as the write's BEGIN IMMEDIATE returns (a write waits there while a tool holds
     SQLite's lock): the transaction is rolled back before the stop is passed on. It stayed open on the thread's
@@ -330,22 +347,9 @@ def test_a_stop_landing_as_begin_immediate_returns_undoes_the_transaction_it_beg
     store = SqliteStore(tmp_path / "claims.db")
     own = store._checked_connection
 
-    class StoppedAfterBegin:
-        def __init__(self, connection: sqlite3.Connection) -> None:
-            self._connection = connection
-
-        def execute(self, sql: str, *parameters: Any) -> sqlite3.Cursor:
-            cursor = self._connection.execute(sql, *parameters)
-            if sql == "BEGIN IMMEDIATE":
-                raise KeyboardInterrupt  # as Python raises it at the first instruction after the call
-            return cursor
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(self._connection, name)
-
     try:
         claim = records.claim()
-        store._checked_connection = lambda: cast(sqlite3.Connection, StoppedAfterBegin(own()))  # type: ignore[method-assign]
+        store._checked_connection = lambda: cast(sqlite3.Connection, _StoppedAfterBegin(own()))  # type: ignore[method-assign]
         with pytest.raises(KeyboardInterrupt):
             store.create_claim(claim, records.event(claim.claim_id))
         del store._checked_connection
@@ -367,22 +371,9 @@ def test_a_stop_landing_as_writes_made_together_begin_undoes_the_transaction_and
     store = SqliteStore(tmp_path / "claims.db")
     own = store._checked_connection
 
-    class StoppedAfterBegin:
-        def __init__(self, connection: sqlite3.Connection) -> None:
-            self._connection = connection
-
-        def execute(self, sql: str, *parameters: Any) -> sqlite3.Cursor:
-            cursor = self._connection.execute(sql, *parameters)
-            if sql == "BEGIN IMMEDIATE":
-                raise KeyboardInterrupt  # as Python raises it at the first instruction after the call
-            return cursor
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(self._connection, name)
-
     try:
         claim = records.claim()
-        store._checked_connection = lambda: cast(sqlite3.Connection, StoppedAfterBegin(own()))  # type: ignore[method-assign]
+        store._checked_connection = lambda: cast(sqlite3.Connection, _StoppedAfterBegin(own()))  # type: ignore[method-assign]
         with pytest.raises(KeyboardInterrupt), store.writing_together():
             store.create_claim(claim, records.event(claim.claim_id))
         del store._checked_connection

@@ -42,6 +42,14 @@ SWITCH_GRACE = timedelta(seconds=60)
 MAX_CLOCK_SKEW = timedelta(seconds=5)
 # Table Storage's Date header has whole seconds: the store's time lies within this second.
 STORE_CLOCK_RESOLUTION = timedelta(seconds=1)
+# The round trip a reading of the store's clock is trusted over: the store answered at some time within it, which the
+# measurement cannot see through. A slower reading is judged only as far as it can tell (check_clock).
+CLOCK_ROUND_TRIP = timedelta(seconds=1)
+# How far an instance the check lets through (at MAX_CLOCK_SKEW) may really be from the store's clock: its measured skew
+# within MAX_CLOCK_SKEW plus the measurement's own uncertainty (half the resolution and half the round trip), which
+# the measured skew may be off by again. Two instances' clocks may be twice this apart
+# (oncegate.domain.records.CALL_DEADLINE_MARGIN).
+MAX_CLOCK_ERROR = MAX_CLOCK_SKEW + STORE_CLOCK_RESOLUTION + CLOCK_ROUND_TRIP
 
 SECRET = "ONCEGATE_KEY_SECRET"
 PREVIOUS = "ONCEGATE_KEY_SECRET_PREVIOUS"
@@ -345,18 +353,31 @@ def clock_skew(marks: StoreMarks) -> timedelta | None:
 
 def check_clock(marks: StoreMarks, *, bound: timedelta = MAX_CLOCK_SKEW) -> None:
     """Refuse to grant or expire leases on a clock further from the store's than ``bound`` (plus the header's
-    resolution and half the round trip, which the measurement cannot see through)."""
+    resolution and half the round trip, which the measurement cannot see through), or one that may really be further
+    than ``bound`` + STORE_CLOCK_RESOLUTION + CLOCK_ROUND_TRIP from it (MAX_CLOCK_ERROR at MAX_CLOCK_SKEW): a reading
+    over a round trip longer than CLOCK_ROUND_TRIP lets through only a skew it measured that much smaller."""
     skew = clock_skew(marks)
     if skew is None:
         return
     assert marks.asked_at is not None
     assert marks.answered_at is not None
-    slack = STORE_CLOCK_RESOLUTION / 2 + (marks.answered_at - marks.asked_at) / 2
+    round_trip = marks.answered_at - marks.asked_at
+    slack = STORE_CLOCK_RESOLUTION / 2 + round_trip / 2
+    direction = "ahead of" if skew > timedelta(0) else "behind"
+    measured = f"This instance's clock is {abs(skew).total_seconds():.1f} s {direction} the store's"
     if abs(skew) > bound + slack:
-        direction = "ahead of" if skew > timedelta(0) else "behind"
         raise ClockSkewed(
-            f"This instance's clock is {abs(skew).total_seconds():.1f} s {direction} the store's (at most "
-            f"{bound.total_seconds():.0f} s is allowed): leases granted or expired on it could let two runs proceed. "
-            "Nothing is claimed until the clocks agree; check the machine's time synchronisation.",
+            f"{measured} (at most {bound.total_seconds():.0f} s is allowed): leases granted or expired on it could "
+            "let two runs proceed. Nothing is claimed until the clocks agree; check the machine's time "
+            "synchronisation.",
+            skew=skew,
+        )
+    if abs(skew) + slack > bound + STORE_CLOCK_RESOLUTION + CLOCK_ROUND_TRIP:
+        raise ClockSkewed(
+            f"{measured}, measured over a round trip of {round_trip.total_seconds():.1f} s to the store: it may "
+            f"really be more than {bound.total_seconds():.0f} s off, which a reading over a round trip of at most "
+            f"{CLOCK_ROUND_TRIP.total_seconds():.0f} s would tell. Nothing is claimed until a reading shows the "
+            "clocks agree (the next request reads again); check the machine's time synchronisation and the "
+            "store's latency.",
             skew=skew,
         )

@@ -201,8 +201,8 @@ def test_an_order_made_whose_answer_the_target_lost_is_found_by_the_same_run_ask
         ("reconcile", False),
         ("duplicate", False),
     ]
-    # The target's 5 s, the 10 s margin for the instances' clocks, up to the whole second (the clock is at .123456 s).
-    assert waits == [answers[0]["retryAfterSeconds"]] == [16]
+    # The target's 5 s, the 14 s margin for the instances' clocks, up to the whole second (the clock is at .123456 s).
+    assert waits == [answers[0]["retryAfterSeconds"]] == [20]
     assert answer(done)["decision"] == "duplicate"
     assert answer(done)["orderId"] == stand_in.records[0].record_id
     assert done.statuses["Use_the_order_made_before"] == "Succeeded"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -413,6 +413,26 @@ def test_clock_skew_is_measured_from_the_store_answer_and_bounded() -> None:
     assert error_map.status(refused.value) == 503
     assert error_map.code(refused.value) == "clock_skew"
     assert "19.6 s ahead of the store" in refused.value.message
+
+
+def test_a_reading_over_a_slow_round_trip_lets_through_only_a_clock_it_can_tell_is_near_enough() -> None:
+    # Measured 5.5 s ahead over a 3 s round trip: the store may have answered at any time in it, so the clock may
+    # really be 5.5 + 0.5 + 1.5 = 7.5 s ahead, further than MAX_CLOCK_ERROR; the check let it through before.
+    store = datetime(2026, 12, 7, 12, 0, 0, tzinfo=UTC)
+    asked = store + timedelta(seconds=4.5)
+
+    def read(round_trip: float) -> StoreMarks:
+        return StoreMarks(
+            store_id="s", secrets=(), clock=store, asked_at=asked, answered_at=asked + timedelta(seconds=round_trip)
+        )
+
+    check_clock(read(0.2))  # 4.1 s measured, at most 4.7 s off
+    with pytest.raises(ClockSkewed) as refused:
+        check_clock(read(3))
+
+    assert clock_skew(read(3)) == timedelta(seconds=5.5)
+    assert error_map.code(refused.value) == "clock_skew"
+    assert "measured over a round trip of 3.0 s" in refused.value.message
 
 
 @pytest.mark.azurite

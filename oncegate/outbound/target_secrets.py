@@ -43,7 +43,8 @@ def secret_reader(*, environ: Mapping[str, str] = os.environ, folder: Path | Non
             path = folder / name
             where += f" or the file {path}"
             try:
-                if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+                # Windows has no group and other bits to clear: its st_mode says 0o666 of every writable file.
+                if os.name == "posix" and path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
                     raise Unavailable(f"{path} is readable by others: chmod 600 it")
                 text = path.read_text(encoding="utf-8").strip()
             except FileNotFoundError:

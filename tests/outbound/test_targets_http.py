@@ -7,6 +7,7 @@ have read nothing. Names are resolved by a resolver the test points, as a hosts 
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import threading
@@ -323,6 +324,22 @@ def test_a_local_secret_file_readable_by_others_is_refused(stand_in: StandInTarg
     (tmp_path / "oncegate-target-erp-api").chmod(0o600)
     assert adapter.call(target, post()).status == 201
     assert [request.header("X-Api-Key") for request in stand_in.received] == ["local-secret"]
+
+
+def test_a_local_secret_file_on_windows_is_read_though_its_mode_says_others_may_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md, *Targets for Perform once*: "Locally, write the secret to target-secrets/... mode 0600".
+    Windows has no group and other bits: its st_mode says 0o666 of every writable file (as the key-secret file's
+    check knows), so every target secret file was refused there, "readable by others: chmod 600 it", which no
+    Windows operator can do; each Perform once naming the target answered failed."""
+    (tmp_path / "oncegate-target-erp-api").write_text("local-secret")
+    (tmp_path / "oncegate-target-erp-api").chmod(0o666)  # what Windows reports of the file
+    read = secret_reader(environ={}, folder=tmp_path)
+
+    with monkeypatch.context() as windows:
+        windows.setattr(os, "name", "nt")
+        assert read("oncegate-target-erp-api") == "local-secret"
 
 
 def test_an_identity_target_gets_a_bearer_token_for_its_audience(stand_in: StandInTarget) -> None:

@@ -186,8 +186,8 @@ class Intent:
         """This request as it is compared with ``claim``: member by member under the current rules where both have
         member digests; its fingerprint under the rules the claim's was made with, which reviewers' decisions
         and the conflict's id are keyed by (issue 25)."""
-        both = claim.members is not None and self.members is not None
-        changed = members.changed(claim.members or {}, self.members or {}, self.rules) if both else None
+        mine, theirs = claim.members, self.members
+        changed = None if mine is None or theirs is None else members.changed(mine, theirs, self.rules, self.hasher)
         intent = replaced(self, changed=changed)
         return intent.under(claim.rules_version) if claim.fingerprint is not None else intent
 

@@ -256,6 +256,12 @@ class KeyHasher:
         """The keyed digest of each member of the payload (:func:`member_digests`); None past the bound."""
         return member_digests(self._member_key, payload)
 
+    def emptied(self, pointer: str, shape: str, kind: str) -> str:
+        """The digest the member at ``pointer`` has as an empty object (``kind`` ``o``) or array (``a``)."""
+        mac = _begun(self._member_key).copy()
+        mac.update(f"{pointer}\n{shape}\n".encode() + (b"{}" if kind == "o" else b"[]"))
+        return f"{shape}:{mac.hexdigest()}"
+
     def claim_token(self, claim_id: str, attempt: int, grant_id: str) -> str:
         """The token of one grant: the attempt number (so errors can name it), then a MAC over the grant."""
         message = f"{claim_id}\n{attempt}\n{grant_id}".encode()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from oncegate.domain.fingerprint_rules import WILDCARD, segments
-from oncegate.domain.keys import Members, leaves
+from oncegate.domain.keys import KeyHasher, Members, escaped, leaves
 from oncegate.domain.records import FingerprintRules
 
 # Of a conflict's changed members, this many are named; the rest are counted.
@@ -44,8 +44,15 @@ def _within(path: tuple[str, ...], shape: str, rule: tuple[str, ...]) -> bool:
     return all(token == step or (token == WILDCARD and kind == "a") for token, step, kind in steps)
 
 
-def changed(claimed: Members, asked: Members, rules: FingerprintRules) -> tuple[str, ...]:
-    """The members the rules keep whose digests differ (or that one of the two payloads lacks), in pointer order."""
+def changed(claimed: Members, asked: Members, rules: FingerprintRules, hasher: KeyHasher) -> tuple[str, ...]:
+    """The members the rules keep whose digests differ (or that one of the two payloads lacks), in pointer order.
+
+    A container whose members the rules all leave out is compared as the empty one the rules leave of it
+    (:func:`_left`): ``{"Meta": {"ETag": "w1"}}`` with ``/Meta/ETag`` ignored is ``{"Meta": {}}``.
+    """
+    deep = [path for rule in rules.ignored if len(path := segments(rule)) > 1]
+    if deep:
+        claimed, asked = _left(claimed, deep, hasher), _left(asked, deep, hasher)
     differing = []
     for pointer in sorted(claimed.keys() | asked.keys()):
         mine, theirs = claimed.get(pointer), asked.get(pointer)
@@ -55,6 +62,42 @@ def changed(claimed: Members, asked: Members, rules: FingerprintRules) -> tuple[
         if kept(pointer, shape, rules):
             differing.append(pointer)
     return tuple(differing)
+
+
+def _left(found: Members, deep: list[tuple[str, ...]], hasher: KeyHasher) -> Members:
+    """``found`` with each object or array inside the payload whose every member or item an ignore pointer (of two
+    segments or more: a shorter one ignores the container itself) leaves out, as the empty one the rules applied to
+    the payload leave (``hasher`` makes its digest, the one a payload sent with it empty has)."""
+    # By length, each written as the members' pointers write their tokens: a container at depth n is emptied by
+    # pointers of n + 1 segments only, compared token by token with the members' pointers as they are.
+    by_length: dict[int, list[tuple[str, ...]]] = {}
+    for rule in deep:
+        by_length.setdefault(len(rule), []).append(tuple(map(escaped, rule)))
+    emptied: dict[str, tuple[str, bool]] = {}
+    for member, digest in found.items():
+        shape, path = digest.split(":", 1)[0], member.split("/")  # "" first: a container of depth n is path[:n + 1]
+        for length, rules in by_length.items():
+            if length > len(shape):  # no container of that depth holds the member
+                continue
+            container = "/".join(path[:length])
+            if not emptied.get(container, ("", True))[1]:
+                continue
+            ignored = any(
+                all(
+                    token == step or (token == WILDCARD and shape[n] == "a")
+                    for n, (token, step) in enumerate(zip(rule, path[1 : length + 1], strict=True))
+                )
+                for rule in rules
+            )
+            emptied[container] = (shape[:length], ignored)  # its own shape, then its kind
+    return {
+        **found,
+        **{
+            container: hasher.emptied(container, kinds[:-1], kinds[-1])
+            for container, (kinds, ignored) in emptied.items()
+            if ignored
+        },
+    }
 
 
 def unmatched(payload: Any, rules: FingerprintRules) -> tuple[str, ...]:

@@ -79,6 +79,17 @@ def _same_result(claim: Claim, result: Result) -> bool:
     )
 
 
+def _differing(claim: Claim, result: Result) -> str:
+    """The first field of ``result`` (as the wire names it) that is not what the attempt ended with."""
+    if claim.status.value != result.outcome.value:
+        return "outcome"
+    if claim.target_record_id != result.target_record_id:
+        return "targetRecordId"
+    if claim.data != result.data:
+        return "data"
+    return "error" if claim.error != result.error else "retryable"
+
+
 def recorded(claim: Claim, result: Result, now: datetime) -> Transition:
     """Record result: the attempt ends as the run says; the same result again is a no-op. An outcome ``unknown``
     keeps the call in doubt the claim carries (records.still_in_doubt): a later look-up still asks where it went. An
@@ -88,9 +99,12 @@ def recorded(claim: Claim, result: Result, now: datetime) -> Transition:
     if _same_result(claim, result):
         return Transition(claim)
     if claim.status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.UNKNOWN):
+        field = _differing(claim, result)
+        other = f" with another {field}" if field != "outcome" else ""
         raise StaleClaim(
-            f"Attempt {claim.attempt} already ended as {claim.status.value}; only the same result may be sent again.",
-            target="outcome",
+            f"Attempt {claim.attempt} already ended as {claim.status.value}{other}; only the same result may be sent "
+            "again.",
+            target=field,
         )
     succeeded = result.outcome is Outcome.SUCCEEDED
     failed = result.outcome is Outcome.FAILED

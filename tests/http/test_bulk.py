@@ -91,6 +91,40 @@ def test_results_are_recorded_item_by_item_and_duplicates_follow(api: Api) -> No
     assert again[1]["result"]["targetRecordId"] == "ERP-1"
 
 
+def test_a_row_repeated_with_another_result_is_refused_naming_the_field_that_differs(api: Api) -> None:
+    # A Select over rows that repeat an order: the same claim twice in one call, the second with other values.
+    claimed = many(api, rows(2))
+    first = succeeded(claimed[0], "ERP-0")
+    failed = {"claimId": claimed[1]["claimId"], "claimToken": claimed[1]["claimToken"], "outcome": "failed"}
+    items = [
+        first,
+        {**first, "outcome": "failed"},
+        {**first, "targetRecordId": "ERP-0-again"},
+        {**first, "data": {"total": 12}},
+        {**failed, "error": "ERP down", "retryable": True},
+        {**failed, "error": "ERP still down", "retryable": True},
+        {**failed, "error": "ERP down", "retryable": False},
+    ]
+
+    recorded = results(api, items)
+    body = {name: value for name, value in items[2].items() if name != "claimId"}
+    single = api.call("record_result", body, route={"claimId": items[2]["claimId"]})
+
+    assert [entry.get("status") for entry in recorded] == ["succeeded", None, None, None, "failed", None, None]
+    refused = [entry["error"] for entry in recorded if "error" in entry]
+    assert {error["code"] for error in refused} == {"stale_claim"}
+    assert [error["details"][0]["target"] for error in refused] == [
+        "outcome",
+        "targetRecordId",
+        "data",
+        "error",
+        "retryable",
+    ]
+    assert "already ended as succeeded with another targetRecordId" in refused[1]["message"]
+    assert single.status == 409
+    assert single.body["error"]["details"][0]["target"] == "targetRecordId"
+
+
 def test_a_failed_result_keeps_its_text_beside_the_item_error(api: Api) -> None:
     (claimed,) = many(api, rows(1))
     failed = {"claimId": claimed["claimId"], "claimToken": claimed["claimToken"], "outcome": "failed"}

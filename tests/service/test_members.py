@@ -9,7 +9,7 @@ import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oncegate.domain.fingerprint_rules import rules
+from oncegate.domain.fingerprint_rules import applied, rules
 from oncegate.domain.keys import KeyHasher
 from oncegate.domain.members import changed, unmatched
 from tests.conftest import KEY_SECRET
@@ -29,7 +29,7 @@ def differing(first: Any, second: Any, **rule: Any) -> tuple[str, ...]:
     members = HASHER.members(first), HASHER.members(second)
     assert members[0] is not None
     assert members[1] is not None
-    return changed(members[0], members[1], rules(1, **rule))
+    return changed(members[0], members[1], rules(1, **rule), HASHER)
 
 
 @given(JSON, JSON)
@@ -55,6 +55,41 @@ def test_included_members_differ_as_the_payloads_do_and_the_others_never(
     kept = ({k: v for k, v in first.items() if k in included}, {k: v for k, v in second.items() if k in included})
 
     assert (differing(first, second, include=include) == ()) is same(*kept)
+
+
+# Ignore pointers two deep, naming object members or every array item: the fingerprint of the rules applied
+# (``applied``) is then the oracle, since no ignored array item moves the items after it.
+DEEP_IGNORES = st.lists(
+    st.tuples(NAMES.filter(lambda name: name != "0"), NAMES.filter(lambda name: name != "0")).map(
+        lambda pair: "/" + "/".join(name.replace("~", "~0").replace("/", "~1") for name in pair)
+    ),
+    max_size=3,
+)
+
+
+@given(OBJECTS, OBJECTS, DEEP_IGNORES)
+def test_members_ignored_inside_an_object_or_array_differ_exactly_when_what_the_rules_leave_does(
+    first: dict[str, Any], second: dict[str, Any], ignore: list[str]
+) -> None:
+    left = rules(1, ignore=ignore)
+
+    assert (differing(first, second, ignore=ignore) == ()) is same(applied(first, left), applied(second, left))
+
+
+def test_a_container_whose_members_are_all_ignored_is_the_empty_one_it_becomes() -> None:
+    sent = {"Amount": 1, "Meta": {"ETag": "w1"}, "Attachments": ["a.pdf"]}
+    ignore = ["/Meta/ETag", "/Attachments/*"]
+
+    assert differing(sent, {"Amount": 1, "Meta": {}, "Attachments": []}, ignore=ignore) == ()
+    assert differing({"Amount": 1, "Meta": {}, "Attachments": []}, sent, ignore=ignore) == ()
+    assert differing(sent, {"Amount": 1, "Meta": [], "Attachments": {}}, ignore=ignore) == ("/Attachments", "/Meta")
+    # As {"Meta": {}} against {"Meta": {"Id": 1}}: the empty object left, and the member added.
+    assert differing(sent, {"Amount": 1, "Meta": {"ETag": "w2", "Id": 1}, "Attachments": []}, ignore=ignore) == (
+        "/Meta",
+        "/Meta/Id",
+    )
+    # A container present only in the re-fire, its members all ignored, is the empty one added (as in the fingerprint).
+    assert differing({"Amount": 1}, {"Amount": 1, "Meta": {"ETag": "w2"}}, ignore=ignore) == ("/Meta",)
 
 
 def test_changed_parts_are_named_by_pointer_and_a_wildcard_reaches_array_items_only() -> None:

@@ -181,3 +181,29 @@ def test_a_scope_takes_any_number_of_maximal_rule_changes_keeping_the_versions_i
     assert kept[0] == 3
     assert kept[-1] == 20
     assert len(kept) < 20
+
+
+def test_a_re_fire_whose_ignored_members_were_all_there_is_is_a_duplicate(service: Gate) -> None:
+    # The only ETag of Meta, the only attachment: ignored, what is left is an empty object and an empty array, as
+    # in a re-fire that has none. Both ways round, a duplicate; Meta turned into an array is a change.
+    set_scope(service, fingerprint_ignore=["/Meta/ETag", "/Attachments/*"])
+    succeeded(service, payload={"Amount": 1, "Meta": {"ETag": "w1"}, "Attachments": ["a.pdf"]})
+
+    bare = claim(service, run="run-bare", payload={"Amount": 1, "Meta": {}, "Attachments": []})
+    again = claim(service, run="run-again", payload={"Amount": 1, "Meta": {"ETag": "w2"}, "Attachments": ["b.pdf"]})
+    other = claim(service, run="run-other", payload={"Amount": 1, "Meta": [], "Attachments": []})
+
+    assert (bare.decision, again.decision) == (Decision.DUPLICATE, Decision.DUPLICATE)
+    assert other.decision is Decision.CONFLICT
+    assert other.changed_parts == ["/Meta"]
+
+
+def test_a_claim_made_with_an_empty_container_is_the_same_as_a_re_fire_whose_members_there_are_all_ignored(
+    service: Gate,
+) -> None:
+    succeeded(service, payload={"Amount": 1, "Meta": {}})
+    set_scope(service, fingerprint_ignore=["/Meta/ETag"])
+
+    answer = claim(service, run="run-2", payload={"Amount": 1, "Meta": {"ETag": "w2"}})
+
+    assert answer.decision is Decision.DUPLICATE

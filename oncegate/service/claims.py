@@ -124,6 +124,8 @@ class Claims:
         found = self._core.find(intent.identities)
         decided = check_and_claim(found[0] if found else None, intent, refusal=refusal)
         if found is None:
+            if waited is not None:
+                waited.unwritten = None  # the claim the wait's answers were of is gone, and its history with it
             return unclaimed(decided, intent)
         claim, identity = found
         intent = replaced(intent.as_(identity), decided_at=self._core.decided_at(claim, intent.now))
@@ -150,6 +152,10 @@ class Claims:
         except NotFound as exc:
             # The claim in the way was gone when read back (withdrawn during a rotation, or purged): ask again.
             raise ConcurrentUpdate(f"claim {claim.claim_id} existed and is gone") from exc
+        if waited is not None:
+            # No claim of the key was left (purged, or restored without it): the answers the wait left unwritten
+            # went with that claim's history, and are not this new claim's.
+            waited.unwritten = None
         if intent.other_identities and self._core.find(intent.other_identities) is not None:
             return self._withdrawn(stored, intent)
         if intent.source is not None:

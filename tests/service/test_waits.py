@@ -18,7 +18,7 @@ from oncegate.errors import InvalidRequest
 from oncegate.models import ClaimRequest, ClaimResponse, HeartbeatRequest
 from tests.conftest import FakeClock
 from tests.gate import Gate
-from tests.service.calls import FLOW, KEY, SCOPE, claim, record, release, set_scope
+from tests.service.calls import FLOW, KEY, SCOPE, claim, record, register, release, set_scope
 from tests.service.test_concurrency import RACERS, race
 
 ORDER = {"order": "SO-1", "amount": 10, "modified": "09:00"}
@@ -26,8 +26,8 @@ WAIT = 900
 
 
 def wait(service: Gate, run: str, *, signed_in: str | None = None, **fields: Any) -> Waiting:
-    fields = {"payload": ORDER, **fields}
-    request = ClaimRequest(scope=SCOPE, key=KEY, run_id=run, flow=FLOW, wait=True, max_wait_seconds=WAIT, **fields)
+    fields = {"payload": ORDER, "max_wait_seconds": WAIT, **fields}
+    request = ClaimRequest(scope=SCOPE, key=KEY, run_id=run, flow=FLOW, wait=True, **fields)
     answer, waiting = service.check_and_wait(request, signed_in=signed_in)
     assert answer.decision is Decision.IN_PROGRESS
     assert waiting is not None
@@ -177,3 +177,34 @@ def test_a_renewed_lease_starts_a_series_and_the_answers_before_it_are_counted(s
 
     assert poll(service, waiting).decision is Decision.DUPLICATE
     assert in_progress_answers(service, held.claim_id) == 4
+
+
+@pytest.mark.parametrize("flow_enabled", [True, False])
+def test_a_poll_after_the_claim_was_purged_writes_only_its_own_answer(
+    service: Gate, clock: FakeClock, flow_enabled: bool
+) -> None:
+    """The answers a wait left unwritten were the purged claim's: they went with its history. The poll claims the
+    key anew and its claim shows only that grant, or it is blocked and writes nothing (before, both wrote them back,
+    as the new claim's own answers or as a line of a claim that no longer exists)."""
+    set_scope(service, retention_days=1)
+    held = claim(service, run="run-0", payload=ORDER, lease_seconds=3600)
+    waiting: Waiting | None = wait(service, "run-1", max_wait_seconds=86_400)
+    for _ in range(3):
+        clock.advance(10)
+        assert waiting is not None
+        waiting = service.poll(waiting)[1]
+    release(service, held)
+    # The engine's next poll comes late (the flow was suspended), after retention deleted the released claim.
+    clock.advance(86_400 + 60)
+    service.retention.purge()
+    register(service, enabled=flow_enabled)
+    assert waiting is not None
+
+    answer = poll(service, waiting)
+
+    expected = (Decision.PROCEED, 1) if flow_enabled else (Decision.BLOCKED, 0)
+    assert (answer.decision, answer.attempt) == expected
+    # The claim id is the key's, under either claim: the new one's history, or none for a key left unclaimed.
+    assert [(event.outcome, event.run_id) for event in service.store.list_events(held.claim_id)] == (
+        [("proceed", "run-1")] if flow_enabled else []
+    )

@@ -485,13 +485,16 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
             connection.execute(*_insert("history", _sql_row(row_writing.event_to_row(event))))
 
     def count_event(self, event: HistoryEvent) -> None:
-        # One statement: the series' first answer inserts its line, every later one counts in it.
-        insert, values = _insert("history", _sql_row(row_writing.event_to_row(event)))
+        # One statement: the series' first answer inserts its line, every later one counts in it; nothing while
+        # its claim is gone (deleted by retention since the answer read it): no history without its claim.
+        row = _sql_row(row_writing.event_to_row(event))
         with self._write() as connection:
             connection.execute(
-                f"{insert} ON CONFLICT (ClaimId, EventId) DO UPDATE SET Count = Count + excluded.Count,"
+                f"INSERT INTO history ({', '.join(row)}) SELECT {', '.join('?' * len(row))}"
+                " WHERE EXISTS (SELECT 1 FROM claims WHERE ClaimId = ?)"
+                " ON CONFLICT (ClaimId, EventId) DO UPDATE SET Count = Count + excluded.Count,"
                 " At = min(At, excluded.At), LastAt = max(LastAt, excluded.LastAt)",
-                values,
+                [*row.values(), event.claim_id],
             )
 
     def list_events(self, claim_id: str) -> list[HistoryEvent]:

@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 import pytest
 
 from oncegate.domain.keys import KeyHasher
-from oncegate.domain.records import Claim
+from oncegate.domain.records import Claim, HistoryEvent
 from oncegate.domain.statuses import AttentionReason, ClaimStatus, ConflictStatus, Decision, EventKind
 from oncegate.models import ClaimCounts, ClaimResponse, ListClaimsQuery, ListConflictsQuery
 from oncegate.service.core import TICK
-from oncegate.service.retention import Kept, gone_at
+from oncegate.service.retention import Kept, PurgeReport, gone_at
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
@@ -358,3 +358,40 @@ def test_runs_with_changed_data_answered_together_each_get_the_conflict(
         assert clock() <= after.updated_at <= clock() + RACING_RUNS * TICK
     else:
         assert after.version == before.version
+
+
+def test_a_duplicate_answered_from_a_tombstone_the_purge_deletes_before_its_line_is_written_leaves_no_line(
+    open_store: Callable[[], ClaimStore], new_service: Callable[[], Gate], clock: FakeClock, store_kind: str
+) -> None:
+    if store_kind == "tables":
+        # No entity-group transaction reads the claim row: the line is only kept from a claim gone by reading it
+        # after the write, a fourth request for a series' first duplicate (the target is three). Left to decide.
+        pytest.xfail("Table Storage writes a series' first line without its claim row")
+    purger = new_service()
+    set_scope(purger, SCOPE, retention_days=1, horizon_days=2)
+    made = claim(purger, run="run-1", key="ORDER-1")
+    record(purger, made, target_record_id="SO-1")
+    clock.advance(2 * DAY)
+    assert purger.retention.purge().deleted_total == 1
+    clock.advance(3 * DAY)
+    late = open_store()
+    replayer = Gate(late, KeyHasher(KEY_SECRET), clock=clock)
+    count_event = late.count_event
+    purged: list[PurgeReport] = []
+
+    def purged_first(line: HistoryEvent) -> None:
+        purged.append(purger.retention.purge())
+        count_event(line)
+
+    # A run resubmitted at the horizon reads the tombstone (duplicate); the purge deletes the tombstone before the
+    # run's answer is counted in its history. Before the line was written only while its claim is there, it stayed,
+    # history without a claim, and the key's next claim, made anew, showed that duplicate as its own history.
+    late.count_event = purged_first  # type: ignore[method-assign,assignment]
+    replayed = claim(replayer, run="run-2", key="ORDER-1")
+    late.count_event = count_event  # type: ignore[method-assign]
+
+    assert replayed.decision is Decision.DUPLICATE
+    assert [sum(report.tombstones_deleted.values()) for report in purged] == [1]
+    anew = claim(new_service(), run="run-3", key="ORDER-1")
+    assert (anew.decision, anew.claim_id, anew.attempt) == (Decision.PROCEED, made.claim_id, 1)
+    assert history(purger, made.claim_id) == [(EventKind.CLAIM, "proceed")]

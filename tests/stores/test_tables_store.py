@@ -25,15 +25,20 @@ from azure.data.tables import (
     generate_account_sas,
 )
 
+from oncegate.domain.keys import KeyHasher
 from oncegate.domain.records import Claim, Conflict, HistoryEvent
-from oncegate.domain.statuses import ClaimStatus, ConflictStatus, EventKind, Resolution
+from oncegate.domain.statuses import ClaimStatus, ConflictStatus, Decision, EventKind, Resolution
 from oncegate.errors import ConcurrentUpdate, NotFound, StoreUnavailable
+from oncegate.models import ClaimResponse
 from oncegate.stores import row_writing
 from oncegate.stores.paging import decode_cursor, encode_cursor, utc_text
 from oncegate.stores.tables import batch
 from oncegate.stores.tables.claims import HISTORY_BATCH
 from oncegate.stores.tables.conflicts import FIRST_VERSION, _conflict_entities
 from oncegate.stores.tables.store import TableStore, table_names
+from tests.conftest import KEY_SECRET, FakeClock
+from tests.gate import Gate
+from tests.service.calls import SCOPE, claim, history, record, set_scope
 from tests.stores.contract import Meter, StoreContract
 from tests.stores.target_contract import TargetContract
 from tests.support import records
@@ -41,6 +46,7 @@ from tests.support.azurite import Azurite, ExternalTables, TableStoreFactory
 from tests.support.records import T0
 
 pytestmark = pytest.mark.azurite
+DAY = 24 * 3600
 
 
 class TestTableStore(StoreContract, TargetContract):
@@ -507,3 +513,37 @@ def test_an_open_with_a_signature_that_may_not_list_tables_makes_each_missing_ta
 def _listed(factory: TableStoreFactory) -> set[str]:
     with TableServiceClient.from_connection_string(factory.connection_string) as tables:
         return {table.name for table in tables.list_tables() if table.name.startswith(factory.prefix)}
+
+
+def test_a_duplicate_counted_while_the_purge_deletes_its_tombstone_leaves_no_line_behind(
+    table_store_factory: TableStoreFactory, clock: FakeClock
+) -> None:
+    purging, replaying = table_store_factory(), table_store_factory()
+    purger = Gate(purging, KeyHasher(KEY_SECRET), clock=clock)
+    set_scope(purger, SCOPE, retention_days=1, horizon_days=2)
+    made = claim(purger, run="run-1")
+    record(purger, made, target_record_id="SO-1")
+    clock.advance(2 * DAY)
+    assert purger.retention.purge().deleted_total == 1
+    clock.advance(3 * DAY)
+    listing = purging._claims.query_entities
+    replayed: list[ClaimResponse] = []
+
+    # A run resubmitted at the horizon is answered duplicate from the tombstone, its line a series' first written
+    # after the purge listed the tombstone's rows and before it deleted them: no transaction reads the claim, so
+    # before the purge looked again the line stayed without its claim, and the key's claim made anew showed it.
+    def listed_then_replayed(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("select") != ["RowKey"] or replayed:
+            return listing(*args, **kwargs)
+        rows = list(listing(*args, **kwargs))
+        replayed.append(claim(Gate(replaying, KeyHasher(KEY_SECRET), clock=clock), run="run-2"))
+        return rows
+
+    purging._claims.query_entities = listed_then_replayed  # type: ignore[method-assign]
+    assert sum(purger.retention.purge().tombstones_deleted.values()) == 1
+    purging._claims.query_entities = listing  # type: ignore[method-assign]
+
+    assert [answer.decision for answer in replayed] == [Decision.DUPLICATE]
+    anew = claim(purger, run="run-3")
+    assert (anew.decision, anew.claim_id, anew.attempt) == (Decision.PROCEED, made.claim_id, 1)
+    assert history(purger, made.claim_id) == [(EventKind.CLAIM, "proceed")]

@@ -213,7 +213,8 @@ class TableClaims:
         changes its ETag), the last deletes or replaces it. A claim that changes meanwhile fails the next
         transaction and keeps what is left; only a history of more than 99 rows needs more than one transaction.
         A tombstone keeps the fingerprint records :func:`~oncegate.domain.tombstones.buried_fingerprints` names,
-        rewritten in its own transaction; the others go with the history.
+        rewritten in its own transaction; the others go with the history. A claim deleted whole has its partition
+        listed once more after: a duplicate's line written meanwhile (``count_event``) goes too.
         """
         stale = f"claim {claim.claim_id} changed since {claim.version}, or is gone"
         with _on_status(STALE, lambda: ConcurrentUpdate(stale)):
@@ -246,11 +247,26 @@ class TableClaims:
             else:
                 last = (TransactionOperation.UPDATE, _claim_entity(tombstone), _if_unchanged(etag, UpdateMode.REPLACE))
             batch.submit_transaction(self._claims, [last, *history])
+        if tombstone is None:
+            with suppress(HttpResponseError, ServiceRequestError, ServiceResponseError):
+                self._delete_left_over(claim.claim_id)
         # The claim is gone; its index rows go after it. One left behind (a failure here) names a claim that
         # no longer exists, which the index's reader passes over.
         for entity in _claim_index(claim):
             with suppress(HttpResponseError, ServiceRequestError, ServiceResponseError):
                 self._claims.delete_entity(entity["PartitionKey"], entity["RowKey"])
+
+    def _delete_left_over(self, claim_id: str) -> None:
+        """Delete the rows a series' first answer wrote in the claim's partition after the delete listed it (no
+        transaction reads the claim): while no claim is made there again, every row left is the deleted claim's."""
+        rows = list(self._claims.query_entities(PARTITION_FILTER, parameters={"pk": claim_id}, select=["RowKey"]))
+        if any(row["RowKey"] == CLAIM_ROW for row in rows):
+            return
+        for row in rows:
+            with suppress(HttpResponseError):  # gone already, or counted in since: a change of its own
+                self._claims.delete_entity(
+                    claim_id, row["RowKey"], etag=_etag(row.metadata), match_condition=MatchConditions.IfNotModified
+                )
 
     def _buried_fingerprints(self, tombstone: Claim, rows: list[Any]) -> list[FingerprintRecord]:
         """The claim's fingerprint records its tombstone keeps (issue 31): read only when the claim has any, as

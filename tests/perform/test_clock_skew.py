@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 import pytest
 
@@ -111,33 +112,34 @@ def test_the_margin_is_no_wider_than_the_clock_check_needs() -> None:
     assert ahead == EDGE
 
 
-def sent_in_doubt(sender: Gate, stand_in: StandInTarget, clock: FakeClock) -> str:
-    """The sender's call answered 504 by a gateway while the order system goes on making the order: the claim id.
-    The fake clock is moved to when the judge asks, the call still within its time on the sender's clock."""
+class InDoubt(NamedTuple):
+    """A call the sender sent, in doubt: when any clock may hand its claim over (the recorded deadline and the
+    margin, up to the second), when the call really ended (its deadline on the sender's clock, EDGE behind the true
+    time), and the seconds until the hand-over on the judge's clock (EDGE ahead)."""
+
+    over: datetime
+    ended: datetime
+    left: float
+
+
+def sent_in_doubt(sender: Gate, stand_in: StandInTarget, clock: FakeClock) -> InDoubt:
+    """The sender's call answered 504 by a gateway while the order system goes on making the order. The fake clock
+    is moved to when the judge asks, the call still within its time on the sender's clock."""
     stand_in.script(Answer(status=504, commit=False))
     first = perform(sender, KEY, "run-1")
     assert first.decision.value == "reconcile", first
     clock.advance(WITHIN_THE_CALL)
-    return first.claim_id
-
-
-def handed_over_at(sender: Gate, claim_id: str) -> datetime:
-    """When the claim may be handed over on any clock: the recorded deadline and the margin, up to the second."""
-    over = recorded_deadline(sender, claim_id) + CALL_DEADLINE_MARGIN
-    return over.replace(microsecond=0) + timedelta(seconds=1) if over.microsecond else over
-
-
-def ended_at(sender: Gate, claim_id: str) -> datetime:
-    """When the sender's call really ended, on the true time: its deadline on the sender's clock, EDGE behind."""
-    return recorded_deadline(sender, claim_id) + EDGE
+    deadline = recorded_deadline(sender, first.claim_id)
+    over = deadline + CALL_DEADLINE_MARGIN
+    over = over.replace(microsecond=0) + timedelta(seconds=1) if over.microsecond else over
+    return InDoubt(over, deadline + EDGE, (over - (clock() + EDGE)).total_seconds())
 
 
 def test_perform_once_on_an_instance_ahead_looks_up_no_call_the_sender_may_still_be_making(
     instances: tuple[Gate, Gate], erp_store: Target, stand_in: StandInTarget, clock: FakeClock
 ) -> None:
     sender, judge = instances
-    claim_id = sent_in_doubt(sender, stand_in, clock)
-    over, ended = handed_over_at(sender, claim_id), ended_at(sender, claim_id)
+    over, ended, _ = sent_in_doubt(sender, stand_in, clock)
 
     early = perform(judge, KEY, "run-2")
     stand_in.records.append(Record("order-0", KEY, None))  # the order system made the call's order by its deadline
@@ -161,9 +163,7 @@ def test_check_and_claim_on_an_instance_ahead_hands_no_call_over_the_sender_may_
     instances: tuple[Gate, Gate], erp_store: Target, stand_in: StandInTarget, clock: FakeClock
 ) -> None:
     sender, judge = instances
-    claim_id = sent_in_doubt(sender, stand_in, clock)
-    over, ended = handed_over_at(sender, claim_id), ended_at(sender, claim_id)
-    left = (over - (clock() + EDGE)).total_seconds()  # on the judge's clock
+    _, ended, left = sent_in_doubt(sender, stand_in, clock)
 
     early = ask(judge)
     clock.advance(left - 0.001)
@@ -185,9 +185,7 @@ def test_a_wait_on_an_instance_ahead_polls_no_sooner_than_the_hand_over(
     instances: tuple[Gate, Gate], erp_store: Target, stand_in: StandInTarget, clock: FakeClock
 ) -> None:
     sender, judge = instances
-    claim_id = sent_in_doubt(sender, stand_in, clock)
-    over, ended = handed_over_at(sender, claim_id), ended_at(sender, claim_id)
-    left = (over - (clock() + EDGE)).total_seconds()
+    _, ended, left = sent_in_doubt(sender, stand_in, clock)
 
     waited, waiting = judge.check_and_wait(ClaimRequest.model_validate(claim_body(KEY, "run-2"), by_name=False))
     assert waiting is not None, waited
@@ -206,9 +204,7 @@ def test_the_watch_on_an_instance_ahead_looks_up_no_call_the_sender_may_still_be
     instances: tuple[Gate, Gate], erp_store: Target, stand_in: StandInTarget, clock: FakeClock
 ) -> None:
     sender, judge = instances
-    claim_id = sent_in_doubt(sender, stand_in, clock)
-    over, ended = handed_over_at(sender, claim_id), ended_at(sender, claim_id)
-    left = (over - (clock() + EDGE)).total_seconds()
+    _, ended, left = sent_in_doubt(sender, stand_in, clock)
 
     early = judge.services.perform.look_up_all_in_doubt()
     methods = [request.method for request in stand_in.received]

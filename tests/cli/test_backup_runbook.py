@@ -30,16 +30,13 @@ from oncegate.cli import main
 from oncegate.config import Settings
 from oncegate.domain.statuses import Decision
 from oncegate.domain.targets import Target, TargetAuth
-from oncegate.entrypoints import http
-from oncegate.entrypoints.operations import BY_NAME, Call
-from oncegate.models import PerformRequest, PerformResponse
 from oncegate.stores import export_format
 from oncegate.stores.tables.store import table_names
 from tests.cli.conftest import Run
 from tests.docs.markdown import REPO, ShellBlock, shell_blocks
 from tests.faults.lossy_proxy import LossyProxy
 from tests.gate import Gate
-from tests.perform.calls import perform_body
+from tests.perform.calls import perform
 from tests.service.calls import claim, record
 from tests.support.target_server import StandInTarget
 
@@ -173,12 +170,6 @@ def untracked(folder: Path) -> set[str]:
         check=True,
     )
     return set(status.stdout.splitlines())
-
-
-def perform(service: Gate, key: str, run: str) -> PerformResponse:
-    request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
-    answer: PerformResponse = http.answer(BY_NAME["perform_once"], service.services, Call(body=request))
-    return answer
 
 
 def test_the_restore_runbook_as_written_brings_back_the_declared_targets_and_perform_once_reaches_them(

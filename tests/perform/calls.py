@@ -1,10 +1,16 @@
-"""What Perform once's tests send: a request body, and the outbound adapter the service calls targets through."""
+"""What Perform once's tests send: a request body, and one Perform once answered without HTTP."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oncegate.domain.records import CALL_DEADLINE_MARGIN
+from oncegate.entrypoints import http
+from oncegate.entrypoints.operations import BY_NAME, Call
+from oncegate.models import PerformRequest, PerformResponse
+
+if TYPE_CHECKING:
+    from tests.gate import Gate
 
 FLOW = {"name": "Create ERP order", "environment": "Default-contoso"}
 
@@ -30,3 +36,10 @@ def perform_body(
         "body": {"reference": key, "amount": 10},
         **fields,
     }
+
+
+def perform(service: Gate, key: str, run: str) -> PerformResponse:
+    """Perform once for ``key`` by ``run``, through the entry's steps as the app runs them, without HTTP."""
+    request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
+    answer: PerformResponse = http.answer(BY_NAME["perform_once"], service.services, Call(body=request))
+    return answer

@@ -21,14 +21,12 @@ from oncegate.domain.keys import KeyHasher
 from oncegate.domain.performing import fingerprint_payload, lease_of
 from oncegate.domain.statuses import ClaimStatus
 from oncegate.domain.targets import Target
-from oncegate.entrypoints import http
-from oncegate.entrypoints.operations import BY_NAME, Call
-from oncegate.models import ClaimRequest, ClaimResponse, PerformRequest, PerformResponse
+from oncegate.models import ClaimRequest, ClaimResponse
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
-from tests.perform.calls import FLOW, PAST_DEADLINE, perform_body
+from tests.perform.calls import FLOW, PAST_DEADLINE, perform, perform_body
 from tests.perform.conftest import Declared, with_target
 from tests.support.target_server import Answer, StandInTarget
 
@@ -58,12 +56,6 @@ def on_real_clock(open_store: Callable[[], ClaimStore]) -> Iterator[tuple[Gate, 
     gate, store = slowed(open_store, lambda: datetime.now(UTC))
     yield gate, store
     gate.close()
-
-
-def perform(service: Gate, key: str, run: str) -> PerformResponse:
-    request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
-    answer: PerformResponse = http.answer(BY_NAME["perform_once"], service.services, Call(body=request))
-    return answer
 
 
 def claim_body(key: str, run: str) -> dict[str, object]:

@@ -30,7 +30,8 @@ from oncegate.models import ClaimRequest, ClaimResponse
 from oncegate.stores.port import ClaimStore
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.gate import Gate
-from tests.perform.test_call_deadline import claim_body, perform, recorded_deadline
+from tests.perform.calls import perform
+from tests.perform.test_call_deadline import claim_body, recorded_deadline
 from tests.support.target_server import Answer, Record, StandInTarget
 
 KEY = "SO-skew"

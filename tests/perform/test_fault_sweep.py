@@ -25,11 +25,11 @@ from oncegate.domain.targets import Target
 from oncegate.entrypoints import http
 from oncegate.entrypoints.operations import BY_NAME, Call
 from oncegate.errors import StoreUnavailable
-from oncegate.models import PerformRequest, PerformResponse, RecordResultRequest
+from oncegate.models import PerformResponse, RecordResultRequest
 from tests.conftest import KEY_SECRET, FakeClock
 from tests.faults.faulty_store import Fault, FaultyStore
 from tests.gate import Gate
-from tests.perform.calls import perform_body
+from tests.perform.calls import perform
 from tests.support.target_server import Answer, StandInTarget
 
 MAX_CALLS = 20
@@ -48,12 +48,6 @@ def faulty(request: pytest.FixtureRequest, open_store: object, clock: FakeClock)
     gate = Gate(store, KeyHasher(KEY_SECRET), clock=clock, targets_allow_loopback=True)
     yield gate, store
     gate.close()
-
-
-def perform(service: Gate, key: str, run: str) -> PerformResponse:
-    request = PerformRequest.model_validate(perform_body(key, run=run), by_name=False)
-    answer: PerformResponse = http.answer(BY_NAME["perform_once"], service.services, Call(body=request))
-    return answer
 
 
 def forget_script(stand_in: StandInTarget) -> None:

@@ -54,6 +54,7 @@ from oncegate.stores.sqlite_rows import (
     MARKED_TABLES,
     Written,
     _claim_row,
+    _count_line_sql,
     _first_version,
     _insert,
     _mark_row,
@@ -489,13 +490,7 @@ class SqliteStore(SqliteBackups, SqliteNewClaims, sqlite_targets.SqliteTargets):
         # its claim is gone (deleted by retention since the answer read it): no history without its claim.
         row = _sql_row(row_writing.event_to_row(event))
         with self._write() as connection:
-            connection.execute(
-                f"INSERT INTO history ({', '.join(row)}) SELECT {', '.join('?' * len(row))}"
-                " WHERE EXISTS (SELECT 1 FROM claims WHERE ClaimId = ?)"
-                " ON CONFLICT (ClaimId, EventId) DO UPDATE SET Count = Count + excluded.Count,"
-                " At = min(At, excluded.At), LastAt = max(LastAt, excluded.LastAt)",
-                [*row.values(), event.claim_id],
-            )
+            connection.execute(_count_line_sql(tuple(row)), [*row.values(), event.claim_id])
 
     def list_events(self, claim_id: str) -> list[HistoryEvent]:
         return self._events(claim_id, after=("", ""), limit=-1)

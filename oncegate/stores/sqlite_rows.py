@@ -111,6 +111,18 @@ def _insert_sql(table: str, names: tuple[str, ...]) -> str:
     return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
 
 
+@lru_cache(maxsize=8)
+def _count_line_sql(names: tuple[str, ...]) -> str:
+    """The statement that counts an answer in its history line (``SqliteStore.count_event``), built once for the
+    line's columns, as :func:`_insert_sql` is: sqlite3 finds its prepared statement by the text."""
+    return (
+        f"INSERT INTO history ({', '.join(names)}) SELECT {', '.join('?' * len(names))}"
+        " WHERE EXISTS (SELECT 1 FROM claims WHERE ClaimId = ?)"
+        " ON CONFLICT (ClaimId, EventId) DO UPDATE SET Count = Count + excluded.Count,"
+        " At = min(At, excluded.At), LastAt = max(LastAt, excluded.LastAt)"
+    )
+
+
 def _first_version() -> int:
     """A new claim's first version: random, so that after a claim is deleted and made again under the same
     id, a copy of the deleted one (kept by an instance to write from) can never match the new one's version."""

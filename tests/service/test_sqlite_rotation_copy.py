@@ -10,7 +10,10 @@ key done before the switch and after it is ``duplicate``.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -107,18 +110,49 @@ def test_a_copy_with_what_the_runbook_keeps_after_a_switch_answers_each_key_done
     gate.store.close()
 
 
+# The runbook's command that writes the current secret into the file once the previous one is retired (step 4).
+WRITE_THE_FILE = re.compile(r"`(printf '%s' [^`]*> \.oncegate/key-secret)`")
+SHELLS = [shell for shell in ("sh", "dash", "bash", "zsh") if shutil.which(shell)]
+
+
+def _written(shell: str, command: str, folder: Path, secret: str | None) -> subprocess.CompletedProcess[str]:
+    """The runbook's command run as written by ``shell`` in ``folder``, ONCEGATE_KEY_SECRET set there or not."""
+    environment = {name: value for name, value in os.environ.items() if name != "ONCEGATE_KEY_SECRET"}
+    if secret is not None:
+        environment["ONCEGATE_KEY_SECRET"] = secret
+    return subprocess.run([shell, "-c", command], cwd=folder, env=environment, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
 def test_once_the_previous_secret_is_retired_the_file_written_with_the_current_one_stands_in_for_the_setting(
-    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    shell: str,
 ) -> None:
-    database = tmp_path / "here" / "oncegate.db"
+    database = tmp_path / ".oncegate" / "oncegate.db"
     old = _rotated(database.parent, clock, before_the_switch=False)
     for name, value in (("ONCEGATE_SQLITE_PATH", str(database)), ("ONCEGATE_KEY_SECRET", NEW)):
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("ONCEGATE_KEY_SECRET_PREVIOUS", old)
     assert main(["keys", "retire", KeyHasher(old).key_id]) == 0, capsys.readouterr().err
-    # Step 4, then the file written with the current secret, as the runbook says: no setting names a secret.
-    (database.parent / SECRET_FILE_NAME).write_text(NEW, encoding="utf-8")
+    (command,) = WRITE_THE_FILE.findall(" ".join((ROOT / "docs" / "operations.md").read_text(encoding="utf-8").split()))
+    secret_file = database.parent / SECRET_FILE_NAME
+    mode = secret_file.stat().st_mode
 
+    # Run in a shell where the variable was never set (the operator set it in the app's settings only): the file
+    # is left as it was, not emptied, and the shell says why.
+    unset = _written(shell, command, tmp_path, None)
+    assert unset.returncode != 0
+    assert "ONCEGATE_KEY_SECRET" in unset.stderr
+    assert secret_file.read_text(encoding="utf-8").strip() == old
+
+    # Step 4, then the file written with the current secret, as the runbook says: no setting names a secret.
+    done = _written(shell, command, tmp_path, NEW)
+    assert done.returncode == 0, done.stderr
+    assert secret_file.read_text(encoding="utf-8") == NEW
+    assert secret_file.stat().st_mode == mode  # written over, so still readable by its owner alone
     ring = _settings_of({"ONCEGATE_SQLITE_PATH": str(database)})
     gate = _gate(database, ring, clock)
     assert claim(gate, key="SO-after", run="run-3").decision is Decision.DUPLICATE

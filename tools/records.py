@@ -3,21 +3,16 @@
 A record (:func:`oncegate.domain.copies.frozen`) gets its ``__init__`` at its first call, from a text made from its
 fields. Compiling that text was two thirds of a first claim's own Python in a new process (issue 36's cold start):
 each record's text is written out as code, so that it is compiled once with the package's bytecode and read with it,
-by the shape the text is made from (``copies._compiled``). :mod:`oncegate.domain.record_inits` holds those of the
-records of the modules ``import function_app`` loads, which a first request makes; ``record_inits_later`` the others,
-read when one of them is first made. ``--check`` writes nothing and exits 1 when the modules differ from the records,
-as the tests do: a record added or changed since they were written is still made right, compiled at its first call,
-but costs a new process that again.
+by the shape the text is made from (``copies._compiled``), in :mod:`oncegate.domain.record_inits`. ``--check``
+writes nothing and exits 1 when the module differs from the records, as the tests do: a record added or changed since
+it was written is still made right, compiled at its first call, but costs a new process that again.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
-import os
 import pkgutil
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -28,9 +23,8 @@ from oncegate.domain import copies
 COMMAND = "python -m tools.records"
 ROOT = Path(__file__).resolve().parents[1]
 WRITTEN = Path(copies.__file__).with_name("record_inits.py")
-LATER = Path(copies.__file__).with_name("record_inits_later.py")
 
-HEAD = '''"""The ``__init__`` of every record {which}, written by ``{command}`` from the records' fields: do not edit.
+HEAD = '''"""The ``__init__`` of every record, written by ``{command}`` from the records' fields: do not edit.
 
 A record's ``__init__`` is made at its first call from a text (``oncegate.domain.copies``); the text of each is
 here as code, by the shape it is made from, compiled with the package's bytecode, so that a new process reads it
@@ -47,10 +41,6 @@ from types import CodeType
 
 INITS: dict[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]], CodeType] = {{}}
 '''
-WHICH = {
-    WRITTEN: "of the modules ``import function_app`` loads (the others: ``record_inits_later``)",
-    LATER: "of the modules ``import function_app`` leaves to their first use (the others: ``record_inits``)",
-}
 
 
 def records() -> Iterator[type]:
@@ -68,30 +58,12 @@ def records() -> Iterator[type]:
                     yield value
 
 
-def loaded_with_the_app() -> set[str]:
-    """The modules a new process has once it imported ``function_app``, as the worker imports it."""
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("ONCEGATE_")}
-    code = "import json, sys, function_app; print(json.dumps(sorted(sys.modules)))"
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=environment, check=True, capture_output=True, text=True
-    )
-    loaded: list[str] = json.loads(done.stdout.splitlines()[-1])
-    return set(loaded)
-
-
 def written() -> dict[Path, str]:
-    """Each module's text: the ``__init__`` of each shape of its records once, by its shape, in the shapes' order."""
-    loaded = loaded_with_the_app()
-    shapes: dict[Path, set[copies.Shape]] = {WRITTEN: set(), LATER: set()}
-    for kind in records():
-        shapes[WRITTEN if kind.__module__ in loaded else LATER].add(copies.init_shape(kind))
-    shapes[LATER] -= shapes[WRITTEN]
-    texts = {}
-    for path, found in shapes.items():
-        parts = [HEAD.format(command=COMMAND, which=WHICH[path])]
-        parts.extend(f"\n{copies.init_source(shape)}INITS[{shape!r}] = __init__.__code__\n" for shape in sorted(found))
-        texts[path] = "".join(parts)
-    return texts
+    """The module's text: the ``__init__`` of each shape of the records once, by its shape, in the shapes' order."""
+    shapes = {copies.init_shape(kind) for kind in records()}
+    parts = [HEAD.format(command=COMMAND)]
+    parts.extend(f"\n{copies.init_source(shape)}INITS[{shape!r}] = __init__.__code__\n" for shape in sorted(shapes))
+    return {WRITTEN: "".join(parts)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -304,33 +304,25 @@ def init_source(shape: Shape) -> str:
     return f"def __init__({parameters}):\n    {own}.__dict__.update({values})\n"
 
 
-# The records' __init__ as tools.records wrote them out, by their shape: those of the modules a new process imports
-# with the app read at the first record's first call, the others' at the first call of a record they hold.
+# The records' __init__ as tools.records wrote them out, by their shape, read at the first record's first call.
 _read: dict[Shape, CodeType] | None = None
-_later_read = False
 
 
 def _compiled(shape: Shape) -> CodeType:
     """The code of the ``__init__`` of this shape, as ``exec(init_source(shape))`` makes it.
 
-    Read from :mod:`oncegate.domain.record_inits` (or ``record_inits_later``), compiled from the same text with the
-    package's bytecode, where the shape is there: compiling each record's at its first call was two thirds of a
-    first claim's own Python (26 records, about 8 million instructions: issue 36's cold start). Only a shape not
-    written out there (a record added or changed since ``python -m tools.records`` ran;
-    tests/service/test_record_inits.py fails until it is run) is compiled here.
+    Read from :mod:`oncegate.domain.record_inits`, compiled from the same text with the package's bytecode, where the
+    shape is there: compiling each record's at its first call was two thirds of a first claim's own Python (26
+    records, about 8 million instructions: issue 36's cold start). Only a shape not written out there (a record added
+    or changed since ``python -m tools.records`` ran; tests/service/test_record_inits.py fails until it is run) is
+    compiled here.
     """
-    global _read, _later_read
+    global _read
     if _read is None:
         from oncegate.domain.record_inits import INITS
 
-        _read = dict(INITS)
+        _read = INITS
     written = _read.get(shape)
-    if written is None and not _later_read:
-        from oncegate.domain.record_inits_later import INITS as LATER
-
-        _read.update(LATER)
-        _later_read = True
-        written = _read.get(shape)
     if written is not None:
         # As exec names what it compiles: a traceback through the __init__ reads as the compiled one's.
         return written.replace(co_filename="<string>", co_firstlineno=1)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from oncegate.domain import copies, record_inits, record_inits_later
+from oncegate.domain import copies, record_inits
 from oncegate.domain.copies import frozen
 from oncegate.domain.records import Flow
 from tools import records
@@ -16,20 +16,10 @@ from tools import records
 def test_the_written_inits_are_those_of_every_record_as_it_is_now() -> None:
     # A record added or changed since the module was written would be compiled again in every new process.
     assert records.main(["--check"]) == 0, "run python -m tools.records"
-    written = set(record_inits.INITS) | set(record_inits_later.INITS)
-    assert {copies.init_shape(kind) for kind in records.records()} == written
+    assert {copies.init_shape(kind) for kind in records.records()} == set(record_inits.INITS)
 
 
-def test_the_records_a_new_process_has_with_the_app_are_read_first_and_the_others_later() -> None:
-    # A first request makes the records of the modules the app imports: only theirs are read with the first one made.
-    loaded = records.loaded_with_the_app()
-    at_start = {copies.init_shape(kind) for kind in records.records() if kind.__module__ in loaded}
-    assert set(record_inits.INITS) == at_start
-    assert not set(record_inits_later.INITS) & at_start
-    assert len(record_inits_later.INITS) > 20  # the split is worth a module: the other actions', the command line's
-
-
-@pytest.mark.parametrize("shape", sorted({**record_inits_later.INITS, **record_inits.INITS}))
+@pytest.mark.parametrize("shape", sorted(record_inits.INITS))
 def test_each_written_init_is_the_code_its_shape_s_text_compiles_to(shape: copies.Shape) -> None:
     scope: dict[str, Any] = {}
     exec(copies.init_source(shape), scope)
